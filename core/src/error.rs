@@ -1,0 +1,305 @@
+//! The client's error type and its mapping from gRPC statuses.
+
+use caerus_proto::metadata;
+use tonic::{Code, Status};
+
+/// Result alias used throughout the client.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything a Caerus DLS call can fail with.
+///
+/// Each variant keeps the server's message where there is one. [`Error::code`] gives a
+/// stable machine-readable name that language bindings expose unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The acquire timeout passed before the lock could be granted. The transaction is
+    /// still active and keeps the locks it already holds.
+    #[error("lock not acquired before the acquire timeout: {message}")]
+    LockTimeout {
+        /// What happened, as reported by the server.
+        message: String,
+    },
+    /// The server aborted the transaction to break a deadlock; its locks are gone.
+    #[error("transaction aborted as a deadlock victim: {message}")]
+    DeadlockVictim {
+        /// What happened, as reported by the server.
+        message: String,
+    },
+    /// The transaction is no longer active (lease expired, aborted or already ended); its
+    /// locks are gone, so stop the work they protected.
+    #[error("transaction lost: {message}")]
+    TransactionLost {
+        /// What happened, as reported by the server or observed by the client.
+        message: String,
+    },
+    /// The server does not know the transaction (never existed, or finished and forgotten).
+    #[error("transaction not found: {message}")]
+    TransactionNotFound {
+        /// What happened, as reported by the server.
+        message: String,
+    },
+    /// A request field failed validation; the message names the field.
+    #[error("invalid argument: {message}")]
+    InvalidArgument {
+        /// Which field is wrong and why.
+        message: String,
+    },
+    /// The API key is missing or unknown to the server.
+    #[error("unauthenticated: {message}")]
+    Unauthenticated {
+        /// What happened, as reported by the server.
+        message: String,
+    },
+    /// The API key may not use this namespace or this transaction.
+    #[error("permission denied: {message}")]
+    PermissionDenied {
+        /// What happened, as reported by the server.
+        message: String,
+    },
+    /// The wait for a lock was withdrawn by a `release` of the same key.
+    #[error("lock wait cancelled: {message}")]
+    WaitCancelled {
+        /// What happened, as reported by the server.
+        message: String,
+    },
+    /// The transaction already waits for another lock; a transaction waits for one lock
+    /// at a time.
+    #[error("transaction already waits for another lock: {message}")]
+    AlreadyWaiting {
+        /// What happened, as reported by the server.
+        message: String,
+    },
+    /// No leader could be reached before the retry deadline (retries exhausted, cluster
+    /// unreachable or without a leader). Safe to retry later.
+    #[error("cluster unavailable: {message}")]
+    Unavailable {
+        /// Which endpoints were tried and the last error seen.
+        message: String,
+    },
+    /// The client configuration is invalid (no endpoints, malformed address, bad API key).
+    #[error("invalid client configuration: {message}")]
+    Config {
+        /// What is wrong with the configuration.
+        message: String,
+    },
+    /// Anything else: an unexpected gRPC status or a malformed answer.
+    #[error("internal error: {message}")]
+    Internal {
+        /// What happened, including the gRPC code when there is one.
+        message: String,
+    },
+}
+
+impl Error {
+    /// Stable SCREAMING_SNAKE name of the error kind, e.g. `"LOCK_TIMEOUT"`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::LockTimeout { .. } => "LOCK_TIMEOUT",
+            Error::DeadlockVictim { .. } => "DEADLOCK_VICTIM",
+            Error::TransactionLost { .. } => "TRANSACTION_LOST",
+            Error::TransactionNotFound { .. } => "TRANSACTION_NOT_FOUND",
+            Error::InvalidArgument { .. } => "INVALID_ARGUMENT",
+            Error::Unauthenticated { .. } => "UNAUTHENTICATED",
+            Error::PermissionDenied { .. } => "PERMISSION_DENIED",
+            Error::WaitCancelled { .. } => "WAIT_CANCELLED",
+            Error::AlreadyWaiting { .. } => "ALREADY_WAITING",
+            Error::Unavailable { .. } => "UNAVAILABLE",
+            Error::Config { .. } => "CONFIG",
+            Error::Internal { .. } => "INTERNAL",
+        }
+    }
+
+    /// The message carried by the error, without the kind prefix of `Display`.
+    pub fn message(&self) -> &str {
+        match self {
+            Error::LockTimeout { message }
+            | Error::DeadlockVictim { message }
+            | Error::TransactionLost { message }
+            | Error::TransactionNotFound { message }
+            | Error::InvalidArgument { message }
+            | Error::Unauthenticated { message }
+            | Error::PermissionDenied { message }
+            | Error::WaitCancelled { message }
+            | Error::AlreadyWaiting { message }
+            | Error::Unavailable { message }
+            | Error::Config { message }
+            | Error::Internal { message } => message,
+        }
+    }
+
+    pub(crate) fn config(message: impl Into<String>) -> Self {
+        Error::Config { message: message.into() }
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Error::Internal { message: message.into() }
+    }
+
+    pub(crate) fn invalid_argument(message: impl Into<String>) -> Self {
+        Error::InvalidArgument { message: message.into() }
+    }
+}
+
+/// The `x-dls-error` value of a status, if the server attached one.
+pub(crate) fn error_kind(status: &Status) -> Option<&str> {
+    status.metadata().get(metadata::ERROR_KIND).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
+}
+
+/// The `x-dls-leader-addr` hint of a follower's UNAVAILABLE answer.
+pub(crate) fn leader_addr(status: &Status) -> Option<&str> {
+    status.metadata().get(metadata::LEADER_ADDR).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
+}
+
+fn status_message(status: &Status) -> String {
+    if status.message().is_empty() {
+        // An empty message would leave the user with only the variant name; the code's
+        // description at least says which failure it was.
+        status.code().description().to_string()
+    } else {
+        status.message().to_string()
+    }
+}
+
+impl From<Status> for Error {
+    fn from(status: Status) -> Self {
+        let message = status_message(&status);
+        // The metadata is the server's deliberate classification, so it outranks the code:
+        // e.g. FAILED_PRECONDITION is both "transaction lost" and "already waiting".
+        if let Some(kind) = error_kind(&status) {
+            let mapped = match kind.to_ascii_uppercase().as_str() {
+                "LOCK_TIMEOUT" => Some(Error::LockTimeout { message }),
+                "DEADLOCK_VICTIM" => Some(Error::DeadlockVictim { message }),
+                "TRANSACTION_LOST" => Some(Error::TransactionLost { message }),
+                "TRANSACTION_NOT_FOUND" => Some(Error::TransactionNotFound { message }),
+                "INVALID_ARGUMENT" => Some(Error::InvalidArgument { message }),
+                "UNAUTHENTICATED" => Some(Error::Unauthenticated { message }),
+                "PERMISSION_DENIED" => Some(Error::PermissionDenied { message }),
+                "NOT_LEADER" | "UNAVAILABLE" => Some(Error::Unavailable { message }),
+                "WAIT_CANCELLED" => Some(Error::WaitCancelled { message }),
+                "ALREADY_WAITING" => Some(Error::AlreadyWaiting { message }),
+                _ => None,
+            };
+            if let Some(err) = mapped {
+                return err;
+            }
+        }
+        let message = status_message(&status);
+        match status.code() {
+            Code::Aborted | Code::FailedPrecondition => Error::TransactionLost { message },
+            Code::NotFound => Error::TransactionNotFound { message },
+            Code::InvalidArgument => Error::InvalidArgument { message },
+            Code::Unauthenticated => Error::Unauthenticated { message },
+            Code::PermissionDenied => Error::PermissionDenied { message },
+            Code::Unavailable => Error::Unavailable { message },
+            // DEADLINE_EXCEEDED and CANCELLED mean "lock timeout" / "wait withdrawn" only when
+            // the server says so in metadata; bare, they come from transports and proxies.
+            code => Error::Internal { message: format!("gRPC status {code:?}: {message}") },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::metadata::MetadataValue;
+
+    fn status_with(code: Code, msg: &str, kind: Option<&str>, leader: Option<&str>) -> Status {
+        let mut s = Status::new(code, msg);
+        if let Some(k) = kind {
+            s.metadata_mut().insert(metadata::ERROR_KIND, MetadataValue::try_from(k).unwrap());
+        }
+        if let Some(l) = leader {
+            s.metadata_mut().insert(metadata::LEADER_ADDR, MetadataValue::try_from(l).unwrap());
+        }
+        s
+    }
+
+    #[test]
+    fn metadata_outranks_code() {
+        let cases = [
+            (Code::DeadlineExceeded, "LOCK_TIMEOUT", "LOCK_TIMEOUT"),
+            (Code::Aborted, "DEADLOCK_VICTIM", "DEADLOCK_VICTIM"),
+            (Code::Aborted, "TRANSACTION_LOST", "TRANSACTION_LOST"),
+            (Code::FailedPrecondition, "TRANSACTION_LOST", "TRANSACTION_LOST"),
+            (Code::FailedPrecondition, "ALREADY_WAITING", "ALREADY_WAITING"),
+            (Code::NotFound, "TRANSACTION_NOT_FOUND", "TRANSACTION_NOT_FOUND"),
+            (Code::InvalidArgument, "INVALID_ARGUMENT", "INVALID_ARGUMENT"),
+            (Code::Unauthenticated, "UNAUTHENTICATED", "UNAUTHENTICATED"),
+            (Code::PermissionDenied, "PERMISSION_DENIED", "PERMISSION_DENIED"),
+            (Code::Cancelled, "WAIT_CANCELLED", "WAIT_CANCELLED"),
+            (Code::Unavailable, "NOT_LEADER", "UNAVAILABLE"),
+            (Code::Unavailable, "UNAVAILABLE", "UNAVAILABLE"),
+            // A code the kind would not normally travel with: the kind still wins.
+            (Code::Internal, "LOCK_TIMEOUT", "LOCK_TIMEOUT"),
+            (Code::Unknown, "lock_timeout", "LOCK_TIMEOUT"),
+        ];
+        for (code, kind, want) in cases {
+            let err = Error::from(status_with(code, "server says so", Some(kind), None));
+            assert_eq!(err.code(), want, "{code:?} + {kind}");
+            assert_eq!(err.message(), "server says so");
+        }
+    }
+
+    #[test]
+    fn codes_without_metadata() {
+        let cases = [
+            (Code::Aborted, "TRANSACTION_LOST"),
+            (Code::FailedPrecondition, "TRANSACTION_LOST"),
+            (Code::NotFound, "TRANSACTION_NOT_FOUND"),
+            (Code::InvalidArgument, "INVALID_ARGUMENT"),
+            (Code::Unauthenticated, "UNAUTHENTICATED"),
+            (Code::PermissionDenied, "PERMISSION_DENIED"),
+            (Code::Unavailable, "UNAVAILABLE"),
+            (Code::DeadlineExceeded, "INTERNAL"),
+            (Code::Cancelled, "INTERNAL"),
+            (Code::Unknown, "INTERNAL"),
+            (Code::Internal, "INTERNAL"),
+            (Code::ResourceExhausted, "INTERNAL"),
+        ];
+        for (code, want) in cases {
+            assert_eq!(Error::from(status_with(code, "m", None, None)).code(), want, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_kind_falls_back_to_code() {
+        let err = Error::from(status_with(Code::NotFound, "gone", Some("SOMETHING_NEW"), None));
+        assert_eq!(err, Error::TransactionNotFound { message: "gone".into() });
+    }
+
+    #[test]
+    fn internal_names_the_grpc_code_and_keeps_the_message() {
+        let err = Error::from(status_with(Code::DataLoss, "disk on fire", None, None));
+        let text = err.to_string();
+        assert!(text.contains("DataLoss"), "{text}");
+        assert!(text.contains("disk on fire"), "{text}");
+    }
+
+    #[test]
+    fn empty_message_is_replaced_by_code_description() {
+        let err = Error::from(Status::new(Code::PermissionDenied, ""));
+        assert!(!err.message().is_empty());
+    }
+
+    #[test]
+    fn display_keeps_server_message() {
+        let err = Error::from(status_with(
+            Code::DeadlineExceeded,
+            "waited 10000 ms for billing/a",
+            Some("LOCK_TIMEOUT"),
+            None,
+        ));
+        assert_eq!(err.to_string(), "lock not acquired before the acquire timeout: waited 10000 ms for billing/a");
+    }
+
+    #[test]
+    fn leader_address_extraction() {
+        let s = status_with(Code::Unavailable, "not leader", Some("NOT_LEADER"), Some("10.0.0.2:7070"));
+        assert_eq!(leader_addr(&s), Some("10.0.0.2:7070"));
+        assert_eq!(error_kind(&s), Some("NOT_LEADER"));
+        let blank = status_with(Code::Unavailable, "electing", None, Some("  "));
+        assert_eq!(leader_addr(&blank), None);
+        assert_eq!(leader_addr(&Status::unavailable("x")), None);
+    }
+}

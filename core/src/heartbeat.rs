@@ -1,0 +1,144 @@
+//! The per-transaction heartbeat task that keeps the lease alive and notices its loss.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use caerus_proto::v1 as pb;
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::error::Error;
+use crate::router::CallOptions;
+use crate::transaction::{lease_unconfirmed, TxShared};
+use crate::types::{LostKind, LostReason};
+
+/// Floor of the retry interval after a failed heartbeat.
+const MIN_RETRY_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Intervals derived from the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Schedule {
+    /// Between acknowledged heartbeats: a third of the lease leaves two more chances.
+    pub interval: Duration,
+    /// After a failed heartbeat: sooner, so a short election costs little of the lease.
+    pub retry_interval: Duration,
+    /// Bound of one attempt, so a hung node cannot eat the whole lease.
+    pub attempt_timeout: Duration,
+}
+
+impl Schedule {
+    pub(crate) fn new(lease: Duration, request_timeout: Duration) -> Self {
+        let interval = (lease / 3).max(Duration::from_millis(1));
+        Schedule {
+            interval,
+            retry_interval: (lease / 10).max(MIN_RETRY_INTERVAL),
+            attempt_timeout: request_timeout.min(interval.max(MIN_RETRY_INTERVAL)),
+        }
+    }
+}
+
+/// Runs until the transaction ends or is lost; aborted when the last handle drops.
+pub(crate) async fn run(shared: Arc<TxShared>) {
+    let lease = shared.lease;
+    let schedule = Schedule::new(lease, shared.router.request_timeout);
+    let mut next = shared.last_ack() + schedule.interval;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = shared.stop.notified() => {}
+        }
+        if !shared.is_active() {
+            return;
+        }
+        let lease_end = shared.last_ack() + lease;
+        if Instant::now() >= lease_end {
+            if shared.is_ending() {
+                // A commit/abort is deciding the outcome right now; its answer wins.
+                next = Instant::now() + schedule.retry_interval;
+                continue;
+            }
+            let silent = Instant::now().saturating_duration_since(shared.last_ack());
+            shared.mark_lost(lease_unconfirmed(silent, None));
+            return;
+        }
+        let options = CallOptions {
+            deadline: lease_end,
+            attempt_timeout: schedule.attempt_timeout,
+            max_backoff: schedule.retry_interval,
+        };
+        let request = pb::HeartbeatRequest { transaction_id: shared.id };
+        let call = shared.router.unary("Heartbeat", request, options, |mut c, r| async move { c.heartbeat(r).await });
+        // Never wait past the lease: by then the answer no longer matters.
+        let result = tokio::select! {
+            r = tokio::time::timeout_at(lease_end, call) => r.ok(),
+            _ = shared.stop.notified() => return,
+        };
+        if !shared.is_active() {
+            return;
+        }
+        let now = Instant::now();
+        let error = match result {
+            Some(Ok(routed)) => {
+                shared.acknowledged(routed.sent_at);
+                next = routed.sent_at + schedule.interval;
+                continue;
+            }
+            Some(Err(e)) => Some(e),
+            None => None,
+        };
+        if shared.is_ending() {
+            next = now + schedule.retry_interval;
+            continue;
+        }
+        match &error {
+            Some(e @ (Error::TransactionLost { .. } | Error::DeadlockVictim { .. })) => {
+                let kind = match e {
+                    Error::DeadlockVictim { .. } => LostKind::DeadlockVictim,
+                    _ => shared.lost_kind(e.message()).await,
+                };
+                shared.mark_lost(LostReason { kind, message: e.message().to_string() });
+                return;
+            }
+            Some(Error::TransactionNotFound { message }) => {
+                shared.mark_lost(LostReason { kind: LostKind::NotFound, message: message.clone() });
+                return;
+            }
+            _ => {}
+        }
+        let silent = now.saturating_duration_since(shared.last_ack());
+        if silent >= lease {
+            shared.mark_lost(lease_unconfirmed(silent, error.as_ref()));
+            return;
+        }
+        debug!(
+            transaction_id = shared.id,
+            error = error.as_ref().map(|e| e.to_string()).unwrap_or_default(),
+            silent_ms = silent.as_millis() as u64,
+            "heartbeat not acknowledged; retrying soon"
+        );
+        // Retry soon, and at the latest exactly when the lease runs out, so the loss is
+        // reported the moment it may have happened.
+        next = (now + schedule.retry_interval).min(shared.last_ack() + lease);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_from_lease() {
+        let s = Schedule::new(Duration::from_secs(15), Duration::from_secs(5));
+        assert_eq!(s.interval, Duration::from_secs(5));
+        assert_eq!(s.retry_interval, Duration::from_millis(1500));
+        assert_eq!(s.attempt_timeout, Duration::from_secs(5));
+
+        let s = Schedule::new(Duration::from_millis(300), Duration::from_secs(5));
+        assert_eq!(s.interval, Duration::from_millis(100));
+        assert_eq!(s.retry_interval, Duration::from_millis(50));
+        assert_eq!(s.attempt_timeout, Duration::from_millis(100));
+
+        let s = Schedule::new(Duration::from_secs(60), Duration::from_secs(5));
+        assert_eq!(s.attempt_timeout, Duration::from_secs(5));
+    }
+}

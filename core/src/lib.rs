@@ -1,0 +1,91 @@
+//! Rust client for Caerus DLS, a raft-replicated distributed lock service.
+//!
+//! Locks are taken inside a [`Transaction`] whose lease the client keeps alive with
+//! heartbeats. Every grant carries a fencing token: a cluster-wide, strictly increasing
+//! number to hand to the storage you protect, which should reject writes carrying a lower
+//! token than the last one it accepted.
+//!
+//! The client finds the raft leader by itself, follows redirects, and retries across
+//! elections with request ids that make retries safe (the server returns the first
+//! outcome instead of doing the work twice). If the lease can no longer be confirmed, the
+//! transaction is reported lost ([`Transaction::lost`]) no later than the server could
+//! have expired it.
+//!
+//! ```no_run
+//! use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions};
+//!
+//! # async fn run() -> Result<(), Error> {
+//! let client = DlsClient::connect(ClientConfig::from_env()).await?;
+//! let token = client
+//!     .with_transaction(TransactionOptions::default(), |tx| async move {
+//!         let lock = tx
+//!             .acquire_lock("billing-jobs", "monthly-billing-job", LockMode::Exclusive,
+//!                           AcquireOptions::default())
+//!             .await?;
+//!         // ... do the work, passing lock.fencing_token to the storage ...
+//!         Ok::<_, Error>(lock.fencing_token)
+//!     })
+//!     .await?;
+//! println!("done with token {token}");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The body of [`DlsClient::with_transaction`] is committed when it returns `Ok`, aborted
+//! when it returns `Err` or panics, and cancelled if the lease is lost meanwhile.
+
+#![warn(missing_docs)]
+
+mod client;
+mod config;
+mod error;
+mod heartbeat;
+mod router;
+mod transaction;
+mod types;
+
+pub use client::DlsClient;
+pub use config::{ClientConfig, API_KEY_ENV, DEFAULT_ENDPOINT, ENDPOINTS_ENV};
+pub use error::{Error, Result};
+pub use transaction::Transaction;
+pub use types::{
+    AcquireOptions, Lock, LockMode, LostKind, LostReason, PendingLock, QueuePosition, TransactionOptions,
+    TransactionState, TransactionStatus,
+};
+
+#[cfg(test)]
+mod send_sync {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+
+    /// Handles cross threads and tasks; bindings and `tokio::spawn` rely on it.
+    #[test]
+    fn handles_and_futures_are_send() {
+        assert_send_sync::<DlsClient>();
+        assert_send_sync::<Transaction>();
+        assert_send_sync::<Error>();
+        assert_send_sync::<ClientConfig>();
+        fn futures(client: DlsClient, tx: Transaction) {
+            assert_send(&DlsClient::connect(ClientConfig::from_env()));
+            assert_send(&client.begin_transaction(TransactionOptions::default()));
+            assert_send(&client.transaction_status(1));
+            assert_send(&client.with_transaction(TransactionOptions::default(), |tx| async move { tx.commit().await }));
+            assert_send(&tx.acquire_lock("n", "k", LockMode::Exclusive, AcquireOptions::default()));
+            assert_send(&tx.acquire_lock_with_progress(
+                "n",
+                "k",
+                LockMode::SharedRead,
+                AcquireOptions::default(),
+                |_| {},
+            ));
+            assert_send(&tx.release("n", "k"));
+            assert_send(&tx.status());
+            assert_send(&tx.commit());
+            assert_send(&tx.abort());
+            assert_send(&tx.lost());
+        }
+        let _ = futures;
+    }
+}

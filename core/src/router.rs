@@ -1,0 +1,572 @@
+//! Leader discovery and retries: the one place that decides where a call goes and whether
+//! a failed attempt is tried again.
+//!
+//! Only the raft leader serves calls. A follower answers UNAVAILABLE with the leader's
+//! address; during an election nobody can answer. Retrying is safe because every mutating
+//! request carries a request id chosen once by the caller, so the server returns the first
+//! attempt's outcome instead of doing the work twice.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use caerus_proto::metadata;
+use caerus_proto::v1::lock_service_client::LockServiceClient;
+use rand::Rng;
+use tokio::time::Instant;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Request, Response, Status};
+use tracing::debug;
+
+use crate::config::{normalize_endpoint, ClientConfig};
+use crate::error::{error_kind, leader_addr, Error, Result};
+
+/// First retry delay after a transient failure.
+pub(crate) const BACKOFF_START: Duration = Duration::from_millis(50);
+/// Longest delay between two attempts.
+pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(1);
+
+/// What to do after an attempt failed with a status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// The node named the leader: go there at once.
+    Redirect(String),
+    /// No answer about the request itself (no leader, transport trouble): back off and
+    /// try another node.
+    Retry,
+    /// The server decided the request: the status is the outcome.
+    Final,
+}
+
+/// Sorts a failed attempt's status into redirect, retry or final answer.
+pub(crate) fn classify(status: &Status) -> Verdict {
+    let hinted = || match leader_addr(status) {
+        Some(addr) => Verdict::Redirect(addr.to_string()),
+        None => Verdict::Retry,
+    };
+    match error_kind(status) {
+        Some(kind) if kind.eq_ignore_ascii_case("NOT_LEADER") || kind.eq_ignore_ascii_case("UNAVAILABLE") => hinted(),
+        // Any other kind is the server's answer to this very request; repeating it would
+        // only get the same answer (or, worse, hide it).
+        Some(_) => Verdict::Final,
+        None => match status.code() {
+            Code::Unavailable => hinted(),
+            // Without a kind these are not lock semantics but a lost or cut-off attempt:
+            // attempt timeouts, resets, proxies.
+            Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => Verdict::Retry,
+            // A status built by the client's own transport from an I/O or HTTP/2 error (it
+            // has a source; statuses received from a server do not) says nothing about the
+            // request's fate, whatever code it was mapped to.
+            _ if std::error::Error::source(status).is_some() => Verdict::Retry,
+            _ => Verdict::Final,
+        },
+    }
+}
+
+/// Delay before retry number `attempt` (0-based): exponential from 50 ms, capped at `cap`,
+/// with jitter in the upper half so that clients retrying together spread out.
+pub(crate) fn backoff(attempt: u32, cap: Duration) -> Duration {
+    let cap = cap.max(Duration::from_millis(1));
+    let ceiling = BACKOFF_START.saturating_mul(1u32 << attempt.min(16)).min(cap);
+    let floor = ceiling / 2;
+    let jitter_ms = rand::thread_rng().gen_range(0..=(ceiling - floor).as_millis() as u64);
+    floor + Duration::from_millis(jitter_ms)
+}
+
+/// `now + budget`, saturating instead of panicking on absurd budgets (configured durations
+/// are not bounded above).
+pub(crate) fn deadline_after(budget: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(budget).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
+/// Time budget of one routed call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallOptions {
+    /// No new attempt starts after this instant.
+    pub deadline: Instant,
+    /// Bound of a single attempt (also sent to the server as the gRPC timeout of unary calls).
+    pub attempt_timeout: Duration,
+    /// Longest delay between attempts.
+    pub max_backoff: Duration,
+}
+
+/// A successful answer and when the attempt that produced it was sent.
+pub(crate) struct Routed<T> {
+    pub value: T,
+    pub sent_at: Instant,
+}
+
+/// Connections to the cluster and knowledge of its leader, shared by all handles.
+pub(crate) struct Router {
+    seeds: Vec<String>,
+    channels: Mutex<HashMap<String, Channel>>,
+    leader: Mutex<Option<String>>,
+    next_seed: AtomicUsize,
+    auth: Option<MetadataValue<Ascii>>,
+    connect_timeout: Duration,
+    pub(crate) request_timeout: Duration,
+    pub(crate) retry_deadline: Duration,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("endpoints", &self.seeds)
+            .field("leader", &*lock(&self.leader))
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The guarded maps stay consistent even if a holder panicked: every write is a
+    // single insert or assignment.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Router {
+    /// Builds lazy channels to every endpoint; nothing is dialed until the first call, so
+    /// this succeeds while the cluster is down or electing. Needs a tokio runtime.
+    pub(crate) fn new(config: &ClientConfig) -> Result<Self> {
+        let seeds = config.validate()?;
+        let auth = match &config.api_key {
+            Some(key) => Some(
+                MetadataValue::try_from(format!("Bearer {key}")).map_err(|e| Error::config(format!("api_key: {e}")))?,
+            ),
+            None => None,
+        };
+        let router = Router {
+            seeds,
+            channels: Mutex::new(HashMap::new()),
+            leader: Mutex::new(None),
+            next_seed: AtomicUsize::new(0),
+            auth,
+            connect_timeout: config.connect_timeout,
+            request_timeout: config.request_timeout,
+            retry_deadline: config.retry_deadline,
+        };
+        for uri in &router.seeds {
+            router.channel(uri)?;
+        }
+        Ok(router)
+    }
+
+    pub(crate) fn endpoints(&self) -> &[String] {
+        &self.seeds
+    }
+
+    /// The budget of an ordinary call: `retry_deadline` in total, `request_timeout` per attempt.
+    pub(crate) fn default_options(&self) -> CallOptions {
+        CallOptions {
+            deadline: deadline_after(self.retry_deadline),
+            attempt_timeout: self.request_timeout,
+            max_backoff: BACKOFF_CAP,
+        }
+    }
+
+    fn channel(&self, uri: &str) -> Result<Channel> {
+        let mut channels = lock(&self.channels);
+        if let Some(ch) = channels.get(uri) {
+            return Ok(ch.clone());
+        }
+        let endpoint = Endpoint::from_shared(uri.to_string())
+            .map_err(|e| Error::config(format!("endpoint {uri}: {e}")))?
+            .connect_timeout(self.connect_timeout)
+            .tcp_nodelay(true)
+            // An acquire stream may wait for minutes; pings notice a vanished leader in
+            // seconds so the wait can be re-attached elsewhere instead of hanging.
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(5))
+            .user_agent(concat!("caerus-core/", env!("CARGO_PKG_VERSION")))
+            .map_err(|e| Error::config(format!("user agent: {e}")))?;
+        let ch = endpoint.connect_lazy();
+        channels.insert(uri.to_string(), ch.clone());
+        Ok(ch)
+    }
+
+    /// The node to try next: the known leader, else the seed endpoints in turn.
+    fn pick(&self) -> String {
+        if let Some(leader) = lock(&self.leader).clone() {
+            return leader;
+        }
+        let i = self.next_seed.fetch_add(1, Ordering::Relaxed) % self.seeds.len();
+        self.seeds[i].clone()
+    }
+
+    /// Records a node that just served a call (only the leader serves calls).
+    pub(crate) fn confirm_leader(&self, uri: &str) {
+        let mut leader = lock(&self.leader);
+        if leader.as_deref() != Some(uri) {
+            debug!(leader = uri, "leader found");
+            *leader = Some(uri.to_string());
+        }
+    }
+
+    fn forget_leader(&self, uri: &str) {
+        let mut leader = lock(&self.leader);
+        if leader.as_deref() == Some(uri) {
+            *leader = None;
+        }
+    }
+
+    /// Wraps a message into a request carrying the API key.
+    pub(crate) fn request<T>(&self, message: T) -> Request<T> {
+        let mut request = Request::new(message);
+        if let Some(auth) = &self.auth {
+            request.metadata_mut().insert(metadata::AUTHORIZATION, auth.clone());
+        }
+        request
+    }
+
+    pub(crate) fn attempts(&self, op: &'static str, options: CallOptions) -> Attempts<'_> {
+        Attempts {
+            router: self,
+            op,
+            options,
+            started: Instant::now(),
+            retries: 0,
+            redirects_in_row: 0,
+            current: None,
+            tried: Vec::new(),
+            last_error: None,
+        }
+    }
+
+    /// Runs a unary call with leader routing and retries. `message` is re-sent unchanged
+    /// on every attempt, so a request id inside it is reused as the contract requires.
+    pub(crate) async fn unary<Req, Resp, F, Fut>(
+        &self,
+        op: &'static str,
+        message: Req,
+        options: CallOptions,
+        mut call: F,
+    ) -> Result<Routed<Resp>>
+    where
+        Req: Clone,
+        F: FnMut(LockServiceClient<Channel>, Request<Req>) -> Fut,
+        Fut: Future<Output = std::result::Result<Response<Resp>, Status>>,
+    {
+        let mut attempts = self.attempts(op, options);
+        loop {
+            let (uri, client) = attempts.next()?;
+            let timeout = attempts.attempt_timeout();
+            let mut request = self.request(message.clone());
+            request.set_timeout(timeout);
+            let sent_at = Instant::now();
+            // The channel also enforces the gRPC timeout, but not while it is still
+            // connecting; this bound holds in every case.
+            let outcome = match tokio::time::timeout(timeout, call(client, request)).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(attempt_timed_out(&uri, timeout)),
+            };
+            match outcome {
+                Ok(response) => {
+                    self.confirm_leader(&uri);
+                    return Ok(Routed { value: response.into_inner(), sent_at });
+                }
+                Err(status) => attempts.failed(status).await?,
+            }
+        }
+    }
+}
+
+/// Code, message and the transport's error chain ("tcp connect error" alone does not say
+/// whether the port was closed or the host unreachable).
+fn describe(status: &Status) -> String {
+    let mut text = format!("{:?}: {}", status.code(), status.message());
+    let mut source = std::error::Error::source(status);
+    while let Some(err) = source {
+        let part = err.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = err.source();
+    }
+    text
+}
+
+pub(crate) fn attempt_timed_out(uri: &str, timeout: Duration) -> Status {
+    Status::deadline_exceeded(format!("no answer from {uri} within {} ms", timeout.as_millis()))
+}
+
+/// The retry state of one logical call (possibly many attempts).
+pub(crate) struct Attempts<'a> {
+    router: &'a Router,
+    op: &'static str,
+    options: CallOptions,
+    started: Instant,
+    retries: u32,
+    redirects_in_row: u32,
+    current: Option<String>,
+    tried: Vec<String>,
+    last_error: Option<String>,
+}
+
+impl Attempts<'_> {
+    /// The node and client for the next attempt, or `Unavailable` once the deadline passed.
+    pub(crate) fn next(&mut self) -> Result<(String, LockServiceClient<Channel>)> {
+        if Instant::now() >= self.options.deadline && self.current.is_some() {
+            return Err(self.give_up());
+        }
+        let uri = self.router.pick();
+        let channel = self.router.channel(&uri)?;
+        if !self.tried.contains(&uri) {
+            self.tried.push(uri.clone());
+        }
+        self.current = Some(uri.clone());
+        Ok((uri, LockServiceClient::new(channel)))
+    }
+
+    /// Bound of the current attempt: the per-attempt timeout, but not past the deadline.
+    pub(crate) fn attempt_timeout(&self) -> Duration {
+        let left = self.options.deadline.saturating_duration_since(Instant::now());
+        self.options.attempt_timeout.min(left).max(Duration::from_millis(1))
+    }
+
+    /// The call made progress (e.g. a stream delivered a message): later failures start
+    /// backing off from the beginning again.
+    pub(crate) fn progressed(&mut self) {
+        self.retries = 0;
+        self.redirects_in_row = 0;
+    }
+
+    /// Handles a failed attempt: `Ok(())` once it is time to try again, `Err` with the
+    /// final error when the status is the server's answer or the deadline is spent.
+    pub(crate) async fn failed(&mut self, status: Status) -> Result<()> {
+        let current = self.current.clone().unwrap_or_default();
+        match classify(&status) {
+            Verdict::Final => Err(Error::from(status)),
+            Verdict::Redirect(addr) => {
+                let target = match normalize_endpoint(&addr) {
+                    Ok(uri) => uri,
+                    Err(e) => {
+                        self.last_error = Some(format!("{current} named an unusable leader address {addr:?}: {e}"));
+                        self.router.forget_leader(&current);
+                        return self.back_off().await;
+                    }
+                };
+                self.last_error = Some(format!("{current} is not the leader (leader: {addr}): {}", status.message()));
+                debug!(op = self.op, from = %current, leader = %target, "redirected to leader");
+                let pointed_at_itself = target == current;
+                *lock(&self.router.leader) = Some(target);
+                self.redirects_in_row += 1;
+                // Follow a fresh hint at once; a node naming itself, or nodes bouncing the
+                // call around (stale views mid-election), get the normal backoff instead.
+                if pointed_at_itself || self.redirects_in_row > 2 {
+                    self.back_off().await
+                } else if Instant::now() >= self.options.deadline {
+                    Err(self.give_up())
+                } else {
+                    Ok(())
+                }
+            }
+            Verdict::Retry => {
+                self.redirects_in_row = 0;
+                self.last_error = Some(format!("{current}: {}", describe(&status)));
+                // Whoever we took for the leader did not serve the call; ask around again.
+                self.router.forget_leader(&current);
+                self.back_off().await
+            }
+        }
+    }
+
+    async fn back_off(&mut self) -> Result<()> {
+        let delay = backoff(self.retries, self.options.max_backoff);
+        self.retries = self.retries.saturating_add(1);
+        let now = Instant::now();
+        if now + delay >= self.options.deadline {
+            return Err(self.give_up());
+        }
+        debug!(
+            op = self.op,
+            retry = self.retries,
+            delay_ms = delay.as_millis() as u64,
+            last_error = self.last_error.as_deref().unwrap_or(""),
+            "retrying"
+        );
+        tokio::time::sleep(delay).await;
+        Ok(())
+    }
+
+    /// The `Unavailable` error naming what was tried.
+    pub(crate) fn give_up(&self) -> Error {
+        let tried = if self.tried.is_empty() { self.router.endpoints().join(", ") } else { self.tried.join(", ") };
+        Error::Unavailable {
+            message: format!(
+                "{} got no answer from a leader within {} ms (tried {}); last error: {}",
+                self.op,
+                // Rounded up: the budget was set a moment before `started`.
+                self.options.deadline.saturating_duration_since(self.started).as_micros().div_ceil(1000),
+                tried,
+                self.last_error.as_deref().unwrap_or("none"),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::metadata::MetadataValue;
+
+    fn status(code: Code, kind: Option<&str>, leader: Option<&str>) -> Status {
+        let mut s = Status::new(code, "m");
+        if let Some(k) = kind {
+            s.metadata_mut().insert(metadata::ERROR_KIND, MetadataValue::try_from(k).unwrap());
+        }
+        if let Some(l) = leader {
+            s.metadata_mut().insert(metadata::LEADER_ADDR, MetadataValue::try_from(l).unwrap());
+        }
+        s
+    }
+
+    #[test]
+    fn redirects() {
+        let hint = Some("n2:7070");
+        let redirect = Verdict::Redirect("n2:7070".into());
+        assert_eq!(classify(&status(Code::Unavailable, Some("NOT_LEADER"), hint)), redirect);
+        assert_eq!(classify(&status(Code::Unavailable, None, hint)), redirect);
+        assert_eq!(classify(&status(Code::Unavailable, Some("UNAVAILABLE"), hint)), redirect);
+    }
+
+    #[test]
+    fn retryable_statuses() {
+        for s in [
+            status(Code::Unavailable, None, None),
+            status(Code::Unavailable, Some("NOT_LEADER"), None),
+            status(Code::Unavailable, Some("UNAVAILABLE"), None),
+            status(Code::DeadlineExceeded, None, None),
+            status(Code::Cancelled, None, None),
+            status(Code::Unknown, None, None),
+            attempt_timed_out("http://n1:1", Duration::from_millis(5)),
+        ] {
+            assert_eq!(classify(&s), Verdict::Retry, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn semantic_answers_are_final() {
+        for s in [
+            status(Code::DeadlineExceeded, Some("LOCK_TIMEOUT"), None),
+            status(Code::Cancelled, Some("WAIT_CANCELLED"), None),
+            status(Code::Aborted, Some("DEADLOCK_VICTIM"), None),
+            status(Code::Aborted, Some("TRANSACTION_LOST"), None),
+            status(Code::FailedPrecondition, Some("ALREADY_WAITING"), None),
+            status(Code::NotFound, None, None),
+            status(Code::InvalidArgument, None, None),
+            status(Code::PermissionDenied, None, None),
+            status(Code::Unauthenticated, Some("UNAUTHENTICATED"), None),
+            status(Code::Internal, None, None),
+            // Even with a leader hint, a semantic kind is the answer.
+            status(Code::Unavailable, Some("PERMISSION_DENIED"), Some("n2:1")),
+        ] {
+            assert_eq!(classify(&s), Verdict::Final, "{s:?}");
+        }
+    }
+
+    /// Stands in for a transport error (hyper/h2) that tonic maps to a status code.
+    #[derive(Debug)]
+    struct TransportError(Status);
+
+    impl std::fmt::Display for TransportError {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("connection reset")
+        }
+    }
+
+    impl std::error::Error for TransportError {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn local_transport_errors_are_retryable() {
+        let io = std::io::Error::new(std::io::ErrorKind::BrokenPipe, "broken pipe");
+        let s = Status::from_error(Box::new(io));
+        assert_eq!(classify(&s), Verdict::Retry, "{s:?}");
+        // e.g. an h2 INTERNAL_ERROR reset: code Internal, but produced locally.
+        let s = Status::from_error(Box::new(TransportError(Status::internal("h2 reset"))));
+        assert_eq!(s.code(), Code::Internal);
+        assert_eq!(classify(&s), Verdict::Retry, "{s:?}");
+        // The same code received from a server is its answer.
+        assert_eq!(classify(&Status::internal("h2 reset")), Verdict::Final);
+    }
+
+    #[test]
+    fn backoff_bounds() {
+        for _ in 0..200 {
+            let d0 = backoff(0, BACKOFF_CAP);
+            assert!(d0 >= Duration::from_millis(25) && d0 <= Duration::from_millis(50), "{d0:?}");
+            let d3 = backoff(3, BACKOFF_CAP);
+            assert!(d3 >= Duration::from_millis(200) && d3 <= Duration::from_millis(400), "{d3:?}");
+            for n in [5, 10, 31, 1000] {
+                let d = backoff(n, BACKOFF_CAP);
+                assert!(d >= Duration::from_millis(500) && d <= BACKOFF_CAP, "{n}: {d:?}");
+            }
+            let small = backoff(8, Duration::from_millis(80));
+            assert!(small >= Duration::from_millis(40) && small <= Duration::from_millis(80));
+        }
+    }
+
+    #[test]
+    fn backoff_grows() {
+        let ceilings: Vec<u128> =
+            (0..6).map(|n| (0..50).map(|_| backoff(n, BACKOFF_CAP).as_millis()).max().unwrap()).collect();
+        assert!(ceilings.windows(2).all(|w| w[0] <= w[1]), "{ceilings:?}");
+    }
+
+    #[tokio::test]
+    async fn routing_prefers_leader_then_round_robin() {
+        let config = ClientConfig::new(["a:1", "b:2"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        let first = router.pick();
+        let second = router.pick();
+        assert_ne!(first, second);
+        router.confirm_leader("http://c:3");
+        assert_eq!(router.pick(), "http://c:3");
+        assert_eq!(router.pick(), "http://c:3");
+        router.forget_leader("http://c:3");
+        assert!(router.seeds.contains(&router.pick()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gives_up_at_the_deadline_naming_endpoints() {
+        let config = ClientConfig::new(["a:1"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        let options = CallOptions {
+            deadline: Instant::now() + Duration::from_millis(300),
+            attempt_timeout: Duration::from_millis(100),
+            max_backoff: BACKOFF_CAP,
+        };
+        let mut attempts = router.attempts("Test", options);
+        let err = loop {
+            attempts.next().unwrap();
+            if let Err(e) = attempts.failed(status(Code::Unavailable, None, None)).await {
+                break e;
+            }
+        };
+        assert_eq!(err.code(), "UNAVAILABLE");
+        assert!(err.message().contains("http://a:1"), "{err}");
+        assert!(err.message().contains("Unavailable"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn redirect_is_followed_at_once() {
+        let config = ClientConfig::new(["a:1"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        let mut attempts = router.attempts("Test", router.default_options());
+        attempts.next().unwrap();
+        let before = Instant::now();
+        attempts.failed(status(Code::Unavailable, Some("NOT_LEADER"), Some("b:2"))).await.unwrap();
+        assert_eq!(Instant::now(), before);
+        let (uri, _) = attempts.next().unwrap();
+        assert_eq!(uri, "http://b:2");
+        let final_err = attempts.failed(status(Code::Aborted, Some("TRANSACTION_LOST"), None)).await.unwrap_err();
+        assert_eq!(final_err.code(), "TRANSACTION_LOST");
+    }
+}

@@ -1,0 +1,173 @@
+//! API keys. The keys file stores only SHA-256 hashes, so reading it never reveals a
+//! key; a key may be limited to namespace prefixes.
+//!
+//! File format (TOML):
+//! ```toml
+//! [[keys]]
+//! name = "billing-worker"          # shown in logs, owner of the transactions it begins
+//! sha256 = "9f86d081884c7d65..."   # hex SHA-256 of the key
+//! namespaces = ["billing-"]        # optional: allowed namespace prefixes (absent = all)
+//! ```
+//! `dls keys add --file FILE --name NAME [--namespace PREFIX]...` creates a key.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tonic::metadata::MetadataMap;
+
+use super::errors::ApiError;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct KeyEntry {
+    name: String,
+    sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    namespaces: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct KeysFile {
+    #[serde(default)]
+    keys: Vec<KeyEntry>,
+}
+
+/// Who is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The key's name; "" when the server runs without keys.
+    pub name: String,
+    /// Allowed namespace prefixes; `None` = every namespace.
+    pub namespaces: Option<Vec<String>>,
+}
+
+impl Principal {
+    pub fn check_namespace(&self, namespace: &str) -> Result<(), ApiError> {
+        match &self.namespaces {
+            Some(prefixes) if !prefixes.iter().any(|p| namespace.starts_with(p.as_str())) => {
+                Err(ApiError::PermissionDenied(format!(
+                    "API key {:?} may not use namespace {namespace:?}; it is limited to prefixes {prefixes:?}",
+                    self.name
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A transaction may only be used with the key that began it.
+    pub fn check_owner(&self, owner: &str, txn: u64) -> Result<(), ApiError> {
+        if owner == self.name {
+            Ok(())
+        } else {
+            Err(ApiError::PermissionDenied(format!("transaction {txn} was begun with another API key")))
+        }
+    }
+}
+
+/// The loaded keys, or none (open server).
+#[derive(Debug, Default)]
+pub struct KeyRing {
+    by_hash: Option<HashMap<[u8; 32], Principal>>,
+}
+
+fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+impl KeyRing {
+    /// A server without keys: every call is allowed.
+    pub fn open() -> Self {
+        KeyRing { by_hash: None }
+    }
+
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read API keys file {}: {e}", path.display()))?;
+        let file: KeysFile =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("API keys file {} is not valid: {e}", path.display()))?;
+        let mut by_hash = HashMap::new();
+        for k in file.keys {
+            let bytes = hex::decode(&k.sha256).ok().and_then(|b| <[u8; 32]>::try_from(b).ok()).ok_or_else(|| {
+                anyhow::anyhow!("key {:?} in {}: sha256 must be 64 hex digits", k.name, path.display())
+            })?;
+            by_hash.insert(bytes, Principal { name: k.name, namespaces: k.namespaces });
+        }
+        Ok(KeyRing { by_hash: Some(by_hash) })
+    }
+
+    /// How many keys are loaded (0 for an open server).
+    pub fn key_count(&self) -> usize {
+        self.by_hash.as_ref().map_or(0, HashMap::len)
+    }
+
+    /// Checks `authorization: Bearer <key>`.
+    pub fn authenticate(&self, md: &MetadataMap) -> Result<Principal, ApiError> {
+        let Some(keys) = &self.by_hash else {
+            return Ok(Principal { name: String::new(), namespaces: None });
+        };
+        let header = md.get(caerus_proto::metadata::AUTHORIZATION).ok_or_else(|| {
+            ApiError::Unauthenticated("missing API key: send metadata `authorization: Bearer <key>`".into())
+        })?;
+        let key = header
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| ApiError::Unauthenticated("authorization metadata must be `Bearer <key>`".into()))?;
+        keys.get(&digest(key.trim())).cloned().ok_or_else(|| ApiError::Unauthenticated("unknown API key".into()))
+    }
+}
+
+/// Creates a random key, appends its hash to `path` (creating the file) and returns the key.
+pub fn add_key(path: &Path, name: &str, namespaces: Vec<String>) -> anyhow::Result<String> {
+    let mut file: KeysFile = match std::fs::read_to_string(path) {
+        Ok(text) => {
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{} is not a valid keys file: {e}", path.display()))?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => KeysFile::default(),
+        Err(e) => return Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+    };
+    if file.keys.iter().any(|k| k.name == name) {
+        anyhow::bail!("a key named {name:?} already exists in {}", path.display());
+    }
+    let mut raw = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut raw);
+    let key = format!("dls_{}", hex::encode(raw));
+    file.keys.push(KeyEntry {
+        name: name.to_string(),
+        sha256: hex::encode(digest(&key)),
+        namespaces: if namespaces.is_empty() { None } else { Some(namespaces) },
+    });
+    let header = "# Caerus DLS API keys. Only SHA-256 hashes are stored here; the keys themselves\n# were shown once by `dls keys add`.\n";
+    std::fs::write(path, format!("{header}{}", toml::to_string(&file)?))?;
+    Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn added_keys_authenticate_and_respect_prefixes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let billing = add_key(&path, "billing", vec!["billing-".into()]).unwrap();
+        let admin = add_key(&path, "admin", vec![]).unwrap();
+        assert!(add_key(&path, "admin", vec![]).is_err());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(&billing), "the file must not contain the key itself");
+
+        let ring = KeyRing::load(&path).unwrap();
+        let mut md = MetadataMap::new();
+        assert!(matches!(ring.authenticate(&md), Err(ApiError::Unauthenticated(_))));
+        md.insert("authorization", format!("Bearer {billing}").parse().unwrap());
+        let p = ring.authenticate(&md).unwrap();
+        assert!(p.check_namespace("billing-jobs").is_ok());
+        assert!(matches!(p.check_namespace("reports"), Err(ApiError::PermissionDenied(_))));
+        md.insert("authorization", format!("Bearer {admin}").parse().unwrap());
+        assert!(ring.authenticate(&md).unwrap().check_namespace("reports").is_ok());
+        md.insert("authorization", "Bearer dls_wrong".parse().unwrap());
+        assert!(matches!(ring.authenticate(&md), Err(ApiError::Unauthenticated(_))));
+    }
+}

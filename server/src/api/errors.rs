@@ -1,0 +1,110 @@
+//! One mapping from server errors to gRPC statuses, so a code means the same thing on
+//! every RPC. Each status also carries `x-dls-error` (the proto's ErrorKind name) and, for
+//! a follower, the leader's address.
+
+use caerus_proto::metadata;
+use tonic::metadata::MetadataValue;
+use tonic::{Code, Status};
+
+use crate::locks::{Rejection, TxnId, WaitEnd};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A field failed validation; the message names the field and the rule.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// Missing or unknown API key.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The key may not use this namespace or transaction.
+    #[error("{0}")]
+    PermissionDenied(String),
+    /// Unknown transaction.
+    #[error("transaction {0} not found (unknown, or finished and forgotten)")]
+    NotFound(TxnId),
+    /// The transaction is no longer active; `code` is ABORTED inside a wait,
+    /// FAILED_PRECONDITION otherwise.
+    #[error("{message}")]
+    TransactionLost { message: String, code: Code },
+    /// The acquire timeout passed.
+    #[error("{0}")]
+    LockTimeout(String),
+    /// The wait was withdrawn by ReleaseLock.
+    #[error("{0}")]
+    WaitCancelled(String),
+    /// The transaction already waits for another lock.
+    #[error("{0}")]
+    AlreadyWaiting(String),
+    /// This node is not the leader.
+    #[error("this node is not the leader; {}", match .leader { Some((id, addr)) => format!("the leader is node {id} at {addr}"), None => "no leader is elected yet, retry shortly".to_string() })]
+    NotLeader { leader: Option<(u64, String)> },
+    /// The cluster could not commit in time; retry with the same request_id.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A bug or storage failure.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    fn code_and_kind(&self) -> (Code, &'static str) {
+        match self {
+            ApiError::InvalidArgument(_) => (Code::InvalidArgument, "INVALID_ARGUMENT"),
+            ApiError::Unauthenticated(_) => (Code::Unauthenticated, "UNAUTHENTICATED"),
+            ApiError::PermissionDenied(_) => (Code::PermissionDenied, "PERMISSION_DENIED"),
+            ApiError::NotFound(_) => (Code::NotFound, "TRANSACTION_NOT_FOUND"),
+            ApiError::TransactionLost { code, .. } => (*code, "TRANSACTION_LOST"),
+            ApiError::LockTimeout(_) => (Code::DeadlineExceeded, "LOCK_TIMEOUT"),
+            ApiError::WaitCancelled(_) => (Code::Cancelled, "WAIT_CANCELLED"),
+            ApiError::AlreadyWaiting(_) => (Code::FailedPrecondition, "ALREADY_WAITING"),
+            ApiError::NotLeader { .. } => (Code::Unavailable, "NOT_LEADER"),
+            ApiError::Unavailable(_) => (Code::Unavailable, "UNAVAILABLE"),
+            ApiError::Internal(_) => (Code::Internal, "INTERNAL"),
+        }
+    }
+
+    /// How a wait that ended without a grant is reported on the AcquireLock stream.
+    pub fn from_wait_end(txn: TxnId, end: &WaitEnd) -> ApiError {
+        match end {
+            WaitEnd::TimedOut => {
+                ApiError::LockTimeout(format!("acquire timeout passed; transaction {txn} is still active"))
+            }
+            WaitEnd::Cancelled => {
+                ApiError::WaitCancelled(format!("the wait of transaction {txn} was withdrawn by ReleaseLock"))
+            }
+            WaitEnd::TxnEnded { state, reason } => ApiError::TransactionLost {
+                message: format!("transaction {txn} ended while waiting: {} ({reason})", state.name()),
+                code: Code::Aborted,
+            },
+        }
+    }
+}
+
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::NotFound(txn) => ApiError::NotFound(txn),
+            r @ Rejection::NotActive { .. } => {
+                ApiError::TransactionLost { message: r.to_string(), code: Code::FailedPrecondition }
+            }
+            r @ Rejection::AlreadyWaiting { .. } => ApiError::AlreadyWaiting(r.to_string()),
+            r @ Rejection::RequestIdReused(_) => ApiError::InvalidArgument(r.to_string()),
+        }
+    }
+}
+
+impl From<ApiError> for Status {
+    fn from(e: ApiError) -> Status {
+        let (code, kind) = e.code_and_kind();
+        let mut status = Status::new(code, e.to_string());
+        let md = status.metadata_mut();
+        md.insert(metadata::ERROR_KIND, MetadataValue::from_static(kind));
+        if let ApiError::NotLeader { leader: Some((id, addr)) } = &e {
+            if let Ok(v) = addr.parse() {
+                md.insert(metadata::LEADER_ADDR, v);
+            }
+            md.insert(metadata::LEADER_ID, MetadataValue::from(*id));
+        }
+        status
+    }
+}

@@ -1,0 +1,332 @@
+//! The public `LockService`: authenticate, validate, then either propose a command
+//! through raft or read the table. Lock semantics live in `locks/`, not here.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use caerus_proto::v1::lock_service_server::LockService;
+use caerus_proto::v1::{self as pb, acquire_lock_response::Event};
+use futures::Stream;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Request, Response, Status};
+
+use super::auth::{KeyRing, Principal};
+use super::errors::ApiError;
+use super::validate;
+use crate::locks::{AcquireStatus, Command, LockMode, Outcome, TxnId, TxnState};
+use crate::node::Node;
+
+pub struct LockApi {
+    pub node: Arc<Node>,
+    pub keys: Arc<KeyRing>,
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+fn wire_mode(m: LockMode) -> i32 {
+    match m {
+        LockMode::Exclusive => pb::LockMode::Exclusive as i32,
+        LockMode::SharedRead => pb::LockMode::SharedRead as i32,
+    }
+}
+
+fn wire_state(s: TxnState) -> i32 {
+    (match s {
+        TxnState::Active => pb::TransactionState::Active,
+        TxnState::Committed => pb::TransactionState::Committed,
+        TxnState::Aborted => pb::TransactionState::Aborted,
+        TxnState::Expired => pb::TransactionState::Expired,
+    }) as i32
+}
+
+fn unexpected(o: Outcome) -> ApiError {
+    ApiError::Internal(format!("unexpected outcome {o:?}"))
+}
+
+/// What a call needs to know about its transaction before acting.
+struct TxnInfo {
+    lease_ms: u64,
+    active: bool,
+}
+
+impl LockApi {
+    fn principal<T>(&self, req: &Request<T>) -> ApiResult<Principal> {
+        self.keys.authenticate(req.metadata())
+    }
+
+    /// Looks the transaction up, checks the caller owns it, and renews its lease when it
+    /// is active (every call of a transaction counts as a heartbeat).
+    fn touch(&self, who: &Principal, txn: TxnId) -> ApiResult<TxnInfo> {
+        let info = {
+            let st = self.node.state.read().expect("state lock");
+            let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
+            who.check_owner(&t.owner, txn)?;
+            TxnInfo { lease_ms: t.lease_ms, active: t.state == TxnState::Active }
+        };
+        if info.active {
+            // An expiring lease stays expiring; the command itself will be refused.
+            let _ = self.node.leases.renew(txn, Duration::from_millis(info.lease_ms), Instant::now());
+        }
+        Ok(info)
+    }
+
+    async fn begin(&self, req: Request<pb::BeginTransactionRequest>) -> ApiResult<pb::BeginTransactionResponse> {
+        let who = self.principal(&req)?;
+        let r = req.into_inner();
+        let lease_ms = validate::lease_ms(r.timeout_ms)?;
+        validate::txn_name(&r.name)?;
+        let request_id = validate::request_id(&r.request_id)?;
+        self.node.require_leader()?;
+        let cmd = Command::Begin { request_id, lease_ms, priority: r.priority, name: r.name, owner: who.name.clone() };
+        match self.node.propose(cmd).await? {
+            Outcome::Begun { txn, lease_ms } => {
+                // A retried request id returns its transaction only to the same caller.
+                self.touch(&who, txn)?;
+                Ok(pb::BeginTransactionResponse { transaction_id: txn, lease_timeout_ms: lease_ms as i64 })
+            }
+            o => Err(unexpected(o)),
+        }
+    }
+
+    async fn release(&self, req: Request<pb::ReleaseLockRequest>) -> ApiResult<pb::ReleaseLockResponse> {
+        let who = self.principal(&req)?;
+        let r = req.into_inner();
+        let txn = validate::txn_id(r.transaction_id)?;
+        let lock = validate::lock_key(&r.namespace, &r.key)?;
+        who.check_namespace(&lock.namespace)?;
+        let request_id = validate::request_id(&r.request_id)?;
+        self.node.require_leader()?;
+        self.touch(&who, txn)?;
+        match self.node.propose(Command::Release { txn, request_id, lock }).await? {
+            Outcome::Released { released } => Ok(pb::ReleaseLockResponse { released }),
+            Outcome::Rejected(r) => Err(r.into()),
+            o => Err(unexpected(o)),
+        }
+    }
+
+    async fn status(
+        &self,
+        req: Request<pb::GetTransactionStatusRequest>,
+    ) -> ApiResult<pb::GetTransactionStatusResponse> {
+        let who = self.principal(&req)?;
+        let txn = validate::txn_id(req.into_inner().transaction_id)?;
+        self.node.require_leader()?;
+        self.node.linearizable_read().await?;
+        self.touch(&who, txn)?;
+        let remaining = self.node.leases.remaining(txn, Instant::now()).unwrap_or_default();
+        let st = self.node.state.read().expect("state lock");
+        let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
+        let waiting = t.waiting.as_ref().map(|(lock, request_id)| {
+            let mode = st.table.key(lock).and_then(|k| k.queue.iter().find(|w| w.txn == txn)).map(|w| w.mode);
+            pb::PendingLock {
+                namespace: lock.namespace.clone(),
+                key: lock.key.clone(),
+                mode: mode.map(wire_mode).unwrap_or_default(),
+                position: st.table.wait_position(txn).unwrap_or(0),
+                request_id: request_id.clone(),
+            }
+        });
+        let active = t.state == TxnState::Active;
+        Ok(pb::GetTransactionStatusResponse {
+            transaction_id: txn,
+            state: wire_state(t.state),
+            name: t.name.clone(),
+            priority: t.priority,
+            lease_timeout_ms: t.lease_ms as i64,
+            lease_remaining_ms: if active { remaining.as_millis() as i64 } else { 0 },
+            locks: t
+                .held
+                .iter()
+                .map(|(lock, held)| pb::HeldLock {
+                    namespace: lock.namespace.clone(),
+                    key: lock.key.clone(),
+                    mode: wire_mode(held.mode),
+                    fencing_token: held.token.0,
+                })
+                .collect(),
+            waiting,
+            end_reason: t.end_reason.clone(),
+        })
+    }
+
+    async fn heartbeat(&self, req: Request<pb::HeartbeatRequest>) -> ApiResult<pb::HeartbeatResponse> {
+        let who = self.principal(&req)?;
+        let txn = validate::txn_id(req.into_inner().transaction_id)?;
+        self.node.require_leader()?;
+        // Confirm leadership first: a deposed leader must not acknowledge a lease.
+        self.node.confirm_leadership().await?;
+        let (lease_ms, state, reason) = {
+            let st = self.node.state.read().expect("state lock");
+            let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
+            who.check_owner(&t.owner, txn)?;
+            (t.lease_ms, t.state, t.end_reason.clone())
+        };
+        if state != TxnState::Active {
+            return Err(ApiError::TransactionLost {
+                message: format!("transaction {txn} is {} ({reason})", state.name()),
+                code: Code::FailedPrecondition,
+            });
+        }
+        match self.node.leases.renew(txn, Duration::from_millis(lease_ms), Instant::now()) {
+            Ok(lease) => Ok(pb::HeartbeatResponse { lease_remaining_ms: lease.as_millis() as i64 }),
+            Err(_) => Err(ApiError::TransactionLost {
+                message: format!("transaction {txn}'s lease lapsed; its expiry is being committed"),
+                code: Code::FailedPrecondition,
+            }),
+        }
+    }
+
+    async fn end(&self, req: Request<pb::EndTransactionRequest>) -> ApiResult<pb::EndTransactionResponse> {
+        let who = self.principal(&req)?;
+        let r = req.into_inner();
+        let txn = validate::txn_id(r.transaction_id)?;
+        let request_id = validate::request_id(&r.request_id)?;
+        self.node.require_leader()?;
+        self.touch(&who, txn)?;
+        match self.node.propose(Command::End { txn, request_id, commit: r.commit }).await? {
+            Outcome::Ended { state, released } => {
+                Ok(pb::EndTransactionResponse { state: wire_state(state), released_locks: released })
+            }
+            Outcome::Rejected(r) => Err(r.into()),
+            o => Err(unexpected(o)),
+        }
+    }
+
+    /// Validates an AcquireLock call; the wait itself runs in [`follow_acquire`].
+    fn prepare_acquire(&self, req: Request<pb::AcquireLockRequest>) -> ApiResult<AcquireCall> {
+        let who = self.principal(&req)?;
+        let r = req.into_inner();
+        let txn = validate::txn_id(r.transaction_id)?;
+        let lock = validate::lock_key(&r.namespace, &r.key)?;
+        who.check_namespace(&lock.namespace)?;
+        let mode = validate::mode(r.mode)?;
+        let wait_ms = validate::wait_ms(r.timeout_ms)?;
+        let request_id = validate::request_id(&r.request_id)?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        self.node.require_leader()?;
+        self.touch(&who, txn)?;
+        Ok(AcquireCall { node: self.node.clone(), cmd: Command::Acquire { txn, request_id, lock, mode, wait_ms } })
+    }
+}
+
+struct AcquireCall {
+    node: Arc<Node>,
+    cmd: Command,
+}
+
+type Sender = mpsc::Sender<Result<pb::AcquireLockResponse, Status>>;
+
+/// Proposes the acquire (unless this request id is already known: a re-attach), then
+/// streams queue progress until the grant or the end of the wait. If the client goes
+/// away the wait stays: it ends by its timeout or the transaction's lease.
+async fn follow_acquire(call: AcquireCall, out: &Sender) -> ApiResult<()> {
+    let Command::Acquire { txn, request_id, lock, mode, .. } = &call.cmd else { unreachable!("built as Acquire") };
+    let (txn, request_id, lock, mode) = (*txn, request_id.clone(), lock.clone(), *mode);
+    let node = call.node;
+    // Subscribe before the first read, so no change between read and wait is missed.
+    let mut changes = node.signals.subscribe(txn);
+    let mut leadership = node.leadership();
+    let known = node.state.read().expect("state lock").table.recorded_acquire(txn, &request_id, &lock, mode)?;
+    let mut status = match known {
+        Some(s) => s,
+        None => match node.propose(call.cmd).await? {
+            Outcome::Acquire(s) => s,
+            Outcome::Rejected(r) => return Err(r.into()),
+            o => return Err(unexpected(o)),
+        },
+    };
+    let mut last_position = None;
+    loop {
+        match status {
+            AcquireStatus::Granted { token, mode } => {
+                let granted = pb::Granted {
+                    fencing_token: token.0,
+                    namespace: lock.namespace.clone(),
+                    key: lock.key.clone(),
+                    mode: wire_mode(mode),
+                };
+                let _ = out.send(Ok(pb::AcquireLockResponse { event: Some(Event::Granted(granted)) })).await;
+                return Ok(());
+            }
+            AcquireStatus::Ended(end) => return Err(ApiError::from_wait_end(txn, &end)),
+            AcquireStatus::Queued { position, blockers } => {
+                if last_position != Some(position) {
+                    last_position = Some(position);
+                    let queued = pb::Queued { position, blocking_transaction_ids: blockers };
+                    if out.send(Ok(pb::AcquireLockResponse { event: Some(Event::Queued(queued)) })).await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    changes = node.signals.subscribe(txn);
+                }
+            }
+            _ = leadership.wait_for(|leading| !leading) => {
+                // The wait lives on in the replicated table; the client re-attaches to
+                // the new leader with the same request id.
+                return Err(ApiError::NotLeader { leader: node.leader() });
+            }
+            _ = out.closed() => return Ok(()),
+            // A safety net against a missed wake-up; cheap, one table read.
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        status = node.state.read().expect("state lock").table.acquire_status(txn, &request_id)?.ok_or_else(|| {
+            ApiError::Internal(format!("acquire request {request_id} vanished from transaction {txn}"))
+        })?;
+    }
+}
+
+type AcquireStream = Pin<Box<dyn Stream<Item = Result<pb::AcquireLockResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl LockService for LockApi {
+    async fn begin_transaction(
+        &self,
+        req: Request<pb::BeginTransactionRequest>,
+    ) -> Result<Response<pb::BeginTransactionResponse>, Status> {
+        Ok(Response::new(self.begin(req).await?))
+    }
+
+    type AcquireLockStream = AcquireStream;
+
+    async fn acquire_lock(&self, req: Request<pb::AcquireLockRequest>) -> Result<Response<AcquireStream>, Status> {
+        let call = self.prepare_acquire(req)?;
+        let (tx, rx) = mpsc::channel(8);
+        tokio::spawn(async move {
+            if let Err(e) = follow_acquire(call, &tx).await {
+                let _ = tx.send(Err(e.into())).await;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn release_lock(
+        &self,
+        req: Request<pb::ReleaseLockRequest>,
+    ) -> Result<Response<pb::ReleaseLockResponse>, Status> {
+        Ok(Response::new(self.release(req).await?))
+    }
+
+    async fn get_transaction_status(
+        &self,
+        req: Request<pb::GetTransactionStatusRequest>,
+    ) -> Result<Response<pb::GetTransactionStatusResponse>, Status> {
+        Ok(Response::new(self.status(req).await?))
+    }
+
+    async fn heartbeat(&self, req: Request<pb::HeartbeatRequest>) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        Ok(Response::new(self.heartbeat(req).await?))
+    }
+
+    async fn end_transaction(
+        &self,
+        req: Request<pb::EndTransactionRequest>,
+    ) -> Result<Response<pb::EndTransactionResponse>, Status> {
+        Ok(Response::new(self.end(req).await?))
+    }
+}

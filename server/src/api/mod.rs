@@ -1,0 +1,7 @@
+//! gRPC services: `lock_service` for clients, `raft_service` for peers only.
+
+pub mod auth;
+pub mod errors;
+pub mod lock_service;
+pub mod raft_service;
+pub mod validate;

@@ -1,0 +1,124 @@
+//! Input validation at the edge: nothing malformed reaches raft.
+
+use caerus_proto::v1::LockMode as WireMode;
+
+use super::errors::ApiError;
+use crate::locks::{LockKey, LockMode};
+
+/// Longest namespace, key or transaction name, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+/// Longest lease or acquire timeout: one hour. Longer is almost surely a unit mistake.
+pub const MAX_TIMEOUT_MS: i64 = 3_600_000;
+/// Shortest lease: heartbeats every third of it must be able to make it.
+pub const MIN_LEASE_MS: i64 = 100;
+/// Longest request id.
+pub const MAX_REQUEST_ID: usize = 64;
+
+fn bad(msg: String) -> ApiError {
+    ApiError::InvalidArgument(msg)
+}
+
+/// A namespace or key: non-empty, at most 256 bytes, no control characters.
+pub fn name(field: &str, value: &str) -> Result<(), ApiError> {
+    if value.is_empty() {
+        return Err(bad(format!("{field} must not be empty")));
+    }
+    if value.len() > MAX_NAME_BYTES {
+        return Err(bad(format!("{field} is {} bytes; the limit is {MAX_NAME_BYTES}", value.len())));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(bad(format!("{field} must not contain control characters")));
+    }
+    Ok(())
+}
+
+pub fn lock_key(namespace: &str, key: &str) -> Result<LockKey, ApiError> {
+    name("namespace", namespace)?;
+    name("key", key)?;
+    Ok(LockKey::new(namespace, key))
+}
+
+pub fn mode(raw: i32) -> Result<LockMode, ApiError> {
+    match WireMode::try_from(raw) {
+        Ok(WireMode::Exclusive) => Ok(LockMode::Exclusive),
+        Ok(WireMode::SharedRead) => Ok(LockMode::SharedRead),
+        Ok(WireMode::Unspecified) => {
+            Err(bad("mode must be EXCLUSIVE or SHARED_READ (got LOCK_MODE_UNSPECIFIED)".into()))
+        }
+        Err(_) => Err(bad(format!("mode {raw} is not a LockMode; use EXCLUSIVE (1) or SHARED_READ (2)"))),
+    }
+}
+
+pub fn timeout(field: &str, ms: i64, min: i64) -> Result<u64, ApiError> {
+    if ms < min || ms > MAX_TIMEOUT_MS {
+        return Err(bad(format!("{field} is {ms} ms; it must be between {min} and {MAX_TIMEOUT_MS} ms")));
+    }
+    Ok(ms as u64)
+}
+
+pub fn lease_ms(ms: i64) -> Result<u64, ApiError> {
+    timeout("timeout_ms (the transaction lease)", ms, MIN_LEASE_MS)
+}
+
+pub fn wait_ms(ms: i64) -> Result<u64, ApiError> {
+    timeout("timeout_ms (the acquire timeout)", ms, 1)
+}
+
+/// A request id: empty (not retry-safe) or 1-64 characters of `[A-Za-z0-9._:-]`.
+pub fn request_id(raw: &str) -> Result<Option<String>, ApiError> {
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+    if raw.len() > MAX_REQUEST_ID || !raw.chars().all(ok_char) {
+        return Err(bad(format!(
+            "request_id must be 1-{MAX_REQUEST_ID} characters of [A-Za-z0-9._:-] (a UUID works), got {:?}",
+            raw.chars().take(80).collect::<String>()
+        )));
+    }
+    Ok(Some(raw.to_string()))
+}
+
+pub fn txn_name(raw: &str) -> Result<(), ApiError> {
+    if raw.len() > MAX_NAME_BYTES || raw.chars().any(char::is_control) {
+        return Err(bad(format!("name must be at most {MAX_NAME_BYTES} bytes without control characters")));
+    }
+    Ok(())
+}
+
+pub fn txn_id(id: u64) -> Result<u64, ApiError> {
+    if id == 0 {
+        return Err(bad("transaction_id must be set (transaction ids start at 1)".into()));
+    }
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_keys_and_ids_are_checked() {
+        assert!(lock_key("billing", "job").is_ok());
+        assert!(lock_key("", "job").is_err());
+        assert!(lock_key("billing", &"k".repeat(257)).is_err());
+        assert!(lock_key("billing", &"k".repeat(256)).is_ok());
+        assert!(lock_key("bil\nling", "job").is_err());
+        assert_eq!(request_id("").unwrap(), None);
+        assert!(request_id("6f1c-AB_9.x:1").unwrap().is_some());
+        assert!(request_id("has space").is_err());
+        assert!(request_id(&"a".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn timeouts_and_modes_are_bounded() {
+        assert!(lease_ms(0).is_err());
+        assert!(lease_ms(-5).is_err());
+        assert!(lease_ms(99).is_err());
+        assert!(lease_ms(MAX_TIMEOUT_MS + 1).is_err());
+        assert_eq!(wait_ms(1).unwrap(), 1);
+        assert!(mode(0).is_err());
+        assert!(mode(7).is_err());
+        assert_eq!(mode(2).unwrap(), LockMode::SharedRead);
+    }
+}

@@ -1,0 +1,16 @@
+//! Caerus DLS lock server library; the `dls` binary is a thin CLI over it.
+//!
+//! - `locks/`: the lock semantics, a pure deterministic state machine.
+//! - `raft/`: openraft storage (sled), state-machine adapter and peer network.
+//! - `lease`: leader-side lease and acquire-timeout timers.
+//! - `node`: wires raft, storage and timers into one node.
+//! - `api/`: gRPC services, auth, validation and the error-to-status mapping.
+
+pub mod api;
+pub mod config;
+pub mod lease;
+pub mod locks;
+pub mod node;
+pub mod raft;
+pub mod serve;
+pub mod signals;

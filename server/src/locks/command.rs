@@ -1,0 +1,89 @@
+//! What goes into the raft log, and what applying it answers.
+//!
+//! Every change of lock state is one of these commands. Time enters only as
+//! `LogCommand::now_ms`, the proposing leader's clock, so every replica applying the same
+//! log computes the same table (no replica reads its own clock during apply).
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{FencingToken, LockKey, LockMode, TxnId, TxnState, WaitEnd};
+
+/// A command with the leader's wall clock at proposal time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogCommand {
+    /// Milliseconds since the Unix epoch on the proposing leader. Used only for
+    /// bookkeeping (begin/end times, retention of finished transactions), never to decide
+    /// an expiry: expiries are explicit `Expire` commands.
+    pub now_ms: u64,
+    pub cmd: Command,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Command {
+    /// Start a transaction. A repeated `request_id` returns the same transaction.
+    Begin { request_id: Option<String>, lease_ms: u64, priority: i32, name: String, owner: String },
+    /// Ask for a lock; grants at once or queues.
+    Acquire { txn: TxnId, request_id: String, lock: LockKey, mode: LockMode, wait_ms: u64 },
+    /// Withdraw a wait whose acquire timeout passed (proposed by the leader's timer).
+    CancelWait { txn: TxnId, request_id: String },
+    /// Release one lock (or withdraw the wait for it).
+    Release { txn: TxnId, request_id: Option<String>, lock: LockKey },
+    /// Commit or abort, releasing everything.
+    End { txn: TxnId, request_id: Option<String>, commit: bool },
+    /// The leader saw the lease lapse.
+    Expire { txn: TxnId },
+}
+
+/// Where an acquire request stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AcquireStatus {
+    Granted {
+        token: FencingToken,
+        mode: LockMode,
+    },
+    /// Waiting; `position` 1 is next in line, `blockers` are the wait-for edges.
+    Queued {
+        position: u32,
+        blockers: Vec<TxnId>,
+    },
+    Ended(WaitEnd),
+}
+
+/// Why a command was refused. Refusals change nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum Rejection {
+    /// No such transaction (never existed or forgotten after the retention window).
+    #[error("transaction {0} not found (unknown, or finished and forgotten)")]
+    NotFound(TxnId),
+    /// The transaction already ended.
+    #[error("transaction {txn} is {} ({reason})", state.name())]
+    NotActive { txn: TxnId, state: TxnState, reason: String },
+    /// A transaction waits for one lock at a time.
+    #[error(
+        "transaction {txn} already waits for {lock} (request {request_id}); a transaction waits for one lock at a time"
+    )]
+    AlreadyWaiting { txn: TxnId, lock: LockKey, request_id: String },
+    /// The request id was used before for a different request of this transaction.
+    #[error("request_id {0:?} was already used for a different request of this transaction; use a fresh id")]
+    RequestIdReused(String),
+}
+
+/// The answer of applying one command.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Raft's own entries (blank, membership) answer nothing.
+    None,
+    Begun {
+        txn: TxnId,
+        lease_ms: u64,
+    },
+    Acquire(AcquireStatus),
+    Released {
+        released: bool,
+    },
+    Ended {
+        state: TxnState,
+        released: u32,
+    },
+    Rejected(Rejection),
+}

@@ -1,0 +1,13 @@
+//! The lock semantics: a pure, deterministic state machine (no raft, no clock, no I/O).
+
+pub mod command;
+pub mod queue;
+pub mod table;
+pub mod types;
+
+#[cfg(test)]
+mod table_tests;
+
+pub use command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
+pub use table::{Effect, LockTable, Txn};
+pub use types::{FencingToken, Held, LockKey, LockMode, TxnId, TxnState, WaitEnd};

@@ -1,0 +1,479 @@
+//! The replicated lock table: a plain, deterministic data structure.
+//!
+//! `apply(LogCommand) -> Outcome` is the only way to change it. Raft feeds it committed
+//! entries in log order on every replica; same log, same table, same tokens. It never
+//! reads a clock or a random source. Side effects the node must act on (wake a waiting
+//! stream, start or stop a lease timer) are collected as [`Effect`]s for the caller.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+use super::command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
+use super::queue::{KeyLock, Waiter};
+use super::types::{FencingToken, Held, LockKey, LockMode, TxnId, TxnState, WaitEnd};
+
+/// Finished transactions are remembered this long (by the leaders' clocks carried in the
+/// log) so late status queries and retries get true answers.
+pub const FINISHED_RETENTION_MS: u64 = 10 * 60 * 1000;
+/// ... and at most this many, so a burst of short transactions cannot grow memory unboundedly.
+pub const MAX_FINISHED: usize = 100_000;
+
+/// What a transaction's request turned into, kept so a retry gets the same answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RequestRecord {
+    Acquire { lock: LockKey, mode: LockMode, status: AcquireRecord },
+    Release { lock: LockKey, released: bool },
+}
+
+/// The stored part of an acquire's status; a queue position is computed on read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AcquireRecord {
+    Waiting,
+    Granted { token: FencingToken, mode: LockMode },
+    Ended(WaitEnd),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Txn {
+    pub id: TxnId,
+    pub name: String,
+    pub priority: i32,
+    /// Name of the API key that began it ("" when the server runs without keys).
+    pub owner: String,
+    pub lease_ms: u64,
+    pub begun_at_ms: u64,
+    pub state: TxnState,
+    pub end_reason: String,
+    pub ended_at_ms: u64,
+    pub held: BTreeMap<LockKey, Held>,
+    /// The one pending acquire: the key and its request id.
+    pub waiting: Option<(LockKey, String)>,
+    pub requests: BTreeMap<String, RequestRecord>,
+    pub begin_request_id: Option<String>,
+    /// The request id and answer of the EndTransaction that ended it.
+    pub end_request: Option<(String, u32)>,
+}
+
+/// Something the node must act on after an apply. Not part of the replicated state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// A transaction began: start tracking its lease.
+    TxnBegun { txn: TxnId, lease_ms: u64 },
+    /// A transaction ended: stop its timers, wake its streams.
+    TxnFinished { txn: TxnId },
+    /// A request started waiting: start its acquire timer.
+    WaitStarted { txn: TxnId, request_id: String, wait_ms: u64 },
+    /// A wait ended (granted, timed out, cancelled): stop its timer.
+    WaitEnded { txn: TxnId, request_id: String },
+    /// Something a stream of this transaction watches changed (grant, queue position).
+    TxnChanged { txn: TxnId },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LockTable {
+    next_txn: TxnId,
+    last_token: u64,
+    /// Highest leader clock seen in the log; only ever moves forward.
+    clock_ms: u64,
+    txns: BTreeMap<TxnId, Txn>,
+    keys: BTreeMap<LockKey, KeyLock>,
+    begin_requests: BTreeMap<String, TxnId>,
+    /// Finished transactions in the order they ended, for retention.
+    finished: VecDeque<TxnId>,
+    #[serde(skip)]
+    effects: Vec<Effect>,
+}
+
+impl LockTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies one committed command. Refusals change nothing.
+    pub fn apply(&mut self, entry: &LogCommand) -> Outcome {
+        self.clock_ms = self.clock_ms.max(entry.now_ms);
+        let outcome = match &entry.cmd {
+            Command::Begin { request_id, lease_ms, priority, name, owner } => {
+                self.begin(request_id.clone(), *lease_ms, *priority, name, owner)
+            }
+            Command::Acquire { txn, request_id, lock, mode, wait_ms } => {
+                self.acquire(*txn, request_id, lock, *mode, *wait_ms)
+            }
+            Command::CancelWait { txn, request_id } => self.cancel_wait(*txn, request_id),
+            Command::Release { txn, request_id, lock } => self.release(*txn, request_id.as_deref(), lock),
+            Command::End { txn, request_id, commit } => self.end(*txn, request_id.as_deref(), *commit),
+            Command::Expire { txn } => self.expire(*txn),
+        };
+        self.forget_old_transactions();
+        outcome
+    }
+
+    /// Takes the effects collected since the last call.
+    pub fn take_effects(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.effects)
+    }
+
+    pub fn txn(&self, id: TxnId) -> Option<&Txn> {
+        self.txns.get(&id)
+    }
+
+    pub fn active_txns(&self) -> impl Iterator<Item = &Txn> {
+        self.txns.values().filter(|t| t.state == TxnState::Active)
+    }
+
+    /// The last fencing token issued (0 before the first grant).
+    pub fn last_token(&self) -> u64 {
+        self.last_token
+    }
+
+    pub fn key(&self, lock: &LockKey) -> Option<&KeyLock> {
+        self.keys.get(lock)
+    }
+
+    /// Where acquire `request_id` of `txn` stands now, or why it cannot be answered.
+    pub fn acquire_status(&self, txn: TxnId, request_id: &str) -> Result<Option<AcquireStatus>, Rejection> {
+        let t = self.txns.get(&txn).ok_or(Rejection::NotFound(txn))?;
+        match t.requests.get(request_id) {
+            Some(RequestRecord::Acquire { lock, status, .. }) => Ok(Some(self.status_of(txn, lock, status))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The recorded answer to acquire `request_id` if it was seen before for this very
+    /// lock and mode (a re-attach); a different request under that id is refused.
+    pub fn recorded_acquire(
+        &self,
+        txn: TxnId,
+        request_id: &str,
+        lock: &LockKey,
+        mode: LockMode,
+    ) -> Result<Option<AcquireStatus>, Rejection> {
+        let t = self.txns.get(&txn).ok_or(Rejection::NotFound(txn))?;
+        match t.requests.get(request_id) {
+            None => Ok(None),
+            Some(RequestRecord::Acquire { lock: l, mode: m, status }) if l == lock && *m == mode => {
+                Ok(Some(self.status_of(txn, lock, status)))
+            }
+            Some(_) => Err(Rejection::RequestIdReused(request_id.to_string())),
+        }
+    }
+
+    /// The pending wait of `txn`: its request id and acquire timeout.
+    pub fn pending_wait(&self, txn: TxnId) -> Option<(String, u64)> {
+        let (lock, request_id) = self.txns.get(&txn)?.waiting.as_ref()?;
+        let waiter = self.keys.get(lock)?.queue.iter().find(|w| w.txn == txn)?;
+        Some((request_id.clone(), waiter.wait_ms))
+    }
+
+    /// The queue position of the pending wait of `txn` (1 = next).
+    pub fn wait_position(&self, txn: TxnId) -> Option<u32> {
+        let (lock, _) = self.txns.get(&txn)?.waiting.as_ref()?;
+        self.keys.get(lock)?.position(txn)
+    }
+
+    fn status_of(&self, txn: TxnId, lock: &LockKey, record: &AcquireRecord) -> AcquireStatus {
+        match record {
+            AcquireRecord::Granted { token, mode } => AcquireStatus::Granted { token: *token, mode: *mode },
+            AcquireRecord::Ended(end) => AcquireStatus::Ended(end.clone()),
+            AcquireRecord::Waiting => {
+                let key = self.keys.get(lock);
+                AcquireStatus::Queued {
+                    position: key.and_then(|k| k.position(txn)).unwrap_or(0),
+                    blockers: key.map(|k| k.blockers(txn)).unwrap_or_default(),
+                }
+            }
+        }
+    }
+
+    fn active(&self, txn: TxnId) -> Result<&Txn, Rejection> {
+        let t = self.txns.get(&txn).ok_or(Rejection::NotFound(txn))?;
+        if t.state != TxnState::Active {
+            return Err(Rejection::NotActive { txn, state: t.state, reason: t.end_reason.clone() });
+        }
+        Ok(t)
+    }
+
+    fn begin(&mut self, request_id: Option<String>, lease_ms: u64, priority: i32, name: &str, owner: &str) -> Outcome {
+        if let Some(id) = request_id.as_ref().and_then(|r| self.begin_requests.get(r)) {
+            let lease_ms = self.txns[id].lease_ms;
+            return Outcome::Begun { txn: *id, lease_ms };
+        }
+        self.next_txn += 1;
+        let id = self.next_txn;
+        if let Some(r) = &request_id {
+            self.begin_requests.insert(r.clone(), id);
+        }
+        self.txns.insert(
+            id,
+            Txn {
+                id,
+                name: name.to_string(),
+                priority,
+                owner: owner.to_string(),
+                lease_ms,
+                begun_at_ms: self.clock_ms,
+                state: TxnState::Active,
+                end_reason: String::new(),
+                ended_at_ms: 0,
+                held: BTreeMap::new(),
+                waiting: None,
+                requests: BTreeMap::new(),
+                begin_request_id: request_id,
+                end_request: None,
+            },
+        );
+        self.effects.push(Effect::TxnBegun { txn: id, lease_ms });
+        Outcome::Begun { txn: id, lease_ms }
+    }
+
+    fn acquire(&mut self, txn: TxnId, request_id: &str, lock: &LockKey, mode: LockMode, wait_ms: u64) -> Outcome {
+        // A retry of a request we already saw answers from the record, even if the
+        // transaction has ended since (the record says how the wait ended).
+        match self.recorded_acquire(txn, request_id, lock, mode) {
+            Ok(Some(status)) => return Outcome::Acquire(status),
+            Err(r @ Rejection::RequestIdReused(_)) => return Outcome::Rejected(r),
+            _ => {}
+        }
+        let t = match self.active(txn) {
+            Ok(t) => t,
+            Err(r) => return Outcome::Rejected(r),
+        };
+        if let Some((wl, wr)) = &t.waiting {
+            return Outcome::Rejected(Rejection::AlreadyWaiting { txn, lock: wl.clone(), request_id: wr.clone() });
+        }
+        let already = t.held.get(lock).copied();
+        let key = self.keys.entry(lock.clone()).or_default();
+
+        let status = match already {
+            // Re-entrant: the existing grant already covers the request.
+            Some(held) if held.mode.covers(mode) => AcquireRecord::Granted { token: held.token, mode: held.mode },
+            // Upgrade SHARED_READ -> EXCLUSIVE: immediate only as the sole holder.
+            Some(_) => {
+                if key.compatible_with_holders(txn, mode) {
+                    self.grant(txn, lock, mode)
+                } else {
+                    self.wait(txn, request_id, lock, mode, true, wait_ms)
+                }
+            }
+            None => {
+                if key.can_grant_now(txn, mode) {
+                    self.grant(txn, lock, mode)
+                } else {
+                    self.wait(txn, request_id, lock, mode, false, wait_ms)
+                }
+            }
+        };
+        let record = RequestRecord::Acquire { lock: lock.clone(), mode, status: status.clone() };
+        self.txn_mut(txn).requests.insert(request_id.to_string(), record);
+        Outcome::Acquire(self.status_of(txn, lock, &status))
+    }
+
+    /// Issues the next fencing token and makes `txn` a holder of `lock` in `mode`.
+    fn grant(&mut self, txn: TxnId, lock: &LockKey, mode: LockMode) -> AcquireRecord {
+        self.last_token += 1;
+        let held = Held { mode, token: FencingToken(self.last_token) };
+        self.keys.entry(lock.clone()).or_default().holders.insert(txn, held);
+        self.txn_mut(txn).held.insert(lock.clone(), held);
+        AcquireRecord::Granted { token: held.token, mode }
+    }
+
+    fn wait(
+        &mut self,
+        txn: TxnId,
+        request_id: &str,
+        lock: &LockKey,
+        mode: LockMode,
+        upgrade: bool,
+        wait_ms: u64,
+    ) -> AcquireRecord {
+        let key = self.keys.entry(lock.clone()).or_default();
+        key.enqueue(Waiter { txn, mode, request_id: request_id.to_string(), upgrade, wait_ms });
+        if upgrade {
+            // Queued ahead of others: their positions moved.
+            self.notify_waiters(lock);
+        }
+        self.txn_mut(txn).waiting = Some((lock.clone(), request_id.to_string()));
+        self.effects.push(Effect::WaitStarted { txn, request_id: request_id.to_string(), wait_ms });
+        AcquireRecord::Waiting
+    }
+
+    fn cancel_wait(&mut self, txn: TxnId, request_id: &str) -> Outcome {
+        let pending = self.txns.get(&txn).and_then(|t| t.waiting.clone());
+        match pending {
+            Some((lock, r)) if r == request_id => {
+                self.end_wait(txn, &lock, WaitEnd::TimedOut);
+                self.promote(&lock);
+                Outcome::Acquire(AcquireStatus::Ended(WaitEnd::TimedOut))
+            }
+            // Already granted or ended: the timer lost the race, nothing to undo.
+            _ => match self.acquire_status(txn, request_id) {
+                Ok(Some(s)) => Outcome::Acquire(s),
+                Ok(None) => Outcome::None,
+                Err(r) => Outcome::Rejected(r),
+            },
+        }
+    }
+
+    fn release(&mut self, txn: TxnId, request_id: Option<&str>, lock: &LockKey) -> Outcome {
+        if let (Some(t), Some(r)) = (self.txns.get(&txn), request_id) {
+            match t.requests.get(r) {
+                Some(RequestRecord::Release { lock: l, released }) if l == lock => {
+                    return Outcome::Released { released: *released };
+                }
+                Some(_) => return Outcome::Rejected(Rejection::RequestIdReused(r.to_string())),
+                None => {}
+            }
+        }
+        let t = match self.active(txn) {
+            Ok(t) => t,
+            Err(r) => return Outcome::Rejected(r),
+        };
+        let holds = t.held.contains_key(lock);
+        let waits = t.waiting.as_ref().is_some_and(|(l, _)| l == lock);
+        // Both can be true for a pending upgrade: releasing gives up the wait as well,
+        // or the upgrade could be granted after the caller let go of the key.
+        if waits {
+            self.end_wait(txn, lock, WaitEnd::Cancelled);
+        }
+        if holds {
+            self.txn_mut(txn).held.remove(lock);
+            if let Some(k) = self.keys.get_mut(lock) {
+                k.holders.remove(&txn);
+            }
+        }
+        let released = holds || waits;
+        if released {
+            self.promote(lock);
+        }
+        if let Some(r) = request_id {
+            self.txn_mut(txn).requests.insert(r.to_string(), RequestRecord::Release { lock: lock.clone(), released });
+        }
+        Outcome::Released { released }
+    }
+
+    fn end(&mut self, txn: TxnId, request_id: Option<&str>, commit: bool) -> Outcome {
+        if let (Some(t), Some(r)) = (self.txns.get(&txn), request_id) {
+            if let Some((er, released)) = &t.end_request {
+                if er == r {
+                    return Outcome::Ended { state: t.state, released: *released };
+                }
+            }
+        }
+        if let Err(r) = self.active(txn) {
+            return Outcome::Rejected(r);
+        }
+        let (state, reason) =
+            if commit { (TxnState::Committed, "committed") } else { (TxnState::Aborted, "aborted by the client") };
+        let released = self.finish(txn, state, reason);
+        if let Some(r) = request_id {
+            self.txn_mut(txn).end_request = Some((r.to_string(), released));
+        }
+        Outcome::Ended { state, released }
+    }
+
+    fn expire(&mut self, txn: TxnId) -> Outcome {
+        match self.active(txn) {
+            Ok(_) => {
+                let released = self.finish(txn, TxnState::Expired, "lease expired");
+                Outcome::Ended { state: TxnState::Expired, released }
+            }
+            // A heartbeat-less race with a commit: the transaction already ended.
+            Err(r) => Outcome::Rejected(r),
+        }
+    }
+
+    /// Ends a transaction: withdraws its wait, releases its locks, grants them onward.
+    /// Returns how many locks it released.
+    fn finish(&mut self, txn: TxnId, state: TxnState, reason: &str) -> u32 {
+        let end = WaitEnd::TxnEnded { state, reason: reason.to_string() };
+        if let Some((lock, _)) = self.txns[&txn].waiting.clone() {
+            self.end_wait(txn, &lock, end);
+            self.promote(&lock);
+        }
+        let t = self.txn_mut(txn);
+        let held = std::mem::take(&mut t.held);
+        t.state = state;
+        t.end_reason = reason.to_string();
+        let clock = self.clock_ms;
+        self.txn_mut(txn).ended_at_ms = clock;
+        for lock in held.keys() {
+            if let Some(k) = self.keys.get_mut(lock) {
+                k.holders.remove(&txn);
+            }
+            self.promote(lock);
+        }
+        self.finished.push_back(txn);
+        self.effects.push(Effect::TxnFinished { txn });
+        self.effects.push(Effect::TxnChanged { txn });
+        held.len() as u32
+    }
+
+    /// Takes `txn` out of `lock`'s queue and records how its wait ended.
+    fn end_wait(&mut self, txn: TxnId, lock: &LockKey, end: WaitEnd) {
+        if let Some(k) = self.keys.get_mut(lock) {
+            k.remove_waiter(txn);
+        }
+        let t = self.txn_mut(txn);
+        if let Some((_, request_id)) = t.waiting.take() {
+            if let Some(RequestRecord::Acquire { status, .. }) = t.requests.get_mut(&request_id) {
+                *status = AcquireRecord::Ended(end);
+            }
+            self.effects.push(Effect::WaitEnded { txn, request_id });
+            self.effects.push(Effect::TxnChanged { txn });
+        }
+        self.notify_waiters(lock);
+    }
+
+    /// Grants `lock` to the head of its queue while the head is compatible (strict FIFO),
+    /// then drops the key if nothing holds or waits for it.
+    fn promote(&mut self, lock: &LockKey) {
+        let mut granted_any = false;
+        while let Some(w) = self.keys.get_mut(lock).and_then(|k| k.pop_grantable()) {
+            granted_any = true;
+            let record = self.grant(w.txn, lock, w.mode);
+            let t = self.txn_mut(w.txn);
+            t.waiting = None;
+            if let Some(RequestRecord::Acquire { status, .. }) = t.requests.get_mut(&w.request_id) {
+                *status = record;
+            }
+            self.effects.push(Effect::WaitEnded { txn: w.txn, request_id: w.request_id });
+            self.effects.push(Effect::TxnChanged { txn: w.txn });
+        }
+        if granted_any {
+            self.notify_waiters(lock);
+        }
+        if self.keys.get(lock).is_some_and(KeyLock::is_idle) {
+            self.keys.remove(lock);
+        }
+    }
+
+    /// Queue positions on `lock` may have changed: wake its waiters' streams.
+    fn notify_waiters(&mut self, lock: &LockKey) {
+        if let Some(k) = self.keys.get(lock) {
+            let txns: Vec<TxnId> = k.queue.iter().map(|w| w.txn).collect();
+            self.effects.extend(txns.into_iter().map(|txn| Effect::TxnChanged { txn }));
+        }
+    }
+
+    fn txn_mut(&mut self, txn: TxnId) -> &mut Txn {
+        self.txns.get_mut(&txn).expect("transaction checked by the caller")
+    }
+
+    /// Drops finished transactions past the retention window or over the cap. Uses only
+    /// the log's clock, so every replica forgets the same ones at the same entry.
+    fn forget_old_transactions(&mut self) {
+        while let Some(&oldest) = self.finished.front() {
+            let t = &self.txns[&oldest];
+            let expired = t.ended_at_ms.saturating_add(FINISHED_RETENTION_MS) < self.clock_ms;
+            if !expired && self.finished.len() <= MAX_FINISHED {
+                break;
+            }
+            self.finished.pop_front();
+            if let Some(t) = self.txns.remove(&oldest) {
+                if let Some(r) = t.begin_request_id {
+                    self.begin_requests.remove(&r);
+                }
+            }
+        }
+    }
+}

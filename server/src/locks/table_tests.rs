@@ -1,0 +1,388 @@
+//! Unit tests of the lock table: the semantics without raft or network.
+
+use super::command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
+use super::table::{Effect, LockTable, FINISHED_RETENTION_MS};
+use super::types::{FencingToken, LockKey, LockMode, TxnId, TxnState, WaitEnd};
+
+use LockMode::{Exclusive as X, SharedRead as S};
+
+struct Harness {
+    table: LockTable,
+    now: u64,
+    seq: u64,
+}
+
+impl Harness {
+    fn new() -> Self {
+        Harness { table: LockTable::new(), now: 1_000, seq: 0 }
+    }
+
+    fn apply(&mut self, cmd: Command) -> Outcome {
+        self.table.apply(&LogCommand { now_ms: self.now, cmd })
+    }
+
+    fn begin(&mut self) -> TxnId {
+        self.seq += 1;
+        match self.apply(Command::Begin {
+            request_id: Some(format!("b{}", self.seq)),
+            lease_ms: 5_000,
+            priority: 0,
+            name: String::new(),
+            owner: String::new(),
+        }) {
+            Outcome::Begun { txn, .. } => txn,
+            o => panic!("begin: {o:?}"),
+        }
+    }
+
+    fn acquire_with(&mut self, txn: TxnId, key: &str, mode: LockMode, request_id: &str) -> AcquireStatus {
+        match self.apply(Command::Acquire {
+            txn,
+            request_id: request_id.into(),
+            lock: LockKey::new("ns", key),
+            mode,
+            wait_ms: 1_000,
+        }) {
+            Outcome::Acquire(s) => s,
+            o => panic!("acquire: {o:?}"),
+        }
+    }
+
+    fn acquire(&mut self, txn: TxnId, key: &str, mode: LockMode) -> AcquireStatus {
+        self.seq += 1;
+        let r = format!("a{}", self.seq);
+        self.acquire_with(txn, key, mode, &r)
+    }
+
+    fn release(&mut self, txn: TxnId, key: &str) -> Outcome {
+        self.apply(Command::Release { txn, request_id: None, lock: LockKey::new("ns", key) })
+    }
+
+    fn end(&mut self, txn: TxnId, commit: bool) -> Outcome {
+        self.apply(Command::End { txn, request_id: None, commit })
+    }
+
+    fn holders(&self, key: &str) -> Vec<TxnId> {
+        self.table.key(&LockKey::new("ns", key)).map(|k| k.holders.keys().copied().collect()).unwrap_or_default()
+    }
+}
+
+fn token(s: &AcquireStatus) -> u64 {
+    match s {
+        AcquireStatus::Granted { token, .. } => token.0,
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+fn position(s: &AcquireStatus) -> u32 {
+    match s {
+        AcquireStatus::Queued { position, .. } => *position,
+        other => panic!("expected queued, got {other:?}"),
+    }
+}
+
+#[test]
+fn exclusive_excludes_and_passes_on_release_with_a_higher_token() {
+    let mut h = Harness::new();
+    let (a, b) = (h.begin(), h.begin());
+    let ta = token(&h.acquire(a, "k", X));
+    assert_eq!(position(&h.acquire_with(b, "k", X, "rb")), 1);
+    assert_eq!(h.release(a, "k"), Outcome::Released { released: true });
+    let tb = token(&h.table.acquire_status(b, "rb").unwrap().unwrap());
+    assert!(tb > ta);
+    assert_eq!(h.holders("k"), vec![b]);
+}
+
+#[test]
+fn readers_share_and_block_a_writer_until_all_leave() {
+    let mut h = Harness::new();
+    let (r1, r2, w) = (h.begin(), h.begin(), h.begin());
+    token(&h.acquire(r1, "k", S));
+    token(&h.acquire(r2, "k", S));
+    let q = h.acquire_with(w, "k", X, "rw");
+    assert_eq!(q, AcquireStatus::Queued { position: 1, blockers: vec![r1, r2] });
+    h.release(r1, "k");
+    assert_eq!(position(&h.table.acquire_status(w, "rw").unwrap().unwrap()), 1);
+    h.release(r2, "k");
+    token(&h.table.acquire_status(w, "rw").unwrap().unwrap());
+}
+
+#[test]
+fn a_queued_writer_is_not_overtaken_by_later_readers() {
+    let mut h = Harness::new();
+    let (r1, w, r2) = (h.begin(), h.begin(), h.begin());
+    token(&h.acquire(r1, "k", S));
+    assert_eq!(position(&h.acquire_with(w, "k", X, "rw")), 1);
+    assert_eq!(h.acquire_with(r2, "k", S, "rr"), AcquireStatus::Queued { position: 2, blockers: vec![w] });
+    h.release(r1, "k");
+    // The writer goes first; the reader still waits for it.
+    token(&h.table.acquire_status(w, "rw").unwrap().unwrap());
+    assert_eq!(position(&h.table.acquire_status(r2, "rr").unwrap().unwrap()), 1);
+    h.end(w, true);
+    token(&h.table.acquire_status(r2, "rr").unwrap().unwrap());
+}
+
+#[test]
+fn consecutive_readers_at_the_head_are_granted_together() {
+    let mut h = Harness::new();
+    let (w, r1, r2, w2) = (h.begin(), h.begin(), h.begin(), h.begin());
+    token(&h.acquire(w, "k", X));
+    h.acquire_with(r1, "k", S, "r1");
+    h.acquire_with(r2, "k", S, "r2");
+    h.acquire_with(w2, "k", X, "w2");
+    h.release(w, "k");
+    assert_eq!(h.holders("k"), vec![r1, r2]);
+    assert_eq!(position(&h.table.acquire_status(w2, "w2").unwrap().unwrap()), 1);
+}
+
+#[test]
+fn tokens_strictly_increase_across_keys_and_regrants() {
+    let mut h = Harness::new();
+    let mut last = 0;
+    for i in 0..20 {
+        let t = h.begin();
+        let tok = token(&h.acquire(t, &format!("k{}", i % 3), if i % 2 == 0 { X } else { S }));
+        assert!(tok > last, "token {tok} after {last}");
+        last = tok;
+        h.end(t, true);
+    }
+    assert_eq!(h.table.last_token(), last);
+}
+
+#[test]
+fn reacquire_returns_the_same_grant_and_exclusive_covers_shared() {
+    let mut h = Harness::new();
+    let a = h.begin();
+    let first = token(&h.acquire(a, "k", X));
+    assert_eq!(token(&h.acquire(a, "k", X)), first);
+    assert_eq!(h.acquire(a, "k", S), AcquireStatus::Granted { token: FencingToken(first), mode: X });
+}
+
+#[test]
+fn upgrade_as_sole_holder_is_immediate_with_a_new_token() {
+    let mut h = Harness::new();
+    let a = h.begin();
+    let shared = token(&h.acquire(a, "k", S));
+    let excl = token(&h.acquire(a, "k", X));
+    assert!(excl > shared);
+    assert_eq!(h.table.txn(a).unwrap().held[&LockKey::new("ns", "k")].mode, X);
+}
+
+#[test]
+fn upgrade_waits_for_other_readers_ahead_of_queued_writers() {
+    let mut h = Harness::new();
+    let (a, b, w) = (h.begin(), h.begin(), h.begin());
+    token(&h.acquire(a, "k", S));
+    token(&h.acquire(b, "k", S));
+    assert_eq!(position(&h.acquire_with(w, "k", X, "rw")), 1);
+    // a's upgrade goes ahead of the writer, waiting only for b.
+    assert_eq!(h.acquire_with(a, "k", X, "up"), AcquireStatus::Queued { position: 1, blockers: vec![b] });
+    assert_eq!(position(&h.table.acquire_status(w, "rw").unwrap().unwrap()), 2);
+    h.release(b, "k");
+    assert_eq!(
+        h.table.acquire_status(a, "up").unwrap().unwrap(),
+        AcquireStatus::Granted { token: FencingToken(3), mode: X }
+    );
+    assert_eq!(h.holders("k"), vec![a]);
+}
+
+#[test]
+fn releasing_during_a_pending_upgrade_withdraws_the_upgrade() {
+    let mut h = Harness::new();
+    let (a, b) = (h.begin(), h.begin());
+    token(&h.acquire(a, "k", S));
+    token(&h.acquire(b, "k", S));
+    position(&h.acquire_with(a, "k", X, "up"));
+    assert_eq!(h.release(a, "k"), Outcome::Released { released: true });
+    h.release(b, "k");
+    assert!(h.holders("k").is_empty());
+    assert_eq!(h.table.acquire_status(a, "up").unwrap().unwrap(), AcquireStatus::Ended(WaitEnd::Cancelled));
+}
+
+#[test]
+fn a_retried_acquire_gets_the_same_answer_and_no_second_token() {
+    let mut h = Harness::new();
+    let (a, b) = (h.begin(), h.begin());
+    let t1 = token(&h.acquire_with(a, "k", X, "same"));
+    let t2 = token(&h.acquire_with(a, "k", X, "same"));
+    assert_eq!(t1, t2);
+    assert_eq!(h.table.last_token(), t1);
+    // A queued request re-attached: same position, still one waiter.
+    position(&h.acquire_with(b, "k", X, "wait"));
+    assert_eq!(position(&h.acquire_with(b, "k", X, "wait")), 1);
+    assert_eq!(h.table.key(&LockKey::new("ns", "k")).unwrap().queue.len(), 1);
+    // Same id, different request: refused.
+    assert_eq!(
+        h.apply(Command::Acquire {
+            txn: a,
+            request_id: "same".into(),
+            lock: LockKey::new("ns", "other"),
+            mode: X,
+            wait_ms: 1
+        }),
+        Outcome::Rejected(Rejection::RequestIdReused("same".into()))
+    );
+}
+
+#[test]
+fn a_retried_begin_returns_the_same_transaction() {
+    let mut h = Harness::new();
+    let begin = Command::Begin {
+        request_id: Some("r".into()),
+        lease_ms: 1_000,
+        priority: 3,
+        name: "n".into(),
+        owner: String::new(),
+    };
+    let a = h.apply(begin.clone());
+    let b = h.apply(begin);
+    assert_eq!(a, b);
+    assert_eq!(h.table.active_txns().count(), 1);
+}
+
+#[test]
+fn a_transaction_waits_for_one_lock_at_a_time() {
+    let mut h = Harness::new();
+    let (a, b) = (h.begin(), h.begin());
+    token(&h.acquire(a, "k1", X));
+    position(&h.acquire_with(b, "k1", X, "w1"));
+    match h.apply(Command::Acquire {
+        txn: b,
+        request_id: "w2".into(),
+        lock: LockKey::new("ns", "k2"),
+        mode: X,
+        wait_ms: 1,
+    }) {
+        Outcome::Rejected(Rejection::AlreadyWaiting { txn, .. }) => assert_eq!(txn, b),
+        o => panic!("{o:?}"),
+    }
+    assert!(h.holders("k2").is_empty());
+}
+
+#[test]
+fn cancel_wait_times_out_only_a_pending_wait_and_keeps_the_transaction() {
+    let mut h = Harness::new();
+    let (a, b, c) = (h.begin(), h.begin(), h.begin());
+    token(&h.acquire(a, "k", X));
+    position(&h.acquire_with(b, "k", X, "rb"));
+    position(&h.acquire_with(c, "k", X, "rc"));
+    let out = h.apply(Command::CancelWait { txn: b, request_id: "rb".into() });
+    assert_eq!(out, Outcome::Acquire(AcquireStatus::Ended(WaitEnd::TimedOut)));
+    assert_eq!(h.table.txn(b).unwrap().state, TxnState::Active);
+    assert_eq!(position(&h.table.acquire_status(c, "rc").unwrap().unwrap()), 1);
+    // A late timer after the grant changes nothing.
+    h.release(a, "k");
+    let granted = h.table.acquire_status(c, "rc").unwrap().unwrap();
+    assert_eq!(h.apply(Command::CancelWait { txn: c, request_id: "rc".into() }), Outcome::Acquire(granted));
+    assert_eq!(h.holders("k"), vec![c]);
+}
+
+#[test]
+fn expiry_releases_everything_and_ends_the_wait() {
+    let mut h = Harness::new();
+    let (a, b, c) = (h.begin(), h.begin(), h.begin());
+    token(&h.acquire(a, "k1", X));
+    token(&h.acquire(a, "k2", S));
+    token(&h.acquire(c, "k3", X));
+    position(&h.acquire_with(b, "k1", X, "rb"));
+    position(&h.acquire_with(a, "k3", X, "ra"));
+    h.table.take_effects();
+    assert_eq!(h.apply(Command::Expire { txn: a }), Outcome::Ended { state: TxnState::Expired, released: 2 });
+    token(&h.table.acquire_status(b, "rb").unwrap().unwrap());
+    assert!(h.holders("k2").is_empty());
+    assert_eq!(
+        h.table.acquire_status(a, "ra").unwrap().unwrap(),
+        AcquireStatus::Ended(WaitEnd::TxnEnded { state: TxnState::Expired, reason: "lease expired".into() })
+    );
+    assert!(h.table.key(&LockKey::new("ns", "k3")).unwrap().queue.is_empty());
+    let effects = h.table.take_effects();
+    assert!(effects.contains(&Effect::TxnFinished { txn: a }));
+    assert!(effects.contains(&Effect::TxnChanged { txn: b }));
+    // A second expiry, or any call, is refused without changing anything.
+    assert!(matches!(h.apply(Command::Expire { txn: a }), Outcome::Rejected(Rejection::NotActive { .. })));
+    assert!(matches!(h.end(a, true), Outcome::Rejected(Rejection::NotActive { state: TxnState::Expired, .. })));
+}
+
+#[test]
+fn end_is_idempotent_by_request_id_and_refused_otherwise() {
+    let mut h = Harness::new();
+    let a = h.begin();
+    token(&h.acquire(a, "k", X));
+    let end = Command::End { txn: a, request_id: Some("e".into()), commit: true };
+    assert_eq!(h.apply(end.clone()), Outcome::Ended { state: TxnState::Committed, released: 1 });
+    assert_eq!(h.apply(end), Outcome::Ended { state: TxnState::Committed, released: 1 });
+    assert!(matches!(h.end(a, false), Outcome::Rejected(Rejection::NotActive { state: TxnState::Committed, .. })));
+}
+
+#[test]
+fn unknown_transactions_are_refused() {
+    let mut h = Harness::new();
+    assert_eq!(h.release(42, "k"), Outcome::Rejected(Rejection::NotFound(42)));
+    assert_eq!(h.end(42, true), Outcome::Rejected(Rejection::NotFound(42)));
+}
+
+#[test]
+fn releasing_a_lock_not_held_is_a_no_op() {
+    let mut h = Harness::new();
+    let a = h.begin();
+    assert_eq!(h.release(a, "k"), Outcome::Released { released: false });
+}
+
+#[test]
+fn idle_keys_are_dropped_and_finished_transactions_forgotten_after_retention() {
+    let mut h = Harness::new();
+    let a = h.begin();
+    token(&h.acquire(a, "k", X));
+    h.end(a, true);
+    assert!(h.table.key(&LockKey::new("ns", "k")).is_none());
+    assert!(h.table.txn(a).is_some());
+    h.now += FINISHED_RETENTION_MS + 1;
+    h.begin();
+    assert!(h.table.txn(a).is_none());
+    // The token counter is not affected by forgetting.
+    let b = h.begin();
+    assert_eq!(token(&h.acquire(b, "k", X)), 2);
+}
+
+#[test]
+fn replicas_applying_the_same_log_agree_and_snapshots_roundtrip() {
+    let mut log = Vec::new();
+    let mut h = Harness::new();
+    let (a, b) = (h.begin(), h.begin());
+    h.acquire(a, "k", X);
+    h.acquire_with(b, "k", S, "r");
+    h.release(a, "k");
+    for i in 1..=2 {
+        log.push(LogCommand {
+            now_ms: 5,
+            cmd: Command::Begin {
+                request_id: Some(format!("b{i}")),
+                lease_ms: 5_000,
+                priority: 0,
+                name: String::new(),
+                owner: String::new(),
+            },
+        });
+    }
+    log.push(LogCommand {
+        now_ms: 6,
+        cmd: Command::Acquire { txn: 1, request_id: "x".into(), lock: LockKey::new("ns", "k"), mode: X, wait_ms: 9 },
+    });
+    log.push(LogCommand {
+        now_ms: 6,
+        cmd: Command::Acquire { txn: 2, request_id: "y".into(), lock: LockKey::new("ns", "k"), mode: X, wait_ms: 9 },
+    });
+    log.push(LogCommand { now_ms: 7, cmd: Command::Expire { txn: 1 } });
+    let mut r1 = LockTable::new();
+    let mut r2 = LockTable::new();
+    let o1: Vec<_> = log.iter().map(|e| r1.apply(e)).collect();
+    let o2: Vec<_> = log.iter().map(|e| r2.apply(e)).collect();
+    assert_eq!(o1, o2);
+    r1.take_effects();
+    r2.take_effects();
+    assert_eq!(r1, r2);
+    let bytes = bincode::serialize(&r1).unwrap();
+    let restored: LockTable = bincode::deserialize(&bytes).unwrap();
+    assert_eq!(restored, r1);
+    assert_eq!(restored.last_token(), 2);
+}

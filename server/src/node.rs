@@ -1,0 +1,280 @@
+//! One cluster node: raft, storage, the lock table and the leader-side timers, wired
+//! together. The gRPC services in `api/` call into it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use openraft::error::{ClientWriteError, RaftError as OpenRaftError};
+use openraft::{BasicNode, ServerState, SnapshotPolicy};
+use tokio::sync::{watch, Mutex};
+
+use crate::api::errors::ApiError;
+use crate::lease::Leases;
+use crate::locks::{Command, Effect, LockTable, LogCommand, Outcome};
+use crate::raft::log_store::LogStore;
+use crate::raft::network::PeerNetwork;
+use crate::raft::state_machine::{ApplyObserver, SharedState, StateMachine};
+use crate::raft::types::{CheckIsLeaderError, NodeId, Raft};
+use crate::signals::Signals;
+
+/// How long one confirmation of leadership (a quorum round) vouches for heartbeats.
+/// Far below any lease (>= 100 ms), so a deposed leader stops acknowledging heartbeats
+/// well within one lease period.
+const LEADERSHIP_CONFIRM_WINDOW: Duration = Duration::from_millis(50);
+/// A proposal that cannot commit in this time answers UNAVAILABLE (retry-safe).
+const PROPOSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the leader looks for lapsed leases and acquire timeouts.
+const TIMER_TICK: Duration = Duration::from_millis(10);
+
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub id: NodeId,
+    /// Address other nodes and clients use to reach this node.
+    pub advertise: String,
+    pub data_dir: PathBuf,
+    /// Every member of the cluster, this node included.
+    pub members: BTreeMap<NodeId, String>,
+    pub heartbeat_ms: u64,
+    pub election_timeout_ms: u64,
+    pub snapshot_every: u64,
+}
+
+pub struct Node {
+    pub id: NodeId,
+    pub raft: Raft,
+    pub state: SharedState,
+    pub leases: Arc<Leases>,
+    pub signals: Arc<Signals>,
+    db: sled::Db,
+    /// When leadership was last confirmed by a quorum; the lock also makes concurrent
+    /// heartbeats share one confirmation round.
+    confirmed: Mutex<Option<Instant>>,
+    is_leader: watch::Receiver<bool>,
+}
+
+/// Feeds applied effects to the timers and the waiting streams.
+struct Observer {
+    leases: Arc<Leases>,
+    signals: Arc<Signals>,
+}
+
+impl ApplyObserver for Observer {
+    fn applied(&self, effects: Vec<Effect>) {
+        self.leases.observe(&effects, Instant::now());
+        let touched: BTreeSet<_> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::TxnChanged { txn } | Effect::TxnFinished { txn } => Some(*txn),
+                _ => None,
+            })
+            .collect();
+        for txn in touched {
+            self.signals.notify(txn);
+        }
+    }
+
+    fn reset(&self, table: &LockTable) {
+        self.leases.reset(table, Instant::now());
+        self.signals.notify_all();
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+impl Node {
+    pub async fn start(cfg: NodeConfig) -> anyhow::Result<Arc<Node>> {
+        std::fs::create_dir_all(&cfg.data_dir)
+            .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", cfg.data_dir.display()))?;
+        let db = sled::open(cfg.data_dir.join("raft.sled")).map_err(|e| {
+            anyhow::anyhow!("cannot open storage in {} (is another dls using it?): {e}", cfg.data_dir.display())
+        })?;
+        let leases = Arc::new(Leases::default());
+        let signals = Arc::new(Signals::default());
+        let observer = Arc::new(Observer { leases: leases.clone(), signals: signals.clone() });
+
+        let log_store = LogStore::open(&db)?;
+        let pristine = log_store.is_pristine()?;
+        let state_machine = StateMachine::open(&db, observer)?;
+        let state = state_machine.shared();
+
+        let raft_config = openraft::Config {
+            cluster_name: "caerus-dls".into(),
+            heartbeat_interval: cfg.heartbeat_ms,
+            election_timeout_min: cfg.election_timeout_ms,
+            election_timeout_max: cfg.election_timeout_ms * 2,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(cfg.snapshot_every),
+            max_in_snapshot_log_to_keep: cfg.snapshot_every / 2,
+            ..Default::default()
+        }
+        .validate()?;
+        let raft = Raft::new(cfg.id, Arc::new(raft_config), PeerNetwork, log_store, state_machine).await?;
+
+        if pristine {
+            // Every node started with the same member list proposes the same initial
+            // membership; openraft makes that safe, so no separate init step is needed.
+            let members: BTreeMap<NodeId, BasicNode> =
+                cfg.members.iter().map(|(id, addr)| (*id, BasicNode::new(addr.clone()))).collect();
+            match raft.initialize(members).await {
+                Ok(()) => tracing::info!(members = ?cfg.members, "initialized a new cluster"),
+                Err(e) => tracing::info!("cluster already initialized: {e}"),
+            }
+        } else {
+            tracing::info!(data_dir = %cfg.data_dir.display(), "restarting from existing data");
+        }
+
+        let (leader_tx, is_leader) = watch::channel(false);
+        let node =
+            Arc::new(Node { id: cfg.id, raft, state, leases, signals, db, confirmed: Mutex::new(None), is_leader });
+        node.spawn_leadership_watch(leader_tx);
+        node.spawn_timers();
+        Ok(node)
+    }
+
+    /// The current leader's id and address, as this node knows it.
+    pub fn leader(&self) -> Option<(NodeId, String)> {
+        let m = self.raft.metrics().borrow().clone();
+        let id = m.current_leader?;
+        let addr = m.membership_config.membership().get_node(&id)?.addr.clone();
+        Some((id, addr))
+    }
+
+    fn not_leader(&self) -> ApiError {
+        ApiError::NotLeader { leader: self.leader() }
+    }
+
+    /// Fails fast with the leader's address when this node cannot serve.
+    pub fn require_leader(&self) -> Result<(), ApiError> {
+        if *self.is_leader.borrow() {
+            Ok(())
+        } else {
+            Err(self.not_leader())
+        }
+    }
+
+    /// A receiver that turns false when this node stops being the leader.
+    pub fn leadership(&self) -> watch::Receiver<bool> {
+        self.is_leader.clone()
+    }
+
+    /// Proposes a command through raft and returns its outcome once applied here.
+    pub async fn propose(&self, cmd: Command) -> Result<Outcome, ApiError> {
+        let entry = LogCommand { now_ms: now_ms(), cmd };
+        match tokio::time::timeout(PROPOSE_TIMEOUT, self.raft.client_write(entry)).await {
+            Err(_) => Err(ApiError::Unavailable(format!(
+                "the cluster did not commit the request within {PROPOSE_TIMEOUT:?}; retry with the same request_id"
+            ))),
+            Ok(Ok(resp)) => Ok(resp.data),
+            Ok(Err(OpenRaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(self.not_leader()),
+            Ok(Err(e)) => Err(ApiError::Unavailable(format!("raft could not commit the request: {e}"))),
+        }
+    }
+
+    /// Confirms with a quorum that this node still leads, at most once per window;
+    /// concurrent callers share one round. Heartbeats are acknowledged only after this,
+    /// so a partitioned old leader cannot keep leases alive.
+    pub async fn confirm_leadership(&self) -> Result<(), ApiError> {
+        let mut confirmed = self.confirmed.lock().await;
+        if confirmed.is_some_and(|t| t.elapsed() < LEADERSHIP_CONFIRM_WINDOW) {
+            return Ok(());
+        }
+        let started = Instant::now();
+        self.linearizable_read().await?;
+        *confirmed = Some(started);
+        Ok(())
+    }
+
+    /// Waits until this node's table reflects every write committed before the call
+    /// (raft read-index), so reads are never stale.
+    pub async fn linearizable_read(&self) -> Result<(), ApiError> {
+        let check = tokio::time::timeout(Duration::from_secs(2), self.raft.ensure_linearizable()).await;
+        match check {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(OpenRaftError::APIError(CheckIsLeaderError::ForwardToLeader(_)))) => Err(self.not_leader()),
+            Ok(Err(e)) => Err(ApiError::Unavailable(format!("leadership could not be confirmed: {e}"))),
+            Err(_) => Err(ApiError::Unavailable("leadership could not be confirmed in time (no quorum?)".into())),
+        }
+    }
+
+    /// Tracks leadership; on every new term in which this node leads, restarts all leases
+    /// and waits at full length (decision: a failover never expires a healthy client).
+    fn spawn_leadership_watch(self: &Arc<Self>, leader_tx: watch::Sender<bool>) {
+        let node = Arc::downgrade(self);
+        let mut metrics = self.raft.metrics();
+        tokio::spawn(async move {
+            let mut led_term = None;
+            loop {
+                let (leading, term) = {
+                    let m = metrics.borrow_and_update();
+                    (m.state == ServerState::Leader, m.current_term)
+                };
+                let Some(node) = node.upgrade() else { return };
+                if leading && led_term != Some(term) {
+                    node.leases.restart_all(Instant::now());
+                    *node.confirmed.lock().await = None;
+                    tracing::info!(term, node = node.id, "became leader; leases restarted at full length");
+                    led_term = Some(term);
+                } else if !leading && led_term.is_some() {
+                    tracing::info!(term, node = node.id, "no longer leader");
+                    led_term = None;
+                }
+                leader_tx.send_if_modified(|v| std::mem::replace(v, leading) != leading);
+                drop(node);
+                if metrics.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// The leader's clock: proposes expiries of lapsed leases and cancels timed-out waits.
+    fn spawn_timers(self: &Arc<Self>) {
+        let node = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(TIMER_TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tick.tick().await;
+                let Some(node) = node.upgrade() else { return };
+                if !*node.is_leader.borrow() {
+                    continue;
+                }
+                let due = node.leases.due(Instant::now());
+                for txn in due.expire {
+                    let n = node.clone();
+                    tokio::spawn(async move {
+                        tracing::info!(txn, "lease lapsed; proposing expiry");
+                        if let Err(e) = n.propose(Command::Expire { txn }).await {
+                            tracing::warn!(txn, "expiry not committed, will retry: {e}");
+                            n.leases.retry_expire(txn, Duration::from_millis(200), Instant::now());
+                        }
+                    });
+                }
+                for (txn, request_id) in due.cancel_waits {
+                    let n = node.clone();
+                    tokio::spawn(async move {
+                        tracing::debug!(txn, %request_id, "acquire timeout; withdrawing the wait");
+                        let cmd = Command::CancelWait { txn, request_id: request_id.clone() };
+                        if let Err(e) = n.propose(cmd).await {
+                            tracing::warn!(txn, "wait cancel not committed, will retry: {e}");
+                            n.leases.retry_wait(txn, request_id, Duration::from_millis(200), Instant::now());
+                        }
+                    });
+                }
+            }
+        });
+    }
+
+    /// Stops raft and flushes storage.
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!("raft shutdown: {e}");
+        }
+        if let Err(e) = self.db.flush_async().await {
+            tracing::warn!("final flush: {e}");
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! Raft plumbing around the lock table: storage (sled), the state machine adapter and
+//! the peer network. Nothing here knows lock semantics.
+
+pub mod log_store;
+pub mod network;
+pub mod state_machine;
+pub mod types;

@@ -1,0 +1,116 @@
+//! The raft client side: sends AppendEntries, Vote and InstallSnapshot to peers over the
+//! internal gRPC `RaftService`, with openraft messages encoded by [`codec`].
+
+use std::time::Duration;
+
+use caerus_proto::raft::raft_service_client::RaftServiceClient;
+use caerus_proto::raft::RaftPayload;
+use openraft::error::{InstallSnapshotError, NetworkError, RemoteError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tonic::transport::{Channel, Endpoint};
+
+use super::types::{codec, Node, NodeId, RPCError, RaftError, TypeConfig};
+
+/// Largest raft message accepted or sent (snapshot chunks are the big ones).
+pub const MAX_RAFT_MESSAGE: usize = 64 * 1024 * 1024;
+
+#[derive(Clone, Default)]
+pub struct PeerNetwork;
+
+pub struct PeerClient {
+    target: NodeId,
+    client: Option<RaftServiceClient<Channel>>,
+    addr: String,
+}
+
+impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: NodeId, node: &Node) -> PeerClient {
+        PeerClient { target, client: None, addr: node.addr.clone() }
+    }
+}
+
+impl PeerClient {
+    fn client(&mut self) -> Result<RaftServiceClient<Channel>, Unreachable> {
+        if self.client.is_none() {
+            let endpoint = Endpoint::from_shared(format!("http://{}", self.addr))
+                .map_err(|e| Unreachable::new(&e))?
+                .connect_timeout(Duration::from_millis(500))
+                .tcp_nodelay(true);
+            let c = RaftServiceClient::new(endpoint.connect_lazy())
+                .max_decoding_message_size(MAX_RAFT_MESSAGE)
+                .max_encoding_message_size(MAX_RAFT_MESSAGE);
+            self.client = Some(c);
+        }
+        Ok(self.client.clone().expect("set above"))
+    }
+
+    /// One round trip: encode, send with the RPC's deadline, decode the answer or the
+    /// remote raft error.
+    async fn call<Req, Resp, E>(&mut self, method: Method, req: &Req, option: RPCOption) -> Result<Resp, RPCError<E>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let data = codec::encode(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let mut client = self.client().map_err(RPCError::Unreachable)?;
+        let mut request = tonic::Request::new(RaftPayload { data, is_error: false });
+        request.set_timeout(option.hard_ttl());
+        let answer = match method {
+            Method::Append => client.append_entries(request).await,
+            Method::Vote => client.vote(request).await,
+            Method::Snapshot => client.install_snapshot(request).await,
+        };
+        let payload = match answer {
+            Ok(r) => r.into_inner(),
+            // Connection-level failures tell openraft to back off instead of retrying hot.
+            Err(status) if status.code() == tonic::Code::Unavailable => {
+                return Err(RPCError::Unreachable(Unreachable::new(&status)));
+            }
+            Err(status) => return Err(RPCError::Network(NetworkError::new(&status))),
+        };
+        if payload.is_error {
+            let err: RaftError<E> =
+                codec::decode(&payload.data).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+            return Err(RPCError::RemoteError(RemoteError::new(self.target, err)));
+        }
+        codec::decode(&payload.data).map_err(|e| RPCError::Network(NetworkError::new(&e)))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Method {
+    Append,
+    Vote,
+    Snapshot,
+}
+
+impl RaftNetwork<TypeConfig> for PeerClient {
+    async fn append_entries(
+        &mut self,
+        req: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError> {
+        self.call(Method::Append, &req, option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        req: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<InstallSnapshotError>> {
+        self.call(Method::Snapshot, &req, option).await
+    }
+
+    async fn vote(&mut self, req: VoteRequest<NodeId>, option: RPCOption) -> Result<VoteResponse<NodeId>, RPCError> {
+        self.call(Method::Vote, &req, option).await
+    }
+}

@@ -1,0 +1,160 @@
+//! Three real `dls` nodes: leader discovery, failover under contention, restarts.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions, TransactionState};
+use caerus_proto::v1 as pb;
+use common::{raw_client, Cluster};
+
+async fn client(endpoints: Vec<String>) -> DlsClient {
+    DlsClient::connect(ClientConfig::new(endpoints).without_api_key().with_retry_deadline(Duration::from_secs(20)))
+        .await
+        .unwrap()
+}
+
+fn opts(lease_ms: u64) -> TransactionOptions {
+    TransactionOptions::default().with_timeout_ms(lease_ms)
+}
+
+fn wait(ms: u64) -> AcquireOptions {
+    AcquireOptions::default().with_timeout_ms(ms)
+}
+
+#[tokio::test]
+async fn followers_point_to_the_leader_and_a_client_given_only_a_follower_finds_it() {
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.wait_for_leader(Duration::from_secs(10)).await;
+    let follower = cluster.nodes.iter().map(|n| n.id).find(|id| *id != leader).unwrap();
+
+    let mut raw = raw_client(&cluster.addr(follower)).await;
+    let err = raw
+        .begin_transaction(pb::BeginTransactionRequest {
+            timeout_ms: 1000,
+            priority: 0,
+            name: String::new(),
+            request_id: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable);
+    assert_eq!(err.metadata().get("x-dls-error").unwrap(), "NOT_LEADER");
+    assert_eq!(err.metadata().get("x-dls-leader-addr").unwrap().to_str().unwrap(), cluster.addr(leader));
+
+    let c = client(vec![cluster.addr(follower)]).await;
+    let t = c.begin_transaction(opts(5_000)).await.unwrap();
+    let l = t.acquire_lock("ns", "k", LockMode::Exclusive, wait(1000)).await.unwrap();
+    assert_eq!(t.status().await.unwrap().locks, vec![l]);
+    t.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn after_sigkill_of_the_leader_a_waiter_gets_the_lock_from_the_new_leader_with_a_higher_token() {
+    let mut cluster = Cluster::start(3).await;
+    let c = client(cluster.endpoints()).await;
+    let old_leader = cluster.wait_for_leader(Duration::from_secs(10)).await;
+
+    // A contended workload runs throughout: workers take "hot" in turn.
+    let inside = Arc::new(AtomicUsize::new(0));
+    let grants = Arc::new(Mutex::new(Vec::new()));
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let (c, inside, grants) = (c.clone(), inside.clone(), grants.clone());
+        workers.push(tokio::spawn(async move {
+            for _ in 0..6 {
+                c.with_transaction(opts(5_000), |tx| {
+                    let (inside, grants) = (inside.clone(), grants.clone());
+                    async move {
+                        let l = tx.acquire_lock("ns", "hot", LockMode::Exclusive, wait(30_000)).await?;
+                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders of one exclusive lock");
+                        grants.lock().unwrap().push(l.fencing_token);
+                        tokio::time::sleep(Duration::from_millis(30)).await;
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        Ok::<_, Error>(())
+                    }
+                })
+                .await
+                .expect("every worker transaction completes across the failover");
+            }
+        }));
+    }
+
+    // A holder and a waiter on another key, spanning the failover.
+    let holder = c.begin_transaction(opts(3_000)).await.unwrap();
+    let held = holder.acquire_lock("ns", "k", LockMode::Exclusive, wait(1000)).await.unwrap();
+    let waiter = c.begin_transaction(opts(3_000)).await.unwrap();
+    let pending = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.acquire_lock("ns", "k", LockMode::Exclusive, wait(30_000)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!pending.is_finished());
+
+    cluster.kill(old_leader);
+    let new_leader = cluster.wait_for_new_leader(old_leader, Duration::from_secs(20)).await;
+    assert_ne!(new_leader, old_leader);
+
+    // The holder's lease was carried across (restarted by the new leader), so the waiter
+    // still waits until the holder lets go.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!holder.is_lost(), "a heartbeating holder must survive the failover");
+    assert!(!pending.is_finished(), "the waiter must not get the lock while the holder holds it");
+    holder.commit().await.unwrap();
+    let got = pending.await.unwrap().unwrap();
+    assert!(got.fencing_token > held.fencing_token);
+    assert_eq!(waiter.status().await.unwrap().locks, vec![got]);
+    waiter.commit().await.unwrap();
+
+    for w in workers {
+        w.await.unwrap();
+    }
+    let grants = grants.lock().unwrap().clone();
+    assert_eq!(grants.len(), 24);
+    assert!(grants.windows(2).all(|w| w[0] < w[1]), "tokens must increase in grant order: {grants:?}");
+}
+
+#[tokio::test]
+async fn a_restarted_follower_catches_up_and_a_full_cluster_restart_keeps_everything() {
+    let mut cluster = Cluster::start_with(3, &["--snapshot-every", "20"]).await;
+    let c = client(cluster.endpoints()).await;
+    let leader = cluster.wait_for_leader(Duration::from_secs(10)).await;
+    let follower = cluster.nodes.iter().map(|n| n.id).find(|id| *id != leader).unwrap();
+
+    cluster.kill(follower);
+    let mut last = 0;
+    for i in 0..30 {
+        let t = c.begin_transaction(opts(5_000)).await.unwrap();
+        last = t.acquire_lock("ns", &format!("k{i}"), LockMode::Exclusive, wait(1000)).await.unwrap().fencing_token;
+        t.commit().await.unwrap();
+    }
+    let keeper = c.begin_transaction(opts(5_000)).await.unwrap();
+    let kept = keeper.acquire_lock("ns", "kept", LockMode::SharedRead, wait(1000)).await.unwrap();
+    assert!(kept.fencing_token > last);
+
+    // The follower comes back (its log was passed by a snapshot) and catches up; then
+    // the leader dies, so the cluster must rely on the restarted follower's copy.
+    cluster.restart(follower);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    cluster.kill(leader);
+    cluster.wait_for_new_leader(leader, Duration::from_secs(20)).await;
+    let st = keeper.status().await.unwrap();
+    assert_eq!(st.state, TransactionState::Active);
+    assert_eq!(st.locks, vec![kept.clone()]);
+
+    // Full cluster restart: every node SIGKILLed and started again.
+    for id in 1..=3 {
+        cluster.restart(id);
+    }
+    cluster.wait_for_leader(Duration::from_secs(20)).await;
+    let st = keeper.status().await.unwrap();
+    assert_eq!(st.state, TransactionState::Active, "{st:?}");
+    assert_eq!(st.locks, vec![kept.clone()]);
+    let t = c.begin_transaction(opts(5_000)).await.unwrap();
+    let next = t.acquire_lock("ns", "after-restart", LockMode::Exclusive, wait(1000)).await.unwrap();
+    assert!(next.fencing_token > kept.fencing_token, "tokens are never reused across restarts");
+    t.commit().await.unwrap();
+    keeper.commit().await.unwrap();
+}

@@ -1,0 +1,194 @@
+//! Test harness: real `dls` processes on 127.0.0.1 ports chosen at run time, each with its
+//! own temporary data directory. Nothing is mocked.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use caerus_proto::v1::lock_service_client::LockServiceClient;
+use caerus_proto::v1::HeartbeatRequest;
+use tonic::transport::Channel;
+
+pub struct NodeProc {
+    pub id: u64,
+    pub addr: String,
+    pub data_dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+pub struct Cluster {
+    pub nodes: Vec<NodeProc>,
+    peers: String,
+    extra: Vec<String>,
+    /// API key for the leader probe when the cluster requires keys.
+    probe_key: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+/// A port that was free a moment ago (the OS picks it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Cluster {
+    /// Starts `n` nodes (1 = a single-node cluster without --peers).
+    pub async fn start(n: usize) -> Cluster {
+        Self::start_with(n, &[]).await
+    }
+
+    pub async fn start_with(n: usize, extra: &[&str]) -> Cluster {
+        Self::start_full(n, extra, None).await
+    }
+
+    /// Starts nodes that require API keys; `probe_key` is any valid key.
+    pub async fn start_full(n: usize, extra: &[&str], probe_key: Option<String>) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let nodes: Vec<NodeProc> = (1..=n as u64)
+            .map(|id| NodeProc {
+                id,
+                addr: format!("127.0.0.1:{}", free_port()),
+                data_dir: dir.path().join(format!("node-{id}")),
+                log: dir.path().join(format!("node-{id}.log")),
+                child: None,
+            })
+            .collect();
+        let peers = nodes.iter().map(|n| format!("{}={}", n.id, n.addr)).collect::<Vec<_>>().join(",");
+        let extra = extra.iter().map(|s| s.to_string()).collect();
+        let mut c = Cluster { nodes, peers, extra, probe_key, _dir: dir };
+        for id in 1..=n as u64 {
+            c.spawn(id);
+        }
+        c.wait_for_leader(Duration::from_secs(20)).await;
+        c
+    }
+
+    fn node(&mut self, id: u64) -> &mut NodeProc {
+        self.nodes.iter_mut().find(|n| n.id == id).expect("node id")
+    }
+
+    fn spawn(&mut self, id: u64) {
+        let single = self.nodes.len() == 1;
+        let peers = self.peers.clone();
+        let extra = self.extra.clone();
+        let n = self.node(id);
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&n.log).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls"));
+        cmd.arg("serve")
+            .arg("--node-id")
+            .arg(id.to_string())
+            .arg("--data-dir")
+            .arg(&n.data_dir)
+            .args(["--heartbeat-ms", "50", "--election-timeout-ms", "300"])
+            .args(&extra)
+            .env("DLS_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log);
+        if single {
+            cmd.arg("--listen").arg(&n.addr);
+        } else {
+            cmd.arg("--peers").arg(&peers);
+        }
+        n.child = Some(cmd.spawn().expect("start dls"));
+    }
+
+    pub fn endpoints(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.addr.clone()).collect()
+    }
+
+    pub fn addr(&self, id: u64) -> String {
+        self.nodes.iter().find(|n| n.id == id).unwrap().addr.clone()
+    }
+
+    /// SIGKILL: no shutdown, no flush beyond what was acknowledged.
+    pub fn kill(&mut self, id: u64) {
+        if let Some(mut c) = self.node(id).child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    pub fn restart(&mut self, id: u64) {
+        self.kill(id);
+        self.spawn(id);
+    }
+
+    pub fn is_running(&self, id: u64) -> bool {
+        self.nodes.iter().find(|n| n.id == id).unwrap().child.is_some()
+    }
+
+    /// The id of the node that serves as leader, polling until one answers.
+    pub async fn wait_for_leader(&self, within: Duration) -> u64 {
+        let deadline = Instant::now() + within;
+        loop {
+            for n in self.nodes.iter().filter(|n| n.child.is_some()) {
+                if is_leader(&n.addr, self.probe_key.as_deref()).await {
+                    return n.id;
+                }
+            }
+            if Instant::now() > deadline {
+                self.dump_logs();
+                panic!("no leader elected within {within:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits for a leader other than `old`.
+    pub async fn wait_for_new_leader(&self, old: u64, within: Duration) -> u64 {
+        let deadline = Instant::now() + within;
+        loop {
+            let l = self.wait_for_leader(within).await;
+            if l != old {
+                return l;
+            }
+            assert!(Instant::now() < deadline, "leadership did not move from node {old}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn dump_logs(&self) {
+        for n in &self.nodes {
+            let text = std::fs::read_to_string(&n.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            eprintln!("---- node {} log (last lines) ----", n.id);
+            for l in tail.into_iter().rev() {
+                eprintln!("{l}");
+            }
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dump_logs();
+        }
+        for n in &mut self.nodes {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+pub async fn raw_client(addr: &str) -> LockServiceClient<Channel> {
+    let ch = Channel::from_shared(format!("http://{addr}")).unwrap().connect_lazy();
+    LockServiceClient::new(ch)
+}
+
+/// A leader answers a heartbeat for an unknown transaction with NOT_FOUND; followers and
+/// candidates answer UNAVAILABLE.
+async fn is_leader(addr: &str, key: Option<&str>) -> bool {
+    let mut c = raw_client(addr).await;
+    let mut req = tonic::Request::new(HeartbeatRequest { transaction_id: u64::MAX });
+    if let Some(k) = key {
+        req.metadata_mut().insert("authorization", format!("Bearer {k}").parse().unwrap());
+    }
+    req.set_timeout(Duration::from_millis(500));
+    matches!(c.heartbeat(req).await, Err(s) if s.code() == tonic::Code::NotFound)
+}

@@ -1,0 +1,402 @@
+//! Lock semantics end to end on a real single-node server, through the Rust core client.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use caerus_core::{
+    AcquireOptions, ClientConfig, DlsClient, Error, LockMode, LostKind, TransactionOptions, TransactionState,
+};
+use caerus_proto::v1 as pb;
+use common::{raw_client, Cluster};
+use tokio::sync::mpsc;
+
+async fn client(cluster: &Cluster) -> DlsClient {
+    DlsClient::connect(ClientConfig::new(cluster.endpoints()).without_api_key()).await.unwrap()
+}
+
+fn opts(lease_ms: u64) -> TransactionOptions {
+    TransactionOptions::default().with_timeout_ms(lease_ms)
+}
+
+fn wait(ms: u64) -> AcquireOptions {
+    AcquireOptions::default().with_timeout_ms(ms)
+}
+
+/// Starts an acquire in the background; its queue positions arrive on the channel and
+/// the final result on the join handle.
+fn acquire_in_background(
+    tx: &caerus_core::Transaction,
+    key: &'static str,
+    mode: LockMode,
+) -> (mpsc::UnboundedReceiver<u32>, tokio::task::JoinHandle<Result<caerus_core::Lock, Error>>) {
+    let (pos_tx, pos_rx) = mpsc::unbounded_channel();
+    let tx = tx.clone();
+    let handle = tokio::spawn(async move {
+        tx.acquire_lock_with_progress("ns", key, mode, wait(20_000), move |q| {
+            let _ = pos_tx.send(q.position);
+        })
+        .await
+    });
+    (pos_rx, handle)
+}
+
+#[tokio::test]
+async fn exclusive_excludes_until_released_and_the_next_token_is_higher() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let a = c.begin_transaction(opts(10_000)).await.unwrap();
+    let b = c.begin_transaction(opts(10_000)).await.unwrap();
+    let la = a.acquire_lock("ns", "k", LockMode::Exclusive, wait(1000)).await.unwrap();
+    let (mut positions, pending) = acquire_in_background(&b, "k", LockMode::Exclusive);
+    assert_eq!(positions.recv().await, Some(1), "b must be told it is queued first in line");
+    assert!(!pending.is_finished());
+    let st = b.status().await.unwrap();
+    assert_eq!(st.waiting.as_ref().map(|w| w.position), Some(1));
+    assert!(a.release("ns", "k").await.unwrap());
+    let lb = pending.await.unwrap().unwrap();
+    assert!(lb.fencing_token > la.fencing_token);
+    assert_eq!(b.status().await.unwrap().locks, vec![lb]);
+    a.commit().await.unwrap();
+    b.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn shared_readers_coexist_and_block_a_writer_and_later_readers_queue_behind_it() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let r1 = c.begin_transaction(opts(10_000)).await.unwrap();
+    let r2 = c.begin_transaction(opts(10_000)).await.unwrap();
+    let w = c.begin_transaction(opts(10_000)).await.unwrap();
+    let r3 = c.begin_transaction(opts(10_000)).await.unwrap();
+    let t1 = r1.acquire_lock("ns", "doc", LockMode::SharedRead, wait(1000)).await.unwrap();
+    let t2 = r2.acquire_lock("ns", "doc", LockMode::SharedRead, wait(1000)).await.unwrap();
+    assert_ne!(t1.fencing_token, t2.fencing_token);
+
+    let (mut wpos, writer) = acquire_in_background(&w, "doc", LockMode::Exclusive);
+    assert_eq!(wpos.recv().await, Some(1));
+    // A reader arriving behind the queued writer does not overtake it.
+    let (mut rpos, reader) = acquire_in_background(&r3, "doc", LockMode::SharedRead);
+    assert_eq!(rpos.recv().await, Some(2));
+
+    r1.commit().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!writer.is_finished(), "the writer must wait for the second reader");
+    r2.commit().await.unwrap();
+    let wl = writer.await.unwrap().unwrap();
+    assert_eq!(wl.mode, LockMode::Exclusive);
+    assert_eq!(rpos.recv().await, Some(1), "the reader moves up once the writer holds");
+    assert!(!reader.is_finished());
+    w.commit().await.unwrap();
+    let rl = reader.await.unwrap().unwrap();
+    assert!(rl.fencing_token > wl.fencing_token);
+    r3.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn reentrant_acquire_returns_the_same_grant_and_upgrade_gets_a_new_token() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let t = c.begin_transaction(opts(10_000)).await.unwrap();
+    let first = t.acquire_lock("ns", "k", LockMode::SharedRead, wait(1000)).await.unwrap();
+    let again = t.acquire_lock("ns", "k", LockMode::SharedRead, wait(1000)).await.unwrap();
+    assert_eq!(first, again);
+    let upgraded = t.acquire_lock("ns", "k", LockMode::Exclusive, wait(1000)).await.unwrap();
+    assert_eq!(upgraded.mode, LockMode::Exclusive);
+    assert!(upgraded.fencing_token > first.fencing_token);
+    // Exclusive covers a later shared request: same grant.
+    assert_eq!(t.acquire_lock("ns", "k", LockMode::SharedRead, wait(1000)).await.unwrap(), upgraded);
+    t.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_upgrade_waits_for_the_other_reader() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let a = c.begin_transaction(opts(10_000)).await.unwrap();
+    let b = c.begin_transaction(opts(10_000)).await.unwrap();
+    a.acquire_lock("ns", "k", LockMode::SharedRead, wait(1000)).await.unwrap();
+    b.acquire_lock("ns", "k", LockMode::SharedRead, wait(1000)).await.unwrap();
+    let (mut pos, up) = acquire_in_background(&a, "k", LockMode::Exclusive);
+    assert_eq!(pos.recv().await, Some(1));
+    b.release("ns", "k").await.unwrap();
+    assert_eq!(up.await.unwrap().unwrap().mode, LockMode::Exclusive);
+    a.commit().await.unwrap();
+    b.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn acquire_timeout_ends_the_wait_but_keeps_the_transaction() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let a = c.begin_transaction(opts(10_000)).await.unwrap();
+    let b = c.begin_transaction(opts(10_000)).await.unwrap();
+    a.acquire_lock("ns", "k", LockMode::Exclusive, wait(1000)).await.unwrap();
+    let err = b.acquire_lock("ns", "k", LockMode::Exclusive, wait(200)).await.unwrap_err();
+    assert!(matches!(err, Error::LockTimeout { .. }), "{err:?}");
+    let st = b.status().await.unwrap();
+    assert_eq!(st.state, TransactionState::Active);
+    assert!(st.waiting.is_none(), "the timed-out wait must be gone from the queue");
+    // The transaction can go on, and a's release does not hand the lock to the old wait.
+    b.acquire_lock("ns", "other", LockMode::Exclusive, wait(1000)).await.unwrap();
+    a.commit().await.unwrap();
+    let st = b.status().await.unwrap();
+    assert_eq!(st.locks.len(), 1);
+    assert_eq!(st.locks[0].key, "other");
+    b.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_expired_lease_frees_the_locks_for_the_next_waiter() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    // A transaction without heartbeats: begun through the raw API.
+    let mut raw = raw_client(&cluster.endpoints()[0]).await;
+    let silent = raw
+        .begin_transaction(pb::BeginTransactionRequest {
+            timeout_ms: 300,
+            priority: 0,
+            name: "silent".into(),
+            request_id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .transaction_id;
+    let mut stream = raw
+        .acquire_lock(pb::AcquireLockRequest {
+            transaction_id: silent,
+            namespace: "ns".into(),
+            key: "k".into(),
+            mode: pb::LockMode::Exclusive as i32,
+            timeout_ms: 1000,
+            request_id: "s1".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let silent_token = match stream.message().await.unwrap().unwrap().event {
+        Some(pb::acquire_lock_response::Event::Granted(g)) => g.fencing_token,
+        e => panic!("{e:?}"),
+    };
+
+    let b = c.begin_transaction(opts(10_000)).await.unwrap();
+    let lb = b.acquire_lock("ns", "k", LockMode::Exclusive, wait(5_000)).await.unwrap();
+    assert!(lb.fencing_token > silent_token);
+    let st = c.transaction_status(silent).await.unwrap();
+    assert_eq!(st.state, TransactionState::Expired);
+    assert!(st.locks.is_empty());
+    assert!(st.end_reason.contains("lease"), "{}", st.end_reason);
+    b.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_heartbeating_transaction_outlives_many_lease_periods() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let t = c.begin_transaction(opts(300)).await.unwrap();
+    let lock = t.acquire_lock("ns", "long", LockMode::Exclusive, wait(1000)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert!(!t.is_lost());
+    let st = t.status().await.unwrap();
+    assert_eq!(st.state, TransactionState::Active);
+    assert_eq!(st.locks, vec![lock]);
+    t.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn with_transaction_commits_on_ok_and_aborts_on_error() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let committed_id = c
+        .with_transaction(opts(5_000), |tx| async move {
+            tx.acquire_lock("ns", "k", LockMode::Exclusive, wait(1000)).await?;
+            Ok::<_, Error>(tx.id())
+        })
+        .await
+        .unwrap();
+    assert_eq!(c.transaction_status(committed_id).await.unwrap().state, TransactionState::Committed);
+
+    let seen = Arc::new(std::sync::Mutex::new(0u64));
+    let seen2 = seen.clone();
+    let err = c
+        .with_transaction(opts(5_000), |tx| async move {
+            *seen2.lock().unwrap() = tx.id();
+            tx.acquire_lock("ns", "k", LockMode::Exclusive, wait(1000)).await?;
+            Err::<(), _>(Error::Internal { message: "business failure".into() })
+        })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("business failure"));
+    let id = *seen.lock().unwrap();
+    let st = c.transaction_status(id).await.unwrap();
+    assert_eq!(st.state, TransactionState::Aborted);
+    assert!(st.locks.is_empty(), "an aborted transaction releases its locks");
+}
+
+#[tokio::test]
+async fn a_transaction_aborted_elsewhere_is_reported_lost_and_its_body_cancelled() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let (id_tx, mut id_rx) = mpsc::unbounded_channel();
+    let run = tokio::spawn({
+        let c = c.clone();
+        async move {
+            c.with_transaction(opts(600), |tx| async move {
+                tx.acquire_lock("ns", "k", LockMode::Exclusive, wait(1000)).await?;
+                id_tx.send(tx.id()).unwrap();
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Ok::<_, Error>(())
+            })
+            .await
+        }
+    });
+    let id = id_rx.recv().await.unwrap();
+    // An operator aborts it through the raw API.
+    let mut raw = raw_client(&cluster.endpoints()[0]).await;
+    raw.end_transaction(pb::EndTransactionRequest { transaction_id: id, commit: false, request_id: String::new() })
+        .await
+        .unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(5), run).await.expect("body must be cancelled").unwrap();
+    assert!(matches!(result, Err(Error::TransactionLost { .. })), "{result:?}");
+
+    // The lost signal on a manual transaction too.
+    let t = c.begin_transaction(opts(600)).await.unwrap();
+    raw.end_transaction(pb::EndTransactionRequest { transaction_id: t.id(), commit: false, request_id: String::new() })
+        .await
+        .unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(5), t.lost()).await.expect("lost must fire");
+    assert_eq!(reason.kind, LostKind::Aborted, "{reason:?}");
+}
+
+#[tokio::test]
+async fn retries_with_the_same_request_id_get_the_first_answer() {
+    let cluster = Cluster::start(1).await;
+    let mut raw = raw_client(&cluster.endpoints()[0]).await;
+    let begin = pb::BeginTransactionRequest {
+        timeout_ms: 10_000,
+        priority: 0,
+        name: String::new(),
+        request_id: "begin-1".into(),
+    };
+    let t1 = raw.begin_transaction(begin.clone()).await.unwrap().into_inner().transaction_id;
+    let t2 = raw.begin_transaction(begin).await.unwrap().into_inner().transaction_id;
+    assert_eq!(t1, t2, "a retried begin must not start a second transaction");
+
+    let acquire = pb::AcquireLockRequest {
+        transaction_id: t1,
+        namespace: "ns".into(),
+        key: "k".into(),
+        mode: pb::LockMode::Exclusive as i32,
+        timeout_ms: 1000,
+        request_id: "acq-1".into(),
+    };
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        let mut s = raw.acquire_lock(acquire.clone()).await.unwrap().into_inner();
+        match s.message().await.unwrap().unwrap().event {
+            Some(pb::acquire_lock_response::Event::Granted(g)) => tokens.push(g.fencing_token),
+            e => panic!("{e:?}"),
+        }
+    }
+    assert!(tokens.windows(2).all(|w| w[0] == w[1]), "retries must return one token: {tokens:?}");
+
+    let release = pb::ReleaseLockRequest {
+        transaction_id: t1,
+        namespace: "ns".into(),
+        key: "k".into(),
+        request_id: "rel-1".into(),
+    };
+    assert!(raw.release_lock(release.clone()).await.unwrap().into_inner().released);
+    assert!(raw.release_lock(release).await.unwrap().into_inner().released, "a retried release answers as the first");
+
+    // After all the retries, the next grant is only one token further.
+    let t3 = raw
+        .begin_transaction(pb::BeginTransactionRequest {
+            timeout_ms: 10_000,
+            priority: 0,
+            name: String::new(),
+            request_id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .transaction_id;
+    let mut s = raw
+        .acquire_lock(pb::AcquireLockRequest { transaction_id: t3, request_id: "acq-2".into(), ..acquire })
+        .await
+        .unwrap()
+        .into_inner();
+    match s.message().await.unwrap().unwrap().event {
+        Some(pb::acquire_lock_response::Event::Granted(g)) => assert_eq!(g.fencing_token, tokens[0] + 1),
+        e => panic!("{e:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_node_keeps_transactions_grants_and_the_token_counter() {
+    let mut cluster = Cluster::start_with(1, &["--snapshot-every", "20"]).await;
+    let c = client(&cluster).await;
+    let holder = c.begin_transaction(opts(10_000)).await.unwrap();
+    // Enough grants to cross a snapshot and a log purge.
+    let mut last = 0;
+    for i in 0..30 {
+        let t = c.begin_transaction(opts(10_000)).await.unwrap();
+        let l = t.acquire_lock("ns", &format!("k{i}"), LockMode::Exclusive, wait(1000)).await.unwrap();
+        assert!(l.fencing_token > last);
+        last = l.fencing_token;
+        t.commit().await.unwrap();
+    }
+    let held = holder.acquire_lock("ns", "kept", LockMode::Exclusive, wait(1000)).await.unwrap();
+
+    cluster.restart(1); // SIGKILL, then start again on the same data directory
+    cluster.wait_for_leader(Duration::from_secs(20)).await;
+
+    // The transaction, its grant and token are intact; its heartbeat carries on.
+    let st = holder.status().await.unwrap();
+    assert_eq!(st.state, TransactionState::Active);
+    assert_eq!(st.locks, vec![held.clone()]);
+    let other = c.begin_transaction(opts(10_000)).await.unwrap();
+    let err = other.acquire_lock("ns", "kept", LockMode::Exclusive, wait(200)).await.unwrap_err();
+    assert!(matches!(err, Error::LockTimeout { .. }), "the lock must still be held: {err:?}");
+    let next = other.acquire_lock("ns", "fresh", LockMode::Exclusive, wait(1000)).await.unwrap();
+    assert!(next.fencing_token > held.fencing_token, "the counter must survive the restart");
+    holder.commit().await.unwrap();
+    other.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn tokens_strictly_increase_under_concurrent_contention_with_no_overlap() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let inside = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tokens = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let (c, inside, tokens) = (c.clone(), inside.clone(), tokens.clone());
+        workers.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                c.with_transaction(opts(5_000), |tx| {
+                    let (inside, tokens) = (inside.clone(), tokens.clone());
+                    async move {
+                        let l = tx.acquire_lock("ns", "hot", LockMode::Exclusive, wait(20_000)).await?;
+                        assert_eq!(inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst), 0, "two holders at once");
+                        tokens.lock().unwrap().push(l.fencing_token);
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                        Ok::<_, Error>(())
+                    }
+                })
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap();
+    }
+    let tokens = tokens.lock().unwrap().clone();
+    assert_eq!(tokens.len(), 40);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "grant order must follow token order: {tokens:?}");
+}
