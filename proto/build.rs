@@ -2,7 +2,8 @@
 //! fresh machine needs no `protoc` binary. Generated code stays in OUT_DIR, never committed.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["caerus/dls/v1/lock_service.proto", "caerus/dls/v1/raft_service.proto"];
+    let files =
+        ["caerus/dls/v1/lock_service.proto", "caerus/dls/v1/admin_service.proto", "caerus/dls/v1/raft_service.proto"];
     for f in &files {
         println!("cargo:rerun-if-changed={f}");
     }

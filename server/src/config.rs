@@ -4,28 +4,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
+
+use crate::locks::VictimPolicy;
 
 use crate::node::NodeConfig;
-
-#[derive(Parser, Debug)]
-#[command(name = "dls", version, about = "Caerus DLS: a raft-replicated distributed lock service with fencing tokens")]
-pub struct Cli {
-    /// Log filter: error, warn, info, debug, trace, or a tracing directive like `caerus_server=debug`.
-    #[arg(long, env = "DLS_LOG", default_value = "info", global = true)]
-    pub log: String,
-    #[command(subcommand)]
-    pub command: CliCommand,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum CliCommand {
-    /// Run a lock server node. With no flags: a single-node cluster on 127.0.0.1:7070 with data in ./dls-data.
-    Serve(ServeArgs),
-    /// Manage API keys.
-    #[command(subcommand)]
-    Keys(KeysCommand),
-}
 
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
@@ -54,22 +37,36 @@ pub struct ServeArgs {
     /// Take a snapshot and compact the log every this many log entries.
     #[arg(long, env = "DLS_SNAPSHOT_EVERY", default_value_t = 10_000)]
     pub snapshot_every: u64,
+    /// Which member of a deadlock cycle to abort: lowest-priority-then-youngest, youngest or oldest.
+    #[arg(long, env = "DLS_VICTIM_POLICY", default_value = "lowest-priority-then-youngest")]
+    pub victim_policy: VictimPolicy,
+    /// Per-namespace victim policy as PREFIX=POLICY (repeatable, or comma-separated in the
+    /// environment); the longest matching prefix of the namespace that closed the cycle wins.
+    #[arg(long = "namespace-victim-policy", env = "DLS_NAMESPACE_VICTIM_POLICY", value_delimiter = ',', value_parser = parse_namespace_policy)]
+    pub namespace_victim_policies: Vec<(String, VictimPolicy)>,
 }
 
-#[derive(Subcommand, Debug)]
-pub enum KeysCommand {
-    /// Create a new API key, append its SHA-256 hash to FILE and print the key once.
-    Add {
-        /// The keys file (created if missing).
-        #[arg(long)]
-        file: PathBuf,
-        /// A unique name for the key (shown in logs; owns the transactions it begins).
-        #[arg(long)]
-        name: String,
-        /// Limit the key to namespaces starting with this prefix (repeatable). Default: all namespaces.
-        #[arg(long = "namespace")]
-        namespaces: Vec<String>,
-    },
+fn parse_namespace_policy(raw: &str) -> Result<(String, VictimPolicy), String> {
+    let (prefix, policy) =
+        raw.split_once('=').ok_or_else(|| format!("{raw:?} must look like PREFIX=POLICY, e.g. billing-=oldest"))?;
+    Ok((prefix.trim().to_string(), policy.parse()?))
+}
+
+/// The victim policy for each namespace: the longest matching configured prefix, else the default.
+#[derive(Clone, Debug, Default)]
+pub struct VictimPolicies {
+    pub default: VictimPolicy,
+    pub by_prefix: Vec<(String, VictimPolicy)>,
+}
+
+impl VictimPolicies {
+    pub fn for_namespace(&self, namespace: &str) -> VictimPolicy {
+        self.by_prefix
+            .iter()
+            .filter(|(p, _)| namespace.starts_with(p.as_str()))
+            .max_by_key(|(p, _)| p.len())
+            .map_or(self.default, |(_, policy)| *policy)
+    }
 }
 
 /// Parses `1=127.0.0.1:7070,2=127.0.0.1:7071`.
@@ -95,6 +92,10 @@ pub fn parse_peers(raw: &str) -> anyhow::Result<BTreeMap<u64, String>> {
 }
 
 impl ServeArgs {
+    pub fn victim_policies(&self) -> VictimPolicies {
+        VictimPolicies { default: self.victim_policy, by_prefix: self.namespace_victim_policies.clone() }
+    }
+
     /// Resolves the listen address and the member list.
     pub fn node_config(&self) -> anyhow::Result<(SocketAddr, NodeConfig)> {
         let (listen, members) = match &self.peers {
@@ -147,5 +148,18 @@ mod tests {
         assert!(parse_peers("x=a").is_err());
         assert!(parse_peers("0=a").is_err());
         assert!(parse_peers("127.0.0.1:7070").is_err());
+    }
+
+    #[test]
+    fn the_longest_namespace_prefix_picks_the_victim_policy() {
+        let p = VictimPolicies {
+            default: VictimPolicy::LowestPriorityThenYoungest,
+            by_prefix: vec![("billing-".into(), VictimPolicy::Oldest), ("billing-eu".into(), VictimPolicy::Youngest)],
+        };
+        assert_eq!(p.for_namespace("billing-us"), VictimPolicy::Oldest);
+        assert_eq!(p.for_namespace("billing-eu-1"), VictimPolicy::Youngest);
+        assert_eq!(p.for_namespace("reports"), VictimPolicy::LowestPriorityThenYoungest);
+        assert!(parse_namespace_policy("x=sideways").is_err());
+        assert!(parse_namespace_policy("nope").is_err());
     }
 }

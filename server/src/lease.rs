@@ -131,17 +131,20 @@ impl Leases {
         for e in effects {
             match e {
                 Effect::TxnBegun { txn, lease_ms } => t.leases.start(*txn, Duration::from_millis(*lease_ms), now),
-                Effect::TxnFinished { txn } => {
+                Effect::TxnFinished { txn, .. } => {
                     t.leases.remove(txn);
                     t.expiring.remove(txn);
                 }
                 Effect::WaitStarted { txn, request_id, wait_ms } => {
                     t.waits.start((*txn, request_id.clone()), Duration::from_millis(*wait_ms), now)
                 }
-                Effect::WaitEnded { txn, request_id } => {
+                Effect::WaitEnded { txn, request_id, .. } => {
                     t.waits.remove(&(*txn, request_id.clone()));
                 }
-                Effect::TxnChanged { .. } => {}
+                Effect::TxnChanged { .. }
+                | Effect::Granted { .. }
+                | Effect::DeadlockResolved
+                | Effect::EventsAppended => {}
             }
         }
     }
@@ -241,7 +244,7 @@ mod tests {
         let later = now + Duration::from_millis(150);
         assert_eq!(leases.due(later).expire, vec![7]);
         assert_eq!(leases.renew(7, Duration::from_millis(100), later), Err(RenewError::Expiring));
-        leases.observe(&[Effect::TxnFinished { txn: 7 }], later);
+        leases.observe(&[Effect::TxnFinished { txn: 7, cause: crate::locks::EndCause::Expired }], later);
         assert!(leases.remaining(7, later).is_none());
     }
 

@@ -7,9 +7,11 @@
 //! - `api/`: gRPC services, auth, validation and the error-to-status mapping.
 
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod lease;
 pub mod locks;
+pub mod metrics;
 pub mod node;
 pub mod raft;
 pub mod serve;

@@ -4,7 +4,7 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use caerus_server::api::auth::add_key;
-use caerus_server::config::{Cli, CliCommand, KeysCommand};
+use caerus_server::cli::{Cli, CliCommand, KeysCommand};
 
 #[tokio::main]
 async fn main() {
@@ -16,10 +16,12 @@ async fn main() {
 
     let result = match cli.command {
         CliCommand::Serve(args) => caerus_server::serve::run(args).await,
-        CliCommand::Keys(KeysCommand::Add { file, name, namespaces }) => add_key(&file, &name, namespaces).map(|key| {
-            eprintln!("added key {name:?} to {} (only its SHA-256 hash is stored)", file.display());
-            println!("{key}");
-        }),
+        CliCommand::Keys(KeysCommand::Add { file, name, namespaces, admin }) => {
+            add_key(&file, &name, namespaces, admin).map(|key| {
+                eprintln!("added key {name:?} to {} (only its SHA-256 hash is stored)", file.display());
+                println!("{key}");
+            })
+        }
     };
     if let Err(e) = result {
         eprintln!("dls: {e:#}");

@@ -13,6 +13,7 @@ use tokio::sync::{watch, Mutex};
 use crate::api::errors::ApiError;
 use crate::lease::Leases;
 use crate::locks::{Command, Effect, LockTable, LogCommand, Outcome};
+use crate::metrics::Metrics;
 use crate::raft::log_store::LogStore;
 use crate::raft::network::PeerNetwork;
 use crate::raft::state_machine::{ApplyObserver, SharedState, StateMachine};
@@ -47,6 +48,11 @@ pub struct Node {
     pub state: SharedState,
     pub leases: Arc<Leases>,
     pub signals: Arc<Signals>,
+    pub metrics: Arc<Metrics>,
+    committed: Arc<std::sync::atomic::AtomicU64>,
+    /// Bumped whenever events are appended (or the table is replaced): event watchers
+    /// and webhook senders wait on it.
+    pub events: watch::Receiver<u64>,
     db: sled::Db,
     /// When leadership was last confirmed by a quorum; the lock also makes concurrent
     /// heartbeats share one confirmation round.
@@ -54,19 +60,26 @@ pub struct Node {
     is_leader: watch::Receiver<bool>,
 }
 
-/// Feeds applied effects to the timers and the waiting streams.
+/// Feeds applied effects to the timers, the waiting streams, the metrics and the event
+/// watchers.
 struct Observer {
     leases: Arc<Leases>,
     signals: Arc<Signals>,
+    metrics: Arc<Metrics>,
+    events: watch::Sender<u64>,
 }
 
 impl ApplyObserver for Observer {
     fn applied(&self, effects: Vec<Effect>) {
         self.leases.observe(&effects, Instant::now());
+        self.metrics.observe(&effects);
+        if effects.contains(&Effect::EventsAppended) {
+            self.events.send_modify(|v| *v += 1);
+        }
         let touched: BTreeSet<_> = effects
             .iter()
             .filter_map(|e| match e {
-                Effect::TxnChanged { txn } | Effect::TxnFinished { txn } => Some(*txn),
+                Effect::TxnChanged { txn } | Effect::TxnFinished { txn, .. } => Some(*txn),
                 _ => None,
             })
             .collect();
@@ -78,6 +91,7 @@ impl ApplyObserver for Observer {
     fn reset(&self, table: &LockTable) {
         self.leases.reset(table, Instant::now());
         self.signals.notify_all();
+        self.events.send_modify(|v| *v += 1);
     }
 }
 
@@ -94,9 +108,17 @@ impl Node {
         })?;
         let leases = Arc::new(Leases::default());
         let signals = Arc::new(Signals::default());
-        let observer = Arc::new(Observer { leases: leases.clone(), signals: signals.clone() });
+        let metrics = Arc::new(Metrics::default());
+        let (events_tx, events) = watch::channel(0);
+        let observer = Arc::new(Observer {
+            leases: leases.clone(),
+            signals: signals.clone(),
+            metrics: metrics.clone(),
+            events: events_tx,
+        });
 
         let log_store = LogStore::open(&db)?;
+        let committed = log_store.committed_index();
         let pristine = log_store.is_pristine()?;
         let state_machine = StateMachine::open(&db, observer)?;
         let state = state_machine.shared();
@@ -127,8 +149,19 @@ impl Node {
         }
 
         let (leader_tx, is_leader) = watch::channel(false);
-        let node =
-            Arc::new(Node { id: cfg.id, raft, state, leases, signals, db, confirmed: Mutex::new(None), is_leader });
+        let node = Arc::new(Node {
+            id: cfg.id,
+            raft,
+            state,
+            leases,
+            signals,
+            metrics,
+            committed,
+            events,
+            db,
+            confirmed: Mutex::new(None),
+            is_leader,
+        });
         node.spawn_leadership_watch(leader_tx);
         node.spawn_timers();
         Ok(node)
@@ -144,6 +177,11 @@ impl Node {
 
     fn not_leader(&self) -> ApiError {
         ApiError::NotLeader { leader: self.leader() }
+    }
+
+    /// The highest log index known committed.
+    pub fn committed_index(&self) -> u64 {
+        self.committed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Fails fast with the leader's address when this node cannot serve.

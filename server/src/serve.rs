@@ -3,10 +3,12 @@
 use std::sync::Arc;
 
 use caerus_proto::raft::raft_service_server::RaftServiceServer;
+use caerus_proto::v1::admin_service_server::AdminServiceServer;
 use caerus_proto::v1::lock_service_server::LockServiceServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::api::admin_service::AdminApi;
 use crate::api::auth::KeyRing;
 use crate::api::lock_service::LockApi;
 use crate::api::raft_service::RaftApi;
@@ -37,7 +39,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let members = cfg.members.len();
     let node = Node::start(cfg.clone()).await?;
 
-    let lock_api = LockServiceServer::new(LockApi { node: node.clone(), keys: Arc::new(keys) })
+    let keys = Arc::new(keys);
+    let lock_api = LockServiceServer::new(LockApi {
+        node: node.clone(),
+        keys: keys.clone(),
+        policies: Arc::new(args.victim_policies()),
+    })
+    .max_decoding_message_size(MAX_CLIENT_MESSAGE);
+    let admin_api = AdminServiceServer::new(AdminApi { node: node.clone(), keys: keys.clone() })
         .max_decoding_message_size(MAX_CLIENT_MESSAGE);
     let raft_api = RaftServiceServer::new(RaftApi { node: node.clone() })
         .max_decoding_message_size(MAX_RAFT_MESSAGE)
@@ -52,6 +61,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     tonic::transport::Server::builder()
         .tcp_nodelay(true)
         .add_service(lock_api)
+        .add_service(admin_api)
         .add_service(raft_api)
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown_signal())
         .await?;

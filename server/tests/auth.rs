@@ -8,9 +8,12 @@ use std::process::Command;
 use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions};
 use common::Cluster;
 
-fn add_key(file: &std::path::Path, name: &str, namespaces: &[&str]) -> String {
+fn add_key(file: &std::path::Path, name: &str, namespaces: &[&str], admin: bool) -> String {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls"));
     cmd.args(["keys", "add", "--file"]).arg(file).args(["--name", name]);
+    if admin {
+        cmd.arg("--admin");
+    }
     for ns in namespaces {
         cmd.args(["--namespace", ns]);
     }
@@ -32,8 +35,9 @@ async fn client(cluster: &Cluster, key: Option<&str>) -> DlsClient {
 async fn keys_are_required_scoped_to_prefixes_and_own_their_transactions() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("keys.toml");
-    let billing = add_key(&file, "billing", &["billing-"]);
-    let admin = add_key(&file, "admin", &[]);
+    let billing = add_key(&file, "billing", &["billing-"], false);
+    let reports = add_key(&file, "reports", &[], false);
+    let admin = add_key(&file, "admin", &[], true);
     let stored = std::fs::read_to_string(&file).unwrap();
     assert!(!stored.contains(&billing) && !stored.contains(&admin), "keys must not be stored in clear");
 
@@ -52,12 +56,14 @@ async fn keys_are_required_scoped_to_prefixes_and_own_their_transactions() {
     let err = t.acquire_lock("reports", "daily", LockMode::Exclusive, wait.clone()).await.unwrap_err();
     assert!(matches!(err, Error::PermissionDenied { .. }), "{err:?}");
 
-    // Another key cannot read or end billing's transaction.
-    let a = client(&cluster, Some(&admin)).await;
-    let err = a.transaction_status(t.id()).await.unwrap_err();
+    // Another key cannot read billing's transaction; an admin key can.
+    let r = client(&cluster, Some(&reports)).await;
+    let err = r.transaction_status(t.id()).await.unwrap_err();
     assert!(matches!(err, Error::PermissionDenied { .. }), "{err:?}");
-    let ta = a.begin_transaction(opts).await.unwrap();
-    ta.acquire_lock("reports", "daily", LockMode::Exclusive, wait).await.unwrap();
-    ta.commit().await.unwrap();
+    let tr = r.begin_transaction(opts).await.unwrap();
+    tr.acquire_lock("reports", "daily", LockMode::Exclusive, wait).await.unwrap();
+    tr.commit().await.unwrap();
+    let a = client(&cluster, Some(&admin)).await;
+    assert_eq!(a.transaction_status(t.id()).await.unwrap().locks.len(), 1);
     t.commit().await.unwrap();
 }

@@ -7,6 +7,7 @@
 //! name = "billing-worker"          # shown in logs, owner of the transactions it begins
 //! sha256 = "9f86d081884c7d65..."   # hex SHA-256 of the key
 //! namespaces = ["billing-"]        # optional: allowed namespace prefixes (absent = all)
+//! admin = true                     # optional: may call the operator API (AdminService)
 //! ```
 //! `dls keys add --file FILE --name NAME [--namespace PREFIX]...` creates a key.
 
@@ -26,6 +27,9 @@ struct KeyEntry {
     sha256: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     namespaces: Option<Vec<String>>,
+    /// May call the operator API (AdminService).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    admin: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -41,6 +45,8 @@ pub struct Principal {
     pub name: String,
     /// Allowed namespace prefixes; `None` = every namespace.
     pub namespaces: Option<Vec<String>>,
+    /// May call the operator API.
+    pub admin: bool,
 }
 
 impl Principal {
@@ -56,9 +62,25 @@ impl Principal {
         }
     }
 
-    /// A transaction may only be used with the key that began it.
+    /// Whether this key may see `namespace` (for filtering listings and events).
+    pub fn sees_namespace(&self, namespace: &str) -> bool {
+        self.namespaces.as_ref().is_none_or(|p| p.iter().any(|p| namespace.starts_with(p.as_str())))
+    }
+
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.admin {
+            Ok(())
+        } else {
+            Err(ApiError::PermissionDenied(format!(
+                "API key {:?} is not an admin key; operator calls need a key added with `dls keys add --admin`",
+                self.name
+            )))
+        }
+    }
+
+    /// A transaction may only be used with the key that began it (admins may use any).
     pub fn check_owner(&self, owner: &str, txn: u64) -> Result<(), ApiError> {
-        if owner == self.name {
+        if owner == self.name || self.admin {
             Ok(())
         } else {
             Err(ApiError::PermissionDenied(format!("transaction {txn} was begun with another API key")))
@@ -92,7 +114,7 @@ impl KeyRing {
             let bytes = hex::decode(&k.sha256).ok().and_then(|b| <[u8; 32]>::try_from(b).ok()).ok_or_else(|| {
                 anyhow::anyhow!("key {:?} in {}: sha256 must be 64 hex digits", k.name, path.display())
             })?;
-            by_hash.insert(bytes, Principal { name: k.name, namespaces: k.namespaces });
+            by_hash.insert(bytes, Principal { name: k.name, namespaces: k.namespaces, admin: k.admin });
         }
         Ok(KeyRing { by_hash: Some(by_hash) })
     }
@@ -105,7 +127,8 @@ impl KeyRing {
     /// Checks `authorization: Bearer <key>`.
     pub fn authenticate(&self, md: &MetadataMap) -> Result<Principal, ApiError> {
         let Some(keys) = &self.by_hash else {
-            return Ok(Principal { name: String::new(), namespaces: None });
+            // An open server has no operators to tell apart: everyone may do everything.
+            return Ok(Principal { name: String::new(), namespaces: None, admin: true });
         };
         let header = md.get(caerus_proto::metadata::AUTHORIZATION).ok_or_else(|| {
             ApiError::Unauthenticated("missing API key: send metadata `authorization: Bearer <key>`".into())
@@ -120,7 +143,7 @@ impl KeyRing {
 }
 
 /// Creates a random key, appends its hash to `path` (creating the file) and returns the key.
-pub fn add_key(path: &Path, name: &str, namespaces: Vec<String>) -> anyhow::Result<String> {
+pub fn add_key(path: &Path, name: &str, namespaces: Vec<String>, admin: bool) -> anyhow::Result<String> {
     let mut file: KeysFile = match std::fs::read_to_string(path) {
         Ok(text) => {
             toml::from_str(&text).map_err(|e| anyhow::anyhow!("{} is not a valid keys file: {e}", path.display()))?
@@ -138,6 +161,7 @@ pub fn add_key(path: &Path, name: &str, namespaces: Vec<String>) -> anyhow::Resu
         name: name.to_string(),
         sha256: hex::encode(digest(&key)),
         namespaces: if namespaces.is_empty() { None } else { Some(namespaces) },
+        admin,
     });
     let header = "# Caerus DLS API keys. Only SHA-256 hashes are stored here; the keys themselves\n# were shown once by `dls keys add`.\n";
     std::fs::write(path, format!("{header}{}", toml::to_string(&file)?))?;
@@ -152,9 +176,9 @@ mod tests {
     fn added_keys_authenticate_and_respect_prefixes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("keys.toml");
-        let billing = add_key(&path, "billing", vec!["billing-".into()]).unwrap();
-        let admin = add_key(&path, "admin", vec![]).unwrap();
-        assert!(add_key(&path, "admin", vec![]).is_err());
+        let billing = add_key(&path, "billing", vec!["billing-".into()], false).unwrap();
+        let admin = add_key(&path, "admin", vec![], true).unwrap();
+        assert!(add_key(&path, "admin", vec![], false).is_err());
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(!text.contains(&billing), "the file must not contain the key itself");
 
@@ -163,10 +187,12 @@ mod tests {
         assert!(matches!(ring.authenticate(&md), Err(ApiError::Unauthenticated(_))));
         md.insert("authorization", format!("Bearer {billing}").parse().unwrap());
         let p = ring.authenticate(&md).unwrap();
+        assert!(!p.admin && p.require_admin().is_err());
         assert!(p.check_namespace("billing-jobs").is_ok());
         assert!(matches!(p.check_namespace("reports"), Err(ApiError::PermissionDenied(_))));
         md.insert("authorization", format!("Bearer {admin}").parse().unwrap());
         assert!(ring.authenticate(&md).unwrap().check_namespace("reports").is_ok());
+        assert!(ring.authenticate(&md).unwrap().require_admin().is_ok());
         md.insert("authorization", "Bearer dls_wrong".parse().unwrap());
         assert!(matches!(ring.authenticate(&md), Err(ApiError::Unauthenticated(_))));
     }

@@ -6,7 +6,7 @@ use caerus_proto::metadata;
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 
-use crate::locks::{Rejection, TxnId, WaitEnd};
+use crate::locks::{EndCause, Rejection, TxnId, WaitEnd};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -26,9 +26,15 @@ pub enum ApiError {
     /// FAILED_PRECONDITION otherwise.
     #[error("{message}")]
     TransactionLost { message: String, code: Code },
+    /// The transaction was aborted to break a deadlock.
+    #[error("{0}")]
+    DeadlockVictim(String),
     /// The acquire timeout passed.
     #[error("{0}")]
     LockTimeout(String),
+    /// WatchEvents from a cursor older than the retained log.
+    #[error("{0}")]
+    CursorExpired(String),
     /// The wait was withdrawn by ReleaseLock.
     #[error("{0}")]
     WaitCancelled(String),
@@ -54,7 +60,9 @@ impl ApiError {
             ApiError::PermissionDenied(_) => (Code::PermissionDenied, "PERMISSION_DENIED"),
             ApiError::NotFound(_) => (Code::NotFound, "TRANSACTION_NOT_FOUND"),
             ApiError::TransactionLost { code, .. } => (*code, "TRANSACTION_LOST"),
+            ApiError::DeadlockVictim(_) => (Code::Aborted, "DEADLOCK_VICTIM"),
             ApiError::LockTimeout(_) => (Code::DeadlineExceeded, "LOCK_TIMEOUT"),
+            ApiError::CursorExpired(_) => (Code::OutOfRange, "CURSOR_EXPIRED"),
             ApiError::WaitCancelled(_) => (Code::Cancelled, "WAIT_CANCELLED"),
             ApiError::AlreadyWaiting(_) => (Code::FailedPrecondition, "ALREADY_WAITING"),
             ApiError::NotLeader { .. } => (Code::Unavailable, "NOT_LEADER"),
@@ -72,7 +80,10 @@ impl ApiError {
             WaitEnd::Cancelled => {
                 ApiError::WaitCancelled(format!("the wait of transaction {txn} was withdrawn by ReleaseLock"))
             }
-            WaitEnd::TxnEnded { state, reason } => ApiError::TransactionLost {
+            WaitEnd::TxnEnded { cause: EndCause::DeadlockVictim, reason, .. } => {
+                ApiError::DeadlockVictim(format!("transaction {txn} was aborted as a {reason}"))
+            }
+            WaitEnd::TxnEnded { state, reason, .. } => ApiError::TransactionLost {
                 message: format!("transaction {txn} ended while waiting: {} ({reason})", state.name()),
                 code: Code::Aborted,
             },

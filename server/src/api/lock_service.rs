@@ -14,32 +14,18 @@ use tonic::{Code, Request, Response, Status};
 
 use super::auth::{KeyRing, Principal};
 use super::errors::ApiError;
-use super::validate;
-use crate::locks::{AcquireStatus, Command, LockMode, Outcome, TxnId, TxnState};
+use super::{convert, validate};
+use crate::config::VictimPolicies;
+use crate::locks::{AcquireStatus, Command, Outcome, TxnId, TxnState};
 use crate::node::Node;
 
 pub struct LockApi {
     pub node: Arc<Node>,
     pub keys: Arc<KeyRing>,
+    pub policies: Arc<VictimPolicies>,
 }
 
 type ApiResult<T> = Result<T, ApiError>;
-
-fn wire_mode(m: LockMode) -> i32 {
-    match m {
-        LockMode::Exclusive => pb::LockMode::Exclusive as i32,
-        LockMode::SharedRead => pb::LockMode::SharedRead as i32,
-    }
-}
-
-fn wire_state(s: TxnState) -> i32 {
-    (match s {
-        TxnState::Active => pb::TransactionState::Active,
-        TxnState::Committed => pb::TransactionState::Committed,
-        TxnState::Aborted => pb::TransactionState::Aborted,
-        TxnState::Expired => pb::TransactionState::Expired,
-    }) as i32
-}
 
 fn unexpected(o: Outcome) -> ApiError {
     ApiError::Internal(format!("unexpected outcome {o:?}"))
@@ -118,34 +104,22 @@ impl LockApi {
         let remaining = self.node.leases.remaining(txn, Instant::now()).unwrap_or_default();
         let st = self.node.state.read().expect("state lock");
         let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
-        let waiting = t.waiting.as_ref().map(|(lock, request_id)| {
-            let mode = st.table.key(lock).and_then(|k| k.queue.iter().find(|w| w.txn == txn)).map(|w| w.mode);
-            pb::PendingLock {
-                namespace: lock.namespace.clone(),
-                key: lock.key.clone(),
-                mode: mode.map(wire_mode).unwrap_or_default(),
-                position: st.table.wait_position(txn).unwrap_or(0),
-                request_id: request_id.clone(),
-            }
+        let waiting = st.table.wait_view(txn).map(|(pending, mode, position, _)| pb::PendingLock {
+            namespace: pending.lock.namespace.clone(),
+            key: pending.lock.key.clone(),
+            mode: convert::mode(mode),
+            position,
+            request_id: pending.request_id.clone(),
         });
         let active = t.state == TxnState::Active;
         Ok(pb::GetTransactionStatusResponse {
             transaction_id: txn,
-            state: wire_state(t.state),
+            state: convert::state(t.state),
             name: t.name.clone(),
             priority: t.priority,
             lease_timeout_ms: t.lease_ms as i64,
             lease_remaining_ms: if active { remaining.as_millis() as i64 } else { 0 },
-            locks: t
-                .held
-                .iter()
-                .map(|(lock, held)| pb::HeldLock {
-                    namespace: lock.namespace.clone(),
-                    key: lock.key.clone(),
-                    mode: wire_mode(held.mode),
-                    fencing_token: held.token.0,
-                })
-                .collect(),
+            locks: t.held.iter().map(|(lock, held)| convert::held_lock(lock, held)).collect(),
             waiting,
             end_reason: t.end_reason.clone(),
         })
@@ -187,7 +161,7 @@ impl LockApi {
         self.touch(&who, txn)?;
         match self.node.propose(Command::End { txn, request_id, commit: r.commit }).await? {
             Outcome::Ended { state, released } => {
-                Ok(pb::EndTransactionResponse { state: wire_state(state), released_locks: released })
+                Ok(pb::EndTransactionResponse { state: convert::state(state), released_locks: released })
             }
             Outcome::Rejected(r) => Err(r.into()),
             o => Err(unexpected(o)),
@@ -206,7 +180,9 @@ impl LockApi {
         let request_id = validate::request_id(&r.request_id)?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         self.node.require_leader()?;
         self.touch(&who, txn)?;
-        Ok(AcquireCall { node: self.node.clone(), cmd: Command::Acquire { txn, request_id, lock, mode, wait_ms } })
+        let victim_policy = self.policies.for_namespace(&lock.namespace);
+        let cmd = Command::Acquire { txn, request_id, lock, mode, wait_ms, victim_policy };
+        Ok(AcquireCall { node: self.node.clone(), cmd })
     }
 }
 
@@ -244,7 +220,7 @@ async fn follow_acquire(call: AcquireCall, out: &Sender) -> ApiResult<()> {
                     fencing_token: token.0,
                     namespace: lock.namespace.clone(),
                     key: lock.key.clone(),
-                    mode: wire_mode(mode),
+                    mode: convert::mode(mode),
                 };
                 let _ = out.send(Ok(pb::AcquireLockResponse { event: Some(Event::Granted(granted)) })).await;
                 return Ok(());
@@ -282,6 +258,77 @@ async fn follow_acquire(call: AcquireCall, out: &Sender) -> ApiResult<()> {
 }
 
 type AcquireStream = Pin<Box<dyn Stream<Item = Result<pb::AcquireLockResponse, Status>> + Send>>;
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
+
+/// Events sent per table read; bounds the time the state lock is held.
+const EVENT_BATCH: usize = 256;
+
+/// Which events a watcher asked for (and may see).
+struct EventFilter {
+    prefixes: Vec<String>,
+    kinds: Vec<i32>,
+    who: Principal,
+}
+
+impl EventFilter {
+    fn wants(&self, e: &pb::Event) -> bool {
+        let kind_ok = self.kinds.is_empty() || self.kinds.contains(&e.kind);
+        let prefix_ok = self.prefixes.is_empty()
+            || e.namespaces.iter().any(|ns| self.prefixes.iter().any(|p| ns.starts_with(p.as_str())));
+        // A key limited to some namespaces sees only events touching them.
+        let visible = if e.namespaces.is_empty() {
+            self.who.namespaces.is_none()
+        } else {
+            e.namespaces.iter().any(|ns| self.who.sees_namespace(ns))
+        };
+        kind_ok && prefix_ok && visible
+    }
+}
+
+/// Streams the event log from `next` (0 = oldest retained), then follows new events.
+/// Ends with NOT_LEADER when this node stops leading; the client resumes elsewhere from
+/// its cursor.
+async fn follow_events(
+    node: Arc<Node>,
+    mut next: u64,
+    filter: EventFilter,
+    out: &mpsc::Sender<Result<pb::Event, Status>>,
+) -> ApiResult<()> {
+    let mut changes = node.events.clone();
+    let mut leadership = node.leadership();
+    loop {
+        changes.borrow_and_update();
+        let batch = {
+            let st = node.state.read().expect("state lock");
+            let log = st.table.events();
+            if next == 0 {
+                next = log.oldest_seq();
+            }
+            log.since(next, EVENT_BATCH).map_err(|e| {
+                ApiError::CursorExpired(format!(
+                    "event {next} is no longer retained; the oldest retained event is {} (resume from there, or use only_new)",
+                    e.oldest
+                ))
+            })?
+        };
+        let full = batch.len() == EVENT_BATCH;
+        for e in batch {
+            next = e.seq + 1;
+            let wire = convert::event(&e);
+            if filter.wants(&wire) && out.send(Ok(wire)).await.is_err() {
+                return Ok(());
+            }
+        }
+        if full {
+            continue;
+        }
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return Ok(()) },
+            _ = leadership.wait_for(|leading| !leading) => return Err(ApiError::NotLeader { leader: node.leader() }),
+            _ = out.closed() => return Ok(()),
+        }
+    }
+}
 
 #[tonic::async_trait]
 impl LockService for LockApi {
@@ -328,5 +375,32 @@ impl LockService for LockApi {
         req: Request<pb::EndTransactionRequest>,
     ) -> Result<Response<pb::EndTransactionResponse>, Status> {
         Ok(Response::new(self.end(req).await?))
+    }
+
+    type WatchEventsStream = EventStream;
+
+    async fn watch_events(&self, req: Request<pb::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
+        let who = self.principal(&req)?;
+        let r = req.into_inner();
+        for p in &r.namespace_prefixes {
+            validate::name("namespace_prefixes", p)?;
+        }
+        self.node.require_leader()?;
+        // Start from a state that includes everything committed before the call.
+        self.node.linearizable_read().await?;
+        let from = if r.only_new {
+            self.node.state.read().expect("state lock").table.events().last_seq() + 1
+        } else {
+            r.from_sequence
+        };
+        let filter = EventFilter { prefixes: r.namespace_prefixes, kinds: r.kinds, who };
+        let (tx, rx) = mpsc::channel(64);
+        let node = self.node.clone();
+        tokio::spawn(async move {
+            if let Err(e) = follow_events(node, from, filter, &tx).await {
+                let _ = tx.send(Err(e.into())).await;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{FencingToken, LockKey, LockMode, TxnId, TxnState, WaitEnd};
+use super::types::{FencingToken, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 /// A command with the leader's wall clock at proposal time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -22,8 +22,9 @@ pub struct LogCommand {
 pub enum Command {
     /// Start a transaction. A repeated `request_id` returns the same transaction.
     Begin { request_id: Option<String>, lease_ms: u64, priority: i32, name: String, owner: String },
-    /// Ask for a lock; grants at once or queues.
-    Acquire { txn: TxnId, request_id: String, lock: LockKey, mode: LockMode, wait_ms: u64 },
+    /// Ask for a lock; grants at once or queues (and then breaks any deadlock it closes,
+    /// choosing the victim by `victim_policy`).
+    Acquire { txn: TxnId, request_id: String, lock: LockKey, mode: LockMode, wait_ms: u64, victim_policy: VictimPolicy },
     /// Withdraw a wait whose acquire timeout passed (proposed by the leader's timer).
     CancelWait { txn: TxnId, request_id: String },
     /// Release one lock (or withdraw the wait for it).
@@ -32,6 +33,10 @@ pub enum Command {
     End { txn: TxnId, request_id: Option<String>, commit: bool },
     /// The leader saw the lease lapse.
     Expire { txn: TxnId },
+    /// An operator aborts a transaction.
+    Abort { txn: TxnId, request_id: Option<String>, operator: String, reason: String },
+    /// A webhook endpoint acknowledged every event up to `sequence`.
+    WebhookDelivered { webhook: String, sequence: u64 },
 }
 
 /// Where an acquire request stands.

@@ -1,6 +1,8 @@
 //! The lock semantics: a pure, deterministic state machine (no raft, no clock, no I/O).
 
 pub mod command;
+pub mod deadlock;
+pub mod events;
 pub mod queue;
 pub mod table;
 pub mod types;
@@ -9,5 +11,6 @@ pub mod types;
 mod table_tests;
 
 pub use command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
+pub use events::{CycleMember, Event, EventDetail};
 pub use table::{Effect, LockTable, Txn};
-pub use types::{FencingToken, Held, LockKey, LockMode, TxnId, TxnState, WaitEnd};
+pub use types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};

@@ -1,16 +1,18 @@
 //! The replicated lock table: a plain, deterministic data structure.
 //!
 //! `apply(LogCommand) -> Outcome` is the only way to change it. Raft feeds it committed
-//! entries in log order on every replica; same log, same table, same tokens. It never
-//! reads a clock or a random source. Side effects the node must act on (wake a waiting
-//! stream, start or stop a lease timer) are collected as [`Effect`]s for the caller.
+//! entries in log order on every replica; same log, same table, same tokens, same
+//! deadlock victims. It never reads a clock or a random source. Side effects the node must
+//! act on (wake a waiting stream, start or stop a timer) are collected as [`Effect`]s.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
 use super::command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
-use super::queue::{KeyLock, Waiter};
-use super::types::{FencingToken, Held, LockKey, LockMode, TxnId, TxnState, WaitEnd};
+use super::deadlock::{choose_victim, find_cycle, Candidate};
+use super::events::{CycleMember, EventDetail, EventLog};
+use super::queue::{KeyLock, Slot, Waiter, NORMAL_CLASS, UPGRADE_CLASS};
+use super::types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 /// Finished transactions are remembered this long (by the leaders' clocks carried in the
 /// log) so late status queries and retries get true answers.
@@ -33,6 +35,14 @@ pub enum AcquireRecord {
     Ended(WaitEnd),
 }
 
+/// The one pending acquire of a transaction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    pub lock: LockKey,
+    pub request_id: String,
+    pub slot: Slot,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Txn {
     pub id: TxnId,
@@ -43,14 +53,14 @@ pub struct Txn {
     pub lease_ms: u64,
     pub begun_at_ms: u64,
     pub state: TxnState,
+    pub end_cause: Option<EndCause>,
     pub end_reason: String,
     pub ended_at_ms: u64,
     pub held: BTreeMap<LockKey, Held>,
-    /// The one pending acquire: the key and its request id.
-    pub waiting: Option<(LockKey, String)>,
+    pub waiting: Option<Pending>,
     pub requests: BTreeMap<String, RequestRecord>,
     pub begin_request_id: Option<String>,
-    /// The request id and answer of the EndTransaction that ended it.
+    /// The request id and answer of the call that ended it.
     pub end_request: Option<(String, u32)>,
 }
 
@@ -60,19 +70,27 @@ pub enum Effect {
     /// A transaction began: start tracking its lease.
     TxnBegun { txn: TxnId, lease_ms: u64 },
     /// A transaction ended: stop its timers, wake its streams.
-    TxnFinished { txn: TxnId },
+    TxnFinished { txn: TxnId, cause: EndCause },
     /// A request started waiting: start its acquire timer.
     WaitStarted { txn: TxnId, request_id: String, wait_ms: u64 },
-    /// A wait ended (granted, timed out, cancelled): stop its timer.
-    WaitEnded { txn: TxnId, request_id: String },
+    /// A wait ended; `granted` tells a grant from a timeout or an abort.
+    WaitEnded { txn: TxnId, request_id: String, granted: bool },
+    /// A lock was granted.
+    Granted { txn: TxnId },
     /// Something a stream of this transaction watches changed (grant, queue position).
     TxnChanged { txn: TxnId },
+    /// A deadlock was broken.
+    DeadlockResolved,
+    /// New events were appended to the event log.
+    EventsAppended,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LockTable {
     next_txn: TxnId,
     last_token: u64,
+    /// Orders queue slots; table-wide so it is deterministic and never repeats.
+    next_ticket: u64,
     /// Highest leader clock seen in the log; only ever moves forward.
     clock_ms: u64,
     txns: BTreeMap<TxnId, Txn>,
@@ -80,6 +98,9 @@ pub struct LockTable {
     begin_requests: BTreeMap<String, TxnId>,
     /// Finished transactions in the order they ended, for retention.
     finished: VecDeque<TxnId>,
+    events: EventLog,
+    /// Per webhook: the last event sequence it acknowledged.
+    webhook_cursors: BTreeMap<String, u64>,
     #[serde(skip)]
     effects: Vec<Effect>,
 }
@@ -96,13 +117,29 @@ impl LockTable {
             Command::Begin { request_id, lease_ms, priority, name, owner } => {
                 self.begin(request_id.clone(), *lease_ms, *priority, name, owner)
             }
-            Command::Acquire { txn, request_id, lock, mode, wait_ms } => {
-                self.acquire(*txn, request_id, lock, *mode, *wait_ms)
+            Command::Acquire { txn, request_id, lock, mode, wait_ms, victim_policy } => {
+                self.acquire(*txn, request_id, lock, *mode, *wait_ms, *victim_policy)
             }
             Command::CancelWait { txn, request_id } => self.cancel_wait(*txn, request_id),
             Command::Release { txn, request_id, lock } => self.release(*txn, request_id.as_deref(), lock),
-            Command::End { txn, request_id, commit } => self.end(*txn, request_id.as_deref(), *commit),
+            Command::End { txn, request_id, commit } => {
+                let (cause, reason) = if *commit {
+                    (EndCause::Committed, "committed".to_string())
+                } else {
+                    (EndCause::ClientAbort, "aborted by the client".to_string())
+                };
+                self.end(*txn, request_id.as_deref(), cause, reason, None)
+            }
+            Command::Abort { txn, request_id, operator, reason } => {
+                let why = format!("aborted by operator {operator:?}: {reason}");
+                self.end(*txn, request_id.as_deref(), EndCause::OperatorAbort, why, Some((operator, reason)))
+            }
             Command::Expire { txn } => self.expire(*txn),
+            Command::WebhookDelivered { webhook, sequence } => {
+                let cursor = self.webhook_cursors.entry(webhook.clone()).or_default();
+                *cursor = (*cursor).max(*sequence);
+                Outcome::None
+            }
         };
         self.forget_old_transactions();
         outcome
@@ -130,11 +167,24 @@ impl LockTable {
         self.keys.get(lock)
     }
 
+    /// Every lock that is held or waited for, in (namespace, key) order.
+    pub fn keys(&self) -> impl Iterator<Item = (&LockKey, &KeyLock)> {
+        self.keys.iter()
+    }
+
+    pub fn events(&self) -> &EventLog {
+        &self.events
+    }
+
+    pub fn webhook_cursor(&self, webhook: &str) -> u64 {
+        self.webhook_cursors.get(webhook).copied().unwrap_or(0)
+    }
+
     /// Where acquire `request_id` of `txn` stands now, or why it cannot be answered.
     pub fn acquire_status(&self, txn: TxnId, request_id: &str) -> Result<Option<AcquireStatus>, Rejection> {
         let t = self.txns.get(&txn).ok_or(Rejection::NotFound(txn))?;
         match t.requests.get(request_id) {
-            Some(RequestRecord::Acquire { lock, status, .. }) => Ok(Some(self.status_of(txn, lock, status))),
+            Some(RequestRecord::Acquire { status, .. }) => Ok(Some(self.status_of(t, status))),
             _ => Ok(None),
         }
     }
@@ -152,7 +202,7 @@ impl LockTable {
         match t.requests.get(request_id) {
             None => Ok(None),
             Some(RequestRecord::Acquire { lock: l, mode: m, status }) if l == lock && *m == mode => {
-                Ok(Some(self.status_of(txn, lock, status)))
+                Ok(Some(self.status_of(t, status)))
             }
             Some(_) => Err(Rejection::RequestIdReused(request_id.to_string())),
         }
@@ -160,28 +210,27 @@ impl LockTable {
 
     /// The pending wait of `txn`: its request id and acquire timeout.
     pub fn pending_wait(&self, txn: TxnId) -> Option<(String, u64)> {
-        let (lock, request_id) = self.txns.get(&txn)?.waiting.as_ref()?;
-        let waiter = self.keys.get(lock)?.queue.iter().find(|w| w.txn == txn)?;
-        Some((request_id.clone(), waiter.wait_ms))
+        let p = self.txns.get(&txn)?.waiting.as_ref()?;
+        let waiter = self.keys.get(&p.lock)?.queue.get(&p.slot)?;
+        Some((p.request_id.clone(), waiter.wait_ms))
     }
 
-    /// The queue position of the pending wait of `txn` (1 = next).
-    pub fn wait_position(&self, txn: TxnId) -> Option<u32> {
-        let (lock, _) = self.txns.get(&txn)?.waiting.as_ref()?;
-        self.keys.get(lock)?.position(txn)
+    /// The pending wait of `txn` with its mode, position (1 = next) and direct blockers.
+    pub fn wait_view(&self, txn: TxnId) -> Option<(&Pending, LockMode, u32, Vec<TxnId>)> {
+        let p = self.txns.get(&txn)?.waiting.as_ref()?;
+        let key = self.keys.get(&p.lock)?;
+        let w = key.queue.get(&p.slot)?;
+        Some((p, w.mode, key.position(p.slot), key.blockers(p.slot)))
     }
 
-    fn status_of(&self, txn: TxnId, lock: &LockKey, record: &AcquireRecord) -> AcquireStatus {
+    fn status_of(&self, t: &Txn, record: &AcquireRecord) -> AcquireStatus {
         match record {
             AcquireRecord::Granted { token, mode } => AcquireStatus::Granted { token: *token, mode: *mode },
             AcquireRecord::Ended(end) => AcquireStatus::Ended(end.clone()),
-            AcquireRecord::Waiting => {
-                let key = self.keys.get(lock);
-                AcquireStatus::Queued {
-                    position: key.and_then(|k| k.position(txn)).unwrap_or(0),
-                    blockers: key.map(|k| k.blockers(txn)).unwrap_or_default(),
-                }
-            }
+            AcquireRecord::Waiting => match self.wait_view(t.id) {
+                Some((_, _, position, blockers)) => AcquireStatus::Queued { position, blockers },
+                None => AcquireStatus::Queued { position: 0, blockers: Vec::new() },
+            },
         }
     }
 
@@ -213,6 +262,7 @@ impl LockTable {
                 lease_ms,
                 begun_at_ms: self.clock_ms,
                 state: TxnState::Active,
+                end_cause: None,
                 end_reason: String::new(),
                 ended_at_ms: 0,
                 held: BTreeMap::new(),
@@ -226,7 +276,15 @@ impl LockTable {
         Outcome::Begun { txn: id, lease_ms }
     }
 
-    fn acquire(&mut self, txn: TxnId, request_id: &str, lock: &LockKey, mode: LockMode, wait_ms: u64) -> Outcome {
+    fn acquire(
+        &mut self,
+        txn: TxnId,
+        request_id: &str,
+        lock: &LockKey,
+        mode: LockMode,
+        wait_ms: u64,
+        policy: VictimPolicy,
+    ) -> Outcome {
         // A retry of a request we already saw answers from the record, even if the
         // transaction has ended since (the record says how the wait ended).
         match self.recorded_acquire(txn, request_id, lock, mode) {
@@ -238,42 +296,43 @@ impl LockTable {
             Ok(t) => t,
             Err(r) => return Outcome::Rejected(r),
         };
-        if let Some((wl, wr)) = &t.waiting {
-            return Outcome::Rejected(Rejection::AlreadyWaiting { txn, lock: wl.clone(), request_id: wr.clone() });
+        if let Some(p) = &t.waiting {
+            return Outcome::Rejected(Rejection::AlreadyWaiting {
+                txn,
+                lock: p.lock.clone(),
+                request_id: p.request_id.clone(),
+            });
         }
         let already = t.held.get(lock).copied();
         let key = self.keys.entry(lock.clone()).or_default();
-
-        let status = match already {
+        let record = match already {
             // Re-entrant: the existing grant already covers the request.
             Some(held) if held.mode.covers(mode) => AcquireRecord::Granted { token: held.token, mode: held.mode },
             // Upgrade SHARED_READ -> EXCLUSIVE: immediate only as the sole holder.
-            Some(_) => {
-                if key.compatible_with_holders(txn, mode) {
-                    self.grant(txn, lock, mode)
-                } else {
-                    self.wait(txn, request_id, lock, mode, true, wait_ms)
-                }
-            }
-            None => {
-                if key.can_grant_now(txn, mode) {
-                    self.grant(txn, lock, mode)
-                } else {
-                    self.wait(txn, request_id, lock, mode, false, wait_ms)
-                }
-            }
+            Some(_) if key.compatible_with_holders(txn, mode) => self.grant(txn, lock, mode),
+            Some(_) => self.wait(txn, request_id, lock, mode, UPGRADE_CLASS, wait_ms),
+            None if key.can_grant_now(txn, mode) => self.grant(txn, lock, mode),
+            None => self.wait(txn, request_id, lock, mode, NORMAL_CLASS, wait_ms),
         };
-        let record = RequestRecord::Acquire { lock: lock.clone(), mode, status: status.clone() };
-        self.txn_mut(txn).requests.insert(request_id.to_string(), record);
-        Outcome::Acquire(self.status_of(txn, lock, &status))
+        let waiting = record == AcquireRecord::Waiting;
+        let entry = RequestRecord::Acquire { lock: lock.clone(), mode, status: record };
+        self.txn_mut(txn).requests.insert(request_id.to_string(), entry);
+        if waiting {
+            self.break_deadlock(txn, policy);
+        }
+        match self.acquire_status(txn, request_id) {
+            Ok(Some(status)) => Outcome::Acquire(status),
+            _ => unreachable!("the request was just recorded"),
+        }
     }
 
     /// Issues the next fencing token and makes `txn` a holder of `lock` in `mode`.
     fn grant(&mut self, txn: TxnId, lock: &LockKey, mode: LockMode) -> AcquireRecord {
         self.last_token += 1;
-        let held = Held { mode, token: FencingToken(self.last_token) };
+        let held = Held { mode, token: FencingToken(self.last_token), since_ms: self.clock_ms };
         self.keys.entry(lock.clone()).or_default().holders.insert(txn, held);
         self.txn_mut(txn).held.insert(lock.clone(), held);
+        self.effects.push(Effect::Granted { txn });
         AcquireRecord::Granted { token: held.token, mode }
     }
 
@@ -283,26 +342,57 @@ impl LockTable {
         request_id: &str,
         lock: &LockKey,
         mode: LockMode,
-        upgrade: bool,
+        class: u8,
         wait_ms: u64,
     ) -> AcquireRecord {
-        let key = self.keys.entry(lock.clone()).or_default();
-        key.enqueue(Waiter { txn, mode, request_id: request_id.to_string(), upgrade, wait_ms });
-        if upgrade {
+        self.next_ticket += 1;
+        let slot = (class, self.next_ticket);
+        let waiter = Waiter { txn, mode, request_id: request_id.to_string(), wait_ms, since_ms: self.clock_ms };
+        self.keys.entry(lock.clone()).or_default().queue.insert(slot, waiter);
+        if class == UPGRADE_CLASS {
             // Queued ahead of others: their positions moved.
             self.notify_waiters(lock);
         }
-        self.txn_mut(txn).waiting = Some((lock.clone(), request_id.to_string()));
+        self.txn_mut(txn).waiting = Some(Pending { lock: lock.clone(), request_id: request_id.to_string(), slot });
         self.effects.push(Effect::WaitStarted { txn, request_id: request_id.to_string(), wait_ms });
         AcquireRecord::Waiting
+    }
+
+    /// Direct wait-for edges of `txn` (empty when it does not wait).
+    fn waits_for(&self, txn: TxnId) -> Vec<TxnId> {
+        self.wait_view(txn).map(|(_, _, _, blockers)| blockers).unwrap_or_default()
+    }
+
+    /// Called when `txn` starts waiting: if that closed a cycle, abort the victim now, in
+    /// this same apply, so the others go on and every replica does the same.
+    fn break_deadlock(&mut self, txn: TxnId, policy: VictimPolicy) {
+        let Some(cycle) = find_cycle(txn, |t| self.waits_for(t)) else {
+            return;
+        };
+        let members: Vec<CycleMember> = cycle
+            .iter()
+            .map(|&id| {
+                let t = &self.txns[&id];
+                let (pending, mode, _, _) = self.wait_view(id).expect("cycle members wait");
+                CycleMember { txn: id, name: t.name.clone(), priority: t.priority, lock: pending.lock.clone(), mode }
+            })
+            .collect();
+        let candidates: Vec<Candidate> =
+            members.iter().map(|m| Candidate { txn: m.txn, priority: m.priority }).collect();
+        let victim = choose_victim(policy, &candidates);
+        let path = members.iter().map(|m| format!("{} waits for {}", m.txn, m.lock)).collect::<Vec<_>>().join(", ");
+        let reason = format!("deadlock victim (policy {}): cycle {path}", policy.name());
+        self.events.push(self.clock_ms, EventDetail::DeadlockResolved { cycle: members, victim, policy });
+        self.effects.push(Effect::DeadlockResolved);
+        self.finish(victim, EndCause::DeadlockVictim, &reason);
     }
 
     fn cancel_wait(&mut self, txn: TxnId, request_id: &str) -> Outcome {
         let pending = self.txns.get(&txn).and_then(|t| t.waiting.clone());
         match pending {
-            Some((lock, r)) if r == request_id => {
-                self.end_wait(txn, &lock, WaitEnd::TimedOut);
-                self.promote(&lock);
+            Some(p) if p.request_id == request_id => {
+                self.end_wait(txn, WaitEnd::TimedOut);
+                self.promote(&p.lock);
                 Outcome::Acquire(AcquireStatus::Ended(WaitEnd::TimedOut))
             }
             // Already granted or ended: the timer lost the race, nothing to undo.
@@ -329,11 +419,11 @@ impl LockTable {
             Err(r) => return Outcome::Rejected(r),
         };
         let holds = t.held.contains_key(lock);
-        let waits = t.waiting.as_ref().is_some_and(|(l, _)| l == lock);
+        let waits = t.waiting.as_ref().is_some_and(|p| &p.lock == lock);
         // Both can be true for a pending upgrade: releasing gives up the wait as well,
         // or the upgrade could be granted after the caller let go of the key.
         if waits {
-            self.end_wait(txn, lock, WaitEnd::Cancelled);
+            self.end_wait(txn, WaitEnd::Cancelled);
         }
         if holds {
             self.txn_mut(txn).held.remove(lock);
@@ -351,7 +441,15 @@ impl LockTable {
         Outcome::Released { released }
     }
 
-    fn end(&mut self, txn: TxnId, request_id: Option<&str>, commit: bool) -> Outcome {
+    /// Ends a transaction by a client's EndTransaction or an operator's abort.
+    fn end(
+        &mut self,
+        txn: TxnId,
+        request_id: Option<&str>,
+        cause: EndCause,
+        reason: String,
+        operator: Option<(&String, &String)>,
+    ) -> Outcome {
         if let (Some(t), Some(r)) = (self.txns.get(&txn), request_id) {
             if let Some((er, released)) = &t.end_request {
                 if er == r {
@@ -362,73 +460,100 @@ impl LockTable {
         if let Err(r) = self.active(txn) {
             return Outcome::Rejected(r);
         }
-        let (state, reason) =
-            if commit { (TxnState::Committed, "committed") } else { (TxnState::Aborted, "aborted by the client") };
-        let released = self.finish(txn, state, reason);
-        if let Some(r) = request_id {
-            self.txn_mut(txn).end_request = Some((r.to_string(), released));
+        let released = self.finish(txn, cause, &reason);
+        if let Some((operator, why)) = operator {
+            let t = &self.txns[&txn];
+            let detail = EventDetail::TransactionAborted {
+                txn,
+                name: t.name.clone(),
+                reason: why.clone(),
+                operator: operator.clone(),
+                released: released.clone(),
+            };
+            self.events.push(self.clock_ms, detail);
         }
-        Outcome::Ended { state, released }
+        let count = released.len() as u32;
+        if let Some(r) = request_id {
+            self.txn_mut(txn).end_request = Some((r.to_string(), count));
+        }
+        Outcome::Ended { state: cause.state(), released: count }
     }
 
     fn expire(&mut self, txn: TxnId) -> Outcome {
         match self.active(txn) {
             Ok(_) => {
-                let released = self.finish(txn, TxnState::Expired, "lease expired");
-                Outcome::Ended { state: TxnState::Expired, released }
+                let released = self.finish(txn, EndCause::Expired, "lease expired");
+                let name = self.txns[&txn].name.clone();
+                let count = released.len() as u32;
+                self.events.push(self.clock_ms, EventDetail::TransactionExpired { txn, name, released });
+                self.effects.push(Effect::EventsAppended);
+                Outcome::Ended { state: TxnState::Expired, released: count }
             }
-            // A heartbeat-less race with a commit: the transaction already ended.
+            // A race with a commit: the transaction already ended.
             Err(r) => Outcome::Rejected(r),
         }
     }
 
     /// Ends a transaction: withdraws its wait, releases its locks, grants them onward.
-    /// Returns how many locks it released.
-    fn finish(&mut self, txn: TxnId, state: TxnState, reason: &str) -> u32 {
-        let end = WaitEnd::TxnEnded { state, reason: reason.to_string() };
-        if let Some((lock, _)) = self.txns[&txn].waiting.clone() {
-            self.end_wait(txn, &lock, end);
-            self.promote(&lock);
+    /// Returns what it released.
+    fn finish(&mut self, txn: TxnId, cause: EndCause, reason: &str) -> Vec<(LockKey, Held)> {
+        let state = cause.state();
+        if let Some(p) = self.txns[&txn].waiting.clone() {
+            self.end_wait(txn, WaitEnd::TxnEnded { state, cause, reason: reason.to_string() });
+            self.promote(&p.lock);
         }
+        let clock = self.clock_ms;
         let t = self.txn_mut(txn);
         let held = std::mem::take(&mut t.held);
         t.state = state;
+        t.end_cause = Some(cause);
         t.end_reason = reason.to_string();
-        let clock = self.clock_ms;
-        self.txn_mut(txn).ended_at_ms = clock;
-        for lock in held.keys() {
+        t.ended_at_ms = clock;
+        let revoke_cause = match cause {
+            EndCause::Expired => "lease expired",
+            EndCause::DeadlockVictim => "deadlock victim",
+            _ => "aborted by operator",
+        };
+        for (lock, h) in &held {
+            if cause.revokes() {
+                let detail = EventDetail::LockRevoked { txn, lock: lock.clone(), held: *h, cause: revoke_cause.into() };
+                self.events.push(clock, detail);
+                self.effects.push(Effect::EventsAppended);
+            }
             if let Some(k) = self.keys.get_mut(lock) {
                 k.holders.remove(&txn);
             }
             self.promote(lock);
         }
         self.finished.push_back(txn);
-        self.effects.push(Effect::TxnFinished { txn });
+        self.effects.push(Effect::TxnFinished { txn, cause });
         self.effects.push(Effect::TxnChanged { txn });
-        held.len() as u32
+        if cause.revokes() {
+            self.effects.push(Effect::EventsAppended);
+        }
+        held.into_iter().collect()
     }
 
-    /// Takes `txn` out of `lock`'s queue and records how its wait ended.
-    fn end_wait(&mut self, txn: TxnId, lock: &LockKey, end: WaitEnd) {
-        if let Some(k) = self.keys.get_mut(lock) {
-            k.remove_waiter(txn);
-        }
+    /// Takes `txn`'s pending request out of its queue and records how its wait ended.
+    fn end_wait(&mut self, txn: TxnId, end: WaitEnd) {
         let t = self.txn_mut(txn);
-        if let Some((_, request_id)) = t.waiting.take() {
-            if let Some(RequestRecord::Acquire { status, .. }) = t.requests.get_mut(&request_id) {
-                *status = AcquireRecord::Ended(end);
-            }
-            self.effects.push(Effect::WaitEnded { txn, request_id });
-            self.effects.push(Effect::TxnChanged { txn });
+        let Some(p) = t.waiting.take() else { return };
+        if let Some(RequestRecord::Acquire { status, .. }) = t.requests.get_mut(&p.request_id) {
+            *status = AcquireRecord::Ended(end);
         }
-        self.notify_waiters(lock);
+        if let Some(k) = self.keys.get_mut(&p.lock) {
+            k.queue.remove(&p.slot);
+        }
+        self.effects.push(Effect::WaitEnded { txn, request_id: p.request_id, granted: false });
+        self.effects.push(Effect::TxnChanged { txn });
+        self.notify_waiters(&p.lock);
     }
 
     /// Grants `lock` to the head of its queue while the head is compatible (strict FIFO),
     /// then drops the key if nothing holds or waits for it.
     fn promote(&mut self, lock: &LockKey) {
         let mut granted_any = false;
-        while let Some(w) = self.keys.get_mut(lock).and_then(|k| k.pop_grantable()) {
+        while let Some(w) = self.keys.get_mut(lock).and_then(KeyLock::pop_grantable) {
             granted_any = true;
             let record = self.grant(w.txn, lock, w.mode);
             let t = self.txn_mut(w.txn);
@@ -436,7 +561,7 @@ impl LockTable {
             if let Some(RequestRecord::Acquire { status, .. }) = t.requests.get_mut(&w.request_id) {
                 *status = record;
             }
-            self.effects.push(Effect::WaitEnded { txn: w.txn, request_id: w.request_id });
+            self.effects.push(Effect::WaitEnded { txn: w.txn, request_id: w.request_id, granted: true });
             self.effects.push(Effect::TxnChanged { txn: w.txn });
         }
         if granted_any {
@@ -450,7 +575,7 @@ impl LockTable {
     /// Queue positions on `lock` may have changed: wake its waiters' streams.
     fn notify_waiters(&mut self, lock: &LockKey) {
         if let Some(k) = self.keys.get(lock) {
-            let txns: Vec<TxnId> = k.queue.iter().map(|w| w.txn).collect();
+            let txns: Vec<TxnId> = k.queue.values().map(|w| w.txn).collect();
             self.effects.extend(txns.into_iter().map(|txn| Effect::TxnChanged { txn }));
         }
     }

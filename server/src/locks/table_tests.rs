@@ -2,7 +2,7 @@
 
 use super::command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
 use super::table::{Effect, LockTable, FINISHED_RETENTION_MS};
-use super::types::{FencingToken, LockKey, LockMode, TxnId, TxnState, WaitEnd};
+use super::types::{EndCause, FencingToken, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 use LockMode::{Exclusive as X, SharedRead as S};
 
@@ -10,11 +10,12 @@ struct Harness {
     table: LockTable,
     now: u64,
     seq: u64,
+    policy: VictimPolicy,
 }
 
 impl Harness {
     fn new() -> Self {
-        Harness { table: LockTable::new(), now: 1_000, seq: 0 }
+        Harness { table: LockTable::new(), now: 1_000, seq: 0, policy: VictimPolicy::default() }
     }
 
     fn apply(&mut self, cmd: Command) -> Outcome {
@@ -42,6 +43,7 @@ impl Harness {
             lock: LockKey::new("ns", key),
             mode,
             wait_ms: 1_000,
+            victim_policy: self.policy,
         }) {
             Outcome::Acquire(s) => s,
             o => panic!("acquire: {o:?}"),
@@ -218,7 +220,8 @@ fn a_retried_acquire_gets_the_same_answer_and_no_second_token() {
             request_id: "same".into(),
             lock: LockKey::new("ns", "other"),
             mode: X,
-            wait_ms: 1
+            wait_ms: 1,
+            victim_policy: VictimPolicy::default(),
         }),
         Outcome::Rejected(Rejection::RequestIdReused("same".into()))
     );
@@ -252,6 +255,7 @@ fn a_transaction_waits_for_one_lock_at_a_time() {
         lock: LockKey::new("ns", "k2"),
         mode: X,
         wait_ms: 1,
+        victim_policy: VictimPolicy::default(),
     }) {
         Outcome::Rejected(Rejection::AlreadyWaiting { txn, .. }) => assert_eq!(txn, b),
         o => panic!("{o:?}"),
@@ -288,15 +292,24 @@ fn expiry_releases_everything_and_ends_the_wait() {
     position(&h.acquire_with(a, "k3", X, "ra"));
     h.table.take_effects();
     assert_eq!(h.apply(Command::Expire { txn: a }), Outcome::Ended { state: TxnState::Expired, released: 2 });
+    // The expiry and each revoked lock are events.
+    let kinds: Vec<String> = h.table.events().since(0, 10).unwrap().iter().map(|e| format!("{:?}", e.detail)).collect();
+    assert_eq!(kinds.len(), 3, "{kinds:?}");
+    assert!(kinds.iter().filter(|k| k.starts_with("LockRevoked")).count() == 2);
+    assert!(kinds.iter().any(|k| k.starts_with("TransactionExpired")));
     token(&h.table.acquire_status(b, "rb").unwrap().unwrap());
     assert!(h.holders("k2").is_empty());
     assert_eq!(
         h.table.acquire_status(a, "ra").unwrap().unwrap(),
-        AcquireStatus::Ended(WaitEnd::TxnEnded { state: TxnState::Expired, reason: "lease expired".into() })
+        AcquireStatus::Ended(WaitEnd::TxnEnded {
+            state: TxnState::Expired,
+            cause: EndCause::Expired,
+            reason: "lease expired".into()
+        })
     );
     assert!(h.table.key(&LockKey::new("ns", "k3")).unwrap().queue.is_empty());
     let effects = h.table.take_effects();
-    assert!(effects.contains(&Effect::TxnFinished { txn: a }));
+    assert!(effects.contains(&Effect::TxnFinished { txn: a, cause: EndCause::Expired }));
     assert!(effects.contains(&Effect::TxnChanged { txn: b }));
     // A second expiry, or any call, is refused without changing anything.
     assert!(matches!(h.apply(Command::Expire { txn: a }), Outcome::Rejected(Rejection::NotActive { .. })));
@@ -366,11 +379,25 @@ fn replicas_applying_the_same_log_agree_and_snapshots_roundtrip() {
     }
     log.push(LogCommand {
         now_ms: 6,
-        cmd: Command::Acquire { txn: 1, request_id: "x".into(), lock: LockKey::new("ns", "k"), mode: X, wait_ms: 9 },
+        cmd: Command::Acquire {
+            txn: 1,
+            request_id: "x".into(),
+            lock: LockKey::new("ns", "k"),
+            mode: X,
+            wait_ms: 9,
+            victim_policy: VictimPolicy::default(),
+        },
     });
     log.push(LogCommand {
         now_ms: 6,
-        cmd: Command::Acquire { txn: 2, request_id: "y".into(), lock: LockKey::new("ns", "k"), mode: X, wait_ms: 9 },
+        cmd: Command::Acquire {
+            txn: 2,
+            request_id: "y".into(),
+            lock: LockKey::new("ns", "k"),
+            mode: X,
+            wait_ms: 9,
+            victim_policy: VictimPolicy::default(),
+        },
     });
     log.push(LogCommand { now_ms: 7, cmd: Command::Expire { txn: 1 } });
     let mut r1 = LockTable::new();
@@ -385,4 +412,177 @@ fn replicas_applying_the_same_log_agree_and_snapshots_roundtrip() {
     let restored: LockTable = bincode::deserialize(&bytes).unwrap();
     assert_eq!(restored, r1);
     assert_eq!(restored.last_token(), 2);
+}
+
+// ---- deadlock detection ----
+
+fn begin_with_priority(h: &mut Harness, priority: i32) -> TxnId {
+    h.seq += 1;
+    match h.apply(Command::Begin {
+        request_id: Some(format!("bp{}", h.seq)),
+        lease_ms: 5_000,
+        priority,
+        name: format!("t{}", h.seq),
+        owner: String::new(),
+    }) {
+        Outcome::Begun { txn, .. } => txn,
+        o => panic!("{o:?}"),
+    }
+}
+
+fn deadlock_events(h: &Harness) -> Vec<(Vec<TxnId>, TxnId)> {
+    h.table
+        .events()
+        .since(0, 1000)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.detail {
+            super::events::EventDetail::DeadlockResolved { cycle, victim, .. } => {
+                Some((cycle.iter().map(|m| m.txn).collect(), victim))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn assert_victim(h: &Harness, txn: TxnId) {
+    let t = h.table.txn(txn).unwrap();
+    assert_eq!(t.state, TxnState::Aborted);
+    assert_eq!(t.end_cause, Some(EndCause::DeadlockVictim));
+    assert!(t.end_reason.contains("deadlock"), "{}", t.end_reason);
+    assert!(t.held.is_empty() && t.waiting.is_none());
+}
+
+#[test]
+fn a_two_transaction_cycle_aborts_the_youngest_and_the_other_proceeds() {
+    let mut h = Harness::new();
+    let (a, b) = (h.begin(), h.begin());
+    token(&h.acquire(a, "k1", X));
+    token(&h.acquire(b, "k2", X));
+    assert_eq!(position(&h.acquire_with(a, "k2", X, "a2")), 1);
+    let out = h.acquire_with(b, "k1", X, "b1");
+    match out {
+        AcquireStatus::Ended(WaitEnd::TxnEnded { cause: EndCause::DeadlockVictim, reason, .. }) => {
+            assert!(reason.contains(&format!("{a} waits for ns/k2")), "{reason}")
+        }
+        o => panic!("the closing request of the victim must end at once: {o:?}"),
+    }
+    assert_victim(&h, b);
+    token(&h.table.acquire_status(a, "a2").unwrap().unwrap());
+    assert_eq!(deadlock_events(&h), vec![(vec![b, a], b)]);
+}
+
+#[test]
+fn a_three_transaction_cycle_over_three_keys() {
+    let mut h = Harness::new();
+    let (a, b, c) = (h.begin(), h.begin(), h.begin());
+    for (t, k) in [(a, "k1"), (b, "k2"), (c, "k3")] {
+        token(&h.acquire(t, k, X));
+    }
+    position(&h.acquire_with(a, "k2", X, "a"));
+    position(&h.acquire_with(b, "k3", X, "b"));
+    assert!(deadlock_events(&h).is_empty());
+    h.acquire_with(c, "k1", X, "c");
+    assert_eq!(deadlock_events(&h), vec![(vec![c, a, b], c)]);
+    assert_victim(&h, c);
+    // c's k3 went to b; a still waits for b.
+    token(&h.table.acquire_status(b, "b").unwrap().unwrap());
+    assert_eq!(position(&h.table.acquire_status(a, "a").unwrap().unwrap()), 1);
+}
+
+#[test]
+fn a_cycle_through_shared_readers() {
+    let mut h = Harness::new();
+    let (r1, r2, w) = (h.begin(), h.begin(), h.begin());
+    token(&h.acquire(r1, "doc", S));
+    token(&h.acquire(r2, "doc", S));
+    token(&h.acquire(w, "index", X));
+    // w wants to write doc (blocked by both readers); r1 wants to read index (blocked by w).
+    position(&h.acquire_with(w, "doc", X, "w"));
+    h.acquire_with(r1, "index", S, "r1");
+    let events = deadlock_events(&h);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].0, vec![r1, w]);
+    assert_victim(&h, w);
+    token(&h.table.acquire_status(r1, "r1").unwrap().unwrap());
+    assert_eq!(h.table.txn(r2).unwrap().state, TxnState::Active);
+}
+
+#[test]
+fn two_readers_both_upgrading_is_a_deadlock() {
+    let mut h = Harness::new();
+    let (a, b) = (h.begin(), h.begin());
+    let first = token(&h.acquire(a, "k", S));
+    token(&h.acquire(b, "k", S));
+    position(&h.acquire_with(a, "k", X, "up-a"));
+    h.acquire_with(b, "k", X, "up-b");
+    assert_eq!(deadlock_events(&h), vec![(vec![b, a], b)]);
+    assert_victim(&h, b);
+    let up = token(&h.table.acquire_status(a, "up-a").unwrap().unwrap());
+    assert!(up > first);
+    assert_eq!(h.holders("k"), vec![a]);
+}
+
+#[test]
+fn priority_overrides_age_and_policies_are_configurable() {
+    for (policy, expect_old) in [
+        (VictimPolicy::LowestPriorityThenYoungest, true),
+        (VictimPolicy::Youngest, false),
+        (VictimPolicy::Oldest, true),
+    ] {
+        let mut h = Harness::new();
+        h.policy = policy;
+        let old_low = begin_with_priority(&mut h, 0);
+        let young_high = begin_with_priority(&mut h, 10);
+        token(&h.acquire(old_low, "k1", X));
+        token(&h.acquire(young_high, "k2", X));
+        position(&h.acquire_with(old_low, "k2", X, "a"));
+        h.acquire_with(young_high, "k1", X, "b");
+        let victim = if expect_old { old_low } else { young_high };
+        assert_eq!(deadlock_events(&h)[0].1, victim, "{policy:?}");
+        assert_victim(&h, victim);
+    }
+}
+
+#[test]
+fn a_cycle_forming_while_a_member_is_expiring_stays_consistent() {
+    // The expiry was decided by the leader but its entry lands after the cycle closes.
+    let mut h = Harness::new();
+    let (a, b) = (h.begin(), h.begin());
+    token(&h.acquire(a, "k1", X));
+    token(&h.acquire(b, "k2", X));
+    position(&h.acquire_with(a, "k2", X, "a"));
+    h.acquire_with(b, "k1", X, "b");
+    assert_victim(&h, b);
+    assert_eq!(h.apply(Command::Expire { txn: a }), Outcome::Ended { state: TxnState::Expired, released: 2 });
+    assert!(h.holders("k1").is_empty() && h.holders("k2").is_empty());
+
+    // The other order: the expiry lands first, so no cycle ever forms.
+    let mut h = Harness::new();
+    let (a, b) = (h.begin(), h.begin());
+    token(&h.acquire(a, "k1", X));
+    token(&h.acquire(b, "k2", X));
+    position(&h.acquire_with(a, "k2", X, "a"));
+    h.apply(Command::Expire { txn: a });
+    token(&h.acquire_with(b, "k1", X, "b"));
+    assert!(deadlock_events(&h).is_empty());
+}
+
+#[test]
+fn no_false_positive_on_a_long_wait_chain() {
+    let mut h = Harness::new();
+    let txns: Vec<TxnId> = (0..300).map(|_| h.begin()).collect();
+    for (i, &t) in txns.iter().enumerate() {
+        token(&h.acquire(t, &format!("k{i}"), X));
+    }
+    for (i, &t) in txns.iter().enumerate().skip(1) {
+        position(&h.acquire_with(t, &format!("k{}", i - 1), X, "w"));
+    }
+    // Many waiters on one key too.
+    for _ in 0..50 {
+        let t = h.begin();
+        position(&h.acquire_with(t, "k0", if t.is_multiple_of(2) { X } else { S }, "q"));
+    }
+    assert!(deadlock_events(&h).is_empty());
+    assert!(txns.iter().all(|t| h.table.txn(*t).unwrap().state == TxnState::Active));
 }

@@ -68,6 +68,36 @@ impl TxnState {
     }
 }
 
+/// What ended a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EndCause {
+    Committed,
+    /// EndTransaction(commit = false).
+    ClientAbort,
+    /// The lease lapsed.
+    Expired,
+    /// Aborted to break a wait-for cycle.
+    DeadlockVictim,
+    /// AdminService.AbortTransaction.
+    OperatorAbort,
+}
+
+impl EndCause {
+    pub fn state(self) -> TxnState {
+        match self {
+            EndCause::Committed => TxnState::Committed,
+            EndCause::Expired => TxnState::Expired,
+            EndCause::ClientAbort | EndCause::DeadlockVictim | EndCause::OperatorAbort => TxnState::Aborted,
+        }
+    }
+
+    /// Whether the server took the transaction's locks away (rather than the client
+    /// giving them up): those releases are reported as revoked locks.
+    pub fn revokes(self) -> bool {
+        matches!(self, EndCause::Expired | EndCause::DeadlockVictim | EndCause::OperatorAbort)
+    }
+}
+
 /// Why a wait ended without a grant.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum WaitEnd {
@@ -75,8 +105,8 @@ pub enum WaitEnd {
     TimedOut,
     /// Withdrawn by ReleaseLock on the same key.
     Cancelled,
-    /// The transaction ended while waiting (state and reason say how).
-    TxnEnded { state: TxnState, reason: String },
+    /// The transaction ended while waiting (state, cause and reason say how).
+    TxnEnded { state: TxnState, cause: EndCause, reason: String },
 }
 
 /// A lock held by a transaction.
@@ -84,4 +114,46 @@ pub enum WaitEnd {
 pub struct Held {
     pub mode: LockMode,
     pub token: FencingToken,
+    /// Leader clock at the grant.
+    pub since_ms: u64,
+}
+
+/// Which member of a deadlock cycle is aborted. Carried in each Acquire command (the
+/// leader resolves its configuration into it), so every replica applies the same policy
+/// even if their configuration files differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VictimPolicy {
+    /// Lowest priority; among equals the youngest (latest begun).
+    #[default]
+    LowestPriorityThenYoungest,
+    /// Latest begun.
+    Youngest,
+    /// Earliest begun.
+    Oldest,
+}
+
+impl VictimPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            VictimPolicy::LowestPriorityThenYoungest => "lowest-priority-then-youngest",
+            VictimPolicy::Youngest => "youngest",
+            VictimPolicy::Oldest => "oldest",
+        }
+    }
+}
+
+impl std::str::FromStr for VictimPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "lowest-priority-then-youngest" | "lowest-priority" | "priority" => {
+                Ok(VictimPolicy::LowestPriorityThenYoungest)
+            }
+            "youngest" => Ok(VictimPolicy::Youngest),
+            "oldest" => Ok(VictimPolicy::Oldest),
+            other => {
+                Err(format!("unknown victim policy {other:?}; use lowest-priority-then-youngest, youngest or oldest"))
+            }
+        }
+    }
 }

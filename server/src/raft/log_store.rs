@@ -8,6 +8,8 @@
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
@@ -24,6 +26,8 @@ pub struct LogStore {
     /// Entries keyed by big-endian index, so sled's order is log order.
     log: sled::Tree,
     meta: sled::Tree,
+    /// The commit index raft last reported, for status and metrics.
+    committed: Arc<AtomicU64>,
 }
 
 fn io_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -36,7 +40,17 @@ fn read_err(e: impl std::error::Error + 'static) -> StorageError {
 
 impl LogStore {
     pub fn open(db: &sled::Db) -> Result<Self, sled::Error> {
-        Ok(LogStore { db: db.clone(), log: db.open_tree("raft_log")?, meta: db.open_tree("raft_meta")? })
+        Ok(LogStore {
+            db: db.clone(),
+            log: db.open_tree("raft_log")?,
+            meta: db.open_tree("raft_meta")?,
+            committed: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// A live view of the commit index.
+    pub fn committed_index(&self) -> Arc<AtomicU64> {
+        self.committed.clone()
     }
 
     fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageError> {
@@ -113,6 +127,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        if let Some(c) = committed {
+            self.committed.fetch_max(c.index, Ordering::Relaxed);
+        }
         // Not flushed on purpose: losing it only means re-discovering the commit index.
         self.put_meta(COMMITTED, &committed)
     }

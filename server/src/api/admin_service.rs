@@ -1,0 +1,139 @@
+//! The operator API: list locks, abort a transaction, a node's view of the cluster.
+//! Every call needs an admin key when the server has a keys file.
+
+use std::sync::Arc;
+
+use caerus_proto::v1 as pb;
+use caerus_proto::v1::admin_service_server::AdminService;
+use tonic::{Request, Response, Status};
+
+use super::auth::{KeyRing, Principal};
+use super::errors::ApiError;
+use super::{convert, validate};
+use crate::locks::{Command, Outcome};
+use crate::node::Node;
+
+pub struct AdminApi {
+    pub node: Arc<Node>,
+    pub keys: Arc<KeyRing>,
+}
+
+type ApiResult<T> = Result<T, ApiError>;
+
+impl AdminApi {
+    fn admin<T>(&self, req: &Request<T>) -> ApiResult<Principal> {
+        let who = self.keys.authenticate(req.metadata())?;
+        who.require_admin()?;
+        Ok(who)
+    }
+
+    async fn list_locks(&self, req: Request<pb::ListLocksRequest>) -> ApiResult<pb::ListLocksResponse> {
+        self.admin(&req)?;
+        let prefix = req.into_inner().namespace_prefix;
+        self.node.require_leader()?;
+        self.node.linearizable_read().await?;
+        let st = self.node.state.read().expect("state lock");
+        let name = |txn| st.table.txn(txn).map(|t| t.name.clone()).unwrap_or_default();
+        let locks = st
+            .table
+            .keys()
+            .filter(|(lock, _)| lock.namespace.starts_with(prefix.as_str()))
+            .map(|(lock, k)| pb::KeyLocks {
+                namespace: lock.namespace.clone(),
+                key: lock.key.clone(),
+                holders: k
+                    .holders
+                    .iter()
+                    .map(|(&txn, held)| pb::LockHolder {
+                        transaction_id: txn,
+                        transaction_name: name(txn),
+                        mode: convert::mode(held.mode),
+                        fencing_token: held.token.0,
+                        since_ms: held.since_ms as i64,
+                    })
+                    .collect(),
+                waiters: k
+                    .queue
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (slot, w))| pb::LockWaiter {
+                        transaction_id: w.txn,
+                        transaction_name: name(w.txn),
+                        mode: convert::mode(w.mode),
+                        position: i as u32 + 1,
+                        blocking_transaction_ids: k.blockers(*slot),
+                        since_ms: w.since_ms as i64,
+                        upgrade: k.holders.contains_key(&w.txn),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(pb::ListLocksResponse { locks })
+    }
+
+    async fn abort(&self, req: Request<pb::AbortTransactionRequest>) -> ApiResult<pb::AbortTransactionResponse> {
+        let who = self.admin(&req)?;
+        let r = req.into_inner();
+        let txn = validate::txn_id(r.transaction_id)?;
+        validate::txn_name(&r.reason)
+            .map_err(|_| ApiError::InvalidArgument("reason must be at most 256 bytes".into()))?;
+        let request_id = validate::request_id(&r.request_id)?;
+        self.node.require_leader()?;
+        let reason = if r.reason.is_empty() { "no reason given".to_string() } else { r.reason };
+        match self.node.propose(Command::Abort { txn, request_id, operator: who.name, reason }).await? {
+            Outcome::Ended { state, released } => {
+                Ok(pb::AbortTransactionResponse { state: convert::state(state), released_locks: released })
+            }
+            Outcome::Rejected(r) => Err(r.into()),
+            o => Err(ApiError::Internal(format!("unexpected outcome {o:?}"))),
+        }
+    }
+
+    fn cluster_status(&self, req: Request<pb::ClusterStatusRequest>) -> ApiResult<pb::ClusterStatusResponse> {
+        self.admin(&req)?;
+        let m = self.node.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership();
+        let voters: Vec<u64> = membership.voter_ids().collect();
+        let members = membership
+            .nodes()
+            .map(|(&id, n)| pb::ClusterMember { node_id: id, addr: n.addr.clone(), voter: voters.contains(&id) })
+            .collect();
+        let (leader_id, leader_addr) = self.node.leader().unwrap_or((0, String::new()));
+        let st = self.node.state.read().expect("state lock");
+        Ok(pb::ClusterStatusResponse {
+            node_id: self.node.id,
+            leader_id,
+            leader_addr,
+            term: m.current_term,
+            commit_index: self.node.committed_index().max(m.last_applied.map_or(0, |l| l.index)),
+            applied_index: m.last_applied.map_or(0, |l| l.index),
+            last_log_index: m.last_log_index.unwrap_or(0),
+            role: format!("{:?}", m.state),
+            members,
+            last_fencing_token: st.table.last_token(),
+            active_transactions: st.table.active_txns().count() as u64,
+            last_event_sequence: st.table.events().last_seq(),
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl AdminService for AdminApi {
+    async fn list_locks(&self, req: Request<pb::ListLocksRequest>) -> Result<Response<pb::ListLocksResponse>, Status> {
+        Ok(Response::new(AdminApi::list_locks(self, req).await?))
+    }
+
+    async fn abort_transaction(
+        &self,
+        req: Request<pb::AbortTransactionRequest>,
+    ) -> Result<Response<pb::AbortTransactionResponse>, Status> {
+        Ok(Response::new(self.abort(req).await?))
+    }
+
+    async fn cluster_status(
+        &self,
+        req: Request<pb::ClusterStatusRequest>,
+    ) -> Result<Response<pb::ClusterStatusResponse>, Status> {
+        Ok(Response::new(AdminApi::cluster_status(self, req)?))
+    }
+}
