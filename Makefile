@@ -4,13 +4,13 @@
 
 CARGO        ?= cargo
 CLUSTER_DIR  ?= .cluster
-CLUSTER_PORTS = 7070 7071 7072
-PEERS         = 1=127.0.0.1:7070,2=127.0.0.1:7071,3=127.0.0.1:7072
+# Node N: gRPC on 7070+2(N-1), HTTP (metrics, health) on the port after it.
+PEERS         = 1=127.0.0.1:7070,2=127.0.0.1:7072,3=127.0.0.1:7074
 TARGET_DIR   := $(or $(CARGO_TARGET_DIR),target)
 DLS_RELEASE   = $(TARGET_DIR)/release/dls
 
 .DEFAULT_GOAL := help
-.PHONY: help run test build release cluster cluster-stop cluster-status example lint fmt clean
+.PHONY: help run test build release cluster cluster-stop example bench lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -27,19 +27,21 @@ build: ## Debug build of the workspace
 release: ## Optimized build of the `dls` binary
 	$(CARGO) build --release -p caerus-server --bin dls
 
-cluster: release ## Start a local three-node cluster in the background (ports 7070-7072)
+cluster: release ## Start a local three-node cluster in the background (gRPC 7070/7072/7074, HTTP 7071/7073/7075)
 	@mkdir -p $(CLUSTER_DIR)
 	@for id in 1 2 3; do \
 	  if [ -f $(CLUSTER_DIR)/node-$$id.pid ] && kill -0 $$(cat $(CLUSTER_DIR)/node-$$id.pid) 2>/dev/null; then \
 	    echo "node $$id already running (pid $$(cat $(CLUSTER_DIR)/node-$$id.pid))"; continue; fi; \
 	  $(DLS_RELEASE) serve --node-id $$id --peers $(PEERS) --data-dir $(CLUSTER_DIR)/data-$$id \
+	    --http-listen 127.0.0.1:$$((7069 + 2 * id)) \
 	    >> $(CLUSTER_DIR)/node-$$id.log 2>&1 & echo $$! > $(CLUSTER_DIR)/node-$$id.pid; \
 	  echo "started node $$id (pid $$!), log $(CLUSTER_DIR)/node-$$id.log"; \
 	done
 	@echo "waiting for a leader..."; for i in $$(seq 1 50); do \
 	  if grep -q "became leader" $(CLUSTER_DIR)/node-*.log 2>/dev/null; then break; fi; sleep 0.2; done
 	@grep -h "became leader" $(CLUSTER_DIR)/node-*.log | tail -1 || echo "no leader yet: see $(CLUSTER_DIR)/node-*.log"
-	@echo "cluster up: DLS_ENDPOINTS=127.0.0.1:7070,127.0.0.1:7071,127.0.0.1:7072   (stop with: make cluster-stop)"
+	@echo "cluster up: DLS_ENDPOINTS=127.0.0.1:7070,127.0.0.1:7072,127.0.0.1:7074   (stop with: make cluster-stop)"
+	@echo "metrics:    http://127.0.0.1:7071/metrics  http://127.0.0.1:7073/metrics  http://127.0.0.1:7075/metrics"
 
 cluster-stop: ## Stop the local cluster started by `make cluster` (data is kept in .cluster/)
 	@for f in $(CLUSTER_DIR)/node-*.pid; do [ -f "$$f" ] || continue; \
@@ -47,6 +49,9 @@ cluster-stop: ## Stop the local cluster started by `make cluster` (data is kept 
 
 example: ## Take a lock with the Rust quick-start example (needs a running server)
 	$(CARGO) run -p caerus-core --example quickstart
+
+bench: ## Benchmarks: enqueue cost (with deadlock search) with 10,000 waiting transactions
+	$(CARGO) bench -p caerus-server --bench enqueue
 
 lint: ## Clippy with warnings as errors, and rustfmt check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

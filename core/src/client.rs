@@ -12,8 +12,8 @@ use tracing::debug;
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::router::Router;
-use crate::transaction::{new_request_id, Transaction, TxShared};
-use crate::types::{ms_to_wire, TransactionOptions, TransactionStatus};
+use crate::transaction::{lost_error, new_request_id, Transaction, TxShared};
+use crate::types::{ms_to_wire, LostKind, LostReason, TransactionOptions, TransactionStatus};
 
 /// A connection to a Caerus DLS cluster. Cheap to clone; clones share connections and
 /// the knowledge of who the leader is.
@@ -38,6 +38,11 @@ impl DlsClient {
         let router = Router::new(&config)?;
         debug!(endpoints = ?router.endpoints(), "client ready");
         Ok(DlsClient { router: Arc::new(router) })
+    }
+
+    /// The routing and retry machinery every call goes through.
+    pub(crate) fn router(&self) -> &Arc<Router> {
+        &self.router
     }
 
     /// Starts a transaction and its heartbeat.
@@ -76,8 +81,9 @@ impl DlsClient {
     /// `Err` or panics (the panic then continues).
     ///
     /// If the lease is lost while `body` runs, `body` is dropped (cancelled at its next
-    /// `.await`) and the result is [`Error::TransactionLost`], so work guarded by the locks
-    /// stops as soon as the locks may belong to someone else.
+    /// `.await`) and the result is [`Error::TransactionLost`] ([`Error::DeadlockVictim`]
+    /// when the server aborted it to break a deadlock), so work guarded by the locks stops
+    /// as soon as the locks may belong to someone else.
     pub async fn with_transaction<T, E, F, Fut>(&self, opts: TransactionOptions, body: F) -> std::result::Result<T, E>
     where
         F: FnOnce(Transaction) -> Fut,
@@ -111,20 +117,21 @@ where
     let outcome = {
         let work = AssertUnwindSafe(body(tx.clone())).catch_unwind();
         tokio::select! {
+            // The body's own result wins a tie: when its acquire was the deadlock victim it
+            // returns that error in the same instant the lost signal fires.
+            biased;
             outcome = work => Some(outcome),
             _ = tx.lost() => None,
         }
     };
     match outcome {
         None => {
-            let reason = tx.lost_reason();
-            Err(E::from(Error::TransactionLost {
-                message: format!(
-                    "transaction {} was lost while its body ran: {}",
-                    tx.id(),
-                    reason.map(|r| r.to_string()).unwrap_or_default()
-                ),
-            }))
+            let reason = tx.lost_reason().unwrap_or(LostReason {
+                kind: LostKind::Aborted,
+                message: "the transaction ended elsewhere".to_string(),
+            });
+            let message = format!("transaction {} was lost while its body ran: {reason}", tx.id());
+            Err(E::from(lost_error(&reason, message)))
         }
         Some(Ok(Ok(value))) => match tx.commit().await {
             Ok(()) => Ok(value),
@@ -251,6 +258,32 @@ mod tests {
         assert!(err.message().contains("LEASE_UNCONFIRMED"), "{err}");
         assert!(dropped.load(Ordering::SeqCst), "body future must be dropped");
         assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn a_deadlock_victim_body_reports_deadlock_victim() {
+        let victim = Error::DeadlockVictim { message: "transaction 7 was aborted as a deadlock victim".into() };
+        // The body's acquire was chosen: it returns the error as the lost signal fires.
+        let tx = orphan(Duration::from_secs(60));
+        let result: std::result::Result<(), Error> = run_transaction(tx, |tx| {
+            let victim = victim.clone();
+            async move { Err(tx.shared().observe(victim).await) }
+        })
+        .await;
+        assert_eq!(result.unwrap_err().code(), "DEADLOCK_VICTIM");
+        // The body was busy elsewhere when the transaction was chosen.
+        let tx = orphan(Duration::from_secs(60));
+        let keep = tx.clone();
+        let body = run_transaction(tx, |_tx| async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok::<(), Error>(())
+        });
+        let (result, ()) = tokio::join!(body, async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let _ = keep.shared().observe(victim.clone()).await;
+        });
+        let err = result.unwrap_err();
+        assert_eq!(err.code(), "DEADLOCK_VICTIM", "{err}");
     }
 
     #[derive(Debug, PartialEq)]

@@ -70,6 +70,14 @@ pub enum Error {
         /// What happened, as reported by the server.
         message: String,
     },
+    /// An event watch asked for events older than the server still keeps (it keeps the
+    /// most recent ones only); the message names the oldest retained sequence. Resume from
+    /// there, accepting the gap, or watch only new events.
+    #[error("event cursor expired: {message}")]
+    CursorExpired {
+        /// What happened, as reported by the server.
+        message: String,
+    },
     /// No leader could be reached before the retry deadline (retries exhausted, cluster
     /// unreachable or without a leader). Safe to retry later.
     #[error("cluster unavailable: {message}")]
@@ -104,6 +112,7 @@ impl Error {
             Error::PermissionDenied { .. } => "PERMISSION_DENIED",
             Error::WaitCancelled { .. } => "WAIT_CANCELLED",
             Error::AlreadyWaiting { .. } => "ALREADY_WAITING",
+            Error::CursorExpired { .. } => "CURSOR_EXPIRED",
             Error::Unavailable { .. } => "UNAVAILABLE",
             Error::Config { .. } => "CONFIG",
             Error::Internal { .. } => "INTERNAL",
@@ -122,6 +131,7 @@ impl Error {
             | Error::PermissionDenied { message }
             | Error::WaitCancelled { message }
             | Error::AlreadyWaiting { message }
+            | Error::CursorExpired { message }
             | Error::Unavailable { message }
             | Error::Config { message }
             | Error::Internal { message } => message,
@@ -178,6 +188,7 @@ impl From<Status> for Error {
                 "NOT_LEADER" | "UNAVAILABLE" => Some(Error::Unavailable { message }),
                 "WAIT_CANCELLED" => Some(Error::WaitCancelled { message }),
                 "ALREADY_WAITING" => Some(Error::AlreadyWaiting { message }),
+                "CURSOR_EXPIRED" => Some(Error::CursorExpired { message }),
                 _ => None,
             };
             if let Some(err) = mapped {
@@ -192,6 +203,8 @@ impl From<Status> for Error {
             Code::Unauthenticated => Error::Unauthenticated { message },
             Code::PermissionDenied => Error::PermissionDenied { message },
             Code::Unavailable => Error::Unavailable { message },
+            // The only OUT_OF_RANGE of the API is an expired event cursor.
+            Code::OutOfRange => Error::CursorExpired { message },
             // DEADLINE_EXCEEDED and CANCELLED mean "lock timeout" / "wait withdrawn" only when
             // the server says so in metadata; bare, they come from transports and proxies.
             code => Error::Internal { message: format!("gRPC status {code:?}: {message}") },
@@ -230,6 +243,7 @@ mod tests {
             (Code::Cancelled, "WAIT_CANCELLED", "WAIT_CANCELLED"),
             (Code::Unavailable, "NOT_LEADER", "UNAVAILABLE"),
             (Code::Unavailable, "UNAVAILABLE", "UNAVAILABLE"),
+            (Code::OutOfRange, "CURSOR_EXPIRED", "CURSOR_EXPIRED"),
             // A code the kind would not normally travel with: the kind still wins.
             (Code::Internal, "LOCK_TIMEOUT", "LOCK_TIMEOUT"),
             (Code::Unknown, "lock_timeout", "LOCK_TIMEOUT"),
@@ -251,6 +265,7 @@ mod tests {
             (Code::Unauthenticated, "UNAUTHENTICATED"),
             (Code::PermissionDenied, "PERMISSION_DENIED"),
             (Code::Unavailable, "UNAVAILABLE"),
+            (Code::OutOfRange, "CURSOR_EXPIRED"),
             (Code::DeadlineExceeded, "INTERNAL"),
             (Code::Cancelled, "INTERNAL"),
             (Code::Unknown, "INTERNAL"),

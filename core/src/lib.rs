@@ -33,20 +33,29 @@
 //!
 //! The body of [`DlsClient::with_transaction`] is committed when it returns `Ok`, aborted
 //! when it returns `Err` or panics, and cancelled if the lease is lost meanwhile.
+//!
+//! Beyond locks: [`DlsClient::watch_events`] follows the cluster's event log (deadlocks
+//! resolved, expiries, operator aborts, revoked locks) across leader changes, and the
+//! operator calls [`DlsClient::list_locks`], [`DlsClient::abort_transaction`] and
+//! [`DlsClient::cluster_status`] need an admin key on a server with API keys.
 
 #![warn(missing_docs)]
 
+mod admin;
 mod client;
 mod config;
 mod error;
+mod events;
 mod heartbeat;
 mod router;
 mod transaction;
 mod types;
 
+pub use admin::{AbortOutcome, ClusterMember, ClusterStatus, KeyLocks, LockHolder, LockWaiter};
 pub use client::DlsClient;
 pub use config::{ClientConfig, API_KEY_ENV, DEFAULT_ENDPOINT, ENDPOINTS_ENV};
 pub use error::{Error, Result};
+pub use events::{CycleMember, Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
 pub use transaction::Transaction;
 pub use types::{
     AcquireOptions, Lock, LockMode, LostKind, LostReason, PendingLock, QueuePosition, TransactionOptions,
@@ -67,6 +76,9 @@ mod send_sync {
         assert_send_sync::<Transaction>();
         assert_send_sync::<Error>();
         assert_send_sync::<ClientConfig>();
+        assert_send_sync::<Event>();
+        fn assert_send_only<T: Send + 'static>() {}
+        assert_send_only::<EventStream>();
         fn futures(client: DlsClient, tx: Transaction) {
             assert_send(&DlsClient::connect(ClientConfig::from_env()));
             assert_send(&client.begin_transaction(TransactionOptions::default()));
@@ -85,6 +97,11 @@ mod send_sync {
             assert_send(&tx.commit());
             assert_send(&tx.abort());
             assert_send(&tx.lost());
+            assert_send(&client.watch_events(WatchOptions::default()));
+            assert_send(&client.list_locks(""));
+            assert_send(&client.abort_transaction(1, "r"));
+            assert_send(&client.cluster_status());
+            assert_send(&client.cluster_status_of("a:1"));
         }
         let _ = futures;
     }

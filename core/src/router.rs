@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use caerus_proto::metadata;
+use caerus_proto::v1::admin_service_client::AdminServiceClient;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use rand::Rng;
 use tokio::time::Instant;
@@ -81,6 +82,19 @@ pub(crate) fn backoff(attempt: u32, cap: Duration) -> Duration {
 pub(crate) fn deadline_after(budget: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(budget).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
+}
+
+/// Which nodes may answer a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Only the raft leader serves it: try the known leader, follow redirects, and take
+    /// the node that answered for the leader.
+    Leader,
+    /// Every node serves it (e.g. ClusterStatus): try the known leader, else the seeds in
+    /// turn. A follower's answer says nothing about who leads, so nothing is learned.
+    AnyNode,
+    /// Exactly this node (a normalized URI), never another; nothing is learned either.
+    Node(String),
 }
 
 /// Time budget of one routed call.
@@ -221,10 +235,17 @@ impl Router {
         request
     }
 
+    /// The retry state of one logical call to the leader.
     pub(crate) fn attempts(&self, op: &'static str, options: CallOptions) -> Attempts<'_> {
+        self.attempts_via(op, Route::Leader, options)
+    }
+
+    /// The retry state of one logical call sent along `route`.
+    pub(crate) fn attempts_via(&self, op: &'static str, route: Route, options: CallOptions) -> Attempts<'_> {
         Attempts {
             router: self,
             op,
+            route,
             options,
             started: Instant::now(),
             retries: 0,
@@ -235,36 +256,72 @@ impl Router {
         }
     }
 
-    /// Runs a unary call with leader routing and retries. `message` is re-sent unchanged
-    /// on every attempt, so a request id inside it is reused as the contract requires.
+    /// Runs a unary `LockService` call on the leader, with redirects and retries.
+    /// `message` is re-sent unchanged on every attempt, so a request id inside it is
+    /// reused as the contract requires.
     pub(crate) async fn unary<Req, Resp, F, Fut>(
         &self,
         op: &'static str,
         message: Req,
         options: CallOptions,
-        mut call: F,
+        call: F,
     ) -> Result<Routed<Resp>>
     where
         Req: Clone,
         F: FnMut(LockServiceClient<Channel>, Request<Req>) -> Fut,
         Fut: Future<Output = std::result::Result<Response<Resp>, Status>>,
     {
-        let mut attempts = self.attempts(op, options);
+        self.routed(op, Route::Leader, message, options, LockServiceClient::new, call).await
+    }
+
+    /// Runs a unary `AdminService` call along `route`, with the same retries.
+    pub(crate) async fn admin_unary<Req, Resp, F, Fut>(
+        &self,
+        op: &'static str,
+        route: Route,
+        message: Req,
+        options: CallOptions,
+        call: F,
+    ) -> Result<Routed<Resp>>
+    where
+        Req: Clone,
+        F: FnMut(AdminServiceClient<Channel>, Request<Req>) -> Fut,
+        Fut: Future<Output = std::result::Result<Response<Resp>, Status>>,
+    {
+        self.routed(op, route, message, options, AdminServiceClient::new, call).await
+    }
+
+    /// The one retry loop of unary calls, for any service client built by `connect`.
+    async fn routed<C, Req, Resp, F, Fut>(
+        &self,
+        op: &'static str,
+        route: Route,
+        message: Req,
+        options: CallOptions,
+        connect: fn(Channel) -> C,
+        mut call: F,
+    ) -> Result<Routed<Resp>>
+    where
+        Req: Clone,
+        F: FnMut(C, Request<Req>) -> Fut,
+        Fut: Future<Output = std::result::Result<Response<Resp>, Status>>,
+    {
+        let mut attempts = self.attempts_via(op, route, options);
         loop {
-            let (uri, client) = attempts.next()?;
+            let (uri, channel) = attempts.next()?;
             let timeout = attempts.attempt_timeout();
             let mut request = self.request(message.clone());
             request.set_timeout(timeout);
             let sent_at = Instant::now();
             // The channel also enforces the gRPC timeout, but not while it is still
             // connecting; this bound holds in every case.
-            let outcome = match tokio::time::timeout(timeout, call(client, request)).await {
+            let outcome = match tokio::time::timeout(timeout, call(connect(channel), request)).await {
                 Ok(outcome) => outcome,
                 Err(_) => Err(attempt_timed_out(&uri, timeout)),
             };
             match outcome {
                 Ok(response) => {
-                    self.confirm_leader(&uri);
+                    attempts.succeeded(&uri);
                     return Ok(Routed { value: response.into_inner(), sent_at });
                 }
                 Err(status) => attempts.failed(status).await?,
@@ -297,6 +354,7 @@ pub(crate) fn attempt_timed_out(uri: &str, timeout: Duration) -> Status {
 pub(crate) struct Attempts<'a> {
     router: &'a Router,
     op: &'static str,
+    route: Route,
     options: CallOptions,
     started: Instant,
     retries: u32,
@@ -307,18 +365,28 @@ pub(crate) struct Attempts<'a> {
 }
 
 impl Attempts<'_> {
-    /// The node and client for the next attempt, or `Unavailable` once the deadline passed.
-    pub(crate) fn next(&mut self) -> Result<(String, LockServiceClient<Channel>)> {
+    /// The node and channel for the next attempt, or `Unavailable` once the deadline passed.
+    pub(crate) fn next(&mut self) -> Result<(String, Channel)> {
         if Instant::now() >= self.options.deadline && self.current.is_some() {
             return Err(self.give_up());
         }
-        let uri = self.router.pick();
+        let uri = match &self.route {
+            Route::Node(uri) => uri.clone(),
+            Route::Leader | Route::AnyNode => self.router.pick(),
+        };
         let channel = self.router.channel(&uri)?;
         if !self.tried.contains(&uri) {
             self.tried.push(uri.clone());
         }
         self.current = Some(uri.clone());
-        Ok((uri, LockServiceClient::new(channel)))
+        Ok((uri, channel))
+    }
+
+    /// `uri` answered the call: for leader-only calls, that node is the leader.
+    pub(crate) fn succeeded(&self, uri: &str) {
+        if self.route == Route::Leader {
+            self.router.confirm_leader(uri);
+        }
     }
 
     /// Bound of the current attempt: the per-attempt timeout, but not past the deadline.
@@ -334,11 +402,26 @@ impl Attempts<'_> {
         self.redirects_in_row = 0;
     }
 
+    /// Takes over a stream that an earlier call opened on `uri` and that just broke: the
+    /// break is then accounted to that node, as if this call had opened the stream.
+    pub(crate) fn adopt(&mut self, uri: &str) {
+        if !self.tried.iter().any(|t| t == uri) {
+            self.tried.push(uri.to_string());
+        }
+        self.current = Some(uri.to_string());
+    }
+
     /// Handles a failed attempt: `Ok(())` once it is time to try again, `Err` with the
     /// final error when the status is the server's answer or the deadline is spent.
     pub(crate) async fn failed(&mut self, status: Status) -> Result<()> {
         let current = self.current.clone().unwrap_or_default();
-        match classify(&status) {
+        let verdict = match classify(&status) {
+            // Only leader-only calls are redirected; anywhere else a hint is just a node
+            // that could not answer.
+            Verdict::Redirect(_) if self.route != Route::Leader => Verdict::Retry,
+            verdict => verdict,
+        };
+        match verdict {
             Verdict::Final => Err(Error::from(status)),
             Verdict::Redirect(addr) => {
                 let target = match normalize_endpoint(&addr) {
@@ -395,9 +478,13 @@ impl Attempts<'_> {
     /// The `Unavailable` error naming what was tried.
     pub(crate) fn give_up(&self) -> Error {
         let tried = if self.tried.is_empty() { self.router.endpoints().join(", ") } else { self.tried.join(", ") };
+        let from = match self.route {
+            Route::Leader => "a leader",
+            Route::AnyNode | Route::Node(_) => "any node",
+        };
         Error::Unavailable {
             message: format!(
-                "{} got no answer from a leader within {} ms (tried {}); last error: {}",
+                "{} got no answer from {from} within {} ms (tried {}); last error: {}",
                 self.op,
                 // Rounded up: the budget was set a moment before `started`.
                 self.options.deadline.saturating_duration_since(self.started).as_micros().div_ceil(1000),
@@ -553,6 +640,39 @@ mod tests {
         assert_eq!(err.code(), "UNAVAILABLE");
         assert!(err.message().contains("http://a:1"), "{err}");
         assert!(err.message().contains("Unavailable"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pinned_call_stays_on_its_node_and_learns_nothing() {
+        let config = ClientConfig::new(["a:1"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        let mut attempts = router.attempts_via("Test", Route::Node("http://z:9".into()), router.default_options());
+        let (uri, _) = attempts.next().unwrap();
+        assert_eq!(uri, "http://z:9");
+        // A hint is not followed: the caller asked this very node.
+        attempts.failed(status(Code::Unavailable, Some("NOT_LEADER"), Some("b:2"))).await.unwrap();
+        assert_eq!(attempts.next().unwrap().0, "http://z:9");
+        attempts.succeeded("http://z:9");
+        assert_eq!(*lock(&router.leader), None);
+
+        let any = router.attempts_via("Test", Route::AnyNode, router.default_options());
+        any.succeeded("http://a:1");
+        assert_eq!(*lock(&router.leader), None, "a follower's answer names no leader");
+        router.attempts("Test", router.default_options()).succeeded("http://a:1");
+        assert_eq!(lock(&router.leader).as_deref(), Some("http://a:1"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_adopted_broken_stream_is_accounted_to_its_node() {
+        let config = ClientConfig::new(["a:1", "b:2"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        router.confirm_leader("http://b:2");
+        let mut attempts = router.attempts("Test", router.default_options());
+        attempts.adopt("http://b:2");
+        attempts.failed(status(Code::Unavailable, None, None)).await.unwrap();
+        // The node whose stream broke is no longer taken for the leader.
+        assert_eq!(*lock(&router.leader), None);
+        assert!(attempts.give_up().message().contains("http://b:2"));
     }
 
     #[tokio::test(start_paused = true)]

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use caerus_proto::v1 as pb;
 use caerus_proto::v1::acquire_lock_response::Event;
+use caerus_proto::v1::lock_service_client::LockServiceClient;
 use tokio::sync::{watch, Notify};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -177,22 +178,34 @@ impl TxShared {
         }
     }
 
-    /// Turns an error that means "this transaction is gone" into the lost signal.
-    pub(crate) async fn observe(&self, error: &Error) {
-        if !self.is_active() || self.is_ending() {
-            return;
+    /// Turns an error that means "this transaction is gone" into the lost signal, and
+    /// returns the error to report. A loss the server attributes to a deadlock is reported
+    /// as [`Error::DeadlockVictim`] whichever call heard of it first (the acquire that was
+    /// chosen, or a later call answered "not active").
+    pub(crate) async fn observe(&self, error: Error) -> Error {
+        if self.is_active() && !self.is_ending() {
+            let reason = match &error {
+                Error::DeadlockVictim { message } => {
+                    Some(LostReason { kind: LostKind::DeadlockVictim, message: message.clone() })
+                }
+                Error::TransactionLost { message } => {
+                    Some(LostReason { kind: self.lost_kind(message).await, message: message.clone() })
+                }
+                Error::TransactionNotFound { message } => {
+                    Some(LostReason { kind: LostKind::NotFound, message: message.clone() })
+                }
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                self.mark_lost(reason);
+            }
         }
-        let reason = match error {
-            Error::DeadlockVictim { message } => {
-                LostReason { kind: LostKind::DeadlockVictim, message: message.clone() }
+        match (error, self.phase()) {
+            (Error::TransactionLost { message }, Phase::Lost(reason)) if reason.kind == LostKind::DeadlockVictim => {
+                Error::DeadlockVictim { message }
             }
-            Error::TransactionLost { message } => {
-                LostReason { kind: self.lost_kind(message).await, message: message.clone() }
-            }
-            Error::TransactionNotFound { message } => LostReason { kind: LostKind::NotFound, message: message.clone() },
-            _ => return,
-        };
-        self.mark_lost(reason);
+            (error, _) => error,
+        }
     }
 
     async fn end(&self, commit: bool) -> Result<pb::EndTransactionResponse> {
@@ -208,6 +221,15 @@ impl TxShared {
             })
             .await?;
         Ok(routed.value)
+    }
+}
+
+/// The error a call reports for a lost transaction: [`Error::DeadlockVictim`] when a
+/// deadlock cost it its locks, else [`Error::TransactionLost`].
+pub(crate) fn lost_error(reason: &LostReason, message: String) -> Error {
+    match reason.kind {
+        LostKind::DeadlockVictim => Error::DeadlockVictim { message },
+        _ => Error::TransactionLost { message },
     }
 }
 
@@ -304,7 +326,7 @@ impl Transaction {
         Transaction { handle: Arc::new(TxHandle { shared, heartbeat: task.abort_handle() }) }
     }
 
-    fn shared(&self) -> &TxShared {
+    pub(crate) fn shared(&self) -> &TxShared {
         &self.handle.shared
     }
 
@@ -324,9 +346,7 @@ impl Transaction {
         shared.check_lease();
         match shared.phase() {
             Phase::Active => Ok(()),
-            Phase::Lost(reason) => {
-                Err(Error::TransactionLost { message: format!("transaction {} was lost: {reason}", shared.id) })
-            }
+            Phase::Lost(reason) => Err(lost_error(&reason, format!("transaction {} was lost: {reason}", shared.id))),
             Phase::Committed => {
                 Err(Error::TransactionLost { message: format!("transaction {} was already committed", shared.id) })
             }
@@ -377,7 +397,7 @@ impl Transaction {
         let attach = async {
             'attach: loop {
                 let (uri, mut client) = match attempts.next() {
-                    Ok(next) => next,
+                    Ok((uri, channel)) => (uri, LockServiceClient::new(channel)),
                     Err(e) => break 'attach Err(e),
                 };
                 // No gRPC timeout on the request: the stream legitimately lives as long as the
@@ -396,7 +416,7 @@ impl Transaction {
                         Err(e) => break 'attach Err(e),
                     },
                 };
-                router.confirm_leader(&uri);
+                attempts.succeeded(&uri);
                 loop {
                     let next = match tokio::time::timeout_at(deadline, stream.message()).await {
                         Ok(next) => next,
@@ -453,20 +473,15 @@ impl Transaction {
         // rather than when the server (or a broken stream) says so.
         let result = tokio::select! {
             result = attach => result,
-            reason = self.lost() => Err(Error::TransactionLost {
-                message: format!(
-                    "transaction {} was lost while waiting for {namespace}/{key}: {reason}",
-                    shared.id
-                ),
-            }),
+            reason = self.lost() => Err(lost_error(
+                &reason,
+                format!("transaction {} was lost while waiting for {namespace}/{key}: {reason}", shared.id),
+            )),
         };
         match result {
             // The lease may have lapsed while the grant was on its way.
             Ok(lock) => self.ensure_active().map(|()| lock),
-            Err(e) => {
-                shared.observe(&e).await;
-                Err(e)
-            }
+            Err(e) => Err(shared.observe(e).await),
         }
     }
 
@@ -489,10 +504,7 @@ impl Transaction {
             .await;
         match result {
             Ok(routed) => Ok(routed.value.released),
-            Err(e) => {
-                shared.observe(&e).await;
-                Err(e)
-            }
+            Err(e) => Err(shared.observe(e).await),
         }
     }
 
@@ -511,17 +523,15 @@ impl Transaction {
                 }
                 Ok(status)
             }
-            Err(e) => {
-                shared.observe(&e).await;
-                Err(e)
-            }
+            Err(e) => Err(shared.observe(e).await),
         }
     }
 
     /// Commits: ends the transaction and releases its locks.
     ///
     /// Fails with [`Error::TransactionLost`] if the transaction was lost (or aborted)
-    /// before the commit took effect. Committing twice is fine.
+    /// before the commit took effect ([`Error::DeadlockVictim`] if a deadlock cost it its
+    /// locks). Committing twice is fine.
     pub async fn commit(&self) -> Result<()> {
         let shared = self.shared();
         match shared.phase() {
@@ -559,10 +569,9 @@ impl Transaction {
                     _ => return Err(e),
                 };
                 drop(guard);
-                shared.mark_lost(LostReason { kind, message: message.clone() });
-                Err(Error::TransactionLost {
-                    message: format!("commit of transaction {} failed: {message}", shared.id),
-                })
+                let reason = LostReason { kind, message: message.clone() };
+                shared.mark_lost(reason.clone());
+                Err(lost_error(&reason, format!("commit of transaction {} failed: {message}", shared.id)))
             }
         }
     }
@@ -667,6 +676,31 @@ pub(crate) mod tests {
         assert_eq!(tx.release("ns", "k").await.unwrap_err().code(), "TRANSACTION_LOST");
         assert_eq!(tx.commit().await.unwrap_err().code(), "TRANSACTION_LOST");
         tx.abort().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_deadlock_loss_is_reported_as_deadlock_victim_by_every_later_call() {
+        let tx = orphan(Duration::from_secs(60));
+        // What the server answers a victim's later calls.
+        let heard = Error::TransactionLost {
+            message: "transaction 7 is ABORTED (deadlock victim (policy oldest): cycle 7 waits for ns/a)".into(),
+        };
+        let err = tx.shared().observe(heard).await;
+        assert_eq!(err.code(), "DEADLOCK_VICTIM", "{err}");
+        assert_eq!(tx.lost_reason().map(|r| r.kind), Some(LostKind::DeadlockVictim));
+        let err = tx.acquire_lock("ns", "k", LockMode::Exclusive, AcquireOptions::default()).await.unwrap_err();
+        assert_eq!(err.code(), "DEADLOCK_VICTIM", "{err}");
+        assert_eq!(tx.commit().await.unwrap_err().code(), "DEADLOCK_VICTIM");
+        // Other losses keep their generic error.
+        let other = orphan(Duration::from_secs(60));
+        let err = other
+            .shared()
+            .observe(Error::TransactionLost {
+                message: r#"transaction 7 is ABORTED (aborted by operator "ops": x)"#.into(),
+            })
+            .await;
+        assert_eq!(err.code(), "TRANSACTION_LOST");
+        assert_eq!(other.lost_reason().map(|r| r.kind), Some(LostKind::Aborted));
     }
 
     #[tokio::test]

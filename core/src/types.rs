@@ -271,19 +271,27 @@ impl LostKind {
         }
     }
 
-    /// Guesses the kind from a server message such as "transaction 7 expired (lease
-    /// lapsed)"; `None` when the message does not say.
+    /// Guesses the kind from a server message such as "transaction 7 is EXPIRED (lease
+    /// expired)"; `None` when the message does not say.
+    ///
+    /// The server's own phrase comes before any text an operator gave as an abort reason
+    /// (`... ABORTED (aborted by operator "ops": stuck lease)`), so the earliest phrase
+    /// found decides.
     pub(crate) fn from_message(message: &str) -> Option<LostKind> {
+        const PHRASES: [(&str, LostKind); 5] = [
+            ("deadlock victim", LostKind::DeadlockVictim),
+            ("aborted by", LostKind::Aborted),
+            ("expired", LostKind::Expired),
+            ("lease", LostKind::Expired),
+            ("deadlock", LostKind::DeadlockVictim),
+        ];
         let m = message.to_ascii_lowercase();
-        if m.contains("deadlock") {
-            Some(LostKind::DeadlockVictim)
-        } else if m.contains("expire") || m.contains("lease") {
-            Some(LostKind::Expired)
-        } else if m.contains("abort") {
-            Some(LostKind::Aborted)
-        } else {
-            None
-        }
+        PHRASES
+            .iter()
+            .filter_map(|(phrase, kind)| m.find(phrase).map(|at| (at, *kind)))
+            .min_by_key(|(at, _)| *at)
+            .map(|(_, kind)| kind)
+            .or_else(|| m.contains("abort").then_some(LostKind::Aborted))
     }
 
     /// The kind a finished server state stands for; `None` while active.
@@ -291,7 +299,9 @@ impl LostKind {
         match state {
             TransactionState::Active => None,
             TransactionState::Expired => Some(LostKind::Expired),
-            TransactionState::Aborted if end_reason.to_ascii_lowercase().contains("deadlock") => {
+            // The server's reason starts with the phrase; an operator's reason comes after
+            // "aborted by operator" and cannot pass for it.
+            TransactionState::Aborted if end_reason.trim_start().to_ascii_lowercase().starts_with("deadlock") => {
                 Some(LostKind::DeadlockVictim)
             }
             // A commit by another handle of the same transaction never reaches here (the
@@ -466,6 +476,34 @@ mod tests {
         assert_eq!(LostKind::from_message("aborted as a deadlock victim"), Some(LostKind::DeadlockVictim));
         assert_eq!(LostKind::from_message("transaction 4 is ABORTED"), Some(LostKind::Aborted));
         assert_eq!(LostKind::from_message("not active"), None);
+        // What the server says to a victim's later calls, and to an acquire it ended.
+        assert_eq!(
+            LostKind::from_message(
+                "transaction 5 is ABORTED (deadlock victim (policy oldest): cycle 5 waits for ns/a, 6 waits for ns/b)"
+            ),
+            Some(LostKind::DeadlockVictim)
+        );
+        assert_eq!(
+            LostKind::from_message("transaction 5 was aborted as a deadlock victim (policy youngest): cycle ..."),
+            Some(LostKind::DeadlockVictim)
+        );
+        // An operator's reason cannot pass for the server's phrase.
+        assert_eq!(
+            LostKind::from_message(r#"transaction 5 is ABORTED (aborted by operator "ops": deadlock victim lease)"#),
+            Some(LostKind::Aborted)
+        );
+        assert_eq!(
+            LostKind::from_message("transaction 5 ended while waiting: EXPIRED (lease expired)"),
+            Some(LostKind::Expired)
+        );
+        assert_eq!(
+            LostKind::from_message("transaction 5's lease lapsed; its expiry is being committed"),
+            Some(LostKind::Expired)
+        );
+        assert_eq!(
+            LostKind::from_final_state(TransactionState::Aborted, r#"aborted by operator "x": deadlock"#),
+            Some(LostKind::Aborted)
+        );
         assert_eq!(
             LostKind::from_final_state(TransactionState::Aborted, "deadlock victim"),
             Some(LostKind::DeadlockVictim)

@@ -23,6 +23,12 @@ pub mod metadata {
     pub const LEADER_ID: &str = "x-dls-leader-id";
     /// Machine-readable error kind (see `ErrorKind` in the proto docs), beside the gRPC status.
     pub const ERROR_KIND: &str = "x-dls-error";
+    /// On a WatchEvents stream's response headers: the sequence the stream starts from
+    /// (resolves `from_sequence = 0` and `only_new`), so a client can resume exactly.
+    pub const FIRST_SEQUENCE: &str = "x-dls-first-sequence";
+    /// On a WatchEvents stream's response headers: the last event sequence committed when
+    /// the stream attached (the end of the backlog; 0 = no events yet).
+    pub const LAST_SEQUENCE: &str = "x-dls-last-sequence";
     /// Standard bearer-token header carrying the API key.
     pub const AUTHORIZATION: &str = "authorization";
 }

@@ -44,6 +44,14 @@ pub struct ServeArgs {
     /// environment); the longest matching prefix of the namespace that closed the cycle wins.
     #[arg(long = "namespace-victim-policy", env = "DLS_NAMESPACE_VICTIM_POLICY", value_delimiter = ',', value_parser = parse_namespace_policy)]
     pub namespace_victim_policies: Vec<(String, VictimPolicy)>,
+    /// Address of the operator HTTP port: /metrics (Prometheus), /healthz, /readyz.
+    /// Give each node on one host its own.
+    #[arg(long, env = "DLS_HTTP_LISTEN", default_value = "127.0.0.1:7071")]
+    pub http_listen: SocketAddr,
+    /// Webhooks file (TOML, see docs/webhooks.md): the leader POSTs matching events to
+    /// each endpoint, signed, at least once. Give every node the same file.
+    #[arg(long, env = "DLS_WEBHOOKS_FILE")]
+    pub webhooks_file: Option<PathBuf>,
 }
 
 fn parse_namespace_policy(raw: &str) -> Result<(String, VictimPolicy), String> {

@@ -9,6 +9,7 @@
 pub mod api;
 pub mod cli;
 pub mod config;
+pub mod http;
 pub mod lease;
 pub mod locks;
 pub mod metrics;
@@ -16,3 +17,4 @@ pub mod node;
 pub mod raft;
 pub mod serve;
 pub mod signals;
+pub mod webhooks;

@@ -4,7 +4,8 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 use caerus_server::api::auth::add_key;
-use caerus_server::cli::{Cli, CliCommand, KeysCommand};
+use caerus_server::cli::connect::CliError;
+use caerus_server::cli::{events, locks, status, txn, Cli, CliCommand, KeysCommand};
 
 #[tokio::main]
 async fn main() {
@@ -12,19 +13,32 @@ async fn main() {
     let filter = EnvFilter::try_new(format!("warn,caerus_server={0},dls={0}", cli.log))
         .or_else(|_| EnvFilter::try_new(&cli.log))
         .unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+    // Logs go to stderr: stdout carries the commands' output (tables, JSON, keys).
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_writer(std::io::stderr).init();
 
     let result = match cli.command {
-        CliCommand::Serve(args) => caerus_server::serve::run(args).await,
+        CliCommand::Serve(args) => caerus_server::serve::run(args).await.map_err(failure),
         CliCommand::Keys(KeysCommand::Add { file, name, namespaces, admin }) => {
-            add_key(&file, &name, namespaces, admin).map(|key| {
-                eprintln!("added key {name:?} to {} (only its SHA-256 hash is stored)", file.display());
-                println!("{key}");
-            })
+            add_key(&file, &name, namespaces, admin)
+                .map(|key| {
+                    eprintln!("added key {name:?} to {} (only its SHA-256 hash is stored)", file.display());
+                    println!("{key}");
+                })
+                .map_err(failure)
         }
+        CliCommand::Locks(args) => locks::run(args).await,
+        CliCommand::Txn(command) => txn::run(command).await,
+        CliCommand::Events(args) => events::run(args).await,
+        CliCommand::Status(args) => status::run(args).await,
     };
     if let Err(e) = result {
-        eprintln!("dls: {e:#}");
-        std::process::exit(1);
+        if !e.message.is_empty() {
+            eprintln!("dls: {}", e.message);
+        }
+        std::process::exit(e.exit_code);
     }
+}
+
+fn failure(e: anyhow::Error) -> CliError {
+    CliError::failure(format!("{e:#}"))
 }

@@ -1,12 +1,396 @@
 //! Prometheus metrics of a node (rendered by the HTTP port's `/metrics`).
+//!
+//! Counters follow the applied log on every node, so any node can be scraped; a restart
+//! replays the log since the last snapshot, which Prometheus sees as a counter reset plus
+//! some re-counted entries (rates stay right). Gauges are read from the node at scrape
+//! time. The text format is written by hand: a handful of atomics needs no crate.
 
-use crate::locks::Effect;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use openraft::ServerState;
+
+use crate::locks::{Effect, EndCause, TxnId};
+use crate::node::Node;
+
+/// Upper bounds (seconds) of the wait histogram: lock waits range from a few
+/// milliseconds (a short critical section) to minutes (a batch job holding a key).
+pub const WAIT_BUCKETS: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0];
+
+/// Waits tracked for the histogram at once. A snapshot install can swallow the end of a
+/// wait, so the map must not be allowed to grow without bound; past this, new waits go
+/// unmeasured (they are still counted in `dls_waits_total`).
+const MAX_TRACKED_WAITS: usize = 100_000;
+
+const END_CAUSES: [EndCause; 5] =
+    [EndCause::Committed, EndCause::ClientAbort, EndCause::Expired, EndCause::DeadlockVictim, EndCause::OperatorAbort];
+
+fn cause_label(cause: EndCause) -> &'static str {
+    match cause {
+        EndCause::Committed => "committed",
+        EndCause::ClientAbort => "client_abort",
+        EndCause::Expired => "expired",
+        EndCause::DeadlockVictim => "deadlock_victim",
+        EndCause::OperatorAbort => "operator_abort",
+    }
+}
+
+fn cause_index(cause: EndCause) -> usize {
+    END_CAUSES.iter().position(|c| *c == cause).expect("every cause is listed")
+}
+
+/// A histogram with fixed buckets; counts are per bucket (made cumulative on render).
+pub struct Histogram {
+    bounds: &'static [f64],
+    /// One per bound, plus the +Inf bucket.
+    counts: Vec<AtomicU64>,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    pub fn new(bounds: &'static [f64]) -> Self {
+        Histogram { bounds, counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(), sum_micros: 0.into() }
+    }
+
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        let i = self.bounds.iter().position(|b| secs <= *b).unwrap_or(self.bounds.len());
+        self.counts[i].fetch_add(1, Relaxed);
+        self.sum_micros.fetch_add(d.as_micros().min(u64::MAX as u128) as u64, Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        header(out, name, help, "histogram");
+        let mut cumulative = 0;
+        for (i, count) in self.counts.iter().enumerate() {
+            cumulative += count.load(Relaxed);
+            let le = self.bounds.get(i).map_or_else(|| "+Inf".to_string(), |b| b.to_string());
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_sum {}", self.sum_micros.load(Relaxed) as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count {cumulative}");
+    }
+}
+
+/// Per-webhook delivery counters (kept on the node that delivers: the leader).
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WebhookStats {
+    pub delivered: u64,
+    pub failed: u64,
+    pub skipped: u64,
+    pub cursor_expired: u64,
+    /// Events lost because the log dropped them before they were delivered.
+    pub lost: u64,
+    pub last_sequence: u64,
+}
+
+/// A per-webhook metric family: name, help, type and the field it shows.
+type WebhookFamily = (&'static str, &'static str, &'static str, fn(&WebhookStats) -> u64);
 
 /// Counters and gauges fed by applied effects and raft metrics.
-#[derive(Default)]
-pub struct Metrics {}
+pub struct Metrics {
+    grants: AtomicU64,
+    waits: AtomicU64,
+    deadlocks: AtomicU64,
+    begun: AtomicU64,
+    finished: [AtomicU64; END_CAUSES.len()],
+    wait_seconds: Histogram,
+    waiting_since: Mutex<HashMap<(TxnId, String), Instant>>,
+    webhooks: Mutex<BTreeMap<String, WebhookStats>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            grants: 0.into(),
+            waits: 0.into(),
+            deadlocks: 0.into(),
+            begun: 0.into(),
+            finished: Default::default(),
+            wait_seconds: Histogram::new(&WAIT_BUCKETS),
+            waiting_since: Mutex::default(),
+            webhooks: Mutex::default(),
+        }
+    }
+}
+
+/// Values read from the node when `/metrics` is scraped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gauges {
+    pub active_transactions: u64,
+    pub held_locks: u64,
+    pub waiting_requests: u64,
+    pub last_fencing_token: u64,
+    pub last_event_sequence: u64,
+    pub raft_term: u64,
+    pub is_leader: bool,
+    /// 0 when no leader is known.
+    pub leader_id: u64,
+    pub commit_index: u64,
+    pub applied_index: u64,
+}
+
+impl Gauges {
+    /// Reads the node; the state lock is held only to count, never across an await.
+    pub fn collect(node: &Node) -> Gauges {
+        let m = node.raft.metrics().borrow().clone();
+        let applied_index = m.last_applied.map_or(0, |l| l.index);
+        let mut g = Gauges {
+            raft_term: m.current_term,
+            is_leader: m.state == ServerState::Leader,
+            leader_id: m.current_leader.unwrap_or(0),
+            // The stored commit index can trail what this node applied from a snapshot.
+            commit_index: node.committed_index().max(applied_index),
+            applied_index,
+            ..Gauges::default()
+        };
+        let st = node.state.read().expect("state lock");
+        let table = &st.table;
+        g.active_transactions = table.active_txns().count() as u64;
+        for (_, k) in table.keys() {
+            g.held_locks += k.holders.len() as u64;
+            g.waiting_requests += k.queue.len() as u64;
+        }
+        g.last_fencing_token = table.last_token();
+        g.last_event_sequence = table.events().last_seq();
+        g
+    }
+
+    pub fn apply_lag(&self) -> u64 {
+        self.commit_index.saturating_sub(self.applied_index)
+    }
+}
 
 impl Metrics {
     /// Follows the applied log (called on every node for every applied batch).
-    pub fn observe(&self, _effects: &[Effect]) {}
+    pub fn observe(&self, effects: &[Effect]) {
+        for e in effects {
+            match e {
+                Effect::Granted { .. } => self.bump(&self.grants),
+                Effect::TxnBegun { .. } => self.bump(&self.begun),
+                Effect::DeadlockResolved => self.bump(&self.deadlocks),
+                Effect::TxnFinished { cause, .. } => self.bump(&self.finished[cause_index(*cause)]),
+                Effect::WaitStarted { txn, request_id, .. } => {
+                    self.bump(&self.waits);
+                    self.wait_started(*txn, request_id);
+                }
+                Effect::WaitEnded { txn, request_id, granted } => self.wait_ended(*txn, request_id, *granted),
+                Effect::TxnChanged { .. } | Effect::EventsAppended => {}
+            }
+        }
+    }
+
+    fn bump(&self, counter: &AtomicU64) {
+        counter.fetch_add(1, Relaxed);
+    }
+
+    fn wait_started(&self, txn: TxnId, request_id: &str) {
+        let mut waits = self.waiting_since.lock().expect("metrics lock");
+        if waits.len() < MAX_TRACKED_WAITS {
+            waits.insert((txn, request_id.to_string()), Instant::now());
+        }
+    }
+
+    fn wait_ended(&self, txn: TxnId, request_id: &str, granted: bool) {
+        let started = self.waiting_since.lock().expect("metrics lock").remove(&(txn, request_id.to_string()));
+        // Only waits that ended in a grant tell how long a lock takes to get.
+        if let (Some(started), true) = (started, granted) {
+            self.wait_seconds.observe(started.elapsed());
+        }
+    }
+
+    /// Updates the delivery counters of webhook `name`.
+    pub fn webhook(&self, name: &str, update: impl FnOnce(&mut WebhookStats)) {
+        let mut hooks = self.webhooks.lock().expect("metrics lock");
+        update(hooks.entry(name.to_string()).or_default());
+    }
+
+    pub fn webhook_stats(&self, name: &str) -> WebhookStats {
+        self.webhooks.lock().expect("metrics lock").get(name).copied().unwrap_or_default()
+    }
+
+    /// The Prometheus text exposition (format 0.0.4).
+    pub fn render(&self, g: &Gauges) -> String {
+        let mut out = String::with_capacity(4096);
+        self.render_counters(&mut out);
+        self.wait_seconds.render(
+            &mut out,
+            "dls_wait_seconds",
+            "Time from queueing to the grant, for requests that had to wait (measured on this node).",
+        );
+        render_gauges(&mut out, g);
+        self.render_webhooks(&mut out);
+        out
+    }
+
+    fn render_counters(&self, out: &mut String) {
+        let counters: [(&str, &str, &AtomicU64); 4] = [
+            ("dls_grants_total", "Locks granted (each with a new fencing token).", &self.grants),
+            ("dls_waits_total", "Lock requests that had to queue.", &self.waits),
+            ("dls_deadlocks_total", "Deadlocks detected and broken by aborting a victim.", &self.deadlocks),
+            ("dls_transactions_begun_total", "Transactions begun.", &self.begun),
+        ];
+        for (name, help, value) in counters {
+            metric(out, name, help, "counter", value.load(Relaxed));
+        }
+        let expired = self.finished[cause_index(EndCause::Expired)].load(Relaxed);
+        metric(out, "dls_expiries_total", "Transactions whose lease lapsed.", "counter", expired);
+        let name = "dls_transactions_finished_total";
+        header(out, name, "Transactions finished, by cause.", "counter");
+        for cause in END_CAUSES {
+            let v = self.finished[cause_index(cause)].load(Relaxed);
+            let _ = writeln!(out, "{name}{{cause=\"{}\"}} {v}", cause_label(cause));
+        }
+    }
+
+    fn render_webhooks(&self, out: &mut String) {
+        let hooks = self.webhooks.lock().expect("metrics lock").clone();
+        let families: [WebhookFamily; 6] = [
+            ("dls_webhook_deliveries_total", "Events a webhook endpoint acknowledged.", "counter", |s| s.delivered),
+            ("dls_webhook_failures_total", "Failed delivery attempts (each is retried).", "counter", |s| s.failed),
+            ("dls_webhook_skipped_total", "Events the webhook's filter left out.", "counter", |s| s.skipped),
+            (
+                "dls_webhook_cursor_expired_total",
+                "Times a webhook fell behind the retained event log.",
+                "counter",
+                |s| s.cursor_expired,
+            ),
+            (
+                "dls_webhook_lost_events_total",
+                "Events dropped from the log before the webhook got them.",
+                "counter",
+                |s| s.lost,
+            ),
+            (
+                "dls_webhook_last_sequence",
+                "Last event sequence a webhook delivered or skipped (on the delivering node).",
+                "gauge",
+                |s| s.last_sequence,
+            ),
+        ];
+        for (name, help, kind, get) in families {
+            header(out, name, help, kind);
+            for (hook, stats) in &hooks {
+                let _ = writeln!(out, "{name}{{webhook=\"{}\"}} {}", escape_label(hook), get(stats));
+            }
+        }
+    }
+}
+
+fn render_gauges(out: &mut String, g: &Gauges) {
+    let gauges: [(&str, &str, u64); 11] = [
+        ("dls_active_transactions", "Active transactions.", g.active_transactions),
+        ("dls_held_locks", "Locks held (one per holder).", g.held_locks),
+        ("dls_waiting_requests", "Lock requests waiting in a queue.", g.waiting_requests),
+        ("dls_last_fencing_token", "Last fencing token issued.", g.last_fencing_token),
+        ("dls_last_event_sequence", "Sequence number of the last event.", g.last_event_sequence),
+        ("dls_raft_term", "This node's raft term.", g.raft_term),
+        ("dls_is_leader", "1 when this node is the raft leader.", u64::from(g.is_leader)),
+        ("dls_leader_id", "The leader this node knows of (0 = none).", g.leader_id),
+        ("dls_commit_index", "Highest log index known committed.", g.commit_index),
+        ("dls_applied_index", "Highest log index applied to the lock table.", g.applied_index),
+        ("dls_apply_lag", "Committed entries not yet applied here.", g.apply_lag()),
+    ];
+    for (name, help, value) in gauges {
+        metric(out, name, help, "gauge", value);
+    }
+}
+
+fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn metric(out: &mut String, name: &str, help: &str, kind: &str, value: u64) {
+    header(out, name, help, kind);
+    let _ = writeln!(out, "{name} {value}");
+}
+
+/// Label values may hold any text; the format needs `\`, `"` and newlines escaped.
+fn escape_label(v: &str) -> String {
+    v.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(text: &str, series: &str) -> Option<String> {
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ').map(str::to_string))
+    }
+
+    #[test]
+    fn the_histogram_counts_into_cumulative_buckets_with_sum_and_count() {
+        let h = Histogram::new(&[0.01, 0.1, 1.0]);
+        h.observe(Duration::from_millis(5));
+        h.observe(Duration::from_millis(10));
+        h.observe(Duration::from_millis(500));
+        h.observe(Duration::from_secs(3));
+        let mut out = String::new();
+        h.render(&mut out, "x", "help");
+        assert_eq!(
+            out,
+            "# HELP x help\n# TYPE x histogram\n\
+             x_bucket{le=\"0.01\"} 2\nx_bucket{le=\"0.1\"} 2\nx_bucket{le=\"1\"} 3\nx_bucket{le=\"+Inf\"} 4\n\
+             x_sum 3.515\nx_count 4\n"
+        );
+    }
+
+    #[test]
+    fn effects_move_the_counters_and_a_granted_wait_is_timed() {
+        let m = Metrics::default();
+        let rid = "r1".to_string();
+        m.observe(&[
+            Effect::TxnBegun { txn: 1, lease_ms: 1000 },
+            Effect::Granted { txn: 1 },
+            Effect::WaitStarted { txn: 2, request_id: rid.clone(), wait_ms: 100 },
+            Effect::WaitStarted { txn: 3, request_id: rid.clone(), wait_ms: 100 },
+        ]);
+        m.observe(&[
+            Effect::DeadlockResolved,
+            Effect::WaitEnded { txn: 3, request_id: rid.clone(), granted: false },
+            Effect::TxnFinished { txn: 3, cause: EndCause::DeadlockVictim },
+            Effect::TxnFinished { txn: 4, cause: EndCause::Expired },
+            Effect::Granted { txn: 2 },
+            Effect::WaitEnded { txn: 2, request_id: rid, granted: true },
+        ]);
+        let text = m.render(&Gauges::default());
+        assert_eq!(value(&text, "dls_grants_total").as_deref(), Some("2"));
+        assert_eq!(value(&text, "dls_waits_total").as_deref(), Some("2"));
+        assert_eq!(value(&text, "dls_deadlocks_total").as_deref(), Some("1"));
+        assert_eq!(value(&text, "dls_expiries_total").as_deref(), Some("1"));
+        assert_eq!(value(&text, "dls_transactions_begun_total").as_deref(), Some("1"));
+        assert_eq!(value(&text, "dls_transactions_finished_total{cause=\"deadlock_victim\"}").as_deref(), Some("1"));
+        assert_eq!(value(&text, "dls_transactions_finished_total{cause=\"committed\"}").as_deref(), Some("0"));
+        // Only the granted wait is timed; the victim's wait is not.
+        assert_eq!(value(&text, "dls_wait_seconds_count").as_deref(), Some("1"));
+        assert!(m.waiting_since.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn gauges_and_webhook_series_render_with_help_type_and_escaped_labels() {
+        let m = Metrics::default();
+        m.webhook("ops \"eu\"", |s| {
+            s.delivered += 2;
+            s.last_sequence = 7;
+        });
+        let g = Gauges { commit_index: 10, applied_index: 7, is_leader: true, leader_id: 2, ..Gauges::default() };
+        let text = m.render(&g);
+        assert_eq!(value(&text, "dls_apply_lag").as_deref(), Some("3"));
+        assert_eq!(value(&text, "dls_is_leader").as_deref(), Some("1"));
+        assert_eq!(value(&text, "dls_leader_id").as_deref(), Some("2"));
+        assert_eq!(value(&text, "dls_webhook_deliveries_total{webhook=\"ops \\\"eu\\\"\"}").as_deref(), Some("2"));
+        assert_eq!(value(&text, "dls_webhook_last_sequence{webhook=\"ops \\\"eu\\\"\"}").as_deref(), Some("7"));
+        // Every sample belongs to a family announced by HELP and TYPE just before it.
+        let mut family = String::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                family = rest.split(' ').next().unwrap().to_string();
+            } else if !line.starts_with('#') {
+                assert!(line.starts_with(&family), "{line:?} outside its family {family:?}");
+            }
+        }
+    }
 }

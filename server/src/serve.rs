@@ -1,11 +1,14 @@
-//! `dls serve`: start a node and serve gRPC until SIGINT/SIGTERM.
+//! `dls serve`: start a node and serve gRPC, the HTTP port and webhooks until
+//! SIGINT/SIGTERM.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use caerus_proto::raft::raft_service_server::RaftServiceServer;
 use caerus_proto::v1::admin_service_server::AdminServiceServer;
 use caerus_proto::v1::lock_service_server::LockServiceServer;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::api::admin_service::AdminApi;
@@ -13,11 +16,15 @@ use crate::api::auth::KeyRing;
 use crate::api::lock_service::LockApi;
 use crate::api::raft_service::RaftApi;
 use crate::config::ServeArgs;
+use crate::http;
 use crate::node::Node;
 use crate::raft::network::MAX_RAFT_MESSAGE;
+use crate::webhooks::{self, Dispatcher};
 
 /// Largest client request accepted; real requests are well under 1 KiB.
 const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
+/// Open scrapes get this long to finish at shutdown.
+const HTTP_DRAIN: Duration = Duration::from_secs(5);
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (listen, cfg) = args.node_config()?;
@@ -32,12 +39,37 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             KeyRing::open()
         }
     };
+    let hooks = match &args.webhooks_file {
+        Some(path) => {
+            let hooks = webhooks::load(path)?;
+            tracing::info!(webhooks = hooks.len(), file = %path.display(), "webhooks loaded; the leader delivers them");
+            hooks
+        }
+        None => Vec::new(),
+    };
     // Bind before starting raft so a busy port fails at once with a clear message.
     let listener = TcpListener::bind(listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e} (is another dls running? pick --listen)"))?;
+    let http_listener = http::bind(args.http_listen).await?;
     let members = cfg.members.len();
     let node = Node::start(cfg.clone()).await?;
+
+    let (stop_tx, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let http_server = {
+        let (node, stop) = (node.clone(), stop.clone());
+        // The HTTP port is for operators: if it fails, locks keep being served.
+        tokio::spawn(async move {
+            if let Err(e) = http::serve(http_listener, node, stopped(stop)).await {
+                tracing::error!("{e:#}");
+            }
+        })
+    };
+    let dispatcher = Dispatcher::start(node.clone(), hooks);
 
     let keys = Arc::new(keys);
     let lock_api = LockServiceServer::new(LockApi {
@@ -63,11 +95,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .add_service(lock_api)
         .add_service(admin_api)
         .add_service(raft_api)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown_signal())
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopped(stop))
         .await?;
     tracing::info!("shutting down");
+    if let Some(d) = dispatcher {
+        d.stop().await;
+    }
+    if tokio::time::timeout(HTTP_DRAIN, http_server).await.is_err() {
+        tracing::warn!("HTTP port still busy after {HTTP_DRAIN:?}; closing it");
+    }
     node.shutdown().await;
     Ok(())
+}
+
+/// Resolves once shutdown was asked for; every server waits on its own copy.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
 }
 
 async fn shutdown_signal() {

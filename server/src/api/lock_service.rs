@@ -5,6 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use caerus_proto::metadata;
 use caerus_proto::v1::lock_service_server::LockService;
 use caerus_proto::v1::{self as pb, acquire_lock_response::Event};
 use futures::Stream;
@@ -31,12 +32,6 @@ fn unexpected(o: Outcome) -> ApiError {
     ApiError::Internal(format!("unexpected outcome {o:?}"))
 }
 
-/// What a call needs to know about its transaction before acting.
-struct TxnInfo {
-    lease_ms: u64,
-    active: bool,
-}
-
 impl LockApi {
     fn principal<T>(&self, req: &Request<T>) -> ApiResult<Principal> {
         self.keys.authenticate(req.metadata())
@@ -44,18 +39,20 @@ impl LockApi {
 
     /// Looks the transaction up, checks the caller owns it, and renews its lease when it
     /// is active (every call of a transaction counts as a heartbeat).
-    fn touch(&self, who: &Principal, txn: TxnId) -> ApiResult<TxnInfo> {
-        let info = {
+    fn touch(&self, who: &Principal, txn: TxnId) -> ApiResult<()> {
+        let lease = {
             let st = self.node.state.read().expect("state lock");
             let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
             who.check_owner(&t.owner, txn)?;
-            TxnInfo { lease_ms: t.lease_ms, active: t.state == TxnState::Active }
+            // Only the owner's calls count as signs of life: an operator inspecting a stuck
+            // transaction must not keep it alive.
+            (t.state == TxnState::Active && t.owner == who.name).then_some(t.lease_ms)
         };
-        if info.active {
+        if let Some(lease_ms) = lease {
             // An expiring lease stays expiring; the command itself will be refused.
-            let _ = self.node.leases.renew(txn, Duration::from_millis(info.lease_ms), Instant::now());
+            let _ = self.node.leases.renew(txn, Duration::from_millis(lease_ms), Instant::now());
         }
-        Ok(info)
+        Ok(())
     }
 
     async fn begin(&self, req: Request<pb::BeginTransactionRequest>) -> ApiResult<pb::BeginTransactionResponse> {
@@ -388,10 +385,15 @@ impl LockService for LockApi {
         self.node.require_leader()?;
         // Start from a state that includes everything committed before the call.
         self.node.linearizable_read().await?;
-        let from = if r.only_new {
-            self.node.state.read().expect("state lock").table.events().last_seq() + 1
-        } else {
-            r.from_sequence
+        let (from, last) = {
+            let st = self.node.state.read().expect("state lock");
+            let log = st.table.events();
+            let from = match (r.only_new, r.from_sequence) {
+                (true, _) => log.last_seq() + 1,
+                (false, 0) => log.oldest_seq(),
+                (false, n) => n,
+            };
+            (from, log.last_seq())
         };
         let filter = EventFilter { prefixes: r.namespace_prefixes, kinds: r.kinds, who };
         let (tx, rx) = mpsc::channel(64);
@@ -401,6 +403,10 @@ impl LockService for LockApi {
                 let _ = tx.send(Err(e.into())).await;
             }
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        let mut response = Response::new(Box::pin(ReceiverStream::new(rx)) as EventStream);
+        let md = response.metadata_mut();
+        md.insert(metadata::FIRST_SEQUENCE, from.into());
+        md.insert(metadata::LAST_SEQUENCE, last.into());
+        Ok(response)
     }
 }

@@ -1,4 +1,12 @@
-//! The `dls` command line: `serve`, `keys`, and the operator commands.
+//! The `dls` command line: `serve`, `keys`, and the operator commands (`locks`, `txn`,
+//! `events`, `status`), which reach the cluster through the Rust client like any user.
+
+pub mod connect;
+pub mod events;
+mod format;
+pub mod locks;
+pub mod status;
+pub mod txn;
 
 use std::path::PathBuf;
 
@@ -23,6 +31,15 @@ pub enum CliCommand {
     /// Manage API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// List held and waited-for locks: holders with tokens, waiters with their blockers.
+    Locks(locks::LocksArgs),
+    /// Inspect or abort one transaction.
+    #[command(subcommand)]
+    Txn(txn::TxnCommand),
+    /// Print the cluster's event log (deadlocks, expiries, operator aborts, revoked locks).
+    Events(events::EventsArgs),
+    /// Show every node's view of the cluster: role, term, leader, indexes.
+    Status(status::StatusArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -42,4 +59,44 @@ pub enum KeysCommand {
         #[arg(long)]
         admin: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn operator_commands_parse() {
+        let cli = Cli::try_parse_from([
+            "dls",
+            "events",
+            "--follow",
+            "--from",
+            "7",
+            "--kind",
+            "deadlock_resolved",
+            "--namespace",
+            "a",
+            "--namespace",
+            "b",
+            "--endpoints",
+            "h:1,h:2",
+        ])
+        .unwrap();
+        let CliCommand::Events(e) = cli.command else { panic!("events") };
+        assert!(e.follow);
+        assert_eq!(e.from, 7);
+        assert_eq!(e.namespaces, vec!["a", "b"]);
+        assert_eq!(e.cluster.endpoints, vec!["h:1", "h:2"]);
+        let cli = Cli::try_parse_from(["dls", "txn", "abort", "42", "--reason", "stuck"]).unwrap();
+        assert!(matches!(cli.command, CliCommand::Txn(txn::TxnCommand::Abort(a)) if a.id == 42 && a.reason == "stuck"));
+        let err = Cli::try_parse_from(["dls", "events", "--kind", "nope"]).unwrap_err();
+        assert_eq!(err.exit_code(), connect::EXIT_USAGE);
+    }
 }

@@ -358,14 +358,33 @@ impl LockTable {
         AcquireRecord::Waiting
     }
 
-    /// Direct wait-for edges of `txn` (empty when it does not wait).
+    /// Direct wait-for edges of `txn` (empty when it does not wait). On the deadlock
+    /// search's path for every node it visits, so it must not compute a queue position
+    /// (linear in the queue).
     fn waits_for(&self, txn: TxnId) -> Vec<TxnId> {
-        self.wait_view(txn).map(|(_, _, _, blockers)| blockers).unwrap_or_default()
+        let Some(p) = self.txns.get(&txn).and_then(|t| t.waiting.as_ref()) else {
+            return Vec::new();
+        };
+        self.keys.get(&p.lock).map(|k| k.blockers(p.slot)).unwrap_or_default()
+    }
+
+    /// Whether anyone could be waiting for `txn`: a cycle through it needs an edge into
+    /// it, and edges point at holders (from waiters of keys it holds) or at earlier
+    /// waiters (only waiters behind an upgrade, which also sit on a key it holds). Most
+    /// new waiters hold nothing anyone waits for, so this skips the search in O(held).
+    fn is_waited_for(&self, txn: TxnId) -> bool {
+        self.txns[&txn]
+            .held
+            .keys()
+            .any(|lock| self.keys.get(lock).is_some_and(|k| k.queue.values().any(|w| w.txn != txn)))
     }
 
     /// Called when `txn` starts waiting: if that closed a cycle, abort the victim now, in
     /// this same apply, so the others go on and every replica does the same.
     fn break_deadlock(&mut self, txn: TxnId, policy: VictimPolicy) {
+        if !self.is_waited_for(txn) {
+            return;
+        }
         let Some(cycle) = find_cycle(txn, |t| self.waits_for(t)) else {
             return;
         };
@@ -373,8 +392,9 @@ impl LockTable {
             .iter()
             .map(|&id| {
                 let t = &self.txns[&id];
-                let (pending, mode, _, _) = self.wait_view(id).expect("cycle members wait");
-                CycleMember { txn: id, name: t.name.clone(), priority: t.priority, lock: pending.lock.clone(), mode }
+                let p = t.waiting.as_ref().expect("cycle members wait");
+                let mode = self.keys[&p.lock].queue[&p.slot].mode;
+                CycleMember { txn: id, name: t.name.clone(), priority: t.priority, lock: p.lock.clone(), mode }
             })
             .collect();
         let candidates: Vec<Candidate> =
@@ -460,18 +480,19 @@ impl LockTable {
         if let Err(r) = self.active(txn) {
             return Outcome::Rejected(r);
         }
-        let released = self.finish(txn, cause, &reason);
         if let Some((operator, why)) = operator {
-            let t = &self.txns[&txn];
+            // The cause goes into the log before its consequences (the revoked locks).
+            let (name, released) = self.held_by(txn);
             let detail = EventDetail::TransactionAborted {
                 txn,
-                name: t.name.clone(),
+                name,
                 reason: why.clone(),
                 operator: operator.clone(),
-                released: released.clone(),
+                released,
             };
             self.events.push(self.clock_ms, detail);
         }
+        let released = self.finish(txn, cause, &reason);
         let count = released.len() as u32;
         if let Some(r) = request_id {
             self.txn_mut(txn).end_request = Some((r.to_string(), count));
@@ -482,16 +503,20 @@ impl LockTable {
     fn expire(&mut self, txn: TxnId) -> Outcome {
         match self.active(txn) {
             Ok(_) => {
-                let released = self.finish(txn, EndCause::Expired, "lease expired");
-                let name = self.txns[&txn].name.clone();
-                let count = released.len() as u32;
+                let (name, released) = self.held_by(txn);
                 self.events.push(self.clock_ms, EventDetail::TransactionExpired { txn, name, released });
-                self.effects.push(Effect::EventsAppended);
+                let count = self.finish(txn, EndCause::Expired, "lease expired").len() as u32;
                 Outcome::Ended { state: TxnState::Expired, released: count }
             }
             // A race with a commit: the transaction already ended.
             Err(r) => Outcome::Rejected(r),
         }
+    }
+
+    /// A transaction's name and held locks, for events.
+    fn held_by(&self, txn: TxnId) -> (String, Vec<(LockKey, Held)>) {
+        let t = &self.txns[&txn];
+        (t.name.clone(), t.held.iter().map(|(l, h)| (l.clone(), *h)).collect())
     }
 
     /// Ends a transaction: withdraws its wait, releases its locks, grants them onward.
@@ -518,7 +543,6 @@ impl LockTable {
             if cause.revokes() {
                 let detail = EventDetail::LockRevoked { txn, lock: lock.clone(), held: *h, cause: revoke_cause.into() };
                 self.events.push(clock, detail);
-                self.effects.push(Effect::EventsAppended);
             }
             if let Some(k) = self.keys.get_mut(lock) {
                 k.holders.remove(&txn);
@@ -529,6 +553,7 @@ impl LockTable {
         self.effects.push(Effect::TxnFinished { txn, cause });
         self.effects.push(Effect::TxnChanged { txn });
         if cause.revokes() {
+            // Revoked locks were logged above (and the cause before them by the caller).
             self.effects.push(Effect::EventsAppended);
         }
         held.into_iter().collect()

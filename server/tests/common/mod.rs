@@ -1,11 +1,12 @@
 //! Test harness: real `dls` processes on 127.0.0.1 ports chosen at run time, each with its
-//! own temporary data directory. Nothing is mocked.
+//! own temporary data directory and its own HTTP port (metrics, health). Nothing is mocked.
 
 #![allow(dead_code)]
 
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use caerus_proto::v1::lock_service_client::LockServiceClient;
@@ -15,6 +16,8 @@ use tonic::transport::Channel;
 pub struct NodeProc {
     pub id: u64,
     pub addr: String,
+    /// The operator HTTP port (--http-listen).
+    pub http_addr: String,
     pub data_dir: PathBuf,
     log: PathBuf,
     child: Option<Child>,
@@ -34,6 +37,12 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// `n` distinct ports that were free a moment ago (held together, so none repeats).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
 impl Cluster {
     /// Starts `n` nodes (1 = a single-node cluster without --peers).
     pub async fn start(n: usize) -> Cluster {
@@ -47,10 +56,13 @@ impl Cluster {
     /// Starts nodes that require API keys; `probe_key` is any valid key.
     pub async fn start_full(n: usize, extra: &[&str], probe_key: Option<String>) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
+        let ports = free_ports(2 * n);
         let nodes: Vec<NodeProc> = (1..=n as u64)
-            .map(|id| NodeProc {
+            .zip(ports.chunks(2))
+            .map(|(id, p)| NodeProc {
                 id,
-                addr: format!("127.0.0.1:{}", free_port()),
+                addr: format!("127.0.0.1:{}", p[0]),
+                http_addr: format!("127.0.0.1:{}", p[1]),
                 data_dir: dir.path().join(format!("node-{id}")),
                 log: dir.path().join(format!("node-{id}.log")),
                 child: None,
@@ -83,9 +95,12 @@ impl Cluster {
             .arg("--data-dir")
             .arg(&n.data_dir)
             .args(["--heartbeat-ms", "50", "--election-timeout-ms", "300"])
+            .arg("--http-listen")
+            .arg(&n.http_addr)
             .args(&extra)
             .env("DLS_LOG", "info")
-            .stdout(Stdio::null())
+            // tracing writes to stdout, errors before logging starts go to stderr.
+            .stdout(log.try_clone().unwrap())
             .stderr(log);
         if single {
             cmd.arg("--listen").arg(&n.addr);
@@ -101,6 +116,10 @@ impl Cluster {
 
     pub fn addr(&self, id: u64) -> String {
         self.nodes.iter().find(|n| n.id == id).unwrap().addr.clone()
+    }
+
+    pub fn http_addr(&self, id: u64) -> String {
+        self.nodes.iter().find(|n| n.id == id).unwrap().http_addr.clone()
     }
 
     /// SIGKILL: no shutdown, no flush beyond what was acknowledged.
@@ -191,4 +210,28 @@ async fn is_leader(addr: &str, key: Option<&str>) -> bool {
     }
     req.set_timeout(Duration::from_millis(500));
     matches!(c.heartbeat(req).await, Err(s) if s.code() == tonic::Code::NotFound)
+}
+
+/// A plain HTTP/1.0 GET (the server closes the connection after answering): status and body.
+pub fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw)?;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw.as_str(), ""));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    Ok((status, body.to_string()))
+}
+
+/// Polls `check` every 50 ms until it returns Some, or fails after `within` saying `what`.
+pub async fn eventually<T>(within: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -1,0 +1,337 @@
+//! The operator API (`AdminService`): list locks, abort a transaction, ask nodes how they
+//! see the cluster. On a server with API keys these calls need an admin key.
+
+use std::time::Duration;
+
+use caerus_proto::v1 as pb;
+use tokio::time::Instant;
+
+use crate::client::DlsClient;
+use crate::config::normalize_endpoint;
+use crate::error::Result;
+use crate::router::{CallOptions, Route};
+use crate::transaction::new_request_id;
+use crate::types::{LockMode, TransactionState};
+
+/// A transaction holding a lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockHolder {
+    /// The holding transaction.
+    pub transaction_id: u64,
+    /// Its label ("" if it has none).
+    pub transaction_name: String,
+    /// The mode held.
+    pub mode: LockMode,
+    /// The fencing token of the grant.
+    pub fencing_token: u64,
+    /// When it was granted (leader clock, ms since the Unix epoch).
+    pub since_ms: i64,
+}
+
+/// A request waiting in a lock's queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockWaiter {
+    /// The waiting transaction.
+    pub transaction_id: u64,
+    /// Its label ("" if it has none).
+    pub transaction_name: String,
+    /// The mode it asks for.
+    pub mode: LockMode,
+    /// 1 = next in line.
+    pub position: u32,
+    /// The transactions it waits for directly.
+    pub blocking_transaction_ids: Vec<u64>,
+    /// When it started waiting (leader clock, ms since the Unix epoch).
+    pub since_ms: i64,
+    /// True for a SHARED_READ holder waiting to become EXCLUSIVE.
+    pub upgrade: bool,
+}
+
+/// One lock with its holders and queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyLocks {
+    /// The lock's namespace.
+    pub namespace: String,
+    /// The lock's key.
+    pub key: String,
+    /// Current holders.
+    pub holders: Vec<LockHolder>,
+    /// The FIFO queue, first in line first.
+    pub waiters: Vec<LockWaiter>,
+}
+
+impl TryFrom<pb::KeyLocks> for KeyLocks {
+    type Error = crate::Error;
+    fn try_from(k: pb::KeyLocks) -> Result<Self> {
+        let holders = k
+            .holders
+            .into_iter()
+            .map(|h| {
+                Ok(LockHolder {
+                    mode: LockMode::from_proto(h.mode)?,
+                    transaction_id: h.transaction_id,
+                    transaction_name: h.transaction_name,
+                    fencing_token: h.fencing_token,
+                    since_ms: h.since_ms,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let waiters = k
+            .waiters
+            .into_iter()
+            .map(|w| {
+                Ok(LockWaiter {
+                    mode: LockMode::from_proto(w.mode)?,
+                    transaction_id: w.transaction_id,
+                    transaction_name: w.transaction_name,
+                    position: w.position,
+                    blocking_transaction_ids: w.blocking_transaction_ids,
+                    since_ms: w.since_ms,
+                    upgrade: w.upgrade,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(KeyLocks { namespace: k.namespace, key: k.key, holders, waiters })
+    }
+}
+
+/// The outcome of an operator abort.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortOutcome {
+    /// The final state (`Aborted`).
+    pub state: TransactionState,
+    /// How many locks were released.
+    pub released_locks: u32,
+}
+
+/// A cluster member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterMember {
+    /// Its node id.
+    pub node_id: u64,
+    /// Its address.
+    pub addr: String,
+    /// Whether it votes.
+    pub voter: bool,
+}
+
+/// One node's view of the cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterStatus {
+    /// The node that answered.
+    pub node_id: u64,
+    /// The leader it knows of, if any.
+    pub leader_id: Option<u64>,
+    /// The leader's address, if known.
+    pub leader_addr: Option<String>,
+    /// Its current raft term.
+    pub term: u64,
+    /// The highest log index it knows is committed.
+    pub commit_index: u64,
+    /// The highest log index applied to its lock table.
+    pub applied_index: u64,
+    /// The last log index it stores.
+    pub last_log_index: u64,
+    /// Its raft role: "Leader", "Follower", "Candidate" or "Learner".
+    pub role: String,
+    /// The members of the cluster.
+    pub members: Vec<ClusterMember>,
+    /// The last fencing token issued (as of its applied index).
+    pub last_fencing_token: u64,
+    /// Active transactions (as of its applied index).
+    pub active_transactions: u64,
+    /// The last event sequence number (as of its applied index).
+    pub last_event_sequence: u64,
+}
+
+impl ClusterStatus {
+    /// Whether the answering node is the leader.
+    pub fn is_leader(&self) -> bool {
+        self.role.eq_ignore_ascii_case("leader")
+    }
+}
+
+impl From<pb::ClusterStatusResponse> for ClusterStatus {
+    fn from(r: pb::ClusterStatusResponse) -> Self {
+        ClusterStatus {
+            node_id: r.node_id,
+            leader_id: Some(r.leader_id).filter(|id| *id != 0),
+            leader_addr: Some(r.leader_addr).filter(|a| !a.is_empty()),
+            term: r.term,
+            commit_index: r.commit_index,
+            applied_index: r.applied_index,
+            last_log_index: r.last_log_index,
+            role: r.role,
+            members: r
+                .members
+                .into_iter()
+                .map(|m| ClusterMember { node_id: m.node_id, addr: m.addr, voter: m.voter })
+                .collect(),
+            last_fencing_token: r.last_fencing_token,
+            active_transactions: r.active_transactions,
+            last_event_sequence: r.last_event_sequence,
+        }
+    }
+}
+
+impl DlsClient {
+    /// Lists held and waited-for locks in namespaces starting with `namespace_prefix`
+    /// ("" = all), sorted by namespace then key. Read from the leader, linearizably.
+    pub async fn list_locks(&self, namespace_prefix: &str) -> Result<Vec<KeyLocks>> {
+        let request = pb::ListLocksRequest { namespace_prefix: namespace_prefix.to_string() };
+        let router = self.router();
+        let routed = router
+            .admin_unary("ListLocks", Route::Leader, request, router.default_options(), |mut c, r| async move {
+                c.list_locks(r).await
+            })
+            .await?;
+        routed.value.locks.into_iter().map(KeyLocks::try_from).collect()
+    }
+
+    /// Aborts any transaction as an operator: releases its locks, ends its wait, and
+    /// records `reason` in its end reason and in a `TRANSACTION_ABORTED` event. Returns
+    /// the final state. Fails with [`Error::TransactionLost`](crate::Error::TransactionLost)
+    /// if it had already ended.
+    pub async fn abort_transaction(&self, id: u64, reason: &str) -> Result<TransactionState> {
+        Ok(self.abort_transaction_outcome(id, reason).await?.state)
+    }
+
+    /// Like [`abort_transaction`](Self::abort_transaction), also saying how many locks
+    /// were released.
+    pub async fn abort_transaction_outcome(&self, id: u64, reason: &str) -> Result<AbortOutcome> {
+        // One id for every attempt: a retry after a lost answer gets the first outcome
+        // instead of "already ended".
+        let request = pb::AbortTransactionRequest {
+            transaction_id: id,
+            reason: reason.to_string(),
+            request_id: new_request_id(),
+        };
+        let router = self.router();
+        let routed = router
+            .admin_unary("AbortTransaction", Route::Leader, request, router.default_options(), |mut c, r| async move {
+                c.abort_transaction(r).await
+            })
+            .await?;
+        Ok(AbortOutcome {
+            state: TransactionState::from_proto(routed.value.state)?,
+            released_locks: routed.value.released_locks,
+        })
+    }
+
+    /// The cluster as seen by whichever node answers first (the known leader, else the
+    /// configured endpoints in turn).
+    pub async fn cluster_status(&self) -> Result<ClusterStatus> {
+        let router = self.router();
+        let routed = router
+            .admin_unary(
+                "ClusterStatus",
+                Route::AnyNode,
+                pb::ClusterStatusRequest {},
+                router.default_options(),
+                |mut c, r| async move { c.cluster_status(r).await },
+            )
+            .await?;
+        Ok(routed.value.into())
+    }
+
+    /// The cluster as seen by one node (`host:port`), whether or not it leads and whether
+    /// or not it is among the configured endpoints.
+    ///
+    /// A node that does not answer is given up on after the client's `request_timeout`
+    /// (not its longer `retry_deadline`): a down node stays down for a status query.
+    pub async fn cluster_status_of(&self, endpoint: &str) -> Result<ClusterStatus> {
+        let uri = normalize_endpoint(endpoint)?;
+        let router = self.router();
+        let budget: Duration = router.request_timeout;
+        let options = CallOptions {
+            deadline: Instant::now() + budget,
+            attempt_timeout: budget,
+            max_backoff: Duration::from_millis(250),
+        };
+        let routed = router
+            .admin_unary(
+                "ClusterStatus",
+                Route::Node(uri),
+                pb::ClusterStatusRequest {},
+                options,
+                |mut c, r| async move { c.cluster_status(r).await },
+            )
+            .await?;
+        Ok(routed.value.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_locks_conversion() {
+        let wire = pb::KeyLocks {
+            namespace: "ns".into(),
+            key: "k".into(),
+            holders: vec![pb::LockHolder {
+                transaction_id: 1,
+                transaction_name: "a".into(),
+                mode: pb::LockMode::SharedRead as i32,
+                fencing_token: 9,
+                since_ms: 100,
+            }],
+            waiters: vec![pb::LockWaiter {
+                transaction_id: 2,
+                transaction_name: String::new(),
+                mode: pb::LockMode::Exclusive as i32,
+                position: 1,
+                blocking_transaction_ids: vec![1],
+                since_ms: 200,
+                upgrade: false,
+            }],
+        };
+        let k = KeyLocks::try_from(wire).unwrap();
+        assert_eq!(k.holders[0].mode, LockMode::SharedRead);
+        assert_eq!(k.holders[0].fencing_token, 9);
+        assert_eq!(k.waiters[0].blocking_transaction_ids, vec![1]);
+        assert_eq!(k.waiters[0].mode, LockMode::Exclusive);
+        let bad =
+            pb::KeyLocks { holders: vec![pb::LockHolder { mode: 0, ..Default::default() }], ..Default::default() };
+        assert!(KeyLocks::try_from(bad).is_err());
+    }
+
+    #[test]
+    fn cluster_status_without_a_leader() {
+        let s = ClusterStatus::from(pb::ClusterStatusResponse {
+            node_id: 2,
+            role: "Candidate".into(),
+            ..Default::default()
+        });
+        assert_eq!((s.leader_id, s.leader_addr.as_deref(), s.is_leader()), (None, None, false));
+        let s = ClusterStatus::from(pb::ClusterStatusResponse {
+            node_id: 1,
+            leader_id: 1,
+            leader_addr: "a:1".into(),
+            role: "Leader".into(),
+            ..Default::default()
+        });
+        assert_eq!((s.leader_id, s.leader_addr.as_deref(), s.is_leader()), (Some(1), Some("a:1"), true));
+    }
+
+    /// A pinned query to a node that is down ends after the request timeout, naming it.
+    #[tokio::test]
+    async fn status_of_a_down_node_is_unavailable_promptly() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let config = crate::ClientConfig::new(["127.0.0.1:1"])
+            .without_api_key()
+            .with_connect_timeout(Duration::from_millis(100))
+            .with_request_timeout(Duration::from_millis(300))
+            .with_retry_deadline(Duration::from_secs(30));
+        let client = DlsClient::connect(config).await.unwrap();
+        let started = Instant::now();
+        let err = client.cluster_status_of(&addr.to_string()).await.unwrap_err();
+        assert_eq!(err.code(), "UNAVAILABLE", "{err}");
+        assert!(err.message().contains(&addr.to_string()), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(client.cluster_status_of("no-port").await.unwrap_err().code(), "CONFIG");
+    }
+}

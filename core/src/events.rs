@@ -1,0 +1,518 @@
+//! The replicated event log: typed events and a watch stream that survives leader
+//! changes.
+//!
+//! Every event has a gap-free sequence number assigned through raft, so any node that
+//! becomes leader numbers them the same way. The stream remembers the last sequence it
+//! delivered and, whenever its server stream breaks (leader killed, leadership moved,
+//! connection reset), attaches again from the next one: within one [`EventStream`] no
+//! event is missed and none is delivered twice.
+
+use std::fmt;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use caerus_proto::v1 as pb;
+use caerus_proto::v1::lock_service_client::LockServiceClient;
+use futures::{Stream, StreamExt};
+use tonic::Status;
+use tracing::{debug, warn};
+
+use crate::client::DlsClient;
+use crate::error::{Error, Result};
+use crate::router::{attempt_timed_out, Attempts, Router};
+use crate::types::{Lock, LockMode};
+
+/// Kinds of events, for filtering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// A wait-for cycle was found and broken by aborting a victim.
+    DeadlockResolved,
+    /// A transaction's lease lapsed and the server expired it.
+    TransactionExpired,
+    /// An operator aborted a transaction.
+    TransactionAborted,
+    /// The server took a lock from its holder (expiry, deadlock victim, operator abort).
+    LockRevoked,
+}
+
+impl EventKind {
+    /// Every kind, in wire order.
+    pub const ALL: [EventKind; 4] = [
+        EventKind::DeadlockResolved,
+        EventKind::TransactionExpired,
+        EventKind::TransactionAborted,
+        EventKind::LockRevoked,
+    ];
+
+    /// The wire name, e.g. `"DEADLOCK_RESOLVED"`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EventKind::DeadlockResolved => "DEADLOCK_RESOLVED",
+            EventKind::TransactionExpired => "TRANSACTION_EXPIRED",
+            EventKind::TransactionAborted => "TRANSACTION_ABORTED",
+            EventKind::LockRevoked => "LOCK_REVOKED",
+        }
+    }
+
+    pub(crate) fn to_proto(self) -> i32 {
+        (match self {
+            EventKind::DeadlockResolved => pb::EventKind::DeadlockResolved,
+            EventKind::TransactionExpired => pb::EventKind::TransactionExpired,
+            EventKind::TransactionAborted => pb::EventKind::TransactionAborted,
+            EventKind::LockRevoked => pb::EventKind::LockRevoked,
+        }) as i32
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EventKind {
+    type Err = Error;
+
+    /// Accepts the wire name in any case, with `-` for `_` (`deadlock-resolved`).
+    fn from_str(s: &str) -> Result<Self> {
+        let wanted = s.trim().to_ascii_uppercase().replace('-', "_");
+        EventKind::ALL.into_iter().find(|k| k.as_str() == wanted).ok_or_else(|| {
+            let names: Vec<String> = EventKind::ALL.iter().map(|k| k.as_str().to_ascii_lowercase()).collect();
+            Error::invalid_argument(format!("unknown event kind {s:?} (expected one of {})", names.join(", ")))
+        })
+    }
+}
+
+/// Which member of a deadlock cycle the server aborts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VictimPolicy {
+    /// The lowest priority; among equals the youngest (latest begun). The default.
+    LowestPriorityThenYoungest,
+    /// The youngest (latest begun) transaction, whatever its priority.
+    Youngest,
+    /// The oldest (earliest begun) transaction, whatever its priority.
+    Oldest,
+}
+
+impl VictimPolicy {
+    /// The wire name, e.g. `"LOWEST_PRIORITY_THEN_YOUNGEST"`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            VictimPolicy::LowestPriorityThenYoungest => "LOWEST_PRIORITY_THEN_YOUNGEST",
+            VictimPolicy::Youngest => "YOUNGEST",
+            VictimPolicy::Oldest => "OLDEST",
+        }
+    }
+
+    fn from_proto(value: i32) -> Result<Self> {
+        match pb::VictimPolicy::try_from(value) {
+            Ok(pb::VictimPolicy::LowestPriorityThenYoungest) => Ok(VictimPolicy::LowestPriorityThenYoungest),
+            Ok(pb::VictimPolicy::Youngest) => Ok(VictimPolicy::Youngest),
+            Ok(pb::VictimPolicy::Oldest) => Ok(VictimPolicy::Oldest),
+            _ => Err(Error::internal(format!("server sent an unknown victim policy {value}"))),
+        }
+    }
+}
+
+impl fmt::Display for VictimPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A member of a wait-for cycle: the transaction and the lock it was waiting for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CycleMember {
+    /// The waiting transaction.
+    pub transaction_id: u64,
+    /// Its label ("" if it has none).
+    pub transaction_name: String,
+    /// Its priority.
+    pub priority: i32,
+    /// The namespace of the lock it waited for.
+    pub namespace: String,
+    /// The key of the lock it waited for.
+    pub key: String,
+    /// The mode it asked for.
+    pub mode: LockMode,
+}
+
+/// What happened, by kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EventDetail {
+    /// A deadlock was detected and broken by aborting `victim_transaction_id`.
+    DeadlockResolved {
+        /// The cycle in wait-for order: each member waits for the next, the last for the first.
+        cycle: Vec<CycleMember>,
+        /// The aborted transaction (a member of the cycle).
+        victim_transaction_id: u64,
+        /// The policy that chose the victim.
+        policy: VictimPolicy,
+    },
+    /// A transaction's lease lapsed.
+    TransactionExpired {
+        /// The expired transaction.
+        transaction_id: u64,
+        /// Its label.
+        transaction_name: String,
+        /// The locks it held, now released.
+        released_locks: Vec<Lock>,
+    },
+    /// An operator aborted a transaction.
+    TransactionAborted {
+        /// The aborted transaction.
+        transaction_id: u64,
+        /// Its label.
+        transaction_name: String,
+        /// The reason the operator gave.
+        reason: String,
+        /// Name of the API key that aborted it ("" on a server without keys).
+        operator: String,
+        /// The locks it held, now released.
+        released_locks: Vec<Lock>,
+    },
+    /// The server took a lock away from its holder.
+    LockRevoked {
+        /// The former holder.
+        transaction_id: u64,
+        /// The lock's namespace.
+        namespace: String,
+        /// The lock's key.
+        key: String,
+        /// The mode it was held in.
+        mode: LockMode,
+        /// The token of the revoked grant: storage should now reject it.
+        fencing_token: u64,
+        /// Why: "lease expired", "deadlock victim" or "aborted by operator".
+        cause: String,
+    },
+}
+
+impl EventDetail {
+    /// The kind of this detail.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            EventDetail::DeadlockResolved { .. } => EventKind::DeadlockResolved,
+            EventDetail::TransactionExpired { .. } => EventKind::TransactionExpired,
+            EventDetail::TransactionAborted { .. } => EventKind::TransactionAborted,
+            EventDetail::LockRevoked { .. } => EventKind::LockRevoked,
+        }
+    }
+}
+
+/// One entry of the replicated event log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Position in the log: starts at 1, +1 per event, never reused.
+    pub sequence: u64,
+    /// The leader's wall clock (ms since the Unix epoch) when the event was proposed.
+    pub time_ms: i64,
+    /// Namespaces the event touches.
+    pub namespaces: Vec<String>,
+    /// What happened.
+    pub detail: EventDetail,
+}
+
+impl Event {
+    /// The event's kind.
+    pub fn kind(&self) -> EventKind {
+        self.detail.kind()
+    }
+}
+
+fn locks(list: Vec<pb::HeldLock>) -> Result<Vec<Lock>> {
+    list.into_iter().map(Lock::try_from).collect()
+}
+
+impl TryFrom<pb::Event> for Event {
+    type Error = Error;
+    fn try_from(e: pb::Event) -> Result<Self> {
+        use pb::event::Detail;
+        let detail = match e.detail {
+            Some(Detail::DeadlockResolved(d)) => EventDetail::DeadlockResolved {
+                cycle: d
+                    .cycle
+                    .into_iter()
+                    .map(|m| {
+                        Ok(CycleMember {
+                            mode: LockMode::from_proto(m.mode)?,
+                            transaction_id: m.transaction_id,
+                            transaction_name: m.transaction_name,
+                            priority: m.priority,
+                            namespace: m.namespace,
+                            key: m.key,
+                        })
+                    })
+                    .collect::<Result<_>>()?,
+                victim_transaction_id: d.victim_transaction_id,
+                policy: VictimPolicy::from_proto(d.policy)?,
+            },
+            Some(Detail::TransactionExpired(d)) => EventDetail::TransactionExpired {
+                transaction_id: d.transaction_id,
+                transaction_name: d.transaction_name,
+                released_locks: locks(d.released_locks)?,
+            },
+            Some(Detail::TransactionAborted(d)) => EventDetail::TransactionAborted {
+                transaction_id: d.transaction_id,
+                transaction_name: d.transaction_name,
+                reason: d.reason,
+                operator: d.operator,
+                released_locks: locks(d.released_locks)?,
+            },
+            Some(Detail::LockRevoked(d)) => EventDetail::LockRevoked {
+                mode: LockMode::from_proto(d.mode)?,
+                transaction_id: d.transaction_id,
+                namespace: d.namespace,
+                key: d.key,
+                fencing_token: d.fencing_token,
+                cause: d.cause,
+            },
+            None => {
+                return Err(Error::internal(format!(
+                    "event {} has a kind ({}) this client does not know",
+                    e.sequence, e.kind
+                )))
+            }
+        };
+        Ok(Event { sequence: e.sequence, time_ms: e.time_ms, namespaces: e.namespaces, detail })
+    }
+}
+
+/// Options of [`DlsClient::watch_events`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WatchOptions {
+    /// First sequence number wanted; 0 (the default) = from the oldest retained event.
+    pub from_sequence: u64,
+    /// Only events touching a namespace starting with one of these (empty = all).
+    pub namespace_prefixes: Vec<String>,
+    /// Only these kinds (empty = all).
+    pub kinds: Vec<EventKind>,
+    /// Skip the retained backlog: only events committed after the watch started.
+    pub only_new: bool,
+}
+
+impl WatchOptions {
+    /// Every retained event, then new ones.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts at this sequence number (e.g. the last one seen + 1).
+    pub fn with_from_sequence(mut self, sequence: u64) -> Self {
+        self.from_sequence = sequence;
+        self
+    }
+
+    /// Adds a namespace prefix to the filter.
+    pub fn with_namespace_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.namespace_prefixes.push(prefix.into());
+        self
+    }
+
+    /// Adds a kind to the filter.
+    pub fn with_kind(mut self, kind: EventKind) -> Self {
+        self.kinds.push(kind);
+        self
+    }
+
+    /// Skips the retained backlog (or not).
+    pub fn with_only_new(mut self, only_new: bool) -> Self {
+        self.only_new = only_new;
+        self
+    }
+}
+
+/// A server stream and the node it comes from.
+struct Attached {
+    uri: String,
+    messages: tonic::Streaming<pb::Event>,
+}
+
+/// The state behind an [`EventStream`].
+struct Watch {
+    router: Arc<Router>,
+    opts: WatchOptions,
+    /// The last sequence delivered: the resume point, and the guard against repeats.
+    last: Option<u64>,
+    /// Where the first attach started (the server resolves "oldest" and `only_new` into a
+    /// sequence): the resume point until an event arrives.
+    start: Option<u64>,
+    /// The last event committed when the stream first attached: the end of the backlog.
+    backlog_end: Option<u64>,
+    attached: Option<Attached>,
+}
+
+/// A sequence number from the stream's response headers.
+fn header_sequence(md: &tonic::metadata::MetadataMap, key: &str) -> Option<u64> {
+    md.get(key)?.to_str().ok()?.parse().ok()
+}
+
+impl Watch {
+    /// The request of the next attach: the caller's options until an event arrived, then
+    /// the event after the last one delivered.
+    ///
+    /// Before any event arrived, a re-attach resumes where the first attach started (the
+    /// server says so in its response headers), so `only_new` misses nothing either.
+    fn request(&self) -> pb::WatchEventsRequest {
+        let (from_sequence, only_new) = match (self.last, self.start) {
+            (Some(last), _) => (last + 1, false),
+            (None, Some(start)) => (start, false),
+            (None, None) => (self.opts.from_sequence, self.opts.only_new),
+        };
+        pb::WatchEventsRequest {
+            from_sequence,
+            namespace_prefixes: self.opts.namespace_prefixes.clone(),
+            kinds: self.opts.kinds.iter().map(|k| k.to_proto()).collect(),
+            only_new,
+        }
+    }
+
+    /// Opens a server stream on the leader, retrying within the attempts' budget.
+    async fn attach(&mut self, attempts: &mut Attempts<'_>) -> Result<()> {
+        loop {
+            let (uri, channel) = attempts.next()?;
+            let timeout = attempts.attempt_timeout();
+            // No gRPC timeout on the request: the stream legitimately lives for hours.
+            // Only opening it is bounded.
+            let request = self.router.request(self.request());
+            let opened = tokio::time::timeout(timeout, LockServiceClient::new(channel).watch_events(request)).await;
+            let status = match opened {
+                Ok(Ok(response)) => {
+                    attempts.succeeded(&uri);
+                    let md = response.metadata();
+                    if self.start.is_none() {
+                        self.start = header_sequence(md, caerus_proto::metadata::FIRST_SEQUENCE);
+                        self.backlog_end = header_sequence(md, caerus_proto::metadata::LAST_SEQUENCE);
+                    }
+                    debug!(node = %uri, resume_after = ?self.last, "event stream attached");
+                    self.attached = Some(Attached { uri, messages: response.into_inner() });
+                    return Ok(());
+                }
+                Ok(Err(status)) => status,
+                Err(_) => attempt_timed_out(&uri, timeout),
+            };
+            attempts.failed(status).await?;
+        }
+    }
+
+    /// The next wire event, re-attaching after breaks. Each break gets the router's whole
+    /// retry budget, counted from when the break was noticed.
+    async fn next_message(&mut self) -> Result<pb::Event> {
+        let router = Arc::clone(&self.router);
+        // Created at the first break only: a stream that idled for an hour must not find
+        // its budget already spent.
+        let mut attempts: Option<Attempts<'_>> = None;
+        loop {
+            let Some(attached) = self.attached.as_mut() else {
+                let attempts = attempts.get_or_insert_with(|| router.attempts("WatchEvents", router.default_options()));
+                self.attach(attempts).await?;
+                continue;
+            };
+            let status = match attached.messages.message().await {
+                Ok(Some(event)) => return Ok(event),
+                Ok(None) => Status::unavailable(format!("event stream from {} ended", attached.uri)),
+                Err(status) => status,
+            };
+            let uri = attached.uri.clone();
+            self.attached = None;
+            debug!(node = %uri, code = ?status.code(), message = status.message(), "event stream broke");
+            let attempts = attempts.get_or_insert_with(|| router.attempts("WatchEvents", router.default_options()));
+            attempts.adopt(&uri);
+            attempts.failed(status).await?;
+        }
+    }
+
+    /// The next event for the caller; an error ends the watch.
+    async fn next_event(&mut self) -> Result<Event> {
+        loop {
+            let wire = self.next_message().await?;
+            if self.last.is_some_and(|last| wire.sequence <= last) {
+                // Already delivered; a server resuming from our cursor never repeats, but
+                // delivering twice would break the stream's promise if one ever did.
+                continue;
+            }
+            self.last = Some(wire.sequence);
+            match Event::try_from(wire) {
+                Ok(event) => return Ok(event),
+                // A newer server's event kinds are skipped like filtered-out ones.
+                Err(e) => warn!(error = %e, "skipping an event this client cannot read"),
+            }
+        }
+    }
+}
+
+/// Events from [`DlsClient::watch_events`], in sequence order.
+///
+/// A [`futures::Stream`]; without `StreamExt`, use [`EventStream::next_event`]. The
+/// stream follows the log until dropped. It ends after yielding an error: the retry budget
+/// ran out while re-attaching ([`Error::Unavailable`]), the cursor fell out of the
+/// retained log ([`Error::CursorExpired`]), or the server refused the watch.
+pub struct EventStream {
+    inner: Pin<Box<dyn Stream<Item = Result<Event>> + Send>>,
+    backlog_end: Option<u64>,
+}
+
+impl fmt::Debug for EventStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventStream").finish_non_exhaustive()
+    }
+}
+
+impl EventStream {
+    fn new(watch: Watch) -> Self {
+        let backlog_end = watch.backlog_end;
+        let inner = futures::stream::unfold(Some(watch), |state| async move {
+            let mut watch = state?;
+            match watch.next_event().await {
+                Ok(event) => Some((Ok(event), Some(watch))),
+                Err(e) => Some((Err(e), None)),
+            }
+        });
+        EventStream { inner: Box::pin(inner), backlog_end }
+    }
+
+    /// The sequence of the last event committed when the stream attached (0 = none yet;
+    /// `None` from a server that does not say). Reading up to it replays the backlog.
+    pub fn backlog_end(&self) -> Option<u64> {
+        self.backlog_end
+    }
+
+    /// The next event; `None` once the stream ended (after an error).
+    pub async fn next_event(&mut self) -> Option<Result<Event>> {
+        self.inner.next().await
+    }
+}
+
+impl Stream for EventStream {
+    type Item = Result<Event>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl DlsClient {
+    /// Watches the cluster's event log: deadlocks resolved, expiries, operator aborts and
+    /// revoked locks.
+    ///
+    /// Returns once the stream is attached to the leader, so with
+    /// [`WatchOptions::only_new`] every event committed after this returns is delivered.
+    /// The stream survives leader changes and broken connections: it re-attaches from the
+    /// event after the last one it delivered, so none is missed or repeated. Each
+    /// re-attach may retry for the configured `retry_deadline`.
+    pub async fn watch_events(&self, opts: WatchOptions) -> Result<EventStream> {
+        let router = Arc::clone(self.router());
+        let mut watch =
+            Watch { router: Arc::clone(&router), opts, last: None, start: None, backlog_end: None, attached: None };
+        let mut attempts = router.attempts("WatchEvents", router.default_options());
+        watch.attach(&mut attempts).await?;
+        Ok(EventStream::new(watch))
+    }
+}
+
+#[cfg(test)]
+#[path = "events_tests.rs"]
+mod tests;

@@ -1,0 +1,155 @@
+//! How the operator commands reach the cluster, and how their failures are told to the
+//! user: one place for the flags, the client and the error wording.
+
+use std::io::Write;
+use std::time::Duration;
+
+use caerus_core::{ClientConfig, DlsClient, Error, API_KEY_ENV, DEFAULT_ENDPOINT, ENDPOINTS_ENV};
+use clap::Args;
+
+/// Exit code of a failure (the cluster said no, or could not be reached).
+pub const EXIT_FAILURE: i32 = 1;
+/// Exit code of a usage mistake (bad flag or argument), as clap uses it.
+pub const EXIT_USAGE: i32 = 2;
+
+/// Where the cluster is and who we are.
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Cluster nodes as HOST:PORT, comma separated (any or all nodes; the leader is found by itself).
+    #[arg(long, env = ENDPOINTS_ENV, value_delimiter = ',', default_value = DEFAULT_ENDPOINT, value_name = "LIST")]
+    pub endpoints: Vec<String>,
+    /// API key (operator commands need an admin key on a server with a keys file).
+    #[arg(long, env = API_KEY_ENV, hide_env_values = true, value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// Give up after this many seconds without an answer from the cluster.
+    #[arg(long, default_value_t = 15, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+}
+
+impl ClusterArgs {
+    /// The endpoints as given, without blanks.
+    pub fn endpoint_list(&self) -> Vec<String> {
+        self.endpoints.iter().map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect()
+    }
+
+    fn config(&self, request_timeout: Duration) -> ClientConfig {
+        let total = Duration::from_secs(self.timeout);
+        let config = ClientConfig::new(self.endpoint_list())
+            .with_retry_deadline(total)
+            .with_request_timeout(request_timeout.min(total))
+            .with_connect_timeout(ClientConfig::DEFAULT_CONNECT_TIMEOUT.min(total));
+        match self.api_key.as_deref().map(str::trim).filter(|k| !k.is_empty()) {
+            Some(key) => config.with_api_key(key),
+            None => config.without_api_key(),
+        }
+    }
+
+    /// A client with the usual per-attempt timeout.
+    pub async fn client(&self) -> Result<DlsClient, CliError> {
+        self.client_with(ClientConfig::DEFAULT_REQUEST_TIMEOUT).await
+    }
+
+    /// A client whose single attempts (and pinned per-node queries) end after `request_timeout`.
+    pub async fn client_with(&self, request_timeout: Duration) -> Result<DlsClient, CliError> {
+        if self.endpoint_list().is_empty() {
+            return Err(CliError::usage(format!(
+                "--endpoints is empty; give HOST:PORT of at least one node (or set {ENDPOINTS_ENV})"
+            )));
+        }
+        DlsClient::connect(self.config(request_timeout)).await.map_err(CliError::from)
+    }
+}
+
+/// A failed command: what to print after `dls: `, and the exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub message: String,
+    pub exit_code: i32,
+}
+
+impl CliError {
+    pub fn failure(message: impl Into<String>) -> Self {
+        CliError { message: message.into(), exit_code: EXIT_FAILURE }
+    }
+
+    pub fn usage(message: impl Into<String>) -> Self {
+        CliError { message: message.into(), exit_code: EXIT_USAGE }
+    }
+
+    /// The reader went away (e.g. `dls events --follow | head`): stop without a word.
+    pub fn quiet() -> Self {
+        CliError { message: String::new(), exit_code: 0 }
+    }
+}
+
+impl From<Error> for CliError {
+    /// Says what happened and what to do about it.
+    fn from(e: Error) -> Self {
+        let m = e.message();
+        match &e {
+            Error::PermissionDenied { .. } => CliError::failure(format!(
+                "permission denied: {m}\n     operator commands need an admin key: create one with \
+                 `dls keys add --file KEYS --name NAME --admin`, add it to the server's keys file, and pass it \
+                 with --api-key or {API_KEY_ENV}"
+            )),
+            Error::Unauthenticated { .. } => CliError::failure(format!(
+                "not authenticated: {m}\n     pass an API key from the server's keys file with --api-key or {API_KEY_ENV}"
+            )),
+            Error::Unavailable { .. } => CliError::failure(format!(
+                "cluster unavailable: {m}\n     check --endpoints (or {ENDPOINTS_ENV}) and that the nodes are running"
+            )),
+            Error::Config { .. } => CliError::usage(format!("{m} (check --endpoints and --api-key)")),
+            Error::InvalidArgument { .. } => CliError::usage(format!("invalid argument: {m}")),
+            Error::TransactionNotFound { .. } => CliError::failure(format!(
+                "{m}\n     finished transactions are forgotten after the retention window (10 minutes by default)"
+            )),
+            Error::CursorExpired { .. } => CliError::failure(format!(
+                "{m}\n     older events are no longer kept: start from the oldest retained one (omit --from)"
+            )),
+            _ => CliError::failure(e.to_string()),
+        }
+    }
+}
+
+/// Writes one line to stdout; a closed stdout ends the command quietly.
+pub fn print_line(line: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{line}") {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(CliError::quiet()),
+        Err(e) => Err(CliError::failure(format!("cannot write to stdout: {e}"))),
+    }
+}
+
+/// Prints a JSON value on one line.
+pub fn print_json(value: &serde_json::Value) -> Result<(), CliError> {
+    print_line(&value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let e = CliError::from(Error::PermissionDenied { message: "not an admin key".into() });
+        assert_eq!(e.exit_code, EXIT_FAILURE);
+        assert!(e.message.contains("dls keys add") && e.message.contains("--admin"), "{}", e.message);
+        let e = CliError::from(Error::Unavailable { message: "no leader".into() });
+        assert!(e.message.contains("--endpoints"), "{}", e.message);
+        let e = CliError::from(Error::InvalidArgument { message: "namespace_prefixes".into() });
+        assert_eq!(e.exit_code, EXIT_USAGE);
+    }
+
+    #[test]
+    fn endpoints_and_timeouts() {
+        let args = ClusterArgs { endpoints: vec![" a:1".into(), "".into(), "b:2".into()], api_key: None, timeout: 3 };
+        assert_eq!(args.endpoint_list(), vec!["a:1", "b:2"]);
+        let c = args.config(Duration::from_secs(5));
+        assert_eq!(c.retry_deadline, Duration::from_secs(3));
+        assert_eq!(c.request_timeout, Duration::from_secs(3));
+        assert_eq!(c.api_key, None);
+        let keyed = ClusterArgs { api_key: Some(" k ".into()), ..args };
+        assert_eq!(keyed.config(Duration::from_secs(1)).api_key.as_deref(), Some("k"));
+    }
+}

@@ -1,0 +1,155 @@
+//! `dls locks`: who holds and who waits for which lock.
+
+use caerus_core::KeyLocks;
+use clap::Args;
+use serde_json::json;
+
+use super::connect::{print_json, print_line, CliError, ClusterArgs};
+use super::format::{age, ids, or_dash, table};
+
+#[derive(Args, Debug)]
+#[command(after_help = "Needs an admin key on a server with an API keys file.\n\n\
+Example:\n  dls locks --namespace billing- --endpoints 10.0.0.1:7070")]
+pub struct LocksArgs {
+    /// Only namespaces starting with this prefix.
+    #[arg(long, value_name = "PREFIX", default_value = "")]
+    pub namespace: String,
+    /// Print JSON (one object with a `locks` array) instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+pub async fn run(args: LocksArgs) -> Result<(), CliError> {
+    let client = args.cluster.client().await?;
+    let locks = client.list_locks(&args.namespace).await?;
+    if args.json {
+        return print_json(&json!({ "locks": locks.iter().map(to_json).collect::<Vec<_>>() }));
+    }
+    if locks.is_empty() {
+        let scope =
+            if args.namespace.is_empty() { String::new() } else { format!(" in namespaces {:?}*", args.namespace) };
+        return print_line(&format!("no lock is held or waited for{scope}"));
+    }
+    for (i, lock) in locks.iter().enumerate() {
+        if i > 0 {
+            print_line("")?;
+        }
+        for line in render(lock) {
+            print_line(&line)?;
+        }
+    }
+    Ok(())
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// One lock as a title line and a table each for holders and waiters.
+fn render(lock: &KeyLocks) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{}/{}  ({}, {})",
+        lock.namespace,
+        lock.key,
+        plural(lock.holders.len(), "holder", "holders"),
+        plural(lock.waiters.len(), "waiter", "waiters")
+    )];
+    if !lock.holders.is_empty() {
+        let rows: Vec<Vec<String>> = lock
+            .holders
+            .iter()
+            .map(|h| {
+                vec![
+                    h.transaction_id.to_string(),
+                    or_dash(&h.transaction_name),
+                    h.mode.to_string(),
+                    h.fencing_token.to_string(),
+                    age(h.since_ms),
+                ]
+            })
+            .collect();
+        lines.push("  holders:".into());
+        lines.extend(table(&["TXN", "NAME", "MODE", "TOKEN", "HELD FOR"], &rows, "    "));
+    }
+    if !lock.waiters.is_empty() {
+        let rows: Vec<Vec<String>> = lock
+            .waiters
+            .iter()
+            .map(|w| {
+                vec![
+                    w.position.to_string(),
+                    w.transaction_id.to_string(),
+                    or_dash(&w.transaction_name),
+                    w.mode.to_string(),
+                    if w.upgrade { "yes" } else { "no" }.to_string(),
+                    ids(&w.blocking_transaction_ids),
+                    age(w.since_ms),
+                ]
+            })
+            .collect();
+        lines.push("  waiters:".into());
+        lines.extend(table(&["POS", "TXN", "NAME", "MODE", "UPGRADE", "BLOCKED BY", "WAITING FOR"], &rows, "    "));
+    }
+    lines
+}
+
+fn to_json(lock: &KeyLocks) -> serde_json::Value {
+    json!({
+        "namespace": lock.namespace,
+        "key": lock.key,
+        "holders": lock.holders.iter().map(|h| json!({
+            "transaction_id": h.transaction_id,
+            "transaction_name": h.transaction_name,
+            "mode": h.mode.as_str(),
+            "fencing_token": h.fencing_token,
+            "since_ms": h.since_ms,
+        })).collect::<Vec<_>>(),
+        "waiters": lock.waiters.iter().map(|w| json!({
+            "transaction_id": w.transaction_id,
+            "transaction_name": w.transaction_name,
+            "mode": w.mode.as_str(),
+            "position": w.position,
+            "blocking_transaction_ids": w.blocking_transaction_ids,
+            "since_ms": w.since_ms,
+            "upgrade": w.upgrade,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caerus_core::{LockHolder, LockMode, LockWaiter};
+
+    #[test]
+    fn a_lock_shows_holders_and_waiters_with_blockers() {
+        let lock = KeyLocks {
+            namespace: "ns".into(),
+            key: "k".into(),
+            holders: vec![LockHolder {
+                transaction_id: 5,
+                transaction_name: "worker-1".into(),
+                mode: LockMode::Exclusive,
+                fencing_token: 12,
+                since_ms: 0,
+            }],
+            waiters: vec![LockWaiter {
+                transaction_id: 6,
+                transaction_name: String::new(),
+                mode: LockMode::SharedRead,
+                position: 1,
+                blocking_transaction_ids: vec![5],
+                since_ms: 0,
+                upgrade: false,
+            }],
+        };
+        let text = render(&lock).join("\n");
+        assert!(text.starts_with("ns/k  (1 holder, 1 waiter)"), "{text}");
+        assert!(text.contains("TXN  NAME      MODE       TOKEN  HELD FOR"), "{text}");
+        assert!(text.contains("5    worker-1  EXCLUSIVE  12     -"), "{text}");
+        assert!(text.contains("1    6    -     SHARED_READ  no       5"), "{text}");
+        assert_eq!(to_json(&lock)["waiters"][0]["blocking_transaction_ids"], json!([5]));
+    }
+}

@@ -1,0 +1,100 @@
+//! The operator HTTP port: `/metrics` (Prometheus), `/healthz` and `/readyz`.
+//!
+//! Separate from the gRPC port so scrapers and load-balancer probes need no gRPC and no
+//! API key; it serves nothing that changes state and no transaction data.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
+
+use crate::metrics::Gauges;
+use crate::node::Node;
+
+/// A node is ready while it applies within this many entries of the commit index: a
+/// node replaying a long log (or a snapshot) would serve stale reads and should not get
+/// traffic yet.
+pub const MAX_READY_LAG: u64 = 100;
+
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Binds the port before the node starts, so a busy port fails at once and names the flag.
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on {addr} for the HTTP port (metrics, health): {e}; \
+             pick a free address with --http-listen or DLS_HTTP_LISTEN"
+        )
+    })
+}
+
+pub fn router(node: Arc<Node>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(node)
+}
+
+/// Serves until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    node: Arc<Node>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let addr = listener.local_addr()?;
+    tracing::info!("metrics on http://{addr}/metrics (health: /healthz, readiness: /readyz)");
+    axum::serve(listener, router(node))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| anyhow::anyhow!("HTTP port {addr} failed: {e}"))
+}
+
+async fn metrics(State(node): State<Arc<Node>>) -> Response {
+    let text = node.metrics.render(&Gauges::collect(&node));
+    ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text).into_response()
+}
+
+async fn readyz(State(node): State<Arc<Node>>) -> Response {
+    match readiness(&Gauges::collect(&node)) {
+        Ok(()) => (StatusCode::OK, "ready\n".to_string()).into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
+    }
+}
+
+/// Ready = a leader is known (requests can be served or redirected) and this node's
+/// table is nearly caught up with the log.
+pub fn readiness(g: &Gauges) -> Result<(), String> {
+    if g.leader_id == 0 {
+        return Err(format!("not ready: no leader known (term {})", g.raft_term));
+    }
+    let lag = g.apply_lag();
+    if lag > MAX_READY_LAG {
+        return Err(format!(
+            "not ready: applied index {} is {lag} entries behind commit index {} (limit {MAX_READY_LAG})",
+            g.applied_index, g.commit_index
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_needs_a_leader_and_a_small_apply_lag() {
+        let mut g = Gauges { leader_id: 0, commit_index: 5, applied_index: 5, raft_term: 3, ..Gauges::default() };
+        assert_eq!(readiness(&g).unwrap_err(), "not ready: no leader known (term 3)");
+        g.leader_id = 2;
+        assert_eq!(readiness(&g), Ok(()));
+        g.commit_index = 5 + MAX_READY_LAG + 1;
+        assert!(readiness(&g).unwrap_err().contains("entries behind commit index"));
+    }
+}
