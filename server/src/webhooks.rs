@@ -28,7 +28,7 @@ use sha2::Sha256;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::locks::events::CursorExpired;
-use crate::locks::{Command, CycleMember, Event, EventDetail, Held, LockKey, LockMode, VictimPolicy};
+use crate::locks::{Command, CycleMember, Event, EventDetail, EventKind, Held, LockKey, LockMode, VictimPolicy};
 use crate::node::Node;
 
 /// Events read from the table per lock of the state.
@@ -44,36 +44,6 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Retry of an unrecorded cursor while no new events arrive.
 const RECORD_RETRY: Duration = Duration::from_secs(1);
-
-/// The event kinds, by the names used in the file and in payloads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    DeadlockResolved,
-    TransactionExpired,
-    TransactionAborted,
-    LockRevoked,
-}
-
-impl EventKind {
-    pub fn of(e: &Event) -> EventKind {
-        match e.detail {
-            EventDetail::DeadlockResolved { .. } => EventKind::DeadlockResolved,
-            EventDetail::TransactionExpired { .. } => EventKind::TransactionExpired,
-            EventDetail::TransactionAborted { .. } => EventKind::TransactionAborted,
-            EventDetail::LockRevoked { .. } => EventKind::LockRevoked,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::DeadlockResolved => "deadlock_resolved",
-            EventKind::TransactionExpired => "transaction_expired",
-            EventKind::TransactionAborted => "transaction_aborted",
-            EventKind::LockRevoked => "lock_revoked",
-        }
-    }
-}
 
 /// One `[[webhooks]]` entry.
 #[derive(Clone, Debug, Deserialize)]
@@ -104,10 +74,7 @@ struct WebhooksFile {
 impl Webhook {
     /// Whether this webhook wants `e` (same rules as WatchEvents' filters).
     pub fn wants(&self, e: &Event) -> bool {
-        let kind_ok = self.kinds.is_empty() || self.kinds.contains(&EventKind::of(e));
-        let ns_ok = self.namespaces.is_empty()
-            || e.namespaces().iter().any(|ns| self.namespaces.iter().any(|p| ns.starts_with(p.as_str())));
-        kind_ok && ns_ok
+        e.matches(&self.kinds, &self.namespaces)
     }
 
     fn validate(&mut self) -> Result<(), String> {
@@ -227,7 +194,7 @@ pub fn payload(e: &Event) -> Value {
     json!({
         "id": e.seq.to_string(),
         "sequence": e.seq,
-        "type": EventKind::of(e).as_str(),
+        "type": e.kind().name(),
         "time_ms": e.at_ms,
         "namespaces": e.namespaces(),
         "data": event_data(&e.detail),

@@ -4,17 +4,12 @@
 
 mod common;
 
-use std::time::Duration;
-
 use caerus_core::{
     AcquireOptions, ClientConfig, DlsClient, Error, EventDetail, EventKind, EventStream, Lock, LockMode, LostKind,
     Transaction, TransactionOptions, TransactionState, VictimPolicy, WatchOptions,
 };
-use common::Cluster;
+use common::{queued, take, Cluster, PATIENCE};
 use tokio::task::JoinHandle;
-
-/// Upper bound of every wait below; a healthy run needs a fraction of it.
-const PATIENCE: Duration = Duration::from_secs(20);
 
 async fn client(cluster: &Cluster) -> DlsClient {
     DlsClient::connect(ClientConfig::new(cluster.endpoints()).without_api_key().with_retry_deadline(PATIENCE))
@@ -29,34 +24,6 @@ async fn begin(client: &DlsClient, name: &str, priority: i32) -> Transaction {
         )
         .await
         .unwrap()
-}
-
-async fn take(tx: &Transaction, key: &str) -> Lock {
-    tx.acquire_lock("ns", key, LockMode::Exclusive, AcquireOptions::default().with_timeout_ms(1_000)).await.unwrap()
-}
-
-/// Starts an exclusive acquire in the background and returns once the server has queued
-/// it (so it is an edge of the wait-for graph).
-async fn queued(tx: &Transaction, key: &'static str) -> JoinHandle<Result<Lock, Error>> {
-    let (seen, mut queued) = tokio::sync::mpsc::unbounded_channel();
-    let tx = tx.clone();
-    let wait = tokio::spawn(async move {
-        tx.acquire_lock_with_progress(
-            "ns",
-            key,
-            LockMode::Exclusive,
-            AcquireOptions::default().with_timeout_ms(60_000),
-            move |position| {
-                let _ = seen.send(position.clone());
-            },
-        )
-        .await
-    });
-    match tokio::time::timeout(PATIENCE, queued.recv()).await {
-        Ok(Some(_)) => wait,
-        Ok(None) => panic!("the acquire of ns/{key} ended without queueing: {:?}", wait.await.unwrap()),
-        Err(_) => panic!("the acquire of ns/{key} was not queued within {PATIENCE:?}"),
-    }
 }
 
 async fn finish<T>(task: JoinHandle<T>) -> T {

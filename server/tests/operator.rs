@@ -8,14 +8,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use caerus_core::{
-    AcquireOptions, ClientConfig, DlsClient, Error, Event, EventDetail, EventKind, Lock, LockMode, LostKind,
-    Transaction, TransactionOptions, TransactionState, WatchOptions,
+    ClientConfig, DlsClient, Error, Event, EventDetail, EventKind, LostKind, Transaction, TransactionOptions,
+    TransactionState, WatchOptions,
 };
-use common::Cluster;
-use tokio::task::JoinHandle;
+use common::{queued, take, Cluster, PATIENCE};
 
 /// Upper bound of every wait below; a healthy run needs a fraction of it.
-const PATIENCE: Duration = Duration::from_secs(30);
 
 async fn client_with(cluster: &Cluster, key: Option<&str>) -> DlsClient {
     let config = ClientConfig::new(cluster.endpoints()).with_retry_deadline(PATIENCE);
@@ -32,25 +30,6 @@ async fn client(cluster: &Cluster) -> DlsClient {
 
 async fn begin(client: &DlsClient, name: &str) -> Transaction {
     client.begin_transaction(TransactionOptions::default().with_timeout_ms(10_000).with_name(name)).await.unwrap()
-}
-
-async fn take(tx: &Transaction, key: &str) -> Lock {
-    tx.acquire_lock("ns", key, LockMode::Exclusive, AcquireOptions::default().with_timeout_ms(1_000)).await.unwrap()
-}
-
-/// Starts an exclusive acquire in the background and returns once the server queued it.
-async fn queued(tx: &Transaction, key: &'static str) -> JoinHandle<Result<Lock, Error>> {
-    let (seen, mut queued) = tokio::sync::mpsc::unbounded_channel();
-    let tx = tx.clone();
-    let wait = tokio::spawn(async move {
-        let opts = AcquireOptions::default().with_timeout_ms(60_000);
-        tx.acquire_lock_with_progress("ns", key, LockMode::Exclusive, opts, move |_| {
-            let _ = seen.send(());
-        })
-        .await
-    });
-    tokio::time::timeout(PATIENCE, queued.recv()).await.expect("queued in time").expect("the acquire queued");
-    wait
 }
 
 /// What a `dls` run printed and how it ended.

@@ -2,7 +2,7 @@
 
 use caerus_proto::v1 as pb;
 
-use crate::locks::{Event, EventDetail, Held, LockKey, LockMode, TxnState, VictimPolicy};
+use crate::locks::{Event, EventDetail, EventKind, Held, LockKey, LockMode, TxnState, VictimPolicy};
 
 pub fn mode(m: LockMode) -> i32 {
     (match m {
@@ -41,12 +41,23 @@ fn released(list: &[(LockKey, Held)]) -> Vec<pb::HeldLock> {
     list.iter().map(|(l, h)| held_lock(l, h)).collect()
 }
 
-pub fn event_kind(e: &Event) -> pb::EventKind {
-    match &e.detail {
-        EventDetail::DeadlockResolved { .. } => pb::EventKind::DeadlockResolved,
-        EventDetail::TransactionExpired { .. } => pb::EventKind::TransactionExpired,
-        EventDetail::TransactionAborted { .. } => pb::EventKind::TransactionAborted,
-        EventDetail::LockRevoked { .. } => pb::EventKind::LockRevoked,
+pub fn event_kind(k: EventKind) -> pb::EventKind {
+    match k {
+        EventKind::DeadlockResolved => pb::EventKind::DeadlockResolved,
+        EventKind::TransactionExpired => pb::EventKind::TransactionExpired,
+        EventKind::TransactionAborted => pb::EventKind::TransactionAborted,
+        EventKind::LockRevoked => pb::EventKind::LockRevoked,
+    }
+}
+
+/// The domain kind of a wire kind (`None` for UNSPECIFIED or unknown values).
+pub fn event_kind_from_wire(raw: i32) -> Option<EventKind> {
+    match pb::EventKind::try_from(raw).ok()? {
+        pb::EventKind::DeadlockResolved => Some(EventKind::DeadlockResolved),
+        pb::EventKind::TransactionExpired => Some(EventKind::TransactionExpired),
+        pb::EventKind::TransactionAborted => Some(EventKind::TransactionAborted),
+        pb::EventKind::LockRevoked => Some(EventKind::LockRevoked),
+        pb::EventKind::Unspecified => None,
     }
 }
 
@@ -96,7 +107,7 @@ pub fn event(e: &Event) -> pb::Event {
     pb::Event {
         sequence: e.seq,
         time_ms: e.at_ms as i64,
-        kind: event_kind(e) as i32,
+        kind: event_kind(e.kind()) as i32,
         namespaces: e.namespaces(),
         detail: Some(detail),
     }

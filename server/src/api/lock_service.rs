@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use caerus_proto::metadata;
 use caerus_proto::v1::lock_service_server::LockService;
-use caerus_proto::v1::{self as pb, acquire_lock_response::Event};
+use caerus_proto::v1::{self as pb, acquire_lock_response::Event as AcquireEvent};
 use futures::Stream;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -17,7 +17,7 @@ use super::auth::{KeyRing, Principal};
 use super::errors::ApiError;
 use super::{convert, validate};
 use crate::config::VictimPolicies;
-use crate::locks::{AcquireStatus, Command, Outcome, TxnId, TxnState};
+use crate::locks::{AcquireStatus, Command, Event, EventKind, Outcome, TxnId, TxnState};
 use crate::node::Node;
 
 pub struct LockApi {
@@ -219,7 +219,7 @@ async fn follow_acquire(call: AcquireCall, out: &Sender) -> ApiResult<()> {
                     key: lock.key.clone(),
                     mode: convert::mode(mode),
                 };
-                let _ = out.send(Ok(pb::AcquireLockResponse { event: Some(Event::Granted(granted)) })).await;
+                let _ = out.send(Ok(pb::AcquireLockResponse { event: Some(AcquireEvent::Granted(granted)) })).await;
                 return Ok(());
             }
             AcquireStatus::Ended(end) => return Err(ApiError::from_wait_end(txn, &end)),
@@ -227,7 +227,11 @@ async fn follow_acquire(call: AcquireCall, out: &Sender) -> ApiResult<()> {
                 if last_position != Some(position) {
                     last_position = Some(position);
                     let queued = pb::Queued { position, blocking_transaction_ids: blockers };
-                    if out.send(Ok(pb::AcquireLockResponse { event: Some(Event::Queued(queued)) })).await.is_err() {
+                    if out
+                        .send(Ok(pb::AcquireLockResponse { event: Some(AcquireEvent::Queued(queued)) }))
+                        .await
+                        .is_err()
+                    {
                         return Ok(());
                     }
                 }
@@ -263,22 +267,20 @@ const EVENT_BATCH: usize = 256;
 /// Which events a watcher asked for (and may see).
 struct EventFilter {
     prefixes: Vec<String>,
-    kinds: Vec<i32>,
+    kinds: Vec<EventKind>,
     who: Principal,
 }
 
 impl EventFilter {
-    fn wants(&self, e: &pb::Event) -> bool {
-        let kind_ok = self.kinds.is_empty() || self.kinds.contains(&e.kind);
-        let prefix_ok = self.prefixes.is_empty()
-            || e.namespaces.iter().any(|ns| self.prefixes.iter().any(|p| ns.starts_with(p.as_str())));
+    fn wants(&self, e: &Event) -> bool {
         // A key limited to some namespaces sees only events touching them.
-        let visible = if e.namespaces.is_empty() {
+        let namespaces = e.namespaces();
+        let visible = if namespaces.is_empty() {
             self.who.namespaces.is_none()
         } else {
-            e.namespaces.iter().any(|ns| self.who.sees_namespace(ns))
+            namespaces.iter().any(|ns| self.who.sees_namespace(ns))
         };
-        kind_ok && prefix_ok && visible
+        visible && e.matches(&self.kinds, &self.prefixes)
     }
 }
 
@@ -311,8 +313,7 @@ async fn follow_events(
         let full = batch.len() == EVENT_BATCH;
         for e in batch {
             next = e.seq + 1;
-            let wire = convert::event(&e);
-            if filter.wants(&wire) && out.send(Ok(wire)).await.is_err() {
+            if filter.wants(&e) && out.send(Ok(convert::event(&e))).await.is_err() {
                 return Ok(());
             }
         }
@@ -395,7 +396,8 @@ impl LockService for LockApi {
             };
             (from, log.last_seq())
         };
-        let filter = EventFilter { prefixes: r.namespace_prefixes, kinds: r.kinds, who };
+        let kinds = r.kinds.iter().filter_map(|k| convert::event_kind_from_wire(*k)).collect();
+        let filter = EventFilter { prefixes: r.namespace_prefixes, kinds, who };
         let (tx, rx) = mpsc::channel(64);
         let node = self.node.clone();
         tokio::spawn(async move {

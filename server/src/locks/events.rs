@@ -30,6 +30,27 @@ pub enum EventDetail {
     LockRevoked { txn: TxnId, lock: LockKey, held: Held, cause: String },
 }
 
+/// Kinds of events, named in snake_case in config files and webhook payloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    DeadlockResolved,
+    TransactionExpired,
+    TransactionAborted,
+    LockRevoked,
+}
+
+impl EventKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::DeadlockResolved => "deadlock_resolved",
+            EventKind::TransactionExpired => "transaction_expired",
+            EventKind::TransactionAborted => "transaction_aborted",
+            EventKind::LockRevoked => "lock_revoked",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     pub seq: u64,
@@ -39,6 +60,25 @@ pub struct Event {
 }
 
 impl Event {
+    pub fn kind(&self) -> EventKind {
+        match self.detail {
+            EventDetail::DeadlockResolved { .. } => EventKind::DeadlockResolved,
+            EventDetail::TransactionExpired { .. } => EventKind::TransactionExpired,
+            EventDetail::TransactionAborted { .. } => EventKind::TransactionAborted,
+            EventDetail::LockRevoked { .. } => EventKind::LockRevoked,
+        }
+    }
+
+    /// The filter rule shared by WatchEvents and webhooks: one of `kinds` (empty = any),
+    /// touching a namespace that starts with one of `prefixes` (empty = any).
+    pub fn matches<'a>(&self, kinds: impl IntoIterator<Item = &'a EventKind>, prefixes: &[String]) -> bool {
+        let mut kinds = kinds.into_iter().peekable();
+        let kind_ok = kinds.peek().is_none() || kinds.any(|k| *k == self.kind());
+        let ns_ok = prefixes.is_empty()
+            || self.namespaces().iter().any(|ns| prefixes.iter().any(|p| ns.starts_with(p.as_str())));
+        kind_ok && ns_ok
+    }
+
     /// Namespaces the event touches, sorted and without repeats.
     pub fn namespaces(&self) -> Vec<String> {
         let mut ns: Vec<String> = match &self.detail {

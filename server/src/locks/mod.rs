@@ -11,6 +11,6 @@ pub mod types;
 mod table_tests;
 
 pub use command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
-pub use events::{CycleMember, Event, EventDetail};
+pub use events::{CycleMember, Event, EventDetail, EventKind};
 pub use table::{Effect, LockTable, Txn};
 pub use types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
+use caerus_core::{AcquireOptions, Error, Lock, LockMode, Transaction};
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::HeartbeatRequest;
 use tonic::transport::Channel;
@@ -233,5 +234,32 @@ pub async fn eventually<T>(within: Duration, what: &str, mut check: impl FnMut()
         }
         assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// How long a test waits for something that should happen promptly.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Takes `ns/key` exclusively; the lock must be free.
+pub async fn take(tx: &Transaction, key: &str) -> Lock {
+    tx.acquire_lock("ns", key, LockMode::Exclusive, AcquireOptions::default().with_timeout_ms(1_000)).await.unwrap()
+}
+
+/// Starts an exclusive acquire of `ns/key` in the background and returns once the server
+/// has queued it (so it is an edge of the wait-for graph).
+pub async fn queued(tx: &Transaction, key: &'static str) -> tokio::task::JoinHandle<Result<Lock, Error>> {
+    let (seen, mut queued) = tokio::sync::mpsc::unbounded_channel();
+    let tx = tx.clone();
+    let wait = tokio::spawn(async move {
+        let opts = AcquireOptions::default().with_timeout_ms(60_000);
+        tx.acquire_lock_with_progress("ns", key, LockMode::Exclusive, opts, move |_| {
+            let _ = seen.send(());
+        })
+        .await
+    });
+    match tokio::time::timeout(PATIENCE, queued.recv()).await {
+        Ok(Some(())) => wait,
+        Ok(None) => panic!("the acquire of ns/{key} ended without queueing: {:?}", wait.await.unwrap()),
+        Err(_) => panic!("the acquire of ns/{key} was not queued within {PATIENCE:?}"),
     }
 }
