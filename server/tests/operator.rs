@@ -13,8 +13,6 @@ use caerus_core::{
 };
 use common::{queued, take, Cluster, PATIENCE};
 
-/// Upper bound of every wait below; a healthy run needs a fraction of it.
-
 async fn client_with(cluster: &Cluster, key: Option<&str>) -> DlsClient {
     let config = ClientConfig::new(cluster.endpoints()).with_retry_deadline(PATIENCE);
     let config = match key {
