@@ -14,7 +14,14 @@ async fn main() {
         .or_else(|_| EnvFilter::try_new(&cli.log))
         .unwrap_or_else(|_| EnvFilter::new("info"));
     // Logs go to stderr: stdout carries the commands' output (tables, JSON, keys).
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_writer(std::io::stderr).init();
+    // Colours only on a terminal: log files and CI output stay plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
 
     let result = match cli.command {
         CliCommand::Serve(args) => caerus_server::serve::run(args).await.map_err(failure),
