@@ -237,8 +237,11 @@ impl Node {
         }
     }
 
-    /// Tracks leadership; on every new term in which this node leads, restarts all leases
-    /// and waits at full length (decision: a failover never expires a healthy client).
+    /// Tracks leadership. A node serves as leader only once its table has caught up with
+    /// everything committed before its term (a read-index round): until then a client
+    /// could be told its transaction does not exist. On every new term in which it leads
+    /// it also restarts all leases and waits at full length (a failover never expires a
+    /// healthy client).
     fn spawn_leadership_watch(self: &Arc<Self>, leader_tx: watch::Sender<bool>) {
         let node = Arc::downgrade(self);
         let mut metrics = self.raft.metrics();
@@ -251,21 +254,42 @@ impl Node {
                 };
                 let Some(node) = node.upgrade() else { return };
                 if leading && led_term != Some(term) {
-                    node.leases.restart_all(Instant::now());
-                    *node.confirmed.lock().await = None;
-                    tracing::info!(term, node = node.id, "became leader; leases restarted at full length");
-                    led_term = Some(term);
-                } else if !leading && led_term.is_some() {
-                    tracing::info!(term, node = node.id, "no longer leader");
-                    led_term = None;
+                    if node.catch_up_as_leader().await {
+                        node.leases.restart_all(Instant::now());
+                        *node.confirmed.lock().await = None;
+                        tracing::info!(term, node = node.id, "became leader; leases restarted at full length");
+                        led_term = Some(term);
+                        leader_tx.send_replace(true);
+                    }
+                } else if !leading {
+                    if led_term.take().is_some() {
+                        tracing::info!(term, node = node.id, "no longer leader");
+                    }
+                    leader_tx.send_if_modified(|v| std::mem::replace(v, false));
                 }
-                leader_tx.send_if_modified(|v| std::mem::replace(v, leading) != leading);
                 drop(node);
+                if led_term.is_none() && leading {
+                    // Catching up failed while still leading: try again shortly.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
                 if metrics.changed().await.is_err() {
                     return;
                 }
             }
         });
+    }
+
+    /// Waits until this new leader has applied everything committed before its term.
+    async fn catch_up_as_leader(&self) -> bool {
+        match tokio::time::timeout(Duration::from_secs(2), self.raft.ensure_linearizable()).await {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => {
+                tracing::debug!("not serving as leader yet: {e}");
+                false
+            }
+            Err(_) => false,
+        }
     }
 
     /// The leader's clock: proposes expiries of lapsed leases and cancels timed-out waits.
