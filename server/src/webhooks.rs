@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::api::convert;
 use crate::locks::events::CursorExpired;
 use crate::locks::{Command, CycleMember, Event, EventDetail, EventKind, Held, LockKey, LockMode, VictimPolicy};
 use crate::node::Node;
@@ -117,19 +118,13 @@ pub fn parse(text: &str) -> Result<Vec<Webhook>, String> {
 
 // ---- payload ----
 
+/// Modes and policies use the proto's names, so payloads and the gRPC API agree.
 fn mode_name(m: LockMode) -> &'static str {
-    match m {
-        LockMode::Exclusive => "EXCLUSIVE",
-        LockMode::SharedRead => "SHARED_READ",
-    }
+    convert::mode_wire(m).as_str_name()
 }
 
 fn policy_name(p: VictimPolicy) -> &'static str {
-    match p {
-        VictimPolicy::LowestPriorityThenYoungest => "LOWEST_PRIORITY_THEN_YOUNGEST",
-        VictimPolicy::Youngest => "YOUNGEST",
-        VictimPolicy::Oldest => "OLDEST",
-    }
+    convert::policy_wire(p).as_str_name()
 }
 
 fn cycle_member(m: &CycleMember) -> Value {

@@ -4,11 +4,15 @@ use caerus_proto::v1 as pb;
 
 use crate::locks::{Event, EventDetail, EventKind, Held, LockKey, LockMode, TxnState, VictimPolicy};
 
-pub fn mode(m: LockMode) -> i32 {
-    (match m {
+pub fn mode_wire(m: LockMode) -> pb::LockMode {
+    match m {
         LockMode::Exclusive => pb::LockMode::Exclusive,
         LockMode::SharedRead => pb::LockMode::SharedRead,
-    }) as i32
+    }
+}
+
+pub fn mode(m: LockMode) -> i32 {
+    mode_wire(m) as i32
 }
 
 pub fn state(s: TxnState) -> i32 {
@@ -20,12 +24,16 @@ pub fn state(s: TxnState) -> i32 {
     }) as i32
 }
 
-pub fn policy(p: VictimPolicy) -> i32 {
-    (match p {
+pub fn policy_wire(p: VictimPolicy) -> pb::VictimPolicy {
+    match p {
         VictimPolicy::LowestPriorityThenYoungest => pb::VictimPolicy::LowestPriorityThenYoungest,
         VictimPolicy::Youngest => pb::VictimPolicy::Youngest,
         VictimPolicy::Oldest => pb::VictimPolicy::Oldest,
-    }) as i32
+    }
+}
+
+pub fn policy(p: VictimPolicy) -> i32 {
+    policy_wire(p) as i32
 }
 
 pub fn held_lock(lock: &LockKey, held: &Held) -> pb::HeldLock {
