@@ -10,7 +10,7 @@ TARGET_DIR   := $(or $(CARGO_TARGET_DIR),target)
 DLS_RELEASE   = $(TARGET_DIR)/release/dls
 
 .DEFAULT_GOAL := help
-.PHONY: help run test build release cluster cluster-stop example bench lint fmt clean
+.PHONY: help run test test-rust test-python test-node wheel dls-debug build release cluster cluster-stop example bench lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -18,8 +18,22 @@ help: ## List the targets
 run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-data
 	$(DLS_RELEASE) serve
 
-test: ## Run every test: unit tests and real single-node and three-node clusters
-	$(CARGO) test --workspace --all-targets
+test: test-rust test-python test-node ## Run every test: Rust (unit + real 1- and 3-node clusters), Python and Node SDKs
+
+test-rust: ## Rust tests: unit tests and integration tests against real dls processes
+	$(CARGO) test --all-targets
+
+dls-debug: ## Build the dls binary the SDK test suites start
+	$(CARGO) build -p caerus-server --bin dls
+
+test-python: dls-debug ## Build the Python SDK into a virtualenv and run its pytest suite
+	$(MAKE) -C bindings/python test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
+
+wheel: ## Build a Python wheel into bindings/python/dist
+	$(MAKE) -C bindings/python wheel
+
+test-node: dls-debug ## Build the Node SDK (@caerus-dev/sdk) and run its node --test suite
+	$(MAKE) -C bindings/node test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
 build: ## Debug build of the workspace
 	$(CARGO) build --workspace --all-targets

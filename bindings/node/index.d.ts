@@ -1,0 +1,264 @@
+// Type declarations of @caerus-dev/sdk (hand-written; the native layer's generated
+// declarations are in native.d.ts after a build, for review).
+//
+// Every u64 of the protocol (fencing tokens, transaction ids, event sequences) is a
+// `bigint`: JavaScript numbers are doubles and lose integer precision above 2^53.
+
+export declare namespace Dls {
+  /** `EXCLUSIVE`: one holder. `SHARED_READ`: any number of readers, no writer. */
+  type LockMode = 'EXCLUSIVE' | 'SHARED_READ';
+
+  /** Stable error codes of the SDK (core's `Error::code()`). */
+  type ErrorCode =
+    | 'LOCK_TIMEOUT'
+    | 'DEADLOCK_VICTIM'
+    | 'TRANSACTION_LOST'
+    | 'TRANSACTION_NOT_FOUND'
+    | 'INVALID_ARGUMENT'
+    | 'UNAUTHENTICATED'
+    | 'PERMISSION_DENIED'
+    | 'WAIT_CANCELLED'
+    | 'ALREADY_WAITING'
+    | 'CURSOR_EXPIRED'
+    | 'UNAVAILABLE'
+    | 'CONFIG'
+    | 'INTERNAL';
+
+  /** Why a transaction was lost. */
+  type LostKind = 'EXPIRED' | 'ABORTED' | 'DEADLOCK_VICTIM' | 'LEASE_UNCONFIRMED' | 'NOT_FOUND';
+
+  type TransactionState = 'ACTIVE' | 'COMMITTED' | 'ABORTED' | 'EXPIRED';
+
+  type EventKind = 'DEADLOCK_RESOLVED' | 'TRANSACTION_EXPIRED' | 'TRANSACTION_ABORTED' | 'LOCK_REVOKED';
+
+  interface ClientOptions {
+    /** API key sent as `authorization: Bearer <key>`. Default: env `CAERUS_API_KEY`. */
+    apiKey?: string;
+    /** Cluster nodes as `host:port`. Default: env `DLS_ENDPOINTS` (comma separated), then `127.0.0.1:7070`. */
+    endpoints?: string[];
+    /** Time allowed to open a connection to a node (default 2000). */
+    connectTimeoutMs?: number;
+    /** Time allowed for one attempt of a call (default 5000). */
+    requestTimeoutMs?: number;
+    /** Total time to keep retrying across elections before UNAVAILABLE (default 15000). */
+    retryDeadlineMs?: number;
+  }
+
+  interface TransactionOptions {
+    /** Lease length in ms (100 ms – 1 h); the Rust core heartbeats it every third of it. */
+    timeoutMs?: number;
+    /** Deadlock-victim priority: higher is more important (default 0). */
+    priority?: number;
+    /** A label shown by operator tools and events. */
+    name?: string;
+  }
+
+  interface AcquireOptions {
+    /** How long to wait in the key's queue before LockTimeoutError. */
+    timeoutMs?: number;
+  }
+
+  interface Lock {
+    namespace: string;
+    key: string;
+    mode: LockMode;
+    /** Cluster-wide strictly increasing token of this grant (u64). Pass it to your storage. */
+    fencingToken: bigint;
+  }
+
+  interface PendingLock {
+    namespace: string;
+    key: string;
+    mode: LockMode;
+    /** 1 = next in line. */
+    position: number;
+  }
+
+  interface TransactionStatus {
+    id: bigint;
+    state: TransactionState;
+    name?: string;
+    priority: number;
+    leaseTimeoutMs: number;
+    leaseRemainingMs: number;
+    locks: Lock[];
+    waiting?: PendingLock;
+    /** Why a finished transaction ended; empty while active. */
+    endReason: string;
+  }
+
+  interface LostReason {
+    kind: LostKind;
+    message: string;
+  }
+
+  interface WatchOptions {
+    /** First sequence wanted (default: the oldest retained event). */
+    fromSequence?: bigint | number;
+    /** Only events touching a namespace with one of these prefixes. */
+    namespacePrefixes?: string[];
+    /** Only these kinds. */
+    kinds?: EventKind[];
+    /** Skip the retained backlog. */
+    onlyNew?: boolean;
+  }
+
+  interface CycleMember {
+    transactionId: bigint;
+    transactionName: string;
+    priority: number;
+    namespace: string;
+    key: string;
+    mode: LockMode;
+  }
+
+  /** One event of the replicated log. Fields after `namespaces` are present per `kind`. */
+  interface Event {
+    sequence: bigint;
+    /** Leader's wall clock, ms since the Unix epoch. */
+    timeMs: number;
+    kind: EventKind;
+    namespaces: string[];
+    /** TRANSACTION_EXPIRED, TRANSACTION_ABORTED, LOCK_REVOKED */
+    transactionId?: bigint;
+    /** TRANSACTION_EXPIRED, TRANSACTION_ABORTED */
+    transactionName?: string;
+    /** TRANSACTION_EXPIRED, TRANSACTION_ABORTED */
+    releasedLocks?: Lock[];
+    /** TRANSACTION_ABORTED */
+    reason?: string;
+    /** TRANSACTION_ABORTED */
+    operator?: string;
+    /** DEADLOCK_RESOLVED */
+    cycle?: CycleMember[];
+    /** DEADLOCK_RESOLVED */
+    victimTransactionId?: bigint;
+    /** DEADLOCK_RESOLVED */
+    policy?: string;
+    /** LOCK_REVOKED */
+    namespace?: string;
+    /** LOCK_REVOKED */
+    key?: string;
+    /** LOCK_REVOKED */
+    mode?: LockMode;
+    /** LOCK_REVOKED: the revoked grant's token */
+    fencingToken?: bigint;
+    /** LOCK_REVOKED */
+    cause?: string;
+  }
+
+  /** A connection to a Caerus DLS cluster. Connections open lazily; the leader is found by itself. */
+  class DlsClient {
+    constructor(options?: ClientOptions);
+    /** Begins a transaction; commit or abort it yourself. */
+    beginTransaction(options?: TransactionOptions): Promise<Transaction>;
+    /**
+     * Runs `fn` in a transaction: commits when it resolves, aborts when it throws (the
+     * error is rethrown), always ends the transaction, and resolves with `fn`'s value.
+     * If the transaction is lost meanwhile, `tx.signal` aborts and this rejects with
+     * TransactionLostError (DeadlockVictimError for a deadlock victim).
+     */
+    withTransaction<T>(fn: (tx: Transaction) => Promise<T> | T, options?: TransactionOptions): Promise<T>;
+    /** Any transaction's status, by id. */
+    transactionStatus(id: bigint | number): Promise<TransactionStatus>;
+    /** Operator call (admin key on a server with keys): aborts a transaction; resolves with its final state. */
+    abortTransaction(id: bigint | number, reason?: string): Promise<TransactionState>;
+    /** Follows the event log from a cursor, across leader changes: `for await (const e of dls.watchEvents())`. */
+    watchEvents(options?: WatchOptions): EventWatch;
+  }
+
+  /** A running transaction; its lease is kept alive by a heartbeat in the Rust core. */
+  class Transaction {
+    private constructor();
+    /** Server-assigned id (u64). */
+    readonly id: bigint;
+    /** The lease length the server applied, in ms. */
+    readonly leaseMs: number;
+    /**
+     * Aborts when the transaction is lost (lease expired, deadlock victim, aborted by an
+     * operator); `signal.reason` is a TransactionLostError or DeadlockVictimError with
+     * `lostKind`. Never aborts after a normal commit or abort.
+     */
+    readonly signal: AbortSignal;
+    /** True once the transaction is lost. */
+    readonly isLost: boolean;
+    /** Why it was lost, or null. */
+    readonly lostReason: LostReason | null;
+    /** Takes a lock, waiting in the key's FIFO queue up to `options.timeoutMs`. */
+    acquireLock(namespace: string, key: string, mode?: LockMode, options?: AcquireOptions): Promise<Lock>;
+    /** Releases one lock early; resolves with whether it was held (or waited for). */
+    release(namespace: string, key: string): Promise<boolean>;
+    /** The transaction as the leader sees it. */
+    status(): Promise<TransactionStatus>;
+    /** Ends the transaction and releases its locks; rejects with TransactionLostError if it was lost. */
+    commit(): Promise<void>;
+    /** Ends the transaction and releases its locks; fine if it already ended. */
+    abort(): Promise<void>;
+  }
+
+  /** An event watch: an async iterator of events in sequence order. */
+  class EventWatch implements AsyncIterableIterator<Event> {
+    private constructor();
+    /** Resolves once attached to the leader (with onlyNew, later events are all delivered). */
+    attached(): Promise<this>;
+    /** The last sequence committed when the watch attached, or null. */
+    backlogEnd(): Promise<bigint | null>;
+    next(): Promise<IteratorResult<Event, undefined>>;
+    return(): Promise<IteratorResult<Event, undefined>>;
+    /** Stops the watch; a pending `next()` resolves done. */
+    close(): Promise<void>;
+    [Symbol.asyncIterator](): this;
+  }
+
+  /** Base class of the SDK's errors. */
+  class DlsError extends Error {
+    constructor(code: string, message: string, options?: ErrorOptions);
+    readonly code: ErrorCode | string;
+    /** On errors that report a lost transaction (e.g. `tx.signal.reason`): how it was lost. */
+    lostKind?: LostKind;
+  }
+  /** The acquire timeout passed; the transaction is still active. */
+  class LockTimeoutError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'LOCK_TIMEOUT'; }
+  /** The server aborted the transaction to break a deadlock; its locks are gone. */
+  class DeadlockVictimError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'DEADLOCK_VICTIM'; }
+  /** The transaction is no longer active (expired, aborted, ended); stop the guarded work. */
+  class TransactionLostError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'TRANSACTION_LOST'; }
+  class TransactionNotFoundError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'TRANSACTION_NOT_FOUND'; }
+  class InvalidArgumentError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'INVALID_ARGUMENT'; }
+  class UnauthenticatedError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'UNAUTHENTICATED'; }
+  class PermissionDeniedError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'PERMISSION_DENIED'; }
+  /** The wait was withdrawn by a `release` of the same key. */
+  class WaitCancelledError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'WAIT_CANCELLED'; }
+  /** The transaction already waits for another lock. */
+  class AlreadyWaitingError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'ALREADY_WAITING'; }
+  /** The event cursor fell out of the retained log. */
+  class CursorExpiredError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'CURSOR_EXPIRED'; }
+  /** No leader reachable before the retry deadline; safe to retry later. */
+  class UnavailableError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'UNAVAILABLE'; }
+  /** Invalid client configuration. */
+  class ConfigError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'CONFIG'; }
+  class InternalError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'INTERNAL'; }
+}
+
+export import DlsClient = Dls.DlsClient;
+export import Transaction = Dls.Transaction;
+export import EventWatch = Dls.EventWatch;
+export import DlsError = Dls.DlsError;
+export import LockTimeoutError = Dls.LockTimeoutError;
+export import DeadlockVictimError = Dls.DeadlockVictimError;
+export import TransactionLostError = Dls.TransactionLostError;
+export import TransactionNotFoundError = Dls.TransactionNotFoundError;
+export import InvalidArgumentError = Dls.InvalidArgumentError;
+export import UnauthenticatedError = Dls.UnauthenticatedError;
+export import PermissionDeniedError = Dls.PermissionDeniedError;
+export import WaitCancelledError = Dls.WaitCancelledError;
+export import AlreadyWaitingError = Dls.AlreadyWaitingError;
+export import CursorExpiredError = Dls.CursorExpiredError;
+export import UnavailableError = Dls.UnavailableError;
+export import ConfigError = Dls.ConfigError;
+export import InternalError = Dls.InternalError;
+export type LockMode = Dls.LockMode;
+export type Lock = Dls.Lock;
+export type ErrorCode = Dls.ErrorCode;
+export type Event = Dls.Event;
+export type TransactionStatus = Dls.TransactionStatus;

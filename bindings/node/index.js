@@ -1,0 +1,354 @@
+'use strict';
+// @caerus-dev/sdk: JavaScript glue over the native binding (caerus.<platform>.node), which
+// is itself a thin layer over the Rust client caerus-core. Lock logic (retries, leader
+// discovery, heartbeats, the lost signal, commit/abort around withTransaction) lives in
+// Rust; this file only maps errors to classes, turns core's lost signal into an
+// AbortSignal and event watches into async iterators.
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+function loadNative() {
+  const override = process.env.CAERUS_NODE_NATIVE;
+  if (override) return require(path.resolve(override));
+  const prefix = `caerus.${process.platform}-${process.arch}`;
+  const candidates = fs
+    .readdirSync(__dirname)
+    .filter((f) => f.startsWith(prefix) && f.endsWith('.node'))
+    .sort();
+  if (candidates.length === 0) {
+    throw new Error(
+      `@caerus-dev/sdk: native addon ${prefix}*.node not found in ${__dirname}; ` +
+        'build it with `npm install && npm run build` in bindings/node',
+    );
+  }
+  // On Linux prefer the glibc build when both are present.
+  const pick = candidates.find((f) => f.includes('-gnu')) || candidates[0];
+  return require(path.join(__dirname, pick));
+}
+
+const native = loadNative();
+
+// ---------------------------------------------------------------- errors
+
+/** Base class of every error the SDK raises; `code` is core's stable error code. */
+class DlsError extends Error {
+  constructor(code, message, options) {
+    super(message, options);
+    this.name = 'DlsError';
+    this.code = code;
+  }
+}
+
+function errorClass(name, code) {
+  const cls = class extends DlsError {
+    constructor(message, options) {
+      super(code, message, options);
+      this.name = name;
+    }
+  };
+  Object.defineProperty(cls, 'name', { value: name });
+  return cls;
+}
+
+const LockTimeoutError = errorClass('LockTimeoutError', 'LOCK_TIMEOUT');
+const DeadlockVictimError = errorClass('DeadlockVictimError', 'DEADLOCK_VICTIM');
+const TransactionLostError = errorClass('TransactionLostError', 'TRANSACTION_LOST');
+const TransactionNotFoundError = errorClass('TransactionNotFoundError', 'TRANSACTION_NOT_FOUND');
+const InvalidArgumentError = errorClass('InvalidArgumentError', 'INVALID_ARGUMENT');
+const UnauthenticatedError = errorClass('UnauthenticatedError', 'UNAUTHENTICATED');
+const PermissionDeniedError = errorClass('PermissionDeniedError', 'PERMISSION_DENIED');
+const WaitCancelledError = errorClass('WaitCancelledError', 'WAIT_CANCELLED');
+const AlreadyWaitingError = errorClass('AlreadyWaitingError', 'ALREADY_WAITING');
+const CursorExpiredError = errorClass('CursorExpiredError', 'CURSOR_EXPIRED');
+const UnavailableError = errorClass('UnavailableError', 'UNAVAILABLE');
+const ConfigError = errorClass('ConfigError', 'CONFIG');
+const InternalError = errorClass('InternalError', 'INTERNAL');
+
+const ERROR_CLASSES = {
+  LOCK_TIMEOUT: LockTimeoutError,
+  DEADLOCK_VICTIM: DeadlockVictimError,
+  TRANSACTION_LOST: TransactionLostError,
+  TRANSACTION_NOT_FOUND: TransactionNotFoundError,
+  INVALID_ARGUMENT: InvalidArgumentError,
+  UNAUTHENTICATED: UnauthenticatedError,
+  PERMISSION_DENIED: PermissionDeniedError,
+  WAIT_CANCELLED: WaitCancelledError,
+  ALREADY_WAITING: AlreadyWaitingError,
+  CURSOR_EXPIRED: CursorExpiredError,
+  UNAVAILABLE: UnavailableError,
+  CONFIG: ConfigError,
+  INTERNAL: InternalError,
+};
+
+/** The one place native errors (`[CODE] message`) become SDK error classes. */
+function mapError(err) {
+  if (err instanceof DlsError || !(err instanceof Error)) return err;
+  const m = /^\[([A-Z_]+)\] ([\s\S]*)$/.exec(err.message);
+  if (!m) return err;
+  const [, code, message] = m;
+  const cls = ERROR_CLASSES[code];
+  return cls ? new cls(message) : new DlsError(code, message);
+}
+
+async function call(promise) {
+  try {
+    return await promise;
+  } catch (e) {
+    throw mapError(e);
+  }
+}
+
+function sync(fn) {
+  try {
+    return fn();
+  } catch (e) {
+    throw mapError(e);
+  }
+}
+
+function toBigInt(value, what) {
+  if (typeof value === 'bigint') return value;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
+  throw new InvalidArgumentError(`${what} must be a non-negative integer (bigint or safe number), got ${value}`);
+}
+
+function txOptions(opts) {
+  if (opts == null) return null;
+  const { timeoutMs, priority, name } = opts;
+  return { timeoutMs, priority, name };
+}
+
+function lostError(reason) {
+  const message = `transaction lost (${reason.kind}): ${reason.message}`;
+  const err =
+    reason.kind === 'DEADLOCK_VICTIM' ? new DeadlockVictimError(message) : new TransactionLostError(message);
+  err.lostKind = reason.kind;
+  return err;
+}
+
+// ---------------------------------------------------------------- transaction
+
+/** A running transaction. Its lease is kept alive by a heartbeat in Rust. */
+class Transaction {
+  #native;
+  #controller = null;
+
+  constructor(nativeTx) {
+    this.#native = nativeTx;
+    /** Transaction id assigned by the server (u64, so a bigint). */
+    this.id = nativeTx.id;
+    /** Lease length the server applied, in milliseconds. */
+    this.leaseMs = nativeTx.leaseMs;
+  }
+
+  /**
+   * An AbortSignal that aborts when the transaction is lost (lease expired, deadlock
+   * victim, aborted by an operator); `signal.reason` is a TransactionLostError (or a
+   * DeadlockVictimError). It never aborts after a normal commit or abort.
+   */
+  get signal() {
+    if (this.#controller === null) {
+      const controller = new AbortController();
+      this.#controller = controller;
+      this.#native.onLost((reason) => controller.abort(lostError(reason)));
+    }
+    return this.#controller.signal;
+  }
+
+  /** Takes a lock; resolves with `{ namespace, key, mode, fencingToken }` (fencingToken: bigint). */
+  acquireLock(namespace, key, mode = 'EXCLUSIVE', opts = {}) {
+    return call(this.#native.acquireLock(namespace, key, mode, opts?.timeoutMs ?? null));
+  }
+
+  /** Releases one lock early; resolves with whether the transaction held (or waited for) it. */
+  release(namespace, key) {
+    return call(this.#native.release(namespace, key));
+  }
+
+  /** The transaction as the leader sees it. */
+  status() {
+    return call(this.#native.status());
+  }
+
+  /** Commits: ends the transaction and releases its locks. */
+  commit() {
+    return call(this.#native.commit());
+  }
+
+  /** Aborts: ends the transaction and releases its locks. Succeeds if it already ended. */
+  abort() {
+    return call(this.#native.abort());
+  }
+
+  /** True once the transaction is lost. */
+  get isLost() {
+    return this.#native.lostReason() !== null;
+  }
+
+  /** `{ kind, message }` once the transaction is lost, else null. */
+  get lostReason() {
+    return this.#native.lostReason();
+  }
+}
+
+// ---------------------------------------------------------------- events
+
+/** An event watch: an async iterator over the cluster's event log. */
+class EventWatch {
+  #stream;
+  #closed = false;
+
+  constructor(streamPromise) {
+    this.#stream = streamPromise;
+    // Attach errors surface through next(); never as an unhandled rejection.
+    streamPromise.catch(() => {});
+  }
+
+  /** Resolves once the watch is attached to the leader (events committed after are delivered). */
+  async attached() {
+    await call(this.#stream);
+    return this;
+  }
+
+  /** The last sequence committed when the watch attached (bigint or null). */
+  async backlogEnd() {
+    return (await call(this.#stream)).backlogEnd;
+  }
+
+  async next() {
+    if (this.#closed) return { done: true, value: undefined };
+    const stream = await call(this.#stream);
+    const event = await call(stream.next());
+    if (event === null) {
+      this.#closed = true;
+      return { done: true, value: undefined };
+    }
+    return { done: false, value: event };
+  }
+
+  async return() {
+    await this.close();
+    return { done: true, value: undefined };
+  }
+
+  /** Stops the watch. */
+  async close() {
+    this.#closed = true;
+    try {
+      (await this.#stream).close();
+    } catch {
+      // never attached: nothing to close
+    }
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+}
+
+// ---------------------------------------------------------------- client
+
+/** A connection to a Caerus DLS cluster. */
+class DlsClient {
+  #native;
+
+  /**
+   * @param opts.apiKey defaults to env CAERUS_API_KEY
+   * @param opts.endpoints defaults to env DLS_ENDPOINTS (comma separated), then 127.0.0.1:7070
+   */
+  constructor(opts = {}) {
+    const o = opts ?? {};
+    this.#native = sync(
+      () =>
+        new native.NativeClient({
+          apiKey: o.apiKey || undefined,
+          endpoints: o.endpoints,
+          connectTimeoutMs: o.connectTimeoutMs,
+          requestTimeoutMs: o.requestTimeoutMs,
+          retryDeadlineMs: o.retryDeadlineMs,
+        }),
+    );
+  }
+
+  /** Begins a transaction (manual control: commit or abort it yourself). */
+  async beginTransaction(opts) {
+    return new Transaction(await call(this.#native.beginTransaction(txOptions(opts))));
+  }
+
+  /**
+   * Runs `fn(tx)` in a transaction: commits when it resolves, aborts when it throws (and
+   * rethrows), and resolves with its value. If the transaction is lost meanwhile,
+   * `tx.signal` aborts and this rejects with TransactionLostError (DeadlockVictimError).
+   */
+  async withTransaction(fn, opts) {
+    if (typeof fn !== 'function') throw new InvalidArgumentError('withTransaction needs a callback');
+    let value;
+    let failed = false;
+    let error;
+    try {
+      await this.#native.withTransaction(txOptions(opts), async (nativeTx) => {
+        try {
+          value = await fn(new Transaction(nativeTx));
+        } catch (e) {
+          failed = true;
+          error = e;
+          throw e;
+        }
+      });
+    } catch (e) {
+      if (failed) throw error;
+      throw mapError(e);
+    }
+    return value;
+  }
+
+  /** Any transaction's status, by id. */
+  transactionStatus(id) {
+    return call(Promise.resolve().then(() => this.#native.transactionStatus(toBigInt(id, 'id'))));
+  }
+
+  /** Operator call: aborts any transaction; resolves with its final state. */
+  abortTransaction(id, reason = '') {
+    return call(Promise.resolve().then(() => this.#native.abortTransaction(toBigInt(id, 'id'), reason)));
+  }
+
+  /**
+   * Follows the cluster's event log from `fromSequence` (default: oldest retained); an
+   * async iterator: `for await (const event of dls.watchEvents({ fromSequence: 1n }))`.
+   */
+  watchEvents(opts = {}) {
+    const o = opts ?? {};
+    const start = Promise.resolve().then(() =>
+      this.#native.watchEvents({
+        fromSequence: o.fromSequence == null ? undefined : toBigInt(o.fromSequence, 'fromSequence'),
+        namespacePrefixes: o.namespacePrefixes,
+        kinds: o.kinds,
+        onlyNew: o.onlyNew,
+      }),
+    );
+    return new EventWatch(start);
+  }
+}
+
+const Dls = Object.freeze({
+  DlsClient,
+  Transaction,
+  EventWatch,
+  DlsError,
+  LockTimeoutError,
+  DeadlockVictimError,
+  TransactionLostError,
+  TransactionNotFoundError,
+  InvalidArgumentError,
+  UnauthenticatedError,
+  PermissionDeniedError,
+  WaitCancelledError,
+  AlreadyWaitingError,
+  CursorExpiredError,
+  UnavailableError,
+  ConfigError,
+  InternalError,
+});
+
+module.exports = { Dls, ...Dls };

@@ -1,0 +1,552 @@
+//! Native part of `@caerus-dev/sdk`: a thin N-API layer over `caerus-core`.
+//!
+//! Every lock operation is a call into [`caerus_core`]: leader discovery, safe retries,
+//! the heartbeat and the lost signal all live there. This crate only converts values
+//! (u64 ⇄ `bigint`, modes as strings, errors as `[CODE] message`) and turns core's
+//! futures into JavaScript promises, which napi runs on its tokio runtime, so no call
+//! blocks the event loop. The JavaScript wrapper (`index.js`) turns the `[CODE]` prefix
+//! into error classes and adds `AbortSignal` and async-iterator glue.
+
+use std::sync::Arc;
+
+use caerus_core::{
+    AcquireOptions, ClientConfig, DlsClient, Error as CoreError, Event, EventDetail, EventKind, EventStream, Lock,
+    LockMode, LostReason, Transaction, TransactionOptions, TransactionStatus, WatchOptions,
+};
+use napi::bindgen_prelude::{block_on, spawn, BigInt, Promise};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{Error, Result, Status};
+use napi_derive::napi;
+use tokio::sync::{watch, Mutex};
+
+/// A core error as a JS error whose message starts with its stable code.
+fn to_js(e: CoreError) -> Error {
+    coded(e.code(), e.message())
+}
+
+fn coded(code: &str, message: &str) -> Error {
+    Error::new(Status::GenericFailure, format!("[{code}] {message}"))
+}
+
+fn invalid(message: impl AsRef<str>) -> Error {
+    coded("INVALID_ARGUMENT", message.as_ref())
+}
+
+/// A JS `bigint` (or a non-negative safe integer passed as such) as a u64.
+fn u64_of(value: &BigInt, what: &str) -> Result<u64> {
+    let (negative, v, lossless) = value.get_u64();
+    if negative || !lossless {
+        return Err(invalid(format!("{what} must be a non-negative 64-bit integer")));
+    }
+    Ok(v)
+}
+
+fn ms_of(value: Option<f64>, what: &str) -> Result<Option<u64>> {
+    match value {
+        None => Ok(None),
+        Some(v) if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= 9_007_199_254_740_991.0 => Ok(Some(v as u64)),
+        Some(v) => Err(invalid(format!("{what} must be a non-negative integer number of milliseconds, got {v}"))),
+    }
+}
+
+fn mode_of(mode: Option<String>) -> Result<LockMode> {
+    match mode {
+        None => Ok(LockMode::Exclusive),
+        Some(m) => m.parse().map_err(to_js),
+    }
+}
+
+/// Options of the client (all optional; the JS wrapper documents the defaults).
+#[napi(object)]
+pub struct ClientOptions {
+    /// Defaults to `CAERUS_API_KEY`.
+    pub api_key: Option<String>,
+    /// Defaults to `DLS_ENDPOINTS` (comma separated), then `127.0.0.1:7070`.
+    pub endpoints: Option<Vec<String>>,
+    pub connect_timeout_ms: Option<f64>,
+    pub request_timeout_ms: Option<f64>,
+    pub retry_deadline_ms: Option<f64>,
+}
+
+/// Options of a transaction.
+#[napi(object)]
+pub struct TxOptions {
+    pub timeout_ms: Option<f64>,
+    pub priority: Option<i32>,
+    pub name: Option<String>,
+}
+
+/// Options of an event watch.
+#[napi(object)]
+pub struct EventWatchOptions {
+    pub from_sequence: Option<BigInt>,
+    pub namespace_prefixes: Option<Vec<String>>,
+    pub kinds: Option<Vec<String>>,
+    pub only_new: Option<bool>,
+}
+
+/// A granted lock.
+#[napi(object)]
+pub struct JsLock {
+    pub namespace: String,
+    pub key: String,
+    pub mode: String,
+    pub fencing_token: BigInt,
+}
+
+impl From<Lock> for JsLock {
+    fn from(l: Lock) -> Self {
+        JsLock {
+            namespace: l.namespace,
+            key: l.key,
+            mode: l.mode.as_str().to_string(),
+            fencing_token: BigInt::from(l.fencing_token),
+        }
+    }
+}
+
+/// A waiting lock request.
+#[napi(object)]
+pub struct JsPendingLock {
+    pub namespace: String,
+    pub key: String,
+    pub mode: String,
+    pub position: u32,
+}
+
+/// A transaction as the leader sees it.
+#[napi(object)]
+pub struct JsTransactionStatus {
+    pub id: BigInt,
+    pub state: String,
+    pub name: Option<String>,
+    pub priority: i32,
+    pub lease_timeout_ms: f64,
+    pub lease_remaining_ms: f64,
+    pub locks: Vec<JsLock>,
+    pub waiting: Option<JsPendingLock>,
+    pub end_reason: String,
+}
+
+impl From<TransactionStatus> for JsTransactionStatus {
+    fn from(s: TransactionStatus) -> Self {
+        JsTransactionStatus {
+            id: BigInt::from(s.id),
+            state: s.state.as_str().to_string(),
+            name: s.name,
+            priority: s.priority,
+            lease_timeout_ms: s.lease_timeout_ms as f64,
+            lease_remaining_ms: s.lease_remaining_ms as f64,
+            locks: s.locks.into_iter().map(JsLock::from).collect(),
+            waiting: s.waiting.map(|w| JsPendingLock {
+                namespace: w.namespace,
+                key: w.key,
+                mode: w.mode.as_str().to_string(),
+                position: w.position,
+            }),
+            end_reason: s.end_reason,
+        }
+    }
+}
+
+/// Why a transaction was lost.
+#[napi(object)]
+pub struct JsLostReason {
+    /// `EXPIRED`, `ABORTED`, `DEADLOCK_VICTIM`, `LEASE_UNCONFIRMED` or `NOT_FOUND`.
+    pub kind: String,
+    pub message: String,
+}
+
+impl From<LostReason> for JsLostReason {
+    fn from(r: LostReason) -> Self {
+        JsLostReason { kind: r.kind.as_str().to_string(), message: r.message }
+    }
+}
+
+/// A member of a deadlock cycle.
+#[napi(object)]
+pub struct JsCycleMember {
+    pub transaction_id: BigInt,
+    pub transaction_name: String,
+    pub priority: i32,
+    pub namespace: String,
+    pub key: String,
+    pub mode: String,
+}
+
+/// One event of the replicated log; fields beyond the first four depend on `kind`.
+#[napi(object)]
+pub struct JsEvent {
+    pub sequence: BigInt,
+    pub time_ms: f64,
+    pub kind: String,
+    pub namespaces: Vec<String>,
+    pub transaction_id: Option<BigInt>,
+    pub transaction_name: Option<String>,
+    pub released_locks: Option<Vec<JsLock>>,
+    pub reason: Option<String>,
+    pub operator: Option<String>,
+    pub cycle: Option<Vec<JsCycleMember>>,
+    pub victim_transaction_id: Option<BigInt>,
+    pub policy: Option<String>,
+    pub namespace: Option<String>,
+    pub key: Option<String>,
+    pub mode: Option<String>,
+    pub fencing_token: Option<BigInt>,
+    pub cause: Option<String>,
+}
+
+impl From<Event> for JsEvent {
+    fn from(e: Event) -> Self {
+        let mut out = JsEvent {
+            sequence: BigInt::from(e.sequence),
+            time_ms: e.time_ms as f64,
+            kind: e.kind().as_str().to_string(),
+            namespaces: e.namespaces,
+            transaction_id: None,
+            transaction_name: None,
+            released_locks: None,
+            reason: None,
+            operator: None,
+            cycle: None,
+            victim_transaction_id: None,
+            policy: None,
+            namespace: None,
+            key: None,
+            mode: None,
+            fencing_token: None,
+            cause: None,
+        };
+        match e.detail {
+            EventDetail::DeadlockResolved { cycle, victim_transaction_id, policy } => {
+                out.cycle = Some(
+                    cycle
+                        .into_iter()
+                        .map(|m| JsCycleMember {
+                            transaction_id: BigInt::from(m.transaction_id),
+                            transaction_name: m.transaction_name,
+                            priority: m.priority,
+                            namespace: m.namespace,
+                            key: m.key,
+                            mode: m.mode.as_str().to_string(),
+                        })
+                        .collect(),
+                );
+                out.victim_transaction_id = Some(BigInt::from(victim_transaction_id));
+                out.policy = Some(policy.as_str().to_string());
+            }
+            EventDetail::TransactionExpired { transaction_id, transaction_name, released_locks } => {
+                out.transaction_id = Some(BigInt::from(transaction_id));
+                out.transaction_name = Some(transaction_name);
+                out.released_locks = Some(released_locks.into_iter().map(JsLock::from).collect());
+            }
+            EventDetail::TransactionAborted { transaction_id, transaction_name, reason, operator, released_locks } => {
+                out.transaction_id = Some(BigInt::from(transaction_id));
+                out.transaction_name = Some(transaction_name);
+                out.reason = Some(reason);
+                out.operator = Some(operator);
+                out.released_locks = Some(released_locks.into_iter().map(JsLock::from).collect());
+            }
+            EventDetail::LockRevoked { transaction_id, namespace, key, mode, fencing_token, cause } => {
+                out.transaction_id = Some(BigInt::from(transaction_id));
+                out.namespace = Some(namespace);
+                out.key = Some(key);
+                out.mode = Some(mode.as_str().to_string());
+                out.fencing_token = Some(BigInt::from(fencing_token));
+                out.cause = Some(cause);
+            }
+            // A kind added to core later: the common fields are still useful.
+            _ => {}
+        }
+        out
+    }
+}
+
+fn tx_options(opts: Option<TxOptions>) -> Result<TransactionOptions> {
+    let mut out = TransactionOptions::default();
+    if let Some(o) = opts {
+        if let Some(ms) = ms_of(o.timeout_ms, "timeoutMs")? {
+            out = out.with_timeout_ms(ms);
+        }
+        if let Some(p) = o.priority {
+            out = out.with_priority(p);
+        }
+        if let Some(n) = o.name {
+            out = out.with_name(n);
+        }
+    }
+    Ok(out)
+}
+
+/// Connection to a cluster (`Dls.DlsClient` wraps it).
+#[napi]
+pub struct NativeClient {
+    client: DlsClient,
+}
+
+#[napi]
+impl NativeClient {
+    #[napi(constructor)]
+    pub fn new(opts: Option<ClientOptions>) -> Result<Self> {
+        let mut config = ClientConfig::from_env();
+        if let Some(o) = opts {
+            if let Some(endpoints) = o.endpoints.filter(|e| !e.is_empty()) {
+                config.endpoints = endpoints;
+            }
+            if let Some(key) = o.api_key.filter(|k| !k.is_empty()) {
+                config = config.with_api_key(key);
+            }
+            if let Some(ms) = ms_of(o.connect_timeout_ms, "connectTimeoutMs")? {
+                config = config.with_connect_timeout(std::time::Duration::from_millis(ms));
+            }
+            if let Some(ms) = ms_of(o.request_timeout_ms, "requestTimeoutMs")? {
+                config = config.with_request_timeout(std::time::Duration::from_millis(ms));
+            }
+            if let Some(ms) = ms_of(o.retry_deadline_ms, "retryDeadlineMs")? {
+                config = config.with_retry_deadline(std::time::Duration::from_millis(ms));
+            }
+        }
+        // `connect` only validates and prepares lazy connections (no I/O), but needs to
+        // run inside the tokio runtime that will carry them.
+        let client = block_on(DlsClient::connect(config)).map_err(to_js)?;
+        Ok(NativeClient { client })
+    }
+
+    #[napi]
+    pub async fn begin_transaction(&self, opts: Option<TxOptions>) -> Result<NativeTransaction> {
+        let opts = tx_options(opts)?;
+        let tx = self.client.begin_transaction(opts).await.map_err(to_js)?;
+        Ok(NativeTransaction::new(tx))
+    }
+
+    /// Runs `body` in core's `with_transaction`: commit when the promise it returns
+    /// resolves, abort when it rejects, cancellation and `TRANSACTION_LOST` when the lease
+    /// is lost meanwhile. A rejection of `body` comes back as `[CALLBACK_FAILED]`; the JS
+    /// wrapper keeps the original error and the body's value.
+    #[napi]
+    pub async fn with_transaction(
+        &self,
+        opts: Option<TxOptions>,
+        body: ThreadsafeFunction<NativeTransaction, Promise<()>, NativeTransaction, Status, false>,
+    ) -> Result<()> {
+        let opts = tx_options(opts)?;
+        let ended: Arc<watch::Sender<bool>> = Arc::new(watch::channel(false).0);
+        let body_ended = Arc::clone(&ended);
+        let result = self
+            .client
+            .with_transaction(opts, move |tx| async move {
+                let native = NativeTransaction { tx, ended: body_ended };
+                let promise = body.call_async_catch(native).await.map_err(BodyError::Js)?;
+                promise.await.map_err(BodyError::Js)
+            })
+            .await;
+        ended.send_replace(true);
+        match result {
+            Ok(()) => Ok(()),
+            Err(BodyError::Core(e)) => Err(to_js(e)),
+            Err(BodyError::Js(e)) => Err(coded("CALLBACK_FAILED", &e.reason)),
+        }
+    }
+
+    #[napi]
+    pub async fn transaction_status(&self, id: BigInt) -> Result<JsTransactionStatus> {
+        let id = u64_of(&id, "transaction id")?;
+        self.client.transaction_status(id).await.map(Into::into).map_err(to_js)
+    }
+
+    /// Operator call: aborts any transaction; returns its final state.
+    #[napi]
+    pub async fn abort_transaction(&self, id: BigInt, reason: String) -> Result<String> {
+        let id = u64_of(&id, "transaction id")?;
+        let state = self.client.abort_transaction(id, &reason).await.map_err(to_js)?;
+        Ok(state.as_str().to_string())
+    }
+
+    #[napi]
+    pub async fn watch_events(&self, opts: Option<EventWatchOptions>) -> Result<NativeEventStream> {
+        let mut w = WatchOptions::new();
+        if let Some(o) = opts {
+            if let Some(seq) = o.from_sequence {
+                w = w.with_from_sequence(u64_of(&seq, "fromSequence")?);
+            }
+            for p in o.namespace_prefixes.unwrap_or_default() {
+                w = w.with_namespace_prefix(p);
+            }
+            for k in o.kinds.unwrap_or_default() {
+                w = w.with_kind(k.parse::<EventKind>().map_err(to_js)?);
+            }
+            w = w.with_only_new(o.only_new.unwrap_or(false));
+        }
+        let stream = self.client.watch_events(w).await.map_err(to_js)?;
+        let backlog_end = stream.backlog_end();
+        Ok(NativeEventStream {
+            stream: Arc::new(Mutex::new(Some(stream))),
+            closed: Arc::new(watch::channel(false).0),
+            backlog_end,
+        })
+    }
+}
+
+/// What can end the body of `with_transaction`.
+enum BodyError {
+    Core(CoreError),
+    Js(Error),
+}
+
+impl From<CoreError> for BodyError {
+    fn from(e: CoreError) -> Self {
+        BodyError::Core(e)
+    }
+}
+
+/// A running transaction (`Transaction` in the JS wrapper).
+#[napi]
+pub struct NativeTransaction {
+    tx: Transaction,
+    /// Turns true when this handle committed or aborted, which ends `on_lost`'s wait.
+    ended: Arc<watch::Sender<bool>>,
+}
+
+impl NativeTransaction {
+    fn new(tx: Transaction) -> Self {
+        NativeTransaction { tx, ended: Arc::new(watch::channel(false).0) }
+    }
+}
+
+#[napi]
+impl NativeTransaction {
+    #[napi(getter)]
+    pub fn id(&self) -> BigInt {
+        BigInt::from(self.tx.id())
+    }
+
+    #[napi(getter)]
+    pub fn lease_ms(&self) -> f64 {
+        self.tx.lease().as_millis() as f64
+    }
+
+    #[napi]
+    pub async fn acquire_lock(
+        &self,
+        namespace: String,
+        key: String,
+        mode: Option<String>,
+        timeout_ms: Option<f64>,
+    ) -> Result<JsLock> {
+        let mode = mode_of(mode)?;
+        let mut opts = AcquireOptions::default();
+        if let Some(ms) = ms_of(timeout_ms, "timeoutMs")? {
+            opts = opts.with_timeout_ms(ms);
+        }
+        self.tx.acquire_lock(&namespace, &key, mode, opts).await.map(Into::into).map_err(to_js)
+    }
+
+    #[napi]
+    pub async fn release(&self, namespace: String, key: String) -> Result<bool> {
+        self.tx.release(&namespace, &key).await.map_err(to_js)
+    }
+
+    #[napi]
+    pub async fn status(&self) -> Result<JsTransactionStatus> {
+        self.tx.status().await.map(Into::into).map_err(to_js)
+    }
+
+    #[napi]
+    pub async fn commit(&self) -> Result<()> {
+        let result = self.tx.commit().await;
+        if result.is_ok() {
+            self.ended.send_replace(true);
+        }
+        result.map_err(to_js)
+    }
+
+    #[napi]
+    pub async fn abort(&self) -> Result<()> {
+        let result = self.tx.abort().await;
+        if result.is_ok() {
+            self.ended.send_replace(true);
+        }
+        result.map_err(to_js)
+    }
+
+    /// Why the transaction was lost, or null while it is not.
+    #[napi]
+    pub fn lost_reason(&self) -> Option<JsLostReason> {
+        self.tx.lost_reason().map(Into::into)
+    }
+
+    /// Calls `callback(reason)` once when core's lost signal fires; never after this
+    /// handle committed or aborted. The callback is a weak threadsafe function: waiting for
+    /// the signal does not keep the Node process alive, and the task holds only the signal
+    /// channel, not the transaction.
+    #[napi]
+    pub fn on_lost(&self, callback: ThreadsafeFunction<JsLostReason, (), JsLostReason, Status, false, true>) {
+        let mut lost = self.tx.lost_signal();
+        let mut ended = self.ended.subscribe();
+        spawn(async move {
+            let reason = tokio::select! {
+                seen = lost.wait_for(Option::is_some) => seen.ok().and_then(|r| r.clone()),
+                _ = ended.wait_for(|e| *e) => None,
+            };
+            if let Some(reason) = reason {
+                callback.call(reason.into(), ThreadsafeFunctionCallMode::NonBlocking);
+            }
+        });
+    }
+}
+
+/// An event watch (`watchEvents` in the JS wrapper turns it into an async iterator).
+#[napi]
+pub struct NativeEventStream {
+    stream: Arc<Mutex<Option<EventStream>>>,
+    closed: Arc<watch::Sender<bool>>,
+    backlog_end: Option<u64>,
+}
+
+#[napi]
+impl NativeEventStream {
+    /// The last sequence committed when the watch attached (null if the server did not say).
+    #[napi(getter)]
+    pub fn backlog_end(&self) -> Option<BigInt> {
+        self.backlog_end.map(BigInt::from)
+    }
+
+    /// The next event, or null once the stream is closed. Rejects (once) when the
+    /// stream ends with an error.
+    #[napi]
+    pub async fn next(&self) -> Result<Option<JsEvent>> {
+        let mut closed = self.closed.subscribe();
+        if *closed.borrow() {
+            return Ok(None);
+        }
+        let mut guard = tokio::select! {
+            g = self.stream.lock() => g,
+            _ = closed.wait_for(|c| *c) => return Ok(None),
+        };
+        let Some(stream) = guard.as_mut() else { return Ok(None) };
+        let next = tokio::select! {
+            n = stream.next_event() => n,
+            _ = closed.wait_for(|c| *c) => return Ok(None),
+        };
+        match next {
+            Some(Ok(event)) => Ok(Some(event.into())),
+            Some(Err(e)) => {
+                *guard = None;
+                Err(to_js(e))
+            }
+            None => {
+                *guard = None;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Stops the watch: a pending `next` resolves with null and the server stream is dropped.
+    #[napi]
+    pub fn close(&self) {
+        self.closed.send_replace(true);
+        if let Ok(mut guard) = self.stream.try_lock() {
+            *guard = None;
+        }
+    }
+}

@@ -1,0 +1,157 @@
+'use strict';
+// Locks against a real dls server: modes, acquire timeout, fencing order, withTransaction
+// semantics and 200 concurrent acquires from one process.
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { Dls } = require('@caerus-dev/sdk');
+const { startServer, sleep } = require('./helpers');
+
+let server;
+let dls;
+
+before(async () => {
+  server = await startServer();
+  dls = new Dls.DlsClient({ endpoints: [server.endpoint] });
+});
+
+after(async () => {
+  await server?.stop();
+});
+
+test('fencing tokens are bigints and strictly increase across grants', async () => {
+  const tokens = [];
+  for (let i = 0; i < 3; i++) {
+    await dls.withTransaction(async (tx) => {
+      const lock = await tx.acquireLock('fence', 'k', 'EXCLUSIVE', { timeoutMs: 5000 });
+      assert.equal(typeof lock.fencingToken, 'bigint');
+      assert.equal(lock.namespace, 'fence');
+      assert.equal(lock.key, 'k');
+      assert.equal(lock.mode, 'EXCLUSIVE');
+      tokens.push(lock.fencingToken);
+    });
+  }
+  assert.ok(tokens[0] < tokens[1] && tokens[1] < tokens[2], `tokens ${tokens}`);
+  // Re-entrant: the same grant and token again.
+  const tx = await dls.beginTransaction({ timeoutMs: 10000 });
+  const a = await tx.acquireLock('fence', 'k2');
+  const b = await tx.acquireLock('fence', 'k2');
+  assert.equal(a.fencingToken, b.fencingToken);
+  assert.ok(a.fencingToken > tokens[2]);
+  await tx.commit();
+});
+
+test('SHARED_READ locks coexist; EXCLUSIVE excludes them; bad mode is INVALID_ARGUMENT', async () => {
+  const r1 = await dls.beginTransaction();
+  const r2 = await dls.beginTransaction();
+  const w = await dls.beginTransaction();
+  try {
+    const l1 = await r1.acquireLock('modes', 'doc', 'SHARED_READ', { timeoutMs: 5000 });
+    const l2 = await r2.acquireLock('modes', 'doc', 'SHARED_READ', { timeoutMs: 5000 });
+    assert.equal(l1.mode, 'SHARED_READ');
+    assert.equal(l2.mode, 'SHARED_READ');
+    assert.notEqual(l1.fencingToken, l2.fencingToken);
+    await assert.rejects(w.acquireLock('modes', 'doc', 'EXCLUSIVE', { timeoutMs: 200 }), Dls.LockTimeoutError);
+    await r1.release('modes', 'doc');
+    await r2.commit();
+    const lw = await w.acquireLock('modes', 'doc', 'EXCLUSIVE', { timeoutMs: 5000 });
+    assert.ok(lw.fencingToken > l2.fencingToken);
+    // A reader now waits behind the writer.
+    await assert.rejects(r1.acquireLock('modes', 'doc', 'SHARED_READ', { timeoutMs: 200 }), Dls.LockTimeoutError);
+    await assert.rejects(w.acquireLock('modes', 'x', 'WRITE'), (e) => {
+      assert.ok(e instanceof Dls.InvalidArgumentError);
+      assert.equal(e.code, 'INVALID_ARGUMENT');
+      return true;
+    });
+  } finally {
+    await Promise.all([r1.abort(), r2.abort(), w.abort()]);
+  }
+});
+
+test('acquire timeout rejects with LockTimeoutError and the transaction stays active', async () => {
+  const holder = await dls.beginTransaction({ name: 'holder' });
+  const waiter = await dls.beginTransaction({ name: 'waiter', priority: 5 });
+  try {
+    await holder.acquireLock('timeouts', 'k', 'EXCLUSIVE');
+    const err = await waiter.acquireLock('timeouts', 'k', 'EXCLUSIVE', { timeoutMs: 300 }).then(
+      () => assert.fail('acquired a held lock'),
+      (e) => e,
+    );
+    assert.ok(err instanceof Dls.LockTimeoutError, `got ${err}`);
+    assert.ok(err instanceof Dls.DlsError);
+    assert.ok(err instanceof Error);
+    assert.equal(err.code, 'LOCK_TIMEOUT');
+    assert.equal(err.name, 'LockTimeoutError');
+    assert.ok(err.message.length > 0);
+    const status = await waiter.status();
+    assert.equal(status.state, 'ACTIVE');
+    assert.equal(status.name, 'waiter');
+    assert.equal(status.priority, 5);
+    assert.equal(status.id, waiter.id);
+    assert.equal(typeof status.id, 'bigint');
+    const hs = await holder.status();
+    assert.deepEqual(hs.locks.map((l) => [l.namespace, l.key, l.mode]), [['timeouts', 'k', 'EXCLUSIVE']]);
+  } finally {
+    await holder.abort();
+    await waiter.abort();
+  }
+});
+
+test('withTransaction returns the value and commits; a throw aborts, is rethrown and frees the locks', async () => {
+  let id;
+  const value = await dls.withTransaction(async (tx) => {
+    id = tx.id;
+    await tx.acquireLock('wt', 'k');
+    return { ok: 42 };
+  });
+  assert.deepEqual(value, { ok: 42 });
+  assert.equal((await dls.transactionStatus(id)).state, 'COMMITTED');
+
+  class Boom extends Error {}
+  await assert.rejects(
+    dls.withTransaction(async (tx) => {
+      id = tx.id;
+      await tx.acquireLock('wt', 'k');
+      throw new Boom('business failure');
+    }),
+    Boom,
+  );
+  assert.equal((await dls.transactionStatus(id)).state, 'ABORTED');
+  // The lock was released: another transaction gets it.
+  await dls.withTransaction(async (tx) => {
+    await tx.acquireLock('wt', 'k', 'EXCLUSIVE', { timeoutMs: 5000 });
+  });
+  // A synchronous callback works too.
+  assert.equal(await dls.withTransaction(() => 'sync'), 'sync');
+  // Using the transaction after it ended is TRANSACTION_LOST.
+  const tx = await dls.beginTransaction();
+  await tx.commit();
+  await assert.rejects(tx.acquireLock('wt', 'z'), Dls.TransactionLostError);
+  await assert.rejects(dls.transactionStatus(-1), Dls.InvalidArgumentError);
+});
+
+test('200 concurrent acquires from one process never overlap and tokens follow critical-section order', async () => {
+  const N = 200;
+  let inside = 0;
+  let maxInside = 0;
+  const order = [];
+  await Promise.all(
+    Array.from({ length: N }, (_, i) =>
+      dls.withTransaction(
+        async (tx) => {
+          const lock = await tx.acquireLock('concurrency', 'counter', 'EXCLUSIVE', { timeoutMs: 120000 });
+          inside += 1;
+          maxInside = Math.max(maxInside, inside);
+          order.push(lock.fencingToken);
+          await sleep(i % 3); // yield to the event loop inside the critical section
+          inside -= 1;
+        },
+        { timeoutMs: 30000, name: `worker-${i}` },
+      ),
+    ),
+  );
+  assert.equal(order.length, N);
+  assert.equal(maxInside, 1);
+  for (let i = 1; i < N; i++) {
+    assert.ok(order[i] > order[i - 1], `token ${order[i]} after ${order[i - 1]} at ${i}`);
+  }
+});

@@ -1,0 +1,279 @@
+"""The asyncio API: :class:`DlsClient`, :class:`Transaction`, :class:`EventStream`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Optional, Sequence, TypeVar, Union
+
+from . import _native
+from .errors import TransactionLost
+from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
+
+T = TypeVar("T")
+ModeLike = Union[LockMode, str]
+
+
+class Transaction:
+    """A running transaction (asyncio). The Rust core heartbeats its lease in the background
+    until it is committed, aborted or lost.
+
+    Use it as ``async with client.transaction(...) as tx:`` (commit on normal exit, abort on
+    exception) or from :meth:`DlsClient.begin_transaction` with explicit ``commit``/``abort``.
+    """
+
+    __slots__ = ("_tx",)
+
+    def __init__(self, native: _native.NativeTransaction) -> None:
+        self._tx = native
+
+    @property
+    def id(self) -> int:
+        """The transaction id assigned by the server."""
+        return self._tx.id
+
+    @property
+    def lease_ms(self) -> int:
+        """The lease length the server applied, in milliseconds."""
+        return self._tx.lease_ms
+
+    @property
+    def is_lost(self) -> bool:
+        """True once the transaction is lost: its locks may already belong to someone else."""
+        return self._tx.is_lost
+
+    @property
+    def lost_reason(self) -> Optional[LostReason]:
+        """Why the transaction was lost, or None."""
+        return self._tx.lost_reason
+
+    async def acquire_lock(
+        self, namespace: str, key: str, mode: ModeLike = LockMode.EXCLUSIVE, *, timeout_ms: Optional[int] = None
+    ) -> Lock:
+        """Takes a lock, waiting up to ``timeout_ms`` (default 10000) in the key's queue.
+
+        Returns the :class:`Lock` with its ``fencing_token``. Raises :class:`LockTimeout`
+        (the transaction stays active), :class:`DeadlockVictim` or :class:`TransactionLost`.
+        """
+        return await self._tx.acquire_lock(namespace, key, mode, timeout_ms)
+
+    async def release(self, namespace: str, key: str) -> bool:
+        """Releases one lock early; returns whether the transaction held (or waited for) it."""
+        return await self._tx.release(namespace, key)
+
+    async def status(self) -> TransactionStatus:
+        """Reads the transaction from the leader: state, held locks, pending wait."""
+        return await self._tx.status()
+
+    async def commit(self) -> None:
+        """Ends the transaction and releases its locks. Raises :class:`TransactionLost`
+        (:class:`DeadlockVictim`) if it was lost first. Committing twice is fine."""
+        await self._tx.commit()
+
+    async def abort(self) -> None:
+        """Ends the transaction and releases its locks; succeeds if it already ended."""
+        await self._tx.abort()
+
+    def lost(self) -> Awaitable[LostReason]:
+        """An awaitable that resolves with the :class:`LostReason` when the transaction is
+        lost. It never resolves if the transaction ends normally: race it against the work
+        (e.g. ``asyncio.wait``)."""
+        return self._tx.lost()
+
+    def __repr__(self) -> str:
+        return f"<caerus.Transaction id={self.id} lease_ms={self.lease_ms} lost={self.is_lost}>"
+
+
+async def _abort_quietly(tx: Transaction) -> None:
+    try:
+        await tx.abort()
+    except Exception:  # the body's exception is the one to report
+        pass
+
+
+class _TransactionContext:
+    """``async with client.transaction(...) as tx``: begins on enter, commits on normal
+    exit, aborts when the block raises."""
+
+    __slots__ = ("_client", "_kwargs", "_tx")
+
+    def __init__(self, client: "DlsClient", kwargs: dict) -> None:
+        self._client = client
+        self._kwargs = kwargs
+        self._tx: Optional[Transaction] = None
+
+    async def __aenter__(self) -> Transaction:
+        self._tx = await self._client.begin_transaction(**self._kwargs)
+        return self._tx
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        tx = self._tx
+        assert tx is not None
+        if exc_type is None:
+            await tx.commit()
+        else:
+            await _abort_quietly(tx)
+
+
+class EventStream:
+    """Events of the cluster's log in sequence order; an async iterator. It follows the log
+    across leader changes until closed, and ends after raising an error."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, native: _native.NativeEventStream) -> None:
+        self._stream = native
+
+    @property
+    def backlog_end(self) -> Optional[int]:
+        """The last sequence committed when the watch attached (reading up to it replays the backlog)."""
+        return self._stream.backlog_end
+
+    def __aiter__(self) -> "EventStream":
+        return self
+
+    async def __anext__(self) -> Event:
+        event = await self._stream.next()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+
+class _WatchContext:
+    """``client.watch_events(...)``: awaitable (-> EventStream) and async-iterable."""
+
+    __slots__ = ("_client", "_kwargs", "_stream")
+
+    def __init__(self, client: "DlsClient", kwargs: dict) -> None:
+        self._client = client
+        self._kwargs = kwargs
+        self._stream: Optional[EventStream] = None
+
+    async def _open(self) -> EventStream:
+        if self._stream is None:
+            self._stream = EventStream(await self._client._native.watch_events(**self._kwargs))
+        return self._stream
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        return self._open().__await__()
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Event]:
+        stream = await self._open()
+        async for event in stream:
+            yield event
+
+
+class DlsClient:
+    """A connection to a Caerus DLS cluster (asyncio API).
+
+    ``endpoints``: ``host:port`` strings; default from ``$DLS_ENDPOINTS`` (comma separated,
+    else ``127.0.0.1:7070``). One is enough: the client finds the leader itself.
+    ``api_key``: default ``$CAERUS_API_KEY``. Timeouts in milliseconds: connect (2000),
+    per request attempt (5000), total retry budget of a call (15000).
+
+    Cheap to share between tasks and threads. Create it anywhere (no running loop needed).
+    """
+
+    def __init__(
+        self,
+        endpoints: Optional[Union[Sequence[str], str]] = None,
+        api_key: Optional[str] = None,
+        *,
+        connect_timeout_ms: Optional[float] = None,
+        request_timeout_ms: Optional[float] = None,
+        retry_deadline_ms: Optional[float] = None,
+    ) -> None:
+        if isinstance(endpoints, str):
+            endpoints = [e for e in (p.strip() for p in endpoints.split(",")) if e]
+        self._native = _native.NativeClient(
+            list(endpoints) if endpoints is not None else None,
+            api_key,
+            True,
+            connect_timeout_ms,
+            request_timeout_ms,
+            retry_deadline_ms,
+        )
+
+    async def begin_transaction(
+        self, *, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+    ) -> Transaction:
+        """Starts a transaction (lease ``timeout_ms``, default 15000) and its heartbeat.
+        ``priority``: higher is less likely to be chosen as a deadlock victim."""
+        return Transaction(await self._native.begin_transaction(timeout_ms, priority, name))
+
+    def transaction(
+        self, *, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+    ) -> _TransactionContext:
+        """``async with client.transaction(timeout_ms=15000) as tx:`` commits on normal exit
+        and aborts when the block raises."""
+        return _TransactionContext(self, {"timeout_ms": timeout_ms, "priority": priority, "name": name})
+
+    async def with_transaction(
+        self,
+        fn: Callable[[Transaction], Awaitable[T]],
+        *,
+        timeout_ms: Optional[int] = None,
+        priority: int = 0,
+        name: Optional[str] = None,
+    ) -> T:
+        """Runs ``await fn(tx)`` in a transaction: commits when it returns (and returns its
+        value), aborts when it raises. If the transaction is lost meanwhile, ``fn`` is
+        cancelled and :class:`TransactionLost` (:class:`DeadlockVictim`) is raised."""
+        tx = await self.begin_transaction(timeout_ms=timeout_ms, priority=priority, name=name)
+        work = asyncio.ensure_future(fn(tx))
+        lost = asyncio.ensure_future(tx.lost())
+        try:
+            await asyncio.wait({work, lost}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # we were cancelled
+            work.cancel()
+            lost.cancel()
+            await _abort_quietly(tx)
+            raise
+        lost.cancel()
+        if work.done():  # the body's own outcome wins a tie with the lost signal
+            if work.cancelled() or work.exception() is not None:
+                await _abort_quietly(tx)
+                return work.result()  # re-raises the body's exception
+            await tx.commit()  # raises TransactionLost if the lease was lost at the very end
+            return work.result()
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        await tx.commit()  # the transaction is lost: raises the core's TransactionLost / DeadlockVictim
+        raise TransactionLost(f"transaction {tx.id} was lost while its body ran")
+
+    async def transaction_status(self, id: int) -> TransactionStatus:
+        """Reads any transaction's status by id."""
+        return await self._native.transaction_status(id)
+
+    def watch_events(
+        self,
+        from_sequence: int = 0,
+        *,
+        namespace_prefixes: Iterable[str] = (),
+        kinds: Iterable[str] = (),
+        only_new: bool = False,
+    ) -> _WatchContext:
+        """Follows the cluster's event log (deadlocks resolved, expiries, operator aborts,
+        revoked locks). Use ``async for event in client.watch_events(...)``, or
+        ``stream = await client.watch_events(...)`` to attach first (then
+        ``stream.backlog_end`` is known and, with ``only_new=True``, every later event is
+        delivered). ``from_sequence=0``: from the oldest retained event."""
+        return _WatchContext(
+            self,
+            {
+                "from_sequence": from_sequence,
+                "namespace_prefixes": list(namespace_prefixes),
+                "kinds": list(kinds),
+                "only_new": only_new,
+            },
+        )
+
+    async def list_locks(self, namespace_prefix: str = "") -> List[KeyLocks]:
+        """Operator call: holders and waiters of every key under the prefix (admin key)."""
+        return await self._native.list_locks(namespace_prefix)
+
+    async def abort_transaction(self, id: int, reason: str = "") -> str:
+        """Operator call: aborts any transaction; returns its final state name (admin key)."""
+        return await self._native.abort_transaction(id, reason)

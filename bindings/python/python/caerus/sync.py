@@ -1,0 +1,224 @@
+"""The synchronous API, for scripts and thread-based workers: same names as the asyncio
+API, no event loop needed.
+
+Calls block the calling thread with the GIL released while the Rust runtime does the work,
+so other Python threads run meanwhile, and the transaction's heartbeat keeps running in
+Rust while your code computes or ``time.sleep``-s. Ctrl-C interrupts a blocking call.
+
+    from caerus.sync import DlsClient
+    from caerus import LockMode
+
+    client = DlsClient(endpoints=["127.0.0.1:7070"])
+    with client.transaction(timeout_ms=15000) as tx:
+        lock = tx.acquire_lock("billing-jobs", "monthly-billing-job", LockMode.EXCLUSIVE, timeout_ms=10000)
+        charge(fencing_token=lock.fencing_token)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union
+
+from . import _native
+from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
+
+__all__ = ["DlsClient", "Transaction", "EventStream"]
+
+T = TypeVar("T")
+ModeLike = Union[LockMode, str]
+
+
+class Transaction:
+    """A running transaction (blocking API). The Rust core heartbeats its lease in the
+    background until it is committed, aborted or lost; it is also a context manager
+    (commit on normal exit, abort on exception)."""
+
+    __slots__ = ("_tx",)
+
+    def __init__(self, native: _native.NativeTransaction) -> None:
+        self._tx = native
+
+    @property
+    def id(self) -> int:
+        """The transaction id assigned by the server."""
+        return self._tx.id
+
+    @property
+    def lease_ms(self) -> int:
+        """The lease length the server applied, in milliseconds."""
+        return self._tx.lease_ms
+
+    @property
+    def is_lost(self) -> bool:
+        """True once the transaction is lost: its locks may already belong to someone else."""
+        return self._tx.is_lost
+
+    @property
+    def lost_reason(self) -> Optional[LostReason]:
+        """Why the transaction was lost, or None."""
+        return self._tx.lost_reason
+
+    def acquire_lock(
+        self, namespace: str, key: str, mode: ModeLike = LockMode.EXCLUSIVE, *, timeout_ms: Optional[int] = None
+    ) -> Lock:
+        """Takes a lock, waiting up to ``timeout_ms`` (default 10000). Raises
+        :class:`~caerus.LockTimeout`, :class:`~caerus.DeadlockVictim`, :class:`~caerus.TransactionLost`."""
+        return self._tx.acquire_lock_blocking(namespace, key, mode, timeout_ms)
+
+    def release(self, namespace: str, key: str) -> bool:
+        """Releases one lock early; returns whether the transaction held (or waited for) it."""
+        return self._tx.release_blocking(namespace, key)
+
+    def status(self) -> TransactionStatus:
+        """Reads the transaction from the leader."""
+        return self._tx.status_blocking()
+
+    def commit(self) -> None:
+        """Ends the transaction and releases its locks; raises TransactionLost if it was lost."""
+        self._tx.commit_blocking()
+
+    def abort(self) -> None:
+        """Ends the transaction and releases its locks; succeeds if it already ended."""
+        self._tx.abort_blocking()
+
+    def lost(self, timeout: Optional[float] = None) -> Optional[LostReason]:
+        """Blocks until the transaction is lost and returns why, or returns None after
+        ``timeout`` seconds (None = wait until lost)."""
+        return self._tx.lost_blocking(None if timeout is None else timeout * 1000.0)
+
+    def __enter__(self) -> "Transaction":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            _abort_quietly(self)
+
+    def __repr__(self) -> str:
+        return f"<caerus.sync.Transaction id={self.id} lease_ms={self.lease_ms} lost={self.is_lost}>"
+
+
+def _abort_quietly(tx: Transaction) -> None:
+    try:
+        tx.abort()
+    except Exception:  # the body's exception is the one to report
+        pass
+
+
+class _TransactionContext:
+    __slots__ = ("_client", "_kwargs", "_tx")
+
+    def __init__(self, client: "DlsClient", kwargs: dict) -> None:
+        self._client = client
+        self._kwargs = kwargs
+        self._tx: Optional[Transaction] = None
+
+    def __enter__(self) -> Transaction:
+        self._tx = self._client.begin_transaction(**self._kwargs)
+        return self._tx
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self._tx is not None
+        self._tx.__exit__(exc_type, exc, tb)
+
+
+class EventStream:
+    """Events of the cluster's log in sequence order; an iterator that blocks for the next
+    event. It ends after raising an error."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, native: _native.NativeEventStream) -> None:
+        self._stream = native
+
+    @property
+    def backlog_end(self) -> Optional[int]:
+        """The last sequence committed when the watch attached."""
+        return self._stream.backlog_end
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        event = self._stream.next_blocking()
+        if event is None:
+            raise StopIteration
+        return event
+
+
+class DlsClient:
+    """A connection to a Caerus DLS cluster (blocking API); arguments as :class:`caerus.DlsClient`.
+    Safe to share between threads."""
+
+    def __init__(
+        self,
+        endpoints: Optional[Union[Sequence[str], str]] = None,
+        api_key: Optional[str] = None,
+        *,
+        connect_timeout_ms: Optional[float] = None,
+        request_timeout_ms: Optional[float] = None,
+        retry_deadline_ms: Optional[float] = None,
+    ) -> None:
+        if isinstance(endpoints, str):
+            endpoints = [e for e in (p.strip() for p in endpoints.split(",")) if e]
+        self._native = _native.NativeClient(
+            list(endpoints) if endpoints is not None else None,
+            api_key,
+            True,
+            connect_timeout_ms,
+            request_timeout_ms,
+            retry_deadline_ms,
+        )
+
+    def begin_transaction(
+        self, *, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+    ) -> Transaction:
+        """Starts a transaction (lease ``timeout_ms``, default 15000) and its heartbeat."""
+        return Transaction(self._native.begin_transaction_blocking(timeout_ms, priority, name))
+
+    def transaction(
+        self, *, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+    ) -> _TransactionContext:
+        """``with client.transaction(timeout_ms=15000) as tx:`` commits on normal exit and
+        aborts when the block raises."""
+        return _TransactionContext(self, {"timeout_ms": timeout_ms, "priority": priority, "name": name})
+
+    def with_transaction(
+        self,
+        fn: Callable[[Transaction], T],
+        *,
+        timeout_ms: Optional[int] = None,
+        priority: int = 0,
+        name: Optional[str] = None,
+    ) -> T:
+        """Runs ``fn(tx)`` in a transaction: commits when it returns (returning its value),
+        aborts when it raises. A thread cannot be cancelled: if the transaction was lost
+        meanwhile, the commit raises :class:`~caerus.TransactionLost` after ``fn`` returns,
+        so check ``tx.is_lost`` in long bodies."""
+        with self.transaction(timeout_ms=timeout_ms, priority=priority, name=name) as tx:
+            return fn(tx)
+
+    def transaction_status(self, id: int) -> TransactionStatus:
+        """Reads any transaction's status by id."""
+        return self._native.transaction_status_blocking(id)
+
+    def watch_events(
+        self,
+        from_sequence: int = 0,
+        *,
+        namespace_prefixes: Iterable[str] = (),
+        kinds: Iterable[str] = (),
+        only_new: bool = False,
+    ) -> EventStream:
+        """Attaches to the cluster's event log and returns a blocking iterator of events."""
+        return EventStream(
+            self._native.watch_events_blocking(from_sequence, list(namespace_prefixes), list(kinds), only_new)
+        )
+
+    def list_locks(self, namespace_prefix: str = "") -> List[KeyLocks]:
+        """Operator call: holders and waiters of every key under the prefix (admin key)."""
+        return self._native.list_locks_blocking(namespace_prefix)
+
+    def abort_transaction(self, id: int, reason: str = "") -> str:
+        """Operator call: aborts any transaction; returns its final state name (admin key)."""
+        return self._native.abort_transaction_blocking(id, reason)

@@ -1,0 +1,387 @@
+"""The SDK against a real single-node dls server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+import caerus
+from caerus import (
+    DeadlockVictim,
+    DlsClient,
+    DlsError,
+    InvalidArgument,
+    LockMode,
+    LockTimeout,
+    PermissionDenied,
+    TransactionLost,
+    Unauthenticated,
+)
+from caerus import sync
+
+
+def ns() -> str:
+    return f"py-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def client(server):
+    return DlsClient(endpoints=[server.endpoint])
+
+
+@pytest.fixture
+def sclient(server):
+    return sync.DlsClient(endpoints=[server.endpoint])
+
+
+async def test_readme_example(client):
+    async with client.transaction(timeout_ms=15000) as tx:
+        lock = await tx.acquire_lock("billing-jobs", "monthly-billing-job", LockMode.EXCLUSIVE, timeout_ms=10000)
+        assert isinstance(lock.fencing_token, int) and lock.fencing_token > 0
+        assert lock.mode == LockMode.EXCLUSIVE and lock.namespace == "billing-jobs"
+        status = await tx.status()
+        assert status.state == "ACTIVE" and [l.key for l in status.locks] == ["monthly-billing-job"]
+    assert (await client.transaction_status(tx.id)).state == "COMMITTED"
+
+
+async def test_exclusive_excludes_and_shared_coexist(client):
+    n = ns()
+    a = await client.begin_transaction(name="a")
+    b = await client.begin_transaction(name="b")
+    await a.acquire_lock(n, "x", LockMode.EXCLUSIVE)
+    with pytest.raises(LockTimeout) as e:
+        await b.acquire_lock(n, "x", LockMode.SHARED_READ, timeout_ms=200)
+    assert e.value.code == "LOCK_TIMEOUT" and isinstance(e.value, DlsError) and e.value.message
+    # A lock timeout leaves the transaction active.
+    assert not b.is_lost
+    r1 = await a.acquire_lock(n, "y", LockMode.SHARED_READ)
+    r2 = await b.acquire_lock(n, "y", "SHARED_READ")
+    assert r2.fencing_token > r1.fencing_token
+    assert await a.release(n, "x") is True
+    await b.acquire_lock(n, "x", LockMode.EXCLUSIVE, timeout_ms=5000)
+    await a.commit()
+    await b.abort()
+
+
+async def test_fencing_tokens_strictly_increase(client):
+    n = ns()
+    tokens = []
+    for _ in range(5):
+        async with client.transaction() as tx:
+            tokens.append((await tx.acquire_lock(n, "k")).fencing_token)
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+
+
+async def test_context_manager_aborts_on_exception(client):
+    n = ns()
+    with pytest.raises(RuntimeError):
+        async with client.transaction() as tx:
+            await tx.acquire_lock(n, "k")
+            raise RuntimeError("boom")
+    assert (await client.transaction_status(tx.id)).state == "ABORTED"
+
+
+async def test_with_transaction_returns_value_and_aborts_on_error(client):
+    n = ns()
+
+    async def body(tx):
+        return (await tx.acquire_lock(n, "k")).fencing_token
+
+    token = await client.with_transaction(body, timeout_ms=5000, priority=3, name="job")
+    assert isinstance(token, int)
+
+    seen = {}
+
+    async def failing(tx):
+        seen["id"] = tx.id
+        await tx.acquire_lock(n, "k")
+        raise KeyError("nope")
+
+    with pytest.raises(KeyError):
+        await client.with_transaction(failing)
+    assert (await client.transaction_status(seen["id"])).state == "ABORTED"
+
+
+async def test_lost_signal_on_abort_from_elsewhere(client):
+    n = ns()
+    tx = await client.begin_transaction(timeout_ms=5000)
+    await tx.acquire_lock(n, "k")
+    assert not tx.is_lost and tx.lost_reason is None
+    waiter = asyncio.ensure_future(tx.lost())
+    assert await client.abort_transaction(tx.id, "test") == "ABORTED"
+    reason = await asyncio.wait_for(waiter, 30)
+    assert reason.kind == "ABORTED"
+    assert tx.is_lost and tx.lost_reason.kind == "ABORTED"
+    with pytest.raises(TransactionLost):
+        await tx.acquire_lock(n, "k2")
+    with pytest.raises(TransactionLost):
+        await tx.commit()
+
+
+async def test_with_transaction_cancels_body_when_lost(client):
+    cancelled = asyncio.Event()
+
+    async def body(tx):
+        await client.abort_transaction(tx.id, "operator")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    with pytest.raises(TransactionLost):
+        await client.with_transaction(body)
+    assert cancelled.is_set()
+
+
+async def test_deadlock_victim(client):
+    n = ns()
+    t1 = await client.begin_transaction(name="t1")
+    t2 = await client.begin_transaction(name="t2")
+    await t1.acquire_lock(n, "a")
+    await t2.acquire_lock(n, "b")
+    results = await asyncio.gather(
+        t1.acquire_lock(n, "b", timeout_ms=30000),
+        t2.acquire_lock(n, "a", timeout_ms=30000),
+        return_exceptions=True,
+    )
+    victims = [r for r in results if isinstance(r, DeadlockVictim)]
+    locks = [r for r in results if isinstance(r, caerus.Lock)]
+    assert len(victims) == 1 and len(locks) == 1, results
+    assert victims[0].code == "DEADLOCK_VICTIM" and isinstance(victims[0], TransactionLost)
+    victim_tx = t1 if isinstance(results[0], DeadlockVictim) else t2
+    assert victim_tx.is_lost and victim_tx.lost_reason.kind == "DEADLOCK_VICTIM"
+    await t1.abort()
+    await t2.abort()
+
+
+@pytest.mark.parametrize(
+    "namespace,key,timeout_ms",
+    [("", "k", None), ("ns", "k" * 257, None), ("ns", "", None), ("ns", "k", 0)],
+    ids=["empty-namespace", "key-over-256-bytes", "empty-key", "timeout-0"],
+)
+async def test_bad_input_is_invalid_argument(client, namespace, key, timeout_ms):
+    async with client.transaction() as tx:
+        with pytest.raises(InvalidArgument) as e:
+            await tx.acquire_lock(namespace, key, LockMode.EXCLUSIVE, timeout_ms=timeout_ms)
+        assert e.value.code == "INVALID_ARGUMENT"
+        assert isinstance(e.value, ValueError)
+
+
+async def test_transaction_timeout_0_is_invalid_argument(client):
+    with pytest.raises(InvalidArgument):
+        await client.begin_transaction(timeout_ms=0)
+
+
+def test_bad_mode_is_value_error(sclient):
+    with sclient.transaction() as tx:
+        with pytest.raises(ValueError):
+            tx.acquire_lock("ns", "k", "WRITE")
+
+
+def test_unreachable_cluster_is_unavailable():
+    c = sync.DlsClient(endpoints=["127.0.0.1:1"], retry_deadline_ms=300)
+    with pytest.raises(caerus.Unavailable):
+        c.begin_transaction()
+
+
+def test_bad_endpoint_is_config_error():
+    with pytest.raises(caerus.ConfigError):
+        sync.DlsClient(endpoints=["https://x:1"])
+
+
+async def test_fifty_tasks_never_overlap(client):
+    n = ns()
+    inside = 0
+    max_inside = 0
+    order = []
+
+    async def worker():
+        nonlocal inside, max_inside
+        async with client.transaction(timeout_ms=15000) as tx:
+            lock = await tx.acquire_lock(n, "hot", LockMode.EXCLUSIVE, timeout_ms=120000)
+            inside += 1
+            max_inside = max(max_inside, inside)
+            order.append(lock.fencing_token)
+            await asyncio.sleep(0.001)
+            inside -= 1
+
+    await asyncio.gather(*(worker() for _ in range(50)))
+    assert max_inside == 1
+    assert len(order) == 50
+    assert all(a < b for a, b in zip(order, order[1:])), order
+
+
+def test_eight_threads_never_overlap(sclient):
+    n = ns()
+    guard = threading.Lock()
+    state = {"inside": 0, "max": 0}
+    order = []
+    errors = []
+
+    def worker():
+        try:
+            for _ in range(5):
+                with sclient.transaction(timeout_ms=15000) as tx:
+                    lock = tx.acquire_lock(n, "hot", LockMode.EXCLUSIVE, timeout_ms=120000)
+                    with guard:
+                        state["inside"] += 1
+                        state["max"] = max(state["max"], state["inside"])
+                        order.append(lock.fencing_token)
+                    time.sleep(0.001)
+                    with guard:
+                        state["inside"] -= 1
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert state["max"] == 1
+    assert len(order) == 40
+    assert all(a < b for a, b in zip(order, order[1:])), order
+
+
+def test_sync_transaction_keeps_its_lock_while_sleeping(sclient):
+    n = ns()
+    with sclient.transaction(timeout_ms=500) as tx:
+        lock = tx.acquire_lock(n, "k")
+        time.sleep(3 * tx.lease_ms / 1000.0 + 0.2)  # three lease periods
+        assert not tx.is_lost
+        assert tx.status().state == "ACTIVE"
+        with sclient.transaction() as other:
+            with pytest.raises(LockTimeout):
+                other.acquire_lock(n, "k", timeout_ms=200)
+        assert tx.lost(timeout=0.05) is None
+    # Released by the commit: the next holder gets a higher token.
+    with sclient.transaction() as tx2:
+        assert tx2.acquire_lock(n, "k", timeout_ms=5000).fencing_token > lock.fencing_token
+
+
+def test_sync_with_transaction_and_lost(sclient):
+    n = ns()
+    assert sclient.with_transaction(lambda tx: tx.acquire_lock(n, "k").key) == "k"
+    tx = sclient.begin_transaction()
+    sclient.abort_transaction(tx.id, "stop")
+    reason = tx.lost(timeout=30)
+    assert reason is not None and reason.kind == "ABORTED"
+    with pytest.raises(TransactionLost):
+        tx.commit()
+
+
+HOLDER = r"""
+import sys
+from caerus import sync
+c = sync.DlsClient(endpoints=[sys.argv[1]])
+tx = c.begin_transaction(timeout_ms=1000, name="sleeper")
+lock = tx.acquire_lock(sys.argv[2], "k")
+print(tx.id, lock.fencing_token, flush=True)
+sys.stdin.read()
+"""
+
+
+async def test_lease_expires_when_the_holder_stops(client, server):
+    """A holder process frozen with SIGSTOP stops heartbeating: its lease lapses, the lock
+    goes to the next transaction with a higher token, and the event log records it."""
+    n = ns()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, server.endpoint, n],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        tx_id, token = map(int, proc.stdout.readline().split())
+        stream = await client.watch_events(only_new=True, namespace_prefixes=[n])
+        os.kill(proc.pid, signal.SIGSTOP)
+        async with client.transaction() as tx:
+            lock = await tx.acquire_lock(n, "k", timeout_ms=30000)
+            assert lock.fencing_token > token
+        assert (await client.transaction_status(tx_id)).state == "EXPIRED"
+        kinds = set()
+        async for event in stream:
+            assert n in event.namespaces
+            assert event.detail["transaction_id"] == tx_id
+            kinds.add(event.kind)
+            if kinds >= {"TRANSACTION_EXPIRED", "LOCK_REVOKED"}:
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_watch_events_replays_deadlock(client):
+    n = ns()
+    t1 = await client.begin_transaction()
+    t2 = await client.begin_transaction()
+    await t1.acquire_lock(n, "a")
+    await t2.acquire_lock(n, "b")
+    await asyncio.gather(t1.acquire_lock(n, "b"), t2.acquire_lock(n, "a"), return_exceptions=True)
+    await t1.abort()
+    await t2.abort()
+    async for event in client.watch_events(0, namespace_prefixes=[n], kinds=["DEADLOCK_RESOLVED"]):
+        assert event.kind == "DEADLOCK_RESOLVED"
+        assert event.detail["victim_transaction_id"] in (t1.id, t2.id)
+        assert {m["key"] for m in event.detail["cycle"]} == {"a", "b"}
+        break
+
+
+def test_sync_watch_events(sclient):
+    n = ns()
+    tx = sclient.begin_transaction()
+    tx.acquire_lock(n, "k")
+    stream = sclient.watch_events(only_new=True, namespace_prefixes=[n])
+    sclient.abort_transaction(tx.id, "ops")
+    event = next(iter(stream))
+    assert event.kind in ("TRANSACTION_ABORTED", "LOCK_REVOKED")
+    assert event.sequence >= 1
+
+
+class TestAuth:
+    def test_missing_key_is_unauthenticated(self, auth_server):
+        c = sync.DlsClient(endpoints=[auth_server.endpoint])
+        with pytest.raises(Unauthenticated) as e:
+            c.begin_transaction()
+        assert e.value.code == "UNAUTHENTICATED"
+
+    def test_unknown_key_is_unauthenticated(self, auth_server):
+        c = sync.DlsClient(endpoints=[auth_server.endpoint], api_key="dls_" + "0" * 64)
+        with pytest.raises(Unauthenticated):
+            c.begin_transaction()
+
+    def test_key_from_environment(self, auth_server, monkeypatch):
+        monkeypatch.setenv("CAERUS_API_KEY", auth_server.keys["billing"])
+        monkeypatch.setenv("DLS_ENDPOINTS", auth_server.endpoint)
+        c = sync.DlsClient()
+        with c.transaction() as tx:
+            assert tx.acquire_lock("billing-jobs", "k").fencing_token > 0
+
+    def test_namespace_outside_the_key_is_permission_denied(self, auth_server):
+        c = sync.DlsClient(endpoints=[auth_server.endpoint], api_key=auth_server.keys["billing"])
+        with c.transaction() as tx:
+            with pytest.raises(PermissionDenied):
+                tx.acquire_lock("payroll", "k")
+
+    async def test_admin_lists_locks(self, auth_server):
+        admin = DlsClient(endpoints=[auth_server.endpoint], api_key=auth_server.keys["admin"])
+        async with admin.transaction() as tx:
+            await tx.acquire_lock("billing-admin", "k")
+            listed = await admin.list_locks("billing-admin")
+            assert [(k.namespace, k.key) for k in listed] == [("billing-admin", "k")]
+            assert listed[0].holders[0]["transaction_id"] == tx.id
+
+
+def test_help_is_useful():
+    doc = caerus.__doc__ or ""
+    assert "fencing" in doc and "caerus.sync" in doc
+    assert DlsClient.transaction.__doc__ and sync.DlsClient.with_transaction.__doc__
+    assert caerus.Lock.__doc__ and "fencing" in caerus.Lock.__doc__
