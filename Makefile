@@ -21,7 +21,7 @@ run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-da
 test: test-rust test-python test-node ## Run every test: Rust (unit + real 1- and 3-node clusters), Python and Node SDKs
 
 test-rust: ## Rust tests: unit tests and integration tests against real dls processes
-	$(CARGO) test --all-targets
+	$(CARGO) test --lib --bins --tests --examples
 
 dls-debug: ## Build the dls binary the SDK test suites start
 	$(CARGO) build -p caerus-server --bin dls

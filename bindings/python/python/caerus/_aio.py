@@ -6,14 +6,14 @@ import asyncio
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Optional, Sequence, TypeVar, Union
 
 from . import _native
+from ._base import ModeLike, TransactionView
 from .errors import TransactionLost
 from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
 
 T = TypeVar("T")
-ModeLike = Union[LockMode, str]
 
 
-class Transaction:
+class Transaction(TransactionView):
     """A running transaction (asyncio). The Rust core heartbeats its lease in the background
     until it is committed, aborted or lost.
 
@@ -21,30 +21,7 @@ class Transaction:
     exception) or from :meth:`DlsClient.begin_transaction` with explicit ``commit``/``abort``.
     """
 
-    __slots__ = ("_tx",)
-
-    def __init__(self, native: _native.NativeTransaction) -> None:
-        self._tx = native
-
-    @property
-    def id(self) -> int:
-        """The transaction id assigned by the server."""
-        return self._tx.id
-
-    @property
-    def lease_ms(self) -> int:
-        """The lease length the server applied, in milliseconds."""
-        return self._tx.lease_ms
-
-    @property
-    def is_lost(self) -> bool:
-        """True once the transaction is lost: its locks may already belong to someone else."""
-        return self._tx.is_lost
-
-    @property
-    def lost_reason(self) -> Optional[LostReason]:
-        """Why the transaction was lost, or None."""
-        return self._tx.lost_reason
+    __slots__ = ()
 
     async def acquire_lock(
         self, namespace: str, key: str, mode: ModeLike = LockMode.EXCLUSIVE, *, timeout_ms: Optional[int] = None

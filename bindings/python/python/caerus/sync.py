@@ -19,43 +19,20 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union
 
 from . import _native
+from ._base import ModeLike, TransactionView
 from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
 
 __all__ = ["DlsClient", "Transaction", "EventStream"]
 
 T = TypeVar("T")
-ModeLike = Union[LockMode, str]
 
 
-class Transaction:
+class Transaction(TransactionView):
     """A running transaction (blocking API). The Rust core heartbeats its lease in the
     background until it is committed, aborted or lost; it is also a context manager
     (commit on normal exit, abort on exception)."""
 
-    __slots__ = ("_tx",)
-
-    def __init__(self, native: _native.NativeTransaction) -> None:
-        self._tx = native
-
-    @property
-    def id(self) -> int:
-        """The transaction id assigned by the server."""
-        return self._tx.id
-
-    @property
-    def lease_ms(self) -> int:
-        """The lease length the server applied, in milliseconds."""
-        return self._tx.lease_ms
-
-    @property
-    def is_lost(self) -> bool:
-        """True once the transaction is lost: its locks may already belong to someone else."""
-        return self._tx.is_lost
-
-    @property
-    def lost_reason(self) -> Optional[LostReason]:
-        """Why the transaction was lost, or None."""
-        return self._tx.lost_reason
+    __slots__ = ()
 
     def acquire_lock(
         self, namespace: str, key: str, mode: ModeLike = LockMode.EXCLUSIVE, *, timeout_ms: Optional[int] = None

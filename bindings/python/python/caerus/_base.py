@@ -1,0 +1,40 @@
+"""What the asyncio and the blocking transaction share: read-only views of the native
+transaction (no I/O, so they need no await)."""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from . import _native
+from ._native import LockMode, LostReason
+
+ModeLike = Union[LockMode, str]
+
+
+class TransactionView:
+    """Properties common to :class:`caerus.Transaction` and :class:`caerus.sync.Transaction`."""
+
+    __slots__ = ("_tx",)
+
+    def __init__(self, native: _native.NativeTransaction) -> None:
+        self._tx = native
+
+    @property
+    def id(self) -> int:
+        """The transaction id assigned by the server."""
+        return self._tx.id
+
+    @property
+    def lease_ms(self) -> int:
+        """The lease length the server applied, in milliseconds."""
+        return self._tx.lease_ms
+
+    @property
+    def is_lost(self) -> bool:
+        """True once the transaction is lost: its locks may already belong to someone else."""
+        return self._tx.is_lost
+
+    @property
+    def lost_reason(self) -> Optional[LostReason]:
+        """Why the transaction was lost, or None."""
+        return self._tx.lost_reason
