@@ -3,7 +3,7 @@ transaction (no I/O, so they need no await)."""
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 from . import _native
 from ._native import LockMode, LostReason
@@ -38,3 +38,23 @@ class TransactionView:
     def lost_reason(self) -> Optional[LostReason]:
         """Why the transaction was lost, or None."""
         return self._tx.lost_reason
+
+
+def native_client(
+    endpoints: Optional[Union[Sequence[str], str]],
+    api_key: Optional[str],
+    connect_timeout_ms: Optional[float],
+    request_timeout_ms: Optional[float],
+    retry_deadline_ms: Optional[float],
+) -> _native.NativeClient:
+    """The Rust client both APIs wrap; ``endpoints`` may also be one comma-separated string."""
+    if isinstance(endpoints, str):
+        endpoints = [e for e in (p.strip() for p in endpoints.split(",")) if e]
+    return _native.NativeClient(
+        list(endpoints) if endpoints is not None else None,
+        api_key,
+        True,  # use_env_key: read $CAERUS_API_KEY when api_key is None
+        connect_timeout_ms,
+        request_timeout_ms,
+        retry_deadline_ms,
+    )

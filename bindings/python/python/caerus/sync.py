@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union
 
 from . import _native
-from ._base import ModeLike, TransactionView
+from ._base import ModeLike, TransactionView, native_client
 from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
 
 __all__ = ["DlsClient", "Transaction", "EventStream"]
@@ -136,16 +136,7 @@ class DlsClient:
         request_timeout_ms: Optional[float] = None,
         retry_deadline_ms: Optional[float] = None,
     ) -> None:
-        if isinstance(endpoints, str):
-            endpoints = [e for e in (p.strip() for p in endpoints.split(",")) if e]
-        self._native = _native.NativeClient(
-            list(endpoints) if endpoints is not None else None,
-            api_key,
-            True,
-            connect_timeout_ms,
-            request_timeout_ms,
-            retry_deadline_ms,
-        )
+        self._native = native_client(endpoints, api_key, connect_timeout_ms, request_timeout_ms, retry_deadline_ms)
 
     def begin_transaction(
         self, *, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
