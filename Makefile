@@ -10,7 +10,7 @@ TARGET_DIR   := $(or $(CARGO_TARGET_DIR),target)
 DLS_RELEASE   = $(TARGET_DIR)/release/dls
 
 .DEFAULT_GOAL := help
-.PHONY: help run test test-rust test-python test-node wheel dls-debug build release cluster cluster-stop example bench lint fmt clean
+.PHONY: help run test test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug build release cluster cluster-stop example bench lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -18,7 +18,7 @@ help: ## List the targets
 run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-data
 	$(DLS_RELEASE) serve
 
-test: test-rust test-python test-node ## Run every test: Rust (unit + real 1- and 3-node clusters), Python and Node SDKs
+test: test-rust test-python test-node test-kotlin test-samples test-chaos ## Run every test: Rust, the SDKs, the samples' short demo, a short seeded fault run
 
 test-rust: ## Rust tests: unit tests and integration tests against real dls processes
 	$(CARGO) test --lib --bins --tests --examples
@@ -66,6 +66,21 @@ example: ## Take a lock with the Rust quick-start example (needs a running serve
 
 bench: ## Benchmarks: enqueue cost (with deadlock search) with 10,000 waiting transactions
 	$(CARGO) bench -p caerus-server --bench enqueue
+
+test-kotlin: dls-debug ## Build the uniffi library and run the Kotlin (JUnit 5, Maven) suite
+	$(MAKE) -C bindings/uniffi test-kotlin DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
+
+test-samples: dls-debug ## Short form of the billing demo (ledger, workers, fencing) as a test
+	$(MAKE) -C samples test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
+
+demo: release ## The billing demo: 3 nodes, a fenced ledger, workers in Rust/Python/Node, a frozen worker and a leader kill
+	$(MAKE) -C samples demo DLS_BIN=$(abspath $(DLS_RELEASE))
+
+test-chaos: dls-debug ## A short, seeded fault-injection run (same checkers as `make chaos`)
+	$(MAKE) -C chaos short DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
+
+chaos: release ## The full fault-injection suite on 3 and 5 nodes (prints its seed; SEED=N replays)
+	$(MAKE) -C chaos full DLS_BIN=$(abspath $(DLS_RELEASE))
 
 lint: ## Clippy with warnings as errors, and rustfmt check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

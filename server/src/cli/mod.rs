@@ -4,6 +4,7 @@
 pub mod connect;
 pub mod events;
 mod format;
+pub mod lock;
 pub mod locks;
 pub mod status;
 pub mod txn;
@@ -40,6 +41,8 @@ pub enum CliCommand {
     Events(events::EventsArgs),
     /// Show every node's view of the cluster: role, term, leader, indexes.
     Status(status::StatusArgs),
+    /// Run a command while holding a lock: `dls lock [--shared] NAMESPACE KEY -- COMMAND [ARGS...]`.
+    Lock(lock::LockArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -96,6 +99,17 @@ mod tests {
         assert_eq!(e.cluster.endpoints, vec!["h:1", "h:2"]);
         let cli = Cli::try_parse_from(["dls", "txn", "abort", "42", "--reason", "stuck"]).unwrap();
         assert!(matches!(cli.command, CliCommand::Txn(txn::TxnCommand::Abort(a)) if a.id == 42 && a.reason == "stuck"));
+        let mut argv: Vec<&str> =
+            "dls lock --shared --wait-timeout 500ms --ttl 5s jobs nightly -- sh -c".split(' ').collect();
+        argv.push("exit 3");
+        let cli = Cli::try_parse_from(argv).unwrap();
+        let CliCommand::Lock(l) = cli.command else { panic!("lock") };
+        assert!(l.shared && !l.skip_if_locked);
+        assert_eq!(l.wait_timeout, std::time::Duration::from_millis(500));
+        assert_eq!(l.kill_grace, std::time::Duration::from_secs(10));
+        assert_eq!((l.namespace.as_str(), l.key.as_str()), ("jobs", "nightly"));
+        assert_eq!(l.command, vec!["sh", "-c", "exit 3"]);
+        assert!(Cli::try_parse_from(["dls", "lock", "jobs", "nightly"]).is_err(), "a command is required");
         let err = Cli::try_parse_from(["dls", "events", "--kind", "nope"]).unwrap_err();
         assert_eq!(err.exit_code(), connect::EXIT_USAGE);
     }

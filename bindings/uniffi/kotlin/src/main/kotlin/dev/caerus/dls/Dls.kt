@@ -1,0 +1,121 @@
+// Idiomatic Kotlin layer of the Caerus DLS SDK, over the uniffi-generated bindings
+// (caerus_dls.kt in the same package, generated at build time).
+package dev.caerus.dls
+
+import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.NonCancellable
+import kotlinx.coroutines.coroutineScope
+import kotlinx.coroutines.flow.Flow
+import kotlinx.coroutines.flow.flow
+import kotlinx.coroutines.launch
+import kotlinx.coroutines.withContext
+
+/** The stable code of the error, spelled as in the Rust, Python and Node SDKs. */
+val DlsException.code: String
+    get() = when (this) {
+        is DlsException.LockTimeout -> "LOCK_TIMEOUT"
+        is DlsException.DeadlockVictim -> "DEADLOCK_VICTIM"
+        is DlsException.TransactionLost -> "TRANSACTION_LOST"
+        is DlsException.TransactionNotFound -> "TRANSACTION_NOT_FOUND"
+        is DlsException.InvalidArgument -> "INVALID_ARGUMENT"
+        is DlsException.Unauthenticated -> "UNAUTHENTICATED"
+        is DlsException.PermissionDenied -> "PERMISSION_DENIED"
+        is DlsException.WaitCancelled -> "WAIT_CANCELLED"
+        is DlsException.AlreadyWaiting -> "ALREADY_WAITING"
+        is DlsException.CursorExpired -> "CURSOR_EXPIRED"
+        is DlsException.Unavailable -> "UNAVAILABLE"
+        is DlsException.Config -> "CONFIG"
+        is DlsException.Internal -> "INTERNAL"
+    }
+
+/** A client for [endpoints] (`host:port`, any node of the cluster). */
+fun dlsClient(vararg endpoints: String, apiKey: String? = null): DlsClient =
+    DlsClient(ClientConfig(endpoints = endpoints.toList(), apiKey = apiKey))
+
+/**
+ * Runs [body] in a new transaction: commits when it returns, aborts when it throws (the
+ * exception is rethrown), and always frees the transaction handle. The lease is
+ * heartbeated in Rust meanwhile; if it is lost (expired, aborted by an operator, deadlock
+ * victim), [body] is cancelled and [DlsException.TransactionLost] is thrown.
+ *
+ * ```
+ * client.withTransaction(timeoutMs = 15000) { tx ->
+ *     val lock = tx.acquireLock("billing-jobs", "monthly-billing-job", LockMode.EXCLUSIVE, timeoutMs = 10000)
+ *     chargeSubscriptions(lock.fencingToken)
+ * }
+ * ```
+ */
+suspend fun <T> DlsClient.withTransaction(
+    timeoutMs: Long? = null,
+    priority: Int? = null,
+    name: String? = null,
+    body: suspend CoroutineScope.(Transaction) -> T,
+): T {
+    require(timeoutMs == null || timeoutMs >= 0) { "timeoutMs must not be negative" }
+    val tx = beginTransaction(TransactionOptions(timeoutMs?.toULong(), priority, name))
+    try {
+        val result = coroutineScope {
+            // Cancels the body (and ends this scope with TransactionLost) once core reports
+            // the lease lost.
+            val watcher = launch {
+                val reason = tx.awaitLost()
+                throw DlsException.TransactionLost(reason.message)
+            }
+            try {
+                body(tx)
+            } finally {
+                watcher.cancel()
+            }
+        }
+        tx.commit()
+        return result
+    } catch (e: Throwable) {
+        withContext(NonCancellable) {
+            try {
+                tx.abort()
+            } catch (abortFailure: Throwable) {
+                if (abortFailure !== e) e.addSuppressed(abortFailure)
+            }
+        }
+        throw e
+    } finally {
+        tx.close()
+    }
+}
+
+/** [Transaction.acquireLock] with the timeout as a plain `Long` of milliseconds. */
+suspend fun Transaction.acquireLock(
+    namespace: String,
+    key: String,
+    mode: LockMode = LockMode.EXCLUSIVE,
+    timeoutMs: Long,
+): Lock {
+    require(timeoutMs >= 0) { "timeoutMs must not be negative" }
+    return acquireLock(namespace, key, mode, timeoutMs.toULong())
+}
+
+/** Calls [listener] once if the transaction is lost (never after commit or abort). */
+fun Transaction.onLost(listener: (LostReason) -> Unit) {
+    setLostListener(object : LostListener {
+        override fun onLost(reason: LostReason) = listener(reason)
+    })
+}
+
+/** The event log from [fromSequence] as a cold [Flow]; collecting it opens a watch. */
+fun DlsClient.events(
+    fromSequence: Long = 0,
+    namespacePrefixes: List<String> = emptyList(),
+    kinds: List<EventKind> = emptyList(),
+    onlyNew: Boolean = false,
+): Flow<Event> = flow {
+    val stream = watchEvents(WatchOptions(fromSequence.toULong(), namespacePrefixes, kinds, onlyNew))
+    try {
+        while (true) {
+            val event = stream.next() ?: break
+            emit(event)
+        }
+    } finally {
+        stream.cancel()
+        stream.close()
+    }
+}

@@ -1,0 +1,338 @@
+package dev.caerus.dls
+
+import java.io.File
+import java.net.ServerSocket
+import java.net.URI
+import java.net.http.HttpClient
+import java.net.http.HttpRequest
+import java.net.http.HttpResponse
+import java.nio.file.Files
+import java.time.Duration
+import java.util.UUID
+import java.util.concurrent.atomic.AtomicInteger
+import kotlinx.coroutines.CompletableDeferred
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.async
+import kotlinx.coroutines.awaitAll
+import kotlinx.coroutines.delay
+import kotlinx.coroutines.flow.first
+import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.withTimeout
+import org.junit.jupiter.api.AfterAll
+import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertFalse
+import org.junit.jupiter.api.Assertions.assertNotNull
+import org.junit.jupiter.api.Assertions.assertNull
+import org.junit.jupiter.api.Assertions.assertTrue
+import org.junit.jupiter.api.Assertions.fail
+import org.junit.jupiter.api.BeforeAll
+import org.junit.jupiter.api.Test
+import org.junit.jupiter.api.TestInstance
+import org.junit.jupiter.api.assertThrows
+
+/** One real `dls serve` (single node) for the whole class, started from `-Ddls.bin`. */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class DlsClientTest {
+    private lateinit var server: Process
+    private lateinit var dataDir: File
+    private lateinit var endpoint: String
+    private lateinit var client: DlsClient
+
+    private fun freePort(): Int = ServerSocket(0).use { it.localPort }
+
+    /** A namespace of its own per test, so tests never share keys. */
+    private fun ns(): String = "kt-" + UUID.randomUUID().toString().take(8)
+
+    @BeforeAll
+    fun startServer() {
+        val bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
+        require(!bin.isNullOrBlank()) { "pass -Ddls.bin=/path/to/dls (make test-kotlin does)" }
+        val grpcPort = freePort()
+        val httpPort = freePort()
+        endpoint = "127.0.0.1:$grpcPort"
+        dataDir = Files.createTempDirectory("dls-kotlin-").toFile()
+        server = ProcessBuilder(
+            bin, "serve",
+            "--listen", endpoint,
+            "--http-listen", "127.0.0.1:$httpPort",
+            "--data-dir", dataDir.absolutePath,
+            "--log", "warn",
+        ).redirectErrorStream(true).redirectOutput(File(dataDir, "server.log")).start()
+
+        val http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build()
+        val ready = URI("http://127.0.0.1:$httpPort/readyz")
+        val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
+        while (true) {
+            check(server.isAlive) { "dls exited early:\n" + File(dataDir, "server.log").readText() }
+            val ok = runCatching {
+                http.send(HttpRequest.newBuilder(ready).timeout(Duration.ofSeconds(1)).build(),
+                    HttpResponse.BodyHandlers.discarding()).statusCode() == 200
+            }.getOrDefault(false)
+            if (ok) break
+            check(System.nanoTime() < deadline) { "dls not ready after 30 s" }
+            Thread.sleep(100)
+        }
+        client = dlsClient(endpoint)
+    }
+
+    @AfterAll
+    fun stopServer() {
+        if (::client.isInitialized) client.close()
+        if (::server.isInitialized) {
+            server.destroy()
+            if (!server.waitFor(10, java.util.concurrent.TimeUnit.SECONDS)) server.destroyForcibly()
+        }
+        if (::dataDir.isInitialized) dataDir.deleteRecursively()
+    }
+
+    @Test
+    fun `withTransaction commits and releases the lock`() = runBlocking {
+        val ns = ns()
+        val token = client.withTransaction(timeoutMs = 15000) { tx ->
+            val lock = tx.acquireLock(ns, "monthly-billing-job", LockMode.EXCLUSIVE, timeoutMs = 10000)
+            assertEquals(ns, lock.namespace)
+            assertEquals(LockMode.EXCLUSIVE, lock.mode)
+            assertTrue(lock.fencingToken > 0u)
+            val status = tx.status()
+            assertEquals(TransactionState.ACTIVE, status.state)
+            assertEquals(listOf(lock), status.locks)
+            lock.fencingToken
+        }
+        assertTrue(token > 0u)
+        // Released by the commit: another transaction gets it at once.
+        client.withTransaction { tx -> tx.acquireLock(ns, "monthly-billing-job", timeoutMs = 1000) }
+        Unit
+    }
+
+    @Test
+    fun `withTransaction aborts when the body throws`() = runBlocking {
+        val ns = ns()
+        var txId = 0uL
+        val thrown = assertThrows<IllegalStateException> {
+            runBlocking {
+                client.withTransaction { tx ->
+                    txId = tx.id()
+                    tx.acquireLock(ns, "k", LockMode.EXCLUSIVE, timeoutMs = 5000)
+                    error("boom")
+                }
+            }
+        }
+        assertEquals("boom", thrown.message)
+        assertEquals(TransactionState.ABORTED, client.transactionStatus(txId).state)
+        client.withTransaction { tx -> tx.acquireLock(ns, "k", timeoutMs = 1000) }
+        Unit
+    }
+
+    @Test
+    fun `manual transaction commit and release`() = runBlocking {
+        val ns = ns()
+        val tx = client.beginTransaction(TransactionOptions(timeoutMs = 10000u, name = "manual"))
+        assertTrue(tx.id() > 0u)
+        assertTrue(tx.leaseMs() > 0u)
+        tx.acquireLock(ns, "a", LockMode.EXCLUSIVE)
+        assertTrue(tx.release(ns, "a"))
+        assertFalse(tx.release(ns, "a"))
+        tx.commit()
+        assertEquals(TransactionState.COMMITTED, client.transactionStatus(tx.id()).state)
+        tx.close()
+    }
+
+    @Test
+    fun `shared locks coexist and exclude an exclusive one`() = runBlocking {
+        val ns = ns()
+        val r1 = client.beginTransaction(TransactionOptions())
+        val r2 = client.beginTransaction(TransactionOptions())
+        val w = client.beginTransaction(TransactionOptions())
+        try {
+            val l1 = r1.acquireLock(ns, "doc", LockMode.SHARED_READ, timeoutMs = 2000)
+            val l2 = r2.acquireLock(ns, "doc", LockMode.SHARED_READ, timeoutMs = 2000)
+            assertEquals(LockMode.SHARED_READ, l1.mode)
+            assertTrue(l2.fencingToken > l1.fencingToken)
+            val e = assertThrows<DlsException.LockTimeout> {
+                runBlocking { w.acquireLock(ns, "doc", LockMode.EXCLUSIVE, timeoutMs = 300) }
+            }
+            assertEquals("LOCK_TIMEOUT", e.code)
+            r1.commit()
+            r2.commit()
+            w.acquireLock(ns, "doc", LockMode.EXCLUSIVE, timeoutMs = 2000)
+            w.commit()
+        } finally {
+            listOf(r1, r2, w).forEach { it.close() }
+        }
+    }
+
+    @Test
+    fun `acquire timeout leaves the transaction active`() = runBlocking {
+        val ns = ns()
+        val holder = client.beginTransaction(TransactionOptions())
+        val waiter = client.beginTransaction(TransactionOptions())
+        try {
+            holder.acquireLock(ns, "k", LockMode.EXCLUSIVE, timeoutMs = 2000)
+            waiter.acquireLock(ns, "other", LockMode.EXCLUSIVE, timeoutMs = 2000)
+            val started = System.nanoTime()
+            val e = assertThrows<DlsException.LockTimeout> {
+                runBlocking { waiter.acquireLock(ns, "k", LockMode.EXCLUSIVE, timeoutMs = 400) }
+            }
+            val waitedMs = (System.nanoTime() - started) / 1_000_000
+            assertTrue(waitedMs >= 300, "waited only $waitedMs ms")
+            assertTrue(e.message!!.isNotBlank())
+            val status = waiter.status()
+            assertEquals(TransactionState.ACTIVE, status.state)
+            assertEquals(listOf("other"), status.locks.map { it.key })
+            assertNull(status.waiting)
+        } finally {
+            holder.abort(); waiter.abort()
+            holder.close(); waiter.close()
+        }
+    }
+
+    @Test
+    fun `fencing tokens increase grant after grant`() = runBlocking {
+        val ns = ns()
+        val tokens = (1..5).map {
+            client.withTransaction { tx -> tx.acquireLock(ns, "storage", timeoutMs = 5000).fencingToken }
+        }
+        assertEquals(tokens.sorted(), tokens)
+        assertEquals(tokens.size, tokens.toSet().size)
+    }
+
+    @Test
+    fun `deadlock victim gets DeadlockVictim and the other goes on`() = runBlocking {
+        val ns = ns()
+        val older = client.beginTransaction(TransactionOptions(name = "older"))
+        val younger = client.beginTransaction(TransactionOptions(name = "younger"))
+        try {
+            older.acquireLock(ns, "a", LockMode.EXCLUSIVE, timeoutMs = 2000)
+            younger.acquireLock(ns, "b", LockMode.EXCLUSIVE, timeoutMs = 2000)
+            val olderWait = async(Dispatchers.Default) { older.acquireLock(ns, "b", LockMode.EXCLUSIVE, timeoutMs = 10000) }
+            withTimeout(5000) { while (older.status().waiting == null) delay(20) }
+            // Equal priorities: the default policy aborts the youngest.
+            val e = assertThrows<DlsException.DeadlockVictim> {
+                runBlocking { younger.acquireLock(ns, "a", LockMode.EXCLUSIVE, timeoutMs = 10000) }
+            }
+            assertEquals("DEADLOCK_VICTIM", e.code)
+            val granted = olderWait.await()
+            assertEquals("b", granted.key)
+            older.commit()
+            assertEquals(TransactionState.ABORTED, client.transactionStatus(younger.id()).state)
+        } finally {
+            older.close(); younger.close()
+        }
+    }
+
+    @Test
+    fun `lost listener fires when an operator aborts the transaction`() = runBlocking {
+        val ns = ns()
+        // A short lease: core heartbeats every lease/3, so it notices the abort within ~1 s.
+        val tx = client.beginTransaction(TransactionOptions(timeoutMs = 3000u, name = "to-be-lost"))
+        val lost = CompletableDeferred<LostReason>()
+        tx.onLost { lost.complete(it) }
+        tx.acquireLock(ns, "k", LockMode.EXCLUSIVE, timeoutMs = 2000)
+        assertFalse(tx.isLost())
+        assertEquals(TransactionState.ABORTED, client.abortTransaction(tx.id(), "kotlin test"))
+        val reason = withTimeout(15000) { lost.await() }
+        assertEquals(LostKind.ABORTED, reason.kind)
+        assertTrue(tx.isLost())
+        assertNotNull(tx.lostReason())
+        val e = assertThrows<DlsException.TransactionLost> {
+            runBlocking { tx.acquireLock(ns, "k2", LockMode.EXCLUSIVE, timeoutMs = 1000) }
+        }
+        assertEquals("TRANSACTION_LOST", e.code)
+
+        // The abort is in the event log.
+        val event = withTimeout(10000) {
+            client.events(namespacePrefixes = listOf(ns), kinds = listOf(EventKind.TRANSACTION_ABORTED)).first()
+        }
+        val detail = event.detail as EventDetail.TransactionAborted
+        assertEquals(tx.id(), detail.transactionId)
+        assertEquals("kotlin test", detail.reason)
+        assertEquals(listOf("k"), detail.releasedLocks.map { it.key })
+        tx.close()
+    }
+
+    @Test
+    fun `lost listener is silent after commit`() = runBlocking {
+        val tx = client.beginTransaction(TransactionOptions())
+        val calls = AtomicInteger()
+        tx.onLost { calls.incrementAndGet() }
+        tx.commit()
+        delay(300)
+        assertEquals(0, calls.get())
+        tx.close()
+    }
+
+    @Test
+    fun `withTransaction cancels the body and throws TransactionLost when the lease is lost`() = runBlocking {
+        val ns = ns()
+        val entered = CompletableDeferred<ULong>()
+        val body = async(Dispatchers.Default) {
+            runCatching {
+                client.withTransaction(timeoutMs = 3000) { tx ->
+                    tx.acquireLock(ns, "k", timeoutMs = 2000)
+                    entered.complete(tx.id())
+                    delay(60_000)
+                    "finished"
+                }
+            }
+        }
+        val id = withTimeout(5000) { entered.await() }
+        client.abortTransaction(id, "cancel the body")
+        val result = withTimeout(15000) { body.await() }
+        val e = result.exceptionOrNull()
+        assertTrue(e is DlsException.TransactionLost, "got $result")
+    }
+
+    @Test
+    fun `event stream next returns null after cancel`() = runBlocking {
+        val stream = client.watchEvents(WatchOptions(onlyNew = true))
+        val pending = async(Dispatchers.Default) { stream.next() }
+        delay(200)
+        stream.cancel()
+        assertNull(withTimeout(5000) { pending.await() })
+        assertNull(stream.next())
+        stream.close()
+    }
+
+    @Test
+    fun `100 coroutines contend without overlap`() = runBlocking {
+        val ns = ns()
+        val inside = AtomicInteger()
+        val maxInside = AtomicInteger()
+        val tokens = java.util.Collections.synchronizedList(mutableListOf<ULong>())
+        (1..100).map {
+            async(Dispatchers.Default) {
+                client.withTransaction(timeoutMs = 15000) { tx ->
+                    val lock = tx.acquireLock(ns, "counter", LockMode.EXCLUSIVE, timeoutMs = 60000)
+                    val now = inside.incrementAndGet()
+                    maxInside.accumulateAndGet(now) { a, b -> maxOf(a, b) }
+                    tokens.add(lock.fencingToken)
+                    delay(2)
+                    inside.decrementAndGet()
+                }
+            }
+        }.awaitAll()
+        assertEquals(1, maxInside.get(), "two holders of one EXCLUSIVE lock at once")
+        assertEquals(100, tokens.size)
+        assertEquals(tokens.sorted(), tokens.toList(), "grants out of fencing order")
+        assertEquals(100, tokens.toSet().size)
+    }
+
+    @Test
+    fun `errors carry codes and the server's message`() = runBlocking {
+        val e = assertThrows<DlsException.InvalidArgument> {
+            runBlocking { client.withTransaction { tx -> tx.acquireLock("", "k", timeoutMs = 100) } }
+        }
+        assertEquals("INVALID_ARGUMENT", e.code)
+        assertTrue(e.message!!.isNotBlank())
+        val unreachable = DlsClient(ClientConfig(endpoints = listOf("127.0.0.1:1"), retryDeadlineMs = 500u,
+            connectTimeoutMs = 200u))
+        val u = assertThrows<DlsException.Unavailable> {
+            runBlocking { unreachable.beginTransaction(TransactionOptions()) }
+        }
+        assertEquals("UNAVAILABLE", u.code)
+        unreachable.close()
+        val bad = assertThrows<DlsException> { DlsClient(ClientConfig(endpoints = listOf("not an address"))) }
+        assertTrue(bad is DlsException.Config || bad is DlsException.InvalidArgument, "got $bad")
+        Unit
+    }
+}

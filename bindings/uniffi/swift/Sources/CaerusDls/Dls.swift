@@ -1,0 +1,143 @@
+// Idiomatic Swift layer of the Caerus DLS SDK, over the uniffi-generated CaerusDls.swift.
+//
+// NOTE: no Swift toolchain was available where this was written; this file has not been
+// compiled. See bindings/uniffi/README.md.
+
+import Foundation
+
+extension DlsError {
+    /// The stable code of the error, spelled as in the Rust, Python, Node and Kotlin SDKs.
+    public var code: String {
+        switch self {
+        case .LockTimeout: return "LOCK_TIMEOUT"
+        case .DeadlockVictim: return "DEADLOCK_VICTIM"
+        case .TransactionLost: return "TRANSACTION_LOST"
+        case .TransactionNotFound: return "TRANSACTION_NOT_FOUND"
+        case .InvalidArgument: return "INVALID_ARGUMENT"
+        case .Unauthenticated: return "UNAUTHENTICATED"
+        case .PermissionDenied: return "PERMISSION_DENIED"
+        case .WaitCancelled: return "WAIT_CANCELLED"
+        case .AlreadyWaiting: return "ALREADY_WAITING"
+        case .CursorExpired: return "CURSOR_EXPIRED"
+        case .Unavailable: return "UNAVAILABLE"
+        case .Config: return "CONFIG"
+        case .Internal: return "INTERNAL"
+        }
+    }
+}
+
+/// Cancels the body of `withTransaction` when core reports the transaction lost.
+private final class CancelOnLost: LostListener, @unchecked Sendable {
+    private let lock = NSLock()
+    private var lostReason: LostReason?
+    private let cancel: @Sendable () -> Void
+
+    init(cancel: @escaping @Sendable () -> Void) {
+        self.cancel = cancel
+    }
+
+    func onLost(reason: LostReason) {
+        lock.lock()
+        lostReason = reason
+        lock.unlock()
+        cancel()
+    }
+
+    var reason: LostReason? {
+        lock.lock()
+        defer { lock.unlock() }
+        return lostReason
+    }
+}
+
+/// Calls a closure once if the transaction is lost.
+private final class ClosureLostListener: LostListener, @unchecked Sendable {
+    private let body: @Sendable (LostReason) -> Void
+
+    init(_ body: @escaping @Sendable (LostReason) -> Void) {
+        self.body = body
+    }
+
+    func onLost(reason: LostReason) {
+        body(reason)
+    }
+}
+
+extension Transaction {
+    /// Calls `listener` once if the transaction is lost (never after commit or abort),
+    /// on a thread of the SDK's runtime.
+    public func onLost(_ listener: @escaping @Sendable (LostReason) -> Void) {
+        setLostListener(listener: ClosureLostListener(listener))
+    }
+}
+
+extension DlsClient {
+    /// A client for `endpoints` (`host:port`, any node of the cluster).
+    public convenience init(endpoints: [String], apiKey: String? = nil) throws {
+        try self.init(config: ClientConfig(endpoints: endpoints, apiKey: apiKey))
+    }
+
+    /// Runs `body` in a new transaction: commits when it returns, aborts when it throws
+    /// (the error is rethrown). The lease is heartbeated in Rust meanwhile; if it is lost,
+    /// the body's task is cancelled and `DlsError.TransactionLost` is thrown.
+    ///
+    /// ```swift
+    /// try await client.withTransaction(timeoutMs: 15000) { tx in
+    ///     let lock = try await tx.acquireLock(namespace: "billing-jobs", key: "monthly-billing-job",
+    ///                                         mode: .exclusive, timeoutMs: 10000)
+    ///     try await chargeSubscriptions(fencingToken: lock.fencingToken)
+    /// }
+    /// ```
+    public func withTransaction<T: Sendable>(
+        timeoutMs: UInt64? = nil,
+        priority: Int32? = nil,
+        name: String? = nil,
+        _ body: @escaping @Sendable (Transaction) async throws -> T
+    ) async throws -> T {
+        let tx = try await beginTransaction(
+            options: TransactionOptions(timeoutMs: timeoutMs, priority: priority, name: name))
+        let work = Task { try await body(tx) }
+        let watcher = CancelOnLost(cancel: { work.cancel() })
+        tx.setLostListener(listener: watcher)
+        do {
+            let value = try await work.value
+            if let reason = watcher.reason {
+                throw DlsError.TransactionLost(message: reason.message)
+            }
+            try await tx.commit()
+            return value
+        } catch {
+            try? await tx.abort()
+            if let reason = watcher.reason {
+                throw DlsError.TransactionLost(message: reason.message)
+            }
+            throw error
+        }
+    }
+
+    /// The event log from `fromSequence` as an `AsyncThrowingStream`.
+    public func events(
+        fromSequence: UInt64 = 0,
+        namespacePrefixes: [String] = [],
+        kinds: [EventKind] = [],
+        onlyNew: Bool = false
+    ) -> AsyncThrowingStream<Event, Error> {
+        let options = WatchOptions(
+            fromSequence: fromSequence, namespacePrefixes: namespacePrefixes, kinds: kinds, onlyNew: onlyNew)
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    let stream = try await self.watchEvents(options: options)
+                    while !Task.isCancelled, let event = try await stream.next() {
+                        continuation.yield(event)
+                    }
+                    stream.cancel()
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}

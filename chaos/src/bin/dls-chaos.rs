@@ -1,0 +1,846 @@
+//! `dls-chaos`: runs a real `dls` cluster behind per-node TCP proxies, lets clients contend
+//! for a few keys in both modes while faults are injected, records every operation and
+//! checks the history. Exits non-zero on any violation.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use caerus_chaos::checker::{self, Violation};
+use caerus_chaos::history::{History, Mode, Op, OpKind, Outcome};
+use caerus_chaos::proxy::{self, Links};
+use caerus_chaos::register::FencedRegister;
+use caerus_chaos::stats::summary_ms;
+use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions};
+use clap::Parser;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::watch;
+
+const NS: &str = "chaos";
+const ALL_FAULTS: &str = "kill-leader,kill-follower,pause-node,pause-client,partition-leader,partition-split,one-way,latency,restart-all,crash-after-write";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "dls-chaos",
+    about = "Fault injection for Caerus DLS: kills, pauses, partitions and delays a real cluster while clients contend for locks, then checks the recorded history"
+)]
+struct Args {
+    /// Cluster size (3 or 5).
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// How long clients run while faults are injected, in seconds.
+    #[arg(long, default_value_t = 60)]
+    duration: u64,
+    /// Random seed (printed; the same seed replays the same fault schedule and client choices).
+    #[arg(long, env = "SEED")]
+    seed: Option<u64>,
+    /// Concurrent client processes (in-process tasks, one transaction at a time each).
+    #[arg(long, default_value_t = 5)]
+    clients: usize,
+    /// Keys they contend for.
+    #[arg(long, default_value_t = 3)]
+    keys: usize,
+    /// The dls binary.
+    #[arg(long, env = "DLS_BIN")]
+    dls: PathBuf,
+    /// Comma-separated faults to inject, from: kill-leader, kill-follower, pause-node,
+    /// pause-client, partition-leader, partition-split, one-way, latency, restart-all,
+    /// crash-after-write (default: all), or "none".
+    #[arg(long, default_value = ALL_FAULTS)]
+    faults: String,
+    /// Transaction lease of the clients, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    lease_ms: u64,
+    /// Where to write the history (JSON lines); default: in the run directory.
+    #[arg(long)]
+    history: Option<PathBuf>,
+}
+
+struct Node {
+    id: u64,
+    addr: SocketAddr,
+    http: String,
+    data_dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    paused: bool,
+}
+
+struct Cluster {
+    dls: PathBuf,
+    nodes: Vec<Node>,
+    peers: String,
+    links: Arc<Links>,
+    _stop_proxies: watch::Sender<bool>,
+}
+
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> =
+        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback")).collect();
+    held.iter().map(|l| l.local_addr().expect("addr").port()).collect()
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
+}
+
+impl Cluster {
+    async fn start(dls: PathBuf, n: usize, dir: &std::path::Path) -> anyhow::Result<Cluster> {
+        let ports = free_ports(3 * n);
+        let links = Links::new();
+        let (stop_tx, stop) = watch::channel(false);
+        let mut nodes = Vec::new();
+        let mut peers = Vec::new();
+        for (i, p) in ports.chunks(3).enumerate() {
+            let id = i as u64 + 1;
+            let addr: SocketAddr = format!("127.0.0.1:{}", p[0]).parse()?;
+            let proxy_addr = format!("127.0.0.1:{}", p[1]);
+            let listener = tokio::net::TcpListener::bind(&proxy_addr).await?;
+            tokio::spawn(proxy::run(listener, addr, id, links.clone(), stop.clone()));
+            peers.push(format!("{id}={proxy_addr}"));
+            nodes.push(Node {
+                id,
+                addr,
+                http: format!("127.0.0.1:{}", p[2]),
+                data_dir: dir.join(format!("node-{id}")),
+                log: dir.join(format!("node-{id}.log")),
+                child: None,
+                paused: false,
+            });
+        }
+        let mut c = Cluster { dls, nodes, peers: peers.join(","), links, _stop_proxies: stop_tx };
+        for id in 1..=n as u64 {
+            c.spawn(id)?;
+        }
+        Ok(c)
+    }
+
+    fn node(&mut self, id: u64) -> &mut Node {
+        self.nodes.iter_mut().find(|n| n.id == id).expect("node id")
+    }
+
+    fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
+        let dls = self.dls.clone();
+        let peers = self.peers.clone();
+        let links = self.links.clone();
+        let n = self.node(id);
+        if n.child.is_some() {
+            return Ok(());
+        }
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&n.log)?;
+        let child = Command::new(&dls)
+            .arg("serve")
+            .args(["--node-id", &id.to_string(), "--listen", &n.addr.to_string(), "--peers", &peers])
+            .arg("--data-dir")
+            .arg(&n.data_dir)
+            .args(["--heartbeat-ms", "50", "--election-timeout-ms", "300", "--http-listen", &n.http])
+            .env("DLS_LOG", "info")
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("start {}", dls.display()))?;
+        links.set_pid(child.id(), id);
+        n.child = Some(child);
+        n.paused = false;
+        Ok(())
+    }
+
+    fn kill(&mut self, id: u64) {
+        let n = self.node(id);
+        if let Some(mut c) = n.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        n.paused = false;
+    }
+
+    fn pause(&mut self, id: u64, on: bool) {
+        let n = self.node(id);
+        if let Some(c) = &n.child {
+            signal(c.id(), if on { "STOP" } else { "CONT" });
+            n.paused = on;
+        }
+    }
+
+    fn running(&self) -> Vec<u64> {
+        self.nodes.iter().filter(|n| n.child.is_some() && !n.paused).map(|n| n.id).collect()
+    }
+
+    fn ids(&self) -> Vec<u64> {
+        self.nodes.iter().map(|n| n.id).collect()
+    }
+
+    fn endpoints(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.addr.to_string()).collect()
+    }
+
+    /// The leader as seen by the running nodes: the highest term's leader.
+    async fn leader(&self, admin: &DlsClient) -> Option<u64> {
+        let mut best: Option<(u64, u64)> = None;
+        for n in self.nodes.iter().filter(|n| n.child.is_some() && !n.paused) {
+            let st =
+                tokio::time::timeout(Duration::from_millis(800), admin.cluster_status_of(&n.addr.to_string())).await;
+            if let Ok(Ok(s)) = st {
+                if let Some(l) = s.leader_id {
+                    if best.is_none_or(|(t, _)| s.term > t) {
+                        best = Some((s.term, l));
+                    }
+                }
+            }
+        }
+        best.map(|(_, l)| l)
+    }
+
+    async fn wait_for_leader(&self, admin: &DlsClient, within: Duration) -> Option<u64> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(l) = self.leader(admin).await {
+                if self.running().contains(&l) {
+                    return Some(l);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        None
+    }
+
+    fn shutdown(&mut self) {
+        for id in self.ids() {
+            self.pause(id, false);
+            self.kill(id);
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn classify(e: &Error) -> Outcome {
+    match e {
+        Error::LockTimeout { .. }
+        | Error::DeadlockVictim { .. }
+        | Error::TransactionLost { .. }
+        | Error::TransactionNotFound { .. }
+        | Error::WaitCancelled { .. }
+        | Error::AlreadyWaiting { .. }
+        | Error::InvalidArgument { .. } => Outcome::Fail,
+        _ => Outcome::Unknown,
+    }
+}
+
+fn client_config(endpoints: Vec<String>) -> ClientConfig {
+    ClientConfig::new(endpoints)
+        .without_api_key()
+        .with_connect_timeout(Duration::from_millis(500))
+        .with_request_timeout(Duration::from_secs(2))
+        .with_retry_deadline(Duration::from_secs(8))
+}
+
+struct Ctx {
+    history: Arc<History>,
+    register: Arc<FencedRegister>,
+    stop: Arc<AtomicBool>,
+    keys: usize,
+    lease_ms: u64,
+}
+
+fn key_name(i: usize) -> String {
+    format!("k{i}")
+}
+
+async fn worker(p: u64, client: DlsClient, ctx: Arc<Ctx>, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let h = &ctx.history;
+    let mut value = 0u64;
+    while !ctx.stop.load(Ordering::Relaxed) {
+        let t = h.now_us();
+        let tx = match client.begin_transaction(TransactionOptions::default().with_timeout_ms(ctx.lease_ms)).await {
+            Ok(tx) => {
+                h.push(Op { invoke_us: t, complete_us: h.now_us(), ..Op::new(p, OpKind::Begin, tx.id()) });
+                tx
+            }
+            Err(e) => {
+                h.push(Op {
+                    invoke_us: t,
+                    complete_us: h.now_us(),
+                    outcome: classify(&e),
+                    error: e.code().into(),
+                    ..Op::new(p, OpKind::Begin, 0)
+                });
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let id = tx.id();
+        let key = key_name(rng.gen_range(0..ctx.keys));
+        let mode = if rng.gen_bool(0.7) { Mode::Exclusive } else { Mode::Shared };
+        let lm = if mode == Mode::Exclusive { LockMode::Exclusive } else { LockMode::SharedRead };
+        let t = h.now_us();
+        let res = tx.acquire_lock(NS, &key, lm, AcquireOptions::default().with_timeout_ms(1500)).await;
+        let base = Op {
+            key: key.clone(),
+            mode: Some(mode),
+            invoke_us: t,
+            complete_us: h.now_us(),
+            ..Op::new(p, OpKind::Acquire, id)
+        };
+        match res {
+            Ok(lock) => {
+                let token = lock.fencing_token;
+                h.push(Op { token, ..base.clone() });
+                // Strictly greater tokens only: a holder writes once per hold; readers read 1-3 times.
+                let steps = if mode == Mode::Exclusive { 1 } else { rng.gen_range(1..=3) };
+                for _ in 0..steps {
+                    tokio::time::sleep(Duration::from_millis(rng.gen_range(5..80))).await;
+                    if tx.is_lost() {
+                        break;
+                    }
+                    let t = h.now_us();
+                    if mode == Mode::Exclusive {
+                        value += 1;
+                        let (outcome, observed) = match ctx.register.write(&key, token, p * 1_000_000 + value) {
+                            Ok(prev) => (Outcome::Ok, prev),
+                            Err(last) => (Outcome::Fail, last),
+                        };
+                        h.push(Op {
+                            kind: OpKind::Write,
+                            token,
+                            observed,
+                            outcome,
+                            invoke_us: t,
+                            complete_us: t,
+                            ..base.clone()
+                        });
+                    } else {
+                        let (observed, _) = ctx.register.read(&key);
+                        h.push(Op {
+                            kind: OpKind::Read,
+                            token,
+                            observed,
+                            invoke_us: t,
+                            complete_us: t,
+                            ..base.clone()
+                        });
+                    }
+                }
+                if rng.gen_bool(0.4) {
+                    let t = h.now_us();
+                    let r = tx.release(NS, &key).await;
+                    let (outcome, error) = match &r {
+                        Ok(_) => (Outcome::Ok, String::new()),
+                        Err(e) => (classify(e), e.code().to_string()),
+                    };
+                    h.push(Op {
+                        kind: OpKind::Release,
+                        mode: None,
+                        outcome,
+                        error,
+                        invoke_us: t,
+                        complete_us: h.now_us(),
+                        ..base.clone()
+                    });
+                }
+            }
+            Err(e) => h.push(Op { outcome: classify(&e), error: e.code().into(), ..base }),
+        }
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..30))).await;
+        let abort = rng.gen_bool(0.1);
+        let t = h.now_us();
+        let r = if abort { tx.abort().await } else { tx.commit().await };
+        let kind = if abort { OpKind::Abort } else { OpKind::Commit };
+        let (outcome, error) = match &r {
+            Ok(()) => (Outcome::Ok, String::new()),
+            Err(e) => (classify(e), e.code().to_string()),
+        };
+        h.push(Op { outcome, error, invoke_us: t, complete_us: h.now_us(), ..Op::new(p, kind, id) });
+    }
+}
+
+/// The stalled client, run as a subprocess so that SIGSTOP freezes its heartbeat too:
+/// takes `key` exclusively, says GRANT, waits for a line on stdin, says WRITE (the parent
+/// applies the write to the register), then commits and says how that went.
+async fn stall_client(endpoints: &str, key: &str, lease_ms: u64) -> anyhow::Result<()> {
+    let client = DlsClient::connect(client_config(endpoints.split(',').map(String::from).collect())).await?;
+    let tx = client.begin_transaction(TransactionOptions::default().with_timeout_ms(lease_ms)).await?;
+    let lock = tx.acquire_lock(NS, key, LockMode::Exclusive, AcquireOptions::default().with_timeout_ms(10_000)).await?;
+    println!("GRANT {} {}", tx.id(), lock.fencing_token);
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    // Woken from the pause: a naive holder writes at once with the token it has.
+    println!("WRITE {} {}", tx.id(), lock.fencing_token);
+    std::io::stdout().flush()?;
+    line.clear();
+    std::io::stdin().lock().read_line(&mut line)?;
+    match tx.commit().await {
+        Ok(()) => println!("COMMIT ok"),
+        Err(e) => println!("COMMIT {} {}", if classify(&e) == Outcome::Fail { "fail" } else { "unknown" }, e.code()),
+    }
+    std::io::stdout().flush()?;
+    Ok(())
+}
+
+struct Stall {
+    key: String,
+    stopped_us: u64,
+}
+
+struct Figures {
+    faults: HashMap<&'static str, u64>,
+    leader_kills_us: Vec<u64>,
+    stalls: Vec<Stall>,
+    extra_violations: Vec<Violation>,
+}
+
+fn log(h: &History, msg: impl AsRef<str>) {
+    println!("[{:7.1}s] {}", h.now_us() as f64 / 1e6, msg.as_ref());
+}
+
+async fn pause_client(c: &Cluster, ctx: &Ctx, rng: &mut StdRng, figs: &mut Figures) -> anyhow::Result<()> {
+    let h = &ctx.history;
+    let key = key_name(rng.gen_range(0..ctx.keys));
+    let p = 1000 + figs.stalls.len() as u64;
+    let exe = std::env::current_exe()?;
+    let mut child = tokio::process::Command::new(exe)
+        .args(["stall-client", &c.endpoints().join(","), &key, &ctx.lease_ms.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut out = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut stdin = child.stdin.take().expect("stdin");
+    let t = h.now_us();
+    let grant = tokio::time::timeout(Duration::from_secs(15), out.next_line()).await;
+    let Ok(Ok(Some(line))) = grant else {
+        log(h, "  pause-client: no grant within 15 s, skipped");
+        return Ok(());
+    };
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.len() != 3 || f[0] != "GRANT" {
+        bail!("stall client said {line:?}");
+    }
+    let (txn, token): (u64, u64) = (f[1].parse()?, f[2].parse()?);
+    let now = h.now_us();
+    h.push(Op { invoke_us: t, complete_us: now, ..Op::new(p, OpKind::Begin, txn) });
+    let acq = Op {
+        key: key.clone(),
+        mode: Some(Mode::Exclusive),
+        token,
+        invoke_us: t,
+        complete_us: now,
+        ..Op::new(p, OpKind::Acquire, txn)
+    };
+    h.push(acq.clone());
+    let pid = child.id().unwrap_or(0);
+    signal(pid, "STOP");
+    let stopped_us = h.now_us();
+    let pause = Duration::from_millis(ctx.lease_ms * 2 + 1000);
+    log(h, format!("  pause-client: txn {txn} holds {key} with token {token}; SIGSTOP for {} ms", pause.as_millis()));
+    tokio::time::sleep(pause).await;
+    signal(pid, "CONT");
+    figs.stalls.push(Stall { key: key.clone(), stopped_us });
+    stdin.write_all(b"go\n").await?;
+    if let Ok(Ok(Some(line))) = tokio::time::timeout(Duration::from_secs(10), out.next_line()).await {
+        if line.starts_with("WRITE") {
+            let t = h.now_us();
+            let (outcome, observed) = match ctx.register.write(&key, token, p) {
+                Ok(prev) => (Outcome::Ok, prev),
+                Err(last) => (Outcome::Fail, last),
+            };
+            h.push(Op { kind: OpKind::Write, observed, outcome, invoke_us: t, complete_us: t, ..acq.clone() });
+            log(
+                h,
+                format!(
+                    "  pause-client: woken holder wrote with token {token}: {}",
+                    if outcome == Outcome::Ok {
+                        "accepted".to_string()
+                    } else {
+                        format!("rejected (register at {observed})")
+                    }
+                ),
+            );
+        }
+    }
+    let t = h.now_us();
+    stdin.write_all(b"go\n").await?;
+    let line = tokio::time::timeout(Duration::from_secs(30), out.next_line()).await;
+    let (outcome, error) = match line {
+        Ok(Ok(Some(l))) if l == "COMMIT ok" => (Outcome::Ok, String::new()),
+        Ok(Ok(Some(l))) if l.starts_with("COMMIT fail") => (Outcome::Fail, l[12..].to_string()),
+        Ok(Ok(Some(l))) => (Outcome::Unknown, l),
+        _ => (Outcome::Unknown, "no answer".into()),
+    };
+    log(h, format!("  pause-client: its commit: {outcome:?} {error}"));
+    h.push(Op { outcome, error, invoke_us: t, complete_us: h.now_us(), ..Op::new(p, OpKind::Commit, txn) });
+    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    Ok(())
+}
+
+fn grants_count(h: &History) -> usize {
+    h.snapshot().iter().filter(|o| o.kind == OpKind::Acquire && o.outcome == Outcome::Ok).count()
+}
+
+async fn inject(
+    fault: &'static str,
+    c: &mut Cluster,
+    admin: &DlsClient,
+    ctx: &Ctx,
+    rng: &mut StdRng,
+    figs: &mut Figures,
+) -> anyhow::Result<()> {
+    let h = &ctx.history;
+    let hold = Duration::from_millis(rng.gen_range(2000..4500));
+    let leader = c.wait_for_leader(admin, Duration::from_secs(10)).await;
+    let others = |l: u64| c.ids().into_iter().filter(|&i| i != l).collect::<Vec<u64>>();
+    match fault {
+        "kill-leader" | "crash-after-write" => {
+            let Some(l) = leader else { return skip(h, format!("{fault}: no leader, skipped")) };
+            if fault == "crash-after-write" {
+                let before = grants_count(h);
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while grants_count(h) == before && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            }
+            let t = h.now_us();
+            c.kill(l);
+            figs.leader_kills_us.push(t);
+            log(h, format!("{fault}: SIGKILL leader node {l}, restart in {} ms", hold.as_millis() / 2));
+            tokio::time::sleep(hold / 2).await;
+            c.spawn(l)?;
+        }
+        "kill-follower" => {
+            let Some(l) = leader else { return skip(h, "kill-follower: no leader, skipped") };
+            let f = *others(l).choose(rng).expect("followers");
+            log(h, format!("kill-follower: SIGKILL node {f}, restart in {} ms", hold.as_millis() / 2));
+            c.kill(f);
+            tokio::time::sleep(hold / 2).await;
+            c.spawn(f)?;
+        }
+        "pause-node" => {
+            let n = match leader {
+                Some(l) if rng.gen_bool(0.5) => l,
+                _ => *c.ids().choose(rng).expect("nodes"),
+            };
+            log(
+                h,
+                format!(
+                    "pause-node: SIGSTOP node {n}{} for {} ms",
+                    if Some(n) == leader { " (leader)" } else { "" },
+                    hold.as_millis()
+                ),
+            );
+            c.pause(n, true);
+            tokio::time::sleep(hold).await;
+            c.pause(n, false);
+        }
+        "pause-client" => pause_client(c, ctx, rng, figs).await?,
+        "partition-leader" => {
+            let Some(l) = leader else { return skip(h, "partition-leader: no leader, skipped") };
+            log(h, format!("partition-leader: isolate node {l} for {} ms", hold.as_millis()));
+            c.links.partition(&[l], &others(l));
+            tokio::time::sleep(hold).await;
+            c.links.heal();
+        }
+        "partition-split" => {
+            let mut ids = c.ids();
+            ids.shuffle(rng);
+            let (minority, majority) = ids.split_at(ids.len() / 2);
+            log(h, format!("partition-split: {minority:?} | {majority:?} for {} ms", hold.as_millis()));
+            c.links.partition(minority, majority);
+            tokio::time::sleep(hold).await;
+            c.links.heal();
+        }
+        "one-way" => {
+            let Some(l) = leader else { return skip(h, "one-way: no leader, skipped") };
+            log(h, format!("one-way: node {l} (leader) cannot send to the others for {} ms", hold.as_millis()));
+            for o in others(l) {
+                c.links.block(l, o);
+            }
+            tokio::time::sleep(hold).await;
+            c.links.heal();
+        }
+        "latency" => {
+            let d = Duration::from_millis(rng.gen_range(20..150));
+            log(h, format!("latency: +{} ms per chunk between nodes for {} ms", d.as_millis(), hold.as_millis()));
+            c.links.set_delay(d);
+            tokio::time::sleep(hold).await;
+            c.links.heal();
+        }
+        "restart-all" => {
+            log(h, "restart-all: SIGKILL every node, restart all");
+            if let Some(l) = leader {
+                figs.leader_kills_us.push(h.now_us());
+                let _ = l;
+            }
+            for id in c.ids() {
+                c.kill(id);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            for id in c.ids() {
+                c.spawn(id)?;
+            }
+        }
+        other => bail!("unknown fault {other}"),
+    }
+    *figs.faults.entry(fault).or_default() += 1;
+    Ok(())
+}
+
+/// Time from each leader kill to the next acknowledged grant, in microseconds.
+fn unavailability(history: &[caerus_chaos::history::Op], kills: &[u64]) -> Vec<u64> {
+    let mut grants: Vec<u64> = history
+        .iter()
+        .filter(|o| o.kind == OpKind::Acquire && o.outcome == Outcome::Ok && o.process < 1000)
+        .map(|o| o.complete_us)
+        .collect();
+    grants.sort_unstable();
+    kills.iter().filter_map(|&k| grants.iter().find(|&&g| g > k).map(|g| g - k)).collect()
+}
+
+async fn run(args: Args) -> anyhow::Result<bool> {
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64 % 1_000_000)
+            .unwrap_or(1)
+    });
+    let faults: Vec<&'static str> = if args.faults == "none" {
+        vec![]
+    } else {
+        let all: Vec<&'static str> = ALL_FAULTS.split(',').collect();
+        let mut v = Vec::new();
+        for f in args.faults.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match all.iter().find(|a| **a == f) {
+                Some(a) => v.push(*a),
+                None => bail!("unknown fault {f:?}; known: {ALL_FAULTS}"),
+            }
+        }
+        v
+    };
+    if args.nodes != 3 && args.nodes != 5 {
+        bail!("--nodes must be 3 or 5");
+    }
+    let dir = tempfile::Builder::new().prefix("dls-chaos-").tempdir()?;
+    println!(
+        "dls-chaos: seed {seed} (replay with SEED={seed}), {} nodes, {} clients, {} keys, {} s, lease {} ms, run dir {}",
+        args.nodes, args.clients, args.keys, args.duration, args.lease_ms, dir.path().display()
+    );
+    println!("faults: {}", if faults.is_empty() { "none".to_string() } else { faults.join(",") });
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut cluster = Cluster::start(args.dls.clone(), args.nodes, dir.path()).await?;
+    let admin = DlsClient::connect(client_config(cluster.endpoints())).await?;
+    let history = Arc::new(History::new());
+    let Some(l) = cluster.wait_for_leader(&admin, Duration::from_secs(30)).await else {
+        bail!("no leader within 30 s; logs in {}", dir.keep().display());
+    };
+    log(&history, format!("cluster up, leader node {l}"));
+    let ctx = Arc::new(Ctx {
+        history: history.clone(),
+        register: Arc::new(FencedRegister::new()),
+        stop: Arc::new(AtomicBool::new(false)),
+        keys: args.keys.max(1),
+        lease_ms: args.lease_ms,
+    });
+    let mut workers = Vec::new();
+    for p in 0..args.clients as u64 {
+        let client = DlsClient::connect(client_config(cluster.endpoints())).await?;
+        workers.push(tokio::spawn(worker(p, client, ctx.clone(), seed.wrapping_mul(1000).wrapping_add(p))));
+    }
+    let mut figs =
+        Figures { faults: HashMap::new(), leader_kills_us: vec![], stalls: vec![], extra_violations: vec![] };
+    let end = Instant::now() + Duration::from_secs(args.duration);
+    let ticks = Arc::new(AtomicU64::new(0));
+    let mut order: Vec<&'static str> = Vec::new();
+    let mut next_fault = 0;
+    while Instant::now() < end {
+        let quiet = Duration::from_millis(rng.gen_range(1500..3000));
+        tokio::time::sleep(quiet.min(end.saturating_duration_since(Instant::now()))).await;
+        if Instant::now() >= end {
+            break;
+        }
+        log(&history, format!("ops so far: {}, grants: {}", history.len(), grants_count(&history)));
+        ticks.fetch_add(1, Ordering::Relaxed);
+        // Every fault once per round, in a seeded order, so short runs cover them all.
+        if next_fault == order.len() {
+            order = faults.clone();
+            order.shuffle(&mut rng);
+            next_fault = 0;
+        }
+        if let Some(&f) = order.get(next_fault) {
+            next_fault += 1;
+            inject(f, &mut cluster, &admin, &ctx, &mut rng, &mut figs).await?;
+            for id in cluster.ids() {
+                cluster.pause(id, false);
+                cluster.spawn(id)?;
+            }
+            cluster.links.heal();
+        }
+    }
+    log(&history, "stopping clients");
+    ctx.stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        if tokio::time::timeout(Duration::from_secs(60), w).await.is_err() {
+            figs.extra_violations
+                .push(Violation { checker: "terminal", message: "a client did not finish within 60 s".into() });
+        }
+    }
+    // (d) No lock stays held once every client has ended: within a lease plus elections.
+    let bound = Duration::from_millis(args.lease_ms) + Duration::from_secs(10);
+    let deadline = Instant::now() + bound;
+    let mut held = String::new();
+    loop {
+        match admin.list_locks("").await {
+            Ok(keys) => {
+                let holders: Vec<String> = keys
+                    .iter()
+                    .flat_map(|k| {
+                        k.holders.iter().map(move |h| format!("{}/{} by txn {}", k.namespace, k.key, h.transaction_id))
+                    })
+                    .collect();
+                if holders.is_empty() {
+                    held.clear();
+                    break;
+                }
+                held = holders.join(", ");
+            }
+            Err(e) => held = format!("list_locks failed: {e}"),
+        }
+        if Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if !held.is_empty() {
+        figs.extra_violations.push(Violation {
+            checker: "terminal",
+            message: format!("{} ms after every client ended, still held: {held}", bound.as_millis()),
+        });
+    }
+    let ops = history.snapshot();
+    let mut violations = checker::check_all(&ops, &ctx.register.tokens());
+    violations.append(&mut figs.extra_violations);
+    // Lease expiry of a stopped client to the next grant of its key.
+    let mut expiry_to_grant = Vec::new();
+    for s in &figs.stalls {
+        let expiry = s.stopped_us;
+        let next = ops
+            .iter()
+            .filter(|o| {
+                o.kind == OpKind::Acquire
+                    && o.outcome == Outcome::Ok
+                    && o.key == s.key
+                    && o.complete_us > s.stopped_us
+                    && o.process < 1000
+            })
+            .map(|o| o.complete_us)
+            .min();
+        if let Some(g) = next {
+            expiry_to_grant.push(g.saturating_sub(expiry));
+            if g > expiry + args.lease_ms * 1000 + 10_000_000 {
+                violations.push(Violation {
+                    checker: "terminal",
+                    message: format!(
+                        "key {}: stopped client's lock next granted {} ms after SIGSTOP",
+                        s.key,
+                        (g - expiry) / 1000
+                    ),
+                });
+            }
+        }
+    }
+    let path = args.history.clone().unwrap_or_else(|| dir.path().join("history.jsonl"));
+    std::fs::write(&path, history.to_jsonl())?;
+    let count = |k: OpKind, o: Outcome| ops.iter().filter(|x| x.kind == k && x.outcome == o).count();
+    println!("==== figures (seed {seed}, {} nodes) ====", args.nodes);
+    let mut fl: Vec<_> = figs.faults.iter().collect();
+    fl.sort();
+    println!(
+        "faults injected: {} ({})",
+        figs.faults.values().sum::<u64>(),
+        fl.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+    );
+    println!(
+        "operations: {} (txns begun {}, grants {}, acquire failed/unknown {}/{}, commits ok/failed/unknown {}/{}/{}, writes accepted/rejected {}/{}, reads {})",
+        ops.len(),
+        count(OpKind::Begin, Outcome::Ok),
+        count(OpKind::Acquire, Outcome::Ok),
+        count(OpKind::Acquire, Outcome::Fail),
+        count(OpKind::Acquire, Outcome::Unknown),
+        count(OpKind::Commit, Outcome::Ok),
+        count(OpKind::Commit, Outcome::Fail),
+        count(OpKind::Commit, Outcome::Unknown),
+        count(OpKind::Write, Outcome::Ok),
+        count(OpKind::Write, Outcome::Fail),
+        count(OpKind::Read, Outcome::Ok),
+    );
+    println!(
+        "unavailability after a leader kill (to the next grant): {}",
+        summary_ms(&unavailability(&ops, &figs.leader_kills_us))
+    );
+    println!(
+        "SIGSTOP of a holder to the next grant of its key (lease {} ms, heartbeat every third): {}",
+        args.lease_ms,
+        summary_ms(&expiry_to_grant)
+    );
+    println!("history: {}", path.display());
+    println!("violations: {}", violations.len());
+    for v in violations.iter().take(50) {
+        println!("  {v}");
+    }
+    cluster.shutdown();
+    if violations.is_empty() {
+        println!("OK (seed {seed})");
+        Ok(true)
+    } else {
+        let kept = dir.keep();
+        println!("FAILED (seed {seed}; replay with SEED={seed}); node logs kept in {}", kept.display());
+        Ok(false)
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    if argv.get(1).map(String::as_str) == Some("stall-client") {
+        let [_, _, endpoints, key, lease] = &argv[..] else {
+            eprintln!("usage: dls-chaos stall-client ENDPOINTS KEY LEASE_MS");
+            return std::process::ExitCode::from(2);
+        };
+        let lease = lease.parse().unwrap_or(2000);
+        return match rt.block_on(stall_client(endpoints, key, lease)) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                println!("ERROR {e}");
+                std::process::ExitCode::from(1)
+            }
+        };
+    }
+    let args = Args::parse();
+    match rt.block_on(run(args)) {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::from(1),
+        Err(e) => {
+            eprintln!("dls-chaos: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+fn skip(h: &History, msg: impl AsRef<str>) -> anyhow::Result<()> {
+    log(h, msg);
+    Ok(())
+}

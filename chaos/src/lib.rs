@@ -1,0 +1,15 @@
+//! Jepsen-style fault injection for Caerus DLS.
+//!
+//! - [`history`]: every operation the clients performed (invoke, ok, fail, unknown).
+//! - [`checker`]: judges a history: the fenced register, hold intervals, fencing tokens,
+//!   terminal transactions.
+//! - [`register`]: the fenced register (the ledger pattern) the lock holders write to.
+//! - [`proxy`]: a TCP proxy in front of every node that the harness uses to cut, delay or
+//!   one-way block the links between nodes.
+//! - [`stats`]: small helpers for the figures printed at the end of a run.
+
+pub mod checker;
+pub mod history;
+pub mod proxy;
+pub mod register;
+pub mod stats;

@@ -1,0 +1,189 @@
+//! `dls lock NAMESPACE KEY -- COMMAND` against a real single-node server: the command's
+//! environment and exit status, the busy exit code and --skip-if-locked, signal
+//! forwarding, and a lost lock stopping the command.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use caerus_core::{AcquireOptions, ClientConfig, DlsClient, LockMode, TransactionOptions};
+use common::{eventually, Cluster, PATIENCE};
+
+/// What a `dls` run printed on stderr and how it ended.
+struct Run {
+    code: i32,
+    stderr: String,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}\n--- stderr\n{}", self.code, self.stderr)
+    }
+}
+
+fn dls_command(cluster: &Cluster, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_dls"));
+    cmd.args(args)
+        .env_remove("CAERUS_API_KEY")
+        .env("DLS_ENDPOINTS", cluster.endpoints().join(","))
+        .env("DLS_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn finish(child: tokio::process::Child) -> Run {
+    let out = tokio::time::timeout(PATIENCE * 2, child.wait_with_output()).await.expect("dls finished").unwrap();
+    Run { code: out.status.code().unwrap_or(-1), stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+}
+
+async fn dls(cluster: &Cluster, args: &[&str]) -> Run {
+    finish(dls_command(cluster, args).spawn().unwrap()).await
+}
+
+async fn client(cluster: &Cluster) -> DlsClient {
+    DlsClient::connect(ClientConfig::new(cluster.endpoints()).with_retry_deadline(PATIENCE).without_api_key())
+        .await
+        .unwrap()
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok().filter(|s| s.ends_with('\n'))
+}
+
+#[tokio::test]
+async fn runs_the_command_with_the_lock_in_its_environment_and_returns_its_status() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("env");
+    let script =
+        format!("echo \"$DLS_FENCING_TOKEN $DLS_NAMESPACE $DLS_KEY $DLS_TRANSACTION_ID\" > {}; exit 7", out.display());
+    let run = dls(&cluster, &["lock", "jobs", "nightly", "--", "sh", "-c", &script]).await;
+    assert_eq!(run.code, 7, "{run:?}");
+    let env = read(&out).expect("the command ran");
+    let fields: Vec<&str> = env.split_whitespace().collect();
+    assert_eq!(fields.len(), 4, "{env}");
+    let token: u64 = fields[0].parse().unwrap();
+    assert!(token > 0);
+    assert_eq!((fields[1], fields[2]), ("jobs", "nightly"));
+    let txn: u64 = fields[3].parse().unwrap();
+    assert!(txn > 0);
+
+    // Released at exit: the next run gets the lock at once, with a higher token.
+    let run = dls(&cluster, &["lock", "--wait-timeout", "1s", "jobs", "nightly", "--", "sh", "-c", &script]).await;
+    assert_eq!(run.code, 7, "{run:?}");
+    let second: u64 = read(&out).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    assert!(second > token, "{second} > {token}");
+
+    // Success, death by signal, and a missing command.
+    assert_eq!(dls(&cluster, &["lock", "jobs", "nightly", "--", "true"]).await.code, 0);
+    assert_eq!(dls(&cluster, &["lock", "jobs", "nightly", "--", "sh", "-c", "kill -KILL $$"]).await.code, 128 + 9);
+    let run = dls(&cluster, &["lock", "jobs", "nightly", "--", "/no/such/command"]).await;
+    assert_eq!(run.code, 127, "{run:?}");
+    // Shared locks coexist: a shared run while another shared holder exists.
+    let c = client(&cluster).await;
+    let tx = c.begin_transaction(TransactionOptions::default()).await.unwrap();
+    tx.acquire_lock("jobs", "nightly", LockMode::SharedRead, AcquireOptions::default()).await.unwrap();
+    let run = dls(&cluster, &["lock", "--shared", "--wait-timeout", "1s", "jobs", "nightly", "--", "true"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    tx.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_held_lock_gives_exit_75_or_a_skip_with_skip_if_locked() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("echo ran > {}", marker.display());
+    let c = client(&cluster).await;
+    let holder = c.begin_transaction(TransactionOptions::default()).await.unwrap();
+    holder.acquire_lock("jobs", "nightly", LockMode::Exclusive, AcquireOptions::default()).await.unwrap();
+
+    let run = dls(&cluster, &["lock", "--wait-timeout", "300ms", "jobs", "nightly", "--", "sh", "-c", &script]).await;
+    assert_eq!(run.code, 75, "{run:?}");
+    assert!(run.stderr.contains("is locked"), "{run:?}");
+    let run = dls(
+        &cluster,
+        &["lock", "--skip-if-locked", "--wait-timeout", "300ms", "jobs", "nightly", "--", "sh", "-c", &script],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("skipping"), "{run:?}");
+    assert!(!marker.exists(), "the command must not run without the lock");
+
+    // A waiter that gets the lock within its wait timeout runs the command.
+    let waiter =
+        dls_command(&cluster, &["lock", "--wait-timeout", "20s", "jobs", "nightly", "--", "sh", "-c", &script])
+            .spawn()
+            .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!marker.exists());
+    holder.commit().await.unwrap();
+    let run = finish(waiter).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(marker.exists());
+}
+
+#[tokio::test]
+async fn sigterm_and_sigint_are_forwarded_to_the_command() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    for (signal, code) in [("TERM", 3), ("INT", 4)] {
+        let ready = dir.path().join(format!("ready-{signal}"));
+        let got = dir.path().join(format!("got-{signal}"));
+        let script = format!(
+            "trap 'echo {signal} > {got}; exit {code}' {signal}; echo ready > {ready}; while true; do sleep 0.05; done",
+            got = got.display(),
+            ready = ready.display()
+        );
+        let child = dls_command(&cluster, &["lock", "jobs", "signals", "--", "sh", "-c", &script]).spawn().unwrap();
+        let pid = child.id().unwrap();
+        eventually(PATIENCE, "the command to start", || read(&ready)).await;
+        let status = std::process::Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
+        assert!(status.unwrap().success());
+        let run = finish(child).await;
+        assert_eq!(run.code, code, "{run:?}");
+        assert_eq!(read(&got).as_deref(), Some(format!("{signal}\n").as_str()));
+    }
+    // The lock was released both times.
+    assert_eq!(dls(&cluster, &["lock", "--wait-timeout", "1s", "jobs", "signals", "--", "true"]).await.code, 0);
+}
+
+#[tokio::test]
+async fn a_lost_lock_stops_the_command_with_sigterm_then_sigkill() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let endpoints = cluster.endpoints().join(",");
+    // First a command that exits on SIGTERM, then one that ignores it (killed after the grace).
+    for (trap, expect_term) in [("echo TERM > {got}; exit 0", true), ("echo ignored > {got}", false)] {
+        let id_file = dir.path().join(format!("id-{expect_term}"));
+        let got = dir.path().join(format!("got-{expect_term}"));
+        let trap = trap.replace("{got}", &got.display().to_string());
+        let script = format!(
+            "trap '{trap}' TERM; echo $DLS_TRANSACTION_ID > {id}; while true; do sleep 0.05; done",
+            id = id_file.display()
+        );
+        let child = dls_command(
+            &cluster,
+            &["lock", "--ttl", "1s", "--kill-grace", "700ms", "jobs", "lost", "--", "sh", "-c", &script],
+        )
+        .spawn()
+        .unwrap();
+        let id = eventually(PATIENCE, "the transaction id", || read(&id_file)).await;
+        let abort = dls(&cluster, &["txn", "abort", id.trim(), "--reason", "test", "--endpoints", &endpoints]).await;
+        assert_eq!(abort.code, 0, "{abort:?}");
+        let started = std::time::Instant::now();
+        let run = finish(child).await;
+        assert_eq!(run.code, 76, "{run:?}");
+        assert!(run.stderr.contains("lost"), "{run:?}");
+        assert!(read(&got).is_some(), "the command got SIGTERM");
+        if !expect_term {
+            assert!(run.stderr.contains("SIGKILL"), "{run:?}");
+            assert!(started.elapsed() >= Duration::from_millis(600), "waited for the grace period");
+        }
+    }
+}
