@@ -160,7 +160,10 @@ pub async fn run(
         let links = links.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
-            let from = dialler(&links, peer, port);
+            // The /proc scan is blocking file I/O: keep it off the async workers, or with many
+            // new connections at once (after a restart) every proxied link stalls together.
+            let scan = links.clone();
+            let from = tokio::task::spawn_blocking(move || dialler(&scan, peer, port)).await.ok().flatten();
             if let Some(f) = from {
                 if links.is_blocked(f, target_id) {
                     return; // dropped
