@@ -1,6 +1,7 @@
 //! The recorded history: one entry per operation, written when the operation completes
 //! (clients are sequential, so an entry holds both its invoke and its completion).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -104,6 +105,8 @@ impl Op {
 pub struct History {
     start: Instant,
     ops: Mutex<Vec<Op>>,
+    /// Acknowledged grants so far (read often while waiting for one: no copy of the history).
+    grants: AtomicU64,
 }
 
 impl Default for History {
@@ -115,7 +118,7 @@ impl Default for History {
 impl History {
     /// An empty history whose clock starts now.
     pub fn new() -> History {
-        History { start: Instant::now(), ops: Mutex::new(Vec::new()) }
+        History { start: Instant::now(), ops: Mutex::new(Vec::new()), grants: AtomicU64::new(0) }
     }
 
     /// Microseconds since the start.
@@ -130,7 +133,15 @@ impl History {
 
     /// Appends a completed operation.
     pub fn push(&self, op: Op) {
+        if op.kind == OpKind::Acquire && op.outcome == Outcome::Ok {
+            self.grants.fetch_add(1, Ordering::Relaxed);
+        }
         self.ops.lock().unwrap_or_else(|e| e.into_inner()).push(op);
+    }
+
+    /// Acknowledged grants so far.
+    pub fn grants(&self) -> u64 {
+        self.grants.load(Ordering::Relaxed)
     }
 
     /// A copy of every operation so far.

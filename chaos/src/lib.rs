@@ -3,6 +3,8 @@
 //! - [`history`]: every operation the clients performed (invoke, ok, fail, unknown).
 //! - [`checker`]: judges a history: the fenced register, hold intervals, fencing tokens,
 //!   terminal transactions.
+//! - [`linearizable`]: a Wing–Gong search per key for an order of the lock operations that
+//!   fits a reader-writer lock with rising fencing tokens.
 //! - [`register`]: the fenced register (the ledger pattern) the lock holders write to.
 //! - [`proxy`]: a TCP proxy in front of every node that the harness uses to cut, delay or
 //!   one-way block the links between nodes.
@@ -10,6 +12,7 @@
 
 pub mod checker;
 pub mod history;
+pub mod linearizable;
 pub mod proxy;
 pub mod register;
 pub mod stats;

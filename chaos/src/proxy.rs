@@ -27,6 +27,10 @@ pub struct Links {
     epoch: Mutex<Option<watch::Sender<u64>>>,
     /// Node process id → node id.
     pids: Mutex<HashMap<u32, u64>>,
+    /// Time from accept to forwarding, per node connection (µs).
+    setups: Mutex<Vec<u64>>,
+    /// Connections whose dialler was not found (passed as a non-node).
+    unknown: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default, Clone)]
@@ -104,6 +108,33 @@ impl Links {
         self.pids.lock().unwrap_or_else(|e| e.into_inner()).get(&pid).copied()
     }
 
+    /// Whether any rule (a blocked link into `to`, a delay) may apply to a connection to
+    /// `to`: then its dialler must be known before anything is forwarded.
+    fn rules_concern(&self, to: u64) -> bool {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        !s.delay.is_zero() || s.blocked.iter().any(|&(_, t)| t == to)
+    }
+
+    /// Records a connection's dialler (None: no node) and its accept-to-forwarding time.
+    fn identified(&self, from: Option<u64>, setup_us: u64) {
+        match from {
+            Some(_) => self.setups.lock().unwrap_or_else(|e| e.into_inner()).push(setup_us),
+            None => {
+                self.unknown.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Node connections accepted so far: time from accept to forwarding (µs) of each.
+    pub fn setup_times(&self) -> Vec<u64> {
+        self.setups.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Connections accepted whose dialler was no node process.
+    pub fn unknown_diallers(&self) -> u64 {
+        self.unknown.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn pids(&self) -> Vec<u32> {
         self.pids.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect()
     }
@@ -160,30 +191,47 @@ pub async fn run(
         let links = links.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
+            let accepted = std::time::Instant::now();
             // The /proc scan is blocking file I/O: keep it off the async workers, or with many
             // new connections at once (after a restart) every proxied link stalls together.
+            // Raft opens a fresh connection for every round of votes (and every leadership
+            // check of a read), and the vote must get through within the election timeout:
+            // dial the target meanwhile, and while no rule concerns this node, forward at
+            // once and learn the dialler on the way.
             let scan = links.clone();
-            let from = tokio::task::spawn_blocking(move || dialler(&scan, peer, port)).await.ok().flatten();
-            if let Some(f) = from {
-                if links.is_blocked(f, target_id) {
+            let ident = tokio::task::spawn_blocking(move || dialler(&scan, peer, port));
+            let outbound = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(target));
+            let (from, ident, outbound) = if links.rules_concern(target_id) {
+                let (from, outbound) = tokio::join!(ident, outbound);
+                let from = from.ok().flatten();
+                if from.is_some_and(|f| links.is_blocked(f, target_id)) {
                     return; // dropped
                 }
-            }
-            let Ok(Ok(outbound)) = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(target)).await
-            else {
-                return;
+                (Some(from), None, outbound)
+            } else {
+                (None, Some(ident), outbound.await)
             };
+            let Ok(Ok(outbound)) = outbound else { return };
             let _ = inbound.set_nodelay(true);
             let _ = outbound.set_nodelay(true);
-            forward(inbound, outbound, from, target_id, links, stop).await;
+            let setup_us = accepted.elapsed().as_micros() as u64;
+            if let Some(from) = from {
+                links.identified(from, setup_us);
+            }
+            forward(inbound, outbound, from.flatten(), ident, setup_us, target_id, links, stop).await;
         });
     }
 }
 
+/// Forwards both ways under the rules of the link `from` → `to`. `from` is the dialling
+/// node (None: not a node, or not known yet while `ident` runs).
+#[allow(clippy::too_many_arguments)]
 async fn forward(
     inbound: TcpStream,
     outbound: TcpStream,
-    from: Option<u64>,
+    mut from: Option<u64>,
+    mut ident: Option<tokio::task::JoinHandle<Option<u64>>>,
+    setup_us: u64,
     to: u64,
     links: Arc<Links>,
     mut stop: watch::Receiver<bool>,
@@ -193,9 +241,17 @@ async fn forward(
     let mut epoch = links.subscribe();
     let mut a = [0u8; 16 * 1024];
     let mut b = [0u8; 16 * 1024];
-    let node_link = from.is_some();
     loop {
+        let node_link = from.is_some();
         tokio::select! {
+            r = async { ident.as_mut().expect("guarded").await }, if ident.is_some() => {
+                ident = None;
+                from = r.ok().flatten();
+                links.identified(from, setup_us);
+                if from.is_some_and(|f| links.is_blocked(f, to)) {
+                    return;
+                }
+            }
             n = ir.read(&mut a) => {
                 let Ok(n) = n else { return };
                 if n == 0 { return; }
@@ -266,5 +322,63 @@ mod tests {
         c.read_exact(&mut buf).await.unwrap();
         assert_eq!(&buf, b"hello");
         stop_tx.send(true).unwrap();
+    }
+
+    /// An echo server behind a proxy for node 9, with this test process registered as node 1.
+    async fn echo_behind_proxy(links: Arc<Links>) -> (SocketAddr, watch::Sender<bool>) {
+        let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let echo_addr = echo.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = echo.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 64];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy_addr = proxy.local_addr().unwrap();
+        let (stop_tx, stop) = watch::channel(false);
+        links.set_pid(std::process::id(), 1);
+        tokio::spawn(run(proxy, echo_addr, 9, links, stop));
+        (proxy_addr, stop_tx)
+    }
+
+    async fn echoes(c: &mut TcpStream) -> bool {
+        if c.write_all(b"ping").await.is_err() {
+            return false;
+        }
+        let mut buf = [0u8; 4];
+        matches!(tokio::time::timeout(Duration::from_secs(5), c.read_exact(&mut buf)).await, Ok(Ok(_)))
+            && &buf == b"ping"
+    }
+
+    #[tokio::test]
+    async fn a_node_link_is_identified_and_cut_when_blocked() {
+        let links = Links::new();
+        let (addr, _stop) = echo_behind_proxy(links.clone()).await;
+        // No rules: forwarded at once, the dialler learnt on the way.
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        assert!(echoes(&mut c).await);
+        for _ in 0..100 {
+            if !links.setup_times().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(links.setup_times().len(), 1, "identified as node 1");
+        // Blocking 1 → 9 closes the live connection and drops new ones.
+        links.block(1, 9);
+        assert!(!echoes(&mut c).await);
+        let mut d = TcpStream::connect(addr).await.unwrap();
+        assert!(!echoes(&mut d).await);
+        // Healed, node 1 gets through again.
+        links.heal();
+        let mut e = TcpStream::connect(addr).await.unwrap();
+        assert!(echoes(&mut e).await);
     }
 }

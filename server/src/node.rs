@@ -133,7 +133,7 @@ impl Node {
             ..Default::default()
         }
         .validate()?;
-        let raft = Raft::new(cfg.id, Arc::new(raft_config), PeerNetwork, log_store, state_machine).await?;
+        let raft = Raft::new(cfg.id, Arc::new(raft_config), PeerNetwork::default(), log_store, state_machine).await?;
 
         if pristine {
             // Every node started with the same member list proposes the same initial

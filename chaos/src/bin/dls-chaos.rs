@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use caerus_chaos::checker::{self, Violation};
 use caerus_chaos::history::{History, Mode, Op, OpKind, Outcome};
+use caerus_chaos::linearizable;
 use caerus_chaos::proxy::{self, Links};
 use caerus_chaos::register::FencedRegister;
 use caerus_chaos::stats::summary_ms;
@@ -26,7 +27,14 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 
 const NS: &str = "chaos";
+/// Grants the linearizability search may try per key before calling the key inconclusive.
+const LIN_BUDGET: u64 = 200_000;
 const ALL_FAULTS: &str = "kill-leader,kill-follower,pause-node,pause-client,partition-leader,partition-split,one-way,latency,restart-all,crash-after-write";
+/// Faults only injected when asked for by name.
+const OPT_FAULTS: &str = "clock-jump";
+/// Where Debian's `faketime` package puts the thread-safe preload library.
+const FAKETIME_LIBS: [&str; 2] =
+    ["/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1"];
 
 #[derive(Parser, Debug)]
 #[command(
@@ -54,7 +62,9 @@ struct Args {
     dls: PathBuf,
     /// Comma-separated faults to inject, from: kill-leader, kill-follower, pause-node,
     /// pause-client, partition-leader, partition-split, one-way, latency, restart-all,
-    /// crash-after-write (default: all), or "none".
+    /// crash-after-write (default: all of these, also spelt "all"), clock-jump (only when
+    /// named, e.g. "all,clock-jump": needs libfaketime; every node then runs under it), or
+    /// "none".
     #[arg(long, default_value = ALL_FAULTS)]
     faults: String,
     /// Transaction lease of the clients, in milliseconds.
@@ -73,6 +83,10 @@ struct Node {
     log: PathBuf,
     child: Option<Child>,
     paused: bool,
+    /// libfaketime's offset file for this node (when the cluster runs under faketime).
+    clock_file: PathBuf,
+    /// Seconds this node's clocks (wall and monotonic) have been jumped forward in total.
+    clock_offset_s: u64,
 }
 
 struct Cluster {
@@ -81,6 +95,8 @@ struct Cluster {
     peers: String,
     links: Arc<Links>,
     _stop_proxies: watch::Sender<bool>,
+    /// The libfaketime preload library, when nodes run under it (clock-jump).
+    faketime: Option<PathBuf>,
 }
 
 fn free_ports(n: usize) -> Vec<u16> {
@@ -94,7 +110,12 @@ fn signal(pid: u32, sig: &str) {
 }
 
 impl Cluster {
-    async fn start(dls: PathBuf, n: usize, dir: &std::path::Path) -> anyhow::Result<Cluster> {
+    async fn start(
+        dls: PathBuf,
+        n: usize,
+        dir: &std::path::Path,
+        faketime: Option<PathBuf>,
+    ) -> anyhow::Result<Cluster> {
         let ports = free_ports(3 * n);
         let links = Links::new();
         let (stop_tx, stop) = watch::channel(false);
@@ -115,9 +136,11 @@ impl Cluster {
                 log: dir.join(format!("node-{id}.log")),
                 child: None,
                 paused: false,
+                clock_file: dir.join(format!("node-{id}.faketime")),
+                clock_offset_s: 0,
             });
         }
-        let mut c = Cluster { dls, nodes, peers: peers.join(","), links, _stop_proxies: stop_tx };
+        let mut c = Cluster { dls, nodes, peers: peers.join(","), links, _stop_proxies: stop_tx, faketime };
         for id in 1..=n as u64 {
             c.spawn(id)?;
         }
@@ -132,12 +155,22 @@ impl Cluster {
         let dls = self.dls.clone();
         let peers = self.peers.clone();
         let links = self.links.clone();
+        let faketime = self.faketime.clone();
         let n = self.node(id);
         if n.child.is_some() {
             return Ok(());
         }
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&n.log)?;
-        let child = Command::new(&dls)
+        let mut cmd = Command::new(&dls);
+        if let Some(lib) = faketime {
+            // Relative offset, re-read at most once a second: writing a larger one jumps the
+            // node's clocks (CLOCK_MONOTONIC included) forward while it runs.
+            std::fs::write(&n.clock_file, format!("+{}s\n", n.clock_offset_s))?;
+            cmd.env("LD_PRELOAD", lib)
+                .env("FAKETIME_TIMESTAMP_FILE", &n.clock_file)
+                .env("FAKETIME_CACHE_DURATION", "1");
+        }
+        let child = cmd
             .arg("serve")
             .args(["--node-id", &id.to_string(), "--listen", &n.addr.to_string(), "--peers", &peers])
             .arg("--data-dir")
@@ -489,8 +522,8 @@ async fn pause_client(c: &Cluster, ctx: &Ctx, rng: &mut StdRng, figs: &mut Figur
     Ok(())
 }
 
-fn grants_count(h: &History) -> usize {
-    h.snapshot().iter().filter(|o| o.kind == OpKind::Acquire && o.outcome == Outcome::Ok).count()
+fn grants_count(h: &History) -> u64 {
+    h.grants()
 }
 
 async fn inject(
@@ -580,6 +613,28 @@ async fn inject(
             tokio::time::sleep(hold).await;
             c.links.heal();
         }
+        "clock-jump" => {
+            if c.faketime.is_none() {
+                return skip(h, "clock-jump: nodes are not under faketime, skipped");
+            }
+            let n = match leader {
+                Some(l) if rng.gen_bool(0.5) => l,
+                _ => *c.ids().choose(rng).expect("nodes"),
+            };
+            let jump = rng.gen_range(3..9u64);
+            let node = c.node(n);
+            node.clock_offset_s += jump;
+            std::fs::write(&node.clock_file, format!("+{}s\n", node.clock_offset_s))?;
+            log(
+                h,
+                format!(
+                    "clock-jump: node {n}{}'s clocks jump {jump} s forward (within 1 s), watch for {} ms",
+                    if Some(n) == leader { " (leader)" } else { "" },
+                    hold.as_millis()
+                ),
+            );
+            tokio::time::sleep(hold).await;
+        }
         "restart-all" => {
             log(h, "restart-all: SIGKILL every node, restart all");
             if let Some(l) = leader {
@@ -621,12 +676,16 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let faults: Vec<&'static str> = if args.faults == "none" {
         vec![]
     } else {
-        let all: Vec<&'static str> = ALL_FAULTS.split(',').collect();
+        let all: Vec<&'static str> = ALL_FAULTS.split(',').chain(OPT_FAULTS.split(',')).collect();
         let mut v = Vec::new();
         for f in args.faults.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if f == "all" {
+                v.extend(ALL_FAULTS.split(','));
+                continue;
+            }
             match all.iter().find(|a| **a == f) {
                 Some(a) => v.push(*a),
-                None => bail!("unknown fault {f:?}; known: {ALL_FAULTS}"),
+                None => bail!("unknown fault {f:?}; known: {ALL_FAULTS},{OPT_FAULTS}"),
             }
         }
         v
@@ -641,7 +700,26 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     );
     println!("faults: {}", if faults.is_empty() { "none".to_string() } else { faults.join(",") });
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut cluster = Cluster::start(args.dls.clone(), args.nodes, dir.path()).await?;
+    let faketime = if faults.contains(&"clock-jump") {
+        let lib = std::env::var_os("FAKETIME_LIB")
+            .map(PathBuf::from)
+            .or_else(|| FAKETIME_LIBS.iter().map(PathBuf::from).find(|p| p.exists()));
+        match lib {
+            Some(l) => {
+                println!("clock-jump: every node runs under {}", l.display());
+                Some(l)
+            }
+            None => {
+                println!(
+                    "clock-jump: no libfaketime (apt-get install faketime, or FAKETIME_LIB=…): it will be skipped"
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut cluster = Cluster::start(args.dls.clone(), args.nodes, dir.path(), faketime).await?;
     let admin = DlsClient::connect(client_config(cluster.endpoints())).await?;
     let history = Arc::new(History::new());
     let Some(l) = cluster.wait_for_leader(&admin, Duration::from_secs(30)).await else {
@@ -732,6 +810,8 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     }
     let ops = history.snapshot();
     let mut violations = checker::check_all(&ops, &ctx.register.tokens());
+    let lin = linearizable::check(&ops, LIN_BUDGET);
+    violations.extend(lin.violations.iter().cloned());
     violations.append(&mut figs.extra_violations);
     // Lease expiry of a stopped client to the next grant of its key.
     let mut expiry_to_grant = Vec::new();
@@ -796,6 +876,13 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         args.lease_ms,
         summary_ms(&expiry_to_grant)
     );
+    println!("{}", lin_summary(&lin));
+    println!(
+        "proxy: node connections accepted {}, accept to forwarding {}; other connections {}",
+        cluster.links.setup_times().len(),
+        summary_ms(&cluster.links.setup_times()),
+        cluster.links.unknown_diallers()
+    );
     println!("history: {}", path.display());
     println!("violations: {}", violations.len());
     for v in violations.iter().take(50) {
@@ -812,8 +899,61 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     }
 }
 
+fn lin_summary(lin: &linearizable::Report) -> String {
+    format!(
+        "linearizability per key (reader-writer lock, rising tokens): {} keys checked, {} linearizable, {} not, {} inconclusive{} ({} ops, {} search steps, budget {LIN_BUDGET}/key)",
+        lin.keys,
+        lin.linearizable,
+        lin.violations.len(),
+        lin.inconclusive.len(),
+        if lin.inconclusive.is_empty() { String::new() } else { format!(" {:?}", lin.inconclusive) },
+        lin.ops,
+        lin.steps,
+    )
+}
+
+/// `dls-chaos check-history FILE`: re-checks a recorded history offline (the register's
+/// final state is taken from the history's last accepted writes).
+fn check_history(path: &str) -> anyhow::Result<bool> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {path}"))?;
+    let mut ops = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        ops.push(serde_json::from_str::<Op>(line).with_context(|| format!("{path}:{}", i + 1))?);
+    }
+    let mut finals: HashMap<String, u64> = HashMap::new();
+    for o in ops.iter().filter(|o| o.kind == OpKind::Write && o.outcome == Outcome::Ok) {
+        let t = finals.entry(o.key.clone()).or_default();
+        *t = (*t).max(o.token);
+    }
+    let started = Instant::now();
+    let mut violations = checker::check_all(&ops, &finals);
+    let lin = linearizable::check(&ops, LIN_BUDGET);
+    violations.extend(lin.violations.iter().cloned());
+    println!("{} operations", ops.len());
+    println!("{} in {} ms", lin_summary(&lin), started.elapsed().as_millis());
+    println!("violations: {}", violations.len());
+    for v in violations.iter() {
+        println!("  {v}");
+    }
+    Ok(violations.is_empty())
+}
+
 fn main() -> std::process::ExitCode {
     let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("check-history") {
+        let Some(path) = argv.get(2) else {
+            eprintln!("usage: dls-chaos check-history HISTORY.jsonl");
+            return std::process::ExitCode::from(2);
+        };
+        return match check_history(path) {
+            Ok(true) => std::process::ExitCode::SUCCESS,
+            Ok(false) => std::process::ExitCode::from(1),
+            Err(e) => {
+                eprintln!("dls-chaos: {e:#}");
+                std::process::ExitCode::from(2)
+            }
+        };
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     if argv.get(1).map(String::as_str) == Some("stall-client") {
         let [_, _, endpoints, key, lease] = &argv[..] else {

@@ -1,6 +1,8 @@
 //! The raft client side: sends AppendEntries, Vote and InstallSnapshot to peers over the
 //! internal gRPC `RaftService`, with openraft messages encoded by [`codec`].
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use caerus_proto::raft::raft_service_client::RaftServiceClient;
@@ -20,36 +22,51 @@ use super::types::{codec, Node, NodeId, RPCError, RaftError, TypeConfig};
 /// Largest raft message accepted or sent (snapshot chunks are the big ones).
 pub const MAX_RAFT_MESSAGE: usize = 64 * 1024 * 1024;
 
+/// Creates raft clients for peers. openraft asks for a new client for every election
+/// round and read-index check; they all share one HTTP/2 channel per peer address, so an
+/// election does not wait for fresh TCP connections.
 #[derive(Clone, Default)]
-pub struct PeerNetwork;
+pub struct PeerNetwork {
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+}
+
+impl PeerNetwork {
+    fn channel(&self, addr: &str) -> Result<Channel, Unreachable> {
+        let mut channels = self.channels.lock().expect("channels lock");
+        if let Some(c) = channels.get(addr) {
+            return Ok(c.clone());
+        }
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| Unreachable::new(&e))?
+            .connect_timeout(Duration::from_millis(500))
+            .tcp_nodelay(true)
+            .connect_lazy();
+        channels.insert(addr.to_string(), channel.clone());
+        Ok(channel)
+    }
+}
 
 pub struct PeerClient {
     target: NodeId,
-    client: Option<RaftServiceClient<Channel>>,
-    addr: String,
+    client: Result<RaftServiceClient<Channel>, Unreachable>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> PeerClient {
-        PeerClient { target, client: None, addr: node.addr.clone() }
+        let client = self.channel(&node.addr).map(|ch| {
+            RaftServiceClient::new(ch)
+                .max_decoding_message_size(MAX_RAFT_MESSAGE)
+                .max_encoding_message_size(MAX_RAFT_MESSAGE)
+        });
+        PeerClient { target, client }
     }
 }
 
 impl PeerClient {
     fn client(&mut self) -> Result<RaftServiceClient<Channel>, Unreachable> {
-        if self.client.is_none() {
-            let endpoint = Endpoint::from_shared(format!("http://{}", self.addr))
-                .map_err(|e| Unreachable::new(&e))?
-                .connect_timeout(Duration::from_millis(500))
-                .tcp_nodelay(true);
-            let c = RaftServiceClient::new(endpoint.connect_lazy())
-                .max_decoding_message_size(MAX_RAFT_MESSAGE)
-                .max_encoding_message_size(MAX_RAFT_MESSAGE);
-            self.client = Some(c);
-        }
-        Ok(self.client.clone().expect("set above"))
+        self.client.clone()
     }
 
     /// One round trip: encode, send with the RPC's deadline, decode the answer or the
