@@ -9,7 +9,7 @@ use caerus_proto::v1::admin_service_server::AdminServiceServer;
 use caerus_proto::v1::lock_service_server::LockServiceServer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 
 use crate::api::admin_service::AdminApi;
 use crate::api::auth::KeyRing;
@@ -90,12 +90,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         members,
         "dls serving; clients connect to {listen}"
     );
+    // Nagle's algorithm off on every accepted connection: with it, a response's trailing
+    // HTTP/2 frame waits for the client's delayed ACK (~40 ms per call). The builder's own
+    // tcp_nodelay setting does not reach sockets accepted by our listener.
+    let incoming = TcpIncoming::from_listener(listener, true, None)
+        .map_err(|e| anyhow::anyhow!("cannot serve on {listen}: {e}"))?;
     tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(lock_api)
         .add_service(admin_api)
         .add_service(raft_api)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopped(stop))
+        .serve_with_incoming_shutdown(incoming, stopped(stop))
         .await?;
     tracing::info!("shutting down");
     if let Some(d) = dispatcher {
