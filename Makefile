@@ -10,7 +10,7 @@ TARGET_DIR   := $(or $(CARGO_TARGET_DIR),target)
 DLS_RELEASE   = $(TARGET_DIR)/release/dls
 
 .DEFAULT_GOAL := help
-.PHONY: help run test test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug build release cluster cluster-stop example bench lint fmt clean
+.PHONY: help run test test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -18,7 +18,7 @@ help: ## List the targets
 run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-data
 	$(DLS_RELEASE) serve
 
-test: test-rust test-python test-node test-kotlin test-samples test-chaos ## Run every test: Rust, the SDKs, the samples' short demo, a short seeded fault run
+test: test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke ## Run every test: Rust, the SDKs, the samples' short demo, a short seeded fault run
 
 test-rust: ## Rust tests: unit tests and integration tests against real dls processes
 	$(CARGO) test --lib --bins --tests --examples
@@ -64,8 +64,12 @@ cluster-stop: ## Stop the local cluster started by `make cluster` (data is kept 
 example: ## Take a lock with the Rust quick-start example (needs a running server)
 	$(CARGO) run -p caerus-core --example quickstart
 
-bench: ## Benchmarks: enqueue cost (with deadlock search) with 10,000 waiting transactions
+bench: release ## Benchmarks: lock table enqueue cost, then DLS vs etcd vs Redis (prints a table, writes a results file)
 	$(CARGO) bench -p caerus-server --bench enqueue
+	$(MAKE) -C bench all DLS_BIN=$(abspath $(DLS_RELEASE))
+
+bench-smoke: dls-debug ## A few seconds of every benchmark workload against DLS, to keep the harness working
+	$(MAKE) -C bench smoke DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
 test-kotlin: dls-debug ## Build the uniffi library and run the Kotlin (JUnit 5, Maven) suite
 	$(MAKE) -C bindings/uniffi test-kotlin DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
