@@ -36,7 +36,7 @@ from .errors import (
     Unavailable,
     WaitCancelled,
 )
-from . import sync
+from . import errors, sync
 
 __all__ = [
     "DlsClient",
@@ -49,19 +49,6 @@ __all__ = [
     "LostReason",
     "Event",
     "KeyLocks",
-    "DlsError",
-    "LockTimeout",
-    "DeadlockVictim",
-    "TransactionLost",
-    "TransactionNotFound",
-    "InvalidArgument",
-    "Unauthenticated",
-    "PermissionDenied",
-    "WaitCancelled",
-    "AlreadyWaiting",
-    "CursorExpired",
-    "Unavailable",
-    "ConfigError",
-    "InternalError",
     "sync",
+    *errors.__all__,
 ]
