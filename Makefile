@@ -8,9 +8,11 @@ CLUSTER_DIR  ?= .cluster
 PEERS         = 1=127.0.0.1:7070,2=127.0.0.1:7072,3=127.0.0.1:7074
 TARGET_DIR   := $(or $(CARGO_TARGET_DIR),target)
 DLS_RELEASE   = $(TARGET_DIR)/release/dls
+# The last released contract image that `buf breaking` checks against (proto/releases/README.md).
+PROTO_BASELINE = proto/releases/caerus-dls-v1.0.0.binpb
 
 .DEFAULT_GOAL := help
-.PHONY: help run test test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench lint fmt clean
+.PHONY: help run test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -18,7 +20,7 @@ help: ## List the targets
 run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-data
 	$(DLS_RELEASE) serve
 
-test: test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke ## Run every test: Rust, the SDKs, the samples' short demo, a short seeded fault run
+test: test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke check-sdks test-go-sample test-conformance test-playground ## Run every test: Rust, the SDKs, the samples' short demo, a short seeded fault run, generated-client checks, the Playground in headless Chromium
 
 test-rust: ## Rust tests: unit tests and integration tests against real dls processes
 	$(CARGO) test --lib --bins --tests --examples
@@ -74,6 +76,12 @@ bench-smoke: dls-debug ## A few seconds of every benchmark workload against DLS,
 test-kotlin: dls-debug ## Build the uniffi library and run the Kotlin (JUnit 5, Maven) suite
 	$(MAKE) -C bindings/uniffi test-kotlin DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
+test-conformance: dls-debug ## Conformance scenarios (conformance/) through the Rust core, raw Go and raw Python clients against a real node
+	CARGO="$(CARGO)" DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls conformance/run.sh
+
+test-playground: dls-debug ## Browser tests of the Playground page (playwright-core, Debian's chromium, headless); screenshots in playground/artifacts/
+	cd playground && npm ci --no-audit --no-fund && DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls npm test
+
 test-samples: dls-debug ## Short form of the billing demo (ledger, workers, fencing) as a test
 	$(MAKE) -C samples test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
@@ -86,9 +94,22 @@ test-chaos: dls-debug ## A short, seeded fault-injection run (same checkers as `
 chaos: release ## The full fault-injection suite on 3 and 5 nodes (prints its seed; SEED=N replays)
 	$(MAKE) -C chaos full DLS_BIN=$(abspath $(DLS_RELEASE))
 
-lint: ## Clippy with warnings as errors, and rustfmt check
+lint: lint-proto ## Clippy with warnings as errors, rustfmt check, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) fmt --all -- --check
+
+sdks: ## Regenerate the gRPC clients in sdks/ (Go, Java, C#, Ruby, Python) from proto/ with the pinned tools
+	sdks/generate.sh write
+
+check-sdks: ## Fail if the committed sdks/ differ from a fresh generation of proto/
+	sdks/generate.sh check
+
+lint-proto: ## buf lint of proto/, and buf breaking against the last released contract
+	@eval "$$(sdks/tools.sh)" && buf lint proto && buf breaking proto --against $(PROTO_BASELINE) \
+	  && echo "lint-proto: buf lint and buf breaking (against $(PROTO_BASELINE)) passed"
+
+test-go-sample: dls-debug ## Build the Go sample client (samples/go-client) and run it against a real dls
+	cd samples/go-client && DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls GOFLAGS=-mod=mod go test -count=1 -v ./...
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

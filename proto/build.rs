@@ -2,8 +2,13 @@
 //! fresh machine needs no `protoc` binary. Generated code stays in OUT_DIR, never committed.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files =
-        ["caerus/dls/v1/lock_service.proto", "caerus/dls/v1/admin_service.proto", "caerus/dls/v1/raft_service.proto"];
+    // Public client contract (caerus.dls.v1) and the internal node-to-node transport
+    // (caerus.dls.raft.v1), each in the directory its package names.
+    let files = [
+        "caerus/dls/v1/lock_service.proto",
+        "caerus/dls/v1/admin_service.proto",
+        "caerus/dls/raft/v1/raft_service.proto",
+    ];
     for f in &files {
         println!("cargo:rerun-if-changed={f}");
     }

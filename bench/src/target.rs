@@ -123,34 +123,63 @@ impl Target for Dls {
     }
 }
 
+/// A DLS transaction in the benchmark. `begin` sends nothing: the first acquire starts
+/// the transaction in the same call (the one-shot AcquireLock, as an application using
+/// `DlsClient::begin_with_lock` does), so a cycle is two round trips, not three.
+pub enum DlsTxn {
+    NotStarted { lease: Duration },
+    Started(caerus_core::Transaction),
+}
+
+fn dls_mode(mode: Mode) -> LockMode {
+    match mode {
+        Mode::Exclusive => LockMode::Exclusive,
+        Mode::Shared => LockMode::SharedRead,
+    }
+}
+
 impl Session for DlsSession {
-    type Txn = caerus_core::Transaction;
+    type Txn = DlsTxn;
 
     async fn begin(&mut self, lease: Duration) -> OpResult<Self::Txn> {
-        let opts = TransactionOptions::default().with_timeout_ms(ms(lease));
-        self.client.begin_transaction(opts).await.map_err(dls_err)
+        Ok(DlsTxn::NotStarted { lease })
     }
 
     async fn acquire(&mut self, txn: &mut Self::Txn, key: &str, mode: Mode, wait: Duration) -> OpResult<Option<u64>> {
-        let mode = match mode {
-            Mode::Exclusive => LockMode::Exclusive,
-            Mode::Shared => LockMode::SharedRead,
-        };
         let opts = AcquireOptions::default().with_timeout_ms(ms(wait));
-        let lock = txn.acquire_lock(NAMESPACE, key, mode, opts).await.map_err(dls_err)?;
+        let lock = match txn {
+            DlsTxn::Started(tx) => tx.acquire_lock(NAMESPACE, key, dls_mode(mode), opts).await.map_err(dls_err)?,
+            DlsTxn::NotStarted { lease } => {
+                let begin = TransactionOptions::default().with_timeout_ms(ms(*lease));
+                let (tx, lock) =
+                    self.client.begin_with_lock(begin, NAMESPACE, key, dls_mode(mode), opts).await.map_err(dls_err)?;
+                *txn = DlsTxn::Started(tx);
+                lock
+            }
+        };
         Ok(Some(lock.fencing_token))
     }
 
     async fn commit(&mut self, txn: Self::Txn) -> OpResult<()> {
-        txn.commit().await.map_err(dls_err)
+        match txn {
+            DlsTxn::Started(tx) => tx.commit().await.map_err(dls_err),
+            DlsTxn::NotStarted { .. } => Ok(()),
+        }
     }
 
     async fn abort(&mut self, txn: Self::Txn) {
-        let _ = txn.abort().await;
+        if let DlsTxn::Started(tx) = txn {
+            let _ = tx.abort().await;
+        }
     }
 
     async fn alive(&mut self, txn: &mut Self::Txn) -> bool {
-        !txn.is_lost() && matches!(txn.status().await, Ok(s) if s.state == TransactionState::Active)
+        match txn {
+            DlsTxn::Started(tx) => {
+                !tx.is_lost() && matches!(tx.status().await, Ok(s) if s.state == TransactionState::Active)
+            }
+            DlsTxn::NotStarted { .. } => false,
+        }
     }
 }
 

@@ -3,12 +3,17 @@
 //!
 //! The cluster's membership holds one address per node, so the proxy in front of node N
 //! learns which node dialled it from the connecting socket: it finds the socket's inode in
-//! `/proc/net/tcp` and the process holding it among the node processes (Linux only).
-//! Connections from anything else (the harness's clients following a leader redirect)
-//! pass untouched.
+//! `/proc/net/tcp` and the process holding it among the registered processes (Linux
+//! only): the node processes, client subprocesses the harness routes through the proxies
+//! (ids from [`CLIENT_BASE`]) and the harness itself ([`HARNESS`]: its in-process clients
+//! following a leader redirect). Rules are per directed link (dialler → target): blocked
+//! (existing connections are closed, new ones are dropped) and an added delay per
+//! forwarded chunk (node links only).
 //!
-//! Rules are per directed link (dialler → target): blocked (existing connections are
-//! closed, new ones are dropped) and an added delay per forwarded chunk.
+//! A connection whose dialler cannot be found among them is *unidentified*: it is
+//! counted, and it fails closed — while any link into its target is blocked it is
+//! dropped (or closed, if it was already forwarded), so it can never carry traffic past a
+//! partition.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -18,6 +23,16 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+
+/// Dialler ids from here on are client subprocesses, not nodes.
+pub const CLIENT_BASE: u64 = 1000;
+/// The dialler id of the harness process itself (its in-process clients).
+pub const HARNESS: u64 = u64::MAX;
+
+/// Whether a dialler id is a node (raft traffic: delays apply to it).
+pub fn is_node(id: u64) -> bool {
+    id < CLIENT_BASE
+}
 
 /// The link rules shared by every proxy of a cluster.
 #[derive(Default)]
@@ -29,8 +44,16 @@ pub struct Links {
     pids: Mutex<HashMap<u32, u64>>,
     /// Time from accept to forwarding, per node connection (µs).
     setups: Mutex<Vec<u64>>,
-    /// Connections whose dialler was not found (passed as a non-node).
+    /// Connections from registered clients and from the harness.
+    clients: std::sync::atomic::AtomicU64,
+    /// Connections whose dialler was not found among the registered processes.
     unknown: std::sync::atomic::AtomicU64,
+    /// Of those, connections whose dialling socket was gone from `/proc/net/tcp` by the
+    /// time of the scan (closed at once: nothing to attribute).
+    unknown_gone: std::sync::atomic::AtomicU64,
+    /// Unidentified connections dropped or closed because a link into their target was
+    /// blocked.
+    unknown_cut: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default, Clone)]
@@ -56,7 +79,8 @@ impl Links {
         self.epoch.lock().unwrap_or_else(|e| e.into_inner()).as_ref().expect("epoch").subscribe()
     }
 
-    /// Records which node a process is (call after every (re)start).
+    /// Records which node (or client, from [`CLIENT_BASE`], or [`HARNESS`]) a process is
+    /// (call after every (re)start).
     pub fn set_pid(&self, pid: u32, node: u64) {
         let mut p = self.pids.lock().unwrap_or_else(|e| e.into_inner());
         p.retain(|_, n| *n != node);
@@ -67,6 +91,11 @@ impl Links {
     pub fn block(&self, from: u64, to: u64) {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).blocked.insert((from, to));
         self.bump();
+    }
+
+    /// Forgets a process (a client subprocess that ended).
+    pub fn forget_pid(&self, pid: u32) {
+        self.pids.lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
     }
 
     /// Blocks both directions between every node of `a` and every node of `b`.
@@ -115,14 +144,46 @@ impl Links {
         !s.delay.is_zero() || s.blocked.iter().any(|&(_, t)| t == to)
     }
 
-    /// Records a connection's dialler (None: no node) and its accept-to-forwarding time.
-    fn identified(&self, from: Option<u64>, setup_us: u64) {
+    /// Whether any link into `to` is blocked: an unidentified dialler might be on it.
+    fn any_blocked_into(&self, to: u64) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).blocked.iter().any(|&(_, t)| t == to)
+    }
+
+    /// Whether a connection from `from` (None: unidentified) to `to` must not carry
+    /// traffic now. Unidentified connections fail closed.
+    fn cut(&self, from: Option<u64>, to: u64) -> bool {
         match from {
-            Some(_) => self.setups.lock().unwrap_or_else(|e| e.into_inner()).push(setup_us),
+            Some(f) => self.is_blocked(f, to),
             None => {
-                self.unknown.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let cut = self.any_blocked_into(to);
+                if cut {
+                    self.unknown_cut.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                cut
             }
         }
+    }
+
+    /// Records a forwarded (or rule-dropped) connection's dialler and its accept-to-forwarding
+    /// time; returns the dialler (None: unidentified).
+    fn identified(&self, scan: Scan, setup_us: u64, peer: SocketAddr, to: u64) -> Option<u64> {
+        use std::sync::atomic::Ordering::Relaxed;
+        match scan {
+            Ok(f) if is_node(f) => self.setups.lock().unwrap_or_else(|e| e.into_inner()).push(setup_us),
+            Ok(_) => {
+                self.clients.fetch_add(1, Relaxed);
+            }
+            Err(gone) => {
+                self.unknown.fetch_add(1, Relaxed);
+                if gone {
+                    self.unknown_gone.fetch_add(1, Relaxed);
+                } else {
+                    // Worth a look: a live socket no registered process holds.
+                    println!("proxy: unidentified live connection from {peer} to node {to}");
+                }
+            }
+        }
+        scan.ok()
     }
 
     /// Node connections accepted so far: time from accept to forwarding (µs) of each.
@@ -130,9 +191,25 @@ impl Links {
         self.setups.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Connections accepted whose dialler was no node process.
+    /// Connections from registered client processes and the harness.
+    pub fn client_connections(&self) -> u64 {
+        self.clients.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Connections accepted whose dialler was not found among the registered processes.
     pub fn unknown_diallers(&self) -> u64 {
         self.unknown.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Unidentified connections whose dialling socket had already closed when scanned.
+    pub fn unknown_gone(&self) -> u64 {
+        self.unknown_gone.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Unidentified connections dropped or closed because a link into their target was
+    /// blocked.
+    pub fn unknown_cut(&self) -> u64 {
+        self.unknown_cut.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn pids(&self) -> Vec<u32> {
@@ -156,20 +233,42 @@ pub fn socket_inode(proc_net_tcp: &str, local_port: u16, remote_port: u16) -> Op
     None
 }
 
-/// Which node process holds the socket that dialled `proxy_port` from `peer`.
-fn dialler(links: &Links, peer: SocketAddr, proxy_port: u16) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/net/tcp").ok()?;
-    let inode = socket_inode(&text, peer.port(), proxy_port)?;
+/// Which registered process holds the socket that dialled `proxy_port` from `peer`. A
+/// socket can be missing from a scan that races its owner's bookkeeping, so a miss is
+/// retried a few times before the dialler counts as unidentified.
+fn dialler(links: &Links, peer: SocketAddr, proxy_port: u16) -> Scan {
+    let mut last = Err(false);
+    for attempt in 0..3 {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        last = dialler_once(links, peer, proxy_port);
+        if last.is_ok() {
+            break;
+        }
+    }
+    last
+}
+
+/// A dialler scan's answer: the dialler's id, or Err(true) when the dialling socket had
+/// closed, Err(false) when no registered process holds it.
+type Scan = Result<u64, bool>;
+
+/// Err(true): the dialling socket is not in `/proc/net/tcp`, or no process owns it any
+/// more (inode 0: closed); Err(false): no registered process holds it.
+fn dialler_once(links: &Links, peer: SocketAddr, proxy_port: u16) -> Scan {
+    let text = std::fs::read_to_string("/proc/net/tcp").map_err(|_| false)?;
+    let inode = socket_inode(&text, peer.port(), proxy_port).filter(|&i| i != 0).ok_or(true)?;
     let want = format!("socket:[{inode}]");
     for pid in links.pids() {
         let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
         for e in dir.flatten() {
             if std::fs::read_link(e.path()).is_ok_and(|t| t.as_os_str() == want.as_str()) {
-                return links.node_of_pid(pid);
+                return links.node_of_pid(pid).ok_or(false);
             }
         }
     }
-    None
+    Err(false)
 }
 
 /// Listens on `listener` and forwards to `target` (node `target_id`) under `links`' rules,
@@ -203,11 +302,15 @@ pub async fn run(
             let outbound = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(target));
             let (from, ident, outbound) = if links.rules_concern(target_id) {
                 let (from, outbound) = tokio::join!(ident, outbound);
-                let from = from.ok().flatten();
-                if from.is_some_and(|f| links.is_blocked(f, target_id)) {
+                let scan = from.unwrap_or(Err(false));
+                let from = scan.ok();
+                if links.cut(from, target_id) {
+                    if from.is_none_or(|f| !is_node(f)) {
+                        links.identified(scan, 0, peer, target_id);
+                    }
                     return; // dropped
                 }
-                (Some(from), None, outbound)
+                (Some(scan), None, outbound)
             } else {
                 (None, Some(ident), outbound.await)
             };
@@ -215,10 +318,8 @@ pub async fn run(
             let _ = inbound.set_nodelay(true);
             let _ = outbound.set_nodelay(true);
             let setup_us = accepted.elapsed().as_micros() as u64;
-            if let Some(from) = from {
-                links.identified(from, setup_us);
-            }
-            forward(inbound, outbound, from.flatten(), ident, setup_us, target_id, links, stop).await;
+            let from = from.and_then(|scan| links.identified(scan, setup_us, peer, target_id));
+            forward(inbound, outbound, from, ident, peer, setup_us, target_id, links, stop).await;
         });
     }
 }
@@ -230,7 +331,8 @@ async fn forward(
     inbound: TcpStream,
     outbound: TcpStream,
     mut from: Option<u64>,
-    mut ident: Option<tokio::task::JoinHandle<Option<u64>>>,
+    mut ident: Option<tokio::task::JoinHandle<Scan>>,
+    peer: SocketAddr,
     setup_us: u64,
     to: u64,
     links: Arc<Links>,
@@ -239,16 +341,18 @@ async fn forward(
     let (mut ir, mut iw) = inbound.into_split();
     let (mut or, mut ow) = outbound.into_split();
     let mut epoch = links.subscribe();
+    // Whether the dialler scan has answered (`from` None after it: unidentified).
+    let mut identified = ident.is_none();
     let mut a = [0u8; 16 * 1024];
     let mut b = [0u8; 16 * 1024];
     loop {
-        let node_link = from.is_some();
+        let node_link = from.is_some_and(is_node);
         tokio::select! {
             r = async { ident.as_mut().expect("guarded").await }, if ident.is_some() => {
                 ident = None;
-                from = r.ok().flatten();
-                links.identified(from, setup_us);
-                if from.is_some_and(|f| links.is_blocked(f, to)) {
+                from = links.identified(r.unwrap_or(Err(false)), setup_us, peer, to);
+                identified = true;
+                if links.cut(from, to) {
                     return;
                 }
             }
@@ -265,9 +369,9 @@ async fn forward(
                 if iw.write_all(&b[..n]).await.is_err() { return; }
             }
             _ = epoch.changed() => {
-                if let Some(f) = from {
-                    if links.is_blocked(f, to) { return; }
-                }
+                // Until the scan answers the dialler may be anyone: a new block applies to
+                // it once known. Identified as no registered process: fail closed.
+                if identified && links.cut(from, to) { return; }
             }
             _ = stop.changed() => return,
         }
@@ -301,27 +405,56 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn forwards_bytes_from_unknown_diallers() {
-        let echo = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let echo_addr = echo.local_addr().unwrap();
-        tokio::spawn(async move {
-            let (mut s, _) = echo.accept().await.unwrap();
-            let mut buf = [0u8; 5];
-            s.read_exact(&mut buf).await.unwrap();
-            s.write_all(&buf).await.unwrap();
-        });
-        let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let proxy_addr = proxy.local_addr().unwrap();
-        let (stop_tx, stop) = watch::channel(false);
+    async fn unidentified_diallers_pass_only_while_no_link_into_the_target_is_blocked() {
         let links = Links::new();
-        links.block(1, 9); // a node link; this test's socket is no node
-        tokio::spawn(run(proxy, echo_addr, 9, links, stop));
-        let mut c = TcpStream::connect(proxy_addr).await.unwrap();
-        c.write_all(b"hello").await.unwrap();
-        let mut buf = [0u8; 5];
-        c.read_exact(&mut buf).await.unwrap();
-        assert_eq!(&buf, b"hello");
-        stop_tx.send(true).unwrap();
+        let (addr, _stop) = echo_behind_proxy(links.clone()).await;
+        // This test process is registered as node 1 by the helper: forget it, so its
+        // connections are unidentified.
+        links.forget_pid(std::process::id());
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        assert!(echoes(&mut c).await, "no rules: forwarded");
+        for _ in 0..100 {
+            if links.unknown_diallers() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(links.unknown_diallers(), 1, "counted as unidentified");
+        // A block of some other link into the target: the unidentified connection might be
+        // that link, so the live one is closed and new ones are dropped.
+        links.block(2, 9);
+        assert!(!echoes(&mut c).await, "live unidentified connection closed");
+        let mut d = TcpStream::connect(addr).await.unwrap();
+        assert!(!echoes(&mut d).await, "new unidentified connection dropped");
+        assert!(links.unknown_cut() >= 2);
+        links.heal();
+        let mut e = TcpStream::connect(addr).await.unwrap();
+        assert!(echoes(&mut e).await, "healed: forwarded again");
+    }
+
+    #[tokio::test]
+    async fn a_client_cut_from_the_cluster_is_dropped_and_others_pass() {
+        let links = Links::new();
+        let (addr, _stop) = echo_behind_proxy(links.clone()).await;
+        links.set_pid(std::process::id(), CLIENT_BASE + 3);
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        assert!(echoes(&mut c).await);
+        for _ in 0..100 {
+            if links.client_connections() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(links.client_connections(), 1, "identified as client 3");
+        links.block(CLIENT_BASE + 3, 9);
+        assert!(!echoes(&mut c).await, "the client's live connection is closed");
+        let mut d = TcpStream::connect(addr).await.unwrap();
+        assert!(!echoes(&mut d).await, "and new ones are dropped");
+        // Another registered client is untouched by that rule.
+        links.set_pid(std::process::id(), CLIENT_BASE + 4);
+        let mut e = TcpStream::connect(addr).await.unwrap();
+        assert!(echoes(&mut e).await);
+        assert_eq!(links.unknown_diallers(), 0);
     }
 
     /// An echo server behind a proxy for node 9, with this test process registered as node 1.

@@ -12,8 +12,10 @@ use tracing::debug;
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::router::Router;
-use crate::transaction::{lost_error, new_request_id, Transaction, TxShared};
-use crate::types::{ms_to_wire, LostKind, LostReason, TransactionOptions, TransactionStatus};
+use crate::transaction::{lost_error, new_request_id, stream_acquire, AcquireProgress, Transaction, TxShared};
+use crate::types::{
+    ms_to_wire, AcquireOptions, Lock, LockMode, LostKind, LostReason, TransactionOptions, TransactionStatus,
+};
 
 /// A connection to a Caerus DLS cluster. Cheap to clone; clones share connections and
 /// the knowledge of who the leader is.
@@ -47,33 +49,82 @@ impl DlsClient {
 
     /// Starts a transaction and its heartbeat.
     pub async fn begin_transaction(&self, opts: TransactionOptions) -> Result<Transaction> {
-        let request = pb::BeginTransactionRequest {
-            timeout_ms: ms_to_wire("transaction timeout_ms", opts.timeout_ms)?,
-            priority: opts.priority,
-            name: opts.name.unwrap_or_default(),
-            request_id: new_request_id(),
-        };
+        let request = begin_request(opts)?;
         let routed = self
             .router
             .unary("BeginTransaction", request, self.router.default_options(), |mut c, r| async move {
                 c.begin_transaction(r).await
             })
             .await?;
-        let response = routed.value;
-        let lease_ms = u64::try_from(response.lease_timeout_ms).ok().filter(|ms| *ms > 0).ok_or_else(|| {
+        self.start(&routed.value, routed.sent_at)
+    }
+
+    /// Starts a transaction and takes its first lock in one call: one round trip and one
+    /// replicated write fewer than [`begin_transaction`](Self::begin_transaction) followed
+    /// by [`Transaction::acquire_lock`], with the same outcome. The transaction's
+    /// heartbeat starts as soon as the server names it (while the request may still be
+    /// queued). If the lock is not granted the transaction is aborted and the error
+    /// returned.
+    pub async fn begin_with_lock(
+        &self,
+        opts: TransactionOptions,
+        namespace: &str,
+        key: &str,
+        mode: LockMode,
+        acquire: AcquireOptions,
+    ) -> Result<(Transaction, Lock)> {
+        let message = pb::AcquireLockRequest {
+            transaction_id: 0,
+            namespace: namespace.to_string(),
+            key: key.to_string(),
+            mode: mode.to_proto(),
+            timeout_ms: ms_to_wire("acquire timeout_ms", acquire.timeout_ms)?,
+            request_id: new_request_id(),
+            begin: Some(begin_request(opts)?),
+        };
+        let sent_at = tokio::time::Instant::now();
+        let mut started: Option<Result<Transaction>> = None;
+        let granted = stream_acquire(&self.router, message, acquire.timeout_ms, |progress| {
+            if let AcquireProgress::Begun(begun) = progress {
+                started = Some(self.start(begun, sent_at));
+            }
+        })
+        .await;
+        match (started, granted) {
+            (Some(Ok(tx)), Ok(lock)) => match tx.ensure_active() {
+                // The lease may have lapsed while the grant was on its way.
+                Ok(()) => Ok((tx, lock)),
+                Err(e) => Err(e),
+            },
+            (Some(Ok(tx)), Err(e)) => {
+                // Nothing is held; end the transaction now rather than at its lease.
+                let _ = tx.abort().await;
+                Err(e)
+            }
+            (Some(Err(e)), _) => Err(e),
+            (None, Ok(_)) => {
+                Err(Error::internal("the server granted a one-shot acquire without naming its transaction"))
+            }
+            (None, Err(e)) => Err(e),
+        }
+    }
+
+    /// A transaction handle (and its heartbeat) for what the server began.
+    fn start(&self, begun: &pb::BeginTransactionResponse, sent_at: tokio::time::Instant) -> Result<Transaction> {
+        let lease_ms = u64::try_from(begun.lease_timeout_ms).ok().filter(|ms| *ms > 0).ok_or_else(|| {
             Error::internal(format!(
                 "server granted transaction {} a lease of {} ms",
-                response.transaction_id, response.lease_timeout_ms
+                begun.transaction_id, begun.lease_timeout_ms
             ))
         })?;
-        debug!(transaction_id = response.transaction_id, lease_ms, "transaction started");
+        debug!(transaction_id = begun.transaction_id, lease_ms, "transaction started");
         // The lease runs from when the server handled the request, which is after it was
         // sent: counting from the send time errs on the safe side.
         Ok(Transaction::start(TxShared::new(
-            response.transaction_id,
+            begun.transaction_id,
             Arc::clone(&self.router),
             Duration::from_millis(lease_ms),
-            routed.sent_at,
+            sent_at,
         )))
     }
 
@@ -105,6 +156,15 @@ impl DlsClient {
             .await?;
         TransactionStatus::try_from(routed.value)
     }
+}
+
+fn begin_request(opts: TransactionOptions) -> Result<pb::BeginTransactionRequest> {
+    Ok(pb::BeginTransactionRequest {
+        timeout_ms: ms_to_wire("transaction timeout_ms", opts.timeout_ms)?,
+        priority: opts.priority,
+        name: opts.name.unwrap_or_default(),
+        request_id: new_request_id(),
+    })
 }
 
 /// The body of [`DlsClient::with_transaction`] once the transaction has begun.

@@ -341,7 +341,7 @@ impl Transaction {
     }
 
     /// Fails unless the transaction is active as far as this client knows.
-    fn ensure_active(&self) -> Result<()> {
+    pub(crate) fn ensure_active(&self) -> Result<()> {
         let shared = self.shared();
         shared.check_lease();
         match shared.phase() {
@@ -377,7 +377,6 @@ impl Transaction {
     ) -> Result<Lock> {
         self.ensure_active()?;
         let shared = self.shared();
-        let router = &shared.router;
         let message = pb::AcquireLockRequest {
             transaction_id: shared.id,
             namespace: namespace.to_string(),
@@ -385,90 +384,13 @@ impl Transaction {
             mode: mode.to_proto(),
             timeout_ms: ms_to_wire("acquire timeout_ms", opts.timeout_ms)?,
             request_id: new_request_id(),
+            begin: None,
         };
-        // The server ends the wait itself after timeout_ms; the extra retry budget covers
-        // elections and re-attaching before that answer can be heard.
-        let deadline = deadline_after(Duration::from_millis(opts.timeout_ms).saturating_add(router.retry_deadline));
-        let mut attempts = router.attempts(
-            "AcquireLock",
-            CallOptions { deadline, attempt_timeout: router.request_timeout, max_backoff: BACKOFF_CAP },
-        );
-        let mut last_position: Option<QueuePosition> = None;
-        let attach = async {
-            'attach: loop {
-                let (uri, mut client) = match attempts.next() {
-                    Ok((uri, channel)) => (uri, LockServiceClient::new(channel)),
-                    Err(e) => break 'attach Err(e),
-                };
-                // No gRPC timeout on the request: the stream legitimately lives as long as the
-                // wait. Only opening it is bounded.
-                let open_timeout = attempts.attempt_timeout();
-                let opened =
-                    tokio::time::timeout(open_timeout, client.acquire_lock(router.request(message.clone()))).await;
-                let mut stream = match opened {
-                    Ok(Ok(response)) => response.into_inner(),
-                    Ok(Err(status)) => match attempts.failed(status).await {
-                        Ok(()) => continue 'attach,
-                        Err(e) => break 'attach Err(e),
-                    },
-                    Err(_) => match attempts.failed(attempt_timed_out(&uri, open_timeout)).await {
-                        Ok(()) => continue 'attach,
-                        Err(e) => break 'attach Err(e),
-                    },
-                };
-                attempts.succeeded(&uri);
-                loop {
-                    let next = match tokio::time::timeout_at(deadline, stream.message()).await {
-                        Ok(next) => next,
-                        Err(_) => {
-                            break 'attach Err(Error::Unavailable {
-                                message: format!(
-                                    "no final answer to the acquire of {namespace}/{key} from {uri} \
-                                 within the acquire timeout plus the retry deadline; the request \
-                                 may still be pending or granted (check the transaction status)"
-                                ),
-                            })
-                        }
-                    };
-                    match next {
-                        Ok(Some(pb::AcquireLockResponse { event: Some(event) })) => match event {
-                            Event::Queued(queued) => {
-                                attempts.progressed();
-                                let position = QueuePosition::from(queued);
-                                // A re-attached stream repeats the current position first.
-                                if last_position.as_ref() != Some(&position) {
-                                    on_queued(&position);
-                                    last_position = Some(position);
-                                }
-                            }
-                            Event::Granted(granted) => break 'attach Lock::try_from(granted),
-                        },
-                        Ok(Some(pb::AcquireLockResponse { event: None })) => {}
-                        Ok(None) => {
-                            let status = tonic::Status::unavailable(format!(
-                                "acquire stream from {uri} ended without a grant or a status"
-                            ));
-                            match attempts.failed(status).await {
-                                Ok(()) => continue 'attach,
-                                Err(e) => break 'attach Err(e),
-                            }
-                        }
-                        Err(status) => {
-                            debug!(
-                                transaction_id = shared.id,
-                                code = ?status.code(),
-                                message = status.message(),
-                                "acquire stream ended with a status"
-                            );
-                            match attempts.failed(status).await {
-                                Ok(()) => continue 'attach,
-                                Err(e) => break 'attach Err(e),
-                            }
-                        }
-                    }
-                }
+        let attach = stream_acquire(&shared.router, message, opts.timeout_ms, |progress| {
+            if let AcquireProgress::Queued(position) = progress {
+                on_queued(position);
             }
-        };
+        });
         // A lost transaction's wait is pointless and its grant worthless: stop at once
         // rather than when the server (or a broken stream) says so.
         let result = tokio::select! {
@@ -632,6 +554,111 @@ impl Transaction {
     /// A watch channel that turns `Some(reason)` when the transaction is lost.
     pub fn lost_signal(&self) -> watch::Receiver<Option<LostReason>> {
         self.shared().lost_tx.subscribe()
+    }
+}
+
+/// What an AcquireLock stream reports before its grant.
+pub(crate) enum AcquireProgress<'a> {
+    /// A one-shot start: the transaction the server began for the request.
+    Begun(&'a pb::BeginTransactionResponse),
+    /// The request's place in the queue changed.
+    Queued(&'a QueuePosition),
+}
+
+/// Runs one AcquireLock request until its grant, following the leader and re-attaching
+/// (same request id) across failures. A one-shot start switches to a plain re-attach to
+/// its transaction once the server has named it.
+pub(crate) async fn stream_acquire(
+    router: &Router,
+    mut message: pb::AcquireLockRequest,
+    timeout_ms: u64,
+    mut on_progress: impl FnMut(AcquireProgress<'_>) + Send,
+) -> Result<Lock> {
+    let (namespace, key) = (message.namespace.clone(), message.key.clone());
+    // The server ends the wait itself after timeout_ms; the extra retry budget covers
+    // elections and re-attaching before that answer can be heard.
+    let deadline = deadline_after(Duration::from_millis(timeout_ms).saturating_add(router.retry_deadline));
+    let mut attempts = router.attempts(
+        "AcquireLock",
+        CallOptions { deadline, attempt_timeout: router.request_timeout, max_backoff: BACKOFF_CAP },
+    );
+    let mut last_position: Option<QueuePosition> = None;
+    'attach: loop {
+        let (uri, mut client) = match attempts.next() {
+            Ok((uri, channel)) => (uri, LockServiceClient::new(channel)),
+            Err(e) => return Err(e),
+        };
+        // No gRPC timeout on the request: the stream legitimately lives as long as the
+        // wait. Only opening it is bounded.
+        let open_timeout = attempts.attempt_timeout();
+        let opened = tokio::time::timeout(open_timeout, client.acquire_lock(router.request(message.clone()))).await;
+        let mut stream = match opened {
+            Ok(Ok(response)) => response.into_inner(),
+            Ok(Err(status)) => {
+                attempts.failed(status).await?;
+                continue 'attach;
+            }
+            Err(_) => {
+                attempts.failed(attempt_timed_out(&uri, open_timeout)).await?;
+                continue 'attach;
+            }
+        };
+        attempts.succeeded(&uri);
+        loop {
+            let next = match tokio::time::timeout_at(deadline, stream.message()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    return Err(Error::Unavailable {
+                        message: format!(
+                            "no final answer to the acquire of {namespace}/{key} from {uri} \
+                             within the acquire timeout plus the retry deadline; the request \
+                             may still be pending or granted (check the transaction status)"
+                        ),
+                    })
+                }
+            };
+            match next {
+                Ok(Some(response)) => {
+                    if let Some(begun) = &response.begun {
+                        if message.begin.is_some() {
+                            on_progress(AcquireProgress::Begun(begun));
+                            message.transaction_id = begun.transaction_id;
+                            message.begin = None;
+                        }
+                    }
+                    match response.event {
+                        Some(Event::Queued(queued)) => {
+                            attempts.progressed();
+                            let position = QueuePosition::from(queued);
+                            // A re-attached stream repeats the current position first.
+                            if last_position.as_ref() != Some(&position) {
+                                on_progress(AcquireProgress::Queued(&position));
+                                last_position = Some(position);
+                            }
+                        }
+                        Some(Event::Granted(granted)) => return Lock::try_from(granted),
+                        None => {}
+                    }
+                }
+                Ok(None) => {
+                    let status = tonic::Status::unavailable(format!(
+                        "acquire stream from {uri} ended without a grant or a status"
+                    ));
+                    attempts.failed(status).await?;
+                    continue 'attach;
+                }
+                Err(status) => {
+                    debug!(
+                        transaction_id = message.transaction_id,
+                        code = ?status.code(),
+                        message = status.message(),
+                        "acquire stream ended with a status"
+                    );
+                    attempts.failed(status).await?;
+                    continue 'attach;
+                }
+            }
+        }
     }
 }
 

@@ -131,6 +131,13 @@ pub struct Gauges {
     pub leader_id: u64,
     pub commit_index: u64,
     pub applied_index: u64,
+    /// Counters of this node's raft log writes since it started.
+    pub log_append_flushes: u64,
+    pub log_entries_appended: u64,
+    pub log_flush_micros: u64,
+    /// Commands this node proposed, and the raft entries they became (group commit).
+    pub proposed_commands: u64,
+    pub proposed_entries: u64,
 }
 
 impl Gauges {
@@ -145,6 +152,11 @@ impl Gauges {
             // The stored commit index can trail what this node applied from a snapshot.
             commit_index: node.committed_index().max(applied_index),
             applied_index,
+            log_append_flushes: node.log_io.append_flushes.load(Relaxed),
+            log_entries_appended: node.log_io.entries_appended.load(Relaxed),
+            log_flush_micros: node.log_io.flush_micros.load(Relaxed),
+            proposed_commands: node.proposer.stats.commands.load(Relaxed),
+            proposed_entries: node.proposer.stats.entries.load(Relaxed),
             ..Gauges::default()
         };
         let st = node.state.read().expect("state lock");
@@ -297,6 +309,37 @@ fn render_gauges(out: &mut String, g: &Gauges) {
     for (name, help, value) in gauges {
         metric(out, name, help, "gauge", value);
     }
+    // Entries per flush = appended / flushes: how well proposals share an fsync.
+    metric(
+        out,
+        "dls_raft_log_flushes_total",
+        "Flushes (fsyncs) of appended raft entries.",
+        "counter",
+        g.log_append_flushes,
+    );
+    metric(
+        out,
+        "dls_raft_log_entries_total",
+        "Raft entries appended to this node's log.",
+        "counter",
+        g.log_entries_appended,
+    );
+    metric(
+        out,
+        "dls_proposed_commands_total",
+        "Commands this node proposed (as leader).",
+        "counter",
+        g.proposed_commands,
+    );
+    metric(
+        out,
+        "dls_proposed_entries_total",
+        "Raft entries those commands were batched into.",
+        "counter",
+        g.proposed_entries,
+    );
+    header(out, "dls_raft_log_flush_seconds_total", "Time spent flushing appended entries.", "counter");
+    let _ = writeln!(out, "dls_raft_log_flush_seconds_total {}", g.log_flush_micros as f64 / 1e6);
 }
 
 fn header(out: &mut String, name: &str, help: &str, kind: &str) {

@@ -4,18 +4,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use openraft::error::{ClientWriteError, RaftError as OpenRaftError};
+use openraft::error::RaftError as OpenRaftError;
 use openraft::{BasicNode, ServerState, SnapshotPolicy};
 use tokio::sync::{watch, Mutex};
 
 use crate::api::errors::ApiError;
 use crate::lease::Leases;
-use crate::locks::{Command, Effect, LockTable, LogCommand, Outcome};
+use crate::locks::{Command, Effect, LockTable, Outcome};
 use crate::metrics::Metrics;
-use crate::raft::log_store::LogStore;
+use crate::raft::log_store::{LogIoStats, LogStore};
 use crate::raft::network::PeerNetwork;
+use crate::raft::proposer::{Proposer, WriteError};
 use crate::raft::state_machine::{ApplyObserver, SharedState, StateMachine};
 use crate::raft::types::{CheckIsLeaderError, NodeId, Raft};
 use crate::signals::Signals;
@@ -49,6 +50,9 @@ pub struct Node {
     pub leases: Arc<Leases>,
     pub signals: Arc<Signals>,
     pub metrics: Arc<Metrics>,
+    /// Appends and flushes of this node's raft log.
+    pub log_io: Arc<LogIoStats>,
+    pub proposer: Proposer,
     committed: Arc<std::sync::atomic::AtomicU64>,
     /// Bumped whenever events are appended (or the table is replaced): event watchers
     /// and webhook senders wait on it.
@@ -95,10 +99,6 @@ impl ApplyObserver for Observer {
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
-
 impl Node {
     pub async fn start(cfg: NodeConfig) -> anyhow::Result<Arc<Node>> {
         std::fs::create_dir_all(&cfg.data_dir)
@@ -119,6 +119,7 @@ impl Node {
 
         let log_store = LogStore::open(&db)?;
         let committed = log_store.committed_index();
+        let log_io = log_store.io_stats();
         let pristine = log_store.is_pristine()?;
         let state_machine = StateMachine::open(&db, observer)?;
         let state = state_machine.shared();
@@ -148,6 +149,7 @@ impl Node {
             tracing::info!(data_dir = %cfg.data_dir.display(), "restarting from existing data");
         }
 
+        let proposer = Proposer::start(raft.clone(), PROPOSE_TIMEOUT);
         let (leader_tx, is_leader) = watch::channel(false);
         let node = Arc::new(Node {
             id: cfg.id,
@@ -156,6 +158,8 @@ impl Node {
             leases,
             signals,
             metrics,
+            log_io,
+            proposer,
             committed,
             events,
             db,
@@ -198,17 +202,16 @@ impl Node {
         self.is_leader.clone()
     }
 
-    /// Proposes a command through raft and returns its outcome once applied here.
+    /// Proposes a command through raft (batched with concurrent proposals, see
+    /// `raft::proposer`) and returns its outcome once applied here.
     pub async fn propose(&self, cmd: Command) -> Result<Outcome, ApiError> {
-        let entry = LogCommand { now_ms: now_ms(), cmd };
-        match tokio::time::timeout(PROPOSE_TIMEOUT, self.raft.client_write(entry)).await {
-            Err(_) => Err(ApiError::Unavailable(format!(
-                "the cluster did not commit the request within {PROPOSE_TIMEOUT:?}; retry with the same request_id"
-            ))),
-            Ok(Ok(resp)) => Ok(resp.data),
-            Ok(Err(OpenRaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(self.not_leader()),
-            Ok(Err(e)) => Err(ApiError::Unavailable(format!("raft could not commit the request: {e}"))),
-        }
+        self.proposer.propose(cmd).await.map_err(|e| match e {
+            WriteError::NotLeader => self.not_leader(),
+            WriteError::TimedOut(after) => ApiError::Unavailable(format!(
+                "the cluster did not commit the request within {after:?}; retry with the same request_id"
+            )),
+            WriteError::Failed(why) => ApiError::Unavailable(format!("raft could not commit the request: {why}")),
+        })
     }
 
     /// Confirms with a quorum that this node still leads, at most once per window;
@@ -335,7 +338,7 @@ impl Node {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!("raft shutdown: {e}");
         }
-        if let Err(e) = self.db.flush_async().await {
+        if let Err(e) = crate::raft::log_store::flush_db(&self.db).await {
             tracing::warn!("final flush: {e}");
         }
     }

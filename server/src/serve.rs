@@ -60,26 +60,25 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_signal().await;
         let _ = stop_tx.send(true);
     });
+    let dispatcher = Dispatcher::start(node.clone(), hooks);
+
+    let keys = Arc::new(keys);
+    let lock_api =
+        Arc::new(LockApi { node: node.clone(), keys: keys.clone(), policies: Arc::new(args.victim_policies()) });
+    let admin_api = Arc::new(AdminApi { node: node.clone(), keys: keys.clone() });
+    // The HTTP API runs the very same service objects as gRPC.
+    let gateway = Arc::new(http::gateway::Gateway::new(lock_api.clone(), admin_api.clone()));
     let http_server = {
         let (node, stop) = (node.clone(), stop.clone());
         // The HTTP port is for operators: if it fails, locks keep being served.
         tokio::spawn(async move {
-            if let Err(e) = http::serve(http_listener, node, stopped(stop)).await {
+            if let Err(e) = http::serve(http_listener, node, gateway, stopped(stop)).await {
                 tracing::error!("{e:#}");
             }
         })
     };
-    let dispatcher = Dispatcher::start(node.clone(), hooks);
-
-    let keys = Arc::new(keys);
-    let lock_api = LockServiceServer::new(LockApi {
-        node: node.clone(),
-        keys: keys.clone(),
-        policies: Arc::new(args.victim_policies()),
-    })
-    .max_decoding_message_size(MAX_CLIENT_MESSAGE);
-    let admin_api = AdminServiceServer::new(AdminApi { node: node.clone(), keys: keys.clone() })
-        .max_decoding_message_size(MAX_CLIENT_MESSAGE);
+    let lock_api = LockServiceServer::from_arc(lock_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+    let admin_api = AdminServiceServer::from_arc(admin_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
     let raft_api = RaftServiceServer::new(RaftApi { node: node.clone() })
         .max_decoding_message_size(MAX_RAFT_MESSAGE)
         .max_encoding_message_size(MAX_RAFT_MESSAGE);

@@ -172,6 +172,7 @@ async fn an_expired_lease_frees_the_locks_for_the_next_waiter() {
             mode: pb::LockMode::Exclusive as i32,
             timeout_ms: 1000,
             request_id: "s1".into(),
+            begin: None,
         })
         .await
         .unwrap()
@@ -291,6 +292,7 @@ async fn retries_with_the_same_request_id_get_the_first_answer() {
         mode: pb::LockMode::Exclusive as i32,
         timeout_ms: 1000,
         request_id: "acq-1".into(),
+        begin: None,
     };
     let mut tokens = Vec::new();
     for _ in 0..3 {

@@ -29,7 +29,7 @@ use tokio::sync::watch;
 const NS: &str = "chaos";
 /// Grants the linearizability search may try per key before calling the key inconclusive.
 const LIN_BUDGET: u64 = 200_000;
-const ALL_FAULTS: &str = "kill-leader,kill-follower,pause-node,pause-client,partition-leader,partition-split,one-way,latency,restart-all,crash-after-write";
+const ALL_FAULTS: &str = "kill-leader,kill-follower,pause-node,pause-client,pause-queued,partition-client,partition-leader,partition-split,one-way,latency,restart-all,crash-after-write";
 /// Faults only injected when asked for by name.
 const OPT_FAULTS: &str = "clock-jump";
 /// Where Debian's `faketime` package puts the thread-safe preload library.
@@ -61,7 +61,7 @@ struct Args {
     #[arg(long, env = "DLS_BIN")]
     dls: PathBuf,
     /// Comma-separated faults to inject, from: kill-leader, kill-follower, pause-node,
-    /// pause-client, partition-leader, partition-split, one-way, latency, restart-all,
+    /// pause-client, pause-queued, partition-client, partition-leader, partition-split, one-way, latency, restart-all,
     /// crash-after-write (default: all of these, also spelt "all"), clock-jump (only when
     /// named, e.g. "all,clock-jump": needs libfaketime; every node then runs under it), or
     /// "none".
@@ -85,14 +85,20 @@ struct Node {
     paused: bool,
     /// libfaketime's offset file for this node (when the cluster runs under faketime).
     clock_file: PathBuf,
-    /// Seconds this node's clocks (wall and monotonic) have been jumped forward in total.
-    clock_offset_s: u64,
+    /// Seconds this node's faked clocks are off in total (negative: behind).
+    clock_offset_s: i64,
+    /// Under faketime, only CLOCK_REALTIME is faked on this node (even ids): its wall clock
+    /// jumps backwards. Odd ids have every clock faked, CLOCK_MONOTONIC included, and only
+    /// jump forwards (a monotonic clock never goes back).
+    wall_only: bool,
 }
 
 struct Cluster {
     dls: PathBuf,
     nodes: Vec<Node>,
     peers: String,
+    /// The proxy in front of each node (the nodes' membership addresses).
+    proxies: Vec<String>,
     links: Arc<Links>,
     _stop_proxies: watch::Sender<bool>,
     /// The libfaketime preload library, when nodes run under it (clock-jump).
@@ -121,6 +127,9 @@ impl Cluster {
         let (stop_tx, stop) = watch::channel(false);
         let mut nodes = Vec::new();
         let mut peers = Vec::new();
+        let mut proxies = Vec::new();
+        // The harness's own clients may reach a proxy by a leader redirect: known, never cut.
+        links.set_pid(std::process::id(), proxy::HARNESS);
         for (i, p) in ports.chunks(3).enumerate() {
             let id = i as u64 + 1;
             let addr: SocketAddr = format!("127.0.0.1:{}", p[0]).parse()?;
@@ -128,6 +137,7 @@ impl Cluster {
             let listener = tokio::net::TcpListener::bind(&proxy_addr).await?;
             tokio::spawn(proxy::run(listener, addr, id, links.clone(), stop.clone()));
             peers.push(format!("{id}={proxy_addr}"));
+            proxies.push(proxy_addr.clone());
             nodes.push(Node {
                 id,
                 addr,
@@ -138,9 +148,10 @@ impl Cluster {
                 paused: false,
                 clock_file: dir.join(format!("node-{id}.faketime")),
                 clock_offset_s: 0,
+                wall_only: id.is_multiple_of(2),
             });
         }
-        let mut c = Cluster { dls, nodes, peers: peers.join(","), links, _stop_proxies: stop_tx, faketime };
+        let mut c = Cluster { dls, nodes, peers: peers.join(","), proxies, links, _stop_proxies: stop_tx, faketime };
         for id in 1..=n as u64 {
             c.spawn(id)?;
         }
@@ -163,12 +174,15 @@ impl Cluster {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&n.log)?;
         let mut cmd = Command::new(&dls);
         if let Some(lib) = faketime {
-            // Relative offset, re-read at most once a second: writing a larger one jumps the
-            // node's clocks (CLOCK_MONOTONIC included) forward while it runs.
-            std::fs::write(&n.clock_file, format!("+{}s\n", n.clock_offset_s))?;
+            // Relative offset, re-read at most once a second: writing another one jumps the
+            // node's faked clocks while it runs.
+            std::fs::write(&n.clock_file, format!("{:+}s\n", n.clock_offset_s))?;
             cmd.env("LD_PRELOAD", lib)
                 .env("FAKETIME_TIMESTAMP_FILE", &n.clock_file)
                 .env("FAKETIME_CACHE_DURATION", "1");
+            if n.wall_only {
+                cmd.env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+            }
         }
         let child = cmd
             .arg("serve")
@@ -214,6 +228,12 @@ impl Cluster {
 
     fn endpoints(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.addr.to_string()).collect()
+    }
+
+    /// The proxies' addresses: a client configured with these passes every proxy, so the
+    /// harness can cut it off.
+    fn proxy_endpoints(&self) -> Vec<String> {
+        self.proxies.clone()
     }
 
     /// The leader as seen by the running nodes: the highest term's leader.
@@ -401,19 +421,31 @@ async fn worker(p: u64, client: DlsClient, ctx: Arc<Ctx>, seed: u64) {
     }
 }
 
-/// The stalled client, run as a subprocess so that SIGSTOP freezes its heartbeat too:
-/// takes `key` exclusively, says GRANT, waits for a line on stdin, says WRITE (the parent
-/// applies the write to the register), then commits and says how that went.
+/// The stalled client, run as a subprocess so that SIGSTOP freezes its heartbeat too.
+/// Says BEGIN and WAITING, asks for `key` exclusively (waiting up to 30 s: queued behind a
+/// holder in `queue` mode), says GRANT or NOGRANT, waits for a line on stdin, says WRITE
+/// (the parent applies the write to the register) or NOWRITE, waits for another line, then
+/// commits and says how that went.
 async fn stall_client(endpoints: &str, key: &str, lease_ms: u64) -> anyhow::Result<()> {
     let client = DlsClient::connect(client_config(endpoints.split(',').map(String::from).collect())).await?;
     let tx = client.begin_transaction(TransactionOptions::default().with_timeout_ms(lease_ms)).await?;
-    let lock = tx.acquire_lock(NS, key, LockMode::Exclusive, AcquireOptions::default().with_timeout_ms(10_000)).await?;
-    println!("GRANT {} {}", tx.id(), lock.fencing_token);
+    println!("BEGIN {}", tx.id());
+    println!("WAITING");
+    std::io::stdout().flush()?;
+    let granted =
+        tx.acquire_lock(NS, key, LockMode::Exclusive, AcquireOptions::default().with_timeout_ms(30_000)).await;
+    match &granted {
+        Ok(lock) => println!("GRANT {} {}", tx.id(), lock.fencing_token),
+        Err(e) => println!("NOGRANT {} {}", if classify(e) == Outcome::Fail { "fail" } else { "unknown" }, e.code()),
+    }
     std::io::stdout().flush()?;
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line)?;
-    // Woken from the pause: a naive holder writes at once with the token it has.
-    println!("WRITE {} {}", tx.id(), lock.fencing_token);
+    // Woken (or healed): a naive holder writes at once with the token it has.
+    match &granted {
+        Ok(lock) => println!("WRITE {} {}", tx.id(), lock.fencing_token),
+        Err(_) => println!("NOWRITE"),
+    }
     std::io::stdout().flush()?;
     line.clear();
     std::io::stdin().lock().read_line(&mut line)?;
@@ -425,9 +457,17 @@ async fn stall_client(endpoints: &str, key: &str, lease_ms: u64) -> anyhow::Resu
     Ok(())
 }
 
+/// A client whose lease must run out: the time from its stop (or cut) to the next grant of
+/// its key to anyone else.
 struct Stall {
+    kind: &'static str,
     key: String,
+    txn: u64,
     stopped_us: u64,
+    /// The harness's own request for the key after the stop, when it made one: its grant
+    /// (clients queued ahead of it may be granted earlier, while the stalled one is in line
+    /// behind them; the probe's grant is when the stalled client stopped blocking).
+    probe_granted_us: Option<u64>,
 }
 
 struct Figures {
@@ -435,90 +475,447 @@ struct Figures {
     leader_kills_us: Vec<u64>,
     stalls: Vec<Stall>,
     extra_violations: Vec<Violation>,
+    /// Next history process id for the harness's own clients and subprocesses.
+    next_process: u64,
+}
+
+impl Figures {
+    fn process(&mut self) -> u64 {
+        self.next_process += 1;
+        self.next_process - 1
+    }
 }
 
 fn log(h: &History, msg: impl AsRef<str>) {
     println!("[{:7.1}s] {}", h.now_us() as f64 / 1e6, msg.as_ref());
 }
 
+/// A stall client subprocess and its line protocol.
+struct StallChild {
+    child: tokio::process::Child,
+    out: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    stdin: tokio::process::ChildStdin,
+    pid: u32,
+    links: Arc<Links>,
+}
+
+impl Drop for StallChild {
+    fn drop(&mut self) {
+        self.links.forget_pid(self.pid);
+    }
+}
+
+impl StallChild {
+    /// Starts one as history process `p`; its pid is registered with the proxies as `p`, so
+    /// its connections (direct ones that follow a leader redirect to a proxy too) are
+    /// identified.
+    fn spawn(c: &Cluster, endpoints: &[String], key: &str, lease_ms: u64, p: u64) -> anyhow::Result<StallChild> {
+        let exe = std::env::current_exe()?;
+        let mut child = tokio::process::Command::new(exe)
+            .args(["stall-client", &endpoints.join(","), key, &lease_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let out = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let stdin = child.stdin.take().expect("stdin");
+        let pid = child.id().unwrap_or(0);
+        c.links.set_pid(pid, p);
+        Ok(StallChild { child, out, stdin, pid, links: c.links.clone() })
+    }
+
+    async fn line(&mut self, within: Duration) -> Option<String> {
+        match tokio::time::timeout(within, self.out.next_line()).await {
+            Ok(Ok(Some(l))) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// Waits for `BEGIN txn`; pushes the Begin.
+    async fn begun(&mut self, h: &History, p: u64) -> Option<u64> {
+        let t = h.now_us();
+        let line = self.line(Duration::from_secs(15)).await?;
+        let txn = line.strip_prefix("BEGIN ")?.parse().ok()?;
+        h.push(Op { invoke_us: t, complete_us: h.now_us(), ..Op::new(p, OpKind::Begin, txn) });
+        self.line(Duration::from_secs(5)).await.filter(|l| l == "WAITING")?;
+        Some(txn)
+    }
+
+    /// Reads the answer to the acquire invoked at `invoke_us`; pushes it and returns it.
+    async fn acquired(&mut self, h: &History, p: u64, txn: u64, key: &str, invoke_us: u64, within: Duration) -> Op {
+        let line = self.line(within).await.unwrap_or_default();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let base = Op {
+            key: key.to_string(),
+            mode: Some(Mode::Exclusive),
+            invoke_us,
+            complete_us: h.now_us(),
+            ..Op::new(p, OpKind::Acquire, txn)
+        };
+        let op = match f[..] {
+            ["GRANT", _, token] => Op { token: token.parse().unwrap_or(0), ..base },
+            ["NOGRANT", "fail", code] => Op { outcome: Outcome::Fail, error: code.into(), ..base },
+            _ => Op { outcome: Outcome::Unknown, error: format!("said {line:?}"), ..base },
+        };
+        h.push(op.clone());
+        op
+    }
+
+    /// Lets it go on: it writes with the token it has (applied to the register here), then
+    /// commits. Returns the write's outcome (None: no write) and the commit op.
+    async fn write_and_commit(
+        &mut self,
+        ctx: &Ctx,
+        acq: &Op,
+        p: u64,
+        what: &str,
+    ) -> anyhow::Result<(Option<Outcome>, Op)> {
+        let h = &ctx.history;
+        self.stdin.write_all(b"go\n").await?;
+        let mut wrote = None;
+        if let Some(line) = self.line(Duration::from_secs(10)).await {
+            if line.starts_with("WRITE") {
+                let t = h.now_us();
+                let (outcome, observed) = match ctx.register.write(&acq.key, acq.token, p) {
+                    Ok(prev) => (Outcome::Ok, prev),
+                    Err(last) => (Outcome::Fail, last),
+                };
+                h.push(Op { kind: OpKind::Write, observed, outcome, invoke_us: t, complete_us: t, ..acq.clone() });
+                wrote = Some(outcome);
+                log(
+                    h,
+                    format!(
+                        "  {what}: wrote with token {}: {}",
+                        acq.token,
+                        if outcome == Outcome::Ok {
+                            "accepted".to_string()
+                        } else {
+                            format!("rejected (register at {observed})")
+                        }
+                    ),
+                );
+            }
+        }
+        let t = h.now_us();
+        self.stdin.write_all(b"go\n").await?;
+        let line = self.line(Duration::from_secs(30)).await;
+        let (outcome, error) = match line {
+            Some(l) if l == "COMMIT ok" => (Outcome::Ok, String::new()),
+            Some(l) if l.starts_with("COMMIT fail") => (Outcome::Fail, l[12..].to_string()),
+            Some(l) => (Outcome::Unknown, l),
+            None => (Outcome::Unknown, "no answer".into()),
+        };
+        log(h, format!("  {what}: its commit: {outcome:?} {error}"));
+        let op = Op { outcome, error, invoke_us: t, complete_us: h.now_us(), ..Op::new(p, OpKind::Commit, acq.txn) };
+        h.push(op.clone());
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        Ok((wrote, op))
+    }
+}
+
+/// The harness's own in-process transaction on `key` (recorded under process `p`): begin,
+/// acquire exclusively within `wait`. Returns the transaction and its grant.
+async fn harness_acquire(
+    client: &DlsClient,
+    ctx: &Ctx,
+    p: u64,
+    key: &str,
+    wait: Duration,
+) -> Option<(caerus_core::Transaction, Op)> {
+    let h = &ctx.history;
+    let t = h.now_us();
+    let tx = match client.begin_transaction(TransactionOptions::default().with_timeout_ms(ctx.lease_ms)).await {
+        Ok(tx) => tx,
+        Err(e) => {
+            h.push(Op {
+                invoke_us: t,
+                complete_us: h.now_us(),
+                outcome: classify(&e),
+                error: e.code().into(),
+                ..Op::new(p, OpKind::Begin, 0)
+            });
+            return None;
+        }
+    };
+    h.push(Op { invoke_us: t, complete_us: h.now_us(), ..Op::new(p, OpKind::Begin, tx.id()) });
+    let t = h.now_us();
+    let r = tx
+        .acquire_lock(NS, key, LockMode::Exclusive, AcquireOptions::default().with_timeout_ms(wait.as_millis() as u64))
+        .await;
+    let base = Op {
+        key: key.to_string(),
+        mode: Some(Mode::Exclusive),
+        invoke_us: t,
+        complete_us: h.now_us(),
+        ..Op::new(p, OpKind::Acquire, tx.id())
+    };
+    match r {
+        Ok(lock) => {
+            let op = Op { token: lock.fencing_token, ..base };
+            h.push(op.clone());
+            Some((tx, op))
+        }
+        Err(e) => {
+            h.push(Op { outcome: classify(&e), error: e.code().into(), ..base });
+            let t = h.now_us();
+            let r = tx.abort().await;
+            h.push(Op {
+                outcome: r.as_ref().map_or_else(classify, |_| Outcome::Ok),
+                error: r.err().map(|e| e.code().to_string()).unwrap_or_default(),
+                invoke_us: t,
+                complete_us: h.now_us(),
+                ..Op::new(p, OpKind::Abort, tx.id())
+            });
+            None
+        }
+    }
+}
+
+/// Writes to the register with the harness transaction's token, then commits it.
+/// Returns whether the write was accepted.
+async fn harness_write_commit(ctx: &Ctx, tx: caerus_core::Transaction, acq: &Op, p: u64) -> bool {
+    let h = &ctx.history;
+    let t = h.now_us();
+    let (outcome, observed) = match ctx.register.write(&acq.key, acq.token, p) {
+        Ok(prev) => (Outcome::Ok, prev),
+        Err(last) => (Outcome::Fail, last),
+    };
+    h.push(Op { kind: OpKind::Write, observed, outcome, invoke_us: t, complete_us: t, ..acq.clone() });
+    let t = h.now_us();
+    let r = tx.commit().await;
+    h.push(Op {
+        outcome: r.as_ref().map_or_else(classify, |_| Outcome::Ok),
+        error: r.err().map(|e| e.code().to_string()).unwrap_or_default(),
+        invoke_us: t,
+        complete_us: h.now_us(),
+        ..Op::new(p, OpKind::Commit, acq.txn)
+    });
+    outcome == Outcome::Ok
+}
+
+/// pause-client: a holder is SIGSTOPped past its lease, woken, writes with its old token.
 async fn pause_client(c: &Cluster, ctx: &Ctx, rng: &mut StdRng, figs: &mut Figures) -> anyhow::Result<()> {
     let h = &ctx.history;
     let key = key_name(rng.gen_range(0..ctx.keys));
-    let p = 1000 + figs.stalls.len() as u64;
-    let exe = std::env::current_exe()?;
-    let mut child = tokio::process::Command::new(exe)
-        .args(["stall-client", &c.endpoints().join(","), &key, &ctx.lease_ms.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let mut out = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut stdin = child.stdin.take().expect("stdin");
-    let t = h.now_us();
-    let grant = tokio::time::timeout(Duration::from_secs(15), out.next_line()).await;
-    let Ok(Ok(Some(line))) = grant else {
-        log(h, "  pause-client: no grant within 15 s, skipped");
+    let p = figs.process();
+    let mut child = StallChild::spawn(c, &c.endpoints(), &key, ctx.lease_ms, p)?;
+    let Some(txn) = child.begun(h, p).await else {
+        log(h, "  pause-client: the client did not begin within 15 s, skipped");
         return Ok(());
     };
-    let f: Vec<&str> = line.split_whitespace().collect();
-    if f.len() != 3 || f[0] != "GRANT" {
-        bail!("stall client said {line:?}");
+    let acq = child.acquired(h, p, txn, &key, h.now_us(), Duration::from_secs(15)).await;
+    if acq.outcome != Outcome::Ok {
+        log(h, format!("  pause-client: no grant ({}), skipped", acq.error));
+        let _ = child.write_and_commit(ctx, &acq, p, "pause-client").await?;
+        return Ok(());
     }
-    let (txn, token): (u64, u64) = (f[1].parse()?, f[2].parse()?);
-    let now = h.now_us();
-    h.push(Op { invoke_us: t, complete_us: now, ..Op::new(p, OpKind::Begin, txn) });
-    let acq = Op {
-        key: key.clone(),
-        mode: Some(Mode::Exclusive),
-        token,
-        invoke_us: t,
-        complete_us: now,
-        ..Op::new(p, OpKind::Acquire, txn)
-    };
-    h.push(acq.clone());
-    let pid = child.id().unwrap_or(0);
-    signal(pid, "STOP");
+    signal(child.pid, "STOP");
     let stopped_us = h.now_us();
     let pause = Duration::from_millis(ctx.lease_ms * 2 + 1000);
-    log(h, format!("  pause-client: txn {txn} holds {key} with token {token}; SIGSTOP for {} ms", pause.as_millis()));
+    log(
+        h,
+        format!("  pause-client: txn {txn} holds {key} with token {}; SIGSTOP for {} ms", acq.token, pause.as_millis()),
+    );
     tokio::time::sleep(pause).await;
-    signal(pid, "CONT");
-    figs.stalls.push(Stall { key: key.clone(), stopped_us });
-    stdin.write_all(b"go\n").await?;
-    if let Ok(Ok(Some(line))) = tokio::time::timeout(Duration::from_secs(10), out.next_line()).await {
-        if line.starts_with("WRITE") {
-            let t = h.now_us();
-            let (outcome, observed) = match ctx.register.write(&key, token, p) {
-                Ok(prev) => (Outcome::Ok, prev),
-                Err(last) => (Outcome::Fail, last),
-            };
-            h.push(Op { kind: OpKind::Write, observed, outcome, invoke_us: t, complete_us: t, ..acq.clone() });
+    signal(child.pid, "CONT");
+    figs.stalls.push(Stall { kind: "SIGSTOP of a holder", key: key.clone(), txn, stopped_us, probe_granted_us: None });
+    child.write_and_commit(ctx, &acq, p, "pause-client").await?;
+    Ok(())
+}
+
+/// pause-queued: a client queued behind a holder is SIGSTOPped past its lease; the holder
+/// leaves, and the harness's next request for the key must be granted within a lease plus
+/// an election of the stop — the frozen waiter must not keep (or be handed) the lock.
+async fn pause_queued(c: &Cluster, ctx: &Ctx, rng: &mut StdRng, figs: &mut Figures) -> anyhow::Result<()> {
+    let h = &ctx.history;
+    let key = key_name(rng.gen_range(0..ctx.keys));
+    let client = DlsClient::connect(client_config(c.endpoints())).await?;
+    let pb = figs.process();
+    let Some((blocker, bacq)) = harness_acquire(&client, ctx, pb, &key, Duration::from_secs(10)).await else {
+        log(h, "  pause-queued: the blocker got no grant, skipped");
+        return Ok(());
+    };
+    let p = figs.process();
+    let mut child = match StallChild::spawn(c, &c.endpoints(), &key, ctx.lease_ms, p) {
+        Ok(child) => child,
+        Err(e) => {
+            // End the blocker's transaction, or the terminal checker would count it unended.
+            harness_write_commit(ctx, blocker, &bacq, pb).await;
+            return Err(e);
+        }
+    };
+    let Some(txn) = child.begun(h, p).await else {
+        harness_write_commit(ctx, blocker, &bacq, pb).await;
+        log(h, "  pause-queued: the client did not begin within 15 s, skipped");
+        return Ok(());
+    };
+    let invoke_us = h.now_us();
+    // Wait until the server has queued it (else it would be paused before asking).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut queued = false;
+    while !queued && Instant::now() < deadline {
+        if let Ok(keys) = client.list_locks(NS).await {
+            queued = keys.iter().any(|k| k.key == key && k.waiters.iter().any(|w| w.transaction_id == txn));
+        }
+        if !queued {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    signal(child.pid, "STOP");
+    let stopped_us = h.now_us();
+    log(
+        h,
+        format!(
+            "  pause-queued: txn {txn} {} behind txn {} on {key}; SIGSTOP, the holder commits",
+            if queued { "queued" } else { "not seen queued" },
+            bacq.txn
+        ),
+    );
+    harness_write_commit(ctx, blocker, &bacq, pb).await;
+    let pp = figs.process();
+    let bound = Duration::from_millis(ctx.lease_ms) + Duration::from_secs(10);
+    let mut probe_granted_us = None;
+    match harness_acquire(&client, ctx, pp, &key, bound).await {
+        Some((tx, acq)) => {
+            probe_granted_us = Some(acq.complete_us);
             log(
                 h,
                 format!(
-                    "  pause-client: woken holder wrote with token {token}: {}",
-                    if outcome == Outcome::Ok {
-                        "accepted".to_string()
-                    } else {
-                        format!("rejected (register at {observed})")
-                    }
+                    "  pause-queued: next grant of {key} {} ms after the SIGSTOP",
+                    (acq.complete_us - stopped_us) / 1000
                 ),
             );
+            harness_write_commit(ctx, tx, &acq, pp).await;
         }
+        None => figs.extra_violations.push(Violation {
+            checker: "terminal",
+            message: format!(
+                "key {key}: a SIGSTOPped waiter (txn {txn}) blocked it for more than {} ms",
+                bound.as_millis()
+            ),
+        }),
     }
-    let t = h.now_us();
-    stdin.write_all(b"go\n").await?;
-    let line = tokio::time::timeout(Duration::from_secs(30), out.next_line()).await;
-    let (outcome, error) = match line {
-        Ok(Ok(Some(l))) if l == "COMMIT ok" => (Outcome::Ok, String::new()),
-        Ok(Ok(Some(l))) if l.starts_with("COMMIT fail") => (Outcome::Fail, l[12..].to_string()),
-        Ok(Ok(Some(l))) => (Outcome::Unknown, l),
-        _ => (Outcome::Unknown, "no answer".into()),
+    if queued {
+        figs.stalls.push(Stall {
+            kind: "SIGSTOP of a queued waiter",
+            key: key.clone(),
+            txn,
+            stopped_us,
+            probe_granted_us,
+        });
+    }
+    let rest =
+        Duration::from_millis(ctx.lease_ms * 2 + 1000).saturating_sub(Duration::from_micros(h.now_us() - stopped_us));
+    tokio::time::sleep(rest).await;
+    signal(child.pid, "CONT");
+    let acq = child.acquired(h, p, txn, &key, invoke_us, Duration::from_secs(15)).await;
+    log(h, format!("  pause-queued: woken, its acquire: {:?} {} token {}", acq.outcome, acq.error, acq.token));
+    child.write_and_commit(ctx, &acq, p, "pause-queued").await?;
+    Ok(())
+}
+
+/// partition-client: a holder that reaches the cluster only through the proxies is cut
+/// off from every node past its lease (its heartbeats fail; it is not paused), then
+/// healed. Meanwhile the harness takes the key and writes with the next token. The cut
+/// client's late write with its old token must be rejected and its commit must fail: it
+/// must learn that its transaction was lost.
+async fn partition_client(c: &Cluster, ctx: &Ctx, rng: &mut StdRng, figs: &mut Figures) -> anyhow::Result<()> {
+    let key = key_name(rng.gen_range(0..ctx.keys));
+    let p = figs.process();
+    // Its connections through the proxies are told apart by its pid.
+    let mut child = StallChild::spawn(c, &c.proxy_endpoints(), &key, ctx.lease_ms, p)?;
+    partition_client_run(c, ctx, figs, &key, p, &mut child).await
+}
+
+async fn partition_client_run(
+    c: &Cluster,
+    ctx: &Ctx,
+    figs: &mut Figures,
+    key: &str,
+    p: u64,
+    child: &mut StallChild,
+) -> anyhow::Result<()> {
+    let h = &ctx.history;
+    let Some(txn) = child.begun(h, p).await else {
+        log(h, "  partition-client: the client did not begin within 15 s, skipped");
+        return Ok(());
     };
-    log(h, format!("  pause-client: its commit: {outcome:?} {error}"));
-    h.push(Op { outcome, error, invoke_us: t, complete_us: h.now_us(), ..Op::new(p, OpKind::Commit, txn) });
-    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    let acq = child.acquired(h, p, txn, key, h.now_us(), Duration::from_secs(15)).await;
+    if acq.outcome != Outcome::Ok {
+        log(h, format!("  partition-client: no grant ({}), skipped", acq.error));
+        child.write_and_commit(ctx, &acq, p, "partition-client").await?;
+        return Ok(());
+    }
+    for n in c.ids() {
+        c.links.block(p, n);
+    }
+    let cut_us = h.now_us();
+    let cut = Duration::from_millis(ctx.lease_ms * 2 + 1000);
+    log(
+        h,
+        format!(
+            "  partition-client: txn {txn} holds {key} with token {}; cut from every node for {} ms",
+            acq.token,
+            cut.as_millis()
+        ),
+    );
+    figs.stalls.push(Stall {
+        kind: "client cut off holding",
+        key: key.to_string(),
+        txn,
+        stopped_us: cut_us,
+        probe_granted_us: None,
+    });
+    let client = DlsClient::connect(client_config(c.endpoints())).await?;
+    let pp = figs.process();
+    let bound = Duration::from_millis(ctx.lease_ms) + Duration::from_secs(10);
+    let mut fenced_by = None;
+    match harness_acquire(&client, ctx, pp, key, bound).await {
+        Some((tx, nacq)) => {
+            log(
+                h,
+                format!(
+                    "  partition-client: next grant of {key} {} ms after the cut, token {}",
+                    (nacq.complete_us - cut_us) / 1000,
+                    nacq.token
+                ),
+            );
+            if harness_write_commit(ctx, tx, &nacq, pp).await {
+                fenced_by = Some(nacq.token);
+            }
+        }
+        None => figs.extra_violations.push(Violation {
+            checker: "terminal",
+            message: format!(
+                "key {key}: a client cut off while holding it (txn {txn}) blocked it for more than {} ms",
+                bound.as_millis()
+            ),
+        }),
+    }
+    let rest = cut.saturating_sub(Duration::from_micros(h.now_us() - cut_us));
+    tokio::time::sleep(rest).await;
+    c.links.heal();
+    log(h, "  partition-client: healed");
+    let (wrote, commit) = child.write_and_commit(ctx, &acq, p, "partition-client").await?;
+    if let (Some(Outcome::Ok), Some(t)) = (wrote, fenced_by) {
+        figs.extra_violations.push(Violation {
+            checker: "fenced-register",
+            message: format!(
+                "key {key}: cut-off txn {txn}'s late write with token {} accepted after token {t} was written",
+                acq.token
+            ),
+        });
+    }
+    if commit.outcome != Outcome::Fail {
+        figs.extra_violations.push(Violation {
+            checker: "terminal",
+            message: format!(
+                "txn {txn} was cut off past its lease and healed, yet its commit was {:?} {} (not lost)",
+                commit.outcome, commit.error
+            ),
+        });
+    }
     Ok(())
 }
 
@@ -581,6 +978,8 @@ async fn inject(
             c.pause(n, false);
         }
         "pause-client" => pause_client(c, ctx, rng, figs).await?,
+        "pause-queued" => pause_queued(c, ctx, rng, figs).await?,
+        "partition-client" => partition_client(c, ctx, rng, figs).await?,
         "partition-leader" => {
             let Some(l) = leader else { return skip(h, "partition-leader: no leader, skipped") };
             log(h, format!("partition-leader: isolate node {l} for {} ms", hold.as_millis()));
@@ -617,23 +1016,38 @@ async fn inject(
             if c.faketime.is_none() {
                 return skip(h, "clock-jump: nodes are not under faketime, skipped");
             }
+            // Half the time a wall-clock-only node's CLOCK_REALTIME steps back (an NTP step);
+            // else a fully faked node's clocks, CLOCK_MONOTONIC included, jump forward.
+            let back = rng.gen_bool(0.5);
+            let class: Vec<u64> = c.nodes.iter().filter(|n| n.wall_only == back).map(|n| n.id).collect();
             let n = match leader {
-                Some(l) if rng.gen_bool(0.5) => l,
-                _ => *c.ids().choose(rng).expect("nodes"),
+                Some(l) if class.contains(&l) && rng.gen_bool(0.5) => l,
+                _ => *class.choose(rng).expect("nodes of both classes"),
             };
-            let jump = rng.gen_range(3..9u64);
+            let jump = rng.gen_range(3..9i64);
             let node = c.node(n);
-            node.clock_offset_s += jump;
-            std::fs::write(&node.clock_file, format!("+{}s\n", node.clock_offset_s))?;
+            node.clock_offset_s += if back { -jump } else { jump };
+            std::fs::write(&node.clock_file, format!("{:+}s\n", node.clock_offset_s))?;
+            *figs
+                .faults
+                .entry(if back { "clock-jump (wall back)" } else { "clock-jump (all forward)" })
+                .or_default() += 1;
             log(
                 h,
                 format!(
-                    "clock-jump: node {n}{}'s clocks jump {jump} s forward (within 1 s), watch for {} ms",
+                    "clock-jump: node {n}{}'s {} (within 1 s; now {:+} s), watch for {} ms",
                     if Some(n) == leader { " (leader)" } else { "" },
+                    if back {
+                        format!("wall clock steps {jump} s back")
+                    } else {
+                        format!("clocks (monotonic too) jump {jump} s forward")
+                    },
+                    node.clock_offset_s,
                     hold.as_millis()
                 ),
             );
             tokio::time::sleep(hold).await;
+            return Ok(());
         }
         "restart-all" => {
             log(h, "restart-all: SIGKILL every node, restart all");
@@ -738,8 +1152,13 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         let client = DlsClient::connect(client_config(cluster.endpoints())).await?;
         workers.push(tokio::spawn(worker(p, client, ctx.clone(), seed.wrapping_mul(1000).wrapping_add(p))));
     }
-    let mut figs =
-        Figures { faults: HashMap::new(), leader_kills_us: vec![], stalls: vec![], extra_violations: vec![] };
+    let mut figs = Figures {
+        faults: HashMap::new(),
+        leader_kills_us: vec![],
+        stalls: vec![],
+        extra_violations: vec![],
+        next_process: 1000,
+    };
     let end = Instant::now() + Duration::from_secs(args.duration);
     let ticks = Arc::new(AtomicU64::new(0));
     let mut order: Vec<&'static str> = Vec::new();
@@ -813,8 +1232,8 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let lin = linearizable::check(&ops, LIN_BUDGET);
     violations.extend(lin.violations.iter().cloned());
     violations.append(&mut figs.extra_violations);
-    // Lease expiry of a stopped client to the next grant of its key.
-    let mut expiry_to_grant = Vec::new();
+    // A stopped (or cut-off) client's stop to the next grant of its key to anyone else.
+    let mut expiry_to_grant: Vec<(&'static str, Vec<u64>)> = Vec::new();
     for s in &figs.stalls {
         let expiry = s.stopped_us;
         let next = ops
@@ -824,18 +1243,23 @@ async fn run(args: Args) -> anyhow::Result<bool> {
                     && o.outcome == Outcome::Ok
                     && o.key == s.key
                     && o.complete_us > s.stopped_us
-                    && o.process < 1000
+                    && o.txn != s.txn
             })
             .map(|o| o.complete_us)
             .min();
-        if let Some(g) = next {
-            expiry_to_grant.push(g.saturating_sub(expiry));
+        if let Some(g) = s.probe_granted_us.or(next) {
+            match expiry_to_grant.iter_mut().find(|(k, _)| *k == s.kind) {
+                Some((_, v)) => v.push(g.saturating_sub(expiry)),
+                None => expiry_to_grant.push((s.kind, vec![g.saturating_sub(expiry)])),
+            }
             if g > expiry + args.lease_ms * 1000 + 10_000_000 {
                 violations.push(Violation {
                     checker: "terminal",
                     message: format!(
-                        "key {}: stopped client's lock next granted {} ms after SIGSTOP",
+                        "key {}: {} (txn {}): next granted {} ms after",
                         s.key,
+                        s.kind,
+                        s.txn,
                         (g - expiry) / 1000
                     ),
                 });
@@ -871,17 +1295,23 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         "unavailability after a leader kill (to the next grant): {}",
         summary_ms(&unavailability(&ops, &figs.leader_kills_us))
     );
-    println!(
-        "SIGSTOP of a holder to the next grant of its key (lease {} ms, heartbeat every third): {}",
-        args.lease_ms,
-        summary_ms(&expiry_to_grant)
-    );
+    expiry_to_grant.sort_by_key(|(k, _)| *k);
+    for (kind, v) in &expiry_to_grant {
+        println!(
+            "{kind} to the next grant of its key (lease {} ms, heartbeat every third): {}",
+            args.lease_ms,
+            summary_ms(v)
+        );
+    }
     println!("{}", lin_summary(&lin));
     println!(
-        "proxy: node connections accepted {}, accept to forwarding {}; other connections {}",
+        "proxy: node connections accepted {}, accept to forwarding {}; client connections {}; unidentified {} (closed before the scan {}, cut while a link into their node was blocked {})",
         cluster.links.setup_times().len(),
         summary_ms(&cluster.links.setup_times()),
-        cluster.links.unknown_diallers()
+        cluster.links.client_connections(),
+        cluster.links.unknown_diallers(),
+        cluster.links.unknown_gone(),
+        cluster.links.unknown_cut()
     );
     println!("history: {}", path.display());
     println!("violations: {}", violations.len());

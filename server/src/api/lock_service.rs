@@ -17,7 +17,7 @@ use super::auth::{KeyRing, Principal};
 use super::errors::ApiError;
 use super::{convert, validate};
 use crate::config::VictimPolicies;
-use crate::locks::{AcquireStatus, Command, Event, EventKind, Outcome, TxnId, TxnState};
+use crate::locks::{AcquireRequest, AcquireStatus, Begin, Command, Event, EventKind, Outcome, TxnId, TxnState};
 use crate::node::Node;
 
 pub struct LockApi {
@@ -169,23 +169,102 @@ impl LockApi {
     fn prepare_acquire(&self, req: Request<pb::AcquireLockRequest>) -> ApiResult<AcquireCall> {
         let who = self.principal(&req)?;
         let r = req.into_inner();
-        let txn = validate::txn_id(r.transaction_id)?;
+        // One-shot start: `begin` instead of a transaction id.
+        let begin = match (r.transaction_id, r.begin) {
+            (0, Some(b)) => Some(Begin {
+                lease_ms: validate::lease_ms(b.timeout_ms)?,
+                name: validate::txn_name(&b.name).map(|()| b.name)?,
+                request_id: validate::request_id(&b.request_id)?,
+                priority: b.priority,
+                owner: who.name.clone(),
+            }),
+            (_, Some(_)) => {
+                return Err(ApiError::InvalidArgument(
+                    "set either transaction_id (an existing transaction) or begin (start one), not both".into(),
+                ))
+            }
+            (txn, None) => {
+                validate::txn_id(txn)?;
+                None
+            }
+        };
         let lock = validate::lock_key(&r.namespace, &r.key)?;
         who.check_namespace(&lock.namespace)?;
         let mode = validate::mode(r.mode)?;
         let wait_ms = validate::wait_ms(r.timeout_ms)?;
         let request_id = validate::request_id(&r.request_id)?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         self.node.require_leader()?;
-        self.touch(&who, txn)?;
         let victim_policy = self.policies.for_namespace(&lock.namespace);
-        let cmd = Command::Acquire { txn, request_id, lock, mode, wait_ms, victim_policy };
-        Ok(AcquireCall { node: self.node.clone(), cmd })
+        let acquire = AcquireRequest { request_id, lock, mode, wait_ms, victim_policy };
+        if begin.is_none() {
+            self.touch(&who, r.transaction_id)?;
+        }
+        Ok(AcquireCall { node: self.node.clone(), who, txn: r.transaction_id, begin, acquire })
     }
 }
 
 struct AcquireCall {
     node: Arc<Node>,
-    cmd: Command,
+    who: Principal,
+    /// 0 for a one-shot start.
+    txn: TxnId,
+    begin: Option<Begin>,
+    acquire: AcquireRequest,
+}
+
+impl AcquireCall {
+    fn is_one_shot(&self) -> bool {
+        self.begin.is_some()
+    }
+
+    /// Proposes the acquire (or the one-shot begin + acquire) unless this request id is
+    /// already known (a re-attach). Returns the transaction, what to tell the client about
+    /// a transaction begun for it, and where the request stands.
+    async fn start(&self) -> ApiResult<(TxnId, Option<pb::BeginTransactionResponse>, AcquireStatus)> {
+        let a = &self.acquire;
+        let Some(begin) = &self.begin else {
+            let known = self.node.state.read().expect("state lock").table.recorded_acquire(
+                self.txn,
+                &a.request_id,
+                &a.lock,
+                a.mode,
+            )?;
+            if let Some(status) = known {
+                return Ok((self.txn, None, status));
+            }
+            let cmd = Command::Acquire {
+                txn: self.txn,
+                request_id: a.request_id.clone(),
+                lock: a.lock.clone(),
+                mode: a.mode,
+                wait_ms: a.wait_ms,
+                victim_policy: a.victim_policy,
+            };
+            return match self.node.propose(cmd).await? {
+                Outcome::Acquire(status) => Ok((self.txn, None, status)),
+                Outcome::Rejected(r) => Err(r.into()),
+                o => Err(unexpected(o)),
+            };
+        };
+        let cmd = Command::BeginAcquire { begin: begin.clone(), acquire: a.clone() };
+        match self.node.propose(cmd).await? {
+            Outcome::BegunAcquire { txn, lease_ms, acquire } => {
+                // A retried begin request id answers only the caller that started it.
+                let t = self.node.state.read().expect("state lock").table.txn(txn).map(|t| t.owner.clone());
+                if let Some(owner) = t {
+                    self.who.check_owner(&owner, txn)?;
+                }
+                let _ = self.node.leases.renew(txn, Duration::from_millis(lease_ms), Instant::now());
+                let begun = pb::BeginTransactionResponse { transaction_id: txn, lease_timeout_ms: lease_ms as i64 };
+                match *acquire {
+                    Outcome::Acquire(status) => Ok((txn, Some(begun), status)),
+                    Outcome::Rejected(r) => Err(r.into()),
+                    o => Err(unexpected(o)),
+                }
+            }
+            o => Err(unexpected(o)),
+        }
+    }
 }
 
 type Sender = mpsc::Sender<Result<pb::AcquireLockResponse, Status>>;
@@ -194,20 +273,27 @@ type Sender = mpsc::Sender<Result<pb::AcquireLockResponse, Status>>;
 /// streams queue progress until the grant or the end of the wait. If the client goes
 /// away the wait stays: it ends by its timeout or the transaction's lease.
 async fn follow_acquire(call: AcquireCall, out: &Sender) -> ApiResult<()> {
-    let Command::Acquire { txn, request_id, lock, mode, .. } = &call.cmd else { unreachable!("built as Acquire") };
-    let (txn, request_id, lock, mode) = (*txn, request_id.clone(), lock.clone(), *mode);
-    let node = call.node;
-    // Subscribe before the first read, so no change between read and wait is missed.
-    let mut changes = node.signals.subscribe(txn);
+    let node = call.node.clone();
+    let (request_id, lock) = (call.acquire.request_id.clone(), call.acquire.lock.clone());
+    // Subscribe before the first read, so no change between read and wait is missed. A
+    // one-shot start learns its transaction from the proposal: it subscribes then and
+    // reads the status again.
+    let early = (!call.is_one_shot()).then(|| node.signals.subscribe(call.txn));
     let mut leadership = node.leadership();
-    let known = node.state.read().expect("state lock").table.recorded_acquire(txn, &request_id, &lock, mode)?;
-    let mut status = match known {
-        Some(s) => s,
-        None => match node.propose(call.cmd).await? {
-            Outcome::Acquire(s) => s,
-            Outcome::Rejected(r) => return Err(r.into()),
-            o => return Err(unexpected(o)),
-        },
+    let (txn, mut begun, mut status) = call.start().await?;
+    let read_status =
+        |node: &Node| -> ApiResult<AcquireStatus> {
+            node.state.read().expect("state lock").table.acquire_status(txn, &request_id)?.ok_or_else(|| {
+                ApiError::Internal(format!("acquire request {request_id} vanished from transaction {txn}"))
+            })
+        };
+    let mut changes = match early {
+        Some(changes) => changes,
+        None => {
+            let changes = node.signals.subscribe(txn);
+            status = read_status(&node)?;
+            changes
+        }
     };
     let mut last_position = None;
     loop {
@@ -219,7 +305,8 @@ async fn follow_acquire(call: AcquireCall, out: &Sender) -> ApiResult<()> {
                     key: lock.key.clone(),
                     mode: convert::mode(mode),
                 };
-                let _ = out.send(Ok(pb::AcquireLockResponse { event: Some(AcquireEvent::Granted(granted)) })).await;
+                let event = Some(AcquireEvent::Granted(granted));
+                let _ = out.send(Ok(pb::AcquireLockResponse { event, begun: begun.take() })).await;
                 return Ok(());
             }
             AcquireStatus::Ended(end) => return Err(ApiError::from_wait_end(txn, &end)),
@@ -227,11 +314,8 @@ async fn follow_acquire(call: AcquireCall, out: &Sender) -> ApiResult<()> {
                 if last_position != Some(position) {
                     last_position = Some(position);
                     let queued = pb::Queued { position, blocking_transaction_ids: blockers };
-                    if out
-                        .send(Ok(pb::AcquireLockResponse { event: Some(AcquireEvent::Queued(queued)) }))
-                        .await
-                        .is_err()
-                    {
+                    let event = Some(AcquireEvent::Queued(queued));
+                    if out.send(Ok(pb::AcquireLockResponse { event, begun: begun.take() })).await.is_err() {
                         return Ok(());
                     }
                 }
@@ -252,9 +336,7 @@ async fn follow_acquire(call: AcquireCall, out: &Sender) -> ApiResult<()> {
             // A safety net against a missed wake-up; cheap, one table read.
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
-        status = node.state.read().expect("state lock").table.acquire_status(txn, &request_id)?.ok_or_else(|| {
-            ApiError::Internal(format!("acquire request {request_id} vanished from transaction {txn}"))
-        })?;
+        status = read_status(&node)?;
     }
 }
 

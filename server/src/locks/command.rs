@@ -37,6 +37,36 @@ pub enum Command {
     Abort { txn: TxnId, request_id: Option<String>, operator: String, reason: String },
     /// A webhook endpoint acknowledged every event up to `sequence`.
     WebhookDelivered { webhook: String, sequence: u64 },
+    /// Commands proposed together (group commit: one raft entry, one fsync for all),
+    /// applied in order exactly as if each were its own entry with the same clock.
+    /// Never nested.
+    Batch(Vec<Command>),
+    /// Begin a transaction and ask for its first lock in one entry (the one-shot
+    /// AcquireLock). Both halves are idempotent by their request ids, like `Begin` and
+    /// `Acquire` on their own.
+    BeginAcquire { begin: Begin, acquire: AcquireRequest },
+    // New variants go last: bincode numbers variants in order, and logs written by an
+    // older version must keep decoding.
+}
+
+/// The `Begin` fields of a one-shot `BeginAcquire`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Begin {
+    pub request_id: Option<String>,
+    pub lease_ms: u64,
+    pub priority: i32,
+    pub name: String,
+    pub owner: String,
+}
+
+/// The `Acquire` fields of a one-shot `BeginAcquire` (the transaction is the new one).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AcquireRequest {
+    pub request_id: String,
+    pub lock: LockKey,
+    pub mode: LockMode,
+    pub wait_ms: u64,
+    pub victim_policy: VictimPolicy,
 }
 
 /// Where an acquire request stands.
@@ -71,6 +101,9 @@ pub enum Rejection {
     /// The request id was used before for a different request of this transaction.
     #[error("request_id {0:?} was already used for a different request of this transaction; use a fresh id")]
     RequestIdReused(String),
+    /// A batch inside a batch (the proposer never builds one).
+    #[error("a batch of commands cannot contain another batch")]
+    NestedBatch,
 }
 
 /// The answer of applying one command.
@@ -91,4 +124,13 @@ pub enum Outcome {
         released: u32,
     },
     Rejected(Rejection),
+    /// A one-shot `BeginAcquire`: the transaction and the acquire's outcome
+    /// (`Acquire` or `Rejected`).
+    BegunAcquire {
+        txn: TxnId,
+        lease_ms: u64,
+        acquire: Box<Outcome>,
+    },
+    /// One outcome per command of a `Command::Batch`, in order.
+    Batch(Vec<Outcome>),
 }

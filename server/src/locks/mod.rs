@@ -10,7 +10,7 @@ pub mod types;
 #[cfg(test)]
 mod table_tests;
 
-pub use command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
+pub use command::{AcquireRequest, AcquireStatus, Begin, Command, LogCommand, Outcome, Rejection};
 pub use events::{CycleMember, Event, EventDetail, EventKind};
 pub use table::{Effect, LockTable, Txn};
 pub use types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};

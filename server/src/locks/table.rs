@@ -110,12 +110,23 @@ impl LockTable {
         Self::default()
     }
 
-    /// Applies one committed command. Refusals change nothing.
+    /// Applies one committed entry (a command or a batch of them). Refusals change
+    /// nothing.
     pub fn apply(&mut self, entry: &LogCommand) -> Outcome {
         self.clock_ms = self.clock_ms.max(entry.now_ms);
         let outcome = match &entry.cmd {
+            Command::Batch(cmds) => Outcome::Batch(cmds.iter().map(|cmd| self.apply_command(cmd)).collect()),
+            cmd => self.apply_command(cmd),
+        };
+        self.forget_old_transactions();
+        outcome
+    }
+
+    fn apply_command(&mut self, cmd: &Command) -> Outcome {
+        match cmd {
             Command::Begin { request_id, lease_ms, priority, name, owner } => {
-                self.begin(request_id.clone(), *lease_ms, *priority, name, owner)
+                let (txn, lease_ms) = self.begin(request_id.clone(), *lease_ms, *priority, name, owner);
+                Outcome::Begun { txn, lease_ms }
             }
             Command::Acquire { txn, request_id, lock, mode, wait_ms, victim_policy } => {
                 self.acquire(*txn, request_id, lock, *mode, *wait_ms, *victim_policy)
@@ -140,9 +151,15 @@ impl LockTable {
                 *cursor = (*cursor).max(*sequence);
                 Outcome::None
             }
-        };
-        self.forget_old_transactions();
-        outcome
+            Command::BeginAcquire { begin, acquire } => {
+                let (txn, lease_ms) =
+                    self.begin(begin.request_id.clone(), begin.lease_ms, begin.priority, &begin.name, &begin.owner);
+                let a = acquire;
+                let outcome = self.acquire(txn, &a.request_id, &a.lock, a.mode, a.wait_ms, a.victim_policy);
+                Outcome::BegunAcquire { txn, lease_ms, acquire: Box::new(outcome) }
+            }
+            Command::Batch(_) => Outcome::Rejected(Rejection::NestedBatch),
+        }
     }
 
     /// Takes the effects collected since the last call.
@@ -242,10 +259,18 @@ impl LockTable {
         Ok(t)
     }
 
-    fn begin(&mut self, request_id: Option<String>, lease_ms: u64, priority: i32, name: &str, owner: &str) -> Outcome {
+    /// Starts a transaction (or finds the one this request id started) and returns its
+    /// id and lease.
+    fn begin(
+        &mut self,
+        request_id: Option<String>,
+        lease_ms: u64,
+        priority: i32,
+        name: &str,
+        owner: &str,
+    ) -> (TxnId, u64) {
         if let Some(id) = request_id.as_ref().and_then(|r| self.begin_requests.get(r)) {
-            let lease_ms = self.txns[id].lease_ms;
-            return Outcome::Begun { txn: *id, lease_ms };
+            return (*id, self.txns[id].lease_ms);
         }
         self.next_txn += 1;
         let id = self.next_txn;
@@ -273,7 +298,7 @@ impl LockTable {
             },
         );
         self.effects.push(Effect::TxnBegun { txn: id, lease_ms });
-        Outcome::Begun { txn: id, lease_ms }
+        (id, lease_ms)
     }
 
     fn acquire(

@@ -586,3 +586,106 @@ fn no_false_positive_on_a_long_wait_chain() {
     assert!(deadlock_events(&h).is_empty());
     assert!(txns.iter().all(|t| h.table.txn(*t).unwrap().state == TxnState::Active));
 }
+
+fn begin_acquire(request_id: &str, acquire_id: &str, key: &str) -> Command {
+    use super::command::{AcquireRequest, Begin};
+    Command::BeginAcquire {
+        begin: Begin {
+            request_id: Some(request_id.into()),
+            lease_ms: 5_000,
+            priority: 0,
+            name: "one-shot".into(),
+            owner: String::new(),
+        },
+        acquire: AcquireRequest {
+            request_id: acquire_id.into(),
+            lock: LockKey::new("ns", key),
+            mode: X,
+            wait_ms: 1_000,
+            victim_policy: VictimPolicy::default(),
+        },
+    }
+}
+
+#[test]
+fn a_batch_applies_like_its_commands_one_by_one() {
+    // The same commands, once as separate entries and once as one batch, must leave the
+    // same table and answer the same outcomes (group commit is invisible to semantics).
+    let cmds = |a: TxnId, b: TxnId| {
+        vec![
+            Command::Acquire {
+                txn: a,
+                request_id: "x".into(),
+                lock: LockKey::new("ns", "k"),
+                mode: X,
+                wait_ms: 1_000,
+                victim_policy: VictimPolicy::default(),
+            },
+            Command::Acquire {
+                txn: b,
+                request_id: "y".into(),
+                lock: LockKey::new("ns", "k"),
+                mode: X,
+                wait_ms: 1_000,
+                victim_policy: VictimPolicy::default(),
+            },
+            Command::End { txn: a, request_id: None, commit: true },
+        ]
+    };
+    let mut one_by_one = Harness::new();
+    let (a, b) = (one_by_one.begin(), one_by_one.begin());
+    let separate: Vec<Outcome> = cmds(a, b).into_iter().map(|c| one_by_one.apply(c)).collect();
+
+    let mut batched = Harness::new();
+    let (a2, b2) = (batched.begin(), batched.begin());
+    assert_eq!((a, b), (a2, b2));
+    let Outcome::Batch(together) = batched.apply(Command::Batch(cmds(a, b))) else { panic!("a batch answers a batch") };
+    assert_eq!(separate, together);
+    assert_eq!(one_by_one.holders("k"), vec![b]);
+    assert_eq!(batched.holders("k"), vec![b]);
+    assert_eq!(one_by_one.table.last_token(), batched.table.last_token());
+    // The handoff inside the batch granted b with a higher token than a's.
+    let (Outcome::Acquire(first), Outcome::Acquire(_)) = (&together[0], &together[1]) else { panic!() };
+    let b_status = batched.table.acquire_status(b, "y").unwrap().unwrap();
+    assert!(token(&b_status) > token(first));
+}
+
+#[test]
+fn a_nested_batch_is_refused_without_applying_anything() {
+    let mut h = Harness::new();
+    let a = h.begin();
+    let inner = Command::Batch(vec![Command::End { txn: a, request_id: None, commit: true }]);
+    let Outcome::Batch(outs) = h.apply(Command::Batch(vec![inner])) else { panic!("a batch answers a batch") };
+    assert_eq!(outs, vec![Outcome::Rejected(Rejection::NestedBatch)]);
+    assert_eq!(h.table.txn(a).unwrap().state, TxnState::Active);
+}
+
+#[test]
+fn one_shot_begin_acquire_grants_queues_and_is_idempotent() {
+    let mut h = Harness::new();
+    let Outcome::BegunAcquire { txn: a, acquire, .. } = h.apply(begin_acquire("b-a", "a-a", "k")) else { panic!() };
+    let Outcome::Acquire(granted) = *acquire else { panic!("{acquire:?}") };
+    let first = token(&granted);
+    assert_eq!(h.holders("k"), vec![a]);
+
+    // A second one-shot on the same key queues behind it.
+    let Outcome::BegunAcquire { txn: b, acquire, .. } = h.apply(begin_acquire("b-b", "a-b", "k")) else { panic!() };
+    assert_ne!(a, b);
+    let Outcome::Acquire(queued) = *acquire else { panic!("{acquire:?}") };
+    assert_eq!(position(&queued), 1);
+
+    // A retry (same request ids) finds the same transaction and the same request: no
+    // second transaction, no second queue entry.
+    let txns_before = h.table.active_txns().count();
+    let Outcome::BegunAcquire { txn: b_again, acquire, .. } = h.apply(begin_acquire("b-b", "a-b", "k")) else {
+        panic!()
+    };
+    assert_eq!(b_again, b);
+    assert_eq!(*acquire, Outcome::Acquire(queued));
+    assert_eq!(h.table.active_txns().count(), txns_before);
+
+    // The holder commits: the one-shot waiter gets the lock with a higher token.
+    h.end(a, true);
+    let now = h.table.acquire_status(b, "a-b").unwrap().unwrap();
+    assert!(token(&now) > first);
+}

@@ -1,7 +1,8 @@
 //! Raft plumbing around the lock table: storage (sled), the state machine adapter and
-//! the peer network. Nothing here knows lock semantics.
+//! the peer network, group commit of proposals. Nothing here knows lock semantics.
 
 pub mod log_store;
 pub mod network;
+pub mod proposer;
 pub mod state_machine;
 pub mod types;

@@ -75,7 +75,7 @@ impl StateMachine {
     async fn store_snapshot(&self, stored: &StoredSnapshot) -> Result<(), StorageError> {
         self.snapshots.insert(CURRENT_SNAPSHOT, codec::encode(stored).map_err(snap_err)?).map_err(snap_err)?;
         // The log is purged up to a snapshot only after this returns: it must be on disk.
-        self.db.flush_async().await.map_err(snap_err)?;
+        super::log_store::flush_db(&self.db).await.map_err(snap_err)?;
         Ok(())
     }
 }

@@ -1,7 +1,12 @@
-//! The operator HTTP port: `/metrics` (Prometheus), `/healthz` and `/readyz`.
-//!
-//! Separate from the gRPC port so scrapers and load-balancer probes need no gRPC and no
-//! API key; it serves nothing that changes state and no transaction data.
+//! The HTTP port: `/metrics` (Prometheus), `/healthz` and `/readyz` for operators (no
+//! key needed, nothing that changes state); the HTTP/JSON API under `/api/v1` (same keys
+//! and rules as gRPC, see `api`); and the Playground page with its OpenAPI file.
+
+pub mod api;
+pub mod gateway;
+pub mod json;
+pub mod playground;
+pub mod sse;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -14,6 +19,7 @@ use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 
+use self::gateway::Gateway;
 use crate::metrics::Gauges;
 use crate::node::Node;
 
@@ -34,23 +40,28 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     })
 }
 
-pub fn router(node: Arc<Node>) -> Router {
+pub fn router(node: Arc<Node>, gateway: Arc<Gateway>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .with_state(node)
+        .merge(api::routes(gateway))
+        .merge(playground::routes())
 }
 
 /// Serves until `shutdown` resolves.
 pub async fn serve(
     listener: TcpListener,
     node: Arc<Node>,
+    gateway: Arc<Gateway>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!("metrics on http://{addr}/metrics (health: /healthz, readiness: /readyz)");
-    axum::serve(listener, router(node))
+    tracing::info!("HTTP/JSON API on http://{addr}/api/v1 (OpenAPI: http://{addr}/openapi.json)");
+    tracing::info!("playground on http://{addr}/playground");
+    axum::serve(listener, router(node, gateway))
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(|e| anyhow::anyhow!("HTTP port {addr} failed: {e}"))

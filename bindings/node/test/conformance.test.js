@@ -1,0 +1,291 @@
+'use strict';
+// The shared conformance scenarios (conformance/scenarios.json) through the SDK, against a
+// real dls server: one test per scenario, raw-only ones skipped.
+//
+// Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says. The
+// SDK's acquireLock has no progress callback and the SDK has no lock listing, so
+// `expect_queued` polls the waiting transaction's status() for its queue position, and
+// `blocked_by` (not visible through this SDK) is not compared.
+const { test, before, after } = require('node:test');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const { Dls } = require('@caerus-dev/sdk');
+const { startServer, sleep } = require('./helpers');
+
+const SCENARIOS = JSON.parse(
+  fs.readFileSync(path.join(__dirname, '..', '..', '..', 'conformance', 'scenarios.json'), 'utf8'),
+).scenarios;
+// How long a step waits for the server: a hang guard, not a timing assertion.
+const PATIENCE_MS = 30_000;
+const POLL_MS = 10;
+const RUN_ID = crypto.randomBytes(3).toString('hex');
+
+let server;
+
+before(async () => {
+  server = await startServer();
+});
+
+after(async () => {
+  await server?.stop();
+});
+
+class StepFailed extends Error {}
+
+function check(what, got, want) {
+  if (got !== want) throw new StepFailed(`${what}: expected ${String(want)}, got ${String(got)}`);
+}
+
+/** An acquire started with `"wait": false`, running until `await` collects its outcome. */
+class Background {
+  constructor(tx, namespace, key, mode, timeoutMs) {
+    Object.assign(this, { tx, namespace, key, outcome: null });
+    this.promise = tx.acquireLock(namespace, key, mode, { timeoutMs }).then(
+      (lock) => (this.outcome = { lock }),
+      (error) => (this.outcome = { error }),
+    );
+  }
+}
+
+class Scenario {
+  constructor(dls, ns) {
+    Object.assign(this, { dls, ns, txns: new Map(), tokens: new Map(), handles: new Map() });
+  }
+
+  text(value) {
+    if (value !== null && typeof value === 'object') value = value.repeat.repeat(value.times);
+    if (typeof value !== 'string') throw new StepFailed(`expected a string, got ${JSON.stringify(value)}`);
+    return value.replaceAll('${ns}', this.ns);
+  }
+
+  field(step, name, dflt) {
+    return this.text(step[name] ?? dflt);
+  }
+
+  txn(step) {
+    if ('txn_id' in step) throw new StepFailed('a literal txn_id cannot be expressed through the SDK (raw-only)');
+    const tx = this.txns.get(step.txn);
+    if (!tx) throw new StepFailed(`transaction ${step.txn} was not begun`);
+    return tx;
+  }
+
+  token(name) {
+    if (!this.tokens.has(name)) throw new StepFailed(`no saved token ${name}`);
+    return this.tokens.get(name);
+  }
+
+  static mode(step) {
+    const mode = step.mode ?? 'EXCLUSIVE';
+    if (mode !== 'EXCLUSIVE' && mode !== 'SHARED_READ') {
+      throw new StepFailed(`mode ${JSON.stringify(mode)} cannot be expressed through the SDK (raw-only)`);
+    }
+    return mode;
+  }
+
+  /**
+   * Compares a call's outcome with the step's `expect`: resolves with `{ checks, value }`
+   * when it succeeded as expected, `{ checks: null }` when the expected error happened.
+   * Only the error kind is visible through an SDK; the gRPC code is a raw-client check.
+   */
+  static async call(step, promise) {
+    const expect = step.expect ?? { ok: {} };
+    let value;
+    try {
+      value = await promise;
+    } catch (e) {
+      if (!(e instanceof Dls.DlsError)) throw e;
+      if (!expect.error) throw new StepFailed(`expected ok, got ${e.code}: ${e.message}`);
+      check('error kind', e.code, expect.error.kind);
+      return { checks: null };
+    }
+    if (expect.error) throw new StepFailed(`expected error ${expect.error.code}/${expect.error.kind}, got ok`);
+    return { checks: expect.ok ?? {}, value };
+  }
+
+  async run(spec) {
+    try {
+      for (const [i, step] of spec.steps.entries()) {
+        try {
+          await this.step(step);
+        } catch (e) {
+          throw new StepFailed(`step ${i + 1} (${step.op}): ${e.message}`, { cause: e });
+        }
+      }
+    } finally {
+      // Leave nothing behind for later scenarios, whatever happened. A background acquire
+      // ends when its transaction is aborted.
+      for (const tx of this.txns.values()) await tx.abort().catch(() => {});
+      let timer;
+      const guard = new Promise((resolve) => (timer = setTimeout(resolve, PATIENCE_MS)));
+      await Promise.race([Promise.all([...this.handles.values()].map((h) => h.promise)), guard]);
+      clearTimeout(timer);
+    }
+  }
+
+  async step(step) {
+    switch (step.op) {
+      case 'begin': {
+        const name = this.field(step, 'name', '');
+        const options = { timeoutMs: step.timeout_ms ?? 15000, priority: step.priority ?? 0 };
+        if (name) options.name = name;
+        const { checks, value: tx } = await Scenario.call(step, this.dls.beginTransaction(options));
+        if (!checks) return;
+        if ('lease_timeout_ms' in checks) check('lease_timeout_ms', tx.leaseMs, checks.lease_timeout_ms);
+        if ('same_txn_as' in checks) check('transaction id', tx.id, this.txns.get(checks.same_txn_as)?.id);
+        this.txns.set(step.txn, tx);
+        return;
+      }
+      case 'acquire': {
+        const tx = this.txn(step);
+        const namespace = this.field(step, 'namespace', '${ns}');
+        const key = this.field(step, 'key', '');
+        const mode = Scenario.mode(step);
+        const timeoutMs = step.timeout_ms ?? 10000;
+        if (step.wait === false) {
+          this.handles.set(step.handle, new Background(tx, namespace, key, mode, timeoutMs));
+          return;
+        }
+        const { checks, value } = await Scenario.call(step, tx.acquireLock(namespace, key, mode, { timeoutMs }));
+        this.checkGrant(checks, value);
+        return;
+      }
+      case 'expect_queued':
+        return this.expectQueued(step);
+      case 'await': {
+        const h = this.handle(step);
+        await h.promise;
+        const replay = h.outcome.error ? Promise.reject(h.outcome.error) : Promise.resolve(h.outcome.lock);
+        const { checks, value } = await Scenario.call(step, replay);
+        this.checkGrant(checks, value);
+        return;
+      }
+      case 'release': {
+        const tx = this.txn(step);
+        const { checks, value } = await Scenario.call(
+          step,
+          tx.release(this.field(step, 'namespace', '${ns}'), this.field(step, 'key', '')),
+        );
+        if (checks && 'released' in checks) check('released', value, checks.released);
+        return;
+      }
+      case 'status': {
+        const promise = 'txn_id' in step ? this.dls.transactionStatus(BigInt(step.txn_id)) : this.txn(step).status();
+        const { checks, value } = await Scenario.call(step, promise);
+        if (checks) this.checkStatus(checks, value);
+        return;
+      }
+      case 'heartbeat':
+        // The SDK heartbeats by itself; the scenario's later status shows the lease was
+        // kept. Heartbeat errors are only expected in raw-only scenarios.
+        this.txn(step);
+        if (step.expect?.error) {
+          throw new StepFailed('an explicit heartbeat error cannot be expressed through the SDK (raw-only)');
+        }
+        return;
+      case 'end': {
+        const tx = this.txn(step);
+        const commit = step.commit ?? true;
+        const { checks } = await Scenario.call(step, commit ? tx.commit() : tx.abort());
+        // The state is implied by the call succeeding; released_locks is not exposed.
+        if (checks && 'state' in checks) check('state', commit ? 'COMMITTED' : 'ABORTED', checks.state);
+        return;
+      }
+      case 'sleep_ms':
+        return sleep(step.ms);
+      default:
+        throw new StepFailed(`unknown op ${JSON.stringify(step.op)}`);
+    }
+  }
+
+  handle(step) {
+    const h = this.handles.get(step.handle);
+    if (!h) throw new StepFailed(`no background acquire ${step.handle}`);
+    return h;
+  }
+
+  async expectQueued(step) {
+    const h = this.handle(step);
+    const deadline = Date.now() + PATIENCE_MS;
+    let seen = 'nothing';
+    for (;;) {
+      // Read the status first, then whether the acquire ended: a wait seen in the status
+      // was real even if the grant came right after.
+      const { waiting } = await h.tx.status();
+      if (waiting && waiting.namespace === h.namespace && waiting.key === h.key && waiting.position === step.position) {
+        return;
+      }
+      seen = waiting ? `${waiting.key} at ${waiting.position}` : 'no wait';
+      if (h.outcome) {
+        const how = h.outcome.error
+          ? `error ${h.outcome.error.code}: ${h.outcome.error.message}`
+          : `granted with token ${h.outcome.lock.fencingToken}`;
+        throw new StepFailed(`acquire ended (${how}) before queued position ${step.position}; last seen ${seen}`);
+      }
+      if (Date.now() > deadline) {
+        throw new StepFailed(`no queued position ${step.position} within ${PATIENCE_MS} ms; last seen ${seen}`);
+      }
+      await sleep(POLL_MS);
+    }
+  }
+
+  checkGrant(checks, lock) {
+    if (!checks) return;
+    if ('mode' in checks) check('mode', lock.mode, checks.mode);
+    if ('token_equals' in checks) check('fencing token', lock.fencingToken, this.token(checks.token_equals));
+    if ('token_greater_than' in checks) {
+      const t = this.token(checks.token_greater_than);
+      if (!(lock.fencingToken > t)) throw new StepFailed(`fencing token ${lock.fencingToken} is not greater than ${t}`);
+    }
+    if ('save_token' in checks) this.tokens.set(checks.save_token, lock.fencingToken);
+  }
+
+  checkStatus(checks, s) {
+    if ('state' in checks) check('state', s.state, checks.state);
+    if ('name' in checks) check('name', s.name ?? '', this.text(checks.name));
+    if ('priority' in checks) check('priority', s.priority, checks.priority);
+    if ('lease_timeout_ms' in checks) check('lease_timeout_ms', s.leaseTimeoutMs, checks.lease_timeout_ms);
+    if ('end_reason_contains' in checks && !s.endReason.includes(checks.end_reason_contains)) {
+      throw new StepFailed(`end_reason ${JSON.stringify(s.endReason)} lacks ${checks.end_reason_contains}`);
+    }
+    if ('locks' in checks) {
+      const show = (l) => `${l.key}:${l.mode}#${l.fencingToken}`;
+      const got = s.locks.map(show);
+      const unmatched = [...s.locks];
+      for (const w of checks.locks) {
+        const namespace = this.field(w, 'namespace', '${ns}');
+        const key = this.field(w, 'key', '');
+        const token = 'token' in w ? this.token(w.token) : null;
+        const i = unmatched.findIndex(
+          (l) =>
+            l.namespace === namespace && l.key === key && l.mode === w.mode && (token === null || l.fencingToken === token),
+        );
+        if (i < 0) throw new StepFailed(`locks: no ${key}:${w.mode}${token === null ? '' : `#${token}`} in ${got}`);
+        unmatched.splice(i, 1);
+      }
+      if (unmatched.length) throw new StepFailed(`locks: unexpected ${unmatched.map(show)} in ${got}`);
+    }
+    if ('waiting' in checks) {
+      const w = checks.waiting;
+      const p = s.waiting;
+      if (w === null) {
+        if (p) throw new StepFailed(`expected no pending wait, got ${p.key}:${p.mode} at ${p.position}`);
+      } else if (!p) {
+        throw new StepFailed('expected a pending wait, got none');
+      } else {
+        check('waiting.namespace', p.namespace, this.field(w, 'namespace', '${ns}'));
+        check('waiting.key', p.key, this.field(w, 'key', ''));
+        if ('mode' in w) check('waiting.mode', p.mode, w.mode);
+        if ('position' in w) check('waiting.position', p.position, w.position);
+      }
+    }
+  }
+}
+
+for (const [i, spec] of SCENARIOS.entries()) {
+  const reason = spec.raw_only ? `raw only: ${spec.why_raw_only ?? ''}` : undefined;
+  test(`conformance: ${spec.name}`, { skip: reason }, async () => {
+    const ns = `cf-js-${RUN_ID}-${String(i).padStart(2, '0')}`;
+    await new Scenario(new Dls.DlsClient({ endpoints: [server.endpoint] }), ns).run(spec);
+  });
+}

@@ -1,0 +1,301 @@
+"""The shared conformance scenarios (conformance/scenarios.json) through the asyncio SDK,
+against the suite's real dls server: one test per scenario, raw-only ones skipped.
+
+The mapping of each op onto the SDK follows "Writing an SDK runner" in
+conformance/README.md. The SDK's acquire has no progress callback, so ``expect_queued``
+reads the queue from ``client.list_locks`` (the server computes the waiter's position and
+blockers there from the same queue as the acquire stream's ``queued`` messages).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+from caerus import DlsClient, DlsError, LockMode, TransactionStatus
+
+SCENARIOS_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "conformance", "scenarios.json")
+with open(SCENARIOS_FILE, encoding="utf-8") as f:
+    SCENARIOS: List[Dict[str, Any]] = json.load(f)["scenarios"]
+
+# How long a step waits for the server: a hang guard, not a timing assertion.
+PATIENCE_S = 30.0
+POLL_S = 0.01
+RUN_ID = uuid.uuid4().hex[:6]
+
+
+class StepFailed(AssertionError):
+    pass
+
+
+def check(what: str, got: Any, want: Any) -> None:
+    if got != want:
+        raise StepFailed(f"{what}: expected {want!r}, got {got!r}")
+
+
+class Background:
+    """An acquire started with ``"wait": false``, running as a task until ``await``."""
+
+    def __init__(self, tx, namespace: str, key: str, mode: str, timeout_ms: int) -> None:
+        self.tx, self.namespace, self.key = tx, namespace, key
+        self.task = asyncio.ensure_future(tx.acquire_lock(namespace, key, mode, timeout_ms=timeout_ms))
+
+    async def outcome(self):
+        """("ok", lock) or ("error", DlsError)."""
+        try:
+            return "ok", await asyncio.wait_for(asyncio.shield(self.task), 2 * PATIENCE_S)
+        except DlsError as e:
+            return "error", e
+
+
+class Scenario:
+    def __init__(self, client: DlsClient, ns: str) -> None:
+        self.client, self.ns = client, ns
+        self.txns: Dict[str, Any] = {}
+        self.tokens: Dict[str, int] = {}
+        self.handles: Dict[str, Background] = {}
+
+    # --- values -------------------------------------------------------------------------
+
+    def text(self, value: Any) -> str:
+        if isinstance(value, dict):
+            value = value["repeat"] * value["times"]
+        if not isinstance(value, str):
+            raise StepFailed(f"expected a string, got {value!r}")
+        return value.replace("${ns}", self.ns)
+
+    def field(self, step: dict, name: str, default: str) -> str:
+        return self.text(step.get(name, default))
+
+    def txn(self, step: dict):
+        if "txn_id" in step:
+            raise StepFailed("a literal txn_id cannot be expressed through the SDK (raw-only)")
+        name = step["txn"]
+        if name not in self.txns:
+            raise StepFailed(f"transaction {name!r} was not begun")
+        return self.txns[name]
+
+    def token(self, name: str) -> int:
+        if name not in self.tokens:
+            raise StepFailed(f"no saved token {name!r}")
+        return self.tokens[name]
+
+    @staticmethod
+    def mode(step: dict) -> str:
+        mode = step.get("mode", "EXCLUSIVE")
+        if mode not in ("EXCLUSIVE", "SHARED_READ"):
+            raise StepFailed(f"mode {mode!r} cannot be expressed through the SDK (raw-only)")
+        return mode
+
+    @staticmethod
+    async def call(step: dict, coro):
+        """Runs the call and compares its outcome with ``expect``: the ``ok`` checks (a
+        dict) when it succeeded as expected, None when the expected error happened."""
+        expect = step.get("expect", {"ok": {}})
+        try:
+            value = await coro
+        except DlsError as e:
+            if "error" not in expect:
+                raise StepFailed(f"expected ok, got {e.code}: {e.message}") from e
+            # Only the kind is visible through an SDK; the gRPC code is a raw-client check.
+            check("error kind", e.code, expect["error"]["kind"])
+            return None, None
+        if "error" in expect:
+            want = expect["error"]
+            raise StepFailed(f"expected error {want.get('code')}/{want.get('kind')}, got ok")
+        return expect.get("ok") or {}, value
+
+    # --- running ------------------------------------------------------------------------
+
+    async def run(self, spec: dict) -> None:
+        try:
+            for i, step in enumerate(spec["steps"], 1):
+                try:
+                    await self.step(step)
+                except Exception as e:
+                    raise StepFailed(f"step {i} ({step.get('op')}): {e}") from e
+        finally:
+            # Leave nothing behind for later scenarios, whatever happened.
+            for h in self.handles.values():
+                h.task.cancel()
+            for tx in self.txns.values():
+                try:
+                    await tx.abort()
+                except DlsError:
+                    pass
+
+    async def step(self, step: dict) -> None:
+        op = step["op"]
+        if op == "begin":
+            name = self.field(step, "name", "")
+            checks, tx = await self.call(
+                step,
+                self.client.begin_transaction(
+                    timeout_ms=step.get("timeout_ms", 15000), priority=step.get("priority", 0), name=name or None
+                ),
+            )
+            if checks is not None:
+                if "lease_timeout_ms" in checks:
+                    check("lease_timeout_ms", tx.lease_ms, checks["lease_timeout_ms"])
+                if "same_txn_as" in checks:
+                    check("transaction id", tx.id, self.txns[checks["same_txn_as"]].id)
+                self.txns[step["txn"]] = tx
+        elif op == "acquire":
+            tx = self.txn(step)
+            namespace, key = self.field(step, "namespace", "${ns}"), self.field(step, "key", "")
+            mode, timeout_ms = self.mode(step), step.get("timeout_ms", 10000)
+            if step.get("wait", True) is False:
+                self.handles[step["handle"]] = Background(tx, namespace, key, mode, timeout_ms)
+                return
+            checks, lock = await self.call(step, tx.acquire_lock(namespace, key, mode, timeout_ms=timeout_ms))
+            self.check_grant(checks, lock)
+        elif op == "expect_queued":
+            await self.expect_queued(step)
+        elif op == "await":
+            kind, value = await self.handles[step["handle"]].outcome()
+
+            async def replay():
+                if kind == "error":
+                    raise value
+                return value
+
+            checks, lock = await self.call(step, replay())
+            self.check_grant(checks, lock)
+        elif op == "release":
+            tx = self.txn(step)
+            checks, released = await self.call(
+                step, tx.release(self.field(step, "namespace", "${ns}"), self.field(step, "key", ""))
+            )
+            if checks is not None and "released" in checks:
+                check("released", released, checks["released"])
+        elif op == "status":
+            if "txn_id" in step:
+                coro = self.client.transaction_status(step["txn_id"])
+            else:
+                coro = self.txn(step).status()
+            checks, status = await self.call(step, coro)
+            if checks is not None:
+                self.check_status(checks, status)
+        elif op == "heartbeat":
+            # The SDK heartbeats by itself; the scenario's later status shows the lease was
+            # kept. Heartbeat errors are only expected in raw-only scenarios.
+            self.txn(step)
+            if "error" in step.get("expect", {}):
+                raise StepFailed("an explicit heartbeat error cannot be expressed through the SDK (raw-only)")
+        elif op == "end":
+            tx = self.txn(step)
+            commit = step.get("commit", True)
+            checks, _ = await self.call(step, tx.commit() if commit else tx.abort())
+            if checks is not None and "state" in checks:
+                # The state is implied by the call succeeding; released_locks is not exposed.
+                check("state", "COMMITTED" if commit else "ABORTED", checks["state"])
+        elif op == "sleep_ms":
+            await asyncio.sleep(step["ms"] / 1000)
+        else:
+            raise StepFailed(f"unknown op {op!r}")
+
+    async def expect_queued(self, step: dict) -> None:
+        h = self.handles[step["handle"]]
+        position = step["position"]
+        blockers = [self.txns[name].id for name in step.get("blocked_by", [])]
+        deadline = time.monotonic() + PATIENCE_S
+        seen = None
+        while True:
+            if h.task.done():
+                kind, value = await h.outcome()
+                how = f"granted with token {value.fencing_token}" if kind == "ok" else f"error {value.code}: {value.message}"
+                raise StepFailed(f"acquire ended ({how}) before queued position {position}; last seen {seen}")
+            waiter = None
+            for k in await self.client.list_locks(h.namespace):
+                if k.namespace == h.namespace and k.key == h.key:
+                    waiter = next((w for w in k.waiters if w["transaction_id"] == h.tx.id), None)
+            seen = waiter and {"position": waiter["position"], "blocking": waiter["blocking_transaction_ids"]}
+            if waiter is not None and waiter["position"] == position:
+                missing = [b for b in blockers if b not in waiter["blocking_transaction_ids"]]
+                if missing:
+                    raise StepFailed(
+                        f"queued at {position} but not blocked by {missing}; blockers {waiter['blocking_transaction_ids']}"
+                    )
+                return
+            if time.monotonic() > deadline:
+                raise StepFailed(f"no queued position {position} within {PATIENCE_S} s; last seen {seen}")
+            await asyncio.sleep(POLL_S)
+
+    def check_grant(self, checks: Optional[dict], lock) -> None:
+        if checks is None:
+            return
+        if "mode" in checks:
+            check("mode", lock.mode.value, checks["mode"])
+        if "token_equals" in checks:
+            check("fencing token", lock.fencing_token, self.token(checks["token_equals"]))
+        if "token_greater_than" in checks:
+            t = self.token(checks["token_greater_than"])
+            if lock.fencing_token <= t:
+                raise StepFailed(f"fencing token {lock.fencing_token} is not greater than {t}")
+        if "save_token" in checks:
+            self.tokens[checks["save_token"]] = lock.fencing_token
+
+    def check_status(self, checks: dict, s: TransactionStatus) -> None:
+        if "state" in checks:
+            check("state", s.state, checks["state"])
+        if "name" in checks:
+            check("name", s.name or "", self.text(checks["name"]))
+        if "priority" in checks:
+            check("priority", s.priority, checks["priority"])
+        if "lease_timeout_ms" in checks:
+            check("lease_timeout_ms", s.lease_timeout_ms, checks["lease_timeout_ms"])
+        if "end_reason_contains" in checks and checks["end_reason_contains"] not in s.end_reason:
+            raise StepFailed(f"end_reason {s.end_reason!r} lacks {checks['end_reason_contains']!r}")
+        if "locks" in checks:
+            show = lambda l: f"{l.key}:{l.mode.value}#{l.fencing_token}"  # noqa: E731
+            got = [show(l) for l in s.locks]
+            unmatched = list(s.locks)
+            for w in checks["locks"]:
+                namespace, key = self.field(w, "namespace", "${ns}"), self.field(w, "key", "")
+                token = self.token(w["token"]) if "token" in w else None
+                hit = next(
+                    (
+                        l
+                        for l in unmatched
+                        if l.namespace == namespace
+                        and l.key == key
+                        and l.mode.value == w["mode"]
+                        and (token is None or l.fencing_token == token)
+                    ),
+                    None,
+                )
+                if hit is None:
+                    raise StepFailed(f"locks: no {key}:{w['mode']}{'' if token is None else f'#{token}'} in {got}")
+                unmatched.remove(hit)
+            if unmatched:
+                raise StepFailed(f"locks: unexpected {[show(l) for l in unmatched]} in {got}")
+        if "waiting" in checks:
+            w, p = checks["waiting"], s.waiting
+            if w is None:
+                if p is not None:
+                    raise StepFailed(f"expected no pending wait, got {p.key}:{p.mode.value} at {p.position}")
+            elif p is None:
+                raise StepFailed("expected a pending wait, got none")
+            else:
+                check("waiting.namespace", p.namespace, self.field(w, "namespace", "${ns}"))
+                check("waiting.key", p.key, self.field(w, "key", ""))
+                if "mode" in w:
+                    check("waiting.mode", p.mode.value, w["mode"])
+                if "position" in w:
+                    check("waiting.position", p.position, w["position"])
+
+
+@pytest.mark.parametrize("spec", SCENARIOS, ids=[s["name"] for s in SCENARIOS])
+async def test_scenario(server, spec):
+    if spec.get("raw_only"):
+        reason = f"raw only: {spec.get('why_raw_only', '')}"
+        print(f"SKIP {spec['name']} ({reason})")
+        pytest.skip(reason)
+    ns = f"cf-py-{RUN_ID}-{SCENARIOS.index(spec):02d}"
+    await Scenario(DlsClient(endpoints=[server.endpoint]), ns).run(spec)

@@ -1,0 +1,365 @@
+package dev.caerus.dls
+
+import java.io.File
+import java.net.ServerSocket
+import java.net.URI
+import java.net.http.HttpClient
+import java.net.http.HttpRequest
+import java.net.http.HttpResponse
+import java.nio.file.Files
+import java.time.Duration
+import java.util.UUID
+import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.Deferred
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.SupervisorJob
+import kotlinx.coroutines.async
+import kotlinx.coroutines.cancel
+import kotlinx.coroutines.delay
+import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.withTimeout
+import org.junit.jupiter.api.AfterAll
+import org.junit.jupiter.api.Assumptions.assumeTrue
+import org.junit.jupiter.api.BeforeAll
+import org.junit.jupiter.api.DynamicTest
+import org.junit.jupiter.api.TestFactory
+import org.junit.jupiter.api.TestInstance
+
+/**
+ * The shared conformance scenarios (conformance/scenarios.json) through the Kotlin SDK,
+ * against one real `dls serve` started from `-Ddls.bin`: one dynamic test per scenario,
+ * raw-only ones skipped.
+ *
+ * Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says. The
+ * SDK's acquireLock has no progress callback and the SDK has no lock listing, so
+ * `expect_queued` polls the waiting transaction's status() for its queue position, and
+ * `blocked_by` (not visible through this SDK) is not compared.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class ConformanceTest {
+    private lateinit var server: Process
+    private lateinit var dataDir: File
+    private lateinit var endpoint: String
+    private lateinit var client: DlsClient
+    private val runId = UUID.randomUUID().toString().take(6)
+
+    private fun freePort(): Int = ServerSocket(0).use { it.localPort }
+
+    @BeforeAll
+    fun startServer() {
+        val bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
+        require(!bin.isNullOrBlank()) { "pass -Ddls.bin=/path/to/dls (make test-kotlin does)" }
+        val httpPort = freePort()
+        endpoint = "127.0.0.1:${freePort()}"
+        dataDir = Files.createTempDirectory("dls-kotlin-conformance-").toFile()
+        server = ProcessBuilder(
+            bin, "serve",
+            "--listen", endpoint,
+            "--http-listen", "127.0.0.1:$httpPort",
+            "--data-dir", dataDir.absolutePath,
+            "--log", "warn",
+        ).redirectErrorStream(true).redirectOutput(File(dataDir, "server.log")).start()
+        val http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build()
+        val ready = URI("http://127.0.0.1:$httpPort/readyz")
+        val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
+        while (true) {
+            check(server.isAlive) { "dls exited early:\n" + File(dataDir, "server.log").readText() }
+            val ok = runCatching {
+                http.send(HttpRequest.newBuilder(ready).timeout(Duration.ofSeconds(1)).build(),
+                    HttpResponse.BodyHandlers.discarding()).statusCode() == 200
+            }.getOrDefault(false)
+            if (ok) break
+            check(System.nanoTime() < deadline) { "dls not ready after 30 s" }
+            Thread.sleep(100)
+        }
+        client = dlsClient(endpoint)
+    }
+
+    @AfterAll
+    fun stopServer() {
+        if (::client.isInitialized) client.close()
+        if (::server.isInitialized) {
+            server.destroy()
+            if (!server.waitFor(10, java.util.concurrent.TimeUnit.SECONDS)) server.destroyForcibly()
+        }
+        if (::dataDir.isInitialized) dataDir.deleteRecursively()
+    }
+
+    @TestFactory
+    fun scenarios(): List<DynamicTest> {
+        @Suppress("UNCHECKED_CAST")
+        val all = (ConformanceJson.parse(scenariosFile().readText()) as Map<String, Any?>)["scenarios"] as List<Map<String, Any?>>
+        return all.mapIndexed { i, spec ->
+            val name = spec["name"] as String
+            DynamicTest.dynamicTest(name) {
+                if (spec["raw_only"] == true) {
+                    val reason = "raw only: ${spec["why_raw_only"] ?: ""}"
+                    println("SKIP $name ($reason)")
+                    assumeTrue(false, reason)
+                }
+                val ns = "cf-kt-$runId-" + i.toString().padStart(2, '0')
+                runBlocking { withTimeout(PATIENCE_MS * 4) { Scenario(client, ns).run(spec) } }
+            }
+        }
+    }
+
+    /**
+     * `-Dconformance.scenarios=FILE` if given (like the runners' `--scenarios`), else
+     * conformance/scenarios.json of the repository this suite runs in (Maven runs it from kotlin/).
+     */
+    private fun scenariosFile(): File {
+        System.getProperty("conformance.scenarios")?.takeIf { it.isNotBlank() }?.let { return File(it) }
+        var dir: File? = File(System.getProperty("user.dir")).absoluteFile
+        while (dir != null) {
+            val f = File(dir, "conformance/scenarios.json")
+            if (f.isFile) return f
+            dir = dir.parentFile
+        }
+        error("conformance/scenarios.json not found above ${System.getProperty("user.dir")}")
+    }
+}
+
+/** How long a step waits for the server: a hang guard, not a timing assertion. */
+private const val PATIENCE_MS = 30_000L
+
+private class StepFailed(message: String, cause: Throwable? = null) : AssertionError(message, cause)
+
+private fun checkEq(what: String, got: Any?, want: Any?) {
+    if (got != want) throw StepFailed("$what: expected $want, got $got")
+}
+
+/** What a call ended with: the value, or the SDK error. */
+private sealed class Outcome<out T> {
+    data class Ok<T>(val value: T) : Outcome<T>()
+    data class Err(val error: DlsException) : Outcome<Nothing>()
+}
+
+private suspend fun <T> outcomeOf(call: suspend () -> T): Outcome<T> =
+    try {
+        Outcome.Ok(call())
+    } catch (e: DlsException) {
+        Outcome.Err(e)
+    }
+
+/** An acquire started with `"wait": false`, running until `await` collects its outcome. */
+private class Background(val tx: Transaction, val namespace: String, val key: String, val job: Deferred<Outcome<Lock>>)
+
+@Suppress("UNCHECKED_CAST")
+private class Scenario(private val client: DlsClient, private val ns: String) {
+    private val txns = LinkedHashMap<String, Transaction>()
+    private val tokens = HashMap<String, ULong>()
+    private val handles = HashMap<String, Background>()
+    private val background = CoroutineScope(SupervisorJob() + Dispatchers.Default)
+
+    private fun text(value: Any?): String {
+        val v = if (value is Map<*, *>) (value["repeat"] as String).repeat((value["times"] as Long).toInt()) else value
+        if (v !is String) throw StepFailed("expected a string, got $value")
+        return v.replace("\${ns}", ns)
+    }
+
+    private fun field(step: Map<String, Any?>, name: String, default: String): String =
+        text(if (step.containsKey(name)) step[name] else default)
+
+    private fun long(step: Map<String, Any?>, name: String, default: Long): Long = (step[name] as Long?) ?: default
+
+    private fun txn(step: Map<String, Any?>): Transaction {
+        if (step.containsKey("txn_id")) throw StepFailed("a literal txn_id cannot be expressed through the SDK (raw-only)")
+        return txns[step["txn"]] ?: throw StepFailed("transaction ${step["txn"]} was not begun")
+    }
+
+    private fun token(name: Any?): ULong = tokens[name] ?: throw StepFailed("no saved token $name")
+
+    private fun mode(step: Map<String, Any?>): LockMode = when (val m = step["mode"] ?: "EXCLUSIVE") {
+        "EXCLUSIVE" -> LockMode.EXCLUSIVE
+        "SHARED_READ" -> LockMode.SHARED_READ
+        else -> throw StepFailed("mode $m cannot be expressed through the SDK (raw-only)")
+    }
+
+    /**
+     * Compares an outcome with the step's `expect`: the `ok` checks when it succeeded as
+     * expected, null when the expected error happened. Only the error kind is visible
+     * through an SDK (`DlsException.code`); the gRPC code is a raw-client check.
+     */
+    private fun <T> expectOutcome(step: Map<String, Any?>, outcome: Outcome<T>): Map<String, Any?>? {
+        val expect = step["expect"] as Map<String, Any?>? ?: mapOf("ok" to emptyMap<String, Any?>())
+        val want = expect["error"] as Map<String, Any?>?
+        return when (outcome) {
+            is Outcome.Err -> {
+                if (want == null) throw StepFailed("expected ok, got ${outcome.error.code}: ${outcome.error.message}")
+                checkEq("error kind", outcome.error.code, want["kind"])
+                null
+            }
+            is Outcome.Ok -> {
+                if (want != null) throw StepFailed("expected error ${want["code"]}/${want["kind"]}, got ok")
+                expect["ok"] as Map<String, Any?>? ?: emptyMap()
+            }
+        }
+    }
+
+    suspend fun run(spec: Map<String, Any?>) {
+        try {
+            for ((i, step) in (spec["steps"] as List<Map<String, Any?>>).withIndex()) {
+                try {
+                    step(step)
+                } catch (e: Throwable) {
+                    throw StepFailed("step ${i + 1} (${step["op"]}): ${e.message}", e)
+                }
+            }
+        } finally {
+            // Leave nothing behind for later scenarios, whatever happened.
+            background.cancel()
+            for (tx in txns.values) {
+                runCatching { tx.abort() }
+                tx.close()
+            }
+        }
+    }
+
+    private suspend fun step(step: Map<String, Any?>) {
+        when (val op = step["op"]) {
+            "begin" -> {
+                val name = field(step, "name", "")
+                val options = TransactionOptions(
+                    long(step, "timeout_ms", 15000).toULong(),
+                    long(step, "priority", 0).toInt(),
+                    name.ifEmpty { null },
+                )
+                val outcome = outcomeOf { client.beginTransaction(options) }
+                val checks = expectOutcome(step, outcome) ?: return
+                val tx = (outcome as Outcome.Ok).value
+                txns[step["txn"] as String] = tx
+                checks["lease_timeout_ms"]?.let { checkEq("lease_timeout_ms", tx.leaseMs(), (it as Long).toULong()) }
+                checks["same_txn_as"]?.let { checkEq("transaction id", tx.id(), txns[it]?.id()) }
+            }
+            "acquire" -> {
+                val tx = txn(step)
+                val namespace = field(step, "namespace", "\${ns}")
+                val key = field(step, "key", "")
+                val mode = mode(step)
+                val timeoutMs = long(step, "timeout_ms", 10000).toULong()
+                if (step["wait"] == false) {
+                    val job = background.async { outcomeOf { tx.acquireLock(namespace, key, mode, timeoutMs) } }
+                    handles[step["handle"] as String] = Background(tx, namespace, key, job)
+                    return
+                }
+                checkGrant(step, outcomeOf { tx.acquireLock(namespace, key, mode, timeoutMs) })
+            }
+            "expect_queued" -> expectQueued(step)
+            "await" -> checkGrant(step, handle(step).job.await())
+            "release" -> {
+                val tx = txn(step)
+                val outcome = outcomeOf { tx.release(field(step, "namespace", "\${ns}"), field(step, "key", "")) }
+                val checks = expectOutcome(step, outcome) ?: return
+                checks["released"]?.let { checkEq("released", (outcome as Outcome.Ok).value, it) }
+            }
+            "status" -> {
+                val outcome = if (step.containsKey("txn_id")) {
+                    outcomeOf { client.transactionStatus((step["txn_id"] as Long).toULong()) }
+                } else {
+                    val tx = txn(step)
+                    outcomeOf { tx.status() }
+                }
+                val checks = expectOutcome(step, outcome) ?: return
+                checkStatus(checks, (outcome as Outcome.Ok).value)
+            }
+            "heartbeat" -> {
+                // The SDK heartbeats by itself; the scenario's later status shows the lease
+                // was kept. Heartbeat errors are only expected in raw-only scenarios.
+                txn(step)
+                if ((step["expect"] as Map<String, Any?>?)?.containsKey("error") == true) {
+                    throw StepFailed("an explicit heartbeat error cannot be expressed through the SDK (raw-only)")
+                }
+            }
+            "end" -> {
+                val tx = txn(step)
+                val commit = step["commit"] != false
+                val checks = expectOutcome(step, outcomeOf { if (commit) tx.commit() else tx.abort() }) ?: return
+                // The state is implied by the call succeeding; released_locks is not exposed.
+                checks["state"]?.let { checkEq("state", if (commit) "COMMITTED" else "ABORTED", it) }
+            }
+            "sleep_ms" -> delay(step["ms"] as Long)
+            else -> throw StepFailed("unknown op $op")
+        }
+    }
+
+    private fun handle(step: Map<String, Any?>): Background =
+        handles[step["handle"]] ?: throw StepFailed("no background acquire ${step["handle"]}")
+
+    private suspend fun expectQueued(step: Map<String, Any?>) {
+        val h = handle(step)
+        val position = (step["position"] as Long).toUInt()
+        val deadline = System.nanoTime() + PATIENCE_MS * 1_000_000
+        while (true) {
+            // Status first, then whether the acquire ended: a wait seen in the status was
+            // real even if the grant came right after.
+            val waiting = h.tx.status().waiting
+            if (waiting != null && waiting.namespace == h.namespace && waiting.key == h.key && waiting.position == position) {
+                return
+            }
+            val seen = waiting?.let { "${it.key} at ${it.position}" } ?: "no wait"
+            if (h.job.isCompleted) {
+                val how = when (val o = h.job.await()) {
+                    is Outcome.Ok -> "granted with token ${o.value.fencingToken}"
+                    is Outcome.Err -> "error ${o.error.code}: ${o.error.message}"
+                }
+                throw StepFailed("acquire ended ($how) before queued position $position; last seen $seen")
+            }
+            if (System.nanoTime() > deadline) throw StepFailed("no queued position $position within $PATIENCE_MS ms; last seen $seen")
+            delay(10)
+        }
+    }
+
+    private fun checkGrant(step: Map<String, Any?>, outcome: Outcome<Lock>) {
+        val checks = expectOutcome(step, outcome) ?: return
+        val lock = (outcome as Outcome.Ok).value
+        checks["mode"]?.let { checkEq("mode", lock.mode.name, it) }
+        checks["token_equals"]?.let { checkEq("fencing token", lock.fencingToken, token(it)) }
+        checks["token_greater_than"]?.let {
+            val t = token(it)
+            if (lock.fencingToken <= t) throw StepFailed("fencing token ${lock.fencingToken} is not greater than $t")
+        }
+        checks["save_token"]?.let { tokens[it as String] = lock.fencingToken }
+    }
+
+    private fun checkStatus(checks: Map<String, Any?>, s: TransactionStatus) {
+        checks["state"]?.let { checkEq("state", s.state.name, it) }
+        if (checks.containsKey("name")) checkEq("name", s.name ?: "", text(checks["name"]))
+        checks["priority"]?.let { checkEq("priority", s.priority.toLong(), it) }
+        checks["lease_timeout_ms"]?.let { checkEq("lease_timeout_ms", s.leaseTimeoutMs, (it as Long).toULong()) }
+        checks["end_reason_contains"]?.let {
+            if (!s.endReason.contains(it as String)) throw StepFailed("end_reason \"${s.endReason}\" lacks \"$it\"")
+        }
+        (checks["locks"] as List<Map<String, Any?>>?)?.let { want ->
+            fun show(l: Lock) = "${l.key}:${l.mode.name}#${l.fencingToken}"
+            val got = s.locks.map(::show)
+            val unmatched = s.locks.toMutableList()
+            for (w in want) {
+                val namespace = field(w, "namespace", "\${ns}")
+                val key = field(w, "key", "")
+                val token = w["token"]?.let(::token)
+                val hit = unmatched.indexOfFirst {
+                    it.namespace == namespace && it.key == key && it.mode.name == w["mode"] &&
+                        (token == null || it.fencingToken == token)
+                }
+                if (hit < 0) throw StepFailed("locks: no $key:${w["mode"]}${token?.let { "#$it" } ?: ""} in $got")
+                unmatched.removeAt(hit)
+            }
+            if (unmatched.isNotEmpty()) throw StepFailed("locks: unexpected ${unmatched.map(::show)} in $got")
+        }
+        if (checks.containsKey("waiting")) {
+            val w = checks["waiting"] as Map<String, Any?>?
+            val p = s.waiting
+            when {
+                w == null && p != null -> throw StepFailed("expected no pending wait, got ${p.key}:${p.mode} at ${p.position}")
+                w == null -> {}
+                p == null -> throw StepFailed("expected a pending wait, got none")
+                else -> {
+                    checkEq("waiting.namespace", p.namespace, field(w, "namespace", "\${ns}"))
+                    checkEq("waiting.key", p.key, field(w, "key", ""))
+                    w["mode"]?.let { checkEq("waiting.mode", p.mode.name, it) }
+                    w["position"]?.let { checkEq("waiting.position", p.position.toLong(), it) }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,710 @@
+// Command conformance runs conformance/scenarios.json (format: conformance/README.md)
+// against a Caerus DLS server through the raw generated Go client, sdks/go/caerus/dls/v1.
+// It prints one line per scenario and exits 1 if any failed.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	dlsv1 "github.com/caerus-dev/dls/sdks/go/caerus/dls/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// patience bounds how long a step waits for the server: a hang guard, not a timing assertion.
+const patience = 30 * time.Second
+
+func main() {
+	_, self, _, _ := runtime.Caller(0)
+	endpoint := flag.String("endpoint", "127.0.0.1:7070", "HOST:PORT of any node (leader redirects are followed)")
+	apiKey := flag.String("api-key", os.Getenv("CAERUS_API_KEY"), "API key, sent as authorization: Bearer KEY")
+	file := flag.String("scenarios", filepath.Join(filepath.Dir(self), "..", "scenarios.json"), "the scenario file")
+	var only multiFlag
+	flag.Var(&only, "only", "run only this scenario (repeatable)")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "Runs the Caerus DLS conformance scenarios through the raw Go gRPC client.\n\nUsage: conformance [flags]")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+
+	raw, err := os.ReadFile(*file)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		os.Exit(2)
+	}
+	var spec struct {
+		Scenarios []map[string]any `json:"scenarios"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&spec); err != nil {
+		fmt.Fprintf(os.Stderr, "conformance: parsing %s: %v\n", *file, err)
+		os.Exit(2)
+	}
+
+	conn := newConnection(*endpoint, *apiKey)
+	run := fmt.Sprintf("cf-go-%06x", time.Now().UnixNano()&0xffffff)
+	passed, failed := 0, 0
+	for i, sc := range spec.Scenarios {
+		name, _ := sc["name"].(string)
+		if len(only) > 0 && !only.has(name) {
+			continue
+		}
+		s := &scenario{conn: conn, ns: fmt.Sprintf("%s-%02d", run, i), txns: map[string]uint64{},
+			tokens: map[string]uint64{}, handles: map[string]*background{}}
+		if err := s.run(sc); err != nil {
+			failed++
+			fmt.Printf("FAIL %s: %v\n", name, err)
+		} else {
+			passed++
+			fmt.Printf("PASS %s\n", name)
+		}
+	}
+	fmt.Printf("go raw grpc runner: %d passed, %d failed, 0 skipped (%s)\n", passed, failed, *endpoint)
+	if failed > 0 {
+		os.Exit(1)
+	}
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+func (m multiFlag) has(v string) bool {
+	for _, x := range m {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// connection is one channel to the node believed to lead; it follows x-dls-leader-addr.
+type connection struct {
+	mu       sync.Mutex
+	endpoint string
+	conn     *grpc.ClientConn
+	stub     dlsv1.LockServiceClient
+	md       metadata.MD
+}
+
+func newConnection(endpoint, apiKey string) *connection {
+	c := &connection{md: metadata.MD{}}
+	if apiKey != "" {
+		c.md.Set("authorization", "Bearer "+apiKey)
+	}
+	c.connect(endpoint)
+	return c
+}
+
+func (c *connection) connect(endpoint string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if endpoint == c.endpoint {
+		return
+	}
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "conformance: bad endpoint %q: %v\n", endpoint, err)
+		os.Exit(2)
+	}
+	c.endpoint, c.conn, c.stub = endpoint, conn, dlsv1.NewLockServiceClient(conn)
+}
+
+func (c *connection) client() dlsv1.LockServiceClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stub
+}
+
+// outcome is what a call ended with: an error code and kind, or success.
+type outcome struct {
+	code, kind, message string
+}
+
+func (o *outcome) String() string {
+	if o == nil {
+		return "ok"
+	}
+	return fmt.Sprintf("error %s/%s (%s)", o.code, o.kind, o.message)
+}
+
+// retryable says whether err means "not the leader" (follow the hint) or "no leader yet"
+// (back off), and switches the connection accordingly.
+func (c *connection) retryable(err error, md metadata.MD, deadline time.Time) bool {
+	st, _ := status.FromError(err)
+	if st.Code() != codes.Unavailable || time.Now().After(deadline) {
+		return false
+	}
+	if leader := md.Get("x-dls-leader-addr"); len(leader) > 0 && leader[0] != "" {
+		c.connect(leader[0])
+	} else {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return true
+}
+
+func toOutcome(err error, md metadata.MD) *outcome {
+	st, _ := status.FromError(err)
+	o := &outcome{code: codeName(st.Code()), message: st.Message()}
+	if kind := md.Get("x-dls-error"); len(kind) > 0 {
+		o.kind = kind[0]
+	}
+	return o
+}
+
+// codeNames are the canonical gRPC status code names, as the scenario file spells them
+// (grpc-go's String() gives "DeadlineExceeded" and the US spelling "Canceled").
+var codeNames = []string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+	"ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+	"UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
+
+func codeName(c codes.Code) string {
+	if int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return c.String()
+}
+
+// unary calls fn with retries across leader changes; fn gets the stub and a trailer sink.
+func unary[T any](c *connection, fn func(ctx context.Context, stub dlsv1.LockServiceClient, opts ...grpc.CallOption) (T, error)) (T, *outcome) {
+	deadline := time.Now().Add(patience)
+	for {
+		ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.Background(), c.md), patience)
+		var trailer metadata.MD
+		v, err := fn(ctx, c.client(), grpc.Trailer(&trailer))
+		cancel()
+		if err == nil {
+			return v, nil
+		}
+		if c.retryable(err, trailer, deadline) {
+			continue
+		}
+		var zero T
+		return zero, toOutcome(err, trailer)
+	}
+}
+
+// acquire follows an AcquireLock stream to its grant or final status, re-attaching with
+// the same request_id when the serving node stops leading.
+func (c *connection) acquire(req *dlsv1.AcquireLockRequest, onQueued func(*dlsv1.Queued)) (*dlsv1.Granted, *outcome) {
+	deadline := time.Now().Add(time.Duration(req.TimeoutMs)*time.Millisecond + patience)
+	for {
+		ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(context.Background(), c.md))
+		stream, err := c.client().AcquireLock(ctx, req)
+		var trailer metadata.MD
+		var granted *dlsv1.Granted
+		for err == nil {
+			var msg *dlsv1.AcquireLockResponse
+			msg, err = stream.Recv()
+			if err != nil {
+				trailer = stream.Trailer()
+				break
+			}
+			if q := msg.GetQueued(); q != nil {
+				onQueued(q)
+			} else if g := msg.GetGranted(); g != nil {
+				granted = g
+				break
+			}
+		}
+		cancel()
+		if granted != nil {
+			return granted, nil
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, &outcome{code: "UNKNOWN", message: "stream ended without a grant or a status"}
+		}
+		if c.retryable(err, trailer, deadline) {
+			continue
+		}
+		return nil, toOutcome(err, trailer)
+	}
+}
+
+// background is an acquire started with "wait": false.
+type background struct {
+	mu       sync.Mutex
+	queued   []*dlsv1.Queued
+	consumed int
+	done     bool
+	granted  *dlsv1.Granted
+	failure  *outcome
+	finished chan struct{}
+}
+
+func startBackground(c *connection, req *dlsv1.AcquireLockRequest) *background {
+	b := &background{finished: make(chan struct{})}
+	go func() {
+		g, o := c.acquire(req, func(q *dlsv1.Queued) {
+			b.mu.Lock()
+			b.queued = append(b.queued, q)
+			b.mu.Unlock()
+		})
+		b.mu.Lock()
+		b.done, b.granted, b.failure = true, g, o
+		b.mu.Unlock()
+		close(b.finished)
+	}()
+	return b
+}
+
+func (b *background) queuedAt(position uint32) (*dlsv1.Queued, error) {
+	deadline := time.Now().Add(patience)
+	for {
+		b.mu.Lock()
+		for b.consumed < len(b.queued) {
+			q := b.queued[b.consumed]
+			b.consumed++
+			if q.Position == position {
+				b.mu.Unlock()
+				return q, nil
+			}
+		}
+		var seen []uint32
+		for _, q := range b.queued {
+			seen = append(seen, q.Position)
+		}
+		done, g, f := b.done, b.granted, b.failure
+		b.mu.Unlock()
+		if done {
+			how := f.String()
+			if g != nil {
+				how = fmt.Sprintf("granted with token %d", g.FencingToken)
+			}
+			return nil, fmt.Errorf("acquire ended (%s) before queued position %d; positions seen %v", how, position, seen)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no queued position %d within %v; positions seen %v", position, patience, seen)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type scenario struct {
+	conn    *connection
+	ns      string
+	txns    map[string]uint64
+	order   []uint64
+	tokens  map[string]uint64
+	handles map[string]*background
+}
+
+func (s *scenario) run(sc map[string]any) error {
+	steps, _ := sc["steps"].([]any)
+	var failure error
+	for i, raw := range steps {
+		step, _ := raw.(map[string]any)
+		if err := s.step(step); err != nil {
+			failure = fmt.Errorf("step %d (%v): %w", i+1, step["op"], err)
+			break
+		}
+	}
+	// End whatever the scenario left open, so a failure does not hold locks.
+	for _, id := range s.order {
+		unary(s.conn, func(ctx context.Context, c dlsv1.LockServiceClient, o ...grpc.CallOption) (*dlsv1.EndTransactionResponse, error) {
+			return c.EndTransaction(ctx, &dlsv1.EndTransactionRequest{TransactionId: id}, o...)
+		})
+	}
+	return failure
+}
+
+// ---- reading step fields ------------------------------------------------------------
+
+func (s *scenario) text(v any) string {
+	switch t := v.(type) {
+	case string:
+		return strings.ReplaceAll(t, "${ns}", s.ns)
+	case map[string]any:
+		n, _ := t["times"].(json.Number).Int64()
+		return strings.Repeat(s.text(t["repeat"]), int(n))
+	}
+	return ""
+}
+
+func (s *scenario) field(step map[string]any, name, def string) string {
+	if v, ok := step[name]; ok {
+		return s.text(v)
+	}
+	return s.text(def)
+}
+
+func num(step map[string]any, name string, def int64) int64 {
+	if v, ok := step[name].(json.Number); ok {
+		n, _ := v.Int64()
+		return n
+	}
+	return def
+}
+
+func (s *scenario) txnID(step map[string]any) (uint64, error) {
+	if v, ok := step["txn_id"].(json.Number); ok {
+		n, _ := v.Int64()
+		return uint64(n), nil
+	}
+	name, _ := step["txn"].(string)
+	id, ok := s.txns[name]
+	if !ok {
+		return 0, fmt.Errorf("transaction %q was not begun", name)
+	}
+	return id, nil
+}
+
+// requestID is the step's, or a fresh one: a raw client picks its own so retries stay safe.
+func (s *scenario) requestID(step map[string]any) string {
+	if _, ok := step["request_id"]; ok {
+		return s.field(step, "request_id", "")
+	}
+	return fmt.Sprintf("%s-%d", s.ns, time.Now().UnixNano())
+}
+
+func mode(step map[string]any) dlsv1.LockMode {
+	switch m := step["mode"].(type) {
+	case string:
+		return dlsv1.LockMode(dlsv1.LockMode_value[m])
+	case json.Number:
+		n, _ := m.Int64()
+		return dlsv1.LockMode(n)
+	}
+	return dlsv1.LockMode_EXCLUSIVE
+}
+
+func (s *scenario) token(name any) (uint64, error) {
+	n, _ := name.(string)
+	t, ok := s.tokens[n]
+	if !ok {
+		return 0, fmt.Errorf("no saved token %q", n)
+	}
+	return t, nil
+}
+
+// ---- expectations ---------------------------------------------------------------------
+
+// checkOutcome compares success or failure with `expect`; it returns the ok checks, or nil
+// when an expected error happened.
+func checkOutcome(step map[string]any, o *outcome) (map[string]any, error) {
+	expect, _ := step["expect"].(map[string]any)
+	if want, ok := expect["error"].(map[string]any); ok {
+		if o == nil {
+			return nil, fmt.Errorf("expected error %v/%v, got ok", want["code"], want["kind"])
+		}
+		if o.code != want["code"] || o.kind != want["kind"] {
+			return nil, fmt.Errorf("expected error %v/%v, got %s", want["code"], want["kind"], o)
+		}
+		return nil, nil
+	}
+	if o != nil {
+		return nil, fmt.Errorf("expected ok, got %s", o)
+	}
+	checks, _ := expect["ok"].(map[string]any)
+	if checks == nil {
+		checks = map[string]any{}
+	}
+	return checks, nil
+}
+
+func eq(what string, got, want any) error {
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		return fmt.Errorf("%s: expected %v, got %v", what, want, got)
+	}
+	return nil
+}
+
+func (s *scenario) checkGrant(step map[string]any, g *dlsv1.Granted, o *outcome) error {
+	checks, err := checkOutcome(step, o)
+	if err != nil || checks == nil {
+		return err
+	}
+	if m, ok := checks["mode"]; ok {
+		if err := eq("mode", g.Mode.String(), m); err != nil {
+			return err
+		}
+	}
+	if n, ok := checks["token_equals"]; ok {
+		t, err := s.token(n)
+		if err != nil {
+			return err
+		}
+		if err := eq("fencing token", g.FencingToken, t); err != nil {
+			return err
+		}
+	}
+	if n, ok := checks["token_greater_than"]; ok {
+		t, err := s.token(n)
+		if err != nil {
+			return err
+		}
+		if g.FencingToken <= t {
+			return fmt.Errorf("fencing token %d is not greater than %v=%d", g.FencingToken, n, t)
+		}
+	}
+	if n, ok := checks["save_token"].(string); ok {
+		s.tokens[n] = g.FencingToken
+	}
+	return nil
+}
+
+func (s *scenario) checkStatus(checks map[string]any, st *dlsv1.GetTransactionStatusResponse) error {
+	if v, ok := checks["state"]; ok {
+		if err := eq("state", st.State.String(), v); err != nil {
+			return err
+		}
+	}
+	if v, ok := checks["name"]; ok {
+		if err := eq("name", st.Name, s.text(v)); err != nil {
+			return err
+		}
+	}
+	if v, ok := checks["priority"]; ok {
+		if err := eq("priority", st.Priority, v); err != nil {
+			return err
+		}
+	}
+	if v, ok := checks["lease_timeout_ms"]; ok {
+		if err := eq("lease_timeout_ms", st.LeaseTimeoutMs, v); err != nil {
+			return err
+		}
+	}
+	if v, ok := checks["end_reason_contains"].(string); ok && !strings.Contains(st.EndReason, v) {
+		return fmt.Errorf("end_reason %q lacks %q", st.EndReason, v)
+	}
+	if want, ok := checks["locks"].([]any); ok {
+		var got []string
+		unmatched := map[int]bool{}
+		for i, l := range st.Locks {
+			got = append(got, fmt.Sprintf("%s:%s#%d", l.Key, l.Mode, l.FencingToken))
+			unmatched[i] = true
+		}
+		sort.Strings(got)
+		for _, raw := range want {
+			w, _ := raw.(map[string]any)
+			ns, key, m := s.field(w, "namespace", "${ns}"), s.text(w["key"]), fmt.Sprint(w["mode"])
+			var token *uint64
+			if n, ok := w["token"]; ok {
+				t, err := s.token(n)
+				if err != nil {
+					return err
+				}
+				token = &t
+			}
+			hit := -1
+			for i, l := range st.Locks {
+				if unmatched[i] && l.Namespace == ns && l.Key == key && l.Mode.String() == m && (token == nil || *token == l.FencingToken) {
+					hit = i
+					break
+				}
+			}
+			if hit < 0 {
+				return fmt.Errorf("locks: no %s:%s in %v", key, m, got)
+			}
+			delete(unmatched, hit)
+		}
+		if len(unmatched) > 0 {
+			return fmt.Errorf("locks: %d unexpected in %v", len(unmatched), got)
+		}
+	}
+	if w, ok := checks["waiting"]; ok {
+		p := st.Waiting
+		if w == nil {
+			if p != nil {
+				return fmt.Errorf("expected no pending wait, got %s:%s at %d", p.Key, p.Mode, p.Position)
+			}
+		} else {
+			wm, _ := w.(map[string]any)
+			if p == nil {
+				return errors.New("expected a pending wait, got none")
+			}
+			if err := eq("waiting.key", p.Key, s.text(wm["key"])); err != nil {
+				return err
+			}
+			if err := eq("waiting.namespace", p.Namespace, s.field(wm, "namespace", "${ns}")); err != nil {
+				return err
+			}
+			if m, ok := wm["mode"]; ok {
+				if err := eq("waiting.mode", p.Mode.String(), m); err != nil {
+					return err
+				}
+			}
+			if pos, ok := wm["position"]; ok {
+				if err := eq("waiting.position", p.Position, pos); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ---- steps ----------------------------------------------------------------------------
+
+func (s *scenario) step(step map[string]any) error {
+	op, _ := step["op"].(string)
+	switch op {
+	case "begin":
+		req := &dlsv1.BeginTransactionRequest{TimeoutMs: num(step, "timeout_ms", 15000),
+			Priority: int32(num(step, "priority", 0)), Name: s.field(step, "name", ""), RequestId: s.requestID(step)}
+		resp, o := unary(s.conn, func(ctx context.Context, c dlsv1.LockServiceClient, opts ...grpc.CallOption) (*dlsv1.BeginTransactionResponse, error) {
+			return c.BeginTransaction(ctx, req, opts...)
+		})
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		name, _ := step["txn"].(string)
+		s.txns[name] = resp.TransactionId
+		s.order = append(s.order, resp.TransactionId)
+		if v, ok := checks["lease_timeout_ms"]; ok {
+			if err := eq("lease_timeout_ms", resp.LeaseTimeoutMs, v); err != nil {
+				return err
+			}
+		}
+		if v, ok := checks["same_txn_as"].(string); ok {
+			return eq("transaction id", resp.TransactionId, s.txns[v])
+		}
+	case "acquire":
+		id, err := s.txnID(step)
+		if err != nil {
+			return err
+		}
+		req := &dlsv1.AcquireLockRequest{TransactionId: id, Namespace: s.field(step, "namespace", "${ns}"),
+			Key: s.field(step, "key", ""), Mode: mode(step), TimeoutMs: num(step, "timeout_ms", 10000),
+			RequestId: s.requestID(step)}
+		if wait, ok := step["wait"].(bool); ok && !wait {
+			h, _ := step["handle"].(string)
+			s.handles[h] = startBackground(s.conn, req)
+			return nil
+		}
+		g, o := s.conn.acquire(req, func(*dlsv1.Queued) {})
+		return s.checkGrant(step, g, o)
+	case "expect_queued":
+		b, err := s.handle(step)
+		if err != nil {
+			return err
+		}
+		q, err := b.queuedAt(uint32(num(step, "position", 0)))
+		if err != nil {
+			return err
+		}
+		blocked, _ := step["blocked_by"].([]any)
+		for _, n := range blocked {
+			id := s.txns[fmt.Sprint(n)]
+			found := false
+			for _, t := range q.BlockingTransactionIds {
+				found = found || t == id
+			}
+			if !found {
+				return fmt.Errorf("queued at %d but not blocked by %v (%d); blockers %v", q.Position, n, id, q.BlockingTransactionIds)
+			}
+		}
+	case "await":
+		b, err := s.handle(step)
+		if err != nil {
+			return err
+		}
+		select {
+		case <-b.finished:
+		case <-time.After(time.Hour + patience):
+			return errors.New("background acquire did not finish")
+		}
+		return s.checkGrant(step, b.granted, b.failure)
+	case "release":
+		id, err := s.txnID(step)
+		if err != nil {
+			return err
+		}
+		req := &dlsv1.ReleaseLockRequest{TransactionId: id, Namespace: s.field(step, "namespace", "${ns}"),
+			Key: s.field(step, "key", ""), RequestId: s.requestID(step)}
+		resp, o := unary(s.conn, func(ctx context.Context, c dlsv1.LockServiceClient, opts ...grpc.CallOption) (*dlsv1.ReleaseLockResponse, error) {
+			return c.ReleaseLock(ctx, req, opts...)
+		})
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		if v, ok := checks["released"]; ok {
+			return eq("released", resp.Released, v)
+		}
+	case "status":
+		id, err := s.txnID(step)
+		if err != nil {
+			return err
+		}
+		resp, o := unary(s.conn, func(ctx context.Context, c dlsv1.LockServiceClient, opts ...grpc.CallOption) (*dlsv1.GetTransactionStatusResponse, error) {
+			return c.GetTransactionStatus(ctx, &dlsv1.GetTransactionStatusRequest{TransactionId: id}, opts...)
+		})
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		return s.checkStatus(checks, resp)
+	case "heartbeat":
+		id, err := s.txnID(step)
+		if err != nil {
+			return err
+		}
+		resp, o := unary(s.conn, func(ctx context.Context, c dlsv1.LockServiceClient, opts ...grpc.CallOption) (*dlsv1.HeartbeatResponse, error) {
+			return c.Heartbeat(ctx, &dlsv1.HeartbeatRequest{TransactionId: id}, opts...)
+		})
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		if v, _ := checks["lease_remaining_positive"].(bool); v && resp.LeaseRemainingMs <= 0 {
+			return fmt.Errorf("lease_remaining_ms is %d", resp.LeaseRemainingMs)
+		}
+	case "end":
+		id, err := s.txnID(step)
+		if err != nil {
+			return err
+		}
+		commit := true
+		if v, ok := step["commit"].(bool); ok {
+			commit = v
+		}
+		req := &dlsv1.EndTransactionRequest{TransactionId: id, Commit: commit, RequestId: s.requestID(step)}
+		resp, o := unary(s.conn, func(ctx context.Context, c dlsv1.LockServiceClient, opts ...grpc.CallOption) (*dlsv1.EndTransactionResponse, error) {
+			return c.EndTransaction(ctx, req, opts...)
+		})
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		if v, ok := checks["state"]; ok {
+			if err := eq("state", resp.State.String(), v); err != nil {
+				return err
+			}
+		}
+		if v, ok := checks["released_locks"]; ok {
+			return eq("released_locks", resp.ReleasedLocks, v)
+		}
+	case "sleep_ms":
+		time.Sleep(time.Duration(num(step, "ms", 0)) * time.Millisecond)
+	default:
+		return fmt.Errorf("unknown op %q", op)
+	}
+	return nil
+}
+
+func (s *scenario) handle(step map[string]any) (*background, error) {
+	name, _ := step["handle"].(string)
+	b, ok := s.handles[name]
+	if !ok {
+		return nil, fmt.Errorf("no background acquire %q", name)
+	}
+	return b, nil
+}

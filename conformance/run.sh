@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Starts one real dls node on free ports with a temporary data directory, runs the three
+# conformance runners against it (Rust caerus-core, raw Go, raw Python grpcio), stops it.
+# Exits non-zero if any runner failed. Used by `make test-conformance`.
+#
+#   DLS_BIN=/path/to/dls conformance/run.sh
+#   CONFORMANCE_ENDPOINT=127.0.0.1:7070 conformance/run.sh   # use a running server instead
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(dirname "$here")"
+target="${CARGO_TARGET_DIR:-$repo/target}"
+DLS_BIN="${DLS_BIN:-$target/debug/dls}"
+CARGO="${CARGO:-cargo}"
+log() { echo "conformance: $*" >&2; }
+
+work="$(mktemp -d)"
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+    kill "$server_pid" && wait "$server_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The Python runner's grpcio/protobuf, pinned to the generator of sdks/python; reinstalled
+# only when requirements.txt changes.
+venv="$here/python/.venv"
+if [ ! -x "$venv/bin/python" ] || ! cmp -s "$here/python/requirements.txt" "$venv/requirements.installed"; then
+  log "installing the Python runner's pinned grpcio and protobuf into conformance/python/.venv (PyPI)"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/python/requirements.txt"
+  cp "$here/python/requirements.txt" "$venv/requirements.installed"
+fi
+
+log "building the Rust runner (caerus-conformance) and the Go runner"
+"$CARGO" build -q -p caerus-conformance
+(cd "$here/go" && go build -o "$work/conformance-go" .)
+
+endpoint="${CONFORMANCE_ENDPOINT:-}"
+if [ -z "$endpoint" ]; then
+  [ -x "$DLS_BIN" ] || { log "no dls binary at $DLS_BIN (set DLS_BIN, or run make dls-debug)"; exit 1; }
+  # Two distinct free ports from the kernel; the socket closes before dls binds them.
+  read -r grpc_port http_port < <(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(2)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in socks))
+for s in socks:
+    s.close()')
+  endpoint="127.0.0.1:$grpc_port"
+  log "starting dls on $endpoint (HTTP 127.0.0.1:$http_port, data $work/data, log $work/dls.log)"
+  "$DLS_BIN" serve --listen "$endpoint" --http-listen "127.0.0.1:$http_port" --data-dir "$work/data" \
+    >"$work/dls.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 150); do
+    grep -q "became leader" "$work/dls.log" 2>/dev/null && break
+    kill -0 "$server_pid" 2>/dev/null || { log "dls exited:"; cat "$work/dls.log" >&2; exit 1; }
+    sleep 0.2
+  done
+  grep -q "became leader" "$work/dls.log" || { log "no leader after 30 s:"; tail -20 "$work/dls.log" >&2; exit 1; }
+fi
+
+failed=()
+run() { # name command...
+  local name="$1"
+  shift
+  log "running the $name runner against $endpoint"
+  if ! "$@"; then failed+=("$name"); fi
+}
+run "Rust caerus-core" "$target/debug/caerus-conformance" --endpoint "$endpoint"
+run "Go raw" "$work/conformance-go" --endpoint "$endpoint" --scenarios "$here/scenarios.json"
+run "Python raw grpcio" "$venv/bin/python" "$here/python/runner.py" --endpoint "$endpoint"
+
+if [ "${#failed[@]}" -gt 0 ]; then
+  log "FAILED: ${failed[*]}"
+  if [ -n "$server_pid" ]; then log "server log:"; tail -40 "$work/dls.log" >&2; fi
+  exit 1
+fi
+log "all three runners passed"

@@ -1,0 +1,272 @@
+//! One scenario: its transactions, saved tokens and background acquires, and each step
+//! mapped onto the core client's API (see "Writing an SDK runner" in the README).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use caerus_core::{AcquireOptions, DlsClient, Lock, LockMode, TransactionOptions, TransactionStatus};
+use serde_json::{Map, Value};
+
+use crate::background::Background;
+use crate::expect::{self, eq};
+use crate::spec::{field, millis, str_of, text};
+
+pub struct Scenario {
+    client: DlsClient,
+    ns: String,
+    txns: HashMap<String, caerus_core::Transaction>,
+    tokens: HashMap<String, u64>,
+    handles: HashMap<String, Background>,
+}
+
+impl Scenario {
+    pub fn new(client: DlsClient, ns: String) -> Scenario {
+        Scenario { client, ns, txns: HashMap::new(), tokens: HashMap::new(), handles: HashMap::new() }
+    }
+
+    /// Runs every step; on the first failure says which step and why.
+    pub async fn run(mut self, spec: &Value) -> Result<()> {
+        let steps = spec["steps"].as_array().ok_or_else(|| anyhow!("scenario has no steps"))?;
+        let mut result = Ok(());
+        for (i, step) in steps.iter().enumerate() {
+            if let Err(e) = self.step(step).await {
+                result = Err(anyhow!("step {} ({}): {e:#}", i + 1, step["op"].as_str().unwrap_or("?")));
+                break;
+            }
+        }
+        // Leave nothing behind for later scenarios, whatever happened.
+        for h in self.handles.values() {
+            h.abandon();
+        }
+        for tx in self.txns.values() {
+            let _ = tx.abort().await;
+        }
+        result
+    }
+
+    fn txn(&self, step: &Value) -> Result<&caerus_core::Transaction> {
+        if step.get("txn_id").is_some() {
+            bail!("a literal txn_id cannot be expressed through the core client (raw-only)");
+        }
+        let name = str_of(step, "txn")?;
+        self.txns.get(name).ok_or_else(|| anyhow!("transaction {name:?} was not begun"))
+    }
+
+    fn token(&self, checks: &Map<String, Value>, name: &str) -> Result<Option<u64>> {
+        match checks.get(name).and_then(Value::as_str) {
+            None => Ok(None),
+            Some(saved) => self.tokens.get(saved).copied().map(Some).ok_or_else(|| anyhow!("no saved token {saved:?}")),
+        }
+    }
+
+    fn mode(step: &Value) -> Result<LockMode> {
+        match step.get("mode") {
+            None => Ok(LockMode::Exclusive),
+            Some(Value::String(m)) if m == "EXCLUSIVE" => Ok(LockMode::Exclusive),
+            Some(Value::String(m)) if m == "SHARED_READ" => Ok(LockMode::SharedRead),
+            Some(other) => bail!("mode {other} cannot be expressed through the core client (raw-only)"),
+        }
+    }
+
+    async fn step(&mut self, step: &Value) -> Result<()> {
+        let ns = self.ns.clone();
+        let op = str_of(step, "op")?;
+        match op {
+            "begin" => {
+                let name = field(step, "name", "", &ns)?;
+                let priority = step.get("priority").and_then(Value::as_i64).unwrap_or(0);
+                let mut opts = TransactionOptions::default()
+                    .with_timeout_ms(millis(step, "timeout_ms", 15_000)?)
+                    .with_priority(i32::try_from(priority).context("priority")?);
+                if !name.is_empty() {
+                    opts = opts.with_name(name);
+                }
+                let result = self.client.begin_transaction(opts).await;
+                if let Some(checks) = expect::outcome(step, &result)? {
+                    let tx = result.expect("checked ok");
+                    if let Some(ms) = checks.get("lease_timeout_ms").and_then(Value::as_u64) {
+                        eq("lease_timeout_ms", tx.lease(), Duration::from_millis(ms))?;
+                    }
+                    if let Some(other) = checks.get("same_txn_as").and_then(Value::as_str) {
+                        let other = self.txns.get(other).ok_or_else(|| anyhow!("no transaction {other:?}"))?;
+                        eq("transaction id", tx.id(), other.id())?;
+                    }
+                    self.txns.insert(str_of(step, "txn")?.to_string(), tx);
+                }
+            }
+            "acquire" => {
+                let tx = self.txn(step)?.clone();
+                let namespace = field(step, "namespace", "${ns}", &ns)?;
+                let key = field(step, "key", "", &ns)?;
+                let mode = Self::mode(step)?;
+                let timeout_ms = millis(step, "timeout_ms", 10_000)?;
+                if step.get("wait").and_then(Value::as_bool) == Some(false) {
+                    let handle = str_of(step, "handle")?.to_string();
+                    self.handles.insert(handle, Background::start(tx, namespace, key, mode, timeout_ms));
+                    return Ok(());
+                }
+                let result = tx
+                    .acquire_lock(&namespace, &key, mode, AcquireOptions::default().with_timeout_ms(timeout_ms))
+                    .await;
+                self.check_grant(step, result)?;
+            }
+            "expect_queued" => {
+                let h = self.handle(step)?;
+                let position = step.get("position").and_then(Value::as_u64).context("position")? as u32;
+                let q = h.queued_at(position).await?;
+                for name in step.get("blocked_by").and_then(Value::as_array).into_iter().flatten() {
+                    let name = name.as_str().context("blocked_by names a transaction")?;
+                    let id = self.txns.get(name).ok_or_else(|| anyhow!("no transaction {name:?}"))?.id();
+                    if !q.blocking_transaction_ids.contains(&id) {
+                        bail!(
+                            "queued at {position} but not blocked by {name} ({id}); blockers {:?}",
+                            q.blocking_transaction_ids
+                        );
+                    }
+                }
+            }
+            "await" => {
+                let result = self.handle(step)?.outcome().await?;
+                self.check_grant(step, result)?;
+            }
+            "release" => {
+                let tx = self.txn(step)?;
+                let result = tx.release(&field(step, "namespace", "${ns}", &ns)?, &field(step, "key", "", &ns)?).await;
+                if let Some(checks) = expect::outcome(step, &result)? {
+                    if let Some(want) = checks.get("released").and_then(Value::as_bool) {
+                        eq("released", result.expect("checked ok"), want)?;
+                    }
+                }
+            }
+            "status" => {
+                let result = match step.get("txn_id") {
+                    Some(id) => self.client.transaction_status(id.as_u64().context("txn_id")?).await,
+                    None => self.txn(step)?.status().await,
+                };
+                if let Some(checks) = expect::outcome(step, &result)? {
+                    self.check_status(checks, &result.expect("checked ok"))?;
+                }
+            }
+            "heartbeat" => {
+                // The core client heartbeats by itself; the scenario's later status shows
+                // the lease was kept. Heartbeat errors are only expected in raw-only scenarios.
+                self.txn(step)?;
+                if step.get("expect").and_then(|e| e.get("error")).is_some() {
+                    bail!("an explicit heartbeat error cannot be expressed through the core client (raw-only)");
+                }
+            }
+            "end" => {
+                let tx = self.txn(step)?;
+                let commit = step.get("commit").and_then(Value::as_bool).unwrap_or(true);
+                let result = if commit { tx.commit().await } else { tx.abort().await };
+                if let Some(checks) = expect::outcome(step, &result)? {
+                    if let Some(state) = checks.get("state").and_then(Value::as_str) {
+                        eq("state", state, if commit { "COMMITTED" } else { "ABORTED" })?;
+                    }
+                    // released_locks is not exposed by the core client.
+                }
+            }
+            "sleep_ms" => {
+                tokio::time::sleep(Duration::from_millis(step.get("ms").and_then(Value::as_u64).context("ms")?)).await
+            }
+            other => bail!("unknown op {other:?}"),
+        }
+        Ok(())
+    }
+
+    fn handle(&self, step: &Value) -> Result<&Background> {
+        let name = str_of(step, "handle")?;
+        self.handles.get(name).ok_or_else(|| anyhow!("no background acquire {name:?}"))
+    }
+
+    fn check_grant(&mut self, step: &Value, result: Result<Lock, caerus_core::Error>) -> Result<()> {
+        let Some(checks) = expect::outcome(step, &result)? else { return Ok(()) };
+        let lock = result.expect("checked ok");
+        if let Some(mode) = checks.get("mode").and_then(Value::as_str) {
+            eq("mode", lock.mode.as_str(), mode)?;
+        }
+        if let Some(t) = self.token(checks, "token_equals")? {
+            eq("fencing token", lock.fencing_token, t)?;
+        }
+        if let Some(t) = self.token(checks, "token_greater_than")? {
+            if lock.fencing_token <= t {
+                bail!("fencing token {} is not greater than {t}", lock.fencing_token);
+            }
+        }
+        if let Some(name) = checks.get("save_token").and_then(Value::as_str) {
+            self.tokens.insert(name.to_string(), lock.fencing_token);
+        }
+        Ok(())
+    }
+
+    fn check_status(&self, checks: &Map<String, Value>, s: &TransactionStatus) -> Result<()> {
+        let ns = &self.ns;
+        if let Some(state) = checks.get("state").and_then(Value::as_str) {
+            eq("state", s.state.as_str(), state)?;
+        }
+        if let Some(name) = checks.get("name") {
+            eq("name", s.name.clone().unwrap_or_default(), text(name, ns)?)?;
+        }
+        if let Some(p) = checks.get("priority").and_then(Value::as_i64) {
+            eq("priority", i64::from(s.priority), p)?;
+        }
+        if let Some(ms) = checks.get("lease_timeout_ms").and_then(Value::as_u64) {
+            eq("lease_timeout_ms", s.lease_timeout_ms, ms)?;
+        }
+        if let Some(part) = checks.get("end_reason_contains").and_then(Value::as_str) {
+            if !s.end_reason.contains(part) {
+                bail!("end_reason {:?} lacks {part:?}", s.end_reason);
+            }
+        }
+        if let Some(want) = checks.get("locks").and_then(Value::as_array) {
+            let show = |l: &Lock| format!("{}:{}#{}", l.key, l.mode, l.fencing_token);
+            let got: Vec<String> = s.locks.iter().map(show).collect();
+            let mut unmatched: Vec<&Lock> = s.locks.iter().collect();
+            for w in want {
+                let namespace = field(w, "namespace", "${ns}", ns)?;
+                let key = field(w, "key", "", ns)?;
+                let mode = str_of(w, "mode")?;
+                let token = match w.get("token").and_then(Value::as_str) {
+                    Some(t) => Some(*self.tokens.get(t).ok_or_else(|| anyhow!("no saved token {t:?}"))?),
+                    None => None,
+                };
+                let hit = unmatched.iter().position(|l| {
+                    l.namespace == namespace
+                        && l.key == key
+                        && l.mode.as_str() == mode
+                        && token.is_none_or(|t| t == l.fencing_token)
+                });
+                match hit {
+                    Some(i) => {
+                        unmatched.remove(i);
+                    }
+                    None => {
+                        bail!("locks: no {key}:{mode}{} in {got:?}", token.map(|t| format!("#{t}")).unwrap_or_default())
+                    }
+                }
+            }
+            if !unmatched.is_empty() {
+                bail!("locks: unexpected {:?} in {got:?}", unmatched.iter().map(|l| show(l)).collect::<Vec<_>>());
+            }
+        }
+        if let Some(w) = checks.get("waiting") {
+            match (w, &s.waiting) {
+                (Value::Null, None) => {}
+                (Value::Null, Some(p)) => bail!("expected no pending wait, got {}:{} at {}", p.key, p.mode, p.position),
+                (_, None) => bail!("expected a pending wait, got none"),
+                (w, Some(p)) => {
+                    eq("waiting.namespace", p.namespace.clone(), field(w, "namespace", "${ns}", ns)?)?;
+                    eq("waiting.key", p.key.clone(), field(w, "key", "", ns)?)?;
+                    if let Some(mode) = w.get("mode").and_then(Value::as_str) {
+                        eq("waiting.mode", p.mode.as_str(), mode)?;
+                    }
+                    if let Some(pos) = w.get("position").and_then(Value::as_u64) {
+                        eq("waiting.position", u64::from(p.position), pos)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,175 @@
+// Drives the Playground page in headless Chromium against a real dls: the page must show
+// what the server decided (deadlock victim, lease expiry, locks of other clients).
+// Screenshots go to playground/artifacts/ and are kept.
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import { chromium } from 'playwright-core';
+
+import { api, startCluster, startDls, waitForEvent } from './dls.mjs';
+
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = new URL('../artifacts/', import.meta.url).pathname;
+mkdirSync(ARTIFACTS, { recursive: true });
+
+describe('playground page on a real dls', () => {
+  let dls;
+  let browser;
+
+  before(async () => {
+    dls = await startDls();
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await dls?.stop();
+  });
+
+  async function open(viewport = { width: 1280, height: 900 }) {
+    const page = await browser.newPage({ viewport });
+    page.on('pageerror', (e) => console.error('page error:', e));
+    await page.goto(`${dls.base}/playground`);
+    await page.locator('#cluster .member.leader').waitFor();
+    return page;
+  }
+
+  test('two-way deadlock: the victim shown is the one in the server event', async () => {
+    const page = await open();
+    const serverEvent = waitForEvent(dls.base, 'kinds=DEADLOCK_RESOLVED', () => true);
+    await page.selectOption('#scenario', 'deadlock2');
+    await page.click('#run-scenario');
+    const shown = page.locator('#deadlock[data-victim-id]');
+    await shown.waitFor({ timeout: 20000 });
+    const event = await serverEvent;
+    const victim = event.detail.victim_transaction_id;
+    assert.equal(await shown.getAttribute('data-victim-id'), victim);
+    assert.equal(event.detail.cycle.length, 2);
+    // The victim's card is marked and aborted; the graph marks it too.
+    const card = page.locator(`.txn[data-txn-id="${victim}"]`);
+    await card.locator('[data-testid=victim]').waitFor();
+    assert.equal(await card.getAttribute('data-state'), 'ABORTED');
+    await page.locator(`#graph .node.victim[data-txn-id="${victim}"]`).waitFor();
+    // The survivor gets the lock and commits.
+    const survivor = event.detail.cycle.map((m) => m.transaction_id).find((id) => id !== victim);
+    await page.locator(`.txn[data-txn-id="${survivor}"][data-state=COMMITTED]`).waitFor({ timeout: 20000 });
+    await page.screenshot({ path: `${ARTIFACTS}deadlock-desktop.png`, fullPage: true });
+    await page.setViewportSize({ width: 375, height: 812 });
+    await page.screenshot({ path: `${ARTIFACTS}deadlock-phone.png`, fullPage: true });
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(width <= 375, `the page scrolls sideways on a phone (${width}px wide)`);
+    await page.close();
+  });
+
+  test('three-way deadlock: one victim, the two others finish', async () => {
+    const page = await open();
+    const since = (await api(dls.base, 'GET', '/api/v1/cluster')).last_event_sequence;
+    const serverEvent = waitForEvent(dls.base, `after=${since}&kinds=DEADLOCK_RESOLVED`, () => true);
+    await page.selectOption('#scenario', 'deadlock3');
+    await page.click('#run-scenario');
+    const event = await serverEvent;
+    assert.equal(event.detail.cycle.length, 3);
+    const victim = event.detail.victim_transaction_id;
+    await page.locator(`#deadlock[data-victim-id="${victim}"]`).waitFor();
+    for (const m of event.detail.cycle.filter((m) => m.transaction_id !== victim)) {
+      await page.locator(`.txn[data-txn-id="${m.transaction_id}"][data-state=COMMITTED]`).waitFor({ timeout: 20000 });
+    }
+    assert.equal(await page.locator('#graph .edge.cycle').count(), 3);
+    await page.screenshot({ path: `${ARTIFACTS}deadlock3-desktop.png`, fullPage: true });
+    await page.close();
+  });
+
+  test('reader/writer fairness: the second reader waits behind the writer', async () => {
+    const page = await open();
+    await page.selectOption('#scenario', 'fairness');
+    await page.click('#run-scenario');
+    await page.locator('.txn[data-name=reader-2][data-state=COMMITTED]').waitFor({ timeout: 30000 });
+    const token = async (who) => {
+      const line = await page.locator('#log li', { hasText: `${who} GRANTED` }).first().textContent();
+      return BigInt(/fencing token (\d+)/.exec(line)[1]);
+    };
+    assert.ok((await token('writer')) < (await token('reader-2')), 'reader-2 was granted before the writer');
+    await page.close();
+  });
+
+  test('heartbeats off: the page shows the lease expiring', async () => {
+    const page = await open();
+    await page.fill('#new-txn input[name=name]', 'sleepy');
+    await page.fill('#new-txn input[name=lease]', '1500');
+    await page.click('#new-txn button[type=submit]');
+    const card = page.locator('.txn[data-name=sleepy]');
+    await card.waitFor();
+    const id = await card.getAttribute('data-txn-id');
+    await card.locator('input[name=key]').fill('sleepy-key');
+    await card.locator('button[type=submit]').click();
+    await page.locator('#locks [data-key="playground/sleepy-key"]').waitFor();
+    await card.locator('[data-testid=heartbeat]').uncheck();
+    await page.locator(`.txn[data-txn-id="${id}"][data-state=EXPIRED]`).waitFor({ timeout: 20000 });
+    const status = await api(dls.base, 'GET', `/api/v1/transactions/${id}`);
+    assert.equal(status.state, 'EXPIRED');
+    await page.locator('#log li', { hasText: 'sleepy EXPIRED' }).first().waitFor();
+    await page.screenshot({ path: `${ARTIFACTS}heartbeat-expired.png`, fullPage: true });
+    await page.close();
+  });
+
+  test('GC pause: the stale token is rejected by the fenced store', async () => {
+    const page = await open({ width: 375, height: 812 });
+    await page.selectOption('#scenario', 'gcpause');
+    await page.click('#run-scenario');
+    await page.locator('#store .write.rejected').waitFor({ timeout: 30000 });
+    const accepted = await page.locator('#store .write.ok').count();
+    assert.equal(accepted, 2);
+    await page.screenshot({ path: `${ARTIFACTS}gc-pause-phone.png`, fullPage: true });
+    await page.close();
+  });
+
+  test('locks taken by another client show up in the page', async () => {
+    const page = await open();
+    const t = await api(dls.base, 'POST', '/api/v1/transactions', { timeout_ms: 10000, name: 'outside-client' });
+    const r = await api(dls.base, 'POST', `/api/v1/transactions/${t.transaction_id}/locks`,
+      { namespace: 'elsewhere', key: 'report', mode: 'SHARED_READ', timeout_ms: 1000 });
+    const row = page.locator('#locks [data-key="elsewhere/report"]');
+    await row.waitFor();
+    const text = await row.textContent();
+    assert.ok(text.includes('outside-client') && text.includes(`#${r.fencing_token}`), text);
+    await api(dls.base, 'POST', `/api/v1/transactions/${t.transaction_id}/end`, { commit: true });
+    await page.close();
+  });
+});
+
+describe('playground page on a three-node cluster', () => {
+  test('shows members and leader, and keeps working through a leader change', async () => {
+    const cluster = await startCluster(3);
+    const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+    try {
+      const leader = await cluster.leader();
+      // The page is served by a follower that survives the leader's death.
+      const node = cluster.nodes.find((x) => x.id !== leader);
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      await page.goto(`${node.base}/playground`);
+      await page.locator(`#cluster[data-leader="${leader}"]`).waitFor();
+      assert.equal(await page.locator('#cluster .member').count(), 3);
+
+      const runDeadlock = async () => {
+        const since = (await api(node.base, 'GET', '/api/v1/cluster')).last_event_sequence;
+        const serverEvent = waitForEvent(node.base, `after=${since}&kinds=DEADLOCK_RESOLVED`, () => true, 30000);
+        await page.selectOption('#scenario', 'deadlock2');
+        await page.click('#run-scenario');
+        const event = await serverEvent;
+        await page.locator(`#deadlock[data-victim-id="${event.detail.victim_transaction_id}"]`).waitFor({ timeout: 30000 });
+      };
+      await runDeadlock();
+
+      cluster.kill(leader);
+      const next = await cluster.leader(leader);
+      await page.locator(`#cluster[data-leader="${next}"]`).waitFor({ timeout: 30000 });
+      await page.locator('#run-scenario:not([disabled])').waitFor();
+      await runDeadlock();
+      await page.screenshot({ path: `${ARTIFACTS}cluster-after-failover.png`, fullPage: true });
+      await page.close();
+    } finally {
+      await browser.close();
+      await cluster.stop();
+    }
+  });
+});

@@ -1,0 +1,124 @@
+from caerus.dls.v1 import lock_service_pb2 as _lock_service_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ListLocksRequest(_message.Message):
+    __slots__ = ("namespace_prefix",)
+    NAMESPACE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    namespace_prefix: str
+    def __init__(self, namespace_prefix: _Optional[str] = ...) -> None: ...
+
+class LockHolder(_message.Message):
+    __slots__ = ("transaction_id", "transaction_name", "mode", "fencing_token", "since_ms")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    transaction_name: str
+    mode: _lock_service_pb2.LockMode
+    fencing_token: int
+    since_ms: int
+    def __init__(self, transaction_id: _Optional[int] = ..., transaction_name: _Optional[str] = ..., mode: _Optional[_Union[_lock_service_pb2.LockMode, str]] = ..., fencing_token: _Optional[int] = ..., since_ms: _Optional[int] = ...) -> None: ...
+
+class LockWaiter(_message.Message):
+    __slots__ = ("transaction_id", "transaction_name", "mode", "position", "blocking_transaction_ids", "since_ms", "upgrade")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    BLOCKING_TRANSACTION_IDS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    UPGRADE_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    transaction_name: str
+    mode: _lock_service_pb2.LockMode
+    position: int
+    blocking_transaction_ids: _containers.RepeatedScalarFieldContainer[int]
+    since_ms: int
+    upgrade: bool
+    def __init__(self, transaction_id: _Optional[int] = ..., transaction_name: _Optional[str] = ..., mode: _Optional[_Union[_lock_service_pb2.LockMode, str]] = ..., position: _Optional[int] = ..., blocking_transaction_ids: _Optional[_Iterable[int]] = ..., since_ms: _Optional[int] = ..., upgrade: _Optional[bool] = ...) -> None: ...
+
+class KeyLocks(_message.Message):
+    __slots__ = ("namespace", "key", "holders", "waiters")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    WAITERS_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    holders: _containers.RepeatedCompositeFieldContainer[LockHolder]
+    waiters: _containers.RepeatedCompositeFieldContainer[LockWaiter]
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[LockHolder, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[LockWaiter, _Mapping]]] = ...) -> None: ...
+
+class ListLocksResponse(_message.Message):
+    __slots__ = ("locks",)
+    LOCKS_FIELD_NUMBER: _ClassVar[int]
+    locks: _containers.RepeatedCompositeFieldContainer[KeyLocks]
+    def __init__(self, locks: _Optional[_Iterable[_Union[KeyLocks, _Mapping]]] = ...) -> None: ...
+
+class AbortTransactionRequest(_message.Message):
+    __slots__ = ("transaction_id", "reason", "request_id")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    reason: str
+    request_id: str
+    def __init__(self, transaction_id: _Optional[int] = ..., reason: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class AbortTransactionResponse(_message.Message):
+    __slots__ = ("state", "released_locks")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_LOCKS_FIELD_NUMBER: _ClassVar[int]
+    state: _lock_service_pb2.TransactionState
+    released_locks: int
+    def __init__(self, state: _Optional[_Union[_lock_service_pb2.TransactionState, str]] = ..., released_locks: _Optional[int] = ...) -> None: ...
+
+class ClusterStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ClusterMember(_message.Message):
+    __slots__ = ("node_id", "addr", "voter")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    VOTER_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    addr: str
+    voter: bool
+    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., voter: _Optional[bool] = ...) -> None: ...
+
+class ClusterStatusResponse(_message.Message):
+    __slots__ = ("node_id", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "last_log_index", "role", "members", "last_fencing_token", "active_transactions", "last_event_sequence")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAST_LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+    LAST_EVENT_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    leader_id: int
+    leader_addr: str
+    term: int
+    commit_index: int
+    applied_index: int
+    last_log_index: int
+    role: str
+    members: _containers.RepeatedCompositeFieldContainer[ClusterMember]
+    last_fencing_token: int
+    active_transactions: int
+    last_event_sequence: int
+    def __init__(self, node_id: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_addr: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_log_index: _Optional[int] = ..., role: _Optional[str] = ..., members: _Optional[_Iterable[_Union[ClusterMember, _Mapping]]] = ..., last_fencing_token: _Optional[int] = ..., active_transactions: _Optional[int] = ..., last_event_sequence: _Optional[int] = ...) -> None: ...

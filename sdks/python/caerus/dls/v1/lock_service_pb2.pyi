@@ -1,0 +1,351 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class LockMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LOCK_MODE_UNSPECIFIED: _ClassVar[LockMode]
+    EXCLUSIVE: _ClassVar[LockMode]
+    SHARED_READ: _ClassVar[LockMode]
+
+class TransactionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRANSACTION_STATE_UNSPECIFIED: _ClassVar[TransactionState]
+    ACTIVE: _ClassVar[TransactionState]
+    COMMITTED: _ClassVar[TransactionState]
+    ABORTED: _ClassVar[TransactionState]
+    EXPIRED: _ClassVar[TransactionState]
+
+class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERROR_KIND_UNSPECIFIED: _ClassVar[ErrorKind]
+    LOCK_TIMEOUT: _ClassVar[ErrorKind]
+    DEADLOCK_VICTIM: _ClassVar[ErrorKind]
+    TRANSACTION_LOST: _ClassVar[ErrorKind]
+    TRANSACTION_NOT_FOUND: _ClassVar[ErrorKind]
+    INVALID_ARGUMENT: _ClassVar[ErrorKind]
+    UNAUTHENTICATED: _ClassVar[ErrorKind]
+    PERMISSION_DENIED: _ClassVar[ErrorKind]
+    NOT_LEADER: _ClassVar[ErrorKind]
+    WAIT_CANCELLED: _ClassVar[ErrorKind]
+    ALREADY_WAITING: _ClassVar[ErrorKind]
+    UNAVAILABLE: _ClassVar[ErrorKind]
+    CURSOR_EXPIRED: _ClassVar[ErrorKind]
+
+class VictimPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VICTIM_POLICY_UNSPECIFIED: _ClassVar[VictimPolicy]
+    LOWEST_PRIORITY_THEN_YOUNGEST: _ClassVar[VictimPolicy]
+    YOUNGEST: _ClassVar[VictimPolicy]
+    OLDEST: _ClassVar[VictimPolicy]
+
+class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EVENT_KIND_UNSPECIFIED: _ClassVar[EventKind]
+    DEADLOCK_RESOLVED: _ClassVar[EventKind]
+    TRANSACTION_EXPIRED: _ClassVar[EventKind]
+    TRANSACTION_ABORTED: _ClassVar[EventKind]
+    LOCK_REVOKED: _ClassVar[EventKind]
+LOCK_MODE_UNSPECIFIED: LockMode
+EXCLUSIVE: LockMode
+SHARED_READ: LockMode
+TRANSACTION_STATE_UNSPECIFIED: TransactionState
+ACTIVE: TransactionState
+COMMITTED: TransactionState
+ABORTED: TransactionState
+EXPIRED: TransactionState
+ERROR_KIND_UNSPECIFIED: ErrorKind
+LOCK_TIMEOUT: ErrorKind
+DEADLOCK_VICTIM: ErrorKind
+TRANSACTION_LOST: ErrorKind
+TRANSACTION_NOT_FOUND: ErrorKind
+INVALID_ARGUMENT: ErrorKind
+UNAUTHENTICATED: ErrorKind
+PERMISSION_DENIED: ErrorKind
+NOT_LEADER: ErrorKind
+WAIT_CANCELLED: ErrorKind
+ALREADY_WAITING: ErrorKind
+UNAVAILABLE: ErrorKind
+CURSOR_EXPIRED: ErrorKind
+VICTIM_POLICY_UNSPECIFIED: VictimPolicy
+LOWEST_PRIORITY_THEN_YOUNGEST: VictimPolicy
+YOUNGEST: VictimPolicy
+OLDEST: VictimPolicy
+EVENT_KIND_UNSPECIFIED: EventKind
+DEADLOCK_RESOLVED: EventKind
+TRANSACTION_EXPIRED: EventKind
+TRANSACTION_ABORTED: EventKind
+LOCK_REVOKED: EventKind
+
+class BeginTransactionRequest(_message.Message):
+    __slots__ = ("timeout_ms", "priority", "name", "request_id")
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    timeout_ms: int
+    priority: int
+    name: str
+    request_id: str
+    def __init__(self, timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., name: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class BeginTransactionResponse(_message.Message):
+    __slots__ = ("transaction_id", "lease_timeout_ms")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    lease_timeout_ms: int
+    def __init__(self, transaction_id: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AcquireLockRequest(_message.Message):
+    __slots__ = ("transaction_id", "namespace", "key", "mode", "timeout_ms", "request_id", "begin")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    namespace: str
+    key: str
+    mode: LockMode
+    timeout_ms: int
+    request_id: str
+    begin: BeginTransactionRequest
+    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., timeout_ms: _Optional[int] = ..., request_id: _Optional[str] = ..., begin: _Optional[_Union[BeginTransactionRequest, _Mapping]] = ...) -> None: ...
+
+class AcquireLockResponse(_message.Message):
+    __slots__ = ("queued", "granted", "begun")
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    BEGUN_FIELD_NUMBER: _ClassVar[int]
+    queued: Queued
+    granted: Granted
+    begun: BeginTransactionResponse
+    def __init__(self, queued: _Optional[_Union[Queued, _Mapping]] = ..., granted: _Optional[_Union[Granted, _Mapping]] = ..., begun: _Optional[_Union[BeginTransactionResponse, _Mapping]] = ...) -> None: ...
+
+class Queued(_message.Message):
+    __slots__ = ("position", "blocking_transaction_ids")
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    BLOCKING_TRANSACTION_IDS_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    blocking_transaction_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, position: _Optional[int] = ..., blocking_transaction_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Granted(_message.Message):
+    __slots__ = ("fencing_token", "namespace", "key", "mode")
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    fencing_token: int
+    namespace: str
+    key: str
+    mode: LockMode
+    def __init__(self, fencing_token: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ...) -> None: ...
+
+class ReleaseLockRequest(_message.Message):
+    __slots__ = ("transaction_id", "namespace", "key", "request_id")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    namespace: str
+    key: str
+    request_id: str
+    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ReleaseLockResponse(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: bool
+    def __init__(self, released: _Optional[bool] = ...) -> None: ...
+
+class GetTransactionStatusRequest(_message.Message):
+    __slots__ = ("transaction_id",)
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    def __init__(self, transaction_id: _Optional[int] = ...) -> None: ...
+
+class HeldLock(_message.Message):
+    __slots__ = ("namespace", "key", "mode", "fencing_token")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    mode: LockMode
+    fencing_token: int
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., fencing_token: _Optional[int] = ...) -> None: ...
+
+class PendingLock(_message.Message):
+    __slots__ = ("namespace", "key", "mode", "position", "request_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    mode: LockMode
+    position: int
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., position: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class GetTransactionStatusResponse(_message.Message):
+    __slots__ = ("transaction_id", "state", "name", "priority", "lease_timeout_ms", "lease_remaining_ms", "locks", "waiting", "end_reason")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_REMAINING_MS_FIELD_NUMBER: _ClassVar[int]
+    LOCKS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    END_REASON_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    state: TransactionState
+    name: str
+    priority: int
+    lease_timeout_ms: int
+    lease_remaining_ms: int
+    locks: _containers.RepeatedCompositeFieldContainer[HeldLock]
+    waiting: PendingLock
+    end_reason: str
+    def __init__(self, transaction_id: _Optional[int] = ..., state: _Optional[_Union[TransactionState, str]] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ..., lease_remaining_ms: _Optional[int] = ..., locks: _Optional[_Iterable[_Union[HeldLock, _Mapping]]] = ..., waiting: _Optional[_Union[PendingLock, _Mapping]] = ..., end_reason: _Optional[str] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("transaction_id",)
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    def __init__(self, transaction_id: _Optional[int] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("lease_remaining_ms",)
+    LEASE_REMAINING_MS_FIELD_NUMBER: _ClassVar[int]
+    lease_remaining_ms: int
+    def __init__(self, lease_remaining_ms: _Optional[int] = ...) -> None: ...
+
+class EndTransactionRequest(_message.Message):
+    __slots__ = ("transaction_id", "commit", "request_id")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    commit: bool
+    request_id: str
+    def __init__(self, transaction_id: _Optional[int] = ..., commit: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class EndTransactionResponse(_message.Message):
+    __slots__ = ("state", "released_locks")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_LOCKS_FIELD_NUMBER: _ClassVar[int]
+    state: TransactionState
+    released_locks: int
+    def __init__(self, state: _Optional[_Union[TransactionState, str]] = ..., released_locks: _Optional[int] = ...) -> None: ...
+
+class WatchEventsRequest(_message.Message):
+    __slots__ = ("from_sequence", "namespace_prefixes", "kinds", "only_new")
+    FROM_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_PREFIXES_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    ONLY_NEW_FIELD_NUMBER: _ClassVar[int]
+    from_sequence: int
+    namespace_prefixes: _containers.RepeatedScalarFieldContainer[str]
+    kinds: _containers.RepeatedScalarFieldContainer[EventKind]
+    only_new: bool
+    def __init__(self, from_sequence: _Optional[int] = ..., namespace_prefixes: _Optional[_Iterable[str]] = ..., kinds: _Optional[_Iterable[_Union[EventKind, str]]] = ..., only_new: _Optional[bool] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("sequence", "time_ms", "kind", "namespaces", "deadlock_resolved", "transaction_expired", "transaction_aborted", "lock_revoked")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    DEADLOCK_RESOLVED_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ABORTED_FIELD_NUMBER: _ClassVar[int]
+    LOCK_REVOKED_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    time_ms: int
+    kind: EventKind
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    deadlock_resolved: DeadlockResolved
+    transaction_expired: TransactionExpired
+    transaction_aborted: TransactionAborted
+    lock_revoked: LockRevoked
+    def __init__(self, sequence: _Optional[int] = ..., time_ms: _Optional[int] = ..., kind: _Optional[_Union[EventKind, str]] = ..., namespaces: _Optional[_Iterable[str]] = ..., deadlock_resolved: _Optional[_Union[DeadlockResolved, _Mapping]] = ..., transaction_expired: _Optional[_Union[TransactionExpired, _Mapping]] = ..., transaction_aborted: _Optional[_Union[TransactionAborted, _Mapping]] = ..., lock_revoked: _Optional[_Union[LockRevoked, _Mapping]] = ...) -> None: ...
+
+class CycleMember(_message.Message):
+    __slots__ = ("transaction_id", "transaction_name", "priority", "namespace", "key", "mode")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    transaction_name: str
+    priority: int
+    namespace: str
+    key: str
+    mode: LockMode
+    def __init__(self, transaction_id: _Optional[int] = ..., transaction_name: _Optional[str] = ..., priority: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ...) -> None: ...
+
+class DeadlockResolved(_message.Message):
+    __slots__ = ("cycle", "victim_transaction_id", "policy")
+    CYCLE_FIELD_NUMBER: _ClassVar[int]
+    VICTIM_TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    cycle: _containers.RepeatedCompositeFieldContainer[CycleMember]
+    victim_transaction_id: int
+    policy: VictimPolicy
+    def __init__(self, cycle: _Optional[_Iterable[_Union[CycleMember, _Mapping]]] = ..., victim_transaction_id: _Optional[int] = ..., policy: _Optional[_Union[VictimPolicy, str]] = ...) -> None: ...
+
+class TransactionExpired(_message.Message):
+    __slots__ = ("transaction_id", "transaction_name", "released_locks")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_LOCKS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    transaction_name: str
+    released_locks: _containers.RepeatedCompositeFieldContainer[HeldLock]
+    def __init__(self, transaction_id: _Optional[int] = ..., transaction_name: _Optional[str] = ..., released_locks: _Optional[_Iterable[_Union[HeldLock, _Mapping]]] = ...) -> None: ...
+
+class TransactionAborted(_message.Message):
+    __slots__ = ("transaction_id", "transaction_name", "reason", "operator", "released_locks")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_LOCKS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    transaction_name: str
+    reason: str
+    operator: str
+    released_locks: _containers.RepeatedCompositeFieldContainer[HeldLock]
+    def __init__(self, transaction_id: _Optional[int] = ..., transaction_name: _Optional[str] = ..., reason: _Optional[str] = ..., operator: _Optional[str] = ..., released_locks: _Optional[_Iterable[_Union[HeldLock, _Mapping]]] = ...) -> None: ...
+
+class LockRevoked(_message.Message):
+    __slots__ = ("transaction_id", "namespace", "key", "mode", "fencing_token", "cause")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    namespace: str
+    key: str
+    mode: LockMode
+    fencing_token: int
+    cause: str
+    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., fencing_token: _Optional[int] = ..., cause: _Optional[str] = ...) -> None: ...

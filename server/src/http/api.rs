@@ -1,0 +1,298 @@
+//! The HTTP/JSON API under `/api/v1`: each handler decodes JSON into the gRPC request and
+//! runs it through [`Gateway`] on the same `LockApi`/`AdminApi` code gRPC clients reach.
+//! Validation, auth and lock semantics all stay there; this file only translates.
+//! docs/http-api.md describes every call; `/openapi.json` is the machine-readable form.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
+use caerus_proto::v1::admin_service_client::AdminServiceClient;
+use caerus_proto::v1::admin_service_server::AdminService;
+use caerus_proto::v1::lock_service_client::LockServiceClient;
+use caerus_proto::v1::lock_service_server::LockService;
+use caerus_proto::v1::{self as pb};
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tonic::Status;
+
+use super::gateway::{Auth, BoxStream, Gateway, Target};
+use super::json::{self, ok, ApiFailure};
+use super::sse;
+
+pub fn routes(gw: Arc<Gateway>) -> Router {
+    Router::new()
+        .route("/api/v1/transactions", post(begin))
+        .route("/api/v1/transactions/:id", get(status))
+        .route("/api/v1/transactions/:id/heartbeat", post(heartbeat))
+        .route("/api/v1/transactions/:id/locks", post(acquire))
+        .route("/api/v1/transactions/:id/release", post(release))
+        .route("/api/v1/transactions/:id/end", post(end))
+        .route("/api/v1/transactions/:id/abort", post(abort))
+        .route("/api/v1/locks", get(list_locks))
+        .route("/api/v1/cluster", get(cluster))
+        .route("/api/v1/events", get(sse::events))
+        .with_state(gw)
+}
+
+/// Runs one unary RPC here or on the leader (see [`Gateway::call`]).
+macro_rules! unary {
+    ($gw:expr, $auth:expr, $msg:expr, $api:ident, $server:ident, $client:ident, $method:ident) => {{
+        let (gw, auth, msg) = (&$gw, &$auth, $msg);
+        gw.call(|target| {
+            let req = auth.request(msg.clone());
+            let api = gw.$api.clone();
+            async move {
+                match target {
+                    Target::Local => $server::$method(&*api, req).await.map(|r| r.into_inner()),
+                    Target::Leader(ch) => $client::new(ch).$method(req).await.map(|r| r.into_inner()),
+                }
+            }
+        })
+        .await
+        .map_err(ApiFailure::from)
+    }};
+}
+
+type HttpResult = Result<Response, ApiFailure>;
+
+/// Decodes a JSON body; an empty body is `{}`.
+fn body<T: DeserializeOwned>(raw: &Bytes) -> Result<T, ApiFailure> {
+    let text = if raw.iter().all(u8::is_ascii_whitespace) { &b"{}"[..] } else { &raw[..] };
+    serde_json::from_slice(text)
+        .map_err(|e| ApiFailure::bad_request(format!("request body is not valid JSON for this call: {e}")))
+}
+
+fn path_id(raw: &str) -> Result<u64, ApiFailure> {
+    raw.parse().map_err(|_| {
+        ApiFailure::bad_request(format!("transaction id in the path must be an unsigned 64-bit integer, got {raw:?}"))
+    })
+}
+
+/// A request id for retry safety: the caller's, or a fresh one so that the gateway's retry
+/// after a leader change is answered from the first attempt's record.
+fn request_id(given: String) -> String {
+    if given.is_empty() {
+        uuid::Uuid::new_v4().to_string()
+    } else {
+        given
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BeginBody {
+    #[serde(default)]
+    timeout_ms: i64,
+    #[serde(default)]
+    priority: i32,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    request_id: String,
+}
+
+async fn begin(State(gw): State<Arc<Gateway>>, headers: HeaderMap, raw: Bytes) -> HttpResult {
+    let b: BeginBody = body(&raw)?;
+    let msg = pb::BeginTransactionRequest {
+        timeout_ms: b.timeout_ms,
+        priority: b.priority,
+        name: b.name,
+        request_id: request_id(b.request_id),
+    };
+    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, begin_transaction)?;
+    Ok(ok(json!({"transaction_id": json::id_str(r.transaction_id), "lease_timeout_ms": r.lease_timeout_ms})))
+}
+
+async fn status(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> HttpResult {
+    let msg = pb::GetTransactionStatusRequest { transaction_id: path_id(&id)? };
+    let r =
+        unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, get_transaction_status)?;
+    Ok(ok(json::status(&r)))
+}
+
+async fn heartbeat(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> HttpResult {
+    let msg = pb::HeartbeatRequest { transaction_id: path_id(&id)? };
+    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, heartbeat)?;
+    Ok(ok(json!({"lease_remaining_ms": r.lease_remaining_ms})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AcquireBody {
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    key: String,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    timeout_ms: i64,
+    #[serde(default)]
+    request_id: String,
+    /// Answer as soon as the request is queued (or granted) instead of waiting for the
+    /// grant; the wait goes on in the server. Call again with the same request_id to wait.
+    #[serde(default)]
+    return_when_queued: bool,
+}
+
+async fn acquire(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>, raw: Bytes) -> HttpResult {
+    let b: AcquireBody = body(&raw)?;
+    let request_id = request_id(b.request_id);
+    let msg = pb::AcquireLockRequest {
+        transaction_id: path_id(&id)?,
+        namespace: b.namespace,
+        key: b.key,
+        mode: json::mode_from_name(b.mode.as_deref())?,
+        timeout_ms: b.timeout_ms,
+        request_id: request_id.clone(),
+        begin: None,
+    };
+    let auth = Auth::from_headers(&headers);
+    let quick = b.return_when_queued;
+    // The whole wait is one attempt: if leadership moves mid-wait, the next attempt
+    // re-attaches to the same queued request on the new leader (same request_id).
+    let answer = gw
+        .call(|target| {
+            let req = auth.request(msg.clone());
+            let gw = gw.clone();
+            async move { follow_acquire(&gw, target, req, quick).await }
+        })
+        .await?;
+    let mut answer = answer;
+    answer["request_id"] = json!(request_id);
+    Ok(ok(answer))
+}
+
+async fn follow_acquire(
+    gw: &Gateway,
+    target: Target,
+    req: tonic::Request<pb::AcquireLockRequest>,
+    return_when_queued: bool,
+) -> Result<Value, Status> {
+    let mut stream: BoxStream<pb::AcquireLockResponse> = match target {
+        Target::Local => LockService::acquire_lock(&*gw.lock, req).await?.into_inner(),
+        Target::Leader(ch) => Box::pin(LockServiceClient::new(ch).acquire_lock(req).await?.into_inner()),
+    };
+    while let Some(item) = stream.next().await {
+        match item?.event {
+            Some(AcquireEvent::Granted(g)) => {
+                return Ok(json!({
+                    "status": "granted",
+                    "fencing_token": json::id_str(g.fencing_token),
+                    "namespace": g.namespace,
+                    "key": g.key,
+                    "mode": json::mode_name(g.mode),
+                }))
+            }
+            Some(AcquireEvent::Queued(q)) if return_when_queued => {
+                return Ok(json!({
+                    "status": "queued",
+                    "position": q.position,
+                    "blocking_transaction_ids": q.blocking_transaction_ids.iter().map(|&t| json::id_str(t)).collect::<Vec<_>>(),
+                }))
+            }
+            _ => {}
+        }
+    }
+    Err(Status::unavailable("the acquire stream ended without an answer; call again with the same request_id"))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReleaseBody {
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    key: String,
+    #[serde(default)]
+    request_id: String,
+}
+
+async fn release(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>, raw: Bytes) -> HttpResult {
+    let b: ReleaseBody = body(&raw)?;
+    let msg = pb::ReleaseLockRequest {
+        transaction_id: path_id(&id)?,
+        namespace: b.namespace,
+        key: b.key,
+        request_id: request_id(b.request_id),
+    };
+    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, release_lock)?;
+    Ok(ok(json!({"released": r.released})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndBody {
+    /// Required here (gRPC defaults to false = abort): an empty body must not abort.
+    commit: Option<bool>,
+    #[serde(default)]
+    request_id: String,
+}
+
+async fn end(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>, raw: Bytes) -> HttpResult {
+    let b: EndBody = body(&raw)?;
+    let commit = b
+        .commit
+        .ok_or_else(|| ApiFailure::bad_request("commit must be given: true to commit, false to abort".into()))?;
+    let msg = pb::EndTransactionRequest { transaction_id: path_id(&id)?, commit, request_id: request_id(b.request_id) };
+    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, end_transaction)?;
+    Ok(ok(json!({"state": json::state_name(r.state), "released_locks": r.released_locks})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AbortBody {
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    request_id: String,
+}
+
+async fn abort(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>, raw: Bytes) -> HttpResult {
+    let b: AbortBody = body(&raw)?;
+    let msg = pb::AbortTransactionRequest {
+        transaction_id: path_id(&id)?,
+        reason: b.reason,
+        request_id: request_id(b.request_id),
+    };
+    let r = unary!(gw, Auth::from_headers(&headers), msg, admin, AdminService, AdminServiceClient, abort_transaction)?;
+    Ok(ok(json!({"state": json::state_name(r.state), "released_locks": r.released_locks})))
+}
+
+/// `?name=value` pairs of a query string, decoded.
+pub fn query_pairs(q: &Option<String>) -> Vec<(String, String)> {
+    q.as_deref().map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default()
+}
+
+async fn list_locks(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery(q): RawQuery) -> HttpResult {
+    let mut prefix = String::new();
+    for (k, v) in query_pairs(&q) {
+        match k.as_str() {
+            "namespace_prefix" => prefix = v,
+            other => {
+                return Err(ApiFailure::bad_request(format!("unknown query parameter {other:?}; use namespace_prefix")))
+            }
+        }
+    }
+    let msg = pb::ListLocksRequest { namespace_prefix: prefix };
+    let r = unary!(gw, Auth::from_headers(&headers), msg, admin, AdminService, AdminServiceClient, list_locks)?;
+    Ok(ok(json::locks(&r)))
+}
+
+/// This node's view of the cluster (members, leader, term): answered here, not forwarded,
+/// so the page can show what each node believes.
+async fn cluster(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    let req = Auth::from_headers(&headers).request(pb::ClusterStatusRequest {});
+    match AdminService::cluster_status(&*gw.admin, req).await {
+        Ok(r) => ok(json::cluster(&r.into_inner())),
+        Err(e) => ApiFailure::from(e).into_response(),
+    }
+}

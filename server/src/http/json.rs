@@ -1,0 +1,256 @@
+//! JSON shapes of the HTTP API: gRPC messages to JSON and back, and errors.
+//!
+//! 64-bit ids and fencing tokens are JSON strings (JavaScript numbers lose precision above
+//! 2^53); requests accept a string or a number. Enums are their proto names
+//! (`"EXCLUSIVE"`, `"ACTIVE"`, `"DEADLOCK_RESOLVED"`).
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use caerus_proto::metadata;
+use caerus_proto::v1::{self as pb, event::Detail};
+use serde::{Deserialize, Deserializer};
+use serde_json::{json, Value};
+use tonic::{Code, Status};
+
+/// A u64 given as a JSON number or a decimal string.
+pub fn id<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(u64),
+        S(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::N(n) => Ok(n),
+        Raw::S(s) => {
+            s.trim().parse().map_err(|_| serde::de::Error::custom(format!("{s:?} is not an unsigned 64-bit id")))
+        }
+    }
+}
+
+pub fn id_str(n: u64) -> Value {
+    Value::String(n.to_string())
+}
+
+fn ids(v: &[u64]) -> Value {
+    v.iter().map(|&n| id_str(n)).collect()
+}
+
+pub fn mode_name(raw: i32) -> &'static str {
+    pb::LockMode::try_from(raw).map(|m| m.as_str_name()).unwrap_or("LOCK_MODE_UNSPECIFIED")
+}
+
+/// A mode name to the wire value; a missing mode stays 0 so the server's own validation
+/// answers, with the same message gRPC callers get.
+pub fn mode_from_name(name: Option<&str>) -> Result<i32, ApiFailure> {
+    match name {
+        None | Some("") => Ok(0),
+        Some(n) => match pb::LockMode::from_str_name(&n.to_ascii_uppercase()) {
+            Some(m) if m != pb::LockMode::Unspecified => Ok(m as i32),
+            _ => Err(ApiFailure::bad_request(format!("mode must be EXCLUSIVE or SHARED_READ (got {n:?})"))),
+        },
+    }
+}
+
+pub fn state_name(raw: i32) -> &'static str {
+    pb::TransactionState::try_from(raw).map(|s| s.as_str_name()).unwrap_or("TRANSACTION_STATE_UNSPECIFIED")
+}
+
+pub fn held_lock(l: &pb::HeldLock) -> Value {
+    json!({"namespace": l.namespace, "key": l.key, "mode": mode_name(l.mode), "fencing_token": id_str(l.fencing_token)})
+}
+
+pub fn status(s: &pb::GetTransactionStatusResponse) -> Value {
+    json!({
+        "transaction_id": id_str(s.transaction_id),
+        "state": state_name(s.state),
+        "name": s.name,
+        "priority": s.priority,
+        "lease_timeout_ms": s.lease_timeout_ms,
+        "lease_remaining_ms": s.lease_remaining_ms,
+        "locks": s.locks.iter().map(held_lock).collect::<Vec<_>>(),
+        "waiting": s.waiting.as_ref().map(|w| json!({
+            "namespace": w.namespace, "key": w.key, "mode": mode_name(w.mode),
+            "position": w.position, "request_id": w.request_id,
+        })),
+        "end_reason": s.end_reason,
+    })
+}
+
+pub fn locks(r: &pb::ListLocksResponse) -> Value {
+    let keys: Vec<Value> = r
+        .locks
+        .iter()
+        .map(|k| {
+            json!({
+                "namespace": k.namespace,
+                "key": k.key,
+                "holders": k.holders.iter().map(|h| json!({
+                    "transaction_id": id_str(h.transaction_id),
+                    "transaction_name": h.transaction_name,
+                    "mode": mode_name(h.mode),
+                    "fencing_token": id_str(h.fencing_token),
+                    "since_ms": h.since_ms,
+                })).collect::<Vec<_>>(),
+                "waiters": k.waiters.iter().map(|w| json!({
+                    "transaction_id": id_str(w.transaction_id),
+                    "transaction_name": w.transaction_name,
+                    "mode": mode_name(w.mode),
+                    "position": w.position,
+                    "blocking_transaction_ids": ids(&w.blocking_transaction_ids),
+                    "since_ms": w.since_ms,
+                    "upgrade": w.upgrade,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "locks": keys })
+}
+
+pub fn cluster(c: &pb::ClusterStatusResponse) -> Value {
+    json!({
+        "node_id": id_str(c.node_id),
+        "leader_id": id_str(c.leader_id),
+        "leader_addr": c.leader_addr,
+        "term": id_str(c.term),
+        "commit_index": id_str(c.commit_index),
+        "applied_index": id_str(c.applied_index),
+        "last_log_index": id_str(c.last_log_index),
+        "role": c.role,
+        "members": c.members.iter().map(|m| json!({"node_id": id_str(m.node_id), "addr": m.addr, "voter": m.voter})).collect::<Vec<_>>(),
+        "last_fencing_token": id_str(c.last_fencing_token),
+        "active_transactions": c.active_transactions,
+        "last_event_sequence": id_str(c.last_event_sequence),
+    })
+}
+
+pub fn event(e: &pb::Event) -> Value {
+    let kind = pb::EventKind::try_from(e.kind).map(|k| k.as_str_name()).unwrap_or("EVENT_KIND_UNSPECIFIED");
+    let detail = match &e.detail {
+        Some(Detail::DeadlockResolved(d)) => json!({
+            "cycle": d.cycle.iter().map(|m| json!({
+                "transaction_id": id_str(m.transaction_id),
+                "transaction_name": m.transaction_name,
+                "priority": m.priority,
+                "namespace": m.namespace,
+                "key": m.key,
+                "mode": mode_name(m.mode),
+            })).collect::<Vec<_>>(),
+            "victim_transaction_id": id_str(d.victim_transaction_id),
+            "policy": pb::VictimPolicy::try_from(d.policy).map(|p| p.as_str_name()).unwrap_or("VICTIM_POLICY_UNSPECIFIED"),
+        }),
+        Some(Detail::TransactionExpired(x)) => json!({
+            "transaction_id": id_str(x.transaction_id),
+            "transaction_name": x.transaction_name,
+            "released_locks": x.released_locks.iter().map(held_lock).collect::<Vec<_>>(),
+        }),
+        Some(Detail::TransactionAborted(x)) => json!({
+            "transaction_id": id_str(x.transaction_id),
+            "transaction_name": x.transaction_name,
+            "reason": x.reason,
+            "operator": x.operator,
+            "released_locks": x.released_locks.iter().map(held_lock).collect::<Vec<_>>(),
+        }),
+        Some(Detail::LockRevoked(x)) => json!({
+            "transaction_id": id_str(x.transaction_id),
+            "namespace": x.namespace,
+            "key": x.key,
+            "mode": mode_name(x.mode),
+            "fencing_token": id_str(x.fencing_token),
+            "cause": x.cause,
+        }),
+        None => Value::Null,
+    };
+    json!({
+        "sequence": id_str(e.sequence),
+        "time_ms": e.time_ms,
+        "kind": kind,
+        "namespaces": e.namespaces,
+        "detail": detail,
+    })
+}
+
+/// The gRPC code's canonical name, as gRPC clients see it.
+pub fn code_name(c: Code) -> &'static str {
+    match c {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// The HTTP status for a gRPC code: the usual gRPC-to-HTTP table (as grpc-gateway), except
+/// FAILED_PRECONDITION is 409 Conflict (the transaction's state forbids the call), and
+/// CANCELLED (a withdrawn wait) is 409 too rather than the non-standard 499.
+pub fn http_status(c: Code) -> StatusCode {
+    match c {
+        Code::Ok => StatusCode::OK,
+        Code::InvalidArgument | Code::OutOfRange => StatusCode::BAD_REQUEST,
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::Aborted | Code::AlreadyExists | Code::FailedPrecondition | Code::Cancelled => StatusCode::CONFLICT,
+        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// An error answer: `{"error": {"code", "kind", "message"}}`.
+#[derive(Debug)]
+pub struct ApiFailure {
+    pub code: Code,
+    pub kind: String,
+    pub message: String,
+    pub leader_addr: Option<String>,
+}
+
+impl ApiFailure {
+    pub fn bad_request(message: String) -> ApiFailure {
+        ApiFailure { code: Code::InvalidArgument, kind: "INVALID_ARGUMENT".into(), message, leader_addr: None }
+    }
+
+    pub fn body(&self) -> Value {
+        let mut e = json!({"code": code_name(self.code), "kind": self.kind, "message": self.message});
+        if let Some(addr) = &self.leader_addr {
+            e["leader_addr"] = json!(addr);
+        }
+        json!({ "error": e })
+    }
+}
+
+impl From<Status> for ApiFailure {
+    fn from(s: Status) -> ApiFailure {
+        let md = s.metadata();
+        let kind = md.get(metadata::ERROR_KIND).and_then(|v| v.to_str().ok()).unwrap_or("ERROR_KIND_UNSPECIFIED");
+        let leader_addr = md.get(metadata::LEADER_ADDR).and_then(|v| v.to_str().ok()).map(str::to_string);
+        ApiFailure { code: s.code(), kind: kind.to_string(), message: s.message().to_string(), leader_addr }
+    }
+}
+
+impl IntoResponse for ApiFailure {
+    fn into_response(self) -> Response {
+        let status = http_status(self.code);
+        (status, [(http::header::CONTENT_TYPE, "application/json")], self.body().to_string()).into_response()
+    }
+}
+
+pub fn ok(v: Value) -> Response {
+    (StatusCode::OK, [(http::header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+}

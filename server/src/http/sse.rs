@@ -1,0 +1,165 @@
+//! `GET /api/v1/events`: the replicated event log as Server-Sent Events. Each event is one
+//! `id: <sequence>` + `data: <json>` frame, so a browser's EventSource resumes with
+//! `Last-Event-ID` by itself (`?after=N` does the same for curl). When the node serving
+//! the stream loses leadership, the stream reattaches to the new leader from the next
+//! sequence: the log is replicated, so nothing is skipped or repeated.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use caerus_proto::metadata;
+use caerus_proto::v1::lock_service_client::LockServiceClient;
+use caerus_proto::v1::lock_service_server::LockService;
+use caerus_proto::v1::{self as pb};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Status;
+
+use super::api::query_pairs;
+use super::gateway::{Auth, BoxStream, Gateway, Target};
+use super::json::{self, ApiFailure};
+
+/// A comment line this often keeps proxies and browsers from closing an idle stream.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+fn parse_request(headers: &HeaderMap, q: &Option<String>) -> Result<pb::WatchEventsRequest, ApiFailure> {
+    let mut req = pb::WatchEventsRequest::default();
+    let mut after: Option<u64> = None;
+    let num = |name: &str, v: &str| {
+        v.parse::<u64>()
+            .map_err(|_| ApiFailure::bad_request(format!("{name} must be an event sequence number, got {v:?}")))
+    };
+    for (k, v) in query_pairs(q) {
+        match k.as_str() {
+            "after" => after = Some(num("after", &v)?),
+            "only_new" => req.only_new = matches!(v.as_str(), "" | "1" | "true"),
+            "namespace_prefix" => req.namespace_prefixes.push(v),
+            "kinds" | "kind" => {
+                for name in v.split(',').filter(|s| !s.is_empty()) {
+                    let kind = pb::EventKind::from_str_name(&name.to_ascii_uppercase())
+                        .filter(|k| *k != pb::EventKind::Unspecified)
+                        .ok_or_else(|| {
+                            ApiFailure::bad_request(format!(
+                                "unknown event kind {name:?}; use DEADLOCK_RESOLVED, TRANSACTION_EXPIRED, TRANSACTION_ABORTED or LOCK_REVOKED"
+                            ))
+                        })?;
+                    req.kinds.push(kind as i32);
+                }
+            }
+            other => {
+                return Err(ApiFailure::bad_request(format!(
+                    "unknown query parameter {other:?}; use after, only_new, kinds, namespace_prefix"
+                )))
+            }
+        }
+    }
+    // The browser's reconnect header wins: it is where this very stream left off.
+    if let Some(v) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
+        after = Some(num("Last-Event-ID", v.trim())?);
+    }
+    if let Some(n) = after {
+        req.from_sequence = n + 1;
+        req.only_new = false;
+    }
+    Ok(req)
+}
+
+/// Opens WatchEvents here or on the leader; returns the stream and the sequence it starts at.
+async fn open(
+    gw: &Gateway,
+    target: Target,
+    req: tonic::Request<pb::WatchEventsRequest>,
+) -> Result<(BoxStream<pb::Event>, u64), Status> {
+    let first = |md: &tonic::metadata::MetadataMap| {
+        md.get(metadata::FIRST_SEQUENCE).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).unwrap_or(0)
+    };
+    match target {
+        Target::Local => {
+            let r = LockService::watch_events(&*gw.lock, req).await?;
+            let from = first(r.metadata());
+            Ok((r.into_inner(), from))
+        }
+        Target::Leader(ch) => {
+            let r = LockServiceClient::new(ch).watch_events(req).await?;
+            let from = first(r.metadata());
+            Ok((Box::pin(r.into_inner()), from))
+        }
+    }
+}
+
+async fn attach(
+    gw: &Arc<Gateway>,
+    auth: &Auth,
+    req: &pb::WatchEventsRequest,
+) -> Result<(BoxStream<pb::Event>, u64), Status> {
+    gw.call(|target| {
+        let r = auth.request(req.clone());
+        let gw = gw.clone();
+        async move { open(&gw, target, r).await }
+    })
+    .await
+}
+
+pub async fn events(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery(q): RawQuery) -> Response {
+    let mut req = match parse_request(&headers, &q) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let auth = Auth::from_headers(&headers);
+    // Attach before answering, so a bad key or prefix is an HTTP error, not a broken stream.
+    let (mut stream, from) = match attach(&gw, &auth, &req).await {
+        Ok(s) => s,
+        Err(e) => return ApiFailure::from(e).into_response(),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        let mut next = from;
+        let _ = tx.send(Bytes::from(format!(": caerus-dls events from sequence {from}\n\n"))).await;
+        let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                _ = keep_alive.tick() => {
+                    if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() { return; }
+                    continue;
+                }
+                _ = tx.closed() => return,
+            };
+            match item {
+                Some(Ok(e)) => {
+                    next = e.sequence + 1;
+                    let frame = format!("id: {}\ndata: {}\n\n", e.sequence, json::event(&e));
+                    if tx.send(Bytes::from(frame)).await.is_err() {
+                        return;
+                    }
+                }
+                Some(Err(s)) if Gateway::is_leader_change(&s) => {
+                    tracing::info!(next, "event stream: leadership moved, reattaching");
+                    req.from_sequence = next;
+                    req.only_new = false;
+                    match attach(&gw, &auth, &req).await {
+                        Ok((s, _)) => stream = s,
+                        Err(s) => return send_error(&tx, s).await,
+                    }
+                }
+                Some(Err(s)) => return send_error(&tx, s).await,
+                None => return,
+            }
+        }
+    });
+    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body)
+        .into_response()
+}
+
+/// Ends a stream with an error frame (`event: dls-error`, the usual error JSON).
+async fn send_error(tx: &mpsc::Sender<Bytes>, s: Status) {
+    let body = ApiFailure::from(s).body();
+    let _ = tx.send(Bytes::from(format!("event: dls-error\ndata: {body}\n\n"))).await;
+}

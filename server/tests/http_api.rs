@@ -1,0 +1,332 @@
+//! The HTTP/JSON API (`/api/v1` on --http-listen) against real dls processes: the same
+//! service as gRPC (same validation messages, same auth), waits and queues, SSE events
+//! with a deadlock, and a follower's HTTP port serving through the leader.
+
+mod common;
+
+use std::process::Command;
+
+use caerus_proto::v1::BeginTransactionRequest;
+use common::{raw_client, Cluster, PATIENCE};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{json, Value};
+
+type Http = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+
+fn http() -> Http {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+async fn send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    key: Option<&str>,
+) -> hyper::Response<Incoming> {
+    let mut req = hyper::Request::builder().method(method).uri(format!("http://{addr}{path}"));
+    if let Some(k) = key {
+        req = req.header("authorization", format!("Bearer {k}"));
+    }
+    let req = req.body(Full::new(Bytes::from(body.unwrap_or("").to_string()))).unwrap();
+    tokio::time::timeout(PATIENCE, http().request(req)).await.expect("HTTP call hung").unwrap()
+}
+
+/// One JSON call: status and parsed body.
+async fn call(addr: &str, method: &str, path: &str, body: Value, key: Option<&str>) -> (u16, Value) {
+    let text = if body.is_null() { String::new() } else { body.to_string() };
+    let resp = send(addr, method, path, Some(&text), key).await;
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)));
+    (status, v)
+}
+
+async fn ok(addr: &str, method: &str, path: &str, body: Value) -> Value {
+    let (status, v) = call(addr, method, path, body, None).await;
+    assert_eq!(status, 200, "{method} {path}: {v}");
+    v
+}
+
+async fn begin(addr: &str, name: &str, priority: i32) -> String {
+    let v = ok(addr, "POST", "/api/v1/transactions", json!({"timeout_ms": 10_000, "name": name, "priority": priority}))
+        .await;
+    v["transaction_id"].as_str().expect("ids are strings").to_string()
+}
+
+fn acquire_body(key: &str, quick: bool) -> Value {
+    json!({"namespace": "ns", "key": key, "mode": "EXCLUSIVE", "timeout_ms": 30_000, "return_when_queued": quick})
+}
+
+/// Reads SSE frames until one's JSON matches `pred`; returns it with its `id:`.
+async fn next_event(body: &mut Incoming, buf: &mut String, pred: impl Fn(&Value) -> bool) -> (u64, Value) {
+    let read = async {
+        loop {
+            while let Some(i) = buf.find("\n\n") {
+                let frame: String = buf.drain(..i + 2).collect();
+                let id = frame.lines().find_map(|l| l.strip_prefix("id: ")).map(|s| s.parse().unwrap());
+                let data: String = frame.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+                if let (Some(id), false) = (id, data.is_empty()) {
+                    let v: Value = serde_json::from_str(&data).unwrap();
+                    if pred(&v) {
+                        return (id, v);
+                    }
+                }
+            }
+            let frame = body.frame().await.expect("event stream ended").unwrap();
+            if let Ok(data) = frame.into_data() {
+                buf.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, read).await.expect("no matching event")
+}
+
+#[tokio::test]
+async fn transactions_locks_and_queues_over_http() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+    let a = begin(&h, "alice", 0).await;
+    let b = begin(&h, "bob", 0).await;
+
+    let g = ok(&h, "POST", &format!("/api/v1/transactions/{a}/locks"), acquire_body("k", false)).await;
+    assert_eq!(g["status"], "granted");
+    let first_token: u64 = g["fencing_token"].as_str().unwrap().parse().unwrap();
+
+    let q = ok(&h, "POST", &format!("/api/v1/transactions/{b}/locks"), acquire_body("k", true)).await;
+    assert_eq!(q["status"], "queued");
+    assert_eq!(q["position"], 1);
+    assert_eq!(q["blocking_transaction_ids"], json!([a]));
+
+    let locks = ok(&h, "GET", "/api/v1/locks?namespace_prefix=ns", Value::Null).await;
+    let k = &locks["locks"][0];
+    assert_eq!((k["namespace"].as_str(), k["key"].as_str()), (Some("ns"), Some("k")));
+    assert_eq!(k["holders"][0]["transaction_id"], json!(a));
+    assert_eq!(k["holders"][0]["transaction_name"], "alice");
+    assert_eq!(k["waiters"][0]["transaction_id"], json!(b));
+
+    // Re-attaching with bob's request id waits for the same queued request: the release
+    // of alice's lock ends that wait with a grant and a higher token.
+    let rid = q["request_id"].as_str().unwrap().to_string();
+    let wait = {
+        let (h, b) = (h.clone(), b.clone());
+        let mut body = acquire_body("k", false);
+        body["request_id"] = json!(rid);
+        tokio::spawn(async move { call(&h, "POST", &format!("/api/v1/transactions/{b}/locks"), body, None).await })
+    };
+    let rel =
+        ok(&h, "POST", &format!("/api/v1/transactions/{a}/release"), json!({"namespace": "ns", "key": "k"})).await;
+    assert_eq!(rel["released"], true);
+    let (status, granted) = wait.await.unwrap();
+    assert_eq!(status, 200, "{granted}");
+    assert_eq!(granted["status"], "granted");
+    assert!(granted["fencing_token"].as_str().unwrap().parse::<u64>().unwrap() > first_token);
+
+    let st = ok(&h, "GET", &format!("/api/v1/transactions/{b}"), Value::Null).await;
+    assert_eq!(st["state"], "ACTIVE");
+    assert_eq!(st["name"], "bob");
+    assert_eq!(st["locks"][0]["key"], "k");
+    let hb = ok(&h, "POST", &format!("/api/v1/transactions/{b}/heartbeat"), Value::Null).await;
+    assert!(hb["lease_remaining_ms"].as_i64().unwrap() > 0);
+
+    let end = ok(&h, "POST", &format!("/api/v1/transactions/{b}/end"), json!({"commit": true})).await;
+    assert_eq!(end, json!({"state": "COMMITTED", "released_locks": 1}));
+    let abort = ok(&h, "POST", &format!("/api/v1/transactions/{a}/abort"), json!({"reason": "test"})).await;
+    assert_eq!(abort["state"], "ABORTED");
+    let (status, v) = call(&h, "POST", &format!("/api/v1/transactions/{a}/heartbeat"), Value::Null, None).await;
+    assert_eq!((status, v["error"]["kind"].as_str()), (409, Some("TRANSACTION_LOST")), "{v}");
+
+    let cl = ok(&h, "GET", "/api/v1/cluster", Value::Null).await;
+    assert_eq!(cl["leader_id"], "1");
+    assert_eq!(cl["members"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn bad_input_gets_400_with_the_grpc_message() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+
+    // The same request over gRPC and over HTTP: same code, same words.
+    let mut grpc = raw_client(&cluster.addr(1)).await;
+    let status =
+        grpc.begin_transaction(BeginTransactionRequest { timeout_ms: 5, ..Default::default() }).await.unwrap_err();
+    let (code, v) = call(&h, "POST", "/api/v1/transactions", json!({"timeout_ms": 5}), None).await;
+    assert_eq!(code, 400);
+    assert_eq!(v["error"]["code"], "INVALID_ARGUMENT");
+    assert_eq!(v["error"]["kind"], "INVALID_ARGUMENT");
+    assert_eq!(v["error"]["message"], status.message());
+
+    let t = begin(&h, "t", 0).await;
+    let cases: Vec<(String, Value, &str)> = vec![
+        (
+            format!("/api/v1/transactions/{t}/locks"),
+            json!({"namespace": "", "key": "k", "mode": "EXCLUSIVE", "timeout_ms": 10}),
+            "namespace must not be empty",
+        ),
+        (
+            format!("/api/v1/transactions/{t}/locks"),
+            json!({"namespace": "n", "key": "k", "timeout_ms": 10}),
+            "mode must be EXCLUSIVE or SHARED_READ",
+        ),
+        (
+            format!("/api/v1/transactions/{t}/locks"),
+            json!({"namespace": "n", "key": "k", "mode": "WRITE", "timeout_ms": 10}),
+            "mode must be EXCLUSIVE or SHARED_READ",
+        ),
+        ("/api/v1/transactions/abc/heartbeat".into(), Value::Null, "transaction id in the path"),
+        ("/api/v1/transactions/0/heartbeat".into(), Value::Null, "transaction_id"),
+        (format!("/api/v1/transactions/{t}/end"), json!({}), "commit must be given"),
+        ("/api/v1/transactions".into(), json!({"timeout_ms": 1000, "bogus": 1}), "unknown field"),
+    ];
+    for (path, body, want) in cases {
+        let (code, v) = call(&h, "POST", &path, body.clone(), None).await;
+        assert_eq!(code, 400, "{path} {body}: {v}");
+        assert_eq!(v["error"]["code"], "INVALID_ARGUMENT", "{path}: {v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains(want), "{path}: {v} should say {want:?}");
+    }
+    let resp = send(&h, "POST", "/api/v1/transactions", Some("{not json"), None).await;
+    assert_eq!(resp.status().as_u16(), 400);
+
+    let (code, v) = call(&h, "GET", "/api/v1/transactions/999999", Value::Null, None).await;
+    assert_eq!((code, v["error"]["kind"].as_str()), (404, Some("TRANSACTION_NOT_FOUND")), "{v}");
+    let (code, v) = call(&h, "GET", "/api/v1/events?kinds=NOPE", Value::Null, None).await;
+    assert_eq!(code, 400, "{v}");
+}
+
+fn add_key(file: &std::path::Path, name: &str, admin: bool) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls"));
+    cmd.args(["keys", "add", "--file"]).arg(file).args(["--name", name]);
+    if admin {
+        cmd.arg("--admin");
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "dls keys add: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[tokio::test]
+async fn the_keys_file_applies_to_http_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keys.toml");
+    let worker = add_key(&file, "worker", false);
+    let admin = add_key(&file, "admin", true);
+    let cluster = Cluster::start_full(1, &["--api-keys-file", file.to_str().unwrap()], Some(admin.clone())).await;
+    let h = cluster.http_addr(1);
+    let body = json!({"timeout_ms": 5000});
+
+    for key in [None, Some("dls_wrong")] {
+        let (code, v) = call(&h, "POST", "/api/v1/transactions", body.clone(), key).await;
+        assert_eq!((code, v["error"]["kind"].as_str()), (401, Some("UNAUTHENTICATED")), "{v}");
+    }
+    let (code, v) = call(&h, "POST", "/api/v1/transactions", body.clone(), Some(&worker)).await;
+    assert_eq!(code, 200, "{v}");
+    let t = v["transaction_id"].as_str().unwrap();
+    // The operator API needs an admin key, as over gRPC.
+    let (code, v) = call(&h, "GET", "/api/v1/locks", Value::Null, Some(&worker)).await;
+    assert_eq!((code, v["error"]["kind"].as_str()), (403, Some("PERMISSION_DENIED")), "{v}");
+    let (code, _) = call(&h, "GET", "/api/v1/locks", Value::Null, Some(&admin)).await;
+    assert_eq!(code, 200);
+    let (code, _) = call(&h, "POST", &format!("/api/v1/transactions/{t}/abort"), json!({}), Some(&worker)).await;
+    assert_eq!(code, 403);
+    let resp = send(&h, "GET", "/api/v1/events", None, None).await;
+    assert_eq!(resp.status().as_u16(), 401);
+    // Operator endpoints and the page stay open: they show no transaction data.
+    assert_eq!(send(&h, "GET", "/playground", None, None).await.status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn a_deadlock_shows_up_on_the_event_stream() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+    let resp = send(&h, "GET", "/api/v1/events?kinds=DEADLOCK_RESOLVED", None, None).await;
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut events = resp.into_body();
+    let mut buf = String::new();
+
+    let a = begin(&h, "a", 5).await;
+    let b = begin(&h, "b", 1).await;
+    ok(&h, "POST", &format!("/api/v1/transactions/{a}/locks"), acquire_body("x", false)).await;
+    ok(&h, "POST", &format!("/api/v1/transactions/{b}/locks"), acquire_body("y", false)).await;
+    let q = ok(&h, "POST", &format!("/api/v1/transactions/{a}/locks"), acquire_body("y", true)).await;
+    assert_eq!(q["status"], "queued");
+    // b closes the cycle; b has the lower priority and is the victim.
+    let (code, v) = call(&h, "POST", &format!("/api/v1/transactions/{b}/locks"), acquire_body("x", false), None).await;
+    assert_eq!((code, v["error"]["kind"].as_str()), (409, Some("DEADLOCK_VICTIM")), "{v}");
+
+    let (seq, e) = next_event(&mut events, &mut buf, |_| true).await;
+    assert_eq!(e["kind"], "DEADLOCK_RESOLVED");
+    assert_eq!(e["detail"]["victim_transaction_id"], json!(b));
+    let cycle: Vec<&str> =
+        e["detail"]["cycle"].as_array().unwrap().iter().map(|m| m["transaction_id"].as_str().unwrap()).collect();
+    assert_eq!(cycle.len(), 2);
+    assert!(cycle.contains(&a.as_str()) && cycle.contains(&b.as_str()));
+
+    // Resuming from just before that event (as a browser does with Last-Event-ID) gives it again.
+    let mut req =
+        hyper::Request::get(format!("http://{h}/api/v1/events")).header("last-event-id", (seq - 1).to_string());
+    req = req.header("accept", "text/event-stream");
+    let resp = http().request(req.body(Full::new(Bytes::new())).unwrap()).await.unwrap();
+    let mut again = resp.into_body();
+    let (seq2, e2) = next_event(&mut again, &mut String::new(), |_| true).await;
+    assert_eq!((seq2, &e2), (seq, &e));
+}
+
+#[tokio::test]
+async fn a_followers_http_port_serves_through_the_leader() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let h = cluster.http_addr(follower);
+
+    let cl = ok(&h, "GET", "/api/v1/cluster", Value::Null).await;
+    assert_eq!(cl["node_id"], json!(follower.to_string()));
+    assert_eq!(cl["leader_id"], json!(leader.to_string()));
+    assert_eq!(cl["members"].as_array().unwrap().len(), 3);
+
+    let t = begin(&h, "via-follower", 0).await;
+    let g = ok(&h, "POST", &format!("/api/v1/transactions/{t}/locks"), acquire_body("f", false)).await;
+    assert_eq!(g["status"], "granted");
+    let locks = ok(&h, "GET", "/api/v1/locks", Value::Null).await;
+    assert_eq!(locks["locks"][0]["holders"][0]["transaction_id"], json!(t));
+
+    // An event stream opened on the follower follows the leader's log.
+    let mut events = send(&h, "GET", "/api/v1/events?only_new=true", None, None).await.into_body();
+    ok(&h, "POST", &format!("/api/v1/transactions/{t}/abort"), json!({"reason": "from a follower"})).await;
+    let (_, e) = next_event(&mut events, &mut String::new(), |e| e["kind"] == "TRANSACTION_ABORTED").await;
+    assert_eq!(e["detail"]["reason"], "from a follower");
+
+    // The leader dies; the surviving nodes' HTTP ports keep working once a new one leads.
+    cluster.kill(leader);
+    let new_leader = cluster.wait_for_new_leader(leader, PATIENCE).await;
+    for id in (1..=3).filter(|&id| id != leader) {
+        let h = cluster.http_addr(id);
+        let t = begin(&h, "after-failover", 0).await;
+        let st = ok(&h, "GET", &format!("/api/v1/transactions/{t}"), Value::Null).await;
+        assert_eq!(st["state"], "ACTIVE");
+    }
+    let cl = ok(&cluster.http_addr(new_leader), "GET", "/api/v1/cluster", Value::Null).await;
+    assert_eq!(cl["leader_id"], json!(new_leader.to_string()));
+}
+
+#[tokio::test]
+async fn the_playground_and_openapi_are_served_by_the_binary() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+    for (path, ctype) in [
+        ("/playground", "text/html"),
+        ("/playground/app.js", "text/javascript"),
+        ("/playground/style.css", "text/css"),
+        ("/openapi.json", "application/json"),
+    ] {
+        let resp = send(&h, "GET", path, None, None).await;
+        assert_eq!(resp.status().as_u16(), 200, "{path}");
+        assert!(resp.headers()["content-type"].to_str().unwrap().starts_with(ctype), "{path}");
+    }
+    let resp = send(&h, "GET", "/playground", None, None).await;
+    let html = String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    assert!(!html.contains("http://") && !html.contains("https://"), "the page must not load anything from elsewhere");
+}
