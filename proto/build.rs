@@ -13,6 +13,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={f}");
     }
     let descriptors = protox::compile(files, ["."])?;
-    tonic_build::configure().build_client(true).build_server(true).compile_fds(descriptors)?;
+    tonic_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .codec_path("crate::codec::SmallBufferCodec")
+        .compile_fds(descriptors)?;
     Ok(())
 }

@@ -6,6 +6,7 @@ pub mod events;
 pub mod queue;
 pub mod table;
 pub mod types;
+pub mod vec_map;
 
 #[cfg(test)]
 mod table_tests;

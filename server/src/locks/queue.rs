@@ -13,6 +13,8 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+use super::vec_map::VecMap;
+
 use super::types::{Held, LockMode, TxnId};
 
 /// A place in a key's queue: upgrades (class 0) before ordinary requests (class 1), each
@@ -36,7 +38,7 @@ pub struct Waiter {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyLock {
-    pub holders: BTreeMap<TxnId, Held>,
+    pub holders: VecMap<TxnId, Held>,
     pub queue: BTreeMap<Slot, Waiter>,
 }
 

@@ -13,6 +13,7 @@ use super::deadlock::{choose_victim, find_cycle, Candidate};
 use super::events::{CycleMember, EventDetail, EventLog};
 use super::queue::{KeyLock, Slot, Waiter, NORMAL_CLASS, UPGRADE_CLASS};
 use super::types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
+use super::vec_map::VecMap;
 
 /// Finished transactions are remembered this long (by the leaders' clocks carried in the
 /// log) so late status queries and retries get true answers.
@@ -56,9 +57,9 @@ pub struct Txn {
     pub end_cause: Option<EndCause>,
     pub end_reason: String,
     pub ended_at_ms: u64,
-    pub held: BTreeMap<LockKey, Held>,
+    pub held: VecMap<LockKey, Held>,
     pub waiting: Option<Pending>,
-    pub requests: BTreeMap<String, RequestRecord>,
+    pub requests: VecMap<String, RequestRecord>,
     pub begin_request_id: Option<String>,
     /// The request id and answer of the call that ended it.
     pub end_request: Option<(String, u32)>,
@@ -290,9 +291,9 @@ impl LockTable {
                 end_cause: None,
                 end_reason: String::new(),
                 ended_at_ms: 0,
-                held: BTreeMap::new(),
+                held: VecMap::new(),
                 waiting: None,
-                requests: BTreeMap::new(),
+                requests: VecMap::new(),
                 begin_request_id: request_id,
                 end_request: None,
             },

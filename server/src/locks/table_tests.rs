@@ -167,7 +167,7 @@ fn upgrade_as_sole_holder_is_immediate_with_a_new_token() {
     let shared = token(&h.acquire(a, "k", S));
     let excl = token(&h.acquire(a, "k", X));
     assert!(excl > shared);
-    assert_eq!(h.table.txn(a).unwrap().held[&LockKey::new("ns", "k")].mode, X);
+    assert_eq!(h.table.txn(a).unwrap().held.get(&LockKey::new("ns", "k")).unwrap().mode, X);
 }
 
 #[test]
