@@ -47,6 +47,7 @@ mod config;
 mod error;
 mod events;
 mod heartbeat;
+mod heartbeat_batch;
 mod router;
 mod transaction;
 mod types;

@@ -124,6 +124,8 @@ pub(crate) struct Router {
     connect_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) retry_deadline: Duration,
+    /// Started at the first heartbeat; shares Heartbeat calls among transactions.
+    pub(crate) heartbeats: std::sync::OnceLock<crate::heartbeat_batch::HeartbeatBatcher>,
 }
 
 impl std::fmt::Debug for Router {
@@ -161,6 +163,7 @@ impl Router {
             connect_timeout: config.connect_timeout,
             request_timeout: config.request_timeout,
             retry_deadline: config.retry_deadline,
+            heartbeats: std::sync::OnceLock::new(),
         };
         for uri in &router.seeds {
             router.channel(uri)?;

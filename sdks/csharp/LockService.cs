@@ -67,86 +67,92 @@ namespace Caerus.Dls.V1 {
             "EiwKEmxlYXNlX3JlbWFpbmluZ19tcxgGIAEoA1IQbGVhc2VSZW1haW5pbmdN",
             "cxItCgVsb2NrcxgHIAMoCzIXLmNhZXJ1cy5kbHMudjEuSGVsZExvY2tSBWxv",
             "Y2tzEjQKB3dhaXRpbmcYCCABKAsyGi5jYWVydXMuZGxzLnYxLlBlbmRpbmdM",
-            "b2NrUgd3YWl0aW5nEh0KCmVuZF9yZWFzb24YCSABKAlSCWVuZFJlYXNvbiI5",
+            "b2NrUgd3YWl0aW5nEh0KCmVuZF9yZWFzb24YCSABKAlSCWVuZFJlYXNvbiJr",
             "ChBIZWFydGJlYXRSZXF1ZXN0EiUKDnRyYW5zYWN0aW9uX2lkGAEgASgEUg10",
-            "cmFuc2FjdGlvbklkIkEKEUhlYXJ0YmVhdFJlc3BvbnNlEiwKEmxlYXNlX3Jl",
-            "bWFpbmluZ19tcxgBIAEoA1IQbGVhc2VSZW1haW5pbmdNcyJ1ChVFbmRUcmFu",
-            "c2FjdGlvblJlcXVlc3QSJQoOdHJhbnNhY3Rpb25faWQYASABKARSDXRyYW5z",
-            "YWN0aW9uSWQSFgoGY29tbWl0GAIgASgIUgZjb21taXQSHQoKcmVxdWVzdF9p",
-            "ZBgDIAEoCVIJcmVxdWVzdElkInYKFkVuZFRyYW5zYWN0aW9uUmVzcG9uc2US",
-            "NQoFc3RhdGUYASABKA4yHy5jYWVydXMuZGxzLnYxLlRyYW5zYWN0aW9uU3Rh",
-            "dGVSBXN0YXRlEiUKDnJlbGVhc2VkX2xvY2tzGAIgASgNUg1yZWxlYXNlZExv",
-            "Y2tzIrMBChJXYXRjaEV2ZW50c1JlcXVlc3QSIwoNZnJvbV9zZXF1ZW5jZRgB",
-            "IAEoBFIMZnJvbVNlcXVlbmNlEi0KEm5hbWVzcGFjZV9wcmVmaXhlcxgCIAMo",
-            "CVIRbmFtZXNwYWNlUHJlZml4ZXMSLgoFa2luZHMYAyADKA4yGC5jYWVydXMu",
-            "ZGxzLnYxLkV2ZW50S2luZFIFa2luZHMSGQoIb25seV9uZXcYBCABKAhSB29u",
-            "bHlOZXci0QMKBUV2ZW50EhoKCHNlcXVlbmNlGAEgASgEUghzZXF1ZW5jZRIX",
-            "Cgd0aW1lX21zGAIgASgDUgZ0aW1lTXMSLAoEa2luZBgDIAEoDjIYLmNhZXJ1",
-            "cy5kbHMudjEuRXZlbnRLaW5kUgRraW5kEh4KCm5hbWVzcGFjZXMYBCADKAlS",
-            "Cm5hbWVzcGFjZXMSTgoRZGVhZGxvY2tfcmVzb2x2ZWQYCiABKAsyHy5jYWVy",
-            "dXMuZGxzLnYxLkRlYWRsb2NrUmVzb2x2ZWRIAFIQZGVhZGxvY2tSZXNvbHZl",
-            "ZBJUChN0cmFuc2FjdGlvbl9leHBpcmVkGAsgASgLMiEuY2FlcnVzLmRscy52",
-            "MS5UcmFuc2FjdGlvbkV4cGlyZWRIAFISdHJhbnNhY3Rpb25FeHBpcmVkElQK",
-            "E3RyYW5zYWN0aW9uX2Fib3J0ZWQYDCABKAsyIS5jYWVydXMuZGxzLnYxLlRy",
-            "YW5zYWN0aW9uQWJvcnRlZEgAUhJ0cmFuc2FjdGlvbkFib3J0ZWQSPwoMbG9j",
-            "a19yZXZva2VkGA0gASgLMhouY2FlcnVzLmRscy52MS5Mb2NrUmV2b2tlZEgA",
-            "Ugtsb2NrUmV2b2tlZEIICgZkZXRhaWwi2AEKC0N5Y2xlTWVtYmVyEiUKDnRy",
-            "YW5zYWN0aW9uX2lkGAEgASgEUg10cmFuc2FjdGlvbklkEikKEHRyYW5zYWN0",
-            "aW9uX25hbWUYAiABKAlSD3RyYW5zYWN0aW9uTmFtZRIaCghwcmlvcml0eRgD",
-            "IAEoBVIIcHJpb3JpdHkSHAoJbmFtZXNwYWNlGAQgASgJUgluYW1lc3BhY2US",
-            "EAoDa2V5GAUgASgJUgNrZXkSKwoEbW9kZRgGIAEoDjIXLmNhZXJ1cy5kbHMu",
-            "djEuTG9ja01vZGVSBG1vZGUirQEKEERlYWRsb2NrUmVzb2x2ZWQSMAoFY3lj",
-            "bGUYASADKAsyGi5jYWVydXMuZGxzLnYxLkN5Y2xlTWVtYmVyUgVjeWNsZRIy",
-            "ChV2aWN0aW1fdHJhbnNhY3Rpb25faWQYAiABKARSE3ZpY3RpbVRyYW5zYWN0",
-            "aW9uSWQSMwoGcG9saWN5GAMgASgOMhsuY2FlcnVzLmRscy52MS5WaWN0aW1Q",
-            "b2xpY3lSBnBvbGljeSKmAQoSVHJhbnNhY3Rpb25FeHBpcmVkEiUKDnRyYW5z",
+            "cmFuc2FjdGlvbklkEjAKFG1vcmVfdHJhbnNhY3Rpb25faWRzGAIgAygEUhJt",
+            "b3JlVHJhbnNhY3Rpb25JZHMiewoRSGVhcnRiZWF0UmVzcG9uc2USLAoSbGVh",
+            "c2VfcmVtYWluaW5nX21zGAEgASgDUhBsZWFzZVJlbWFpbmluZ01zEjgKB3Jl",
+            "c3VsdHMYAiADKAsyHi5jYWVydXMuZGxzLnYxLkhlYXJ0YmVhdFJlc3VsdFIH",
+            "cmVzdWx0cyKqAQoPSGVhcnRiZWF0UmVzdWx0EiUKDnRyYW5zYWN0aW9uX2lk",
+            "GAEgASgEUg10cmFuc2FjdGlvbklkEiwKEmxlYXNlX3JlbWFpbmluZ19tcxgC",
+            "IAEoA1IQbGVhc2VSZW1haW5pbmdNcxIdCgplcnJvcl9raW5kGAMgASgJUgll",
+            "cnJvcktpbmQSIwoNZXJyb3JfbWVzc2FnZRgEIAEoCVIMZXJyb3JNZXNzYWdl",
+            "InUKFUVuZFRyYW5zYWN0aW9uUmVxdWVzdBIlCg50cmFuc2FjdGlvbl9pZBgB",
+            "IAEoBFINdHJhbnNhY3Rpb25JZBIWCgZjb21taXQYAiABKAhSBmNvbW1pdBId",
+            "CgpyZXF1ZXN0X2lkGAMgASgJUglyZXF1ZXN0SWQidgoWRW5kVHJhbnNhY3Rp",
+            "b25SZXNwb25zZRI1CgVzdGF0ZRgBIAEoDjIfLmNhZXJ1cy5kbHMudjEuVHJh",
+            "bnNhY3Rpb25TdGF0ZVIFc3RhdGUSJQoOcmVsZWFzZWRfbG9ja3MYAiABKA1S",
+            "DXJlbGVhc2VkTG9ja3MiswEKEldhdGNoRXZlbnRzUmVxdWVzdBIjCg1mcm9t",
+            "X3NlcXVlbmNlGAEgASgEUgxmcm9tU2VxdWVuY2USLQoSbmFtZXNwYWNlX3By",
+            "ZWZpeGVzGAIgAygJUhFuYW1lc3BhY2VQcmVmaXhlcxIuCgVraW5kcxgDIAMo",
+            "DjIYLmNhZXJ1cy5kbHMudjEuRXZlbnRLaW5kUgVraW5kcxIZCghvbmx5X25l",
+            "dxgEIAEoCFIHb25seU5ldyLRAwoFRXZlbnQSGgoIc2VxdWVuY2UYASABKARS",
+            "CHNlcXVlbmNlEhcKB3RpbWVfbXMYAiABKANSBnRpbWVNcxIsCgRraW5kGAMg",
+            "ASgOMhguY2FlcnVzLmRscy52MS5FdmVudEtpbmRSBGtpbmQSHgoKbmFtZXNw",
+            "YWNlcxgEIAMoCVIKbmFtZXNwYWNlcxJOChFkZWFkbG9ja19yZXNvbHZlZBgK",
+            "IAEoCzIfLmNhZXJ1cy5kbHMudjEuRGVhZGxvY2tSZXNvbHZlZEgAUhBkZWFk",
+            "bG9ja1Jlc29sdmVkElQKE3RyYW5zYWN0aW9uX2V4cGlyZWQYCyABKAsyIS5j",
+            "YWVydXMuZGxzLnYxLlRyYW5zYWN0aW9uRXhwaXJlZEgAUhJ0cmFuc2FjdGlv",
+            "bkV4cGlyZWQSVAoTdHJhbnNhY3Rpb25fYWJvcnRlZBgMIAEoCzIhLmNhZXJ1",
+            "cy5kbHMudjEuVHJhbnNhY3Rpb25BYm9ydGVkSABSEnRyYW5zYWN0aW9uQWJv",
+            "cnRlZBI/Cgxsb2NrX3Jldm9rZWQYDSABKAsyGi5jYWVydXMuZGxzLnYxLkxv",
+            "Y2tSZXZva2VkSABSC2xvY2tSZXZva2VkQggKBmRldGFpbCLYAQoLQ3ljbGVN",
+            "ZW1iZXISJQoOdHJhbnNhY3Rpb25faWQYASABKARSDXRyYW5zYWN0aW9uSWQS",
+            "KQoQdHJhbnNhY3Rpb25fbmFtZRgCIAEoCVIPdHJhbnNhY3Rpb25OYW1lEhoK",
+            "CHByaW9yaXR5GAMgASgFUghwcmlvcml0eRIcCgluYW1lc3BhY2UYBCABKAlS",
+            "CW5hbWVzcGFjZRIQCgNrZXkYBSABKAlSA2tleRIrCgRtb2RlGAYgASgOMhcu",
+            "Y2FlcnVzLmRscy52MS5Mb2NrTW9kZVIEbW9kZSKtAQoQRGVhZGxvY2tSZXNv",
+            "bHZlZBIwCgVjeWNsZRgBIAMoCzIaLmNhZXJ1cy5kbHMudjEuQ3ljbGVNZW1i",
+            "ZXJSBWN5Y2xlEjIKFXZpY3RpbV90cmFuc2FjdGlvbl9pZBgCIAEoBFITdmlj",
+            "dGltVHJhbnNhY3Rpb25JZBIzCgZwb2xpY3kYAyABKA4yGy5jYWVydXMuZGxz",
+            "LnYxLlZpY3RpbVBvbGljeVIGcG9saWN5IqYBChJUcmFuc2FjdGlvbkV4cGly",
+            "ZWQSJQoOdHJhbnNhY3Rpb25faWQYASABKARSDXRyYW5zYWN0aW9uSWQSKQoQ",
+            "dHJhbnNhY3Rpb25fbmFtZRgCIAEoCVIPdHJhbnNhY3Rpb25OYW1lEj4KDnJl",
+            "bGVhc2VkX2xvY2tzGAMgAygLMhcuY2FlcnVzLmRscy52MS5IZWxkTG9ja1IN",
+            "cmVsZWFzZWRMb2NrcyLaAQoSVHJhbnNhY3Rpb25BYm9ydGVkEiUKDnRyYW5z",
             "YWN0aW9uX2lkGAEgASgEUg10cmFuc2FjdGlvbklkEikKEHRyYW5zYWN0aW9u",
-            "X25hbWUYAiABKAlSD3RyYW5zYWN0aW9uTmFtZRI+Cg5yZWxlYXNlZF9sb2Nr",
-            "cxgDIAMoCzIXLmNhZXJ1cy5kbHMudjEuSGVsZExvY2tSDXJlbGVhc2VkTG9j",
-            "a3Mi2gEKElRyYW5zYWN0aW9uQWJvcnRlZBIlCg50cmFuc2FjdGlvbl9pZBgB",
-            "IAEoBFINdHJhbnNhY3Rpb25JZBIpChB0cmFuc2FjdGlvbl9uYW1lGAIgASgJ",
-            "Ug90cmFuc2FjdGlvbk5hbWUSFgoGcmVhc29uGAMgASgJUgZyZWFzb24SGgoI",
-            "b3BlcmF0b3IYBCABKAlSCG9wZXJhdG9yEj4KDnJlbGVhc2VkX2xvY2tzGAUg",
-            "AygLMhcuY2FlcnVzLmRscy52MS5IZWxkTG9ja1INcmVsZWFzZWRMb2NrcyLM",
-            "AQoLTG9ja1Jldm9rZWQSJQoOdHJhbnNhY3Rpb25faWQYASABKARSDXRyYW5z",
-            "YWN0aW9uSWQSHAoJbmFtZXNwYWNlGAIgASgJUgluYW1lc3BhY2USEAoDa2V5",
-            "GAMgASgJUgNrZXkSKwoEbW9kZRgEIAEoDjIXLmNhZXJ1cy5kbHMudjEuTG9j",
-            "a01vZGVSBG1vZGUSIwoNZmVuY2luZ190b2tlbhgFIAEoBFIMZmVuY2luZ1Rv",
-            "a2VuEhQKBWNhdXNlGAYgASgJUgVjYXVzZSpFCghMb2NrTW9kZRIZChVMT0NL",
-            "X01PREVfVU5TUEVDSUZJRUQQABINCglFWENMVVNJVkUQARIPCgtTSEFSRURf",
-            "UkVBRBACKmoKEFRyYW5zYWN0aW9uU3RhdGUSIQodVFJBTlNBQ1RJT05fU1RB",
-            "VEVfVU5TUEVDSUZJRUQQABIKCgZBQ1RJVkUQARINCglDT01NSVRURUQQAhIL",
-            "CgdBQk9SVEVEEAMSCwoHRVhQSVJFRBAEKp8CCglFcnJvcktpbmQSGgoWRVJS",
-            "T1JfS0lORF9VTlNQRUNJRklFRBAAEhAKDExPQ0tfVElNRU9VVBABEhMKD0RF",
-            "QURMT0NLX1ZJQ1RJTRACEhQKEFRSQU5TQUNUSU9OX0xPU1QQAxIZChVUUkFO",
-            "U0FDVElPTl9OT1RfRk9VTkQQBBIUChBJTlZBTElEX0FSR1VNRU5UEAUSEwoP",
-            "VU5BVVRIRU5USUNBVEVEEAYSFQoRUEVSTUlTU0lPTl9ERU5JRUQQBxIOCgpO",
-            "T1RfTEVBREVSEAgSEgoOV0FJVF9DQU5DRUxMRUQQCRITCg9BTFJFQURZX1dB",
-            "SVRJTkcQChIPCgtVTkFWQUlMQUJMRRALEhIKDkNVUlNPUl9FWFBJUkVEEAwq",
-            "agoMVmljdGltUG9saWN5Eh0KGVZJQ1RJTV9QT0xJQ1lfVU5TUEVDSUZJRUQQ",
-            "ABIhCh1MT1dFU1RfUFJJT1JJVFlfVEhFTl9ZT1VOR0VTVBABEgwKCFlPVU5H",
-            "RVNUEAISCgoGT0xERVNUEAMqggEKCUV2ZW50S2luZBIaChZFVkVOVF9LSU5E",
-            "X1VOU1BFQ0lGSUVEEAASFQoRREVBRExPQ0tfUkVTT0xWRUQQARIXChNUUkFO",
-            "U0FDVElPTl9FWFBJUkVEEAISFwoTVFJBTlNBQ1RJT05fQUJPUlRFRBADEhAK",
-            "DExPQ0tfUkVWT0tFRBAEMooFCgtMb2NrU2VydmljZRJjChBCZWdpblRyYW5z",
-            "YWN0aW9uEiYuY2FlcnVzLmRscy52MS5CZWdpblRyYW5zYWN0aW9uUmVxdWVz",
-            "dBonLmNhZXJ1cy5kbHMudjEuQmVnaW5UcmFuc2FjdGlvblJlc3BvbnNlElYK",
-            "C0FjcXVpcmVMb2NrEiEuY2FlcnVzLmRscy52MS5BY3F1aXJlTG9ja1JlcXVl",
-            "c3QaIi5jYWVydXMuZGxzLnYxLkFjcXVpcmVMb2NrUmVzcG9uc2UwARJUCgtS",
-            "ZWxlYXNlTG9jaxIhLmNhZXJ1cy5kbHMudjEuUmVsZWFzZUxvY2tSZXF1ZXN0",
-            "GiIuY2FlcnVzLmRscy52MS5SZWxlYXNlTG9ja1Jlc3BvbnNlEm8KFEdldFRy",
-            "YW5zYWN0aW9uU3RhdHVzEiouY2FlcnVzLmRscy52MS5HZXRUcmFuc2FjdGlv",
-            "blN0YXR1c1JlcXVlc3QaKy5jYWVydXMuZGxzLnYxLkdldFRyYW5zYWN0aW9u",
-            "U3RhdHVzUmVzcG9uc2USTgoJSGVhcnRiZWF0Eh8uY2FlcnVzLmRscy52MS5I",
-            "ZWFydGJlYXRSZXF1ZXN0GiAuY2FlcnVzLmRscy52MS5IZWFydGJlYXRSZXNw",
-            "b25zZRJdCg5FbmRUcmFuc2FjdGlvbhIkLmNhZXJ1cy5kbHMudjEuRW5kVHJh",
-            "bnNhY3Rpb25SZXF1ZXN0GiUuY2FlcnVzLmRscy52MS5FbmRUcmFuc2FjdGlv",
-            "blJlc3BvbnNlEkgKC1dhdGNoRXZlbnRzEiEuY2FlcnVzLmRscy52MS5XYXRj",
-            "aEV2ZW50c1JlcXVlc3QaFC5jYWVydXMuZGxzLnYxLkV2ZW50MAFClgEKEWRl",
-            "di5jYWVydXMuZGxzLnYxQhBMb2NrU2VydmljZVByb3RvUAFaNWdpdGh1Yi5j",
-            "b20vY2FlcnVzLWRldi9kbHMvc2Rrcy9nby9jYWVydXMvZGxzL3YxO2Rsc3Yx",
-            "ogIDQ0RYqgINQ2FlcnVzLkRscy5WMcoCDUNhZXJ1c1xEbHNcVjHqAg9DYWVy",
-            "dXM6OkRsczo6VjFiBnByb3RvMw=="));
+            "X25hbWUYAiABKAlSD3RyYW5zYWN0aW9uTmFtZRIWCgZyZWFzb24YAyABKAlS",
+            "BnJlYXNvbhIaCghvcGVyYXRvchgEIAEoCVIIb3BlcmF0b3ISPgoOcmVsZWFz",
+            "ZWRfbG9ja3MYBSADKAsyFy5jYWVydXMuZGxzLnYxLkhlbGRMb2NrUg1yZWxl",
+            "YXNlZExvY2tzIswBCgtMb2NrUmV2b2tlZBIlCg50cmFuc2FjdGlvbl9pZBgB",
+            "IAEoBFINdHJhbnNhY3Rpb25JZBIcCgluYW1lc3BhY2UYAiABKAlSCW5hbWVz",
+            "cGFjZRIQCgNrZXkYAyABKAlSA2tleRIrCgRtb2RlGAQgASgOMhcuY2FlcnVz",
+            "LmRscy52MS5Mb2NrTW9kZVIEbW9kZRIjCg1mZW5jaW5nX3Rva2VuGAUgASgE",
+            "UgxmZW5jaW5nVG9rZW4SFAoFY2F1c2UYBiABKAlSBWNhdXNlKkUKCExvY2tN",
+            "b2RlEhkKFUxPQ0tfTU9ERV9VTlNQRUNJRklFRBAAEg0KCUVYQ0xVU0lWRRAB",
+            "Eg8KC1NIQVJFRF9SRUFEEAIqagoQVHJhbnNhY3Rpb25TdGF0ZRIhCh1UUkFO",
+            "U0FDVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEgoKBkFDVElWRRABEg0KCUNP",
+            "TU1JVFRFRBACEgsKB0FCT1JURUQQAxILCgdFWFBJUkVEEAQqnwIKCUVycm9y",
+            "S2luZBIaChZFUlJPUl9LSU5EX1VOU1BFQ0lGSUVEEAASEAoMTE9DS19USU1F",
+            "T1VUEAESEwoPREVBRExPQ0tfVklDVElNEAISFAoQVFJBTlNBQ1RJT05fTE9T",
+            "VBADEhkKFVRSQU5TQUNUSU9OX05PVF9GT1VORBAEEhQKEElOVkFMSURfQVJH",
+            "VU1FTlQQBRITCg9VTkFVVEhFTlRJQ0FURUQQBhIVChFQRVJNSVNTSU9OX0RF",
+            "TklFRBAHEg4KCk5PVF9MRUFERVIQCBISCg5XQUlUX0NBTkNFTExFRBAJEhMK",
+            "D0FMUkVBRFlfV0FJVElORxAKEg8KC1VOQVZBSUxBQkxFEAsSEgoOQ1VSU09S",
+            "X0VYUElSRUQQDCpqCgxWaWN0aW1Qb2xpY3kSHQoZVklDVElNX1BPTElDWV9V",
+            "TlNQRUNJRklFRBAAEiEKHUxPV0VTVF9QUklPUklUWV9USEVOX1lPVU5HRVNU",
+            "EAESDAoIWU9VTkdFU1QQAhIKCgZPTERFU1QQAyqCAQoJRXZlbnRLaW5kEhoK",
+            "FkVWRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIVChFERUFETE9DS19SRVNPTFZF",
+            "RBABEhcKE1RSQU5TQUNUSU9OX0VYUElSRUQQAhIXChNUUkFOU0FDVElPTl9B",
+            "Qk9SVEVEEAMSEAoMTE9DS19SRVZPS0VEEAQyigUKC0xvY2tTZXJ2aWNlEmMK",
+            "EEJlZ2luVHJhbnNhY3Rpb24SJi5jYWVydXMuZGxzLnYxLkJlZ2luVHJhbnNh",
+            "Y3Rpb25SZXF1ZXN0GicuY2FlcnVzLmRscy52MS5CZWdpblRyYW5zYWN0aW9u",
+            "UmVzcG9uc2USVgoLQWNxdWlyZUxvY2sSIS5jYWVydXMuZGxzLnYxLkFjcXVp",
+            "cmVMb2NrUmVxdWVzdBoiLmNhZXJ1cy5kbHMudjEuQWNxdWlyZUxvY2tSZXNw",
+            "b25zZTABElQKC1JlbGVhc2VMb2NrEiEuY2FlcnVzLmRscy52MS5SZWxlYXNl",
+            "TG9ja1JlcXVlc3QaIi5jYWVydXMuZGxzLnYxLlJlbGVhc2VMb2NrUmVzcG9u",
+            "c2USbwoUR2V0VHJhbnNhY3Rpb25TdGF0dXMSKi5jYWVydXMuZGxzLnYxLkdl",
+            "dFRyYW5zYWN0aW9uU3RhdHVzUmVxdWVzdBorLmNhZXJ1cy5kbHMudjEuR2V0",
+            "VHJhbnNhY3Rpb25TdGF0dXNSZXNwb25zZRJOCglIZWFydGJlYXQSHy5jYWVy",
+            "dXMuZGxzLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC5jYWVydXMuZGxzLnYxLkhl",
+            "YXJ0YmVhdFJlc3BvbnNlEl0KDkVuZFRyYW5zYWN0aW9uEiQuY2FlcnVzLmRs",
+            "cy52MS5FbmRUcmFuc2FjdGlvblJlcXVlc3QaJS5jYWVydXMuZGxzLnYxLkVu",
+            "ZFRyYW5zYWN0aW9uUmVzcG9uc2USSAoLV2F0Y2hFdmVudHMSIS5jYWVydXMu",
+            "ZGxzLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoULmNhZXJ1cy5kbHMudjEuRXZl",
+            "bnQwAUKWAQoRZGV2LmNhZXJ1cy5kbHMudjFCEExvY2tTZXJ2aWNlUHJvdG9Q",
+            "AVo1Z2l0aHViLmNvbS9jYWVydXMtZGV2L2Rscy9zZGtzL2dvL2NhZXJ1cy9k",
+            "bHMvdjE7ZGxzdjGiAgNDRFiqAg1DYWVydXMuRGxzLlYxygINQ2FlcnVzXERs",
+            "c1xWMeoCD0NhZXJ1czo6RGxzOjpWMWIGcHJvdG8z"));
       descriptor = pbr::FileDescriptor.FromGeneratedCode(descriptorData,
           new pbr::FileDescriptor[] { },
           new pbr::GeneratedClrTypeInfo(new[] {typeof(global::Caerus.Dls.V1.LockMode), typeof(global::Caerus.Dls.V1.TransactionState), typeof(global::Caerus.Dls.V1.ErrorKind), typeof(global::Caerus.Dls.V1.VictimPolicy), typeof(global::Caerus.Dls.V1.EventKind), }, null, new pbr::GeneratedClrTypeInfo[] {
@@ -162,8 +168,9 @@ namespace Caerus.Dls.V1 {
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.HeldLock), global::Caerus.Dls.V1.HeldLock.Parser, new[]{ "Namespace", "Key", "Mode", "FencingToken" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.PendingLock), global::Caerus.Dls.V1.PendingLock.Parser, new[]{ "Namespace", "Key", "Mode", "Position", "RequestId" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.GetTransactionStatusResponse), global::Caerus.Dls.V1.GetTransactionStatusResponse.Parser, new[]{ "TransactionId", "State", "Name", "Priority", "LeaseTimeoutMs", "LeaseRemainingMs", "Locks", "Waiting", "EndReason" }, null, null, null, null),
-            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.HeartbeatRequest), global::Caerus.Dls.V1.HeartbeatRequest.Parser, new[]{ "TransactionId" }, null, null, null, null),
-            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.HeartbeatResponse), global::Caerus.Dls.V1.HeartbeatResponse.Parser, new[]{ "LeaseRemainingMs" }, null, null, null, null),
+            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.HeartbeatRequest), global::Caerus.Dls.V1.HeartbeatRequest.Parser, new[]{ "TransactionId", "MoreTransactionIds" }, null, null, null, null),
+            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.HeartbeatResponse), global::Caerus.Dls.V1.HeartbeatResponse.Parser, new[]{ "LeaseRemainingMs", "Results" }, null, null, null, null),
+            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.HeartbeatResult), global::Caerus.Dls.V1.HeartbeatResult.Parser, new[]{ "TransactionId", "LeaseRemainingMs", "ErrorKind", "ErrorMessage" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.EndTransactionRequest), global::Caerus.Dls.V1.EndTransactionRequest.Parser, new[]{ "TransactionId", "Commit", "RequestId" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.EndTransactionResponse), global::Caerus.Dls.V1.EndTransactionResponse.Parser, new[]{ "State", "ReleasedLocks" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.WatchEventsRequest), global::Caerus.Dls.V1.WatchEventsRequest.Parser, new[]{ "FromSequence", "NamespacePrefixes", "Kinds", "OnlyNew" }, null, null, null, null),
@@ -4266,6 +4273,7 @@ namespace Caerus.Dls.V1 {
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public HeartbeatRequest(HeartbeatRequest other) : this() {
       transactionId_ = other.transactionId_;
+      moreTransactionIds_ = other.moreTransactionIds_.Clone();
       _unknownFields = pb::UnknownFieldSet.Clone(other._unknownFields);
     }
 
@@ -4279,7 +4287,7 @@ namespace Caerus.Dls.V1 {
     public const int TransactionIdFieldNumber = 1;
     private ulong transactionId_;
     /// <summary>
-    /// The transaction to keep alive.
+    /// The transaction to keep alive. 0 when only `more_transaction_ids` are given.
     /// </summary>
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
@@ -4288,6 +4296,22 @@ namespace Caerus.Dls.V1 {
       set {
         transactionId_ = value;
       }
+    }
+
+    /// <summary>Field number for the "more_transaction_ids" field.</summary>
+    public const int MoreTransactionIdsFieldNumber = 2;
+    private static readonly pb::FieldCodec<ulong> _repeated_moreTransactionIds_codec
+        = pb::FieldCodec.ForUInt64(18);
+    private readonly pbc::RepeatedField<ulong> moreTransactionIds_ = new pbc::RepeatedField<ulong>();
+    /// <summary>
+    /// More transactions of the same caller to renew in the same call (a client with many
+    /// open transactions sends one heartbeat per round instead of one per transaction).
+    /// Their outcomes come back one by one in `results`; a lost one does not fail the call.
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public pbc::RepeatedField<ulong> MoreTransactionIds {
+      get { return moreTransactionIds_; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -4306,6 +4330,7 @@ namespace Caerus.Dls.V1 {
         return true;
       }
       if (TransactionId != other.TransactionId) return false;
+      if(!moreTransactionIds_.Equals(other.moreTransactionIds_)) return false;
       return Equals(_unknownFields, other._unknownFields);
     }
 
@@ -4314,6 +4339,7 @@ namespace Caerus.Dls.V1 {
     public override int GetHashCode() {
       int hash = 1;
       if (TransactionId != 0UL) hash ^= TransactionId.GetHashCode();
+      hash ^= moreTransactionIds_.GetHashCode();
       if (_unknownFields != null) {
         hash ^= _unknownFields.GetHashCode();
       }
@@ -4336,6 +4362,7 @@ namespace Caerus.Dls.V1 {
         output.WriteRawTag(8);
         output.WriteUInt64(TransactionId);
       }
+      moreTransactionIds_.WriteTo(output, _repeated_moreTransactionIds_codec);
       if (_unknownFields != null) {
         _unknownFields.WriteTo(output);
       }
@@ -4350,6 +4377,7 @@ namespace Caerus.Dls.V1 {
         output.WriteRawTag(8);
         output.WriteUInt64(TransactionId);
       }
+      moreTransactionIds_.WriteTo(ref output, _repeated_moreTransactionIds_codec);
       if (_unknownFields != null) {
         _unknownFields.WriteTo(ref output);
       }
@@ -4363,6 +4391,7 @@ namespace Caerus.Dls.V1 {
       if (TransactionId != 0UL) {
         size += 1 + pb::CodedOutputStream.ComputeUInt64Size(TransactionId);
       }
+      size += moreTransactionIds_.CalculateSize(_repeated_moreTransactionIds_codec);
       if (_unknownFields != null) {
         size += _unknownFields.CalculateSize();
       }
@@ -4378,6 +4407,7 @@ namespace Caerus.Dls.V1 {
       if (other.TransactionId != 0UL) {
         TransactionId = other.TransactionId;
       }
+      moreTransactionIds_.Add(other.moreTransactionIds_);
       _unknownFields = pb::UnknownFieldSet.MergeFrom(_unknownFields, other._unknownFields);
     }
 
@@ -4401,6 +4431,11 @@ namespace Caerus.Dls.V1 {
             TransactionId = input.ReadUInt64();
             break;
           }
+          case 18:
+          case 16: {
+            moreTransactionIds_.AddEntriesFrom(input, _repeated_moreTransactionIds_codec);
+            break;
+          }
         }
       }
     #endif
@@ -4422,6 +4457,11 @@ namespace Caerus.Dls.V1 {
             break;
           case 8: {
             TransactionId = input.ReadUInt64();
+            break;
+          }
+          case 18:
+          case 16: {
+            moreTransactionIds_.AddEntriesFrom(ref input, _repeated_moreTransactionIds_codec);
             break;
           }
         }
@@ -4470,6 +4510,7 @@ namespace Caerus.Dls.V1 {
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public HeartbeatResponse(HeartbeatResponse other) : this() {
       leaseRemainingMs_ = other.leaseRemainingMs_;
+      results_ = other.results_.Clone();
       _unknownFields = pb::UnknownFieldSet.Clone(other._unknownFields);
     }
 
@@ -4483,7 +4524,8 @@ namespace Caerus.Dls.V1 {
     public const int LeaseRemainingMsFieldNumber = 1;
     private long leaseRemainingMs_;
     /// <summary>
-    /// The lease was renewed to this many milliseconds from now.
+    /// The lease of `transaction_id` was renewed to this many milliseconds from now (0 when
+    /// the request named only `more_transaction_ids`).
     /// </summary>
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
@@ -4492,6 +4534,20 @@ namespace Caerus.Dls.V1 {
       set {
         leaseRemainingMs_ = value;
       }
+    }
+
+    /// <summary>Field number for the "results" field.</summary>
+    public const int ResultsFieldNumber = 2;
+    private static readonly pb::FieldCodec<global::Caerus.Dls.V1.HeartbeatResult> _repeated_results_codec
+        = pb::FieldCodec.ForMessage(18, global::Caerus.Dls.V1.HeartbeatResult.Parser);
+    private readonly pbc::RepeatedField<global::Caerus.Dls.V1.HeartbeatResult> results_ = new pbc::RepeatedField<global::Caerus.Dls.V1.HeartbeatResult>();
+    /// <summary>
+    /// One per entry of `more_transaction_ids`, in the same order.
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public pbc::RepeatedField<global::Caerus.Dls.V1.HeartbeatResult> Results {
+      get { return results_; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -4510,6 +4566,7 @@ namespace Caerus.Dls.V1 {
         return true;
       }
       if (LeaseRemainingMs != other.LeaseRemainingMs) return false;
+      if(!results_.Equals(other.results_)) return false;
       return Equals(_unknownFields, other._unknownFields);
     }
 
@@ -4518,6 +4575,7 @@ namespace Caerus.Dls.V1 {
     public override int GetHashCode() {
       int hash = 1;
       if (LeaseRemainingMs != 0L) hash ^= LeaseRemainingMs.GetHashCode();
+      hash ^= results_.GetHashCode();
       if (_unknownFields != null) {
         hash ^= _unknownFields.GetHashCode();
       }
@@ -4540,6 +4598,7 @@ namespace Caerus.Dls.V1 {
         output.WriteRawTag(8);
         output.WriteInt64(LeaseRemainingMs);
       }
+      results_.WriteTo(output, _repeated_results_codec);
       if (_unknownFields != null) {
         _unknownFields.WriteTo(output);
       }
@@ -4554,6 +4613,7 @@ namespace Caerus.Dls.V1 {
         output.WriteRawTag(8);
         output.WriteInt64(LeaseRemainingMs);
       }
+      results_.WriteTo(ref output, _repeated_results_codec);
       if (_unknownFields != null) {
         _unknownFields.WriteTo(ref output);
       }
@@ -4567,6 +4627,7 @@ namespace Caerus.Dls.V1 {
       if (LeaseRemainingMs != 0L) {
         size += 1 + pb::CodedOutputStream.ComputeInt64Size(LeaseRemainingMs);
       }
+      size += results_.CalculateSize(_repeated_results_codec);
       if (_unknownFields != null) {
         size += _unknownFields.CalculateSize();
       }
@@ -4582,6 +4643,7 @@ namespace Caerus.Dls.V1 {
       if (other.LeaseRemainingMs != 0L) {
         LeaseRemainingMs = other.LeaseRemainingMs;
       }
+      results_.Add(other.results_);
       _unknownFields = pb::UnknownFieldSet.MergeFrom(_unknownFields, other._unknownFields);
     }
 
@@ -4605,6 +4667,10 @@ namespace Caerus.Dls.V1 {
             LeaseRemainingMs = input.ReadInt64();
             break;
           }
+          case 18: {
+            results_.AddEntriesFrom(input, _repeated_results_codec);
+            break;
+          }
         }
       }
     #endif
@@ -4626,6 +4692,335 @@ namespace Caerus.Dls.V1 {
             break;
           case 8: {
             LeaseRemainingMs = input.ReadInt64();
+            break;
+          }
+          case 18: {
+            results_.AddEntriesFrom(ref input, _repeated_results_codec);
+            break;
+          }
+        }
+      }
+    }
+    #endif
+
+  }
+
+  /// <summary>
+  /// The outcome of renewing one of `more_transaction_ids`.
+  /// </summary>
+  [global::System.Diagnostics.DebuggerDisplayAttribute("{ToString(),nq}")]
+  public sealed partial class HeartbeatResult : pb::IMessage<HeartbeatResult>
+  #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      , pb::IBufferMessage
+  #endif
+  {
+    private static readonly pb::MessageParser<HeartbeatResult> _parser = new pb::MessageParser<HeartbeatResult>(() => new HeartbeatResult());
+    private pb::UnknownFieldSet _unknownFields;
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public static pb::MessageParser<HeartbeatResult> Parser { get { return _parser; } }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public static pbr::MessageDescriptor Descriptor {
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[14]; }
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    pbr::MessageDescriptor pb::IMessage.Descriptor {
+      get { return Descriptor; }
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public HeartbeatResult() {
+      OnConstruction();
+    }
+
+    partial void OnConstruction();
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public HeartbeatResult(HeartbeatResult other) : this() {
+      transactionId_ = other.transactionId_;
+      leaseRemainingMs_ = other.leaseRemainingMs_;
+      errorKind_ = other.errorKind_;
+      errorMessage_ = other.errorMessage_;
+      _unknownFields = pb::UnknownFieldSet.Clone(other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public HeartbeatResult Clone() {
+      return new HeartbeatResult(this);
+    }
+
+    /// <summary>Field number for the "transaction_id" field.</summary>
+    public const int TransactionIdFieldNumber = 1;
+    private ulong transactionId_;
+    /// <summary>
+    /// The transaction.
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public ulong TransactionId {
+      get { return transactionId_; }
+      set {
+        transactionId_ = value;
+      }
+    }
+
+    /// <summary>Field number for the "lease_remaining_ms" field.</summary>
+    public const int LeaseRemainingMsFieldNumber = 2;
+    private long leaseRemainingMs_;
+    /// <summary>
+    /// Renewed to this many milliseconds from now; 0 when `error_kind` is set.
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public long LeaseRemainingMs {
+      get { return leaseRemainingMs_; }
+      set {
+        leaseRemainingMs_ = value;
+      }
+    }
+
+    /// <summary>Field number for the "error_kind" field.</summary>
+    public const int ErrorKindFieldNumber = 3;
+    private string errorKind_ = "";
+    /// <summary>
+    /// Empty when renewed; otherwise the ErrorKind name the single-transaction call would
+    /// have answered (TRANSACTION_LOST, TRANSACTION_NOT_FOUND, PERMISSION_DENIED, ...).
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public string ErrorKind {
+      get { return errorKind_; }
+      set {
+        errorKind_ = pb::ProtoPreconditions.CheckNotNull(value, "value");
+      }
+    }
+
+    /// <summary>Field number for the "error_message" field.</summary>
+    public const int ErrorMessageFieldNumber = 4;
+    private string errorMessage_ = "";
+    /// <summary>
+    /// What went wrong, for people.
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public string ErrorMessage {
+      get { return errorMessage_; }
+      set {
+        errorMessage_ = pb::ProtoPreconditions.CheckNotNull(value, "value");
+      }
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override bool Equals(object other) {
+      return Equals(other as HeartbeatResult);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public bool Equals(HeartbeatResult other) {
+      if (ReferenceEquals(other, null)) {
+        return false;
+      }
+      if (ReferenceEquals(other, this)) {
+        return true;
+      }
+      if (TransactionId != other.TransactionId) return false;
+      if (LeaseRemainingMs != other.LeaseRemainingMs) return false;
+      if (ErrorKind != other.ErrorKind) return false;
+      if (ErrorMessage != other.ErrorMessage) return false;
+      return Equals(_unknownFields, other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override int GetHashCode() {
+      int hash = 1;
+      if (TransactionId != 0UL) hash ^= TransactionId.GetHashCode();
+      if (LeaseRemainingMs != 0L) hash ^= LeaseRemainingMs.GetHashCode();
+      if (ErrorKind.Length != 0) hash ^= ErrorKind.GetHashCode();
+      if (ErrorMessage.Length != 0) hash ^= ErrorMessage.GetHashCode();
+      if (_unknownFields != null) {
+        hash ^= _unknownFields.GetHashCode();
+      }
+      return hash;
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override string ToString() {
+      return pb::JsonFormatter.ToDiagnosticString(this);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void WriteTo(pb::CodedOutputStream output) {
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      output.WriteRawMessage(this);
+    #else
+      if (TransactionId != 0UL) {
+        output.WriteRawTag(8);
+        output.WriteUInt64(TransactionId);
+      }
+      if (LeaseRemainingMs != 0L) {
+        output.WriteRawTag(16);
+        output.WriteInt64(LeaseRemainingMs);
+      }
+      if (ErrorKind.Length != 0) {
+        output.WriteRawTag(26);
+        output.WriteString(ErrorKind);
+      }
+      if (ErrorMessage.Length != 0) {
+        output.WriteRawTag(34);
+        output.WriteString(ErrorMessage);
+      }
+      if (_unknownFields != null) {
+        _unknownFields.WriteTo(output);
+      }
+    #endif
+    }
+
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    void pb::IBufferMessage.InternalWriteTo(ref pb::WriteContext output) {
+      if (TransactionId != 0UL) {
+        output.WriteRawTag(8);
+        output.WriteUInt64(TransactionId);
+      }
+      if (LeaseRemainingMs != 0L) {
+        output.WriteRawTag(16);
+        output.WriteInt64(LeaseRemainingMs);
+      }
+      if (ErrorKind.Length != 0) {
+        output.WriteRawTag(26);
+        output.WriteString(ErrorKind);
+      }
+      if (ErrorMessage.Length != 0) {
+        output.WriteRawTag(34);
+        output.WriteString(ErrorMessage);
+      }
+      if (_unknownFields != null) {
+        _unknownFields.WriteTo(ref output);
+      }
+    }
+    #endif
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public int CalculateSize() {
+      int size = 0;
+      if (TransactionId != 0UL) {
+        size += 1 + pb::CodedOutputStream.ComputeUInt64Size(TransactionId);
+      }
+      if (LeaseRemainingMs != 0L) {
+        size += 1 + pb::CodedOutputStream.ComputeInt64Size(LeaseRemainingMs);
+      }
+      if (ErrorKind.Length != 0) {
+        size += 1 + pb::CodedOutputStream.ComputeStringSize(ErrorKind);
+      }
+      if (ErrorMessage.Length != 0) {
+        size += 1 + pb::CodedOutputStream.ComputeStringSize(ErrorMessage);
+      }
+      if (_unknownFields != null) {
+        size += _unknownFields.CalculateSize();
+      }
+      return size;
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void MergeFrom(HeartbeatResult other) {
+      if (other == null) {
+        return;
+      }
+      if (other.TransactionId != 0UL) {
+        TransactionId = other.TransactionId;
+      }
+      if (other.LeaseRemainingMs != 0L) {
+        LeaseRemainingMs = other.LeaseRemainingMs;
+      }
+      if (other.ErrorKind.Length != 0) {
+        ErrorKind = other.ErrorKind;
+      }
+      if (other.ErrorMessage.Length != 0) {
+        ErrorMessage = other.ErrorMessage;
+      }
+      _unknownFields = pb::UnknownFieldSet.MergeFrom(_unknownFields, other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void MergeFrom(pb::CodedInputStream input) {
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      input.ReadRawMessage(this);
+    #else
+      uint tag;
+      while ((tag = input.ReadTag()) != 0) {
+      if ((tag & 7) == 4) {
+        // Abort on any end group tag.
+        return;
+      }
+      switch(tag) {
+          default:
+            _unknownFields = pb::UnknownFieldSet.MergeFieldFrom(_unknownFields, input);
+            break;
+          case 8: {
+            TransactionId = input.ReadUInt64();
+            break;
+          }
+          case 16: {
+            LeaseRemainingMs = input.ReadInt64();
+            break;
+          }
+          case 26: {
+            ErrorKind = input.ReadString();
+            break;
+          }
+          case 34: {
+            ErrorMessage = input.ReadString();
+            break;
+          }
+        }
+      }
+    #endif
+    }
+
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    void pb::IBufferMessage.InternalMergeFrom(ref pb::ParseContext input) {
+      uint tag;
+      while ((tag = input.ReadTag()) != 0) {
+      if ((tag & 7) == 4) {
+        // Abort on any end group tag.
+        return;
+      }
+      switch(tag) {
+          default:
+            _unknownFields = pb::UnknownFieldSet.MergeFieldFrom(_unknownFields, ref input);
+            break;
+          case 8: {
+            TransactionId = input.ReadUInt64();
+            break;
+          }
+          case 16: {
+            LeaseRemainingMs = input.ReadInt64();
+            break;
+          }
+          case 26: {
+            ErrorKind = input.ReadString();
+            break;
+          }
+          case 34: {
+            ErrorMessage = input.ReadString();
             break;
           }
         }
@@ -4653,7 +5048,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[14]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[15]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -4938,7 +5333,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[15]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[16]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -5182,7 +5577,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[16]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[17]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -5486,7 +5881,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[17]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[18]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -6050,7 +6445,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[18]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[19]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -6454,7 +6849,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[19]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[20]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -6727,7 +7122,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[20]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[21]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -7000,7 +7395,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[21]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[22]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -7353,7 +7748,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[22]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[23]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]

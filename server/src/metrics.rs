@@ -92,6 +92,10 @@ type WebhookFamily = (&'static str, &'static str, &'static str, fn(&WebhookStats
 
 /// Counters and gauges fed by applied effects and raft metrics.
 pub struct Metrics {
+    /// Heartbeat calls this node answered, and the leases they renewed (a batched call
+    /// renews many): counted where they are served, not from the log.
+    pub heartbeat_calls: AtomicU64,
+    pub heartbeat_renewals: AtomicU64,
     grants: AtomicU64,
     waits: AtomicU64,
     deadlocks: AtomicU64,
@@ -105,6 +109,8 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
+            heartbeat_calls: 0.into(),
+            heartbeat_renewals: 0.into(),
             grants: 0.into(),
             waits: 0.into(),
             deadlocks: 0.into(),
@@ -239,7 +245,9 @@ impl Metrics {
     }
 
     fn render_counters(&self, out: &mut String) {
-        let counters: [(&str, &str, &AtomicU64); 4] = [
+        let counters: [(&str, &str, &AtomicU64); 6] = [
+            ("dls_heartbeat_calls_total", "Heartbeat calls answered by this node.", &self.heartbeat_calls),
+            ("dls_heartbeat_renewals_total", "Leases renewed by those calls.", &self.heartbeat_renewals),
             ("dls_grants_total", "Locks granted (each with a new fencing token).", &self.grants),
             ("dls_waits_total", "Lock requests that had to queue.", &self.waits),
             ("dls_deadlocks_total", "Deadlocks detected and broken by aborting a victim.", &self.deadlocks),

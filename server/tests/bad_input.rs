@@ -134,7 +134,7 @@ async fn bad_inputs_are_refused_with_the_right_status_and_change_nothing() {
         "COMMITTED",
     );
     assert_status(
-        c.heartbeat(HeartbeatRequest { transaction_id: txn }).await,
+        c.heartbeat(HeartbeatRequest { transaction_id: txn, ..Default::default() }).await,
         Code::FailedPrecondition,
         "TRANSACTION_LOST",
         "COMMITTED",
@@ -142,6 +142,26 @@ async fn bad_inputs_are_refused_with_the_right_status_and_change_nothing() {
     let rel =
         ReleaseLockRequest { transaction_id: txn, namespace: "ns".into(), key: "k".into(), request_id: String::new() };
     assert_status(c.release_lock(rel).await, Code::FailedPrecondition, "TRANSACTION_LOST", "COMMITTED");
+
+    // A batched heartbeat answers each transaction on its own: one renewed, one ended,
+    // one unknown; the call itself succeeds.
+    let live = begin(&mut c, 10_000).await.unwrap();
+    let batch = HeartbeatRequest { transaction_id: 0, more_transaction_ids: vec![live, txn, 999_999] };
+    let r = c.heartbeat(batch).await.unwrap().into_inner();
+    let kinds: Vec<(u64, &str)> = r.results.iter().map(|x| (x.transaction_id, x.error_kind.as_str())).collect();
+    assert_eq!(kinds, vec![(live, ""), (txn, "TRANSACTION_LOST"), (999_999, "TRANSACTION_NOT_FOUND")]);
+    assert!(r.results[0].lease_remaining_ms > 9_000, "{r:?}");
+    assert!(r.results[1].error_message.contains("COMMITTED"), "{r:?}");
+    // Too many at once is refused as a whole.
+    let huge = HeartbeatRequest { transaction_id: 0, more_transaction_ids: vec![live; 10_001] };
+    assert_status(c.heartbeat(huge).await, Code::InvalidArgument, "INVALID_ARGUMENT", "at most 10000");
+    // Neither a transaction nor a batch: the id is missing.
+    assert_status(
+        c.heartbeat(HeartbeatRequest::default()).await,
+        Code::InvalidArgument,
+        "INVALID_ARGUMENT",
+        "transaction_id",
+    );
 
     // The next grant continues the sequence: no token was consumed by refusals.
     let txn2 = begin(&mut c, 30_000).await.unwrap();

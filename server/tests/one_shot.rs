@@ -214,3 +214,26 @@ async fn concurrent_cycles_on_three_nodes_stay_exclusive_and_ordered() {
     tokens.dedup();
     assert_eq!(tokens.len(), 24 * 8, "every grant has its own token");
 }
+
+#[tokio::test]
+async fn many_transactions_of_one_client_stay_alive_on_shared_heartbeats() {
+    // 200 transactions with a 600 ms lease on one client: their heartbeats travel together
+    // in batched calls; after 4 leases every one must still be active and holding.
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let mut txns = Vec::new();
+    for i in 0..200 {
+        let key = format!("hb{i}");
+        txns.push(c.begin_with_lock(lease(600), "ns", &key, LockMode::Exclusive, wait(5_000)).await.unwrap().0);
+    }
+    tokio::time::sleep(Duration::from_millis(2_400)).await;
+    for tx in &txns {
+        assert!(!tx.is_lost(), "transaction {} lost: {:?}", tx.id(), tx.lost_reason());
+    }
+    let held: usize = c.list_locks("ns").await.unwrap().iter().map(|k| k.holders.len()).sum();
+    assert_eq!(held, 200);
+    // An operator abort reaches the owner through the batched heartbeat as a loss.
+    c.abort_transaction(txns[7].id(), "test").await.unwrap();
+    tokio::time::timeout(PATIENCE, txns[7].lost()).await.expect("the abort is noticed");
+    assert!(!txns[8].is_lost());
+}

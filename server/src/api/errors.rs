@@ -53,7 +53,8 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    fn code_and_kind(&self) -> (Code, &'static str) {
+    /// The gRPC code and the ErrorKind name (`x-dls-error`) this error is answered with.
+    pub fn code_and_kind(&self) -> (Code, &'static str) {
         match self {
             ApiError::InvalidArgument(_) => (Code::InvalidArgument, "INVALID_ARGUMENT"),
             ApiError::Unauthenticated(_) => (Code::Unauthenticated, "UNAUTHENTICATED"),

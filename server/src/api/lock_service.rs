@@ -2,6 +2,7 @@
 //! through raft or read the table. Lock semantics live in `locks/`, not here.
 
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -124,10 +125,42 @@ impl LockApi {
 
     async fn heartbeat(&self, req: Request<pb::HeartbeatRequest>) -> ApiResult<pb::HeartbeatResponse> {
         let who = self.principal(&req)?;
-        let txn = validate::txn_id(req.into_inner().transaction_id)?;
+        let r = req.into_inner();
+        if r.transaction_id != 0 || r.more_transaction_ids.is_empty() {
+            validate::txn_id(r.transaction_id)?;
+        }
+        validate::heartbeat_batch(r.more_transaction_ids.len())?;
         self.node.require_leader()?;
-        // Confirm leadership first: a deposed leader must not acknowledge a lease.
+        // Confirm leadership first: a deposed leader must not acknowledge a lease. One
+        // confirmation covers every transaction of the call.
         self.node.confirm_leadership().await?;
+        let metrics = &self.node.metrics;
+        metrics.heartbeat_calls.fetch_add(1, Ordering::Relaxed);
+        metrics
+            .heartbeat_renewals
+            .fetch_add(r.more_transaction_ids.len() as u64 + u64::from(r.transaction_id != 0), Ordering::Relaxed);
+        let lease_remaining_ms = match r.transaction_id {
+            0 => 0,
+            txn => self.renew(&who, txn)?,
+        };
+        let results = r
+            .more_transaction_ids
+            .iter()
+            .map(|&txn| match self.renew(&who, txn) {
+                Ok(ms) => pb::HeartbeatResult { transaction_id: txn, lease_remaining_ms: ms, ..Default::default() },
+                Err(e) => pb::HeartbeatResult {
+                    transaction_id: txn,
+                    lease_remaining_ms: 0,
+                    error_kind: e.code_and_kind().1.to_string(),
+                    error_message: e.to_string(),
+                },
+            })
+            .collect();
+        Ok(pb::HeartbeatResponse { lease_remaining_ms, results })
+    }
+
+    /// Renews one lease after leadership was confirmed; the milliseconds left.
+    fn renew(&self, who: &Principal, txn: TxnId) -> ApiResult<i64> {
         let (lease_ms, state, reason) = {
             let st = self.node.state.read().expect("state lock");
             let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
@@ -141,7 +174,7 @@ impl LockApi {
             });
         }
         match self.node.leases.renew(txn, Duration::from_millis(lease_ms), Instant::now()) {
-            Ok(lease) => Ok(pb::HeartbeatResponse { lease_remaining_ms: lease.as_millis() as i64 }),
+            Ok(lease) => Ok(lease.as_millis() as i64),
             Err(_) => Err(ApiError::TransactionLost {
                 message: format!("transaction {txn}'s lease lapsed; its expiry is being committed"),
                 code: Code::FailedPrecondition,

@@ -13,6 +13,8 @@ pub const MAX_TIMEOUT_MS: i64 = 3_600_000;
 pub const MIN_LEASE_MS: i64 = 100;
 /// Longest request id.
 pub const MAX_REQUEST_ID: usize = 64;
+/// Transactions one Heartbeat call may renew besides its own (`more_transaction_ids`).
+pub const MAX_HEARTBEAT_BATCH: usize = 10_000;
 
 fn bad(msg: String) -> ApiError {
     ApiError::InvalidArgument(msg)
@@ -82,6 +84,15 @@ pub fn request_id(raw: &str) -> Result<Option<String>, ApiError> {
 pub fn txn_name(raw: &str) -> Result<(), ApiError> {
     if raw.len() > MAX_NAME_BYTES || raw.chars().any(char::is_control) {
         return Err(bad(format!("name must be at most {MAX_NAME_BYTES} bytes without control characters")));
+    }
+    Ok(())
+}
+
+pub fn heartbeat_batch(len: usize) -> Result<(), ApiError> {
+    if len > MAX_HEARTBEAT_BATCH {
+        return Err(bad(format!(
+            "more_transaction_ids has {len} entries; send at most {MAX_HEARTBEAT_BATCH} per Heartbeat call"
+        )));
     }
     Ok(())
 }

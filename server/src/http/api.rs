@@ -119,7 +119,7 @@ async fn status(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Pa
 }
 
 async fn heartbeat(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> HttpResult {
-    let msg = pb::HeartbeatRequest { transaction_id: path_id(&id)? };
+    let msg = pb::HeartbeatRequest { transaction_id: path_id(&id)?, more_transaction_ids: Vec::new() };
     let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, heartbeat)?;
     Ok(ok(json!({"lease_remaining_ms": r.lease_remaining_ms})))
 }

@@ -205,7 +205,7 @@ pub async fn raw_client(addr: &str) -> LockServiceClient<Channel> {
 /// candidates answer UNAVAILABLE.
 async fn is_leader(addr: &str, key: Option<&str>) -> bool {
     let mut c = raw_client(addr).await;
-    let mut req = tonic::Request::new(HeartbeatRequest { transaction_id: u64::MAX });
+    let mut req = tonic::Request::new(HeartbeatRequest { transaction_id: u64::MAX, ..Default::default() });
     if let Some(k) = key {
         req.metadata_mut().insert("authorization", format!("Bearer {k}").parse().unwrap());
     }

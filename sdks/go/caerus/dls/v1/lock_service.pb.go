@@ -1297,10 +1297,14 @@ func (x *GetTransactionStatusResponse) GetEndReason() string {
 // Keeps a transaction's lease alive.
 type HeartbeatRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The transaction to keep alive.
+	// The transaction to keep alive. 0 when only `more_transaction_ids` are given.
 	TransactionId uint64 `protobuf:"varint,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// More transactions of the same caller to renew in the same call (a client with many
+	// open transactions sends one heartbeat per round instead of one per transaction).
+	// Their outcomes come back one by one in `results`; a lost one does not fail the call.
+	MoreTransactionIds []uint64 `protobuf:"varint,2,rep,packed,name=more_transaction_ids,json=moreTransactionIds,proto3" json:"more_transaction_ids,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -1340,13 +1344,23 @@ func (x *HeartbeatRequest) GetTransactionId() uint64 {
 	return 0
 }
 
+func (x *HeartbeatRequest) GetMoreTransactionIds() []uint64 {
+	if x != nil {
+		return x.MoreTransactionIds
+	}
+	return nil
+}
+
 // Result of a heartbeat.
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The lease was renewed to this many milliseconds from now.
+	// The lease of `transaction_id` was renewed to this many milliseconds from now (0 when
+	// the request named only `more_transaction_ids`).
 	LeaseRemainingMs int64 `protobuf:"varint,1,opt,name=lease_remaining_ms,json=leaseRemainingMs,proto3" json:"lease_remaining_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// One per entry of `more_transaction_ids`, in the same order.
+	Results       []*HeartbeatResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -1386,6 +1400,87 @@ func (x *HeartbeatResponse) GetLeaseRemainingMs() int64 {
 	return 0
 }
 
+func (x *HeartbeatResponse) GetResults() []*HeartbeatResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// The outcome of renewing one of `more_transaction_ids`.
+type HeartbeatResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transaction.
+	TransactionId uint64 `protobuf:"varint,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// Renewed to this many milliseconds from now; 0 when `error_kind` is set.
+	LeaseRemainingMs int64 `protobuf:"varint,2,opt,name=lease_remaining_ms,json=leaseRemainingMs,proto3" json:"lease_remaining_ms,omitempty"`
+	// Empty when renewed; otherwise the ErrorKind name the single-transaction call would
+	// have answered (TRANSACTION_LOST, TRANSACTION_NOT_FOUND, PERMISSION_DENIED, ...).
+	ErrorKind string `protobuf:"bytes,3,opt,name=error_kind,json=errorKind,proto3" json:"error_kind,omitempty"`
+	// What went wrong, for people.
+	ErrorMessage  string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatResult) Reset() {
+	*x = HeartbeatResult{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatResult) ProtoMessage() {}
+
+func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatResult.ProtoReflect.Descriptor instead.
+func (*HeartbeatResult) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HeartbeatResult) GetTransactionId() uint64 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return 0
+}
+
+func (x *HeartbeatResult) GetLeaseRemainingMs() int64 {
+	if x != nil {
+		return x.LeaseRemainingMs
+	}
+	return 0
+}
+
+func (x *HeartbeatResult) GetErrorKind() string {
+	if x != nil {
+		return x.ErrorKind
+	}
+	return ""
+}
+
+func (x *HeartbeatResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 // Ends a transaction.
 type EndTransactionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1402,7 +1497,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1509,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1522,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *EndTransactionRequest) GetTransactionId() uint64 {
@@ -1464,7 +1559,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1571,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1584,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EndTransactionResponse) GetState() TransactionState {
@@ -1523,7 +1618,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1630,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1643,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -1605,7 +1700,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1712,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1725,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -1757,7 +1852,7 @@ type CycleMember struct {
 
 func (x *CycleMember) Reset() {
 	*x = CycleMember{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1864,7 @@ func (x *CycleMember) String() string {
 func (*CycleMember) ProtoMessage() {}
 
 func (x *CycleMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1877,7 @@ func (x *CycleMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleMember.ProtoReflect.Descriptor instead.
 func (*CycleMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CycleMember) GetTransactionId() uint64 {
@@ -1842,7 +1937,7 @@ type DeadlockResolved struct {
 
 func (x *DeadlockResolved) Reset() {
 	*x = DeadlockResolved{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1949,7 @@ func (x *DeadlockResolved) String() string {
 func (*DeadlockResolved) ProtoMessage() {}
 
 func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1962,7 @@ func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockResolved.ProtoReflect.Descriptor instead.
 func (*DeadlockResolved) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeadlockResolved) GetCycle() []*CycleMember {
@@ -1906,7 +2001,7 @@ type TransactionExpired struct {
 
 func (x *TransactionExpired) Reset() {
 	*x = TransactionExpired{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2013,7 @@ func (x *TransactionExpired) String() string {
 func (*TransactionExpired) ProtoMessage() {}
 
 func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2026,7 @@ func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionExpired.ProtoReflect.Descriptor instead.
 func (*TransactionExpired) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TransactionExpired) GetTransactionId() uint64 {
@@ -1974,7 +2069,7 @@ type TransactionAborted struct {
 
 func (x *TransactionAborted) Reset() {
 	*x = TransactionAborted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2081,7 @@ func (x *TransactionAborted) String() string {
 func (*TransactionAborted) ProtoMessage() {}
 
 func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2094,7 @@ func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionAborted.ProtoReflect.Descriptor instead.
 func (*TransactionAborted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TransactionAborted) GetTransactionId() uint64 {
@@ -2058,7 +2153,7 @@ type LockRevoked struct {
 
 func (x *LockRevoked) Reset() {
 	*x = LockRevoked{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2165,7 @@ func (x *LockRevoked) String() string {
 func (*LockRevoked) ProtoMessage() {}
 
 func (x *LockRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2178,7 @@ func (x *LockRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRevoked.ProtoReflect.Descriptor instead.
 func (*LockRevoked) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LockRevoked) GetTransactionId() uint64 {
@@ -2198,11 +2293,19 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x05locks\x18\a \x03(\v2\x17.caerus.dls.v1.HeldLockR\x05locks\x124\n" +
 	"\awaiting\x18\b \x01(\v2\x1a.caerus.dls.v1.PendingLockR\awaiting\x12\x1d\n" +
 	"\n" +
-	"end_reason\x18\t \x01(\tR\tendReason\"9\n" +
+	"end_reason\x18\t \x01(\tR\tendReason\"k\n" +
 	"\x10HeartbeatRequest\x12%\n" +
-	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\"A\n" +
+	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x120\n" +
+	"\x14more_transaction_ids\x18\x02 \x03(\x04R\x12moreTransactionIds\"{\n" +
 	"\x11HeartbeatResponse\x12,\n" +
-	"\x12lease_remaining_ms\x18\x01 \x01(\x03R\x10leaseRemainingMs\"u\n" +
+	"\x12lease_remaining_ms\x18\x01 \x01(\x03R\x10leaseRemainingMs\x128\n" +
+	"\aresults\x18\x02 \x03(\v2\x1e.caerus.dls.v1.HeartbeatResultR\aresults\"\xaa\x01\n" +
+	"\x0fHeartbeatResult\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12,\n" +
+	"\x12lease_remaining_ms\x18\x02 \x01(\x03R\x10leaseRemainingMs\x12\x1d\n" +
+	"\n" +
+	"error_kind\x18\x03 \x01(\tR\terrorKind\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"u\n" +
 	"\x15EndTransactionRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x16\n" +
 	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1d\n" +
@@ -2319,7 +2422,7 @@ func file_caerus_dls_v1_lock_service_proto_rawDescGZIP() []byte {
 }
 
 var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(LockMode)(0),                        // 0: caerus.dls.v1.LockMode
 	(TransactionState)(0),                // 1: caerus.dls.v1.TransactionState
@@ -2340,15 +2443,16 @@ var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(*GetTransactionStatusResponse)(nil), // 16: caerus.dls.v1.GetTransactionStatusResponse
 	(*HeartbeatRequest)(nil),             // 17: caerus.dls.v1.HeartbeatRequest
 	(*HeartbeatResponse)(nil),            // 18: caerus.dls.v1.HeartbeatResponse
-	(*EndTransactionRequest)(nil),        // 19: caerus.dls.v1.EndTransactionRequest
-	(*EndTransactionResponse)(nil),       // 20: caerus.dls.v1.EndTransactionResponse
-	(*WatchEventsRequest)(nil),           // 21: caerus.dls.v1.WatchEventsRequest
-	(*Event)(nil),                        // 22: caerus.dls.v1.Event
-	(*CycleMember)(nil),                  // 23: caerus.dls.v1.CycleMember
-	(*DeadlockResolved)(nil),             // 24: caerus.dls.v1.DeadlockResolved
-	(*TransactionExpired)(nil),           // 25: caerus.dls.v1.TransactionExpired
-	(*TransactionAborted)(nil),           // 26: caerus.dls.v1.TransactionAborted
-	(*LockRevoked)(nil),                  // 27: caerus.dls.v1.LockRevoked
+	(*HeartbeatResult)(nil),              // 19: caerus.dls.v1.HeartbeatResult
+	(*EndTransactionRequest)(nil),        // 20: caerus.dls.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),       // 21: caerus.dls.v1.EndTransactionResponse
+	(*WatchEventsRequest)(nil),           // 22: caerus.dls.v1.WatchEventsRequest
+	(*Event)(nil),                        // 23: caerus.dls.v1.Event
+	(*CycleMember)(nil),                  // 24: caerus.dls.v1.CycleMember
+	(*DeadlockResolved)(nil),             // 25: caerus.dls.v1.DeadlockResolved
+	(*TransactionExpired)(nil),           // 26: caerus.dls.v1.TransactionExpired
+	(*TransactionAborted)(nil),           // 27: caerus.dls.v1.TransactionAborted
+	(*LockRevoked)(nil),                  // 28: caerus.dls.v1.LockRevoked
 }
 var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
 	0,  // 0: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
@@ -2362,38 +2466,39 @@ var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
 	1,  // 8: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
 	14, // 9: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
 	15, // 10: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
-	1,  // 11: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	4,  // 12: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
-	4,  // 13: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
-	24, // 14: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
-	25, // 15: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
-	26, // 16: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
-	27, // 17: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
-	0,  // 18: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
-	23, // 19: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
-	3,  // 20: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
-	14, // 21: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
-	14, // 22: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
-	0,  // 23: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
-	5,  // 24: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
-	7,  // 25: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
-	11, // 26: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
-	13, // 27: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
-	17, // 28: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
-	19, // 29: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
-	21, // 30: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
-	6,  // 31: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
-	8,  // 32: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
-	12, // 33: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
-	16, // 34: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
-	18, // 35: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
-	20, // 36: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
-	22, // 37: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
-	31, // [31:38] is the sub-list for method output_type
-	24, // [24:31] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	19, // 11: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
+	1,  // 12: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	4,  // 13: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
+	4,  // 14: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
+	25, // 15: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
+	26, // 16: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
+	27, // 17: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
+	28, // 18: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
+	0,  // 19: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
+	24, // 20: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
+	3,  // 21: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
+	14, // 22: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
+	14, // 23: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
+	0,  // 24: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
+	5,  // 25: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
+	7,  // 26: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
+	11, // 27: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
+	13, // 28: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
+	17, // 29: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
+	20, // 30: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
+	22, // 31: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
+	6,  // 32: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
+	8,  // 33: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
+	12, // 34: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
+	16, // 35: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
+	18, // 36: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
+	21, // 37: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
+	23, // 38: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_lock_service_proto_init() }
@@ -2405,7 +2510,7 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 		(*AcquireLockResponse_Queued)(nil),
 		(*AcquireLockResponse_Granted)(nil),
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[17].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[18].OneofWrappers = []any{
 		(*Event_DeadlockResolved)(nil),
 		(*Event_TransactionExpired)(nil),
 		(*Event_TransactionAborted)(nil),
@@ -2417,7 +2522,7 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_lock_service_proto_rawDesc), len(file_caerus_dls_v1_lock_service_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

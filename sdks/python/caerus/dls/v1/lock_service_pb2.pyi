@@ -223,16 +223,32 @@ class GetTransactionStatusResponse(_message.Message):
     def __init__(self, transaction_id: _Optional[int] = ..., state: _Optional[_Union[TransactionState, str]] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ..., lease_remaining_ms: _Optional[int] = ..., locks: _Optional[_Iterable[_Union[HeldLock, _Mapping]]] = ..., waiting: _Optional[_Union[PendingLock, _Mapping]] = ..., end_reason: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("transaction_id",)
+    __slots__ = ("transaction_id", "more_transaction_ids")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    MORE_TRANSACTION_IDS_FIELD_NUMBER: _ClassVar[int]
     transaction_id: int
-    def __init__(self, transaction_id: _Optional[int] = ...) -> None: ...
+    more_transaction_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, transaction_id: _Optional[int] = ..., more_transaction_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("lease_remaining_ms",)
+    __slots__ = ("lease_remaining_ms", "results")
     LEASE_REMAINING_MS_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
     lease_remaining_ms: int
-    def __init__(self, lease_remaining_ms: _Optional[int] = ...) -> None: ...
+    results: _containers.RepeatedCompositeFieldContainer[HeartbeatResult]
+    def __init__(self, lease_remaining_ms: _Optional[int] = ..., results: _Optional[_Iterable[_Union[HeartbeatResult, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatResult(_message.Message):
+    __slots__ = ("transaction_id", "lease_remaining_ms", "error_kind", "error_message")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_REMAINING_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    lease_remaining_ms: int
+    error_kind: str
+    error_message: str
+    def __init__(self, transaction_id: _Optional[int] = ..., lease_remaining_ms: _Optional[int] = ..., error_kind: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class EndTransactionRequest(_message.Message):
     __slots__ = ("transaction_id", "commit", "request_id")

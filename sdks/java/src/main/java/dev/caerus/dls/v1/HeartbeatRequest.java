@@ -32,6 +32,7 @@ private static final long serialVersionUID = 0L;
     super(builder);
   }
   private HeartbeatRequest() {
+    moreTransactionIds_ = emptyLongList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -51,7 +52,7 @@ private static final long serialVersionUID = 0L;
   private long transactionId_ = 0L;
   /**
    * <pre>
-   * The transaction to keep alive.
+   * The transaction to keep alive. 0 when only `more_transaction_ids` are given.
    * </pre>
    *
    * <code>uint64 transaction_id = 1 [json_name = "transactionId"];</code>
@@ -61,6 +62,54 @@ private static final long serialVersionUID = 0L;
   public long getTransactionId() {
     return transactionId_;
   }
+
+  public static final int MORE_TRANSACTION_IDS_FIELD_NUMBER = 2;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.Internal.LongList moreTransactionIds_ =
+      emptyLongList();
+  /**
+   * <pre>
+   * More transactions of the same caller to renew in the same call (a client with many
+   * open transactions sends one heartbeat per round instead of one per transaction).
+   * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+   * </pre>
+   *
+   * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+   * @return A list containing the moreTransactionIds.
+   */
+  @java.lang.Override
+  public java.util.List<java.lang.Long>
+      getMoreTransactionIdsList() {
+    return moreTransactionIds_;
+  }
+  /**
+   * <pre>
+   * More transactions of the same caller to renew in the same call (a client with many
+   * open transactions sends one heartbeat per round instead of one per transaction).
+   * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+   * </pre>
+   *
+   * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+   * @return The count of moreTransactionIds.
+   */
+  public int getMoreTransactionIdsCount() {
+    return moreTransactionIds_.size();
+  }
+  /**
+   * <pre>
+   * More transactions of the same caller to renew in the same call (a client with many
+   * open transactions sends one heartbeat per round instead of one per transaction).
+   * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+   * </pre>
+   *
+   * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+   * @param index The index of the element to return.
+   * @return The moreTransactionIds at the given index.
+   */
+  public long getMoreTransactionIds(int index) {
+    return moreTransactionIds_.getLong(index);
+  }
+  private int moreTransactionIdsMemoizedSerializedSize = -1;
 
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
@@ -76,8 +125,16 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public void writeTo(com.google.protobuf.CodedOutputStream output)
                       throws java.io.IOException {
+    getSerializedSize();
     if (transactionId_ != 0L) {
       output.writeUInt64(1, transactionId_);
+    }
+    if (getMoreTransactionIdsList().size() > 0) {
+      output.writeUInt32NoTag(18);
+      output.writeUInt32NoTag(moreTransactionIdsMemoizedSerializedSize);
+    }
+    for (int i = 0; i < moreTransactionIds_.size(); i++) {
+      output.writeUInt64NoTag(moreTransactionIds_.getLong(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -91,6 +148,20 @@ private static final long serialVersionUID = 0L;
     if (transactionId_ != 0L) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt64Size(1, transactionId_);
+    }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < moreTransactionIds_.size(); i++) {
+        dataSize += com.google.protobuf.CodedOutputStream
+          .computeUInt64SizeNoTag(moreTransactionIds_.getLong(i));
+      }
+      size += dataSize;
+      if (!getMoreTransactionIdsList().isEmpty()) {
+        size += 1;
+        size += com.google.protobuf.CodedOutputStream
+            .computeInt32SizeNoTag(dataSize);
+      }
+      moreTransactionIdsMemoizedSerializedSize = dataSize;
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -109,6 +180,8 @@ private static final long serialVersionUID = 0L;
 
     if (getTransactionId()
         != other.getTransactionId()) return false;
+    if (!getMoreTransactionIdsList()
+        .equals(other.getMoreTransactionIdsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -123,6 +196,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + TRANSACTION_ID_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         getTransactionId());
+    if (getMoreTransactionIdsCount() > 0) {
+      hash = (37 * hash) + MORE_TRANSACTION_IDS_FIELD_NUMBER;
+      hash = (53 * hash) + getMoreTransactionIdsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -259,6 +336,7 @@ private static final long serialVersionUID = 0L;
       super.clear();
       bitField0_ = 0;
       transactionId_ = 0L;
+      moreTransactionIds_ = emptyLongList();
       return this;
     }
 
@@ -295,6 +373,10 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000001) != 0)) {
         result.transactionId_ = transactionId_;
       }
+      if (((from_bitField0_ & 0x00000002) != 0)) {
+        moreTransactionIds_.makeImmutable();
+        result.moreTransactionIds_ = moreTransactionIds_;
+      }
     }
 
     @java.lang.Override
@@ -311,6 +393,17 @@ private static final long serialVersionUID = 0L;
       if (other == dev.caerus.dls.v1.HeartbeatRequest.getDefaultInstance()) return this;
       if (other.getTransactionId() != 0L) {
         setTransactionId(other.getTransactionId());
+      }
+      if (!other.moreTransactionIds_.isEmpty()) {
+        if (moreTransactionIds_.isEmpty()) {
+          moreTransactionIds_ = other.moreTransactionIds_;
+          moreTransactionIds_.makeImmutable();
+          bitField0_ |= 0x00000002;
+        } else {
+          ensureMoreTransactionIdsIsMutable();
+          moreTransactionIds_.addAll(other.moreTransactionIds_);
+        }
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -343,6 +436,22 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000001;
               break;
             } // case 8
+            case 16: {
+              long v = input.readUInt64();
+              ensureMoreTransactionIdsIsMutable();
+              moreTransactionIds_.addLong(v);
+              break;
+            } // case 16
+            case 18: {
+              int length = input.readRawVarint32();
+              int limit = input.pushLimit(length);
+              ensureMoreTransactionIdsIsMutable();
+              while (input.getBytesUntilLimit() > 0) {
+                moreTransactionIds_.addLong(input.readUInt64());
+              }
+              input.popLimit(limit);
+              break;
+            } // case 18
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -363,7 +472,7 @@ private static final long serialVersionUID = 0L;
     private long transactionId_ ;
     /**
      * <pre>
-     * The transaction to keep alive.
+     * The transaction to keep alive. 0 when only `more_transaction_ids` are given.
      * </pre>
      *
      * <code>uint64 transaction_id = 1 [json_name = "transactionId"];</code>
@@ -375,7 +484,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The transaction to keep alive.
+     * The transaction to keep alive. 0 when only `more_transaction_ids` are given.
      * </pre>
      *
      * <code>uint64 transaction_id = 1 [json_name = "transactionId"];</code>
@@ -391,7 +500,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The transaction to keep alive.
+     * The transaction to keep alive. 0 when only `more_transaction_ids` are given.
      * </pre>
      *
      * <code>uint64 transaction_id = 1 [json_name = "transactionId"];</code>
@@ -400,6 +509,132 @@ private static final long serialVersionUID = 0L;
     public Builder clearTransactionId() {
       bitField0_ = (bitField0_ & ~0x00000001);
       transactionId_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.Internal.LongList moreTransactionIds_ = emptyLongList();
+    private void ensureMoreTransactionIdsIsMutable() {
+      if (!moreTransactionIds_.isModifiable()) {
+        moreTransactionIds_ = makeMutableCopy(moreTransactionIds_);
+      }
+      bitField0_ |= 0x00000002;
+    }
+    /**
+     * <pre>
+     * More transactions of the same caller to renew in the same call (a client with many
+     * open transactions sends one heartbeat per round instead of one per transaction).
+     * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+     * </pre>
+     *
+     * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+     * @return A list containing the moreTransactionIds.
+     */
+    public java.util.List<java.lang.Long>
+        getMoreTransactionIdsList() {
+      moreTransactionIds_.makeImmutable();
+      return moreTransactionIds_;
+    }
+    /**
+     * <pre>
+     * More transactions of the same caller to renew in the same call (a client with many
+     * open transactions sends one heartbeat per round instead of one per transaction).
+     * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+     * </pre>
+     *
+     * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+     * @return The count of moreTransactionIds.
+     */
+    public int getMoreTransactionIdsCount() {
+      return moreTransactionIds_.size();
+    }
+    /**
+     * <pre>
+     * More transactions of the same caller to renew in the same call (a client with many
+     * open transactions sends one heartbeat per round instead of one per transaction).
+     * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+     * </pre>
+     *
+     * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+     * @param index The index of the element to return.
+     * @return The moreTransactionIds at the given index.
+     */
+    public long getMoreTransactionIds(int index) {
+      return moreTransactionIds_.getLong(index);
+    }
+    /**
+     * <pre>
+     * More transactions of the same caller to renew in the same call (a client with many
+     * open transactions sends one heartbeat per round instead of one per transaction).
+     * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+     * </pre>
+     *
+     * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+     * @param index The index to set the value at.
+     * @param value The moreTransactionIds to set.
+     * @return This builder for chaining.
+     */
+    public Builder setMoreTransactionIds(
+        int index, long value) {
+
+      ensureMoreTransactionIdsIsMutable();
+      moreTransactionIds_.setLong(index, value);
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * More transactions of the same caller to renew in the same call (a client with many
+     * open transactions sends one heartbeat per round instead of one per transaction).
+     * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+     * </pre>
+     *
+     * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+     * @param value The moreTransactionIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addMoreTransactionIds(long value) {
+
+      ensureMoreTransactionIdsIsMutable();
+      moreTransactionIds_.addLong(value);
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * More transactions of the same caller to renew in the same call (a client with many
+     * open transactions sends one heartbeat per round instead of one per transaction).
+     * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+     * </pre>
+     *
+     * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+     * @param values The moreTransactionIds to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllMoreTransactionIds(
+        java.lang.Iterable<? extends java.lang.Long> values) {
+      ensureMoreTransactionIdsIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, moreTransactionIds_);
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * More transactions of the same caller to renew in the same call (a client with many
+     * open transactions sends one heartbeat per round instead of one per transaction).
+     * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+     * </pre>
+     *
+     * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearMoreTransactionIds() {
+      moreTransactionIds_ = emptyLongList();
+      bitField0_ = (bitField0_ & ~0x00000002);
       onChanged();
       return this;
     }

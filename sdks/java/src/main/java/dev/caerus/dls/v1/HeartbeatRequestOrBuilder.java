@@ -12,11 +12,46 @@ public interface HeartbeatRequestOrBuilder extends
 
   /**
    * <pre>
-   * The transaction to keep alive.
+   * The transaction to keep alive. 0 when only `more_transaction_ids` are given.
    * </pre>
    *
    * <code>uint64 transaction_id = 1 [json_name = "transactionId"];</code>
    * @return The transactionId.
    */
   long getTransactionId();
+
+  /**
+   * <pre>
+   * More transactions of the same caller to renew in the same call (a client with many
+   * open transactions sends one heartbeat per round instead of one per transaction).
+   * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+   * </pre>
+   *
+   * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+   * @return A list containing the moreTransactionIds.
+   */
+  java.util.List<java.lang.Long> getMoreTransactionIdsList();
+  /**
+   * <pre>
+   * More transactions of the same caller to renew in the same call (a client with many
+   * open transactions sends one heartbeat per round instead of one per transaction).
+   * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+   * </pre>
+   *
+   * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+   * @return The count of moreTransactionIds.
+   */
+  int getMoreTransactionIdsCount();
+  /**
+   * <pre>
+   * More transactions of the same caller to renew in the same call (a client with many
+   * open transactions sends one heartbeat per round instead of one per transaction).
+   * Their outcomes come back one by one in `results`; a lost one does not fail the call.
+   * </pre>
+   *
+   * <code>repeated uint64 more_transaction_ids = 2 [json_name = "moreTransactionIds"];</code>
+   * @param index The index of the element to return.
+   * @return The moreTransactionIds at the given index.
+   */
+  long getMoreTransactionIds(int index);
 }

@@ -32,6 +32,7 @@ private static final long serialVersionUID = 0L;
     super(builder);
   }
   private HeartbeatResponse() {
+    results_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -51,7 +52,8 @@ private static final long serialVersionUID = 0L;
   private long leaseRemainingMs_ = 0L;
   /**
    * <pre>
-   * The lease was renewed to this many milliseconds from now.
+   * The lease of `transaction_id` was renewed to this many milliseconds from now (0 when
+   * the request named only `more_transaction_ids`).
    * </pre>
    *
    * <code>int64 lease_remaining_ms = 1 [json_name = "leaseRemainingMs"];</code>
@@ -60,6 +62,67 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public long getLeaseRemainingMs() {
     return leaseRemainingMs_;
+  }
+
+  public static final int RESULTS_FIELD_NUMBER = 2;
+  @SuppressWarnings("serial")
+  private java.util.List<dev.caerus.dls.v1.HeartbeatResult> results_;
+  /**
+   * <pre>
+   * One per entry of `more_transaction_ids`, in the same order.
+   * </pre>
+   *
+   * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<dev.caerus.dls.v1.HeartbeatResult> getResultsList() {
+    return results_;
+  }
+  /**
+   * <pre>
+   * One per entry of `more_transaction_ids`, in the same order.
+   * </pre>
+   *
+   * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends dev.caerus.dls.v1.HeartbeatResultOrBuilder> 
+      getResultsOrBuilderList() {
+    return results_;
+  }
+  /**
+   * <pre>
+   * One per entry of `more_transaction_ids`, in the same order.
+   * </pre>
+   *
+   * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+   */
+  @java.lang.Override
+  public int getResultsCount() {
+    return results_.size();
+  }
+  /**
+   * <pre>
+   * One per entry of `more_transaction_ids`, in the same order.
+   * </pre>
+   *
+   * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+   */
+  @java.lang.Override
+  public dev.caerus.dls.v1.HeartbeatResult getResults(int index) {
+    return results_.get(index);
+  }
+  /**
+   * <pre>
+   * One per entry of `more_transaction_ids`, in the same order.
+   * </pre>
+   *
+   * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+   */
+  @java.lang.Override
+  public dev.caerus.dls.v1.HeartbeatResultOrBuilder getResultsOrBuilder(
+      int index) {
+    return results_.get(index);
   }
 
   private byte memoizedIsInitialized = -1;
@@ -79,6 +142,9 @@ private static final long serialVersionUID = 0L;
     if (leaseRemainingMs_ != 0L) {
       output.writeInt64(1, leaseRemainingMs_);
     }
+    for (int i = 0; i < results_.size(); i++) {
+      output.writeMessage(2, results_.get(i));
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -91,6 +157,10 @@ private static final long serialVersionUID = 0L;
     if (leaseRemainingMs_ != 0L) {
       size += com.google.protobuf.CodedOutputStream
         .computeInt64Size(1, leaseRemainingMs_);
+    }
+    for (int i = 0; i < results_.size(); i++) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(2, results_.get(i));
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -109,6 +179,8 @@ private static final long serialVersionUID = 0L;
 
     if (getLeaseRemainingMs()
         != other.getLeaseRemainingMs()) return false;
+    if (!getResultsList()
+        .equals(other.getResultsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -123,6 +195,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + LEASE_REMAINING_MS_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         getLeaseRemainingMs());
+    if (getResultsCount() > 0) {
+      hash = (37 * hash) + RESULTS_FIELD_NUMBER;
+      hash = (53 * hash) + getResultsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -259,6 +335,13 @@ private static final long serialVersionUID = 0L;
       super.clear();
       bitField0_ = 0;
       leaseRemainingMs_ = 0L;
+      if (resultsBuilder_ == null) {
+        results_ = java.util.Collections.emptyList();
+      } else {
+        results_ = null;
+        resultsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000002);
       return this;
     }
 
@@ -285,9 +368,22 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public dev.caerus.dls.v1.HeartbeatResponse buildPartial() {
       dev.caerus.dls.v1.HeartbeatResponse result = new dev.caerus.dls.v1.HeartbeatResponse(this);
+      buildPartialRepeatedFields(result);
       if (bitField0_ != 0) { buildPartial0(result); }
       onBuilt();
       return result;
+    }
+
+    private void buildPartialRepeatedFields(dev.caerus.dls.v1.HeartbeatResponse result) {
+      if (resultsBuilder_ == null) {
+        if (((bitField0_ & 0x00000002) != 0)) {
+          results_ = java.util.Collections.unmodifiableList(results_);
+          bitField0_ = (bitField0_ & ~0x00000002);
+        }
+        result.results_ = results_;
+      } else {
+        result.results_ = resultsBuilder_.build();
+      }
     }
 
     private void buildPartial0(dev.caerus.dls.v1.HeartbeatResponse result) {
@@ -311,6 +407,32 @@ private static final long serialVersionUID = 0L;
       if (other == dev.caerus.dls.v1.HeartbeatResponse.getDefaultInstance()) return this;
       if (other.getLeaseRemainingMs() != 0L) {
         setLeaseRemainingMs(other.getLeaseRemainingMs());
+      }
+      if (resultsBuilder_ == null) {
+        if (!other.results_.isEmpty()) {
+          if (results_.isEmpty()) {
+            results_ = other.results_;
+            bitField0_ = (bitField0_ & ~0x00000002);
+          } else {
+            ensureResultsIsMutable();
+            results_.addAll(other.results_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.results_.isEmpty()) {
+          if (resultsBuilder_.isEmpty()) {
+            resultsBuilder_.dispose();
+            resultsBuilder_ = null;
+            results_ = other.results_;
+            bitField0_ = (bitField0_ & ~0x00000002);
+            resultsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetResultsFieldBuilder() : null;
+          } else {
+            resultsBuilder_.addAllMessages(other.results_);
+          }
+        }
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -343,6 +465,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000001;
               break;
             } // case 8
+            case 18: {
+              dev.caerus.dls.v1.HeartbeatResult m =
+                  input.readMessage(
+                      dev.caerus.dls.v1.HeartbeatResult.parser(),
+                      extensionRegistry);
+              if (resultsBuilder_ == null) {
+                ensureResultsIsMutable();
+                results_.add(m);
+              } else {
+                resultsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 18
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -363,7 +498,8 @@ private static final long serialVersionUID = 0L;
     private long leaseRemainingMs_ ;
     /**
      * <pre>
-     * The lease was renewed to this many milliseconds from now.
+     * The lease of `transaction_id` was renewed to this many milliseconds from now (0 when
+     * the request named only `more_transaction_ids`).
      * </pre>
      *
      * <code>int64 lease_remaining_ms = 1 [json_name = "leaseRemainingMs"];</code>
@@ -375,7 +511,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The lease was renewed to this many milliseconds from now.
+     * The lease of `transaction_id` was renewed to this many milliseconds from now (0 when
+     * the request named only `more_transaction_ids`).
      * </pre>
      *
      * <code>int64 lease_remaining_ms = 1 [json_name = "leaseRemainingMs"];</code>
@@ -391,7 +528,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The lease was renewed to this many milliseconds from now.
+     * The lease of `transaction_id` was renewed to this many milliseconds from now (0 when
+     * the request named only `more_transaction_ids`).
      * </pre>
      *
      * <code>int64 lease_remaining_ms = 1 [json_name = "leaseRemainingMs"];</code>
@@ -402,6 +540,318 @@ private static final long serialVersionUID = 0L;
       leaseRemainingMs_ = 0L;
       onChanged();
       return this;
+    }
+
+    private java.util.List<dev.caerus.dls.v1.HeartbeatResult> results_ =
+      java.util.Collections.emptyList();
+    private void ensureResultsIsMutable() {
+      if (!((bitField0_ & 0x00000002) != 0)) {
+        results_ = new java.util.ArrayList<dev.caerus.dls.v1.HeartbeatResult>(results_);
+        bitField0_ |= 0x00000002;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.caerus.dls.v1.HeartbeatResult, dev.caerus.dls.v1.HeartbeatResult.Builder, dev.caerus.dls.v1.HeartbeatResultOrBuilder> resultsBuilder_;
+
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public java.util.List<dev.caerus.dls.v1.HeartbeatResult> getResultsList() {
+      if (resultsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(results_);
+      } else {
+        return resultsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public int getResultsCount() {
+      if (resultsBuilder_ == null) {
+        return results_.size();
+      } else {
+        return resultsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public dev.caerus.dls.v1.HeartbeatResult getResults(int index) {
+      if (resultsBuilder_ == null) {
+        return results_.get(index);
+      } else {
+        return resultsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public Builder setResults(
+        int index, dev.caerus.dls.v1.HeartbeatResult value) {
+      if (resultsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureResultsIsMutable();
+        results_.set(index, value);
+        onChanged();
+      } else {
+        resultsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public Builder setResults(
+        int index, dev.caerus.dls.v1.HeartbeatResult.Builder builderForValue) {
+      if (resultsBuilder_ == null) {
+        ensureResultsIsMutable();
+        results_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        resultsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public Builder addResults(dev.caerus.dls.v1.HeartbeatResult value) {
+      if (resultsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureResultsIsMutable();
+        results_.add(value);
+        onChanged();
+      } else {
+        resultsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public Builder addResults(
+        int index, dev.caerus.dls.v1.HeartbeatResult value) {
+      if (resultsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureResultsIsMutable();
+        results_.add(index, value);
+        onChanged();
+      } else {
+        resultsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public Builder addResults(
+        dev.caerus.dls.v1.HeartbeatResult.Builder builderForValue) {
+      if (resultsBuilder_ == null) {
+        ensureResultsIsMutable();
+        results_.add(builderForValue.build());
+        onChanged();
+      } else {
+        resultsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public Builder addResults(
+        int index, dev.caerus.dls.v1.HeartbeatResult.Builder builderForValue) {
+      if (resultsBuilder_ == null) {
+        ensureResultsIsMutable();
+        results_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        resultsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public Builder addAllResults(
+        java.lang.Iterable<? extends dev.caerus.dls.v1.HeartbeatResult> values) {
+      if (resultsBuilder_ == null) {
+        ensureResultsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, results_);
+        onChanged();
+      } else {
+        resultsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public Builder clearResults() {
+      if (resultsBuilder_ == null) {
+        results_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+      } else {
+        resultsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public Builder removeResults(int index) {
+      if (resultsBuilder_ == null) {
+        ensureResultsIsMutable();
+        results_.remove(index);
+        onChanged();
+      } else {
+        resultsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public dev.caerus.dls.v1.HeartbeatResult.Builder getResultsBuilder(
+        int index) {
+      return internalGetResultsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public dev.caerus.dls.v1.HeartbeatResultOrBuilder getResultsOrBuilder(
+        int index) {
+      if (resultsBuilder_ == null) {
+        return results_.get(index);  } else {
+        return resultsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public java.util.List<? extends dev.caerus.dls.v1.HeartbeatResultOrBuilder> 
+         getResultsOrBuilderList() {
+      if (resultsBuilder_ != null) {
+        return resultsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(results_);
+      }
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public dev.caerus.dls.v1.HeartbeatResult.Builder addResultsBuilder() {
+      return internalGetResultsFieldBuilder().addBuilder(
+          dev.caerus.dls.v1.HeartbeatResult.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public dev.caerus.dls.v1.HeartbeatResult.Builder addResultsBuilder(
+        int index) {
+      return internalGetResultsFieldBuilder().addBuilder(
+          index, dev.caerus.dls.v1.HeartbeatResult.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * One per entry of `more_transaction_ids`, in the same order.
+     * </pre>
+     *
+     * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+     */
+    public java.util.List<dev.caerus.dls.v1.HeartbeatResult.Builder> 
+         getResultsBuilderList() {
+      return internalGetResultsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        dev.caerus.dls.v1.HeartbeatResult, dev.caerus.dls.v1.HeartbeatResult.Builder, dev.caerus.dls.v1.HeartbeatResultOrBuilder> 
+        internalGetResultsFieldBuilder() {
+      if (resultsBuilder_ == null) {
+        resultsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            dev.caerus.dls.v1.HeartbeatResult, dev.caerus.dls.v1.HeartbeatResult.Builder, dev.caerus.dls.v1.HeartbeatResultOrBuilder>(
+                results_,
+                ((bitField0_ & 0x00000002) != 0),
+                getParentForChildren(),
+                isClean());
+        results_ = null;
+      }
+      return resultsBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:caerus.dls.v1.HeartbeatResponse)

@@ -12,11 +12,56 @@ public interface HeartbeatResponseOrBuilder extends
 
   /**
    * <pre>
-   * The lease was renewed to this many milliseconds from now.
+   * The lease of `transaction_id` was renewed to this many milliseconds from now (0 when
+   * the request named only `more_transaction_ids`).
    * </pre>
    *
    * <code>int64 lease_remaining_ms = 1 [json_name = "leaseRemainingMs"];</code>
    * @return The leaseRemainingMs.
    */
   long getLeaseRemainingMs();
+
+  /**
+   * <pre>
+   * One per entry of `more_transaction_ids`, in the same order.
+   * </pre>
+   *
+   * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+   */
+  java.util.List<dev.caerus.dls.v1.HeartbeatResult> 
+      getResultsList();
+  /**
+   * <pre>
+   * One per entry of `more_transaction_ids`, in the same order.
+   * </pre>
+   *
+   * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+   */
+  dev.caerus.dls.v1.HeartbeatResult getResults(int index);
+  /**
+   * <pre>
+   * One per entry of `more_transaction_ids`, in the same order.
+   * </pre>
+   *
+   * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+   */
+  int getResultsCount();
+  /**
+   * <pre>
+   * One per entry of `more_transaction_ids`, in the same order.
+   * </pre>
+   *
+   * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+   */
+  java.util.List<? extends dev.caerus.dls.v1.HeartbeatResultOrBuilder> 
+      getResultsOrBuilderList();
+  /**
+   * <pre>
+   * One per entry of `more_transaction_ids`, in the same order.
+   * </pre>
+   *
+   * <code>repeated .caerus.dls.v1.HeartbeatResult results = 2 [json_name = "results"];</code>
+   */
+  dev.caerus.dls.v1.HeartbeatResultOrBuilder getResultsOrBuilder(
+      int index);
 }

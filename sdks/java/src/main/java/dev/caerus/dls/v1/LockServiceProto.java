@@ -97,6 +97,11 @@ public final class LockServiceProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_caerus_dls_v1_HeartbeatResponse_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_HeartbeatResult_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_HeartbeatResult_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_caerus_dls_v1_EndTransactionRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -199,95 +204,102 @@ public final class LockServiceProto extends com.google.protobuf.GeneratedFile {
       "ningMs\022-\n\005locks\030\007 \003(\0132\027.caerus.dls.v1.He" +
       "ldLockR\005locks\0224\n\007waiting\030\010 \001(\0132\032.caerus." +
       "dls.v1.PendingLockR\007waiting\022\035\n\nend_reaso" +
-      "n\030\t \001(\tR\tendReason\"9\n\020HeartbeatRequest\022%" +
-      "\n\016transaction_id\030\001 \001(\004R\rtransactionId\"A\n" +
-      "\021HeartbeatResponse\022,\n\022lease_remaining_ms" +
-      "\030\001 \001(\003R\020leaseRemainingMs\"u\n\025EndTransacti" +
-      "onRequest\022%\n\016transaction_id\030\001 \001(\004R\rtrans" +
-      "actionId\022\026\n\006commit\030\002 \001(\010R\006commit\022\035\n\nrequ" +
-      "est_id\030\003 \001(\tR\trequestId\"v\n\026EndTransactio" +
-      "nResponse\0225\n\005state\030\001 \001(\0162\037.caerus.dls.v1" +
-      ".TransactionStateR\005state\022%\n\016released_loc" +
-      "ks\030\002 \001(\rR\rreleasedLocks\"\263\001\n\022WatchEventsR" +
-      "equest\022#\n\rfrom_sequence\030\001 \001(\004R\014fromSeque" +
-      "nce\022-\n\022namespace_prefixes\030\002 \003(\tR\021namespa" +
-      "cePrefixes\022.\n\005kinds\030\003 \003(\0162\030.caerus.dls.v" +
-      "1.EventKindR\005kinds\022\031\n\010only_new\030\004 \001(\010R\007on" +
-      "lyNew\"\321\003\n\005Event\022\032\n\010sequence\030\001 \001(\004R\010seque" +
-      "nce\022\027\n\007time_ms\030\002 \001(\003R\006timeMs\022,\n\004kind\030\003 \001" +
-      "(\0162\030.caerus.dls.v1.EventKindR\004kind\022\036\n\nna" +
-      "mespaces\030\004 \003(\tR\nnamespaces\022N\n\021deadlock_r" +
-      "esolved\030\n \001(\0132\037.caerus.dls.v1.DeadlockRe" +
-      "solvedH\000R\020deadlockResolved\022T\n\023transactio" +
-      "n_expired\030\013 \001(\0132!.caerus.dls.v1.Transact" +
-      "ionExpiredH\000R\022transactionExpired\022T\n\023tran" +
-      "saction_aborted\030\014 \001(\0132!.caerus.dls.v1.Tr" +
-      "ansactionAbortedH\000R\022transactionAborted\022?" +
-      "\n\014lock_revoked\030\r \001(\0132\032.caerus.dls.v1.Loc" +
-      "kRevokedH\000R\013lockRevokedB\010\n\006detail\"\330\001\n\013Cy" +
-      "cleMember\022%\n\016transaction_id\030\001 \001(\004R\rtrans" +
-      "actionId\022)\n\020transaction_name\030\002 \001(\tR\017tran" +
-      "sactionName\022\032\n\010priority\030\003 \001(\005R\010priority\022" +
-      "\034\n\tnamespace\030\004 \001(\tR\tnamespace\022\020\n\003key\030\005 \001" +
-      "(\tR\003key\022+\n\004mode\030\006 \001(\0162\027.caerus.dls.v1.Lo" +
-      "ckModeR\004mode\"\255\001\n\020DeadlockResolved\0220\n\005cyc" +
-      "le\030\001 \003(\0132\032.caerus.dls.v1.CycleMemberR\005cy" +
-      "cle\0222\n\025victim_transaction_id\030\002 \001(\004R\023vict" +
-      "imTransactionId\0223\n\006policy\030\003 \001(\0162\033.caerus" +
-      ".dls.v1.VictimPolicyR\006policy\"\246\001\n\022Transac" +
-      "tionExpired\022%\n\016transaction_id\030\001 \001(\004R\rtra" +
-      "nsactionId\022)\n\020transaction_name\030\002 \001(\tR\017tr" +
-      "ansactionName\022>\n\016released_locks\030\003 \003(\0132\027." +
-      "caerus.dls.v1.HeldLockR\rreleasedLocks\"\332\001" +
-      "\n\022TransactionAborted\022%\n\016transaction_id\030\001" +
-      " \001(\004R\rtransactionId\022)\n\020transaction_name\030" +
-      "\002 \001(\tR\017transactionName\022\026\n\006reason\030\003 \001(\tR\006" +
-      "reason\022\032\n\010operator\030\004 \001(\tR\010operator\022>\n\016re" +
-      "leased_locks\030\005 \003(\0132\027.caerus.dls.v1.HeldL" +
-      "ockR\rreleasedLocks\"\314\001\n\013LockRevoked\022%\n\016tr" +
-      "ansaction_id\030\001 \001(\004R\rtransactionId\022\034\n\tnam" +
-      "espace\030\002 \001(\tR\tnamespace\022\020\n\003key\030\003 \001(\tR\003ke" +
-      "y\022+\n\004mode\030\004 \001(\0162\027.caerus.dls.v1.LockMode" +
-      "R\004mode\022#\n\rfencing_token\030\005 \001(\004R\014fencingTo" +
-      "ken\022\024\n\005cause\030\006 \001(\tR\005cause*E\n\010LockMode\022\031\n" +
-      "\025LOCK_MODE_UNSPECIFIED\020\000\022\r\n\tEXCLUSIVE\020\001\022" +
-      "\017\n\013SHARED_READ\020\002*j\n\020TransactionState\022!\n\035" +
-      "TRANSACTION_STATE_UNSPECIFIED\020\000\022\n\n\006ACTIV" +
-      "E\020\001\022\r\n\tCOMMITTED\020\002\022\013\n\007ABORTED\020\003\022\013\n\007EXPIR" +
-      "ED\020\004*\237\002\n\tErrorKind\022\032\n\026ERROR_KIND_UNSPECI" +
-      "FIED\020\000\022\020\n\014LOCK_TIMEOUT\020\001\022\023\n\017DEADLOCK_VIC" +
-      "TIM\020\002\022\024\n\020TRANSACTION_LOST\020\003\022\031\n\025TRANSACTI" +
-      "ON_NOT_FOUND\020\004\022\024\n\020INVALID_ARGUMENT\020\005\022\023\n\017" +
-      "UNAUTHENTICATED\020\006\022\025\n\021PERMISSION_DENIED\020\007" +
-      "\022\016\n\nNOT_LEADER\020\010\022\022\n\016WAIT_CANCELLED\020\t\022\023\n\017" +
-      "ALREADY_WAITING\020\n\022\017\n\013UNAVAILABLE\020\013\022\022\n\016CU" +
-      "RSOR_EXPIRED\020\014*j\n\014VictimPolicy\022\035\n\031VICTIM" +
-      "_POLICY_UNSPECIFIED\020\000\022!\n\035LOWEST_PRIORITY" +
-      "_THEN_YOUNGEST\020\001\022\014\n\010YOUNGEST\020\002\022\n\n\006OLDEST" +
-      "\020\003*\202\001\n\tEventKind\022\032\n\026EVENT_KIND_UNSPECIFI" +
-      "ED\020\000\022\025\n\021DEADLOCK_RESOLVED\020\001\022\027\n\023TRANSACTI" +
-      "ON_EXPIRED\020\002\022\027\n\023TRANSACTION_ABORTED\020\003\022\020\n" +
-      "\014LOCK_REVOKED\020\0042\212\005\n\013LockService\022c\n\020Begin" +
-      "Transaction\022&.caerus.dls.v1.BeginTransac" +
-      "tionRequest\032\'.caerus.dls.v1.BeginTransac" +
-      "tionResponse\022V\n\013AcquireLock\022!.caerus.dls" +
-      ".v1.AcquireLockRequest\032\".caerus.dls.v1.A" +
-      "cquireLockResponse0\001\022T\n\013ReleaseLock\022!.ca" +
-      "erus.dls.v1.ReleaseLockRequest\032\".caerus." +
-      "dls.v1.ReleaseLockResponse\022o\n\024GetTransac" +
-      "tionStatus\022*.caerus.dls.v1.GetTransactio" +
-      "nStatusRequest\032+.caerus.dls.v1.GetTransa" +
-      "ctionStatusResponse\022N\n\tHeartbeat\022\037.caeru" +
-      "s.dls.v1.HeartbeatRequest\032 .caerus.dls.v" +
-      "1.HeartbeatResponse\022]\n\016EndTransaction\022$." +
-      "caerus.dls.v1.EndTransactionRequest\032%.ca" +
-      "erus.dls.v1.EndTransactionResponse\022H\n\013Wa" +
-      "tchEvents\022!.caerus.dls.v1.WatchEventsReq" +
-      "uest\032\024.caerus.dls.v1.Event0\001B\226\001\n\021dev.cae" +
-      "rus.dls.v1B\020LockServiceProtoP\001Z5github.c" +
-      "om/caerus-dev/dls/sdks/go/caerus/dls/v1;" +
-      "dlsv1\242\002\003CDX\252\002\rCaerus.Dls.V1\312\002\rCaerus\\Dls" +
-      "\\V1\352\002\017Caerus::Dls::V1b\006proto3"
+      "n\030\t \001(\tR\tendReason\"k\n\020HeartbeatRequest\022%" +
+      "\n\016transaction_id\030\001 \001(\004R\rtransactionId\0220\n" +
+      "\024more_transaction_ids\030\002 \003(\004R\022moreTransac" +
+      "tionIds\"{\n\021HeartbeatResponse\022,\n\022lease_re" +
+      "maining_ms\030\001 \001(\003R\020leaseRemainingMs\0228\n\007re" +
+      "sults\030\002 \003(\0132\036.caerus.dls.v1.HeartbeatRes" +
+      "ultR\007results\"\252\001\n\017HeartbeatResult\022%\n\016tran" +
+      "saction_id\030\001 \001(\004R\rtransactionId\022,\n\022lease" +
+      "_remaining_ms\030\002 \001(\003R\020leaseRemainingMs\022\035\n" +
+      "\nerror_kind\030\003 \001(\tR\terrorKind\022#\n\rerror_me" +
+      "ssage\030\004 \001(\tR\014errorMessage\"u\n\025EndTransact" +
+      "ionRequest\022%\n\016transaction_id\030\001 \001(\004R\rtran" +
+      "sactionId\022\026\n\006commit\030\002 \001(\010R\006commit\022\035\n\nreq" +
+      "uest_id\030\003 \001(\tR\trequestId\"v\n\026EndTransacti" +
+      "onResponse\0225\n\005state\030\001 \001(\0162\037.caerus.dls.v" +
+      "1.TransactionStateR\005state\022%\n\016released_lo" +
+      "cks\030\002 \001(\rR\rreleasedLocks\"\263\001\n\022WatchEvents" +
+      "Request\022#\n\rfrom_sequence\030\001 \001(\004R\014fromSequ" +
+      "ence\022-\n\022namespace_prefixes\030\002 \003(\tR\021namesp" +
+      "acePrefixes\022.\n\005kinds\030\003 \003(\0162\030.caerus.dls." +
+      "v1.EventKindR\005kinds\022\031\n\010only_new\030\004 \001(\010R\007o" +
+      "nlyNew\"\321\003\n\005Event\022\032\n\010sequence\030\001 \001(\004R\010sequ" +
+      "ence\022\027\n\007time_ms\030\002 \001(\003R\006timeMs\022,\n\004kind\030\003 " +
+      "\001(\0162\030.caerus.dls.v1.EventKindR\004kind\022\036\n\nn" +
+      "amespaces\030\004 \003(\tR\nnamespaces\022N\n\021deadlock_" +
+      "resolved\030\n \001(\0132\037.caerus.dls.v1.DeadlockR" +
+      "esolvedH\000R\020deadlockResolved\022T\n\023transacti" +
+      "on_expired\030\013 \001(\0132!.caerus.dls.v1.Transac" +
+      "tionExpiredH\000R\022transactionExpired\022T\n\023tra" +
+      "nsaction_aborted\030\014 \001(\0132!.caerus.dls.v1.T" +
+      "ransactionAbortedH\000R\022transactionAborted\022" +
+      "?\n\014lock_revoked\030\r \001(\0132\032.caerus.dls.v1.Lo" +
+      "ckRevokedH\000R\013lockRevokedB\010\n\006detail\"\330\001\n\013C" +
+      "ycleMember\022%\n\016transaction_id\030\001 \001(\004R\rtran" +
+      "sactionId\022)\n\020transaction_name\030\002 \001(\tR\017tra" +
+      "nsactionName\022\032\n\010priority\030\003 \001(\005R\010priority" +
+      "\022\034\n\tnamespace\030\004 \001(\tR\tnamespace\022\020\n\003key\030\005 " +
+      "\001(\tR\003key\022+\n\004mode\030\006 \001(\0162\027.caerus.dls.v1.L" +
+      "ockModeR\004mode\"\255\001\n\020DeadlockResolved\0220\n\005cy" +
+      "cle\030\001 \003(\0132\032.caerus.dls.v1.CycleMemberR\005c" +
+      "ycle\0222\n\025victim_transaction_id\030\002 \001(\004R\023vic" +
+      "timTransactionId\0223\n\006policy\030\003 \001(\0162\033.caeru" +
+      "s.dls.v1.VictimPolicyR\006policy\"\246\001\n\022Transa" +
+      "ctionExpired\022%\n\016transaction_id\030\001 \001(\004R\rtr" +
+      "ansactionId\022)\n\020transaction_name\030\002 \001(\tR\017t" +
+      "ransactionName\022>\n\016released_locks\030\003 \003(\0132\027" +
+      ".caerus.dls.v1.HeldLockR\rreleasedLocks\"\332" +
+      "\001\n\022TransactionAborted\022%\n\016transaction_id\030" +
+      "\001 \001(\004R\rtransactionId\022)\n\020transaction_name" +
+      "\030\002 \001(\tR\017transactionName\022\026\n\006reason\030\003 \001(\tR" +
+      "\006reason\022\032\n\010operator\030\004 \001(\tR\010operator\022>\n\016r" +
+      "eleased_locks\030\005 \003(\0132\027.caerus.dls.v1.Held" +
+      "LockR\rreleasedLocks\"\314\001\n\013LockRevoked\022%\n\016t" +
+      "ransaction_id\030\001 \001(\004R\rtransactionId\022\034\n\tna" +
+      "mespace\030\002 \001(\tR\tnamespace\022\020\n\003key\030\003 \001(\tR\003k" +
+      "ey\022+\n\004mode\030\004 \001(\0162\027.caerus.dls.v1.LockMod" +
+      "eR\004mode\022#\n\rfencing_token\030\005 \001(\004R\014fencingT" +
+      "oken\022\024\n\005cause\030\006 \001(\tR\005cause*E\n\010LockMode\022\031" +
+      "\n\025LOCK_MODE_UNSPECIFIED\020\000\022\r\n\tEXCLUSIVE\020\001" +
+      "\022\017\n\013SHARED_READ\020\002*j\n\020TransactionState\022!\n" +
+      "\035TRANSACTION_STATE_UNSPECIFIED\020\000\022\n\n\006ACTI" +
+      "VE\020\001\022\r\n\tCOMMITTED\020\002\022\013\n\007ABORTED\020\003\022\013\n\007EXPI" +
+      "RED\020\004*\237\002\n\tErrorKind\022\032\n\026ERROR_KIND_UNSPEC" +
+      "IFIED\020\000\022\020\n\014LOCK_TIMEOUT\020\001\022\023\n\017DEADLOCK_VI" +
+      "CTIM\020\002\022\024\n\020TRANSACTION_LOST\020\003\022\031\n\025TRANSACT" +
+      "ION_NOT_FOUND\020\004\022\024\n\020INVALID_ARGUMENT\020\005\022\023\n" +
+      "\017UNAUTHENTICATED\020\006\022\025\n\021PERMISSION_DENIED\020" +
+      "\007\022\016\n\nNOT_LEADER\020\010\022\022\n\016WAIT_CANCELLED\020\t\022\023\n" +
+      "\017ALREADY_WAITING\020\n\022\017\n\013UNAVAILABLE\020\013\022\022\n\016C" +
+      "URSOR_EXPIRED\020\014*j\n\014VictimPolicy\022\035\n\031VICTI" +
+      "M_POLICY_UNSPECIFIED\020\000\022!\n\035LOWEST_PRIORIT" +
+      "Y_THEN_YOUNGEST\020\001\022\014\n\010YOUNGEST\020\002\022\n\n\006OLDES" +
+      "T\020\003*\202\001\n\tEventKind\022\032\n\026EVENT_KIND_UNSPECIF" +
+      "IED\020\000\022\025\n\021DEADLOCK_RESOLVED\020\001\022\027\n\023TRANSACT" +
+      "ION_EXPIRED\020\002\022\027\n\023TRANSACTION_ABORTED\020\003\022\020" +
+      "\n\014LOCK_REVOKED\020\0042\212\005\n\013LockService\022c\n\020Begi" +
+      "nTransaction\022&.caerus.dls.v1.BeginTransa" +
+      "ctionRequest\032\'.caerus.dls.v1.BeginTransa" +
+      "ctionResponse\022V\n\013AcquireLock\022!.caerus.dl" +
+      "s.v1.AcquireLockRequest\032\".caerus.dls.v1." +
+      "AcquireLockResponse0\001\022T\n\013ReleaseLock\022!.c" +
+      "aerus.dls.v1.ReleaseLockRequest\032\".caerus" +
+      ".dls.v1.ReleaseLockResponse\022o\n\024GetTransa" +
+      "ctionStatus\022*.caerus.dls.v1.GetTransacti" +
+      "onStatusRequest\032+.caerus.dls.v1.GetTrans" +
+      "actionStatusResponse\022N\n\tHeartbeat\022\037.caer" +
+      "us.dls.v1.HeartbeatRequest\032 .caerus.dls." +
+      "v1.HeartbeatResponse\022]\n\016EndTransaction\022$" +
+      ".caerus.dls.v1.EndTransactionRequest\032%.c" +
+      "aerus.dls.v1.EndTransactionResponse\022H\n\013W" +
+      "atchEvents\022!.caerus.dls.v1.WatchEventsRe" +
+      "quest\032\024.caerus.dls.v1.Event0\001B\226\001\n\021dev.ca" +
+      "erus.dls.v1B\020LockServiceProtoP\001Z5github." +
+      "com/caerus-dev/dls/sdks/go/caerus/dls/v1" +
+      ";dlsv1\242\002\003CDX\252\002\rCaerus.Dls.V1\312\002\rCaerus\\Dl" +
+      "s\\V1\352\002\017Caerus::Dls::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -370,63 +382,69 @@ public final class LockServiceProto extends com.google.protobuf.GeneratedFile {
     internal_static_caerus_dls_v1_HeartbeatRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_HeartbeatRequest_descriptor,
-        new java.lang.String[] { "TransactionId", });
+        new java.lang.String[] { "TransactionId", "MoreTransactionIds", });
     internal_static_caerus_dls_v1_HeartbeatResponse_descriptor =
       getDescriptor().getMessageType(13);
     internal_static_caerus_dls_v1_HeartbeatResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_HeartbeatResponse_descriptor,
-        new java.lang.String[] { "LeaseRemainingMs", });
-    internal_static_caerus_dls_v1_EndTransactionRequest_descriptor =
+        new java.lang.String[] { "LeaseRemainingMs", "Results", });
+    internal_static_caerus_dls_v1_HeartbeatResult_descriptor =
       getDescriptor().getMessageType(14);
+    internal_static_caerus_dls_v1_HeartbeatResult_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_HeartbeatResult_descriptor,
+        new java.lang.String[] { "TransactionId", "LeaseRemainingMs", "ErrorKind", "ErrorMessage", });
+    internal_static_caerus_dls_v1_EndTransactionRequest_descriptor =
+      getDescriptor().getMessageType(15);
     internal_static_caerus_dls_v1_EndTransactionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_EndTransactionRequest_descriptor,
         new java.lang.String[] { "TransactionId", "Commit", "RequestId", });
     internal_static_caerus_dls_v1_EndTransactionResponse_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(16);
     internal_static_caerus_dls_v1_EndTransactionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_EndTransactionResponse_descriptor,
         new java.lang.String[] { "State", "ReleasedLocks", });
     internal_static_caerus_dls_v1_WatchEventsRequest_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(17);
     internal_static_caerus_dls_v1_WatchEventsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_WatchEventsRequest_descriptor,
         new java.lang.String[] { "FromSequence", "NamespacePrefixes", "Kinds", "OnlyNew", });
     internal_static_caerus_dls_v1_Event_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(18);
     internal_static_caerus_dls_v1_Event_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_Event_descriptor,
         new java.lang.String[] { "Sequence", "TimeMs", "Kind", "Namespaces", "DeadlockResolved", "TransactionExpired", "TransactionAborted", "LockRevoked", "Detail", });
     internal_static_caerus_dls_v1_CycleMember_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(19);
     internal_static_caerus_dls_v1_CycleMember_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_CycleMember_descriptor,
         new java.lang.String[] { "TransactionId", "TransactionName", "Priority", "Namespace", "Key", "Mode", });
     internal_static_caerus_dls_v1_DeadlockResolved_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(20);
     internal_static_caerus_dls_v1_DeadlockResolved_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_DeadlockResolved_descriptor,
         new java.lang.String[] { "Cycle", "VictimTransactionId", "Policy", });
     internal_static_caerus_dls_v1_TransactionExpired_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(21);
     internal_static_caerus_dls_v1_TransactionExpired_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_TransactionExpired_descriptor,
         new java.lang.String[] { "TransactionId", "TransactionName", "ReleasedLocks", });
     internal_static_caerus_dls_v1_TransactionAborted_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(22);
     internal_static_caerus_dls_v1_TransactionAborted_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_TransactionAborted_descriptor,
         new java.lang.String[] { "TransactionId", "TransactionName", "Reason", "Operator", "ReleasedLocks", });
     internal_static_caerus_dls_v1_LockRevoked_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(23);
     internal_static_caerus_dls_v1_LockRevoked_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_LockRevoked_descriptor,
