@@ -12,7 +12,7 @@ DLS_RELEASE   = $(TARGET_DIR)/release/dls
 PROTO_BASELINE = proto/releases/caerus-dls-v1.0.0.binpb
 
 .DEFAULT_GOAL := help
-.PHONY: help run test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench lint fmt clean
+.PHONY: help run test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -69,6 +69,9 @@ example: ## Take a lock with the Rust quick-start example (needs a running serve
 bench: release ## Benchmarks: lock table enqueue cost, then DLS vs etcd vs Redis (prints a table, writes a results file)
 	$(CARGO) bench -p caerus-server --bench enqueue
 	$(MAKE) -C bench all DLS_BIN=$(abspath $(DLS_RELEASE))
+
+bench-state: release ## Heartbeat cost (10,000 transactions), deadlock latency, memory at 100k locks, restore time → bench/results/state.md
+	$(MAKE) -C bench state DLS_BIN=$(abspath $(DLS_RELEASE))
 
 bench-smoke: dls-debug ## A few seconds of every benchmark workload against DLS, to keep the harness working
 	$(MAKE) -C bench smoke DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls

@@ -7,6 +7,9 @@
 //! progress, 2 safety violations. See docs/bench.md.
 
 mod checker;
+/// Shared with dls-state, which uses all of it.
+#[allow(dead_code)]
+mod procstat;
 mod report;
 mod target;
 mod workload;

@@ -10,6 +10,7 @@ use rand::Rng;
 use serde_json::json;
 
 use crate::checker::{Checker, REVOKING_KINDS};
+use crate::procstat::{cpu_ticks, CLOCK_TICKS};
 use crate::target::{Mode, OpError, Session, Target};
 
 /// What the clients do.
@@ -325,20 +326,6 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
         alive: (cfg.workload == Workload::Heartbeat).then(|| alive.load(Ordering::SeqCst)),
         cpu,
     })
-}
-
-/// Linux USER_HZ: /proc/PID/stat times are in 1/100 s on every mainstream kernel config.
-const CLOCK_TICKS: f64 = 100.0;
-
-/// utime + stime of `pid`, in clock ticks.
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the ")" closing the command name: state is field 3, utime 14, stime 15.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
 }
 
 struct Plan {

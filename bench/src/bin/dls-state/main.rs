@@ -16,6 +16,8 @@ mod fill;
 mod heartbeat;
 mod perf;
 mod pool;
+/// Shared with dls-bench (bench/src/procstat.rs): one reader of /proc for both tools.
+#[path = "../../procstat.rs"]
 mod procstat;
 
 use std::path::PathBuf;
