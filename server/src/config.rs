@@ -29,10 +29,12 @@ pub struct ServeArgs {
     #[arg(long, env = "DLS_API_KEYS_FILE")]
     pub api_keys_file: Option<PathBuf>,
     /// Raft heartbeat interval in milliseconds.
-    #[arg(long, env = "DLS_HEARTBEAT_MS", default_value_t = 100)]
+    #[arg(long, env = "DLS_HEARTBEAT_MS", default_value_t = 50)]
     pub heartbeat_ms: u64,
-    /// Minimum raft election timeout in milliseconds (the maximum is twice this).
-    #[arg(long, env = "DLS_ELECTION_TIMEOUT_MS", default_value_t = 500)]
+    /// Minimum raft election timeout in milliseconds (the maximum is twice this). The
+    /// default suits a LAN: a leader's death is noticed within 300–600 ms. Raise it on
+    /// slow or distant links.
+    #[arg(long, env = "DLS_ELECTION_TIMEOUT_MS", default_value_t = 300)]
     pub election_timeout_ms: u64,
     /// Take a snapshot and compact the log every this many log entries.
     #[arg(long, env = "DLS_SNAPSHOT_EVERY", default_value_t = 10_000)]

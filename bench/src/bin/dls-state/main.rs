@@ -5,13 +5,15 @@
 //! - `heartbeat`: leader CPU and RSS with 10,000 idle heartbeating transactions;
 //! - `deadlock`:  cycle closed → victim notified, p50/p99;
 //! - `fill`:      RSS at 100,000 locks of 50,000 transactions + 10,000 waiters, snapshot
-//!   size, restart → restored / ready, one node and then the whole cluster.
+//!   size, restart → restored / ready, one node and then the whole cluster;
+//! - `failover`:  leader SIGKILL → next grant, a few rounds.
 //!
 //! Progress goes to stderr; a markdown section goes to stdout and, with `--out`, is
 //! appended to that file. See docs/bench.md.
 
 mod cluster;
 mod deadlock;
+mod failover;
 mod fill;
 mod heartbeat;
 mod perf;
@@ -31,6 +33,7 @@ enum Step {
     Heartbeat,
     Deadlock,
     Fill,
+    Failover,
 }
 
 /// Heartbeat cost, deadlock resolution latency, memory at 100k locks and snapshot restore
@@ -42,7 +45,7 @@ pub struct Opts {
     #[arg(long, env = "DLS_BIN")]
     dls_bin: PathBuf,
     /// Steps to run, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "heartbeat,deadlock,fill")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "heartbeat,deadlock,fill,failover")]
     steps: Vec<Step>,
     /// Directory for the nodes' data and logs (default: a new directory under /tmp, removed
     /// after a successful run).
@@ -99,6 +102,9 @@ pub struct Opts {
     /// snapshot covers the full table).
     #[arg(long, default_value_t = 2_000)]
     snapshot_every: u64,
+    /// failover: leader kills.
+    #[arg(long, default_value_t = 5)]
+    fo_rounds: usize,
     #[arg(skip)]
     run_dir_path: PathBuf,
 }
@@ -159,6 +165,7 @@ fn main() -> ExitCode {
                 Step::Heartbeat => heartbeat::run(&opts, &mut report).await,
                 Step::Deadlock => deadlock::run(&opts, &mut report).await,
                 Step::Fill => fill::run(&opts, &mut report).await,
+                Step::Failover => failover::run(&opts, &mut report).await,
             }
         });
         rt.shutdown_timeout(Duration::from_secs(1));
