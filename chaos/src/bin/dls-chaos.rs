@@ -313,28 +313,37 @@ fn key_name(i: usize) -> String {
     format!("k{i}")
 }
 
+/// Begins a transaction with the run's lease and records the Begin (ok or failed) in the
+/// history; `None` when it failed.
+async fn recorded_begin(client: &DlsClient, ctx: &Ctx, p: u64) -> Option<caerus_core::Transaction> {
+    let h = &ctx.history;
+    let t = h.now_us();
+    match client.begin_transaction(TransactionOptions::default().with_timeout_ms(ctx.lease_ms)).await {
+        Ok(tx) => {
+            h.push(Op { invoke_us: t, complete_us: h.now_us(), ..Op::new(p, OpKind::Begin, tx.id()) });
+            Some(tx)
+        }
+        Err(e) => {
+            h.push(Op {
+                invoke_us: t,
+                complete_us: h.now_us(),
+                outcome: classify(&e),
+                error: e.code().into(),
+                ..Op::new(p, OpKind::Begin, 0)
+            });
+            None
+        }
+    }
+}
+
 async fn worker(p: u64, client: DlsClient, ctx: Arc<Ctx>, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let h = &ctx.history;
     let mut value = 0u64;
     while !ctx.stop.load(Ordering::Relaxed) {
-        let t = h.now_us();
-        let tx = match client.begin_transaction(TransactionOptions::default().with_timeout_ms(ctx.lease_ms)).await {
-            Ok(tx) => {
-                h.push(Op { invoke_us: t, complete_us: h.now_us(), ..Op::new(p, OpKind::Begin, tx.id()) });
-                tx
-            }
-            Err(e) => {
-                h.push(Op {
-                    invoke_us: t,
-                    complete_us: h.now_us(),
-                    outcome: classify(&e),
-                    error: e.code().into(),
-                    ..Op::new(p, OpKind::Begin, 0)
-                });
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
+        let Some(tx) = recorded_begin(&client, &ctx, p).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
         };
         let id = tx.id();
         let key = key_name(rng.gen_range(0..ctx.keys));
@@ -624,21 +633,7 @@ async fn harness_acquire(
     wait: Duration,
 ) -> Option<(caerus_core::Transaction, Op)> {
     let h = &ctx.history;
-    let t = h.now_us();
-    let tx = match client.begin_transaction(TransactionOptions::default().with_timeout_ms(ctx.lease_ms)).await {
-        Ok(tx) => tx,
-        Err(e) => {
-            h.push(Op {
-                invoke_us: t,
-                complete_us: h.now_us(),
-                outcome: classify(&e),
-                error: e.code().into(),
-                ..Op::new(p, OpKind::Begin, 0)
-            });
-            return None;
-        }
-    };
-    h.push(Op { invoke_us: t, complete_us: h.now_us(), ..Op::new(p, OpKind::Begin, tx.id()) });
+    let tx = recorded_begin(client, ctx, p).await?;
     let t = h.now_us();
     let r = tx
         .acquire_lock(NS, key, LockMode::Exclusive, AcquireOptions::default().with_timeout_ms(wait.as_millis() as u64))
