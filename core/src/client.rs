@@ -91,11 +91,8 @@ impl DlsClient {
         })
         .await;
         match (started, granted) {
-            (Some(Ok(tx)), Ok(lock)) => match tx.ensure_active() {
-                // The lease may have lapsed while the grant was on its way.
-                Ok(()) => Ok((tx, lock)),
-                Err(e) => Err(e),
-            },
+            // The lease may have lapsed while the grant was on its way.
+            (Some(Ok(tx)), Ok(lock)) => tx.ensure_active().map(|()| (tx, lock)),
             (Some(Ok(tx)), Err(e)) => {
                 // Nothing is held; end the transaction now rather than at its lease.
                 let _ = tx.abort().await;

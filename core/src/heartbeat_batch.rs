@@ -116,18 +116,9 @@ fn answer_all(batch: Vec<Pending>, answer: Result<Instant>) {
 }
 
 /// The error the single-transaction call would have given, so callers classify it the
-/// same way (lost, not found, denied...).
+/// same way (lost, not found, denied...): the kind decides, as it does for any status.
 fn result_error(result: &pb::HeartbeatResult) -> Error {
-    let code = match result.error_kind.as_str() {
-        "TRANSACTION_LOST" => Code::FailedPrecondition,
-        "TRANSACTION_NOT_FOUND" => Code::NotFound,
-        "PERMISSION_DENIED" => Code::PermissionDenied,
-        "UNAUTHENTICATED" => Code::Unauthenticated,
-        "INVALID_ARGUMENT" => Code::InvalidArgument,
-        "DEADLOCK_VICTIM" => Code::Aborted,
-        _ => Code::Unknown,
-    };
-    let mut status = Status::new(code, result.error_message.clone());
+    let mut status = Status::new(Code::Unknown, result.error_message.clone());
     if let Ok(kind) = MetadataValue::try_from(result.error_kind.as_str()) {
         status.metadata_mut().insert(metadata::ERROR_KIND, kind);
     }

@@ -156,7 +156,13 @@ impl LockTable {
                 let (txn, lease_ms) =
                     self.begin(begin.request_id.clone(), begin.lease_ms, begin.priority, &begin.name, &begin.owner);
                 let a = acquire;
-                let outcome = self.acquire(txn, &a.request_id, &a.lock, a.mode, a.wait_ms, a.victim_policy);
+                // A begin request id that found someone else's transaction must not take a
+                // lock for it (a plain Begin only tells the id, and the API refuses that).
+                let outcome = if self.txns[&txn].owner != begin.owner {
+                    Outcome::Rejected(Rejection::RequestIdReused(begin.request_id.clone().unwrap_or_default()))
+                } else {
+                    self.acquire(txn, &a.request_id, &a.lock, a.mode, a.wait_ms, a.victim_policy)
+                };
                 Outcome::BegunAcquire { txn, lease_ms, acquire: Box::new(outcome) }
             }
             Command::Batch(_) => Outcome::Rejected(Rejection::NestedBatch),

@@ -588,6 +588,10 @@ fn no_false_positive_on_a_long_wait_chain() {
 }
 
 fn begin_acquire(request_id: &str, acquire_id: &str, key: &str) -> Command {
+    begin_acquire_as("", request_id, acquire_id, key)
+}
+
+fn begin_acquire_as(owner: &str, request_id: &str, acquire_id: &str, key: &str) -> Command {
     use super::command::{AcquireRequest, Begin};
     Command::BeginAcquire {
         begin: Begin {
@@ -595,7 +599,7 @@ fn begin_acquire(request_id: &str, acquire_id: &str, key: &str) -> Command {
             lease_ms: 5_000,
             priority: 0,
             name: "one-shot".into(),
-            owner: String::new(),
+            owner: owner.into(),
         },
         acquire: AcquireRequest {
             request_id: acquire_id.into(),
@@ -688,4 +692,18 @@ fn one_shot_begin_acquire_grants_queues_and_is_idempotent() {
     h.end(a, true);
     let now = h.table.acquire_status(b, "a-b").unwrap().unwrap();
     assert!(token(&now) > first);
+}
+
+#[test]
+fn a_one_shot_with_someone_elses_begin_id_takes_no_lock_for_them() {
+    let mut h = Harness::new();
+    let Outcome::BegunAcquire { txn: a, .. } = h.apply(begin_acquire_as("alice", "b-1", "a-1", "k")) else { panic!() };
+    // Bob reuses Alice's begin request id for another key: refused, and Alice's
+    // transaction holds only what she asked for.
+    let Outcome::BegunAcquire { acquire, .. } = h.apply(begin_acquire_as("bob", "b-1", "a-2", "other")) else {
+        panic!()
+    };
+    assert!(matches!(*acquire, Outcome::Rejected(Rejection::RequestIdReused(_))), "{acquire:?}");
+    assert!(h.holders("other").is_empty());
+    assert_eq!(h.table.txn(a).unwrap().held.len(), 1);
 }
