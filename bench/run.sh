@@ -141,7 +141,7 @@ all)
     case $t in
     dls)
       start_dls 3; eps=$DLS_ENDPOINTS; pids=$DLS_PIDS
-      label="raft (3 nodes) + sled flush before ack" ;;
+      label="raft (3 nodes), log fdatasync before ack" ;;
     redis)
       if ! ensure_pkg redis-server redis-server; then log "SKIP redis: redis-server not installed"; continue; fi
       start_redis; eps=$REDIS_ENDPOINTS; pids=$REDIS_PID
@@ -168,7 +168,7 @@ all)
     echo "Produced by \`${BENCH_COMMAND:-make -C bench all}\` (DURATION=$DURATION s measured after WARMUP=$WARMUP s, clients: $CLIENTS),"
     echo "started $started on $(nproc) CPU(s), $(uname -sr), everything on 127.0.0.1."
     echo
-    echo "Durability: **dls** raft on 3 nodes, each entry flushed by sled before the ack;"
+    echo "Durability: **dls** raft on 3 nodes, each log entry fdatasynced (leader and the follower that makes the quorum) before the ack;"
     echo "**redis** one node, appendonly yes, appendfsync always (no replication);"
     echo "**etcd** $(etcd --version 2>/dev/null | head -1 | sed 's/etcd Version: //') 3 nodes, default fsync of its WAL."
     echo

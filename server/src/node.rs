@@ -124,11 +124,11 @@ impl Node {
             events: events_tx,
         });
 
-        let log_store = LogStore::open(&db)?;
+        let log_store = LogStore::open(&db, &cfg.data_dir.join("raft-log"))?;
         let committed = log_store.committed_index();
         let log_io = log_store.io_stats();
         let pristine = log_store.is_pristine()?;
-        let state_machine = StateMachine::open(&db, observer)?;
+        let state_machine = StateMachine::open(&db, &cfg.data_dir, observer).await?;
         let state = state_machine.shared();
 
         let raft_config = openraft::Config {

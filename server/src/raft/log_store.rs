@@ -1,46 +1,54 @@
-//! The raft log and vote in sled.
+//! The raft log (segment files, see [`super::wal`]) and the vote (sled).
 //!
-//! sled flushes in the background only every 500 ms, so an entry reported durable
-//! before a flush could vanish in a crash and take an acknowledged grant with it. Every
-//! append, truncate and vote therefore ends with a flush before it is reported done;
-//! openraft hands appends over in batches, so one flush covers many proposals (group
-//! commit; `LogIoStats` counts how many).
-//!
-//! The flush runs on tokio's blocking pool rather than through `sled::Db::flush_async`:
-//! sled's own thread pool parks and wakes a thread per call, and under load that
-//! context switching cost more CPU than everything else the leader did (profiled).
+//! An entry counts as durable only after an `fdatasync` that covers it: a crash must not
+//! take an acknowledged grant with it. Appends are written at once (readable right away)
+//! and synced by one `raft-log-sync` thread that takes every request queued meanwhile
+//! and covers them with one sync (group commit; `LogIoStats` counts how many). The vote
+//! and the purge point live in sled and are flushed before they are reported done.
 
 use std::fmt::Debug;
+use std::io;
 use std::ops::{Bound, RangeBounds};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
 
 use super::types::{codec, Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
+use super::wal::Wal;
 
 const VOTE: &[u8] = b"vote";
 const COMMITTED: &[u8] = b"committed";
 const LAST_PURGED: &[u8] = b"last_purged";
+/// Where the log lived before it moved to segment files; migrated at start.
+const OLD_LOG_TREE: &str = "raft_log";
 
 /// Counters of the log's disk work, for `/metrics` and the benchmark's entries-per-fsync
 /// figure.
 #[derive(Default, Debug)]
 pub struct LogIoStats {
-    /// Flushes (fsyncs) of appended entries.
+    /// Syncs (fdatasync rounds) of appended entries.
     pub append_flushes: AtomicU64,
     /// Entries appended.
     pub entries_appended: AtomicU64,
-    /// Time spent in those flushes, in microseconds.
+    /// Time spent in those syncs, in microseconds.
     pub flush_micros: AtomicU64,
+}
+
+/// Who waits for a sync.
+enum Waiter {
+    Raft(LogFlushed<TypeConfig>),
+    Local(tokio::sync::oneshot::Sender<io::Result<()>>),
 }
 
 #[derive(Clone)]
 pub struct LogStore {
     db: sled::Db,
-    /// Entries keyed by big-endian index, so sled's order is log order.
-    log: sled::Tree,
+    wal: Arc<Mutex<Wal>>,
+    /// Requests to the sync thread; it stops when the last `LogStore` clone is dropped.
+    sync: mpsc::Sender<Waiter>,
     meta: sled::Tree,
     /// The commit index raft last reported, for status and metrics.
     committed: Arc<AtomicU64>,
@@ -55,15 +63,60 @@ fn read_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::<NodeId>::read_logs(&e).into()
 }
 
+/// The sync thread: one `fdatasync` round for everything queued, then every waiter in
+/// order.
+fn run_sync(wal: Arc<Mutex<Wal>>, rx: mpsc::Receiver<Waiter>, stats: Arc<LogIoStats>) {
+    while let Ok(first) = rx.recv() {
+        let mut waiters = vec![first];
+        waiters.extend(rx.try_iter());
+        let job = wal.lock().expect("wal lock").sync_job();
+        let started = std::time::Instant::now();
+        let result = if job.is_empty() { Ok(()) } else { job.run() };
+        stats.append_flushes.fetch_add(1, Ordering::Relaxed);
+        stats.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        if let Err(e) = &result {
+            tracing::error!("cannot sync the raft log: {e}");
+        }
+        for waiter in waiters {
+            let r = result.as_ref().map(|_| ()).map_err(|e| io::Error::new(e.kind(), e.to_string()));
+            match waiter {
+                Waiter::Raft(cb) => cb.log_io_completed(r),
+                Waiter::Local(tx) => {
+                    let _ = tx.send(r);
+                }
+            }
+        }
+        let zeroed = wal.lock().expect("wal lock").zero_ahead();
+        if let Err(e) = zeroed.and_then(|f| f.map_or(Ok(()), |f| f.sync_data())) {
+            tracing::warn!("cannot preallocate the raft log: {e}");
+        }
+    }
+}
+
 impl LogStore {
-    pub fn open(db: &sled::Db) -> Result<Self, sled::Error> {
-        Ok(LogStore {
-            db: db.clone(),
-            log: db.open_tree("raft_log")?,
-            meta: db.open_tree("raft_meta")?,
-            committed: Arc::new(AtomicU64::new(0)),
-            stats: Arc::default(),
-        })
+    /// Opens the log in `dir` (segment files) with the vote and purge point in `db`,
+    /// moving a log left in sled by an older version into the files first.
+    pub fn open(db: &sled::Db, dir: &Path) -> anyhow::Result<Self> {
+        let meta = db.open_tree("raft_meta")?;
+        let wal = migrate_from_sled(db, dir)?;
+        let stats: Arc<LogIoStats> = Arc::default();
+        let wal = Arc::new(Mutex::new(wal));
+        let (sync, rx) = mpsc::channel();
+        let (w, s) = (wal.clone(), stats.clone());
+        std::thread::Builder::new().name("raft-log-sync".into()).spawn(move || run_sync(w, rx, s))?;
+        let store = LogStore { db: db.clone(), wal, sync, meta, committed: Arc::new(AtomicU64::new(0)), stats };
+        if let Some(purged) = store.get_meta::<LogId>(LAST_PURGED)? {
+            let mut wal = store.wal.lock().expect("wal lock");
+            wal.purge(purged.index)?;
+            if !wal.is_empty() && wal.first_index() > purged.index + 1 {
+                tracing::warn!(
+                    first = wal.first_index(),
+                    purged = purged.index,
+                    "the raft log starts after a gap; raft will fetch what it misses from the leader"
+                );
+            }
+        }
+        Ok(store)
     }
 
     /// A live view of the commit index.
@@ -89,14 +142,53 @@ impl LogStore {
         Ok(())
     }
 
-    async fn flush(&self) -> Result<(), StorageError> {
+    async fn flush_meta(&self) -> Result<(), StorageError> {
         flush_db(&self.db).await.map_err(io_err)
+    }
+
+    /// Waits until everything written to the log so far is on disk.
+    async fn sync_log(&self) -> Result<(), StorageError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.sync.send(Waiter::Local(tx)).map_err(|_| io_err(io::Error::other("the raft log sync thread stopped")))?;
+        rx.await.map_err(|_| io_err(io::Error::other("the raft log sync thread stopped")))?.map_err(io_err)
     }
 
     /// Whether this node has never stored anything raft-related (a pristine node).
     pub fn is_pristine(&self) -> Result<bool, sled::Error> {
-        Ok(self.log.is_empty() && self.meta.get(VOTE)?.is_none() && self.meta.get(LAST_PURGED)?.is_none())
+        let empty = self.wal.lock().expect("wal lock").is_empty();
+        Ok(empty && self.meta.get(VOTE)?.is_none() && self.meta.get(LAST_PURGED)?.is_none())
     }
+
+    fn read_entries(&self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
+        let records = self.wal.lock().expect("wal lock").locate(start, end);
+        records.iter().map(|r| codec::decode::<Entry>(&r.read().map_err(read_err)?).map_err(read_err)).collect()
+    }
+}
+
+/// Opens the segment files, first moving entries an older version kept in sled's
+/// `raft_log` tree into them. The tree is cleared only after the files are synced; if a
+/// crash interrupts that, the files are rebuilt from the tree on the next start.
+fn migrate_from_sled(db: &sled::Db, dir: &Path) -> anyhow::Result<Wal> {
+    let old = db.open_tree(OLD_LOG_TREE)?;
+    if old.is_empty() {
+        return Ok(Wal::open(dir)?);
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    let mut wal = Wal::open(dir)?;
+    let mut moved = 0u64;
+    for item in old.iter() {
+        let (k, v) = item?;
+        let index = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| anyhow::anyhow!("bad key in sled raft_log"))?);
+        wal.append(&[(index, v.to_vec())])?;
+        moved += 1;
+    }
+    wal.sync_job().run()?;
+    old.clear()?;
+    db.flush()?;
+    tracing::info!(entries = moved, dir = %dir.display(), "moved the raft log from sled to segment files");
+    Ok(wal)
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -106,19 +198,15 @@ impl RaftLogReader<TypeConfig> for LogStore {
     ) -> Result<Vec<Entry>, StorageError> {
         let start = match range.start_bound() {
             Bound::Included(&i) => i,
-            Bound::Excluded(&i) => i + 1,
+            Bound::Excluded(&i) => i.saturating_add(1),
             Bound::Unbounded => 0,
         };
-        let mut out = Vec::new();
-        for item in self.log.range(start.to_be_bytes()..) {
-            let (k, v) = item.map_err(read_err)?;
-            let index = u64::from_be_bytes(k.as_ref().try_into().expect("8-byte log key"));
-            if !range.contains(&index) {
-                break;
-            }
-            out.push(codec::decode::<Entry>(&v).map_err(read_err)?);
-        }
-        Ok(out)
+        let end = match range.end_bound() {
+            Bound::Included(&i) => i.saturating_add(1),
+            Bound::Excluded(&i) => i,
+            Bound::Unbounded => u64::MAX,
+        };
+        self.read_entries(start, end)
     }
 }
 
@@ -127,11 +215,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged_log_id: Option<LogId> = self.get_meta(LAST_PURGED)?;
-        let last = match self.log.last().map_err(read_err)? {
-            Some((_, v)) => Some(codec::decode::<Entry>(&v).map_err(read_err)?.log_id),
-            None => last_purged_log_id,
+        let last_index = self.wal.lock().expect("wal lock").last_index();
+        let last = match last_index {
+            Some(i) => self.read_entries(i, i + 1)?.pop().map(|e| e.log_id),
+            None => None,
         };
-        Ok(LogState { last_purged_log_id, last_log_id: last })
+        Ok(LogState { last_purged_log_id, last_log_id: last.or(last_purged_log_id) })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -141,7 +230,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
         self.put_meta(VOTE, vote)?;
         // A vote forgotten in a crash could let this node vote twice in one term.
-        self.flush().await
+        self.flush_meta().await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
@@ -165,42 +254,26 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = sled::Batch::default();
-        let mut count = 0;
-        for entry in entries {
-            batch.insert(&entry.log_id.index.to_be_bytes(), codec::encode(&entry).map_err(io_err)?);
-            count += 1;
-        }
-        self.log.apply_batch(batch).map_err(io_err)?;
-        let started = std::time::Instant::now();
-        let flushed = self.flush().await;
-        self.stats.append_flushes.fetch_add(1, Ordering::Relaxed);
-        self.stats.entries_appended.fetch_add(count, Ordering::Relaxed);
-        self.stats.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        callback.log_io_completed(flushed.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string())));
-        flushed
+        let encoded = entries
+            .into_iter()
+            .map(|e| Ok((e.log_id.index, codec::encode(&e).map_err(io_err)?)))
+            .collect::<Result<Vec<_>, StorageError>>()?;
+        self.wal.lock().expect("wal lock").append(&encoded).map_err(io_err)?;
+        self.stats.entries_appended.fetch_add(encoded.len() as u64, Ordering::Relaxed);
+        self.sync.send(Waiter::Raft(callback)).map_err(|_| io_err(io::Error::other("the raft log sync thread stopped")))
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let mut batch = sled::Batch::default();
-        for item in self.log.range(log_id.index.to_be_bytes()..) {
-            batch.remove(item.map_err(read_err)?.0);
-        }
-        self.log.apply_batch(batch).map_err(io_err)?;
-        self.flush().await
+        self.wal.lock().expect("wal lock").truncate(log_id.index).map_err(io_err)?;
+        self.sync_log().await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         // Record the purge point first: entries at or below it are ignored from then on,
-        // so a crash half-way through the deletes leaves a consistent log.
+        // so a crash half-way through deleting segments leaves a consistent log.
         self.put_meta(LAST_PURGED, &log_id)?;
-        self.flush().await?;
-        let mut batch = sled::Batch::default();
-        for item in self.log.range(..=log_id.index.to_be_bytes()) {
-            batch.remove(item.map_err(read_err)?.0);
-        }
-        self.log.apply_batch(batch).map_err(io_err)?;
-        Ok(())
+        self.flush_meta().await?;
+        self.wal.lock().expect("wal lock").purge(log_id.index).map_err(io_err)
     }
 }
 
@@ -210,5 +283,35 @@ pub async fn flush_db(db: &sled::Db) -> Result<(), sled::Error> {
     match tokio::task::spawn_blocking(move || db.flush()).await {
         Ok(flushed) => flushed.map(|_| ()),
         Err(e) => Err(sled::Error::Io(std::io::Error::other(format!("flush task failed: {e}")))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    use super::*;
+
+    fn entry(index: u64) -> Entry {
+        Entry { log_id: LogId::new(CommittedLeaderId::new(1, 1), index), payload: EntryPayload::Blank }
+    }
+
+    #[tokio::test]
+    async fn a_log_kept_in_sled_by_an_older_version_moves_to_segment_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path().join("db")).unwrap();
+        let old = db.open_tree(OLD_LOG_TREE).unwrap();
+        for i in 0..5u64 {
+            old.insert(i.to_be_bytes(), codec::encode(&entry(i)).unwrap()).unwrap();
+        }
+        let mut store = LogStore::open(&db, &dir.path().join("log")).unwrap();
+        assert!(old.is_empty(), "the sled copy is dropped once the files are synced");
+        let got: Vec<u64> = store.try_get_log_entries(0..).await.unwrap().iter().map(|e| e.log_id.index).collect();
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        assert_eq!(store.get_log_state().await.unwrap().last_log_id.map(|l| l.index), Some(4));
+        drop(store);
+        let mut again = LogStore::open(&db, &dir.path().join("log")).unwrap();
+        let got: Vec<u64> = again.try_get_log_entries(2..=3).await.unwrap().iter().map(|e| e.log_id.index).collect();
+        assert_eq!(got, vec![2, 3]);
     }
 }

@@ -1,8 +1,10 @@
-//! Raft plumbing around the lock table: storage (sled), the state machine adapter and
+//! Raft plumbing around the lock table: storage (log segment files, sled for the vote), the state machine adapter and
 //! the peer network, group commit of proposals. Nothing here knows lock semantics.
 
 pub mod log_store;
 pub mod network;
 pub mod proposer;
+pub mod snapshot_store;
 pub mod state_machine;
 pub mod types;
+pub mod wal;

@@ -20,7 +20,8 @@ use super::types::Raft;
 use crate::locks::{Command, LogCommand, Outcome};
 
 /// Batches written concurrently. Two keep the leader's disk busy while the previous
-/// batch travels to the followers, without giving up batching.
+/// batch travels to the followers, without giving up batching (measured against 4 and 8:
+/// fewer, larger entries win at 64 clients, and one client sees no difference).
 const MAX_IN_FLIGHT: usize = 2;
 /// Upper bound on commands per entry, to keep entries (and apply pauses) small.
 const MAX_BATCH: usize = 512;

@@ -1,17 +1,19 @@
 //! Adapter between raft and the lock table: applies committed entries in log order,
 //! builds and installs snapshots, and restores the table from the last snapshot at start.
 //!
-//! The table lives in memory; durability comes from the raft log plus snapshots stored
-//! in sled. On restart the table is rebuilt from the snapshot, then raft re-applies the
-//! committed entries after it, so every grant and the fencing counter come back.
+//! The table lives in memory; durability comes from the raft log plus snapshot files
+//! (`snapshot_store`). On restart the table is rebuilt from the snapshot, then raft
+//! re-applies the committed entries after it, so every grant and the fencing counter come
+//! back.
 
-use std::io::Cursor;
+use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 
+use super::snapshot_store::{SnapshotFile, SnapshotStore};
 use super::types::{codec, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::locks::{Effect, LockTable, Outcome};
 
@@ -34,19 +36,21 @@ pub struct Replicated {
 /// Read access for the API layer; writes happen only in `apply`.
 pub type SharedState = Arc<RwLock<Replicated>>;
 
-#[derive(Serialize, Deserialize)]
-struct StoredSnapshot {
+/// How versions before snapshot files stored the snapshot: `data` is the encoded
+/// `Replicated`, under key `current` of sled tree `snapshots`. Read once, to migrate.
+#[derive(Deserialize)]
+struct LegacySnapshot {
     meta: SnapshotMeta,
     data: Vec<u8>,
 }
 
-const CURRENT_SNAPSHOT: &[u8] = b"current";
+const LEGACY_TREE: &str = "snapshots";
+const LEGACY_KEY: &[u8] = b"current";
 
 #[derive(Clone)]
 pub struct StateMachine {
     state: SharedState,
-    db: sled::Db,
-    snapshots: sled::Tree,
+    snapshots: Arc<SnapshotStore>,
     observer: Arc<dyn ApplyObserver>,
 }
 
@@ -54,50 +58,86 @@ fn snap_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::<u64>::write_snapshot(None, &e).into()
 }
 
-impl StateMachine {
-    /// Opens the state machine, restoring the table from the last stored snapshot.
-    pub fn open(db: &sled::Db, observer: Arc<dyn ApplyObserver>) -> anyhow::Result<Self> {
-        let snapshots = db.open_tree("snapshots")?;
-        let mut state = Replicated::default();
-        if let Some(bytes) = snapshots.get(CURRENT_SNAPSHOT)? {
-            let stored: StoredSnapshot = codec::decode(&bytes)?;
-            state = codec::decode(&stored.data)?;
-            tracing::info!(last_applied = ?state.last_applied, "restored lock table from snapshot");
+/// Runs snapshot file work on tokio's blocking pool (it reads and writes tens of MB).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, StorageError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(done) => done.map_err(snap_err),
+        Err(e) => Err(snap_err(std::io::Error::other(format!("snapshot task failed: {e}")))),
+    }
+}
+
+/// Versions before snapshot files kept the snapshot in sled. Moves it into a file once
+/// (unless a file already exists, e.g. after a crash right after the move), then drops the
+/// sled tree. Returns whether sled changed and must be flushed.
+fn migrate_sled_snapshot(db: &sled::Db, store: &SnapshotStore) -> anyhow::Result<bool> {
+    if !db.tree_names().iter().any(|name| &**name == LEGACY_TREE.as_bytes()) {
+        return Ok(false);
+    }
+    let tree = db.open_tree(LEGACY_TREE)?;
+    if let Some(bytes) = tree.get(LEGACY_KEY)? {
+        if store.current_meta().is_none() {
+            let legacy: LegacySnapshot = codec::decode(&bytes).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot decode the snapshot stored in sled (tree `{LEGACY_TREE}`) to move it into a file: {e}"
+                )
+            })?;
+            store.save_encoded(&legacy.meta, &legacy.data)?;
+            tracing::info!(snapshot = %legacy.meta, "moved the snapshot from sled into a file");
         }
+    }
+    drop(tree);
+    db.drop_tree(LEGACY_TREE)?;
+    Ok(true)
+}
+
+impl StateMachine {
+    /// Opens the state machine, restoring the table from the newest snapshot file in
+    /// `<data_dir>/snapshots` (after moving an older version's sled snapshot there).
+    pub async fn open(db: &sled::Db, data_dir: &Path, observer: Arc<dyn ApplyObserver>) -> anyhow::Result<Self> {
+        let (db_, data_dir) = (db.clone(), data_dir.to_path_buf());
+        let (store, migrated, restored) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+            let store = SnapshotStore::open(&data_dir)?;
+            let migrated = migrate_sled_snapshot(&db_, &store)?;
+            let restored = store.load_current()?;
+            Ok((store, migrated, restored))
+        })
+        .await??;
+        if migrated {
+            super::log_store::flush_db(db).await?;
+        }
+        let state = match restored {
+            Some(state) => {
+                tracing::info!(last_applied = ?state.last_applied, "restored lock table from snapshot");
+                state
+            }
+            None => Replicated::default(),
+        };
         observer.reset(&state.table);
-        Ok(StateMachine { state: Arc::new(RwLock::new(state)), db: db.clone(), snapshots, observer })
+        Ok(StateMachine { state: Arc::new(RwLock::new(state)), snapshots: Arc::new(store), observer })
     }
 
     pub fn shared(&self) -> SharedState {
         self.state.clone()
     }
-
-    async fn store_snapshot(&self, stored: &StoredSnapshot) -> Result<(), StorageError> {
-        self.snapshots.insert(CURRENT_SNAPSHOT, codec::encode(stored).map_err(snap_err)?).map_err(snap_err)?;
-        // The log is purged up to a snapshot only after this returns: it must be on disk.
-        super::log_store::flush_db(&self.db).await.map_err(snap_err)?;
-        Ok(())
-    }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
+    /// Runs alongside `apply` (openraft spawns it): applies wait only while the state is
+    /// encoded under the read lock (`lock_held_ms` in the log line), not for the fsyncs.
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let (data, meta) = {
-            let st = self.state.read().expect("state lock");
-            let data = codec::encode(&*st).map_err(snap_err)?;
-            let id = match st.last_applied {
-                Some(l) => format!("{}-{}-{}", l.leader_id, l.index, data.len()),
-                None => format!("empty-{}", data.len()),
-            };
-            (
-                data,
-                SnapshotMeta { last_log_id: st.last_applied, last_membership: st.membership.clone(), snapshot_id: id },
-            )
-        };
-        let stored = StoredSnapshot { meta: meta.clone(), data };
-        self.store_snapshot(&stored).await?;
-        tracing::info!(last_log_id = ?meta.last_log_id, bytes = stored.data.len(), "snapshot built");
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(stored.data)) })
+        let (state, store) = (self.state.clone(), self.snapshots.clone());
+        let saved = blocking(move || store.save(&state)).await?;
+        tracing::info!(
+            last_log_id = ?saved.meta.last_log_id,
+            lock_held_ms = saved.lock_held.as_millis() as u64,
+            total_ms = saved.total.as_millis() as u64,
+            bytes = saved.bytes,
+            "snapshot built"
+        );
+        // openraft keeps only the meta of a built snapshot; the open file costs nothing.
+        Ok(Snapshot { meta: saved.meta, snapshot: Box::new(SnapshotFile::from_saved(saved.file)) })
     }
 }
 
@@ -139,30 +179,104 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotFile>, StorageError> {
+        let store = self.snapshots.clone();
+        Ok(Box::new(blocking(move || store.begin_receiving()).await?))
     }
 
-    async fn install_snapshot(
-        &mut self,
-        meta: &SnapshotMeta,
-        snapshot: Box<Cursor<Vec<u8>>>,
-    ) -> Result<(), StorageError> {
-        let data = snapshot.into_inner();
-        let new_state: Replicated = codec::decode(&data).map_err(snap_err)?;
-        self.store_snapshot(&StoredSnapshot { meta: meta.clone(), data }).await?;
-        let mut st = self.state.write().expect("state lock");
-        *st = new_state;
-        self.observer.reset(&st.table);
+    /// Checks and decodes the received file, makes it the current snapshot (on disk before
+    /// raft moves past it), then swaps the table in.
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Box<SnapshotFile>) -> Result<(), StorageError> {
+        let received = snapshot.finish_receiving().await.map_err(snap_err)?;
+        let (store, announced) = (self.snapshots.clone(), meta.clone());
+        let new_state = blocking(move || store.install(received, &announced)).await?;
+        let old_state = {
+            let mut st = self.state.write().expect("state lock");
+            let old = std::mem::replace(&mut *st, new_state);
+            self.observer.reset(&st.table);
+            old
+        };
+        // Free the replaced table (100,000s of allocations) off the lock and off the async
+        // threads.
+        blocking(move || {
+            drop(old_state);
+            Ok(())
+        })
+        .await?;
         tracing::info!(last_log_id = ?meta.last_log_id, "installed snapshot from leader");
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
-        let Some(bytes) = self.snapshots.get(CURRENT_SNAPSHOT).map_err(snap_err)? else {
-            return Ok(None);
-        };
-        let stored: StoredSnapshot = codec::decode(&bytes).map_err(snap_err)?;
-        Ok(Some(Snapshot { meta: stored.meta, snapshot: Box::new(Cursor::new(stored.data)) }))
+        let store = self.snapshots.clone();
+        let current = blocking(move || store.open_current()).await?;
+        Ok(current.map(|(meta, file)| Snapshot { meta, snapshot: Box::new(file) }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locks::{Command, LogCommand};
+
+    struct NoObserver;
+    impl ApplyObserver for NoObserver {
+        fn applied(&self, _: Vec<Effect>) {}
+        fn reset(&self, _: &LockTable) {}
+    }
+
+    #[derive(Serialize)]
+    struct LegacyOut<'a> {
+        meta: &'a SnapshotMeta,
+        data: Vec<u8>,
+    }
+
+    fn table_with_one_txn() -> LockTable {
+        let mut table = LockTable::new();
+        let begin =
+            Command::Begin { request_id: None, lease_ms: 10_000, priority: 0, name: "t".into(), owner: "o".into() };
+        table.apply(&LogCommand { now_ms: 1, cmd: begin });
+        table.take_effects();
+        table
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_kept_in_sled_by_an_older_version_moves_into_a_file_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path().join("raft.sled")).unwrap();
+        let old = Replicated { table: table_with_one_txn(), ..Default::default() };
+        let meta = SnapshotMeta { last_log_id: None, last_membership: Default::default(), snapshot_id: "old-1".into() };
+        let legacy = LegacyOut { meta: &meta, data: codec::encode(&old).unwrap() };
+        db.open_tree(LEGACY_TREE).unwrap().insert(LEGACY_KEY, codec::encode(&legacy).unwrap()).unwrap();
+
+        let sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver)).await.unwrap();
+        assert_eq!(sm.shared().read().unwrap().table, old.table);
+        assert!(!db.tree_names().iter().any(|n| &**n == LEGACY_TREE.as_bytes()), "the sled tree is dropped");
+        let files: Vec<_> =
+            std::fs::read_dir(dir.path().join("snapshots")).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(files, vec![dir.path().join("snapshots/old-1.snap")]);
+        drop(sm);
+
+        // The next start reads the file.
+        let sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver)).await.unwrap();
+        assert_eq!(sm.shared().read().unwrap().table, old.table);
+    }
+
+    #[tokio::test]
+    async fn a_built_snapshot_replaces_the_previous_file_and_is_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path().join("raft.sled")).unwrap();
+        let mut sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver)).await.unwrap();
+        let first = sm.build_snapshot().await.unwrap().meta;
+        sm.shared().write().unwrap().table = table_with_one_txn();
+        let second = sm.build_snapshot().await.unwrap().meta;
+        assert_ne!(first.snapshot_id, second.snapshot_id);
+        let files: Vec<_> =
+            std::fs::read_dir(dir.path().join("snapshots")).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(files.len(), 1, "the older snapshot file is deleted: {files:?}");
+        assert_eq!(sm.get_current_snapshot().await.unwrap().unwrap().meta, second);
+
+        let restored = StateMachine::open(&db, dir.path(), Arc::new(NoObserver)).await.unwrap();
+        assert_eq!(restored.shared().read().unwrap().table, table_with_one_txn());
     }
 }

@@ -1,7 +1,5 @@
 //! The raft type configuration and short aliases for openraft's generic types.
 
-use std::io::Cursor;
-
 use crate::locks::{LogCommand, Outcome};
 
 /// Raft node identifier (`--node-id`).
@@ -14,7 +12,8 @@ openraft::declare_raft_types!(
         R = Outcome,
         NodeId = NodeId,
         Node = openraft::BasicNode,
-        SnapshotData = Cursor<Vec<u8>>,
+        // A snapshot file on disk, streamed chunk by chunk to and from followers.
+        SnapshotData = super::snapshot_store::SnapshotFile,
 );
 
 pub type Raft = openraft::Raft<TypeConfig>;

@@ -1,0 +1,167 @@
+//! Snapshots as files (`<data_dir>/snapshots/<id>.snap`) on real `dls` processes: restore
+//! after a SIGKILL, a stray `.tmp` from a crash, and a follower brought back by
+//! InstallSnapshot.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions, TransactionState};
+use common::{eventually, Cluster, PATIENCE};
+
+async fn client(cluster: &Cluster) -> DlsClient {
+    DlsClient::connect(
+        ClientConfig::new(cluster.endpoints()).without_api_key().with_retry_deadline(Duration::from_secs(20)),
+    )
+    .await
+    .unwrap()
+}
+
+fn opts(lease_ms: u64) -> TransactionOptions {
+    TransactionOptions::default().with_timeout_ms(lease_ms)
+}
+
+fn wait(ms: u64) -> AcquireOptions {
+    AcquireOptions::default().with_timeout_ms(ms)
+}
+
+fn snapshot_dir(cluster: &Cluster, id: u64) -> PathBuf {
+    cluster.nodes.iter().find(|n| n.id == id).unwrap().data_dir.join("snapshots")
+}
+
+/// Files in the snapshot directory ending in `.ext`.
+fn files_with(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == ext)).collect()
+}
+
+/// The node's log file. The harness writes it next to the data directory as
+/// `node-<id>.log` and appends to it across restarts.
+fn log_text(cluster: &Cluster, id: u64) -> String {
+    let node = cluster.nodes.iter().find(|n| n.id == id).unwrap();
+    std::fs::read_to_string(node.data_dir.with_file_name(format!("node-{id}.log"))).unwrap_or_default()
+}
+
+/// Grants `n` locks, one transaction each, and returns the last fencing token.
+async fn grant_many(c: &DlsClient, prefix: &str, n: usize) -> u64 {
+    let mut last = 0;
+    for i in 0..n {
+        let t = c.begin_transaction(opts(10_000)).await.unwrap();
+        let l = t.acquire_lock("ns", &format!("{prefix}{i}"), LockMode::Exclusive, wait(1000)).await.unwrap();
+        assert!(l.fencing_token > last);
+        last = l.fencing_token;
+        t.commit().await.unwrap();
+    }
+    last
+}
+
+/// Waits until node `id` has exactly one snapshot file and returns it.
+async fn one_snapshot_file(cluster: &Cluster, id: u64) -> PathBuf {
+    let dir = snapshot_dir(cluster, id);
+    eventually(PATIENCE, "one snapshot file", || match files_with(&dir, "snap").as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_restarted_node_restores_locks_and_the_token_counter_from_its_snapshot_file() {
+    let mut cluster = Cluster::start_with(1, &["--snapshot-every", "20"]).await;
+    let c = client(&cluster).await;
+    let holder = c.begin_transaction(opts(10_000)).await.unwrap();
+    let last = grant_many(&c, "k", 30).await;
+    let held = holder.acquire_lock("ns", "kept", LockMode::Exclusive, wait(1000)).await.unwrap();
+    assert!(held.fencing_token > last);
+    // Cross one more snapshot after `kept` was granted, so the file (not only the log) has it.
+    let before = one_snapshot_file(&cluster, 1).await;
+    grant_many(&c, "more", 15).await;
+    let file = eventually(PATIENCE, "a newer snapshot file", || {
+        let files = files_with(&snapshot_dir(&cluster, 1), "snap");
+        (files.len() == 1 && files[0] != before).then(|| files[0].clone())
+    })
+    .await;
+    assert!(std::fs::metadata(&file).unwrap().len() > 8, "the snapshot file has a header and a body");
+    assert!(files_with(&snapshot_dir(&cluster, 1), "tmp").is_empty(), "no .tmp is left after a build");
+
+    cluster.restart(1); // SIGKILL, then start again on the same data directory
+    cluster.wait_for_leader(Duration::from_secs(20)).await;
+    assert_eq!(log_text(&cluster, 1).matches("restored lock table from snapshot").count(), 1);
+
+    let st = holder.status().await.unwrap();
+    assert_eq!(st.state, TransactionState::Active);
+    assert_eq!(st.locks, vec![held.clone()]);
+    let other = c.begin_transaction(opts(10_000)).await.unwrap();
+    let err = other.acquire_lock("ns", "kept", LockMode::Exclusive, wait(200)).await.unwrap_err();
+    assert!(matches!(err, Error::LockTimeout { .. }), "the lock must still be held: {err:?}");
+    let next = other.acquire_lock("ns", "fresh", LockMode::Exclusive, wait(1000)).await.unwrap();
+    assert!(next.fencing_token > held.fencing_token, "the counter must survive the restart");
+    holder.commit().await.unwrap();
+    other.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stray_tmp_file_from_a_crash_is_removed_at_start() {
+    let mut cluster = Cluster::start_with(1, &["--snapshot-every", "20"]).await;
+    let c = client(&cluster).await;
+    let holder = c.begin_transaction(opts(10_000)).await.unwrap();
+    let held = holder.acquire_lock("ns", "kept", LockMode::Exclusive, wait(1000)).await.unwrap();
+    grant_many(&c, "k", 30).await;
+    let snap = one_snapshot_file(&cluster, 1).await;
+
+    // A crash in the middle of writing a snapshot leaves a partial .tmp file beside the
+    // last complete one.
+    cluster.kill(1);
+    let dir = snapshot_dir(&cluster, 1);
+    let partial = std::fs::read(&snap).unwrap();
+    std::fs::write(dir.join("12345-0.tmp"), &partial[..partial.len() / 2]).unwrap();
+    std::fs::write(dir.join("garbage.tmp"), b"not a snapshot").unwrap();
+    cluster.restart(1);
+    cluster.wait_for_leader(Duration::from_secs(20)).await;
+
+    assert!(files_with(&dir, "tmp").is_empty(), "start-up removes .tmp files");
+    let st = holder.status().await.unwrap();
+    assert_eq!(st.state, TransactionState::Active);
+    assert_eq!(st.locks, vec![held]);
+    let t = c.begin_transaction(opts(10_000)).await.unwrap();
+    t.acquire_lock("ns", "after", LockMode::Exclusive, wait(1000)).await.unwrap();
+    t.commit().await.unwrap();
+    holder.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_follower_behind_the_purged_log_catches_up_through_install_snapshot() {
+    let mut cluster = Cluster::start_with(3, &["--snapshot-every", "20"]).await;
+    let c = client(&cluster).await;
+    let leader = cluster.wait_for_leader(Duration::from_secs(10)).await;
+    let follower = cluster.nodes.iter().map(|n| n.id).find(|id| *id != leader).unwrap();
+
+    cluster.kill(follower);
+    let keeper = c.begin_transaction(opts(10_000)).await.unwrap();
+    let kept = keeper.acquire_lock("ns", "kept", LockMode::Exclusive, wait(1000)).await.unwrap();
+    // Enough entries for several snapshots, so the leader purges what the follower lacks.
+    let last = grant_many(&c, "k", 60).await;
+
+    cluster.restart(follower);
+    eventually(PATIENCE, "the follower to install the leader's snapshot", || {
+        log_text(&cluster, follower).contains("installed snapshot from leader").then_some(())
+    })
+    .await;
+    let installed = one_snapshot_file(&cluster, follower).await;
+    assert!(files_with(&snapshot_dir(&cluster, follower), "tmp").is_empty(), "the received .tmp was renamed");
+    assert!(std::fs::metadata(installed).unwrap().len() > 8);
+
+    // The leader dies: the cluster now relies on the follower's installed copy.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.kill(leader);
+    cluster.wait_for_new_leader(leader, Duration::from_secs(20)).await;
+    let st = keeper.status().await.unwrap();
+    assert_eq!(st.state, TransactionState::Active, "{st:?}");
+    assert_eq!(st.locks, vec![kept.clone()]);
+    let t = c.begin_transaction(opts(10_000)).await.unwrap();
+    let next = t.acquire_lock("ns", "after", LockMode::Exclusive, wait(5_000)).await.unwrap();
+    assert!(next.fencing_token > last, "tokens continue past the installed snapshot");
+    t.commit().await.unwrap();
+    keeper.commit().await.unwrap();
+}
