@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions, TransactionState};
+use caerus_core::{AcquireOptions, ClientConfig, DlsClient, LockMode, TransactionOptions, TransactionState};
 use common::{eventually, Cluster, PATIENCE};
 
 async fn client(cluster: &Cluster) -> DlsClient {
@@ -89,16 +89,7 @@ async fn a_restarted_node_restores_locks_and_the_token_counter_from_its_snapshot
     cluster.wait_for_leader(Duration::from_secs(20)).await;
     assert_eq!(log_text(&cluster, 1).matches("restored lock table from snapshot").count(), 1);
 
-    let st = holder.status().await.unwrap();
-    assert_eq!(st.state, TransactionState::Active);
-    assert_eq!(st.locks, vec![held.clone()]);
-    let other = c.begin_transaction(opts(10_000)).await.unwrap();
-    let err = other.acquire_lock("ns", "kept", LockMode::Exclusive, wait(200)).await.unwrap_err();
-    assert!(matches!(err, Error::LockTimeout { .. }), "the lock must still be held: {err:?}");
-    let next = other.acquire_lock("ns", "fresh", LockMode::Exclusive, wait(1000)).await.unwrap();
-    assert!(next.fencing_token > held.fencing_token, "the counter must survive the restart");
-    holder.commit().await.unwrap();
-    other.commit().await.unwrap();
+    common::assert_kept_across_restart(&c, &holder, &held).await;
 }
 
 #[tokio::test]

@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use caerus_core::{AcquireOptions, Error, Lock, LockMode, Transaction};
+use caerus_core::{
+    AcquireOptions, DlsClient, Error, Lock, LockMode, Transaction, TransactionOptions, TransactionState,
+};
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::HeartbeatRequest;
 use tonic::transport::Channel;
@@ -262,4 +264,22 @@ pub async fn queued(tx: &Transaction, key: &'static str) -> tokio::task::JoinHan
         Ok(None) => panic!("the acquire of ns/{key} ended without queueing: {:?}", wait.await.unwrap()),
         Err(_) => panic!("the acquire of ns/{key} was not queued within {PATIENCE:?}"),
     }
+}
+
+/// After a restart: `holder` is still active and holds exactly `held`, another transaction
+/// cannot take `ns/kept`, and the next grant's token is above `held`'s (the counter
+/// survived). Commits both.
+pub async fn assert_kept_across_restart(c: &DlsClient, holder: &Transaction, held: &Lock) {
+    let st = holder.status().await.unwrap();
+    assert_eq!(st.state, TransactionState::Active);
+    assert_eq!(st.locks, vec![held.clone()]);
+    let other = c.begin_transaction(TransactionOptions::default().with_timeout_ms(10_000)).await.unwrap();
+    let short = AcquireOptions::default().with_timeout_ms(200);
+    let err = other.acquire_lock("ns", "kept", LockMode::Exclusive, short).await.unwrap_err();
+    assert!(matches!(err, Error::LockTimeout { .. }), "the lock must still be held: {err:?}");
+    let next = other.acquire_lock("ns", "fresh", LockMode::Exclusive, AcquireOptions::default().with_timeout_ms(1000));
+    let next = next.await.unwrap();
+    assert!(next.fencing_token > held.fencing_token, "the counter must survive the restart");
+    holder.commit().await.unwrap();
+    other.commit().await.unwrap();
 }
