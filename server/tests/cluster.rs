@@ -6,22 +6,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions, TransactionState};
+use caerus_core::{ClientConfig, DlsClient, Error, LockMode, TransactionState};
 use caerus_proto::v1 as pb;
-use common::{raw_client, Cluster};
+use common::{opts, raw_client, wait, Cluster};
 
 async fn client(endpoints: Vec<String>) -> DlsClient {
     DlsClient::connect(ClientConfig::new(endpoints).without_api_key().with_retry_deadline(Duration::from_secs(20)))
         .await
         .unwrap()
-}
-
-fn opts(lease_ms: u64) -> TransactionOptions {
-    TransactionOptions::default().with_timeout_ms(lease_ms)
-}
-
-fn wait(ms: u64) -> AcquireOptions {
-    AcquireOptions::default().with_timeout_ms(ms)
 }
 
 #[tokio::test]

@@ -8,9 +8,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions, TransactionState};
+use caerus_core::{ClientConfig, DlsClient, Error, LockMode, TransactionOptions, TransactionState};
 use caerus_proto::v1 as pb;
-use common::{raw_client, Cluster, PATIENCE};
+use common::{raw_client, wait, Cluster, PATIENCE};
 use tonic::Code;
 
 async fn client(cluster: &Cluster) -> DlsClient {
@@ -19,10 +19,6 @@ async fn client(cluster: &Cluster) -> DlsClient {
 
 fn lease(ms: u64) -> TransactionOptions {
     TransactionOptions::default().with_timeout_ms(ms)
-}
-
-fn wait(ms: u64) -> AcquireOptions {
-    AcquireOptions::default().with_timeout_ms(ms)
 }
 
 fn one_shot(key: &str, begin_id: &str, acquire_id: &str) -> pb::AcquireLockRequest {

@@ -5,23 +5,13 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caerus_core::{
-    AcquireOptions, ClientConfig, DlsClient, Error, LockMode, LostKind, TransactionOptions, TransactionState,
-};
+use caerus_core::{ClientConfig, DlsClient, Error, LockMode, LostKind, TransactionState};
 use caerus_proto::v1 as pb;
-use common::{raw_client, Cluster};
+use common::{opts, raw_client, wait, Cluster};
 use tokio::sync::mpsc;
 
 async fn client(cluster: &Cluster) -> DlsClient {
     DlsClient::connect(ClientConfig::new(cluster.endpoints()).without_api_key()).await.unwrap()
-}
-
-fn opts(lease_ms: u64) -> TransactionOptions {
-    TransactionOptions::default().with_timeout_ms(lease_ms)
-}
-
-fn wait(ms: u64) -> AcquireOptions {
-    AcquireOptions::default().with_timeout_ms(ms)
 }
 
 /// Starts an acquire in the background; its queue positions arrive on the channel and

@@ -7,8 +7,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use caerus_core::{AcquireOptions, ClientConfig, DlsClient, LockMode, TransactionOptions, TransactionState};
-use common::{eventually, Cluster, PATIENCE};
+use caerus_core::{ClientConfig, DlsClient, LockMode, TransactionState};
+use common::{eventually, opts, wait, Cluster, PATIENCE};
 
 async fn client(cluster: &Cluster) -> DlsClient {
     DlsClient::connect(
@@ -16,14 +16,6 @@ async fn client(cluster: &Cluster) -> DlsClient {
     )
     .await
     .unwrap()
-}
-
-fn opts(lease_ms: u64) -> TransactionOptions {
-    TransactionOptions::default().with_timeout_ms(lease_ms)
-}
-
-fn wait(ms: u64) -> AcquireOptions {
-    AcquireOptions::default().with_timeout_ms(ms)
 }
 
 fn snapshot_dir(cluster: &Cluster, id: u64) -> PathBuf {

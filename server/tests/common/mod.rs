@@ -35,6 +35,16 @@ pub struct Cluster {
     _dir: tempfile::TempDir,
 }
 
+/// Transaction options with a lease of `lease_ms`.
+pub fn opts(lease_ms: u64) -> TransactionOptions {
+    TransactionOptions::default().with_timeout_ms(lease_ms)
+}
+
+/// Acquire options that wait up to `ms`.
+pub fn wait(ms: u64) -> AcquireOptions {
+    AcquireOptions::default().with_timeout_ms(ms)
+}
+
 /// A port that was free a moment ago (the OS picks it).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -273,12 +283,10 @@ pub async fn assert_kept_across_restart(c: &DlsClient, holder: &Transaction, hel
     let st = holder.status().await.unwrap();
     assert_eq!(st.state, TransactionState::Active);
     assert_eq!(st.locks, vec![held.clone()]);
-    let other = c.begin_transaction(TransactionOptions::default().with_timeout_ms(10_000)).await.unwrap();
-    let short = AcquireOptions::default().with_timeout_ms(200);
-    let err = other.acquire_lock("ns", "kept", LockMode::Exclusive, short).await.unwrap_err();
+    let other = c.begin_transaction(opts(10_000)).await.unwrap();
+    let err = other.acquire_lock("ns", "kept", LockMode::Exclusive, wait(200)).await.unwrap_err();
     assert!(matches!(err, Error::LockTimeout { .. }), "the lock must still be held: {err:?}");
-    let next = other.acquire_lock("ns", "fresh", LockMode::Exclusive, AcquireOptions::default().with_timeout_ms(1000));
-    let next = next.await.unwrap();
+    let next = other.acquire_lock("ns", "fresh", LockMode::Exclusive, wait(1000)).await.unwrap();
     assert!(next.fencing_token > held.fencing_token, "the counter must survive the restart");
     holder.commit().await.unwrap();
     other.commit().await.unwrap();
