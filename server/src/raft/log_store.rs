@@ -63,6 +63,11 @@ fn read_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::<NodeId>::read_logs(&e).into()
 }
 
+/// The sync thread is gone (it stops only when the node shuts down or it panicked).
+fn sync_stopped() -> StorageError {
+    io_err(io::Error::other("the raft log sync thread stopped"))
+}
+
 /// The sync thread: one `fdatasync` round for everything queued, then every waiter in
 /// order.
 fn run_sync(wal: Arc<Mutex<Wal>>, rx: mpsc::Receiver<Waiter>, stats: Arc<LogIoStats>) {
@@ -71,7 +76,7 @@ fn run_sync(wal: Arc<Mutex<Wal>>, rx: mpsc::Receiver<Waiter>, stats: Arc<LogIoSt
         waiters.extend(rx.try_iter());
         let job = wal.lock().expect("wal lock").sync_job();
         let started = std::time::Instant::now();
-        let result = if job.is_empty() { Ok(()) } else { job.run() };
+        let result = job.run();
         stats.append_flushes.fetch_add(1, Ordering::Relaxed);
         stats.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         if let Err(e) = &result {
@@ -149,8 +154,8 @@ impl LogStore {
     /// Waits until everything written to the log so far is on disk.
     async fn sync_log(&self) -> Result<(), StorageError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.sync.send(Waiter::Local(tx)).map_err(|_| io_err(io::Error::other("the raft log sync thread stopped")))?;
-        rx.await.map_err(|_| io_err(io::Error::other("the raft log sync thread stopped")))?.map_err(io_err)
+        self.sync.send(Waiter::Local(tx)).map_err(|_| sync_stopped())?;
+        rx.await.map_err(|_| sync_stopped())?.map_err(io_err)
     }
 
     /// Whether this node has never stored anything raft-related (a pristine node).
@@ -260,7 +265,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .collect::<Result<Vec<_>, StorageError>>()?;
         self.wal.lock().expect("wal lock").append(&encoded).map_err(io_err)?;
         self.stats.entries_appended.fetch_add(encoded.len() as u64, Ordering::Relaxed);
-        self.sync.send(Waiter::Raft(callback)).map_err(|_| io_err(io::Error::other("the raft log sync thread stopped")))
+        self.sync.send(Waiter::Raft(callback)).map_err(|_| sync_stopped())
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {

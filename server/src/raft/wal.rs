@@ -83,10 +83,6 @@ impl SyncJob {
         }
         Ok(())
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.dir.is_none()
-    }
 }
 
 fn corrupt(msg: String) -> io::Error {
