@@ -124,11 +124,12 @@ impl Node {
             events: events_tx,
         });
 
-        let log_store = LogStore::open(&db, &cfg.data_dir.join("raft-log"))?;
+        let log_store = LogStore::open(&db, &cfg.data_dir.join("raft-log"), cfg.id)?;
+        let durable = log_store.durable();
         let committed = log_store.committed_index();
         let log_io = log_store.io_stats();
         let pristine = log_store.is_pristine()?;
-        let state_machine = StateMachine::open(&db, &cfg.data_dir, observer).await?;
+        let state_machine = StateMachine::open(&db, &cfg.data_dir, observer, durable.clone()).await?;
         let state = state_machine.shared();
 
         let raft_config = openraft::Config {
@@ -141,7 +142,8 @@ impl Node {
             ..Default::default()
         }
         .validate()?;
-        let raft = Raft::new(cfg.id, Arc::new(raft_config), PeerNetwork::default(), log_store, state_machine).await?;
+        let raft =
+            Raft::new(cfg.id, Arc::new(raft_config), PeerNetwork::new(durable), log_store, state_machine).await?;
 
         if pristine {
             // Every node started with the same member list proposes the same initial

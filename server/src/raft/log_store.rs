@@ -5,17 +5,22 @@
 //! and synced by one `raft-log-sync` thread that takes every request queued meanwhile
 //! and covers them with one sync (group commit; `LogIoStats` counts how many). The vote
 //! and the purge point live in sled and are flushed before they are reported done.
+//!
+//! Exception: the leader's own appends are reported done once written, and their sync
+//! runs while they travel to the followers; [`Durable`] keeps anyone from acting on an
+//! entry before it is on the leader's disk too (see that module for the argument).
 
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
 
+use super::durable::Durable;
 use super::types::{codec, Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
 use super::wal::Wal;
 
@@ -37,11 +42,9 @@ pub struct LogIoStats {
     pub flush_micros: AtomicU64,
 }
 
-/// Who waits for a sync.
-enum Waiter {
-    Raft(LogFlushed<TypeConfig>),
-    Local(tokio::sync::oneshot::Sender<io::Result<()>>),
-}
+/// Told the outcome of the next sync; `None` when only the [`Durable`] mark waits (the
+/// leader's own appends).
+type Waiter = Option<Box<dyn FnOnce(io::Result<()>) + Send>>;
 
 #[derive(Clone)]
 pub struct LogStore {
@@ -53,6 +56,11 @@ pub struct LogStore {
     /// The commit index raft last reported, for status and metrics.
     committed: Arc<AtomicU64>,
     stats: Arc<LogIoStats>,
+    id: NodeId,
+    /// The last vote saved is this node's own committed vote: it is the leader, and every
+    /// append is its own.
+    leading: Arc<AtomicBool>,
+    durable: Arc<Durable>,
 }
 
 fn io_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -68,28 +76,33 @@ fn sync_stopped() -> StorageError {
     io_err(io::Error::other("the raft log sync thread stopped"))
 }
 
-/// The sync thread: one `fdatasync` round for everything queued, then every waiter in
-/// order.
-fn run_sync(wal: Arc<Mutex<Wal>>, rx: mpsc::Receiver<Waiter>, stats: Arc<LogIoStats>) {
+/// The sync thread: one `fdatasync` round for everything queued, then the durable mark,
+/// then every waiter in order.
+fn run_sync(wal: Arc<Mutex<Wal>>, rx: mpsc::Receiver<Waiter>, stats: Arc<LogIoStats>, durable: Arc<Durable>) {
     while let Ok(first) = rx.recv() {
         let mut waiters = vec![first];
         waiters.extend(rx.try_iter());
         let job = wal.lock().expect("wal lock").sync_job();
+        let (epoch, next) = job.covers;
         let started = std::time::Instant::now();
         let result = job.run();
         stats.append_flushes.fetch_add(1, Ordering::Relaxed);
         stats.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        if let Err(e) = &result {
-            tracing::error!("cannot sync the raft log: {e}");
-        }
-        for waiter in waiters {
-            let r = result.as_ref().map(|_| ()).map_err(|e| io::Error::new(e.kind(), e.to_string()));
-            match waiter {
-                Waiter::Raft(cb) => cb.log_io_completed(r),
-                Waiter::Local(tx) => {
-                    let _ = tx.send(r);
+        match &result {
+            Ok(()) => {
+                // Under the lock, so that a truncation cannot slip in between.
+                let wal = wal.lock().expect("wal lock");
+                if wal.epoch() == epoch {
+                    durable.advance(next);
                 }
             }
+            Err(e) => {
+                tracing::error!("cannot sync the raft log: {e}");
+                durable.fail();
+            }
+        }
+        for waiter in waiters.into_iter().flatten() {
+            waiter(result.as_ref().map(|_| ()).map_err(|e| io::Error::new(e.kind(), e.to_string())));
         }
         let zeroed = wal.lock().expect("wal lock").zero_ahead();
         if let Err(e) = zeroed.and_then(|f| f.map_or(Ok(()), |f| f.sync_data())) {
@@ -99,17 +112,33 @@ fn run_sync(wal: Arc<Mutex<Wal>>, rx: mpsc::Receiver<Waiter>, stats: Arc<LogIoSt
 }
 
 impl LogStore {
-    /// Opens the log in `dir` (segment files) with the vote and purge point in `db`,
-    /// moving a log left in sled by an older version into the files first.
-    pub fn open(db: &sled::Db, dir: &Path) -> anyhow::Result<Self> {
+    /// Opens node `id`'s log in `dir` (segment files) with the vote and purge point in
+    /// `db`, moving a log left in sled by an older version into the files first.
+    pub fn open(db: &sled::Db, dir: &Path, id: NodeId) -> anyhow::Result<Self> {
         let meta = db.open_tree("raft_meta")?;
-        let wal = migrate_from_sled(db, dir)?;
+        let mut wal = migrate_from_sled(db, dir)?;
+        // Whatever a crashed process left in the page cache goes to disk before it counts.
+        wal.sync_job().run()?;
+        let durable = Arc::new(Durable::new(wal.next_index()));
         let stats: Arc<LogIoStats> = Arc::default();
         let wal = Arc::new(Mutex::new(wal));
         let (sync, rx) = mpsc::channel();
-        let (w, s) = (wal.clone(), stats.clone());
-        std::thread::Builder::new().name("raft-log-sync".into()).spawn(move || run_sync(w, rx, s))?;
-        let store = LogStore { db: db.clone(), wal, sync, meta, committed: Arc::new(AtomicU64::new(0)), stats };
+        let (w, s, d) = (wal.clone(), stats.clone(), durable.clone());
+        std::thread::Builder::new().name("raft-log-sync".into()).spawn(move || run_sync(w, rx, s, d))?;
+        let store = LogStore {
+            db: db.clone(),
+            wal,
+            sync,
+            meta,
+            committed: Arc::new(AtomicU64::new(0)),
+            stats,
+            id,
+            leading: Arc::default(),
+            durable,
+        };
+        if let Some(vote) = store.get_meta::<Vote>(VOTE)? {
+            store.note_vote(&vote);
+        }
         if let Some(purged) = store.get_meta::<LogId>(LAST_PURGED)? {
             let mut wal = store.wal.lock().expect("wal lock");
             wal.purge(purged.index)?;
@@ -127,6 +156,16 @@ impl LogStore {
     /// A live view of the commit index.
     pub fn committed_index(&self) -> Arc<AtomicU64> {
         self.committed.clone()
+    }
+
+    /// How far the log is on disk (the leader's appends are reported before they are).
+    pub fn durable(&self) -> Arc<Durable> {
+        self.durable.clone()
+    }
+
+    fn note_vote(&self, vote: &Vote) {
+        let own = vote.is_committed() && vote.leader_id().voted_for() == Some(self.id);
+        self.leading.store(own, Ordering::Relaxed);
     }
 
     /// Live counters of appends and flushes.
@@ -154,7 +193,10 @@ impl LogStore {
     /// Waits until everything written to the log so far is on disk.
     async fn sync_log(&self) -> Result<(), StorageError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.sync.send(Waiter::Local(tx)).map_err(|_| sync_stopped())?;
+        let waiter: Waiter = Some(Box::new(move |r| {
+            let _ = tx.send(r);
+        }));
+        self.sync.send(waiter).map_err(|_| sync_stopped())?;
         rx.await.map_err(|_| sync_stopped())?.map_err(io_err)
     }
 
@@ -162,6 +204,28 @@ impl LogStore {
     pub fn is_pristine(&self) -> Result<bool, sled::Error> {
         let empty = self.wal.lock().expect("wal lock").is_empty();
         Ok(empty && self.meta.get(VOTE)?.is_none() && self.meta.get(LAST_PURGED)?.is_none())
+    }
+
+    /// Appends `entries` and calls `done` once they count as stored: after the sync that
+    /// covers them, or at once on the leader (its sync is tracked by [`Durable`]).
+    fn write(
+        &self,
+        entries: impl IntoIterator<Item = Entry>,
+        done: impl FnOnce(io::Result<()>) + Send + 'static,
+    ) -> Result<(), StorageError> {
+        let encoded = entries
+            .into_iter()
+            .map(|e| Ok((e.log_id.index, codec::encode(&e).map_err(io_err)?)))
+            .collect::<Result<Vec<_>, StorageError>>()?;
+        self.wal.lock().expect("wal lock").append(&encoded).map_err(io_err)?;
+        self.stats.entries_appended.fetch_add(encoded.len() as u64, Ordering::Relaxed);
+        if self.leading.load(Ordering::Relaxed) {
+            self.sync.send(None).map_err(|_| sync_stopped())?;
+            done(Ok(()));
+            Ok(())
+        } else {
+            self.sync.send(Some(Box::new(done))).map_err(|_| sync_stopped())
+        }
     }
 
     fn read_entries(&self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
@@ -235,7 +299,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
         self.put_meta(VOTE, vote)?;
         // A vote forgotten in a crash could let this node vote twice in one term.
-        self.flush_meta().await
+        self.flush_meta().await?;
+        // openraft runs storage commands one at a time: appends after this carry this vote.
+        self.note_vote(vote);
+        Ok(())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
@@ -245,6 +312,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         if let Some(c) = committed {
             self.committed.fetch_max(c.index, Ordering::Relaxed);
+            // A restart must not find a commit index past the entries it has on disk; the
+            // next save covers this one.
+            if !self.durable.covers(c.index) {
+                return Ok(());
+            }
         }
         // Not flushed on purpose: losing it only means re-discovering the commit index.
         self.put_meta(COMMITTED, &committed)
@@ -259,17 +331,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let encoded = entries
-            .into_iter()
-            .map(|e| Ok((e.log_id.index, codec::encode(&e).map_err(io_err)?)))
-            .collect::<Result<Vec<_>, StorageError>>()?;
-        self.wal.lock().expect("wal lock").append(&encoded).map_err(io_err)?;
-        self.stats.entries_appended.fetch_add(encoded.len() as u64, Ordering::Relaxed);
-        self.sync.send(Waiter::Raft(callback)).map_err(|_| sync_stopped())
+        self.write(entries, move |r| callback.log_io_completed(r))
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.wal.lock().expect("wal lock").truncate(log_id.index).map_err(io_err)?;
+        {
+            let mut wal = self.wal.lock().expect("wal lock");
+            wal.truncate(log_id.index).map_err(io_err)?;
+            self.durable.cut(log_id.index);
+        }
         self.sync_log().await
     }
 
@@ -293,12 +363,60 @@ pub async fn flush_db(db: &sled::Db) -> Result<(), sled::Error> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use openraft::{CommittedLeaderId, EntryPayload};
 
     use super::*;
 
     fn entry(index: u64) -> Entry {
         Entry { log_id: LogId::new(CommittedLeaderId::new(1, 1), index), payload: EntryPayload::Blank }
+    }
+
+    /// Appends `indexes` through `LogStore::write`; answers whether each batch was
+    /// already on disk when it was reported stored.
+    async fn append(store: &LogStore, indexes: std::ops::Range<u64>) -> bool {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let durable = store.durable();
+        let last = indexes.end - 1;
+        store
+            .write(indexes.map(entry), move |r| {
+                r.unwrap();
+                let _ = tx.send(durable.covers(last));
+            })
+            .unwrap();
+        rx.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_follower_reports_appends_stored_only_once_synced_and_the_leader_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path().join("db")).unwrap();
+        let mut store = LogStore::open(&db, &dir.path().join("log"), 1).unwrap();
+        let durable = store.durable();
+        store.save_vote(&Vote::new_committed(1, 2)).await.unwrap();
+        for i in 0..20 {
+            assert!(append(&store, i * 3..i * 3 + 3).await, "a follower's append must be on disk when acknowledged");
+        }
+        store.save_vote(&Vote::new(2, 1)).await.unwrap();
+        assert!(append(&store, 60..61).await, "a candidate is no leader yet");
+        store.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
+        let mut early = 0;
+        for i in 0..200 {
+            early += u32::from(!append(&store, 61 + i..62 + i).await);
+        }
+        // The leader's acknowledgement comes before the sync thread could possibly run
+        // (it is called inside `write`), so nearly all 200 arrive early.
+        assert!(early > 100, "only {early} of 200 leader appends were acknowledged before their sync");
+        durable.wait_for(260, Duration::from_secs(5)).await.unwrap();
+
+        // Stepping down: a new leader cuts the log at 250; the old leader's sync of
+        // entries past the cut must not count for the new ones written there.
+        store.save_vote(&Vote::new_committed(3, 2)).await.unwrap();
+        store.truncate(LogId::new(CommittedLeaderId::new(3, 2), 250)).await.unwrap();
+        assert!(durable.covers(249) && !durable.covers(250));
+        assert!(append(&store, 250..252).await);
+        assert!(!durable.covers(252));
     }
 
     #[tokio::test]
@@ -309,13 +427,13 @@ mod tests {
         for i in 0..5u64 {
             old.insert(i.to_be_bytes(), codec::encode(&entry(i)).unwrap()).unwrap();
         }
-        let mut store = LogStore::open(&db, &dir.path().join("log")).unwrap();
+        let mut store = LogStore::open(&db, &dir.path().join("log"), 1).unwrap();
         assert!(old.is_empty(), "the sled copy is dropped once the files are synced");
         let got: Vec<u64> = store.try_get_log_entries(0..).await.unwrap().iter().map(|e| e.log_id.index).collect();
         assert_eq!(got, vec![0, 1, 2, 3, 4]);
         assert_eq!(store.get_log_state().await.unwrap().last_log_id.map(|l| l.index), Some(4));
         drop(store);
-        let mut again = LogStore::open(&db, &dir.path().join("log")).unwrap();
+        let mut again = LogStore::open(&db, &dir.path().join("log"), 1).unwrap();
         let got: Vec<u64> = again.try_get_log_entries(2..=3).await.unwrap().iter().map(|e| e.log_id.index).collect();
         assert_eq!(got, vec![2, 3]);
     }

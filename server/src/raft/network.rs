@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
+use super::durable::Durable;
 use super::types::{codec, Node, NodeId, RPCError, RaftError, TypeConfig};
 
 /// Largest raft message accepted or sent (snapshot chunks are the big ones).
@@ -25,12 +26,18 @@ pub const MAX_RAFT_MESSAGE: usize = 64 * 1024 * 1024;
 /// Creates raft clients for peers. openraft asks for a new client for every election
 /// round and read-index check; they all share one HTTP/2 channel per peer address, so an
 /// election does not wait for fresh TCP connections.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct PeerNetwork {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    /// This node's log on disk: no commit index leaves before the entry it names is.
+    durable: Arc<Durable>,
 }
 
 impl PeerNetwork {
+    pub fn new(durable: Arc<Durable>) -> Self {
+        PeerNetwork { channels: Arc::default(), durable }
+    }
+
     fn channel(&self, addr: &str) -> Result<Channel, Unreachable> {
         let mut channels = self.channels.lock().expect("channels lock");
         if let Some(c) = channels.get(addr) {
@@ -49,6 +56,7 @@ impl PeerNetwork {
 pub struct PeerClient {
     target: NodeId,
     client: Result<RaftServiceClient<Channel>, Unreachable>,
+    durable: Arc<Durable>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
@@ -60,7 +68,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
                 .max_decoding_message_size(MAX_RAFT_MESSAGE)
                 .max_encoding_message_size(MAX_RAFT_MESSAGE)
         });
-        PeerClient { target, client }
+        PeerClient { target, client, durable: self.durable.clone() }
     }
 }
 
@@ -116,6 +124,14 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         req: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError> {
+        // The leader reports its own appends before they are synced (see `Durable`); a
+        // follower must not apply an entry that could still vanish from the leader's disk.
+        if let Some(commit) = &req.leader_commit {
+            self.durable
+                .wait_for(commit.index, option.hard_ttl())
+                .await
+                .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        }
         self.call(Method::Append, &req, option).await
     }
 

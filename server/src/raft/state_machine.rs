@@ -8,11 +8,13 @@
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 
+use super::durable::Durable;
 use super::snapshot_store::{SnapshotFile, SnapshotStore};
 use super::types::{codec, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::locks::{Effect, LockTable, Outcome};
@@ -52,7 +54,13 @@ pub struct StateMachine {
     state: SharedState,
     snapshots: Arc<SnapshotStore>,
     observer: Arc<dyn ApplyObserver>,
+    /// An entry is applied only once it is on this node's disk (see [`Durable`]).
+    durable: Arc<Durable>,
 }
+
+/// How long applying waits for the local log to reach the disk before it gives up and
+/// stops raft on this node.
+const DISK_STALL_LIMIT: Duration = Duration::from_secs(30);
 
 fn snap_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::<u64>::write_snapshot(None, &e).into()
@@ -95,7 +103,12 @@ fn migrate_sled_snapshot(db: &sled::Db, store: &SnapshotStore) -> anyhow::Result
 impl StateMachine {
     /// Opens the state machine, restoring the table from the newest snapshot file in
     /// `<data_dir>/snapshots` (after moving an older version's sled snapshot there).
-    pub async fn open(db: &sled::Db, data_dir: &Path, observer: Arc<dyn ApplyObserver>) -> anyhow::Result<Self> {
+    pub async fn open(
+        db: &sled::Db,
+        data_dir: &Path,
+        observer: Arc<dyn ApplyObserver>,
+        durable: Arc<Durable>,
+    ) -> anyhow::Result<Self> {
         let (db_, data_dir) = (db.clone(), data_dir.to_path_buf());
         let (store, migrated, restored) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
             let store = SnapshotStore::open(&data_dir)?;
@@ -115,7 +128,7 @@ impl StateMachine {
             None => Replicated::default(),
         };
         observer.reset(&state.table);
-        Ok(StateMachine { state: Arc::new(RwLock::new(state)), snapshots: Arc::new(store), observer })
+        Ok(StateMachine { state: Arc::new(RwLock::new(state)), snapshots: Arc::new(store), observer, durable })
     }
 
     pub fn shared(&self) -> SharedState {
@@ -153,6 +166,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     where
         I: IntoIterator<Item = Entry> + Send,
     {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        if let Some(last) = entries.last() {
+            self.durable
+                .wait_for(last.log_id.index, DISK_STALL_LIMIT)
+                .await
+                .map_err(|e| StorageIOError::<u64>::write_logs(&e))?;
+        }
         let mut outcomes = Vec::new();
         let effects = {
             let mut st = self.state.write().expect("state lock");
@@ -249,7 +269,8 @@ mod tests {
         let legacy = LegacyOut { meta: &meta, data: codec::encode(&old).unwrap() };
         db.open_tree(LEGACY_TREE).unwrap().insert(LEGACY_KEY, codec::encode(&legacy).unwrap()).unwrap();
 
-        let sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver)).await.unwrap();
+        let sm =
+            StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX))).await.unwrap();
         assert_eq!(sm.shared().read().unwrap().table, old.table);
         assert!(!db.tree_names().iter().any(|n| &**n == LEGACY_TREE.as_bytes()), "the sled tree is dropped");
         let files: Vec<_> =
@@ -258,7 +279,8 @@ mod tests {
         drop(sm);
 
         // The next start reads the file.
-        let sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver)).await.unwrap();
+        let sm =
+            StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX))).await.unwrap();
         assert_eq!(sm.shared().read().unwrap().table, old.table);
     }
 
@@ -266,7 +288,8 @@ mod tests {
     async fn a_built_snapshot_replaces_the_previous_file_and_is_restored() {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::open(dir.path().join("raft.sled")).unwrap();
-        let mut sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver)).await.unwrap();
+        let mut sm =
+            StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX))).await.unwrap();
         let first = sm.build_snapshot().await.unwrap().meta;
         sm.shared().write().unwrap().table = table_with_one_txn();
         let second = sm.build_snapshot().await.unwrap().meta;
@@ -276,7 +299,8 @@ mod tests {
         assert_eq!(files.len(), 1, "the older snapshot file is deleted: {files:?}");
         assert_eq!(sm.get_current_snapshot().await.unwrap().unwrap().meta, second);
 
-        let restored = StateMachine::open(&db, dir.path(), Arc::new(NoObserver)).await.unwrap();
+        let restored =
+            StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX))).await.unwrap();
         assert_eq!(restored.shared().read().unwrap().table, table_with_one_txn());
     }
 }

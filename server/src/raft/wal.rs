@@ -64,12 +64,18 @@ pub struct Wal {
     unsynced: Vec<Arc<File>>,
     dir_dirty: bool,
     segment_bytes: u64,
+    /// Bumped by every truncation: a sync taken before one does not cover what was
+    /// appended after it at the same indexes.
+    epoch: u64,
 }
 
 /// What one sync must make durable; taken under the lock, done outside it.
 pub struct SyncJob {
     files: Vec<Arc<File>>,
     dir: Option<PathBuf>,
+    /// The log's epoch and next index when the job was taken: once it has run, every
+    /// entry before that index is durable, unless the epoch has moved on meanwhile.
+    pub covers: (u64, u64),
 }
 
 impl SyncJob {
@@ -164,9 +170,12 @@ impl Wal {
             unsynced: Vec::new(),
             dir_dirty: false,
             segment_bytes,
+            epoch: 0,
         };
         for (seq, first, path) in found {
             let file = Arc::new(OpenOptions::new().read(true).write(true).open(&path)?);
+            // What a crashed process wrote may still be only in the page cache.
+            wal.unsynced.push(file.clone());
             wal.cut_from(first);
             let mut records = Vec::new();
             scan(&file, first, |index, offset, len| records.push((index, offset, len)))?;
@@ -190,11 +199,17 @@ impl Wal {
         (!self.locs.is_empty()).then(|| self.first + self.locs.len() as u64 - 1)
     }
 
+    /// Bumped by every truncation (see [`SyncJob::covers`]).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     pub fn is_empty(&self) -> bool {
         self.locs.is_empty()
     }
 
-    fn next_index(&self) -> u64 {
+    /// Index the next appended entry gets.
+    pub fn next_index(&self) -> u64 {
         self.first + self.locs.len() as u64
     }
 
@@ -288,12 +303,14 @@ impl Wal {
         SyncJob {
             files: std::mem::take(&mut self.unsynced),
             dir: std::mem::take(&mut self.dir_dirty).then(|| self.dir.clone()),
+            covers: (self.epoch, self.next_index()),
         }
     }
 
     /// Removes entries at and after `index`: they are dropped from the map and a new
     /// segment starting at `index` records the cut on disk (sync it before relying on it).
     pub fn truncate(&mut self, index: u64) -> io::Result<()> {
+        self.epoch += 1;
         self.cut_from(index);
         self.start_segment(index)
     }
