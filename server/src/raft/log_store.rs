@@ -1,14 +1,17 @@
 //! The raft log (segment files, see [`super::wal`]) and the vote (sled).
 //!
 //! An entry counts as durable only after an `fdatasync` that covers it: a crash must not
-//! take an acknowledged grant with it. Appends are written at once (readable right away)
-//! and synced by one `raft-log-sync` thread that takes every request queued meanwhile
-//! and covers them with one sync (group commit; `LogIoStats` counts how many). The vote
-//! and the purge point live in sled and are flushed before they are reported done.
+//! take an acknowledged grant with it. Appends are written at once (readable right away).
+//! - On the leader they are reported done right away and a `raft-log-sync` thread syncs
+//!   whatever was queued meanwhile with one `fdatasync` (group commit; `LogIoStats`
+//!   counts how many), in parallel with replication; [`Durable`] keeps anyone from acting
+//!   on an entry before it is on the leader's disk too (see that module for why).
+//! - On a follower the append syncs before it returns: the leader sends one
+//!   AppendEntries at a time, so there is nothing to group, and the thread hand-offs
+//!   would sit on every write's critical path.
 //!
-//! Exception: the leader's own appends are reported done once written, and their sync
-//! runs while they travel to the followers; [`Durable`] keeps anyone from acting on an
-//! entry before it is on the leader's disk too (see that module for the argument).
+//! The vote and the purge point live in sled and are flushed before they are reported
+//! done.
 
 use std::fmt::Debug;
 use std::io;
@@ -76,31 +79,37 @@ fn sync_stopped() -> StorageError {
     io_err(io::Error::other("the raft log sync thread stopped"))
 }
 
-/// The sync thread: one `fdatasync` round for everything queued, then the durable mark,
-/// then every waiter in order.
+/// One `fdatasync` round for everything written so far, then the durable mark.
+fn sync_now(wal: &Mutex<Wal>, stats: &LogIoStats, durable: &Durable) -> io::Result<()> {
+    let job = wal.lock().expect("wal lock").sync_job();
+    let (epoch, next) = job.covers;
+    let started = std::time::Instant::now();
+    let result = job.run();
+    stats.append_flushes.fetch_add(1, Ordering::Relaxed);
+    stats.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    match &result {
+        Ok(()) => {
+            // Under the lock, so that a truncation cannot slip in between.
+            let wal = wal.lock().expect("wal lock");
+            if wal.epoch() == epoch {
+                durable.advance(next);
+            }
+        }
+        Err(e) => {
+            tracing::error!("cannot sync the raft log: {e}");
+            durable.fail();
+        }
+    }
+    result
+}
+
+/// The sync thread: one sync round for everything queued, then every waiter in order,
+/// then zeros ahead of the write position.
 fn run_sync(wal: Arc<Mutex<Wal>>, rx: mpsc::Receiver<Waiter>, stats: Arc<LogIoStats>, durable: Arc<Durable>) {
     while let Ok(first) = rx.recv() {
         let mut waiters = vec![first];
         waiters.extend(rx.try_iter());
-        let job = wal.lock().expect("wal lock").sync_job();
-        let (epoch, next) = job.covers;
-        let started = std::time::Instant::now();
-        let result = job.run();
-        stats.append_flushes.fetch_add(1, Ordering::Relaxed);
-        stats.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        match &result {
-            Ok(()) => {
-                // Under the lock, so that a truncation cannot slip in between.
-                let wal = wal.lock().expect("wal lock");
-                if wal.epoch() == epoch {
-                    durable.advance(next);
-                }
-            }
-            Err(e) => {
-                tracing::error!("cannot sync the raft log: {e}");
-                durable.fail();
-            }
-        }
+        let result = sync_now(&wal, &stats, &durable);
         for waiter in waiters.into_iter().flatten() {
             waiter(result.as_ref().map(|_| ()).map_err(|e| io::Error::new(e.kind(), e.to_string())));
         }
@@ -206,7 +215,7 @@ impl LogStore {
         Ok(empty && self.meta.get(VOTE)?.is_none() && self.meta.get(LAST_PURGED)?.is_none())
     }
 
-    /// Appends `entries` and calls `done` once they count as stored: after the sync that
+    /// Appends `entries` and calls `done` once they count as stored: after a sync that
     /// covers them, or at once on the leader (its sync is tracked by [`Durable`]).
     fn write(
         &self,
@@ -222,10 +231,12 @@ impl LogStore {
         if self.leading.load(Ordering::Relaxed) {
             self.sync.send(None).map_err(|_| sync_stopped())?;
             done(Ok(()));
-            Ok(())
         } else {
-            self.sync.send(Some(Box::new(done))).map_err(|_| sync_stopped())
+            // The sync thread still writes the zeros ahead.
+            done(sync_now(&self.wal, &self.stats, &self.durable));
+            self.sync.send(None).map_err(|_| sync_stopped())?;
         }
+        Ok(())
     }
 
     fn read_entries(&self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
