@@ -83,10 +83,15 @@ fn sync_stopped() -> StorageError {
 fn sync_now(wal: &Mutex<Wal>, stats: &LogIoStats, durable: &Durable) -> io::Result<()> {
     let job = wal.lock().expect("wal lock").sync_job();
     let (epoch, next) = job.covers;
-    let started = std::time::Instant::now();
-    let result = job.run();
-    stats.append_flushes.fetch_add(1, Ordering::Relaxed);
-    stats.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+    let result = if job.is_empty() {
+        Ok(())
+    } else {
+        let started = std::time::Instant::now();
+        let result = job.run();
+        stats.append_flushes.fetch_add(1, Ordering::Relaxed);
+        stats.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        result
+    };
     match &result {
         Ok(()) => {
             // Under the lock, so that a truncation cannot slip in between.
@@ -226,15 +231,21 @@ impl LogStore {
             .into_iter()
             .map(|e| Ok((e.log_id.index, codec::encode(&e).map_err(io_err)?)))
             .collect::<Result<Vec<_>, StorageError>>()?;
-        self.wal.lock().expect("wal lock").append(&encoded).map_err(io_err)?;
+        let wants_zeros = {
+            let mut wal = self.wal.lock().expect("wal lock");
+            wal.append(&encoded).map_err(io_err)?;
+            wal.wants_zeros()
+        };
         self.stats.entries_appended.fetch_add(encoded.len() as u64, Ordering::Relaxed);
         if self.leading.load(Ordering::Relaxed) {
             self.sync.send(None).map_err(|_| sync_stopped())?;
             done(Ok(()));
         } else {
-            // The sync thread still writes the zeros ahead.
             done(sync_now(&self.wal, &self.stats, &self.durable));
-            self.sync.send(None).map_err(|_| sync_stopped())?;
+            if wants_zeros {
+                // The sync thread writes them, off this path.
+                self.sync.send(None).map_err(|_| sync_stopped())?;
+            }
         }
         Ok(())
     }

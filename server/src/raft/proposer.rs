@@ -19,9 +19,11 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use super::types::Raft;
 use crate::locks::{Command, LogCommand, Outcome};
 
-/// Batches written concurrently. Two keep the leader's disk busy while the previous
-/// batch travels to the followers, without giving up batching (measured against 4 and 8:
-/// fewer, larger entries win at 64 clients, and one client sees no difference).
+/// Batches written concurrently. Two keep the disk busy while the previous batch travels
+/// to the followers, without giving up batching. Measured against 4 and 8 (again after
+/// the leader stopped waiting for its own fsync): fewer, larger entries win at 64 clients
+/// (5,300 and 4,600 vs 4,500 and 4,000 cycles/s, 15.7 vs 9.4 commands per leader fsync);
+/// 8 resolves deadlocks ~0.3 ms sooner at p50.
 const MAX_IN_FLIGHT: usize = 2;
 /// Upper bound on commands per entry, to keep entries (and apply pauses) small.
 const MAX_BATCH: usize = 512;

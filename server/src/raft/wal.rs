@@ -79,6 +79,11 @@ pub struct SyncJob {
 }
 
 impl SyncJob {
+    /// Whether there is nothing to sync.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.dir.is_none()
+    }
+
     pub fn run(self) -> io::Result<()> {
         for f in &self.files {
             f.sync_data()?;
@@ -256,7 +261,7 @@ impl Wal {
     /// three nodes on one disk (measured). Returns the file to sync when it wrote zeros;
     /// the sync thread calls this between rounds, so appends never wait for it.
     pub fn zero_ahead(&mut self) -> io::Result<Option<Arc<File>>> {
-        if self.zeroed_to >= self.write_pos + ZERO_AHEAD / 2 || self.zeroed_to >= self.segment_bytes {
+        if !self.wants_zeros() {
             return Ok(None);
         }
         let start = self.zeroed_to.max(self.write_pos);
@@ -265,6 +270,11 @@ impl Wal {
         file.write_all_at(&vec![0u8; (end - start) as usize], start)?;
         self.zeroed_to = end;
         Ok(Some(file))
+    }
+
+    /// Whether [`Wal::zero_ahead`] has work to do.
+    pub fn wants_zeros(&self) -> bool {
+        self.zeroed_to < self.write_pos + ZERO_AHEAD / 2 && self.zeroed_to < self.segment_bytes
     }
 
     /// Appends encoded entries `(index, payload)`, which must follow one another. They are
