@@ -1,12 +1,14 @@
 //! Serves raft RPCs from peers. Internal: never expose this service to clients.
 
+use std::pin::Pin;
 use std::sync::Arc;
 
 use caerus_proto::raft::raft_service_server::RaftService;
 use caerus_proto::raft::RaftPayload;
+use futures::Stream;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 use crate::node::Node;
 use crate::raft::types::codec;
@@ -16,23 +18,50 @@ pub struct RaftApi {
 }
 
 fn decode<T: DeserializeOwned>(req: Request<RaftPayload>) -> Result<T, Status> {
-    codec::decode(&req.into_inner().data).map_err(|e| Status::invalid_argument(format!("bad raft payload: {e}")))
+    decode_payload(&req.into_inner())
+}
+
+fn decode_payload<T: DeserializeOwned>(payload: &RaftPayload) -> Result<T, Status> {
+    codec::decode(&payload.data).map_err(|e| Status::invalid_argument(format!("bad raft payload: {e}")))
 }
 
 /// Encodes raft's answer; a raft error travels as data so the sender can rebuild it.
-fn encode<T: Serialize, E: Serialize>(result: Result<T, E>) -> Result<Response<RaftPayload>, Status> {
+fn answer<T: Serialize, E: Serialize>(result: Result<T, E>) -> Result<RaftPayload, Status> {
     let (data, is_error) = match result {
         Ok(v) => (codec::encode(&v), false),
         Err(e) => (codec::encode(&e), true),
     };
     let data = data.map_err(|e| Status::internal(format!("cannot encode raft answer: {e}")))?;
-    Ok(Response::new(RaftPayload { data, is_error }))
+    Ok(RaftPayload { data, is_error })
 }
+
+fn encode<T: Serialize, E: Serialize>(result: Result<T, E>) -> Result<Response<RaftPayload>, Status> {
+    answer(result).map(Response::new)
+}
+
+type AnswerStream = Pin<Box<dyn Stream<Item = Result<RaftPayload, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl RaftService for RaftApi {
     async fn append_entries(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         encode(self.node.raft.append_entries(decode(req)?).await)
+    }
+
+    type AppendEntriesStreamStream = AnswerStream;
+
+    /// AppendEntries one after another on one stream, answered in order.
+    async fn append_entries_stream(
+        &self,
+        req: Request<Streaming<RaftPayload>>,
+    ) -> Result<Response<AnswerStream>, Status> {
+        let node = self.node.clone();
+        let mut requests = req.into_inner();
+        let answers = async_stream::try_stream! {
+            while let Some(request) = requests.message().await? {
+                yield answer(node.raft.append_entries(decode_payload(&request)?).await)?;
+            }
+        };
+        Ok(Response::new(Box::pin(answers)))
     }
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {

@@ -1,6 +1,7 @@
 //! Raft plumbing around the lock table: storage (log segment files, sled for the vote), the state machine adapter and
 //! the peer network, group commit of proposals. Nothing here knows lock semantics.
 
+pub mod append_stream;
 pub mod durable;
 pub mod log_store;
 pub mod network;

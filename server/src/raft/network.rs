@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
+use super::append_stream::{AppendStream, Opened};
 use super::durable::Durable;
 use super::types::{codec, Node, NodeId, RPCError, RaftError, TypeConfig};
 
@@ -57,6 +58,10 @@ pub struct PeerClient {
     target: NodeId,
     client: Result<RaftServiceClient<Channel>, Unreachable>,
     durable: Arc<Durable>,
+    /// AppendEntries travel on this stream once the first one opened it.
+    stream: Option<AppendStream>,
+    /// The peer has no streaming call (an older version): unary calls only.
+    unary_only: bool,
 }
 
 impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
@@ -68,7 +73,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
                 .max_decoding_message_size(MAX_RAFT_MESSAGE)
                 .max_encoding_message_size(MAX_RAFT_MESSAGE)
         });
-        PeerClient { target, client, durable: self.durable.clone() }
+        PeerClient { target, client, durable: self.durable.clone(), stream: None, unary_only: false }
     }
 }
 
@@ -87,20 +92,29 @@ impl PeerClient {
     {
         let data = codec::encode(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let mut client = self.client().map_err(RPCError::Unreachable)?;
-        let mut request = tonic::Request::new(RaftPayload { data, is_error: false });
-        request.set_timeout(option.hard_ttl());
-        let answer = match method {
-            Method::Append => client.append_entries(request).await,
-            Method::Vote => client.vote(request).await,
-            Method::Snapshot => client.install_snapshot(request).await,
-        };
-        let payload = match answer {
-            Ok(r) => r.into_inner(),
-            // Connection-level failures tell openraft to back off instead of retrying hot.
-            Err(status) if status.code() == tonic::Code::Unavailable => {
-                return Err(RPCError::Unreachable(Unreachable::new(&status)));
+        let request = RaftPayload { data, is_error: false };
+        let ttl = option.hard_ttl();
+        let answer = tokio::time::timeout(ttl, async {
+            match method {
+                Method::Append => self.append(&mut client, request, ttl).await,
+                Method::Vote => client.vote(unary(request, ttl)).await.map(tonic::Response::into_inner),
+                Method::Snapshot => client.install_snapshot(unary(request, ttl)).await.map(tonic::Response::into_inner),
             }
-            Err(status) => return Err(RPCError::Network(NetworkError::new(&status))),
+        })
+        .await
+        .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded(format!("no answer within {ttl:?}"))));
+        let payload = match answer {
+            Ok(payload) => payload,
+            Err(status) => {
+                // The stream's state is unknown now (an answer may still be on its way).
+                self.stream = None;
+                // Connection-level failures tell openraft to back off instead of retrying hot.
+                return Err(if status.code() == tonic::Code::Unavailable {
+                    RPCError::Unreachable(Unreachable::new(&status))
+                } else {
+                    RPCError::Network(NetworkError::new(&status))
+                });
+            }
         };
         if payload.is_error {
             let err: RaftError<E> =
@@ -109,6 +123,38 @@ impl PeerClient {
         }
         codec::decode(&payload.data).map_err(|e| RPCError::Network(NetworkError::new(&e)))
     }
+
+    /// One AppendEntries: on this client's stream, opened by the first one.
+    async fn append(
+        &mut self,
+        client: &mut RaftServiceClient<Channel>,
+        request: RaftPayload,
+        ttl: Duration,
+    ) -> Result<RaftPayload, tonic::Status> {
+        if let Some(stream) = &mut self.stream {
+            return stream.round_trip(request).await;
+        }
+        if self.unary_only {
+            return client.append_entries(unary(request, ttl)).await.map(tonic::Response::into_inner);
+        }
+        match AppendStream::open(client, request).await? {
+            Opened::Stream(stream, answer) => {
+                self.stream = Some(stream);
+                Ok(answer)
+            }
+            Opened::Unsupported(answer) => {
+                self.unary_only = true;
+                Ok(answer)
+            }
+        }
+    }
+}
+
+/// A unary request that tells the peer its deadline.
+fn unary(payload: RaftPayload, ttl: Duration) -> tonic::Request<RaftPayload> {
+    let mut request = tonic::Request::new(payload);
+    request.set_timeout(ttl);
+    request
 }
 
 #[derive(Clone, Copy)]
