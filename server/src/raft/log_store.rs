@@ -64,6 +64,8 @@ pub struct LogStore {
     /// append is its own.
     leading: Arc<AtomicBool>,
     durable: Arc<Durable>,
+    /// Held for the whole of a sync round (see [`sync_now`]).
+    round: Arc<Mutex<()>>,
 }
 
 fn io_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -79,8 +81,12 @@ fn sync_stopped() -> StorageError {
     io_err(io::Error::other("the raft log sync thread stopped"))
 }
 
-/// One `fdatasync` round for everything written so far, then the durable mark.
-fn sync_now(wal: &Mutex<Wal>, stats: &LogIoStats, durable: &Durable) -> io::Result<()> {
+/// One `fdatasync` round for everything written so far, then the durable mark. Rounds
+/// run one at a time (`round`): a follower's append and the sync thread may both sync,
+/// and a round that finds the files already taken by another still in progress must
+/// wait for it, or it would report entries durable that are not on disk yet.
+fn sync_now(round: &Mutex<()>, wal: &Mutex<Wal>, stats: &LogIoStats, durable: &Durable) -> io::Result<()> {
+    let _round = round.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let job = wal.lock().expect("wal lock").sync_job();
     let (epoch, next) = job.covers;
     let result = if job.is_empty() {
@@ -110,11 +116,17 @@ fn sync_now(wal: &Mutex<Wal>, stats: &LogIoStats, durable: &Durable) -> io::Resu
 
 /// The sync thread: one sync round for everything queued, then every waiter in order,
 /// then zeros ahead of the write position.
-fn run_sync(wal: Arc<Mutex<Wal>>, rx: mpsc::Receiver<Waiter>, stats: Arc<LogIoStats>, durable: Arc<Durable>) {
+fn run_sync(
+    round: Arc<Mutex<()>>,
+    wal: Arc<Mutex<Wal>>,
+    rx: mpsc::Receiver<Waiter>,
+    stats: Arc<LogIoStats>,
+    durable: Arc<Durable>,
+) {
     while let Ok(first) = rx.recv() {
         let mut waiters = vec![first];
         waiters.extend(rx.try_iter());
-        let result = sync_now(&wal, &stats, &durable);
+        let result = sync_now(&round, &wal, &stats, &durable);
         for waiter in waiters.into_iter().flatten() {
             waiter(result.as_ref().map(|_| ()).map_err(|e| io::Error::new(e.kind(), e.to_string())));
         }
@@ -137,8 +149,9 @@ impl LogStore {
         let stats: Arc<LogIoStats> = Arc::default();
         let wal = Arc::new(Mutex::new(wal));
         let (sync, rx) = mpsc::channel();
-        let (w, s, d) = (wal.clone(), stats.clone(), durable.clone());
-        std::thread::Builder::new().name("raft-log-sync".into()).spawn(move || run_sync(w, rx, s, d))?;
+        let round: Arc<Mutex<()>> = Arc::default();
+        let (r, w, s, d) = (round.clone(), wal.clone(), stats.clone(), durable.clone());
+        std::thread::Builder::new().name("raft-log-sync".into()).spawn(move || run_sync(r, w, rx, s, d))?;
         let store = LogStore {
             db: db.clone(),
             wal,
@@ -149,6 +162,7 @@ impl LogStore {
             id,
             leading: Arc::default(),
             durable,
+            round,
         };
         if let Some(vote) = store.get_meta::<Vote>(VOTE)? {
             store.note_vote(&vote);
@@ -241,7 +255,7 @@ impl LogStore {
             self.sync.send(None).map_err(|_| sync_stopped())?;
             done(Ok(()));
         } else {
-            done(sync_now(&self.wal, &self.stats, &self.durable));
+            done(sync_now(&self.round, &self.wal, &self.stats, &self.durable));
             if wants_zeros {
                 // The sync thread writes them, off this path.
                 self.sync.send(None).map_err(|_| sync_stopped())?;
@@ -439,6 +453,32 @@ mod tests {
         assert!(durable.covers(249) && !durable.covers(250));
         assert!(append(&store, 250..252).await);
         assert!(!durable.covers(252));
+    }
+
+    #[test]
+    fn a_follower_append_waits_for_a_sync_round_already_under_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path().join("db")).unwrap();
+        let store = LogStore::open(&db, &dir.path().join("log"), 1).unwrap();
+        // Play the sync thread: it has taken the files and is in the middle of its fsync
+        // when the follower's entry 0 is written; the follower's own round finds nothing
+        // left to take.
+        let round = store.round.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                store.write([entry(0)], move |r| tx.send(r.is_ok()).unwrap()).unwrap();
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let job = store.wal.lock().unwrap().sync_job();
+        assert!(rx.try_recv().is_err(), "acknowledged while another round was still syncing the entry");
+        job.run().unwrap();
+        drop(round);
+        assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
+        writer.join().unwrap();
+        assert!(store.durable().covers(0));
     }
 
     #[tokio::test]
