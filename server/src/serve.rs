@@ -25,6 +25,10 @@ use crate::webhooks::{self, Dispatcher};
 const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 /// Open scrapes get this long to finish at shutdown.
 const HTTP_DRAIN: Duration = Duration::from_secs(5);
+/// Calls in flight get this long to finish at shutdown. Some streams never end on their
+/// own (a waiting AcquireLock, an event watch): past this they are cut, and their clients
+/// re-attach to another node.
+const GRPC_DRAIN: Duration = Duration::from_secs(3);
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (listen, cfg) = args.node_config()?;
@@ -79,7 +83,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let lock_api = LockServiceServer::from_arc(lock_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
     let admin_api = AdminServiceServer::from_arc(admin_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
-    let raft_api = RaftServiceServer::new(RaftApi { node: node.clone() })
+    let raft_api = RaftServiceServer::new(RaftApi { node: node.clone(), stop: stop.clone() })
         .max_decoding_message_size(MAX_RAFT_MESSAGE)
         .max_encoding_message_size(MAX_RAFT_MESSAGE);
     tracing::info!(
@@ -94,12 +98,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // tcp_nodelay setting does not reach sockets accepted by our listener.
     let incoming = TcpIncoming::from_listener(listener, true, None)
         .map_err(|e| anyhow::anyhow!("cannot serve on {listen}: {e}"))?;
-    tonic::transport::Server::builder()
+    let server = tonic::transport::Server::builder()
         .add_service(lock_api)
         .add_service(admin_api)
         .add_service(raft_api)
-        .serve_with_incoming_shutdown(incoming, stopped(stop))
-        .await?;
+        .serve_with_incoming_shutdown(incoming, stopped(stop.clone()));
+    let drain_over = async {
+        stopped(stop).await;
+        tokio::time::sleep(GRPC_DRAIN).await;
+    };
+    tokio::select! {
+        served = server => served?,
+        _ = drain_over => tracing::warn!("gRPC calls still open {GRPC_DRAIN:?} after the stop signal; closing them"),
+    }
     tracing::info!("shutting down");
     if let Some(d) = dispatcher {
         d.stop().await;

@@ -150,3 +150,39 @@ async fn a_restarted_follower_catches_up_and_a_full_cluster_restart_keeps_everyt
     t.commit().await.unwrap();
     keeper.commit().await.unwrap();
 }
+
+#[tokio::test]
+async fn sigterm_stops_a_follower_that_its_leader_streams_to_and_a_leader_with_a_waiting_acquire() {
+    let mut cluster = Cluster::start(3).await;
+    let c = client(cluster.endpoints()).await;
+    let leader = cluster.wait_for_leader(Duration::from_secs(10)).await;
+    let follower = cluster.nodes.iter().map(|n| n.id).find(|id| *id != leader).unwrap();
+
+    // A write makes the leader open its AppendEntries stream to every follower; that stream
+    // never ends on its own.
+    let holder = c.begin_transaction(opts(10_000)).await.unwrap();
+    let held = holder.acquire_lock("ns", "k", LockMode::Exclusive, wait(1000)).await.unwrap();
+    let status = cluster.terminate(follower, common::PATIENCE).await;
+    assert!(status.is_some_and(|s| s.success()), "a follower must exit cleanly on SIGTERM: {status:?}");
+
+    // Two nodes still make a majority; a waiter now holds an AcquireLock stream open on the
+    // leader for far longer than any drain.
+    let waiter = c.begin_transaction(opts(10_000)).await.unwrap();
+    let pending = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.acquire_lock("ns", "k", LockMode::Exclusive, wait(120_000)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!pending.is_finished(), "the waiter queues behind the holder");
+    let status = cluster.terminate(leader, common::PATIENCE).await;
+    assert!(status.is_some_and(|s| s.success()), "a leader must exit cleanly on SIGTERM: {status:?}");
+
+    // With one node left there is no majority; bring the follower back and the waiter, which
+    // re-attaches with the same request id, still waits behind the holder.
+    cluster.restart(follower);
+    cluster.wait_for_leader(Duration::from_secs(20)).await;
+    holder.commit().await.unwrap();
+    let got = pending.await.unwrap().unwrap();
+    assert!(got.fencing_token > held.fencing_token);
+    waiter.commit().await.unwrap();
+}

@@ -8,6 +8,7 @@ use caerus_proto::raft::RaftPayload;
 use futures::Stream;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::sync::watch;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::node::Node;
@@ -15,6 +16,10 @@ use crate::raft::types::codec;
 
 pub struct RaftApi {
     pub node: Arc<Node>,
+    /// Turns true when this node is asked to stop. A leader's AppendEntries stream never
+    /// ends on its own, and a graceful shutdown waits for every open stream: it must end
+    /// here, or a stopping follower waits for its leader forever.
+    pub stop: watch::Receiver<bool>,
 }
 
 fn decode<T: DeserializeOwned>(req: Request<RaftPayload>) -> Result<T, Status> {
@@ -55,9 +60,15 @@ impl RaftService for RaftApi {
         req: Request<Streaming<RaftPayload>>,
     ) -> Result<Response<AnswerStream>, Status> {
         let node = self.node.clone();
+        let mut stop = self.stop.clone();
         let mut requests = req.into_inner();
         let answers = async_stream::try_stream! {
-            while let Some(request) = requests.message().await? {
+            loop {
+                let request = tokio::select! {
+                    r = requests.message() => r,
+                    _ = stop.wait_for(|s| *s) => Ok(None),
+                };
+                let Some(request) = request? else { break };
                 yield answer(node.raft.append_entries(decode_payload(&request)?).await)?;
             }
         };

@@ -143,6 +143,25 @@ impl Cluster {
         }
     }
 
+    /// SIGTERM (kill(1): the workspace forbids `unsafe`), then waits up to `within` for the
+    /// node to exit. Returns its exit status, or None if it is still running (then it is
+    /// SIGKILLed, so the test fails without leaving it behind).
+    pub async fn terminate(&mut self, id: u64, within: Duration) -> Option<std::process::ExitStatus> {
+        let mut child = self.node(id).child.take()?;
+        let sent = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().expect("run kill(1)");
+        assert!(sent.success(), "kill -TERM {} failed", child.id());
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
     pub fn restart(&mut self, id: u64) {
         self.kill(id);
         self.spawn(id);
