@@ -46,11 +46,11 @@ wait_for() {
   return 1
 }
 
-# start_dls N → sets DLS_ENDPOINTS, DLS_PIDS
+# start_dls N → sets DLS_ENDPOINTS, DLS_PIDS, DLS_METRICS (the nodes' HTTP ports)
 start_dls() {
   local n=$1 ports peers="" id
   read -r -a ports <<<"$(free_ports $((2 * n)))"
-  DLS_ENDPOINTS=""; DLS_PIDS=""
+  DLS_ENDPOINTS=""; DLS_PIDS=""; DLS_METRICS=""
   if [ "$n" -gt 1 ]; then
     for id in $(seq 1 "$n"); do peers+="${peers:+,}$id=127.0.0.1:${ports[$((id - 1))]}"; done
   fi
@@ -62,6 +62,7 @@ start_dls() {
     "$DLS_BIN" "${args[@]}" >"$RUN_DIR/dls-$id.log" 2>&1 &
     PIDS+=($!); DLS_PIDS+="${DLS_PIDS:+,}$!"
     DLS_ENDPOINTS+="${DLS_ENDPOINTS:+,}127.0.0.1:$grpc"
+    DLS_METRICS+="${DLS_METRICS:+,}127.0.0.1:$http"
   done
   wait_for "$RUN_DIR/dls-*.log" "became leader" 30
   log "DLS: $n node(s) at $DLS_ENDPOINTS (pids $DLS_PIDS), data in $RUN_DIR"
@@ -97,12 +98,12 @@ start_etcd() {
   log "etcd: 3 nodes at $ETCD_ENDPOINTS (pids $ETCD_PIDS), default fsync"
 }
 
-# bench TARGET WORKLOAD CLIENTS ENDPOINTS PIDS LABEL → appends a JSON line to $RESULTS_JSONL
+# bench TARGET WORKLOAD CLIENTS ENDPOINTS PIDS LABEL [METRICS] → appends a JSON line to $RESULTS_JSONL
 bench() {
   local out rc=0
   log "$1 / $2 / $3 clients"
   out=$("$BENCH_BIN" --target "$1" --workload "$2" --clients "$3" --duration "$DURATION" --warmup "$WARMUP" \
-    --endpoints "$4" --pids "$5" --label "$6" --json) || rc=$?
+    --endpoints "$4" --pids "$5" --label "$6" ${7:+--metrics "$7"} --json) || rc=$?
   [ -n "$out" ] && echo "$out" >>"$RESULTS_JSONL"
   if [ "$rc" -ne 0 ]; then
     log "FAILED: $1 / $2 / $3 clients (exit $rc)"
@@ -128,7 +129,7 @@ case "$MODE" in
 smoke)
   DURATION=${DURATION:-2}; WARMUP=${WARMUP:-0.5}
   start_dls 1
-  for w in $WORKLOADS; do bench dls "$w" 4 "$DLS_ENDPOINTS" "$DLS_PIDS" "smoke"; done
+  for w in $WORKLOADS; do bench dls "$w" 4 "$DLS_ENDPOINTS" "$DLS_PIDS" "smoke" "$DLS_METRICS"; done
   "$BENCH_BIN" --report "$RESULTS_JSONL"
   ;;
 all)
@@ -140,21 +141,21 @@ all)
   for t in $TARGETS; do
     case $t in
     dls)
-      start_dls 3; eps=$DLS_ENDPOINTS; pids=$DLS_PIDS
+      start_dls 3; eps=$DLS_ENDPOINTS; pids=$DLS_PIDS; metrics=$DLS_METRICS
       label="raft (3 nodes), log fdatasync before ack" ;;
     redis)
       if ! ensure_pkg redis-server redis-server; then log "SKIP redis: redis-server not installed"; continue; fi
-      start_redis; eps=$REDIS_ENDPOINTS; pids=$REDIS_PID
+      start_redis; eps=$REDIS_ENDPOINTS; pids=$REDIS_PID; metrics=""
       label="single node, appendonly yes, appendfsync always" ;;
     etcd)
       if ! ensure_pkg etcd etcd-server; then log "SKIP etcd: etcd not installed"; continue; fi
       if [ "${BENCH_ETCD:-yes}" != yes ]; then log "SKIP etcd: dls-bench built without the etcd feature (no protoc)"; continue; fi
-      start_etcd; eps=$ETCD_ENDPOINTS; pids=$ETCD_PIDS
+      start_etcd; eps=$ETCD_ENDPOINTS; pids=$ETCD_PIDS; metrics=""
       label="raft (3 nodes), default fsync" ;;
     *) log "unknown target $t"; exit 1 ;;
     esac
     for w in $WORKLOADS; do
-      for c in $CLIENTS; do bench "$t" "$w" "$c" "$eps" "$pids" "$label"; done
+      for c in $CLIENTS; do bench "$t" "$w" "$c" "$eps" "$pids" "$label" "$metrics"; done
     done
     cleanup
   done

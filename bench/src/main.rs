@@ -7,10 +7,12 @@
 //! progress, 2 safety violations. See docs/bench.md.
 
 mod checker;
+mod group_commit;
 /// Shared with dls-state, which uses all of it.
 #[allow(dead_code)]
 mod procstat;
 mod report;
+mod scrape;
 mod target;
 mod workload;
 
@@ -90,6 +92,10 @@ struct Args {
     /// Server process ids whose CPU use to report (comma-separated; read from /proc).
     #[arg(long)]
     pids: Option<String>,
+    /// HTTP addresses (host:port, comma-separated) of the DLS nodes' metrics ports: the
+    /// leader's commands and raft entries per fsync over the measured window are reported.
+    #[arg(long, value_name = "ADDRS")]
+    metrics: Option<String>,
     /// Print one JSON object instead of the text summary.
     #[arg(long)]
     json: bool,
@@ -147,14 +153,7 @@ async fn run(args: Args) -> ExitCode {
     if args.clients == 0 {
         return fail("--clients must be at least 1");
     }
-    let endpoints: Vec<String> = args
-        .endpoints
-        .as_deref()
-        .unwrap_or(args.target.default_endpoint())
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
+    let endpoints = split_list(args.endpoints.as_deref().unwrap_or(args.target.default_endpoint()));
     let pids = match args.pids.as_deref().map(parse_pids).transpose() {
         Ok(p) => p.unwrap_or_default(),
         Err(e) => return fail(&e),
@@ -178,6 +177,7 @@ async fn run(args: Args) -> ExitCode {
         pids,
         label: args.label.clone(),
         endpoints: endpoints.join(","),
+        metrics: split_list(args.metrics.as_deref().unwrap_or("")),
     };
     let result = match args.target {
         TargetKind::Dls => go(Arc::new(target::Dls::new(endpoints)), &cfg).await,
@@ -218,6 +218,10 @@ async fn etcd(endpoints: Vec<String>, cfg: &Config) -> anyhow::Result<workload::
 #[cfg(not(feature = "etcd"))]
 async fn etcd(_endpoints: Vec<String>, _cfg: &Config) -> anyhow::Result<workload::Summary> {
     anyhow::bail!("this dls-bench was built without the `etcd` feature (cargo build -p caerus-bench --features etcd; needs protoc)")
+}
+
+fn split_list(s: &str) -> Vec<String> {
+    s.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
 }
 
 fn parse_pids(s: &str) -> Result<Vec<u32>, String> {

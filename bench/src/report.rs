@@ -71,5 +71,27 @@ pub fn table(file: &Path) -> anyhow::Result<String> {
         };
         out += &format!(" {} | {} |\n", ratio("etcd"), ratio("redis"));
     }
+    out += &group_commit_table(&rows);
     Ok(out)
+}
+
+/// The DLS leader's group commit per run, where the run had `--metrics`.
+fn group_commit_table(rows: &BTreeMap<(usize, u64), BTreeMap<String, Value>>) -> String {
+    let mut out = String::new();
+    for ((wi, clients), by_target) in rows {
+        let Some(g) = by_target.get("dls").map(|d| &d["group_commit"]).filter(|g| g.is_object()) else { continue };
+        if out.is_empty() {
+            out += "\nGroup commit on the DLS leader over each measured window (from its /metrics): client \
+                    writes and raft entries per fsync of its log.\n\n\
+                    | workload | clients | writes per fsync | raft entries per fsync | fsyncs |\n|---|---:|---:|---:|---:|\n";
+        }
+        let w = WORKLOADS.get(*wi).copied().unwrap_or("?");
+        out += &format!(
+            "| {w} | {clients} | {:.1} | {:.2} | {:.0} |\n",
+            f(g, "commands_per_fsync"),
+            f(g, "entries_per_fsync"),
+            f(g, "fsyncs")
+        );
+    }
+    out
 }

@@ -10,6 +10,7 @@ use rand::Rng;
 use serde_json::json;
 
 use crate::checker::{Checker, REVOKING_KINDS};
+use crate::group_commit;
 use crate::procstat::{cpu_ticks, CLOCK_TICKS};
 use crate::target::{Mode, OpError, Session, Target};
 
@@ -55,6 +56,8 @@ pub struct Config {
     pub pids: Vec<u32>,
     pub label: Option<String>,
     pub endpoints: String,
+    /// DLS nodes' HTTP addresses, for the group-commit figures (may be empty).
+    pub metrics: Vec<String>,
 }
 
 /// Counters shared by the clients.
@@ -102,6 +105,7 @@ pub struct Summary {
     violation_samples: Vec<String>,
     alive: Option<u64>,
     cpu: Vec<(u32, f64)>,
+    group_commit: Option<group_commit::Window>,
 }
 
 impl Summary {
@@ -154,6 +158,7 @@ impl Summary {
             "alive": self.alive,
             "cpu_pct": self.cpu.iter().map(|(p, c)| (p.to_string(), round(*c))).collect::<BTreeMap<_, _>>(),
             "leader_cpu_pct": self.leader_cpu().map(round),
+            "group_commit": self.group_commit.map(group_commit::Window::to_json),
         })
     }
 
@@ -188,6 +193,14 @@ impl Summary {
         }
         for (pid, cpu) in &self.cpu {
             s += &format!("  cpu pid {pid}: {cpu:.1}%\n");
+        }
+        if let Some(g) = self.group_commit {
+            s += &format!(
+                "  leader log: {:.1} commands and {:.2} raft entries per fsync ({} fsyncs)\n",
+                g.commands / g.flushes,
+                g.entries / g.flushes,
+                g.flushes
+            );
         }
         s += &format!("  violations: {}\n", self.violations);
         for v in &self.violation_samples {
@@ -242,6 +255,7 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
 
     // Progress, one line a second; CPU sampled over the measured window.
     let mut cpu_start: Option<(Instant, Vec<Option<u64>>)> = None;
+    let mut metrics_start = None;
     let mut last = 0u64;
     let mut tick =
         tokio::time::interval_at(tokio::time::Instant::now() + Duration::from_secs(1), Duration::from_secs(1));
@@ -249,6 +263,7 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
         let now = Instant::now();
         if now >= measure_from && !shared.measuring.swap(true, Ordering::SeqCst) {
             cpu_start = Some((now, cfg.pids.iter().map(|p| cpu_ticks(*p)).collect()));
+            metrics_start = Some(group_commit::sample(&cfg.metrics).await);
         }
         if now >= end {
             break;
@@ -287,6 +302,12 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
         None => Vec::new(),
     };
     shared.measuring.store(false, Ordering::SeqCst);
+    let group_commit = match metrics_start {
+        Some(before) if !cfg.metrics.is_empty() => {
+            group_commit::Window::of_leader(&before, &group_commit::sample(&cfg.metrics).await)
+        }
+        _ => None,
+    };
 
     // Clients stop at `end` once their current cycle finishes (bounded by the wait timeout).
     let mut lat = Vec::new();
@@ -325,6 +346,7 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
         violation_samples,
         alive: (cfg.workload == Workload::Heartbeat).then(|| alive.load(Ordering::SeqCst)),
         cpu,
+        group_commit,
     })
 }
 

@@ -9,7 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::scrape;
 
 /// One node: its addresses, data directory and current process.
 pub struct Node {
@@ -121,23 +122,16 @@ impl Cluster {
 
     /// Whether node `i` answers /readyz with 200.
     pub async fn ready(&self, i: usize) -> bool {
-        matches!(http_get(self.nodes[i].http, "/readyz").await, Ok((200, _)))
+        matches!(scrape::http_get(&self.http_addr(i), "/readyz").await, Ok((200, _)))
     }
 
     /// Node `i`'s Prometheus gauges and counters without labels.
     pub async fn metrics(&self, i: usize) -> anyhow::Result<HashMap<String, f64>> {
-        let (status, body) = http_get(self.nodes[i].http, "/metrics").await?;
-        if status != 200 {
-            bail!("/metrics of node {} answered {status}", self.nodes[i].id);
-        }
-        Ok(body
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
-                let (k, v) = l.split_once(' ')?;
-                Some((k.to_string(), v.trim().parse().ok()?))
-            })
-            .collect())
+        scrape::metrics(&self.http_addr(i)).await.with_context(|| format!("node {}", self.nodes[i].id))
+    }
+
+    fn http_addr(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.nodes[i].http)
     }
 
     /// Index of the node that says it leads.
@@ -162,21 +156,6 @@ impl Drop for Cluster {
             self.kill(i);
         }
     }
-}
-
-/// A plain HTTP/1.0 GET on 127.0.0.1:`port` (the bench has no HTTP client dependency).
-pub async fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
-    let fetch = async {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).await?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await?;
-        anyhow::Ok(String::from_utf8_lossy(&buf).into_owned())
-    };
-    let text = tokio::time::timeout(Duration::from_secs(5), fetch).await.context("HTTP timeout")??;
-    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).context("bad HTTP answer")?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Ok((status, body))
 }
 
 /// The last line of `log` containing `needle`, if any.

@@ -21,6 +21,8 @@ mod pool;
 /// Shared with dls-bench (bench/src/procstat.rs): one reader of /proc for both tools.
 #[path = "../../procstat.rs"]
 mod procstat;
+#[path = "../../scrape.rs"]
+mod scrape;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
