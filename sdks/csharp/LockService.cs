@@ -1435,7 +1435,8 @@ namespace Caerus.Dls.V1 {
     /// <summary>Field number for the "queued" field.</summary>
     public const int QueuedFieldNumber = 1;
     /// <summary>
-    /// The request waits; sent first and whenever its position changes.
+    /// The request waits; sent at once when it starts waiting, then when its position
+    /// changes (the latest position, at most every 100 ms).
     /// </summary>
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]

@@ -194,7 +194,8 @@ namespace Caerus.Dls.V1 {
 
       /// <summary>
       /// Asks for a lock inside an active transaction and streams progress: zero or more
-      /// `queued` messages while the request waits (sent when the position changes), then
+      /// `queued` messages while the request waits (sent when the position changes, at most
+      /// every 100 ms: the latest position), then
       /// exactly one `granted` message carrying the fencing token, after which the stream ends.
       ///
       /// The stream instead ends with a status:
@@ -380,7 +381,8 @@ namespace Caerus.Dls.V1 {
       }
       /// <summary>
       /// Asks for a lock inside an active transaction and streams progress: zero or more
-      /// `queued` messages while the request waits (sent when the position changes), then
+      /// `queued` messages while the request waits (sent when the position changes, at most
+      /// every 100 ms: the latest position), then
       /// exactly one `granted` message carrying the fencing token, after which the stream ends.
       ///
       /// The stream instead ends with a status:
@@ -413,7 +415,8 @@ namespace Caerus.Dls.V1 {
       }
       /// <summary>
       /// Asks for a lock inside an active transaction and streams progress: zero or more
-      /// `queued` messages while the request waits (sent when the position changes), then
+      /// `queued` messages while the request waits (sent when the position changes, at most
+      /// every 100 ms: the latest position), then
       /// exactly one `granted` message carrying the fencing token, after which the stream ends.
       ///
       /// The stream instead ends with a status:

@@ -142,6 +142,7 @@ impl Leases {
                     t.waits.remove(&(*txn, request_id.clone()));
                 }
                 Effect::TxnChanged { .. }
+                | Effect::QueueMoved { .. }
                 | Effect::Granted { .. }
                 | Effect::DeadlockResolved
                 | Effect::EventsAppended => {}

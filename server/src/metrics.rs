@@ -196,7 +196,7 @@ impl Metrics {
                     self.wait_started(*txn, request_id);
                 }
                 Effect::WaitEnded { txn, request_id, granted } => self.wait_ended(*txn, request_id, *granted),
-                Effect::TxnChanged { .. } | Effect::EventsAppended => {}
+                Effect::TxnChanged { .. } | Effect::QueueMoved { .. } | Effect::EventsAppended => {}
             }
         }
     }

@@ -84,15 +84,20 @@ impl ApplyObserver for Observer {
         if effects.contains(&Effect::EventsAppended) {
             self.events.send_modify(|v| *v += 1);
         }
-        let touched: BTreeSet<_> = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::TxnChanged { txn } | Effect::TxnFinished { txn, .. } => Some(*txn),
-                _ => None,
-            })
-            .collect();
-        for txn in touched {
-            self.signals.notify(txn);
+        let mut changed = BTreeSet::new();
+        let mut moved = BTreeSet::new();
+        for e in &effects {
+            match e {
+                Effect::TxnChanged { txn } | Effect::TxnFinished { txn, .. } => changed.insert(*txn),
+                Effect::QueueMoved { txn } => moved.insert(*txn),
+                _ => false,
+            };
+        }
+        for txn in &changed {
+            self.signals.notify(*txn);
+        }
+        for txn in moved.difference(&changed) {
+            self.signals.queue_moved(*txn);
         }
     }
 

@@ -20,6 +20,7 @@ use super::{convert, validate};
 use crate::config::VictimPolicies;
 use crate::locks::{AcquireRequest, AcquireStatus, Begin, Command, Event, EventKind, Outcome, TxnId, TxnState};
 use crate::node::Node;
+use crate::signals::Changes;
 
 pub struct LockApi {
     pub node: Arc<Node>,
@@ -331,6 +332,8 @@ fn follow_acquire(call: AcquireCall) -> impl Stream<Item = Result<pb::AcquireLoc
                 changes
             }
         };
+        // Counters as of the last wake-up; zero at first, so the first wake-up always reads.
+        let mut seen = Changes::default();
         let mut last_position = None;
         loop {
             match status {
@@ -355,25 +358,58 @@ fn follow_acquire(call: AcquireCall) -> impl Stream<Item = Result<pb::AcquireLoc
                     }
                 }
             }
-            let still_leading = tokio::select! {
-                changed = changes.changed() => {
-                    if changed.is_err() {
-                        changes = node.signals.subscribe(txn);
+            // Wait for something worth a table read: an outcome at once, moves of the queue
+            // ahead at most once per QUEUE_REFRESH (the latest position is what is sent).
+            let mut refresh = None;
+            loop {
+                let deadline = refresh.unwrap_or_else(|| tokio::time::Instant::now() + SAFETY_NET);
+                let wake = tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            changes = node.signals.subscribe(txn);
+                            Wake::Outcome
+                        } else {
+                            let now = *changes.borrow_and_update();
+                            let outcome = now.outcome != seen.outcome;
+                            seen = now;
+                            if outcome { Wake::Outcome } else { Wake::QueueMoved }
+                        }
                     }
-                    true
+                    _ = leadership.wait_for(|leading| !leading) => Wake::Deposed,
+                    _ = tokio::time::sleep_until(deadline) => Wake::Read,
+                };
+                match wake {
+                    Wake::QueueMoved => {
+                        refresh.get_or_insert_with(|| tokio::time::Instant::now() + QUEUE_REFRESH);
+                    }
+                    // The wait lives on in the replicated table; the client re-attaches to
+                    // the new leader with the same request id.
+                    Wake::Deposed => Err(ApiError::NotLeader { leader: node.leader() })?,
+                    Wake::Outcome | Wake::Read => break,
                 }
-                _ = leadership.wait_for(|leading| !leading) => false,
-                // A safety net against a missed wake-up; cheap, one table read.
-                _ = tokio::time::sleep(Duration::from_secs(1)) => true,
-            };
-            if !still_leading {
-                // The wait lives on in the replicated table; the client re-attaches to
-                // the new leader with the same request id.
-                Err(ApiError::NotLeader { leader: node.leader() })?;
             }
             status = read_status(&node)?;
         }
     }
+}
+
+/// At most this often a waiting stream reads its new queue position after requests ahead
+/// of it left the queue. Without it, every grant on a key with N waiters cost N table
+/// reads and N messages (measured: 64 clients on one key did 40 % fewer cycles than 16).
+const QUEUE_REFRESH: Duration = Duration::from_millis(100);
+/// A waiting stream reads the table at least this often, a net against a missed wake-up.
+const SAFETY_NET: Duration = Duration::from_secs(1);
+
+/// Why a waiting stream woke up.
+enum Wake {
+    /// The wait's outcome (or the transaction) changed: read at once.
+    Outcome,
+    /// Only the queue ahead moved: read at the next refresh.
+    QueueMoved,
+    /// A refresh or the safety net is due.
+    Read,
+    /// This node no longer leads.
+    Deposed,
 }
 
 type AcquireStream = Pin<Box<dyn Stream<Item = Result<pb::AcquireLockResponse, Status>> + Send>>;

@@ -78,8 +78,13 @@ pub enum Effect {
     WaitEnded { txn: TxnId, request_id: String, granted: bool },
     /// A lock was granted.
     Granted { txn: TxnId },
-    /// Something a stream of this transaction watches changed (grant, queue position).
+    /// The outcome of this transaction's pending acquire changed (granted or ended), or
+    /// the transaction itself did: its streams read the table at once.
     TxnChanged { txn: TxnId },
+    /// Requests ahead of this transaction's wait left its queue: its position (and its
+    /// blockers) may differ. Streams coalesce these (one read per interval), since every
+    /// grant on a busy key moves every waiter behind it.
+    QueueMoved { txn: TxnId },
     /// A deadlock was broken.
     DeadlockResolved,
     /// New events were appended to the event log.
@@ -629,11 +634,11 @@ impl LockTable {
         }
     }
 
-    /// Queue positions on `lock` may have changed: wake its waiters' streams.
+    /// Queue positions on `lock` may have changed: tell its waiters' streams.
     fn notify_waiters(&mut self, lock: &LockKey) {
         if let Some(k) = self.keys.get(lock) {
             let txns: Vec<TxnId> = k.queue.values().map(|w| w.txn).collect();
-            self.effects.extend(txns.into_iter().map(|txn| Effect::TxnChanged { txn }));
+            self.effects.extend(txns.into_iter().map(|txn| Effect::QueueMoved { txn }));
         }
     }
 

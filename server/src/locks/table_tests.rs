@@ -707,3 +707,23 @@ fn a_one_shot_with_someone_elses_begin_id_takes_no_lock_for_them() {
     assert!(h.holders("other").is_empty());
     assert_eq!(h.table.txn(a).unwrap().held.len(), 1);
 }
+
+#[test]
+fn a_grant_tells_the_granted_its_outcome_and_the_waiters_behind_only_that_their_queue_moved() {
+    let mut h = Harness::new();
+    let (a, b, c, d) = (h.begin(), h.begin(), h.begin(), h.begin());
+    token(&h.acquire(a, "k", X));
+    for t in [b, c, d] {
+        assert!(matches!(h.acquire_with(t, "k", X, &format!("r{t}")), AcquireStatus::Queued { .. }));
+    }
+    h.table.take_effects();
+    h.end(a, true);
+    let effects = h.table.take_effects();
+    assert!(effects.contains(&Effect::TxnChanged { txn: a }));
+    assert!(effects.contains(&Effect::TxnChanged { txn: b }), "b is granted: its outcome changed");
+    for t in [c, d] {
+        assert!(effects.contains(&Effect::QueueMoved { txn: t }), "{t} moved up: {effects:?}");
+        assert!(!effects.contains(&Effect::TxnChanged { txn: t }), "{t}'s outcome did not change: {effects:?}");
+    }
+    assert_eq!(position(&h.table.acquire_status(d, &format!("r{d}")).unwrap().unwrap()), 2);
+}

@@ -710,7 +710,8 @@ type isAcquireLockResponse_Event interface {
 }
 
 type AcquireLockResponse_Queued struct {
-	// The request waits; sent first and whenever its position changes.
+	// The request waits; sent at once when it starts waiting, then when its position
+	// changes (the latest position, at most every 100 ms).
 	Queued *Queued `protobuf:"bytes,1,opt,name=queued,proto3,oneof"`
 }
 

@@ -74,7 +74,8 @@ type LockServiceClient interface {
 	// Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
 	BeginTransaction(ctx context.Context, in *BeginTransactionRequest, opts ...grpc.CallOption) (*BeginTransactionResponse, error)
 	// Asks for a lock inside an active transaction and streams progress: zero or more
-	// `queued` messages while the request waits (sent when the position changes), then
+	// `queued` messages while the request waits (sent when the position changes, at most
+	// every 100 ms: the latest position), then
 	// exactly one `granted` message carrying the fencing token, after which the stream ends.
 	//
 	// The stream instead ends with a status:
@@ -228,7 +229,8 @@ type LockServiceServer interface {
 	// Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
 	BeginTransaction(context.Context, *BeginTransactionRequest) (*BeginTransactionResponse, error)
 	// Asks for a lock inside an active transaction and streams progress: zero or more
-	// `queued` messages while the request waits (sent when the position changes), then
+	// `queued` messages while the request waits (sent when the position changes, at most
+	// every 100 ms: the latest position), then
 	// exactly one `granted` message carrying the fencing token, after which the stream ends.
 	//
 	// The stream instead ends with a status:

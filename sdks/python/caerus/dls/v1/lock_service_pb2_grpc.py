@@ -85,7 +85,8 @@ class LockServiceServicer:
 
     def AcquireLock(self, request, context):
         """Asks for a lock inside an active transaction and streams progress: zero or more
-        `queued` messages while the request waits (sent when the position changes), then
+        `queued` messages while the request waits (sent when the position changes, at most
+        every 100 ms: the latest position), then
         exactly one `granted` message carrying the fencing token, after which the stream ends.
 
         The stream instead ends with a status:

@@ -57,7 +57,8 @@ module Caerus
           # Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
           rpc :BeginTransaction, ::Caerus::Dls::V1::BeginTransactionRequest, ::Caerus::Dls::V1::BeginTransactionResponse
           # Asks for a lock inside an active transaction and streams progress: zero or more
-          # `queued` messages while the request waits (sent when the position changes), then
+          # `queued` messages while the request waits (sent when the position changes, at most
+          # every 100 ms: the latest position), then
           # exactly one `granted` message carrying the fencing token, after which the stream ends.
           #
           # The stream instead ends with a status:

@@ -93,7 +93,8 @@ private static final long serialVersionUID = 0L;
   public static final int QUEUED_FIELD_NUMBER = 1;
   /**
    * <pre>
-   * The request waits; sent first and whenever its position changes.
+   * The request waits; sent at once when it starts waiting, then when its position
+   * changes (the latest position, at most every 100 ms).
    * </pre>
    *
    * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -105,7 +106,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The request waits; sent first and whenever its position changes.
+   * The request waits; sent at once when it starts waiting, then when its position
+   * changes (the latest position, at most every 100 ms).
    * </pre>
    *
    * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -120,7 +122,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The request waits; sent first and whenever its position changes.
+   * The request waits; sent at once when it starts waiting, then when its position
+   * changes (the latest position, at most every 100 ms).
    * </pre>
    *
    * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -643,7 +646,8 @@ private static final long serialVersionUID = 0L;
         dev.caerus.dls.v1.Queued, dev.caerus.dls.v1.Queued.Builder, dev.caerus.dls.v1.QueuedOrBuilder> queuedBuilder_;
     /**
      * <pre>
-     * The request waits; sent first and whenever its position changes.
+     * The request waits; sent at once when it starts waiting, then when its position
+     * changes (the latest position, at most every 100 ms).
      * </pre>
      *
      * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -655,7 +659,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The request waits; sent first and whenever its position changes.
+     * The request waits; sent at once when it starts waiting, then when its position
+     * changes (the latest position, at most every 100 ms).
      * </pre>
      *
      * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -677,7 +682,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The request waits; sent first and whenever its position changes.
+     * The request waits; sent at once when it starts waiting, then when its position
+     * changes (the latest position, at most every 100 ms).
      * </pre>
      *
      * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -697,7 +703,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The request waits; sent first and whenever its position changes.
+     * The request waits; sent at once when it starts waiting, then when its position
+     * changes (the latest position, at most every 100 ms).
      * </pre>
      *
      * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -715,7 +722,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The request waits; sent first and whenever its position changes.
+     * The request waits; sent at once when it starts waiting, then when its position
+     * changes (the latest position, at most every 100 ms).
      * </pre>
      *
      * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -742,7 +750,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The request waits; sent first and whenever its position changes.
+     * The request waits; sent at once when it starts waiting, then when its position
+     * changes (the latest position, at most every 100 ms).
      * </pre>
      *
      * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -765,7 +774,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The request waits; sent first and whenever its position changes.
+     * The request waits; sent at once when it starts waiting, then when its position
+     * changes (the latest position, at most every 100 ms).
      * </pre>
      *
      * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -775,7 +785,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The request waits; sent first and whenever its position changes.
+     * The request waits; sent at once when it starts waiting, then when its position
+     * changes (the latest position, at most every 100 ms).
      * </pre>
      *
      * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -793,7 +804,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The request waits; sent first and whenever its position changes.
+     * The request waits; sent at once when it starts waiting, then when its position
+     * changes (the latest position, at most every 100 ms).
      * </pre>
      *
      * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>

@@ -12,7 +12,8 @@ public interface AcquireLockResponseOrBuilder extends
 
   /**
    * <pre>
-   * The request waits; sent first and whenever its position changes.
+   * The request waits; sent at once when it starts waiting, then when its position
+   * changes (the latest position, at most every 100 ms).
    * </pre>
    *
    * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -21,7 +22,8 @@ public interface AcquireLockResponseOrBuilder extends
   boolean hasQueued();
   /**
    * <pre>
-   * The request waits; sent first and whenever its position changes.
+   * The request waits; sent at once when it starts waiting, then when its position
+   * changes (the latest position, at most every 100 ms).
    * </pre>
    *
    * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>
@@ -30,7 +32,8 @@ public interface AcquireLockResponseOrBuilder extends
   dev.caerus.dls.v1.Queued getQueued();
   /**
    * <pre>
-   * The request waits; sent first and whenever its position changes.
+   * The request waits; sent at once when it starts waiting, then when its position
+   * changes (the latest position, at most every 100 ms).
    * </pre>
    *
    * <code>.caerus.dls.v1.Queued queued = 1 [json_name = "queued"];</code>

@@ -311,7 +311,8 @@ public final class LockServiceGrpc {
     /**
      * <pre>
      * Asks for a lock inside an active transaction and streams progress: zero or more
-     * `queued` messages while the request waits (sent when the position changes), then
+     * `queued` messages while the request waits (sent when the position changes, at most
+     * every 100 ms: the latest position), then
      * exactly one `granted` message carrying the fencing token, after which the stream ends.
      * The stream instead ends with a status:
      *   DEADLINE_EXCEEDED    the acquire timeout passed; the transaction stays ACTIVE
@@ -449,7 +450,8 @@ public final class LockServiceGrpc {
     /**
      * <pre>
      * Asks for a lock inside an active transaction and streams progress: zero or more
-     * `queued` messages while the request waits (sent when the position changes), then
+     * `queued` messages while the request waits (sent when the position changes, at most
+     * every 100 ms: the latest position), then
      * exactly one `granted` message carrying the fencing token, after which the stream ends.
      * The stream instead ends with a status:
      *   DEADLINE_EXCEEDED    the acquire timeout passed; the transaction stays ACTIVE
@@ -578,7 +580,8 @@ public final class LockServiceGrpc {
     /**
      * <pre>
      * Asks for a lock inside an active transaction and streams progress: zero or more
-     * `queued` messages while the request waits (sent when the position changes), then
+     * `queued` messages while the request waits (sent when the position changes, at most
+     * every 100 ms: the latest position), then
      * exactly one `granted` message carrying the fencing token, after which the stream ends.
      * The stream instead ends with a status:
      *   DEADLINE_EXCEEDED    the acquire timeout passed; the transaction stays ACTIVE
@@ -705,7 +708,8 @@ public final class LockServiceGrpc {
     /**
      * <pre>
      * Asks for a lock inside an active transaction and streams progress: zero or more
-     * `queued` messages while the request waits (sent when the position changes), then
+     * `queued` messages while the request waits (sent when the position changes, at most
+     * every 100 ms: the latest position), then
      * exactly one `granted` message carrying the fencing token, after which the stream ends.
      * The stream instead ends with a status:
      *   DEADLINE_EXCEEDED    the acquire timeout passed; the transaction stays ACTIVE
