@@ -383,3 +383,37 @@ async fn tokens_strictly_increase_under_concurrent_contention_with_no_overlap() 
     assert_eq!(tokens.len(), 40);
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "grant order must follow token order: {tokens:?}");
 }
+
+#[tokio::test]
+async fn a_waiter_far_back_is_told_each_new_position_as_the_queue_moves_and_then_its_grant() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let holder = c.begin_transaction(opts(20_000)).await.unwrap();
+    holder.acquire_lock("ns", "busy", LockMode::Exclusive, wait(1000)).await.unwrap();
+    // Three waiters ahead, each queued before the next starts.
+    let mut ahead = Vec::new();
+    for _ in 0..3 {
+        let t = c.begin_transaction(opts(20_000)).await.unwrap();
+        let (mut pos, pending) = acquire_in_background(&t, "busy", LockMode::Exclusive);
+        pos.recv().await.expect("queued");
+        ahead.push((t, pending));
+    }
+    let last = c.begin_transaction(opts(20_000)).await.unwrap();
+    let (mut positions, pending) = acquire_in_background(&last, "busy", LockMode::Exclusive);
+    assert_eq!(positions.recv().await, Some(4), "the first message comes at once, with the position");
+
+    // Each commit hands the lock to the next waiter, which keeps it until the last waiter
+    // has been told its new place (moves are coalesced, never dropped).
+    let mut releasing = holder;
+    for (expected, (t, p)) in (1..=3).rev().zip(ahead) {
+        releasing.commit().await.unwrap();
+        p.await.unwrap().unwrap();
+        let told = tokio::time::timeout(common::PATIENCE, positions.recv()).await.expect("a new position");
+        assert_eq!(told, Some(expected));
+        releasing = t;
+    }
+    releasing.commit().await.unwrap();
+    let granted = pending.await.unwrap().unwrap();
+    assert_eq!(last.status().await.unwrap().locks, vec![granted]);
+    last.commit().await.unwrap();
+}

@@ -20,7 +20,6 @@ use super::{convert, validate};
 use crate::config::VictimPolicies;
 use crate::locks::{AcquireRequest, AcquireStatus, Begin, Command, Event, EventKind, Outcome, TxnId, TxnState};
 use crate::node::Node;
-use crate::signals::Changes;
 
 pub struct LockApi {
     pub node: Arc<Node>,
@@ -332,8 +331,6 @@ fn follow_acquire(call: AcquireCall) -> impl Stream<Item = Result<pb::AcquireLoc
                 changes
             }
         };
-        // Counters as of the last wake-up; zero at first, so the first wake-up always reads.
-        let mut seen = Changes::default();
         let mut last_position = None;
         loop {
             match status {
@@ -360,34 +357,34 @@ fn follow_acquire(call: AcquireCall) -> impl Stream<Item = Result<pb::AcquireLoc
             }
             // Wait for something worth a table read: an outcome at once, moves of the queue
             // ahead at most once per QUEUE_REFRESH (the latest position is what is sent).
+            // While a refresh is due, moves are not listened to: they wake nobody.
             let mut refresh = None;
-            loop {
+            let deposed = loop {
                 let deadline = refresh.unwrap_or_else(|| tokio::time::Instant::now() + SAFETY_NET);
-                let wake = tokio::select! {
-                    changed = changes.changed() => {
+                tokio::select! {
+                    changed = changes.outcome.changed() => {
                         if changed.is_err() {
                             changes = node.signals.subscribe(txn);
-                            Wake::Outcome
-                        } else {
-                            let now = *changes.borrow_and_update();
-                            let outcome = now.outcome != seen.outcome;
-                            seen = now;
-                            if outcome { Wake::Outcome } else { Wake::QueueMoved }
                         }
+                        break false;
                     }
-                    _ = leadership.wait_for(|leading| !leading) => Wake::Deposed,
-                    _ = tokio::time::sleep_until(deadline) => Wake::Read,
-                };
-                match wake {
-                    Wake::QueueMoved => {
-                        refresh.get_or_insert_with(|| tokio::time::Instant::now() + QUEUE_REFRESH);
+                    moved = changes.queue.changed(), if refresh.is_none() => {
+                        if moved.is_err() {
+                            changes = node.signals.subscribe(txn);
+                        }
+                        refresh = Some(tokio::time::Instant::now() + QUEUE_REFRESH);
                     }
-                    // The wait lives on in the replicated table; the client re-attaches to
-                    // the new leader with the same request id.
-                    Wake::Deposed => Err(ApiError::NotLeader { leader: node.leader() })?,
-                    Wake::Outcome | Wake::Read => break,
+                    _ = leadership.wait_for(|leading| !leading) => break true,
+                    _ = tokio::time::sleep_until(deadline) => break false,
                 }
+            };
+            if deposed {
+                // The wait lives on in the replicated table; the client re-attaches to
+                // the new leader with the same request id.
+                Err(ApiError::NotLeader { leader: node.leader() })?;
             }
+            // Every move so far is covered by the read below.
+            changes.queue.borrow_and_update();
             status = read_status(&node)?;
         }
     }
@@ -399,18 +396,6 @@ fn follow_acquire(call: AcquireCall) -> impl Stream<Item = Result<pb::AcquireLoc
 const QUEUE_REFRESH: Duration = Duration::from_millis(100);
 /// A waiting stream reads the table at least this often, a net against a missed wake-up.
 const SAFETY_NET: Duration = Duration::from_secs(1);
-
-/// Why a waiting stream woke up.
-enum Wake {
-    /// The wait's outcome (or the transaction) changed: read at once.
-    Outcome,
-    /// Only the queue ahead moved: read at the next refresh.
-    QueueMoved,
-    /// A refresh or the safety net is due.
-    Read,
-    /// This node no longer leads.
-    Deposed,
-}
 
 type AcquireStream = Pin<Box<dyn Stream<Item = Result<pb::AcquireLockResponse, Status>> + Send>>;
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
