@@ -392,7 +392,8 @@ fn follow_acquire(call: AcquireCall) -> impl Stream<Item = Result<pb::AcquireLoc
 
 /// At most this often a waiting stream reads its new queue position after requests ahead
 /// of it left the queue. Without it, every grant on a key with N waiters cost N table
-/// reads and N messages (measured: 64 clients on one key did 40 % fewer cycles than 16).
+/// reads and N messages (measured, 64 clients on one key: 607-673 lock cycles/s with a
+/// message per grant, 918-1,185 with this).
 const QUEUE_REFRESH: Duration = Duration::from_millis(100);
 /// A waiting stream reads the table at least this often, a net against a missed wake-up.
 const SAFETY_NET: Duration = Duration::from_secs(1);
