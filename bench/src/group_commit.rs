@@ -52,14 +52,22 @@ impl Window {
             .max_by(|x, y| x.commands.total_cmp(&y.commands))
     }
 
+    pub fn commands_per_fsync(self) -> f64 {
+        self.commands / self.flushes
+    }
+
+    pub fn entries_per_fsync(self) -> f64 {
+        self.entries / self.flushes
+    }
+
     pub fn to_json(self) -> Value {
         let round = |x: f64| (x * 100.0).round() / 100.0;
         json!({
             "commands": self.commands,
             "entries": self.entries,
             "fsyncs": self.flushes,
-            "commands_per_fsync": round(self.commands / self.flushes),
-            "entries_per_fsync": round(self.entries / self.flushes),
+            "commands_per_fsync": round(self.commands_per_fsync()),
+            "entries_per_fsync": round(self.entries_per_fsync()),
         })
     }
 }

@@ -197,8 +197,8 @@ impl Summary {
         if let Some(g) = self.group_commit {
             s += &format!(
                 "  leader log: {:.1} commands and {:.2} raft entries per fsync ({} fsyncs)\n",
-                g.commands / g.flushes,
-                g.entries / g.flushes,
+                g.commands_per_fsync(),
+                g.entries_per_fsync(),
                 g.flushes
             );
         }
@@ -303,10 +303,8 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
     };
     shared.measuring.store(false, Ordering::SeqCst);
     let group_commit = match metrics_start {
-        Some(before) if !cfg.metrics.is_empty() => {
-            group_commit::Window::of_leader(&before, &group_commit::sample(&cfg.metrics).await)
-        }
-        _ => None,
+        Some(before) => group_commit::Window::of_leader(&before, &group_commit::sample(&cfg.metrics).await),
+        None => None,
     };
 
     // Clients stop at `end` once their current cycle finishes (bounded by the wait timeout).
