@@ -71,6 +71,9 @@ pub mod metadata {
     /// On a WatchEvents stream's response headers: the last event sequence committed when
     /// the stream attached (the end of the backlog; 0 = no events yet).
     pub const LAST_SEQUENCE: &str = "x-dls-last-sequence";
+    /// On an UNAVAILABLE answer of a leader shedding load: milliseconds to wait before
+    /// retrying (the same request, same request_id).
+    pub const RETRY_AFTER_MS: &str = "x-dls-retry-after-ms";
     /// Standard bearer-token header carrying the API key.
     pub const AUTHORIZATION: &str = "authorization";
 }

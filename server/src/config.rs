@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::limits::LimitArgs;
 use crate::locks::VictimPolicy;
 
 use crate::node::NodeConfig;
@@ -56,6 +57,8 @@ pub struct ServeArgs {
     /// each endpoint, signed, at least once. Give every node the same file.
     #[arg(long, env = "DLS_WEBHOOKS_FILE")]
     pub webhooks_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 fn parse_namespace_policy(raw: &str) -> Result<(String, VictimPolicy), String> {
@@ -143,6 +146,7 @@ impl ServeArgs {
             heartbeat_ms: self.heartbeat_ms,
             election_timeout_ms: self.election_timeout_ms,
             snapshot_every: self.snapshot_every,
+            limits: self.limits.clone(),
         };
         Ok((listen, cfg))
     }

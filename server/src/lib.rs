@@ -3,6 +3,7 @@
 //! - `locks/`: the lock semantics, a pure deterministic state machine.
 //! - `raft/`: openraft storage (sled), state-machine adapter and peer network.
 //! - `lease`: leader-side lease and acquire-timeout timers.
+//! - `limits`: the bounds on what clients can make a node hold, checked before proposing.
 //! - `node`: wires raft, storage and timers into one node.
 //! - `api/`: gRPC services, auth, validation and the error-to-status mapping.
 
@@ -11,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod http;
 pub mod lease;
+pub mod limits;
 pub mod locks;
 pub mod metrics;
 pub mod node;

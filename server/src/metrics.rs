@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use openraft::ServerState;
 
+use crate::limits::Limit;
 use crate::locks::{Effect, EndCause, TxnId};
 use crate::node::Node;
 
@@ -144,6 +145,11 @@ pub struct Gauges {
     /// Commands this node proposed, and the raft entries they became (group commit).
     pub proposed_commands: u64,
     pub proposed_entries: u64,
+    /// Client proposals waiting for a write, and those shed because the queue was full.
+    pub queued_proposals: u64,
+    pub shed_proposals: u64,
+    /// Requests refused by each limit (in `Limit::ALL` order).
+    pub refused: [u64; Limit::ALL.len()],
 }
 
 impl Gauges {
@@ -163,6 +169,9 @@ impl Gauges {
             log_flush_micros: node.log_io.flush_micros.load(Relaxed),
             proposed_commands: node.proposer.stats.commands.load(Relaxed),
             proposed_entries: node.proposer.stats.entries.load(Relaxed),
+            queued_proposals: node.proposer.queued() as u64,
+            shed_proposals: node.proposer.stats.shed.load(Relaxed),
+            refused: Limit::ALL.map(|l| node.limits.refused(l)),
             ..Gauges::default()
         };
         let st = node.state.read().expect("state lock");
@@ -348,6 +357,24 @@ fn render_gauges(out: &mut String, g: &Gauges) {
     );
     header(out, "dls_raft_log_flush_seconds_total", "Time spent flushing appended entries.", "counter");
     let _ = writeln!(out, "dls_raft_log_flush_seconds_total {}", g.log_flush_micros as f64 / 1e6);
+    metric(out, "dls_queued_proposals", "Client proposals waiting for a raft write.", "gauge", g.queued_proposals);
+    metric(
+        out,
+        "dls_shed_proposals_total",
+        "Client proposals shed with UNAVAILABLE because the queue was full (--max-queued-proposals).",
+        "counter",
+        g.shed_proposals,
+    );
+    let name = "dls_refused_total";
+    header(
+        out,
+        name,
+        "Requests refused with RESOURCE_EXHAUSTED, by the limit (its flag) that refused them.",
+        "counter",
+    );
+    for (limit, v) in Limit::ALL.iter().zip(g.refused) {
+        let _ = writeln!(out, "{name}{{limit=\"{}\"}} {v}", limit.flag());
+    }
 }
 
 fn header(out: &mut String, name: &str, help: &str, kind: &str) {

@@ -12,11 +12,12 @@ use tokio::sync::{watch, Mutex};
 
 use crate::api::errors::ApiError;
 use crate::lease::Leases;
+use crate::limits::{Admission, LimitArgs, Limits};
 use crate::locks::{Command, Effect, LockTable, Outcome};
 use crate::metrics::Metrics;
 use crate::raft::log_store::{LogIoStats, LogStore};
 use crate::raft::network::PeerNetwork;
-use crate::raft::proposer::{Proposer, WriteError};
+use crate::raft::proposer::{Hold, Proposer, WriteError};
 use crate::raft::state_machine::{ApplyObserver, SharedState, StateMachine};
 use crate::raft::types::{CheckIsLeaderError, NodeId, Raft};
 use crate::signals::Signals;
@@ -45,6 +46,8 @@ pub struct NodeConfig {
     pub heartbeat_ms: u64,
     pub election_timeout_ms: u64,
     pub snapshot_every: u64,
+    /// Bounds on what clients can make this node hold (see `limits`).
+    pub limits: LimitArgs,
 }
 
 pub struct Node {
@@ -57,6 +60,8 @@ pub struct Node {
     /// Appends and flushes of this node's raft log.
     pub log_io: Arc<LogIoStats>,
     pub proposer: Proposer,
+    /// The limits checked before proposing a client's request, with what counts against them.
+    pub limits: Arc<Limits>,
     committed: Arc<std::sync::atomic::AtomicU64>,
     /// Bumped whenever events are appended (or the table is replaced): event watchers
     /// and webhook senders wait on it.
@@ -163,7 +168,7 @@ impl Node {
             tracing::info!(data_dir = %cfg.data_dir.display(), "restarting from existing data");
         }
 
-        let proposer = Proposer::start(raft.clone(), PROPOSE_TIMEOUT);
+        let proposer = Proposer::start(raft.clone(), PROPOSE_TIMEOUT, cfg.limits.max_queued_proposals as usize);
         let (leader_tx, is_leader) = watch::channel(false);
         let node = Arc::new(Node {
             id: cfg.id,
@@ -174,6 +179,7 @@ impl Node {
             metrics,
             log_io,
             proposer,
+            limits: Limits::new(cfg.limits.clone()),
             committed,
             events,
             db,
@@ -217,10 +223,29 @@ impl Node {
     }
 
     /// Proposes a command through raft (batched with concurrent proposals, see
-    /// `raft::proposer`) and returns its outcome once applied here.
+    /// `raft::proposer`) and returns its outcome once applied here. A client's command is
+    /// shed at once while the proposal queue is full.
     pub async fn propose(&self, cmd: Command) -> Result<Outcome, ApiError> {
-        self.proposer.propose(cmd).await.map_err(|e| match e {
+        self.propose_holding(cmd, None).await
+    }
+
+    /// [`Node::propose`] for a request the limits admitted: its admission counts until
+    /// the command is applied (or failed), even if the caller stops waiting.
+    pub async fn propose_admitted(&self, cmd: Command, admission: Admission) -> Result<Outcome, ApiError> {
+        self.propose_holding(cmd, Some(Box::new(admission))).await
+    }
+
+    async fn propose_holding(&self, cmd: Command, hold: Option<Hold>) -> Result<Outcome, ApiError> {
+        self.proposer.propose(cmd, hold).await.map_err(|e| match e {
             WriteError::NotLeader => self.not_leader(),
+            WriteError::Overloaded { queued, limit, retry_after } => ApiError::Overloaded {
+                message: format!(
+                    "the leader is overloaded: {queued} proposals are queued (limit --max-queued-proposals {limit}); \
+                     retry after {} ms with the same request_id",
+                    retry_after.as_millis()
+                ),
+                retry_after,
+            },
             WriteError::TimedOut(after) => ApiError::Unavailable(format!(
                 "the cluster did not commit the request within {after:?}; retry with the same request_id"
             )),

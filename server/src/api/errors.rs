@@ -2,6 +2,8 @@
 //! every RPC. Each status also carries `x-dls-error` (the proto's ErrorKind name) and, for
 //! a follower, the leader's address.
 
+use std::time::Duration;
+
 use caerus_proto::metadata;
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
@@ -47,6 +49,14 @@ pub enum ApiError {
     /// The cluster could not commit in time; retry with the same request_id.
     #[error("{0}")]
     Unavailable(String),
+    /// A configured limit refused the request; nothing changed. The message names the
+    /// limit and its flag.
+    #[error("{0}")]
+    ResourceExhausted(String),
+    /// The leader sheds new work while its proposal queue is full; retry after the hint
+    /// (sent as `x-dls-retry-after-ms`) with the same request_id.
+    #[error("{message}")]
+    Overloaded { message: String, retry_after: Duration },
     /// A bug or storage failure.
     #[error("internal error: {0}")]
     Internal(String),
@@ -67,7 +77,8 @@ impl ApiError {
             ApiError::WaitCancelled(_) => (Code::Cancelled, "WAIT_CANCELLED"),
             ApiError::AlreadyWaiting(_) => (Code::FailedPrecondition, "ALREADY_WAITING"),
             ApiError::NotLeader { .. } => (Code::Unavailable, "NOT_LEADER"),
-            ApiError::Unavailable(_) => (Code::Unavailable, "UNAVAILABLE"),
+            ApiError::Unavailable(_) | ApiError::Overloaded { .. } => (Code::Unavailable, "UNAVAILABLE"),
+            ApiError::ResourceExhausted(_) => (Code::ResourceExhausted, "RESOURCE_EXHAUSTED"),
             ApiError::Internal(_) => (Code::Internal, "INTERNAL"),
         }
     }
@@ -117,6 +128,9 @@ impl From<ApiError> for Status {
                 md.insert(metadata::LEADER_ADDR, v);
             }
             md.insert(metadata::LEADER_ID, MetadataValue::from(*id));
+        }
+        if let ApiError::Overloaded { retry_after, .. } = &e {
+            md.insert(metadata::RETRY_AFTER_MS, MetadataValue::from(retry_after.as_millis() as u64));
         }
         status
     }

@@ -63,8 +63,9 @@ impl LockApi {
         validate::txn_name(&r.name)?;
         let request_id = validate::request_id(&r.request_id)?;
         self.node.require_leader()?;
+        let admitted = self.node.limits.admit_begin(&self.node.state, &who, request_id.as_deref(), None)?;
         let cmd = Command::Begin { request_id, lease_ms, priority: r.priority, name: r.name, owner: who.name.clone() };
-        match self.node.propose(cmd).await? {
+        match self.node.propose_admitted(cmd, admitted).await? {
             Outcome::Begun { txn, lease_ms } => {
                 // A retried request id returns its transaction only to the same caller.
                 self.touch(&who, txn)?;
@@ -265,6 +266,7 @@ impl AcquireCall {
             if let Some(status) = known {
                 return Ok((self.txn, None, status));
             }
+            let admitted = self.node.limits.admit_acquire(&self.node.state, self.txn, &a.lock)?;
             let cmd = Command::Acquire {
                 txn: self.txn,
                 request_id: a.request_id.clone(),
@@ -273,14 +275,16 @@ impl AcquireCall {
                 wait_ms: a.wait_ms,
                 victim_policy: a.victim_policy,
             };
-            return match self.node.propose(cmd).await? {
+            return match self.node.propose_admitted(cmd, admitted).await? {
                 Outcome::Acquire(status) => Ok((self.txn, None, status)),
                 Outcome::Rejected(r) => Err(r.into()),
                 o => Err(unexpected(o)),
             };
         };
+        let admitted =
+            self.node.limits.admit_begin(&self.node.state, &self.who, begin.request_id.as_deref(), Some(&a.lock))?;
         let cmd = Command::BeginAcquire { begin: begin.clone(), acquire: a.clone() };
-        match self.node.propose(cmd).await? {
+        match self.node.propose_admitted(cmd, admitted).await? {
             Outcome::BegunAcquire { txn, lease_ms, acquire } => {
                 // A retried begin request id answers only the caller that started it.
                 let t = self.node.state.read().expect("state lock").table.txn(txn).map(|t| t.owner.clone());
@@ -513,11 +517,14 @@ impl LockService for LockApi {
 
     async fn watch_events(&self, req: Request<pb::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
         let who = self.principal(&req)?;
+        let remote = req.remote_addr();
         let r = req.into_inner();
         for p in &r.namespace_prefixes {
             validate::name("namespace_prefixes", p)?;
         }
         self.node.require_leader()?;
+        // Held by the stream's task: freed when the stream ends, or the client drops it.
+        let slot = self.node.limits.admit_watch(&who, remote)?;
         // Start from a state that includes everything committed before the call.
         self.node.linearizable_read().await?;
         let (from, last) = {
@@ -538,6 +545,7 @@ impl LockService for LockApi {
             if let Err(e) = follow_events(node, from, filter, &tx).await {
                 let _ = tx.send(Err(e.into())).await;
             }
+            drop(slot);
         });
         let mut response = Response::new(Box::pin(ReceiverStream::new(rx)) as EventStream);
         let md = response.metadata_mut();

@@ -219,17 +219,28 @@ pub struct ApiFailure {
     pub kind: String,
     pub message: String,
     pub leader_addr: Option<String>,
+    /// An overloaded leader's hint: retry the same request after this long.
+    pub retry_after_ms: Option<u64>,
 }
 
 impl ApiFailure {
     pub fn bad_request(message: String) -> ApiFailure {
-        ApiFailure { code: Code::InvalidArgument, kind: "INVALID_ARGUMENT".into(), message, leader_addr: None }
+        ApiFailure {
+            code: Code::InvalidArgument,
+            kind: "INVALID_ARGUMENT".into(),
+            message,
+            leader_addr: None,
+            retry_after_ms: None,
+        }
     }
 
     pub fn body(&self) -> Value {
         let mut e = json!({"code": code_name(self.code), "kind": self.kind, "message": self.message});
         if let Some(addr) = &self.leader_addr {
             e["leader_addr"] = json!(addr);
+        }
+        if let Some(ms) = self.retry_after_ms {
+            e["retry_after_ms"] = json!(ms);
         }
         json!({ "error": e })
     }
@@ -240,14 +251,28 @@ impl From<Status> for ApiFailure {
         let md = s.metadata();
         let kind = md.get(metadata::ERROR_KIND).and_then(|v| v.to_str().ok()).unwrap_or("ERROR_KIND_UNSPECIFIED");
         let leader_addr = md.get(metadata::LEADER_ADDR).and_then(|v| v.to_str().ok()).map(str::to_string);
-        ApiFailure { code: s.code(), kind: kind.to_string(), message: s.message().to_string(), leader_addr }
+        let retry_after_ms =
+            md.get(metadata::RETRY_AFTER_MS).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+        ApiFailure {
+            code: s.code(),
+            kind: kind.to_string(),
+            message: s.message().to_string(),
+            leader_addr,
+            retry_after_ms,
+        }
     }
 }
 
 impl IntoResponse for ApiFailure {
     fn into_response(self) -> Response {
         let status = http_status(self.code);
-        (status, [(http::header::CONTENT_TYPE, "application/json")], self.body().to_string()).into_response()
+        let mut response =
+            (status, [(http::header::CONTENT_TYPE, "application/json")], self.body().to_string()).into_response();
+        if let Some(ms) = self.retry_after_ms {
+            // Retry-After counts whole seconds; the JSON body has the exact hint.
+            response.headers_mut().insert(http::header::RETRY_AFTER, ms.div_ceil(1000).max(1).into());
+        }
+        response
     }
 }
 

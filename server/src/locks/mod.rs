@@ -3,7 +3,9 @@
 pub mod command;
 pub mod deadlock;
 pub mod events;
+mod owners;
 pub mod queue;
+pub mod requests;
 pub mod table;
 pub mod types;
 pub mod vec_map;

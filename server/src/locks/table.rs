@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, VecDeque};
 use super::command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
 use super::deadlock::{choose_victim, find_cycle, Candidate};
 use super::events::{CycleMember, EventDetail, EventLog};
+use super::owners::ActiveByOwner;
 use super::queue::{KeyLock, Slot, Waiter, NORMAL_CLASS, UPGRADE_CLASS};
+use super::requests::{AcquireRecord, RequestLog, RequestRecord};
 use super::types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 use super::vec_map::VecMap;
 
@@ -20,21 +22,6 @@ use super::vec_map::VecMap;
 pub const FINISHED_RETENTION_MS: u64 = 10 * 60 * 1000;
 /// ... and at most this many, so a burst of short transactions cannot grow memory unboundedly.
 pub const MAX_FINISHED: usize = 100_000;
-
-/// What a transaction's request turned into, kept so a retry gets the same answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum RequestRecord {
-    Acquire { lock: LockKey, mode: LockMode, status: AcquireRecord },
-    Release { lock: LockKey, released: bool },
-}
-
-/// The stored part of an acquire's status; a queue position is computed on read.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum AcquireRecord {
-    Waiting,
-    Granted { token: FencingToken, mode: LockMode },
-    Ended(WaitEnd),
-}
 
 /// The one pending acquire of a transaction.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,7 +46,8 @@ pub struct Txn {
     pub ended_at_ms: u64,
     pub held: VecMap<LockKey, Held>,
     pub waiting: Option<Pending>,
-    pub requests: VecMap<String, RequestRecord>,
+    /// Bounded: the oldest settled records are forgotten (see `requests`).
+    pub requests: RequestLog,
     pub begin_request_id: Option<String>,
     /// The request id and answer of the call that ended it.
     pub end_request: Option<(String, u32)>,
@@ -95,7 +83,8 @@ pub enum Effect {
 pub struct LockTable {
     next_txn: TxnId,
     last_token: u64,
-    /// Orders queue slots; table-wide so it is deterministic and never repeats.
+    /// Orders queue slots and request records by age; table-wide so it is deterministic
+    /// and never repeats.
     next_ticket: u64,
     /// Highest leader clock seen in the log; only ever moves forward.
     clock_ms: u64,
@@ -107,6 +96,9 @@ pub struct LockTable {
     events: EventLog,
     /// Per webhook: the last event sequence it acknowledged.
     webhook_cursors: BTreeMap<String, u64>,
+    /// Derived from `txns`, for the leader's per-key limit; not part of snapshots.
+    #[serde(skip)]
+    active_by_owner: ActiveByOwner,
     #[serde(skip)]
     effects: Vec<Effect>,
 }
@@ -185,6 +177,16 @@ impl LockTable {
 
     pub fn active_txns(&self) -> impl Iterator<Item = &Txn> {
         self.txns.values().filter(|t| t.state == TxnState::Active)
+    }
+
+    /// How many active transactions `owner` (an API key's name) has.
+    pub fn active_txns_of(&self, owner: &str) -> usize {
+        self.active_by_owner.count(owner, || self.active_txns().map(|t| t.owner.as_str()))
+    }
+
+    /// Whether a Begin with this request id was applied (and is still remembered).
+    pub fn knows_begin(&self, request_id: &str) -> bool {
+        self.begin_requests.contains_key(request_id)
     }
 
     /// The last fencing token issued (0 before the first grant).
@@ -304,11 +306,12 @@ impl LockTable {
                 ended_at_ms: 0,
                 held: VecMap::new(),
                 waiting: None,
-                requests: VecMap::new(),
+                requests: RequestLog::default(),
                 begin_request_id: request_id,
                 end_request: None,
             },
         );
+        self.active_by_owner.add(owner);
         self.effects.push(Effect::TxnBegun { txn: id, lease_ms });
         (id, lease_ms)
     }
@@ -352,8 +355,7 @@ impl LockTable {
             None => self.wait(txn, request_id, lock, mode, NORMAL_CLASS, wait_ms),
         };
         let waiting = record == AcquireRecord::Waiting;
-        let entry = RequestRecord::Acquire { lock: lock.clone(), mode, status: record };
-        self.txn_mut(txn).requests.insert(request_id.to_string(), entry);
+        self.remember(txn, request_id, RequestRecord::Acquire { lock: lock.clone(), mode, status: record });
         if waiting {
             self.break_deadlock(txn, policy);
         }
@@ -493,7 +495,7 @@ impl LockTable {
             self.promote(lock);
         }
         if let Some(r) = request_id {
-            self.txn_mut(txn).requests.insert(r.to_string(), RequestRecord::Release { lock: lock.clone(), released });
+            self.remember(txn, r, RequestRecord::Release { lock: lock.clone(), released });
         }
         Outcome::Released { released }
     }
@@ -565,6 +567,7 @@ impl LockTable {
             self.promote(&p.lock);
         }
         let clock = self.clock_ms;
+        self.active_by_owner.remove(&self.txns[&txn].owner);
         let t = self.txn_mut(txn);
         let held = std::mem::take(&mut t.held);
         t.state = state;
@@ -640,6 +643,14 @@ impl LockTable {
             let txns: Vec<TxnId> = k.queue.values().map(|w| w.txn).collect();
             self.effects.extend(txns.into_iter().map(|txn| Effect::QueueMoved { txn }));
         }
+    }
+
+    /// Records what request `request_id` of `txn` turned into, as its newest record.
+    fn remember(&mut self, txn: TxnId, request_id: &str, record: RequestRecord) {
+        self.next_ticket += 1;
+        let seq = self.next_ticket;
+        let t = self.txn_mut(txn);
+        t.requests.insert(request_id.to_string(), seq, record, &t.held);
     }
 
     fn txn_mut(&mut self, txn: TxnId) -> &mut Txn {

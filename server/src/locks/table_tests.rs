@@ -727,3 +727,64 @@ fn a_grant_tells_the_granted_its_outcome_and_the_waiters_behind_only_that_their_
     }
     assert_eq!(position(&h.table.acquire_status(d, &format!("r{d}")).unwrap().unwrap()), 2);
 }
+
+// ---- bounds ----
+
+#[test]
+fn a_long_lived_transaction_with_fresh_request_ids_keeps_a_bounded_record_and_answers_recent_retries() {
+    use super::requests::MAX_REQUEST_RECORDS;
+    let mut h = Harness::new();
+    let (t, other) = (h.begin(), h.begin());
+    let held = token(&h.acquire_with(t, "held", X, "held-1"));
+    let mut last = (String::new(), 0);
+    for i in 0..5_000 {
+        let id = format!("a{i}");
+        last = (id.clone(), token(&h.acquire_with(t, "cycle", X, &id)));
+        let release = Command::Release { txn: t, request_id: Some(format!("r{i}")), lock: LockKey::new("ns", "cycle") };
+        assert_eq!(h.apply(release), Outcome::Released { released: true });
+        assert!(h.table.txn(t).unwrap().requests.len() <= MAX_REQUEST_RECORDS);
+    }
+    // The last acquire's retry gets its first answer (the same token), not a new grant...
+    let before = h.table.last_token();
+    assert_eq!(token(&h.acquire_with(t, "cycle", X, &last.0)), last.1);
+    assert_eq!(h.table.last_token(), before, "a retry must not issue a token");
+    // ... and so does the last release's, although the lock is free now.
+    let retry = Command::Release { txn: t, request_id: Some("r4999".into()), lock: LockKey::new("ns", "cycle") };
+    assert_eq!(h.apply(retry), Outcome::Released { released: true });
+    // A grant still held keeps its token whether or not its record is remembered.
+    assert_eq!(token(&h.acquire_with(t, "held", X, "held-1")), held);
+    // A pending wait is never forgotten, however many requests come after it.
+    token(&h.acquire_with(other, "busy", X, "o1"));
+    assert_eq!(position(&h.acquire_with(t, "busy", X, "wait")), 1);
+    for i in 0..2 * MAX_REQUEST_RECORDS {
+        let release = Command::Release { txn: t, request_id: Some(format!("x{i}")), lock: LockKey::new("ns", "none") };
+        h.apply(release);
+    }
+    assert_eq!(position(&h.table.acquire_status(t, "wait").unwrap().unwrap()), 1);
+    h.end(other, true);
+    token(&h.table.acquire_status(t, "wait").unwrap().unwrap());
+}
+
+#[test]
+fn active_transactions_are_counted_per_owner_and_after_a_restore() {
+    let mut h = Harness::new();
+    let begin = |h: &mut Harness, owner: &str| match h.apply(Command::Begin {
+        request_id: None,
+        lease_ms: 1_000,
+        priority: 0,
+        name: String::new(),
+        owner: owner.into(),
+    }) {
+        Outcome::Begun { txn, .. } => txn,
+        o => panic!("{o:?}"),
+    };
+    let a1 = begin(&mut h, "a");
+    assert_eq!(h.table.active_txns_of("a"), 1);
+    begin(&mut h, "a");
+    begin(&mut h, "b");
+    assert_eq!((h.table.active_txns_of("a"), h.table.active_txns_of("b")), (2, 1));
+    h.end(a1, true);
+    assert_eq!(h.table.active_txns_of("a"), 1);
+    let restored: LockTable = bincode::deserialize(&bincode::serialize(&h.table).unwrap()).unwrap();
+    assert_eq!((restored.active_txns_of("a"), restored.active_txns_of("b"), restored.active_txns_of("c")), (1, 1, 0));
+}

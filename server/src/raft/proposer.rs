@@ -8,10 +8,17 @@
 //! request still goes out at once; a busy leader shares each fsync and each replication
 //! round among many requests. Each command keeps its own outcome; a batch commits or
 //! fails as a whole, and every command in it is retry-safe by its request id.
+//!
+//! The queue of client proposals is bounded: past `max_queued` a new client proposal is
+//! shed at once (the caller answers UNAVAILABLE with a retry hint) instead of waiting
+//! behind work the cluster cannot commit in time, which would only turn into client
+//! timeouts and memory. The leader's own proposals (expiries, wait cancels, webhook
+//! cursors) have their own queue, are never shed and go first into every entry: a flood
+//! of someone else's requests must not delay the expiry or the cleanup it triggers.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -28,20 +35,57 @@ const MAX_IN_FLIGHT: usize = 2;
 /// Upper bound on commands per entry, to keep entries (and apply pauses) small.
 const MAX_BATCH: usize = 512;
 
+/// Shortest and longest retry hint given to shed proposals.
+const MIN_RETRY_AFTER: Duration = Duration::from_millis(20);
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// Who asks, which decides whether the proposal may be shed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The leader's own bookkeeping: never shed, written first.
+    Leader,
+    /// A client's new work (begin, acquire): shed once `max_queued` proposals wait.
+    NewWork,
+    /// A client giving something up (release, end, abort): shed only at twice the bound,
+    /// so that under a flood of new work clients can still let go of what they hold.
+    Release,
+}
+
+impl Origin {
+    /// Expiries, wait cancels and webhook cursors are only ever proposed by the leader
+    /// itself; the API builds every other command from a client's request.
+    pub fn of(cmd: &Command) -> Origin {
+        match cmd {
+            Command::Expire { .. } | Command::CancelWait { .. } | Command::WebhookDelivered { .. } => Origin::Leader,
+            Command::Release { .. } | Command::End { .. } | Command::Abort { .. } => Origin::Release,
+            Command::Begin { .. } | Command::Acquire { .. } | Command::BeginAcquire { .. } | Command::Batch(_) => {
+                Origin::NewWork
+            }
+        }
+    }
+}
+
 /// Why a proposal was not committed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WriteError {
     /// This node is not (or no longer) the leader.
     NotLeader,
+    /// The queue of client proposals is full; nothing was proposed. Retry after the hint.
+    Overloaded { queued: usize, limit: usize, retry_after: Duration },
     /// Not committed within the deadline; it may still commit later.
     TimedOut(Duration),
     /// Raft refused or failed the write.
     Failed(String),
 }
 
+/// Anything the proposer keeps until the command is applied or has failed (a limits
+/// admission, so the caller hanging up cannot end it early).
+pub type Hold = Box<dyn Send>;
+
 struct Pending {
     cmd: Command,
     reply: oneshot::Sender<Result<Outcome, WriteError>>,
+    hold: Option<Hold>,
 }
 
 /// Counters for `/metrics`: commands per entry = `commands / entries`.
@@ -51,28 +95,113 @@ pub struct ProposerStats {
     pub commands: AtomicU64,
     /// Raft entries they were written as.
     pub entries: AtomicU64,
+    /// Client proposals shed because the queue was full.
+    pub shed: AtomicU64,
+    /// Moving average of how long one entry takes to commit, in microseconds: with the
+    /// queue length it estimates when a shed client should come back.
+    write_micros: AtomicU64,
+}
+
+/// The two queues: the leader's own proposals and the clients' (counted, bounded).
+struct Queues {
+    leader: mpsc::UnboundedReceiver<Pending>,
+    clients: mpsc::UnboundedReceiver<Pending>,
+    /// Client proposals sent but not yet taken into an entry.
+    queued: Arc<AtomicUsize>,
+}
+
+impl Queues {
+    /// The next proposal, the leader's first; `None` once the proposer is gone.
+    async fn next(&mut self) -> Option<Pending> {
+        tokio::select! {
+            biased;
+            Some(p) = self.leader.recv() => Some(p),
+            Some(p) = self.clients.recv() => {
+                self.queued.fetch_sub(1, Relaxed);
+                Some(p)
+            }
+            else => None,
+        }
+    }
+
+    fn try_next(&mut self) -> Option<Pending> {
+        if let Ok(p) = self.leader.try_recv() {
+            return Some(p);
+        }
+        let p = self.clients.try_recv().ok()?;
+        self.queued.fetch_sub(1, Relaxed);
+        Some(p)
+    }
 }
 
 /// Hands commands to the batching task.
 pub struct Proposer {
-    tx: mpsc::UnboundedSender<Pending>,
+    leader: mpsc::UnboundedSender<Pending>,
+    clients: mpsc::UnboundedSender<Pending>,
+    queued: Arc<AtomicUsize>,
+    max_queued: usize,
     timeout: Duration,
     pub stats: Arc<ProposerStats>,
 }
 
 impl Proposer {
-    /// Starts the batching task; it stops when the proposer is dropped.
-    pub fn start(raft: Raft, timeout: Duration) -> Proposer {
-        let (tx, rx) = mpsc::unbounded_channel();
+    /// Starts the batching task; it stops when the proposer is dropped. At most
+    /// `max_queued` client proposals wait for a write (see [`Origin`]).
+    pub fn start(raft: Raft, timeout: Duration, max_queued: usize) -> Proposer {
+        let (leader, leader_rx) = mpsc::unbounded_channel();
+        let (clients, clients_rx) = mpsc::unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(ProposerStats::default());
-        tokio::spawn(run(raft, rx, timeout, stats.clone()));
-        Proposer { tx, timeout, stats }
+        let queues = Queues { leader: leader_rx, clients: clients_rx, queued: queued.clone() };
+        tokio::spawn(run(raft, queues, timeout, stats.clone()));
+        Proposer { leader, clients, queued, max_queued, timeout, stats }
     }
 
-    /// Proposes one command and waits for its outcome once applied on this node.
-    pub async fn propose(&self, cmd: Command) -> Result<Outcome, WriteError> {
+    /// Client proposals waiting for a write now.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Relaxed)
+    }
+
+    /// Takes a place in the client queue, or says when to come back.
+    fn enqueue(&self, origin: Origin) -> Result<(), WriteError> {
+        let limit = match origin {
+            Origin::Leader => return Ok(()),
+            Origin::NewWork => self.max_queued,
+            Origin::Release => self.max_queued.saturating_mul(2),
+        };
+        // Checked and taken in one step: concurrent callers cannot all pass at the bound.
+        match self.queued.fetch_update(Relaxed, Relaxed, |q| (q < limit).then_some(q + 1)) {
+            Ok(_) => Ok(()),
+            Err(queued) => {
+                self.stats.shed.fetch_add(1, Relaxed);
+                Err(WriteError::Overloaded { queued, limit: self.max_queued, retry_after: self.retry_after(queued) })
+            }
+        }
+    }
+
+    /// About when the queue ahead will have drained: entries of up to `MAX_BATCH`
+    /// commands, `MAX_IN_FLIGHT` at a time, each taking the recent average write time.
+    fn retry_after(&self, queued: usize) -> Duration {
+        let per_entry = Duration::from_micros(self.stats.write_micros.load(Relaxed));
+        let rounds = (queued / (MAX_BATCH * MAX_IN_FLIGHT)) as u32 + 1;
+        per_entry.saturating_mul(rounds).clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
+    }
+
+    /// Proposes one command and waits for its outcome once applied on this node; `hold`
+    /// is dropped only after that (or once the command failed or was shed).
+    pub async fn propose(&self, cmd: Command, hold: Option<Hold>) -> Result<Outcome, WriteError> {
+        let origin = Origin::of(&cmd);
         let (reply, answer) = oneshot::channel();
-        self.tx.send(Pending { cmd, reply }).map_err(|_| WriteError::Failed("the node is shutting down".into()))?;
+        let pending = Pending { cmd, reply, hold };
+        let sent = if origin == Origin::Leader {
+            self.leader.send(pending)
+        } else {
+            self.enqueue(origin)?;
+            self.clients.send(pending).inspect_err(|_| {
+                self.queued.fetch_sub(1, Relaxed);
+            })
+        };
+        sent.map_err(|_| WriteError::Failed("the node is shutting down".into()))?;
         // The write itself times out too; this also bounds the wait for a free slot.
         match tokio::time::timeout(self.timeout * 2, answer).await {
             Ok(Ok(result)) => result,
@@ -82,23 +211,27 @@ impl Proposer {
     }
 }
 
-async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>, timeout: Duration, stats: Arc<ProposerStats>) {
+async fn run(raft: Raft, mut queues: Queues, timeout: Duration, stats: Arc<ProposerStats>) {
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    while let Some(first) = rx.recv().await {
+    while let Some(first) = queues.next().await {
         let Ok(slot) = slots.clone().acquire_owned().await else { return };
         // Everything that arrived while waiting for a slot goes into this entry.
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(p) => batch.push(p),
-                Err(_) => break,
+            match queues.try_next() {
+                Some(p) => batch.push(p),
+                None => break,
             }
         }
         stats.commands.fetch_add(batch.len() as u64, Relaxed);
         stats.entries.fetch_add(1, Relaxed);
-        let raft = raft.clone();
+        let (raft, stats) = (raft.clone(), stats.clone());
         tokio::spawn(async move {
+            let started = Instant::now();
             write(&raft, batch, timeout).await;
+            let took = started.elapsed().as_micros() as u64;
+            // An average over the last few entries: one slow fsync does not set the hint.
+            let _ = stats.write_micros.fetch_update(Relaxed, Relaxed, |avg| Some((avg * 7 + took) / 8));
             drop(slot);
         });
     }
@@ -110,7 +243,12 @@ fn now_ms() -> u64 {
 
 /// Writes one entry for the batch and answers every command in it.
 async fn write(raft: &Raft, batch: Vec<Pending>, timeout: Duration) {
-    let (mut cmds, replies): (Vec<Command>, Vec<_>) = batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
+    let (mut cmds, mut replies, mut holds) = (Vec::new(), Vec::new(), Vec::new());
+    for p in batch {
+        cmds.push(p.cmd);
+        replies.push(p.reply);
+        holds.push(p.hold);
+    }
     let single = cmds.len() == 1;
     let cmd = if single { cmds.pop().expect("one command") } else { Command::Batch(cmds) };
     let entry = LogCommand { now_ms: now_ms(), cmd };
@@ -141,4 +279,6 @@ async fn write(raft: &Raft, batch: Vec<Pending>, timeout: Duration) {
             }
         }
     }
+    // Applied (or failed) and answered: now what the commands held may be given back.
+    drop(holds);
 }

@@ -1,0 +1,451 @@
+//! Limits on what clients can make a node hold, and the one place they are checked.
+//!
+//! Every limit is checked by the leader before it proposes anything, so a refusal
+//! (RESOURCE_EXHAUSTED, naming the limit and its flag) changes nothing. A check counts the
+//! table as applied plus the requests admitted but not yet applied, under one lock, so
+//! concurrent requests cannot all pass at the bound; an admission is given back once its
+//! proposal has been applied (or has failed), not when the caller goes away. The proposal
+//! queue's bound lives in `raft::proposer`; the bound on a transaction's request records
+//! is a constant of the state machine (`locks::table`), since anything decided inside
+//! apply must be the same on every replica whatever its flags.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+
+use clap::Args;
+
+use crate::api::auth::Principal;
+use crate::api::errors::ApiError;
+use crate::locks::{LockKey, LockTable, TxnId};
+use crate::raft::state_machine::Replicated;
+
+/// `dls serve` flags of the limits (each also an environment variable).
+#[derive(Args, Debug, Clone, PartialEq, Eq)]
+pub struct LimitArgs {
+    /// Active transactions one API key may have at once (begins in flight count too). On a
+    /// server without API keys every caller shares this one bound. ~1 KiB of leader memory
+    /// per idle transaction.
+    #[arg(long, env = "DLS_MAX_TXNS_PER_API_KEY", default_value_t = 10_000, value_parser = at_least_one())]
+    pub max_txns_per_api_key: u64,
+    /// Locks one transaction may hold (or wait for) at once.
+    #[arg(long, env = "DLS_MAX_LOCKS_PER_TXN", default_value_t = 1_000, value_parser = at_least_one())]
+    pub max_locks_per_txn: u64,
+    /// Requests that may wait in one lock's queue.
+    #[arg(long, env = "DLS_MAX_WAITERS_PER_LOCK", default_value_t = 1_000, value_parser = at_least_one())]
+    pub max_waiters_per_lock: u64,
+    /// Open event watch streams (gRPC WatchEvents and HTTP /api/v1/events) per API key.
+    #[arg(long, env = "DLS_MAX_WATCHES_PER_API_KEY", default_value_t = 256, value_parser = at_least_one())]
+    pub max_watches_per_api_key: u64,
+    /// Open WatchEvents streams per client connection (remote address).
+    #[arg(long, env = "DLS_MAX_WATCHES_PER_CONNECTION", default_value_t = 64, value_parser = at_least_one())]
+    pub max_watches_per_connection: u64,
+    /// Client proposals that may wait for a raft write on the leader; past it new work is
+    /// shed with UNAVAILABLE and an `x-dls-retry-after-ms` hint (releases and ends get twice
+    /// as many places; the leader's own expiries are never shed).
+    #[arg(long, env = "DLS_MAX_QUEUED_PROPOSALS", default_value_t = 1_024, value_parser = at_least_one())]
+    pub max_queued_proposals: u64,
+}
+
+fn at_least_one() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(1..)
+}
+
+impl Default for LimitArgs {
+    fn default() -> Self {
+        LimitArgs {
+            max_txns_per_api_key: 10_000,
+            max_locks_per_txn: 1_000,
+            max_waiters_per_lock: 1_000,
+            max_watches_per_api_key: 256,
+            max_watches_per_connection: 64,
+            max_queued_proposals: 1_024,
+        }
+    }
+}
+
+/// Which limit refused a request (a label of `dls_refused_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    TxnsPerApiKey,
+    LocksPerTxn,
+    WaitersPerLock,
+    WatchesPerApiKey,
+    WatchesPerConnection,
+}
+
+impl Limit {
+    pub const ALL: [Limit; 5] = [
+        Limit::TxnsPerApiKey,
+        Limit::LocksPerTxn,
+        Limit::WaitersPerLock,
+        Limit::WatchesPerApiKey,
+        Limit::WatchesPerConnection,
+    ];
+
+    /// The flag that sets it, without dashes.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Limit::TxnsPerApiKey => "max-txns-per-api-key",
+            Limit::LocksPerTxn => "max-locks-per-txn",
+            Limit::WaitersPerLock => "max-waiters-per-lock",
+            Limit::WatchesPerApiKey => "max-watches-per-api-key",
+            Limit::WatchesPerConnection => "max-watches-per-connection",
+        }
+    }
+}
+
+/// Requests admitted but not applied yet, and open watch streams.
+#[derive(Default)]
+struct Counts {
+    begins: HashMap<String, u64>,
+    acquires_by_txn: HashMap<TxnId, u64>,
+    acquires_by_lock: HashMap<LockKey, u64>,
+    watches_by_key: HashMap<String, u64>,
+    watches_by_connection: HashMap<SocketAddr, u64>,
+}
+
+fn add<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u64>, key: K) {
+    *map.entry(key).or_default() += 1;
+}
+
+/// Gives one back; entries at zero are removed so the maps hold only what is in flight.
+fn sub<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u64>, key: &K) {
+    if let Some(n) = map.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
+}
+
+fn get<K: std::hash::Hash + Eq>(map: &HashMap<K, u64>, key: &K) -> u64 {
+    map.get(key).copied().unwrap_or(0)
+}
+
+/// The configured limits with what counts against them on this node.
+pub struct Limits {
+    pub args: LimitArgs,
+    counts: Mutex<Counts>,
+    refused: [AtomicU64; Limit::ALL.len()],
+}
+
+impl Limits {
+    pub fn new(args: LimitArgs) -> Arc<Limits> {
+        Arc::new(Limits { args, counts: Mutex::default(), refused: Default::default() })
+    }
+
+    /// Requests refused by `limit` since the node started.
+    pub fn refused(&self, limit: Limit) -> u64 {
+        self.refused[limit as usize].load(Relaxed)
+    }
+
+    fn refuse(&self, limit: Limit, message: String) -> ApiError {
+        self.refused[limit as usize].fetch_add(1, Relaxed);
+        tracing::debug!(limit = limit.flag(), "{message}");
+        ApiError::ResourceExhausted(message)
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts.lock().expect("limits lock")
+    }
+
+    /// Admits a new transaction of `who` (and its first lock, for a one-shot start) unless
+    /// `request_id` began one already. The
+    /// table lock is taken inside the limits lock, so nothing applied or given back between
+    /// the two reads can make the count too low.
+    pub fn admit_begin(
+        self: &Arc<Self>,
+        state: &RwLock<Replicated>,
+        who: &Principal,
+        request_id: Option<&str>,
+        first_lock: Option<&LockKey>,
+    ) -> Result<Admission, ApiError> {
+        let mut counts = self.counts();
+        let st = state.read().expect("state lock");
+        let table = &st.table;
+        if request_id.is_some_and(|r| table.knows_begin(r)) {
+            // A retry: answered with the transaction it began, which adds nothing.
+            return Ok(Admission::none());
+        }
+        let active = table.active_txns_of(&who.name) as u64 + get(&counts.begins, &who.name);
+        let max = self.args.max_txns_per_api_key;
+        if active >= max {
+            let whose = if who.name.is_empty() {
+                "the server (without API keys every caller shares one bound)".to_string()
+            } else {
+                format!("API key {:?}", who.name)
+            };
+            return Err(self.refuse(
+                Limit::TxnsPerApiKey,
+                format!(
+                    "{whose} has {active} active transactions (limit --max-txns-per-api-key {max}); \
+                     end some or raise the limit"
+                ),
+            ));
+        }
+        if let Some(lock) = first_lock {
+            self.check_waiters(&counts, table, lock)?;
+            add(&mut counts.acquires_by_lock, lock.clone());
+        }
+        add(&mut counts.begins, who.name.clone());
+        Ok(Admission {
+            limits: Some(self.clone()),
+            owner: Some(who.name.clone()),
+            txn: None,
+            lock: first_lock.cloned(),
+        })
+    }
+
+    /// Admits an acquire of `lock` by active transaction `txn`: one more held lock (unless
+    /// it holds `lock` already) and perhaps one more waiter in `lock`'s queue.
+    pub fn admit_acquire(
+        self: &Arc<Self>,
+        state: &RwLock<Replicated>,
+        txn: TxnId,
+        lock: &LockKey,
+    ) -> Result<Admission, ApiError> {
+        let mut counts = self.counts();
+        let st = state.read().expect("state lock");
+        let table = &st.table;
+        let Some(t) = table.txn(txn) else {
+            // Unknown or forgotten: the proposal itself answers that, and holds nothing.
+            return Ok(Admission::none());
+        };
+        if !t.held.contains_key(lock) {
+            let holds = t.held.len() as u64 + u64::from(t.waiting.is_some()) + get(&counts.acquires_by_txn, &txn);
+            let max = self.args.max_locks_per_txn;
+            if holds >= max {
+                return Err(self.refuse(
+                    Limit::LocksPerTxn,
+                    format!(
+                        "transaction {txn} holds or asks for {holds} locks (limit --max-locks-per-txn {max}); \
+                         release some or raise the limit"
+                    ),
+                ));
+            }
+        }
+        self.check_waiters(&counts, table, lock)?;
+        add(&mut counts.acquires_by_txn, txn);
+        add(&mut counts.acquires_by_lock, lock.clone());
+        Ok(Admission { limits: Some(self.clone()), owner: None, txn: Some(txn), lock: Some(lock.clone()) })
+    }
+
+    /// A full queue refuses every new request of the key: none could be granted at once
+    /// anyway while anyone waits (queues are FIFO). Acquires in flight on the key count as
+    /// possible waiters.
+    fn check_waiters(&self, counts: &Counts, table: &LockTable, lock: &LockKey) -> Result<(), ApiError> {
+        let queued = table.key(lock).map_or(0, |k| k.queue.len()) as u64;
+        let waiting = queued + get(&counts.acquires_by_lock, lock);
+        let max = self.args.max_waiters_per_lock;
+        if waiting >= max {
+            return Err(self.refuse(
+                Limit::WaitersPerLock,
+                format!(
+                    "lock {lock} has {waiting} waiting requests (limit --max-waiters-per-lock {max}); \
+                     try again later or raise the limit"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Opens an event watch of `who` on connection `from` (unknown for the HTTP port's own
+    /// streams, which then count against the key only). The slot is freed when the
+    /// returned value is dropped, i.e. when the stream ends for any reason.
+    pub fn admit_watch(self: &Arc<Self>, who: &Principal, from: Option<SocketAddr>) -> Result<WatchSlot, ApiError> {
+        let mut counts = self.counts();
+        let by_key = get(&counts.watches_by_key, &who.name);
+        let max = self.args.max_watches_per_api_key;
+        if by_key >= max {
+            let whose = if who.name.is_empty() { "the server".to_string() } else { format!("API key {:?}", who.name) };
+            return Err(self.refuse(
+                Limit::WatchesPerApiKey,
+                format!(
+                    "{whose} has {by_key} open event watches (limit --max-watches-per-api-key {max}); \
+                     close some or raise the limit"
+                ),
+            ));
+        }
+        if let Some(addr) = from {
+            let by_conn = get(&counts.watches_by_connection, &addr);
+            let max = self.args.max_watches_per_connection;
+            if by_conn >= max {
+                return Err(self.refuse(
+                    Limit::WatchesPerConnection,
+                    format!(
+                        "connection {addr} has {by_conn} open event watches (limit --max-watches-per-connection \
+                         {max}); close some, open another connection, or raise the limit"
+                    ),
+                ));
+            }
+            add(&mut counts.watches_by_connection, addr);
+        }
+        add(&mut counts.watches_by_key, who.name.clone());
+        Ok(WatchSlot { limits: self.clone(), key: who.name.clone(), from })
+    }
+
+    /// Begins, acquires and watches counted right now (for tests and metrics).
+    pub fn in_flight(&self) -> (u64, u64, u64) {
+        let c = self.counts();
+        (c.begins.values().sum(), c.acquires_by_txn.values().sum(), c.watches_by_key.values().sum())
+    }
+}
+
+/// What an admitted request counts against its limits until its proposal is applied or
+/// has failed. Travels with the proposal (see `Node::propose_admitted`), so a caller that
+/// hangs up early cannot free its place before the request has taken effect.
+#[must_use = "the admission is given back when dropped"]
+pub struct Admission {
+    limits: Option<Arc<Limits>>,
+    owner: Option<String>,
+    txn: Option<TxnId>,
+    lock: Option<LockKey>,
+}
+
+impl Admission {
+    /// Nothing counted (a retry or re-attach of a known request).
+    pub fn none() -> Admission {
+        Admission { limits: None, owner: None, txn: None, lock: None }
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        let Some(limits) = &self.limits else { return };
+        let mut counts = limits.counts();
+        if let Some(owner) = &self.owner {
+            sub(&mut counts.begins, owner);
+        }
+        if let Some(txn) = &self.txn {
+            sub(&mut counts.acquires_by_txn, txn);
+        }
+        if let Some(lock) = &self.lock {
+            sub(&mut counts.acquires_by_lock, lock);
+        }
+    }
+}
+
+/// An open watch stream's place; freed on drop.
+pub struct WatchSlot {
+    limits: Arc<Limits>,
+    key: String,
+    from: Option<SocketAddr>,
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        let mut counts = self.limits.counts();
+        sub(&mut counts.watches_by_key, &self.key);
+        if let Some(addr) = &self.from {
+            sub(&mut counts.watches_by_connection, addr);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locks::{Command, LockMode, LogCommand, Outcome, VictimPolicy};
+
+    fn who(name: &str) -> Principal {
+        Principal { name: name.into(), namespaces: None, admin: false }
+    }
+
+    fn apply(state: &RwLock<Replicated>, cmd: Command) -> Outcome {
+        state.write().unwrap().table.apply(&LogCommand { now_ms: 1, cmd })
+    }
+
+    fn begin(table: &RwLock<Replicated>, owner: &str) -> TxnId {
+        let cmd =
+            Command::Begin { request_id: None, lease_ms: 1000, priority: 0, name: String::new(), owner: owner.into() };
+        match apply(table, cmd) {
+            Outcome::Begun { txn, .. } => txn,
+            o => panic!("{o:?}"),
+        }
+    }
+
+    fn acquire(table: &RwLock<Replicated>, txn: TxnId, key: &str) {
+        let cmd = Command::Acquire {
+            txn,
+            request_id: format!("{txn}-{key}"),
+            lock: LockKey::new("ns", key),
+            mode: LockMode::Exclusive,
+            wait_ms: 1000,
+            victim_policy: VictimPolicy::default(),
+        };
+        apply(table, cmd);
+    }
+
+    fn small() -> Arc<Limits> {
+        Limits::new(LimitArgs {
+            max_txns_per_api_key: 2,
+            max_locks_per_txn: 2,
+            max_waiters_per_lock: 1,
+            max_watches_per_api_key: 2,
+            max_watches_per_connection: 1,
+            max_queued_proposals: 1,
+        })
+    }
+
+    fn refused_by(r: Result<Admission, ApiError>, flag: &str) {
+        match r {
+            Err(ApiError::ResourceExhausted(m)) => assert!(m.contains(flag), "{m}"),
+            Err(e) => panic!("expected a refusal naming {flag}, got {e:?}"),
+            Ok(_) => panic!("expected a refusal naming {flag}"),
+        }
+    }
+
+    #[test]
+    fn begins_in_flight_count_until_given_back() {
+        let (limits, table) = (small(), RwLock::default());
+        let first = limits.admit_begin(&table, &who("a"), None, None).unwrap();
+        let second = limits.admit_begin(&table, &who("a"), None, None).unwrap();
+        refused_by(limits.admit_begin(&table, &who("a"), None, None), "--max-txns-per-api-key 2");
+        // Another key has its own bound.
+        drop(limits.admit_begin(&table, &who("b"), None, None).unwrap());
+        // The first begin is applied, then its admission given back: still two.
+        begin(&table, "a");
+        drop(first);
+        refused_by(limits.admit_begin(&table, &who("a"), None, None), "API key \"a\" has 2 active transactions");
+        drop(second);
+        assert!(limits.admit_begin(&table, &who("a"), None, None).is_ok());
+        assert_eq!(limits.refused(Limit::TxnsPerApiKey), 2);
+    }
+
+    #[test]
+    fn locks_per_txn_and_waiters_per_lock() {
+        let (limits, table) = (small(), RwLock::default());
+        let t1 = begin(&table, "a");
+        acquire(&table, t1, "x");
+        acquire(&table, t1, "y");
+        refused_by(limits.admit_acquire(&table, t1, &LockKey::new("ns", "z")), "--max-locks-per-txn 2");
+        // A lock it holds already adds nothing.
+        drop(limits.admit_acquire(&table, t1, &LockKey::new("ns", "x")).unwrap());
+        let t2 = begin(&table, "a");
+        let waiting = limits.admit_acquire(&table, t2, &LockKey::new("ns", "x")).unwrap();
+        // One acquire in flight on x already fills its single waiter place.
+        let t3 = begin(&table, "b");
+        refused_by(limits.admit_acquire(&table, t3, &LockKey::new("ns", "x")), "--max-waiters-per-lock 1");
+        acquire(&table, t2, "x");
+        drop(waiting);
+        refused_by(limits.admit_acquire(&table, t3, &LockKey::new("ns", "x")), "lock ns/x has 1 waiting");
+        assert!(limits.in_flight() == (0, 0, 0));
+    }
+
+    #[test]
+    fn watch_slots_are_freed_on_drop() {
+        let limits = small();
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let one = limits.admit_watch(&who("k"), Some(a)).unwrap();
+        refused_by(limits.admit_watch(&who("k"), Some(a)).map(|_| Admission::none()), "--max-watches-per-connection 1");
+        let two = limits.admit_watch(&who("k"), Some(b)).unwrap();
+        refused_by(limits.admit_watch(&who("k"), None).map(|_| Admission::none()), "--max-watches-per-api-key 2");
+        drop(one);
+        drop(two);
+        assert_eq!(limits.in_flight(), (0, 0, 0));
+        assert!(limits.admit_watch(&who("k"), Some(a)).is_ok());
+    }
+}
