@@ -78,6 +78,15 @@ pub enum Error {
         /// What happened, as reported by the server.
         message: String,
     },
+    /// A server limit refused the request (too many active transactions for the API key,
+    /// locks in the transaction, waiters on the lock, or event watches); nothing changed.
+    /// The message names the limit and the server flag that sets it. Not retried: the
+    /// condition lasts until something ends or the operator raises the limit.
+    #[error("resource exhausted: {message}")]
+    ResourceExhausted {
+        /// Which limit refused the request, as reported by the server.
+        message: String,
+    },
     /// No leader could be reached before the retry deadline (retries exhausted, cluster
     /// unreachable or without a leader). Safe to retry later.
     #[error("cluster unavailable: {message}")]
@@ -113,6 +122,7 @@ impl Error {
             Error::WaitCancelled { .. } => "WAIT_CANCELLED",
             Error::AlreadyWaiting { .. } => "ALREADY_WAITING",
             Error::CursorExpired { .. } => "CURSOR_EXPIRED",
+            Error::ResourceExhausted { .. } => "RESOURCE_EXHAUSTED",
             Error::Unavailable { .. } => "UNAVAILABLE",
             Error::Config { .. } => "CONFIG",
             Error::Internal { .. } => "INTERNAL",
@@ -132,6 +142,7 @@ impl Error {
             | Error::WaitCancelled { message }
             | Error::AlreadyWaiting { message }
             | Error::CursorExpired { message }
+            | Error::ResourceExhausted { message }
             | Error::Unavailable { message }
             | Error::Config { message }
             | Error::Internal { message } => message,
@@ -154,6 +165,12 @@ impl Error {
 /// The `x-dls-error` value of a status, if the server attached one.
 pub(crate) fn error_kind(status: &Status) -> Option<&str> {
     status.metadata().get(metadata::ERROR_KIND).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
+}
+
+/// The `x-dls-retry-after-ms` hint of an overloaded leader's UNAVAILABLE answer.
+pub(crate) fn retry_after(status: &Status) -> Option<std::time::Duration> {
+    let ms = status.metadata().get(metadata::RETRY_AFTER_MS)?.to_str().ok()?.trim().parse().ok()?;
+    Some(std::time::Duration::from_millis(ms))
 }
 
 /// The `x-dls-leader-addr` hint of a follower's UNAVAILABLE answer.
@@ -189,6 +206,7 @@ impl From<Status> for Error {
                 "WAIT_CANCELLED" => Some(Error::WaitCancelled { message }),
                 "ALREADY_WAITING" => Some(Error::AlreadyWaiting { message }),
                 "CURSOR_EXPIRED" => Some(Error::CursorExpired { message }),
+                "RESOURCE_EXHAUSTED" => Some(Error::ResourceExhausted { message }),
                 _ => None,
             };
             if let Some(err) = mapped {
@@ -205,6 +223,7 @@ impl From<Status> for Error {
             Code::Unavailable => Error::Unavailable { message },
             // The only OUT_OF_RANGE of the API is an expired event cursor.
             Code::OutOfRange => Error::CursorExpired { message },
+            Code::ResourceExhausted => Error::ResourceExhausted { message },
             // DEADLINE_EXCEEDED and CANCELLED mean "lock timeout" / "wait withdrawn" only when
             // the server says so in metadata; bare, they come from transports and proxies.
             code => Error::Internal { message: format!("gRPC status {code:?}: {message}") },
@@ -244,6 +263,7 @@ mod tests {
             (Code::Unavailable, "NOT_LEADER", "UNAVAILABLE"),
             (Code::Unavailable, "UNAVAILABLE", "UNAVAILABLE"),
             (Code::OutOfRange, "CURSOR_EXPIRED", "CURSOR_EXPIRED"),
+            (Code::ResourceExhausted, "RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED"),
             // A code the kind would not normally travel with: the kind still wins.
             (Code::Internal, "LOCK_TIMEOUT", "LOCK_TIMEOUT"),
             (Code::Unknown, "lock_timeout", "LOCK_TIMEOUT"),
@@ -270,7 +290,7 @@ mod tests {
             (Code::Cancelled, "INTERNAL"),
             (Code::Unknown, "INTERNAL"),
             (Code::Internal, "INTERNAL"),
-            (Code::ResourceExhausted, "INTERNAL"),
+            (Code::ResourceExhausted, "RESOURCE_EXHAUSTED"),
         ];
         for (code, want) in cases {
             assert_eq!(Error::from(status_with(code, "m", None, None)).code(), want, "{code:?}");

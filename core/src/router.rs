@@ -23,7 +23,7 @@ use tonic::{Code, Request, Response, Status};
 use tracing::debug;
 
 use crate::config::{normalize_endpoint, ClientConfig};
-use crate::error::{error_kind, leader_addr, Error, Result};
+use crate::error::{error_kind, leader_addr, retry_after, Error, Result};
 
 /// First retry delay after a transient failure.
 pub(crate) const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -41,15 +41,19 @@ pub(crate) enum Verdict {
     /// No answer about the request itself (no leader, transport trouble): back off and
     /// try another node.
     Retry,
+    /// The leader is overloaded and shed the request untouched: try it again on the same
+    /// node, no sooner than the server's hint.
+    RetryAfter(Duration),
     /// The server decided the request: the status is the outcome.
     Final,
 }
 
 /// Sorts a failed attempt's status into redirect, retry or final answer.
 pub(crate) fn classify(status: &Status) -> Verdict {
-    let hinted = || match leader_addr(status) {
-        Some(addr) => Verdict::Redirect(addr.to_string()),
-        None => Verdict::Retry,
+    let hinted = || match (leader_addr(status), retry_after(status)) {
+        (Some(addr), _) => Verdict::Redirect(addr.to_string()),
+        (None, Some(after)) => Verdict::RetryAfter(after),
+        (None, None) => Verdict::Retry,
     };
     match error_kind(status) {
         Some(kind) if kind.eq_ignore_ascii_case("NOT_LEADER") || kind.eq_ignore_ascii_case("UNAVAILABLE") => hinted(),
@@ -460,11 +464,24 @@ impl Attempts<'_> {
                 self.router.forget_leader(&current);
                 self.back_off().await
             }
+            Verdict::RetryAfter(hint) => {
+                // The node is the leader and will serve the call once its queue drains:
+                // stay with it, and come back no sooner than it asked (later if retries
+                // pile up, with jitter so shed clients do not return in step).
+                self.redirects_in_row = 0;
+                self.last_error = Some(format!("{current}: {}", describe(&status)));
+                let jitter = Duration::from_millis(rand::thread_rng().gen_range(0..=hint.as_millis() as u64 / 4));
+                self.sleep(backoff(self.retries, self.options.max_backoff).max(hint + jitter)).await
+            }
         }
     }
 
     async fn back_off(&mut self) -> Result<()> {
-        let delay = backoff(self.retries, self.options.max_backoff);
+        self.sleep(backoff(self.retries, self.options.max_backoff)).await
+    }
+
+    /// Waits `delay` before the next attempt, unless that would pass the deadline.
+    async fn sleep(&mut self, delay: Duration) -> Result<()> {
         self.retries = self.retries.saturating_add(1);
         let now = Instant::now();
         if now + delay >= self.options.deadline {
@@ -539,6 +556,32 @@ mod tests {
         ] {
             assert_eq!(classify(&s), Verdict::Retry, "{s:?}");
         }
+    }
+
+    #[test]
+    fn an_overloaded_leader_is_retried_after_its_hint() {
+        let mut s = status(Code::Unavailable, Some("UNAVAILABLE"), None);
+        s.metadata_mut().insert(metadata::RETRY_AFTER_MS, MetadataValue::from(250u64));
+        assert_eq!(classify(&s), Verdict::RetryAfter(Duration::from_millis(250)));
+        let limit = status(Code::ResourceExhausted, Some("RESOURCE_EXHAUSTED"), None);
+        assert_eq!(classify(&limit), Verdict::Final);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_after_hint_keeps_the_leader_and_waits_at_least_the_hint() {
+        let config = ClientConfig::new(["a:1", "b:2"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        router.confirm_leader("http://b:2");
+        let mut attempts = router.attempts("Test", router.default_options());
+        let (uri, _) = attempts.next().unwrap();
+        assert_eq!(uri, "http://b:2");
+        let mut shed = status(Code::Unavailable, Some("UNAVAILABLE"), None);
+        shed.metadata_mut().insert(metadata::RETRY_AFTER_MS, MetadataValue::from(700u64));
+        let before = Instant::now();
+        attempts.failed(shed).await.unwrap();
+        let waited = Instant::now() - before;
+        assert!(waited >= Duration::from_millis(700) && waited <= Duration::from_millis(875), "{waited:?}");
+        assert_eq!(attempts.next().unwrap().0, "http://b:2", "the leader is kept");
     }
 
     #[test]
