@@ -70,6 +70,15 @@ pub struct Node {
     /// When leadership was last confirmed by a quorum; the lock also makes concurrent
     /// heartbeats share one confirmation round.
     confirmed: Mutex<Option<Instant>>,
+    /// When a quorum last acknowledged this leader's replication (from raft's metrics, as
+    /// they are published): while writes flow this is always recent, so heartbeats need no
+    /// confirmation round of their own, which under load would queue behind the writes.
+    quorum_acked: std::sync::Mutex<Option<Instant>>,
+    /// How old that acknowledgement may be and still vouch for heartbeats: the minimum
+    /// election timeout. No other leader can be elected sooner than that after the
+    /// followers last heard from this one (openraft's leader lease is the timeout plus its
+    /// maximum), and a new leader restarts every lease at full length anyway.
+    quorum_ack_window: Duration,
     is_leader: watch::Receiver<bool>,
 }
 
@@ -184,6 +193,8 @@ impl Node {
             events,
             db,
             confirmed: Mutex::new(None),
+            quorum_acked: std::sync::Mutex::new(None),
+            quorum_ack_window: Duration::from_millis(cfg.election_timeout_ms),
             is_leader,
         });
         node.spawn_leadership_watch(leader_tx);
@@ -257,6 +268,10 @@ impl Node {
     /// concurrent callers share one round. Heartbeats are acknowledged only after this,
     /// so a partitioned old leader cannot keep leases alive.
     pub async fn confirm_leadership(&self) -> Result<(), ApiError> {
+        let acked = *self.quorum_acked.lock().expect("quorum ack lock");
+        if acked.is_some_and(|t| t.elapsed() < self.quorum_ack_window) {
+            return Ok(());
+        }
         let mut confirmed = self.confirmed.lock().await;
         if confirmed.is_some_and(|t| t.elapsed() < LEADERSHIP_CONFIRM_WINDOW) {
             return Ok(());
@@ -290,11 +305,18 @@ impl Node {
         tokio::spawn(async move {
             let mut led_term = None;
             loop {
-                let (leading, term) = {
+                let (leading, term, acked_ms_ago) = {
                     let m = metrics.borrow_and_update();
-                    (m.state == ServerState::Leader, m.current_term)
+                    (m.state == ServerState::Leader, m.current_term, m.millis_since_quorum_ack)
                 };
                 let Some(node) = node.upgrade() else { return };
+                // Raft publishes metrics on every turn of its loop, so "now minus the age
+                // it reported" is at most a scheduling delay fresher than the truth; that
+                // is far below the election timeout a new leader must wait out first.
+                let acked = acked_ms_ago
+                    .filter(|_| leading && led_term == Some(term))
+                    .and_then(|ms| Instant::now().checked_sub(Duration::from_millis(ms)));
+                *node.quorum_acked.lock().expect("quorum ack lock") = acked;
                 if leading && led_term != Some(term) {
                     if node.catch_up_as_leader().await {
                         node.leases.restart_all(Instant::now());

@@ -131,6 +131,11 @@ impl Cluster {
         self.nodes.iter().find(|n| n.id == id).unwrap().addr.clone()
     }
 
+    /// Process id of node `id`, while it runs.
+    pub fn pid(&self, id: u64) -> Option<u32> {
+        self.nodes.iter().find(|n| n.id == id)?.child.as_ref().map(Child::id)
+    }
+
     pub fn http_addr(&self, id: u64) -> String {
         self.nodes.iter().find(|n| n.id == id).unwrap().http_addr.clone()
     }
