@@ -122,37 +122,38 @@ namespace Caerus.Dls.V1 {
             "b2RlEhkKFUxPQ0tfTU9ERV9VTlNQRUNJRklFRBAAEg0KCUVYQ0xVU0lWRRAB",
             "Eg8KC1NIQVJFRF9SRUFEEAIqagoQVHJhbnNhY3Rpb25TdGF0ZRIhCh1UUkFO",
             "U0FDVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEgoKBkFDVElWRRABEg0KCUNP",
-            "TU1JVFRFRBACEgsKB0FCT1JURUQQAxILCgdFWFBJUkVEEAQqnwIKCUVycm9y",
+            "TU1JVFRFRBACEgsKB0FCT1JURUQQAxILCgdFWFBJUkVEEAQqtwIKCUVycm9y",
             "S2luZBIaChZFUlJPUl9LSU5EX1VOU1BFQ0lGSUVEEAASEAoMTE9DS19USU1F",
             "T1VUEAESEwoPREVBRExPQ0tfVklDVElNEAISFAoQVFJBTlNBQ1RJT05fTE9T",
             "VBADEhkKFVRSQU5TQUNUSU9OX05PVF9GT1VORBAEEhQKEElOVkFMSURfQVJH",
             "VU1FTlQQBRITCg9VTkFVVEhFTlRJQ0FURUQQBhIVChFQRVJNSVNTSU9OX0RF",
             "TklFRBAHEg4KCk5PVF9MRUFERVIQCBISCg5XQUlUX0NBTkNFTExFRBAJEhMK",
             "D0FMUkVBRFlfV0FJVElORxAKEg8KC1VOQVZBSUxBQkxFEAsSEgoOQ1VSU09S",
-            "X0VYUElSRUQQDCpqCgxWaWN0aW1Qb2xpY3kSHQoZVklDVElNX1BPTElDWV9V",
-            "TlNQRUNJRklFRBAAEiEKHUxPV0VTVF9QUklPUklUWV9USEVOX1lPVU5HRVNU",
-            "EAESDAoIWU9VTkdFU1QQAhIKCgZPTERFU1QQAyqCAQoJRXZlbnRLaW5kEhoK",
-            "FkVWRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIVChFERUFETE9DS19SRVNPTFZF",
-            "RBABEhcKE1RSQU5TQUNUSU9OX0VYUElSRUQQAhIXChNUUkFOU0FDVElPTl9B",
-            "Qk9SVEVEEAMSEAoMTE9DS19SRVZPS0VEEAQyigUKC0xvY2tTZXJ2aWNlEmMK",
-            "EEJlZ2luVHJhbnNhY3Rpb24SJi5jYWVydXMuZGxzLnYxLkJlZ2luVHJhbnNh",
-            "Y3Rpb25SZXF1ZXN0GicuY2FlcnVzLmRscy52MS5CZWdpblRyYW5zYWN0aW9u",
-            "UmVzcG9uc2USVgoLQWNxdWlyZUxvY2sSIS5jYWVydXMuZGxzLnYxLkFjcXVp",
-            "cmVMb2NrUmVxdWVzdBoiLmNhZXJ1cy5kbHMudjEuQWNxdWlyZUxvY2tSZXNw",
-            "b25zZTABElQKC1JlbGVhc2VMb2NrEiEuY2FlcnVzLmRscy52MS5SZWxlYXNl",
-            "TG9ja1JlcXVlc3QaIi5jYWVydXMuZGxzLnYxLlJlbGVhc2VMb2NrUmVzcG9u",
-            "c2USbwoUR2V0VHJhbnNhY3Rpb25TdGF0dXMSKi5jYWVydXMuZGxzLnYxLkdl",
-            "dFRyYW5zYWN0aW9uU3RhdHVzUmVxdWVzdBorLmNhZXJ1cy5kbHMudjEuR2V0",
-            "VHJhbnNhY3Rpb25TdGF0dXNSZXNwb25zZRJOCglIZWFydGJlYXQSHy5jYWVy",
-            "dXMuZGxzLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC5jYWVydXMuZGxzLnYxLkhl",
-            "YXJ0YmVhdFJlc3BvbnNlEl0KDkVuZFRyYW5zYWN0aW9uEiQuY2FlcnVzLmRs",
-            "cy52MS5FbmRUcmFuc2FjdGlvblJlcXVlc3QaJS5jYWVydXMuZGxzLnYxLkVu",
-            "ZFRyYW5zYWN0aW9uUmVzcG9uc2USSAoLV2F0Y2hFdmVudHMSIS5jYWVydXMu",
-            "ZGxzLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoULmNhZXJ1cy5kbHMudjEuRXZl",
-            "bnQwAUKWAQoRZGV2LmNhZXJ1cy5kbHMudjFCEExvY2tTZXJ2aWNlUHJvdG9Q",
-            "AVo1Z2l0aHViLmNvbS9jYWVydXMtZGV2L2Rscy9zZGtzL2dvL2NhZXJ1cy9k",
-            "bHMvdjE7ZGxzdjGiAgNDRFiqAg1DYWVydXMuRGxzLlYxygINQ2FlcnVzXERs",
-            "c1xWMeoCD0NhZXJ1czo6RGxzOjpWMWIGcHJvdG8z"));
+            "X0VYUElSRUQQDBIWChJSRVNPVVJDRV9FWEhBVVNURUQQDSpqCgxWaWN0aW1Q",
+            "b2xpY3kSHQoZVklDVElNX1BPTElDWV9VTlNQRUNJRklFRBAAEiEKHUxPV0VT",
+            "VF9QUklPUklUWV9USEVOX1lPVU5HRVNUEAESDAoIWU9VTkdFU1QQAhIKCgZP",
+            "TERFU1QQAyqCAQoJRXZlbnRLaW5kEhoKFkVWRU5UX0tJTkRfVU5TUEVDSUZJ",
+            "RUQQABIVChFERUFETE9DS19SRVNPTFZFRBABEhcKE1RSQU5TQUNUSU9OX0VY",
+            "UElSRUQQAhIXChNUUkFOU0FDVElPTl9BQk9SVEVEEAMSEAoMTE9DS19SRVZP",
+            "S0VEEAQyigUKC0xvY2tTZXJ2aWNlEmMKEEJlZ2luVHJhbnNhY3Rpb24SJi5j",
+            "YWVydXMuZGxzLnYxLkJlZ2luVHJhbnNhY3Rpb25SZXF1ZXN0GicuY2FlcnVz",
+            "LmRscy52MS5CZWdpblRyYW5zYWN0aW9uUmVzcG9uc2USVgoLQWNxdWlyZUxv",
+            "Y2sSIS5jYWVydXMuZGxzLnYxLkFjcXVpcmVMb2NrUmVxdWVzdBoiLmNhZXJ1",
+            "cy5kbHMudjEuQWNxdWlyZUxvY2tSZXNwb25zZTABElQKC1JlbGVhc2VMb2Nr",
+            "EiEuY2FlcnVzLmRscy52MS5SZWxlYXNlTG9ja1JlcXVlc3QaIi5jYWVydXMu",
+            "ZGxzLnYxLlJlbGVhc2VMb2NrUmVzcG9uc2USbwoUR2V0VHJhbnNhY3Rpb25T",
+            "dGF0dXMSKi5jYWVydXMuZGxzLnYxLkdldFRyYW5zYWN0aW9uU3RhdHVzUmVx",
+            "dWVzdBorLmNhZXJ1cy5kbHMudjEuR2V0VHJhbnNhY3Rpb25TdGF0dXNSZXNw",
+            "b25zZRJOCglIZWFydGJlYXQSHy5jYWVydXMuZGxzLnYxLkhlYXJ0YmVhdFJl",
+            "cXVlc3QaIC5jYWVydXMuZGxzLnYxLkhlYXJ0YmVhdFJlc3BvbnNlEl0KDkVu",
+            "ZFRyYW5zYWN0aW9uEiQuY2FlcnVzLmRscy52MS5FbmRUcmFuc2FjdGlvblJl",
+            "cXVlc3QaJS5jYWVydXMuZGxzLnYxLkVuZFRyYW5zYWN0aW9uUmVzcG9uc2US",
+            "SAoLV2F0Y2hFdmVudHMSIS5jYWVydXMuZGxzLnYxLldhdGNoRXZlbnRzUmVx",
+            "dWVzdBoULmNhZXJ1cy5kbHMudjEuRXZlbnQwAUKWAQoRZGV2LmNhZXJ1cy5k",
+            "bHMudjFCEExvY2tTZXJ2aWNlUHJvdG9QAVo1Z2l0aHViLmNvbS9jYWVydXMt",
+            "ZGV2L2Rscy9zZGtzL2dvL2NhZXJ1cy9kbHMvdjE7ZGxzdjGiAgNDRFiqAg1D",
+            "YWVydXMuRGxzLlYxygINQ2FlcnVzXERsc1xWMeoCD0NhZXJ1czo6RGxzOjpW",
+            "MWIGcHJvdG8z"));
       descriptor = pbr::FileDescriptor.FromGeneratedCode(descriptorData,
           new pbr::FileDescriptor[] { },
           new pbr::GeneratedClrTypeInfo(new[] {typeof(global::Caerus.Dls.V1.LockMode), typeof(global::Caerus.Dls.V1.TransactionState), typeof(global::Caerus.Dls.V1.ErrorKind), typeof(global::Caerus.Dls.V1.VictimPolicy), typeof(global::Caerus.Dls.V1.EventKind), }, null, new pbr::GeneratedClrTypeInfo[] {
@@ -283,14 +284,21 @@ namespace Caerus.Dls.V1 {
     /// </summary>
     [pbr::OriginalName("ALREADY_WAITING")] AlreadyWaiting = 10,
     /// <summary>
-    /// UNAVAILABLE: the cluster could not commit the request in time; safe to retry with the
-    /// same request_id.
+    /// UNAVAILABLE: the cluster could not commit the request in time, or the leader is shedding
+    /// load (then with x-dls-retry-after-ms); safe to retry with the same request_id.
     /// </summary>
     [pbr::OriginalName("UNAVAILABLE")] Unavailable = 11,
     /// <summary>
     /// OUT_OF_RANGE: WatchEvents from a sequence older than the retained event log.
     /// </summary>
     [pbr::OriginalName("CURSOR_EXPIRED")] CursorExpired = 12,
+    /// <summary>
+    /// RESOURCE_EXHAUSTED: a server limit refused the request and nothing changed (active
+    /// transactions of the API key, locks of the transaction, waiters of the lock, event
+    /// watches of the key or the connection); the message names the limit and the `dls serve`
+    /// flag that sets it. Retrying as is gets the same answer until something ends.
+    /// </summary>
+    [pbr::OriginalName("RESOURCE_EXHAUSTED")] ResourceExhausted = 13,
   }
 
   /// <summary>

@@ -28,7 +28,9 @@
 // Leader routing: every node accepts calls, but only the raft leader serves them. A
 // follower answers UNAVAILABLE with metadata `x-dls-leader-addr` (host:port of the
 // leader) and `x-dls-leader-id`; retry there. During an election there is no leader:
-// UNAVAILABLE without those keys; back off and retry.
+// UNAVAILABLE without those keys; back off and retry. A leader shedding load (its proposal
+// queue is full) answers UNAVAILABLE with `x-dls-retry-after-ms`: retry the same request on
+// the same node, no sooner than that.
 //
 // Retries: every mutating request carries a client-chosen `request_id`. Retrying with
 // the same request_id returns the first attempt's outcome (the same transaction, the
@@ -182,6 +184,7 @@ namespace Caerus.Dls.V1 {
     {
       /// <summary>
       /// Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+      /// RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
       /// </summary>
       /// <param name="request">The request received from the client.</param>
       /// <param name="context">The context of the server-side call handler being invoked.</param>
@@ -208,6 +211,8 @@ namespace Caerus.Dls.V1 {
       ///   FAILED_PRECONDITION  the transaction is not active, or already waits for another lock
       ///   NOT_FOUND            unknown transaction
       ///   INVALID_ARGUMENT     bad namespace, key, mode, timeout or request_id
+      ///   RESOURCE_EXHAUSTED   the transaction holds its maximum of locks, or the lock's queue
+      ///                        is full (nothing was queued)
       ///   UNAUTHENTICATED / PERMISSION_DENIED
       ///
       /// A broken stream does not cancel the wait: call again with the same request_id to
@@ -291,6 +296,8 @@ namespace Caerus.Dls.V1 {
       /// The log keeps the most recent events only (10,000 by default): a cursor older than
       /// that gets OUT_OF_RANGE (x-dls-error CURSOR_EXPIRED) naming the oldest retained one.
       /// Events are filtered by namespace for keys limited to namespace prefixes.
+      /// RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
+      /// closing a stream frees its place.
       /// </summary>
       /// <param name="request">The request received from the client.</param>
       /// <param name="responseStream">Used for sending responses back to the client.</param>
@@ -333,6 +340,7 @@ namespace Caerus.Dls.V1 {
 
       /// <summary>
       /// Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+      /// RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
       /// </summary>
       /// <param name="request">The request to send to the server.</param>
       /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
@@ -346,6 +354,7 @@ namespace Caerus.Dls.V1 {
       }
       /// <summary>
       /// Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+      /// RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
       /// </summary>
       /// <param name="request">The request to send to the server.</param>
       /// <param name="options">The options for the call.</param>
@@ -357,6 +366,7 @@ namespace Caerus.Dls.V1 {
       }
       /// <summary>
       /// Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+      /// RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
       /// </summary>
       /// <param name="request">The request to send to the server.</param>
       /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
@@ -370,6 +380,7 @@ namespace Caerus.Dls.V1 {
       }
       /// <summary>
       /// Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+      /// RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
       /// </summary>
       /// <param name="request">The request to send to the server.</param>
       /// <param name="options">The options for the call.</param>
@@ -395,6 +406,8 @@ namespace Caerus.Dls.V1 {
       ///   FAILED_PRECONDITION  the transaction is not active, or already waits for another lock
       ///   NOT_FOUND            unknown transaction
       ///   INVALID_ARGUMENT     bad namespace, key, mode, timeout or request_id
+      ///   RESOURCE_EXHAUSTED   the transaction holds its maximum of locks, or the lock's queue
+      ///                        is full (nothing was queued)
       ///   UNAUTHENTICATED / PERMISSION_DENIED
       ///
       /// A broken stream does not cancel the wait: call again with the same request_id to
@@ -429,6 +442,8 @@ namespace Caerus.Dls.V1 {
       ///   FAILED_PRECONDITION  the transaction is not active, or already waits for another lock
       ///   NOT_FOUND            unknown transaction
       ///   INVALID_ARGUMENT     bad namespace, key, mode, timeout or request_id
+      ///   RESOURCE_EXHAUSTED   the transaction holds its maximum of locks, or the lock's queue
+      ///                        is full (nothing was queued)
       ///   UNAUTHENTICATED / PERMISSION_DENIED
       ///
       /// A broken stream does not cancel the wait: call again with the same request_id to
@@ -681,6 +696,8 @@ namespace Caerus.Dls.V1 {
       /// The log keeps the most recent events only (10,000 by default): a cursor older than
       /// that gets OUT_OF_RANGE (x-dls-error CURSOR_EXPIRED) naming the oldest retained one.
       /// Events are filtered by namespace for keys limited to namespace prefixes.
+      /// RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
+      /// closing a stream frees its place.
       /// </summary>
       /// <param name="request">The request to send to the server.</param>
       /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
@@ -700,6 +717,8 @@ namespace Caerus.Dls.V1 {
       /// The log keeps the most recent events only (10,000 by default): a cursor older than
       /// that gets OUT_OF_RANGE (x-dls-error CURSOR_EXPIRED) naming the oldest retained one.
       /// Events are filtered by namespace for keys limited to namespace prefixes.
+      /// RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
+      /// closing a stream frees its place.
       /// </summary>
       /// <param name="request">The request to send to the server.</param>
       /// <param name="options">The options for the call.</param>

@@ -23,7 +23,9 @@
 // Leader routing: every node accepts calls, but only the raft leader serves them. A
 // follower answers UNAVAILABLE with metadata `x-dls-leader-addr` (host:port of the
 // leader) and `x-dls-leader-id`; retry there. During an election there is no leader:
-// UNAVAILABLE without those keys; back off and retry.
+// UNAVAILABLE without those keys; back off and retry. A leader shedding load (its proposal
+// queue is full) answers UNAVAILABLE with `x-dls-retry-after-ms`: retry the same request on
+// the same node, no sooner than that.
 //
 // Retries: every mutating request carries a client-chosen `request_id`. Retrying with
 // the same request_id returns the first attempt's outcome (the same transaction, the
@@ -202,11 +204,16 @@ const (
 	// FAILED_PRECONDITION: the transaction already waits for another lock; a transaction
 	// waits for one lock at a time.
 	ErrorKind_ALREADY_WAITING ErrorKind = 10
-	// UNAVAILABLE: the cluster could not commit the request in time; safe to retry with the
-	// same request_id.
+	// UNAVAILABLE: the cluster could not commit the request in time, or the leader is shedding
+	// load (then with x-dls-retry-after-ms); safe to retry with the same request_id.
 	ErrorKind_UNAVAILABLE ErrorKind = 11
 	// OUT_OF_RANGE: WatchEvents from a sequence older than the retained event log.
 	ErrorKind_CURSOR_EXPIRED ErrorKind = 12
+	// RESOURCE_EXHAUSTED: a server limit refused the request and nothing changed (active
+	// transactions of the API key, locks of the transaction, waiters of the lock, event
+	// watches of the key or the connection); the message names the limit and the `dls serve`
+	// flag that sets it. Retrying as is gets the same answer until something ends.
+	ErrorKind_RESOURCE_EXHAUSTED ErrorKind = 13
 )
 
 // Enum value maps for ErrorKind.
@@ -225,6 +232,7 @@ var (
 		10: "ALREADY_WAITING",
 		11: "UNAVAILABLE",
 		12: "CURSOR_EXPIRED",
+		13: "RESOURCE_EXHAUSTED",
 	}
 	ErrorKind_value = map[string]int32{
 		"ERROR_KIND_UNSPECIFIED": 0,
@@ -240,6 +248,7 @@ var (
 		"ALREADY_WAITING":        10,
 		"UNAVAILABLE":            11,
 		"CURSOR_EXPIRED":         12,
+		"RESOURCE_EXHAUSTED":     13,
 	}
 )
 
@@ -2371,7 +2380,7 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x06ACTIVE\x10\x01\x12\r\n" +
 	"\tCOMMITTED\x10\x02\x12\v\n" +
 	"\aABORTED\x10\x03\x12\v\n" +
-	"\aEXPIRED\x10\x04*\x9f\x02\n" +
+	"\aEXPIRED\x10\x04*\xb7\x02\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fLOCK_TIMEOUT\x10\x01\x12\x13\n" +
@@ -2387,7 +2396,8 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x0fALREADY_WAITING\x10\n" +
 	"\x12\x0f\n" +
 	"\vUNAVAILABLE\x10\v\x12\x12\n" +
-	"\x0eCURSOR_EXPIRED\x10\f*j\n" +
+	"\x0eCURSOR_EXPIRED\x10\f\x12\x16\n" +
+	"\x12RESOURCE_EXHAUSTED\x10\r*j\n" +
 	"\fVictimPolicy\x12\x1d\n" +
 	"\x19VICTIM_POLICY_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dLOWEST_PRIORITY_THEN_YOUNGEST\x10\x01\x12\f\n" +

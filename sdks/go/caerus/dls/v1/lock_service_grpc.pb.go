@@ -23,7 +23,9 @@
 // Leader routing: every node accepts calls, but only the raft leader serves them. A
 // follower answers UNAVAILABLE with metadata `x-dls-leader-addr` (host:port of the
 // leader) and `x-dls-leader-id`; retry there. During an election there is no leader:
-// UNAVAILABLE without those keys; back off and retry.
+// UNAVAILABLE without those keys; back off and retry. A leader shedding load (its proposal
+// queue is full) answers UNAVAILABLE with `x-dls-retry-after-ms`: retry the same request on
+// the same node, no sooner than that.
 //
 // Retries: every mutating request carries a client-chosen `request_id`. Retrying with
 // the same request_id returns the first attempt's outcome (the same transaction, the
@@ -72,6 +74,7 @@ const (
 // The lock service. All RPCs are served by the raft leader.
 type LockServiceClient interface {
 	// Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+	// RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
 	BeginTransaction(ctx context.Context, in *BeginTransactionRequest, opts ...grpc.CallOption) (*BeginTransactionResponse, error)
 	// Asks for a lock inside an active transaction and streams progress: zero or more
 	// `queued` messages while the request waits (sent when the position changes, at most
@@ -89,6 +92,8 @@ type LockServiceClient interface {
 	//	FAILED_PRECONDITION  the transaction is not active, or already waits for another lock
 	//	NOT_FOUND            unknown transaction
 	//	INVALID_ARGUMENT     bad namespace, key, mode, timeout or request_id
+	//	RESOURCE_EXHAUSTED   the transaction holds its maximum of locks, or the lock's queue
+	//	                     is full (nothing was queued)
 	//	UNAUTHENTICATED / PERMISSION_DENIED
 	//
 	// A broken stream does not cancel the wait: call again with the same request_id to
@@ -121,6 +126,8 @@ type LockServiceClient interface {
 	// The log keeps the most recent events only (10,000 by default): a cursor older than
 	// that gets OUT_OF_RANGE (x-dls-error CURSOR_EXPIRED) naming the oldest retained one.
 	// Events are filtered by namespace for keys limited to namespace prefixes.
+	// RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
+	// closing a stream frees its place.
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
 }
 
@@ -227,6 +234,7 @@ type LockService_WatchEventsClient = grpc.ServerStreamingClient[Event]
 // The lock service. All RPCs are served by the raft leader.
 type LockServiceServer interface {
 	// Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+	// RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
 	BeginTransaction(context.Context, *BeginTransactionRequest) (*BeginTransactionResponse, error)
 	// Asks for a lock inside an active transaction and streams progress: zero or more
 	// `queued` messages while the request waits (sent when the position changes, at most
@@ -244,6 +252,8 @@ type LockServiceServer interface {
 	//	FAILED_PRECONDITION  the transaction is not active, or already waits for another lock
 	//	NOT_FOUND            unknown transaction
 	//	INVALID_ARGUMENT     bad namespace, key, mode, timeout or request_id
+	//	RESOURCE_EXHAUSTED   the transaction holds its maximum of locks, or the lock's queue
+	//	                     is full (nothing was queued)
 	//	UNAUTHENTICATED / PERMISSION_DENIED
 	//
 	// A broken stream does not cancel the wait: call again with the same request_id to
@@ -276,6 +286,8 @@ type LockServiceServer interface {
 	// The log keeps the most recent events only (10,000 by default): a cursor older than
 	// that gets OUT_OF_RANGE (x-dls-error CURSOR_EXPIRED) naming the oldest retained one.
 	// Events are filtered by namespace for keys limited to namespace prefixes.
+	// RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
+	// closing a stream frees its place.
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[Event]) error
 	mustEmbedUnimplementedLockServiceServer()
 }

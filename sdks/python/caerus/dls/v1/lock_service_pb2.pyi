@@ -36,6 +36,7 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ALREADY_WAITING: _ClassVar[ErrorKind]
     UNAVAILABLE: _ClassVar[ErrorKind]
     CURSOR_EXPIRED: _ClassVar[ErrorKind]
+    RESOURCE_EXHAUSTED: _ClassVar[ErrorKind]
 
 class VictimPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -72,6 +73,7 @@ WAIT_CANCELLED: ErrorKind
 ALREADY_WAITING: ErrorKind
 UNAVAILABLE: ErrorKind
 CURSOR_EXPIRED: ErrorKind
+RESOURCE_EXHAUSTED: ErrorKind
 VICTIM_POLICY_UNSPECIFIED: VictimPolicy
 LOWEST_PRIORITY_THEN_YOUNGEST: VictimPolicy
 YOUNGEST: VictimPolicy

@@ -78,6 +78,7 @@ class LockServiceServicer:
 
     def BeginTransaction(self, request, context):
         """Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+        RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -99,6 +100,8 @@ class LockServiceServicer:
         FAILED_PRECONDITION  the transaction is not active, or already waits for another lock
         NOT_FOUND            unknown transaction
         INVALID_ARGUMENT     bad namespace, key, mode, timeout or request_id
+        RESOURCE_EXHAUSTED   the transaction holds its maximum of locks, or the lock's queue
+        is full (nothing was queued)
         UNAUTHENTICATED / PERMISSION_DENIED
 
         A broken stream does not cancel the wait: call again with the same request_id to
@@ -156,6 +159,8 @@ class LockServiceServicer:
         The log keeps the most recent events only (10,000 by default): a cursor older than
         that gets OUT_OF_RANGE (x-dls-error CURSOR_EXPIRED) naming the oldest retained one.
         Events are filtered by namespace for keys limited to namespace prefixes.
+        RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
+        closing a stream frees its place.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

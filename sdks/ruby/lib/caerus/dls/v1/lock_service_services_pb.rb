@@ -26,7 +26,9 @@
 # Leader routing: every node accepts calls, but only the raft leader serves them. A
 # follower answers UNAVAILABLE with metadata `x-dls-leader-addr` (host:port of the
 # leader) and `x-dls-leader-id`; retry there. During an election there is no leader:
-# UNAVAILABLE without those keys; back off and retry.
+# UNAVAILABLE without those keys; back off and retry. A leader shedding load (its proposal
+# queue is full) answers UNAVAILABLE with `x-dls-retry-after-ms`: retry the same request on
+# the same node, no sooner than that.
 #
 # Retries: every mutating request carries a client-chosen `request_id`. Retrying with
 # the same request_id returns the first attempt's outcome (the same transaction, the
@@ -55,6 +57,7 @@ module Caerus
           self.service_name = 'caerus.dls.v1.LockService'
 
           # Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+          # RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
           rpc :BeginTransaction, ::Caerus::Dls::V1::BeginTransactionRequest, ::Caerus::Dls::V1::BeginTransactionResponse
           # Asks for a lock inside an active transaction and streams progress: zero or more
           # `queued` messages while the request waits (sent when the position changes, at most
@@ -71,6 +74,8 @@ module Caerus
           #   FAILED_PRECONDITION  the transaction is not active, or already waits for another lock
           #   NOT_FOUND            unknown transaction
           #   INVALID_ARGUMENT     bad namespace, key, mode, timeout or request_id
+          #   RESOURCE_EXHAUSTED   the transaction holds its maximum of locks, or the lock's queue
+          #                        is full (nothing was queued)
           #   UNAUTHENTICATED / PERMISSION_DENIED
           #
           # A broken stream does not cancel the wait: call again with the same request_id to
@@ -103,6 +108,8 @@ module Caerus
           # The log keeps the most recent events only (10,000 by default): a cursor older than
           # that gets OUT_OF_RANGE (x-dls-error CURSOR_EXPIRED) naming the oldest retained one.
           # Events are filtered by namespace for keys limited to namespace prefixes.
+          # RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
+          # closing a stream frees its place.
           rpc :WatchEvents, ::Caerus::Dls::V1::WatchEventsRequest, stream(::Caerus::Dls::V1::Event)
         end
 

@@ -108,8 +108,8 @@ public enum ErrorKind
   ALREADY_WAITING(10),
   /**
    * <pre>
-   * UNAVAILABLE: the cluster could not commit the request in time; safe to retry with the
-   * same request_id.
+   * UNAVAILABLE: the cluster could not commit the request in time, or the leader is shedding
+   * load (then with x-dls-retry-after-ms); safe to retry with the same request_id.
    * </pre>
    *
    * <code>UNAVAILABLE = 11;</code>
@@ -123,6 +123,17 @@ public enum ErrorKind
    * <code>CURSOR_EXPIRED = 12;</code>
    */
   CURSOR_EXPIRED(12),
+  /**
+   * <pre>
+   * RESOURCE_EXHAUSTED: a server limit refused the request and nothing changed (active
+   * transactions of the API key, locks of the transaction, waiters of the lock, event
+   * watches of the key or the connection); the message names the limit and the `dls serve`
+   * flag that sets it. Retrying as is gets the same answer until something ends.
+   * </pre>
+   *
+   * <code>RESOURCE_EXHAUSTED = 13;</code>
+   */
+  RESOURCE_EXHAUSTED(13),
   UNRECOGNIZED(-1),
   ;
 
@@ -227,8 +238,8 @@ public enum ErrorKind
   public static final int ALREADY_WAITING_VALUE = 10;
   /**
    * <pre>
-   * UNAVAILABLE: the cluster could not commit the request in time; safe to retry with the
-   * same request_id.
+   * UNAVAILABLE: the cluster could not commit the request in time, or the leader is shedding
+   * load (then with x-dls-retry-after-ms); safe to retry with the same request_id.
    * </pre>
    *
    * <code>UNAVAILABLE = 11;</code>
@@ -242,6 +253,17 @@ public enum ErrorKind
    * <code>CURSOR_EXPIRED = 12;</code>
    */
   public static final int CURSOR_EXPIRED_VALUE = 12;
+  /**
+   * <pre>
+   * RESOURCE_EXHAUSTED: a server limit refused the request and nothing changed (active
+   * transactions of the API key, locks of the transaction, waiters of the lock, event
+   * watches of the key or the connection); the message names the limit and the `dls serve`
+   * flag that sets it. Retrying as is gets the same answer until something ends.
+   * </pre>
+   *
+   * <code>RESOURCE_EXHAUSTED = 13;</code>
+   */
+  public static final int RESOURCE_EXHAUSTED_VALUE = 13;
 
 
   public final int getNumber() {
@@ -281,6 +303,7 @@ public enum ErrorKind
       case 10: return ALREADY_WAITING;
       case 11: return UNAVAILABLE;
       case 12: return CURSOR_EXPIRED;
+      case 13: return RESOURCE_EXHAUSTED;
       default: return null;
     }
   }

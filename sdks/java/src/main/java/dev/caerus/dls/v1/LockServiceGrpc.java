@@ -301,6 +301,7 @@ public final class LockServiceGrpc {
     /**
      * <pre>
      * Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+     * RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
      * </pre>
      */
     default void beginTransaction(dev.caerus.dls.v1.BeginTransactionRequest request,
@@ -324,6 +325,8 @@ public final class LockServiceGrpc {
      *   FAILED_PRECONDITION  the transaction is not active, or already waits for another lock
      *   NOT_FOUND            unknown transaction
      *   INVALID_ARGUMENT     bad namespace, key, mode, timeout or request_id
+     *   RESOURCE_EXHAUSTED   the transaction holds its maximum of locks, or the lock's queue
+     *                        is full (nothing was queued)
      *   UNAUTHENTICATED / PERMISSION_DENIED
      * A broken stream does not cancel the wait: call again with the same request_id to
      * re-attach and get the same outcome (the current position, or the grant and its token).
@@ -395,6 +398,8 @@ public final class LockServiceGrpc {
      * The log keeps the most recent events only (10,000 by default): a cursor older than
      * that gets OUT_OF_RANGE (x-dls-error CURSOR_EXPIRED) naming the oldest retained one.
      * Events are filtered by namespace for keys limited to namespace prefixes.
+     * RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
+     * closing a stream frees its place.
      * </pre>
      */
     default void watchEvents(dev.caerus.dls.v1.WatchEventsRequest request,
@@ -439,6 +444,7 @@ public final class LockServiceGrpc {
     /**
      * <pre>
      * Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+     * RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
      * </pre>
      */
     public void beginTransaction(dev.caerus.dls.v1.BeginTransactionRequest request,
@@ -463,6 +469,8 @@ public final class LockServiceGrpc {
      *   FAILED_PRECONDITION  the transaction is not active, or already waits for another lock
      *   NOT_FOUND            unknown transaction
      *   INVALID_ARGUMENT     bad namespace, key, mode, timeout or request_id
+     *   RESOURCE_EXHAUSTED   the transaction holds its maximum of locks, or the lock's queue
+     *                        is full (nothing was queued)
      *   UNAUTHENTICATED / PERMISSION_DENIED
      * A broken stream does not cancel the wait: call again with the same request_id to
      * re-attach and get the same outcome (the current position, or the grant and its token).
@@ -539,6 +547,8 @@ public final class LockServiceGrpc {
      * The log keeps the most recent events only (10,000 by default): a cursor older than
      * that gets OUT_OF_RANGE (x-dls-error CURSOR_EXPIRED) naming the oldest retained one.
      * Events are filtered by namespace for keys limited to namespace prefixes.
+     * RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
+     * closing a stream frees its place.
      * </pre>
      */
     public void watchEvents(dev.caerus.dls.v1.WatchEventsRequest request,
@@ -570,6 +580,7 @@ public final class LockServiceGrpc {
     /**
      * <pre>
      * Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+     * RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
      * </pre>
      */
     public dev.caerus.dls.v1.BeginTransactionResponse beginTransaction(dev.caerus.dls.v1.BeginTransactionRequest request) throws io.grpc.StatusException {
@@ -593,6 +604,8 @@ public final class LockServiceGrpc {
      *   FAILED_PRECONDITION  the transaction is not active, or already waits for another lock
      *   NOT_FOUND            unknown transaction
      *   INVALID_ARGUMENT     bad namespace, key, mode, timeout or request_id
+     *   RESOURCE_EXHAUSTED   the transaction holds its maximum of locks, or the lock's queue
+     *                        is full (nothing was queued)
      *   UNAUTHENTICATED / PERMISSION_DENIED
      * A broken stream does not cancel the wait: call again with the same request_id to
      * re-attach and get the same outcome (the current position, or the grant and its token).
@@ -666,6 +679,8 @@ public final class LockServiceGrpc {
      * The log keeps the most recent events only (10,000 by default): a cursor older than
      * that gets OUT_OF_RANGE (x-dls-error CURSOR_EXPIRED) naming the oldest retained one.
      * Events are filtered by namespace for keys limited to namespace prefixes.
+     * RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
+     * closing a stream frees its place.
      * </pre>
      */
     @io.grpc.ExperimentalApi("https://github.com/grpc/grpc-java/issues/10918")
@@ -698,6 +713,7 @@ public final class LockServiceGrpc {
     /**
      * <pre>
      * Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+     * RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
      * </pre>
      */
     public dev.caerus.dls.v1.BeginTransactionResponse beginTransaction(dev.caerus.dls.v1.BeginTransactionRequest request) {
@@ -721,6 +737,8 @@ public final class LockServiceGrpc {
      *   FAILED_PRECONDITION  the transaction is not active, or already waits for another lock
      *   NOT_FOUND            unknown transaction
      *   INVALID_ARGUMENT     bad namespace, key, mode, timeout or request_id
+     *   RESOURCE_EXHAUSTED   the transaction holds its maximum of locks, or the lock's queue
+     *                        is full (nothing was queued)
      *   UNAUTHENTICATED / PERMISSION_DENIED
      * A broken stream does not cancel the wait: call again with the same request_id to
      * re-attach and get the same outcome (the current position, or the grant and its token).
@@ -793,6 +811,8 @@ public final class LockServiceGrpc {
      * The log keeps the most recent events only (10,000 by default): a cursor older than
      * that gets OUT_OF_RANGE (x-dls-error CURSOR_EXPIRED) naming the oldest retained one.
      * Events are filtered by namespace for keys limited to namespace prefixes.
+     * RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
+     * closing a stream frees its place.
      * </pre>
      */
     public java.util.Iterator<dev.caerus.dls.v1.Event> watchEvents(
@@ -824,6 +844,7 @@ public final class LockServiceGrpc {
     /**
      * <pre>
      * Starts a transaction with a lease of `timeout_ms`. Retry-safe with request_id.
+     * RESOURCE_EXHAUSTED when the API key already has its maximum of active transactions.
      * </pre>
      */
     public com.google.common.util.concurrent.ListenableFuture<dev.caerus.dls.v1.BeginTransactionResponse> beginTransaction(
