@@ -10,7 +10,7 @@ use std::time::Duration;
 use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::*;
-use common::{http_get, raw_client, Cluster, PATIENCE};
+use common::{http_get, http_post, raw_client, Cluster, PATIENCE};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 
@@ -89,6 +89,13 @@ async fn active_transactions_are_bounded_per_api_key_and_a_refused_begin_creates
     let mut one_shot = acquire_req(0, "k", "acq-1");
     one_shot.begin = Some(begin_req("a-4"));
     assert_refused(acquire_first(&mut c, req(one_shot, a)).await, limit);
+    // Over HTTP the same refusal is 429 with the same kind and message.
+    let (code, body) = http_post(&cluster.http_addr(1), "/api/v1/transactions", r#"{"timeout_ms": 60000}"#, a).unwrap();
+    assert_eq!(code, 429, "{body}");
+    assert!(
+        body.contains(r#""kind":"RESOURCE_EXHAUSTED""#) && body.contains("(limit --max-txns-per-api-key 2)"),
+        "{body}"
+    );
     // A retry of a begin that went through is answered, not refused.
     assert_eq!(begin(&mut c, a, "a-2").await.unwrap(), t2);
     // Another key has its own bound, and the refused begins took no transaction id.
