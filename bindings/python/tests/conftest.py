@@ -87,6 +87,14 @@ def server():
 
 
 @pytest.fixture(scope="session")
+def limited_server():
+    """A server with a deliberately small limit: one active transaction."""
+    s = start_server(["--max-txns-per-api-key", "1"])
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
 def auth_server():
     directory = tempfile.mkdtemp(prefix="caerus-py-auth-")
     keys_file = os.path.join(directory, "keys.toml")

@@ -22,6 +22,7 @@ from caerus import (
     LockMode,
     LockTimeout,
     PermissionDenied,
+    ResourceExhausted,
     TransactionLost,
     Unauthenticated,
 )
@@ -378,6 +379,18 @@ class TestAuth:
             listed = await admin.list_locks("billing-admin")
             assert [(k.namespace, k.key) for k in listed] == [("billing-admin", "k")]
             assert listed[0].holders[0]["transaction_id"] == tx.id
+
+
+def test_a_server_limit_is_resource_exhausted(limited_server):
+    c = sync.DlsClient(endpoints=[limited_server.endpoint])
+    with c.transaction():
+        with pytest.raises(ResourceExhausted) as e:
+            c.begin_transaction()
+        assert e.value.code == "RESOURCE_EXHAUSTED"
+        assert "--max-txns-per-api-key 1" in e.value.message
+    # Ending the first frees its place.
+    with c.transaction() as tx:
+        assert tx.acquire_lock(ns(), "k").fencing_token > 0
 
 
 def test_help_is_useful():

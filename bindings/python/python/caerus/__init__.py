@@ -30,6 +30,7 @@ from .errors import (
     InvalidArgument,
     LockTimeout,
     PermissionDenied,
+    ResourceExhausted,
     TransactionLost,
     TransactionNotFound,
     Unauthenticated,

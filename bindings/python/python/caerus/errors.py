@@ -20,6 +20,7 @@ __all__ = [
     "WaitCancelled",
     "AlreadyWaiting",
     "CursorExpired",
+    "ResourceExhausted",
     "Unavailable",
     "ConfigError",
     "InternalError",
@@ -101,6 +102,14 @@ class CursorExpired(DlsError):
     code = "CURSOR_EXPIRED"
 
 
+class ResourceExhausted(DlsError):
+    """A server limit refused the request and nothing changed (too many active transactions
+    for the API key, locks in the transaction, waiters on the lock, or event watches). The
+    message names the limit and the server flag that sets it. Not retried automatically."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
 class Unavailable(DlsError):
     """No leader could be reached before the retry deadline. Safe to retry later."""
 
@@ -132,6 +141,7 @@ _BY_CODE: Dict[str, Type[DlsError]] = {
         WaitCancelled,
         AlreadyWaiting,
         CursorExpired,
+        ResourceExhausted,
         Unavailable,
         ConfigError,
         InternalError,
