@@ -20,6 +20,7 @@ export declare namespace Dls {
     | 'WAIT_CANCELLED'
     | 'ALREADY_WAITING'
     | 'CURSOR_EXPIRED'
+    | 'RESOURCE_EXHAUSTED'
     | 'UNAVAILABLE'
     | 'CONFIG'
     | 'INTERNAL';
@@ -233,6 +234,8 @@ export declare namespace Dls {
   class AlreadyWaitingError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'ALREADY_WAITING'; }
   /** The event cursor fell out of the retained log. */
   class CursorExpiredError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'CURSOR_EXPIRED'; }
+  /** A server limit (named in the message, with its flag) refused the request; nothing changed. Not retried. */
+  class ResourceExhaustedError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'RESOURCE_EXHAUSTED'; }
   /** No leader reachable before the retry deadline; safe to retry later. */
   class UnavailableError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'UNAVAILABLE'; }
   /** Invalid client configuration. */
@@ -254,6 +257,7 @@ export import PermissionDeniedError = Dls.PermissionDeniedError;
 export import WaitCancelledError = Dls.WaitCancelledError;
 export import AlreadyWaitingError = Dls.AlreadyWaitingError;
 export import CursorExpiredError = Dls.CursorExpiredError;
+export import ResourceExhaustedError = Dls.ResourceExhaustedError;
 export import UnavailableError = Dls.UnavailableError;
 export import ConfigError = Dls.ConfigError;
 export import InternalError = Dls.InternalError;

@@ -61,6 +61,7 @@ const PermissionDeniedError = errorClass('PermissionDeniedError', 'PERMISSION_DE
 const WaitCancelledError = errorClass('WaitCancelledError', 'WAIT_CANCELLED');
 const AlreadyWaitingError = errorClass('AlreadyWaitingError', 'ALREADY_WAITING');
 const CursorExpiredError = errorClass('CursorExpiredError', 'CURSOR_EXPIRED');
+const ResourceExhaustedError = errorClass('ResourceExhaustedError', 'RESOURCE_EXHAUSTED');
 const UnavailableError = errorClass('UnavailableError', 'UNAVAILABLE');
 const ConfigError = errorClass('ConfigError', 'CONFIG');
 const InternalError = errorClass('InternalError', 'INTERNAL');
@@ -76,6 +77,7 @@ const ERROR_CLASSES = {
   WAIT_CANCELLED: WaitCancelledError,
   ALREADY_WAITING: AlreadyWaitingError,
   CURSOR_EXPIRED: CursorExpiredError,
+  RESOURCE_EXHAUSTED: ResourceExhaustedError,
   UNAVAILABLE: UnavailableError,
   CONFIG: ConfigError,
   INTERNAL: InternalError,
@@ -346,6 +348,7 @@ const Dls = Object.freeze({
   WaitCancelledError,
   AlreadyWaitingError,
   CursorExpiredError,
+  ResourceExhaustedError,
   UnavailableError,
   ConfigError,
   InternalError,

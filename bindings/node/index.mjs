@@ -18,6 +18,7 @@ export const {
   WaitCancelledError,
   AlreadyWaitingError,
   CursorExpiredError,
+  ResourceExhaustedError,
   UnavailableError,
   ConfigError,
   InternalError,

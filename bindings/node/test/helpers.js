@@ -41,8 +41,8 @@ function portIsFree(port) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** Starts a single-node server; `port` may be fixed (else a free one). */
-async function startServer({ port } = {}) {
+/** Starts a single-node server; `port` may be fixed (else a free one); `args` are extra `dls serve` flags. */
+async function startServer({ port, args = [] } = {}) {
   const bin = requireBin();
   const grpcPort = port ?? (await freePort());
   const httpPort = await freePort();
@@ -52,7 +52,7 @@ async function startServer({ port } = {}) {
   const log = fs.openSync(logPath, 'a');
   const child = spawn(
     bin,
-    ['serve', '--listen', endpoint, '--http-listen', `127.0.0.1:${httpPort}`, '--data-dir', path.join(dataDir, 'data'), '--log', 'warn'],
+    ['serve', '--listen', endpoint, '--http-listen', `127.0.0.1:${httpPort}`, '--data-dir', path.join(dataDir, 'data'), '--log', 'warn', ...args],
     { stdio: ['ignore', log, log] },
   );
   let exited = null;
