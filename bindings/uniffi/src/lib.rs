@@ -103,6 +103,9 @@ pub enum DlsError {
     AlreadyWaiting { message: String },
     /// `CURSOR_EXPIRED`: the event cursor is older than the server keeps.
     CursorExpired { message: String },
+    /// `RESOURCE_EXHAUSTED`: a server limit (named in the message, with its flag) refused
+    /// the request; nothing changed.
+    ResourceExhausted { message: String },
     /// `UNAVAILABLE`: no leader could be reached before the retry deadline.
     Unavailable { message: String },
     /// `CONFIG`: the client configuration is invalid.
@@ -125,6 +128,7 @@ impl DlsError {
             DlsError::WaitCancelled { .. } => "WAIT_CANCELLED",
             DlsError::AlreadyWaiting { .. } => "ALREADY_WAITING",
             DlsError::CursorExpired { .. } => "CURSOR_EXPIRED",
+            DlsError::ResourceExhausted { .. } => "RESOURCE_EXHAUSTED",
             DlsError::Unavailable { .. } => "UNAVAILABLE",
             DlsError::Config { .. } => "CONFIG",
             DlsError::Internal { .. } => "INTERNAL",
@@ -144,6 +148,7 @@ impl DlsError {
             | DlsError::WaitCancelled { message }
             | DlsError::AlreadyWaiting { message }
             | DlsError::CursorExpired { message }
+            | DlsError::ResourceExhausted { message }
             | DlsError::Unavailable { message }
             | DlsError::Config { message }
             | DlsError::Internal { message } => message,
@@ -175,6 +180,7 @@ impl From<core::Error> for DlsError {
             "WAIT_CANCELLED" => DlsError::WaitCancelled { message },
             "ALREADY_WAITING" => DlsError::AlreadyWaiting { message },
             "CURSOR_EXPIRED" => DlsError::CursorExpired { message },
+            "RESOURCE_EXHAUSTED" => DlsError::ResourceExhausted { message },
             "UNAVAILABLE" => DlsError::Unavailable { message },
             "CONFIG" => DlsError::Config { message },
             // INTERNAL and any code added to core later.
@@ -819,6 +825,7 @@ mod tests {
             core::Error::WaitCancelled { message: "m".into() },
             core::Error::AlreadyWaiting { message: "m".into() },
             core::Error::CursorExpired { message: "m".into() },
+            core::Error::ResourceExhausted { message: "m".into() },
             core::Error::Unavailable { message: "m".into() },
             core::Error::Config { message: "m".into() },
             core::Error::Internal { message: "m".into() },

@@ -2314,6 +2314,12 @@ enum DlsError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
     case CursorExpired(message: String)
     
     /**
+     * `RESOURCE_EXHAUSTED`: a server limit (named in the message, with its flag) refused
+     * the request; nothing changed.
+     */
+    case ResourceExhausted(message: String)
+    
+    /**
      * `UNAVAILABLE`: no leader could be reached before the retry deadline.
      */
     case Unavailable(message: String)
@@ -2397,15 +2403,19 @@ public struct FfiConverterTypeDlsError: FfiConverterRustBuffer {
             message: try FfiConverterString.read(from: &buf)
         )
         
-        case 11: return .Unavailable(
+        case 11: return .ResourceExhausted(
             message: try FfiConverterString.read(from: &buf)
         )
         
-        case 12: return .Config(
+        case 12: return .Unavailable(
             message: try FfiConverterString.read(from: &buf)
         )
         
-        case 13: return .Internal(
+        case 13: return .Config(
+            message: try FfiConverterString.read(from: &buf)
+        )
+        
+        case 14: return .Internal(
             message: try FfiConverterString.read(from: &buf)
         )
         
@@ -2440,12 +2450,14 @@ public struct FfiConverterTypeDlsError: FfiConverterRustBuffer {
             writeInt(&buf, Int32(9))
         case .CursorExpired(_ /* message is ignored*/):
             writeInt(&buf, Int32(10))
-        case .Unavailable(_ /* message is ignored*/):
+        case .ResourceExhausted(_ /* message is ignored*/):
             writeInt(&buf, Int32(11))
-        case .Config(_ /* message is ignored*/):
+        case .Unavailable(_ /* message is ignored*/):
             writeInt(&buf, Int32(12))
-        case .Internal(_ /* message is ignored*/):
+        case .Config(_ /* message is ignored*/):
             writeInt(&buf, Int32(13))
+        case .Internal(_ /* message is ignored*/):
+            writeInt(&buf, Int32(14))
 
         
         }

@@ -19,6 +19,7 @@ extension DlsError {
         case .WaitCancelled: return "WAIT_CANCELLED"
         case .AlreadyWaiting: return "ALREADY_WAITING"
         case .CursorExpired: return "CURSOR_EXPIRED"
+        case .ResourceExhausted: return "RESOURCE_EXHAUSTED"
         case .Unavailable: return "UNAVAILABLE"
         case .Config: return "CONFIG"
         case .Internal: return "INTERNAL"

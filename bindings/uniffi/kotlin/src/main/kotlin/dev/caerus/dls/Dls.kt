@@ -23,6 +23,7 @@ val DlsException.code: String
         is DlsException.WaitCancelled -> "WAIT_CANCELLED"
         is DlsException.AlreadyWaiting -> "ALREADY_WAITING"
         is DlsException.CursorExpired -> "CURSOR_EXPIRED"
+        is DlsException.ResourceExhausted -> "RESOURCE_EXHAUSTED"
         is DlsException.Unavailable -> "UNAVAILABLE"
         is DlsException.Config -> "CONFIG"
         is DlsException.Internal -> "INTERNAL"

@@ -30,9 +30,16 @@ import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.TestInstance
 import org.junit.jupiter.api.assertThrows
 
-/** One real `dls serve` (single node) for the whole class, started from `-Ddls.bin`. */
+/**
+ * One real `dls serve` (single node) for the whole class, started from `-Ddls.bin`, with a
+ * small `--max-locks-per-txn` (no other test holds that many) to see a limit's refusal.
+ */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class DlsClientTest {
+    private companion object {
+        const val MAX_LOCKS = 3
+    }
+
     private lateinit var server: Process
     private lateinit var dataDir: File
     private lateinit var endpoint: String
@@ -57,6 +64,7 @@ class DlsClientTest {
             "--http-listen", "127.0.0.1:$httpPort",
             "--data-dir", dataDir.absolutePath,
             "--log", "warn",
+            "--max-locks-per-txn", "$MAX_LOCKS",
         ).redirectErrorStream(true).redirectOutput(File(dataDir, "server.log")).start()
 
         val http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build()
@@ -333,6 +341,25 @@ class DlsClientTest {
         unreachable.close()
         val bad = assertThrows<DlsException> { DlsClient(ClientConfig(endpoints = listOf("not an address"))) }
         assertTrue(bad is DlsException.Config || bad is DlsException.InvalidArgument, "got $bad")
+        Unit
+    }
+
+    @Test
+    fun `a server limit is ResourceExhausted naming its flag and changes nothing`() = runBlocking {
+        val ns = ns()
+        val tx = client.beginTransaction(TransactionOptions())
+        try {
+            val held = (1..MAX_LOCKS).map { tx.acquireLock(ns, "k$it", timeoutMs = 1000) }
+            val e = assertThrows<DlsException.ResourceExhausted> {
+                runBlocking { tx.acquireLock(ns, "one-too-many", timeoutMs = 1000) }
+            }
+            assertEquals("RESOURCE_EXHAUSTED", e.code)
+            assertTrue(e.message!!.contains("--max-locks-per-txn $MAX_LOCKS"), e.message)
+            assertEquals(held, tx.status().locks)
+        } finally {
+            tx.abort()
+            tx.close()
+        }
         Unit
     }
 }
