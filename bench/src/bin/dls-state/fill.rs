@@ -26,7 +26,18 @@ const PAD_ROUND: usize = 400;
 
 pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
     let dir = opts.dir().join("fill");
-    let extra = vec!["--snapshot-every".to_string(), opts.snapshot_every.to_string()];
+    // The fill is far past the server's default limits for one caller: 50,000 transactions
+    // (--max-txns-per-api-key 10,000), and 10,000 waiters asked for at once (a queue of
+    // --max-queued-proposals 1,024). Raise both so the figures measure the table, not
+    // refusals and retries.
+    let extra = vec![
+        "--snapshot-every".to_string(),
+        opts.snapshot_every.to_string(),
+        "--max-txns-per-api-key".to_string(),
+        (2 * opts.fill_txns).to_string(),
+        "--max-queued-proposals".to_string(),
+        (2 * opts.waiters.max(opts.workers)).to_string(),
+    ];
     let mut cluster = Cluster::start(&opts.dls_bin, &dir, &extra).await?;
     let leader = cluster.leader().await?;
     let (t, l, w) = (opts.fill_txns, opts.locks_per_txn, opts.waiters);

@@ -17,7 +17,10 @@ use crate::{perf, Opts, Report};
 
 pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
     let dir = opts.dir().join("heartbeat");
-    let cluster = Cluster::start(&opts.dls_bin, &dir, &[]).await?;
+    // More transactions than the server's default --max-txns-per-api-key (10,000), all of
+    // one (anonymous) caller: raise it, with room for begins still in flight.
+    let extra = ["--max-txns-per-api-key".to_string(), (2 * opts.hb_txns).to_string()];
+    let cluster = Cluster::start(&opts.dls_bin, &dir, &extra).await?;
     let leader = cluster.leader().await?;
     let pid = cluster.pid(leader).expect("leader runs");
     progress(
