@@ -7,18 +7,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openraft::error::RaftError as OpenRaftError;
-use openraft::{BasicNode, ServerState, SnapshotPolicy};
+use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{watch, Mutex};
 
 use crate::api::errors::ApiError;
 use crate::lease::Leases;
 use crate::locks::{Command, Effect, LockTable, Outcome};
 use crate::metrics::Metrics;
+use crate::raft::identity::{self, Identity};
 use crate::raft::log_store::{LogIoStats, LogStore};
-use crate::raft::network::PeerNetwork;
+use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
+use crate::raft::peer_auth::PeerAuth;
 use crate::raft::proposer::{Proposer, WriteError};
 use crate::raft::state_machine::{ApplyObserver, SharedState, StateMachine};
-use crate::raft::types::{CheckIsLeaderError, NodeId, Raft};
+use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft};
 use crate::signals::Signals;
 
 /// How long one confirmation of leadership (a quorum round) vouches for heartbeats.
@@ -37,14 +39,19 @@ const TIMER_TICK: Duration = Duration::from_millis(10);
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
     pub id: NodeId,
-    /// Address other nodes and clients use to reach this node.
-    pub advertise: String,
     pub data_dir: PathBuf,
     /// Every member of the cluster, this node included.
-    pub members: BTreeMap<NodeId, String>,
+    pub members: BTreeMap<NodeId, Member>,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: u64,
     pub snapshot_every: u64,
+}
+
+/// How this node authenticates to its peers and checks them.
+#[derive(Clone, Debug, Default)]
+pub struct PeerSettings {
+    pub secret: Option<String>,
+    pub tls: Option<PeerTlsFiles>,
 }
 
 pub struct Node {
@@ -66,6 +73,12 @@ pub struct Node {
     /// heartbeats share one confirmation round.
     confirmed: Mutex<Option<Instant>>,
     is_leader: watch::Receiver<bool>,
+    /// The cluster this node's data directory belongs to.
+    pub identity: Identity,
+    /// Checks incoming peer calls (the gate in front of the raft service).
+    pub peer_auth: Arc<PeerAuth>,
+    /// Outgoing peer connections; reloads their certificates on SIGHUP.
+    pub peer_transport: Arc<PeerTransport>,
 }
 
 /// Feeds applied effects to the timers, the waiting streams, the metrics and the event
@@ -109,9 +122,13 @@ impl ApplyObserver for Observer {
 }
 
 impl Node {
-    pub async fn start(cfg: NodeConfig) -> anyhow::Result<Arc<Node>> {
+    pub async fn start(cfg: NodeConfig, peers: PeerSettings) -> anyhow::Result<Arc<Node>> {
         std::fs::create_dir_all(&cfg.data_dir)
             .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", cfg.data_dir.display()))?;
+        let fresh = Identity { cluster_id: identity::derive_cluster_id(&cfg.members), node_id: cfg.id };
+        let identity = identity::open_or_create(&cfg.data_dir, fresh)?;
+        let peer_auth = PeerAuth::new(cfg.id, &identity.cluster_id, peers.secret.as_deref(), peers.tls.is_some())?;
+        let peer_transport = PeerTransport::new(peer_auth.clone(), peers.tls.clone())?;
         let db =
             sled::Config::new().path(cfg.data_dir.join("raft.sled")).cache_capacity(SLED_CACHE_BYTES).open().map_err(
                 |e| {
@@ -147,15 +164,19 @@ impl Node {
             ..Default::default()
         }
         .validate()?;
-        let raft =
-            Raft::new(cfg.id, Arc::new(raft_config), PeerNetwork::new(durable), log_store, state_machine).await?;
+        let raft = Raft::new(
+            cfg.id,
+            Arc::new(raft_config),
+            PeerNetwork::new(peer_transport.clone(), durable),
+            log_store,
+            state_machine,
+        )
+        .await?;
 
         if pristine {
             // Every node started with the same member list proposes the same initial
             // membership; openraft makes that safe, so no separate init step is needed.
-            let members: BTreeMap<NodeId, BasicNode> =
-                cfg.members.iter().map(|(id, addr)| (*id, BasicNode::new(addr.clone()))).collect();
-            match raft.initialize(members).await {
+            match raft.initialize(cfg.members.clone()).await {
                 Ok(()) => tracing::info!(members = ?cfg.members, "initialized a new cluster"),
                 Err(e) => tracing::info!("cluster already initialized: {e}"),
             }
@@ -179,6 +200,9 @@ impl Node {
             db,
             confirmed: Mutex::new(None),
             is_leader,
+            identity,
+            peer_auth,
+            peer_transport,
         });
         node.spawn_leadership_watch(leader_tx);
         node.spawn_timers();

@@ -12,7 +12,8 @@
 //! `dls keys add --file FILE --name NAME [--namespace PREFIX]...` creates a key.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -88,45 +89,73 @@ impl Principal {
     }
 }
 
-/// The loaded keys, or none (open server).
+/// The loaded keys, or none (open server). Reloaded from its file on SIGHUP, so keys are
+/// added, revoked and rotated without a restart.
 #[derive(Debug, Default)]
 pub struct KeyRing {
-    by_hash: Option<HashMap<[u8; 32], Principal>>,
+    source: Option<PathBuf>,
+    by_hash: RwLock<Option<Arc<Keys>>>,
 }
+
+/// Principals by the SHA-256 of their key.
+type Keys = HashMap<[u8; 32], Principal>;
 
 fn digest(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
 }
 
+fn read_keys(path: &Path) -> anyhow::Result<Keys> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read API keys file {}: {e}", path.display()))?;
+    let file: KeysFile =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("API keys file {} is not valid: {e}", path.display()))?;
+    let mut by_hash = HashMap::new();
+    for k in file.keys {
+        let bytes = hex::decode(&k.sha256)
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| anyhow::anyhow!("key {:?} in {}: sha256 must be 64 hex digits", k.name, path.display()))?;
+        by_hash.insert(bytes, Principal { name: k.name, namespaces: k.namespaces, admin: k.admin });
+    }
+    Ok(by_hash)
+}
+
 impl KeyRing {
     /// A server without keys: every call is allowed.
     pub fn open() -> Self {
-        KeyRing { by_hash: None }
+        KeyRing::default()
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read API keys file {}: {e}", path.display()))?;
-        let file: KeysFile =
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("API keys file {} is not valid: {e}", path.display()))?;
-        let mut by_hash = HashMap::new();
-        for k in file.keys {
-            let bytes = hex::decode(&k.sha256).ok().and_then(|b| <[u8; 32]>::try_from(b).ok()).ok_or_else(|| {
-                anyhow::anyhow!("key {:?} in {}: sha256 must be 64 hex digits", k.name, path.display())
-            })?;
-            by_hash.insert(bytes, Principal { name: k.name, namespaces: k.namespaces, admin: k.admin });
-        }
-        Ok(KeyRing { by_hash: Some(by_hash) })
+        let keys = read_keys(path)?;
+        Ok(KeyRing { source: Some(path.to_path_buf()), by_hash: RwLock::new(Some(Arc::new(keys))) })
+    }
+
+    /// Reads the keys file again and returns how many keys it holds. A file that cannot be
+    /// read or parsed leaves the keys as they were: a half-written file must not lock every
+    /// client out (or let everyone in).
+    pub fn reload(&self) -> anyhow::Result<usize> {
+        let Some(path) = &self.source else { return Ok(0) };
+        let keys = read_keys(path)?;
+        let count = keys.len();
+        *self.by_hash.write().expect("keys lock") = Some(Arc::new(keys));
+        Ok(count)
+    }
+
+    /// Whether the server requires keys.
+    pub fn has_keys(&self) -> bool {
+        self.source.is_some()
     }
 
     /// How many keys are loaded (0 for an open server).
     pub fn key_count(&self) -> usize {
-        self.by_hash.as_ref().map_or(0, HashMap::len)
+        self.by_hash.read().expect("keys lock").as_ref().map_or(0, |k| k.len())
     }
 
     /// Checks `authorization: Bearer <key>`.
     pub fn authenticate(&self, md: &MetadataMap) -> Result<Principal, ApiError> {
-        let Some(keys) = &self.by_hash else {
+        let keys = self.by_hash.read().expect("keys lock").clone();
+        let Some(keys) = keys else {
             // An open server has no operators to tell apart: everyone may do everything.
             return Ok(Principal { name: String::new(), namespaces: None, admin: true });
         };

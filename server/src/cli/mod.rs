@@ -32,6 +32,9 @@ pub enum CliCommand {
     /// Manage API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Make a cluster CA and node or client certificates for TLS (`dls certs init`, then `dls certs node N --host H`).
+    #[command(subcommand)]
+    Certs(crate::certs::CertsCommand),
     /// List held and waited-for locks: holders with tokens, waiters with their blockers.
     Locks(locks::LocksArgs),
     /// Inspect or abort one transaction.

@@ -7,11 +7,11 @@
 
 use std::sync::Mutex;
 
-use caerus_proto::raft::raft_service_client::RaftServiceClient;
 use caerus_proto::raft::RaftPayload;
 use tokio::sync::mpsc;
-use tonic::transport::Channel;
 use tonic::{Code, Status, Streaming};
+
+use super::network::PeerRpc;
 
 pub struct AppendStream {
     requests: mpsc::Sender<RaftPayload>,
@@ -31,7 +31,7 @@ pub enum Opened {
 impl AppendStream {
     /// Opens a stream carrying `first` (queued before the call, so it leaves with the
     /// stream's headers instead of a round trip later) and waits for its answer.
-    pub async fn open(client: &mut RaftServiceClient<Channel>, first: RaftPayload) -> Result<Opened, Status> {
+    pub async fn open(client: &mut PeerRpc, first: RaftPayload) -> Result<Opened, Status> {
         let (requests, rx) = mpsc::channel(1);
         let retry = first.clone();
         requests.send(first).await.map_err(|_| Status::internal("append stream closed before use"))?;
@@ -65,6 +65,7 @@ impl AppendStream {
 mod tests {
     use std::pin::Pin;
 
+    use caerus_proto::raft::raft_service_client::RaftServiceClient;
     use caerus_proto::raft::raft_service_server::{RaftService, RaftServiceServer};
     use futures::Stream;
     use tokio_stream::wrappers::TcpListenerStream;
@@ -121,7 +122,7 @@ mod tests {
         }
     }
 
-    async fn client_of(streams: bool) -> RaftServiceClient<Channel> {
+    async fn client_of(streams: bool) -> PeerRpc {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(
@@ -130,7 +131,8 @@ mod tests {
                 .serve_with_incoming(TcpListenerStream::new(listener)),
         );
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect_lazy();
-        RaftServiceClient::new(channel)
+        let auth = crate::raft::peer_auth::PeerAuth::new(1, "test", Some("a-test-secret-of-16+"), false).unwrap();
+        RaftServiceClient::with_interceptor(channel, crate::raft::peer_auth::Stamp(auth))
     }
 
     fn payload(s: &str) -> RaftPayload {
