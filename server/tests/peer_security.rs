@@ -58,7 +58,7 @@ async fn forge(
 ) -> Vec<Result<RaftPayload, tonic::Status>> {
     let mut client = RaftServiceClient::new(channel(addr, tls));
     let request = |data: Vec<u8>| {
-        let mut r = Request::new(RaftPayload { data, is_error: false });
+        let mut r = Request::new(RaftPayload { data, is_error: false, seq: 0 });
         for (k, v) in metadata {
             r.metadata_mut().insert(*k, v.parse().unwrap());
         }

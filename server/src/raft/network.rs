@@ -155,7 +155,7 @@ impl PeerClient {
     {
         let data = codec::encode(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let mut client = self.client().map_err(RPCError::Unreachable)?;
-        let request = RaftPayload { data, is_error: false };
+        let request = RaftPayload { data, is_error: false, seq: 0 };
         let ttl = option.hard_ttl();
         let answer = tokio::time::timeout(ttl, async {
             match method {
@@ -194,6 +194,11 @@ impl PeerClient {
         request: RaftPayload,
         ttl: Duration,
     ) -> Result<RaftPayload, tonic::Status> {
+        // A stream whose last round trip never finished (openraft dropped the call, e.g. at
+        // its own timeout) may still deliver that answer: it is not used again.
+        if self.stream.as_ref().is_some_and(AppendStream::interrupted) {
+            self.stream = None;
+        }
         if let Some(stream) = &mut self.stream {
             return stream.round_trip(request).await;
         }
