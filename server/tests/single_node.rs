@@ -327,6 +327,40 @@ async fn retries_with_the_same_request_id_get_the_first_answer() {
 }
 
 #[tokio::test]
+async fn heartbeats_racing_an_end_are_refused_once_the_end_is_applied() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let addr = cluster.endpoints()[0].clone();
+    for _ in 0..20 {
+        let tx = c.begin_transaction(opts(500)).await.unwrap();
+        let id = tx.id();
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Heartbeats in a tight loop while the transaction commits.
+        let beats = {
+            let (ended, addr) = (ended.clone(), addr.clone());
+            tokio::spawn(async move {
+                let mut raw = raw_client(&addr).await;
+                loop {
+                    let after_end = ended.load(std::sync::atomic::Ordering::SeqCst);
+                    let r = raw.heartbeat(pb::HeartbeatRequest { transaction_id: id, ..Default::default() }).await;
+                    match r {
+                        Ok(_) => assert!(!after_end, "a heartbeat sent after the end was acknowledged"),
+                        Err(s) => {
+                            assert_eq!(s.metadata().get("x-dls-error").unwrap(), "TRANSACTION_LOST", "{s:?}");
+                            return;
+                        }
+                    }
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        tx.commit().await.unwrap();
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::timeout(Duration::from_secs(10), beats).await.expect("heartbeats ended").unwrap();
+    }
+}
+
+#[tokio::test]
 async fn a_restarted_node_keeps_transactions_grants_and_the_token_counter() {
     let mut cluster = Cluster::start_with(1, &["--snapshot-every", "20"]).await;
     let c = client(&cluster).await;

@@ -18,6 +18,7 @@ use super::auth::{KeyRing, Principal};
 use super::errors::ApiError;
 use super::{convert, validate};
 use crate::config::VictimPolicies;
+use crate::lease::RenewError;
 use crate::locks::{AcquireRequest, AcquireStatus, Begin, Command, Event, EventKind, Outcome, TxnId, TxnState};
 use crate::node::Node;
 
@@ -33,27 +34,28 @@ fn unexpected(o: Outcome) -> ApiError {
     ApiError::Internal(format!("unexpected outcome {o:?}"))
 }
 
+/// Looks the transaction up, checks the caller may use it, and renews its lease when it
+/// is active (every call of a transaction counts as a heartbeat).
+fn touch(node: &Node, who: &Principal, txn: TxnId) -> ApiResult<()> {
+    let st = node.state.read().expect("state lock");
+    let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
+    who.check_owner(&t.owner, txn)?;
+    // Only the owner's calls count as signs of life: an operator inspecting a stuck
+    // transaction must not keep it alive. Renewed under the state lock, as in `renew`; an
+    // expiring lease stays expiring (the command itself will be refused).
+    if t.state == TxnState::Active && t.owner == who.name {
+        let _ = node.leases.renew(txn, Instant::now());
+    }
+    Ok(())
+}
+
 impl LockApi {
     fn principal<T>(&self, req: &Request<T>) -> ApiResult<Principal> {
         self.keys.authenticate(req.metadata())
     }
 
-    /// Looks the transaction up, checks the caller owns it, and renews its lease when it
-    /// is active (every call of a transaction counts as a heartbeat).
     fn touch(&self, who: &Principal, txn: TxnId) -> ApiResult<()> {
-        let lease = {
-            let st = self.node.state.read().expect("state lock");
-            let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
-            who.check_owner(&t.owner, txn)?;
-            // Only the owner's calls count as signs of life: an operator inspecting a stuck
-            // transaction must not keep it alive.
-            (t.state == TxnState::Active && t.owner == who.name).then_some(t.lease_ms)
-        };
-        if let Some(lease_ms) = lease {
-            // An expiring lease stays expiring; the command itself will be refused.
-            let _ = self.node.leases.renew(txn, Duration::from_millis(lease_ms), Instant::now());
-        }
-        Ok(())
+        touch(&self.node, who, txn)
     }
 
     async fn begin(&self, req: Request<pb::BeginTransactionRequest>) -> ApiResult<pb::BeginTransactionResponse> {
@@ -160,25 +162,26 @@ impl LockApi {
     }
 
     /// Renews one lease after leadership was confirmed; the milliseconds left.
+    ///
+    /// The active check and the renewal happen under one hold of the state read lock, and
+    /// lease timers follow applies under its write lock: an end applied before this point is
+    /// seen here, so no heartbeat is acknowledged for a transaction that already ended.
     fn renew(&self, who: &Principal, txn: TxnId) -> ApiResult<i64> {
-        let (lease_ms, state, reason) = {
-            let st = self.node.state.read().expect("state lock");
-            let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
-            who.check_owner(&t.owner, txn)?;
-            (t.lease_ms, t.state, t.end_reason.clone())
-        };
-        if state != TxnState::Active {
-            return Err(ApiError::TransactionLost {
-                message: format!("transaction {txn} is {} ({reason})", state.name()),
-                code: Code::FailedPrecondition,
-            });
+        let st = self.node.state.read().expect("state lock");
+        let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
+        who.check_owner(&t.owner, txn)?;
+        let lost = |message| ApiError::TransactionLost { message, code: Code::FailedPrecondition };
+        if t.state != TxnState::Active {
+            return Err(lost(format!("transaction {txn} is {} ({})", t.state.name(), t.end_reason)));
         }
-        match self.node.leases.renew(txn, Duration::from_millis(lease_ms), Instant::now()) {
-            Ok(lease) => Ok(lease.as_millis() as i64),
-            Err(_) => Err(ApiError::TransactionLost {
-                message: format!("transaction {txn}'s lease lapsed; its expiry is being committed"),
-                code: Code::FailedPrecondition,
-            }),
+        match self.node.leases.renew(txn, Instant::now()) {
+            Ok(left) => Ok(left.as_millis() as i64),
+            Err(RenewError::Expiring) => {
+                Err(lost(format!("transaction {txn}'s lease lapsed; its expiry is being committed")))
+            }
+            Err(RenewError::Untracked) => {
+                Err(lost(format!("transaction {txn} has no lease on this leader; it is ending")))
+            }
         }
     }
 
@@ -283,11 +286,7 @@ impl AcquireCall {
         match self.node.propose(cmd).await? {
             Outcome::BegunAcquire { txn, lease_ms, acquire } => {
                 // A retried begin request id answers only the caller that started it.
-                let t = self.node.state.read().expect("state lock").table.txn(txn).map(|t| t.owner.clone());
-                if let Some(owner) = t {
-                    self.who.check_owner(&owner, txn)?;
-                }
-                let _ = self.node.leases.renew(txn, Duration::from_millis(lease_ms), Instant::now());
+                touch(&self.node, &self.who, txn)?;
                 let begun = pb::BeginTransactionResponse { transaction_id: txn, lease_timeout_ms: lease_ms as i64 };
                 match *acquire {
                     Outcome::Acquire(status) => Ok((txn, Some(begun), status)),
