@@ -219,7 +219,8 @@ impl LockTable {
     }
 
     /// The recorded answer to acquire `request_id` if it was seen before for this very
-    /// lock and mode (a re-attach); a different request under that id is refused.
+    /// lock and mode (a re-attach); a different request under that id is refused, and so
+    /// is a re-attach after the transaction ended (unless its end is what ended the wait).
     pub fn recorded_acquire(
         &self,
         txn: TxnId,
@@ -230,6 +231,19 @@ impl LockTable {
         let t = self.txns.get(&txn).ok_or(Rejection::NotFound(txn))?;
         match t.requests.get(request_id) {
             None => Ok(None),
+            // A wait the transaction's end cut short says how it ended (deadlock victim,
+            // expiry, ...). Any other answer is stale once the transaction ended: an old
+            // grant would tell the client it still holds a lock that was released.
+            Some(RequestRecord::Acquire {
+                status: AcquireRecord::Ended(end @ WaitEnd::TxnEnded { .. }),
+                lock: l,
+                mode: m,
+            }) if l == lock && *m == mode => Ok(Some(AcquireStatus::Ended(end.clone()))),
+            Some(RequestRecord::Acquire { lock: l, mode: m, .. })
+                if l == lock && *m == mode && t.state != TxnState::Active =>
+            {
+                Err(Rejection::NotActive { txn, state: t.state, reason: t.end_reason.clone() })
+            }
             Some(RequestRecord::Acquire { lock: l, mode: m, status }) if l == lock && *m == mode => {
                 Ok(Some(self.status_of(t, status)))
             }
