@@ -196,6 +196,21 @@ async fn bad_input_gets_400_with_the_grpc_message() {
     assert_eq!(code, 400, "{v}");
 }
 
+#[tokio::test]
+async fn an_event_cursor_at_the_largest_sequence_is_refused_not_wrapped() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+    let (code, v) = call(&h, "GET", &format!("/api/v1/events?after={}", u64::MAX), Value::Null, None).await;
+    assert_eq!((code, v["error"]["kind"].as_str()), (400, Some("INVALID_ARGUMENT")), "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("only_new"), "{v}");
+    let req = hyper::Request::get(format!("http://{h}/api/v1/events")).header("last-event-id", u64::MAX.to_string());
+    let resp = http().request(req.body(Full::new(Bytes::new())).unwrap()).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    // One below still opens a stream (which waits for events that far ahead).
+    let resp = send(&h, "GET", &format!("/api/v1/events?after={}", u64::MAX - 1), None, None).await;
+    assert_eq!(resp.status().as_u16(), 200);
+}
+
 fn add_key(file: &std::path::Path, name: &str, admin: bool) -> String {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls"));
     cmd.args(["keys", "add", "--file"]).arg(file).args(["--name", name]);
