@@ -19,7 +19,9 @@ use super::errors::ApiError;
 use super::{convert, validate};
 use crate::config::VictimPolicies;
 use crate::lease::RenewError;
-use crate::locks::{AcquireRequest, AcquireStatus, Begin, Command, Event, EventKind, Outcome, TxnId, TxnState};
+use crate::locks::{
+    AcquireRequest, AcquireStatus, Begin, Command, Event, EventKind, LockKey, Outcome, TxnId, TxnState,
+};
 use crate::node::Node;
 
 pub struct LockApi {
@@ -39,7 +41,7 @@ fn unexpected(o: Outcome) -> ApiError {
 fn touch(node: &Node, who: &Principal, txn: TxnId) -> ApiResult<()> {
     let st = node.state.read().expect("state lock");
     let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
-    who.check_owner(&t.owner, txn)?;
+    who.check_txn(t)?;
     // Only the owner's calls count as signs of life: an operator inspecting a stuck
     // transaction must not keep it alive. Renewed under the state lock, as in `renew`; an
     // expiring lease stays expiring (the command itself will be refused).
@@ -104,13 +106,18 @@ impl LockApi {
         let remaining = self.node.leases.remaining(txn, Instant::now()).unwrap_or_default();
         let st = self.node.state.read().expect("state lock");
         let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
-        let waiting = st.table.wait_view(txn).map(|(pending, mode, position, _)| pb::PendingLock {
-            namespace: pending.lock.namespace.clone(),
-            key: pending.lock.key.clone(),
-            mode: convert::mode(mode),
-            position,
-            request_id: pending.request_id.clone(),
-        });
+        // Checked again on the state the answer is built from.
+        who.check_txn(t)?;
+        let visible = |lock: &LockKey| who.sees_namespace(&lock.namespace);
+        let waiting = st.table.wait_view(txn).filter(|(pending, ..)| visible(&pending.lock)).map(
+            |(pending, mode, position, _)| pb::PendingLock {
+                namespace: pending.lock.namespace.clone(),
+                key: pending.lock.key.clone(),
+                mode: convert::mode(mode),
+                position,
+                request_id: pending.request_id.clone(),
+            },
+        );
         let active = t.state == TxnState::Active;
         Ok(pb::GetTransactionStatusResponse {
             transaction_id: txn,
@@ -119,7 +126,12 @@ impl LockApi {
             priority: t.priority,
             lease_timeout_ms: t.lease_ms as i64,
             lease_remaining_ms: if active { remaining.as_millis() as i64 } else { 0 },
-            locks: t.held.iter().map(|(lock, held)| convert::held_lock(lock, held)).collect(),
+            locks: t
+                .held
+                .iter()
+                .filter(|(lock, _)| visible(lock))
+                .map(|(lock, held)| convert::held_lock(lock, held))
+                .collect(),
             waiting,
             end_reason: t.end_reason.clone(),
         })
@@ -169,7 +181,7 @@ impl LockApi {
     fn renew(&self, who: &Principal, txn: TxnId) -> ApiResult<i64> {
         let st = self.node.state.read().expect("state lock");
         let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
-        who.check_owner(&t.owner, txn)?;
+        who.check_txn(t)?;
         let lost = |message| ApiError::TransactionLost { message, code: Code::FailedPrecondition };
         if t.state != TxnState::Active {
             return Err(lost(format!("transaction {txn} is {} ({})", t.state.name(), t.end_reason)));
@@ -403,7 +415,7 @@ type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>
 /// Events sent per table read; bounds the time the state lock is held.
 const EVENT_BATCH: usize = 256;
 
-/// Which events a watcher asked for (and may see).
+/// Which events a watcher asked for, and who it is (what it may see).
 struct EventFilter {
     prefixes: Vec<String>,
     kinds: Vec<EventKind>,
@@ -411,15 +423,10 @@ struct EventFilter {
 }
 
 impl EventFilter {
-    fn wants(&self, e: &Event) -> bool {
-        // A key limited to some namespaces sees only events touching them.
-        let namespaces = e.namespaces();
-        let visible = if namespaces.is_empty() {
-            self.who.namespaces.is_none()
-        } else {
-            namespaces.iter().any(|ns| self.who.sees_namespace(ns))
-        };
-        visible && e.matches(&self.kinds, &self.prefixes)
+    /// The event as this watcher gets it (other tenants' parts removed), if it wants it.
+    fn pass(&self, e: &Event) -> Option<pb::Event> {
+        let visible = self.who.redact(e)?;
+        visible.matches(&self.kinds, &self.prefixes).then(|| convert::event(&visible))
     }
 }
 
@@ -452,8 +459,10 @@ async fn follow_events(
         let full = batch.len() == EVENT_BATCH;
         for e in batch {
             next = e.seq + 1;
-            if filter.wants(&e) && out.send(Ok(convert::event(&e))).await.is_err() {
-                return Ok(());
+            if let Some(e) = filter.pass(&e) {
+                if out.send(Ok(e)).await.is_err() {
+                    return Ok(());
+                }
             }
         }
         if full {

@@ -6,7 +6,7 @@
 //! act on (wake a waiting stream, start or stop a timer) are collected as [`Effect`]s.
 
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
 use super::deadlock::{choose_victim, find_cycle, Candidate};
@@ -63,6 +63,19 @@ pub struct Txn {
     pub begin_request_id: Option<String>,
     /// The request id and answer of the call that ended it.
     pub end_request: Option<(String, u32)>,
+}
+
+impl Txn {
+    /// Namespaces it holds, waits for or has asked for (its request records), so the set
+    /// does not shrink when it ends and releases everything.
+    pub fn namespaces(&self) -> BTreeSet<&str> {
+        let held = self.held.iter().map(|(l, _)| l);
+        let waiting = self.waiting.iter().map(|p| &p.lock);
+        let asked = self.requests.iter().map(|(_, r)| match r {
+            RequestRecord::Acquire { lock, .. } | RequestRecord::Release { lock, .. } => lock,
+        });
+        held.chain(waiting).chain(asked).map(|l| l.namespace.as_str()).collect()
+    }
 }
 
 /// Something the node must act on after an apply. Not part of the replicated state.
