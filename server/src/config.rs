@@ -56,6 +56,8 @@ pub struct ServeArgs {
     /// each endpoint, signed, at least once. Give every node the same file.
     #[arg(long, env = "DLS_WEBHOOKS_FILE")]
     pub webhooks_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub http_access: crate::http::access::HttpAccessArgs,
 }
 
 fn parse_namespace_policy(raw: &str) -> Result<(String, VictimPolicy), String> {

@@ -73,10 +73,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // The HTTP API runs the very same service objects as gRPC.
     let gateway = Arc::new(http::gateway::Gateway::new(lock_api.clone(), admin_api.clone()));
     let http_server = {
-        let (node, stop) = (node.clone(), stop.clone());
+        let (node, stop, access) = (node.clone(), stop.clone(), args.http_access.clone());
         // The HTTP port is for operators: if it fails, locks keep being served.
         tokio::spawn(async move {
-            if let Err(e) = http::serve(http_listener, node, gateway, stopped(stop)).await {
+            if let Err(e) = http::serve(http_listener, node, gateway, &access, stopped(stop)).await {
                 tracing::error!("{e:#}");
             }
         })

@@ -28,6 +28,9 @@ async fn send(
     key: Option<&str>,
 ) -> hyper::Response<Incoming> {
     let mut req = hyper::Request::builder().method(method).uri(format!("http://{addr}{path}"));
+    if method == "POST" {
+        req = req.header("content-type", "application/json");
+    }
     if let Some(k) = key {
         req = req.header("authorization", format!("Bearer {k}"));
     }

@@ -1,7 +1,9 @@
 //! The HTTP port: `/metrics` (Prometheus), `/healthz` and `/readyz` for operators (no
 //! key needed, nothing that changes state); the HTTP/JSON API under `/api/v1` (same keys
-//! and rules as gRPC, see `api`); and the Playground page with its OpenAPI file.
+//! and rules as gRPC, see `api`; browsers of other origins kept out, see `access`); and
+//! the Playground page with its OpenAPI file.
 
+pub mod access;
 pub mod api;
 pub mod gateway;
 pub mod json;
@@ -19,6 +21,7 @@ use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 
+use self::access::{Access, HttpAccessArgs};
 use self::gateway::Gateway;
 use crate::metrics::Gauges;
 use crate::node::Node;
@@ -40,13 +43,13 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     })
 }
 
-pub fn router(node: Arc<Node>, gateway: Arc<Gateway>) -> Router {
+pub fn router(node: Arc<Node>, gateway: Arc<Gateway>, access: Arc<Access>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .with_state(node)
-        .merge(api::routes(gateway))
+        .merge(api::routes(gateway, access))
         .merge(playground::routes())
 }
 
@@ -55,13 +58,15 @@ pub async fn serve(
     listener: TcpListener,
     node: Arc<Node>,
     gateway: Arc<Gateway>,
+    access: &HttpAccessArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
+    let access = Arc::new(Access::new(access, addr));
     tracing::info!("metrics on http://{addr}/metrics (health: /healthz, readiness: /readyz)");
     tracing::info!("HTTP/JSON API on http://{addr}/api/v1 (OpenAPI: http://{addr}/openapi.json)");
     tracing::info!("playground on http://{addr}/playground");
-    axum::serve(listener, router(node, gateway))
+    axum::serve(listener, router(node, gateway, access))
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(|e| anyhow::anyhow!("HTTP port {addr} failed: {e}"))
