@@ -4,10 +4,8 @@
 
 mod common;
 
-use std::process::Command;
-
 use caerus_proto::v1::BeginTransactionRequest;
-use common::{raw_client, Cluster, PATIENCE};
+use common::{add_key, raw_client, Cluster, PATIENCE};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::Client;
@@ -214,23 +212,12 @@ async fn an_event_cursor_at_the_largest_sequence_is_refused_not_wrapped() {
     assert_eq!(resp.status().as_u16(), 200);
 }
 
-fn add_key(file: &std::path::Path, name: &str, admin: bool) -> String {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls"));
-    cmd.args(["keys", "add", "--file"]).arg(file).args(["--name", name]);
-    if admin {
-        cmd.arg("--admin");
-    }
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "dls keys add: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
 #[tokio::test]
 async fn the_keys_file_applies_to_http_too() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("keys.toml");
-    let worker = add_key(&file, "worker", false);
-    let admin = add_key(&file, "admin", true);
+    let worker = add_key(&file, "worker", &[], false);
+    let admin = add_key(&file, "admin", &[], true);
     let cluster = Cluster::start_full(1, &["--api-keys-file", file.to_str().unwrap()], Some(admin.clone())).await;
     let h = cluster.http_addr(1);
     let body = json!({"timeout_ms": 5000});

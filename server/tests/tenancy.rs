@@ -6,13 +6,11 @@
 
 mod common;
 
-use std::process::Command;
-
 use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, Transaction, TransactionOptions};
 use caerus_proto::v1 as pb;
 use caerus_proto::v1::admin_service_client::AdminServiceClient;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
-use common::{Cluster, PATIENCE};
+use common::{add_key, Cluster, PATIENCE};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
@@ -20,20 +18,6 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
-
-fn add_key(file: &std::path::Path, name: &str, namespaces: &[&str], admin: bool) -> String {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls"));
-    cmd.args(["keys", "add", "--file"]).arg(file).args(["--name", name]);
-    if admin {
-        cmd.arg("--admin");
-    }
-    for ns in namespaces {
-        cmd.args(["--namespace", ns]);
-    }
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "dls keys add failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 /// A server with four keys and three live transactions:
 /// `billing` (limited to `billing-`) holds billing-jobs/monthly in `tb`; `reports` (limited

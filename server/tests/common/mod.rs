@@ -310,3 +310,19 @@ pub async fn assert_kept_across_restart(c: &DlsClient, holder: &Transaction, hel
     holder.commit().await.unwrap();
     other.commit().await.unwrap();
 }
+
+/// `dls keys add`: appends a key to `file` (limited to `namespaces` when not empty) and
+/// returns the key.
+pub fn add_key(file: &std::path::Path, name: &str, namespaces: &[&str], admin: bool) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls"));
+    cmd.args(["keys", "add", "--file"]).arg(file).args(["--name", name]);
+    if admin {
+        cmd.arg("--admin");
+    }
+    for ns in namespaces {
+        cmd.args(["--namespace", ns]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "dls keys add failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
