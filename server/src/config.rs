@@ -67,6 +67,8 @@ pub struct ServeArgs {
     pub webhooks_file: Option<PathBuf>,
     #[command(flatten)]
     pub security: SecurityArgs,
+    #[command(flatten)]
+    pub http_access: crate::http::access::HttpAccessArgs,
 }
 
 fn parse_namespace_policy(raw: &str) -> Result<(String, VictimPolicy), String> {

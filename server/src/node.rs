@@ -91,8 +91,13 @@ struct Observer {
 }
 
 impl ApplyObserver for Observer {
+    fn tracked(&self, effects: &[Effect]) {
+        // Under the state lock: a heartbeat that finds its transaction active in the table
+        // finds its lease tracked too, and one that ends is untracked in the same instant.
+        self.leases.observe(effects, Instant::now());
+    }
+
     fn applied(&self, effects: Vec<Effect>) {
-        self.leases.observe(&effects, Instant::now());
         self.metrics.observe(&effects);
         if effects.contains(&Effect::EventsAppended) {
             self.events.send_modify(|v| *v += 1);

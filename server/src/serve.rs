@@ -89,10 +89,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let gateway =
         Arc::new(http::gateway::Gateway::new(lock_api.clone(), admin_api.clone(), security.gateway_tls.clone()));
     let http_server = {
-        let (node, stop, tls) = (node.clone(), stop.clone(), security.http_tls.clone());
+        let (node, stop, tls, access) =
+            (node.clone(), stop.clone(), security.http_tls.clone(), args.http_access.clone());
         // The HTTP port is for operators: if it fails, locks keep being served.
         tokio::spawn(async move {
-            if let Err(e) = http::serve(http_listener, tls, node, gateway, stopped(stop)).await {
+            if let Err(e) = http::serve(http_listener, tls, node, gateway, &access, stopped(stop)).await {
                 tracing::error!("{e:#}");
             }
         })

@@ -99,7 +99,7 @@ fn peers_always_need_credentials_and_beyond_loopback_mutual_tls() {
 }
 
 fn add_key(file: &Path, name: &str) -> String {
-    common::dls(&["keys", "add", "--file", file.to_str().unwrap(), "--name", name]).trim().to_string()
+    common::add_key(file, name, &[], false)
 }
 
 async fn begin_with(cluster: &Cluster, key: &str) -> Result<(), Error> {

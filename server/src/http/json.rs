@@ -244,10 +244,17 @@ impl From<Status> for ApiFailure {
     }
 }
 
+impl ApiFailure {
+    /// The error JSON with a status of the HTTP layer's own (415, ...) instead of the code's.
+    pub fn into_response_with(self, status: StatusCode) -> Response {
+        (status, [(http::header::CONTENT_TYPE, "application/json")], self.body().to_string()).into_response()
+    }
+}
+
 impl IntoResponse for ApiFailure {
     fn into_response(self) -> Response {
         let status = http_status(self.code);
-        (status, [(http::header::CONTENT_TYPE, "application/json")], self.body().to_string()).into_response()
+        self.into_response_with(status)
     }
 }
 

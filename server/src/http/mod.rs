@@ -1,7 +1,9 @@
 //! The HTTP port: `/metrics` (Prometheus), `/healthz` and `/readyz` for operators (no
 //! key needed, nothing that changes state); the HTTP/JSON API under `/api/v1` (same keys
-//! and rules as gRPC, see `api`); and the Playground page with its OpenAPI file.
+//! and rules as gRPC, see `api`; browsers of other origins kept out, see `access`); and
+//! the Playground page with its OpenAPI file.
 
+pub mod access;
 pub mod api;
 pub mod gateway;
 pub mod json;
@@ -21,6 +23,7 @@ use futures::{Stream, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::server::TlsStream;
 
+use self::access::{Access, HttpAccessArgs};
 use self::gateway::Gateway;
 use crate::metrics::Gauges;
 use crate::node::Node;
@@ -43,13 +46,13 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     })
 }
 
-pub fn router(node: Arc<Node>, gateway: Arc<Gateway>) -> Router {
+pub fn router(node: Arc<Node>, gateway: Arc<Gateway>, access: Arc<Access>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .with_state(node)
-        .merge(api::routes(gateway))
+        .merge(api::routes(gateway, access))
         .merge(playground::routes())
 }
 
@@ -59,6 +62,7 @@ pub async fn serve(
     tls: Option<Arc<ServerTls>>,
     node: Arc<Node>,
     gateway: Arc<Gateway>,
+    access: &HttpAccessArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
@@ -66,7 +70,8 @@ pub async fn serve(
     tracing::info!("metrics on {scheme}://{addr}/metrics (health: /healthz, readiness: /readyz)");
     tracing::info!("HTTP/JSON API on {scheme}://{addr}/api/v1 (OpenAPI: {scheme}://{addr}/openapi.json)");
     tracing::info!("playground on {scheme}://{addr}/playground");
-    let app = router(node, gateway);
+    let access = Arc::new(Access::new(access, addr));
+    let app = router(node, gateway, access);
     match tls {
         None => axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)

@@ -429,3 +429,16 @@ pub fn log_of(cluster: &Cluster, id: u64) -> String {
     let n = cluster.nodes.iter().find(|n| n.id == id).unwrap();
     std::fs::read_to_string(&n.log).unwrap_or_default()
 }
+
+/// `dls keys add`: appends a key to `file` (limited to `namespaces` when not empty) and
+/// returns the key.
+pub fn add_key(file: &std::path::Path, name: &str, namespaces: &[&str], admin: bool) -> String {
+    let mut args = vec!["keys", "add", "--file", file.to_str().unwrap(), "--name", name];
+    if admin {
+        args.push("--admin");
+    }
+    for ns in namespaces {
+        args.extend(["--namespace", ns]);
+    }
+    dls(&args).trim().to_string()
+}
