@@ -4,8 +4,10 @@
 
 CARGO        ?= cargo
 CLUSTER_DIR  ?= .cluster
-# Node N: gRPC on 7070+2(N-1), HTTP (metrics, health) on the port after it.
-PEERS         = 1=127.0.0.1:7070,2=127.0.0.1:7072,3=127.0.0.1:7074
+# Node N: gRPC on 7070+2(N-1), HTTP (metrics, health) on the port after it, peer port
+# (raft only, mutual TLS) on 7080+2(N-1).
+PEERS         = 1=127.0.0.1:7070/7080,2=127.0.0.1:7072/7082,3=127.0.0.1:7074/7084
+CERTS_DIR     = $(CLUSTER_DIR)/certs
 TARGET_DIR   := $(or $(CARGO_TARGET_DIR),target)
 DLS_RELEASE   = $(TARGET_DIR)/release/dls
 # The last released contract image that `buf breaking` checks against (proto/releases/README.md).
@@ -43,13 +45,18 @@ build: ## Debug build of the workspace
 release: ## Optimized build of the `dls` binary
 	$(CARGO) build --release -p caerus-server --bin dls
 
-cluster: release ## Start a local three-node cluster in the background (gRPC 7070/7072/7074, HTTP 7071/7073/7075)
+cluster: release ## Start a local three-node cluster in the background (gRPC 7070/7072/7074, HTTP 7071/7073/7075, peers 7080/7082/7084 with mutual TLS)
 	@mkdir -p $(CLUSTER_DIR)
+	@[ -f $(CERTS_DIR)/ca.pem ] || $(DLS_RELEASE) certs init --dir $(CERTS_DIR)
+	@for id in 1 2 3; do [ -f $(CERTS_DIR)/node-$$id.pem ] || \
+	  $(DLS_RELEASE) certs node $$id --host 127.0.0.1 --host localhost --dir $(CERTS_DIR); done
 	@for id in 1 2 3; do \
 	  if [ -f $(CLUSTER_DIR)/node-$$id.pid ] && kill -0 $$(cat $(CLUSTER_DIR)/node-$$id.pid) 2>/dev/null; then \
 	    echo "node $$id already running (pid $$(cat $(CLUSTER_DIR)/node-$$id.pid))"; continue; fi; \
 	  $(DLS_RELEASE) serve --node-id $$id --peers $(PEERS) --data-dir $(CLUSTER_DIR)/data-$$id \
 	    --http-listen 127.0.0.1:$$((7069 + 2 * id)) \
+	    --peer-tls-cert $(CERTS_DIR)/node-$$id.pem --peer-tls-key $(CERTS_DIR)/node-$$id-key.pem \
+	    --peer-tls-ca $(CERTS_DIR)/ca.pem \
 	    >> $(CLUSTER_DIR)/node-$$id.log 2>&1 & echo $$! > $(CLUSTER_DIR)/node-$$id.pid; \
 	  echo "started node $$id (pid $$!), log $(CLUSTER_DIR)/node-$$id.log"; \
 	done
@@ -58,6 +65,7 @@ cluster: release ## Start a local three-node cluster in the background (gRPC 707
 	@grep -h "became leader" $(CLUSTER_DIR)/node-*.log | tail -1 || echo "no leader yet: see $(CLUSTER_DIR)/node-*.log"
 	@echo "cluster up: DLS_ENDPOINTS=127.0.0.1:7070,127.0.0.1:7072,127.0.0.1:7074   (stop with: make cluster-stop)"
 	@echo "metrics:    http://127.0.0.1:7071/metrics  http://127.0.0.1:7073/metrics  http://127.0.0.1:7075/metrics"
+	@echo "peers talk mutual TLS with the certificates in $(CERTS_DIR) (made by dls certs)"
 
 cluster-stop: ## Stop the local cluster started by `make cluster` (data is kept in .cluster/)
 	@for f in $(CLUSTER_DIR)/node-*.pid; do [ -f "$$f" ] || continue; \

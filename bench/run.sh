@@ -49,10 +49,12 @@ wait_for() {
 # start_dls N → sets DLS_ENDPOINTS, DLS_PIDS, DLS_METRICS (the nodes' HTTP ports)
 start_dls() {
   local n=$1 ports peers="" id
-  read -r -a ports <<<"$(free_ports $((2 * n)))"
+  read -r -a ports <<<"$(free_ports $((3 * n)))"
   DLS_ENDPOINTS=""; DLS_PIDS=""; DLS_METRICS=""
   if [ "$n" -gt 1 ]; then
-    for id in $(seq 1 "$n"); do peers+="${peers:+,}$id=127.0.0.1:${ports[$((id - 1))]}"; done
+    # Client port/peer port per member; the peers authenticate with a cluster secret (loopback).
+    for id in $(seq 1 "$n"); do peers+="${peers:+,}$id=127.0.0.1:${ports[$((id - 1))]}/${ports[$((2 * n + id - 1))]}"; done
+    export DLS_CLUSTER_SECRET="bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
   fi
   for id in $(seq 1 "$n"); do
     local grpc=${ports[$((id - 1))]} http=${ports[$((n + id - 1))]}

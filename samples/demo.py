@@ -15,6 +15,7 @@ Only the standard library is used; run it with the Makefile (`make demo` / `make
 """
 
 import argparse
+import secrets
 import json
 import os
 import signal
@@ -57,25 +58,29 @@ class Demo:
         self.dir = workdir
         self.procs = []  # everything we started, stopped at the end
         self.nodes = {}  # node id -> (Popen, grpc addr)
-        p = free_ports(7)
+        p = free_ports(10)
         self.node_addrs = {i: f"127.0.0.1:{p[2 * (i - 1)]}" for i in (1, 2, 3)}
         self.http_addrs = {i: f"127.0.0.1:{p[2 * (i - 1) + 1]}" for i in (1, 2, 3)}
+        self.peer_ports = {i: p[6 + i] for i in (1, 2, 3)}
         self.ledger_url = f"http://127.0.0.1:{p[6]}"
         self.endpoints = ",".join(self.node_addrs.values())
         self.env = dict(os.environ, DLS_ENDPOINTS=self.endpoints, LEDGER_URL=self.ledger_url, DLS_LOG="warn")
         self.env.pop("CAERUS_API_KEY", None)
         self.env["NODE_PATH"] = os.path.join(args.samples, "billing-worker-node", "node_modules")
         self.seq = 0
+        self.secret = secrets.token_hex(16)
 
     # ---- processes -------------------------------------------------------------------
     def start_node(self, i):
-        peers = ",".join(f"{n}={a}" for n, a in self.node_addrs.items())
+        # Each member's client address and peer port; the peers authenticate each other with
+        # a cluster secret (enough on loopback).
+        peers = ",".join(f"{n}={a}/{self.peer_ports[n]}" for n, a in self.node_addrs.items())
         log = open(os.path.join(self.dir, f"node-{i}.log"), "ab")
         proc = subprocess.Popen(
             [self.args.dls, "serve", "--node-id", str(i), "--peers", peers,
              "--data-dir", os.path.join(self.dir, f"node-{i}"), "--http-listen", self.http_addrs[i],
              "--heartbeat-ms", "100", "--election-timeout-ms", "600"],
-            stdout=log, stderr=log, env=dict(self.env, DLS_LOG="info"))
+            stdout=log, stderr=log, env=dict(self.env, DLS_LOG="info", DLS_CLUSTER_SECRET=self.secret))
         self.procs.append(proc)
         self.nodes[i] = proc
 

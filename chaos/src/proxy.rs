@@ -1,8 +1,8 @@
-//! A TCP proxy in front of every node. All raft traffic goes through it: each node's
-//! `--peers` entry for node N is N's proxy port, while N itself listens elsewhere.
+//! A TCP proxy in front of each port of every node (client and peer). All raft traffic
+//! goes through them: each node's `--peers` entry for node N names N's two proxy ports,
+//! while N itself listens elsewhere.
 //!
-//! The cluster's membership holds one address per node, so the proxy in front of node N
-//! learns which node dialled it from the connecting socket: it finds the socket's inode in
+//! The proxy in front of node N learns which node dialled it from the connecting socket: it finds the socket's inode in
 //! `/proc/net/tcp` and the process holding it among the registered processes (Linux
 //! only): the node processes, client subprocesses the harness routes through the proxies
 //! (ids from [`CLIENT_BASE`]) and the harness itself ([`HARNESS`]: its in-process clients

@@ -7,7 +7,6 @@ use caerus_proto::v1 as pb;
 use tokio::time::Instant;
 
 use crate::client::DlsClient;
-use crate::config::normalize_endpoint;
 use crate::error::Result;
 use crate::router::{CallOptions, Route};
 use crate::transaction::new_request_id;
@@ -240,8 +239,8 @@ impl DlsClient {
     /// A node that does not answer is given up on after the client's `request_timeout`
     /// (not its longer `retry_deadline`): a down node stays down for a status query.
     pub async fn cluster_status_of(&self, endpoint: &str) -> Result<ClusterStatus> {
-        let uri = normalize_endpoint(endpoint)?;
         let router = self.router();
+        let uri = router.normalize(endpoint)?;
         let budget: Duration = router.request_timeout;
         let options = CallOptions {
             deadline: Instant::now() + budget,

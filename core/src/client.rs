@@ -236,7 +236,7 @@ mod tests {
 
     #[tokio::test]
     async fn connect_rejects_bad_config() {
-        let err = DlsClient::connect(quick(vec!["https://x:1".into()])).await.unwrap_err();
+        let err = DlsClient::connect(quick(vec!["ftp://x:1".into()])).await.unwrap_err();
         assert_eq!(err.code(), "CONFIG");
         let err = DlsClient::connect(quick(vec![])).await.unwrap_err();
         assert_eq!(err.code(), "CONFIG");

@@ -1,6 +1,9 @@
 //! Client configuration: which nodes to talk to, the API key, and time budgets.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 use crate::error::{Error, Result};
 
@@ -10,12 +13,20 @@ pub const ENDPOINTS_ENV: &str = "DLS_ENDPOINTS";
 pub const API_KEY_ENV: &str = "CAERUS_API_KEY";
 /// Endpoint used by [`ClientConfig::from_env`] when `DLS_ENDPOINTS` is unset or empty.
 pub const DEFAULT_ENDPOINT: &str = "127.0.0.1:7070";
+/// Environment variable naming a CA bundle (PEM) to trust for TLS, read by [`ClientConfig::new`].
+pub const CA_FILE_ENV: &str = "DLS_CA_FILE";
+/// Environment variable naming a client certificate (PEM), for servers that require one.
+pub const CLIENT_CERT_FILE_ENV: &str = "DLS_CLIENT_CERT_FILE";
+/// Environment variable naming the client certificate's private key (PEM).
+pub const CLIENT_KEY_FILE_ENV: &str = "DLS_CLIENT_KEY_FILE";
 
 /// How a [`DlsClient`](crate::DlsClient) reaches the cluster.
 #[derive(Clone)]
 pub struct ClientConfig {
-    /// Cluster nodes as `host:port` or `http://host:port`. One is enough; the client finds
-    /// the leader through redirects, and more make it robust to that one node being down.
+    /// Cluster nodes as `host:port`, `http://host:port` or `https://host:port`. One is
+    /// enough; the client finds the leader through redirects, and more make it robust to
+    /// that one node being down. A bare `host:port` uses TLS when a CA file or a client
+    /// certificate is configured.
     pub endpoints: Vec<String>,
     /// Sent as `authorization: Bearer <key>` on every call.
     pub api_key: Option<String>,
@@ -26,6 +37,12 @@ pub struct ClientConfig {
     /// Total time to keep retrying a call across leader elections and unreachable nodes
     /// before giving up with [`Error::Unavailable`]. Default 15 s.
     pub retry_deadline: Duration,
+    /// CA bundle (PEM) that server certificates must chain to. Without it, TLS endpoints
+    /// are checked against the public web roots. Default: `DLS_CA_FILE`.
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate and key (PEM), for servers started with `--tls-client-ca`.
+    /// Default: `DLS_CLIENT_CERT_FILE` and `DLS_CLIENT_KEY_FILE`.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -37,6 +54,8 @@ impl std::fmt::Debug for ClientConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("retry_deadline", &self.retry_deadline)
+            .field("ca_file", &self.ca_file)
+            .field("client_cert", &self.client_cert)
             .finish()
     }
 }
@@ -50,18 +69,26 @@ impl ClientConfig {
     pub const DEFAULT_RETRY_DEADLINE: Duration = Duration::from_secs(15);
 
     /// A configuration for these endpoints with default timeouts. The API key is taken
-    /// from `CAERUS_API_KEY` if that is set and non-empty.
+    /// from `CAERUS_API_KEY` if that is set and non-empty, the TLS files from
+    /// `DLS_CA_FILE`, `DLS_CLIENT_CERT_FILE` and `DLS_CLIENT_KEY_FILE`.
     pub fn new<I, S>(endpoints: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
+        Self::with_lookup(endpoints.into_iter().map(Into::into).collect(), env_var)
+    }
+
+    fn with_lookup(endpoints: Vec<String>, lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let file = |name| lookup(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).map(PathBuf::from);
         Self {
-            endpoints: endpoints.into_iter().map(Into::into).collect(),
-            api_key: api_key_from(env_var(API_KEY_ENV)),
+            endpoints,
+            api_key: api_key_from(lookup(API_KEY_ENV)),
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
             retry_deadline: Self::DEFAULT_RETRY_DEADLINE,
+            ca_file: file(CA_FILE_ENV),
+            client_cert: file(CLIENT_CERT_FILE_ENV).zip(file(CLIENT_KEY_FILE_ENV)),
         }
     }
 
@@ -72,9 +99,8 @@ impl ClientConfig {
     }
 
     pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let mut config = Self::new(parse_endpoint_list(lookup(ENDPOINTS_ENV).as_deref()));
-        config.api_key = api_key_from(lookup(API_KEY_ENV));
-        config
+        let endpoints = parse_endpoint_list(lookup(ENDPOINTS_ENV).as_deref());
+        Self::with_lookup(endpoints, lookup)
     }
 
     /// Sets the API key sent as `authorization: Bearer <key>`.
@@ -107,7 +133,49 @@ impl ClientConfig {
         self
     }
 
-    /// Checks the configuration and returns the endpoints as `http://host:port` URIs.
+    /// Trusts this CA bundle (PEM) for TLS endpoints; bare `host:port` endpoints then use TLS.
+    pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
+
+    /// Presents this client certificate and key (PEM) to servers that require one.
+    pub fn with_client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.client_cert = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// Whether a bare `host:port` means TLS: a CA file or a client certificate is set, or
+    /// some endpoint says `https://`.
+    pub(crate) fn default_tls(&self) -> bool {
+        self.ca_file.is_some()
+            || self.client_cert.is_some()
+            || self.endpoints.iter().any(|e| e.trim().to_ascii_lowercase().starts_with("https://"))
+    }
+
+    /// The TLS settings of `https://` channels, with the files read now so a missing or
+    /// broken file is reported at connect time, naming it.
+    pub(crate) fn tls(&self) -> Result<ClientTlsConfig> {
+        let read = |p: &Path, what: &str| {
+            let bytes =
+                std::fs::read(p).map_err(|e| Error::config(format!("cannot read {what} {}: {e}", p.display())))?;
+            if !String::from_utf8_lossy(&bytes).contains("-----BEGIN") {
+                return Err(Error::config(format!("{what} {} is not a PEM file", p.display())));
+            }
+            Ok(bytes)
+        };
+        let mut tls = ClientTlsConfig::new();
+        tls = match &self.ca_file {
+            Some(ca) => tls.ca_certificate(Certificate::from_pem(read(ca, "CA file")?)),
+            None => tls.with_webpki_roots(),
+        };
+        if let Some((cert, key)) = &self.client_cert {
+            tls = tls.identity(Identity::from_pem(read(cert, "client certificate")?, read(key, "client key")?));
+        }
+        Ok(tls)
+    }
+
+    /// Checks the configuration and returns the endpoints as `http(s)://host:port` URIs.
     pub(crate) fn validate(&self) -> Result<Vec<String>> {
         if self.endpoints.is_empty() {
             return Err(Error::config("no endpoints configured"));
@@ -131,9 +199,10 @@ impl ClientConfig {
                 ));
             }
         }
+        let tls = self.default_tls();
         let mut uris: Vec<String> = Vec::with_capacity(self.endpoints.len());
         for e in &self.endpoints {
-            let uri = normalize_endpoint(e)?;
+            let uri = normalize_endpoint(e, tls)?;
             if !uris.contains(&uri) {
                 uris.push(uri);
             }
@@ -161,25 +230,27 @@ pub(crate) fn parse_endpoint_list(value: Option<&str>) -> Vec<String> {
     }
 }
 
-/// Turns `host:port` or `http://host:port` into the URI a channel is built from.
-pub(crate) fn normalize_endpoint(endpoint: &str) -> Result<String> {
+/// Turns `host:port`, `http://host:port` or `https://host:port` into the URI a channel is
+/// built from; a bare `host:port` gets `https` when `tls` is set.
+pub(crate) fn normalize_endpoint(endpoint: &str, tls: bool) -> Result<String> {
     let trimmed = endpoint.trim().trim_end_matches('/');
     if trimmed.is_empty() {
         return Err(Error::config("empty endpoint"));
     }
-    let rest = match trimmed.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
+    let (scheme, rest) = match trimmed.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => ("http", rest),
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("https") => ("https", rest),
         Some((scheme, _)) => {
             return Err(Error::config(format!(
-                "endpoint {endpoint:?}: unsupported scheme {scheme:?} (this client speaks plain http/2; use host:port or http://host:port)"
+                "endpoint {endpoint:?}: unsupported scheme {scheme:?} (use host:port, http://host:port or https://host:port)"
             )))
         }
-        None => trimmed,
+        None => (if tls { "https" } else { "http" }, trimmed),
     };
     if rest.is_empty() || rest.contains('/') {
         return Err(Error::config(format!("endpoint {endpoint:?}: expected host:port")));
     }
-    let uri = format!("http://{rest}");
+    let uri = format!("{scheme}://{rest}");
     let parsed: tonic::codegen::http::Uri =
         uri.parse().map_err(|e| Error::config(format!("endpoint {endpoint:?}: {e}")))?;
     if parsed.port_u16().is_none() {
@@ -248,13 +319,36 @@ mod tests {
 
     #[test]
     fn endpoint_normalization() {
-        assert_eq!(normalize_endpoint("n1:7070").unwrap(), "http://n1:7070");
-        assert_eq!(normalize_endpoint(" HTTP://10.0.0.1:7070/ ").unwrap(), "http://10.0.0.1:7070");
-        assert_eq!(normalize_endpoint("[::1]:7070").unwrap(), "http://[::1]:7070");
-        for bad in ["", "n1", "https://n1:7070", "n1:7070/path", "http://", "n1:x"] {
-            let err = normalize_endpoint(bad).unwrap_err();
+        assert_eq!(normalize_endpoint("n1:7070", false).unwrap(), "http://n1:7070");
+        assert_eq!(normalize_endpoint(" HTTP://10.0.0.1:7070/ ", false).unwrap(), "http://10.0.0.1:7070");
+        assert_eq!(normalize_endpoint("[::1]:7070", false).unwrap(), "http://[::1]:7070");
+        assert_eq!(normalize_endpoint("https://n1:7070", false).unwrap(), "https://n1:7070");
+        assert_eq!(normalize_endpoint("n1:7070", true).unwrap(), "https://n1:7070");
+        // An explicit scheme wins over the TLS default.
+        assert_eq!(normalize_endpoint("http://n1:7070", true).unwrap(), "http://n1:7070");
+        for bad in ["", "n1", "ftp://n1:7070", "n1:7070/path", "http://", "n1:x"] {
+            let err = normalize_endpoint(bad, false).unwrap_err();
             assert_eq!(err.code(), "CONFIG", "{bad:?}");
         }
+    }
+
+    #[test]
+    fn tls_files_come_from_the_environment_and_make_bare_endpoints_https() {
+        let c = ClientConfig::from_lookup(lookup(&[
+            ("DLS_ENDPOINTS", "a:1,http://b:2"),
+            ("DLS_CA_FILE", "/etc/dls/ca.pem"),
+            ("DLS_CLIENT_CERT_FILE", "/etc/dls/app.pem"),
+            ("DLS_CLIENT_KEY_FILE", "/etc/dls/app-key.pem"),
+        ]));
+        assert_eq!(c.ca_file.as_deref(), Some(Path::new("/etc/dls/ca.pem")));
+        assert_eq!(c.client_cert, Some(("/etc/dls/app.pem".into(), "/etc/dls/app-key.pem".into())));
+        assert_eq!(c.clone().without_api_key().validate().unwrap(), vec!["https://a:1", "http://b:2"]);
+        let err = c.tls().unwrap_err();
+        assert!(err.to_string().contains("/etc/dls/ca.pem"), "a missing file is named: {err}");
+        let plain = ClientConfig::from_lookup(lookup(&[("DLS_ENDPOINTS", "a:1")]));
+        assert!(!plain.default_tls() && plain.ca_file.is_none() && plain.client_cert.is_none());
+        let https = ClientConfig::from_lookup(lookup(&[("DLS_ENDPOINTS", "https://a:1,b:2")]));
+        assert_eq!(https.without_api_key().validate().unwrap(), vec!["https://a:1", "https://b:2"]);
     }
 
     #[test]

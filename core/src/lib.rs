@@ -54,7 +54,9 @@ mod types;
 
 pub use admin::{AbortOutcome, ClusterMember, ClusterStatus, KeyLocks, LockHolder, LockWaiter};
 pub use client::DlsClient;
-pub use config::{ClientConfig, API_KEY_ENV, DEFAULT_ENDPOINT, ENDPOINTS_ENV};
+pub use config::{
+    ClientConfig, API_KEY_ENV, CA_FILE_ENV, CLIENT_CERT_FILE_ENV, CLIENT_KEY_FILE_ENV, DEFAULT_ENDPOINT, ENDPOINTS_ENV,
+};
 pub use error::{Error, Result};
 pub use events::{CycleMember, Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
 pub use transaction::Transaction;

@@ -18,7 +18,7 @@ use caerus_proto::v1::lock_service_client::LockServiceClient;
 use rand::Rng;
 use tokio::time::Instant;
 use tonic::metadata::{Ascii, MetadataValue};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Response, Status};
 use tracing::debug;
 
@@ -124,6 +124,8 @@ pub(crate) struct Routed<T> {
 /// Connections to the cluster and knowledge of its leader, shared by all handles.
 pub(crate) struct Router {
     seeds: Vec<String>,
+    /// Set when this client speaks TLS: bare addresses (seeds, leader redirects) are https.
+    tls: Option<ClientTlsConfig>,
     channels: Mutex<HashMap<String, Channel>>,
     leader: Mutex<Option<String>>,
     next_seed: AtomicUsize,
@@ -161,7 +163,9 @@ impl Router {
             ),
             None => None,
         };
+        let tls = config.default_tls().then(|| config.tls()).transpose()?;
         let router = Router {
+            tls,
             seeds,
             channels: Mutex::new(HashMap::new()),
             leader: Mutex::new(None),
@@ -182,6 +186,11 @@ impl Router {
         &self.seeds
     }
 
+    /// A node address (a seed, a leader redirect) as a URI, with TLS when this client uses it.
+    pub(crate) fn normalize(&self, endpoint: &str) -> Result<String> {
+        normalize_endpoint(endpoint, self.tls.is_some())
+    }
+
     /// The budget of an ordinary call: `retry_deadline` in total, `request_timeout` per attempt.
     pub(crate) fn default_options(&self) -> CallOptions {
         CallOptions {
@@ -196,7 +205,7 @@ impl Router {
         if let Some(ch) = channels.get(uri) {
             return Ok(ch.clone());
         }
-        let endpoint = Endpoint::from_shared(uri.to_string())
+        let mut endpoint = Endpoint::from_shared(uri.to_string())
             .map_err(|e| Error::config(format!("endpoint {uri}: {e}")))?
             .connect_timeout(self.connect_timeout)
             .tcp_nodelay(true)
@@ -206,6 +215,10 @@ impl Router {
             .keep_alive_timeout(Duration::from_secs(5))
             .user_agent(concat!("caerus-core/", env!("CARGO_PKG_VERSION")))
             .map_err(|e| Error::config(format!("user agent: {e}")))?;
+        if uri.starts_with("https://") {
+            let tls = self.tls.clone().unwrap_or_else(|| ClientTlsConfig::new().with_webpki_roots());
+            endpoint = endpoint.tls_config(tls).map_err(|e| Error::config(format!("TLS for {uri}: {e}")))?;
+        }
         let ch = endpoint.connect_lazy();
         channels.insert(uri.to_string(), ch.clone());
         Ok(ch)
@@ -434,7 +447,7 @@ impl Attempts<'_> {
         match verdict {
             Verdict::Final => Err(Error::from(status)),
             Verdict::Redirect(addr) => {
-                let target = match normalize_endpoint(&addr) {
+                let target = match self.router.normalize(&addr) {
                     Ok(uri) => uri,
                     Err(e) => {
                         self.last_error = Some(format!("{current} named an unusable leader address {addr:?}: {e}"));

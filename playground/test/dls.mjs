@@ -1,6 +1,7 @@
 // Starts a real single-node `dls serve` on ports picked at run time, with its own data
 // directory; nothing is mocked. DLS_BIN names the binary (the Makefile passes it).
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -53,14 +54,16 @@ export async function startDls(extraArgs = []) {
 export async function startCluster(n) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dls-playground-cluster-'));
   const nodes = [];
-  for (let id = 1; id <= n; id++) nodes.push({ id, grpc: await freePort(), http: await freePort() });
-  const peers = nodes.map((x) => `${x.id}=127.0.0.1:${x.grpc}`).join(',');
+  for (let id = 1; id <= n; id++) nodes.push({ id, grpc: await freePort(), peer: await freePort(), http: await freePort() });
+  const peers = nodes.map((x) => `${x.id}=127.0.0.1:${x.grpc}/${x.peer}`).join(',');
+  // Peers authenticate each other; on loopback a cluster secret is enough.
+  const secret = `playground-test-${randomBytes(16).toString('hex')}`;
   for (const x of nodes) {
     const out = openSync(path.join(dir, `node-${x.id}.log`), 'a');
     x.base = `http://127.0.0.1:${x.http}`;
     x.child = spawn(DLS_BIN, ['serve', '--node-id', String(x.id), '--peers', peers, '--http-listen', `127.0.0.1:${x.http}`,
       '--data-dir', path.join(dir, `data-${x.id}`), '--heartbeat-ms', '50', '--election-timeout-ms', '300'],
-    { stdio: ['ignore', out, out], env: { ...process.env, DLS_LOG: 'info' } });
+    { stdio: ['ignore', out, out], env: { ...process.env, DLS_LOG: 'info', DLS_CLUSTER_SECRET: secret } });
   }
   const cluster = {
     nodes,

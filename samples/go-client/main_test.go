@@ -62,7 +62,9 @@ func startCluster(t *testing.T, n int) ([]string, uint64) {
 	var peers []string
 	for i := range addrs {
 		addrs[i] = freeAddr(t)
-		peers = append(peers, fmt.Sprintf("%d=%s", i+1, addrs[i]))
+		// The client address, then the peer port (raft only) on the same host.
+		peerAddr := freeAddr(t)
+		peers = append(peers, fmt.Sprintf("%d=%s/%s", i+1, addrs[i], peerAddr[strings.LastIndex(peerAddr, ":")+1:]))
 	}
 	for i, addr := range addrs {
 		args := []string{"serve", "--node-id", strconv.Itoa(i + 1), "--listen", addr,
@@ -71,6 +73,8 @@ func startCluster(t *testing.T, n int) ([]string, uint64) {
 			args = append(args, "--peers", strings.Join(peers, ","))
 		}
 		cmd := exec.Command(bin, args...)
+		// Peers authenticate each other; on loopback a cluster secret is enough.
+		cmd.Env = append(os.Environ(), "DLS_CLUSTER_SECRET=go-sample-test-cluster-secret")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start %s: %v", bin, err)

@@ -8,22 +8,31 @@ use clap::Args;
 
 use crate::limits::LimitArgs;
 use crate::locks::VictimPolicy;
-
 use crate::node::NodeConfig;
+use crate::raft::types::{Member, NodeId};
+use crate::security::SecurityArgs;
 
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
     /// This node's id in the cluster (a key of --peers).
     #[arg(long, env = "DLS_NODE_ID", default_value_t = 1)]
     pub node_id: u64,
-    /// Address to listen on for clients and peers. Default: this node's --peers address, or 127.0.0.1:7070.
+    /// Address to listen on for clients (gRPC). Default: this node's client address in
+    /// --peers, or 127.0.0.1:7070.
     #[arg(long, env = "DLS_LISTEN")]
     pub listen: Option<SocketAddr>,
+    /// Address to listen on for peers (the raft transport only; never served on the client
+    /// port). Default: this node's peer address in --peers. A node without --peers has no
+    /// peers and opens no peer port.
+    #[arg(long, env = "DLS_PEER_LISTEN")]
+    pub peer_listen: Option<SocketAddr>,
     /// Directory for the raft log, vote and snapshots.
     #[arg(long, env = "DLS_DATA_DIR", default_value = "./dls-data")]
     pub data_dir: PathBuf,
-    /// Cluster members as ID=HOST:PORT,... (three or five nodes). Nodes started with the
-    /// same list form the cluster by themselves. Omit for a single-node cluster.
+    /// Cluster members as ID=HOST:PORT/PEER_PORT,... (three or five nodes): each member's
+    /// client address, then after `/` its peer port on the same host (or HOST:PORT).
+    /// Nodes started with the same list form the cluster by themselves. Omit for a
+    /// single-node cluster.
     #[arg(long, env = "DLS_PEERS")]
     pub peers: Option<String>,
     /// API keys file (TOML with SHA-256 hashes; see `dls keys add`). Without it the server is open.
@@ -58,6 +67,10 @@ pub struct ServeArgs {
     #[arg(long, env = "DLS_WEBHOOKS_FILE")]
     pub webhooks_file: Option<PathBuf>,
     #[command(flatten)]
+    pub security: SecurityArgs,
+    #[command(flatten)]
+    pub http_access: crate::http::access::HttpAccessArgs,
+    #[command(flatten)]
     pub limits: LimitArgs,
 }
 
@@ -84,26 +97,59 @@ impl VictimPolicies {
     }
 }
 
-/// Parses `1=127.0.0.1:7070,2=127.0.0.1:7071`.
-pub fn parse_peers(raw: &str) -> anyhow::Result<BTreeMap<u64, String>> {
+/// Parses `1=10.0.0.1:7070/7080,2=10.0.0.2:7070/7080`: per member, the client address and
+/// the peer address (a bare port after `/` means the client address's host).
+pub fn parse_peers(raw: &str) -> anyhow::Result<BTreeMap<NodeId, Member>> {
     let mut out = BTreeMap::new();
     for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (id, addr) = part
+        let (id, addrs) = part
             .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("--peers entry {part:?} must look like ID=HOST:PORT"))?;
+            .ok_or_else(|| anyhow::anyhow!("--peers entry {part:?} must look like ID=HOST:PORT/PEER_PORT"))?;
         let id: u64 =
             id.trim().parse().map_err(|_| anyhow::anyhow!("--peers entry {part:?}: {id:?} is not a node id"))?;
         if id == 0 {
             anyhow::bail!("--peers entry {part:?}: node ids start at 1");
         }
-        if out.insert(id, addr.trim().to_string()).is_some() {
+        let (addr, peer) = addrs.trim().split_once('/').ok_or_else(|| {
+            anyhow::anyhow!(
+                "--peers entry {part:?} names no peer port: write ID=HOST:CLIENT_PORT/PEER_PORT, e.g. {id}={}/7080 \
+                 (the peer port carries raft traffic only)",
+                addrs.trim()
+            )
+        })?;
+        let (host, _) = addr
+            .rsplit_once(':')
+            .ok_or_else(|| anyhow::anyhow!("--peers entry {part:?}: {addr:?} is not HOST:PORT"))?;
+        let peer_addr = if peer.parse::<u16>().is_ok() { format!("{host}:{peer}") } else { peer.to_string() };
+        if !peer_addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
+            anyhow::bail!("--peers entry {part:?}: the peer address {peer:?} is neither PORT nor HOST:PORT");
+        }
+        if peer_addr == addr {
+            anyhow::bail!("--peers entry {part:?}: the peer port must differ from the client port");
+        }
+        if out.insert(id, Member { addr: addr.to_string(), peer_addr }).is_some() {
             anyhow::bail!("--peers names node {id} twice");
         }
     }
     if out.is_empty() {
-        anyhow::bail!("--peers is empty; give ID=HOST:PORT for every member");
+        anyhow::bail!("--peers is empty; give ID=HOST:PORT/PEER_PORT for every member");
     }
     Ok(out)
+}
+
+/// Where this node listens.
+#[derive(Clone, Copy, Debug)]
+pub struct Listeners {
+    pub client: SocketAddr,
+    /// None for a single node without --peers: it has nobody to talk raft with.
+    pub peer: Option<SocketAddr>,
+    pub http: SocketAddr,
+}
+
+fn socket_addr(flag: &str, node: u64, addr: &str) -> anyhow::Result<SocketAddr> {
+    addr.parse().map_err(|e| {
+        anyhow::anyhow!("node {node}'s {flag} address {addr:?} in --peers: {e} (use an IP, or pass --{flag}-listen)")
+    })
 }
 
 impl ServeArgs {
@@ -111,25 +157,31 @@ impl ServeArgs {
         VictimPolicies { default: self.victim_policy, by_prefix: self.namespace_victim_policies.clone() }
     }
 
-    /// Resolves the listen address and the member list.
-    pub fn node_config(&self) -> anyhow::Result<(SocketAddr, NodeConfig)> {
-        let (listen, members) = match &self.peers {
+    /// Resolves the listen addresses and the member list.
+    pub fn node_config(&self) -> anyhow::Result<(Listeners, NodeConfig)> {
+        let (client, peer, members) = match &self.peers {
             Some(raw) => {
                 let members = parse_peers(raw)?;
                 let own = members.get(&self.node_id).ok_or_else(|| {
                     anyhow::anyhow!("--node-id {} is not in --peers {raw}; add it or fix the id", self.node_id)
                 })?;
-                let listen = match self.listen {
+                let client = match self.listen {
                     Some(l) => l,
-                    None => {
-                        own.parse().map_err(|e| anyhow::anyhow!("node {}'s peer address {own:?}: {e}", self.node_id))?
-                    }
+                    None => socket_addr("client", self.node_id, &own.addr)?,
                 };
-                (listen, members)
+                let peer = match self.peer_listen {
+                    Some(l) => l,
+                    None => socket_addr("peer", self.node_id, &own.peer_addr)?,
+                };
+                (client, Some(peer), members)
             }
             None => {
-                let listen = self.listen.unwrap_or_else(|| "127.0.0.1:7070".parse().expect("valid default"));
-                (listen, BTreeMap::from([(self.node_id, listen.to_string())]))
+                let client = self.listen.unwrap_or_else(|| "127.0.0.1:7070".parse().expect("valid default"));
+                // A lone node still has a peer address in its membership; it is only
+                // listened on when asked (a single node has nobody to talk raft with).
+                let peer_addr = self.peer_listen.map(|p| p.to_string()).unwrap_or_default();
+                let members = BTreeMap::from([(self.node_id, Member { addr: client.to_string(), peer_addr })]);
+                (client, self.peer_listen, members)
             }
         };
         if self.election_timeout_ms < self.heartbeat_ms * 2 {
@@ -138,9 +190,20 @@ impl ServeArgs {
         if self.snapshot_every < 10 {
             anyhow::bail!("--snapshot-every must be at least 10");
         }
+        let listeners = Listeners { client, peer, http: self.http_listen };
+        let distinct = [Some(client), peer, Some(self.http_listen)];
+        for (i, a) in distinct.iter().enumerate() {
+            if a.is_some() && distinct[..i].contains(a) {
+                anyhow::bail!(
+                    "the client, peer and HTTP ports must differ (client {client}, peer {}, HTTP {}); \
+                     fix --listen, --peer-listen/--peers or --http-listen",
+                    peer.map_or("none".into(), |p| p.to_string()),
+                    self.http_listen
+                );
+            }
+        }
         let cfg = NodeConfig {
             id: self.node_id,
-            advertise: members[&self.node_id].clone(),
             data_dir: self.data_dir.clone(),
             members,
             heartbeat_ms: self.heartbeat_ms,
@@ -148,7 +211,7 @@ impl ServeArgs {
             snapshot_every: self.snapshot_every,
             limits: self.limits.clone(),
         };
-        Ok((listen, cfg))
+        Ok((listeners, cfg))
     }
 }
 
@@ -158,11 +221,16 @@ mod tests {
 
     #[test]
     fn peers_parse_and_reject_mistakes() {
-        let p = parse_peers("1=127.0.0.1:7070, 2=127.0.0.1:7071").unwrap();
-        assert_eq!(p[&2], "127.0.0.1:7071");
-        assert!(parse_peers("1=a,1=b").is_err());
-        assert!(parse_peers("x=a").is_err());
-        assert!(parse_peers("0=a").is_err());
+        let p = parse_peers("1=127.0.0.1:7070/7080, 2=db2.internal:7071/10.1.0.2:7081").unwrap();
+        assert_eq!(p[&1], Member { addr: "127.0.0.1:7070".into(), peer_addr: "127.0.0.1:7080".into() });
+        assert_eq!(p[&2], Member { addr: "db2.internal:7071".into(), peer_addr: "10.1.0.2:7081".into() });
+        let no_peer_port = parse_peers("1=127.0.0.1:7070").unwrap_err().to_string();
+        assert!(no_peer_port.contains("1=127.0.0.1:7070/7080"), "{no_peer_port}");
+        assert!(parse_peers("1=a:1/2,1=b:1/2").is_err());
+        assert!(parse_peers("x=a:1/2").is_err());
+        assert!(parse_peers("0=a:1/2").is_err());
+        assert!(parse_peers("1=a:1/a:1").is_err(), "peer and client port must differ");
+        assert!(parse_peers("1=a:1/x").is_err());
         assert!(parse_peers("127.0.0.1:7070").is_err());
     }
 

@@ -101,6 +101,10 @@ impl<K: Ord + Hash + Clone> DeadlineQueue<K> {
 pub enum RenewError {
     /// The leader already decided the lease lapsed; the expiry is being committed.
     Expiring,
+    /// No lease is tracked: the transaction's end was applied. A renewal never starts one
+    /// (only an applied begin, a restore or a new leadership does), or a heartbeat racing
+    /// the end would bring back a timer for a finished transaction.
+    Untracked,
 }
 
 /// What the timer loop must propose now.
@@ -115,8 +119,12 @@ struct Timers {
     leases: DeadlineQueue<TxnId>,
     waits: DeadlineQueue<(TxnId, String)>,
     /// Leases past their deadline whose `Expire` is proposed but not applied yet: a
-    /// heartbeat arriving now must not bring them back.
+    /// heartbeat arriving now must not bring them back. They stay here until the expiry
+    /// applies or a new leadership restarts them, even when a proposal times out: a
+    /// timed-out proposal may still commit.
     expiring: HashMap<TxnId, Duration>,
+    /// When to propose the expiry of an expiring lease again (its last proposal failed).
+    expiry_retries: DeadlineQueue<TxnId>,
 }
 
 #[derive(Default)]
@@ -125,7 +133,8 @@ pub struct Leases {
 }
 
 impl Leases {
-    /// Follows the applied log: start and stop timers.
+    /// Follows the applied log: start and stop timers. Called under the state write lock,
+    /// so whoever reads the table under its read lock sees timers that agree with it.
     pub fn observe(&self, effects: &[Effect], now: Instant) {
         let mut t = self.timers.lock().expect("timers lock");
         for e in effects {
@@ -134,6 +143,7 @@ impl Leases {
                 Effect::TxnFinished { txn, .. } => {
                     t.leases.remove(txn);
                     t.expiring.remove(txn);
+                    t.expiry_retries.remove(txn);
                 }
                 Effect::WaitStarted { txn, request_id, wait_ms } => {
                     t.waits.start((*txn, request_id.clone()), Duration::from_millis(*wait_ms), now)
@@ -156,6 +166,7 @@ impl Leases {
         t.leases.clear();
         t.waits.clear();
         t.expiring.clear();
+        t.expiry_retries.clear();
         for txn in table.active_txns() {
             t.leases.start(txn.id, Duration::from_millis(txn.lease_ms), now);
             if let Some((request_id, wait_ms)) = table.pending_wait(txn.id) {
@@ -169,6 +180,7 @@ impl Leases {
         let mut t = self.timers.lock().expect("timers lock");
         t.leases.restart_all(now);
         t.waits.restart_all(now);
+        t.expiry_retries.clear();
         let expiring: Vec<(TxnId, Duration)> = t.expiring.drain().collect();
         for (txn, length) in expiring {
             // Their expiry may not have been committed by the old leadership: they get a
@@ -177,17 +189,18 @@ impl Leases {
         }
     }
 
-    /// Renews `txn`'s lease; returns the lease length. An untracked active transaction
-    /// (timer state lagging the table) is tracked from now with `lease`.
-    pub fn renew(&self, txn: TxnId, lease: Duration, now: Instant) -> Result<Duration, RenewError> {
+    /// Renews `txn`'s lease; returns the lease length. Call it under the state read lock
+    /// after checking the transaction is active there: timers follow applies under the
+    /// write lock, so the check and the renewal then see the same applied state.
+    pub fn renew(&self, txn: TxnId, now: Instant) -> Result<Duration, RenewError> {
         let mut t = self.timers.lock().expect("timers lock");
         if t.expiring.contains_key(&txn) {
             return Err(RenewError::Expiring);
         }
         if !t.leases.renew(&txn, now) {
-            t.leases.start(txn, lease, now);
+            return Err(RenewError::Untracked);
         }
-        Ok(lease)
+        Ok(t.leases.remaining(&txn, now).unwrap_or_default())
     }
 
     pub fn remaining(&self, txn: TxnId, now: Instant) -> Option<Duration> {
@@ -198,18 +211,20 @@ impl Leases {
     pub fn due(&self, now: Instant) -> Due {
         let mut t = self.timers.lock().expect("timers lock");
         let due_leases = t.leases.pop_due(now);
-        let expire = due_leases.iter().map(|(txn, _)| *txn).collect();
+        let mut expire: Vec<TxnId> = due_leases.iter().map(|(txn, _)| *txn).collect();
         t.expiring.extend(due_leases);
+        expire.extend(t.expiry_retries.pop_due(now).into_iter().map(|(txn, _)| txn));
         let cancel_waits = t.waits.pop_due(now).into_iter().map(|(k, _)| k).collect();
         Due { expire, cancel_waits }
     }
 
-    /// A proposal for a due item failed (e.g. leadership moved): try again later.
+    /// An expiry proposal failed or timed out: propose it again `after` from now. The
+    /// lease stays expiring meanwhile (the timed-out proposal may still commit, so a
+    /// heartbeat must not be acknowledged in between).
     pub fn retry_expire(&self, txn: TxnId, after: Duration, now: Instant) {
         let mut t = self.timers.lock().expect("timers lock");
-        if let Some(length) = t.expiring.remove(&txn) {
-            // Come back sooner than a full lease: the lease had already lapsed.
-            t.leases.set(txn, now + after.min(length), length);
+        if t.expiring.contains_key(&txn) {
+            t.expiry_retries.start(txn, after, now);
         }
     }
 
@@ -244,9 +259,40 @@ mod tests {
         leases.observe(&[Effect::TxnBegun { txn: 7, lease_ms: 100 }], now);
         let later = now + Duration::from_millis(150);
         assert_eq!(leases.due(later).expire, vec![7]);
-        assert_eq!(leases.renew(7, Duration::from_millis(100), later), Err(RenewError::Expiring));
+        assert_eq!(leases.renew(7, later), Err(RenewError::Expiring));
         leases.observe(&[Effect::TxnFinished { txn: 7, cause: crate::locks::EndCause::Expired }], later);
         assert!(leases.remaining(7, later).is_none());
+    }
+
+    #[test]
+    fn a_renewal_never_brings_back_the_lease_of_an_ended_transaction() {
+        let now = Instant::now();
+        let leases = Leases::default();
+        leases.observe(&[Effect::TxnBegun { txn: 3, lease_ms: 100 }], now);
+        assert_eq!(leases.renew(3, now), Ok(Duration::from_millis(100)));
+        leases.observe(&[Effect::TxnFinished { txn: 3, cause: crate::locks::EndCause::Committed }], now);
+        assert_eq!(leases.renew(3, now), Err(RenewError::Untracked));
+        assert!(leases.remaining(3, now).is_none());
+        assert_eq!(leases.due(now + Duration::from_secs(1)), Due::default(), "no expiry for an ended transaction");
+    }
+
+    #[test]
+    fn a_failed_expiry_proposal_keeps_the_lease_expiring_and_is_proposed_again() {
+        let now = Instant::now();
+        let leases = Leases::default();
+        leases.observe(&[Effect::TxnBegun { txn: 9, lease_ms: 100 }], now);
+        let lapsed = now + Duration::from_millis(100);
+        assert_eq!(leases.due(lapsed).expire, vec![9]);
+        // The proposal timed out (it may still commit): heartbeats stay refused.
+        leases.retry_expire(9, Duration::from_millis(200), lapsed);
+        let between = lapsed + Duration::from_millis(100);
+        assert_eq!(leases.renew(9, between), Err(RenewError::Expiring));
+        assert_eq!(leases.due(between), Due::default());
+        assert_eq!(leases.due(lapsed + Duration::from_millis(200)).expire, vec![9], "proposed again");
+        assert_eq!(leases.renew(9, lapsed + Duration::from_millis(250)), Err(RenewError::Expiring));
+        // A new leadership gives it a fresh lease instead (its expiry may never have committed).
+        leases.restart_all(lapsed + Duration::from_millis(300));
+        assert!(leases.renew(9, lapsed + Duration::from_millis(300)).is_ok());
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! - `api/`: gRPC services, auth, validation and the error-to-status mapping.
 
 pub mod api;
+pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod http;
@@ -17,6 +18,8 @@ pub mod locks;
 pub mod metrics;
 pub mod node;
 pub mod raft;
+pub mod security;
 pub mod serve;
 pub mod signals;
+pub mod tls;
 pub mod webhooks;

@@ -33,6 +33,13 @@ async fn main() {
                 })
                 .map_err(failure)
         }
+        CliCommand::Certs(command) => caerus_server::certs::run(&command)
+            .map(|files| {
+                for f in files {
+                    eprintln!("wrote {}", f.display());
+                }
+            })
+            .map_err(failure),
         CliCommand::Locks(args) => locks::run(args).await,
         CliCommand::Txn(command) => txn::run(command).await,
         CliCommand::Events(args) => events::run(args).await,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openraft::error::RaftError as OpenRaftError;
-use openraft::{BasicNode, ServerState, SnapshotPolicy};
+use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{watch, Mutex};
 
 use crate::api::errors::ApiError;
@@ -15,11 +15,13 @@ use crate::lease::Leases;
 use crate::limits::{Admission, LimitArgs, Limits};
 use crate::locks::{Command, Effect, LockTable, Outcome};
 use crate::metrics::Metrics;
+use crate::raft::identity::{self, Identity};
 use crate::raft::log_store::{LogIoStats, LogStore};
-use crate::raft::network::PeerNetwork;
+use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
+use crate::raft::peer_auth::PeerAuth;
 use crate::raft::proposer::{Hold, Proposer, WriteError};
 use crate::raft::state_machine::{ApplyObserver, SharedState, StateMachine};
-use crate::raft::types::{CheckIsLeaderError, NodeId, Raft};
+use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft};
 use crate::signals::Signals;
 
 /// How long one confirmation of leadership (a quorum round) vouches for heartbeats.
@@ -38,16 +40,21 @@ const TIMER_TICK: Duration = Duration::from_millis(10);
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
     pub id: NodeId,
-    /// Address other nodes and clients use to reach this node.
-    pub advertise: String,
     pub data_dir: PathBuf,
     /// Every member of the cluster, this node included.
-    pub members: BTreeMap<NodeId, String>,
+    pub members: BTreeMap<NodeId, Member>,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: u64,
     pub snapshot_every: u64,
     /// Bounds on what clients can make this node hold (see `limits`).
     pub limits: LimitArgs,
+}
+
+/// How this node authenticates to its peers and checks them.
+#[derive(Clone, Debug, Default)]
+pub struct PeerSettings {
+    pub secret: Option<String>,
+    pub tls: Option<PeerTlsFiles>,
 }
 
 pub struct Node {
@@ -80,6 +87,12 @@ pub struct Node {
     /// maximum), and a new leader restarts every lease at full length anyway.
     quorum_ack_window: Duration,
     is_leader: watch::Receiver<bool>,
+    /// The cluster this node's data directory belongs to.
+    pub identity: Identity,
+    /// Checks incoming peer calls (the gate in front of the raft service).
+    pub peer_auth: Arc<PeerAuth>,
+    /// Outgoing peer connections; reloads their certificates on SIGHUP.
+    pub peer_transport: Arc<PeerTransport>,
 }
 
 /// Feeds applied effects to the timers, the waiting streams, the metrics and the event
@@ -92,8 +105,13 @@ struct Observer {
 }
 
 impl ApplyObserver for Observer {
+    fn tracked(&self, effects: &[Effect]) {
+        // Under the state lock: a heartbeat that finds its transaction active in the table
+        // finds its lease tracked too, and one that ends is untracked in the same instant.
+        self.leases.observe(effects, Instant::now());
+    }
+
     fn applied(&self, effects: Vec<Effect>) {
-        self.leases.observe(&effects, Instant::now());
         self.metrics.observe(&effects);
         if effects.contains(&Effect::EventsAppended) {
             self.events.send_modify(|v| *v += 1);
@@ -123,9 +141,13 @@ impl ApplyObserver for Observer {
 }
 
 impl Node {
-    pub async fn start(cfg: NodeConfig) -> anyhow::Result<Arc<Node>> {
+    pub async fn start(cfg: NodeConfig, peers: PeerSettings) -> anyhow::Result<Arc<Node>> {
         std::fs::create_dir_all(&cfg.data_dir)
             .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", cfg.data_dir.display()))?;
+        let fresh = Identity { cluster_id: identity::derive_cluster_id(&cfg.members), node_id: cfg.id };
+        let identity = identity::open_or_create(&cfg.data_dir, fresh)?;
+        let peer_auth = PeerAuth::new(cfg.id, &identity.cluster_id, peers.secret.as_deref(), peers.tls.is_some())?;
+        let peer_transport = PeerTransport::new(peer_auth.clone(), peers.tls.clone())?;
         let db =
             sled::Config::new().path(cfg.data_dir.join("raft.sled")).cache_capacity(SLED_CACHE_BYTES).open().map_err(
                 |e| {
@@ -161,15 +183,19 @@ impl Node {
             ..Default::default()
         }
         .validate()?;
-        let raft =
-            Raft::new(cfg.id, Arc::new(raft_config), PeerNetwork::new(durable), log_store, state_machine).await?;
+        let raft = Raft::new(
+            cfg.id,
+            Arc::new(raft_config),
+            PeerNetwork::new(peer_transport.clone(), durable),
+            log_store,
+            state_machine,
+        )
+        .await?;
 
         if pristine {
             // Every node started with the same member list proposes the same initial
             // membership; openraft makes that safe, so no separate init step is needed.
-            let members: BTreeMap<NodeId, BasicNode> =
-                cfg.members.iter().map(|(id, addr)| (*id, BasicNode::new(addr.clone()))).collect();
-            match raft.initialize(members).await {
+            match raft.initialize(cfg.members.clone()).await {
                 Ok(()) => tracing::info!(members = ?cfg.members, "initialized a new cluster"),
                 Err(e) => tracing::info!("cluster already initialized: {e}"),
             }
@@ -196,6 +222,9 @@ impl Node {
             quorum_acked: std::sync::Mutex::new(None),
             quorum_ack_window: Duration::from_millis(cfg.election_timeout_ms),
             is_leader,
+            identity,
+            peer_auth,
+            peer_transport,
         });
         node.spawn_leadership_watch(leader_tx);
         node.spawn_timers();

@@ -1,6 +1,9 @@
-//! `dls serve`: start a node and serve gRPC, the HTTP port and webhooks until
-//! SIGINT/SIGTERM.
+//! `dls serve`: start a node and serve its three ports (clients, peers, HTTP) and webhooks
+//! until SIGINT/SIGTERM; SIGHUP reloads keys and certificates.
 
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +12,8 @@ use caerus_proto::v1::admin_service_server::AdminServiceServer;
 use caerus_proto::v1::lock_service_server::LockServiceServer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tonic::transport::server::TcpIncoming;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::server::{Router, TcpIncoming};
 
 use crate::api::admin_service::AdminApi;
 use crate::api::auth::KeyRing;
@@ -17,8 +21,11 @@ use crate::api::lock_service::LockApi;
 use crate::api::raft_service::RaftApi;
 use crate::config::ServeArgs;
 use crate::http;
-use crate::node::Node;
+use crate::node::{Node, PeerSettings};
 use crate::raft::network::MAX_RAFT_MESSAGE;
+use crate::raft::peer_auth::Gate;
+use crate::security::Security;
+use crate::tls::ServerTls;
 use crate::webhooks::{self, Dispatcher};
 
 /// Largest client request accepted; real requests are well under 1 KiB.
@@ -35,14 +42,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let keys = match &args.api_keys_file {
         Some(path) => {
             let ring = KeyRing::load(path)?;
-            tracing::info!(keys = ring.key_count(), file = %path.display(), "API keys loaded; every call needs a key");
+            tracing::info!(keys = ring.key_count(), file = %path.display(), "API keys loaded; every call needs a key (SIGHUP reloads the file)");
             ring
         }
-        None => {
-            tracing::warn!("no --api-keys-file: the server accepts every caller (fine on a laptop, not in production)");
-            KeyRing::open()
-        }
+        None => KeyRing::open(),
     };
+    let (security, warnings) = args.security.resolve(&listen, keys.has_keys())?;
+    for w in &warnings {
+        tracing::warn!("{w}");
+    }
+    if !keys.has_keys() {
+        tracing::warn!("no --api-keys-file: every caller that reaches a port may do everything (fine on a laptop, not in production)");
+    }
     let hooks = match &args.webhooks_file {
         Some(path) => {
             let hooks = webhooks::load(path)?;
@@ -52,12 +63,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => Vec::new(),
     };
     // Bind before starting raft so a busy port fails at once with a clear message.
-    let listener = TcpListener::bind(listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e} (is another dls running? pick --listen)"))?;
-    let http_listener = http::bind(args.http_listen).await?;
+    let listener = bind(listen.client, "client port", "--listen").await?;
+    let peer_listener = match listen.peer {
+        Some(addr) => Some(bind(addr, "peer port", "--peer-listen or the peer port in --peers").await?),
+        None => None,
+    };
+    let http_listener = http::bind(listen.http).await?;
     let members = cfg.members.len();
-    let node = Node::start(cfg.clone()).await?;
+    let peers = PeerSettings { secret: security.cluster_secret.clone(), tls: security.peer_tls_files.clone() };
+    let node = Node::start(cfg.clone(), peers).await?;
 
     let (stop_tx, stop) = watch::channel(false);
     tokio::spawn(async move {
@@ -67,48 +81,57 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let dispatcher = Dispatcher::start(node.clone(), hooks);
 
     let keys = Arc::new(keys);
+    spawn_reloads(keys.clone(), &security, node.clone());
     let lock_api =
         Arc::new(LockApi { node: node.clone(), keys: keys.clone(), policies: Arc::new(args.victim_policies()) });
     let admin_api = Arc::new(AdminApi { node: node.clone(), keys: keys.clone() });
     // The HTTP API runs the very same service objects as gRPC.
-    let gateway = Arc::new(http::gateway::Gateway::new(lock_api.clone(), admin_api.clone()));
+    let gateway =
+        Arc::new(http::gateway::Gateway::new(lock_api.clone(), admin_api.clone(), security.gateway_tls.clone()));
     let http_server = {
-        let (node, stop) = (node.clone(), stop.clone());
+        let (node, stop, tls, access) =
+            (node.clone(), stop.clone(), security.http_tls.clone(), args.http_access.clone());
         // The HTTP port is for operators: if it fails, locks keep being served.
         tokio::spawn(async move {
-            if let Err(e) = http::serve(http_listener, node, gateway, stopped(stop)).await {
+            if let Err(e) = http::serve(http_listener, tls, node, gateway, &access, stopped(stop)).await {
                 tracing::error!("{e:#}");
             }
         })
     };
     let lock_api = LockServiceServer::from_arc(lock_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
     let admin_api = AdminServiceServer::from_arc(admin_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
-    let raft_api = RaftServiceServer::new(RaftApi { node: node.clone(), stop: stop.clone() })
-        .max_decoding_message_size(MAX_RAFT_MESSAGE)
-        .max_encoding_message_size(MAX_RAFT_MESSAGE);
+    let scheme = if security.grpc_tls.is_some() { "https" } else { "http" };
     tracing::info!(
-        node = cfg.id,
-        %listen,
+        node = node.id,
+        cluster_id = %node.identity.cluster_id,
+        client = %listen.client,
+        peer = %listen.peer.map_or("none (single node)".to_string(), |p| p.to_string()),
         data_dir = %cfg.data_dir.display(),
         members,
-        "dls serving; clients connect to {listen}"
+        "dls serving; clients connect to {scheme}://{}", listen.client
     );
-    // Nagle's algorithm off on every accepted connection: with it, a response's trailing
-    // HTTP/2 frame waits for the client's delayed ACK (~40 ms per call). The builder's own
-    // tcp_nodelay setting does not reach sockets accepted by our listener.
-    let incoming = TcpIncoming::from_listener(listener, true, None)
-        .map_err(|e| anyhow::anyhow!("cannot serve on {listen}: {e}"))?;
-    let server = tonic::transport::Server::builder()
-        .add_service(lock_api)
-        .add_service(admin_api)
-        .add_service(raft_api)
-        .serve_with_incoming_shutdown(incoming, stopped(stop.clone()));
+    let client_router = tonic::transport::Server::builder().add_service(lock_api).add_service(admin_api);
+    let client_server = serve_grpc(client_router, listener, security.grpc_tls.clone(), stop.clone())?;
+    // The raft transport has a port of its own, behind the peer gate: nothing reaches
+    // openraft from a caller that is not a node of this cluster.
+    let peer_server = match peer_listener {
+        Some(peer_listener) => {
+            let raft_api = RaftServiceServer::new(RaftApi { node: node.clone(), stop: stop.clone() })
+                .max_decoding_message_size(MAX_RAFT_MESSAGE)
+                .max_encoding_message_size(MAX_RAFT_MESSAGE);
+            let gated = InterceptedService::new(raft_api, Gate(node.peer_auth.clone()));
+            let router = tonic::transport::Server::builder().add_service(gated);
+            serve_grpc(router, peer_listener, security.peer_tls.clone(), stop.clone())?
+        }
+        None => Box::pin(std::future::pending()),
+    };
     let drain_over = async {
         stopped(stop).await;
         tokio::time::sleep(GRPC_DRAIN).await;
     };
     tokio::select! {
-        served = server => served?,
+        served = client_server => served?,
+        served = peer_server => served?,
         _ = drain_over => tracing::warn!("gRPC calls still open {GRPC_DRAIN:?} after the stop signal; closing them"),
     }
     tracing::info!("shutting down");
@@ -120,6 +143,71 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     node.shutdown().await;
     Ok(())
+}
+
+async fn bind(addr: SocketAddr, port: &str, flag: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        anyhow::anyhow!("cannot listen on {addr} for the {port}: {e} (is another dls running? pick {flag})")
+    })
+}
+
+type Served = Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>>;
+
+/// Serves a gRPC router on a listener, over TLS when configured, until the stop signal.
+fn serve_grpc(
+    router: Router,
+    listener: TcpListener,
+    tls: Option<Arc<ServerTls>>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<Served> {
+    Ok(match tls {
+        None => {
+            // Nagle's algorithm off on every accepted connection: with it, a response's
+            // trailing HTTP/2 frame waits for the client's delayed ACK (~40 ms per call). The
+            // builder's own tcp_nodelay setting does not reach sockets accepted by our listener.
+            let addr = listener.local_addr()?;
+            let incoming = TcpIncoming::from_listener(listener, true, None)
+                .map_err(|e| anyhow::anyhow!("cannot serve on {addr}: {e}"))?;
+            Box::pin(router.serve_with_incoming_shutdown(incoming, stopped(stop)))
+        }
+        Some(tls) => Box::pin(router.serve_with_incoming_shutdown(crate::tls::incoming(listener, tls), stopped(stop))),
+    })
+}
+
+/// SIGHUP reloads the API keys file and every certificate. A file that fails to load is
+/// reported and the previous version stays in use.
+fn spawn_reloads(keys: Arc<KeyRing>, security: &Security, node: Arc<Node>) {
+    let tls: Vec<(&'static str, Arc<ServerTls>)> = [
+        ("client port TLS", security.grpc_tls.clone()),
+        ("HTTP port TLS", security.http_tls.clone()),
+        ("peer port TLS", security.peer_tls.clone()),
+    ]
+    .into_iter()
+    .filter_map(|(what, t)| t.map(|t| (what, t)))
+    .collect();
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP: keys and certificates will not be reloaded");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading API keys and certificates");
+            match keys.reload() {
+                Ok(n) if keys.has_keys() => tracing::info!(keys = n, "API keys reloaded"),
+                Ok(_) => {}
+                Err(e) => tracing::error!("API keys not reloaded, the previous keys stay in use: {e:#}"),
+            }
+            for (what, t) in &tls {
+                match t.reload() {
+                    Ok(()) => tracing::info!("{what} reloaded from {}", t.files().cert.display()),
+                    Err(e) => tracing::error!("{what} not reloaded, the previous certificate stays in use: {e:#}"),
+                }
+            }
+            if let Err(e) = node.peer_transport.reload_tls() {
+                tracing::error!("peer client certificate not reloaded, the previous one stays in use: {e:#}");
+            }
+        }
+    });
 }
 
 /// Resolves once shutdown was asked for; every server waits on its own copy.

@@ -3,24 +3,8 @@
 
 mod common;
 
-use std::process::Command;
-
 use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions};
-use common::Cluster;
-
-fn add_key(file: &std::path::Path, name: &str, namespaces: &[&str], admin: bool) -> String {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls"));
-    cmd.args(["keys", "add", "--file"]).arg(file).args(["--name", name]);
-    if admin {
-        cmd.arg("--admin");
-    }
-    for ns in namespaces {
-        cmd.args(["--namespace", ns]);
-    }
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "dls keys add failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
+use common::{add_key, Cluster};
 
 async fn client(cluster: &Cluster, key: Option<&str>) -> DlsClient {
     let cfg = ClientConfig::new(cluster.endpoints()).without_api_key();

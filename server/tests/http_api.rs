@@ -4,10 +4,8 @@
 
 mod common;
 
-use std::process::Command;
-
 use caerus_proto::v1::BeginTransactionRequest;
-use common::{raw_client, Cluster, PATIENCE};
+use common::{add_key, raw_client, Cluster, PATIENCE};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper_util::client::legacy::Client;
@@ -28,6 +26,9 @@ async fn send(
     key: Option<&str>,
 ) -> hyper::Response<Incoming> {
     let mut req = hyper::Request::builder().method(method).uri(format!("http://{addr}{path}"));
+    if method == "POST" {
+        req = req.header("content-type", "application/json");
+    }
     if let Some(k) = key {
         req = req.header("authorization", format!("Bearer {k}"));
     }
@@ -196,23 +197,27 @@ async fn bad_input_gets_400_with_the_grpc_message() {
     assert_eq!(code, 400, "{v}");
 }
 
-fn add_key(file: &std::path::Path, name: &str, admin: bool) -> String {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls"));
-    cmd.args(["keys", "add", "--file"]).arg(file).args(["--name", name]);
-    if admin {
-        cmd.arg("--admin");
-    }
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "dls keys add: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+#[tokio::test]
+async fn an_event_cursor_at_the_largest_sequence_is_refused_not_wrapped() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+    let (code, v) = call(&h, "GET", &format!("/api/v1/events?after={}", u64::MAX), Value::Null, None).await;
+    assert_eq!((code, v["error"]["kind"].as_str()), (400, Some("INVALID_ARGUMENT")), "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("only_new"), "{v}");
+    let req = hyper::Request::get(format!("http://{h}/api/v1/events")).header("last-event-id", u64::MAX.to_string());
+    let resp = http().request(req.body(Full::new(Bytes::new())).unwrap()).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    // One below still opens a stream (which waits for events that far ahead).
+    let resp = send(&h, "GET", &format!("/api/v1/events?after={}", u64::MAX - 1), None, None).await;
+    assert_eq!(resp.status().as_u16(), 200);
 }
 
 #[tokio::test]
 async fn the_keys_file_applies_to_http_too() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("keys.toml");
-    let worker = add_key(&file, "worker", false);
-    let admin = add_key(&file, "admin", true);
+    let worker = add_key(&file, "worker", &[], false);
+    let admin = add_key(&file, "admin", &[], true);
     let cluster = Cluster::start_full(1, &["--api-keys-file", file.to_str().unwrap()], Some(admin.clone())).await;
     let h = cluster.http_addr(1);
     let body = json!({"timeout_ms": 5000});

@@ -10,7 +10,7 @@ use std::time::Duration;
 use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::*;
-use common::{http_get, http_post, raw_client, Cluster, PATIENCE};
+use common::{add_key, http_get, http_post, raw_client, Cluster, PATIENCE};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 
@@ -74,7 +74,7 @@ fn assert_refused<T: std::fmt::Debug>(r: Result<T, Status>, mentions: &str) {
 async fn active_transactions_are_bounded_per_api_key_and_a_refused_begin_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("keys.toml");
-    let add = |name: &str, admin| caerus_server::api::auth::add_key(&file, name, vec![], admin).unwrap();
+    let add = |name: &str, admin| add_key(&file, name, &[], admin);
     let (a, b, admin) = (add("a", false), add("b", false), add("admin", true));
     let flags = ["--api-keys-file", file.to_str().unwrap(), "--max-txns-per-api-key", "2"];
     let cluster = Cluster::start_full(1, &flags, Some(admin)).await;

@@ -1,5 +1,5 @@
 //! `dls lock NAMESPACE KEY -- COMMAND` against a real single-node server: the command's
-//! environment and exit status, the busy exit code and --skip-if-locked, signal
+//! environment and exit status, the busy exit code, --skip-if-locked and --min-hold, signal
 //! forwarding, and a lost lock stopping the command.
 
 mod common;
@@ -126,6 +126,66 @@ async fn a_held_lock_gives_exit_75_or_a_skip_with_skip_if_locked() {
     let run = finish(waiter).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert!(marker.exists());
+}
+
+/// The README's crontab line for `job`.
+fn cron(job: &str) -> Vec<&str> {
+    vec!["lock", "--skip-if-locked", "--ttl", "30s", "reports", "nightly", "--", "sh", "-c", job]
+}
+
+/// The README's crontab on two hosts: `dls lock --skip-if-locked` on the second host,
+/// started while the first runs a 3 s job, skips at once instead of waiting and running
+/// the job again after it.
+#[tokio::test]
+async fn skip_if_locked_skips_at_once_while_another_host_runs_the_job() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let job = |host: &str| format!("echo {host} >> {}; sleep 3", runs.display());
+    let (job_a, job_b) = (job("A"), job("B"));
+    let mut first = dls_command(&cluster, &cron(&job_a)).spawn().unwrap();
+    eventually(PATIENCE, "the first host's job to start", || read(&runs)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let second = dls(&cluster, &cron(&job_b)).await;
+    assert_eq!(second.code, 0, "{second:?}");
+    assert!(second.stderr.contains("is locked; skipping"), "{second:?}");
+    assert!(first.try_wait().unwrap().is_none(), "the second host must not wait for the first one's job");
+    let first = finish(first).await;
+    assert_eq!(first.code, 0, "{first:?}");
+    assert_eq!(read(&runs).as_deref(), Some("A\n"), "the job ran once");
+}
+
+/// With --min-hold the lock outlives a short job, so a host whose cron fires just after the
+/// job finished still skips; the first run keeps the command's status and exits when the
+/// hold has passed, and the lock is free again after it.
+#[tokio::test]
+async fn min_hold_keeps_the_lock_after_a_short_job_so_a_late_host_still_skips() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let job = |host: &str, code: i32| format!("echo {host} >> {}; exit {code}", runs.display());
+    let started = std::time::Instant::now();
+    let first_job = job("A", 3);
+    let first = dls_command(
+        &cluster,
+        &["lock", "--skip-if-locked", "--min-hold", "3s", "reports", "nightly", "--", "sh", "-c", &first_job],
+    )
+    .spawn()
+    .unwrap();
+    eventually(PATIENCE, "the first host's job to run", || read(&runs)).await;
+    let late_job = job("B", 0);
+    let late = dls(&cluster, &["lock", "--skip-if-locked", "reports", "nightly", "--", "sh", "-c", &late_job]).await;
+    assert_eq!(late.code, 0, "{late:?}");
+    assert!(late.stderr.contains("skipping"), "{late:?}");
+    let first = finish(first).await;
+    assert_eq!(first.code, 3, "the command's status: {first:?}");
+    assert!(started.elapsed() >= Duration::from_secs(3), "the lock is held for --min-hold");
+    assert_eq!(read(&runs).as_deref(), Some("A\n"));
+    // The hold is over and the lock released: the next run gets it.
+    let next_job = job("C", 0);
+    let next = dls(&cluster, &["lock", "--skip-if-locked", "reports", "nightly", "--", "sh", "-c", &next_job]).await;
+    assert_eq!(next.code, 0, "{next:?}");
+    assert_eq!(read(&runs).as_deref(), Some("A\nC\n"));
 }
 
 #[tokio::test]

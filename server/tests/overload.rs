@@ -14,7 +14,7 @@ use caerus_core::{ClientConfig, DlsClient, LockMode, TransactionState};
 use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::{AcquireLockRequest, BeginTransactionRequest, EndTransactionRequest};
-use common::{opts, wait, Cluster};
+use common::{add_key, opts, wait, Cluster};
 use tokio::sync::Semaphore;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
@@ -234,7 +234,7 @@ fn rss_mib(pid: u32) -> f64 {
 async fn a_flood_from_one_key_is_refused_with_statuses_and_spares_the_other_keys_leases() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("keys.toml");
-    let add = |name: &str, admin| caerus_server::api::auth::add_key(&file, name, vec![], admin).unwrap();
+    let add = |name: &str, admin| add_key(&file, name, &[], admin);
     let (flooder, steady_key, admin) = (add("flood", false), add("steady", false), add("admin", true));
     let flags = [
         "--api-keys-file",

@@ -327,6 +327,77 @@ async fn retries_with_the_same_request_id_get_the_first_answer() {
 }
 
 #[tokio::test]
+async fn re_attaching_to_a_grant_after_the_transaction_ended_is_transaction_lost() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let mut raw = raw_client(&cluster.endpoints()[0]).await;
+    for commit in [true, false] {
+        let tx = c.begin_transaction(opts(10_000)).await.unwrap();
+        let acquire = pb::AcquireLockRequest {
+            transaction_id: tx.id(),
+            namespace: "ns".into(),
+            key: "reattach".into(),
+            mode: pb::LockMode::Exclusive as i32,
+            timeout_ms: 1000,
+            request_id: "acq-1".into(),
+            begin: None,
+        };
+        let mut s = raw.acquire_lock(acquire.clone()).await.unwrap().into_inner();
+        assert!(matches!(
+            s.message().await.unwrap().unwrap().event,
+            Some(pb::acquire_lock_response::Event::Granted(_))
+        ));
+        if commit {
+            tx.commit().await.unwrap();
+        } else {
+            tx.abort().await.unwrap();
+        }
+        // The old grant would tell the client it holds a lock that was released.
+        let status = match raw.acquire_lock(acquire).await {
+            Err(s) => s,
+            Ok(r) => r.into_inner().message().await.expect_err("the re-attach must fail"),
+        };
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+        assert_eq!(status.metadata().get("x-dls-error").unwrap(), "TRANSACTION_LOST", "{status:?}");
+        assert!(status.message().contains(if commit { "COMMITTED" } else { "ABORTED" }), "{status:?}");
+    }
+}
+
+#[tokio::test]
+async fn heartbeats_racing_an_end_are_refused_once_the_end_is_applied() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let addr = cluster.endpoints()[0].clone();
+    for _ in 0..20 {
+        let tx = c.begin_transaction(opts(500)).await.unwrap();
+        let id = tx.id();
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Heartbeats in a tight loop while the transaction commits.
+        let beats = {
+            let (ended, addr) = (ended.clone(), addr.clone());
+            tokio::spawn(async move {
+                let mut raw = raw_client(&addr).await;
+                loop {
+                    let after_end = ended.load(std::sync::atomic::Ordering::SeqCst);
+                    let r = raw.heartbeat(pb::HeartbeatRequest { transaction_id: id, ..Default::default() }).await;
+                    match r {
+                        Ok(_) => assert!(!after_end, "a heartbeat sent after the end was acknowledged"),
+                        Err(s) => {
+                            assert_eq!(s.metadata().get("x-dls-error").unwrap(), "TRANSACTION_LOST", "{s:?}");
+                            return;
+                        }
+                    }
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        tx.commit().await.unwrap();
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::timeout(Duration::from_secs(10), beats).await.expect("heartbeats ended").unwrap();
+    }
+}
+
+#[tokio::test]
 async fn a_restarted_node_keeps_transactions_grants_and_the_token_counter() {
     let mut cluster = Cluster::start_with(1, &["--snapshot-every", "20"]).await;
     let c = client(&cluster).await;

@@ -78,6 +78,7 @@ struct Args {
 struct Node {
     id: u64,
     addr: SocketAddr,
+    peer_addr: SocketAddr,
     http: String,
     data_dir: PathBuf,
     log: PathBuf,
@@ -97,8 +98,10 @@ struct Cluster {
     dls: PathBuf,
     nodes: Vec<Node>,
     peers: String,
-    /// The proxy in front of each node (the nodes' membership addresses).
+    /// The proxy in front of each node's client port (the membership's client addresses).
     proxies: Vec<String>,
+    /// Every node is started with it: peers authenticate each other.
+    secret: String,
     links: Arc<Links>,
     _stop_proxies: watch::Sender<bool>,
     /// The libfaketime preload library, when nodes run under it (clock-jump).
@@ -122,7 +125,7 @@ impl Cluster {
         dir: &std::path::Path,
         faketime: Option<PathBuf>,
     ) -> anyhow::Result<Cluster> {
-        let ports = free_ports(3 * n);
+        let ports = free_ports(5 * n);
         let links = Links::new();
         let (stop_tx, stop) = watch::channel(false);
         let mut nodes = Vec::new();
@@ -130,17 +133,24 @@ impl Cluster {
         let mut proxies = Vec::new();
         // The harness's own clients may reach a proxy by a leader redirect: known, never cut.
         links.set_pid(std::process::id(), proxy::HARNESS);
-        for (i, p) in ports.chunks(3).enumerate() {
+        for (i, p) in ports.chunks(5).enumerate() {
             let id = i as u64 + 1;
             let addr: SocketAddr = format!("127.0.0.1:{}", p[0]).parse()?;
+            let peer_addr: SocketAddr = format!("127.0.0.1:{}", p[3]).parse()?;
+            // One proxy in front of each port: raft traffic and client traffic both pass
+            // the link rules.
             let proxy_addr = format!("127.0.0.1:{}", p[1]);
-            let listener = tokio::net::TcpListener::bind(&proxy_addr).await?;
-            tokio::spawn(proxy::run(listener, addr, id, links.clone(), stop.clone()));
-            peers.push(format!("{id}={proxy_addr}"));
+            let peer_proxy = format!("127.0.0.1:{}", p[4]);
+            for (listen, target) in [(&proxy_addr, addr), (&peer_proxy, peer_addr)] {
+                let listener = tokio::net::TcpListener::bind(listen).await?;
+                tokio::spawn(proxy::run(listener, target, id, links.clone(), stop.clone()));
+            }
+            peers.push(format!("{id}={proxy_addr}/{peer_proxy}"));
             proxies.push(proxy_addr.clone());
             nodes.push(Node {
                 id,
                 addr,
+                peer_addr,
                 http: format!("127.0.0.1:{}", p[2]),
                 data_dir: dir.join(format!("node-{id}")),
                 log: dir.join(format!("node-{id}.log")),
@@ -151,7 +161,9 @@ impl Cluster {
                 wall_only: id.is_multiple_of(2),
             });
         }
-        let mut c = Cluster { dls, nodes, peers: peers.join(","), proxies, links, _stop_proxies: stop_tx, faketime };
+        let secret = format!("chaos-{:032x}", rand::random::<u128>());
+        let peers = peers.join(",");
+        let mut c = Cluster { dls, nodes, peers, proxies, secret, links, _stop_proxies: stop_tx, faketime };
         for id in 1..=n as u64 {
             c.spawn(id)?;
         }
@@ -165,6 +177,7 @@ impl Cluster {
     fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
         let dls = self.dls.clone();
         let peers = self.peers.clone();
+        let secret = self.secret.clone();
         let links = self.links.clone();
         let faketime = self.faketime.clone();
         let n = self.node(id);
@@ -187,6 +200,8 @@ impl Cluster {
         let child = cmd
             .arg("serve")
             .args(["--node-id", &id.to_string(), "--listen", &n.addr.to_string(), "--peers", &peers])
+            .args(["--peer-listen", &n.peer_addr.to_string()])
+            .env("DLS_CLUSTER_SECRET", &secret)
             .arg("--data-dir")
             .arg(&n.data_dir)
             .args(["--heartbeat-ms", "50", "--election-timeout-ms", "300", "--http-listen", &n.http])

@@ -31,8 +31,9 @@ class ApiError extends Error {
 
 async function api(method, path, body) {
   const headers = { ...authHeaders() };
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  // The server takes POSTs only as JSON (an HTML form elsewhere cannot send that type).
+  if (method === 'POST') headers['content-type'] = 'application/json';
+  const res = await fetch(path, { method, headers, body: method === 'POST' ? JSON.stringify(body ?? {}) : undefined });
   const text = await res.text();
   let data = {};
   try { data = text ? JSON.parse(text) : {}; } catch { data = { error: { message: text } }; }

@@ -18,7 +18,10 @@ use super::auth::{KeyRing, Principal};
 use super::errors::ApiError;
 use super::{convert, validate};
 use crate::config::VictimPolicies;
-use crate::locks::{AcquireRequest, AcquireStatus, Begin, Command, Event, EventKind, Outcome, TxnId, TxnState};
+use crate::lease::RenewError;
+use crate::locks::{
+    AcquireRequest, AcquireStatus, Begin, Command, Event, EventKind, LockKey, Outcome, TxnId, TxnState,
+};
 use crate::node::Node;
 
 pub struct LockApi {
@@ -33,27 +36,28 @@ fn unexpected(o: Outcome) -> ApiError {
     ApiError::Internal(format!("unexpected outcome {o:?}"))
 }
 
+/// Looks the transaction up, checks the caller may use it, and renews its lease when it
+/// is active (every call of a transaction counts as a heartbeat).
+fn touch(node: &Node, who: &Principal, txn: TxnId) -> ApiResult<()> {
+    let st = node.state.read().expect("state lock");
+    let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
+    who.check_txn(t)?;
+    // Only the owner's calls count as signs of life: an operator inspecting a stuck
+    // transaction must not keep it alive. Renewed under the state lock, as in `renew`; an
+    // expiring lease stays expiring (the command itself will be refused).
+    if t.state == TxnState::Active && t.owner == who.name {
+        let _ = node.leases.renew(txn, Instant::now());
+    }
+    Ok(())
+}
+
 impl LockApi {
     fn principal<T>(&self, req: &Request<T>) -> ApiResult<Principal> {
         self.keys.authenticate(req.metadata())
     }
 
-    /// Looks the transaction up, checks the caller owns it, and renews its lease when it
-    /// is active (every call of a transaction counts as a heartbeat).
     fn touch(&self, who: &Principal, txn: TxnId) -> ApiResult<()> {
-        let lease = {
-            let st = self.node.state.read().expect("state lock");
-            let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
-            who.check_owner(&t.owner, txn)?;
-            // Only the owner's calls count as signs of life: an operator inspecting a stuck
-            // transaction must not keep it alive.
-            (t.state == TxnState::Active && t.owner == who.name).then_some(t.lease_ms)
-        };
-        if let Some(lease_ms) = lease {
-            // An expiring lease stays expiring; the command itself will be refused.
-            let _ = self.node.leases.renew(txn, Duration::from_millis(lease_ms), Instant::now());
-        }
-        Ok(())
+        touch(&self.node, who, txn)
     }
 
     async fn begin(&self, req: Request<pb::BeginTransactionRequest>) -> ApiResult<pb::BeginTransactionResponse> {
@@ -103,13 +107,18 @@ impl LockApi {
         let remaining = self.node.leases.remaining(txn, Instant::now()).unwrap_or_default();
         let st = self.node.state.read().expect("state lock");
         let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
-        let waiting = st.table.wait_view(txn).map(|(pending, mode, position, _)| pb::PendingLock {
-            namespace: pending.lock.namespace.clone(),
-            key: pending.lock.key.clone(),
-            mode: convert::mode(mode),
-            position,
-            request_id: pending.request_id.clone(),
-        });
+        // Checked again on the state the answer is built from.
+        who.check_txn(t)?;
+        let visible = |lock: &LockKey| who.sees_namespace(&lock.namespace);
+        let waiting = st.table.wait_view(txn).filter(|(pending, ..)| visible(&pending.lock)).map(
+            |(pending, mode, position, _)| pb::PendingLock {
+                namespace: pending.lock.namespace.clone(),
+                key: pending.lock.key.clone(),
+                mode: convert::mode(mode),
+                position,
+                request_id: pending.request_id.clone(),
+            },
+        );
         let active = t.state == TxnState::Active;
         Ok(pb::GetTransactionStatusResponse {
             transaction_id: txn,
@@ -118,7 +127,12 @@ impl LockApi {
             priority: t.priority,
             lease_timeout_ms: t.lease_ms as i64,
             lease_remaining_ms: if active { remaining.as_millis() as i64 } else { 0 },
-            locks: t.held.iter().map(|(lock, held)| convert::held_lock(lock, held)).collect(),
+            locks: t
+                .held
+                .iter()
+                .filter(|(lock, _)| visible(lock))
+                .map(|(lock, held)| convert::held_lock(lock, held))
+                .collect(),
             waiting,
             end_reason: t.end_reason.clone(),
         })
@@ -161,25 +175,26 @@ impl LockApi {
     }
 
     /// Renews one lease after leadership was confirmed; the milliseconds left.
+    ///
+    /// The active check and the renewal happen under one hold of the state read lock, and
+    /// lease timers follow applies under its write lock: an end applied before this point is
+    /// seen here, so no heartbeat is acknowledged for a transaction that already ended.
     fn renew(&self, who: &Principal, txn: TxnId) -> ApiResult<i64> {
-        let (lease_ms, state, reason) = {
-            let st = self.node.state.read().expect("state lock");
-            let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
-            who.check_owner(&t.owner, txn)?;
-            (t.lease_ms, t.state, t.end_reason.clone())
-        };
-        if state != TxnState::Active {
-            return Err(ApiError::TransactionLost {
-                message: format!("transaction {txn} is {} ({reason})", state.name()),
-                code: Code::FailedPrecondition,
-            });
+        let st = self.node.state.read().expect("state lock");
+        let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
+        who.check_txn(t)?;
+        let lost = |message| ApiError::TransactionLost { message, code: Code::FailedPrecondition };
+        if t.state != TxnState::Active {
+            return Err(lost(format!("transaction {txn} is {} ({})", t.state.name(), t.end_reason)));
         }
-        match self.node.leases.renew(txn, Duration::from_millis(lease_ms), Instant::now()) {
-            Ok(lease) => Ok(lease.as_millis() as i64),
-            Err(_) => Err(ApiError::TransactionLost {
-                message: format!("transaction {txn}'s lease lapsed; its expiry is being committed"),
-                code: Code::FailedPrecondition,
-            }),
+        match self.node.leases.renew(txn, Instant::now()) {
+            Ok(left) => Ok(left.as_millis() as i64),
+            Err(RenewError::Expiring) => {
+                Err(lost(format!("transaction {txn}'s lease lapsed; its expiry is being committed")))
+            }
+            Err(RenewError::Untracked) => {
+                Err(lost(format!("transaction {txn} has no lease on this leader; it is ending")))
+            }
         }
     }
 
@@ -287,11 +302,7 @@ impl AcquireCall {
         match self.node.propose_admitted(cmd, admitted).await? {
             Outcome::BegunAcquire { txn, lease_ms, acquire } => {
                 // A retried begin request id answers only the caller that started it.
-                let t = self.node.state.read().expect("state lock").table.txn(txn).map(|t| t.owner.clone());
-                if let Some(owner) = t {
-                    self.who.check_owner(&owner, txn)?;
-                }
-                let _ = self.node.leases.renew(txn, Duration::from_millis(lease_ms), Instant::now());
+                touch(&self.node, &self.who, txn)?;
                 let begun = pb::BeginTransactionResponse { transaction_id: txn, lease_timeout_ms: lease_ms as i64 };
                 match *acquire {
                     Outcome::Acquire(status) => Ok((txn, Some(begun), status)),
@@ -408,7 +419,7 @@ type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>
 /// Events sent per table read; bounds the time the state lock is held.
 const EVENT_BATCH: usize = 256;
 
-/// Which events a watcher asked for (and may see).
+/// Which events a watcher asked for, and who it is (what it may see).
 struct EventFilter {
     prefixes: Vec<String>,
     kinds: Vec<EventKind>,
@@ -416,15 +427,10 @@ struct EventFilter {
 }
 
 impl EventFilter {
-    fn wants(&self, e: &Event) -> bool {
-        // A key limited to some namespaces sees only events touching them.
-        let namespaces = e.namespaces();
-        let visible = if namespaces.is_empty() {
-            self.who.namespaces.is_none()
-        } else {
-            namespaces.iter().any(|ns| self.who.sees_namespace(ns))
-        };
-        visible && e.matches(&self.kinds, &self.prefixes)
+    /// The event as this watcher gets it (other tenants' parts removed), if it wants it.
+    fn pass(&self, e: &Event) -> Option<pb::Event> {
+        let visible = self.who.redact(e)?;
+        visible.matches(&self.kinds, &self.prefixes).then(|| convert::event(&visible))
     }
 }
 
@@ -457,8 +463,10 @@ async fn follow_events(
         let full = batch.len() == EVENT_BATCH;
         for e in batch {
             next = e.seq + 1;
-            if filter.wants(&e) && out.send(Ok(convert::event(&e))).await.is_err() {
-                return Ok(());
+            if let Some(e) = filter.pass(&e) {
+                if out.send(Ok(e)).await.is_err() {
+                    return Ok(());
+                }
             }
         }
         if full {

@@ -37,7 +37,7 @@ fn answer<T: Serialize, E: Serialize>(result: Result<T, E>) -> Result<RaftPayloa
         Err(e) => (codec::encode(&e), true),
     };
     let data = data.map_err(|e| Status::internal(format!("cannot encode raft answer: {e}")))?;
-    Ok(RaftPayload { data, is_error })
+    Ok(RaftPayload { data, is_error, seq: 0 })
 }
 
 fn encode<T: Serialize, E: Serialize>(result: Result<T, E>) -> Result<Response<RaftPayload>, Status> {
@@ -69,7 +69,9 @@ impl RaftService for RaftApi {
                     _ = stop.wait_for(|s| *s) => Ok(None),
                 };
                 let Some(request) = request? else { break };
-                yield answer(node.raft.append_entries(decode_payload(&request)?).await)?;
+                let mut reply = answer(node.raft.append_entries(decode_payload(&request)?).await)?;
+                reply.seq = request.seq;
+                yield reply;
             }
         };
         Ok(Response::new(Box::pin(answers)))

@@ -6,13 +6,18 @@
 //! it, and the transaction is committed (the lock released) when it exits. If the lock is
 //! lost meanwhile, the command gets SIGTERM, then SIGKILL after `--kill-grace`.
 //!
+//! For cron on several hosts, `--skip-if-locked` tries the lock once and skips the command
+//! at once when it is held (a waiting host would run the job again right after the first),
+//! and `--min-hold` keeps the lock for a while after a short job, so a host whose cron
+//! fires a few seconds late still finds it held.
+//!
 //! Exit codes: the command's own status (128+N if it died of signal N); 75 if the lock
 //! could not be had within `--wait-timeout` (0 with `--skip-if-locked`); 76 if the lock was
 //! lost while the command ran; 126/127 if the command could not be started; 1 if the
 //! cluster could not be reached; 2 for a usage mistake.
 
 use std::process::{ExitStatus, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use caerus_core::{AcquireOptions, Error, LockMode, TransactionOptions};
 use clap::Args;
@@ -29,6 +34,11 @@ pub const EXIT_LOCK_LOST: i32 = 76;
 pub const EXIT_CANNOT_RUN: i32 = 126;
 /// Exit code when the command was not found (as shells use it).
 pub const EXIT_NOT_FOUND: i32 = 127;
+/// How long to wait for the lock by default, unless `--skip-if-locked` is given.
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+/// `--skip-if-locked` without `--wait-timeout`: the shortest acquire timeout the server
+/// accepts, so a held lock is answered as busy at once instead of being waited for.
+const TRY_ONCE_WAIT_MS: u64 = 1;
 
 #[derive(Args, Debug)]
 #[command(after_help = "Exit codes: the command's status (128+N if it died of signal N); \
@@ -36,21 +46,29 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 was lost while the command ran (it got SIGTERM, then SIGKILL after --kill-grace); 126/127 if \
 the command could not be run / was not found; 1 if the cluster could not be reached.\n\n\
 The command's environment gets DLS_FENCING_TOKEN, DLS_NAMESPACE, DLS_KEY and DLS_TRANSACTION_ID.\n\n\
-Example (cron: run the nightly job on one host only):\n  \
-dls lock --skip-if-locked --ttl 30s jobs nightly-report -- ./report.sh")]
+Example (cron on every host: the job runs on one host only; the others skip at once, even \
+if their cron fires up to a minute later):\n  \
+dls lock --skip-if-locked --min-hold 1m --ttl 30s jobs nightly-report -- ./report.sh")]
 pub struct LockArgs {
     /// Take a shared (read) lock instead of an exclusive one.
     #[arg(long)]
     pub shared: bool,
-    /// How long to wait for the lock, like 500ms, 30s, 5m.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
-    pub wait_timeout: Duration,
+    /// How long to wait for the lock, like 500ms, 30s, 5m [default: 30s; with
+    /// --skip-if-locked the lock is tried once, without waiting, unless this is given].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub wait_timeout: Option<Duration>,
     /// The transaction's lease: how soon the lock is freed if this process stops heartbeating.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub ttl: Duration,
-    /// Exit 0 without running the command when the lock cannot be had in time (for cron).
+    /// Exit 0 without running the command when the lock is held (for cron): the lock is
+    /// tried once and the command skipped at once, unless --wait-timeout is given.
     #[arg(long)]
     pub skip_if_locked: bool,
+    /// Keep the lock at least this long from the start of `dls lock`, even if the command
+    /// finishes sooner (dls lock then exits when it has passed), so hosts whose cron fires
+    /// a few seconds apart still skip. SIGINT/SIGTERM release it early.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub min_hold: Option<Duration>,
     /// After a lost lock, how long the command has to exit after SIGTERM before SIGKILL.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub kill_grace: Duration,
@@ -86,6 +104,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// Runs the command under the lock; returns the exit code for `dls` to end with.
 pub async fn run(args: LockArgs) -> Result<i32, CliError> {
+    // --min-hold counts from here: hosts whose cron fires together start together.
+    let started = Instant::now();
     // Installed first: from here on SIGINT/SIGTERM no longer kill `dls`, so the transaction
     // is always ended (or forwarded to the command).
     let mut sigint = signal(SignalKind::interrupt()).map_err(|e| CliError::failure(format!("signal handler: {e}")))?;
@@ -101,7 +121,11 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         )
         .await?;
     let mode = if args.shared { LockMode::SharedRead } else { LockMode::Exclusive };
-    let wait_ms = args.wait_timeout.as_millis().clamp(1, 3_600_000) as u64;
+    let wait_ms = match (args.wait_timeout, args.skip_if_locked) {
+        (Some(wait), _) => wait.as_millis().clamp(1, 3_600_000) as u64,
+        (None, true) => TRY_ONCE_WAIT_MS,
+        (None, false) => DEFAULT_WAIT.as_millis() as u64,
+    };
     let acquire = tx.acquire_lock(&args.namespace, &args.key, mode, AcquireOptions::new().with_timeout_ms(wait_ms));
     let lock = tokio::select! {
         r = acquire => r,
@@ -112,8 +136,15 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         Ok(lock) => lock,
         Err(Error::LockTimeout { .. }) => {
             let _ = tx.abort().await;
-            let what =
-                format!("{}/{} is locked (not acquired within {:?})", args.namespace, args.key, args.wait_timeout);
+            let what = match wait_ms {
+                TRY_ONCE_WAIT_MS => format!("{}/{} is locked", args.namespace, args.key),
+                ms => format!(
+                    "{}/{} is locked (not acquired within {:?})",
+                    args.namespace,
+                    args.key,
+                    Duration::from_millis(ms)
+                ),
+            };
             if args.skip_if_locked {
                 eprintln!("dls: {what}; skipping the command");
                 return Ok(0);
@@ -162,9 +193,23 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
             }
         }
     };
-    let status = status.map_err(|e| CliError::failure(format!("waiting for the command: {e}")))?;
+    let code = exit_code(status.map_err(|e| CliError::failure(format!("waiting for the command: {e}")))?);
+    if let Some(hold) = args.min_hold {
+        // The lock stays held (and heartbeated) after a short job, so a host whose cron fires
+        // a little later still finds it held and skips.
+        tokio::select! {
+            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(started + hold)) => {}
+            _ = sigint.recv() => {}
+            _ = sigterm.recv() => {}
+            reason = tx.lost() => {
+                // The command finished under the lock; only the hold was cut short.
+                eprintln!("dls: lock {}/{} lost during --min-hold ({reason}); the command had finished", args.namespace, args.key);
+                return Ok(code);
+            }
+        }
+    }
     match tx.commit().await {
-        Ok(()) => Ok(exit_code(status)),
+        Ok(()) => Ok(code),
         Err(e @ (Error::TransactionLost { .. } | Error::DeadlockVictim { .. } | Error::TransactionNotFound { .. })) => {
             eprintln!("dls: the command finished but the lock was lost before it was released: {e}");
             Ok(EXIT_LOCK_LOST)

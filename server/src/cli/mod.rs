@@ -32,6 +32,9 @@ pub enum CliCommand {
     /// Manage API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Make a cluster CA and node or client certificates for TLS (`dls certs init`, then `dls certs node N --host H`).
+    #[command(subcommand)]
+    Certs(crate::certs::CertsCommand),
     /// List held and waited-for locks: holders with tokens, waiters with their blockers.
     Locks(locks::LocksArgs),
     /// Inspect or abort one transaction.
@@ -105,7 +108,8 @@ mod tests {
         let cli = Cli::try_parse_from(argv).unwrap();
         let CliCommand::Lock(l) = cli.command else { panic!("lock") };
         assert!(l.shared && !l.skip_if_locked);
-        assert_eq!(l.wait_timeout, std::time::Duration::from_millis(500));
+        assert_eq!(l.wait_timeout, Some(std::time::Duration::from_millis(500)));
+        assert_eq!(l.min_hold, None);
         assert_eq!(l.kill_grace, std::time::Duration::from_secs(10));
         assert_eq!((l.namespace.as_str(), l.key.as_str()), ("jobs", "nightly"));
         assert_eq!(l.command, vec!["sh", "-c", "exit 3"]);

@@ -23,11 +23,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tonic::Status;
 
+use super::access::{self, Access};
 use super::gateway::{Auth, BoxStream, Gateway, Target};
 use super::json::{self, ok, ApiFailure};
 use super::sse;
 
-pub fn routes(gw: Arc<Gateway>) -> Router {
+pub fn routes(gw: Arc<Gateway>, access: Arc<Access>) -> Router {
     Router::new()
         .route("/api/v1/transactions", post(begin))
         .route("/api/v1/transactions/:id", get(status))
@@ -40,6 +41,8 @@ pub fn routes(gw: Arc<Gateway>) -> Router {
         .route("/api/v1/cluster", get(cluster))
         .route("/api/v1/events", get(sse::events))
         .with_state(gw)
+        // Around every route, unknown methods (a preflight's OPTIONS) included.
+        .layer(axum::middleware::from_fn_with_state(access, access::guard))
 }
 
 /// Runs one unary RPC here or on the leader (see [`Gateway::call`]).

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use caerus_proto::metadata;
 use futures::Stream;
 use tonic::metadata::{MetadataMap, MetadataValue};
-use tonic::transport::Channel;
+use tonic::transport::{Channel, ClientTlsConfig};
 use tonic::{Code, Request, Status};
 
 use crate::api::admin_service::AdminApi;
@@ -39,6 +39,8 @@ pub struct Gateway {
     pub admin: Arc<AdminApi>,
     /// One lazily connected channel per leader address.
     channels: Mutex<HashMap<String, Channel>>,
+    /// Set when the client port runs TLS: how to reach the leader's.
+    tls: Option<ClientTlsConfig>,
 }
 
 /// The caller's credentials, copied onto every attempt.
@@ -75,8 +77,8 @@ fn leader_addr(md: &MetadataMap) -> Option<String> {
 }
 
 impl Gateway {
-    pub fn new(lock: Arc<LockApi>, admin: Arc<AdminApi>) -> Gateway {
-        Gateway { lock, admin, channels: Mutex::new(HashMap::new()) }
+    pub fn new(lock: Arc<LockApi>, admin: Arc<AdminApi>, tls: Option<ClientTlsConfig>) -> Gateway {
+        Gateway { lock, admin, channels: Mutex::new(HashMap::new()), tls }
     }
 
     fn channel(&self, addr: &str) -> Result<Channel, Status> {
@@ -84,10 +86,16 @@ impl Gateway {
         if let Some(ch) = map.get(addr) {
             return Ok(ch.clone());
         }
-        let ch = Channel::from_shared(format!("http://{addr}"))
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let mut endpoint = Channel::from_shared(format!("{scheme}://{addr}"))
             .map_err(|e| Status::internal(format!("bad leader address {addr:?}: {e}")))?
-            .connect_timeout(Duration::from_secs(2))
-            .connect_lazy();
+            .connect_timeout(Duration::from_secs(2));
+        if let Some(tls) = &self.tls {
+            endpoint = endpoint
+                .tls_config(tls.clone())
+                .map_err(|e| Status::internal(format!("TLS to the leader at {addr}: {e}")))?;
+        }
+        let ch = endpoint.connect_lazy();
         map.insert(addr.to_string(), ch.clone());
         Ok(ch)
     }

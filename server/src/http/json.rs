@@ -263,9 +263,9 @@ impl From<Status> for ApiFailure {
     }
 }
 
-impl IntoResponse for ApiFailure {
-    fn into_response(self) -> Response {
-        let status = http_status(self.code);
+impl ApiFailure {
+    /// The error JSON with a status of the HTTP layer's own (415, ...) instead of the code's.
+    pub fn into_response_with(self, status: StatusCode) -> Response {
         let mut response =
             (status, [(http::header::CONTENT_TYPE, "application/json")], self.body().to_string()).into_response();
         if let Some(ms) = self.retry_after_ms {
@@ -273,6 +273,13 @@ impl IntoResponse for ApiFailure {
             response.headers_mut().insert(http::header::RETRY_AFTER, ms.div_ceil(1000).max(1).into());
         }
         response
+    }
+}
+
+impl IntoResponse for ApiFailure {
+    fn into_response(self) -> Response {
+        let status = http_status(self.code);
+        self.into_response_with(status)
     }
 }
 

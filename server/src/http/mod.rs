@@ -1,7 +1,9 @@
 //! The HTTP port: `/metrics` (Prometheus), `/healthz` and `/readyz` for operators (no
 //! key needed, nothing that changes state); the HTTP/JSON API under `/api/v1` (same keys
-//! and rules as gRPC, see `api`); and the Playground page with its OpenAPI file.
+//! and rules as gRPC, see `api`; browsers of other origins kept out, see `access`); and
+//! the Playground page with its OpenAPI file.
 
+pub mod access;
 pub mod api;
 pub mod gateway;
 pub mod json;
@@ -17,11 +19,15 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use tokio::net::TcpListener;
+use futures::{Stream, StreamExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::server::TlsStream;
 
+use self::access::{Access, HttpAccessArgs};
 use self::gateway::Gateway;
 use crate::metrics::Gauges;
 use crate::node::Node;
+use crate::tls::ServerTls;
 
 /// A node is ready while it applies within this many entries of the commit index: a
 /// node replaying a long log (or a snapshot) would serve stale reads and should not get
@@ -40,31 +46,71 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     })
 }
 
-pub fn router(node: Arc<Node>, gateway: Arc<Gateway>) -> Router {
+pub fn router(node: Arc<Node>, gateway: Arc<Gateway>, access: Arc<Access>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .with_state(node)
-        .merge(api::routes(gateway))
+        .merge(api::routes(gateway, access))
         .merge(playground::routes())
 }
 
-/// Serves until `shutdown` resolves.
+/// Serves until `shutdown` resolves, over TLS when `tls` is set.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<Arc<ServerTls>>,
     node: Arc<Node>,
     gateway: Arc<Gateway>,
+    access: &HttpAccessArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
-    tracing::info!("metrics on http://{addr}/metrics (health: /healthz, readiness: /readyz)");
-    tracing::info!("HTTP/JSON API on http://{addr}/api/v1 (OpenAPI: http://{addr}/openapi.json)");
-    tracing::info!("playground on http://{addr}/playground");
-    axum::serve(listener, router(node, gateway))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| anyhow::anyhow!("HTTP port {addr} failed: {e}"))
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!("metrics on {scheme}://{addr}/metrics (health: /healthz, readiness: /readyz)");
+    tracing::info!("HTTP/JSON API on {scheme}://{addr}/api/v1 (OpenAPI: {scheme}://{addr}/openapi.json)");
+    tracing::info!("playground on {scheme}://{addr}/playground");
+    let access = Arc::new(Access::new(access, addr));
+    let app = router(node, gateway, access);
+    match tls {
+        None => axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(|e| anyhow::anyhow!("HTTP port {addr} failed: {e}")),
+        Some(tls) => {
+            serve_tls(crate::tls::incoming(listener, tls), app, shutdown).await;
+            Ok(())
+        }
+    }
+}
+
+/// The HTTP port over TLS: axum's `serve` takes plain TCP only, so each finished TLS
+/// stream gets its own HTTP/1.1 connection here, drained gracefully at shutdown.
+async fn serve_tls<S>(incoming: S, app: Router, shutdown: impl Future<Output = ()>)
+where
+    S: Stream<Item = std::io::Result<TlsStream<TcpStream>>>,
+{
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let http = hyper::server::conn::http1::Builder::new();
+    tokio::pin!(incoming, shutdown);
+    loop {
+        let stream = tokio::select! {
+            next = incoming.next() => match next {
+                Some(Ok(stream)) => stream,
+                Some(Err(_)) => continue,
+                None => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let connection = graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("HTTP connection ended: {e}");
+            }
+        });
+    }
+    graceful.shutdown().await;
 }
 
 async fn metrics(State(node): State<Arc<Node>>) -> Response {

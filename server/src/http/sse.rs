@@ -64,7 +64,13 @@ fn parse_request(headers: &HeaderMap, q: &Option<String>) -> Result<pb::WatchEve
         after = Some(num("Last-Event-ID", v.trim())?);
     }
     if let Some(n) = after {
-        req.from_sequence = n + 1;
+        // No event can follow the largest sequence number; refused rather than wrapped to 0
+        // (which would replay the whole log).
+        req.from_sequence = n.checked_add(1).ok_or_else(|| {
+            ApiFailure::bad_request(format!(
+                "after (or Last-Event-ID) must be below {n}: no event can follow it; use only_new=true to follow new events"
+            ))
+        })?;
         req.only_new = false;
     }
     Ok(req)

@@ -10,6 +10,9 @@
 //! re-attach read it). Forgetting happens inside apply and depends only on the log (the
 //! age of a record is a table-wide counter), so every replica forgets the same records:
 //! refusing instead would make a healthy long-lived transaction fail for doing its work.
+//!
+//! Once anything was forgotten the log keeps a marker, so tenancy checks that rely on
+//! every namespace a transaction ever asked for know its history is no longer complete.
 
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +88,10 @@ fn eviction_class(record: &RequestRecord, held: &VecMap<LockKey, Held>) -> Optio
     }
 }
 
+/// The key of the marker entry kept once records were forgotten: no request id is empty,
+/// so it never collides with a request, and it keeps the stored format a plain map.
+const FORGOT: &str = "";
+
 /// One transaction's request records by request id. Serialized as the map it wraps.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -92,37 +99,49 @@ pub struct RequestLog(VecMap<String, Recorded>);
 
 impl RequestLog {
     pub fn get(&self, request_id: &str) -> Option<&RequestRecord> {
-        self.0.get(request_id).map(|r| &r.record)
+        self.0.get(request_id).filter(|_| request_id != FORGOT).map(|r| &r.record)
     }
 
     pub fn get_mut(&mut self, request_id: &str) -> Option<&mut RequestRecord> {
-        self.0.get_mut(request_id).map(|r| &mut r.record)
+        self.0.get_mut(request_id).filter(|_| request_id != FORGOT).map(|r| &mut r.record)
+    }
+
+    /// Every remembered record, by request id.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &RequestRecord)> {
+        self.0.iter().filter(|(id, _)| id.as_str() != FORGOT).map(|(id, r)| (id, &r.record))
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.0.len() - usize::from(self.forgot_any())
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
+    }
+
+    /// Whether older records were forgotten: [`RequestLog::iter`] is then not the whole
+    /// history of the transaction.
+    pub fn forgot_any(&self) -> bool {
+        self.0.contains_key(FORGOT)
     }
 
     /// Records `record` as the newest (`seq` from the table's counter), then forgets the
     /// oldest records beyond [`MAX_REQUEST_RECORDS`] (see the module doc).
     pub fn insert(&mut self, request_id: String, seq: u64, record: RequestRecord, held: &VecMap<LockKey, Held>) {
         self.0.insert(request_id, Recorded { seq, record });
-        while self.0.len() > MAX_REQUEST_RECORDS {
+        while self.len() > MAX_REQUEST_RECORDS {
             let oldest = self
                 .0
                 .iter()
+                .filter(|(id, _)| id.as_str() != FORGOT)
                 .filter_map(|(id, r)| Some(((eviction_class(&r.record, held)?, r.seq), id)))
                 .min()
                 .map(|(_, id)| id.clone());
-            match oldest {
-                Some(id) => {
-                    self.0.remove(&id);
-                }
-                None => break,
+            let Some(id) = oldest else { break };
+            self.0.remove(&id);
+            if !self.forgot_any() {
+                let marker = RequestRecord::Release { lock: LockKey::new("", ""), released: false };
+                self.0.insert(FORGOT.to_string(), Recorded { seq: 0, record: marker });
             }
         }
     }
@@ -160,6 +179,8 @@ mod tests {
             log.insert(format!("r{i}"), 10 + i, release("x"), &held);
         }
         assert_eq!(log.len(), MAX_REQUEST_RECORDS);
+        assert!(log.forgot_any() && log.iter().all(|(id, _)| !id.is_empty()));
+        assert!(log.get("").is_none());
         // The two oldest releases went; the wait and the older held grant stay.
         assert!(log.get("r1").is_none() && log.get("r2").is_some());
         assert_eq!(log.get("wait"), Some(&waiting));
@@ -180,6 +201,7 @@ mod tests {
         let bytes = bincode::serialize(&old).unwrap();
         let log: RequestLog = bincode::deserialize(&bytes).unwrap();
         assert_eq!(log.get("a"), Some(&release("x")));
+        assert!(!log.forgot_any());
         let again: RequestLog = bincode::deserialize(&bincode::serialize(&log).unwrap()).unwrap();
         assert_eq!(again, log);
     }

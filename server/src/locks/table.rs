@@ -6,7 +6,7 @@
 //! act on (wake a waiting stream, start or stop a timer) are collected as [`Effect`]s.
 
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
 use super::deadlock::{choose_victim, find_cycle, Candidate};
@@ -51,6 +51,25 @@ pub struct Txn {
     pub begin_request_id: Option<String>,
     /// The request id and answer of the call that ended it.
     pub end_request: Option<(String, u32)>,
+}
+
+impl Txn {
+    /// Namespaces it holds, waits for or has asked for (its request records), so the set
+    /// does not shrink when it ends and releases everything. Complete only while
+    /// [`Txn::history_complete`]: old settled records may have been forgotten.
+    pub fn namespaces(&self) -> BTreeSet<&str> {
+        let held = self.held.iter().map(|(l, _)| l);
+        let waiting = self.waiting.iter().map(|p| &p.lock);
+        let asked = self.requests.iter().map(|(_, r)| match r {
+            RequestRecord::Acquire { lock, .. } | RequestRecord::Release { lock, .. } => lock,
+        });
+        held.chain(waiting).chain(asked).map(|l| l.namespace.as_str()).collect()
+    }
+
+    /// Whether every request it made is still remembered (see `requests`).
+    pub fn history_complete(&self) -> bool {
+        !self.requests.forgot_any()
+    }
 }
 
 /// Something the node must act on after an apply. Not part of the replicated state.
@@ -221,7 +240,8 @@ impl LockTable {
     }
 
     /// The recorded answer to acquire `request_id` if it was seen before for this very
-    /// lock and mode (a re-attach); a different request under that id is refused.
+    /// lock and mode (a re-attach); a different request under that id is refused, and so
+    /// is a re-attach after the transaction ended (unless its end is what ended the wait).
     pub fn recorded_acquire(
         &self,
         txn: TxnId,
@@ -232,6 +252,19 @@ impl LockTable {
         let t = self.txns.get(&txn).ok_or(Rejection::NotFound(txn))?;
         match t.requests.get(request_id) {
             None => Ok(None),
+            // A wait the transaction's end cut short says how it ended (deadlock victim,
+            // expiry, ...). Any other answer is stale once the transaction ended: an old
+            // grant would tell the client it still holds a lock that was released.
+            Some(RequestRecord::Acquire {
+                status: AcquireRecord::Ended(end @ WaitEnd::TxnEnded { .. }),
+                lock: l,
+                mode: m,
+            }) if l == lock && *m == mode => Ok(Some(AcquireStatus::Ended(end.clone()))),
+            Some(RequestRecord::Acquire { lock: l, mode: m, .. })
+                if l == lock && *m == mode && t.state != TxnState::Active =>
+            {
+                Err(Rejection::NotActive { txn, state: t.state, reason: t.end_reason.clone() })
+            }
             Some(RequestRecord::Acquire { lock: l, mode: m, status }) if l == lock && *m == mode => {
                 Ok(Some(self.status_of(t, status)))
             }

@@ -36,15 +36,19 @@ impl Harness {
         }
     }
 
-    fn acquire_with(&mut self, txn: TxnId, key: &str, mode: LockMode, request_id: &str) -> AcquireStatus {
-        match self.apply(Command::Acquire {
+    fn acquire_with_outcome(&mut self, txn: TxnId, key: &str, mode: LockMode, request_id: &str) -> Outcome {
+        self.apply(Command::Acquire {
             txn,
             request_id: request_id.into(),
             lock: LockKey::new("ns", key),
             mode,
             wait_ms: 1_000,
             victim_policy: self.policy,
-        }) {
+        })
+    }
+
+    fn acquire_with(&mut self, txn: TxnId, key: &str, mode: LockMode, request_id: &str) -> AcquireStatus {
+        match self.acquire_with_outcome(txn, key, mode, request_id) {
             Outcome::Acquire(s) => s,
             o => panic!("acquire: {o:?}"),
         }
@@ -225,6 +229,32 @@ fn a_retried_acquire_gets_the_same_answer_and_no_second_token() {
         }),
         Outcome::Rejected(Rejection::RequestIdReused("same".into()))
     );
+}
+
+#[test]
+fn a_retried_acquire_after_the_transaction_ended_is_refused_not_granted_again() {
+    let mut h = Harness::new();
+    let (a, b) = (h.begin(), h.begin());
+    let t1 = token(&h.acquire_with(a, "k", X, "got"));
+    position(&h.acquire_with(b, "k", X, "waited"));
+    h.apply(Command::Expire { txn: b });
+    assert!(matches!(h.end(a, true), Outcome::Ended { state: TxnState::Committed, .. }));
+    // The grant is stale: the lock was released with the commit.
+    let retried = h.acquire_with_outcome(a, "k", X, "got");
+    assert!(
+        matches!(retried, Outcome::Rejected(Rejection::NotActive { txn, state: TxnState::Committed, .. }) if txn == a),
+        "{retried:?}"
+    );
+    assert_eq!(
+        h.table.recorded_acquire(a, "got", &LockKey::new("ns", "k"), X),
+        Err(Rejection::NotActive { txn: a, state: TxnState::Committed, reason: "committed".into() })
+    );
+    assert_eq!(h.table.last_token(), t1, "no new grant");
+    // A wait the end cut short still says how it ended.
+    assert!(matches!(
+        h.table.recorded_acquire(b, "waited", &LockKey::new("ns", "k"), X),
+        Ok(Some(AcquireStatus::Ended(WaitEnd::TxnEnded { state: TxnState::Expired, .. })))
+    ));
 }
 
 #[test]

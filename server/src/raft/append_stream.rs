@@ -7,17 +7,24 @@
 
 use std::sync::Mutex;
 
-use caerus_proto::raft::raft_service_client::RaftServiceClient;
 use caerus_proto::raft::RaftPayload;
 use tokio::sync::mpsc;
-use tonic::transport::Channel;
 use tonic::{Code, Status, Streaming};
+
+use super::network::PeerRpc;
 
 pub struct AppendStream {
     requests: mpsc::Sender<RaftPayload>,
     /// In a mutex only because openraft wants its network clients `Sync` and `Streaming`
     /// is not; reached through `get_mut`, never locked.
     answers: Mutex<Streaming<RaftPayload>>,
+    /// The number of the last request sent; its answer must carry it.
+    seq: u64,
+    /// A request was sent and its answer not yet read. Still set when a round trip starts,
+    /// the previous one was cancelled midway and its answer may still arrive: answers
+    /// would pair with the wrong requests, and a success for an older request would be
+    /// taken for a newer one (entries counted as replicated that are not).
+    in_flight: bool,
 }
 
 /// What opening a stream gave.
@@ -31,13 +38,15 @@ pub enum Opened {
 impl AppendStream {
     /// Opens a stream carrying `first` (queued before the call, so it leaves with the
     /// stream's headers instead of a round trip later) and waits for its answer.
-    pub async fn open(client: &mut RaftServiceClient<Channel>, first: RaftPayload) -> Result<Opened, Status> {
+    pub async fn open(client: &mut PeerRpc, first: RaftPayload) -> Result<Opened, Status> {
         let (requests, rx) = mpsc::channel(1);
         let retry = first.clone();
+        let first = RaftPayload { seq: 1, ..first };
         requests.send(first).await.map_err(|_| Status::internal("append stream closed before use"))?;
         match client.append_entries_stream(tokio_stream::wrappers::ReceiverStream::new(rx)).await {
             Ok(response) => {
-                let mut stream = AppendStream { requests, answers: Mutex::new(response.into_inner()) };
+                let answers = Mutex::new(response.into_inner());
+                let mut stream = AppendStream { requests, answers, seq: 1, in_flight: true };
                 let answer = stream.next_answer().await?;
                 Ok(Opened::Stream(stream, answer))
             }
@@ -48,16 +57,36 @@ impl AppendStream {
         }
     }
 
+    /// Whether a round trip was cancelled midway: then the stream must be dropped.
+    pub fn interrupted(&self) -> bool {
+        self.in_flight
+    }
+
     /// Sends one request and waits for its answer. After an error (or a caller's timeout)
     /// the stream must be dropped: a late answer would pair with the next request.
     pub async fn round_trip(&mut self, request: RaftPayload) -> Result<RaftPayload, Status> {
+        if self.in_flight {
+            return Err(Status::internal("append stream interrupted midway; open a new one"));
+        }
+        self.seq += 1;
+        self.in_flight = true;
+        let request = RaftPayload { seq: self.seq, ..request };
         self.requests.send(request).await.map_err(|_| Status::unavailable("append stream closed"))?;
         self.next_answer().await
     }
 
     async fn next_answer(&mut self) -> Result<RaftPayload, Status> {
         let answers = self.answers.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
-        answers.message().await?.ok_or_else(|| Status::unavailable("the peer closed the append stream"))
+        let answer =
+            answers.message().await?.ok_or_else(|| Status::unavailable("the peer closed the append stream"))?;
+        if answer.seq != self.seq {
+            return Err(Status::internal(format!(
+                "append stream answer {} arrived for request {}; dropping the stream",
+                answer.seq, self.seq
+            )));
+        }
+        self.in_flight = false;
+        Ok(answer)
     }
 }
 
@@ -65,6 +94,7 @@ impl AppendStream {
 mod tests {
     use std::pin::Pin;
 
+    use caerus_proto::raft::raft_service_client::RaftServiceClient;
     use caerus_proto::raft::raft_service_server::{RaftService, RaftServiceServer};
     use futures::Stream;
     use tokio_stream::wrappers::TcpListenerStream;
@@ -79,7 +109,7 @@ mod tests {
     }
 
     fn reversed(p: &RaftPayload) -> RaftPayload {
-        RaftPayload { data: p.data.iter().rev().copied().collect(), is_error: false }
+        RaftPayload { data: p.data.iter().rev().copied().collect(), is_error: false, seq: p.seq }
     }
 
     type Answers = Pin<Box<dyn Stream<Item = Result<RaftPayload, Status>> + Send>>;
@@ -106,6 +136,15 @@ mod tests {
                     if r.data == b"bye" {
                         break;
                     }
+                    // "slow" is answered late: long after a caller gave up on it.
+                    if r.data == b"slow" {
+                        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    }
+                    // "skew" plays a server that answers with the wrong number.
+                    if r.data == b"skew" {
+                        yield RaftPayload { seq: r.seq + 7, ..reversed(&r) };
+                        continue;
+                    }
                     yield reversed(&r);
                 }
             };
@@ -121,7 +160,7 @@ mod tests {
         }
     }
 
-    async fn client_of(streams: bool) -> RaftServiceClient<Channel> {
+    async fn client_of(streams: bool) -> PeerRpc {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(
@@ -130,11 +169,39 @@ mod tests {
                 .serve_with_incoming(TcpListenerStream::new(listener)),
         );
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect_lazy();
-        RaftServiceClient::new(channel)
+        let auth = crate::raft::peer_auth::PeerAuth::new(1, "test", Some("a-test-secret-of-16+"), false).unwrap();
+        RaftServiceClient::with_interceptor(channel, crate::raft::peer_auth::Stamp(auth))
     }
 
     fn payload(s: &str) -> RaftPayload {
-        RaftPayload { data: s.as_bytes().to_vec(), is_error: false }
+        RaftPayload { data: s.as_bytes().to_vec(), is_error: false, seq: 0 }
+    }
+
+    async fn open(client: &mut PeerRpc) -> AppendStream {
+        match AppendStream::open(client, payload("abc")).await.unwrap() {
+            Opened::Stream(stream, first) => {
+                assert_eq!(first.data, b"cba");
+                stream
+            }
+            Opened::Unsupported(_) => panic!("a current peer streams"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_never_taken_for_a_later_request() {
+        let mut client = client_of(true).await;
+        // A caller that gives up midway (openraft's own timeout drops the call).
+        let mut stream = open(&mut client).await;
+        let cut = tokio::time::timeout(std::time::Duration::from_millis(20), stream.round_trip(payload("slow"))).await;
+        assert!(cut.is_err(), "the slow answer is still on its way");
+        assert!(stream.interrupted());
+        let err = stream.round_trip(payload("next")).await.unwrap_err();
+        assert!(err.message().contains("interrupted"), "{err}");
+
+        // A stale answer that arrives anyway is recognised by its number.
+        let mut stream = open(&mut client).await;
+        let err = stream.round_trip(payload("skew")).await.unwrap_err();
+        assert!(err.message().contains("arrived for request"), "{err}");
     }
 
     #[tokio::test]

@@ -3,8 +3,10 @@
 
 pub mod append_stream;
 pub mod durable;
+pub mod identity;
 pub mod log_store;
 pub mod network;
+pub mod peer_auth;
 pub mod proposer;
 pub mod snapshot_store;
 pub mod state_machine;

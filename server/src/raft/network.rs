@@ -1,7 +1,10 @@
-//! The raft client side: sends AppendEntries, Vote and InstallSnapshot to peers over the
-//! internal gRPC `RaftService`, with openraft messages encoded by [`codec`].
+//! The raft client side: sends AppendEntries, Vote and InstallSnapshot to peers' peer
+//! ports over the internal gRPC `RaftService`, with openraft messages encoded by [`codec`].
+//! Every call carries this node's credentials ([`Stamp`]); with peer TLS configured, the
+//! connection is mutual TLS against the cluster CA.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,28 +18,53 @@ use openraft::raft::{
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tonic::transport::{Channel, Endpoint};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use super::append_stream::{AppendStream, Opened};
 use super::durable::Durable;
+use super::peer_auth::{PeerAuth, Stamp};
 use super::types::{codec, Node, NodeId, RPCError, RaftError, TypeConfig};
 
 /// Largest raft message accepted or sent (snapshot chunks are the big ones).
 pub const MAX_RAFT_MESSAGE: usize = 64 * 1024 * 1024;
 
-/// Creates raft clients for peers. openraft asks for a new client for every election
-/// round and read-index check; they all share one HTTP/2 channel per peer address, so an
-/// election does not wait for fresh TCP connections.
-#[derive(Clone)]
-pub struct PeerNetwork {
-    channels: Arc<Mutex<HashMap<String, Channel>>>,
-    /// This node's log on disk: no commit index leaves before the entry it names is.
-    durable: Arc<Durable>,
+/// A raft client whose every call carries this node's credentials.
+pub type PeerRpc = RaftServiceClient<InterceptedService<Channel, Stamp>>;
+
+/// The PEM files of mutual TLS between nodes.
+#[derive(Clone, Debug)]
+pub struct PeerTlsFiles {
+    /// This node's certificate (`dls certs node`), presented to the peers it calls.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The cluster CA: peers' certificates must chain to it.
+    pub ca: PathBuf,
 }
 
-impl PeerNetwork {
-    pub fn new(durable: Arc<Durable>) -> Self {
-        PeerNetwork { channels: Arc::default(), durable }
+/// How to reach peers: credentials, TLS and the connections made so far. Shared by every
+/// raft client of the node, and kept by the node so SIGHUP can reload the certificates.
+pub struct PeerTransport {
+    auth: Arc<PeerAuth>,
+    tls_files: Option<PeerTlsFiles>,
+    tls: Mutex<Option<ClientTlsConfig>>,
+    channels: Mutex<HashMap<String, Channel>>,
+}
+
+impl PeerTransport {
+    pub fn new(auth: Arc<PeerAuth>, tls_files: Option<PeerTlsFiles>) -> anyhow::Result<Arc<PeerTransport>> {
+        let tls = tls_files.as_ref().map(client_tls).transpose()?;
+        Ok(Arc::new(PeerTransport { auth, tls_files, tls: Mutex::new(tls), channels: Mutex::default() }))
+    }
+
+    /// Reads the TLS files again; the next calls open new connections with them (calls in
+    /// flight finish on the old ones). A failed read keeps the old configuration.
+    pub fn reload_tls(&self) -> anyhow::Result<()> {
+        let Some(files) = &self.tls_files else { return Ok(()) };
+        let tls = client_tls(files)?;
+        *self.tls.lock().expect("peer tls lock") = Some(tls);
+        self.channels.lock().expect("channels lock").clear();
+        Ok(())
     }
 
     fn channel(&self, addr: &str) -> Result<Channel, Unreachable> {
@@ -44,19 +72,58 @@ impl PeerNetwork {
         if let Some(c) = channels.get(addr) {
             return Ok(c.clone());
         }
-        let channel = Endpoint::from_shared(format!("http://{addr}"))
+        let tls = self.tls.lock().expect("peer tls lock").clone();
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
             .map_err(|e| Unreachable::new(&e))?
             .connect_timeout(Duration::from_millis(500))
-            .tcp_nodelay(true)
-            .connect_lazy();
+            .tcp_nodelay(true);
+        if let Some(tls) = tls {
+            endpoint = endpoint.tls_config(tls).map_err(|e| Unreachable::new(&e))?;
+        }
+        let channel = endpoint.connect_lazy();
         channels.insert(addr.to_string(), channel.clone());
         Ok(channel)
+    }
+
+    fn client(&self, addr: &str) -> Result<PeerRpc, Unreachable> {
+        let channel = self.channel(addr)?;
+        Ok(RaftServiceClient::with_interceptor(channel, Stamp(self.auth.clone()))
+            .max_decoding_message_size(MAX_RAFT_MESSAGE)
+            .max_encoding_message_size(MAX_RAFT_MESSAGE))
+    }
+}
+
+fn client_tls(files: &PeerTlsFiles) -> anyhow::Result<ClientTlsConfig> {
+    let read = |p: &PathBuf| std::fs::read(p).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()));
+    // Fail at start (or reload), not at the first raft call, when a file is not what it should be.
+    crate::tls::read_certs(&files.cert)?;
+    crate::tls::read_key(&files.key)?;
+    crate::tls::read_certs(&files.ca)?;
+    Ok(ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(read(&files.ca)?))
+        .identity(Identity::from_pem(read(&files.cert)?, read(&files.key)?)))
+}
+
+/// Creates raft clients for peers. openraft asks for a new client for every election
+/// round and read-index check; they all share one HTTP/2 channel per peer address, so an
+/// election does not wait for fresh TCP connections.
+#[derive(Clone)]
+pub struct PeerNetwork {
+    transport: Arc<PeerTransport>,
+    /// This node's log on disk: no commit index leaves before the entry it names is.
+    durable: Arc<Durable>,
+}
+
+impl PeerNetwork {
+    pub fn new(transport: Arc<PeerTransport>, durable: Arc<Durable>) -> Self {
+        PeerNetwork { transport, durable }
     }
 }
 
 pub struct PeerClient {
     target: NodeId,
-    client: Result<RaftServiceClient<Channel>, Unreachable>,
+    client: Result<PeerRpc, Unreachable>,
     durable: Arc<Durable>,
     /// AppendEntries travel on this stream once the first one opened it.
     stream: Option<AppendStream>,
@@ -68,17 +135,13 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> PeerClient {
-        let client = self.channel(&node.addr).map(|ch| {
-            RaftServiceClient::new(ch)
-                .max_decoding_message_size(MAX_RAFT_MESSAGE)
-                .max_encoding_message_size(MAX_RAFT_MESSAGE)
-        });
+        let client = self.transport.client(&node.peer_addr);
         PeerClient { target, client, durable: self.durable.clone(), stream: None, unary_only: false }
     }
 }
 
 impl PeerClient {
-    fn client(&mut self) -> Result<RaftServiceClient<Channel>, Unreachable> {
+    fn client(&mut self) -> Result<PeerRpc, Unreachable> {
         self.client.clone()
     }
 
@@ -92,7 +155,7 @@ impl PeerClient {
     {
         let data = codec::encode(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let mut client = self.client().map_err(RPCError::Unreachable)?;
-        let request = RaftPayload { data, is_error: false };
+        let request = RaftPayload { data, is_error: false, seq: 0 };
         let ttl = option.hard_ttl();
         let answer = tokio::time::timeout(ttl, async {
             match method {
@@ -127,10 +190,15 @@ impl PeerClient {
     /// One AppendEntries: on this client's stream, opened by the first one.
     async fn append(
         &mut self,
-        client: &mut RaftServiceClient<Channel>,
+        client: &mut PeerRpc,
         request: RaftPayload,
         ttl: Duration,
     ) -> Result<RaftPayload, tonic::Status> {
+        // A stream whose last round trip never finished (openraft dropped the call, e.g. at
+        // its own timeout) may still deliver that answer: it is not used again.
+        if self.stream.as_ref().is_some_and(AppendStream::interrupted) {
+            self.stream = None;
+        }
         if let Some(stream) = &mut self.stream {
             return stream.round_trip(request).await;
         }

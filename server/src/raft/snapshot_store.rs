@@ -33,7 +33,7 @@ use super::state_machine::Replicated;
 use super::types::SnapshotMeta;
 
 /// Marks a snapshot file of this format; bump the digit if the layout ever changes.
-const MAGIC: &[u8; 8] = b"CDLSNAP1";
+const MAGIC: &[u8; 8] = b"CDLSNAP2";
 const SNAP_EXT: &str = "snap";
 const TMP_EXT: &str = "tmp";
 /// Buffer between the encoder and the file: large enough that writes cost little next to

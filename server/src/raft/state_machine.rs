@@ -21,9 +21,14 @@ use crate::locks::{Effect, LockTable, Outcome};
 
 /// Receives what the node must act on after entries are applied.
 pub trait ApplyObserver: Send + Sync + 'static {
-    /// Effects of one applied batch, in order.
+    /// Effects of one applied batch, in order, while the state write lock is still held:
+    /// bookkeeping that readers must find in step with the table (lease timers). Keep it
+    /// short; every reader waits.
+    fn tracked(&self, _effects: &[Effect]) {}
+    /// Effects of one applied batch, in order, after the lock is released.
     fn applied(&self, effects: Vec<Effect>);
-    /// The whole table was replaced (snapshot installed or restored at start).
+    /// The whole table was replaced (snapshot installed or restored at start); called
+    /// under the state write lock.
     fn reset(&self, table: &LockTable);
 }
 
@@ -187,7 +192,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     }
                 });
             }
-            st.table.take_effects()
+            let effects = st.table.take_effects();
+            self.observer.tracked(&effects);
+            effects
         };
         if !effects.is_empty() {
             self.observer.applied(effects);
@@ -243,6 +250,41 @@ mod tests {
     impl ApplyObserver for NoObserver {
         fn applied(&self, _: Vec<Effect>) {}
         fn reset(&self, _: &LockTable) {}
+    }
+
+    /// Records, for each batch of effects it tracks, whether the state was write-locked.
+    #[derive(Default)]
+    struct LockProbe {
+        state: std::sync::OnceLock<SharedState>,
+        locked: std::sync::Mutex<Vec<bool>>,
+    }
+    impl ApplyObserver for LockProbe {
+        fn tracked(&self, _: &[Effect]) {
+            let locked = self.state.get().is_some_and(|s| s.try_read().is_err());
+            self.locked.lock().unwrap().push(locked);
+        }
+        fn applied(&self, _: Vec<Effect>) {}
+        fn reset(&self, _: &LockTable) {}
+    }
+
+    #[tokio::test]
+    async fn lease_timers_follow_an_apply_before_readers_see_the_new_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path().join("raft.sled")).unwrap();
+        let probe = Arc::new(LockProbe::default());
+        let mut sm =
+            StateMachine::open(&db, dir.path(), probe.clone(), Arc::new(Durable::new(u64::MAX))).await.unwrap();
+        probe.state.set(sm.shared()).ok().unwrap();
+        let begin =
+            Command::Begin { request_id: None, lease_ms: 10_000, priority: 0, name: "t".into(), owner: "o".into() };
+        let entry = Entry {
+            log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), 1),
+            payload: EntryPayload::Normal(LogCommand { now_ms: 1, cmd: begin }),
+        };
+        sm.apply([entry]).await.unwrap();
+        // A heartbeat reads the table and renews the timer under one read lock; if the timers
+        // changed after the lock was released, it could renew an ended transaction's lease.
+        assert_eq!(*probe.locked.lock().unwrap(), vec![true]);
     }
 
     #[derive(Serialize)]

@@ -1,9 +1,26 @@
 //! The raft type configuration and short aliases for openraft's generic types.
 
+use serde::{Deserialize, Serialize};
+
 use crate::locks::{LogCommand, Outcome};
 
 /// Raft node identifier (`--node-id`).
 pub type NodeId = u64;
+
+/// A cluster member's two addresses, part of the replicated membership.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// Where clients reach it (the address a follower's redirect names).
+    pub addr: String,
+    /// Where its peers reach it: the raft transport, never served on the client port.
+    pub peer_addr: String,
+}
+
+impl std::fmt::Display for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (peers: {})", self.addr, self.peer_addr)
+    }
+}
 
 openraft::declare_raft_types!(
     /// Raft types of the lock service: log entries are lock commands, responses outcomes.
@@ -11,13 +28,13 @@ openraft::declare_raft_types!(
         D = LogCommand,
         R = Outcome,
         NodeId = NodeId,
-        Node = openraft::BasicNode,
+        Node = Member,
         // A snapshot file on disk, streamed chunk by chunk to and from followers.
         SnapshotData = super::snapshot_store::SnapshotFile,
 );
 
 pub type Raft = openraft::Raft<TypeConfig>;
-pub type Node = openraft::BasicNode;
+pub type Node = Member;
 pub type Entry = openraft::Entry<TypeConfig>;
 pub type LogId = openraft::LogId<NodeId>;
 pub type Vote = openraft::Vote<NodeId>;

@@ -18,7 +18,10 @@ use tonic::transport::Channel;
 
 pub struct NodeProc {
     pub id: u64,
+    /// The client port.
     pub addr: String,
+    /// The peer port (raft transport only).
+    pub peer_addr: String,
     /// The operator HTTP port (--http-listen).
     pub http_addr: String,
     pub data_dir: PathBuf,
@@ -29,10 +32,29 @@ pub struct NodeProc {
 pub struct Cluster {
     pub nodes: Vec<NodeProc>,
     peers: String,
+    /// Extra `dls serve` flags; `{id}` in a flag is replaced by the node's id.
     extra: Vec<String>,
     /// API key for the leader probe when the cluster requires keys.
     probe_key: Option<String>,
+    /// TLS of the leader probe when the client port runs TLS.
+    probe_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// The cluster secret every node is started with (DLS_CLUSTER_SECRET).
+    pub secret: String,
     _dir: tempfile::TempDir,
+}
+
+/// How to start a cluster beyond the defaults.
+#[derive(Clone, Default)]
+pub struct Spec {
+    pub nodes: usize,
+    /// Extra `dls serve` flags; `{id}` in a flag is replaced by the node's id.
+    pub extra: Vec<String>,
+    /// Any valid key, when the cluster requires keys.
+    pub probe_key: Option<String>,
+    /// When the client port runs TLS: how the harness's own probe connects.
+    pub probe_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// Start the nodes without DLS_CLUSTER_SECRET (the test gives peer credentials itself).
+    pub no_secret: bool,
 }
 
 /// Transaction options with a lease of `lease_ms`.
@@ -68,27 +90,54 @@ impl Cluster {
 
     /// Starts nodes that require API keys; `probe_key` is any valid key.
     pub async fn start_full(n: usize, extra: &[&str], probe_key: Option<String>) -> Cluster {
+        let extra = extra.iter().map(|s| s.to_string()).collect();
+        Self::start_spec(Spec { nodes: n, extra, probe_key, ..Spec::default() }).await
+    }
+
+    pub async fn start_spec(spec: Spec) -> Cluster {
+        let c = Self::spawn_spec(spec);
+        c.wait_for_leader(Duration::from_secs(20)).await;
+        c
+    }
+
+    /// Starts the processes without waiting for a leader (for tests of a refused start).
+    pub fn spawn_spec(spec: Spec) -> Cluster {
+        let n = spec.nodes;
         let dir = tempfile::tempdir().unwrap();
-        let ports = free_ports(2 * n);
+        let ports = free_ports(3 * n);
         let nodes: Vec<NodeProc> = (1..=n as u64)
-            .zip(ports.chunks(2))
+            .zip(ports.chunks(3))
             .map(|(id, p)| NodeProc {
                 id,
                 addr: format!("127.0.0.1:{}", p[0]),
-                http_addr: format!("127.0.0.1:{}", p[1]),
+                peer_addr: format!("127.0.0.1:{}", p[1]),
+                http_addr: format!("127.0.0.1:{}", p[2]),
                 data_dir: dir.path().join(format!("node-{id}")),
                 log: dir.path().join(format!("node-{id}.log")),
                 child: None,
             })
             .collect();
-        let peers = nodes.iter().map(|n| format!("{}={}", n.id, n.addr)).collect::<Vec<_>>().join(",");
-        let extra = extra.iter().map(|s| s.to_string()).collect();
-        let mut c = Cluster { nodes, peers, extra, probe_key, _dir: dir };
+        let peers = nodes.iter().map(|n| format!("{}={}/{}", n.id, n.addr, n.peer_addr)).collect::<Vec<_>>().join(",");
+        let secret =
+            if spec.no_secret { String::new() } else { format!("test-secret-{}", uuid::Uuid::new_v4().simple()) };
+        let mut c = Cluster {
+            nodes,
+            peers,
+            extra: spec.extra,
+            probe_key: spec.probe_key,
+            probe_tls: spec.probe_tls,
+            secret,
+            _dir: dir,
+        };
         for id in 1..=n as u64 {
             c.spawn(id);
         }
-        c.wait_for_leader(Duration::from_secs(20)).await;
         c
+    }
+
+    /// A directory that lives as long as the cluster (for certificates and key files).
+    pub fn dir(&self) -> &std::path::Path {
+        self._dir.path()
     }
 
     fn node(&mut self, id: u64) -> &mut NodeProc {
@@ -98,7 +147,8 @@ impl Cluster {
     fn spawn(&mut self, id: u64) {
         let single = self.nodes.len() == 1;
         let peers = self.peers.clone();
-        let extra = self.extra.clone();
+        let extra: Vec<String> = self.extra.iter().map(|a| a.replace("{id}", &id.to_string())).collect();
+        let secret = self.secret.clone();
         let n = self.node(id);
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&n.log).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dls"));
@@ -119,6 +169,9 @@ impl Cluster {
             cmd.arg("--listen").arg(&n.addr);
         } else {
             cmd.arg("--peers").arg(&peers);
+        }
+        if !secret.is_empty() {
+            cmd.env("DLS_CLUSTER_SECRET", &secret);
         }
         n.child = Some(cmd.spawn().expect("start dls"));
     }
@@ -181,7 +234,7 @@ impl Cluster {
         let deadline = Instant::now() + within;
         loop {
             for n in self.nodes.iter().filter(|n| n.child.is_some()) {
-                if is_leader(&n.addr, self.probe_key.as_deref()).await {
+                if is_leader(&n.addr, self.probe_key.as_deref(), self.probe_tls.as_ref()).await {
                     return n.id;
                 }
             }
@@ -237,10 +290,19 @@ pub async fn raw_client(addr: &str) -> LockServiceClient<Channel> {
     LockServiceClient::new(ch)
 }
 
+/// A raw client of a TLS client port.
+pub fn raw_tls_client(addr: &str, tls: &tonic::transport::ClientTlsConfig) -> LockServiceClient<Channel> {
+    let ch = Channel::from_shared(format!("https://{addr}")).unwrap().tls_config(tls.clone()).unwrap().connect_lazy();
+    LockServiceClient::new(ch)
+}
+
 /// A leader answers a heartbeat for an unknown transaction with NOT_FOUND; followers and
 /// candidates answer UNAVAILABLE.
-async fn is_leader(addr: &str, key: Option<&str>) -> bool {
-    let mut c = raw_client(addr).await;
+async fn is_leader(addr: &str, key: Option<&str>, tls: Option<&tonic::transport::ClientTlsConfig>) -> bool {
+    let mut c = match tls {
+        Some(tls) => raw_tls_client(addr, tls),
+        None => raw_client(addr).await,
+    };
     let mut req = tonic::Request::new(HeartbeatRequest { transaction_id: u64::MAX, ..Default::default() });
     if let Some(k) = key {
         req.metadata_mut().insert("authorization", format!("Bearer {k}").parse().unwrap());
@@ -328,4 +390,74 @@ pub async fn assert_kept_across_restart(c: &DlsClient, holder: &Transaction, hel
     assert!(next.fencing_token > held.fencing_token, "the counter must survive the restart");
     holder.commit().await.unwrap();
     other.commit().await.unwrap();
+}
+
+/// Runs `dls` with these arguments and returns its stdout; panics with its stderr on failure.
+pub fn dls(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_dls")).args(args).output().expect("run dls");
+    assert!(out.status.success(), "dls {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A cluster CA, certificates for nodes 1..=n (hosts 127.0.0.1 and localhost) and a client
+/// certificate `client-app`, made by `dls certs` in `dir`.
+pub fn make_certs(dir: &std::path::Path, nodes: u64) {
+    let d = dir.to_str().unwrap();
+    dls(&["certs", "init", "--dir", d]);
+    for id in 1..=nodes {
+        dls(&["certs", "node", &id.to_string(), "--host", "127.0.0.1", "--host", "localhost", "--dir", d]);
+    }
+    dls(&["certs", "client", "app", "--dir", d]);
+}
+
+/// Client TLS trusting `dir/ca.pem`, presenting `dir/<identity>.pem` when given.
+pub fn client_tls(dir: &std::path::Path, identity: Option<&str>) -> tonic::transport::ClientTlsConfig {
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(read("ca.pem")));
+    match identity {
+        Some(id) => tls
+            .identity(tonic::transport::Identity::from_pem(read(&format!("{id}.pem")), read(&format!("{id}-key.pem")))),
+        None => tls,
+    }
+}
+
+/// The flags of a cluster whose client and HTTP ports run TLS with the node certificates
+/// in `dir` (`{id}` is the node), and whose peers use mutual TLS.
+pub fn tls_flags(dir: &std::path::Path) -> Vec<String> {
+    let d = dir.display();
+    [
+        format!("--tls-cert={d}/node-{{id}}.pem"),
+        format!("--tls-key={d}/node-{{id}}-key.pem"),
+        format!("--peer-tls-cert={d}/node-{{id}}.pem"),
+        format!("--peer-tls-key={d}/node-{{id}}-key.pem"),
+        format!("--peer-tls-ca={d}/ca.pem"),
+    ]
+    .into()
+}
+
+/// Sends a signal to a node (kill(1): the workspace forbids `unsafe`).
+pub fn signal(cluster: &Cluster, id: u64, sig: &str) {
+    let pid = cluster.nodes.iter().find(|n| n.id == id).and_then(|n| n.child.as_ref()).expect("running node").id();
+    let ok = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().unwrap().success();
+    assert!(ok, "kill -{sig} {pid} failed");
+}
+
+/// Everything node `id` logged so far.
+pub fn log_of(cluster: &Cluster, id: u64) -> String {
+    let n = cluster.nodes.iter().find(|n| n.id == id).unwrap();
+    std::fs::read_to_string(&n.log).unwrap_or_default()
+}
+
+/// `dls keys add`: appends a key to `file` (limited to `namespaces` when not empty) and
+/// returns the key.
+pub fn add_key(file: &std::path::Path, name: &str, namespaces: &[&str], admin: bool) -> String {
+    let mut args = vec!["keys", "add", "--file", file.to_str().unwrap(), "--name", name];
+    if admin {
+        args.push("--admin");
+    }
+    for ns in namespaces {
+        args.extend(["--namespace", ns]);
+    }
+    dls(&args).trim().to_string()
 }

@@ -43,8 +43,9 @@ impl Cluster {
     /// Starts three nodes under `dir` with `extra` flags and waits until every node is ready.
     pub async fn start(bin: &Path, dir: &Path, extra: &[String]) -> anyhow::Result<Cluster> {
         std::fs::create_dir_all(dir)?;
-        let ports = free_ports(6)?;
-        let peers = (0..3).map(|i| format!("{}=127.0.0.1:{}", i + 1, ports[i])).collect::<Vec<_>>().join(",");
+        let ports = free_ports(9)?;
+        let peers =
+            (0..3).map(|i| format!("{}=127.0.0.1:{}/{}", i + 1, ports[i], ports[6 + i])).collect::<Vec<_>>().join(",");
         let nodes = (0..3)
             .map(|i| Node {
                 id: i as u32 + 1,
@@ -83,6 +84,8 @@ impl Cluster {
             .arg("--data-dir")
             .arg(&n.data_dir)
             .args(["--peers", &self.peers, "--log", "info"])
+            // Peers authenticate each other; on loopback a cluster secret is enough.
+            .env("DLS_CLUSTER_SECRET", "bench-state-cluster-secret")
             .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

@@ -1,0 +1,108 @@
+//! The cluster id and node id a data directory belongs to (`cluster-id.toml`).
+//!
+//! Written when the node first starts; checked at every later start and on every peer
+//! call. Every node started with the same member list derives the same id (as etcd derives
+//! its cluster id from the initial member list), so the nodes of a new cluster agree on it
+//! without talking first; a node configured for another cluster, or a data directory
+//! copied to the wrong node, is refused instead of joining raft under a false name.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::types::{Member, NodeId};
+
+const FILE: &str = "cluster-id.toml";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub cluster_id: String,
+    pub node_id: NodeId,
+}
+
+/// The id a cluster of these initial members gets.
+pub fn derive_cluster_id(members: &BTreeMap<NodeId, Member>) -> String {
+    let mut h = Sha256::new();
+    h.update(b"caerus-dls cluster v1\n");
+    for (id, m) in members {
+        h.update(format!("{id}={}/{}\n", m.addr, m.peer_addr).as_bytes());
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+fn path(data_dir: &Path) -> PathBuf {
+    data_dir.join(FILE)
+}
+
+/// Reads the stored identity, or stores `fresh` when the directory has none yet. A stored
+/// identity of another node id is refused.
+pub fn open_or_create(data_dir: &Path, fresh: Identity) -> anyhow::Result<Identity> {
+    let file = path(data_dir);
+    match std::fs::read_to_string(&file) {
+        Ok(text) => {
+            let stored: Identity = toml::from_str(&text).map_err(|e| {
+                anyhow::anyhow!("{} is damaged ({e}); restore it or the data directory", file.display())
+            })?;
+            if stored.node_id != fresh.node_id {
+                anyhow::bail!(
+                    "data directory {} belongs to node {} of cluster {}, but this is --node-id {}; \
+                     start it with --node-id {} or give this node its own --data-dir",
+                    data_dir.display(),
+                    stored.node_id,
+                    stored.cluster_id,
+                    fresh.node_id,
+                    stored.node_id
+                );
+            }
+            Ok(stored)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let text = format!(
+                "# Written by dls at the node's first start. Do not edit: peers of another cluster id are refused.\n{}",
+                toml::to_string(&fresh)?
+            );
+            // Written and synced before raft starts, so no vote is ever cast under an identity
+            // that a crash could lose.
+            let tmp = file.with_extension("toml.tmp");
+            std::fs::write(&tmp, text)
+                .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+                .and_then(|()| std::fs::rename(&tmp, &file))
+                .and_then(|()| std::fs::File::open(data_dir)?.sync_all())
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
+            tracing::info!(cluster_id = %fresh.cluster_id, node = fresh.node_id, "cluster identity stored in {}", file.display());
+            Ok(fresh)
+        }
+        Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", file.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(peer_port: u16) -> BTreeMap<NodeId, Member> {
+        (1..=3)
+            .map(|id| (id, Member { addr: format!("10.0.0.{id}:7070"), peer_addr: format!("10.0.0.{id}:{peer_port}") }))
+            .collect()
+    }
+
+    #[test]
+    fn every_node_derives_the_same_id_and_another_member_list_another() {
+        assert_eq!(derive_cluster_id(&members(7080)), derive_cluster_id(&members(7080)));
+        assert_ne!(derive_cluster_id(&members(7080)), derive_cluster_id(&members(7081)));
+    }
+
+    #[test]
+    fn the_stored_identity_wins_and_another_node_id_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Identity { cluster_id: "abc".into(), node_id: 2 };
+        assert_eq!(open_or_create(dir.path(), first.clone()).unwrap(), first);
+        // A later start with another member list keeps the stored cluster id.
+        let later = Identity { cluster_id: "other".into(), node_id: 2 };
+        assert_eq!(open_or_create(dir.path(), later).unwrap(), first);
+        let err = open_or_create(dir.path(), Identity { cluster_id: "abc".into(), node_id: 3 }).unwrap_err();
+        assert!(err.to_string().contains("--node-id 2"), "{err}");
+    }
+}

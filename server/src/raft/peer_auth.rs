@@ -1,0 +1,195 @@
+//! Who may speak raft to this node. Raft messages can rewrite the log and the term on
+//! disk, so the peer port refuses any call that does not prove it comes from a node of
+//! this cluster before the message is even decoded:
+//!
+//! - with mutual TLS, the TLS layer has checked the caller's certificate against the
+//!   cluster CA; here its common name must also say it is a node's (`dls certs node`), so
+//!   a client certificate of the same CA is not enough;
+//! - with a cluster secret, every call carries it (`x-dls-peer-secret`), compared in
+//!   constant time;
+//! - every call names its cluster (`x-dls-cluster-id`); a node of another cluster (a
+//!   copied config, a reused address) is refused.
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use tonic::metadata::{AsciiMetadataValue, MetadataMap};
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+
+use super::types::NodeId;
+use crate::certs;
+
+const CLUSTER_ID: &str = "x-dls-cluster-id";
+const PEER_SECRET: &str = "x-dls-peer-secret";
+const FROM_NODE: &str = "x-dls-from-node";
+
+/// Shortest accepted cluster secret: it is the only thing between a loopback dev cluster
+/// and a forged raft message.
+pub const MIN_SECRET_LEN: usize = 16;
+
+/// How this node proves itself to its peers and checks them.
+pub struct PeerAuth {
+    node_id: NodeId,
+    cluster_id: AsciiMetadataValue,
+    secret: Option<(AsciiMetadataValue, [u8; 32])>,
+    mutual_tls: bool,
+}
+
+impl std::fmt::Debug for PeerAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerAuth")
+            .field("node_id", &self.node_id)
+            .field("cluster_id", &self.cluster_id)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("mutual_tls", &self.mutual_tls)
+            .finish()
+    }
+}
+
+/// Checks a cluster secret's shape; the message names the flag to fix.
+pub fn validate_secret(secret: &str) -> Result<(), String> {
+    if secret.len() < MIN_SECRET_LEN {
+        return Err(format!(
+            "the cluster secret must be at least {MIN_SECRET_LEN} characters (e.g. `openssl rand -hex 32`)"
+        ));
+    }
+    if !secret.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("the cluster secret must be printable ASCII without spaces".into());
+    }
+    Ok(())
+}
+
+impl PeerAuth {
+    pub fn new(
+        node_id: NodeId,
+        cluster_id: &str,
+        secret: Option<&str>,
+        mutual_tls: bool,
+    ) -> anyhow::Result<Arc<PeerAuth>> {
+        let cluster_id = cluster_id.parse().map_err(|_| anyhow::anyhow!("cluster id {cluster_id:?} is not ASCII"))?;
+        let secret = match secret {
+            Some(s) => {
+                validate_secret(s).map_err(anyhow::Error::msg)?;
+                Some((s.parse().expect("validated ASCII"), digest(s.as_bytes())))
+            }
+            None => None,
+        };
+        Ok(Arc::new(PeerAuth { node_id, cluster_id, secret, mutual_tls }))
+    }
+
+    /// Adds this node's credentials to an outgoing peer call.
+    fn stamp(&self, md: &mut MetadataMap) {
+        md.insert(CLUSTER_ID, self.cluster_id.clone());
+        md.insert(FROM_NODE, self.node_id.into());
+        if let Some((value, _)) = &self.secret {
+            md.insert(PEER_SECRET, value.clone());
+        }
+    }
+
+    /// Refuses a peer call that does not come from a node of this cluster.
+    pub fn check<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        if !self.mutual_tls && self.secret.is_none() {
+            // A node started without peer credentials (a lone node) trusts no caller.
+            return Err(Status::unauthenticated(
+                "this node has no peer credentials configured; it accepts no peer calls",
+            ));
+        }
+        if self.mutual_tls {
+            let certs = req.peer_certs().ok_or_else(|| {
+                Status::unauthenticated("the peer port requires a node certificate signed by the cluster CA")
+            })?;
+            if certs.first().and_then(|c| certs::node_id_of(c)).is_none() {
+                return Err(Status::unauthenticated(
+                    "the peer port accepts node certificates only (made by `dls certs node`), not client certificates",
+                ));
+            }
+        }
+        if let Some((_, expected)) = &self.secret {
+            let given = req.metadata().get(PEER_SECRET).map(|v| digest(v.as_bytes()));
+            // Digests of equal length, compared without an early exit: the time taken
+            // tells nothing about how much of a guess was right.
+            let matches = given.is_some_and(|g| g.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0);
+            if !matches {
+                return Err(Status::unauthenticated("missing or wrong cluster secret on a peer call"));
+            }
+        }
+        match req.metadata().get(CLUSTER_ID) {
+            Some(id) if id == self.cluster_id => Ok(()),
+            Some(id) => Err(Status::permission_denied(format!(
+                "the caller belongs to cluster {:?}, this node to cluster {:?}; check --peers and the data directories",
+                id.to_str().unwrap_or("?"),
+                self.cluster_id.to_str().unwrap_or("?")
+            ))),
+            None => Err(Status::permission_denied("a peer call must name its cluster (x-dls-cluster-id)")),
+        }
+    }
+}
+
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// Outgoing side: stamps every raft call with this node's credentials.
+#[derive(Clone)]
+pub struct Stamp(pub Arc<PeerAuth>);
+
+impl Interceptor for Stamp {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        self.0.stamp(req.metadata_mut());
+        Ok(req)
+    }
+}
+
+/// Incoming side: the gate in front of the raft service.
+#[derive(Clone)]
+pub struct Gate(pub Arc<PeerAuth>);
+
+impl Interceptor for Gate {
+    fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
+        if let Err(status) = self.0.check(&req) {
+            let from = req.metadata().get(FROM_NODE).and_then(|v| v.to_str().ok()).unwrap_or("?").to_string();
+            tracing::warn!(remote = ?req.remote_addr(), claimed_node = %from, "peer call refused: {}", status.message());
+            return Err(status);
+        }
+        Ok(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamped(auth: &PeerAuth) -> Request<()> {
+        let mut req = Request::new(());
+        auth.stamp(req.metadata_mut());
+        req
+    }
+
+    #[test]
+    fn the_secret_and_the_cluster_id_must_both_match() {
+        let a = PeerAuth::new(1, "c-1", Some("0123456789abcdef-secret"), false).unwrap();
+        let b = PeerAuth::new(2, "c-1", Some("0123456789abcdef-secret"), false).unwrap();
+        assert!(a.check(&stamped(&b)).is_ok());
+
+        let wrong_secret = PeerAuth::new(2, "c-1", Some("another-secret-of-16+"), false).unwrap();
+        assert_eq!(a.check(&stamped(&wrong_secret)).unwrap_err().code(), tonic::Code::Unauthenticated);
+        assert_eq!(a.check(&Request::new(())).unwrap_err().code(), tonic::Code::Unauthenticated);
+
+        let other_cluster = PeerAuth::new(2, "c-2", Some("0123456789abcdef-secret"), false).unwrap();
+        let err = a.check(&stamped(&other_cluster)).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied);
+        assert!(err.message().contains("c-2"), "{err}");
+    }
+
+    #[test]
+    fn weak_or_missing_credentials_let_nobody_in() {
+        assert!(PeerAuth::new(1, "c", Some("short"), false).is_err());
+        assert!(PeerAuth::new(1, "c", Some("has a space in it!!"), false).is_err());
+        let none = PeerAuth::new(1, "c", None, false).unwrap();
+        assert_eq!(none.check(&stamped(&none)).unwrap_err().code(), tonic::Code::Unauthenticated);
+        // Mutual TLS alone is enough; without a client certificate the call is refused.
+        let tls = PeerAuth::new(1, "c", None, true).unwrap();
+        assert_eq!(tls.check(&stamped(&tls)).unwrap_err().code(), tonic::Code::Unauthenticated);
+    }
+}

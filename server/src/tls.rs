@@ -1,0 +1,180 @@
+//! TLS for the client, HTTP and peer ports: certificates and keys read from PEM files,
+//! client certificates optionally required, everything reloaded on SIGHUP.
+//!
+//! tonic's own TLS setting is fixed for the server's lifetime, so the handshake runs here
+//! and the servers are fed finished TLS streams: a reload swaps the configuration the next
+//! handshake uses, and connections already open keep theirs.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures::Stream;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// A client that opens a connection and stalls must not hold a handshake slot for long.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshakes in progress per port; past this, new connections wait to be accepted, so a
+/// flood of half-open connections costs bounded memory.
+const MAX_HANDSHAKES: usize = 256;
+
+/// The PEM files of one TLS listener.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// Certificate chain, leaf first.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// When set, clients must present a certificate signed by one of these CAs.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// What a port speaks, announced by ALPN.
+#[derive(Clone, Copy, Debug)]
+pub enum Protocol {
+    /// gRPC: HTTP/2 only.
+    Grpc,
+    /// The HTTP port: HTTP/1.1.
+    Http1,
+}
+
+impl Protocol {
+    fn alpn(self) -> Vec<Vec<u8>> {
+        match self {
+            Protocol::Grpc => vec![b"h2".to_vec()],
+            Protocol::Http1 => vec![b"http/1.1".to_vec()],
+        }
+    }
+}
+
+/// A listener's TLS configuration, replaced as a whole by [`ServerTls::reload`].
+pub struct ServerTls {
+    files: TlsFiles,
+    protocol: Protocol,
+    current: RwLock<Arc<ServerConfig>>,
+}
+
+impl ServerTls {
+    pub fn load(files: TlsFiles, protocol: Protocol) -> anyhow::Result<ServerTls> {
+        let config = server_config(&files, protocol)?;
+        Ok(ServerTls { files, protocol, current: RwLock::new(config) })
+    }
+
+    /// Reads the files again. On any error the previous configuration stays in use (a
+    /// half-written certificate must not take the port down).
+    pub fn reload(&self) -> anyhow::Result<()> {
+        let config = server_config(&self.files, self.protocol)?;
+        *self.current.write().expect("tls config lock") = config;
+        Ok(())
+    }
+
+    pub fn requires_client_cert(&self) -> bool {
+        self.files.client_ca.is_some()
+    }
+
+    pub fn files(&self) -> &TlsFiles {
+        &self.files
+    }
+
+    fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(self.current.read().expect("tls config lock").clone())
+    }
+}
+
+/// The crypto provider of every TLS endpoint here: ring (no C toolchain beyond cc, no
+/// cmake), the same as the webhook client's.
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn server_config(files: &TlsFiles, protocol: Protocol) -> anyhow::Result<Arc<ServerConfig>> {
+    let certs = read_certs(&files.cert)?;
+    let key = read_key(&files.key)?;
+    let builder = ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+    let builder = match &files.client_ca {
+        Some(ca) => {
+            let roots = Arc::new(root_store(ca)?);
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider())
+                .build()
+                .map_err(|e| anyhow::anyhow!("client CA file {}: {e}", ca.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(certs, key).map_err(|e| {
+        anyhow::anyhow!("certificate {} and key {} do not fit: {e}", files.cert.display(), files.key.display())
+    })?;
+    config.alpn_protocols = protocol.alpn();
+    Ok(Arc::new(config))
+}
+
+/// Every certificate in a PEM file (a chain or a CA bundle).
+pub fn read_certs(path: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| anyhow::anyhow!("cannot read certificates from {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        anyhow::bail!("{} holds no PEM certificate (BEGIN CERTIFICATE)", path.display());
+    }
+    Ok(certs)
+}
+
+pub fn read_key(path: &Path) -> anyhow::Result<PrivateKeyDer<'static>> {
+    PrivateKeyDer::from_pem_file(path)
+        .map_err(|e| anyhow::anyhow!("cannot read a PEM private key from {}: {e}", path.display()))
+}
+
+pub fn root_store(ca: &Path) -> anyhow::Result<RootCertStore> {
+    let mut roots = RootCertStore::empty();
+    for cert in read_certs(ca)? {
+        roots.add(cert).map_err(|e| anyhow::anyhow!("CA file {}: {e}", ca.display()))?;
+    }
+    Ok(roots)
+}
+
+/// Accepts connections on `listener` and completes their TLS handshakes off the accept
+/// loop (a slow client must not hold up the next one). Failed handshakes are logged and
+/// dropped; the stream ends when its reader is dropped.
+pub fn incoming(listener: TcpListener, tls: Arc<ServerTls>) -> impl Stream<Item = io::Result<TlsStream<TcpStream>>> {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let slots = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+        loop {
+            let Ok(slot) = slots.clone().acquire_owned().await else { return };
+            let (tcp, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(c) => c,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = tx.closed() => return,
+            };
+            // Nagle off, as on the plain listener (see serve.rs).
+            let _ = tcp.set_nodelay(true);
+            let (acceptor, tx) = (tls.acceptor(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = tx.send(Ok(stream)).await;
+                    }
+                    Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake not finished within {HANDSHAKE_TIMEOUT:?}"),
+                }
+                drop(slot);
+            });
+        }
+    });
+    ReceiverStream::new(rx)
+}
