@@ -24,6 +24,7 @@ use tracing::debug;
 
 use crate::config::{normalize_endpoint, ClientConfig};
 use crate::error::{error_kind, leader_addr, Error, Result};
+use crate::tls_hint::tls_hint;
 
 /// First retry delay after a transient failure.
 pub(crate) const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -122,6 +123,8 @@ pub(crate) struct Router {
     seeds: Vec<String>,
     /// Set when this client speaks TLS: bare addresses (seeds, leader redirects) are https.
     tls: Option<ClientTlsConfig>,
+    /// Whether this client presents a certificate (for the hint of a refused connection).
+    client_cert: bool,
     channels: Mutex<HashMap<String, Channel>>,
     leader: Mutex<Option<String>>,
     next_seed: AtomicUsize,
@@ -162,6 +165,7 @@ impl Router {
         let tls = config.default_tls().then(|| config.tls()).transpose()?;
         let router = Router {
             tls,
+            client_cert: config.client_cert.is_some(),
             seeds,
             channels: Mutex::new(HashMap::new()),
             leader: Mutex::new(None),
@@ -468,7 +472,11 @@ impl Attempts<'_> {
             }
             Verdict::Retry => {
                 self.redirects_in_row = 0;
-                self.last_error = Some(format!("{current}: {}", describe(&status)));
+                let mut error = format!("{current}: {}", describe(&status));
+                if let Some(hint) = tls_hint(&current, &error, self.router.client_cert) {
+                    error = format!("{error} ({hint})");
+                }
+                self.last_error = Some(error);
                 // Whoever we took for the leader did not serve the call; ask around again.
                 self.router.forget_leader(&current);
                 self.back_off().await
