@@ -198,3 +198,63 @@ async fn a_client_given_only_a_follower_is_redirected_to_the_leader_over_https()
     let status = client.cluster_status().await.unwrap();
     assert_eq!(status.node_id, leader, "the client learned the leader");
 }
+
+/// Runs the built `dls` with `args` and exactly the TLS environment given (none of this
+/// process's, which another test here changes): exit code, stdout, stderr.
+fn cli(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dls"));
+    cmd.args(args).env("DLS_LOG", "warn");
+    for name in ["DLS_ENDPOINTS", "CAERUS_API_KEY", CA_FILE_ENV, CLIENT_CERT_FILE_ENV, CLIENT_KEY_FILE_ENV] {
+        cmd.env_remove(name);
+    }
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let out = cmd.output().expect("run dls");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+#[tokio::test]
+async fn the_dls_cli_takes_cacert_cert_and_key() {
+    let certs = tempfile::tempdir().unwrap();
+    common::make_certs(certs.path(), 1);
+    let cluster = tls_node(certs.path(), true).await;
+    let file = |name: &str| certs.path().join(name);
+    let (ca, cert, key) = (file("ca.pem"), file("client-app.pem"), file("client-app-key.pem"));
+    let client =
+        DlsClient::connect(config(vec![cluster.addr(1)], Some(ca.clone()), identity(certs.path(), "client-app")))
+            .await
+            .unwrap();
+    let tx = client.begin_transaction(opts(30_000)).await.unwrap();
+    tx.acquire_lock("tls-cli", "held", LockMode::Exclusive, wait(2_000)).await.unwrap();
+
+    let endpoints = ["--endpoints", &cluster.addr(1), "--timeout", "2"];
+    let flags = ["--cacert", ca.to_str().unwrap(), "--cert", cert.to_str().unwrap(), "--key", key.to_str().unwrap()];
+    let (code, out, err) = cli(&[&["status"][..], &endpoints, &flags].concat(), &[]);
+    assert_eq!(code, 0, "dls status with --cacert/--cert/--key: {err}");
+    assert!(out.contains("Leader") && out.contains("1 of 1 nodes answered"), "{out}");
+    let (code, out, err) = cli(&[&["locks"][..], &endpoints, &flags].concat(), &[]);
+    assert_eq!(code, 0, "dls locks: {err}");
+    assert!(out.contains("tls-cli") && out.contains("held"), "{out}");
+
+    // The same through the environment.
+    let env =
+        [(CA_FILE_ENV, ca.as_path()), (CLIENT_CERT_FILE_ENV, cert.as_path()), (CLIENT_KEY_FILE_ENV, key.as_path())];
+    let (code, out, err) = cli(&[&["locks"][..], &endpoints].concat(), &env);
+    assert_eq!(code, 0, "dls locks with DLS_CA_FILE etc.: {err}");
+    assert!(out.contains("held"), "{out}");
+
+    // Without them: refused, and told which flags to give.
+    let (code, _, err) = cli(&[&["status"][..], &endpoints].concat(), &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--cacert"), "{err}");
+    let (code, _, err) = cli(&[&["locks"][..], &endpoints, &flags[..2]].concat(), &[]);
+    assert_eq!(code, 1, "no client certificate: {err}");
+    assert!(err.contains("client certificates") && err.contains("--cert"), "{err}");
+    // A certificate without its key is a usage error.
+    let (code, _, err) = cli(&[&["locks"][..], &endpoints, &flags[..4]].concat(), &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--key"), "{err}");
+    tx.commit().await.unwrap();
+}
