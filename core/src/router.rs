@@ -472,11 +472,17 @@ impl Attempts<'_> {
             }
             Verdict::Retry => {
                 self.redirects_in_row = 0;
-                let mut error = format!("{current}: {}", describe(&status));
-                if let Some(hint) = tls_hint(&current, &error, self.router.client_cert) {
-                    error = format!("{error} ({hint})");
+                // An attempt that ran out of the call's budget (the deadline cut it short)
+                // says nothing about the node: the error before it (a refused handshake, a
+                // closed port) is the one worth reporting.
+                let spent = status.code() == Code::DeadlineExceeded && Instant::now() >= self.options.deadline;
+                if !(spent && self.last_error.is_some()) {
+                    let mut error = format!("{current}: {}", describe(&status));
+                    if let Some(hint) = tls_hint(&current, &error, self.router.client_cert) {
+                        error = format!("{error} ({hint})");
+                    }
+                    self.last_error = Some(error);
                 }
-                self.last_error = Some(error);
                 // Whoever we took for the leader did not serve the call; ask around again.
                 self.router.forget_leader(&current);
                 self.back_off().await
@@ -671,6 +677,25 @@ mod tests {
         assert_eq!(err.code(), "UNAVAILABLE");
         assert!(err.message().contains("http://a:1"), "{err}");
         assert!(err.message().contains("Unavailable"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_cut_short_by_the_deadline_keeps_the_earlier_error() {
+        let config = ClientConfig::new(["a:1"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        let options = CallOptions {
+            deadline: Instant::now() + Duration::from_millis(300),
+            attempt_timeout: Duration::from_millis(100),
+            max_backoff: BACKOFF_CAP,
+        };
+        let mut attempts = router.attempts("Test", options);
+        attempts.next().unwrap();
+        attempts.failed(Status::unavailable("invalid peer certificate: UnknownIssuer")).await.unwrap();
+        attempts.next().unwrap();
+        tokio::time::sleep_until(options.deadline).await;
+        let err = attempts.failed(attempt_timed_out("http://a:1", Duration::from_millis(2))).await.unwrap_err();
+        assert!(err.message().contains("UnknownIssuer") && err.message().contains("not signed by a CA"), "{err}");
+        assert!(!err.message().contains("within 2 ms"), "{err}");
     }
 
     #[tokio::test(start_paused = true)]

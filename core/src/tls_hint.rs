@@ -21,9 +21,12 @@ pub(crate) fn tls_hint(uri: &str, error: &str, client_cert: bool) -> Option<&'st
     }
     if !https {
         // A TLS port drops a plain-text client mid-handshake: the HTTP/2 preface meets a
-        // closed socket, or the TLS alert is read as an HTTP/2 frame. (A node that dies
-        // mid-call gives resets and closed connections, so those alone are no sign of TLS.)
-        let tls_port = ["broken pipe", "frame with invalid size"].iter().any(|s| error.contains(s));
+        // closed socket, the connection closes under the call, or the TLS alert is read as
+        // an HTTP/2 frame (which one is a race). A node that died refuses connections
+        // rather than closing them, so "connection closed" alone rarely misleads here, and
+        // the hint says "if".
+        let tls_port =
+            ["broken pipe", "frame with invalid size", "connection closed"].iter().any(|s| error.contains(s));
         return tls_port
             .then_some("if the node serves TLS (--tls-cert), use https://HOST:PORT or give a CA file (DLS_CA_FILE)");
     }
@@ -76,6 +79,6 @@ mod tests {
         assert_eq!(tls_hint("http://n:1", "tcp connect error: Connection refused", false), None);
         assert_eq!(tls_hint("https://n:1", "no answer from https://n:1 within 5000 ms", false), None);
         assert_eq!(tls_hint("http://n:1", "Unavailable: not the leader", false), None);
-        assert_eq!(tls_hint("http://n:1", "Cancelled: operation was canceled: connection closed", false), None);
+        assert_eq!(tls_hint("http://n:1", "transport error: connection reset by peer", false), None);
     }
 }
