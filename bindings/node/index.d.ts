@@ -35,7 +35,11 @@ export declare namespace Dls {
   interface ClientOptions {
     /** API key sent as `authorization: Bearer <key>`. Default: env `CAERUS_API_KEY`. */
     apiKey?: string;
-    /** Cluster nodes as `host:port`. Default: env `DLS_ENDPOINTS` (comma separated), then `127.0.0.1:7070`. */
+    /**
+     * Cluster nodes as `host:port`, or `https://host:port` for TLS (a bare `host:port` uses
+     * TLS once a CA file or client certificate is given). Default: env `DLS_ENDPOINTS`
+     * (comma separated), then `127.0.0.1:7070`.
+     */
     endpoints?: string[];
     /** Time allowed to open a connection to a node (default 2000). */
     connectTimeoutMs?: number;
@@ -43,6 +47,15 @@ export declare namespace Dls {
     requestTimeoutMs?: number;
     /** Total time to keep retrying across elections before UNAVAILABLE (default 15000). */
     retryDeadlineMs?: number;
+    /**
+     * CA bundle (PEM) the nodes' TLS certificates must chain to: the cluster's `ca.pem`
+     * (`dls certs init`). Default: env `DLS_CA_FILE`; without one, the public web roots.
+     */
+    caFile?: string;
+    /** Client certificate (PEM) for nodes started with `--tls-client-ca`. Default: env `DLS_CLIENT_CERT_FILE`. */
+    clientCertFile?: string;
+    /** Private key (PEM) of `clientCertFile`. Default: env `DLS_CLIENT_KEY_FILE`. */
+    clientKeyFile?: string;
   }
 
   interface TransactionOptions {

@@ -258,6 +258,8 @@ class DlsClient {
   /**
    * @param opts.apiKey defaults to env CAERUS_API_KEY
    * @param opts.endpoints defaults to env DLS_ENDPOINTS (comma separated), then 127.0.0.1:7070
+   * @param opts.caFile, opts.clientCertFile, opts.clientKeyFile default to env DLS_CA_FILE,
+   *   DLS_CLIENT_CERT_FILE, DLS_CLIENT_KEY_FILE
    */
   constructor(opts = {}) {
     const o = opts ?? {};
@@ -269,6 +271,9 @@ class DlsClient {
           connectTimeoutMs: o.connectTimeoutMs,
           requestTimeoutMs: o.requestTimeoutMs,
           retryDeadlineMs: o.retryDeadlineMs,
+          caFile: o.caFile,
+          clientCertFile: o.clientCertFile,
+          clientKeyFile: o.clientKeyFile,
         }),
     );
   }

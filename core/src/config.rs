@@ -88,7 +88,12 @@ impl ClientConfig {
             request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
             retry_deadline: Self::DEFAULT_RETRY_DEADLINE,
             ca_file: file(CA_FILE_ENV),
-            client_cert: file(CLIENT_CERT_FILE_ENV).zip(file(CLIENT_KEY_FILE_ENV)),
+            // One of the pair without the other is kept with an empty path, so that connecting
+            // fails naming the missing variable instead of silently sending no certificate.
+            client_cert: match (file(CLIENT_CERT_FILE_ENV), file(CLIENT_KEY_FILE_ENV)) {
+                (None, None) => None,
+                (cert, key) => Some((cert.unwrap_or_default(), key.unwrap_or_default())),
+            },
         }
     }
 
@@ -145,6 +150,32 @@ impl ClientConfig {
         self
     }
 
+    /// Applies the TLS files a language binding was given: each `None` keeps what the
+    /// environment said (`DLS_CA_FILE`, ...). A certificate and its key come together, so
+    /// one without the other is a configuration error rather than a client that silently
+    /// presents no certificate.
+    pub fn with_tls_files(
+        mut self,
+        ca_file: Option<PathBuf>,
+        client_cert_file: Option<PathBuf>,
+        client_key_file: Option<PathBuf>,
+    ) -> Result<Self> {
+        if let Some(ca) = ca_file {
+            self.ca_file = Some(ca);
+        }
+        match (client_cert_file, client_key_file) {
+            (Some(cert), Some(key)) => self.client_cert = Some((cert, key)),
+            (None, None) => {}
+            (Some(cert), None) => {
+                return Err(Error::config(format!("client certificate {} given without its key file", cert.display())))
+            }
+            (None, Some(key)) => {
+                return Err(Error::config(format!("client key {} given without its certificate file", key.display())))
+            }
+        }
+        Ok(self)
+    }
+
     /// Whether a bare `host:port` means TLS: a CA file or a client certificate is set, or
     /// some endpoint says `https://`.
     pub(crate) fn default_tls(&self) -> bool {
@@ -170,6 +201,11 @@ impl ClientConfig {
             None => tls.with_webpki_roots(),
         };
         if let Some((cert, key)) = &self.client_cert {
+            if cert.as_os_str().is_empty() || key.as_os_str().is_empty() {
+                return Err(Error::config(format!(
+                    "a client certificate needs both files: set {CLIENT_CERT_FILE_ENV} and {CLIENT_KEY_FILE_ENV} (or neither)"
+                )));
+            }
             tls = tls.identity(Identity::from_pem(read(cert, "client certificate")?, read(key, "client key")?));
         }
         Ok(tls)
@@ -347,8 +383,26 @@ mod tests {
         assert!(err.to_string().contains("/etc/dls/ca.pem"), "a missing file is named: {err}");
         let plain = ClientConfig::from_lookup(lookup(&[("DLS_ENDPOINTS", "a:1")]));
         assert!(!plain.default_tls() && plain.ca_file.is_none() && plain.client_cert.is_none());
+        let half = ClientConfig::from_lookup(lookup(&[("DLS_CLIENT_CERT_FILE", "/etc/dls/app.pem")]));
+        let err = half.tls().unwrap_err().to_string();
+        assert!(err.contains("DLS_CLIENT_KEY_FILE"), "a certificate without its key is an error: {err}");
         let https = ClientConfig::from_lookup(lookup(&[("DLS_ENDPOINTS", "https://a:1,b:2")]));
         assert_eq!(https.without_api_key().validate().unwrap(), vec!["https://a:1", "https://b:2"]);
+    }
+
+    #[test]
+    fn tls_files_of_a_binding_override_the_environment_in_pairs() {
+        let env = ClientConfig::from_lookup(lookup(&[("DLS_CA_FILE", "/env/ca.pem")]));
+        let kept = env.clone().with_tls_files(None, None, None).unwrap();
+        assert_eq!(kept.ca_file.as_deref(), Some(Path::new("/env/ca.pem")));
+        let given = env.clone().with_tls_files(Some("ca.pem".into()), Some("c.pem".into()), Some("k.pem".into()));
+        let given = given.unwrap();
+        assert_eq!(given.ca_file.as_deref(), Some(Path::new("ca.pem")));
+        assert_eq!(given.client_cert, Some(("c.pem".into(), "k.pem".into())));
+        let err = env.clone().with_tls_files(None, Some("c.pem".into()), None).unwrap_err();
+        assert!(err.code() == "CONFIG" && err.to_string().contains("without its key"), "{err}");
+        let err = env.with_tls_files(None, None, Some("k.pem".into())).unwrap_err();
+        assert!(err.to_string().contains("without its certificate"), "{err}");
     }
 
     #[test]

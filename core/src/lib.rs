@@ -49,6 +49,7 @@ mod events;
 mod heartbeat;
 mod heartbeat_batch;
 mod router;
+mod tls_hint;
 mod transaction;
 mod types;
 

@@ -24,6 +24,7 @@ use tracing::debug;
 
 use crate::config::{normalize_endpoint, ClientConfig};
 use crate::error::{error_kind, leader_addr, retry_after, Error, Result};
+use crate::tls_hint::tls_hint;
 
 /// First retry delay after a transient failure.
 pub(crate) const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -126,6 +127,8 @@ pub(crate) struct Router {
     seeds: Vec<String>,
     /// Set when this client speaks TLS: bare addresses (seeds, leader redirects) are https.
     tls: Option<ClientTlsConfig>,
+    /// Whether this client presents a certificate (for the hint of a refused connection).
+    client_cert: bool,
     channels: Mutex<HashMap<String, Channel>>,
     leader: Mutex<Option<String>>,
     next_seed: AtomicUsize,
@@ -166,6 +169,7 @@ impl Router {
         let tls = config.default_tls().then(|| config.tls()).transpose()?;
         let router = Router {
             tls,
+            client_cert: config.client_cert.is_some(),
             seeds,
             channels: Mutex::new(HashMap::new()),
             leader: Mutex::new(None),
@@ -472,7 +476,17 @@ impl Attempts<'_> {
             }
             Verdict::Retry => {
                 self.redirects_in_row = 0;
-                self.last_error = Some(format!("{current}: {}", describe(&status)));
+                // An attempt that ran out of the call's budget (the deadline cut it short)
+                // says nothing about the node: the error before it (a refused handshake, a
+                // closed port) is the one worth reporting.
+                let spent = status.code() == Code::DeadlineExceeded && Instant::now() >= self.options.deadline;
+                if !(spent && self.last_error.is_some()) {
+                    let mut error = format!("{current}: {}", describe(&status));
+                    if let Some(hint) = tls_hint(&current, &error, self.router.client_cert) {
+                        error = format!("{error} ({hint})");
+                    }
+                    self.last_error = Some(error);
+                }
                 // Whoever we took for the leader did not serve the call; ask around again.
                 self.router.forget_leader(&current);
                 self.back_off().await
@@ -665,8 +679,8 @@ mod tests {
     #[test]
     fn backoff_grows() {
         // Below the cap each attempt's range starts where the previous one ends, so the
-        // largest of many samples never shrinks; from the cap on, jitter alone varies.
-        // With the 200 ms cap that is attempts 0-2 (50, 100, 200 ms).
+        // largest of many samples never shrinks; from the cap on (attempt 2: 50 ms << 2 is
+        // the 200 ms cap), jitter alone varies, so only attempts 0..=2 are compared.
         let ceilings: Vec<u128> =
             (0..3).map(|n| (0..50).map(|_| backoff(n, BACKOFF_CAP).as_millis()).max().unwrap()).collect();
         assert!(ceilings.windows(2).all(|w| w[0] <= w[1]), "{ceilings:?}");
@@ -706,6 +720,25 @@ mod tests {
         assert_eq!(err.code(), "UNAVAILABLE");
         assert!(err.message().contains("http://a:1"), "{err}");
         assert!(err.message().contains("Unavailable"), "{err}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_cut_short_by_the_deadline_keeps_the_earlier_error() {
+        let config = ClientConfig::new(["a:1"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        let options = CallOptions {
+            deadline: Instant::now() + Duration::from_millis(300),
+            attempt_timeout: Duration::from_millis(100),
+            max_backoff: BACKOFF_CAP,
+        };
+        let mut attempts = router.attempts("Test", options);
+        attempts.next().unwrap();
+        attempts.failed(Status::unavailable("invalid peer certificate: UnknownIssuer")).await.unwrap();
+        attempts.next().unwrap();
+        tokio::time::sleep_until(options.deadline).await;
+        let err = attempts.failed(attempt_timed_out("http://a:1", Duration::from_millis(2))).await.unwrap_err();
+        assert!(err.message().contains("UnknownIssuer") && err.message().contains("not signed by a CA"), "{err}");
+        assert!(!err.message().contains("within 2 ms"), "{err}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,8 +1,9 @@
 // Starts a real single-node `dls serve` on ports picked at run time, with its own data
 // directory; nothing is mocked. DLS_BIN names the binary (the Makefile passes it).
-import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { execFileSync, spawn } from 'node:child_process';
+import { createHash, randomBytes, X509Certificate } from 'node:crypto';
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,18 +21,69 @@ async function freePort() {
   });
 }
 
-export async function startDls(extraArgs = []) {
+/** CA certificates (PEM) of the TLS nodes started here, by origin (`https://127.0.0.1:PORT`). */
+const trusted = new Map();
+
+/**
+ * Node's fetch, except for the origin of a TLS node started here: Node's fetch cannot be
+ * given a CA, so those requests go through node:https trusting that node's CA (never
+ * skipping verification). Resolves to a fetch-like `{ ok, status, json(), text() }`.
+ */
+function request(url, { method = 'GET', headers = {}, body } = {}) {
+  const ca = trusted.get(new URL(url).origin);
+  if (!ca) return fetch(url, { method, headers, body });
+  return new Promise((resolve, reject) => {
+    const req = https.request(url, { method, headers, ca, timeout: 5000 }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => { text += chunk; });
+      res.on('end', () => resolve({
+        ok: res.statusCode >= 200 && res.statusCode < 300,
+        status: res.statusCode,
+        text: async () => text,
+        json: async () => JSON.parse(text),
+      }));
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer from ${url}`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** `dls certs`: a cluster CA and node 1's certificate for 127.0.0.1 and localhost, in `dir`. */
+function makeCerts(dir) {
+  execFileSync(DLS_BIN, ['certs', 'init', '--dir', dir], { stdio: 'ignore' });
+  execFileSync(DLS_BIN, ['certs', 'node', '1', '--host', '127.0.0.1', '--host', 'localhost', '--dir', dir], { stdio: 'ignore' });
+  const cert = path.join(dir, 'node-1.pem');
+  // What Chromium's --ignore-certificate-errors-spki-list pins: base64 SHA-256 of the key.
+  const spki = new X509Certificate(readFileSync(cert)).publicKey.export({ type: 'spki', format: 'der' });
+  return {
+    ca: readFileSync(path.join(dir, 'ca.pem'), 'utf8'),
+    flags: ['--tls-cert', cert, '--tls-key', path.join(dir, 'node-1-key.pem')],
+    spkiHash: createHash('sha256').update(spki).digest('base64'),
+  };
+}
+
+/**
+ * Starts a single node. `tls: true`: its client and HTTP ports serve TLS with a node
+ * certificate made by `dls certs`; `base` is then https and the handle's `tls` carries the
+ * CA (PEM) and the node key's SPKI hash.
+ */
+export async function startDls(extraArgs = [], { tls = false } = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dls-playground-'));
   const [grpc, http] = [await freePort(), await freePort()];
   const logFile = path.join(dir, 'dls.log');
   const out = openSync(logFile, 'a');
+  const certs = tls ? makeCerts(dir) : null;
   const child = spawn(DLS_BIN, ['serve', '--listen', `127.0.0.1:${grpc}`, '--http-listen', `127.0.0.1:${http}`,
-    '--data-dir', path.join(dir, 'data'), ...extraArgs], { stdio: ['ignore', out, out], env: { ...process.env, DLS_LOG: 'info' } });
-  const base = `http://127.0.0.1:${http}`;
+    '--data-dir', path.join(dir, 'data'), ...(certs?.flags ?? []), ...extraArgs],
+  { stdio: ['ignore', out, out], env: { ...process.env, DLS_LOG: 'info' } });
+  const base = `${tls ? 'https' : 'http'}://127.0.0.1:${http}`;
+  if (certs) trusted.set(base, certs.ca);
   const deadline = Date.now() + 20000;
   for (;;) {
     try {
-      const r = await fetch(`${base}/readyz`);
+      const r = await request(`${base}/readyz`);
       if (r.ok) break;
     } catch { /* not listening yet */ }
     if (child.exitCode !== null || Date.now() > deadline) {
@@ -41,10 +93,12 @@ export async function startDls(extraArgs = []) {
   }
   return {
     base,
+    tls: certs && { ca: certs.ca, spkiHash: certs.spkiHash },
     log: () => readFileSync(logFile, 'utf8'),
     async stop() {
       child.kill('SIGTERM');
       await new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
+      trusted.delete(base);
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -94,9 +148,9 @@ export async function startCluster(n) {
   return cluster;
 }
 
-/** Calls the HTTP API; throws on an error status. */
+/** Calls the HTTP API (over https for a TLS node started here); throws on an error status. */
 export async function api(base, method, p, body) {
-  const res = await fetch(base + p, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
+  const res = await request(base + p, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
   const data = await res.json();
   if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(data)}`);
   return data;

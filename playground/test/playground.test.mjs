@@ -173,3 +173,42 @@ describe('playground page on a three-node cluster', () => {
     }
   });
 });
+
+describe('playground page over HTTPS', () => {
+  test('a TLS node serves the page and a lock is taken through it', async () => {
+    const dls = await startDls([], { tls: true });
+    // The browser trusts exactly this node's key (Chromium pins its SPKI hash); certificate
+    // errors are not ignored wholesale, so a page served with another key would not load.
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', `--ignore-certificate-errors-spki-list=${dls.tls.spkiHash}`],
+    });
+    try {
+      assert.ok(dls.base.startsWith('https://'), dls.base);
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      page.on('pageerror', (e) => console.error('page error:', e));
+      const response = await page.goto(`${dls.base}/playground`);
+      assert.equal(response.status(), 200);
+      assert.ok(page.url().startsWith('https://'), page.url());
+      await page.locator('#cluster .member.leader').waitFor();
+      await page.fill('#new-txn input[name=name]', 'over-tls');
+      await page.click('#new-txn button[type=submit]');
+      const card = page.locator('.txn[data-name=over-tls]');
+      await card.waitFor();
+      const id = await card.getAttribute('data-txn-id');
+      await card.locator('input[name=key]').fill('tls-key');
+      await card.locator('button[type=submit]').click();
+      await page.locator('#locks [data-key="playground/tls-key"]').waitFor();
+      // The server agrees (asked over https, trusting the test CA).
+      const status = await api(dls.base, 'GET', `/api/v1/transactions/${id}`);
+      assert.equal(status.state, 'ACTIVE');
+      assert.deepEqual(status.locks.map((l) => `${l.namespace}/${l.key}`), ['playground/tls-key']);
+      await page.screenshot({ path: `${ARTIFACTS}https.png`, fullPage: true });
+      await page.close();
+    } finally {
+      await browser.close();
+      await dls.stop();
+    }
+  });
+});

@@ -66,6 +66,12 @@ pub struct ClientOptions {
     pub connect_timeout_ms: Option<f64>,
     pub request_timeout_ms: Option<f64>,
     pub retry_deadline_ms: Option<f64>,
+    /// CA bundle (PEM) the nodes' certificates must chain to. Defaults to `DLS_CA_FILE`.
+    pub ca_file: Option<String>,
+    /// Client certificate (PEM). Defaults to `DLS_CLIENT_CERT_FILE`.
+    pub client_cert_file: Option<String>,
+    /// Its private key (PEM). Defaults to `DLS_CLIENT_KEY_FILE`.
+    pub client_key_file: Option<String>,
 }
 
 /// Options of a transaction.
@@ -305,6 +311,10 @@ impl NativeClient {
             if let Some(ms) = ms_of(o.retry_deadline_ms, "retryDeadlineMs")? {
                 config = config.with_retry_deadline(std::time::Duration::from_millis(ms));
             }
+            let path = |p: Option<String>| p.filter(|p| !p.is_empty()).map(std::path::PathBuf::from);
+            config = config
+                .with_tls_files(path(o.ca_file), path(o.client_cert_file), path(o.client_key_file))
+                .map_err(to_js)?;
         }
         // `connect` only validates and prepares lazy connections (no I/O), but needs to
         // run inside the tokio runtime that will carry them.

@@ -2,8 +2,10 @@
 // Starts a real `dls` server (binary from env DLS_BIN) on free loopback ports in a temp
 // dir, and kills it at the end. No mocks anywhere in this suite.
 
-const { spawn, execFile } = require('node:child_process');
+const { spawn, execFile, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
+const http = require('node:http');
+const https = require('node:https');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
@@ -41,8 +43,46 @@ function portIsFree(port) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** Starts a single-node server; `port` may be fixed (else a free one); `args` are extra `dls serve` flags. */
-async function startServer({ port, args = [] } = {}) {
+/**
+ * A cluster CA, node 1's certificate (127.0.0.1, localhost) and a client certificate
+ * `client-app`, made by `dls certs` in a new temporary directory.
+ */
+function makeCerts() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'caerus-node-certs-'));
+  for (const args of [['init'], ['node', '1', '--host', '127.0.0.1', '--host', 'localhost'], ['client', 'app']]) {
+    execFileSync(requireBin(), ['certs', ...args, '--dir', dir], { stdio: 'ignore' });
+  }
+  const file = (name) => path.join(dir, name);
+  return {
+    dir,
+    ca: file('ca.pem'),
+    clientCert: file('client-app.pem'),
+    clientKey: file('client-app-key.pem'),
+    remove: () => fs.rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/** GET on the HTTP port; over https with `certs` (the CA and the client certificate). */
+function httpGetStatus(url, certs) {
+  const options = certs
+    ? { ca: fs.readFileSync(certs.ca), cert: fs.readFileSync(certs.clientCert), key: fs.readFileSync(certs.clientKey) }
+    : {};
+  return new Promise((resolve, reject) => {
+    const req = (certs ? https : http).get(url, { ...options, timeout: 1000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+/**
+ * Starts a single-node server; `port` may be fixed (else a free one). With `certs` (from
+ * makeCerts) its client and HTTP ports serve TLS and require a client certificate; `args`
+ * are extra `dls serve` flags.
+ */
+async function startServer({ port, certs, args = [] } = {}) {
   const bin = requireBin();
   const grpcPort = port ?? (await freePort());
   const httpPort = await freePort();
@@ -50,9 +90,12 @@ async function startServer({ port, args = [] } = {}) {
   const endpoint = `127.0.0.1:${grpcPort}`;
   const logPath = path.join(dataDir, 'server.log');
   const log = fs.openSync(logPath, 'a');
+  const tlsArgs = certs
+    ? ['--tls-cert', path.join(certs.dir, 'node-1.pem'), '--tls-key', path.join(certs.dir, 'node-1-key.pem'), '--tls-client-ca', certs.ca]
+    : [];
   const child = spawn(
     bin,
-    ['serve', '--listen', endpoint, '--http-listen', `127.0.0.1:${httpPort}`, '--data-dir', path.join(dataDir, 'data'), '--log', 'warn', ...args],
+    ['serve', '--listen', endpoint, '--http-listen', `127.0.0.1:${httpPort}`, '--data-dir', path.join(dataDir, 'data'), '--log', 'warn', ...tlsArgs, ...args],
     { stdio: ['ignore', log, log] },
   );
   let exited = null;
@@ -65,8 +108,8 @@ async function startServer({ port, args = [] } = {}) {
       throw new Error(`dls exited early (${JSON.stringify(exited)}):\n${fs.readFileSync(logPath, 'utf8')}`);
     }
     try {
-      const res = await fetch(`http://127.0.0.1:${httpPort}/readyz`);
-      if (res.ok) break;
+      const scheme = certs ? 'https' : 'http';
+      if ((await httpGetStatus(`${scheme}://127.0.0.1:${httpPort}/readyz`, certs)) === 200) break;
     } catch {
       // not listening yet
     }
@@ -106,4 +149,4 @@ function aborted(signal) {
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason), { once: true }));
 }
 
-module.exports = { startServer, freePort, portIsFree, dlsCli, aborted, sleep, requireBin };
+module.exports = { startServer, makeCerts, freePort, portIsFree, dlsCli, aborted, sleep, requireBin };

@@ -7,6 +7,7 @@
 //! top of these.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -640,8 +641,10 @@ fn key_locks_list(list: Vec<core::KeyLocks>) -> PyResult<Vec<KeyLocks>> {
 impl NativeClient {
     /// `endpoints`: `host:port` list (None: `$DLS_ENDPOINTS`, default 127.0.0.1:7070).
     /// `api_key`: None reads `$CAERUS_API_KEY`; `use_env_key=False` sends none.
+    /// TLS files: None reads `$DLS_CA_FILE`, `$DLS_CLIENT_CERT_FILE`, `$DLS_CLIENT_KEY_FILE`.
     #[new]
-    #[pyo3(signature = (endpoints=None, api_key=None, use_env_key=true, connect_timeout_ms=None, request_timeout_ms=None, retry_deadline_ms=None))]
+    #[pyo3(signature = (endpoints=None, api_key=None, use_env_key=true, connect_timeout_ms=None, request_timeout_ms=None, retry_deadline_ms=None, ca_file=None, client_cert_file=None, client_key_file=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         endpoints: Option<Vec<String>>,
@@ -650,6 +653,9 @@ impl NativeClient {
         connect_timeout_ms: Option<f64>,
         request_timeout_ms: Option<f64>,
         retry_deadline_ms: Option<f64>,
+        ca_file: Option<PathBuf>,
+        client_cert_file: Option<PathBuf>,
+        client_key_file: Option<PathBuf>,
     ) -> PyResult<Self> {
         let mut config = match endpoints {
             Some(endpoints) => core::ClientConfig::new(endpoints),
@@ -675,7 +681,9 @@ impl NativeClient {
                 "retry_deadline_ms",
                 retry_deadline_ms,
                 core::ClientConfig::DEFAULT_RETRY_DEADLINE,
-            )?);
+            )?)
+            .with_tls_files(ca_file, client_cert_file, client_key_file)
+            .map_err(to_py_err)?;
         let client = blocking(py, core::DlsClient::connect(config))?;
         Ok(NativeClient { client })
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -47,7 +48,50 @@ class Server:
             self.proc.wait()
 
 
-def start_server(extra: Optional[List[str]] = None, directory: Optional[str] = None) -> Server:
+@dataclass
+class Certs:
+    """A cluster CA, node 1's certificate (127.0.0.1, localhost) and a client certificate
+    ``client-app``, made by ``dls certs`` in ``dir``."""
+
+    dir: str
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    @property
+    def ca(self) -> str:
+        return self.path("ca.pem")
+
+    @property
+    def client_cert(self) -> str:
+        return self.path("client-app.pem")
+
+    @property
+    def client_key(self) -> str:
+        return self.path("client-app-key.pem")
+
+    def serve_flags(self, require_client_cert: bool) -> List[str]:
+        flags = ["--tls-cert", self.path("node-1.pem"), "--tls-key", self.path("node-1-key.pem")]
+        return flags + (["--tls-client-ca", self.ca] if require_client_cert else [])
+
+    def ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=self.ca)
+        ctx.load_cert_chain(self.client_cert, self.client_key)
+        return ctx
+
+
+def make_certs(directory: Optional[str] = None) -> Certs:
+    directory = directory or tempfile.mkdtemp(prefix="caerus-py-certs-")
+    for args in (["init"], ["node", "1", "--host", "127.0.0.1", "--host", "localhost"], ["client", "app"]):
+        subprocess.run([dls_bin(), "certs", *args, "--dir", directory], check=True, capture_output=True)
+    return Certs(directory)
+
+
+def start_server(
+    extra: Optional[List[str]] = None, directory: Optional[str] = None, certs: Optional[Certs] = None
+) -> Server:
+    """A single node; with ``certs``, its ports serve TLS (``extra`` adds the TLS flags) and
+    the readiness probe speaks https with the CA and the client certificate."""
     directory = directory or tempfile.mkdtemp(prefix="caerus-py-")
     port, http_port = free_ports(2)
     log = open(os.path.join(directory, "dls.log"), "ab")
@@ -68,7 +112,8 @@ def start_server(extra: Optional[List[str]] = None, directory: Optional[str] = N
         if proc.poll() is not None:
             raise RuntimeError(f"dls exited with {proc.returncode}; log in {directory}/dls.log")
         try:
-            with urllib.request.urlopen(f"http://{server.http}/readyz", timeout=1) as r:
+            scheme, context = ("https", certs.ssl_context()) if certs else ("http", None)
+            with urllib.request.urlopen(f"{scheme}://{server.http}/readyz", timeout=1, context=context) as r:
                 if r.status == 200:
                     return server
         except OSError:
@@ -112,6 +157,20 @@ def auth_server():
     s.stop()
 
 
+@pytest.fixture(scope="session")
+def certs():
+    return make_certs()
+
+
+@pytest.fixture(scope="session")
+def tls_server(certs):
+    """A node whose client and HTTP ports serve TLS and require a client certificate."""
+    s = start_server(certs.serve_flags(require_client_cert=True), certs=certs)
+    yield s
+    s.stop()
+
+
 @pytest.fixture(autouse=True)
 def _no_env_key(monkeypatch):
-    monkeypatch.delenv("CAERUS_API_KEY", raising=False)
+    for name in ("CAERUS_API_KEY", "DLS_CA_FILE", "DLS_CLIENT_CERT_FILE", "DLS_CLIENT_KEY_FILE"):
+        monkeypatch.delenv(name, raising=False)

@@ -196,7 +196,7 @@ def test_unreachable_cluster_is_unavailable():
 
 def test_bad_endpoint_is_config_error():
     with pytest.raises(caerus.ConfigError):
-        sync.DlsClient(endpoints=["https://x:1"])
+        sync.DlsClient(endpoints=["ftp://x:1"])
 
 
 async def test_fifty_tasks_never_overlap(client):

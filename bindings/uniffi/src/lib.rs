@@ -336,6 +336,11 @@ impl From<core::LostReason> for LostReason {
 
 /// Connection settings. Empty `endpoints` and a null `api_key` fall back to
 /// `DLS_ENDPOINTS` / `CAERUS_API_KEY`, then `127.0.0.1:7070` and no key.
+/// TLS: `https://host:port` endpoints (a bare `host:port` means TLS once a CA file or a
+/// client certificate is set); the CA file is the cluster CA (PEM) the nodes'
+/// certificates must chain to, the client certificate and key (PEM) are for nodes started
+/// with `--tls-client-ca`. Null TLS files fall back to `DLS_CA_FILE`,
+/// `DLS_CLIENT_CERT_FILE` and `DLS_CLIENT_KEY_FILE`.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct ClientConfig {
     #[uniffi(default)]
@@ -348,10 +353,18 @@ pub struct ClientConfig {
     pub request_timeout_ms: Option<u64>,
     #[uniffi(default)]
     pub retry_deadline_ms: Option<u64>,
+    #[uniffi(default)]
+    pub ca_file: Option<String>,
+    #[uniffi(default)]
+    pub client_cert_file: Option<String>,
+    #[uniffi(default)]
+    pub client_key_file: Option<String>,
 }
 
-impl From<ClientConfig> for core::ClientConfig {
-    fn from(c: ClientConfig) -> Self {
+impl TryFrom<ClientConfig> for core::ClientConfig {
+    type Error = core::Error;
+
+    fn try_from(c: ClientConfig) -> Result<Self, core::Error> {
         let mut config = core::ClientConfig::from_env();
         if !c.endpoints.is_empty() {
             config.endpoints = c.endpoints;
@@ -368,7 +381,8 @@ impl From<ClientConfig> for core::ClientConfig {
         if let Some(ms) = c.retry_deadline_ms {
             config = config.with_retry_deadline(Duration::from_millis(ms));
         }
-        config
+        let path = |p: Option<String>| p.filter(|p| !p.is_empty()).map(std::path::PathBuf::from);
+        config.with_tls_files(path(c.ca_file), path(c.client_cert_file), path(c.client_key_file))
     }
 }
 
@@ -594,12 +608,12 @@ impl DlsClient {
     /// Validates the configuration and prepares lazy connections (no I/O yet).
     #[uniffi::constructor]
     pub fn new(config: ClientConfig) -> Result<Arc<Self>, DlsError> {
-        let config: core::ClientConfig = config.into();
+        let config = core::ClientConfig::try_from(config)?;
         let client = block_on(core::DlsClient::connect(config))?;
         Ok(Arc::new(DlsClient { client }))
     }
 
-    /// A client configured from `DLS_ENDPOINTS` and `CAERUS_API_KEY`.
+    /// A client configured from `DLS_ENDPOINTS`, `CAERUS_API_KEY` and the TLS variables.
     #[uniffi::constructor]
     pub fn from_env() -> Result<Arc<Self>, DlsError> {
         let client = block_on(core::DlsClient::connect(core::ClientConfig::from_env()))?;
@@ -847,6 +861,9 @@ mod tests {
                     connect_timeout_ms: None,
                     request_timeout_ms: None,
                     retry_deadline_ms: None,
+                    ca_file: None,
+                    client_cert_file: None,
+                    client_key_file: None,
                 })
                 .is_ok()
             })
@@ -864,9 +881,14 @@ mod tests {
             connect_timeout_ms: Some(100),
             request_timeout_ms: None,
             retry_deadline_ms: None,
+            ca_file: Some("ca.pem".into()),
+            client_cert_file: None,
+            client_key_file: None,
         }
-        .into();
+        .try_into()
+        .unwrap();
         assert_eq!(c.endpoints, vec!["10.0.0.1:7070".to_string()]);
         assert_eq!(c.connect_timeout, Duration::from_millis(100));
+        assert_eq!(c.ca_file, Some("ca.pem".into()));
     }
 }

@@ -2,9 +2,13 @@
 //! user: one place for the flags, the client and the error wording.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use caerus_core::{ClientConfig, DlsClient, Error, API_KEY_ENV, DEFAULT_ENDPOINT, ENDPOINTS_ENV};
+use caerus_core::{
+    ClientConfig, DlsClient, Error, API_KEY_ENV, CA_FILE_ENV, CLIENT_CERT_FILE_ENV, CLIENT_KEY_FILE_ENV,
+    DEFAULT_ENDPOINT, ENDPOINTS_ENV,
+};
 use clap::Args;
 
 /// Exit code of a failure (the cluster said no, or could not be reached).
@@ -15,7 +19,8 @@ pub const EXIT_USAGE: i32 = 2;
 /// Where the cluster is and who we are.
 #[derive(Args, Debug, Clone)]
 pub struct ClusterArgs {
-    /// Cluster nodes as HOST:PORT, comma separated (any or all nodes; the leader is found by itself).
+    /// Cluster nodes as HOST:PORT, comma separated (any or all nodes; the leader is found by
+    /// itself). https://HOST:PORT for TLS; a bare HOST:PORT uses TLS once --cacert or --cert is given.
     #[arg(long, env = ENDPOINTS_ENV, value_delimiter = ',', default_value = DEFAULT_ENDPOINT, value_name = "LIST")]
     pub endpoints: Vec<String>,
     /// API key (operator commands need an admin key on a server with a keys file).
@@ -24,6 +29,16 @@ pub struct ClusterArgs {
     /// Give up after this many seconds without an answer from the cluster.
     #[arg(long, default_value_t = 15, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
+    /// CA bundle (PEM) the nodes' TLS certificates must chain to: the cluster's ca.pem from
+    /// `dls certs init`. Without it, https endpoints are checked against the public web roots.
+    #[arg(long, env = CA_FILE_ENV, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Client certificate (PEM) for nodes started with --tls-client-ca (`dls certs client NAME`).
+    #[arg(long, env = CLIENT_CERT_FILE_ENV, value_name = "FILE", requires = "client_key")]
+    pub cert: Option<PathBuf>,
+    /// Private key (PEM) of --cert.
+    #[arg(long = "key", id = "client_key", env = CLIENT_KEY_FILE_ENV, value_name = "FILE", requires = "cert")]
+    pub client_key: Option<PathBuf>,
 }
 
 impl ClusterArgs {
@@ -38,6 +53,12 @@ impl ClusterArgs {
             .with_retry_deadline(total)
             .with_request_timeout(request_timeout.min(total))
             .with_connect_timeout(ClientConfig::DEFAULT_CONNECT_TIMEOUT.min(total));
+        // The flags (or their environment variables, read by clap) decide; nothing else.
+        let config = ClientConfig {
+            ca_file: self.cacert.clone(),
+            client_cert: self.cert.clone().zip(self.client_key.clone()),
+            ..config
+        };
         match self.api_key.as_deref().map(str::trim).filter(|k| !k.is_empty()) {
             Some(key) => config.with_api_key(key),
             None => config.without_api_key(),
@@ -96,9 +117,12 @@ impl From<Error> for CliError {
                 "not authenticated: {m}\n     pass an API key from the server's keys file with --api-key or {API_KEY_ENV}"
             )),
             Error::Unavailable { .. } => CliError::failure(format!(
-                "cluster unavailable: {m}\n     check --endpoints (or {ENDPOINTS_ENV}) and that the nodes are running"
+                "cluster unavailable: {m}\n     check --endpoints (or {ENDPOINTS_ENV}) and that the nodes are running; \
+                 nodes that serve TLS need --cacert (and --cert/--key if they require client certificates)"
             )),
-            Error::Config { .. } => CliError::usage(format!("{m} (check --endpoints and --api-key)")),
+            Error::Config { .. } => {
+                CliError::usage(format!("{m} (check --endpoints, --api-key, --cacert, --cert and --key)"))
+            }
             Error::InvalidArgument { .. } => CliError::usage(format!("invalid argument: {m}")),
             Error::TransactionNotFound { .. } => CliError::failure(format!(
                 "{m}\n     finished transactions are forgotten after the retention window (10 minutes by default)"
@@ -143,13 +167,36 @@ mod tests {
 
     #[test]
     fn endpoints_and_timeouts() {
-        let args = ClusterArgs { endpoints: vec![" a:1".into(), "".into(), "b:2".into()], api_key: None, timeout: 3 };
+        let args = ClusterArgs {
+            endpoints: vec![" a:1".into(), "".into(), "b:2".into()],
+            api_key: None,
+            timeout: 3,
+            cacert: None,
+            cert: None,
+            client_key: None,
+        };
         assert_eq!(args.endpoint_list(), vec!["a:1", "b:2"]);
         let c = args.config(Duration::from_secs(5));
         assert_eq!(c.retry_deadline, Duration::from_secs(3));
         assert_eq!(c.request_timeout, Duration::from_secs(3));
         assert_eq!(c.api_key, None);
+        assert_eq!((c.ca_file, c.client_cert), (None, None));
         let keyed = ClusterArgs { api_key: Some(" k ".into()), ..args };
         assert_eq!(keyed.config(Duration::from_secs(1)).api_key.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn tls_flags_reach_the_client() {
+        let args = ClusterArgs {
+            endpoints: vec!["a:1".into()],
+            api_key: None,
+            timeout: 3,
+            cacert: Some("ca.pem".into()),
+            cert: Some("client-app.pem".into()),
+            client_key: Some("client-app-key.pem".into()),
+        };
+        let c = args.config(Duration::from_secs(5));
+        assert_eq!(c.ca_file, Some(PathBuf::from("ca.pem")));
+        assert_eq!(c.client_cert, Some(("client-app.pem".into(), "client-app-key.pem".into())));
     }
 }

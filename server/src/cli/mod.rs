@@ -117,4 +117,18 @@ mod tests {
         let err = Cli::try_parse_from(["dls", "events", "--kind", "nope"]).unwrap_err();
         assert_eq!(err.exit_code(), connect::EXIT_USAGE);
     }
+
+    #[test]
+    fn tls_flags_parse_and_a_certificate_needs_its_key() {
+        let argv = "dls lock --cacert ca.pem --cert app.pem --key app-key.pem jobs nightly -- true";
+        let cli = Cli::try_parse_from(argv.split(' ')).unwrap();
+        let CliCommand::Lock(l) = cli.command else { panic!("lock") };
+        assert_eq!(l.key, "nightly", "--key is the client key, the positional KEY the lock's");
+        assert_eq!(l.cluster.client_key, Some(PathBuf::from("app-key.pem")));
+        assert_eq!(l.cluster.cacert, Some(PathBuf::from("ca.pem")));
+        for argv in ["dls status --cert app.pem", "dls locks --key app-key.pem"] {
+            let err = Cli::try_parse_from(argv.split(' ')).unwrap_err();
+            assert_eq!(err.exit_code(), connect::EXIT_USAGE, "{argv}");
+        }
+    }
 }

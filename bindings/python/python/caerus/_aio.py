@@ -6,7 +6,7 @@ import asyncio
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Optional, Sequence, TypeVar, Union
 
 from . import _native
-from ._base import ModeLike, TransactionView, native_client
+from ._base import ModeLike, PathLike, TransactionView, native_client
 from .errors import TransactionLost
 from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
 
@@ -150,6 +150,12 @@ class DlsClient:
     ``api_key``: default ``$CAERUS_API_KEY``. Timeouts in milliseconds: connect (2000),
     per request attempt (5000), total retry budget of a call (15000).
 
+    TLS: ``https://host:port`` endpoints, or any endpoint once a CA file or client
+    certificate is given. ``ca_file``: CA bundle (PEM) the nodes' certificates must chain
+    to (default ``$DLS_CA_FILE``; without one, the public web roots).
+    ``client_cert_file`` and ``client_key_file``: a client certificate and its key (PEM),
+    for nodes that require one (default ``$DLS_CLIENT_CERT_FILE``, ``$DLS_CLIENT_KEY_FILE``).
+
     Cheap to share between tasks and threads. Create it anywhere (no running loop needed).
     """
 
@@ -161,8 +167,20 @@ class DlsClient:
         connect_timeout_ms: Optional[float] = None,
         request_timeout_ms: Optional[float] = None,
         retry_deadline_ms: Optional[float] = None,
+        ca_file: Optional[PathLike] = None,
+        client_cert_file: Optional[PathLike] = None,
+        client_key_file: Optional[PathLike] = None,
     ) -> None:
-        self._native = native_client(endpoints, api_key, connect_timeout_ms, request_timeout_ms, retry_deadline_ms)
+        self._native = native_client(
+            endpoints,
+            api_key,
+            connect_timeout_ms,
+            request_timeout_ms,
+            retry_deadline_ms,
+            ca_file,
+            client_cert_file,
+            client_key_file,
+        )
 
     async def begin_transaction(
         self, *, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None

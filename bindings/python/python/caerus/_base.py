@@ -3,12 +3,14 @@ transaction (no I/O, so they need no await)."""
 
 from __future__ import annotations
 
+import os
 from typing import Optional, Sequence, Union
 
 from . import _native
 from ._native import LockMode, LostReason
 
 ModeLike = Union[LockMode, str]
+PathLike = Union[str, "os.PathLike[str]"]
 
 
 class TransactionView:
@@ -46,6 +48,9 @@ def native_client(
     connect_timeout_ms: Optional[float],
     request_timeout_ms: Optional[float],
     retry_deadline_ms: Optional[float],
+    ca_file: Optional[PathLike],
+    client_cert_file: Optional[PathLike],
+    client_key_file: Optional[PathLike],
 ) -> _native.NativeClient:
     """The Rust client both APIs wrap; ``endpoints`` may also be one comma-separated string."""
     if isinstance(endpoints, str):
@@ -57,4 +62,7 @@ def native_client(
         connect_timeout_ms,
         request_timeout_ms,
         retry_deadline_ms,
+        ca_file,
+        client_cert_file,
+        client_key_file,
     )

@@ -1,5 +1,6 @@
 """Stubs of the native module ``caerus._native`` (Rust, pyo3). Use the ``caerus`` package."""
 
+import os
 from typing import Any, Awaitable, Dict, List, Optional, Union
 
 class LockMode:
@@ -122,6 +123,9 @@ class NativeClient:
         connect_timeout_ms: Optional[float] = None,
         request_timeout_ms: Optional[float] = None,
         retry_deadline_ms: Optional[float] = None,
+        ca_file: Optional[Union[str, os.PathLike[str]]] = None,
+        client_cert_file: Optional[Union[str, os.PathLike[str]]] = None,
+        client_key_file: Optional[Union[str, os.PathLike[str]]] = None,
     ) -> None: ...
     def begin_transaction(
         self, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union
 
 from . import _native
-from ._base import ModeLike, TransactionView, native_client
+from ._base import ModeLike, PathLike, TransactionView, native_client
 from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
 
 __all__ = ["DlsClient", "Transaction", "EventStream"]
@@ -135,8 +135,20 @@ class DlsClient:
         connect_timeout_ms: Optional[float] = None,
         request_timeout_ms: Optional[float] = None,
         retry_deadline_ms: Optional[float] = None,
+        ca_file: Optional[PathLike] = None,
+        client_cert_file: Optional[PathLike] = None,
+        client_key_file: Optional[PathLike] = None,
     ) -> None:
-        self._native = native_client(endpoints, api_key, connect_timeout_ms, request_timeout_ms, retry_deadline_ms)
+        self._native = native_client(
+            endpoints,
+            api_key,
+            connect_timeout_ms,
+            request_timeout_ms,
+            retry_deadline_ms,
+            ca_file,
+            client_cert_file,
+            client_key_file,
+        )
 
     def begin_transaction(
         self, *, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None

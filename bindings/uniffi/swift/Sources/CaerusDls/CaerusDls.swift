@@ -699,7 +699,7 @@ public convenience init(config: ClientConfig)throws  {
 
     
     /**
-     * A client configured from `DLS_ENDPOINTS` and `CAERUS_API_KEY`.
+     * A client configured from `DLS_ENDPOINTS`, `CAERUS_API_KEY` and the TLS variables.
      */
 public static func fromEnv()throws  -> DlsClient  {
     return try  FfiConverterTypeDlsClient_lift(try rustCallWithError(FfiConverterTypeDlsError_lift) {
@@ -1574,6 +1574,11 @@ public func FfiConverterTypeTransaction_lower(_ value: Transaction) -> UInt64 {
 /**
  * Connection settings. Empty `endpoints` and a null `api_key` fall back to
  * `DLS_ENDPOINTS` / `CAERUS_API_KEY`, then `127.0.0.1:7070` and no key.
+ * TLS: `https://host:port` endpoints (a bare `host:port` means TLS once a CA file or a
+ * client certificate is set); the CA file is the cluster CA (PEM) the nodes'
+ * certificates must chain to, the client certificate and key (PEM) are for nodes started
+ * with `--tls-client-ca`. Null TLS files fall back to `DLS_CA_FILE`,
+ * `DLS_CLIENT_CERT_FILE` and `DLS_CLIENT_KEY_FILE`.
  */
 public struct ClientConfig: Equatable, Hashable {
     public var endpoints: [String]
@@ -1581,15 +1586,21 @@ public struct ClientConfig: Equatable, Hashable {
     public var connectTimeoutMs: UInt64?
     public var requestTimeoutMs: UInt64?
     public var retryDeadlineMs: UInt64?
+    public var caFile: String?
+    public var clientCertFile: String?
+    public var clientKeyFile: String?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
-    public init(endpoints: [String] = [], apiKey: String? = nil, connectTimeoutMs: UInt64? = nil, requestTimeoutMs: UInt64? = nil, retryDeadlineMs: UInt64? = nil) {
+    public init(endpoints: [String] = [], apiKey: String? = nil, connectTimeoutMs: UInt64? = nil, requestTimeoutMs: UInt64? = nil, retryDeadlineMs: UInt64? = nil, caFile: String? = nil, clientCertFile: String? = nil, clientKeyFile: String? = nil) {
         self.endpoints = endpoints
         self.apiKey = apiKey
         self.connectTimeoutMs = connectTimeoutMs
         self.requestTimeoutMs = requestTimeoutMs
         self.retryDeadlineMs = retryDeadlineMs
+        self.caFile = caFile
+        self.clientCertFile = clientCertFile
+        self.clientKeyFile = clientKeyFile
     }
 
     
@@ -1612,7 +1623,10 @@ public struct FfiConverterTypeClientConfig: FfiConverterRustBuffer {
                 apiKey: FfiConverterOptionString.read(from: &buf), 
                 connectTimeoutMs: FfiConverterOptionUInt64.read(from: &buf), 
                 requestTimeoutMs: FfiConverterOptionUInt64.read(from: &buf), 
-                retryDeadlineMs: FfiConverterOptionUInt64.read(from: &buf)
+                retryDeadlineMs: FfiConverterOptionUInt64.read(from: &buf), 
+                caFile: FfiConverterOptionString.read(from: &buf), 
+                clientCertFile: FfiConverterOptionString.read(from: &buf), 
+                clientKeyFile: FfiConverterOptionString.read(from: &buf)
         )
     }
 
@@ -1622,6 +1636,9 @@ public struct FfiConverterTypeClientConfig: FfiConverterRustBuffer {
         FfiConverterOptionUInt64.write(value.connectTimeoutMs, into: &buf)
         FfiConverterOptionUInt64.write(value.requestTimeoutMs, into: &buf)
         FfiConverterOptionUInt64.write(value.retryDeadlineMs, into: &buf)
+        FfiConverterOptionString.write(value.caFile, into: &buf)
+        FfiConverterOptionString.write(value.clientCertFile, into: &buf)
+        FfiConverterOptionString.write(value.clientKeyFile, into: &buf)
     }
 }
 
@@ -3308,7 +3325,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_caerus_uniffi_checksum_method_transaction_status() != 43976) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_constructor_dlsclient_from_env() != 9439) {
+    if (uniffi_caerus_uniffi_checksum_constructor_dlsclient_from_env() != 16918) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_constructor_dlsclient_new() != 31634) {

@@ -73,9 +73,17 @@ extension Transaction {
 }
 
 extension DlsClient {
-    /// A client for `endpoints` (`host:port`, any node of the cluster).
-    public convenience init(endpoints: [String], apiKey: String? = nil) throws {
-        try self.init(config: ClientConfig(endpoints: endpoints, apiKey: apiKey))
+    /// A client for `endpoints` (`host:port` or `https://host:port`, any node of the
+    /// cluster). TLS: `caFile` is the cluster CA (PEM) the nodes' certificates must chain
+    /// to; `clientCertFile` and `clientKeyFile` a client certificate for nodes that require
+    /// one. Nil values fall back to `DLS_CA_FILE`, `DLS_CLIENT_CERT_FILE`, `DLS_CLIENT_KEY_FILE`.
+    public convenience init(
+        endpoints: [String], apiKey: String? = nil,
+        caFile: String? = nil, clientCertFile: String? = nil, clientKeyFile: String? = nil
+    ) throws {
+        try self.init(config: ClientConfig(
+            endpoints: endpoints, apiKey: apiKey,
+            caFile: caFile, clientCertFile: clientCertFile, clientKeyFile: clientKeyFile))
     }
 
     /// Runs `body` in a new transaction: commits when it returns, aborts when it throws

@@ -29,9 +29,27 @@ val DlsException.code: String
         is DlsException.Internal -> "INTERNAL"
     }
 
-/** A client for [endpoints] (`host:port`, any node of the cluster). */
-fun dlsClient(vararg endpoints: String, apiKey: String? = null): DlsClient =
-    DlsClient(ClientConfig(endpoints = endpoints.toList(), apiKey = apiKey))
+/**
+ * A client for [endpoints] (`host:port` or `https://host:port`, any node of the cluster).
+ * TLS: [caFile] is the cluster CA (PEM) the nodes' certificates must chain to;
+ * [clientCertFile] and [clientKeyFile] a client certificate for nodes that require one.
+ * Null values fall back to `DLS_CA_FILE`, `DLS_CLIENT_CERT_FILE`, `DLS_CLIENT_KEY_FILE`.
+ */
+fun dlsClient(
+    vararg endpoints: String,
+    apiKey: String? = null,
+    caFile: String? = null,
+    clientCertFile: String? = null,
+    clientKeyFile: String? = null,
+): DlsClient = DlsClient(
+    ClientConfig(
+        endpoints = endpoints.toList(),
+        apiKey = apiKey,
+        caFile = caFile,
+        clientCertFile = clientCertFile,
+        clientKeyFile = clientKeyFile,
+    ),
+)
 
 /**
  * Runs [body] in a new transaction: commits when it returns, aborts when it throws (the
