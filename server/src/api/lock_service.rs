@@ -56,10 +56,6 @@ impl LockApi {
         self.keys.authenticate(req.metadata())
     }
 
-    fn touch(&self, who: &Principal, txn: TxnId) -> ApiResult<()> {
-        touch(&self.node, who, txn)
-    }
-
     async fn begin(&self, req: Request<pb::BeginTransactionRequest>) -> ApiResult<pb::BeginTransactionResponse> {
         let who = self.principal(&req)?;
         let r = req.into_inner();
@@ -72,7 +68,7 @@ impl LockApi {
         match self.node.propose_admitted(cmd, admitted).await? {
             Outcome::Begun { txn, lease_ms } => {
                 // A retried request id returns its transaction only to the same caller.
-                self.touch(&who, txn)?;
+                touch(&self.node, &who, txn)?;
                 Ok(pb::BeginTransactionResponse { transaction_id: txn, lease_timeout_ms: lease_ms as i64 })
             }
             o => Err(unexpected(o)),
@@ -87,7 +83,7 @@ impl LockApi {
         who.check_namespace(&lock.namespace)?;
         let request_id = validate::request_id(&r.request_id)?;
         self.node.require_leader()?;
-        self.touch(&who, txn)?;
+        touch(&self.node, &who, txn)?;
         match self.node.propose(Command::Release { txn, request_id, lock }).await? {
             Outcome::Released { released } => Ok(pb::ReleaseLockResponse { released }),
             Outcome::Rejected(r) => Err(r.into()),
@@ -103,7 +99,7 @@ impl LockApi {
         let txn = validate::txn_id(req.into_inner().transaction_id)?;
         self.node.require_leader()?;
         self.node.linearizable_read().await?;
-        self.touch(&who, txn)?;
+        touch(&self.node, &who, txn)?;
         let remaining = self.node.leases.remaining(txn, Instant::now()).unwrap_or_default();
         let st = self.node.state.read().expect("state lock");
         let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
@@ -204,7 +200,7 @@ impl LockApi {
         let txn = validate::txn_id(r.transaction_id)?;
         let request_id = validate::request_id(&r.request_id)?;
         self.node.require_leader()?;
-        self.touch(&who, txn)?;
+        touch(&self.node, &who, txn)?;
         match self.node.propose(Command::End { txn, request_id, commit: r.commit }).await? {
             Outcome::Ended { state, released } => {
                 Ok(pb::EndTransactionResponse { state: convert::state(state), released_locks: released })
@@ -246,7 +242,7 @@ impl LockApi {
         let victim_policy = self.policies.for_namespace(&lock.namespace);
         let acquire = AcquireRequest { request_id, lock, mode, wait_ms, victim_policy };
         if begin.is_none() {
-            self.touch(&who, r.transaction_id)?;
+            touch(&self.node, &who, r.transaction_id)?;
         }
         Ok(AcquireCall { node: self.node.clone(), who, txn: r.transaction_id, begin, acquire })
     }
