@@ -269,6 +269,12 @@ impl SnapshotFile {
         Self::reading(file)
     }
 
+    /// Whether this file was made by [`SnapshotStore::begin_receiving`] (raft wrote the
+    /// leader's chunks into it) rather than opened to be read.
+    pub fn is_receiving(&self) -> bool {
+        self.receiving.is_some()
+    }
+
     /// Finishes receiving: waits for every write, fsyncs, and hands over the `.tmp` file.
     pub async fn finish_receiving(self) -> io::Result<TmpFile> {
         let SnapshotFile { file, receiving } = self;
