@@ -309,11 +309,12 @@ impl DlsClient {
         let (call, catch_up_timeout_ms) = self.catch_up_options(catch_up_timeout);
         let request = pb::PromoteMemberRequest { node_id, catch_up_timeout_ms };
         let router = self.router();
-        let routed = router
-            .admin_unary("PromoteMember", Route::Leader, request, call, |mut c, r| async move {
-                c.promote_member(r).await
-            })
-            .await?;
+        let routed =
+            router
+                .admin_unary("PromoteMember", Route::Leader, request, call, |mut c, r| async move {
+                    c.promote_member(r).await
+                })
+                .await?;
         Ok(member_infos(routed.value.members))
     }
 

@@ -54,7 +54,8 @@ mod transaction;
 mod types;
 
 pub use admin::{
-    AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyLocks, LockHolder, LockWaiter, MemberInfo, Membership,
+    AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyLocks, LockHolder, LockWaiter, MemberInfo,
+    Membership,
 };
 pub use client::DlsClient;
 pub use config::{

@@ -98,7 +98,12 @@ impl Node {
         };
         let members = config
             .nodes()
-            .map(|(&id, member)| MemberView { id, member: member.clone(), voter: voters.contains(&id), matched: matched(id) })
+            .map(|(&id, member)| MemberView {
+                id,
+                member: member.clone(),
+                voter: voters.contains(&id),
+                matched: matched(id),
+            })
             .collect();
         Ok(Membership { members, leader: self.id, last_log_index: last, changing: config.get_joint_config().len() > 1 })
     }

@@ -162,8 +162,7 @@ impl Node {
         let stored = identity::load(&cfg.data_dir, cfg.id)?;
         let derived = Identity { cluster_id: identity::derive_cluster_id(&cfg.members), node_id: cfg.id };
         let provisional = stored.clone().unwrap_or_else(|| derived.clone());
-        let peer_auth =
-            PeerAuth::new(cfg.id, &provisional.cluster_id, peers.secret.as_deref(), peers.tls.is_some())?;
+        let peer_auth = PeerAuth::new(cfg.id, &provisional.cluster_id, peers.secret.as_deref(), peers.tls.is_some())?;
         let peer_transport = PeerTransport::new(peer_auth.clone(), peers.tls.clone())?;
         let db =
             sled::Config::new().path(cfg.data_dir.join("raft.sled")).cache_capacity(SLED_CACHE_BYTES).open().map_err(
@@ -276,7 +275,11 @@ impl Node {
             join: cfg.join,
             data_dir: &cfg.data_dir,
         };
-        tracing::info!(node = cfg.id, join = cfg.join, "empty raft log: asking the members in --peers about the cluster");
+        tracing::info!(
+            node = cfg.id,
+            join = cfg.join,
+            "empty raft log: asking the members in --peers about the cluster"
+        );
         match bootstrap::decide(self, &asker).await {
             bootstrap::Decision::Initialize => {
                 identity::store(&cfg.data_dir, &Identity { cluster_id: derived_id, node_id: cfg.id })?;

@@ -173,7 +173,10 @@ impl AdminApi {
         let catch_up = catch_up_timeout(r.catch_up_timeout_ms)?;
         self.node.require_leader()?;
         let member = Member { addr: r.addr, peer_addr: r.peer_addr };
-        self.node.add_member(r.node_id, member, r.stay_learner, catch_up).await.map_err(|e| self.membership_error(e))?;
+        self.node
+            .add_member(r.node_id, member, r.stay_learner, catch_up)
+            .await
+            .map_err(|e| self.membership_error(e))?;
         Ok(pb::AddMemberResponse { members: member_infos(&self.members()?) })
     }
 

@@ -111,9 +111,7 @@ pub async fn run(command: MembersCommand) -> Result<(), CliError> {
         MembersCommand::Add(a) => {
             // The same syntax as one --peers entry, checked by the same parser.
             let parsed = parse_peers(&format!("{}={}", a.id, a.address)).map_err(|e| {
-                CliError::usage(
-                    e.to_string().replace("--peers entry", "address").replace("--peers", "the address"),
-                )
+                CliError::usage(e.to_string().replace("--peers entry", "address").replace("--peers", "the address"))
             })?;
             let member = parsed.into_values().next().expect("one entry parsed");
             let options = AddMemberOptions { stay_learner: a.learner, catch_up_timeout: Some(a.catch_up_timeout) };

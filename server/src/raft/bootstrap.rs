@@ -112,13 +112,17 @@ impl Asker<'_> {
         for a in answers.iter().filter(|a| a.initialized) {
             let voter = a.members.get(&id).copied();
             if voter == Some(true) && (a.running() || self.join) {
-                return Decision::Refuse(lost_log(id, self.data_dir, self.own, &format!(
-                    "node {} (cluster {}) lists node {id} as a voter",
-                    a.node_id, a.cluster_id
-                )));
+                return Decision::Refuse(lost_log(
+                    id,
+                    self.data_dir,
+                    self.own,
+                    &format!("node {} (cluster {}) lists node {id} as a voter", a.node_id, a.cluster_id),
+                ));
             }
         }
-        if let Some(a) = answers.iter().find(|a| a.initialized && (self.join || (a.running() && a.members.get(&id) == Some(&false)))) {
+        if let Some(a) =
+            answers.iter().find(|a| a.initialized && (self.join || (a.running() && a.members.get(&id) == Some(&false))))
+        {
             return Decision::Join { cluster_id: a.cluster_id.clone() };
         }
         if self.join {
@@ -193,7 +197,10 @@ pub struct Discovery {
 
 #[tonic::async_trait]
 impl PeerDiscoveryService for Discovery {
-    async fn cluster_state(&self, _req: Request<ClusterStateRequest>) -> Result<Response<ClusterStateResponse>, Status> {
+    async fn cluster_state(
+        &self,
+        _req: Request<ClusterStateRequest>,
+    ) -> Result<Response<ClusterStateResponse>, Status> {
         Ok(Response::new(self.node.cluster_state()))
     }
 }
