@@ -6,6 +6,8 @@
 //!   terminal transactions.
 //! - [`linearizable`]: a Wing–Gong search per key for an order of the lock operations that
 //!   fits a reader-writer lock with rising fencing tokens.
+//! - [`membership`]: faults of the cluster's life cycle (a wiped follower, membership
+//!   changes during a partition).
 //! - [`register`]: the fenced register (the ledger pattern) the lock holders write to.
 //! - [`proxy`]: a TCP proxy in front of every node that the harness uses to cut, delay or
 //!   one-way block the links between nodes.
@@ -15,6 +17,7 @@ pub mod checker;
 pub mod cluster;
 pub mod history;
 pub mod linearizable;
+pub mod membership;
 pub mod proxy;
 pub mod register;
 pub mod stats;

@@ -14,10 +14,10 @@ use anyhow::{bail, Context};
 use caerus_chaos::checker::{self, Violation};
 use caerus_chaos::cluster::{signal, Cluster};
 use caerus_chaos::history::{History, Mode, Op, OpKind, Outcome};
-use caerus_chaos::linearizable;
 use caerus_chaos::proxy::Links;
 use caerus_chaos::register::FencedRegister;
 use caerus_chaos::stats::summary_ms;
+use caerus_chaos::{linearizable, membership};
 use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions};
 use clap::Parser;
 use rand::rngs::StdRng;
@@ -31,6 +31,9 @@ const LIN_BUDGET: u64 = 200_000;
 const ALL_FAULTS: &str = "kill-leader,kill-follower,pause-node,pause-client,pause-queued,partition-client,partition-leader,partition-split,one-way,latency,restart-all,crash-after-write";
 /// Faults only injected when asked for by name.
 const OPT_FAULTS: &str = "clock-jump";
+/// Faults of the cluster's life cycle: in `all`, and the short run (`one-new`) picks one
+/// of them by its seed.
+const LIFECYCLE_FAULTS: &str = "wipe-rejoin,membership-partition";
 /// Where Debian's `faketime` package puts the thread-safe preload library.
 const FAKETIME_LIBS: [&str; 2] =
     ["/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1"];
@@ -59,12 +62,13 @@ struct Args {
     /// The dls binary.
     #[arg(long, env = "DLS_BIN")]
     dls: PathBuf,
-    /// Comma-separated faults to inject, from: kill-leader, kill-follower, pause-node,
-    /// pause-client, pause-queued, partition-client, partition-leader, partition-split, one-way, latency, restart-all,
-    /// crash-after-write (default: all of these, also spelt "all"), clock-jump (only when
-    /// named, e.g. "all,clock-jump": needs libfaketime; every node then runs under it), or
-    /// "none".
-    #[arg(long, default_value = ALL_FAULTS)]
+    /// Comma-separated faults to inject. "classic": kill-leader, kill-follower, pause-node,
+    /// pause-client, pause-queued, partition-client, partition-leader, partition-split,
+    /// one-way, latency, restart-all, crash-after-write. Life cycle: wipe-rejoin,
+    /// membership-partition. "all" (the default) is both groups; "one-new" adds one
+    /// life-cycle fault chosen by the seed. clock-jump only when named (e.g.
+    /// "all,clock-jump": needs libfaketime; every node then runs under it). Or "none".
+    #[arg(long, default_value = "all")]
     faults: String,
     /// Transaction lease of the clients, in milliseconds.
     #[arg(long, default_value_t = 2000)]
@@ -852,6 +856,19 @@ async fn inject(
                 c.spawn(id)?;
             }
         }
+        "wipe-rejoin" | "membership-partition" => {
+            let Some(l) = leader else { return skip(h, format!("{fault}: no leader, skipped")) };
+            let say = |m: String| log(h, m);
+            let broken = if fault == "wipe-rejoin" {
+                membership::wipe_and_rejoin(c, admin, l, rng, &say).await?
+            } else {
+                membership::membership_during_partition(c, admin, l, hold, rng, &say).await?
+            };
+            for message in broken {
+                log(h, format!("{fault}: VIOLATION {message}"));
+                figs.extra_violations.push(Violation { checker: "membership", message });
+            }
+        }
         other => bail!("unknown fault {other}"),
     }
     *figs.faults.entry(fault).or_default() += 1;
@@ -879,16 +896,19 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let faults: Vec<&'static str> = if args.faults == "none" {
         vec![]
     } else {
-        let all: Vec<&'static str> = ALL_FAULTS.split(',').chain(OPT_FAULTS.split(',')).collect();
+        let all: Vec<&'static str> =
+            ALL_FAULTS.split(',').chain(LIFECYCLE_FAULTS.split(',')).chain(OPT_FAULTS.split(',')).collect();
+        let lifecycle: Vec<&'static str> = LIFECYCLE_FAULTS.split(',').collect();
         let mut v = Vec::new();
         for f in args.faults.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            if f == "all" {
-                v.extend(ALL_FAULTS.split(','));
-                continue;
-            }
-            match all.iter().find(|a| **a == f) {
-                Some(a) => v.push(*a),
-                None => bail!("unknown fault {f:?}; known: {ALL_FAULTS},{OPT_FAULTS}"),
+            match f {
+                "all" => v.extend(ALL_FAULTS.split(',').chain(lifecycle.iter().copied())),
+                "classic" => v.extend(ALL_FAULTS.split(',')),
+                "one-new" => v.push(lifecycle[(seed % lifecycle.len() as u64) as usize]),
+                _ => match all.iter().find(|a| **a == f) {
+                    Some(a) => v.push(*a),
+                    None => bail!("unknown fault {f:?}; known: {ALL_FAULTS},{LIFECYCLE_FAULTS},{OPT_FAULTS}"),
+                },
             }
         }
         v
