@@ -170,7 +170,8 @@ impl Node {
         let committed = log_store.committed_index();
         let log_io = log_store.io_stats();
         let pristine = log_store.is_pristine()?;
-        let state_machine = StateMachine::open(&db, &cfg.data_dir, observer, durable.clone()).await?;
+        let state_machine =
+            StateMachine::open(&db, &cfg.data_dir, observer, durable.clone(), log_store.first_index()).await?;
         let state = state_machine.shared();
 
         let raft_config = openraft::Config {

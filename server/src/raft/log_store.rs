@@ -186,6 +186,11 @@ impl LogStore {
         Ok(store)
     }
 
+    /// The first index the log holds (the next one to come when it is empty).
+    pub fn first_index(&self) -> u64 {
+        self.wal.lock().expect("wal lock").first_index()
+    }
+
     /// A live view of the commit index.
     pub fn committed_index(&self) -> Arc<AtomicU64> {
         self.committed.clone()
@@ -312,7 +317,10 @@ fn refuse_damaged(e: anyhow::Error, id: NodeId) -> anyhow::Error {
         return e;
     }
     anyhow::anyhow!(
-        "{e}. This node's raft log cannot be trusted, so it does not start (serving a shortened log could hand          out fencing tokens twice). Restore its data directory from a backup, or remove node {id} from the          cluster (`dls members remove {id}`), empty its --data-dir and add it back (`dls members add ...`) so          that it catches up from the leader. See docs/storage.md."
+        "{e}. This node's raft log cannot be trusted, so it does not start (serving a shortened log could hand \
+         out fencing tokens twice). Restore its data directory from a backup, or remove node {id} from the \
+         cluster (`dls members remove {id}`), empty its --data-dir and add it back (`dls members add ...`) so \
+         that it catches up from the leader. See docs/storage.md."
     )
 }
 
