@@ -374,6 +374,21 @@ impl Node {
         });
     }
 
+    /// Resolves when raft stops on this node by itself, with why: a storage error (a full
+    /// disk, a failed write or fsync) ends raft here, and the node must not go on (see
+    /// `docs/storage.md`, "Disk faults").
+    pub async fn raft_failed(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(fatal) = &metrics.borrow_and_update().running_state {
+                return fatal.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "raft stopped".into();
+            }
+        }
+    }
+
     /// Waits until this new leader has applied everything committed before its term.
     async fn catch_up_as_leader(&self) -> bool {
         match tokio::time::timeout(Duration::from_secs(2), self.raft.ensure_linearizable()).await {

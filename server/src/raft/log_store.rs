@@ -85,8 +85,17 @@ fn sync_stopped() -> StorageError {
 /// run one at a time (`round`): a follower's append and the sync thread may both sync,
 /// and a round that finds the files already taken by another still in progress must
 /// wait for it, or it would report entries durable that are not on disk yet.
+///
+/// After one failed sync every later one fails too (fsyncgate): the kernel may have
+/// dropped the pages it could not write and marked them clean, so a later `fdatasync`
+/// that succeeds says nothing about them.
 fn sync_now(round: &Mutex<()>, wal: &Mutex<Wal>, stats: &LogIoStats, durable: &Durable) -> io::Result<()> {
     let _round = round.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if durable.failed() {
+        return Err(io::Error::other(
+            "an earlier sync of the raft log failed; nothing written since counts as on disk",
+        ));
+    }
     let job = wal.lock().expect("wal lock").sync_job();
     let (epoch, next) = job.covers;
     let upto = job.upto;
@@ -507,6 +516,21 @@ mod tests {
         assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
         writer.join().unwrap();
         assert!(store.durable().covers(0));
+    }
+
+    #[tokio::test]
+    async fn after_a_failed_sync_no_later_sync_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path().join("db")).unwrap();
+        let store = LogStore::open(&db, &dir.path().join("log"), 1).unwrap();
+        assert!(append(&store, 0..2).await);
+        // As the sync thread does when fdatasync fails.
+        store.durable().fail();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        store.write([entry(2)], move |r| tx.send(r).unwrap()).unwrap();
+        let err = rx.await.unwrap().unwrap_err();
+        assert!(err.to_string().contains("an earlier sync of the raft log failed"), "{err}");
+        assert!(!store.durable().covers(0));
     }
 
     #[tokio::test]

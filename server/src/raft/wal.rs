@@ -118,6 +118,9 @@ pub struct Wal {
     /// Log position (see [`position`]) before which everything is known on disk; every
     /// record carries it, which is what tells damage from a torn tail at recovery.
     durable_pos: u64,
+    /// A write failed: what the file holds past `write_pos` is unknown, so nothing more is
+    /// appended (the node stops; recovery at the next start sorts it out).
+    broken: bool,
 }
 
 /// What one sync must make durable; taken under the lock, done outside it.
@@ -465,6 +468,7 @@ impl Wal {
             segment_bytes,
             epoch: 0,
             durable_pos: 0,
+            broken: false,
         };
         let scans = found.iter().map(|(seq, _, path)| scan(*seq, path)).collect::<io::Result<Vec<_>>>()?;
         // Every byte before this position was on disk at some point.
@@ -678,6 +682,15 @@ impl Wal {
     /// Appends encoded entries `(index, payload)`, which must follow one another. They are
     /// readable at once and durable after the next [`SyncJob`] taken from [`Wal::sync_job`].
     pub fn append(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<()> {
+        if self.broken {
+            return Err(io::Error::other("an earlier write to the raft log failed; this node appends nothing more"));
+        }
+        let written = self.append_records(entries);
+        self.broken = written.is_err();
+        written
+    }
+
+    fn append_records(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<()> {
         let Some(&(first, _)) = entries.first() else { return Ok(()) };
         let size: u64 = entries.iter().map(|(_, p)| padded((HEADER + p.len()) as u64)).sum();
         if first != self.active_next || (self.write_pos > SEGMENT_HEADER && self.write_pos + size > self.segment_bytes)
@@ -1165,6 +1178,36 @@ mod tests {
         drop(wal);
         let wal = Wal::open(dir.path(), None).unwrap();
         assert_eq!(contents(&wal), expect(50..=51, "b"));
+    }
+
+    #[test]
+    fn after_a_failed_write_nothing_more_is_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("SKIPPED: cannot mount a tmpfs (needs root)");
+            return;
+        }
+        let unmount = || std::process::Command::new("umount").arg("-l").arg(dir.path()).status();
+        let result = std::panic::catch_unwind(|| {
+            let mut wal = Wal::open_with(dir.path(), None, 4 << 20).unwrap();
+            append(&mut wal, 1..=1, "a");
+            let filler = dir.path().join("filler");
+            let mut f = File::create(&filler).unwrap();
+            while io::Write::write_all(&mut f, &[1u8; 4096]).is_ok() {}
+            let big = vec![7u8; 256 * 1024];
+            let err = (2..10).find_map(|i| wal.append(&[(i, big.clone())]).err()).expect("a full disk refuses a write");
+            assert_eq!(err.raw_os_error(), Some(28), "{err}");
+            std::fs::remove_file(filler).unwrap();
+            let err = wal.append(&[(9, b"x".to_vec())]).unwrap_err();
+            assert!(err.to_string().contains("an earlier write to the raft log failed"), "{err}");
+        });
+        unmount().unwrap();
+        result.unwrap();
     }
 
     #[test]
