@@ -1,5 +1,6 @@
 //! Jepsen-style fault injection for Caerus DLS.
 //!
+//! - [`cluster`]: the real `dls` processes under test and their proxies.
 //! - [`history`]: every operation the clients performed (invoke, ok, fail, unknown).
 //! - [`checker`]: judges a history: the fenced register, hold intervals, fencing tokens,
 //!   terminal transactions.
@@ -11,6 +12,7 @@
 //! - [`stats`]: small helpers for the figures printed at the end of a run.
 
 pub mod checker;
+pub mod cluster;
 pub mod history;
 pub mod linearizable;
 pub mod proxy;

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use caerus_proto::raft::peer_discovery_service_server::PeerDiscoveryServiceServer;
 use caerus_proto::raft::raft_service_server::RaftServiceServer;
 use caerus_proto::v1::admin_service_server::AdminServiceServer;
 use caerus_proto::v1::lock_service_server::LockServiceServer;
@@ -22,8 +23,9 @@ use crate::api::raft_service::RaftApi;
 use crate::config::ServeArgs;
 use crate::http;
 use crate::node::{Node, PeerSettings};
+use crate::raft::bootstrap::Discovery;
 use crate::raft::network::MAX_RAFT_MESSAGE;
-use crate::raft::peer_auth::Gate;
+use crate::raft::peer_auth::{CredentialsGate, Gate};
 use crate::security::Security;
 use crate::tls::ServerTls;
 use crate::webhooks::{self, Dispatcher};
@@ -103,35 +105,55 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let scheme = if security.grpc_tls.is_some() { "https" } else { "http" };
     tracing::info!(
         node = node.id,
-        cluster_id = %node.identity.cluster_id,
+        cluster_id = %node.cluster_id(),
         client = %listen.client,
         peer = %listen.peer.map_or("none (single node)".to_string(), |p| p.to_string()),
         data_dir = %cfg.data_dir.display(),
         members,
         "dls serving; clients connect to {scheme}://{}", listen.client
     );
-    let client_router = tonic::transport::Server::builder().add_service(lock_api).add_service(admin_api);
-    let client_server = serve_grpc(client_router, listener, security.grpc_tls.clone(), stop.clone())?;
     // The raft transport has a port of its own, behind the peer gate: nothing reaches
-    // openraft from a caller that is not a node of this cluster.
+    // openraft from a caller that is not a node of this cluster. It serves before the node
+    // has decided how to take part (`Node::bootstrap`), since its peers ask it too.
     let peer_server = match peer_listener {
         Some(peer_listener) => {
             let raft_api = RaftServiceServer::new(RaftApi { node: node.clone(), stop: stop.clone() })
                 .max_decoding_message_size(MAX_RAFT_MESSAGE)
                 .max_encoding_message_size(MAX_RAFT_MESSAGE);
             let gated = InterceptedService::new(raft_api, Gate(node.peer_auth.clone()));
-            let router = tonic::transport::Server::builder().add_service(gated);
-            serve_grpc(router, peer_listener, security.peer_tls.clone(), stop.clone())?
+            let discovery = InterceptedService::new(
+                PeerDiscoveryServiceServer::new(Discovery { node: node.clone() }),
+                CredentialsGate(node.peer_auth.clone()),
+            );
+            let router = tonic::transport::Server::builder().add_service(gated).add_service(discovery);
+            tokio::spawn(serve_grpc(router, peer_listener, security.peer_tls.clone(), stop.clone())?)
         }
-        None => Box::pin(std::future::pending()),
+        None => tokio::spawn(std::future::pending::<Result<(), tonic::transport::Error>>()),
     };
+    let peer_server = async move {
+        match peer_server.await {
+            Ok(served) => served.map_err(anyhow::Error::from),
+            Err(e) => Err(anyhow::anyhow!("the peer port's task failed: {e}")),
+        }
+    };
+    tokio::pin!(peer_server);
+    tokio::select! {
+        decided = node.bootstrap() => decided?,
+        // Asked to stop before the node took part in raft.
+        served = &mut peer_server => {
+            node.shutdown().await;
+            return served;
+        }
+    }
+    let client_router = tonic::transport::Server::builder().add_service(lock_api).add_service(admin_api);
+    let client_server = serve_grpc(client_router, listener, security.grpc_tls.clone(), stop.clone())?;
     let drain_over = async {
         stopped(stop).await;
         tokio::time::sleep(GRPC_DRAIN).await;
     };
     tokio::select! {
         served = client_server => served?,
-        served = peer_server => served?,
+        served = &mut peer_server => served?,
         _ = drain_over => tracing::warn!("gRPC calls still open {GRPC_DRAIN:?} after the stop signal; closing them"),
         why = node.raft_failed() => {
             // Whatever this node holds in memory or in the page cache past the failed write

@@ -327,9 +327,9 @@ fn refuse_damaged(e: anyhow::Error, id: NodeId) -> anyhow::Error {
     }
     anyhow::anyhow!(
         "{e}. This node's raft log cannot be trusted, so it does not start (serving a shortened log could hand \
-         out fencing tokens twice). Restore its data directory from a backup, or remove node {id} from the \
-         cluster (`dls members remove {id}`), empty its --data-dir and add it back (`dls members add ...`) so \
-         that it catches up from the leader. See docs/storage.md."
+         out fencing tokens twice). Restore its data directory from a backup, or re-add it empty: on a running \
+         member `dls members remove {id}` and `dls members add {id} HOST:PORT/PEER_PORT`, then start this node \
+         with an empty --data-dir and --join; it catches up from the leader. See docs/storage.md."
     )
 }
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use caerus_proto::raft::peer_discovery_service_client::PeerDiscoveryServiceClient;
 use caerus_proto::raft::raft_service_client::RaftServiceClient;
 use caerus_proto::raft::RaftPayload;
 use openraft::error::{InstallSnapshotError, NetworkError, RemoteError, Unreachable};
@@ -31,6 +32,9 @@ pub const MAX_RAFT_MESSAGE: usize = 64 * 1024 * 1024;
 
 /// A raft client whose every call carries this node's credentials.
 pub type PeerRpc = RaftServiceClient<InterceptedService<Channel, Stamp>>;
+
+/// A discovery client whose every call carries this node's credentials.
+pub type DiscoveryRpc = PeerDiscoveryServiceClient<InterceptedService<Channel, Stamp>>;
 
 /// The PEM files of mutual TLS between nodes.
 #[derive(Clone, Debug)]
@@ -84,6 +88,12 @@ impl PeerTransport {
         let channel = endpoint.connect_lazy();
         channels.insert(addr.to_string(), channel.clone());
         Ok(channel)
+    }
+
+    /// A client of a peer's discovery call (asked before this node takes part in raft).
+    pub fn discovery(&self, addr: &str) -> Result<DiscoveryRpc, Unreachable> {
+        let channel = self.channel(addr)?;
+        Ok(PeerDiscoveryServiceClient::with_interceptor(channel, Stamp(self.auth.clone())))
     }
 
     fn client(&self, addr: &str) -> Result<PeerRpc, Unreachable> {

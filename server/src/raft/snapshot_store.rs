@@ -338,6 +338,12 @@ impl SnapshotFile {
         Self::reading(file)
     }
 
+    /// Whether this file was made by [`SnapshotStore::begin_receiving`] (raft wrote the
+    /// leader's chunks into it) rather than opened to be read.
+    pub fn is_receiving(&self) -> bool {
+        self.receiving.is_some()
+    }
+
     /// Finishes receiving: waits for every write, fsyncs, and hands over the `.tmp` file.
     pub async fn finish_receiving(self) -> io::Result<TmpFile> {
         let SnapshotFile { file, receiving } = self;
@@ -493,8 +499,9 @@ fn refusal(why: &str, damaged: &[(PathBuf, io::Error)]) -> anyhow::Error {
     anyhow::anyhow!(
         "{}; {why}, so no snapshot and log together hold the replicated state and this node does not start \
          (starting from less could hand out fencing tokens twice). Restore its data directory from a backup, or \
-         remove this node from the cluster (`dls members remove <node id>`), empty its --data-dir and add it \
-         back (`dls members add ...`) so that it catches up from the leader. See docs/storage.md.",
+         re-add it empty: on a running member `dls members remove <node id>` and `dls members add <node id> \
+         HOST:PORT/PEER_PORT`, then start this node with an empty --data-dir and --join; it catches up from the \
+         leader. See docs/storage.md.",
         if files.is_empty() { "no usable snapshot".to_string() } else { files.join("; ") }
     )
 }

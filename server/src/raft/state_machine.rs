@@ -6,6 +6,7 @@
 //! re-applies the committed entries after it, so every grant and the fencing counter come
 //! back.
 
+use std::io;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -15,7 +16,7 @@ use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 
 use super::durable::Durable;
-use super::snapshot_store::{SnapshotFile, SnapshotStore};
+use super::snapshot_store::{SnapshotFile, SnapshotStore, TmpFile};
 use super::types::{codec, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::locks::{Effect, LockTable, Outcome};
 
@@ -143,6 +144,24 @@ impl StateMachine {
     }
 }
 
+impl StateMachine {
+    /// The `.tmp` file holding a snapshot to install. openraft normally hands back the file
+    /// `begin_receiving_snapshot` made; snapshot data from anywhere else (another store's
+    /// current snapshot, as openraft's storage suite passes) is copied into a fresh one
+    /// first, so install always checks and commits a file of our own.
+    async fn received_file(&self, snapshot: SnapshotFile) -> io::Result<TmpFile> {
+        if snapshot.is_receiving() {
+            return snapshot.finish_receiving().await;
+        }
+        let store = self.snapshots.clone();
+        let mut copy =
+            tokio::task::spawn_blocking(move || store.begin_receiving()).await.map_err(io::Error::other)??;
+        let mut source = snapshot;
+        tokio::io::copy(&mut source, &mut copy).await?;
+        copy.finish_receiving().await
+    }
+}
+
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     /// Runs alongside `apply` (openraft spawns it): applies wait only while the state is
     /// encoded under the read lock (`lock_held_ms` in the log line), not for the fsyncs.
@@ -216,7 +235,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     /// Checks and decodes the received file, makes it the current snapshot (on disk before
     /// raft moves past it), then swaps the table in.
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Box<SnapshotFile>) -> Result<(), StorageError> {
-        let received = snapshot.finish_receiving().await.map_err(snap_err)?;
+        let received = self.received_file(*snapshot).await.map_err(snap_err)?;
         let (store, announced) = (self.snapshots.clone(), meta.clone());
         let new_state = blocking(move || store.install(received, &announced)).await?;
         let old_state = {
