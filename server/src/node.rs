@@ -186,7 +186,8 @@ impl Node {
         let committed = log_store.committed_index();
         let log_io = log_store.io_stats();
         let pristine = log_store.is_pristine()?;
-        let state_machine = StateMachine::open(&db, &cfg.data_dir, observer, durable.clone()).await?;
+        let state_machine =
+            StateMachine::open(&db, &cfg.data_dir, observer, durable.clone(), log_store.first_index()).await?;
         let state = state_machine.shared();
 
         let raft_config = openraft::Config {
@@ -469,6 +470,21 @@ impl Node {
                 }
             }
         });
+    }
+
+    /// Resolves when raft stops on this node by itself, with why: a storage error (a full
+    /// disk, a failed write or fsync) ends raft here, and the node must not go on (see
+    /// `docs/storage.md`, "Disk faults").
+    pub async fn raft_failed(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(fatal) = &metrics.borrow_and_update().running_state {
+                return fatal.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "raft stopped".into();
+            }
+        }
     }
 
     /// Waits until this new leader has applied everything committed before its term.

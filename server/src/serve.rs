@@ -155,6 +155,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         served = client_server => served?,
         served = &mut peer_server => served?,
         _ = drain_over => tracing::warn!("gRPC calls still open {GRPC_DRAIN:?} after the stop signal; closing them"),
+        why = node.raft_failed() => {
+            // Whatever this node holds in memory or in the page cache past the failed write
+            // cannot be trusted; a restart reads back only what is on disk, and meanwhile
+            // the other nodes elect a leader that can write.
+            tracing::error!("raft stopped on this node: {why}");
+            anyhow::bail!(
+                "raft stopped on this node: {why}. The node exits without acknowledging anything it could not \
+                 write to disk; fix the disk (free space in --data-dir) and start it again: it recovers from \
+                 its data directory and catches up from the leader"
+            );
+        }
     }
     tracing::info!("shutting down");
     if let Some(d) = dispatcher {

@@ -468,6 +468,24 @@ pub fn add_key(file: &std::path::Path, name: &str, namespaces: &[&str], admin: b
     dls(&args).trim().to_string()
 }
 
+impl Cluster {
+    /// Waits up to `within` for node `id`'s process to exit by itself and returns its exit
+    /// status; None if it still runs (it is left running).
+    pub async fn wait_exit(&mut self, id: u64, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            let node = self.node(id);
+            let status = node.child.as_mut()?.try_wait().unwrap();
+            if let Some(status) = status {
+                node.child = None;
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+}
+
 // ---- membership and bootstrap ----
 
 impl Cluster {
