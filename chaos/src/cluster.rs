@@ -12,6 +12,7 @@ use anyhow::Context;
 use caerus_core::DlsClient;
 use tokio::sync::watch;
 
+use crate::disk::Tmpfs;
 use crate::proxy::{self, Links};
 
 pub struct Node {
@@ -51,6 +52,9 @@ pub struct Cluster {
     _stop_proxies: watch::Sender<bool>,
     /// The libfaketime preload library, when nodes run under it (clock-jump).
     pub faketime: Option<PathBuf>,
+    /// Each node's data directory as a small tmpfs, in node order (disk-full), or none.
+    /// Declared last: unmounted after the nodes are stopped.
+    pub disks: Vec<Tmpfs>,
 }
 
 pub fn free_ports(n: usize) -> Vec<u16> {
@@ -69,6 +73,7 @@ impl Cluster {
         n: usize,
         dir: &std::path::Path,
         faketime: Option<PathBuf>,
+        tmpfs_size: Option<&str>,
     ) -> anyhow::Result<Cluster> {
         let ports = free_ports(5 * n);
         let links = Links::new();
@@ -111,7 +116,14 @@ impl Cluster {
         }
         let secret = format!("chaos-{:032x}", rand::random::<u128>());
         let peers = peers.join(",");
-        let mut c = Cluster { dls, nodes, peers, proxies, secret, links, _stop_proxies: stop_tx, faketime };
+        // Mounted before any node starts, so every byte a node writes is on its own small disk.
+        let mut disks = Vec::new();
+        if let Some(size) = tmpfs_size {
+            for node in &nodes {
+                disks.push(Tmpfs::mount(&node.data_dir, size).map_err(anyhow::Error::msg)?);
+            }
+        }
+        let mut c = Cluster { dls, nodes, peers, proxies, secret, links, _stop_proxies: stop_tx, faketime, disks };
         for id in 1..=n as u64 {
             c.spawn(id)?;
         }

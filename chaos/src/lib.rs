@@ -11,13 +11,17 @@
 //! - [`register`]: the fenced register (the ledger pattern) the lock holders write to.
 //! - [`proxy`]: a TCP proxy in front of every node that the harness uses to cut, delay or
 //!   one-way block the links between nodes.
+//! - [`disk`]: tmpfs data directories and torn log tails.
+//! - [`storage_faults`]: faults of a node's storage (a full disk, a torn log tail).
 //! - [`stats`]: small helpers for the figures printed at the end of a run.
 
 pub mod checker;
 pub mod cluster;
+pub mod disk;
 pub mod history;
 pub mod linearizable;
 pub mod membership;
 pub mod proxy;
 pub mod register;
 pub mod stats;
+pub mod storage_faults;

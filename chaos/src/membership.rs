@@ -15,6 +15,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
 use crate::cluster::Cluster;
+use crate::disk;
 
 /// How long a membership change may take to settle once the cluster is whole again.
 const SETTLE: Duration = Duration::from_secs(60);
@@ -37,7 +38,7 @@ pub async fn wipe_and_rejoin(
     say(format!("wipe-rejoin: SIGKILL node {f}, wipe its data directory, restart it with the same flags"));
     c.kill(f);
     let data_dir = c.node(f).data_dir.clone();
-    let _ = std::fs::remove_dir_all(&data_dir);
+    disk::clear_dir(&data_dir)?;
     c.spawn(f)?;
     match wait_for_exit(c, f, REFUSAL).await {
         Some(false) => say(format!("wipe-rejoin: node {f} refused to start, as it must")),
@@ -56,7 +57,7 @@ pub async fn wipe_and_rejoin(
     }
     // The documented way back: remove, start empty with --join, add.
     settle(say, "remove", || async { ok_unless_refused(admin.remove_member(f).await, "not a member") }).await?;
-    let _ = std::fs::remove_dir_all(&data_dir);
+    disk::clear_dir(&data_dir)?;
     c.node(f).join = true;
     c.spawn(f)?;
     readd(c, admin, f, say).await?;

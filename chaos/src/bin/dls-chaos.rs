@@ -17,7 +17,7 @@ use caerus_chaos::history::{History, Mode, Op, OpKind, Outcome};
 use caerus_chaos::proxy::Links;
 use caerus_chaos::register::FencedRegister;
 use caerus_chaos::stats::summary_ms;
-use caerus_chaos::{linearizable, membership};
+use caerus_chaos::{disk, linearizable, membership, storage_faults};
 use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions};
 use clap::Parser;
 use rand::rngs::StdRng;
@@ -33,7 +33,9 @@ const ALL_FAULTS: &str = "kill-leader,kill-follower,pause-node,pause-client,paus
 const OPT_FAULTS: &str = "clock-jump";
 /// Faults of the cluster's life cycle: in `all`, and the short run (`one-new`) picks one
 /// of them by its seed.
-const LIFECYCLE_FAULTS: &str = "wipe-rejoin,membership-partition";
+const LIFECYCLE_FAULTS: &str = "wipe-rejoin,membership-partition,disk-full,torn-tail";
+/// Each node's data directory is a tmpfs of this size when disk-full is injected.
+const TMPFS_SIZE: &str = "256m";
 /// Where Debian's `faketime` package puts the thread-safe preload library.
 const FAKETIME_LIBS: [&str; 2] =
     ["/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1"];
@@ -869,6 +871,26 @@ async fn inject(
                 figs.extra_violations.push(Violation { checker: "membership", message });
             }
         }
+        "disk-full" | "torn-tail" => {
+            // Mostly the leader (the node that must stop acknowledging), sometimes a follower.
+            let n = match leader {
+                Some(l) if rng.gen_bool(0.7) => l,
+                _ => *c.ids().choose(rng).expect("nodes"),
+            };
+            let say = |m: String| log(h, m);
+            let broken = if fault == "disk-full" {
+                storage_faults::disk_full(c, n, Some(n) == leader, hold, &say).await?
+            } else {
+                storage_faults::torn_tail(c, n, Some(n) == leader, rng, &say).await?
+            };
+            if Some(n) == leader {
+                figs.leader_kills_us.push(h.now_us());
+            }
+            for message in broken {
+                log(h, format!("{fault}: VIOLATION {message}"));
+                figs.extra_violations.push(Violation { checker: "storage", message });
+            }
+        }
         other => bail!("unknown fault {other}"),
     }
     *figs.faults.entry(fault).or_default() += 1;
@@ -942,7 +964,23 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     } else {
         None
     };
-    let mut cluster = Cluster::start(args.dls.clone(), args.nodes, dir.path(), faketime).await?;
+    let mut faults = faults;
+    let tmpfs = if faults.contains(&"disk-full") {
+        match disk::Tmpfs::mount(&dir.path().join("probe"), "1m") {
+            Ok(_) => {
+                println!("disk-full: every node's data directory is a {TMPFS_SIZE} tmpfs");
+                Some(TMPFS_SIZE)
+            }
+            Err(e) => {
+                println!("disk-full: {e}; it will not be injected");
+                faults.retain(|f| *f != "disk-full");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut cluster = Cluster::start(args.dls.clone(), args.nodes, dir.path(), faketime, tmpfs).await?;
     let admin = DlsClient::connect(client_config(cluster.endpoints())).await?;
     let history = Arc::new(History::new());
     let Some(l) = cluster.wait_for_leader(&admin, Duration::from_secs(30)).await else {
