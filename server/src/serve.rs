@@ -17,6 +17,7 @@ use tonic::transport::server::{Router, TcpIncoming};
 
 use crate::api::admin_service::AdminApi;
 use crate::api::auth::KeyRing;
+use crate::api::forward::{Forwarder, ForwardingAdmin, ForwardingLocks, PeerCaller};
 use crate::api::lock_service::LockApi;
 use crate::api::raft_service::RaftApi;
 use crate::config::ServeArgs;
@@ -98,8 +99,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         })
     };
-    let lock_api = LockServiceServer::from_arc(lock_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
-    let admin_api = AdminServiceServer::from_arc(admin_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+    // The client port: served here by the leader, passed on to it by followers (`api::forward`).
+    let forwarder = Forwarder::new(node.clone());
+    let client_locks = ForwardingLocks { local: lock_api.clone(), forwarder: forwarder.clone() };
+    let client_admin = ForwardingAdmin { local: admin_api.clone(), forwarder };
+    let client_locks = LockServiceServer::new(client_locks).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+    let client_admin = AdminServiceServer::new(client_admin).max_decoding_message_size(MAX_CLIENT_MESSAGE);
     let scheme = if security.grpc_tls.is_some() { "https" } else { "http" };
     tracing::info!(
         node = node.id,
@@ -110,17 +115,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         members,
         "dls serving; clients connect to {scheme}://{}", listen.client
     );
-    let client_router = tonic::transport::Server::builder().add_service(lock_api).add_service(admin_api);
+    let client_router = tonic::transport::Server::builder().add_service(client_locks).add_service(client_admin);
     let client_server = serve_grpc(client_router, listener, security.grpc_tls.clone(), stop.clone())?;
     // The raft transport has a port of its own, behind the peer gate: nothing reaches
-    // openraft from a caller that is not a node of this cluster.
+    // openraft from a caller that is not a node of this cluster. Behind the same gate, the
+    // client services answer the calls followers forward (never forwarding them again).
     let peer_server = match peer_listener {
         Some(peer_listener) => {
             let raft_api = RaftServiceServer::new(RaftApi { node: node.clone(), stop: stop.clone() })
                 .max_decoding_message_size(MAX_RAFT_MESSAGE)
                 .max_encoding_message_size(MAX_RAFT_MESSAGE);
-            let gated = InterceptedService::new(raft_api, Gate(node.peer_auth.clone()));
-            let router = tonic::transport::Server::builder().add_service(gated);
+            let gate = Gate(node.peer_auth.clone());
+            let forwarded_locks = LockServiceServer::from_arc(lock_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+            let forwarded_admin = AdminServiceServer::from_arc(admin_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+            let router = tonic::transport::Server::builder()
+                .add_service(InterceptedService::new(raft_api, gate.clone()))
+                .add_service(InterceptedService::new(forwarded_locks, PeerCaller(gate.clone())))
+                .add_service(InterceptedService::new(forwarded_admin, PeerCaller(gate)));
             serve_grpc(router, peer_listener, security.peer_tls.clone(), stop.clone())?
         }
         None => Box::pin(std::future::pending()),

@@ -296,8 +296,8 @@ pub fn raw_tls_client(addr: &str, tls: &tonic::transport::ClientTlsConfig) -> Lo
     LockServiceClient::new(ch)
 }
 
-/// A leader answers a heartbeat for an unknown transaction with NOT_FOUND; followers and
-/// candidates answer UNAVAILABLE.
+/// A leader answers a heartbeat for an unknown transaction with NOT_FOUND; candidates
+/// answer UNAVAILABLE, and followers relay the leader's answer marked `x-dls-forwarded-to`.
 async fn is_leader(addr: &str, key: Option<&str>, tls: Option<&tonic::transport::ClientTlsConfig>) -> bool {
     let mut c = match tls {
         Some(tls) => raw_tls_client(addr, tls),
@@ -308,7 +308,7 @@ async fn is_leader(addr: &str, key: Option<&str>, tls: Option<&tonic::transport:
         req.metadata_mut().insert("authorization", format!("Bearer {k}").parse().unwrap());
     }
     req.set_timeout(Duration::from_millis(500));
-    matches!(c.heartbeat(req).await, Err(s) if s.code() == tonic::Code::NotFound)
+    matches!(c.heartbeat(req).await, Err(s) if s.code() == tonic::Code::NotFound && !s.metadata().contains_key("x-dls-forwarded-to"))
 }
 
 /// A plain HTTP/1.0 GET (the server closes the connection after answering): status and body.
