@@ -19,8 +19,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status, Streaming};
 
-fn followers(cluster: &Cluster, leader: u64) -> Vec<u64> {
-    cluster.nodes.iter().map(|n| n.id).filter(|id| *id != leader).collect()
+/// The followers of `leader`, once each knows it leads (a follower that knows no leader
+/// answers NOT_LEADER itself, as it should).
+async fn followers_of(cluster: &Cluster, leader: u64) -> Vec<u64> {
+    let ids: Vec<u64> = cluster.nodes.iter().map(|n| n.id).filter(|id| *id != leader).collect();
+    let knows = || ids.iter().all(|id| metric(cluster, *id, "dls_leader_id") == leader).then_some(());
+    common::eventually(PATIENCE, "the followers to know the leader", knows).await;
+    ids
 }
 
 fn keyed<T>(msg: T, key: Option<&str>) -> Request<T> {
@@ -83,46 +88,58 @@ fn metric(cluster: &Cluster, id: u64, line: &str) -> u64 {
 }
 
 #[tokio::test]
-async fn a_client_given_only_followers_is_served_through_them_streams_included() {
+async fn followers_serve_every_call_by_forwarding_it_and_a_waiter_gets_its_grant_through_them() {
     let cluster = Cluster::start(3).await;
     let leader = cluster.wait_for_leader(PATIENCE).await;
-    let fs = followers(&cluster, leader);
+    let fs = followers_of(&cluster, leader).await;
+    let (mut a, mut b) = (raw_client(&cluster.addr(fs[0])).await, raw_client(&cluster.addr(fs[1])).await);
 
-    // A follower serves the call itself now, naming the leader that did the work.
-    let mut raw = raw_client(&cluster.addr(fs[0])).await;
-    let answer = raw.begin_transaction(begin_req("")).await.unwrap();
+    // A follower answers the call itself now, naming the leader that did the work.
+    let answer = a.begin_transaction(begin_req("")).await.unwrap();
     assert_eq!(answer.metadata().get("x-dls-forwarded-to").unwrap().to_str().unwrap(), leader.to_string());
     assert_eq!(answer.metadata().get("x-dls-leader-addr").unwrap().to_str().unwrap(), cluster.addr(leader));
-    let txn = answer.into_inner().transaction_id;
-    let beat = raw.heartbeat(pb::HeartbeatRequest { transaction_id: txn, ..Default::default() }).await.unwrap();
+    let holder = answer.into_inner().transaction_id;
+    let beat = a.heartbeat(pb::HeartbeatRequest { transaction_id: holder, ..Default::default() }).await.unwrap();
     assert!(beat.into_inner().lease_remaining_ms > 0);
+    let held = grant(&mut a, holder, "k", "h").await;
 
-    let endpoints: Vec<String> = fs.iter().map(|id| cluster.addr(*id)).collect();
-    let c = DlsClient::connect(ClientConfig::new(endpoints).without_api_key()).await.unwrap();
-    let holder = c.begin_transaction(opts(2_000)).await.unwrap();
-    let held = holder.acquire_lock("ns", "k", LockMode::Exclusive, wait(1_000)).await.unwrap();
-    // A waiter queued behind the holder gets its grant through the forwarded stream.
-    let waiter = c.begin_transaction(opts(2_000)).await.unwrap();
-    let pending = queued(&waiter, "k").await;
-    assert!(holder.release("ns", "k").await.unwrap());
-    let next = pending.await.unwrap().unwrap();
-    assert!(next.fencing_token > held.fencing_token, "{next:?} after {held:?}");
-    // Heartbeats through a follower keep both leases past their length.
-    tokio::time::sleep(Duration::from_millis(3_000)).await;
-    assert!(!holder.is_lost() && !waiter.is_lost());
-    holder.commit().await.unwrap();
-    waiter.commit().await.unwrap();
-
-    let forwarded: u64 = fs.iter().map(|id| metric(&cluster, *id, "dls_forwarded_calls_total")).sum();
-    assert!(forwarded >= 6, "the followers forwarded {forwarded} calls");
+    // A waiter queued through the other follower gets its grant on the forwarded stream.
+    let waiter = begin(&mut b, "").await.unwrap();
+    let mut stream = waiting(&mut b, waiter, "k").await;
+    let release = pb::ReleaseLockRequest {
+        transaction_id: holder,
+        namespace: "ns".into(),
+        key: "k".into(),
+        ..Default::default()
+    };
+    assert!(a.release_lock(release).await.unwrap().into_inner().released);
+    let next = granted(&mut stream).await;
+    assert!(next > held, "token {next} after {held}");
+    for (c, txn) in [(&mut a, holder), (&mut b, waiter)] {
+        let end =
+            c.end_transaction(pb::EndTransactionRequest { transaction_id: txn, commit: true, ..Default::default() });
+        assert_eq!(end.await.unwrap().into_inner().state, pb::TransactionState::Committed as i32);
+    }
+    assert!(fs.iter().all(|id| metric(&cluster, *id, "dls_forwarded_calls_total") >= 3));
     assert_eq!(metric(&cluster, leader, "dls_forwarded_calls_total"), 0, "the leader serves, never forwards");
+
+    // The core client given only a follower learns the leader from the relayed answer and
+    // goes there directly (it can reach it here): the follower forwards nothing more.
+    let c = DlsClient::connect(ClientConfig::new([cluster.addr(fs[0])]).without_api_key()).await.unwrap();
+    let tx = c.begin_transaction(opts(5_000)).await.unwrap();
+    let before = metric(&cluster, fs[0], "dls_forwarded_calls_total");
+    let lock = tx.acquire_lock("ns", "k", LockMode::Exclusive, wait(1_000)).await.unwrap();
+    assert!(lock.fencing_token > next);
+    assert!(tx.release("ns", "k").await.unwrap());
+    tx.commit().await.unwrap();
+    assert_eq!(metric(&cluster, fs[0], "dls_forwarded_calls_total"), before);
 }
 
 #[tokio::test]
 async fn request_id_retries_through_two_followers_get_one_transaction_and_one_grant() {
     let cluster = Cluster::start(3).await;
     let leader = cluster.wait_for_leader(PATIENCE).await;
-    let fs = followers(&cluster, leader);
+    let fs = followers_of(&cluster, leader).await;
     let (mut a, mut b) = (raw_client(&cluster.addr(fs[0])).await, raw_client(&cluster.addr(fs[1])).await);
 
     let txn = begin(&mut a, "begin-1").await.unwrap();
@@ -142,7 +159,7 @@ async fn the_leader_authenticates_forwarded_calls_and_the_peer_port_still_wants_
     let key = add_key(&file, "app", &[], false);
     let cluster = Cluster::start_full(3, &["--api-keys-file", file.to_str().unwrap()], Some(key.clone())).await;
     let leader = cluster.wait_for_leader(PATIENCE).await;
-    let follower = followers(&cluster, leader)[0];
+    let follower = followers_of(&cluster, leader).await[0];
     let mut raw = raw_client(&cluster.addr(follower)).await;
 
     let err = raw.begin_transaction(keyed(begin_req(""), Some("dls_not-a-key"))).await.unwrap_err();
@@ -172,7 +189,7 @@ async fn the_leader_authenticates_forwarded_calls_and_the_peer_port_still_wants_
 async fn a_follower_bounds_its_forwarded_calls_and_frees_a_place_when_the_client_hangs_up() {
     let cluster = Cluster::start_with(3, &["--max-forwarded-calls", "2"]).await;
     let leader = cluster.wait_for_leader(PATIENCE).await;
-    let follower = followers(&cluster, leader)[0];
+    let follower = followers_of(&cluster, leader).await[0];
     let mut f = raw_client(&cluster.addr(follower)).await;
     let mut direct = raw_client(&cluster.addr(leader)).await;
 
@@ -282,6 +299,14 @@ fn free_port_prefix(n: u64) -> String {
     panic!("no free block of {n} ports");
 }
 
+/// A client that gives up on a silent node after 1 s (a dropped packet is not refused).
+fn config_for(endpoints: impl IntoIterator<Item = String>) -> ClientConfig {
+    ClientConfig::new(endpoints)
+        .without_api_key()
+        .with_request_timeout(Duration::from_secs(1))
+        .with_retry_deadline(Duration::from_secs(30))
+}
+
 #[tokio::test]
 async fn with_the_route_to_the_leader_cut_grants_keep_coming_through_the_followers() {
     // Each node advertises (in --peers) the address of a proxy in front of it and listens
@@ -297,12 +322,8 @@ async fn with_the_route_to_the_leader_cut_grants_keep_coming_through_the_followe
     let leader_proxy = &proxies.iter().find(|(id, _)| *id == leader).unwrap().1;
     // The leader first, so the client talks to it directly until the cut.
     let mut endpoints = vec![cluster.addr(leader)];
-    endpoints.extend(followers(&cluster, leader).iter().map(|id| cluster.addr(*id)));
-    let config = ClientConfig::new(endpoints)
-        .without_api_key()
-        .with_request_timeout(Duration::from_secs(1))
-        .with_retry_deadline(Duration::from_secs(30));
-    let c = DlsClient::connect(config).await.unwrap();
+    endpoints.extend(followers_of(&cluster, leader).await.iter().map(|id| cluster.addr(*id)));
+    let c = DlsClient::connect(config_for(endpoints)).await.unwrap();
 
     // One worker takes "hot" again and again, recording when each grant came and its token.
     let grants: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
@@ -339,6 +360,16 @@ async fn with_the_route_to_the_leader_cut_grants_keep_coming_through_the_followe
     let next = pending.await.unwrap().unwrap();
     assert!(next.fencing_token > held.fencing_token);
     waiter.commit().await.unwrap();
+    // A client started during the cut with only followers' addresses learns from a relayed
+    // answer where the leader is, finds it out of reach, and goes on through the followers.
+    let late = DlsClient::connect(config_for(followers_of(&cluster, leader).await.iter().map(|id| cluster.addr(*id))))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let tx = late.begin_transaction(opts(5_000)).await.unwrap();
+        tx.acquire_lock("ns", "late", LockMode::Exclusive, wait(10_000)).await.unwrap();
+        tx.commit().await.unwrap();
+    }
     tokio::time::sleep(Duration::from_secs(4).saturating_sub(cut_at.elapsed())).await;
     let cut_for = cut_at.elapsed();
     leader_proxy.cut(false);
