@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use caerus_core::{ClientConfig, DlsClient, Error, LockMode};
 use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
+use caerus_proto::v1::admin_service_client::AdminServiceClient;
+use caerus_proto::v1::event::Detail;
 use caerus_proto::v1::{self as pb, lock_service_client::LockServiceClient};
 use common::{add_key, http_get, opts, queued, raw_client, wait, Cluster, Spec, PATIENCE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -222,6 +224,86 @@ async fn a_follower_bounds_its_forwarded_calls_and_frees_a_place_when_the_client
     })
     .await;
     begin(&mut f, "").await.unwrap();
+}
+
+#[tokio::test]
+async fn a_follower_that_cannot_reach_a_leader_answers_not_leader_as_before() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let fs = followers_of(&cluster, leader).await;
+    cluster.kill(leader);
+    cluster.kill(fs[1]);
+    // At first the survivor still takes the dead node for the leader (its forward fails to
+    // connect), then it knows none: either way the client gets NOT_LEADER, at once.
+    let mut survivor = raw_client(&cluster.addr(fs[0])).await;
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let mut req = Request::new(begin_req(""));
+        req.set_timeout(Duration::from_secs(2));
+        let err = survivor.begin_transaction(req).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        assert_eq!(err.metadata().get("x-dls-error").unwrap(), "NOT_LEADER", "{err:?}");
+        assert!(err.metadata().get("x-dls-forwarded-to").is_none(), "{err:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn only_new() -> pb::WatchEventsRequest {
+    pb::WatchEventsRequest { only_new: true, ..Default::default() }
+}
+
+#[tokio::test]
+async fn event_watches_through_a_follower_count_against_the_clients_own_connection_and_end_with_it() {
+    let flags = ["--max-watches-per-connection", "1", "--max-watches-per-api-key", "2"];
+    let cluster = Cluster::start_with(3, &flags).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let follower = followers_of(&cluster, leader).await[0];
+    // Three client connections, all to the same follower.
+    let (mut a, mut b, mut c) = (
+        raw_client(&cluster.addr(follower)).await,
+        raw_client(&cluster.addr(follower)).await,
+        raw_client(&cluster.addr(follower)).await,
+    );
+
+    let opened = a.watch_events(only_new()).await.unwrap();
+    assert_eq!(opened.metadata().get("x-dls-forwarded-to").unwrap().to_str().unwrap(), leader.to_string());
+    assert!(opened.metadata().get("x-dls-first-sequence").is_some(), "the leader's stream headers are relayed");
+    let mut first = opened.into_inner();
+    // The leader counts the client's connection, not the follower's: a second watch on `a`
+    // is refused, one on `b` is not.
+    let err = a.watch_events(only_new()).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("--max-watches-per-connection 1"), "{err:?}");
+    let mut second = b.watch_events(only_new()).await.unwrap().into_inner();
+
+    // An operator's abort through the follower (a forwarded AdminService call) reaches both.
+    let txn = begin(&mut a, "").await.unwrap();
+    grant(&mut a, txn, "k", "w").await;
+    let mut admin = AdminServiceClient::new(
+        Channel::from_shared(format!("http://{}", cluster.addr(follower))).unwrap().connect_lazy(),
+    );
+    let abort = pb::AbortTransactionRequest { transaction_id: txn, reason: "test".into(), ..Default::default() };
+    admin.abort_transaction(abort).await.unwrap();
+    for stream in [&mut first, &mut second] {
+        let e = stream.message().await.unwrap().unwrap();
+        assert!(matches!(&e.detail, Some(Detail::TransactionAborted(t)) if t.transaction_id == txn), "{e:?}");
+    }
+
+    // The key's two watches are open: a third connection is refused, until a client hangs
+    // up: the follower drops its stream, and with it the leader its stream and the place.
+    let err = c.watch_events(only_new()).await.unwrap_err();
+    assert!(err.message().contains("--max-watches-per-api-key 2"), "{err:?}");
+    drop(second);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match c.watch_events(only_new()).await {
+            Ok(_) => break,
+            Err(e) if e.code() == Code::ResourceExhausted && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(e) => panic!("the place of the dropped watch was not freed: {e:?}"),
+        }
+    }
 }
 
 /// A TCP proxy in front of one node's client port. Cut, it turns into a black hole: new

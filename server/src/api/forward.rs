@@ -65,14 +65,19 @@ pub const FORWARDED_BY: &str = "x-dls-forwarded-by";
 pub const FORWARDED_FOR: &str = "x-dls-forwarded-for";
 
 /// The client connection behind a call that came through a follower (set by
-/// [`PeerCaller`] from `x-dls-forwarded-for`, so only an authenticated peer can set it).
+/// [`PeerCaller`] from `x-dls-forwarded-for`, so only an authenticated peer can set it;
+/// `None` when the follower did not know it).
 #[derive(Clone, Copy, Debug)]
-struct ForwardedFor(SocketAddr);
+struct ForwardedFor(Option<SocketAddr>);
 
 /// The address of the client that made a call: its own connection, or for a call a
-/// follower forwarded, the connection the follower received it on.
+/// follower forwarded, the connection the follower received it on (never the follower's
+/// own connection, which carries the calls of many clients).
 pub fn client_addr<T>(req: &Request<T>) -> Option<SocketAddr> {
-    req.extensions().get::<ForwardedFor>().map(|f| f.0).or_else(|| req.remote_addr())
+    match req.extensions().get::<ForwardedFor>() {
+        Some(forwarded) => forwarded.0,
+        None => req.remote_addr(),
+    }
 }
 
 /// The gate in front of the client services on the peer port: the caller must be a node of
@@ -84,9 +89,7 @@ impl Interceptor for PeerCaller {
     fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
         let mut req = self.0.call(req)?;
         let client = req.metadata().get(FORWARDED_FOR).and_then(|v| v.to_str().ok()?.parse().ok());
-        if let Some(addr) = client {
-            req.extensions_mut().insert(ForwardedFor(addr));
-        }
+        req.extensions_mut().insert(ForwardedFor(client));
         if let Some(from) = req.metadata().get(FORWARDED_BY).and_then(|v| v.to_str().ok()) {
             tracing::debug!(follower = from, client = ?client, "serving a call forwarded by a follower");
         }
