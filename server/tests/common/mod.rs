@@ -461,3 +461,20 @@ pub fn add_key(file: &std::path::Path, name: &str, namespaces: &[&str], admin: b
     }
     dls(&args).trim().to_string()
 }
+
+/// Polls the async `check` every 50 ms until it returns Some, or fails after `within`
+/// saying `what`.
+pub async fn eventually_async<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
