@@ -12,7 +12,9 @@
 //!   deadline, so authentication, authorization, validation, the limits and the request-id
 //!   rules live in one place (and a follower with an older keys file cannot let a revoked
 //!   key in). A retry with the same request id through another node reaches the same
-//!   table and gets the first attempt's outcome.
+//!   table and gets the first attempt's outcome. What the client port checks below gRPC
+//!   (TLS, a client certificate under `--tls-client-ca`) the follower has checked, with the
+//!   flags every node of the cluster is started with.
 //! - One hop, so no loops: the peer port's client services never forward. A node that is
 //!   no longer the leader answers NOT_LEADER, which reaches the client unchanged.
 //! - A follower that knows no leader, or whose hop fails (connection refused, reset, the
@@ -22,7 +24,9 @@
 //!   future or stream is dropped here, which resets the stream to the leader, which drops
 //!   its side (the wait itself stays in the table, as for any broken stream).
 //! - Bounded: every forwarded call holds a place of `--max-forwarded-calls` while it is open
-//!   (a stream until it ends), so clients cannot make a follower hold unbounded streams.
+//!   (a stream until it ends), so clients cannot make a follower hold unbounded streams;
+//!   past it the follower refuses the call itself (RESOURCE_EXHAUSTED). Unary and stream
+//!   calls share the bound: a waiting stream and a call in flight cost the follower alike.
 //! - Where the leader counts per connection (event watches), it counts the client's
 //!   connection: the follower sends it as `x-dls-forwarded-for`, believed only from a
 //!   caller that passed the peer gate.
