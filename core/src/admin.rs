@@ -1,5 +1,6 @@
 //! The operator API (`AdminService`): list locks, abort a transaction, ask nodes how they
-//! see the cluster. On a server with API keys these calls need an admin key.
+//! see the cluster, change the membership. On a server with API keys these calls need an
+//! admin key (membership changes one without namespace limits).
 
 use std::time::Duration;
 
@@ -173,7 +174,158 @@ impl From<pb::ClusterStatusResponse> for ClusterStatus {
     }
 }
 
+/// A member of the cluster as the leader sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberInfo {
+    /// Its node id.
+    pub node_id: u64,
+    /// Where clients reach it (host:port).
+    pub addr: String,
+    /// Where its peers reach it (host:port).
+    pub peer_addr: String,
+    /// A voter (true) or a learner (false: replicated to, not voting or counted).
+    pub voter: bool,
+    /// The last log index the leader knows it holds (0 = none yet).
+    pub matched_index: u64,
+}
+
+/// The cluster's membership as the leader sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Membership {
+    /// Every member, sorted by node id.
+    pub members: Vec<MemberInfo>,
+    /// The leader that answered (0 when the answer came from a removed leader).
+    pub leader_id: u64,
+    /// The leader's last log index.
+    pub last_log_index: u64,
+    /// A change is half done (joint configuration).
+    pub changing: bool,
+}
+
+/// How to add a member.
+#[derive(Clone, Debug, Default)]
+pub struct AddMemberOptions {
+    /// Keep it a learner; promote it later with [`DlsClient::promote_member`].
+    pub stay_learner: bool,
+    /// How long the leader waits for it to catch up before promoting it (None = 60 s).
+    pub catch_up_timeout: Option<Duration>,
+}
+
+fn member_infos(members: Vec<pb::MemberInfo>) -> Vec<MemberInfo> {
+    members
+        .into_iter()
+        .map(|m| MemberInfo {
+            node_id: m.node_id,
+            addr: m.addr,
+            peer_addr: m.peer_addr,
+            voter: m.voter,
+            matched_index: m.matched_index,
+        })
+        .collect()
+}
+
+/// The server's default wait for a new member to catch up.
+const DEFAULT_CATCH_UP: Duration = Duration::from_secs(60);
+/// How long the leader waits for a membership change to commit before answering
+/// UNAVAILABLE (the server's commit timeout).
+const MEMBERSHIP_COMMIT_WAIT: Duration = Duration::from_secs(10);
+
 impl DlsClient {
+    /// Options of a call that may wait `catch_up` on the leader: every attempt gets that
+    /// long on top of the usual request timeout.
+    fn catch_up_options(&self, catch_up: Option<Duration>) -> (CallOptions, u32) {
+        let router = self.router();
+        let wait = catch_up.unwrap_or(DEFAULT_CATCH_UP) + MEMBERSHIP_COMMIT_WAIT;
+        let mut options = router.default_options();
+        options.attempt_timeout += wait;
+        options.deadline += wait;
+        (options, catch_up.map_or(0, |d| d.as_millis().min(u128::from(u32::MAX)) as u32))
+    }
+
+    /// The members (voters and learners) with their replication progress, from the leader.
+    pub async fn list_members(&self) -> Result<Membership> {
+        let router = self.router();
+        let routed = router
+            .admin_unary(
+                "ListMembers",
+                Route::Leader,
+                pb::ListMembersRequest {},
+                router.default_options(),
+                |mut c, r| async move { c.list_members(r).await },
+            )
+            .await?;
+        let r = routed.value;
+        Ok(Membership {
+            members: member_infos(r.members),
+            leader_id: r.leader_id,
+            last_log_index: r.last_log_index,
+            changing: r.changing,
+        })
+    }
+
+    /// Adds node `node_id` (client address `addr`, peer address `peer_addr`): as a learner
+    /// first, which the leader catches up, then (unless `stay_learner`) as a voter. Start
+    /// the node with `dls serve --join` and an empty data directory. Returns the membership
+    /// after the change. Asking again for a learner with the same addresses resumes the
+    /// wait, so retries are safe.
+    pub async fn add_member(
+        &self,
+        node_id: u64,
+        addr: &str,
+        peer_addr: &str,
+        options: AddMemberOptions,
+    ) -> Result<Vec<MemberInfo>> {
+        let (call, catch_up_timeout_ms) = self.catch_up_options(options.catch_up_timeout);
+        let request = pb::AddMemberRequest {
+            node_id,
+            addr: addr.to_string(),
+            peer_addr: peer_addr.to_string(),
+            stay_learner: options.stay_learner,
+            catch_up_timeout_ms,
+        };
+        let router = self.router();
+        let routed = router
+            .admin_unary("AddMember", Route::Leader, request, call, |mut c, r| async move { c.add_member(r).await })
+            .await?;
+        Ok(member_infos(routed.value.members))
+    }
+
+    /// Removes node `node_id` (voter or learner). Removing the leader commits the change,
+    /// then the leader steps down and the others elect a new one.
+    pub async fn remove_member(&self, node_id: u64) -> Result<Vec<MemberInfo>> {
+        let router = self.router();
+        // The leader waits up to its commit timeout for the change: an attempt cut off
+        // sooner would come back to find the change half done and be refused.
+        let mut options = router.default_options();
+        options.attempt_timeout += MEMBERSHIP_COMMIT_WAIT;
+        options.deadline += MEMBERSHIP_COMMIT_WAIT;
+        let routed = router
+            .admin_unary(
+                "RemoveMember",
+                Route::Leader,
+                pb::RemoveMemberRequest { node_id },
+                options,
+                |mut c, r| async move { c.remove_member(r).await },
+            )
+            .await?;
+        Ok(member_infos(routed.value.members))
+    }
+
+    /// Makes learner `node_id` a voter once it has caught up (waiting up to
+    /// `catch_up_timeout`, None = 60 s).
+    pub async fn promote_member(&self, node_id: u64, catch_up_timeout: Option<Duration>) -> Result<Vec<MemberInfo>> {
+        let (call, catch_up_timeout_ms) = self.catch_up_options(catch_up_timeout);
+        let request = pb::PromoteMemberRequest { node_id, catch_up_timeout_ms };
+        let router = self.router();
+        let routed =
+            router
+                .admin_unary("PromoteMember", Route::Leader, request, call, |mut c, r| async move {
+                    c.promote_member(r).await
+                })
+                .await?;
+        Ok(member_infos(routed.value.members))
+    }
+
     /// Lists held and waited-for locks in namespaces starting with `namespace_prefix`
     /// ("" = all), sorted by namespace then key. Read from the leader, linearizably.
     pub async fn list_locks(&self, namespace_prefix: &str) -> Result<Vec<KeyLocks>> {

@@ -87,6 +87,14 @@ pub enum Error {
         /// Which limit refused the request, as reported by the server.
         message: String,
     },
+    /// A membership change does not fit the current membership (the node is already a
+    /// member, is not one, is the last voter, has not caught up, or another change is in
+    /// progress); nothing changed. The message says what to do.
+    #[error("membership change refused: {message}")]
+    MembershipRefused {
+        /// Why, as reported by the server.
+        message: String,
+    },
     /// No leader could be reached before the retry deadline (retries exhausted, cluster
     /// unreachable or without a leader). Safe to retry later.
     #[error("cluster unavailable: {message}")]
@@ -123,6 +131,7 @@ impl Error {
             Error::AlreadyWaiting { .. } => "ALREADY_WAITING",
             Error::CursorExpired { .. } => "CURSOR_EXPIRED",
             Error::ResourceExhausted { .. } => "RESOURCE_EXHAUSTED",
+            Error::MembershipRefused { .. } => "MEMBERSHIP_REFUSED",
             Error::Unavailable { .. } => "UNAVAILABLE",
             Error::Config { .. } => "CONFIG",
             Error::Internal { .. } => "INTERNAL",
@@ -143,6 +152,7 @@ impl Error {
             | Error::AlreadyWaiting { message }
             | Error::CursorExpired { message }
             | Error::ResourceExhausted { message }
+            | Error::MembershipRefused { message }
             | Error::Unavailable { message }
             | Error::Config { message }
             | Error::Internal { message } => message,
@@ -207,6 +217,7 @@ impl From<Status> for Error {
                 "ALREADY_WAITING" => Some(Error::AlreadyWaiting { message }),
                 "CURSOR_EXPIRED" => Some(Error::CursorExpired { message }),
                 "RESOURCE_EXHAUSTED" => Some(Error::ResourceExhausted { message }),
+                "MEMBERSHIP_REFUSED" => Some(Error::MembershipRefused { message }),
                 _ => None,
             };
             if let Some(err) = mapped {
@@ -264,6 +275,7 @@ mod tests {
             (Code::Unavailable, "UNAVAILABLE", "UNAVAILABLE"),
             (Code::OutOfRange, "CURSOR_EXPIRED", "CURSOR_EXPIRED"),
             (Code::ResourceExhausted, "RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED"),
+            (Code::FailedPrecondition, "MEMBERSHIP_REFUSED", "MEMBERSHIP_REFUSED"),
             // A code the kind would not normally travel with: the kind still wins.
             (Code::Internal, "LOCK_TIMEOUT", "LOCK_TIMEOUT"),
             (Code::Unknown, "lock_timeout", "LOCK_TIMEOUT"),

@@ -53,7 +53,10 @@ mod tls_hint;
 mod transaction;
 mod types;
 
-pub use admin::{AbortOutcome, ClusterMember, ClusterStatus, KeyLocks, LockHolder, LockWaiter};
+pub use admin::{
+    AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyLocks, LockHolder, LockWaiter, MemberInfo,
+    Membership,
+};
 pub use client::DlsClient;
 pub use config::{
     ClientConfig, API_KEY_ENV, CA_FILE_ENV, CLIENT_CERT_FILE_ENV, CLIENT_KEY_FILE_ENV, DEFAULT_ENDPOINT, ENDPOINTS_ENV,

@@ -66,6 +66,22 @@ namespace Caerus.Dls.V1 {
     static readonly grpc::Marshaller<global::Caerus.Dls.V1.ClusterStatusRequest> __Marshaller_caerus_dls_v1_ClusterStatusRequest = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.ClusterStatusRequest.Parser));
     [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
     static readonly grpc::Marshaller<global::Caerus.Dls.V1.ClusterStatusResponse> __Marshaller_caerus_dls_v1_ClusterStatusResponse = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.ClusterStatusResponse.Parser));
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Marshaller<global::Caerus.Dls.V1.ListMembersRequest> __Marshaller_caerus_dls_v1_ListMembersRequest = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.ListMembersRequest.Parser));
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Marshaller<global::Caerus.Dls.V1.ListMembersResponse> __Marshaller_caerus_dls_v1_ListMembersResponse = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.ListMembersResponse.Parser));
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Marshaller<global::Caerus.Dls.V1.AddMemberRequest> __Marshaller_caerus_dls_v1_AddMemberRequest = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.AddMemberRequest.Parser));
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Marshaller<global::Caerus.Dls.V1.AddMemberResponse> __Marshaller_caerus_dls_v1_AddMemberResponse = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.AddMemberResponse.Parser));
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Marshaller<global::Caerus.Dls.V1.RemoveMemberRequest> __Marshaller_caerus_dls_v1_RemoveMemberRequest = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.RemoveMemberRequest.Parser));
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Marshaller<global::Caerus.Dls.V1.RemoveMemberResponse> __Marshaller_caerus_dls_v1_RemoveMemberResponse = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.RemoveMemberResponse.Parser));
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Marshaller<global::Caerus.Dls.V1.PromoteMemberRequest> __Marshaller_caerus_dls_v1_PromoteMemberRequest = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.PromoteMemberRequest.Parser));
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Marshaller<global::Caerus.Dls.V1.PromoteMemberResponse> __Marshaller_caerus_dls_v1_PromoteMemberResponse = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.PromoteMemberResponse.Parser));
 
     [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
     static readonly grpc::Method<global::Caerus.Dls.V1.ListLocksRequest, global::Caerus.Dls.V1.ListLocksResponse> __Method_ListLocks = new grpc::Method<global::Caerus.Dls.V1.ListLocksRequest, global::Caerus.Dls.V1.ListLocksResponse>(
@@ -90,6 +106,38 @@ namespace Caerus.Dls.V1 {
         "ClusterStatus",
         __Marshaller_caerus_dls_v1_ClusterStatusRequest,
         __Marshaller_caerus_dls_v1_ClusterStatusResponse);
+
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Method<global::Caerus.Dls.V1.ListMembersRequest, global::Caerus.Dls.V1.ListMembersResponse> __Method_ListMembers = new grpc::Method<global::Caerus.Dls.V1.ListMembersRequest, global::Caerus.Dls.V1.ListMembersResponse>(
+        grpc::MethodType.Unary,
+        __ServiceName,
+        "ListMembers",
+        __Marshaller_caerus_dls_v1_ListMembersRequest,
+        __Marshaller_caerus_dls_v1_ListMembersResponse);
+
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Method<global::Caerus.Dls.V1.AddMemberRequest, global::Caerus.Dls.V1.AddMemberResponse> __Method_AddMember = new grpc::Method<global::Caerus.Dls.V1.AddMemberRequest, global::Caerus.Dls.V1.AddMemberResponse>(
+        grpc::MethodType.Unary,
+        __ServiceName,
+        "AddMember",
+        __Marshaller_caerus_dls_v1_AddMemberRequest,
+        __Marshaller_caerus_dls_v1_AddMemberResponse);
+
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Method<global::Caerus.Dls.V1.RemoveMemberRequest, global::Caerus.Dls.V1.RemoveMemberResponse> __Method_RemoveMember = new grpc::Method<global::Caerus.Dls.V1.RemoveMemberRequest, global::Caerus.Dls.V1.RemoveMemberResponse>(
+        grpc::MethodType.Unary,
+        __ServiceName,
+        "RemoveMember",
+        __Marshaller_caerus_dls_v1_RemoveMemberRequest,
+        __Marshaller_caerus_dls_v1_RemoveMemberResponse);
+
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Method<global::Caerus.Dls.V1.PromoteMemberRequest, global::Caerus.Dls.V1.PromoteMemberResponse> __Method_PromoteMember = new grpc::Method<global::Caerus.Dls.V1.PromoteMemberRequest, global::Caerus.Dls.V1.PromoteMemberResponse>(
+        grpc::MethodType.Unary,
+        __ServiceName,
+        "PromoteMember",
+        __Marshaller_caerus_dls_v1_PromoteMemberRequest,
+        __Marshaller_caerus_dls_v1_PromoteMemberResponse);
 
     /// <summary>Service descriptor</summary>
     public static global::Google.Protobuf.Reflection.ServiceDescriptor Descriptor
@@ -135,6 +183,62 @@ namespace Caerus.Dls.V1 {
       /// <returns>The response to send back to the client (wrapped by a task).</returns>
       [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
       public virtual global::System.Threading.Tasks.Task<global::Caerus.Dls.V1.ClusterStatusResponse> ClusterStatus(global::Caerus.Dls.V1.ClusterStatusRequest request, grpc::ServerCallContext context)
+      {
+        throw new grpc::RpcException(new grpc::Status(grpc::StatusCode.Unimplemented, ""));
+      }
+
+      /// <summary>
+      /// The cluster's members (voters and learners) as the leader sees them, with how far each
+      /// has replicated. Served by the leader.
+      /// </summary>
+      /// <param name="request">The request received from the client.</param>
+      /// <param name="context">The context of the server-side call handler being invoked.</param>
+      /// <returns>The response to send back to the client (wrapped by a task).</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::System.Threading.Tasks.Task<global::Caerus.Dls.V1.ListMembersResponse> ListMembers(global::Caerus.Dls.V1.ListMembersRequest request, grpc::ServerCallContext context)
+      {
+        throw new grpc::RpcException(new grpc::Status(grpc::StatusCode.Unimplemented, ""));
+      }
+
+      /// <summary>
+      /// Adds a node through raft joint consensus: first as a learner (not voting), which the
+      /// leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+      /// voter. Start the new node with `dls serve --join` and an empty data directory.
+      /// ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+      /// DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+      /// PromoteMember).
+      /// </summary>
+      /// <param name="request">The request received from the client.</param>
+      /// <param name="context">The context of the server-side call handler being invoked.</param>
+      /// <returns>The response to send back to the client (wrapped by a task).</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::System.Threading.Tasks.Task<global::Caerus.Dls.V1.AddMemberResponse> AddMember(global::Caerus.Dls.V1.AddMemberRequest request, grpc::ServerCallContext context)
+      {
+        throw new grpc::RpcException(new grpc::Status(grpc::StatusCode.Unimplemented, ""));
+      }
+
+      /// <summary>
+      /// Removes a member (voter or learner) through joint consensus. Removing the leader
+      /// commits the change, after which the leader steps down and the others elect a new one.
+      /// FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+      /// </summary>
+      /// <param name="request">The request received from the client.</param>
+      /// <param name="context">The context of the server-side call handler being invoked.</param>
+      /// <returns>The response to send back to the client (wrapped by a task).</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::System.Threading.Tasks.Task<global::Caerus.Dls.V1.RemoveMemberResponse> RemoveMember(global::Caerus.Dls.V1.RemoveMemberRequest request, grpc::ServerCallContext context)
+      {
+        throw new grpc::RpcException(new grpc::Status(grpc::StatusCode.Unimplemented, ""));
+      }
+
+      /// <summary>
+      /// Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+      /// </summary>
+      /// <param name="request">The request received from the client.</param>
+      /// <param name="context">The context of the server-side call handler being invoked.</param>
+      /// <returns>The response to send back to the client (wrapped by a task).</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::System.Threading.Tasks.Task<global::Caerus.Dls.V1.PromoteMemberResponse> PromoteMember(global::Caerus.Dls.V1.PromoteMemberRequest request, grpc::ServerCallContext context)
       {
         throw new grpc::RpcException(new grpc::Status(grpc::StatusCode.Unimplemented, ""));
       }
@@ -320,6 +424,230 @@ namespace Caerus.Dls.V1 {
       {
         return CallInvoker.AsyncUnaryCall(__Method_ClusterStatus, null, options, request);
       }
+      /// <summary>
+      /// The cluster's members (voters and learners) as the leader sees them, with how far each
+      /// has replicated. Served by the leader.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
+      /// <param name="deadline">An optional deadline for the call. The call will be cancelled if deadline is hit.</param>
+      /// <param name="cancellationToken">An optional token for canceling the call.</param>
+      /// <returns>The response received from the server.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::Caerus.Dls.V1.ListMembersResponse ListMembers(global::Caerus.Dls.V1.ListMembersRequest request, grpc::Metadata headers = null, global::System.DateTime? deadline = null, global::System.Threading.CancellationToken cancellationToken = default(global::System.Threading.CancellationToken))
+      {
+        return ListMembers(request, new grpc::CallOptions(headers, deadline, cancellationToken));
+      }
+      /// <summary>
+      /// The cluster's members (voters and learners) as the leader sees them, with how far each
+      /// has replicated. Served by the leader.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="options">The options for the call.</param>
+      /// <returns>The response received from the server.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::Caerus.Dls.V1.ListMembersResponse ListMembers(global::Caerus.Dls.V1.ListMembersRequest request, grpc::CallOptions options)
+      {
+        return CallInvoker.BlockingUnaryCall(__Method_ListMembers, null, options, request);
+      }
+      /// <summary>
+      /// The cluster's members (voters and learners) as the leader sees them, with how far each
+      /// has replicated. Served by the leader.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
+      /// <param name="deadline">An optional deadline for the call. The call will be cancelled if deadline is hit.</param>
+      /// <param name="cancellationToken">An optional token for canceling the call.</param>
+      /// <returns>The call object.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual grpc::AsyncUnaryCall<global::Caerus.Dls.V1.ListMembersResponse> ListMembersAsync(global::Caerus.Dls.V1.ListMembersRequest request, grpc::Metadata headers = null, global::System.DateTime? deadline = null, global::System.Threading.CancellationToken cancellationToken = default(global::System.Threading.CancellationToken))
+      {
+        return ListMembersAsync(request, new grpc::CallOptions(headers, deadline, cancellationToken));
+      }
+      /// <summary>
+      /// The cluster's members (voters and learners) as the leader sees them, with how far each
+      /// has replicated. Served by the leader.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="options">The options for the call.</param>
+      /// <returns>The call object.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual grpc::AsyncUnaryCall<global::Caerus.Dls.V1.ListMembersResponse> ListMembersAsync(global::Caerus.Dls.V1.ListMembersRequest request, grpc::CallOptions options)
+      {
+        return CallInvoker.AsyncUnaryCall(__Method_ListMembers, null, options, request);
+      }
+      /// <summary>
+      /// Adds a node through raft joint consensus: first as a learner (not voting), which the
+      /// leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+      /// voter. Start the new node with `dls serve --join` and an empty data directory.
+      /// ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+      /// DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+      /// PromoteMember).
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
+      /// <param name="deadline">An optional deadline for the call. The call will be cancelled if deadline is hit.</param>
+      /// <param name="cancellationToken">An optional token for canceling the call.</param>
+      /// <returns>The response received from the server.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::Caerus.Dls.V1.AddMemberResponse AddMember(global::Caerus.Dls.V1.AddMemberRequest request, grpc::Metadata headers = null, global::System.DateTime? deadline = null, global::System.Threading.CancellationToken cancellationToken = default(global::System.Threading.CancellationToken))
+      {
+        return AddMember(request, new grpc::CallOptions(headers, deadline, cancellationToken));
+      }
+      /// <summary>
+      /// Adds a node through raft joint consensus: first as a learner (not voting), which the
+      /// leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+      /// voter. Start the new node with `dls serve --join` and an empty data directory.
+      /// ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+      /// DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+      /// PromoteMember).
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="options">The options for the call.</param>
+      /// <returns>The response received from the server.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::Caerus.Dls.V1.AddMemberResponse AddMember(global::Caerus.Dls.V1.AddMemberRequest request, grpc::CallOptions options)
+      {
+        return CallInvoker.BlockingUnaryCall(__Method_AddMember, null, options, request);
+      }
+      /// <summary>
+      /// Adds a node through raft joint consensus: first as a learner (not voting), which the
+      /// leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+      /// voter. Start the new node with `dls serve --join` and an empty data directory.
+      /// ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+      /// DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+      /// PromoteMember).
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
+      /// <param name="deadline">An optional deadline for the call. The call will be cancelled if deadline is hit.</param>
+      /// <param name="cancellationToken">An optional token for canceling the call.</param>
+      /// <returns>The call object.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual grpc::AsyncUnaryCall<global::Caerus.Dls.V1.AddMemberResponse> AddMemberAsync(global::Caerus.Dls.V1.AddMemberRequest request, grpc::Metadata headers = null, global::System.DateTime? deadline = null, global::System.Threading.CancellationToken cancellationToken = default(global::System.Threading.CancellationToken))
+      {
+        return AddMemberAsync(request, new grpc::CallOptions(headers, deadline, cancellationToken));
+      }
+      /// <summary>
+      /// Adds a node through raft joint consensus: first as a learner (not voting), which the
+      /// leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+      /// voter. Start the new node with `dls serve --join` and an empty data directory.
+      /// ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+      /// DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+      /// PromoteMember).
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="options">The options for the call.</param>
+      /// <returns>The call object.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual grpc::AsyncUnaryCall<global::Caerus.Dls.V1.AddMemberResponse> AddMemberAsync(global::Caerus.Dls.V1.AddMemberRequest request, grpc::CallOptions options)
+      {
+        return CallInvoker.AsyncUnaryCall(__Method_AddMember, null, options, request);
+      }
+      /// <summary>
+      /// Removes a member (voter or learner) through joint consensus. Removing the leader
+      /// commits the change, after which the leader steps down and the others elect a new one.
+      /// FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
+      /// <param name="deadline">An optional deadline for the call. The call will be cancelled if deadline is hit.</param>
+      /// <param name="cancellationToken">An optional token for canceling the call.</param>
+      /// <returns>The response received from the server.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::Caerus.Dls.V1.RemoveMemberResponse RemoveMember(global::Caerus.Dls.V1.RemoveMemberRequest request, grpc::Metadata headers = null, global::System.DateTime? deadline = null, global::System.Threading.CancellationToken cancellationToken = default(global::System.Threading.CancellationToken))
+      {
+        return RemoveMember(request, new grpc::CallOptions(headers, deadline, cancellationToken));
+      }
+      /// <summary>
+      /// Removes a member (voter or learner) through joint consensus. Removing the leader
+      /// commits the change, after which the leader steps down and the others elect a new one.
+      /// FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="options">The options for the call.</param>
+      /// <returns>The response received from the server.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::Caerus.Dls.V1.RemoveMemberResponse RemoveMember(global::Caerus.Dls.V1.RemoveMemberRequest request, grpc::CallOptions options)
+      {
+        return CallInvoker.BlockingUnaryCall(__Method_RemoveMember, null, options, request);
+      }
+      /// <summary>
+      /// Removes a member (voter or learner) through joint consensus. Removing the leader
+      /// commits the change, after which the leader steps down and the others elect a new one.
+      /// FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
+      /// <param name="deadline">An optional deadline for the call. The call will be cancelled if deadline is hit.</param>
+      /// <param name="cancellationToken">An optional token for canceling the call.</param>
+      /// <returns>The call object.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual grpc::AsyncUnaryCall<global::Caerus.Dls.V1.RemoveMemberResponse> RemoveMemberAsync(global::Caerus.Dls.V1.RemoveMemberRequest request, grpc::Metadata headers = null, global::System.DateTime? deadline = null, global::System.Threading.CancellationToken cancellationToken = default(global::System.Threading.CancellationToken))
+      {
+        return RemoveMemberAsync(request, new grpc::CallOptions(headers, deadline, cancellationToken));
+      }
+      /// <summary>
+      /// Removes a member (voter or learner) through joint consensus. Removing the leader
+      /// commits the change, after which the leader steps down and the others elect a new one.
+      /// FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="options">The options for the call.</param>
+      /// <returns>The call object.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual grpc::AsyncUnaryCall<global::Caerus.Dls.V1.RemoveMemberResponse> RemoveMemberAsync(global::Caerus.Dls.V1.RemoveMemberRequest request, grpc::CallOptions options)
+      {
+        return CallInvoker.AsyncUnaryCall(__Method_RemoveMember, null, options, request);
+      }
+      /// <summary>
+      /// Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
+      /// <param name="deadline">An optional deadline for the call. The call will be cancelled if deadline is hit.</param>
+      /// <param name="cancellationToken">An optional token for canceling the call.</param>
+      /// <returns>The response received from the server.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::Caerus.Dls.V1.PromoteMemberResponse PromoteMember(global::Caerus.Dls.V1.PromoteMemberRequest request, grpc::Metadata headers = null, global::System.DateTime? deadline = null, global::System.Threading.CancellationToken cancellationToken = default(global::System.Threading.CancellationToken))
+      {
+        return PromoteMember(request, new grpc::CallOptions(headers, deadline, cancellationToken));
+      }
+      /// <summary>
+      /// Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="options">The options for the call.</param>
+      /// <returns>The response received from the server.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::Caerus.Dls.V1.PromoteMemberResponse PromoteMember(global::Caerus.Dls.V1.PromoteMemberRequest request, grpc::CallOptions options)
+      {
+        return CallInvoker.BlockingUnaryCall(__Method_PromoteMember, null, options, request);
+      }
+      /// <summary>
+      /// Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
+      /// <param name="deadline">An optional deadline for the call. The call will be cancelled if deadline is hit.</param>
+      /// <param name="cancellationToken">An optional token for canceling the call.</param>
+      /// <returns>The call object.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual grpc::AsyncUnaryCall<global::Caerus.Dls.V1.PromoteMemberResponse> PromoteMemberAsync(global::Caerus.Dls.V1.PromoteMemberRequest request, grpc::Metadata headers = null, global::System.DateTime? deadline = null, global::System.Threading.CancellationToken cancellationToken = default(global::System.Threading.CancellationToken))
+      {
+        return PromoteMemberAsync(request, new grpc::CallOptions(headers, deadline, cancellationToken));
+      }
+      /// <summary>
+      /// Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="options">The options for the call.</param>
+      /// <returns>The call object.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual grpc::AsyncUnaryCall<global::Caerus.Dls.V1.PromoteMemberResponse> PromoteMemberAsync(global::Caerus.Dls.V1.PromoteMemberRequest request, grpc::CallOptions options)
+      {
+        return CallInvoker.AsyncUnaryCall(__Method_PromoteMember, null, options, request);
+      }
       /// <summary>Creates a new instance of client from given <c>ClientBaseConfiguration</c>.</summary>
       [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
       protected override AdminServiceClient NewInstance(ClientBaseConfiguration configuration)
@@ -336,7 +664,11 @@ namespace Caerus.Dls.V1 {
       return grpc::ServerServiceDefinition.CreateBuilder()
           .AddMethod(__Method_ListLocks, serviceImpl.ListLocks)
           .AddMethod(__Method_AbortTransaction, serviceImpl.AbortTransaction)
-          .AddMethod(__Method_ClusterStatus, serviceImpl.ClusterStatus).Build();
+          .AddMethod(__Method_ClusterStatus, serviceImpl.ClusterStatus)
+          .AddMethod(__Method_ListMembers, serviceImpl.ListMembers)
+          .AddMethod(__Method_AddMember, serviceImpl.AddMember)
+          .AddMethod(__Method_RemoveMember, serviceImpl.RemoveMember)
+          .AddMethod(__Method_PromoteMember, serviceImpl.PromoteMember).Build();
     }
 
     /// <summary>Register service method with a service binder with or without implementation. Useful when customizing the service binding logic.
@@ -349,6 +681,10 @@ namespace Caerus.Dls.V1 {
       serviceBinder.AddMethod(__Method_ListLocks, serviceImpl == null ? null : new grpc::UnaryServerMethod<global::Caerus.Dls.V1.ListLocksRequest, global::Caerus.Dls.V1.ListLocksResponse>(serviceImpl.ListLocks));
       serviceBinder.AddMethod(__Method_AbortTransaction, serviceImpl == null ? null : new grpc::UnaryServerMethod<global::Caerus.Dls.V1.AbortTransactionRequest, global::Caerus.Dls.V1.AbortTransactionResponse>(serviceImpl.AbortTransaction));
       serviceBinder.AddMethod(__Method_ClusterStatus, serviceImpl == null ? null : new grpc::UnaryServerMethod<global::Caerus.Dls.V1.ClusterStatusRequest, global::Caerus.Dls.V1.ClusterStatusResponse>(serviceImpl.ClusterStatus));
+      serviceBinder.AddMethod(__Method_ListMembers, serviceImpl == null ? null : new grpc::UnaryServerMethod<global::Caerus.Dls.V1.ListMembersRequest, global::Caerus.Dls.V1.ListMembersResponse>(serviceImpl.ListMembers));
+      serviceBinder.AddMethod(__Method_AddMember, serviceImpl == null ? null : new grpc::UnaryServerMethod<global::Caerus.Dls.V1.AddMemberRequest, global::Caerus.Dls.V1.AddMemberResponse>(serviceImpl.AddMember));
+      serviceBinder.AddMethod(__Method_RemoveMember, serviceImpl == null ? null : new grpc::UnaryServerMethod<global::Caerus.Dls.V1.RemoveMemberRequest, global::Caerus.Dls.V1.RemoveMemberResponse>(serviceImpl.RemoveMember));
+      serviceBinder.AddMethod(__Method_PromoteMember, serviceImpl == null ? null : new grpc::UnaryServerMethod<global::Caerus.Dls.V1.PromoteMemberRequest, global::Caerus.Dls.V1.PromoteMemberResponse>(serviceImpl.PromoteMember));
     }
 
   }

@@ -122,38 +122,38 @@ namespace Caerus.Dls.V1 {
             "b2RlEhkKFUxPQ0tfTU9ERV9VTlNQRUNJRklFRBAAEg0KCUVYQ0xVU0lWRRAB",
             "Eg8KC1NIQVJFRF9SRUFEEAIqagoQVHJhbnNhY3Rpb25TdGF0ZRIhCh1UUkFO",
             "U0FDVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEgoKBkFDVElWRRABEg0KCUNP",
-            "TU1JVFRFRBACEgsKB0FCT1JURUQQAxILCgdFWFBJUkVEEAQqtwIKCUVycm9y",
+            "TU1JVFRFRBACEgsKB0FCT1JURUQQAxILCgdFWFBJUkVEEAQqzwIKCUVycm9y",
             "S2luZBIaChZFUlJPUl9LSU5EX1VOU1BFQ0lGSUVEEAASEAoMTE9DS19USU1F",
             "T1VUEAESEwoPREVBRExPQ0tfVklDVElNEAISFAoQVFJBTlNBQ1RJT05fTE9T",
             "VBADEhkKFVRSQU5TQUNUSU9OX05PVF9GT1VORBAEEhQKEElOVkFMSURfQVJH",
             "VU1FTlQQBRITCg9VTkFVVEhFTlRJQ0FURUQQBhIVChFQRVJNSVNTSU9OX0RF",
             "TklFRBAHEg4KCk5PVF9MRUFERVIQCBISCg5XQUlUX0NBTkNFTExFRBAJEhMK",
             "D0FMUkVBRFlfV0FJVElORxAKEg8KC1VOQVZBSUxBQkxFEAsSEgoOQ1VSU09S",
-            "X0VYUElSRUQQDBIWChJSRVNPVVJDRV9FWEhBVVNURUQQDSpqCgxWaWN0aW1Q",
-            "b2xpY3kSHQoZVklDVElNX1BPTElDWV9VTlNQRUNJRklFRBAAEiEKHUxPV0VT",
-            "VF9QUklPUklUWV9USEVOX1lPVU5HRVNUEAESDAoIWU9VTkdFU1QQAhIKCgZP",
-            "TERFU1QQAyqCAQoJRXZlbnRLaW5kEhoKFkVWRU5UX0tJTkRfVU5TUEVDSUZJ",
-            "RUQQABIVChFERUFETE9DS19SRVNPTFZFRBABEhcKE1RSQU5TQUNUSU9OX0VY",
-            "UElSRUQQAhIXChNUUkFOU0FDVElPTl9BQk9SVEVEEAMSEAoMTE9DS19SRVZP",
-            "S0VEEAQyigUKC0xvY2tTZXJ2aWNlEmMKEEJlZ2luVHJhbnNhY3Rpb24SJi5j",
-            "YWVydXMuZGxzLnYxLkJlZ2luVHJhbnNhY3Rpb25SZXF1ZXN0GicuY2FlcnVz",
-            "LmRscy52MS5CZWdpblRyYW5zYWN0aW9uUmVzcG9uc2USVgoLQWNxdWlyZUxv",
-            "Y2sSIS5jYWVydXMuZGxzLnYxLkFjcXVpcmVMb2NrUmVxdWVzdBoiLmNhZXJ1",
-            "cy5kbHMudjEuQWNxdWlyZUxvY2tSZXNwb25zZTABElQKC1JlbGVhc2VMb2Nr",
-            "EiEuY2FlcnVzLmRscy52MS5SZWxlYXNlTG9ja1JlcXVlc3QaIi5jYWVydXMu",
-            "ZGxzLnYxLlJlbGVhc2VMb2NrUmVzcG9uc2USbwoUR2V0VHJhbnNhY3Rpb25T",
-            "dGF0dXMSKi5jYWVydXMuZGxzLnYxLkdldFRyYW5zYWN0aW9uU3RhdHVzUmVx",
-            "dWVzdBorLmNhZXJ1cy5kbHMudjEuR2V0VHJhbnNhY3Rpb25TdGF0dXNSZXNw",
-            "b25zZRJOCglIZWFydGJlYXQSHy5jYWVydXMuZGxzLnYxLkhlYXJ0YmVhdFJl",
-            "cXVlc3QaIC5jYWVydXMuZGxzLnYxLkhlYXJ0YmVhdFJlc3BvbnNlEl0KDkVu",
-            "ZFRyYW5zYWN0aW9uEiQuY2FlcnVzLmRscy52MS5FbmRUcmFuc2FjdGlvblJl",
-            "cXVlc3QaJS5jYWVydXMuZGxzLnYxLkVuZFRyYW5zYWN0aW9uUmVzcG9uc2US",
-            "SAoLV2F0Y2hFdmVudHMSIS5jYWVydXMuZGxzLnYxLldhdGNoRXZlbnRzUmVx",
-            "dWVzdBoULmNhZXJ1cy5kbHMudjEuRXZlbnQwAUKWAQoRZGV2LmNhZXJ1cy5k",
-            "bHMudjFCEExvY2tTZXJ2aWNlUHJvdG9QAVo1Z2l0aHViLmNvbS9jYWVydXMt",
-            "ZGV2L2Rscy9zZGtzL2dvL2NhZXJ1cy9kbHMvdjE7ZGxzdjGiAgNDRFiqAg1D",
-            "YWVydXMuRGxzLlYxygINQ2FlcnVzXERsc1xWMeoCD0NhZXJ1czo6RGxzOjpW",
-            "MWIGcHJvdG8z"));
+            "X0VYUElSRUQQDBIWChJSRVNPVVJDRV9FWEhBVVNURUQQDRIWChJNRU1CRVJT",
+            "SElQX1JFRlVTRUQQDipqCgxWaWN0aW1Qb2xpY3kSHQoZVklDVElNX1BPTElD",
+            "WV9VTlNQRUNJRklFRBAAEiEKHUxPV0VTVF9QUklPUklUWV9USEVOX1lPVU5H",
+            "RVNUEAESDAoIWU9VTkdFU1QQAhIKCgZPTERFU1QQAyqCAQoJRXZlbnRLaW5k",
+            "EhoKFkVWRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIVChFERUFETE9DS19SRVNP",
+            "TFZFRBABEhcKE1RSQU5TQUNUSU9OX0VYUElSRUQQAhIXChNUUkFOU0FDVElP",
+            "Tl9BQk9SVEVEEAMSEAoMTE9DS19SRVZPS0VEEAQyigUKC0xvY2tTZXJ2aWNl",
+            "EmMKEEJlZ2luVHJhbnNhY3Rpb24SJi5jYWVydXMuZGxzLnYxLkJlZ2luVHJh",
+            "bnNhY3Rpb25SZXF1ZXN0GicuY2FlcnVzLmRscy52MS5CZWdpblRyYW5zYWN0",
+            "aW9uUmVzcG9uc2USVgoLQWNxdWlyZUxvY2sSIS5jYWVydXMuZGxzLnYxLkFj",
+            "cXVpcmVMb2NrUmVxdWVzdBoiLmNhZXJ1cy5kbHMudjEuQWNxdWlyZUxvY2tS",
+            "ZXNwb25zZTABElQKC1JlbGVhc2VMb2NrEiEuY2FlcnVzLmRscy52MS5SZWxl",
+            "YXNlTG9ja1JlcXVlc3QaIi5jYWVydXMuZGxzLnYxLlJlbGVhc2VMb2NrUmVz",
+            "cG9uc2USbwoUR2V0VHJhbnNhY3Rpb25TdGF0dXMSKi5jYWVydXMuZGxzLnYx",
+            "LkdldFRyYW5zYWN0aW9uU3RhdHVzUmVxdWVzdBorLmNhZXJ1cy5kbHMudjEu",
+            "R2V0VHJhbnNhY3Rpb25TdGF0dXNSZXNwb25zZRJOCglIZWFydGJlYXQSHy5j",
+            "YWVydXMuZGxzLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC5jYWVydXMuZGxzLnYx",
+            "LkhlYXJ0YmVhdFJlc3BvbnNlEl0KDkVuZFRyYW5zYWN0aW9uEiQuY2FlcnVz",
+            "LmRscy52MS5FbmRUcmFuc2FjdGlvblJlcXVlc3QaJS5jYWVydXMuZGxzLnYx",
+            "LkVuZFRyYW5zYWN0aW9uUmVzcG9uc2USSAoLV2F0Y2hFdmVudHMSIS5jYWVy",
+            "dXMuZGxzLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoULmNhZXJ1cy5kbHMudjEu",
+            "RXZlbnQwAUKWAQoRZGV2LmNhZXJ1cy5kbHMudjFCEExvY2tTZXJ2aWNlUHJv",
+            "dG9QAVo1Z2l0aHViLmNvbS9jYWVydXMtZGV2L2Rscy9zZGtzL2dvL2NhZXJ1",
+            "cy9kbHMvdjE7ZGxzdjGiAgNDRFiqAg1DYWVydXMuRGxzLlYxygINQ2FlcnVz",
+            "XERsc1xWMeoCD0NhZXJ1czo6RGxzOjpWMWIGcHJvdG8z"));
       descriptor = pbr::FileDescriptor.FromGeneratedCode(descriptorData,
           new pbr::FileDescriptor[] { },
           new pbr::GeneratedClrTypeInfo(new[] {typeof(global::Caerus.Dls.V1.LockMode), typeof(global::Caerus.Dls.V1.TransactionState), typeof(global::Caerus.Dls.V1.ErrorKind), typeof(global::Caerus.Dls.V1.VictimPolicy), typeof(global::Caerus.Dls.V1.EventKind), }, null, new pbr::GeneratedClrTypeInfo[] {
@@ -299,6 +299,12 @@ namespace Caerus.Dls.V1 {
     /// flag that sets it. Retrying as is gets the same answer until something ends.
     /// </summary>
     [pbr::OriginalName("RESOURCE_EXHAUSTED")] ResourceExhausted = 13,
+    /// <summary>
+    /// FAILED_PRECONDITION: an AdminService membership change does not fit the current
+    /// membership (the node is already a member, is not one, is the last voter, has not
+    /// caught up, or another change is in progress); the message says what to do.
+    /// </summary>
+    [pbr::OriginalName("MEMBERSHIP_REFUSED")] MembershipRefused = 14,
   }
 
   /// <summary>

@@ -35,6 +35,12 @@ pub struct ServeArgs {
     /// single-node cluster.
     #[arg(long, env = "DLS_PEERS")]
     pub peers: Option<String>,
+    /// Join a running cluster instead of bootstrapping one: never initializes; learns the
+    /// cluster id from the members in --peers (the current members and this node) and waits
+    /// to be added (`dls members add`) and caught up as a learner. For a node added to a
+    /// running cluster, and for one re-added after losing its data directory.
+    #[arg(long, env = "DLS_JOIN")]
+    pub join: bool,
     /// API keys file (TOML with SHA-256 hashes; see `dls keys add`). Without it the server is open.
     #[arg(long, env = "DLS_API_KEYS_FILE")]
     pub api_keys_file: Option<PathBuf>,
@@ -184,6 +190,9 @@ impl ServeArgs {
                 (client, self.peer_listen, members)
             }
         };
+        if self.join && self.peers.is_none() {
+            anyhow::bail!("--join needs --peers: the members to ask for the cluster (and this node's own entry)");
+        }
         if self.election_timeout_ms < self.heartbeat_ms * 2 {
             anyhow::bail!("--election-timeout-ms must be at least twice --heartbeat-ms");
         }
@@ -206,6 +215,7 @@ impl ServeArgs {
             id: self.node_id,
             data_dir: self.data_dir.clone(),
             members,
+            join: self.join,
             heartbeat_ms: self.heartbeat_ms,
             election_timeout_ms: self.election_timeout_ms,
             snapshot_every: self.snapshot_every,

@@ -4,7 +4,8 @@
 //! - `raft/`: openraft storage (sled), state-machine adapter and peer network.
 //! - `lease`: leader-side lease and acquire-timeout timers.
 //! - `limits`: the bounds on what clients can make a node hold, checked before proposing.
-//! - `node`: wires raft, storage and timers into one node.
+//! - `node`: wires raft, storage and timers into one node; `members`: online membership
+//!   changes on it.
 //! - `api/`: gRPC services, auth, validation and the error-to-status mapping.
 
 pub mod api;
@@ -15,6 +16,7 @@ pub mod http;
 pub mod lease;
 pub mod limits;
 pub mod locks;
+pub mod members;
 pub mod metrics;
 pub mod node;
 pub mod raft;

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,7 @@ use crate::lease::Leases;
 use crate::limits::{Admission, LimitArgs, Limits};
 use crate::locks::{Command, Effect, LockTable, Outcome};
 use crate::metrics::Metrics;
+use crate::raft::bootstrap;
 use crate::raft::identity::{self, Identity};
 use crate::raft::log_store::{LogIoStats, LogStore};
 use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
@@ -41,8 +43,10 @@ const TIMER_TICK: Duration = Duration::from_millis(10);
 pub struct NodeConfig {
     pub id: NodeId,
     pub data_dir: PathBuf,
-    /// Every member of the cluster, this node included.
+    /// Every member of the cluster, this node included (`--peers`).
     pub members: BTreeMap<NodeId, Member>,
+    /// Join an existing cluster (`--join`): never bootstrap one.
+    pub join: bool,
     pub heartbeat_ms: u64,
     pub election_timeout_ms: u64,
     pub snapshot_every: u64,
@@ -87,12 +91,23 @@ pub struct Node {
     /// maximum), and a new leader restarts every lease at full length anyway.
     quorum_ack_window: Duration,
     is_leader: watch::Receiver<bool>,
-    /// The cluster this node's data directory belongs to.
-    pub identity: Identity,
+    /// The cluster this node's data directory belongs to (learned from the peers when it
+    /// joins).
+    identity: std::sync::RwLock<Identity>,
+    /// Whether raft traffic may reach this node: false while a node with an empty log
+    /// decides whether to bootstrap, join or refuse (see `raft::bootstrap`).
+    admitted: AtomicBool,
+    /// What the node still has to do before it takes part in raft.
+    pending: std::sync::Mutex<Option<Pending>>,
     /// Checks incoming peer calls (the gate in front of the raft service).
     pub peer_auth: Arc<PeerAuth>,
     /// Outgoing peer connections; reloads their certificates on SIGHUP.
     pub peer_transport: Arc<PeerTransport>,
+}
+
+/// A node with an empty log: it asks its peers before it bootstraps or joins.
+struct Pending {
+    cfg: NodeConfig,
 }
 
 /// Feeds applied effects to the timers, the waiting streams, the metrics and the event
@@ -144,9 +159,10 @@ impl Node {
     pub async fn start(cfg: NodeConfig, peers: PeerSettings) -> anyhow::Result<Arc<Node>> {
         std::fs::create_dir_all(&cfg.data_dir)
             .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", cfg.data_dir.display()))?;
-        let fresh = Identity { cluster_id: identity::derive_cluster_id(&cfg.members), node_id: cfg.id };
-        let identity = identity::open_or_create(&cfg.data_dir, fresh)?;
-        let peer_auth = PeerAuth::new(cfg.id, &identity.cluster_id, peers.secret.as_deref(), peers.tls.is_some())?;
+        let stored = identity::load(&cfg.data_dir, cfg.id)?;
+        let derived = Identity { cluster_id: identity::derive_cluster_id(&cfg.members), node_id: cfg.id };
+        let provisional = stored.clone().unwrap_or_else(|| derived.clone());
+        let peer_auth = PeerAuth::new(cfg.id, &provisional.cluster_id, peers.secret.as_deref(), peers.tls.is_some())?;
         let peer_transport = PeerTransport::new(peer_auth.clone(), peers.tls.clone())?;
         let db =
             sled::Config::new().path(cfg.data_dir.join("raft.sled")).cache_capacity(SLED_CACHE_BYTES).open().map_err(
@@ -170,7 +186,8 @@ impl Node {
         let committed = log_store.committed_index();
         let log_io = log_store.io_stats();
         let pristine = log_store.is_pristine()?;
-        let state_machine = StateMachine::open(&db, &cfg.data_dir, observer, durable.clone()).await?;
+        let state_machine =
+            StateMachine::open(&db, &cfg.data_dir, observer, durable.clone(), log_store.first_index()).await?;
         let state = state_machine.shared();
 
         let raft_config = openraft::Config {
@@ -192,16 +209,28 @@ impl Node {
         )
         .await?;
 
-        if pristine {
-            // Every node started with the same member list proposes the same initial
-            // membership; openraft makes that safe, so no separate init step is needed.
-            match raft.initialize(cfg.members.clone()).await {
-                Ok(()) => tracing::info!(members = ?cfg.members, "initialized a new cluster"),
-                Err(e) => tracing::info!("cluster already initialized: {e}"),
+        let single = cfg.members.len() == 1 && !cfg.join;
+        let pending = match (pristine, &stored) {
+            (false, Some(_)) => {
+                tracing::info!(data_dir = %cfg.data_dir.display(), "restarting from existing data");
+                None
             }
-        } else {
-            tracing::info!(data_dir = %cfg.data_dir.display(), "restarting from existing data");
-        }
+            (false, None) => {
+                // A data directory from before identities were stored: its log is the proof.
+                identity::store(&cfg.data_dir, &derived)?;
+                None
+            }
+            (true, Some(id)) if !cfg.join => anyhow::bail!(lost_log_refusal(&cfg, &id.cluster_id)),
+            (true, None) if single => {
+                identity::store(&cfg.data_dir, &derived)?;
+                raft.initialize(cfg.members.clone()).await?;
+                tracing::info!(members = ?cfg.members, "initialized a new single-node cluster");
+                None
+            }
+            // Decided with the peers once the peer port serves (`bootstrap`).
+            (true, _) => Some(Pending { cfg: cfg.clone() }),
+        };
+        let admitted = AtomicBool::new(pending.is_none());
 
         let proposer = Proposer::start(raft.clone(), PROPOSE_TIMEOUT, cfg.limits.max_queued_proposals as usize);
         let (leader_tx, is_leader) = watch::channel(false);
@@ -222,13 +251,83 @@ impl Node {
             quorum_acked: std::sync::Mutex::new(None),
             quorum_ack_window: Duration::from_millis(cfg.election_timeout_ms),
             is_leader,
-            identity,
+            identity: std::sync::RwLock::new(provisional),
+            admitted,
+            pending: std::sync::Mutex::new(pending),
             peer_auth,
             peer_transport,
         });
         node.spawn_leadership_watch(leader_tx);
         node.spawn_timers();
+        crate::members::spawn_joint_finisher(&node);
         Ok(node)
+    }
+
+    /// For a node with an empty log: asks the peers and bootstraps, joins, or fails with
+    /// the reason (see `raft::bootstrap`). Call once the peer port serves (peers ask this
+    /// node the same question). Does nothing for a node that has a log.
+    pub async fn bootstrap(&self) -> anyhow::Result<()> {
+        let Some(Pending { cfg }) = self.pending.lock().expect("pending lock").take() else { return Ok(()) };
+        let derived_id = identity::derive_cluster_id(&cfg.members);
+        let asker = bootstrap::Asker {
+            id: cfg.id,
+            own: &cfg.members[&cfg.id],
+            listed: &cfg.members,
+            derived_id: &derived_id,
+            join: cfg.join,
+            data_dir: &cfg.data_dir,
+        };
+        tracing::info!(
+            node = cfg.id,
+            join = cfg.join,
+            "empty raft log: asking the members in --peers about the cluster"
+        );
+        match bootstrap::decide(self, &asker).await {
+            bootstrap::Decision::Initialize => {
+                identity::store(&cfg.data_dir, &Identity { cluster_id: derived_id, node_id: cfg.id })?;
+                self.admit();
+                // Every node started with the same member list proposes the same initial
+                // membership; openraft makes that safe.
+                match self.raft.initialize(cfg.members.clone()).await {
+                    Ok(()) => tracing::info!(members = ?cfg.members, "initialized a new cluster"),
+                    Err(e) => tracing::info!("cluster already initialized: {e}"),
+                }
+            }
+            bootstrap::Decision::Join { cluster_id } => {
+                let id = Identity { cluster_id: cluster_id.clone(), node_id: cfg.id };
+                identity::store(&cfg.data_dir, &id)?;
+                self.peer_auth.adopt_cluster_id(&cluster_id)?;
+                *self.identity.write().expect("identity lock") = id;
+                self.admit();
+                tracing::info!(%cluster_id, "joining: waiting to be added (`dls members add`) and replicated to as a learner");
+            }
+            bootstrap::Decision::Refuse(why) => anyhow::bail!(why),
+            bootstrap::Decision::Wait(_) => unreachable!("bootstrap::decide waits itself"),
+        }
+        Ok(())
+    }
+
+    fn admit(&self) {
+        self.admitted.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether raft traffic may reach this node yet.
+    pub fn admitted(&self) -> bool {
+        self.admitted.load(Ordering::SeqCst)
+    }
+
+    /// The cluster id this node belongs to.
+    pub fn cluster_id(&self) -> String {
+        self.identity.read().expect("identity lock").cluster_id.clone()
+    }
+
+    /// The cluster id told to a peer's discovery call: none while a joining node has not
+    /// learned it (its own would only be derived from its --peers).
+    pub fn cluster_id_for_peers(&self) -> String {
+        if !self.admitted() && self.pending.lock().expect("pending lock").as_ref().is_some_and(|p| p.cfg.join) {
+            return String::new();
+        }
+        self.cluster_id()
     }
 
     /// The current leader's id and address, as this node knows it.
@@ -247,7 +346,7 @@ impl Node {
         Some((id, m.membership_config.membership().get_node(&id)?.clone()))
     }
 
-    fn not_leader(&self) -> ApiError {
+    pub fn not_leader(&self) -> ApiError {
         ApiError::NotLeader { leader: self.leader() }
     }
 
@@ -381,6 +480,21 @@ impl Node {
         });
     }
 
+    /// Resolves when raft stops on this node by itself, with why: a storage error (a full
+    /// disk, a failed write or fsync) ends raft here, and the node must not go on (see
+    /// `docs/storage.md`, "Disk faults").
+    pub async fn raft_failed(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(fatal) = &metrics.borrow_and_update().running_state {
+                return fatal.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "raft stopped".into();
+            }
+        }
+    }
+
     /// Waits until this new leader has applied everything committed before its term.
     async fn catch_up_as_leader(&self) -> bool {
         match tokio::time::timeout(Duration::from_secs(2), self.raft.ensure_linearizable()).await {
@@ -440,4 +554,23 @@ impl Node {
             tracing::warn!("final flush: {e}");
         }
     }
+}
+
+/// The refusal of a node whose data directory kept its identity but lost its raft log.
+fn lost_log_refusal(cfg: &NodeConfig, cluster_id: &str) -> String {
+    let own = &cfg.members[&cfg.id];
+    if cfg.members.len() == 1 {
+        return format!(
+            "{} holds cluster-id.toml (cluster {cluster_id}) but no raft log: the log was lost. Restore the data \
+             directory from a backup; starting a new cluster here instead (remove cluster-id.toml) restarts the \
+             fencing tokens at 1, so the storage they protect must be reset too.",
+            cfg.data_dir.display()
+        );
+    }
+    bootstrap::lost_log(
+        cfg.id,
+        &cfg.data_dir,
+        own,
+        &format!("its cluster-id.toml says it belonged to cluster {cluster_id}"),
+    )
 }

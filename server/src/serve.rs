@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use caerus_proto::raft::peer_discovery_service_server::PeerDiscoveryServiceServer;
 use caerus_proto::raft::raft_service_server::RaftServiceServer;
 use caerus_proto::v1::admin_service_server::AdminServiceServer;
 use caerus_proto::v1::lock_service_server::LockServiceServer;
@@ -23,8 +24,9 @@ use crate::api::raft_service::RaftApi;
 use crate::config::ServeArgs;
 use crate::http;
 use crate::node::{Node, PeerSettings};
+use crate::raft::bootstrap::Discovery;
 use crate::raft::network::MAX_RAFT_MESSAGE;
-use crate::raft::peer_auth::Gate;
+use crate::raft::peer_auth::{CredentialsGate, Gate};
 use crate::security::Security;
 use crate::tls::ServerTls;
 use crate::webhooks::{self, Dispatcher};
@@ -108,42 +110,77 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let scheme = if security.grpc_tls.is_some() { "https" } else { "http" };
     tracing::info!(
         node = node.id,
-        cluster_id = %node.identity.cluster_id,
+        cluster_id = %node.cluster_id(),
         client = %listen.client,
         peer = %listen.peer.map_or("none (single node)".to_string(), |p| p.to_string()),
         data_dir = %cfg.data_dir.display(),
         members,
         "dls serving; clients connect to {scheme}://{}", listen.client
     );
-    let client_router = tonic::transport::Server::builder().add_service(client_locks).add_service(client_admin);
-    let client_server = serve_grpc(client_router, listener, security.grpc_tls.clone(), stop.clone())?;
     // The raft transport has a port of its own, behind the peer gate: nothing reaches
-    // openraft from a caller that is not a node of this cluster. Behind the same gate, the
-    // client services answer the calls followers forward (never forwarding them again).
+    // openraft from a caller that is not a node of this cluster. It serves before the node
+    // has decided how to take part (`Node::bootstrap`), since its peers ask it too. Behind
+    // the same gate, the client services answer the calls followers forward (never
+    // forwarding them again).
     let peer_server = match peer_listener {
         Some(peer_listener) => {
             let raft_api = RaftServiceServer::new(RaftApi { node: node.clone(), stop: stop.clone() })
                 .max_decoding_message_size(MAX_RAFT_MESSAGE)
                 .max_encoding_message_size(MAX_RAFT_MESSAGE);
             let gate = Gate(node.peer_auth.clone());
-            let forwarded_locks = LockServiceServer::from_arc(lock_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
-            let forwarded_admin = AdminServiceServer::from_arc(admin_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+            let discovery = InterceptedService::new(
+                PeerDiscoveryServiceServer::new(Discovery { node: node.clone() }),
+                CredentialsGate(node.peer_auth.clone()),
+            );
+            let forwarded_locks =
+                LockServiceServer::from_arc(lock_api.clone()).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+            let forwarded_admin =
+                AdminServiceServer::from_arc(admin_api.clone()).max_decoding_message_size(MAX_CLIENT_MESSAGE);
             let router = tonic::transport::Server::builder()
                 .add_service(InterceptedService::new(raft_api, gate.clone()))
+                .add_service(discovery)
                 .add_service(InterceptedService::new(forwarded_locks, PeerCaller(gate.clone())))
                 .add_service(InterceptedService::new(forwarded_admin, PeerCaller(gate)));
-            serve_grpc(router, peer_listener, security.peer_tls.clone(), stop.clone())?
+            tokio::spawn(serve_grpc(router, peer_listener, security.peer_tls.clone(), stop.clone())?)
         }
-        None => Box::pin(std::future::pending()),
+        None => tokio::spawn(std::future::pending::<Result<(), tonic::transport::Error>>()),
     };
+    let peer_server = async move {
+        match peer_server.await {
+            Ok(served) => served.map_err(anyhow::Error::from),
+            Err(e) => Err(anyhow::anyhow!("the peer port's task failed: {e}")),
+        }
+    };
+    tokio::pin!(peer_server);
+    tokio::select! {
+        decided = node.bootstrap() => decided?,
+        // Asked to stop before the node took part in raft.
+        served = &mut peer_server => {
+            node.shutdown().await;
+            return served;
+        }
+    }
+    let client_router = tonic::transport::Server::builder().add_service(client_locks).add_service(client_admin);
+    let client_server = serve_grpc(client_router, listener, security.grpc_tls.clone(), stop.clone())?;
     let drain_over = async {
         stopped(stop).await;
         tokio::time::sleep(GRPC_DRAIN).await;
     };
     tokio::select! {
         served = client_server => served?,
-        served = peer_server => served?,
+        served = &mut peer_server => served?,
         _ = drain_over => tracing::warn!("gRPC calls still open {GRPC_DRAIN:?} after the stop signal; closing them"),
+        why = node.raft_failed() => {
+            // Whatever this node holds in memory or in the page cache past the failed write
+            // cannot be trusted; a restart reads back only what is on disk, and meanwhile
+            // the other nodes elect a leader that can write.
+            tracing::error!("raft stopped on this node: {why}");
+            anyhow::bail!(
+                "raft stopped on this node: {why}. The node exits without acknowledging anything it could not \
+                 write to disk; fix the disk (free space in --data-dir) and start it again: it recovers from \
+                 its data directory and catches up from the leader"
+            );
+        }
     }
     tracing::info!("shutting down");
     if let Some(d) = dispatcher {

@@ -4,27 +4,26 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use caerus_chaos::checker::{self, Violation};
+use caerus_chaos::cluster::{signal, Cluster};
 use caerus_chaos::history::{History, Mode, Op, OpKind, Outcome};
-use caerus_chaos::linearizable;
-use caerus_chaos::proxy::{self, Links};
+use caerus_chaos::proxy::Links;
 use caerus_chaos::register::FencedRegister;
 use caerus_chaos::stats::summary_ms;
+use caerus_chaos::{linearizable, membership};
 use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions};
 use clap::Parser;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::watch;
 
 const NS: &str = "chaos";
 /// Grants the linearizability search may try per key before calling the key inconclusive.
@@ -32,6 +31,9 @@ const LIN_BUDGET: u64 = 200_000;
 const ALL_FAULTS: &str = "kill-leader,kill-follower,pause-node,pause-client,pause-queued,partition-client,partition-leader,partition-split,one-way,latency,restart-all,crash-after-write";
 /// Faults only injected when asked for by name.
 const OPT_FAULTS: &str = "clock-jump";
+/// Faults of the cluster's life cycle: in `all`, and the short run (`one-new`) picks one
+/// of them by its seed.
+const LIFECYCLE_FAULTS: &str = "wipe-rejoin,membership-partition";
 /// Where Debian's `faketime` package puts the thread-safe preload library.
 const FAKETIME_LIBS: [&str; 2] =
     ["/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1"];
@@ -60,12 +62,13 @@ struct Args {
     /// The dls binary.
     #[arg(long, env = "DLS_BIN")]
     dls: PathBuf,
-    /// Comma-separated faults to inject, from: kill-leader, kill-follower, pause-node,
-    /// pause-client, pause-queued, partition-client, partition-leader, partition-split, one-way, latency, restart-all,
-    /// crash-after-write (default: all of these, also spelt "all"), clock-jump (only when
-    /// named, e.g. "all,clock-jump": needs libfaketime; every node then runs under it), or
-    /// "none".
-    #[arg(long, default_value = ALL_FAULTS)]
+    /// Comma-separated faults to inject. "classic": kill-leader, kill-follower, pause-node,
+    /// pause-client, pause-queued, partition-client, partition-leader, partition-split,
+    /// one-way, latency, restart-all, crash-after-write. Life cycle: wipe-rejoin,
+    /// membership-partition. "all" (the default) is both groups; "one-new" adds one
+    /// life-cycle fault chosen by the seed. clock-jump only when named (e.g.
+    /// "all,clock-jump": needs libfaketime; every node then runs under it). Or "none".
+    #[arg(long, default_value = "all")]
     faults: String,
     /// Transaction lease of the clients, in milliseconds.
     #[arg(long, default_value_t = 2000)]
@@ -73,226 +76,6 @@ struct Args {
     /// Where to write the history (JSON lines); default: in the run directory.
     #[arg(long)]
     history: Option<PathBuf>,
-}
-
-struct Node {
-    id: u64,
-    addr: SocketAddr,
-    peer_addr: SocketAddr,
-    http: String,
-    data_dir: PathBuf,
-    log: PathBuf,
-    child: Option<Child>,
-    paused: bool,
-    /// libfaketime's offset file for this node (when the cluster runs under faketime).
-    clock_file: PathBuf,
-    /// Seconds this node's faked clocks are off in total (negative: behind).
-    clock_offset_s: i64,
-    /// Under faketime, only CLOCK_REALTIME is faked on this node (even ids): its wall clock
-    /// jumps backwards. Odd ids have every clock faked, CLOCK_MONOTONIC included, and only
-    /// jump forwards (a monotonic clock never goes back).
-    wall_only: bool,
-}
-
-struct Cluster {
-    dls: PathBuf,
-    nodes: Vec<Node>,
-    peers: String,
-    /// The proxy in front of each node's client port (the membership's client addresses).
-    proxies: Vec<String>,
-    /// Every node is started with it: peers authenticate each other.
-    secret: String,
-    links: Arc<Links>,
-    _stop_proxies: watch::Sender<bool>,
-    /// The libfaketime preload library, when nodes run under it (clock-jump).
-    faketime: Option<PathBuf>,
-}
-
-fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> =
-        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback")).collect();
-    held.iter().map(|l| l.local_addr().expect("addr").port()).collect()
-}
-
-fn signal(pid: u32, sig: &str) {
-    let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
-}
-
-impl Cluster {
-    async fn start(
-        dls: PathBuf,
-        n: usize,
-        dir: &std::path::Path,
-        faketime: Option<PathBuf>,
-    ) -> anyhow::Result<Cluster> {
-        let ports = free_ports(5 * n);
-        let links = Links::new();
-        let (stop_tx, stop) = watch::channel(false);
-        let mut nodes = Vec::new();
-        let mut peers = Vec::new();
-        let mut proxies = Vec::new();
-        // The harness's own clients may reach a proxy by a leader redirect: known, never cut.
-        links.set_pid(std::process::id(), proxy::HARNESS);
-        for (i, p) in ports.chunks(5).enumerate() {
-            let id = i as u64 + 1;
-            let addr: SocketAddr = format!("127.0.0.1:{}", p[0]).parse()?;
-            let peer_addr: SocketAddr = format!("127.0.0.1:{}", p[3]).parse()?;
-            // One proxy in front of each port: raft traffic and client traffic both pass
-            // the link rules.
-            let proxy_addr = format!("127.0.0.1:{}", p[1]);
-            let peer_proxy = format!("127.0.0.1:{}", p[4]);
-            for (listen, target) in [(&proxy_addr, addr), (&peer_proxy, peer_addr)] {
-                let listener = tokio::net::TcpListener::bind(listen).await?;
-                tokio::spawn(proxy::run(listener, target, id, links.clone(), stop.clone()));
-            }
-            peers.push(format!("{id}={proxy_addr}/{peer_proxy}"));
-            proxies.push(proxy_addr.clone());
-            nodes.push(Node {
-                id,
-                addr,
-                peer_addr,
-                http: format!("127.0.0.1:{}", p[2]),
-                data_dir: dir.join(format!("node-{id}")),
-                log: dir.join(format!("node-{id}.log")),
-                child: None,
-                paused: false,
-                clock_file: dir.join(format!("node-{id}.faketime")),
-                clock_offset_s: 0,
-                wall_only: id.is_multiple_of(2),
-            });
-        }
-        let secret = format!("chaos-{:032x}", rand::random::<u128>());
-        let peers = peers.join(",");
-        let mut c = Cluster { dls, nodes, peers, proxies, secret, links, _stop_proxies: stop_tx, faketime };
-        for id in 1..=n as u64 {
-            c.spawn(id)?;
-        }
-        Ok(c)
-    }
-
-    fn node(&mut self, id: u64) -> &mut Node {
-        self.nodes.iter_mut().find(|n| n.id == id).expect("node id")
-    }
-
-    fn spawn(&mut self, id: u64) -> anyhow::Result<()> {
-        let dls = self.dls.clone();
-        let peers = self.peers.clone();
-        let secret = self.secret.clone();
-        let links = self.links.clone();
-        let faketime = self.faketime.clone();
-        let n = self.node(id);
-        if n.child.is_some() {
-            return Ok(());
-        }
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&n.log)?;
-        let mut cmd = Command::new(&dls);
-        if let Some(lib) = faketime {
-            // Relative offset, re-read at most once a second: writing another one jumps the
-            // node's faked clocks while it runs.
-            std::fs::write(&n.clock_file, format!("{:+}s\n", n.clock_offset_s))?;
-            cmd.env("LD_PRELOAD", lib)
-                .env("FAKETIME_TIMESTAMP_FILE", &n.clock_file)
-                .env("FAKETIME_CACHE_DURATION", "1");
-            if n.wall_only {
-                cmd.env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
-            }
-        }
-        let child = cmd
-            .arg("serve")
-            .args(["--node-id", &id.to_string(), "--listen", &n.addr.to_string(), "--peers", &peers])
-            .args(["--peer-listen", &n.peer_addr.to_string()])
-            .env("DLS_CLUSTER_SECRET", &secret)
-            .arg("--data-dir")
-            .arg(&n.data_dir)
-            .args(["--heartbeat-ms", "50", "--election-timeout-ms", "300", "--http-listen", &n.http])
-            .env("DLS_LOG", "info")
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("start {}", dls.display()))?;
-        links.set_pid(child.id(), id);
-        n.child = Some(child);
-        n.paused = false;
-        Ok(())
-    }
-
-    fn kill(&mut self, id: u64) {
-        let n = self.node(id);
-        if let Some(mut c) = n.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        n.paused = false;
-    }
-
-    fn pause(&mut self, id: u64, on: bool) {
-        let n = self.node(id);
-        if let Some(c) = &n.child {
-            signal(c.id(), if on { "STOP" } else { "CONT" });
-            n.paused = on;
-        }
-    }
-
-    fn running(&self) -> Vec<u64> {
-        self.nodes.iter().filter(|n| n.child.is_some() && !n.paused).map(|n| n.id).collect()
-    }
-
-    fn ids(&self) -> Vec<u64> {
-        self.nodes.iter().map(|n| n.id).collect()
-    }
-
-    fn endpoints(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| n.addr.to_string()).collect()
-    }
-
-    /// The proxies' addresses: a client configured with these passes every proxy, so the
-    /// harness can cut it off.
-    fn proxy_endpoints(&self) -> Vec<String> {
-        self.proxies.clone()
-    }
-
-    /// The leader as seen by the running nodes: the highest term's leader.
-    async fn leader(&self, admin: &DlsClient) -> Option<u64> {
-        let mut best: Option<(u64, u64)> = None;
-        for n in self.nodes.iter().filter(|n| n.child.is_some() && !n.paused) {
-            let st =
-                tokio::time::timeout(Duration::from_millis(800), admin.cluster_status_of(&n.addr.to_string())).await;
-            if let Ok(Ok(s)) = st {
-                if let Some(l) = s.leader_id {
-                    if best.is_none_or(|(t, _)| s.term > t) {
-                        best = Some((s.term, l));
-                    }
-                }
-            }
-        }
-        best.map(|(_, l)| l)
-    }
-
-    async fn wait_for_leader(&self, admin: &DlsClient, within: Duration) -> Option<u64> {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Some(l) = self.leader(admin).await {
-                if self.running().contains(&l) {
-                    return Some(l);
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        None
-    }
-
-    fn shutdown(&mut self) {
-        for id in self.ids() {
-            self.pause(id, false);
-            self.kill(id);
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
 }
 
 fn classify(e: &Error) -> Outcome {
@@ -1073,6 +856,19 @@ async fn inject(
                 c.spawn(id)?;
             }
         }
+        "wipe-rejoin" | "membership-partition" => {
+            let Some(l) = leader else { return skip(h, format!("{fault}: no leader, skipped")) };
+            let say = |m: String| log(h, m);
+            let broken = if fault == "wipe-rejoin" {
+                membership::wipe_and_rejoin(c, admin, l, rng, &say).await?
+            } else {
+                membership::membership_during_partition(c, admin, l, hold, rng, &say).await?
+            };
+            for message in broken {
+                log(h, format!("{fault}: VIOLATION {message}"));
+                figs.extra_violations.push(Violation { checker: "membership", message });
+            }
+        }
         other => bail!("unknown fault {other}"),
     }
     *figs.faults.entry(fault).or_default() += 1;
@@ -1100,16 +896,19 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let faults: Vec<&'static str> = if args.faults == "none" {
         vec![]
     } else {
-        let all: Vec<&'static str> = ALL_FAULTS.split(',').chain(OPT_FAULTS.split(',')).collect();
+        let all: Vec<&'static str> =
+            ALL_FAULTS.split(',').chain(LIFECYCLE_FAULTS.split(',')).chain(OPT_FAULTS.split(',')).collect();
+        let lifecycle: Vec<&'static str> = LIFECYCLE_FAULTS.split(',').collect();
         let mut v = Vec::new();
         for f in args.faults.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            if f == "all" {
-                v.extend(ALL_FAULTS.split(','));
-                continue;
-            }
-            match all.iter().find(|a| **a == f) {
-                Some(a) => v.push(*a),
-                None => bail!("unknown fault {f:?}; known: {ALL_FAULTS},{OPT_FAULTS}"),
+            match f {
+                "all" => v.extend(ALL_FAULTS.split(',').chain(lifecycle.iter().copied())),
+                "classic" => v.extend(ALL_FAULTS.split(',')),
+                "one-new" => v.push(lifecycle[(seed % lifecycle.len() as u64) as usize]),
+                _ => match all.iter().find(|a| **a == f) {
+                    Some(a) => v.push(*a),
+                    None => bail!("unknown fault {f:?}; known: {ALL_FAULTS},{LIFECYCLE_FAULTS},{OPT_FAULTS}"),
+                },
             }
         }
         v

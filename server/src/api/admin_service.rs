@@ -1,8 +1,10 @@
-//! The operator API: list locks, abort a transaction, a node's view of the cluster.
-//! Every call needs an admin key when the server has a keys file; an admin key limited to
-//! namespace prefixes lists and aborts only inside them (rules in `auth`).
+//! The operator API: list locks, abort a transaction, a node's view of the cluster, and
+//! membership changes. Every call needs an admin key when the server has a keys file; an
+//! admin key limited to namespace prefixes lists and aborts only inside them (rules in
+//! `auth`) and may not change the membership (that affects every namespace).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use caerus_proto::v1 as pb;
 use caerus_proto::v1::admin_service_server::AdminService;
@@ -12,7 +14,9 @@ use super::auth::{KeyRing, Principal};
 use super::errors::ApiError;
 use super::{convert, validate};
 use crate::locks::{Command, Outcome};
+use crate::members::{self, Membership, MembershipError};
 use crate::node::Node;
+use crate::raft::types::Member;
 
 pub struct AdminApi {
     pub node: Arc<Node>,
@@ -124,6 +128,122 @@ impl AdminApi {
     }
 }
 
+impl AdminApi {
+    /// Membership changes act on the whole cluster: only an admin key without namespace
+    /// limits may make them.
+    fn cluster_admin<T>(&self, req: &Request<T>) -> ApiResult<Principal> {
+        let who = self.admin(req)?;
+        if who.namespaces.is_some() {
+            return Err(ApiError::PermissionDenied(format!(
+                "admin key {:?} is limited to namespace prefixes; membership changes need an admin key without --namespace",
+                who.name
+            )));
+        }
+        Ok(who)
+    }
+
+    fn membership_error(&self, e: MembershipError) -> ApiError {
+        match e {
+            MembershipError::Invalid(m) => ApiError::InvalidArgument(m),
+            MembershipError::Refused(m) => ApiError::MembershipRefused(m),
+            MembershipError::NotLeader => self.node.not_leader(),
+            MembershipError::Unavailable(m) => ApiError::Unavailable(m),
+        }
+    }
+
+    fn members(&self) -> ApiResult<Membership> {
+        self.node.membership().map_err(|e| self.membership_error(e))
+    }
+
+    fn list_members(&self, req: Request<pb::ListMembersRequest>) -> ApiResult<pb::ListMembersResponse> {
+        self.cluster_admin(&req)?;
+        self.node.require_leader()?;
+        let m = self.members()?;
+        Ok(pb::ListMembersResponse {
+            members: member_infos(&m),
+            leader_id: m.leader,
+            last_log_index: m.last_log_index,
+            changing: m.changing,
+        })
+    }
+
+    async fn add_member(&self, req: Request<pb::AddMemberRequest>) -> ApiResult<pb::AddMemberResponse> {
+        self.cluster_admin(&req)?;
+        let r = req.into_inner();
+        let catch_up = catch_up_timeout(r.catch_up_timeout_ms)?;
+        self.node.require_leader()?;
+        let member = Member { addr: r.addr, peer_addr: r.peer_addr };
+        self.node
+            .add_member(r.node_id, member, r.stay_learner, catch_up)
+            .await
+            .map_err(|e| self.membership_error(e))?;
+        Ok(pb::AddMemberResponse { members: member_infos(&self.members()?) })
+    }
+
+    async fn remove_member(&self, req: Request<pb::RemoveMemberRequest>) -> ApiResult<pb::RemoveMemberResponse> {
+        self.cluster_admin(&req)?;
+        self.node.require_leader()?;
+        let id = req.into_inner().node_id;
+        self.node.remove_member(id).await.map_err(|e| self.membership_error(e))?;
+        // A removed leader may have stepped down already: answer with what it committed.
+        let members = match self.node.membership() {
+            Ok(m) => member_infos(&m),
+            Err(_) => committed_members(&self.node),
+        };
+        Ok(pb::RemoveMemberResponse { members })
+    }
+
+    async fn promote_member(&self, req: Request<pb::PromoteMemberRequest>) -> ApiResult<pb::PromoteMemberResponse> {
+        self.cluster_admin(&req)?;
+        let r = req.into_inner();
+        let catch_up = catch_up_timeout(r.catch_up_timeout_ms)?;
+        self.node.require_leader()?;
+        self.node.promote_member(r.node_id, catch_up).await.map_err(|e| self.membership_error(e))?;
+        Ok(pb::PromoteMemberResponse { members: member_infos(&self.members()?) })
+    }
+}
+
+fn catch_up_timeout(ms: u32) -> ApiResult<Duration> {
+    let d = if ms == 0 { members::DEFAULT_CATCH_UP } else { Duration::from_millis(ms.into()) };
+    if d > members::MAX_CATCH_UP {
+        return Err(ApiError::InvalidArgument(format!(
+            "catch_up_timeout_ms must be at most {}",
+            members::MAX_CATCH_UP.as_millis()
+        )));
+    }
+    Ok(d)
+}
+
+fn member_infos(m: &Membership) -> Vec<pb::MemberInfo> {
+    m.members
+        .iter()
+        .map(|v| pb::MemberInfo {
+            node_id: v.id,
+            addr: v.member.addr.clone(),
+            peer_addr: v.member.peer_addr.clone(),
+            voter: v.voter,
+            matched_index: v.matched,
+        })
+        .collect()
+}
+
+/// The membership this node holds, without replication progress (it no longer leads).
+fn committed_members(node: &Node) -> Vec<pb::MemberInfo> {
+    let m = node.raft.metrics().borrow().clone();
+    let config = m.membership_config.membership();
+    let voters: Vec<u64> = config.voter_ids().collect();
+    config
+        .nodes()
+        .map(|(&id, n)| pb::MemberInfo {
+            node_id: id,
+            addr: n.addr.clone(),
+            peer_addr: n.peer_addr.clone(),
+            voter: voters.contains(&id),
+            matched_index: 0,
+        })
+        .collect()
+}
+
 #[tonic::async_trait]
 impl AdminService for AdminApi {
     async fn list_locks(&self, req: Request<pb::ListLocksRequest>) -> Result<Response<pb::ListLocksResponse>, Status> {
@@ -142,5 +262,30 @@ impl AdminService for AdminApi {
         req: Request<pb::ClusterStatusRequest>,
     ) -> Result<Response<pb::ClusterStatusResponse>, Status> {
         Ok(Response::new(AdminApi::cluster_status(self, req)?))
+    }
+
+    async fn list_members(
+        &self,
+        req: Request<pb::ListMembersRequest>,
+    ) -> Result<Response<pb::ListMembersResponse>, Status> {
+        Ok(Response::new(AdminApi::list_members(self, req)?))
+    }
+
+    async fn add_member(&self, req: Request<pb::AddMemberRequest>) -> Result<Response<pb::AddMemberResponse>, Status> {
+        Ok(Response::new(AdminApi::add_member(self, req).await?))
+    }
+
+    async fn remove_member(
+        &self,
+        req: Request<pb::RemoveMemberRequest>,
+    ) -> Result<Response<pb::RemoveMemberResponse>, Status> {
+        Ok(Response::new(AdminApi::remove_member(self, req).await?))
+    }
+
+    async fn promote_member(
+        &self,
+        req: Request<pb::PromoteMemberRequest>,
+    ) -> Result<Response<pb::PromoteMemberResponse>, Status> {
+        Ok(Response::new(AdminApi::promote_member(self, req).await?))
     }
 }

@@ -57,6 +57,9 @@ pub enum ApiError {
     /// (sent as `x-dls-retry-after-ms`) with the same request_id.
     #[error("{message}")]
     Overloaded { message: String, retry_after: Duration },
+    /// A membership change does not fit the current membership; nothing changed.
+    #[error("{0}")]
+    MembershipRefused(String),
     /// A bug or storage failure.
     #[error("internal error: {0}")]
     Internal(String),
@@ -79,6 +82,7 @@ impl ApiError {
             ApiError::NotLeader { .. } => (Code::Unavailable, "NOT_LEADER"),
             ApiError::Unavailable(_) | ApiError::Overloaded { .. } => (Code::Unavailable, "UNAVAILABLE"),
             ApiError::ResourceExhausted(_) => (Code::ResourceExhausted, "RESOURCE_EXHAUSTED"),
+            ApiError::MembershipRefused(_) => (Code::FailedPrecondition, "MEMBERSHIP_REFUSED"),
             ApiError::Internal(_) => (Code::Internal, "INTERNAL"),
         }
     }

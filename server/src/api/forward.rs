@@ -271,8 +271,9 @@ pub struct ForwardingLocks {
     pub forwarder: Arc<Forwarder>,
 }
 
-/// The client port's `AdminService`: calls that need the leader are forwarded like lock
-/// calls; ClusterStatus is every node's own view and always answered here.
+/// The client port's `AdminService`: calls that need the leader (listings, aborts,
+/// membership changes) are forwarded like lock calls; ClusterStatus is every node's own
+/// view and always answered here.
 pub struct ForwardingAdmin {
     pub local: Arc<AdminApi>,
     pub forwarder: Arc<Forwarder>,
@@ -364,6 +365,31 @@ impl AdminService for ForwardingAdmin {
         req: Request<pb::ClusterStatusRequest>,
     ) -> Result<Response<pb::ClusterStatusResponse>, Status> {
         AdminService::cluster_status(&*self.local, req).await
+    }
+
+    async fn list_members(
+        &self,
+        req: Request<pb::ListMembersRequest>,
+    ) -> Result<Response<pb::ListMembersResponse>, Status> {
+        route!(self, req, AdminService, admin, list_members, unary)
+    }
+
+    async fn add_member(&self, req: Request<pb::AddMemberRequest>) -> Result<Response<pb::AddMemberResponse>, Status> {
+        route!(self, req, AdminService, admin, add_member, unary)
+    }
+
+    async fn remove_member(
+        &self,
+        req: Request<pb::RemoveMemberRequest>,
+    ) -> Result<Response<pb::RemoveMemberResponse>, Status> {
+        route!(self, req, AdminService, admin, remove_member, unary)
+    }
+
+    async fn promote_member(
+        &self,
+        req: Request<pb::PromoteMemberRequest>,
+    ) -> Result<Response<pb::PromoteMemberResponse>, Status> {
+        route!(self, req, AdminService, admin, promote_member, unary)
     }
 }
 

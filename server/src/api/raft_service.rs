@@ -44,11 +44,22 @@ fn encode<T: Serialize, E: Serialize>(result: Result<T, E>) -> Result<Response<R
     answer(result).map(Response::new)
 }
 
+/// Raft traffic reaches a node only once it has bootstrapped or joined: a node with an
+/// empty log that may have lost its vote must not answer a vote request meanwhile.
+fn admitted(node: &Node) -> Result<(), Status> {
+    if node.admitted() {
+        Ok(())
+    } else {
+        Err(Status::unavailable("this node has an empty log and has not bootstrapped or joined yet (see its log)"))
+    }
+}
+
 type AnswerStream = Pin<Box<dyn Stream<Item = Result<RaftPayload, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl RaftService for RaftApi {
     async fn append_entries(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+        admitted(&self.node)?;
         encode(self.node.raft.append_entries(decode(req)?).await)
     }
 
@@ -59,6 +70,7 @@ impl RaftService for RaftApi {
         &self,
         req: Request<Streaming<RaftPayload>>,
     ) -> Result<Response<AnswerStream>, Status> {
+        admitted(&self.node)?;
         let node = self.node.clone();
         let mut stop = self.stop.clone();
         let mut requests = req.into_inner();
@@ -78,10 +90,12 @@ impl RaftService for RaftApi {
     }
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+        admitted(&self.node)?;
         encode(self.node.raft.vote(decode(req)?).await)
     }
 
     async fn install_snapshot(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+        admitted(&self.node)?;
         encode(self.node.raft.install_snapshot(decode(req)?).await)
     }
 }

@@ -1,11 +1,12 @@
 //! The `dls` command line: `serve`, `keys`, and the operator commands (`locks`, `txn`,
-//! `events`, `status`), which reach the cluster through the Rust client like any user.
+//! `events`, `status`, `members`), which reach the cluster through the Rust client like any user.
 
 pub mod connect;
 pub mod events;
 mod format;
 pub mod lock;
 pub mod locks;
+pub mod members;
 pub mod status;
 pub mod txn;
 
@@ -44,6 +45,9 @@ pub enum CliCommand {
     Events(events::EventsArgs),
     /// Show every node's view of the cluster: role, term, leader, indexes.
     Status(status::StatusArgs),
+    /// List, add, remove or promote cluster members online (joint consensus; new nodes catch up as learners).
+    #[command(subcommand)]
+    Members(members::MembersCommand),
     /// Run a command while holding a lock: `dls lock [--shared] NAMESPACE KEY -- COMMAND [ARGS...]`.
     Lock(lock::LockArgs),
 }
@@ -114,6 +118,11 @@ mod tests {
         assert_eq!((l.namespace.as_str(), l.key.as_str()), ("jobs", "nightly"));
         assert_eq!(l.command, vec!["sh", "-c", "exit 3"]);
         assert!(Cli::try_parse_from(["dls", "lock", "jobs", "nightly"]).is_err(), "a command is required");
+        let cli = Cli::try_parse_from(["dls", "members", "add", "4", "h:1/2", "--learner", "--catch-up-timeout", "5s"])
+            .unwrap();
+        let CliCommand::Members(members::MembersCommand::Add(a)) = cli.command else { panic!("members add") };
+        assert_eq!((a.id, a.address.as_str(), a.learner), (4, "h:1/2", true));
+        assert_eq!(a.catch_up_timeout, std::time::Duration::from_secs(5));
         let err = Cli::try_parse_from(["dls", "events", "--kind", "nope"]).unwrap_err();
         assert_eq!(err.exit_code(), connect::EXIT_USAGE);
     }

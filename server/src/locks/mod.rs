@@ -11,6 +11,8 @@ pub mod types;
 pub mod vec_map;
 
 #[cfg(test)]
+mod table_props;
+#[cfg(test)]
 mod table_tests;
 
 pub use command::{AcquireRequest, AcquireStatus, Begin, Command, LogCommand, Outcome, Rejection};

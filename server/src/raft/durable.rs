@@ -67,6 +67,11 @@ impl Durable {
         self.mark.send_replace(Mark::Failed);
     }
 
+    /// Whether a sync failed: from then on nothing written counts as on disk.
+    pub fn failed(&self) -> bool {
+        *self.mark.borrow() == Mark::Failed
+    }
+
     /// Whether the entry at `index` is on disk.
     pub fn covers(&self, index: u64) -> bool {
         matches!(*self.mark.borrow(), Mark::Next(n) if n > index)
@@ -137,5 +142,6 @@ mod tests {
         assert_eq!(d.wait_for(1, SHORT).await.unwrap_err().kind(), io::ErrorKind::Other);
         d.advance(9);
         assert!(!d.covers(3), "nothing counts as durable after a failed sync");
+        assert!(d.failed());
     }
 }

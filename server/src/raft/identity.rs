@@ -1,7 +1,7 @@
 //! The cluster id and node id a data directory belongs to (`cluster-id.toml`).
 //!
-//! Written when the node first starts; checked at every later start and on every peer
-//! call. Every node started with the same member list derives the same id (as etcd derives
+//! Written when the node bootstraps a new cluster or joins one (see `bootstrap`); checked at
+//! every later start and on every peer call. Every node started with the same member list derives the same id (as etcd derives
 //! its cluster id from the initial member list), so the nodes of a new cluster agree on it
 //! without talking first; a node configured for another cluster, or a data directory
 //! copied to the wrong node, is refused instead of joining raft under a false name.
@@ -36,46 +36,48 @@ fn path(data_dir: &Path) -> PathBuf {
     data_dir.join(FILE)
 }
 
-/// Reads the stored identity, or stores `fresh` when the directory has none yet. A stored
-/// identity of another node id is refused.
-pub fn open_or_create(data_dir: &Path, fresh: Identity) -> anyhow::Result<Identity> {
+/// Reads the stored identity, if the directory has one. A stored identity of another node
+/// id is refused.
+pub fn load(data_dir: &Path, node_id: NodeId) -> anyhow::Result<Option<Identity>> {
     let file = path(data_dir);
     match std::fs::read_to_string(&file) {
         Ok(text) => {
             let stored: Identity = toml::from_str(&text).map_err(|e| {
                 anyhow::anyhow!("{} is damaged ({e}); restore it or the data directory", file.display())
             })?;
-            if stored.node_id != fresh.node_id {
+            if stored.node_id != node_id {
                 anyhow::bail!(
-                    "data directory {} belongs to node {} of cluster {}, but this is --node-id {}; \
+                    "data directory {} belongs to node {} of cluster {}, but this is --node-id {node_id}; \
                      start it with --node-id {} or give this node its own --data-dir",
                     data_dir.display(),
                     stored.node_id,
                     stored.cluster_id,
-                    fresh.node_id,
                     stored.node_id
                 );
             }
-            Ok(stored)
+            Ok(Some(stored))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let text = format!(
-                "# Written by dls at the node's first start. Do not edit: peers of another cluster id are refused.\n{}",
-                toml::to_string(&fresh)?
-            );
-            // Written and synced before raft starts, so no vote is ever cast under an identity
-            // that a crash could lose.
-            let tmp = file.with_extension("toml.tmp");
-            std::fs::write(&tmp, text)
-                .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-                .and_then(|()| std::fs::rename(&tmp, &file))
-                .and_then(|()| std::fs::File::open(data_dir)?.sync_all())
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
-            tracing::info!(cluster_id = %fresh.cluster_id, node = fresh.node_id, "cluster identity stored in {}", file.display());
-            Ok(fresh)
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", file.display())),
     }
+}
+
+/// Stores the identity, durably, before the node casts a vote or accepts an entry under it.
+pub fn store(data_dir: &Path, identity: &Identity) -> anyhow::Result<()> {
+    let file = path(data_dir);
+    let text = format!(
+        "# Written by dls when the node bootstrapped or joined its cluster. Do not edit: peers of another\n\
+         # cluster id are refused, and a node with this file but no raft log refuses to start (its log was lost).\n{}",
+        toml::to_string(identity)?
+    );
+    let tmp = file.with_extension("toml.tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, &file))
+        .and_then(|()| std::fs::File::open(data_dir)?.sync_all())
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
+    tracing::info!(cluster_id = %identity.cluster_id, node = identity.node_id, "cluster identity stored in {}", file.display());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -95,14 +97,13 @@ mod tests {
     }
 
     #[test]
-    fn the_stored_identity_wins_and_another_node_id_is_refused() {
+    fn the_stored_identity_is_read_back_and_another_node_id_is_refused() {
         let dir = tempfile::tempdir().unwrap();
+        assert_eq!(load(dir.path(), 2).unwrap(), None);
         let first = Identity { cluster_id: "abc".into(), node_id: 2 };
-        assert_eq!(open_or_create(dir.path(), first.clone()).unwrap(), first);
-        // A later start with another member list keeps the stored cluster id.
-        let later = Identity { cluster_id: "other".into(), node_id: 2 };
-        assert_eq!(open_or_create(dir.path(), later).unwrap(), first);
-        let err = open_or_create(dir.path(), Identity { cluster_id: "abc".into(), node_id: 3 }).unwrap_err();
+        store(dir.path(), &first).unwrap();
+        assert_eq!(load(dir.path(), 2).unwrap(), Some(first));
+        let err = load(dir.path(), 3).unwrap_err();
         assert!(err.to_string().contains("--node-id 2"), "{err}");
     }
 }

@@ -85,10 +85,20 @@ fn sync_stopped() -> StorageError {
 /// run one at a time (`round`): a follower's append and the sync thread may both sync,
 /// and a round that finds the files already taken by another still in progress must
 /// wait for it, or it would report entries durable that are not on disk yet.
+///
+/// After one failed sync every later one fails too (fsyncgate): the kernel may have
+/// dropped the pages it could not write and marked them clean, so a later `fdatasync`
+/// that succeeds says nothing about them.
 fn sync_now(round: &Mutex<()>, wal: &Mutex<Wal>, stats: &LogIoStats, durable: &Durable) -> io::Result<()> {
     let _round = round.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if durable.failed() {
+        return Err(io::Error::other(
+            "an earlier sync of the raft log failed; nothing written since counts as on disk",
+        ));
+    }
     let job = wal.lock().expect("wal lock").sync_job();
     let (epoch, next) = job.covers;
+    let upto = job.upto;
     let result = if job.is_empty() {
         Ok(())
     } else {
@@ -101,7 +111,8 @@ fn sync_now(round: &Mutex<()>, wal: &Mutex<Wal>, stats: &LogIoStats, durable: &D
     match &result {
         Ok(()) => {
             // Under the lock, so that a truncation cannot slip in between.
-            let wal = wal.lock().expect("wal lock");
+            let mut wal = wal.lock().expect("wal lock");
+            wal.synced(upto);
             if wal.epoch() == epoch {
                 durable.advance(next);
             }
@@ -142,9 +153,13 @@ impl LogStore {
     /// `db`, moving a log left in sled by an older version into the files first.
     pub fn open(db: &sled::Db, dir: &Path, id: NodeId) -> anyhow::Result<Self> {
         let meta = db.open_tree("raft_meta")?;
-        let mut wal = migrate_from_sled(db, dir)?;
-        // Whatever a crashed process left in the page cache goes to disk before it counts.
-        wal.sync_job().run()?;
+        let purged = match meta.get(LAST_PURGED)? {
+            Some(v) => {
+                Some(codec::decode::<LogId>(&v).map_err(|e| anyhow::anyhow!("cannot read the purge point: {e}"))?)
+            }
+            None => None,
+        };
+        let wal = migrate_from_sled(db, dir, purged.map(|p| p.index)).map_err(|e| refuse_damaged(e, id))?;
         let durable = Arc::new(Durable::new(wal.next_index()));
         let stats: Arc<LogIoStats> = Arc::default();
         let wal = Arc::new(Mutex::new(wal));
@@ -167,9 +182,8 @@ impl LogStore {
         if let Some(vote) = store.get_meta::<Vote>(VOTE)? {
             store.note_vote(&vote);
         }
-        if let Some(purged) = store.get_meta::<LogId>(LAST_PURGED)? {
-            let mut wal = store.wal.lock().expect("wal lock");
-            wal.purge(purged.index)?;
+        if let Some(purged) = purged {
+            let wal = store.wal.lock().expect("wal lock");
             if !wal.is_empty() && wal.first_index() > purged.index + 1 {
                 tracing::warn!(
                     first = wal.first_index(),
@@ -179,6 +193,11 @@ impl LogStore {
             }
         }
         Ok(store)
+    }
+
+    /// The first index the log holds (the next one to come when it is empty).
+    pub fn first_index(&self) -> u64 {
+        self.wal.lock().expect("wal lock").first_index()
     }
 
     /// A live view of the commit index.
@@ -273,15 +292,15 @@ impl LogStore {
 /// Opens the segment files, first moving entries an older version kept in sled's
 /// `raft_log` tree into them. The tree is cleared only after the files are synced; if a
 /// crash interrupts that, the files are rebuilt from the tree on the next start.
-fn migrate_from_sled(db: &sled::Db, dir: &Path) -> anyhow::Result<Wal> {
+fn migrate_from_sled(db: &sled::Db, dir: &Path, purged: Option<u64>) -> anyhow::Result<Wal> {
     let old = db.open_tree(OLD_LOG_TREE)?;
     if old.is_empty() {
-        return Ok(Wal::open(dir)?);
+        return Ok(Wal::open(dir, purged)?);
     }
     if dir.exists() {
         std::fs::remove_dir_all(dir)?;
     }
-    let mut wal = Wal::open(dir)?;
+    let mut wal = Wal::open(dir, None)?;
     let mut moved = 0u64;
     for item in old.iter() {
         let (k, v) = item?;
@@ -289,11 +308,29 @@ fn migrate_from_sled(db: &sled::Db, dir: &Path) -> anyhow::Result<Wal> {
         wal.append(&[(index, v.to_vec())])?;
         moved += 1;
     }
-    wal.sync_job().run()?;
+    if let Some(p) = purged {
+        wal.purge(p)?;
+    }
+    wal.sync()?;
     old.clear()?;
     db.flush()?;
     tracing::info!(entries = moved, dir = %dir.display(), "moved the raft log from sled to segment files");
     Ok(wal)
+}
+
+/// A log that [`Wal::open`] found damaged becomes a refusal to start that says what the
+/// operator can do; other errors pass through.
+fn refuse_damaged(e: anyhow::Error, id: NodeId) -> anyhow::Error {
+    let damaged = e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::InvalidData);
+    if !damaged {
+        return e;
+    }
+    anyhow::anyhow!(
+        "{e}. This node's raft log cannot be trusted, so it does not start (serving a shortened log could hand \
+         out fencing tokens twice). Restore its data directory from a backup, or re-add it empty: on a running \
+         member `dls members remove {id}` and `dls members add {id} HOST:PORT/PEER_PORT`, then start this node \
+         with an empty --data-dir and --join; it catches up from the leader. See docs/storage.md."
+    )
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -479,6 +516,21 @@ mod tests {
         assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
         writer.join().unwrap();
         assert!(store.durable().covers(0));
+    }
+
+    #[tokio::test]
+    async fn after_a_failed_sync_no_later_sync_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::open(dir.path().join("db")).unwrap();
+        let store = LogStore::open(&db, &dir.path().join("log"), 1).unwrap();
+        assert!(append(&store, 0..2).await);
+        // As the sync thread does when fdatasync fails.
+        store.durable().fail();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        store.write([entry(2)], move |r| tx.send(r).unwrap()).unwrap();
+        let err = rx.await.unwrap().unwrap_err();
+        assert!(err.to_string().contains("an earlier sync of the raft log failed"), "{err}");
+        assert!(!store.durable().covers(0));
     }
 
     #[tokio::test]

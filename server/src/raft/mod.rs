@@ -2,6 +2,7 @@
 //! the peer network, group commit of proposals. Nothing here knows lock semantics.
 
 pub mod append_stream;
+pub mod bootstrap;
 pub mod durable;
 pub mod identity;
 pub mod log_store;

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use caerus_proto::raft::peer_discovery_service_client::PeerDiscoveryServiceClient;
 use caerus_proto::raft::raft_service_client::RaftServiceClient;
 use caerus_proto::raft::RaftPayload;
 use openraft::error::{InstallSnapshotError, NetworkError, RemoteError, Unreachable};
@@ -34,6 +35,9 @@ const FORWARD_KEEPALIVE: Duration = Duration::from_secs(5);
 
 /// A raft client whose every call carries this node's credentials.
 pub type PeerRpc = RaftServiceClient<InterceptedService<Channel, Stamp>>;
+
+/// A discovery client whose every call carries this node's credentials.
+pub type DiscoveryRpc = PeerDiscoveryServiceClient<InterceptedService<Channel, Stamp>>;
 
 /// The PEM files of mutual TLS between nodes.
 #[derive(Clone, Debug)]
@@ -110,6 +114,12 @@ impl PeerTransport {
     /// Stamps outgoing calls with this node's peer credentials.
     pub fn stamp(&self) -> Stamp {
         Stamp(self.auth.clone())
+    }
+
+    /// A client of a peer's discovery call (asked before this node takes part in raft).
+    pub fn discovery(&self, addr: &str) -> Result<DiscoveryRpc, Unreachable> {
+        let channel = self.channel(Lane::Raft, addr)?;
+        Ok(PeerDiscoveryServiceClient::with_interceptor(channel, self.stamp()))
     }
 
     fn client(&self, addr: &str) -> Result<PeerRpc, Unreachable> {

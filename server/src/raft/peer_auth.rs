@@ -8,9 +8,11 @@
 //! - with a cluster secret, every call carries it (`x-dls-peer-secret`), compared in
 //!   constant time;
 //! - every call names its cluster (`x-dls-cluster-id`); a node of another cluster (a
-//!   copied config, a reused address) is refused.
+//!   copied config, a reused address) is refused. Only the discovery call asked before a
+//!   node takes part in raft ([`CredentialsGate`]) skips this check: a node started with
+//!   `--join` learns its cluster's id from that answer.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use sha2::{Digest, Sha256};
 use tonic::metadata::{AsciiMetadataValue, MetadataMap};
@@ -31,7 +33,8 @@ pub const MIN_SECRET_LEN: usize = 16;
 /// How this node proves itself to its peers and checks them.
 pub struct PeerAuth {
     node_id: NodeId,
-    cluster_id: AsciiMetadataValue,
+    /// Replaced once, when a joining node learns its cluster's id.
+    cluster_id: RwLock<AsciiMetadataValue>,
     secret: Option<(AsciiMetadataValue, [u8; 32])>,
     mutual_tls: bool,
 }
@@ -67,7 +70,7 @@ impl PeerAuth {
         secret: Option<&str>,
         mutual_tls: bool,
     ) -> anyhow::Result<Arc<PeerAuth>> {
-        let cluster_id = cluster_id.parse().map_err(|_| anyhow::anyhow!("cluster id {cluster_id:?} is not ASCII"))?;
+        let cluster_id = RwLock::new(parse_cluster_id(cluster_id)?);
         let secret = match secret {
             Some(s) => {
                 validate_secret(s).map_err(anyhow::Error::msg)?;
@@ -78,9 +81,19 @@ impl PeerAuth {
         Ok(Arc::new(PeerAuth { node_id, cluster_id, secret, mutual_tls }))
     }
 
+    /// Takes the cluster id a joining node learned from its peers.
+    pub fn adopt_cluster_id(&self, cluster_id: &str) -> anyhow::Result<()> {
+        *self.cluster_id.write().expect("cluster id lock") = parse_cluster_id(cluster_id)?;
+        Ok(())
+    }
+
+    fn cluster_id(&self) -> AsciiMetadataValue {
+        self.cluster_id.read().expect("cluster id lock").clone()
+    }
+
     /// Adds this node's credentials to an outgoing peer call.
     fn stamp(&self, md: &mut MetadataMap) {
-        md.insert(CLUSTER_ID, self.cluster_id.clone());
+        md.insert(CLUSTER_ID, self.cluster_id());
         md.insert(FROM_NODE, self.node_id.into());
         if let Some((value, _)) = &self.secret {
             md.insert(PEER_SECRET, value.clone());
@@ -89,6 +102,22 @@ impl PeerAuth {
 
     /// Refuses a peer call that does not come from a node of this cluster.
     pub fn check<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        self.check_credentials(req)?;
+        let own = self.cluster_id();
+        match req.metadata().get(CLUSTER_ID) {
+            Some(id) if *id == own => Ok(()),
+            Some(id) => Err(Status::permission_denied(format!(
+                "the caller belongs to cluster {:?}, this node to cluster {:?}; check --peers and the data directories",
+                id.to_str().unwrap_or("?"),
+                own.to_str().unwrap_or("?")
+            ))),
+            None => Err(Status::permission_denied("a peer call must name its cluster (x-dls-cluster-id)")),
+        }
+    }
+
+    /// Refuses a peer call without a node's credentials (cluster secret or node
+    /// certificate), whatever cluster it names.
+    pub fn check_credentials<T>(&self, req: &Request<T>) -> Result<(), Status> {
         if !self.mutual_tls && self.secret.is_none() {
             // A node started without peer credentials (a lone node) trusts no caller.
             return Err(Status::unauthenticated(
@@ -114,16 +143,12 @@ impl PeerAuth {
                 return Err(Status::unauthenticated("missing or wrong cluster secret on a peer call"));
             }
         }
-        match req.metadata().get(CLUSTER_ID) {
-            Some(id) if id == self.cluster_id => Ok(()),
-            Some(id) => Err(Status::permission_denied(format!(
-                "the caller belongs to cluster {:?}, this node to cluster {:?}; check --peers and the data directories",
-                id.to_str().unwrap_or("?"),
-                self.cluster_id.to_str().unwrap_or("?")
-            ))),
-            None => Err(Status::permission_denied("a peer call must name its cluster (x-dls-cluster-id)")),
-        }
+        Ok(())
     }
+}
+
+fn parse_cluster_id(id: &str) -> anyhow::Result<AsciiMetadataValue> {
+    id.parse().map_err(|_| anyhow::anyhow!("cluster id {id:?} is not ASCII"))
 }
 
 fn digest(bytes: &[u8]) -> [u8; 32] {
@@ -147,13 +172,29 @@ pub struct Gate(pub Arc<PeerAuth>);
 
 impl Interceptor for Gate {
     fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
-        if let Err(status) = self.0.check(&req) {
-            let from = req.metadata().get(FROM_NODE).and_then(|v| v.to_str().ok()).unwrap_or("?").to_string();
-            tracing::warn!(remote = ?req.remote_addr(), claimed_node = %from, "peer call refused: {}", status.message());
-            return Err(status);
-        }
-        Ok(req)
+        let checked = self.0.check(&req);
+        admit_or_log(req, checked)
     }
+}
+
+/// Incoming side of the discovery call: a node's credentials, any cluster id.
+#[derive(Clone)]
+pub struct CredentialsGate(pub Arc<PeerAuth>);
+
+impl Interceptor for CredentialsGate {
+    fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
+        let checked = self.0.check_credentials(&req);
+        admit_or_log(req, checked)
+    }
+}
+
+fn admit_or_log(req: Request<()>, checked: Result<(), Status>) -> Result<Request<()>, Status> {
+    if let Err(status) = checked {
+        let from = req.metadata().get(FROM_NODE).and_then(|v| v.to_str().ok()).unwrap_or("?").to_string();
+        tracing::warn!(remote = ?req.remote_addr(), claimed_node = %from, "peer call refused: {}", status.message());
+        return Err(status);
+    }
+    Ok(req)
 }
 
 #[cfg(test)]
@@ -180,6 +221,12 @@ mod tests {
         let err = a.check(&stamped(&other_cluster)).unwrap_err();
         assert_eq!(err.code(), tonic::Code::PermissionDenied);
         assert!(err.message().contains("c-2"), "{err}");
+        // The discovery gate checks the credentials only, so a joining node can learn the id.
+        assert!(a.check_credentials(&stamped(&other_cluster)).is_ok());
+        assert!(a.check_credentials(&stamped(&wrong_secret)).is_err());
+        // Once it adopts the id, its calls pass the full gate.
+        other_cluster.adopt_cluster_id("c-1").unwrap();
+        assert!(a.check(&stamped(&other_cluster)).is_ok());
     }
 
     #[test]

@@ -10,8 +10,18 @@
 //! they come and checks them at install):
 //!
 //! ```text
-//! MAGIC (8 bytes) | bincode(SnapshotMeta) | bincode(Replicated)
+//! MAGIC (8 bytes) | bincode(SnapshotMeta) | bincode(Replicated) | trailer
+//! trailer = [body length: u64][crc32 of the body: u32][END (4 bytes)], little endian
 //! ```
+//!
+//! where the body is everything before the trailer. A file cut short, with bytes changed,
+//! or with anything after the trailer is refused as a whole: a snapshot is never served
+//! or installed in part.
+//!
+//! At start the newest snapshot that reads back whole is used. A damaged newer one is
+//! renamed `<id>.snap.damaged` (kept for inspection) and the node starts from an older
+//! snapshot, or from an empty table, only when the raft log still holds every entry after
+//! it; otherwise it refuses to start (see `docs/storage.md`).
 //!
 //! Crash safety: a file is written as `<unique>.tmp`, fsynced, renamed to `<id>.snap`, and
 //! the directory fsynced; only then are older `.snap` files deleted (and only then does
@@ -33,7 +43,11 @@ use super::state_machine::Replicated;
 use super::types::SnapshotMeta;
 
 /// Marks a snapshot file of this format; bump the digit if the layout ever changes.
-const MAGIC: &[u8; 8] = b"CDLSNAP2";
+const MAGIC: &[u8; 8] = b"CDLSNAP3";
+/// Ends the trailer.
+const END: &[u8; 4] = b"CDLE";
+const TRAILER: usize = 16;
+const DAMAGED_EXT: &str = "damaged";
 const SNAP_EXT: &str = "snap";
 const TMP_EXT: &str = "tmp";
 /// Buffer between the encoder and the file: large enough that writes cost little next to
@@ -103,13 +117,8 @@ impl SnapshotStore {
                     fs::remove_file(&path).map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", path.display()))?;
                 }
                 Some(SNAP_EXT) => {
-                    let meta = read_header(&mut BufReader::new(open_read(&path)?)).map_err(|e| {
-                        anyhow::anyhow!(
-                            "{e}; if this file is damaged, move it out of {} (the node then starts from an \
-                             older snapshot or from the raft log, or catches up from the leader)",
-                            dir.display()
-                        )
-                    })?;
+                    // A file whose header cannot be read is judged by `load_current`.
+                    let Ok(meta) = read_header(&mut BufReader::new(open_read(&path)?)) else { continue };
                     if newest.as_ref().is_none_or(|n| meta.last_log_id >= n.meta.last_log_id) {
                         newest = Some(Current { meta, path });
                     }
@@ -124,12 +133,72 @@ impl SnapshotStore {
         self.lock_current().as_ref().map(|c| c.meta.clone())
     }
 
-    /// Decodes the newest snapshot, streaming from its file, and deletes older files.
-    pub fn load_current(&self) -> io::Result<Option<Replicated>> {
-        let Some(current) = self.lock_current().clone() else { return Ok(None) };
-        let (_, state) = read_snapshot(&current.path)?;
-        self.remove_all_but(&current.path);
-        Ok(Some(state))
+    /// Decodes the newest snapshot that reads back whole, streaming from its file, makes it
+    /// the current one and deletes older files. `log_first` is the first index the raft
+    /// log holds: the snapshot must reach it, or the entries between are lost. Damaged
+    /// files newer than the one used are kept as `.damaged`; if none can be used and the
+    /// log does not start at 0, the node must not start.
+    pub fn load_current(&self, log_first: u64) -> anyhow::Result<Option<Replicated>> {
+        let mut found: Vec<(Option<SnapshotMeta>, PathBuf)> = list(&self.dir)?
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == SNAP_EXT))
+            .map(|p| (File::open(&p).ok().and_then(|f| read_header(&mut BufReader::new(f)).ok()), p))
+            .collect();
+        // Newest first; a file without a readable header might be the newest.
+        found.sort_by(|a, b| match (&a.0, &b.0) {
+            (None, _) | (_, None) => a.0.is_some().cmp(&b.0.is_some()),
+            (Some(x), Some(y)) => y.last_log_id.cmp(&x.last_log_id),
+        });
+        let mut damaged = Vec::new();
+        for (_, path) in found {
+            match read_snapshot(&path) {
+                Ok((meta, state)) => {
+                    let reaches = meta.last_log_id.map_or(log_first == 0, |l| l.index + 1 >= log_first);
+                    if !reaches {
+                        let why = format!(
+                            "snapshot file {} ends at {} but the raft log starts at index {log_first}",
+                            path.display(),
+                            meta.last_log_id.map_or("the start".into(), |l| format!("index {}", l.index))
+                        );
+                        return Err(refusal(&why, &damaged));
+                    }
+                    self.set_aside(&damaged, &meta)?;
+                    *self.lock_current() = Some(Current { meta, path: path.clone() });
+                    self.remove_all_but(&path);
+                    return Ok(Some(state));
+                }
+                Err(e) => damaged.push((path, e)),
+            }
+        }
+        if damaged.is_empty() {
+            return Ok(None);
+        }
+        if log_first > 0 {
+            return Err(refusal(&format!("the raft log starts at index {log_first}"), &damaged));
+        }
+        *self.lock_current() = None;
+        let empty = SnapshotMeta { last_log_id: None, last_membership: Default::default(), snapshot_id: String::new() };
+        self.set_aside(&damaged, &empty)?;
+        Ok(None)
+    }
+
+    /// Renames damaged snapshot files to `.damaged` (kept for inspection, never read
+    /// again), saying what the node starts from instead.
+    fn set_aside(&self, damaged: &[(PathBuf, io::Error)], instead: &SnapshotMeta) -> io::Result<()> {
+        for (path, e) in damaged {
+            let aside = path.with_extension(format!("{SNAP_EXT}.{DAMAGED_EXT}"));
+            tracing::warn!(
+                file = %path.display(),
+                renamed_to = %aside.display(),
+                starting_from = %instead.last_log_id.map_or("an empty table".into(), |l| format!("the snapshot at {l}")),
+                "a snapshot file is damaged ({e}); starting from an older state and the raft log, which holds every entry after it"
+            );
+            fs::rename(path, &aside).map_err(|e| file_err("cannot rename", path, e))?;
+        }
+        if !damaged.is_empty() {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 
     /// Writes a snapshot of `state` and makes it the current one. The read lock is held
@@ -144,7 +213,7 @@ impl SnapshotStore {
     pub fn save(&self, state: &RwLock<Replicated>) -> io::Result<Saved> {
         let started = Instant::now();
         let (tmp, file) = self.create_tmp()?;
-        let mut out = BufWriter::with_capacity(IO_BUF, file);
+        let mut out = Summing::new(BufWriter::with_capacity(IO_BUF, file));
         let (meta, lock_held) = {
             let st = state.read().expect("state lock");
             let locked = Instant::now();
@@ -154,7 +223,7 @@ impl SnapshotStore {
                 .map_err(|e| file_err("cannot write", &tmp.0, e))?;
             (meta, locked.elapsed())
         };
-        let file = out.into_inner().map_err(|e| file_err("cannot write", &tmp.0, e.into_error()))?;
+        let file = out.finish().map_err(|e| file_err("cannot write", &tmp.0, e))?;
         let bytes = file.metadata().map_err(|e| file_err("cannot stat", &tmp.0, e))?.len();
         let file = self.commit(tmp, file, &meta)?;
         Ok(Saved { meta, file, bytes, lock_held, total: started.elapsed() })
@@ -164,11 +233,11 @@ impl SnapshotStore {
     /// version, moved into a file once).
     pub fn save_encoded(&self, meta: &SnapshotMeta, encoded_state: &[u8]) -> io::Result<()> {
         let (tmp, file) = self.create_tmp()?;
-        let mut out = BufWriter::with_capacity(IO_BUF, file);
+        let mut out = Summing::new(BufWriter::with_capacity(IO_BUF, file));
         write_header(&mut out, meta)
             .and_then(|_| out.write_all(encoded_state))
             .map_err(|e| file_err("cannot write", &tmp.0, e))?;
-        let file = out.into_inner().map_err(|e| file_err("cannot write", &tmp.0, e.into_error()))?;
+        let file = out.finish().map_err(|e| file_err("cannot write", &tmp.0, e))?;
         self.commit(tmp, file, meta).map(drop)
     }
 
@@ -269,6 +338,12 @@ impl SnapshotFile {
         Self::reading(file)
     }
 
+    /// Whether this file was made by [`SnapshotStore::begin_receiving`] (raft wrote the
+    /// leader's chunks into it) rather than opened to be read.
+    pub fn is_receiving(&self) -> bool {
+        self.receiving.is_some()
+    }
+
     /// Finishes receiving: waits for every write, fsyncs, and hands over the `.tmp` file.
     pub async fn finish_receiving(self) -> io::Result<TmpFile> {
         let SnapshotFile { file, receiving } = self;
@@ -341,12 +416,94 @@ fn read_header(input: &mut impl Read) -> io::Result<SnapshotMeta> {
     bincode::deserialize_from(input).map_err(io::Error::other)
 }
 
-/// Decodes a whole snapshot file through a small buffer.
+/// Decodes a whole snapshot file through a small buffer and checks its trailer: the
+/// state is returned only if every byte of the file is as written.
 fn read_snapshot(path: &Path) -> io::Result<(SnapshotMeta, Replicated)> {
-    let mut input = BufReader::with_capacity(IO_BUF, open_read(path)?);
+    let mut input = Summing::new(BufReader::with_capacity(IO_BUF, open_read(path)?));
     let meta = read_header(&mut input).map_err(|e| file_err("cannot read", path, e))?;
-    let state = bincode::deserialize_from(&mut input).map_err(|e| file_err("cannot decode", path, e))?;
-    Ok((meta, state))
+    let state = bincode::deserialize_from(&mut input)
+        .map_err(|e| file_err("cannot decode", path, format!("{e} (cut short or damaged)")))?;
+    let (len, crc) = (input.len, input.crc.clone().finalize());
+    let mut trailer = [0u8; TRAILER];
+    let mut rest = input.inner;
+    rest.read_exact(&mut trailer)
+        .map_err(|e| file_err("cannot read the trailer of", path, format!("{e} (cut short?)")))?;
+    let mut extra = [0u8; 1];
+    let problem = if &trailer[12..16] != END {
+        Some("no end marker where the trailer belongs (cut short or damaged)".to_string())
+    } else if u64::from_le_bytes(trailer[0..8].try_into().expect("8 bytes")) != len {
+        Some("the trailer gives another length (damaged)".into())
+    } else if u32::from_le_bytes(trailer[8..12].try_into().expect("4 bytes")) != crc {
+        Some("checksum mismatch (damaged)".into())
+    } else if rest.read(&mut extra)? != 0 {
+        Some("bytes after the trailer".into())
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => Err(file_err("refusing", path, p)),
+        None => Ok((meta, state)),
+    }
+}
+
+/// Counts and checksums the bytes that pass through, either way.
+struct Summing<T> {
+    inner: T,
+    crc: crc32fast::Hasher,
+    len: u64,
+}
+
+impl<T> Summing<T> {
+    fn new(inner: T) -> Self {
+        Summing { inner, crc: crc32fast::Hasher::new(), len: 0 }
+    }
+}
+
+impl<W: Write> Summing<BufWriter<W>> {
+    /// Writes the trailer and returns the file.
+    fn finish(mut self) -> io::Result<W> {
+        let mut trailer = Vec::with_capacity(TRAILER);
+        trailer.extend_from_slice(&self.len.to_le_bytes());
+        trailer.extend_from_slice(&self.crc.clone().finalize().to_le_bytes());
+        trailer.extend_from_slice(END);
+        self.inner.write_all(&trailer)?;
+        self.inner.into_inner().map_err(|e| e.into_error())
+    }
+}
+
+impl<W: Write> Write for Summing<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<R: Read> Read for Summing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.crc.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+}
+
+/// A refusal to start because of damaged snapshot files, with what the operator can do.
+fn refusal(why: &str, damaged: &[(PathBuf, io::Error)]) -> anyhow::Error {
+    let files: Vec<String> = damaged.iter().map(|(_, e)| e.to_string()).collect();
+    anyhow::anyhow!(
+        "{}; {why}, so no snapshot and log together hold the replicated state and this node does not start \
+         (starting from less could hand out fencing tokens twice). Restore its data directory from a backup, or \
+         re-add it empty: on a running member `dls members remove <node id>` and `dls members add <node id> \
+         HOST:PORT/PEER_PORT`, then start this node with an empty --data-dir and --join; it catches up from the \
+         leader. See docs/storage.md.",
+        if files.is_empty() { "no usable snapshot".to_string() } else { files.join("; ") }
+    )
 }
 
 fn open_read(path: &Path) -> io::Result<File> {
@@ -365,4 +522,106 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 /// An error naming the snapshot file and what failed.
 fn file_err(what: &str, path: &Path, e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("{what} snapshot file {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::CommittedLeaderId;
+
+    use super::*;
+    use crate::raft::types::LogId;
+
+    fn state_at(index: u64) -> RwLock<Replicated> {
+        RwLock::new(Replicated {
+            last_applied: Some(LogId::new(CommittedLeaderId::new(1, 1), index)),
+            ..Default::default()
+        })
+    }
+
+    fn applied(state: &Option<Replicated>) -> Option<u64> {
+        state.as_ref().and_then(|s| s.last_applied).map(|l| l.index)
+    }
+
+    /// A store holding snapshots at 10 and then 20 (the older file kept, as a crash
+    /// between the rename and the delete leaves it), and the newer file's path.
+    fn two_snapshots(dir: &Path) -> PathBuf {
+        let store = SnapshotStore::open(dir).unwrap();
+        let older = store.save(&state_at(10)).unwrap();
+        let kept = std::fs::read(store.path_of(&older.meta)).unwrap();
+        let newer = store.save(&state_at(20)).unwrap();
+        std::fs::write(store.path_of(&older.meta), kept).unwrap();
+        store.path_of(&newer.meta)
+    }
+
+    fn cut(path: &Path, by: u64) {
+        let f = OpenOptions::new().write(true).open(path).unwrap();
+        let len = f.metadata().unwrap().len();
+        f.set_len(len - by).unwrap();
+    }
+
+    #[test]
+    fn a_whole_snapshot_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let newer = two_snapshots(dir.path());
+        let store = SnapshotStore::open(dir.path()).unwrap();
+        assert_eq!(applied(&store.load_current(15).unwrap()), Some(20));
+        assert_eq!(list(&dir.path().join("snapshots")).unwrap(), vec![newer], "the older file is deleted");
+    }
+
+    #[test]
+    fn a_cut_or_changed_snapshot_is_never_read_in_part() {
+        for damage in ["cut by one byte", "cut to half", "one byte changed", "bytes appended"] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = SnapshotStore::open(dir.path()).unwrap();
+            let saved = store.save(&state_at(10)).unwrap();
+            let path = store.path_of(&saved.meta);
+            match damage {
+                "cut by one byte" => cut(&path, 1),
+                "cut to half" => cut(&path, saved.bytes / 2),
+                "one byte changed" => {
+                    let f = OpenOptions::new().write(true).open(&path).unwrap();
+                    std::os::unix::fs::FileExt::write_all_at(&f, b"\xff", saved.bytes - TRAILER as u64 - 3).unwrap();
+                }
+                _ => OpenOptions::new().append(true).open(&path).unwrap().write_all(b"x").unwrap(),
+            }
+            let err = read_snapshot(&path).err().unwrap_or_else(|| panic!("{damage}: read back"));
+            assert!(err.to_string().contains(&path.display().to_string()), "{damage}: {err}");
+            // The log was purged past the start: nothing to fall back to.
+            let err = SnapshotStore::open(dir.path()).unwrap().load_current(5).err().expect("refused").to_string();
+            assert!(err.contains("does not start") && err.contains("dls members remove"), "{damage}: {err}");
+            assert!(path.exists(), "a refusal changes nothing");
+        }
+    }
+
+    #[test]
+    fn a_damaged_newest_snapshot_falls_back_to_an_older_one_the_log_reaches() {
+        let dir = tempfile::tempdir().unwrap();
+        let newer = two_snapshots(dir.path());
+        cut(&newer, 3);
+        // The log starts at 11: the snapshot at 10 plus the log hold everything.
+        let store = SnapshotStore::open(dir.path()).unwrap();
+        assert_eq!(applied(&store.load_current(11).unwrap()), Some(10));
+        assert_eq!(store.current_meta().unwrap().last_log_id.unwrap().index, 10);
+        assert!(!newer.exists());
+        assert!(newer.with_extension("snap.damaged").exists(), "the damaged file is kept aside");
+
+        // The log starts at 12: entry 11 is in no snapshot and not in the log.
+        let dir = tempfile::tempdir().unwrap();
+        let newer = two_snapshots(dir.path());
+        cut(&newer, 3);
+        let err = SnapshotStore::open(dir.path()).unwrap().load_current(12).err().expect("refused").to_string();
+        assert!(err.contains(&newer.display().to_string()) && err.contains("raft log starts at index 12"), "{err}");
+        assert!(newer.exists());
+    }
+
+    #[test]
+    fn with_the_whole_log_a_damaged_only_snapshot_falls_back_to_an_empty_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::open(dir.path()).unwrap();
+        let saved = store.save(&state_at(10)).unwrap();
+        cut(&store.path_of(&saved.meta), 1);
+        let store = SnapshotStore::open(dir.path()).unwrap();
+        assert!(store.load_current(0).unwrap().is_none());
+        assert!(store.current_meta().is_none());
+    }
 }

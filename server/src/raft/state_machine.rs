@@ -6,6 +6,7 @@
 //! re-applies the committed entries after it, so every grant and the fencing counter come
 //! back.
 
+use std::io;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -15,7 +16,7 @@ use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 
 use super::durable::Durable;
-use super::snapshot_store::{SnapshotFile, SnapshotStore};
+use super::snapshot_store::{SnapshotFile, SnapshotStore, TmpFile};
 use super::types::{codec, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::locks::{Effect, LockTable, Outcome};
 
@@ -106,19 +107,21 @@ fn migrate_sled_snapshot(db: &sled::Db, store: &SnapshotStore) -> anyhow::Result
 }
 
 impl StateMachine {
-    /// Opens the state machine, restoring the table from the newest snapshot file in
-    /// `<data_dir>/snapshots` (after moving an older version's sled snapshot there).
+    /// Opens the state machine, restoring the table from the newest whole snapshot file in
+    /// `<data_dir>/snapshots` (after moving an older version's sled snapshot there) that
+    /// reaches `log_first`, the first index the raft log holds.
     pub async fn open(
         db: &sled::Db,
         data_dir: &Path,
         observer: Arc<dyn ApplyObserver>,
         durable: Arc<Durable>,
+        log_first: u64,
     ) -> anyhow::Result<Self> {
         let (db_, data_dir) = (db.clone(), data_dir.to_path_buf());
         let (store, migrated, restored) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
             let store = SnapshotStore::open(&data_dir)?;
             let migrated = migrate_sled_snapshot(&db_, &store)?;
-            let restored = store.load_current()?;
+            let restored = store.load_current(log_first)?;
             Ok((store, migrated, restored))
         })
         .await??;
@@ -138,6 +141,24 @@ impl StateMachine {
 
     pub fn shared(&self) -> SharedState {
         self.state.clone()
+    }
+}
+
+impl StateMachine {
+    /// The `.tmp` file holding a snapshot to install. openraft normally hands back the file
+    /// `begin_receiving_snapshot` made; snapshot data from anywhere else (another store's
+    /// current snapshot, as openraft's storage suite passes) is copied into a fresh one
+    /// first, so install always checks and commits a file of our own.
+    async fn received_file(&self, snapshot: SnapshotFile) -> io::Result<TmpFile> {
+        if snapshot.is_receiving() {
+            return snapshot.finish_receiving().await;
+        }
+        let store = self.snapshots.clone();
+        let mut copy =
+            tokio::task::spawn_blocking(move || store.begin_receiving()).await.map_err(io::Error::other)??;
+        let mut source = snapshot;
+        tokio::io::copy(&mut source, &mut copy).await?;
+        copy.finish_receiving().await
     }
 }
 
@@ -214,7 +235,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     /// Checks and decodes the received file, makes it the current snapshot (on disk before
     /// raft moves past it), then swaps the table in.
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Box<SnapshotFile>) -> Result<(), StorageError> {
-        let received = snapshot.finish_receiving().await.map_err(snap_err)?;
+        let received = self.received_file(*snapshot).await.map_err(snap_err)?;
         let (store, announced) = (self.snapshots.clone(), meta.clone());
         let new_state = blocking(move || store.install(received, &announced)).await?;
         let old_state = {
@@ -273,7 +294,7 @@ mod tests {
         let db = sled::open(dir.path().join("raft.sled")).unwrap();
         let probe = Arc::new(LockProbe::default());
         let mut sm =
-            StateMachine::open(&db, dir.path(), probe.clone(), Arc::new(Durable::new(u64::MAX))).await.unwrap();
+            StateMachine::open(&db, dir.path(), probe.clone(), Arc::new(Durable::new(u64::MAX)), 0).await.unwrap();
         probe.state.set(sm.shared()).ok().unwrap();
         let begin =
             Command::Begin { request_id: None, lease_ms: 10_000, priority: 0, name: "t".into(), owner: "o".into() };
@@ -311,8 +332,9 @@ mod tests {
         let legacy = LegacyOut { meta: &meta, data: codec::encode(&old).unwrap() };
         db.open_tree(LEGACY_TREE).unwrap().insert(LEGACY_KEY, codec::encode(&legacy).unwrap()).unwrap();
 
-        let sm =
-            StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX))).await.unwrap();
+        let sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0)
+            .await
+            .unwrap();
         assert_eq!(sm.shared().read().unwrap().table, old.table);
         assert!(!db.tree_names().iter().any(|n| &**n == LEGACY_TREE.as_bytes()), "the sled tree is dropped");
         let files: Vec<_> =
@@ -321,8 +343,9 @@ mod tests {
         drop(sm);
 
         // The next start reads the file.
-        let sm =
-            StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX))).await.unwrap();
+        let sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0)
+            .await
+            .unwrap();
         assert_eq!(sm.shared().read().unwrap().table, old.table);
     }
 
@@ -330,8 +353,9 @@ mod tests {
     async fn a_built_snapshot_replaces_the_previous_file_and_is_restored() {
         let dir = tempfile::tempdir().unwrap();
         let db = sled::open(dir.path().join("raft.sled")).unwrap();
-        let mut sm =
-            StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX))).await.unwrap();
+        let mut sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0)
+            .await
+            .unwrap();
         let first = sm.build_snapshot().await.unwrap().meta;
         sm.shared().write().unwrap().table = table_with_one_txn();
         let second = sm.build_snapshot().await.unwrap().meta;
@@ -341,8 +365,9 @@ mod tests {
         assert_eq!(files.len(), 1, "the older snapshot file is deleted: {files:?}");
         assert_eq!(sm.get_current_snapshot().await.unwrap().unwrap().meta, second);
 
-        let restored =
-            StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX))).await.unwrap();
+        let restored = StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0)
+            .await
+            .unwrap();
         assert_eq!(restored.shared().read().unwrap().table, table_with_one_txn());
     }
 }

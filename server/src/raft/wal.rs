@@ -5,17 +5,54 @@
 //! leader's flush before it replicates an entry, so every write paid two of them in
 //! series. One `pwrite` and one `fdatasync` into a preallocated file cost ~0.15-0.2 ms.
 //!
-//! Layout: `<dir>/<seq>-<first index>.wal`. A segment holds records of consecutive
-//! entries, each `[len: u32][crc32: u32][index: u64][payload]`, little endian, the CRC
-//! over index and payload; the preallocated rest of the file is zeros, and the first
-//! zero length, bad CRC or unexpected index ends the segment (a torn tail after a crash).
+//! # Layout
+//!
+//! `<dir>/<seq>-<first index>.wal`, preallocated (zeros). A segment starts with a 64-byte
+//! header, `[magic "CDLSWAL1"][version: u32][crc32: u32][seq: u64][first: u64]
+//! [log_start: u64]` (zero padded, the CRC over every other header byte), then records of
+//! consecutive entries, each at an 8-byte aligned offset:
+//!
+//! ```text
+//! [crc32: u32][len: u32][index: u64][durable: u64][payload: len bytes][zero padding]
+//! ```
+//!
+//! little endian, the CRC over `len`, `index`, `durable` and the payload. `durable` is the
+//! log position (segment seq, byte offset) up to which every byte of the log was known to
+//! be on disk (an `fdatasync` had returned) when the record was written. `log_start` is
+//! the first index the log still held when the segment was created: a segment that starts
+//! past the end of the previous one is legitimate only when its `log_start` says nothing
+//! before it was needed any more (a snapshot moved the log forward) or the purge point
+//! (kept in sled, made durable before any segment is deleted) covers the gap.
 //!
 //! Bytes once written are never overwritten. Whenever the next entry does not simply
-//! follow the last record of the active segment — after a truncation, after a snapshot
-//! jumped the log forward, after every restart — a new segment is started, and recovery
+//! follow the last record of the active segment (after a truncation, after a snapshot
+//! jumped the log forward, after every restart), a new segment is started, and recovery
 //! replays segments in `seq` order with the rule "a segment's first index cuts the log
-//! there". A torn tail therefore never meets new records, and truncated entries never
-//! come back.
+//! there". Truncated entries therefore never come back.
+//!
+//! # Recovery (also written down in `docs/storage.md`)
+//!
+//! Writes after the last completed `fdatasync` may reach the disk in any order, page by
+//! page: after a crash, that region holds any mix of the bytes written and the zeros that
+//! were there before. Everything before it is intact, unless the disk or someone damaged
+//! it. Each segment is read record by record; reading stops at the first record that is
+//! not valid (a short or oversized record, a bad checksum, an unexpected index). The stop
+//! is
+//! - a *clean end* when the record header and everything after it to the end of the file
+//!   are zeros: the segment simply ends there;
+//! - a *torn tail* when no valid record anywhere in the log (read in order, or found past
+//!   the damage at an aligned offset) carries a `durable` mark past the stop: the damaged
+//!   bytes were never known to be on disk, so nothing at or after them was ever
+//!   acknowledged. The tail is cut (zeros written over it and synced, later segments
+//!   removed) and a warning names the file, the offset and the bytes dropped;
+//! - *damage* otherwise: some record written later says the log was on disk past this
+//!   point, so the bytes were synced and have changed since. The node refuses to start.
+//!
+//! A bad segment header is a stop at byte 0 of that segment, judged the same way. A gap in
+//! the indexes between segments that neither a purge nor the segment's `log_start`
+//! explains (a missing segment file) refuses too. A crash can only leave a torn tail, so a
+//! crash always recovers; what it cannot tell apart is a synced record damaged at the very
+//! end of the log with no later record to vouch for it: that is cut like a torn tail.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -28,9 +65,20 @@ use std::sync::Arc;
 const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 /// Zeros are written this far ahead of the write position, in chunks of this size.
 const ZERO_AHEAD: u64 = 1024 * 1024;
-const HEADER: usize = 16;
+/// The segment header; records start after it.
+const SEGMENT_HEADER: u64 = 64;
+const MAGIC: &[u8; 8] = b"CDLSWAL1";
+/// Bump when the layout of headers or records changes.
+const FORMAT_VERSION: u32 = 1;
+/// The record header: crc, len, index, durable.
+const HEADER: usize = 24;
+/// Records start at offsets that are multiples of this (so that a search past damage
+/// looks at few candidate offsets).
+const ALIGN: u64 = 8;
 /// A record larger than this is treated as corruption when reading.
 const MAX_RECORD: u32 = 256 * 1024 * 1024;
+/// Reads while checking for zeros go in chunks of this size.
+const CHUNK: usize = 1024 * 1024;
 
 /// Where one entry's record lives.
 #[derive(Clone)]
@@ -67,6 +115,12 @@ pub struct Wal {
     /// Bumped by every truncation: a sync taken before one does not cover what was
     /// appended after it at the same indexes.
     epoch: u64,
+    /// Log position (see [`position`]) before which everything is known on disk; every
+    /// record carries it, which is what tells damage from a torn tail at recovery.
+    durable_pos: u64,
+    /// A write failed: what the file holds past `write_pos` is unknown, so nothing more is
+    /// appended (the node stops; recovery at the next start sorts it out).
+    broken: bool,
 }
 
 /// What one sync must make durable; taken under the lock, done outside it.
@@ -76,6 +130,9 @@ pub struct SyncJob {
     /// The log's epoch and next index when the job was taken: once it has run, every
     /// entry before that index is durable, unless the epoch has moved on meanwhile.
     pub covers: (u64, u64),
+    /// The log position written so far when the job was taken: give it to
+    /// [`Wal::synced`] once the job has run.
+    pub upto: u64,
 }
 
 impl SyncJob {
@@ -84,13 +141,13 @@ impl SyncJob {
         self.files.is_empty() && self.dir.is_none()
     }
 
-    pub fn run(self) -> io::Result<()> {
+    pub fn run(&self) -> io::Result<()> {
         for f in &self.files {
             f.sync_data()?;
         }
-        if let Some(dir) = self.dir {
+        if let Some(dir) = &self.dir {
             // A new segment's name must survive a crash too.
-            File::open(&dir)?.sync_all()?;
+            File::open(dir)?.sync_all()?;
         }
         Ok(())
     }
@@ -110,49 +167,283 @@ fn parse_segment_name(name: &str) -> Option<(u64, u64)> {
     Some((seq.parse().ok()?, first.parse().ok()?))
 }
 
-fn checksum(index: u64, payload: &[u8]) -> u32 {
+/// A place in the log: byte `offset` of segment `seq`, ordered as the bytes were written.
+fn position(seq: u64, offset: u64) -> u64 {
+    debug_assert!(offset < 1 << 32 && seq < 1 << 32);
+    (seq << 32) | offset
+}
+
+fn describe_position(pos: u64) -> String {
+    format!("segment {} byte {}", pos >> 32, pos & 0xffff_ffff)
+}
+
+fn padded(len: u64) -> u64 {
+    len.div_ceil(ALIGN) * ALIGN
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// The checksum of a record: its header after the CRC field, then the payload.
+fn checksum(header_rest: &[u8], payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
-    h.update(&index.to_le_bytes());
+    h.update(header_rest);
     h.update(payload);
     h.finalize()
 }
 
-/// Reads the valid records of a segment, calling `found(index, offset, len)` for each;
-/// stops at the first zero length, bad checksum, short read or unexpected index.
-fn scan(file: &File, first: u64, mut found: impl FnMut(u64, u64, u32)) -> io::Result<()> {
-    let size = file.metadata()?.len();
-    let mut offset = 0u64;
-    let mut expect = first;
-    let mut header = [0u8; HEADER];
-    let mut payload = Vec::new();
-    while offset + HEADER as u64 <= size {
-        file.read_exact_at(&mut header, offset)?;
-        let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
-        let crc = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
-        let index = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
-        if len == 0 || len > MAX_RECORD || index != expect || offset + (HEADER as u64) + len as u64 > size {
-            break;
-        }
-        payload.resize(len as usize, 0);
-        file.read_exact_at(&mut payload, offset + HEADER as u64)?;
-        if checksum(index, &payload) != crc {
-            break;
-        }
-        found(index, offset, len);
-        offset += HEADER as u64 + len as u64;
-        expect += 1;
+fn encode_record(buf: &mut Vec<u8>, index: u64, durable: u64, payload: &[u8]) {
+    let start = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&index.to_le_bytes());
+    buf.extend_from_slice(&durable.to_le_bytes());
+    buf.extend_from_slice(payload);
+    let crc = checksum(&buf[start + 4..start + HEADER], payload);
+    buf[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    buf.resize(start + padded((HEADER + payload.len()) as u64) as usize, 0);
+}
+
+/// A segment's header, as written at offset 0.
+#[derive(Debug, PartialEq, Eq)]
+struct SegmentHeader {
+    seq: u64,
+    first: u64,
+    log_start: u64,
+}
+
+impl SegmentHeader {
+    fn encode(&self) -> [u8; SEGMENT_HEADER as usize] {
+        let mut b = [0u8; SEGMENT_HEADER as usize];
+        b[0..8].copy_from_slice(MAGIC);
+        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[16..24].copy_from_slice(&self.seq.to_le_bytes());
+        b[24..32].copy_from_slice(&self.first.to_le_bytes());
+        b[32..40].copy_from_slice(&self.log_start.to_le_bytes());
+        let crc = Self::crc(&b);
+        b[12..16].copy_from_slice(&crc.to_le_bytes());
+        b
     }
-    Ok(())
+
+    fn crc(b: &[u8]) -> u32 {
+        checksum(&b[0..12], &b[16..])
+    }
+
+    fn decode(b: &[u8]) -> Result<SegmentHeader, String> {
+        if b.iter().all(|&x| x == 0) {
+            return Err("the segment header is all zeros".into());
+        }
+        if &b[0..8] != MAGIC {
+            return Err("not a Caerus raft log segment (wrong magic bytes)".into());
+        }
+        let version = u32_at(b, 8);
+        if version != FORMAT_VERSION {
+            return Err(format!(
+                "raft log segment format version {version}; this dls reads version {FORMAT_VERSION} only"
+            ));
+        }
+        if u32_at(b, 12) != Self::crc(b) {
+            return Err("segment header checksum mismatch".into());
+        }
+        Ok(SegmentHeader { seq: u64_at(b, 16), first: u64_at(b, 24), log_start: u64_at(b, 32) })
+    }
+}
+
+/// Where reading a segment stopped short of a clean end.
+struct Stop {
+    offset: u64,
+    what: String,
+    /// One past the last non-zero byte of the file.
+    written_end: u64,
+    /// The highest `durable` mark of a valid record found past the stop, and its offset.
+    vouched: Option<(u64, u64)>,
+}
+
+/// What reading one segment found.
+struct Scan {
+    seq: u64,
+    path: PathBuf,
+    file: Arc<File>,
+    header: Result<SegmentHeader, String>,
+    /// `(index, offset, len)` of the valid records, in order.
+    records: Vec<(u64, u64, u32)>,
+    /// The highest `durable` mark among `records`.
+    max_durable: u64,
+    stop: Option<Stop>,
+}
+
+impl Scan {
+    /// The highest `durable` mark of any valid record in the file.
+    fn vouches_to(&self) -> u64 {
+        self.max_durable.max(self.stop.as_ref().and_then(|s| s.vouched).map_or(0, |v| v.0))
+    }
+}
+
+/// One past the last non-zero byte of `file` in `from..size` (or `from` if all zero).
+fn written_end(file: &File, from: u64, size: u64) -> io::Result<u64> {
+    let mut end = from;
+    let mut buf = vec![0u8; CHUNK];
+    let zeros = vec![0u8; CHUNK];
+    let mut at = from;
+    while at < size {
+        let n = (size - at).min(CHUNK as u64) as usize;
+        file.read_exact_at(&mut buf[..n], at)?;
+        // A slice comparison is a memcmp: fast even in debug builds, and most of a
+        // preallocated segment is zeros.
+        if buf[..n] != zeros[..n] {
+            let last = buf[..n].iter().rposition(|&b| b != 0).expect("a non-zero byte");
+            end = at + last as u64 + 1;
+        }
+        at += n as u64;
+    }
+    Ok(end)
+}
+
+/// Parses a record at the start of `b`, `at` bytes into segment `seq`: `(index, len,
+/// durable)` if it is whole, its checksum matches, and its durable mark lies before it.
+fn parse_record(b: &[u8], seq: u64, at: u64) -> Result<(u64, u32, u64), String> {
+    if b.len() < HEADER {
+        return Err("a record header cut short by the end of the file".into());
+    }
+    let len = u32_at(b, 4);
+    if len == 0 || len > MAX_RECORD {
+        return Err(format!("impossible record length {len}"));
+    }
+    if (b.len() as u64) < (HEADER as u64) + len as u64 {
+        return Err(format!("a record of {len} bytes cut short by the end of the file"));
+    }
+    let payload = &b[HEADER..HEADER + len as usize];
+    if checksum(&b[4..HEADER], payload) != u32_at(b, 0) {
+        return Err("record checksum mismatch".into());
+    }
+    let durable = u64_at(b, 16);
+    if durable > position(seq, at) {
+        return Err("record claims the log was on disk past itself".into());
+    }
+    Ok((u64_at(b, 8), len, durable))
+}
+
+/// Reads a segment: its header, its valid records from its first index on, and where and
+/// why reading stopped if the segment does not end cleanly.
+fn scan(seq: u64, path: &Path) -> io::Result<Scan> {
+    let file = Arc::new(OpenOptions::new().read(true).write(true).open(path)?);
+    let size = file.metadata()?.len();
+    let mut head = vec![0u8; SEGMENT_HEADER.min(size) as usize];
+    file.read_exact_at(&mut head, 0)?;
+    let header = if head.len() < SEGMENT_HEADER as usize {
+        Err(format!("the file is {size} bytes, shorter than a segment header"))
+    } else {
+        SegmentHeader::decode(&head)
+    };
+    let (records, max_durable, mut why) = match &header {
+        Ok(h) => read_records(&file, seq, h.first, size)?,
+        Err(e) => (Vec::new(), 0, e.clone()),
+    };
+    let mut out = Scan { seq, path: path.to_path_buf(), file, header, records, max_durable, stop: None };
+    let mut offset = if out.header.is_ok() { SEGMENT_HEADER } else { 0 };
+    if let Some(&(_, at, len)) = out.records.last() {
+        offset = at + padded(HEADER as u64 + len as u64);
+    }
+    let written_end = written_end(&out.file, offset, size)?;
+    // A header that is all zeros in a file of zeros is a segment created but never
+    // synced; records ending in zeros to the end of the file end cleanly.
+    let clean = written_end == offset && (out.header.is_ok() || head.iter().all(|&b| b == 0));
+    if !clean {
+        if out.header.is_ok() && written_end > offset && offset + HEADER as u64 <= size {
+            let mut h = [0u8; HEADER];
+            out.file.read_exact_at(&mut h, offset)?;
+            if h.iter().all(|&b| b == 0) {
+                why = format!("zeros where a record should start, but data follows up to byte {written_end}");
+            }
+        }
+        let vouched = find_vouching(&out.file, seq, offset.max(SEGMENT_HEADER - ALIGN) + ALIGN, written_end)?;
+        out.stop = Some(Stop { offset, what: why, written_end, vouched });
+    }
+    Ok(out)
+}
+
+/// Valid records read in order from a segment whose header is valid: `(index, offset,
+/// len)` of each, the highest `durable` mark among them, and why reading stopped.
+type Records = (Vec<(u64, u64, u32)>, u64, String);
+
+fn read_records(file: &File, seq: u64, first: u64, size: u64) -> io::Result<Records> {
+    let (mut records, mut max_durable) = (Vec::new(), 0);
+    let mut offset = SEGMENT_HEADER;
+    let mut expect = first;
+    let mut buf = Vec::new();
+    loop {
+        let header_len = (size.saturating_sub(offset)).min(HEADER as u64) as usize;
+        buf.resize(header_len, 0);
+        file.read_exact_at(&mut buf, offset)?;
+        if header_len == HEADER {
+            let len = u32_at(&buf, 4);
+            if len > 0 && len <= MAX_RECORD && offset + (HEADER as u64) + len as u64 <= size {
+                buf.resize(HEADER + len as usize, 0);
+                file.read_exact_at(&mut buf[HEADER..], offset + HEADER as u64)?;
+            }
+        }
+        match parse_record(&buf, seq, offset) {
+            Ok((index, len, durable)) if index == expect => {
+                records.push((index, offset, len));
+                max_durable = max_durable.max(durable);
+                offset += padded(HEADER as u64 + len as u64);
+                expect += 1;
+            }
+            Ok((index, _, _)) => {
+                return Ok((records, max_durable, format!("a record of index {index} where index {expect} belongs")))
+            }
+            Err(e) => return Ok((records, max_durable, e)),
+        }
+    }
+}
+
+/// Looks for valid records at aligned offsets in `from..to` (past damage) and returns the
+/// highest `durable` mark among them with its offset.
+fn find_vouching(file: &File, seq: u64, from: u64, to: u64) -> io::Result<Option<(u64, u64)>> {
+    let from = padded(from);
+    if from >= to {
+        return Ok(None);
+    }
+    let mut bytes = vec![0u8; (to - from) as usize];
+    file.read_exact_at(&mut bytes, from)?;
+    let mut best: Option<(u64, u64)> = None;
+    for rel in (0..bytes.len()).step_by(ALIGN as usize) {
+        if let Ok((_, _, durable)) = parse_record(&bytes[rel..], seq, from + rel as u64) {
+            if best.is_none_or(|(d, _)| durable > d) {
+                best = Some((durable, from + rel as u64));
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// Writes zeros over `from..to` of `file` and syncs it.
+fn zero_range(file: &File, from: u64, to: u64) -> io::Result<()> {
+    let zeros = vec![0u8; CHUNK];
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(CHUNK as u64) as usize;
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    file.sync_data()
 }
 
 impl Wal {
-    /// Opens (or creates) the log in `dir`, replaying every segment, and starts a fresh
-    /// segment for what comes next.
-    pub fn open(dir: &Path) -> io::Result<Wal> {
-        Wal::open_with(dir, SEGMENT_BYTES)
+    /// Opens (or creates) the log in `dir`, replaying every segment (see the module doc for
+    /// what is trimmed and what refused), and starts a fresh segment for what comes next;
+    /// everything found is synced before this returns. `purged` is the index up to which
+    /// the log was purged, if it ever was.
+    pub fn open(dir: &Path, purged: Option<u64>) -> io::Result<Wal> {
+        Wal::open_with(dir, purged, SEGMENT_BYTES)
     }
 
-    fn open_with(dir: &Path, segment_bytes: u64) -> io::Result<Wal> {
+    fn open_with(dir: &Path, purged: Option<u64>, segment_bytes: u64) -> io::Result<Wal> {
         std::fs::create_dir_all(dir)?;
         let mut found = Vec::new();
         for item in std::fs::read_dir(dir)? {
@@ -176,22 +467,128 @@ impl Wal {
             dir_dirty: false,
             segment_bytes,
             epoch: 0,
+            durable_pos: 0,
+            broken: false,
         };
-        for (seq, first, path) in found {
-            let file = Arc::new(OpenOptions::new().read(true).write(true).open(&path)?);
-            // What a crashed process wrote may still be only in the page cache.
-            wal.unsynced.push(file.clone());
-            wal.cut_from(first);
-            let mut records = Vec::new();
-            scan(&file, first, |index, offset, len| records.push((index, offset, len)))?;
-            for (index, offset, len) in records {
-                wal.push_loc(index, Loc { file: file.clone(), offset, len });
+        let scans = found.iter().map(|(seq, _, path)| scan(*seq, path)).collect::<io::Result<Vec<_>>>()?;
+        // Every byte before this position was on disk at some point.
+        let vouched = scans.iter().map(Scan::vouches_to).max().unwrap_or(0);
+        let mut torn = false;
+        for (s, (_, name_first, _)) in scans.into_iter().zip(&found) {
+            if torn {
+                // Everything after a torn tail was written after it, so never synced.
+                tracing::warn!(file = %s.path.display(), "removing a raft log segment written after a torn tail");
+                std::fs::remove_file(&s.path)?;
+                wal.dir_dirty = true;
+                continue;
             }
-            wal.segments.push(Segment { seq, first, path, file });
+            let header = match &s.header {
+                Ok(h) => h,
+                Err(_) if s.stop.is_none() => {
+                    tracing::warn!(file = %s.path.display(), "removing an empty raft log segment never synced");
+                    std::fs::remove_file(&s.path)?;
+                    wal.dir_dirty = true;
+                    continue;
+                }
+                Err(_) => {
+                    wal.check_torn(&s, vouched)?;
+                    tracing::warn!(file = %s.path.display(), "removing a raft log segment whose header never reached the disk whole (a torn tail)");
+                    std::fs::remove_file(&s.path)?;
+                    wal.dir_dirty = true;
+                    torn = true;
+                    continue;
+                }
+            };
+            if header.seq != s.seq || header.first != *name_first {
+                return Err(damaged(
+                    &s.path,
+                    0,
+                    &format!(
+                        "the header says segment {} from index {}, the file name otherwise",
+                        header.seq, header.first
+                    ),
+                ));
+            }
+            wal.check_continuity(&s.path, header, purged)?;
+            wal.cut_from(header.first);
+            for &(index, offset, len) in &s.records {
+                wal.push_loc(index, Loc { file: s.file.clone(), offset, len });
+            }
+            if let Some(stop) = &s.stop {
+                wal.check_torn(&s, vouched)?;
+                tracing::warn!(
+                    file = %s.path.display(),
+                    offset = stop.offset,
+                    dropped_bytes = stop.written_end - stop.offset,
+                    last_index = ?wal.last_index(),
+                    "trimmed a torn tail off the raft log ({}): a write cut short by a crash, never acknowledged",
+                    stop.what
+                );
+                zero_range(&s.file, stop.offset, stop.written_end)?;
+                torn = true;
+            }
+            wal.unsynced.push(s.file.clone());
+            wal.segments.push(Segment { seq: s.seq, first: header.first, path: s.path, file: s.file });
+        }
+        if let Some(p) = purged {
+            wal.purge(p)?;
         }
         let next = wal.next_index();
         wal.start_segment(next)?;
+        // What a crashed process wrote may still be only in the page cache.
+        wal.sync()?;
         Ok(wal)
+    }
+
+    /// Refuses a stop in `s` that some record shows was on disk once (see the module doc).
+    fn check_torn(&self, s: &Scan, vouched: u64) -> io::Result<()> {
+        let stop = s.stop.as_ref().expect("a stop");
+        let at = position(s.seq, stop.offset);
+        if vouched <= at {
+            return Ok(());
+        }
+        let (proof, upto) = match stop.vouched {
+            Some((d, offset)) if d > at => (format!("the record at byte {offset} of the same file"), d),
+            _ => ("a record in a later segment".to_string(), vouched),
+        };
+        Err(damaged(
+            &s.path,
+            stop.offset,
+            &format!(
+                "{}; {proof} says the log was on disk up to {}, so this is not a write cut short by a crash",
+                stop.what,
+                describe_position(upto)
+            ),
+        ))
+    }
+
+    /// Refuses a segment that starts past the end of the log read so far when nothing
+    /// explains the jump.
+    fn check_continuity(&self, path: &Path, header: &SegmentHeader, purged: Option<u64>) -> io::Result<()> {
+        let next = self.next_index();
+        let explained = header.first <= next
+            || header.log_start == header.first
+            || purged.is_some_and(|p| header.first <= p.saturating_add(1));
+        if explained {
+            return Ok(());
+        }
+        let before = if self.segments.is_empty() && self.is_empty() {
+            "no segment before it holds the log from its start".to_string()
+        } else {
+            format!("the segments before it end at index {}", next.saturating_sub(1))
+        };
+        Err(damaged(
+            path,
+            0,
+            &format!(
+                "it starts at index {} but {before} and the log was never purged past {}: entries {}..{} are \
+                 missing (a deleted or lost segment file?)",
+                header.first,
+                purged.map_or("the start".into(), |p| p.to_string()),
+                next,
+                header.first - 1
+            ),
+        ))
     }
 
     /// Index of the first entry held.
@@ -238,20 +635,25 @@ impl Wal {
         }
     }
 
+    /// Starts a segment whose first record will have index `first`. Its header records
+    /// where the log starts: at `first` itself when the log jumps forward past its end
+    /// (only a snapshot does that), else where it started already.
     fn start_segment(&mut self, first: u64) -> io::Result<()> {
         let seq = self.segments.last().map_or(1, |s| s.seq + 1);
+        let log_start = if first > self.next_index() || self.is_empty() { first } else { self.first };
         let path = self.dir.join(segment_name(seq, first));
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
         // Preallocated so that an fdatasync after each append does not also have to
         // commit a growing file size.
         file.set_len(self.segment_bytes)?;
+        file.write_all_at(&SegmentHeader { seq, first, log_start }.encode(), 0)?;
         let file = Arc::new(file);
         self.unsynced.push(file.clone());
         self.dir_dirty = true;
         self.segments.push(Segment { seq, first, path, file });
-        self.write_pos = 0;
+        self.write_pos = SEGMENT_HEADER;
         self.active_next = first;
-        self.zeroed_to = 0;
+        self.zeroed_to = SEGMENT_HEADER;
         Ok(())
     }
 
@@ -280,17 +682,24 @@ impl Wal {
     /// Appends encoded entries `(index, payload)`, which must follow one another. They are
     /// readable at once and durable after the next [`SyncJob`] taken from [`Wal::sync_job`].
     pub fn append(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<()> {
+        if self.broken {
+            return Err(io::Error::other("an earlier write to the raft log failed; this node appends nothing more"));
+        }
+        let written = self.append_records(entries);
+        self.broken = written.is_err();
+        written
+    }
+
+    fn append_records(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<()> {
         let Some(&(first, _)) = entries.first() else { return Ok(()) };
-        let size: u64 = entries.iter().map(|(_, p)| (HEADER + p.len()) as u64).sum();
-        if first != self.active_next || (self.write_pos > 0 && self.write_pos + size > self.segment_bytes) {
+        let size: u64 = entries.iter().map(|(_, p)| padded((HEADER + p.len()) as u64)).sum();
+        if first != self.active_next || (self.write_pos > SEGMENT_HEADER && self.write_pos + size > self.segment_bytes)
+        {
             self.start_segment(first)?;
         }
         let mut buf = Vec::with_capacity(size as usize);
         for (index, payload) in entries {
-            buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-            buf.extend_from_slice(&checksum(*index, payload).to_le_bytes());
-            buf.extend_from_slice(&index.to_le_bytes());
-            buf.extend_from_slice(payload);
+            encode_record(&mut buf, *index, self.durable_pos, payload);
         }
         let file = self.segments.last().expect("an active segment").file.clone();
         file.write_all_at(&buf, self.write_pos)?;
@@ -298,7 +707,7 @@ impl Wal {
         for (index, payload) in entries {
             self.cut_from(*index);
             self.push_loc(*index, Loc { file: file.clone(), offset, len: payload.len() as u32 });
-            offset += (HEADER + payload.len()) as u64;
+            offset += padded((HEADER + payload.len()) as u64);
         }
         self.write_pos = offset;
         self.active_next = entries.last().expect("not empty").0 + 1;
@@ -308,13 +717,33 @@ impl Wal {
         Ok(())
     }
 
+    /// The log position written so far.
+    fn written_pos(&self) -> u64 {
+        position(self.segments.last().map_or(0, |s| s.seq), self.write_pos)
+    }
+
     /// What must be synced to make every append so far durable.
     pub fn sync_job(&mut self) -> SyncJob {
         SyncJob {
             files: std::mem::take(&mut self.unsynced),
             dir: std::mem::take(&mut self.dir_dirty).then(|| self.dir.clone()),
             covers: (self.epoch, self.next_index()),
+            upto: self.written_pos(),
         }
+    }
+
+    /// A sync job taken at log position `upto` has run: the records written from now on
+    /// say so.
+    pub fn synced(&mut self, upto: u64) {
+        self.durable_pos = self.durable_pos.max(upto);
+    }
+
+    /// Syncs everything written so far, here and now.
+    pub fn sync(&mut self) -> io::Result<()> {
+        let job = self.sync_job();
+        job.run()?;
+        self.synced(job.upto);
+        Ok(())
     }
 
     /// Removes entries at and after `index`: they are dropped from the map and a new
@@ -360,12 +789,17 @@ impl Wal {
     }
 
     /// Locations of the entries in `start..end` that are held, in order, for reading
-    /// outside the lock with [`read_record`].
+    /// outside the lock with [`RecordRef::read`].
     pub fn locate(&self, start: u64, end: u64) -> Vec<RecordRef> {
         let start = start.max(self.first);
         let end = end.min(self.next_index());
         (start..end).filter_map(|i| self.loc(i).map(|loc| RecordRef { index: i, loc })).collect()
     }
+}
+
+/// An error naming a damaged log file and the byte where the damage starts.
+fn damaged(path: &Path, offset: u64, what: &str) -> io::Error {
+    corrupt(format!("raft log file {} is damaged at byte {offset}: {what}", path.display()))
 }
 
 /// A record to read: see [`Wal::locate`].
@@ -379,10 +813,9 @@ impl RecordRef {
     pub fn read(&self) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; HEADER + self.loc.len as usize];
         self.loc.file.read_exact_at(&mut buf, self.loc.offset)?;
-        let crc = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
-        let index = u64::from_le_bytes(buf[8..16].try_into().expect("8 bytes"));
         let payload = buf.split_off(HEADER);
-        if index != self.index || checksum(index, &payload) != crc {
+        let len = u32_at(&buf, 4);
+        if len != self.loc.len || u64_at(&buf, 8) != self.index || checksum(&buf[4..], &payload) != u32_at(&buf, 0) {
             return Err(corrupt(format!("raft log record {} is corrupt", self.index)));
         }
         Ok(payload)
@@ -397,10 +830,16 @@ mod tests {
         format!("{tag}-{index}").into_bytes()
     }
 
+    /// Appends `range` in one batch and syncs it.
     fn append(wal: &mut Wal, range: std::ops::RangeInclusive<u64>, tag: &str) {
+        append_unsynced(wal, range, tag);
+        wal.sync().unwrap();
+    }
+
+    /// Appends `range` in one batch (one pwrite) without syncing it.
+    fn append_unsynced(wal: &mut Wal, range: std::ops::RangeInclusive<u64>, tag: &str) {
         let entries: Vec<_> = range.map(|i| (i, payload(i, tag))).collect();
         wal.append(&entries).unwrap();
-        wal.sync_job().run().unwrap();
     }
 
     fn contents(wal: &Wal) -> Vec<(u64, String)> {
@@ -421,60 +860,264 @@ mod tests {
         names
     }
 
+    /// The file and byte offset of `index`'s record.
+    fn where_is(wal: &Wal, index: u64) -> (PathBuf, u64) {
+        let r = &wal.locate(index, index + 1)[0];
+        let seg = wal.segments.iter().find(|s| Arc::ptr_eq(&s.file, &r.loc.file)).unwrap();
+        (seg.path.clone(), r.loc.offset)
+    }
+
+    fn write_at(path: &Path, offset: u64, bytes: &[u8]) {
+        OpenOptions::new().write(true).open(path).unwrap().write_all_at(bytes, offset).unwrap();
+    }
+
+    fn flip_bit(path: &Path, offset: u64) {
+        let f = OpenOptions::new().read(true).write(true).open(path).unwrap();
+        let mut b = [0u8];
+        f.read_exact_at(&mut b, offset).unwrap();
+        f.write_all_at(&[b[0] ^ 0x10], offset).unwrap();
+    }
+
+    fn refusal(dir: &Path) -> String {
+        match Wal::open(dir, None) {
+            Ok(_) => panic!("a damaged log was opened"),
+            Err(e) => {
+                assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+                e.to_string()
+            }
+        }
+    }
+
+    /// A log of ten entries, synced batch by batch (as a follower writes it).
+    fn ten_synced(dir: &Path) -> Wal {
+        let mut wal = Wal::open(dir, None).unwrap();
+        for i in 1..=10 {
+            append(&mut wal, i..=i, "a");
+        }
+        wal
+    }
+
     #[test]
     fn entries_survive_reopen_and_new_ones_follow() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path()).unwrap();
+        let mut wal = Wal::open(dir.path(), None).unwrap();
         assert!(wal.is_empty());
         append(&mut wal, 1..=10, "a");
         drop(wal);
-        let mut wal = Wal::open(dir.path()).unwrap();
+        let mut wal = Wal::open(dir.path(), None).unwrap();
         assert_eq!((wal.first_index(), wal.last_index()), (1, Some(10)));
         assert_eq!(contents(&wal), expect(1..=10, "a"));
         append(&mut wal, 11..=12, "b");
         drop(wal);
-        let wal = Wal::open(dir.path()).unwrap();
+        let wal = Wal::open(dir.path(), None).unwrap();
         let mut want = expect(1..=10, "a");
         want.extend(expect(11..=12, "b"));
         assert_eq!(contents(&wal), want);
     }
 
     #[test]
-    fn a_torn_tail_is_dropped_and_never_meets_new_records() {
+    fn a_torn_batch_is_dropped_and_never_meets_new_records() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path()).unwrap();
-        append(&mut wal, 1..=8, "old");
-        // Corrupt record 7 in place, as a crash in the middle of a write would.
-        let r = &wal.locate(7, 8)[0];
-        r.loc.file.write_all_at(b"X", r.loc.offset + HEADER as u64).unwrap();
+        let mut wal = Wal::open(dir.path(), None).unwrap();
+        append(&mut wal, 1..=4, "old");
+        // One batch not yet synced: record 7 in it is damaged, as a crash in the middle
+        // of writing it back would leave it; record 8 after it reached the disk.
+        append_unsynced(&mut wal, 5..=8, "old");
+        let (path, at) = where_is(&wal, 7);
         drop(wal);
-        let mut wal = Wal::open(dir.path()).unwrap();
+        write_at(&path, at + HEADER as u64, b"X");
+        let mut wal = Wal::open(dir.path(), None).unwrap();
         assert_eq!(contents(&wal), expect(1..=6, "old"), "records from the bad one on are gone");
         // A new record 7 of the same size: the old record 8 behind the tear must stay dead.
         append(&mut wal, 7..=7, "new");
         drop(wal);
-        let wal = Wal::open(dir.path()).unwrap();
+        let wal = Wal::open(dir.path(), None).unwrap();
         let mut want = expect(1..=6, "old");
         want.push((7, "new-7".into()));
         assert_eq!(contents(&wal), want);
     }
 
     #[test]
+    fn a_record_cut_short_at_the_end_is_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = ten_synced(dir.path());
+        let (path, at) = where_is(&wal, 10);
+        drop(wal);
+        // The file ends in the middle of record 10 (its length points past the end).
+        OpenOptions::new().write(true).open(&path).unwrap().set_len(at + HEADER as u64 + 2).unwrap();
+        let wal = Wal::open(dir.path(), None).unwrap();
+        assert_eq!(contents(&wal), expect(1..=9, "a"));
+        // The trimmed bytes are zeros now: a second start finds a clean log.
+        drop(wal);
+        let wal = Wal::open(dir.path(), None).unwrap();
+        assert_eq!(contents(&wal), expect(1..=9, "a"));
+    }
+
+    #[test]
+    fn a_hole_in_an_unsynced_batch_with_data_after_it_recovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = Wal::open(dir.path(), None).unwrap();
+        append(&mut wal, 1..=3, "a");
+        // Pages of one unsynced write reach the disk in any order: the middle of the batch
+        // is still zeros, records after it were written.
+        append_unsynced(&mut wal, 4..=40, "b");
+        let (path, from) = where_is(&wal, 10);
+        let (_, to) = where_is(&wal, 20);
+        drop(wal);
+        write_at(&path, from, &vec![0u8; (to - from) as usize]);
+        let wal = Wal::open(dir.path(), None).unwrap();
+        let mut want = expect(1..=3, "a");
+        want.extend(expect(4..=9, "b"));
+        assert_eq!(contents(&wal), want);
+    }
+
+    #[test]
+    fn a_flipped_bit_in_the_middle_refuses_naming_the_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = ten_synced(dir.path());
+        let (path, at) = where_is(&wal, 4);
+        drop(wal);
+        flip_bit(&path, at + HEADER as u64 + 1);
+        let msg = refusal(dir.path());
+        assert!(msg.contains(&format!("{} is damaged at byte {at}", path.display())), "{msg}");
+        assert!(msg.contains("checksum mismatch"), "{msg}");
+        assert!(msg.contains("on disk up to"), "{msg}");
+    }
+
+    #[test]
+    fn zeros_in_the_middle_refuse() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = ten_synced(dir.path());
+        let (path, at) = where_is(&wal, 5);
+        let (_, end) = where_is(&wal, 6);
+        drop(wal);
+        write_at(&path, at, &vec![0u8; (end - at) as usize]);
+        let msg = refusal(dir.path());
+        assert!(msg.contains(&format!("damaged at byte {at}")), "{msg}");
+        assert!(msg.contains("zeros where a record should start"), "{msg}");
+    }
+
+    #[test]
+    fn the_checksum_covers_the_length() {
+        let mut rec = Vec::new();
+        encode_record(&mut rec, 7, 0, b"payload!");
+        assert!(parse_record(&rec, 1, SEGMENT_HEADER + 64).is_ok());
+        // A shorter length still points at bytes of the same payload; only a checksum
+        // over the length itself notices.
+        let mut shorter = rec.clone();
+        shorter[4..8].copy_from_slice(&7u32.to_le_bytes());
+        assert_eq!(parse_record(&shorter, 1, SEGMENT_HEADER + 64).unwrap_err(), "record checksum mismatch");
+
+        let dir = tempfile::tempdir().unwrap();
+        let wal = ten_synced(dir.path());
+        let (path, at) = where_is(&wal, 3);
+        drop(wal);
+        flip_bit(&path, at + 4);
+        let msg = refusal(dir.path());
+        assert!(msg.contains(&format!("damaged at byte {at}")), "{msg}");
+    }
+
+    #[test]
+    fn a_damaged_record_followed_by_later_synced_segments_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = Wal::open_with(dir.path(), None, 256).unwrap();
+        for i in 1..=40 {
+            append(&mut wal, i..=i, "a");
+        }
+        // The last record of the first segment holding entries: nothing after it in its
+        // own file vouches for it, the next segments' records do.
+        let (first_path, _) = where_is(&wal, 1);
+        let last_there = (1..=40).take_while(|i| where_is(&wal, *i).0 == first_path).last().unwrap();
+        let (_, at) = where_is(&wal, last_there);
+        drop(wal);
+        flip_bit(&first_path, at + HEADER as u64);
+        let msg = refusal(dir.path());
+        assert!(msg.contains(&format!("{} is damaged at byte {at}", first_path.display())), "{msg}");
+        assert!(msg.contains("a record in a later segment"), "{msg}");
+    }
+
+    #[test]
+    fn a_missing_middle_segment_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = Wal::open_with(dir.path(), None, 256).unwrap();
+        for i in 1..=40 {
+            append(&mut wal, i..=i, "a");
+        }
+        drop(wal);
+        let files = segment_files(dir.path());
+        assert!(files.len() > 3, "{files:?}");
+        std::fs::remove_file(dir.path().join(&files[1])).unwrap();
+        let msg = refusal(dir.path());
+        assert!(msg.contains(&files[2]), "names the segment after the gap: {msg}");
+        assert!(msg.contains("missing"), "{msg}");
+        // The first one missing too: the log does not start at its start.
+        std::fs::remove_file(dir.path().join(&files[0])).unwrap();
+        let msg = refusal(dir.path());
+        assert!(msg.contains(&files[2]) && msg.contains("missing"), "{msg}");
+    }
+
+    #[test]
+    fn a_segment_of_another_format_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = ten_synced(dir.path());
+        let path = wal.segments[0].path.clone();
+        drop(wal);
+        write_at(&path, 8, &2u32.to_le_bytes());
+        let msg = refusal(dir.path());
+        assert!(msg.contains("format version 2; this dls reads version 1"), "{msg}");
+        write_at(&path, 0, b"SOMETHIN");
+        let msg = refusal(dir.path());
+        assert!(msg.contains("wrong magic bytes") && msg.contains("damaged at byte 0"), "{msg}");
+    }
+
+    #[test]
+    fn an_unsynced_segment_after_a_rollover_is_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = Wal::open_with(dir.path(), None, 256).unwrap();
+        append(&mut wal, 1..=2, "a");
+        // Unsynced writes roll over into a new segment; its header never reached the disk,
+        // nor did the end of the first segment's last batch.
+        for i in 3..=12 {
+            append_unsynced(&mut wal, i..=i, "b");
+        }
+        let (path, at) = where_is(&wal, 3);
+        let last = wal.segments.last().unwrap().path.clone();
+        drop(wal);
+        write_at(&path, at + 3, b"\0\0\0");
+        write_at(&last, 0, &[0u8; SEGMENT_HEADER as usize]);
+        let wal = Wal::open_with(dir.path(), None, 256).unwrap();
+        assert_eq!(contents(&wal), expect(1..=2, "a"));
+        assert!(!last.exists(), "the segment after the torn tail is removed");
+    }
+
+    #[test]
+    fn an_empty_segment_that_never_reached_the_disk_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = ten_synced(dir.path());
+        drop(wal);
+        let empty = dir.path().join(segment_name(99, 11));
+        std::fs::write(&empty, vec![0u8; 4096]).unwrap();
+        let wal = Wal::open(dir.path(), None).unwrap();
+        assert_eq!(contents(&wal), expect(1..=10, "a"));
+        assert!(!empty.exists());
+    }
+
+    #[test]
     fn truncated_entries_do_not_come_back_after_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path()).unwrap();
+        let mut wal = Wal::open(dir.path(), None).unwrap();
         append(&mut wal, 1..=10, "a");
         wal.truncate(6).unwrap();
-        wal.sync_job().run().unwrap();
+        wal.sync().unwrap();
         assert_eq!(wal.last_index(), Some(5));
         drop(wal);
-        let mut wal = Wal::open(dir.path()).unwrap();
+        let mut wal = Wal::open(dir.path(), None).unwrap();
         assert_eq!(contents(&wal), expect(1..=5, "a"));
         append(&mut wal, 6..=7, "b");
         wal.truncate(3).unwrap();
         append(&mut wal, 3..=3, "c");
         drop(wal);
-        let wal = Wal::open(dir.path()).unwrap();
+        let wal = Wal::open(dir.path(), None).unwrap();
         let mut want = expect(1..=2, "a");
         want.push((3, "c-3".into()));
         assert_eq!(contents(&wal), want);
@@ -483,7 +1126,7 @@ mod tests {
     #[test]
     fn segments_roll_over_and_purge_deletes_covered_ones() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open_with(dir.path(), 256).unwrap();
+        let mut wal = Wal::open_with(dir.path(), None, 256).unwrap();
         for i in 1..=40 {
             append(&mut wal, i..=i, "a");
         }
@@ -494,42 +1137,83 @@ mod tests {
         assert!(after < before, "purge deletes segments: {before} -> {after}");
         assert_eq!(contents(&wal), expect(31..=40, "a"));
         drop(wal);
-        let mut wal = Wal::open_with(dir.path(), 256).unwrap();
-        wal.purge(30).unwrap();
+        // The purge point explains why the log starts late.
+        let wal = Wal::open_with(dir.path(), Some(30), 256).unwrap();
         assert_eq!(contents(&wal), expect(31..=40, "a"));
+        drop(wal);
+        let msg = Wal::open_with(dir.path(), Some(10), 256).err().expect("refused").to_string();
+        assert!(msg.contains("missing"), "{msg}");
     }
 
     #[test]
     fn the_first_entry_has_index_zero() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path()).unwrap();
+        let mut wal = Wal::open(dir.path(), None).unwrap();
         append(&mut wal, 0..=3, "a");
         wal.purge(1).unwrap();
         drop(wal);
-        let mut wal = Wal::open(dir.path()).unwrap();
-        wal.purge(1).unwrap();
+        let wal = Wal::open(dir.path(), Some(1)).unwrap();
         assert_eq!(contents(&wal), expect(2..=3, "a"));
     }
 
     #[test]
     fn the_log_can_jump_forward_past_a_snapshot() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path()).unwrap();
+        let mut wal = Wal::open(dir.path(), None).unwrap();
         append(&mut wal, 1..=3, "a");
         wal.purge(100).unwrap();
         assert!(wal.is_empty());
         append(&mut wal, 101..=102, "b");
         drop(wal);
-        let mut wal = Wal::open(dir.path()).unwrap();
-        wal.purge(100).unwrap();
+        let wal = Wal::open(dir.path(), Some(100)).unwrap();
         assert_eq!((wal.first_index(), wal.last_index()), (101, Some(102)));
         assert_eq!(contents(&wal), expect(101..=102, "b"));
+        drop(wal);
+        // A follower told to jump (a snapshot installed) before the purge was recorded:
+        // the new segment's header says the log starts there.
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = Wal::open(dir.path(), None).unwrap();
+        append(&mut wal, 1..=3, "a");
+        append(&mut wal, 50..=51, "b");
+        drop(wal);
+        let wal = Wal::open(dir.path(), None).unwrap();
+        assert_eq!(contents(&wal), expect(50..=51, "b"));
+    }
+
+    #[test]
+    fn after_a_failed_write_nothing_more_is_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("SKIPPED: cannot mount a tmpfs (needs root)");
+            return;
+        }
+        let unmount = || std::process::Command::new("umount").arg("-l").arg(dir.path()).status();
+        let result = std::panic::catch_unwind(|| {
+            let mut wal = Wal::open_with(dir.path(), None, 4 << 20).unwrap();
+            append(&mut wal, 1..=1, "a");
+            let filler = dir.path().join("filler");
+            let mut f = File::create(&filler).unwrap();
+            while io::Write::write_all(&mut f, &[1u8; 4096]).is_ok() {}
+            let big = vec![7u8; 256 * 1024];
+            let err = (2..10).find_map(|i| wal.append(&[(i, big.clone())]).err()).expect("a full disk refuses a write");
+            assert_eq!(err.raw_os_error(), Some(28), "{err}");
+            std::fs::remove_file(filler).unwrap();
+            let err = wal.append(&[(9, b"x".to_vec())]).unwrap_err();
+            assert!(err.to_string().contains("an earlier write to the raft log failed"), "{err}");
+        });
+        unmount().unwrap();
+        result.unwrap();
     }
 
     #[test]
     fn a_record_with_a_wrong_checksum_is_reported_on_read() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path()).unwrap();
+        let mut wal = Wal::open(dir.path(), None).unwrap();
         append(&mut wal, 1..=2, "a");
         let r = &wal.locate(2, 3)[0];
         r.loc.file.write_all_at(b"Z", r.loc.offset + HEADER as u64).unwrap();

@@ -27,6 +27,8 @@ pub struct NodeProc {
     pub data_dir: PathBuf,
     log: PathBuf,
     child: Option<Child>,
+    /// Started with --join (a node added to a running cluster).
+    pub join: bool,
 }
 
 pub struct Cluster {
@@ -115,6 +117,7 @@ impl Cluster {
                 data_dir: dir.path().join(format!("node-{id}")),
                 log: dir.path().join(format!("node-{id}.log")),
                 child: None,
+                join: false,
             })
             .collect();
         let peers = nodes.iter().map(|n| format!("{}={}/{}", n.id, n.addr, n.peer_addr)).collect::<Vec<_>>().join(",");
@@ -172,6 +175,9 @@ impl Cluster {
         }
         if !secret.is_empty() {
             cmd.env("DLS_CLUSTER_SECRET", &secret);
+        }
+        if n.join {
+            cmd.arg("--join");
         }
         n.child = Some(cmd.spawn().expect("start dls"));
     }
@@ -460,6 +466,219 @@ pub fn add_key(file: &std::path::Path, name: &str, namespaces: &[&str], admin: b
         args.extend(["--namespace", ns]);
     }
     dls(&args).trim().to_string()
+}
+
+impl Cluster {
+    /// Waits up to `within` for node `id`'s process to exit by itself and returns its exit
+    /// status; None if it still runs (it is left running).
+    pub async fn wait_exit(&mut self, id: u64, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            let node = self.node(id);
+            let status = node.child.as_mut()?.try_wait().unwrap();
+            if let Some(status) = status {
+                node.child = None;
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+}
+
+// ---- membership and bootstrap ----
+
+impl Cluster {
+    /// SIGKILLs node `id` and deletes its whole data directory (a wiped or replaced disk).
+    pub fn kill_and_wipe_data_dir(&mut self, id: u64) {
+        self.kill(id);
+        let dir = self.node(id).data_dir.clone();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Starts node `id` again with the flags it had (after a wipe: the same flags, empty data).
+    pub fn start_again(&mut self, id: u64) {
+        assert!(!self.is_running(id), "node {id} is running");
+        self.spawn(id);
+    }
+
+    /// Starts node `id` with an empty data directory and --join (after `dls members add`, or
+    /// before it: it waits to be replicated to).
+    pub fn start_joining(&mut self, id: u64) {
+        self.kill(id);
+        let n = self.node(id);
+        let _ = std::fs::remove_dir_all(&n.data_dir);
+        n.join = true;
+        self.spawn(id);
+    }
+
+    /// A new node `id` on fresh ports, started with --join; --peers of every later start
+    /// lists it too. Returns its `HOST:PORT/PEER_PORT` for `members add`.
+    pub fn spawn_joining_node(&mut self, id: u64) -> String {
+        assert!(self.nodes.iter().all(|n| n.id != id), "node {id} exists");
+        let p = free_ports(3);
+        let base = self.nodes[0].data_dir.parent().unwrap().to_path_buf();
+        let node = NodeProc {
+            id,
+            addr: format!("127.0.0.1:{}", p[0]),
+            peer_addr: format!("127.0.0.1:{}", p[1]),
+            http_addr: format!("127.0.0.1:{}", p[2]),
+            data_dir: base.join(format!("node-{id}")),
+            log: base.join(format!("node-{id}.log")),
+            child: None,
+            join: true,
+        };
+        let spec = format!("{}/{}", node.addr, node.peer_addr);
+        self.peers.push_str(&format!(",{id}={spec}"));
+        self.nodes.push(node);
+        self.spawn(id);
+        spec
+    }
+
+    /// Whether node `id`'s process was started and has exited since.
+    pub fn has_exited(&mut self, id: u64) -> bool {
+        self.node(id).child.as_mut().is_some_and(|c| c.try_wait().unwrap().is_some())
+    }
+
+    /// Waits until node `id`'s process has exited and returns its exit status.
+    pub async fn wait_for_exit(&mut self, id: u64, within: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            let child = self.node(id).child.as_mut().expect("running node");
+            if let Some(status) = child.try_wait().unwrap() {
+                self.node(id).child = None;
+                return status;
+            }
+            assert!(Instant::now() < deadline, "node {id} still runs after {within:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// One grant a workload client saw, and whether its transaction committed.
+#[derive(Clone, Debug)]
+pub struct GrantRecord {
+    pub key: String,
+    pub token: u64,
+    pub txn: u64,
+    pub granted_at: Instant,
+    /// When the commit was sent; None if the transaction did not commit (lost, or the
+    /// answer did not come).
+    pub released_at: Option<Instant>,
+}
+
+/// Several clients taking the same few keys exclusively, over and over, recording every
+/// grant; errors during elections and membership changes are expected and skipped.
+pub struct ContendedWorkload {
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    history: std::sync::Arc<std::sync::Mutex<Vec<GrantRecord>>>,
+}
+
+impl ContendedWorkload {
+    pub fn start(client: &DlsClient, workers: usize, keys: &[&str]) -> ContendedWorkload {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let history = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let tasks = (0..workers)
+            .map(|w| {
+                let (client, stopped, history, keys) = (client.clone(), stopped.clone(), history.clone(), keys.clone());
+                tokio::spawn(async move {
+                    let mut round = w;
+                    while !*stopped.borrow() {
+                        round += 1;
+                        let key = &keys[round % keys.len()];
+                        let Ok(tx) = client.begin_transaction(opts(3_000)).await else { continue };
+                        match tx.acquire_lock("contended", key, LockMode::Exclusive, wait(2_000)).await {
+                            Ok(lock) => {
+                                let granted_at = Instant::now();
+                                tokio::time::sleep(Duration::from_millis(3)).await;
+                                let sent = Instant::now();
+                                let committed = tx.commit().await.is_ok();
+                                history.lock().unwrap().push(GrantRecord {
+                                    key: key.clone(),
+                                    token: lock.fencing_token,
+                                    txn: tx.id(),
+                                    granted_at,
+                                    released_at: committed.then_some(sent),
+                                });
+                            }
+                            Err(_) => {
+                                let _ = tx.abort().await;
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        ContendedWorkload { stop, tasks, history }
+    }
+
+    /// Grants recorded so far.
+    pub fn grants(&self) -> usize {
+        self.history.lock().unwrap().len()
+    }
+
+    /// Stops the clients and returns every grant they saw.
+    pub async fn stop(self) -> Vec<GrantRecord> {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+        std::sync::Arc::try_unwrap(self.history).unwrap().into_inner().unwrap()
+    }
+}
+
+/// Mutual exclusion and fencing over a workload's history: per key, tokens strictly rise in
+/// the order the grants arrived, and no grant arrived while a committed holder of the same
+/// key still held it (between its grant and its commit).
+pub fn assert_no_two_holders_and_rising_tokens(history: &[GrantRecord]) {
+    let mut by_key: std::collections::BTreeMap<&str, Vec<&GrantRecord>> = Default::default();
+    for g in history {
+        by_key.entry(&g.key).or_default().push(g);
+    }
+    for (key, mut grants) in by_key {
+        grants.sort_by_key(|g| g.granted_at);
+        for pair in grants.windows(2) {
+            assert!(pair[1].token > pair[0].token, "{key}: token {} after {}", pair[1].token, pair[0].token);
+            if let Some(released) = pair[0].released_at {
+                assert!(
+                    pair[1].granted_at >= released,
+                    "{key}: txn {} was granted (token {}) while txn {} still held it (token {})",
+                    pair[1].txn,
+                    pair[1].token,
+                    pair[0].txn,
+                    pair[0].token
+                );
+            }
+        }
+    }
+}
+
+/// Every acknowledged grant survived: each committed transaction is still known as
+/// COMMITTED, and the cluster's token counter is at least the highest token handed out.
+pub async fn assert_acknowledged_grants_kept(client: &DlsClient, history: &[GrantRecord]) {
+    for g in history.iter().filter(|g| g.released_at.is_some()) {
+        let st = client.transaction_status(g.txn).await.unwrap();
+        assert_eq!(st.state, TransactionState::Committed, "txn {} (token {})", g.txn, g.token);
+    }
+    let highest = history.iter().map(|g| g.token).max().unwrap_or(0);
+    let status = client.cluster_status().await.unwrap();
+    assert!(status.last_fencing_token >= highest, "token counter {} < {highest}", status.last_fencing_token);
+}
+
+/// A client of the whole cluster without an API key, patient through elections.
+pub async fn patient_client(endpoints: Vec<String>) -> DlsClient {
+    let config = caerus_core::ClientConfig::new(endpoints).without_api_key().with_retry_deadline(PATIENCE);
+    DlsClient::connect(config).await.unwrap()
+}
+
+/// A grant on a fresh key arrives (the cluster serves).
+pub async fn assert_next_grant(client: &DlsClient) {
+    let tx = client.begin_transaction(opts(5_000)).await.unwrap();
+    let key = format!("next-{}", uuid::Uuid::new_v4().simple());
+    tx.acquire_lock("ns", &key, LockMode::Exclusive, wait(10_000)).await.unwrap();
+    tx.commit().await.unwrap();
 }
 
 /// Polls the async `check` every 50 ms until it returns Some, or fails after `within`

@@ -739,6 +739,520 @@ func (x *ClusterStatusResponse) GetLastEventSequence() uint64 {
 	return 0
 }
 
+// Asks the leader for the membership.
+type ListMembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersRequest) Reset() {
+	*x = ListMembersRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersRequest) ProtoMessage() {}
+
+func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
+func (*ListMembersRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{10}
+}
+
+// One member of the cluster.
+type MemberInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its node id (never 0).
+	NodeId uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Where clients reach it (host:port).
+	Addr string `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	// Where its peers reach it (the raft transport, host:port).
+	PeerAddr string `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	// True for a voter, false for a learner (replicated to, but not voting or counted).
+	Voter bool `protobuf:"varint,4,opt,name=voter,proto3" json:"voter,omitempty"`
+	// The last log index the leader knows it holds (0 = none yet). The leader's own entry
+	// is its last log index.
+	MatchedIndex  uint64 `protobuf:"varint,5,opt,name=matched_index,json=matchedIndex,proto3" json:"matched_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberInfo) Reset() {
+	*x = MemberInfo{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberInfo) ProtoMessage() {}
+
+func (x *MemberInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
+func (*MemberInfo) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *MemberInfo) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *MemberInfo) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *MemberInfo) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+func (x *MemberInfo) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *MemberInfo) GetMatchedIndex() uint64 {
+	if x != nil {
+		return x.MatchedIndex
+	}
+	return 0
+}
+
+// The membership as the leader sees it.
+type ListMembersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every member, sorted by node id.
+	Members []*MemberInfo `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// The leader that answered.
+	LeaderId uint64 `protobuf:"varint,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// The leader's last log index, to compare with each member's matched_index.
+	LastLogIndex uint64 `protobuf:"varint,3,opt,name=last_log_index,json=lastLogIndex,proto3" json:"last_log_index,omitempty"`
+	// True while a change is half done (a joint configuration of old and new voters).
+	Changing      bool `protobuf:"varint,4,opt,name=changing,proto3" json:"changing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersResponse) Reset() {
+	*x = ListMembersResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersResponse) ProtoMessage() {}
+
+func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
+func (*ListMembersResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListMembersResponse) GetMembers() []*MemberInfo {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ListMembersResponse) GetLeaderId() uint64 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *ListMembersResponse) GetLastLogIndex() uint64 {
+	if x != nil {
+		return x.LastLogIndex
+	}
+	return 0
+}
+
+func (x *ListMembersResponse) GetChanging() bool {
+	if x != nil {
+		return x.Changing
+	}
+	return false
+}
+
+// Adds a node to the cluster.
+type AddMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new node's id (its --node-id): not 0 and not a current member.
+	NodeId uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Where clients reach it (host:port, as in --peers).
+	Addr string `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	// Where its peers reach it (host:port; the peer port of --peers).
+	PeerAddr string `protobuf:"bytes,3,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	// Keep it a learner (replicated, not voting); promote it later with PromoteMember.
+	StayLearner bool `protobuf:"varint,4,opt,name=stay_learner,json=stayLearner,proto3" json:"stay_learner,omitempty"`
+	// How long to wait for it to catch up before promoting, in milliseconds (0 = 60000).
+	CatchUpTimeoutMs uint32 `protobuf:"varint,5,opt,name=catch_up_timeout_ms,json=catchUpTimeoutMs,proto3" json:"catch_up_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AddMemberRequest) Reset() {
+	*x = AddMemberRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberRequest) ProtoMessage() {}
+
+func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddMemberRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AddMemberRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *AddMemberRequest) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetStayLearner() bool {
+	if x != nil {
+		return x.StayLearner
+	}
+	return false
+}
+
+func (x *AddMemberRequest) GetCatchUpTimeoutMs() uint32 {
+	if x != nil {
+		return x.CatchUpTimeoutMs
+	}
+	return 0
+}
+
+// The result of AddMember.
+type AddMemberResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The membership after the change.
+	Members       []*MemberInfo `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberResponse) Reset() {
+	*x = AddMemberResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberResponse) ProtoMessage() {}
+
+func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
+func (*AddMemberResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AddMemberResponse) GetMembers() []*MemberInfo {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// Removes a node from the cluster.
+type RemoveMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member to remove.
+	NodeId        uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RemoveMemberRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+// The result of RemoveMember.
+type RemoveMemberResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The membership after the change.
+	Members       []*MemberInfo `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RemoveMemberResponse) GetMembers() []*MemberInfo {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// Makes a learner a voter.
+type PromoteMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The learner to promote.
+	NodeId uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// How long to wait for it to catch up first, in milliseconds (0 = 60000).
+	CatchUpTimeoutMs uint32 `protobuf:"varint,2,opt,name=catch_up_timeout_ms,json=catchUpTimeoutMs,proto3" json:"catch_up_timeout_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PromoteMemberRequest) Reset() {
+	*x = PromoteMemberRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteMemberRequest) ProtoMessage() {}
+
+func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
+func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PromoteMemberRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *PromoteMemberRequest) GetCatchUpTimeoutMs() uint32 {
+	if x != nil {
+		return x.CatchUpTimeoutMs
+	}
+	return 0
+}
+
+// The result of PromoteMember.
+type PromoteMemberResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The membership after the change.
+	Members       []*MemberInfo `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteMemberResponse) Reset() {
+	*x = PromoteMemberResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteMemberResponse) ProtoMessage() {}
+
+func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
+func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PromoteMemberResponse) GetMembers() []*MemberInfo {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 var File_caerus_dls_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
@@ -796,11 +1310,45 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\x12last_fencing_token\x18\n" +
 	" \x01(\x04R\x10lastFencingToken\x12/\n" +
 	"\x13active_transactions\x18\v \x01(\x04R\x12activeTransactions\x12.\n" +
-	"\x13last_event_sequence\x18\f \x01(\x04R\x11lastEventSequence2\x9f\x02\n" +
+	"\x13last_event_sequence\x18\f \x01(\x04R\x11lastEventSequence\"\x14\n" +
+	"\x12ListMembersRequest\"\x91\x01\n" +
+	"\n" +
+	"MemberInfo\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x1b\n" +
+	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x14\n" +
+	"\x05voter\x18\x04 \x01(\bR\x05voter\x12#\n" +
+	"\rmatched_index\x18\x05 \x01(\x04R\fmatchedIndex\"\xa9\x01\n" +
+	"\x13ListMembersResponse\x123\n" +
+	"\amembers\x18\x01 \x03(\v2\x19.caerus.dls.v1.MemberInfoR\amembers\x12\x1b\n" +
+	"\tleader_id\x18\x02 \x01(\x04R\bleaderId\x12$\n" +
+	"\x0elast_log_index\x18\x03 \x01(\x04R\flastLogIndex\x12\x1a\n" +
+	"\bchanging\x18\x04 \x01(\bR\bchanging\"\xae\x01\n" +
+	"\x10AddMemberRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x1b\n" +
+	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12!\n" +
+	"\fstay_learner\x18\x04 \x01(\bR\vstayLearner\x12-\n" +
+	"\x13catch_up_timeout_ms\x18\x05 \x01(\rR\x10catchUpTimeoutMs\"H\n" +
+	"\x11AddMemberResponse\x123\n" +
+	"\amembers\x18\x01 \x03(\v2\x19.caerus.dls.v1.MemberInfoR\amembers\".\n" +
+	"\x13RemoveMemberRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\"K\n" +
+	"\x14RemoveMemberResponse\x123\n" +
+	"\amembers\x18\x01 \x03(\v2\x19.caerus.dls.v1.MemberInfoR\amembers\"^\n" +
+	"\x14PromoteMemberRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12-\n" +
+	"\x13catch_up_timeout_ms\x18\x02 \x01(\rR\x10catchUpTimeoutMs\"L\n" +
+	"\x15PromoteMemberResponse\x123\n" +
+	"\amembers\x18\x01 \x03(\v2\x19.caerus.dls.v1.MemberInfoR\amembers2\xfa\x04\n" +
 	"\fAdminService\x12N\n" +
 	"\tListLocks\x12\x1f.caerus.dls.v1.ListLocksRequest\x1a .caerus.dls.v1.ListLocksResponse\x12c\n" +
 	"\x10AbortTransaction\x12&.caerus.dls.v1.AbortTransactionRequest\x1a'.caerus.dls.v1.AbortTransactionResponse\x12Z\n" +
-	"\rClusterStatus\x12#.caerus.dls.v1.ClusterStatusRequest\x1a$.caerus.dls.v1.ClusterStatusResponseB\x97\x01\n" +
+	"\rClusterStatus\x12#.caerus.dls.v1.ClusterStatusRequest\x1a$.caerus.dls.v1.ClusterStatusResponse\x12T\n" +
+	"\vListMembers\x12!.caerus.dls.v1.ListMembersRequest\x1a\".caerus.dls.v1.ListMembersResponse\x12N\n" +
+	"\tAddMember\x12\x1f.caerus.dls.v1.AddMemberRequest\x1a .caerus.dls.v1.AddMemberResponse\x12W\n" +
+	"\fRemoveMember\x12\".caerus.dls.v1.RemoveMemberRequest\x1a#.caerus.dls.v1.RemoveMemberResponse\x12Z\n" +
+	"\rPromoteMember\x12#.caerus.dls.v1.PromoteMemberRequest\x1a$.caerus.dls.v1.PromoteMemberResponseB\x97\x01\n" +
 	"\x11dev.caerus.dls.v1B\x11AdminServiceProtoP\x01Z5github.com/caerus-dev/dls/sdks/go/caerus/dls/v1;dlsv1\xa2\x02\x03CDX\xaa\x02\rCaerus.Dls.V1\xca\x02\rCaerus\\Dls\\V1\xea\x02\x0fCaerus::Dls::V1b\x06proto3"
 
 var (
@@ -815,7 +1363,7 @@ func file_caerus_dls_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_caerus_dls_v1_admin_service_proto_rawDescData
 }
 
-var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_caerus_dls_v1_admin_service_proto_goTypes = []any{
 	(*ListLocksRequest)(nil),         // 0: caerus.dls.v1.ListLocksRequest
 	(*LockHolder)(nil),               // 1: caerus.dls.v1.LockHolder
@@ -827,28 +1375,49 @@ var file_caerus_dls_v1_admin_service_proto_goTypes = []any{
 	(*ClusterStatusRequest)(nil),     // 7: caerus.dls.v1.ClusterStatusRequest
 	(*ClusterMember)(nil),            // 8: caerus.dls.v1.ClusterMember
 	(*ClusterStatusResponse)(nil),    // 9: caerus.dls.v1.ClusterStatusResponse
-	(LockMode)(0),                    // 10: caerus.dls.v1.LockMode
-	(TransactionState)(0),            // 11: caerus.dls.v1.TransactionState
+	(*ListMembersRequest)(nil),       // 10: caerus.dls.v1.ListMembersRequest
+	(*MemberInfo)(nil),               // 11: caerus.dls.v1.MemberInfo
+	(*ListMembersResponse)(nil),      // 12: caerus.dls.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),         // 13: caerus.dls.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),        // 14: caerus.dls.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),      // 15: caerus.dls.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),     // 16: caerus.dls.v1.RemoveMemberResponse
+	(*PromoteMemberRequest)(nil),     // 17: caerus.dls.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),    // 18: caerus.dls.v1.PromoteMemberResponse
+	(LockMode)(0),                    // 19: caerus.dls.v1.LockMode
+	(TransactionState)(0),            // 20: caerus.dls.v1.TransactionState
 }
 var file_caerus_dls_v1_admin_service_proto_depIdxs = []int32{
-	10, // 0: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
-	10, // 1: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
+	19, // 0: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
+	19, // 1: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
 	1,  // 2: caerus.dls.v1.KeyLocks.holders:type_name -> caerus.dls.v1.LockHolder
 	2,  // 3: caerus.dls.v1.KeyLocks.waiters:type_name -> caerus.dls.v1.LockWaiter
 	3,  // 4: caerus.dls.v1.ListLocksResponse.locks:type_name -> caerus.dls.v1.KeyLocks
-	11, // 5: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	20, // 5: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
 	8,  // 6: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
-	0,  // 7: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
-	5,  // 8: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
-	7,  // 9: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
-	4,  // 10: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
-	6,  // 11: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
-	9,  // 12: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	11, // 7: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	11, // 8: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	11, // 9: caerus.dls.v1.RemoveMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	11, // 10: caerus.dls.v1.PromoteMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	0,  // 11: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
+	5,  // 12: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
+	7,  // 13: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
+	10, // 14: caerus.dls.v1.AdminService.ListMembers:input_type -> caerus.dls.v1.ListMembersRequest
+	13, // 15: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
+	15, // 16: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
+	17, // 17: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
+	4,  // 18: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
+	6,  // 19: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
+	9,  // 20: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
+	12, // 21: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
+	14, // 22: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
+	16, // 23: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
+	18, // 24: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_admin_service_proto_init() }
@@ -863,7 +1432,7 @@ func file_caerus_dls_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_admin_service_proto_rawDesc), len(file_caerus_dls_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

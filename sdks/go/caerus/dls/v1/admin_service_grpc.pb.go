@@ -28,6 +28,10 @@ const (
 	AdminService_ListLocks_FullMethodName        = "/caerus.dls.v1.AdminService/ListLocks"
 	AdminService_AbortTransaction_FullMethodName = "/caerus.dls.v1.AdminService/AbortTransaction"
 	AdminService_ClusterStatus_FullMethodName    = "/caerus.dls.v1.AdminService/ClusterStatus"
+	AdminService_ListMembers_FullMethodName      = "/caerus.dls.v1.AdminService/ListMembers"
+	AdminService_AddMember_FullMethodName        = "/caerus.dls.v1.AdminService/AddMember"
+	AdminService_RemoveMember_FullMethodName     = "/caerus.dls.v1.AdminService/RemoveMember"
+	AdminService_PromoteMember_FullMethodName    = "/caerus.dls.v1.AdminService/PromoteMember"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -44,6 +48,22 @@ type AdminServiceClient interface {
 	// This node's view of the cluster. Served by any node (no leader needed), so each
 	// node can be asked on its own.
 	ClusterStatus(ctx context.Context, in *ClusterStatusRequest, opts ...grpc.CallOption) (*ClusterStatusResponse, error)
+	// The cluster's members (voters and learners) as the leader sees them, with how far each
+	// has replicated. Served by the leader.
+	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
+	// Adds a node through raft joint consensus: first as a learner (not voting), which the
+	// leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+	// voter. Start the new node with `dls serve --join` and an empty data directory.
+	// ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+	// DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+	// PromoteMember).
+	AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error)
+	// Removes a member (voter or learner) through joint consensus. Removing the leader
+	// commits the change, after which the leader steps down and the others elect a new one.
+	// FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
+	// Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+	PromoteMember(ctx context.Context, in *PromoteMemberRequest, opts ...grpc.CallOption) (*PromoteMemberResponse, error)
 }
 
 type adminServiceClient struct {
@@ -84,6 +104,46 @@ func (c *adminServiceClient) ClusterStatus(ctx context.Context, in *ClusterStatu
 	return out, nil
 }
 
+func (c *adminServiceClient) ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMembersResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) AddMember(ctx context.Context, in *AddMemberRequest, opts ...grpc.CallOption) (*AddMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddMemberResponse)
+	err := c.cc.Invoke(ctx, AdminService_AddMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveMemberResponse)
+	err := c.cc.Invoke(ctx, AdminService_RemoveMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) PromoteMember(ctx context.Context, in *PromoteMemberRequest, opts ...grpc.CallOption) (*PromoteMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PromoteMemberResponse)
+	err := c.cc.Invoke(ctx, AdminService_PromoteMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -98,6 +158,22 @@ type AdminServiceServer interface {
 	// This node's view of the cluster. Served by any node (no leader needed), so each
 	// node can be asked on its own.
 	ClusterStatus(context.Context, *ClusterStatusRequest) (*ClusterStatusResponse, error)
+	// The cluster's members (voters and learners) as the leader sees them, with how far each
+	// has replicated. Served by the leader.
+	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
+	// Adds a node through raft joint consensus: first as a learner (not voting), which the
+	// leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+	// voter. Start the new node with `dls serve --join` and an empty data directory.
+	// ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+	// DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+	// PromoteMember).
+	AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error)
+	// Removes a member (voter or learner) through joint consensus. Removing the leader
+	// commits the change, after which the leader steps down and the others elect a new one.
+	// FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
+	// Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+	PromoteMember(context.Context, *PromoteMemberRequest) (*PromoteMemberResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -116,6 +192,18 @@ func (UnimplementedAdminServiceServer) AbortTransaction(context.Context, *AbortT
 }
 func (UnimplementedAdminServiceServer) ClusterStatus(context.Context, *ClusterStatusRequest) (*ClusterStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClusterStatus not implemented")
+}
+func (UnimplementedAdminServiceServer) ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMembers not implemented")
+}
+func (UnimplementedAdminServiceServer) AddMember(context.Context, *AddMemberRequest) (*AddMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddMember not implemented")
+}
+func (UnimplementedAdminServiceServer) RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveMember not implemented")
+}
+func (UnimplementedAdminServiceServer) PromoteMember(context.Context, *PromoteMemberRequest) (*PromoteMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PromoteMember not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -192,6 +280,78 @@ func _AdminService_ClusterStatus_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListMembers(ctx, req.(*ListMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_AddMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).AddMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_AddMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).AddMember(ctx, req.(*AddMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RemoveMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RemoveMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RemoveMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RemoveMember(ctx, req.(*RemoveMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_PromoteMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PromoteMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_PromoteMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PromoteMember(ctx, req.(*PromoteMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -210,6 +370,22 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClusterStatus",
 			Handler:    _AdminService_ClusterStatus_Handler,
+		},
+		{
+			MethodName: "ListMembers",
+			Handler:    _AdminService_ListMembers_Handler,
+		},
+		{
+			MethodName: "AddMember",
+			Handler:    _AdminService_AddMember_Handler,
+		},
+		{
+			MethodName: "RemoveMember",
+			Handler:    _AdminService_RemoveMember_Handler,
+		},
+		{
+			MethodName: "PromoteMember",
+			Handler:    _AdminService_PromoteMember_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -216,6 +216,10 @@ const (
 	// watches of the key or the connection); the message names the limit and the `dls serve`
 	// flag that sets it. Retrying as is gets the same answer until something ends.
 	ErrorKind_RESOURCE_EXHAUSTED ErrorKind = 13
+	// FAILED_PRECONDITION: an AdminService membership change does not fit the current
+	// membership (the node is already a member, is not one, is the last voter, has not
+	// caught up, or another change is in progress); the message says what to do.
+	ErrorKind_MEMBERSHIP_REFUSED ErrorKind = 14
 )
 
 // Enum value maps for ErrorKind.
@@ -235,6 +239,7 @@ var (
 		11: "UNAVAILABLE",
 		12: "CURSOR_EXPIRED",
 		13: "RESOURCE_EXHAUSTED",
+		14: "MEMBERSHIP_REFUSED",
 	}
 	ErrorKind_value = map[string]int32{
 		"ERROR_KIND_UNSPECIFIED": 0,
@@ -251,6 +256,7 @@ var (
 		"UNAVAILABLE":            11,
 		"CURSOR_EXPIRED":         12,
 		"RESOURCE_EXHAUSTED":     13,
+		"MEMBERSHIP_REFUSED":     14,
 	}
 )
 
@@ -2382,7 +2388,7 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x06ACTIVE\x10\x01\x12\r\n" +
 	"\tCOMMITTED\x10\x02\x12\v\n" +
 	"\aABORTED\x10\x03\x12\v\n" +
-	"\aEXPIRED\x10\x04*\xb7\x02\n" +
+	"\aEXPIRED\x10\x04*\xcf\x02\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fLOCK_TIMEOUT\x10\x01\x12\x13\n" +
@@ -2399,7 +2405,8 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x12\x0f\n" +
 	"\vUNAVAILABLE\x10\v\x12\x12\n" +
 	"\x0eCURSOR_EXPIRED\x10\f\x12\x16\n" +
-	"\x12RESOURCE_EXHAUSTED\x10\r*j\n" +
+	"\x12RESOURCE_EXHAUSTED\x10\r\x12\x16\n" +
+	"\x12MEMBERSHIP_REFUSED\x10\x0e*j\n" +
 	"\fVictimPolicy\x12\x1d\n" +
 	"\x19VICTIM_POLICY_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dLOWEST_PRIORITY_THEN_YOUNGEST\x10\x01\x12\f\n" +

@@ -122,3 +122,79 @@ class ClusterStatusResponse(_message.Message):
     active_transactions: int
     last_event_sequence: int
     def __init__(self, node_id: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_addr: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_log_index: _Optional[int] = ..., role: _Optional[str] = ..., members: _Optional[_Iterable[_Union[ClusterMember, _Mapping]]] = ..., last_fencing_token: _Optional[int] = ..., active_transactions: _Optional[int] = ..., last_event_sequence: _Optional[int] = ...) -> None: ...
+
+class ListMembersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MemberInfo(_message.Message):
+    __slots__ = ("node_id", "addr", "peer_addr", "voter", "matched_index")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    PEER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    VOTER_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    addr: str
+    peer_addr: str
+    voter: bool
+    matched_index: int
+    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., peer_addr: _Optional[str] = ..., voter: _Optional[bool] = ..., matched_index: _Optional[int] = ...) -> None: ...
+
+class ListMembersResponse(_message.Message):
+    __slots__ = ("members", "leader_id", "last_log_index", "changing")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CHANGING_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
+    leader_id: int
+    last_log_index: int
+    changing: bool
+    def __init__(self, members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ..., leader_id: _Optional[int] = ..., last_log_index: _Optional[int] = ..., changing: _Optional[bool] = ...) -> None: ...
+
+class AddMemberRequest(_message.Message):
+    __slots__ = ("node_id", "addr", "peer_addr", "stay_learner", "catch_up_timeout_ms")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDR_FIELD_NUMBER: _ClassVar[int]
+    PEER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    STAY_LEARNER_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    addr: str
+    peer_addr: str
+    stay_learner: bool
+    catch_up_timeout_ms: int
+    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., peer_addr: _Optional[str] = ..., stay_learner: _Optional[bool] = ..., catch_up_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AddMemberResponse(_message.Message):
+    __slots__ = ("members",)
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
+    def __init__(self, members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ...) -> None: ...
+
+class RemoveMemberRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    def __init__(self, node_id: _Optional[int] = ...) -> None: ...
+
+class RemoveMemberResponse(_message.Message):
+    __slots__ = ("members",)
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
+    def __init__(self, members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ...) -> None: ...
+
+class PromoteMemberRequest(_message.Message):
+    __slots__ = ("node_id", "catch_up_timeout_ms")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    catch_up_timeout_ms: int
+    def __init__(self, node_id: _Optional[int] = ..., catch_up_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class PromoteMemberResponse(_message.Message):
+    __slots__ = ("members",)
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[MemberInfo]
+    def __init__(self, members: _Optional[_Iterable[_Union[MemberInfo, _Mapping]]] = ...) -> None: ...

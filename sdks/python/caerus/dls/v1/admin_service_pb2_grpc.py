@@ -50,6 +50,26 @@ class AdminServiceStub:
                 request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ClusterStatusRequest.SerializeToString,
                 response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ClusterStatusResponse.FromString,
                 _registered_method=True)
+        self.ListMembers = channel.unary_unary(
+                '/caerus.dls.v1.AdminService/ListMembers',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListMembersRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListMembersResponse.FromString,
+                _registered_method=True)
+        self.AddMember = channel.unary_unary(
+                '/caerus.dls.v1.AdminService/AddMember',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.AddMemberRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.AddMemberResponse.FromString,
+                _registered_method=True)
+        self.RemoveMember = channel.unary_unary(
+                '/caerus.dls.v1.AdminService/RemoveMember',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RemoveMemberRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RemoveMemberResponse.FromString,
+                _registered_method=True)
+        self.PromoteMember = channel.unary_unary(
+                '/caerus.dls.v1.AdminService/PromoteMember',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -79,6 +99,42 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMembers(self, request, context):
+        """The cluster's members (voters and learners) as the leader sees them, with how far each
+        has replicated. Served by the leader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddMember(self, request, context):
+        """Adds a node through raft joint consensus: first as a learner (not voting), which the
+        leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+        voter. Start the new node with `dls serve --join` and an empty data directory.
+        ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+        DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+        PromoteMember).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveMember(self, request, context):
+        """Removes a member (voter or learner) through joint consensus. Removing the leader
+        commits the change, after which the leader steps down and the others elect a new one.
+        FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PromoteMember(self, request, context):
+        """Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -96,6 +152,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ClusterStatus,
                     request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ClusterStatusRequest.FromString,
                     response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ClusterStatusResponse.SerializeToString,
+            ),
+            'ListMembers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMembers,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListMembersRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListMembersResponse.SerializeToString,
+            ),
+            'AddMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddMember,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.AddMemberRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.AddMemberResponse.SerializeToString,
+            ),
+            'RemoveMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveMember,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RemoveMemberRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RemoveMemberResponse.SerializeToString,
+            ),
+            'PromoteMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.PromoteMember,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -180,6 +256,114 @@ class AdminService:
             '/caerus.dls.v1.AdminService/ClusterStatus',
             caerus_dot_dls_dot_v1_dot_admin__service__pb2.ClusterStatusRequest.SerializeToString,
             caerus_dot_dls_dot_v1_dot_admin__service__pb2.ClusterStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMembers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/ListMembers',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListMembersRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListMembersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/AddMember',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.AddMemberRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.AddMemberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/RemoveMember',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.RemoveMemberRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.RemoveMemberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PromoteMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/PromoteMember',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberResponse.FromString,
             options,
             channel_credentials,
             insecure,

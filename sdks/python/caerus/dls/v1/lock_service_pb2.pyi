@@ -37,6 +37,7 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNAVAILABLE: _ClassVar[ErrorKind]
     CURSOR_EXPIRED: _ClassVar[ErrorKind]
     RESOURCE_EXHAUSTED: _ClassVar[ErrorKind]
+    MEMBERSHIP_REFUSED: _ClassVar[ErrorKind]
 
 class VictimPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -74,6 +75,7 @@ ALREADY_WAITING: ErrorKind
 UNAVAILABLE: ErrorKind
 CURSOR_EXPIRED: ErrorKind
 RESOURCE_EXHAUSTED: ErrorKind
+MEMBERSHIP_REFUSED: ErrorKind
 VICTIM_POLICY_UNSPECIFIED: VictimPolicy
 LOWEST_PRIORITY_THEN_YOUNGEST: VictimPolicy
 YOUNGEST: VictimPolicy

@@ -31,6 +31,22 @@ module Caerus
           # This node's view of the cluster. Served by any node (no leader needed), so each
           # node can be asked on its own.
           rpc :ClusterStatus, ::Caerus::Dls::V1::ClusterStatusRequest, ::Caerus::Dls::V1::ClusterStatusResponse
+          # The cluster's members (voters and learners) as the leader sees them, with how far each
+          # has replicated. Served by the leader.
+          rpc :ListMembers, ::Caerus::Dls::V1::ListMembersRequest, ::Caerus::Dls::V1::ListMembersResponse
+          # Adds a node through raft joint consensus: first as a learner (not voting), which the
+          # leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+          # voter. Start the new node with `dls serve --join` and an empty data directory.
+          # ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+          # DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+          # PromoteMember).
+          rpc :AddMember, ::Caerus::Dls::V1::AddMemberRequest, ::Caerus::Dls::V1::AddMemberResponse
+          # Removes a member (voter or learner) through joint consensus. Removing the leader
+          # commits the change, after which the leader steps down and the others elect a new one.
+          # FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+          rpc :RemoveMember, ::Caerus::Dls::V1::RemoveMemberRequest, ::Caerus::Dls::V1::RemoveMemberResponse
+          # Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+          rpc :PromoteMember, ::Caerus::Dls::V1::PromoteMemberRequest, ::Caerus::Dls::V1::PromoteMemberResponse
         end
 
         Stub = Service.rpc_stub_class

@@ -108,6 +108,130 @@ public final class AdminServiceGrpc {
     return getClusterStatusMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<dev.caerus.dls.v1.ListMembersRequest,
+      dev.caerus.dls.v1.ListMembersResponse> getListMembersMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ListMembers",
+      requestType = dev.caerus.dls.v1.ListMembersRequest.class,
+      responseType = dev.caerus.dls.v1.ListMembersResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.caerus.dls.v1.ListMembersRequest,
+      dev.caerus.dls.v1.ListMembersResponse> getListMembersMethod() {
+    io.grpc.MethodDescriptor<dev.caerus.dls.v1.ListMembersRequest, dev.caerus.dls.v1.ListMembersResponse> getListMembersMethod;
+    if ((getListMembersMethod = AdminServiceGrpc.getListMembersMethod) == null) {
+      synchronized (AdminServiceGrpc.class) {
+        if ((getListMembersMethod = AdminServiceGrpc.getListMembersMethod) == null) {
+          AdminServiceGrpc.getListMembersMethod = getListMembersMethod =
+              io.grpc.MethodDescriptor.<dev.caerus.dls.v1.ListMembersRequest, dev.caerus.dls.v1.ListMembersResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ListMembers"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.caerus.dls.v1.ListMembersRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.caerus.dls.v1.ListMembersResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new AdminServiceMethodDescriptorSupplier("ListMembers"))
+              .build();
+        }
+      }
+    }
+    return getListMembersMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.caerus.dls.v1.AddMemberRequest,
+      dev.caerus.dls.v1.AddMemberResponse> getAddMemberMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "AddMember",
+      requestType = dev.caerus.dls.v1.AddMemberRequest.class,
+      responseType = dev.caerus.dls.v1.AddMemberResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.caerus.dls.v1.AddMemberRequest,
+      dev.caerus.dls.v1.AddMemberResponse> getAddMemberMethod() {
+    io.grpc.MethodDescriptor<dev.caerus.dls.v1.AddMemberRequest, dev.caerus.dls.v1.AddMemberResponse> getAddMemberMethod;
+    if ((getAddMemberMethod = AdminServiceGrpc.getAddMemberMethod) == null) {
+      synchronized (AdminServiceGrpc.class) {
+        if ((getAddMemberMethod = AdminServiceGrpc.getAddMemberMethod) == null) {
+          AdminServiceGrpc.getAddMemberMethod = getAddMemberMethod =
+              io.grpc.MethodDescriptor.<dev.caerus.dls.v1.AddMemberRequest, dev.caerus.dls.v1.AddMemberResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "AddMember"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.caerus.dls.v1.AddMemberRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.caerus.dls.v1.AddMemberResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new AdminServiceMethodDescriptorSupplier("AddMember"))
+              .build();
+        }
+      }
+    }
+    return getAddMemberMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.caerus.dls.v1.RemoveMemberRequest,
+      dev.caerus.dls.v1.RemoveMemberResponse> getRemoveMemberMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "RemoveMember",
+      requestType = dev.caerus.dls.v1.RemoveMemberRequest.class,
+      responseType = dev.caerus.dls.v1.RemoveMemberResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.caerus.dls.v1.RemoveMemberRequest,
+      dev.caerus.dls.v1.RemoveMemberResponse> getRemoveMemberMethod() {
+    io.grpc.MethodDescriptor<dev.caerus.dls.v1.RemoveMemberRequest, dev.caerus.dls.v1.RemoveMemberResponse> getRemoveMemberMethod;
+    if ((getRemoveMemberMethod = AdminServiceGrpc.getRemoveMemberMethod) == null) {
+      synchronized (AdminServiceGrpc.class) {
+        if ((getRemoveMemberMethod = AdminServiceGrpc.getRemoveMemberMethod) == null) {
+          AdminServiceGrpc.getRemoveMemberMethod = getRemoveMemberMethod =
+              io.grpc.MethodDescriptor.<dev.caerus.dls.v1.RemoveMemberRequest, dev.caerus.dls.v1.RemoveMemberResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "RemoveMember"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.caerus.dls.v1.RemoveMemberRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.caerus.dls.v1.RemoveMemberResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new AdminServiceMethodDescriptorSupplier("RemoveMember"))
+              .build();
+        }
+      }
+    }
+    return getRemoveMemberMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<dev.caerus.dls.v1.PromoteMemberRequest,
+      dev.caerus.dls.v1.PromoteMemberResponse> getPromoteMemberMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "PromoteMember",
+      requestType = dev.caerus.dls.v1.PromoteMemberRequest.class,
+      responseType = dev.caerus.dls.v1.PromoteMemberResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<dev.caerus.dls.v1.PromoteMemberRequest,
+      dev.caerus.dls.v1.PromoteMemberResponse> getPromoteMemberMethod() {
+    io.grpc.MethodDescriptor<dev.caerus.dls.v1.PromoteMemberRequest, dev.caerus.dls.v1.PromoteMemberResponse> getPromoteMemberMethod;
+    if ((getPromoteMemberMethod = AdminServiceGrpc.getPromoteMemberMethod) == null) {
+      synchronized (AdminServiceGrpc.class) {
+        if ((getPromoteMemberMethod = AdminServiceGrpc.getPromoteMemberMethod) == null) {
+          AdminServiceGrpc.getPromoteMemberMethod = getPromoteMemberMethod =
+              io.grpc.MethodDescriptor.<dev.caerus.dls.v1.PromoteMemberRequest, dev.caerus.dls.v1.PromoteMemberResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "PromoteMember"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.caerus.dls.v1.PromoteMemberRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.caerus.dls.v1.PromoteMemberResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new AdminServiceMethodDescriptorSupplier("PromoteMember"))
+              .build();
+        }
+      }
+    }
+    return getPromoteMemberMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -205,6 +329,54 @@ public final class AdminServiceGrpc {
         io.grpc.stub.StreamObserver<dev.caerus.dls.v1.ClusterStatusResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getClusterStatusMethod(), responseObserver);
     }
+
+    /**
+     * <pre>
+     * The cluster's members (voters and learners) as the leader sees them, with how far each
+     * has replicated. Served by the leader.
+     * </pre>
+     */
+    default void listMembers(dev.caerus.dls.v1.ListMembersRequest request,
+        io.grpc.stub.StreamObserver<dev.caerus.dls.v1.ListMembersResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListMembersMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Adds a node through raft joint consensus: first as a learner (not voting), which the
+     * leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+     * voter. Start the new node with `dls serve --join` and an empty data directory.
+     * ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+     * DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+     * PromoteMember).
+     * </pre>
+     */
+    default void addMember(dev.caerus.dls.v1.AddMemberRequest request,
+        io.grpc.stub.StreamObserver<dev.caerus.dls.v1.AddMemberResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getAddMemberMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Removes a member (voter or learner) through joint consensus. Removing the leader
+     * commits the change, after which the leader steps down and the others elect a new one.
+     * FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+     * </pre>
+     */
+    default void removeMember(dev.caerus.dls.v1.RemoveMemberRequest request,
+        io.grpc.stub.StreamObserver<dev.caerus.dls.v1.RemoveMemberResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getRemoveMemberMethod(), responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+     * </pre>
+     */
+    default void promoteMember(dev.caerus.dls.v1.PromoteMemberRequest request,
+        io.grpc.stub.StreamObserver<dev.caerus.dls.v1.PromoteMemberResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getPromoteMemberMethod(), responseObserver);
+    }
   }
 
   /**
@@ -274,6 +446,58 @@ public final class AdminServiceGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getClusterStatusMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     * <pre>
+     * The cluster's members (voters and learners) as the leader sees them, with how far each
+     * has replicated. Served by the leader.
+     * </pre>
+     */
+    public void listMembers(dev.caerus.dls.v1.ListMembersRequest request,
+        io.grpc.stub.StreamObserver<dev.caerus.dls.v1.ListMembersResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getListMembersMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Adds a node through raft joint consensus: first as a learner (not voting), which the
+     * leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+     * voter. Start the new node with `dls serve --join` and an empty data directory.
+     * ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+     * DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+     * PromoteMember).
+     * </pre>
+     */
+    public void addMember(dev.caerus.dls.v1.AddMemberRequest request,
+        io.grpc.stub.StreamObserver<dev.caerus.dls.v1.AddMemberResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getAddMemberMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Removes a member (voter or learner) through joint consensus. Removing the leader
+     * commits the change, after which the leader steps down and the others elect a new one.
+     * FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+     * </pre>
+     */
+    public void removeMember(dev.caerus.dls.v1.RemoveMemberRequest request,
+        io.grpc.stub.StreamObserver<dev.caerus.dls.v1.RemoveMemberResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getRemoveMemberMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     * <pre>
+     * Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+     * </pre>
+     */
+    public void promoteMember(dev.caerus.dls.v1.PromoteMemberRequest request,
+        io.grpc.stub.StreamObserver<dev.caerus.dls.v1.PromoteMemberResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getPromoteMemberMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -326,6 +550,54 @@ public final class AdminServiceGrpc {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getClusterStatusMethod(), getCallOptions(), request);
     }
+
+    /**
+     * <pre>
+     * The cluster's members (voters and learners) as the leader sees them, with how far each
+     * has replicated. Served by the leader.
+     * </pre>
+     */
+    public dev.caerus.dls.v1.ListMembersResponse listMembers(dev.caerus.dls.v1.ListMembersRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getListMembersMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Adds a node through raft joint consensus: first as a learner (not voting), which the
+     * leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+     * voter. Start the new node with `dls serve --join` and an empty data directory.
+     * ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+     * DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+     * PromoteMember).
+     * </pre>
+     */
+    public dev.caerus.dls.v1.AddMemberResponse addMember(dev.caerus.dls.v1.AddMemberRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getAddMemberMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Removes a member (voter or learner) through joint consensus. Removing the leader
+     * commits the change, after which the leader steps down and the others elect a new one.
+     * FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+     * </pre>
+     */
+    public dev.caerus.dls.v1.RemoveMemberResponse removeMember(dev.caerus.dls.v1.RemoveMemberRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getRemoveMemberMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+     * </pre>
+     */
+    public dev.caerus.dls.v1.PromoteMemberResponse promoteMember(dev.caerus.dls.v1.PromoteMemberRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getPromoteMemberMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -377,6 +649,54 @@ public final class AdminServiceGrpc {
     public dev.caerus.dls.v1.ClusterStatusResponse clusterStatus(dev.caerus.dls.v1.ClusterStatusRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getClusterStatusMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * The cluster's members (voters and learners) as the leader sees them, with how far each
+     * has replicated. Served by the leader.
+     * </pre>
+     */
+    public dev.caerus.dls.v1.ListMembersResponse listMembers(dev.caerus.dls.v1.ListMembersRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getListMembersMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Adds a node through raft joint consensus: first as a learner (not voting), which the
+     * leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+     * voter. Start the new node with `dls serve --join` and an empty data directory.
+     * ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+     * DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+     * PromoteMember).
+     * </pre>
+     */
+    public dev.caerus.dls.v1.AddMemberResponse addMember(dev.caerus.dls.v1.AddMemberRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getAddMemberMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Removes a member (voter or learner) through joint consensus. Removing the leader
+     * commits the change, after which the leader steps down and the others elect a new one.
+     * FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+     * </pre>
+     */
+    public dev.caerus.dls.v1.RemoveMemberResponse removeMember(dev.caerus.dls.v1.RemoveMemberRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getRemoveMemberMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+     * </pre>
+     */
+    public dev.caerus.dls.v1.PromoteMemberResponse promoteMember(dev.caerus.dls.v1.PromoteMemberRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getPromoteMemberMethod(), getCallOptions(), request);
     }
   }
 
@@ -433,11 +753,67 @@ public final class AdminServiceGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getClusterStatusMethod(), getCallOptions()), request);
     }
+
+    /**
+     * <pre>
+     * The cluster's members (voters and learners) as the leader sees them, with how far each
+     * has replicated. Served by the leader.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.caerus.dls.v1.ListMembersResponse> listMembers(
+        dev.caerus.dls.v1.ListMembersRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getListMembersMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Adds a node through raft joint consensus: first as a learner (not voting), which the
+     * leader catches up (snapshot, then log); then, unless `stay_learner`, promotes it to a
+     * voter. Start the new node with `dls serve --join` and an empty data directory.
+     * ALREADY_EXISTS if the id is a member; INVALID_ARGUMENT for a bad id or address;
+     * DEADLINE_EXCEEDED if it did not catch up in time (it stays a learner: start it, then
+     * PromoteMember).
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.caerus.dls.v1.AddMemberResponse> addMember(
+        dev.caerus.dls.v1.AddMemberRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getAddMemberMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Removes a member (voter or learner) through joint consensus. Removing the leader
+     * commits the change, after which the leader steps down and the others elect a new one.
+     * FAILED_PRECONDITION when the removal would leave no voter; NOT_FOUND if it is no member.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.caerus.dls.v1.RemoveMemberResponse> removeMember(
+        dev.caerus.dls.v1.RemoveMemberRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getRemoveMemberMethod(), getCallOptions()), request);
+    }
+
+    /**
+     * <pre>
+     * Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<dev.caerus.dls.v1.PromoteMemberResponse> promoteMember(
+        dev.caerus.dls.v1.PromoteMemberRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getPromoteMemberMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_LIST_LOCKS = 0;
   private static final int METHODID_ABORT_TRANSACTION = 1;
   private static final int METHODID_CLUSTER_STATUS = 2;
+  private static final int METHODID_LIST_MEMBERS = 3;
+  private static final int METHODID_ADD_MEMBER = 4;
+  private static final int METHODID_REMOVE_MEMBER = 5;
+  private static final int METHODID_PROMOTE_MEMBER = 6;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -467,6 +843,22 @@ public final class AdminServiceGrpc {
         case METHODID_CLUSTER_STATUS:
           serviceImpl.clusterStatus((dev.caerus.dls.v1.ClusterStatusRequest) request,
               (io.grpc.stub.StreamObserver<dev.caerus.dls.v1.ClusterStatusResponse>) responseObserver);
+          break;
+        case METHODID_LIST_MEMBERS:
+          serviceImpl.listMembers((dev.caerus.dls.v1.ListMembersRequest) request,
+              (io.grpc.stub.StreamObserver<dev.caerus.dls.v1.ListMembersResponse>) responseObserver);
+          break;
+        case METHODID_ADD_MEMBER:
+          serviceImpl.addMember((dev.caerus.dls.v1.AddMemberRequest) request,
+              (io.grpc.stub.StreamObserver<dev.caerus.dls.v1.AddMemberResponse>) responseObserver);
+          break;
+        case METHODID_REMOVE_MEMBER:
+          serviceImpl.removeMember((dev.caerus.dls.v1.RemoveMemberRequest) request,
+              (io.grpc.stub.StreamObserver<dev.caerus.dls.v1.RemoveMemberResponse>) responseObserver);
+          break;
+        case METHODID_PROMOTE_MEMBER:
+          serviceImpl.promoteMember((dev.caerus.dls.v1.PromoteMemberRequest) request,
+              (io.grpc.stub.StreamObserver<dev.caerus.dls.v1.PromoteMemberResponse>) responseObserver);
           break;
         default:
           throw new AssertionError();
@@ -507,6 +899,34 @@ public final class AdminServiceGrpc {
               dev.caerus.dls.v1.ClusterStatusRequest,
               dev.caerus.dls.v1.ClusterStatusResponse>(
                 service, METHODID_CLUSTER_STATUS)))
+        .addMethod(
+          getListMembersMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.caerus.dls.v1.ListMembersRequest,
+              dev.caerus.dls.v1.ListMembersResponse>(
+                service, METHODID_LIST_MEMBERS)))
+        .addMethod(
+          getAddMemberMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.caerus.dls.v1.AddMemberRequest,
+              dev.caerus.dls.v1.AddMemberResponse>(
+                service, METHODID_ADD_MEMBER)))
+        .addMethod(
+          getRemoveMemberMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.caerus.dls.v1.RemoveMemberRequest,
+              dev.caerus.dls.v1.RemoveMemberResponse>(
+                service, METHODID_REMOVE_MEMBER)))
+        .addMethod(
+          getPromoteMemberMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              dev.caerus.dls.v1.PromoteMemberRequest,
+              dev.caerus.dls.v1.PromoteMemberResponse>(
+                service, METHODID_PROMOTE_MEMBER)))
         .build();
   }
 
@@ -558,6 +978,10 @@ public final class AdminServiceGrpc {
               .addMethod(getListLocksMethod())
               .addMethod(getAbortTransactionMethod())
               .addMethod(getClusterStatusMethod())
+              .addMethod(getListMembersMethod())
+              .addMethod(getAddMemberMethod())
+              .addMethod(getRemoveMemberMethod())
+              .addMethod(getPromoteMemberMethod())
               .build();
         }
       }

@@ -76,6 +76,51 @@ public final class AdminServiceProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_caerus_dls_v1_ClusterStatusResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_ListMembersRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_ListMembersRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_MemberInfo_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_MemberInfo_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_ListMembersResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_ListMembersResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_AddMemberRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_AddMemberRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_AddMemberResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_AddMemberResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_RemoveMemberRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_RemoveMemberRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_RemoveMemberResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_RemoveMemberResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_PromoteMemberRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_PromoteMemberRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_PromoteMemberResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_PromoteMemberResponse_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -127,18 +172,49 @@ public final class AdminServiceProto extends com.google.protobuf.GeneratedFile {
       "n\030\n \001(\004R\020lastFencingToken\022/\n\023active_tran" +
       "sactions\030\013 \001(\004R\022activeTransactions\022.\n\023la" +
       "st_event_sequence\030\014 \001(\004R\021lastEventSequen" +
-      "ce2\237\002\n\014AdminService\022N\n\tListLocks\022\037.caeru" +
-      "s.dls.v1.ListLocksRequest\032 .caerus.dls.v" +
-      "1.ListLocksResponse\022c\n\020AbortTransaction\022" +
-      "&.caerus.dls.v1.AbortTransactionRequest\032" +
-      "\'.caerus.dls.v1.AbortTransactionResponse" +
-      "\022Z\n\rClusterStatus\022#.caerus.dls.v1.Cluste" +
-      "rStatusRequest\032$.caerus.dls.v1.ClusterSt" +
-      "atusResponseB\227\001\n\021dev.caerus.dls.v1B\021Admi" +
-      "nServiceProtoP\001Z5github.com/caerus-dev/d" +
-      "ls/sdks/go/caerus/dls/v1;dlsv1\242\002\003CDX\252\002\rC" +
-      "aerus.Dls.V1\312\002\rCaerus\\Dls\\V1\352\002\017Caerus::D" +
-      "ls::V1b\006proto3"
+      "ce\"\024\n\022ListMembersRequest\"\221\001\n\nMemberInfo\022" +
+      "\027\n\007node_id\030\001 \001(\004R\006nodeId\022\022\n\004addr\030\002 \001(\tR\004" +
+      "addr\022\033\n\tpeer_addr\030\003 \001(\tR\010peerAddr\022\024\n\005vot" +
+      "er\030\004 \001(\010R\005voter\022#\n\rmatched_index\030\005 \001(\004R\014" +
+      "matchedIndex\"\251\001\n\023ListMembersResponse\0223\n\007" +
+      "members\030\001 \003(\0132\031.caerus.dls.v1.MemberInfo" +
+      "R\007members\022\033\n\tleader_id\030\002 \001(\004R\010leaderId\022$" +
+      "\n\016last_log_index\030\003 \001(\004R\014lastLogIndex\022\032\n\010" +
+      "changing\030\004 \001(\010R\010changing\"\256\001\n\020AddMemberRe" +
+      "quest\022\027\n\007node_id\030\001 \001(\004R\006nodeId\022\022\n\004addr\030\002" +
+      " \001(\tR\004addr\022\033\n\tpeer_addr\030\003 \001(\tR\010peerAddr\022" +
+      "!\n\014stay_learner\030\004 \001(\010R\013stayLearner\022-\n\023ca" +
+      "tch_up_timeout_ms\030\005 \001(\rR\020catchUpTimeoutM" +
+      "s\"H\n\021AddMemberResponse\0223\n\007members\030\001 \003(\0132" +
+      "\031.caerus.dls.v1.MemberInfoR\007members\".\n\023R" +
+      "emoveMemberRequest\022\027\n\007node_id\030\001 \001(\004R\006nod" +
+      "eId\"K\n\024RemoveMemberResponse\0223\n\007members\030\001" +
+      " \003(\0132\031.caerus.dls.v1.MemberInfoR\007members" +
+      "\"^\n\024PromoteMemberRequest\022\027\n\007node_id\030\001 \001(" +
+      "\004R\006nodeId\022-\n\023catch_up_timeout_ms\030\002 \001(\rR\020" +
+      "catchUpTimeoutMs\"L\n\025PromoteMemberRespons" +
+      "e\0223\n\007members\030\001 \003(\0132\031.caerus.dls.v1.Membe" +
+      "rInfoR\007members2\372\004\n\014AdminService\022N\n\tListL" +
+      "ocks\022\037.caerus.dls.v1.ListLocksRequest\032 ." +
+      "caerus.dls.v1.ListLocksResponse\022c\n\020Abort" +
+      "Transaction\022&.caerus.dls.v1.AbortTransac" +
+      "tionRequest\032\'.caerus.dls.v1.AbortTransac" +
+      "tionResponse\022Z\n\rClusterStatus\022#.caerus.d" +
+      "ls.v1.ClusterStatusRequest\032$.caerus.dls." +
+      "v1.ClusterStatusResponse\022T\n\013ListMembers\022" +
+      "!.caerus.dls.v1.ListMembersRequest\032\".cae" +
+      "rus.dls.v1.ListMembersResponse\022N\n\tAddMem" +
+      "ber\022\037.caerus.dls.v1.AddMemberRequest\032 .c" +
+      "aerus.dls.v1.AddMemberResponse\022W\n\014Remove" +
+      "Member\022\".caerus.dls.v1.RemoveMemberReque" +
+      "st\032#.caerus.dls.v1.RemoveMemberResponse\022" +
+      "Z\n\rPromoteMember\022#.caerus.dls.v1.Promote" +
+      "MemberRequest\032$.caerus.dls.v1.PromoteMem" +
+      "berResponseB\227\001\n\021dev.caerus.dls.v1B\021Admin" +
+      "ServiceProtoP\001Z5github.com/caerus-dev/dl" +
+      "s/sdks/go/caerus/dls/v1;dlsv1\242\002\003CDX\252\002\rCa" +
+      "erus.Dls.V1\312\002\rCaerus\\Dls\\V1\352\002\017Caerus::Dl" +
+      "s::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -205,6 +281,60 @@ public final class AdminServiceProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_ClusterStatusResponse_descriptor,
         new java.lang.String[] { "NodeId", "LeaderId", "LeaderAddr", "Term", "CommitIndex", "AppliedIndex", "LastLogIndex", "Role", "Members", "LastFencingToken", "ActiveTransactions", "LastEventSequence", });
+    internal_static_caerus_dls_v1_ListMembersRequest_descriptor =
+      getDescriptor().getMessageType(10);
+    internal_static_caerus_dls_v1_ListMembersRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_ListMembersRequest_descriptor,
+        new java.lang.String[] { });
+    internal_static_caerus_dls_v1_MemberInfo_descriptor =
+      getDescriptor().getMessageType(11);
+    internal_static_caerus_dls_v1_MemberInfo_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_MemberInfo_descriptor,
+        new java.lang.String[] { "NodeId", "Addr", "PeerAddr", "Voter", "MatchedIndex", });
+    internal_static_caerus_dls_v1_ListMembersResponse_descriptor =
+      getDescriptor().getMessageType(12);
+    internal_static_caerus_dls_v1_ListMembersResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_ListMembersResponse_descriptor,
+        new java.lang.String[] { "Members", "LeaderId", "LastLogIndex", "Changing", });
+    internal_static_caerus_dls_v1_AddMemberRequest_descriptor =
+      getDescriptor().getMessageType(13);
+    internal_static_caerus_dls_v1_AddMemberRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_AddMemberRequest_descriptor,
+        new java.lang.String[] { "NodeId", "Addr", "PeerAddr", "StayLearner", "CatchUpTimeoutMs", });
+    internal_static_caerus_dls_v1_AddMemberResponse_descriptor =
+      getDescriptor().getMessageType(14);
+    internal_static_caerus_dls_v1_AddMemberResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_AddMemberResponse_descriptor,
+        new java.lang.String[] { "Members", });
+    internal_static_caerus_dls_v1_RemoveMemberRequest_descriptor =
+      getDescriptor().getMessageType(15);
+    internal_static_caerus_dls_v1_RemoveMemberRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_RemoveMemberRequest_descriptor,
+        new java.lang.String[] { "NodeId", });
+    internal_static_caerus_dls_v1_RemoveMemberResponse_descriptor =
+      getDescriptor().getMessageType(16);
+    internal_static_caerus_dls_v1_RemoveMemberResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_RemoveMemberResponse_descriptor,
+        new java.lang.String[] { "Members", });
+    internal_static_caerus_dls_v1_PromoteMemberRequest_descriptor =
+      getDescriptor().getMessageType(17);
+    internal_static_caerus_dls_v1_PromoteMemberRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_PromoteMemberRequest_descriptor,
+        new java.lang.String[] { "NodeId", "CatchUpTimeoutMs", });
+    internal_static_caerus_dls_v1_PromoteMemberResponse_descriptor =
+      getDescriptor().getMessageType(18);
+    internal_static_caerus_dls_v1_PromoteMemberResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_PromoteMemberResponse_descriptor,
+        new java.lang.String[] { "Members", });
     descriptor.resolveAllFeaturesImmutable();
     dev.caerus.dls.v1.LockServiceProto.getDescriptor();
   }

@@ -134,6 +134,16 @@ public enum ErrorKind
    * <code>RESOURCE_EXHAUSTED = 13;</code>
    */
   RESOURCE_EXHAUSTED(13),
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: an AdminService membership change does not fit the current
+   * membership (the node is already a member, is not one, is the last voter, has not
+   * caught up, or another change is in progress); the message says what to do.
+   * </pre>
+   *
+   * <code>MEMBERSHIP_REFUSED = 14;</code>
+   */
+  MEMBERSHIP_REFUSED(14),
   UNRECOGNIZED(-1),
   ;
 
@@ -264,6 +274,16 @@ public enum ErrorKind
    * <code>RESOURCE_EXHAUSTED = 13;</code>
    */
   public static final int RESOURCE_EXHAUSTED_VALUE = 13;
+  /**
+   * <pre>
+   * FAILED_PRECONDITION: an AdminService membership change does not fit the current
+   * membership (the node is already a member, is not one, is the last voter, has not
+   * caught up, or another change is in progress); the message says what to do.
+   * </pre>
+   *
+   * <code>MEMBERSHIP_REFUSED = 14;</code>
+   */
+  public static final int MEMBERSHIP_REFUSED_VALUE = 14;
 
 
   public final int getNumber() {
@@ -304,6 +324,7 @@ public enum ErrorKind
       case 11: return UNAVAILABLE;
       case 12: return CURSOR_EXPIRED;
       case 13: return RESOURCE_EXHAUSTED;
+      case 14: return MEMBERSHIP_REFUSED;
       default: return null;
     }
   }

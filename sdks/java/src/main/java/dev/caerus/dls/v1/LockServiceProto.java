@@ -266,41 +266,41 @@ public final class LockServiceProto extends com.google.protobuf.GeneratedFile {
       "\022\017\n\013SHARED_READ\020\002*j\n\020TransactionState\022!\n" +
       "\035TRANSACTION_STATE_UNSPECIFIED\020\000\022\n\n\006ACTI" +
       "VE\020\001\022\r\n\tCOMMITTED\020\002\022\013\n\007ABORTED\020\003\022\013\n\007EXPI" +
-      "RED\020\004*\267\002\n\tErrorKind\022\032\n\026ERROR_KIND_UNSPEC" +
+      "RED\020\004*\317\002\n\tErrorKind\022\032\n\026ERROR_KIND_UNSPEC" +
       "IFIED\020\000\022\020\n\014LOCK_TIMEOUT\020\001\022\023\n\017DEADLOCK_VI" +
       "CTIM\020\002\022\024\n\020TRANSACTION_LOST\020\003\022\031\n\025TRANSACT" +
       "ION_NOT_FOUND\020\004\022\024\n\020INVALID_ARGUMENT\020\005\022\023\n" +
       "\017UNAUTHENTICATED\020\006\022\025\n\021PERMISSION_DENIED\020" +
       "\007\022\016\n\nNOT_LEADER\020\010\022\022\n\016WAIT_CANCELLED\020\t\022\023\n" +
       "\017ALREADY_WAITING\020\n\022\017\n\013UNAVAILABLE\020\013\022\022\n\016C" +
-      "URSOR_EXPIRED\020\014\022\026\n\022RESOURCE_EXHAUSTED\020\r*" +
-      "j\n\014VictimPolicy\022\035\n\031VICTIM_POLICY_UNSPECI" +
-      "FIED\020\000\022!\n\035LOWEST_PRIORITY_THEN_YOUNGEST\020" +
-      "\001\022\014\n\010YOUNGEST\020\002\022\n\n\006OLDEST\020\003*\202\001\n\tEventKin" +
-      "d\022\032\n\026EVENT_KIND_UNSPECIFIED\020\000\022\025\n\021DEADLOC" +
-      "K_RESOLVED\020\001\022\027\n\023TRANSACTION_EXPIRED\020\002\022\027\n" +
-      "\023TRANSACTION_ABORTED\020\003\022\020\n\014LOCK_REVOKED\020\004" +
-      "2\212\005\n\013LockService\022c\n\020BeginTransaction\022&.c" +
-      "aerus.dls.v1.BeginTransactionRequest\032\'.c" +
-      "aerus.dls.v1.BeginTransactionResponse\022V\n" +
-      "\013AcquireLock\022!.caerus.dls.v1.AcquireLock" +
-      "Request\032\".caerus.dls.v1.AcquireLockRespo" +
-      "nse0\001\022T\n\013ReleaseLock\022!.caerus.dls.v1.Rel" +
-      "easeLockRequest\032\".caerus.dls.v1.ReleaseL" +
-      "ockResponse\022o\n\024GetTransactionStatus\022*.ca" +
-      "erus.dls.v1.GetTransactionStatusRequest\032" +
-      "+.caerus.dls.v1.GetTransactionStatusResp" +
-      "onse\022N\n\tHeartbeat\022\037.caerus.dls.v1.Heartb" +
-      "eatRequest\032 .caerus.dls.v1.HeartbeatResp" +
-      "onse\022]\n\016EndTransaction\022$.caerus.dls.v1.E" +
-      "ndTransactionRequest\032%.caerus.dls.v1.End" +
-      "TransactionResponse\022H\n\013WatchEvents\022!.cae" +
-      "rus.dls.v1.WatchEventsRequest\032\024.caerus.d" +
-      "ls.v1.Event0\001B\226\001\n\021dev.caerus.dls.v1B\020Loc" +
-      "kServiceProtoP\001Z5github.com/caerus-dev/d" +
-      "ls/sdks/go/caerus/dls/v1;dlsv1\242\002\003CDX\252\002\rC" +
-      "aerus.Dls.V1\312\002\rCaerus\\Dls\\V1\352\002\017Caerus::D" +
-      "ls::V1b\006proto3"
+      "URSOR_EXPIRED\020\014\022\026\n\022RESOURCE_EXHAUSTED\020\r\022" +
+      "\026\n\022MEMBERSHIP_REFUSED\020\016*j\n\014VictimPolicy\022" +
+      "\035\n\031VICTIM_POLICY_UNSPECIFIED\020\000\022!\n\035LOWEST" +
+      "_PRIORITY_THEN_YOUNGEST\020\001\022\014\n\010YOUNGEST\020\002\022" +
+      "\n\n\006OLDEST\020\003*\202\001\n\tEventKind\022\032\n\026EVENT_KIND_" +
+      "UNSPECIFIED\020\000\022\025\n\021DEADLOCK_RESOLVED\020\001\022\027\n\023" +
+      "TRANSACTION_EXPIRED\020\002\022\027\n\023TRANSACTION_ABO" +
+      "RTED\020\003\022\020\n\014LOCK_REVOKED\020\0042\212\005\n\013LockService" +
+      "\022c\n\020BeginTransaction\022&.caerus.dls.v1.Beg" +
+      "inTransactionRequest\032\'.caerus.dls.v1.Beg" +
+      "inTransactionResponse\022V\n\013AcquireLock\022!.c" +
+      "aerus.dls.v1.AcquireLockRequest\032\".caerus" +
+      ".dls.v1.AcquireLockResponse0\001\022T\n\013Release" +
+      "Lock\022!.caerus.dls.v1.ReleaseLockRequest\032" +
+      "\".caerus.dls.v1.ReleaseLockResponse\022o\n\024G" +
+      "etTransactionStatus\022*.caerus.dls.v1.GetT" +
+      "ransactionStatusRequest\032+.caerus.dls.v1." +
+      "GetTransactionStatusResponse\022N\n\tHeartbea" +
+      "t\022\037.caerus.dls.v1.HeartbeatRequest\032 .cae" +
+      "rus.dls.v1.HeartbeatResponse\022]\n\016EndTrans" +
+      "action\022$.caerus.dls.v1.EndTransactionReq" +
+      "uest\032%.caerus.dls.v1.EndTransactionRespo" +
+      "nse\022H\n\013WatchEvents\022!.caerus.dls.v1.Watch" +
+      "EventsRequest\032\024.caerus.dls.v1.Event0\001B\226\001" +
+      "\n\021dev.caerus.dls.v1B\020LockServiceProtoP\001Z" +
+      "5github.com/caerus-dev/dls/sdks/go/caeru" +
+      "s/dls/v1;dlsv1\242\002\003CDX\252\002\rCaerus.Dls.V1\312\002\rC" +
+      "aerus\\Dls\\V1\352\002\017Caerus::Dls::V1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
