@@ -381,7 +381,7 @@ impl Watch {
             let opened = tokio::time::timeout(timeout, LockServiceClient::new(channel).watch_events(request)).await;
             let status = match opened {
                 Ok(Ok(response)) => {
-                    attempts.succeeded(&uri);
+                    attempts.succeeded(&uri, response.metadata());
                     let md = response.metadata();
                     if self.start.is_none() {
                         self.start = header_sequence(md, caerus_proto::metadata::FIRST_SEQUENCE);

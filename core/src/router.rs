@@ -1,10 +1,13 @@
 //! Leader discovery and retries: the one place that decides where a call goes and whether
 //! a failed attempt is tried again.
 //!
-//! Only the raft leader serves calls. A follower answers UNAVAILABLE with the leader's
-//! address; during an election nobody can answer. Retrying is safe because every mutating
-//! request carries a request id chosen once by the caller, so the server returns the first
-//! attempt's outcome instead of doing the work twice.
+//! Only the raft leader serves calls. A follower relays a call to the leader it knows and
+//! names it (`x-dls-leader-addr`) in the answer, so the next calls go to the leader
+//! directly, unless the leader gave this client no answer lately (a cut route: then the
+//! follower stays the way in). A follower that cannot reach a leader answers UNAVAILABLE
+//! with the leader's address; during an election nobody can answer. Retrying is safe
+//! because every mutating request carries a request id chosen once by the caller, so the
+//! server returns the first attempt's outcome instead of doing the work twice.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -17,7 +20,7 @@ use caerus_proto::v1::admin_service_client::AdminServiceClient;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use rand::Rng;
 use tokio::time::Instant;
-use tonic::metadata::{Ascii, MetadataValue};
+use tonic::metadata::{Ascii, MetadataMap, MetadataValue};
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Response, Status};
 use tracing::debug;
@@ -33,6 +36,12 @@ pub(crate) const BACKOFF_START: Duration = Duration::from_millis(50);
 /// found the new leader up to a second after it was elected, with 400 ms up to 0.4 s
 /// (measured in the failover benchmark); jitter keeps many clients from retrying in step.
 pub(crate) const BACKOFF_CAP: Duration = Duration::from_millis(200);
+
+/// How long a node that gave no answer at all is not taken for the leader on a relayed
+/// answer's word. Long, because finding out again costs a whole attempt timeout when
+/// packets are dropped; a route that healed meanwhile costs only the relaying follower's
+/// extra hop until then.
+pub(crate) const UNREACHABLE_MEMORY: Duration = Duration::from_secs(60);
 
 /// What to do after an attempt failed with a status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +140,10 @@ pub(crate) struct Router {
     client_cert: bool,
     channels: Mutex<HashMap<String, Channel>>,
     leader: Mutex<Option<String>>,
+    /// Nodes whose last attempt got no answer at all (refused, reset, timed out), and when.
+    /// A follower that relays the leader's answers names the leader; while the leader is in
+    /// here the client keeps going through the follower instead of back into a cut route.
+    unreachable: Mutex<HashMap<String, Instant>>,
     next_seed: AtomicUsize,
     auth: Option<MetadataValue<Ascii>>,
     connect_timeout: Duration,
@@ -173,6 +186,7 @@ impl Router {
             seeds,
             channels: Mutex::new(HashMap::new()),
             leader: Mutex::new(None),
+            unreachable: Mutex::new(HashMap::new()),
             next_seed: AtomicUsize::new(0),
             auth,
             connect_timeout: config.connect_timeout,
@@ -244,6 +258,11 @@ impl Router {
             debug!(leader = uri, "leader found");
             *leader = Some(uri.to_string());
         }
+    }
+
+    /// Whether `uri` failed to answer at all within the last [`UNREACHABLE_MEMORY`].
+    fn recently_unreachable(&self, uri: &str) -> bool {
+        lock(&self.unreachable).get(uri).is_some_and(|at| at.elapsed() < UNREACHABLE_MEMORY)
     }
 
     fn forget_leader(&self, uri: &str) {
@@ -348,7 +367,7 @@ impl Router {
             };
             match outcome {
                 Ok(response) => {
-                    attempts.succeeded(&uri);
+                    attempts.succeeded(&uri, response.metadata());
                     return Ok(Routed { value: response.into_inner(), sent_at });
                 }
                 Err(status) => attempts.failed(status).await?,
@@ -409,11 +428,22 @@ impl Attempts<'_> {
         Ok((uri, channel))
     }
 
-    /// `uri` answered the call: for leader-only calls, that node is the leader.
-    pub(crate) fn succeeded(&self, uri: &str) {
-        if self.route == Route::Leader {
-            self.router.confirm_leader(uri);
+    /// `uri` answered the call (`answer`: the response's metadata). For leader-only calls
+    /// that node is where the next calls go, unless it relayed the answer from the leader
+    /// (a follower forwards calls, naming the leader in `x-dls-leader-addr`): then the
+    /// next calls go to the leader directly, unless it gave this client no answer lately
+    /// (a route to it is cut) and the relaying node is the way to it.
+    pub(crate) fn succeeded(&self, uri: &str, answer: &MetadataMap) {
+        lock(&self.router.unreachable).remove(uri);
+        if self.route != Route::Leader {
+            return;
         }
+        let relayed_from = answer
+            .get(metadata::LEADER_ADDR)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|addr| self.router.normalize(addr).ok())
+            .filter(|leader| leader != uri && !self.router.recently_unreachable(leader));
+        self.router.confirm_leader(relayed_from.as_deref().unwrap_or(uri));
     }
 
     /// Bound of the current attempt: the per-attempt timeout, but not past the deadline.
@@ -476,6 +506,10 @@ impl Attempts<'_> {
             }
             Verdict::Retry => {
                 self.redirects_in_row = 0;
+                if error_kind(&status).is_none() {
+                    // No answer from the node itself (every server answer names its kind).
+                    lock(&self.router.unreachable).insert(current.clone(), Instant::now());
+                }
                 // An attempt that ran out of the call's budget (the deadline cut it short)
                 // says nothing about the node: the error before it (a refused handshake, a
                 // closed port) is the one worth reporting.
@@ -751,14 +785,50 @@ mod tests {
         // A hint is not followed: the caller asked this very node.
         attempts.failed(status(Code::Unavailable, Some("NOT_LEADER"), Some("b:2"))).await.unwrap();
         assert_eq!(attempts.next().unwrap().0, "http://z:9");
-        attempts.succeeded("http://z:9");
+        attempts.succeeded("http://z:9", &MetadataMap::new());
         assert_eq!(*lock(&router.leader), None);
 
         let any = router.attempts_via("Test", Route::AnyNode, router.default_options());
-        any.succeeded("http://a:1");
+        any.succeeded("http://a:1", &MetadataMap::new());
         assert_eq!(*lock(&router.leader), None, "a follower's answer names no leader");
-        router.attempts("Test", router.default_options()).succeeded("http://a:1");
+        router.attempts("Test", router.default_options()).succeeded("http://a:1", &MetadataMap::new());
         assert_eq!(lock(&router.leader).as_deref(), Some("http://a:1"));
+    }
+
+    fn relayed_from(leader: &str) -> MetadataMap {
+        let mut md = MetadataMap::new();
+        md.insert(metadata::LEADER_ADDR, MetadataValue::try_from(leader).unwrap());
+        md
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_relayed_by_a_follower_sends_the_next_calls_to_the_leader_unless_it_did_not_answer() {
+        let config = ClientConfig::new(["a:1", "b:2"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        let mut attempts = router.attempts("Test", router.default_options());
+        let (uri, _) = attempts.next().unwrap();
+        attempts.succeeded(&uri, &relayed_from("c:3"));
+        assert_eq!(router.pick(), "http://c:3", "the leader the follower relayed from");
+
+        // The leader gives no answer (a cut route): back to the seeds, and the relayed
+        // answers' word is not taken for it for a while.
+        let mut attempts = router.attempts("Test", router.default_options());
+        assert_eq!(attempts.next().unwrap().0, "http://c:3");
+        attempts.failed(attempt_timed_out("http://c:3", Duration::from_secs(1))).await.unwrap();
+        let (uri, _) = attempts.next().unwrap();
+        assert_ne!(uri, "http://c:3");
+        attempts.succeeded(&uri, &relayed_from("c:3"));
+        assert_eq!(router.pick(), uri, "calls keep going through the follower");
+        tokio::time::advance(UNREACHABLE_MEMORY).await;
+        let mut attempts = router.attempts("Test", router.default_options());
+        attempts.next().unwrap();
+        attempts.succeeded(&uri, &relayed_from("c:3"));
+        assert_eq!(router.pick(), "http://c:3", "tried directly again once the memory lapsed");
+        // A server's answer (it names its kind) is no sign of a cut route.
+        let mut attempts = router.attempts("Test", router.default_options());
+        attempts.next().unwrap();
+        attempts.failed(status(Code::Unavailable, Some("NOT_LEADER"), None)).await.unwrap();
+        assert!(!router.recently_unreachable("http://c:3"));
     }
 
     #[tokio::test(start_paused = true)]

@@ -593,7 +593,10 @@ pub(crate) async fn stream_acquire(
         let open_timeout = attempts.attempt_timeout();
         let opened = tokio::time::timeout(open_timeout, client.acquire_lock(router.request(message.clone()))).await;
         let mut stream = match opened {
-            Ok(Ok(response)) => response.into_inner(),
+            Ok(Ok(response)) => {
+                attempts.succeeded(&uri, response.metadata());
+                response.into_inner()
+            }
             Ok(Err(status)) => {
                 attempts.failed(status).await?;
                 continue 'attach;
@@ -603,7 +606,6 @@ pub(crate) async fn stream_acquire(
                 continue 'attach;
             }
         };
-        attempts.succeeded(&uri);
         loop {
             let next = match tokio::time::timeout_at(deadline, stream.message()).await {
                 Ok(next) => next,

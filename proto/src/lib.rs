@@ -59,7 +59,8 @@ pub mod codec {
 
 /// Metadata keys shared by server and clients, so both sides name them once.
 pub mod metadata {
-    /// `host:port` of the current leader, attached to UNAVAILABLE answers from a follower.
+    /// `host:port` of the current leader, attached to UNAVAILABLE answers from a follower,
+    /// and to answers a follower relayed from the leader (the client may go there directly).
     pub const LEADER_ADDR: &str = "x-dls-leader-addr";
     /// Node id of the current leader, beside [`LEADER_ADDR`].
     pub const LEADER_ID: &str = "x-dls-leader-id";
@@ -74,6 +75,9 @@ pub mod metadata {
     /// On an UNAVAILABLE answer of a leader shedding load: milliseconds to wait before
     /// retrying (the same request, same request_id).
     pub const RETRY_AFTER_MS: &str = "x-dls-retry-after-ms";
+    /// On every answer a follower relayed from the leader (a success or the leader's own
+    /// error status): the node id of the leader that served the call.
+    pub const FORWARDED_TO: &str = "x-dls-forwarded-to";
     /// Standard bearer-token header carrying the API key.
     pub const AUTHORIZATION: &str = "authorization";
 }

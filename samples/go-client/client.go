@@ -103,13 +103,15 @@ func describe(err error, mds ...metadata.MD) error {
 }
 
 // unary runs one call, following a follower's redirect to the leader once. The call must
-// read c.stub() itself so the retry goes to the new node, with the same request.
+// read c.stub() itself so the retry goes to the new node, with the same request. A
+// follower that reaches the leader relays the call and names the leader in the answer's
+// headers: the call is done, and the next ones go to the leader directly.
 func (c *client) unary(ctx context.Context, call func(ctx context.Context, opts ...grpc.CallOption) error) error {
 	for redirected := false; ; redirected = true {
 		var hdr, trl metadata.MD
 		err := call(c.outgoing(ctx), grpc.Header(&hdr), grpc.Trailer(&trl))
 		if leader := leaderAddr(err, hdr, trl); leader != "" && !redirected {
-			if cerr := c.redirect(leader); cerr != nil {
+			if cerr := c.redirect("not the leader", leader); cerr != nil {
 				return cerr
 			}
 			continue
@@ -117,12 +119,29 @@ func (c *client) unary(ctx context.Context, call func(ctx context.Context, opts 
 		if err != nil {
 			return describe(err, hdr, trl)
 		}
+		if leader := relayedFrom(hdr); leader != "" && leader != c.address() {
+			return c.redirect("relayed by a follower", leader)
+		}
 		return nil
 	}
 }
 
-func (c *client) redirect(leader string) error {
-	fmt.Fprintf(c.out, "not the leader: following x-dls-leader-addr to %s\n", leader)
+// relayedFrom returns the leader a follower relayed a successful call from, or "".
+func relayedFrom(hdr metadata.MD) string {
+	if v := hdr.Get(mdLeaderAddr); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c *client) address() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addr
+}
+
+func (c *client) redirect(why, leader string) error {
+	fmt.Fprintf(c.out, "%s: following x-dls-leader-addr to %s\n", why, leader)
 	return c.connect(leader)
 }
 
@@ -209,7 +228,7 @@ func (c *client) acquireExclusive(ctx context.Context, txID uint64, namespace, k
 			trl := stream.Trailer()
 			if leader := leaderAddr(err, hdr, trl); leader != "" && !redirected {
 				redirected = true
-				if cerr := c.redirect(leader); cerr != nil {
+				if cerr := c.redirect("not the leader", leader); cerr != nil {
 					return nil, cerr
 				}
 				break

@@ -46,6 +46,11 @@ pub struct LimitArgs {
     /// as many places; the leader's own expiries are never shed).
     #[arg(long, env = "DLS_MAX_QUEUED_PROPOSALS", default_value_t = 1_024, value_parser = at_least_one())]
     pub max_queued_proposals: u64,
+    /// Client calls a follower may have open on the leader at once (forwarded unary calls in
+    /// flight and forwarded AcquireLock/WatchEvents streams); past it a call to this follower
+    /// is refused with RESOURCE_EXHAUSTED.
+    #[arg(long, env = "DLS_MAX_FORWARDED_CALLS", default_value_t = 4_096, value_parser = at_least_one())]
+    pub max_forwarded_calls: u64,
 }
 
 fn at_least_one() -> clap::builder::RangedU64ValueParser<u64> {
@@ -61,6 +66,7 @@ impl Default for LimitArgs {
             max_watches_per_api_key: 256,
             max_watches_per_connection: 64,
             max_queued_proposals: 1_024,
+            max_forwarded_calls: 4_096,
         }
     }
 }
@@ -73,15 +79,17 @@ pub enum Limit {
     WaitersPerLock,
     WatchesPerApiKey,
     WatchesPerConnection,
+    ForwardedCalls,
 }
 
 impl Limit {
-    pub const ALL: [Limit; 5] = [
+    pub const ALL: [Limit; 6] = [
         Limit::TxnsPerApiKey,
         Limit::LocksPerTxn,
         Limit::WaitersPerLock,
         Limit::WatchesPerApiKey,
         Limit::WatchesPerConnection,
+        Limit::ForwardedCalls,
     ];
 
     /// The flag that sets it, without dashes.
@@ -92,6 +100,7 @@ impl Limit {
             Limit::WaitersPerLock => "max-waiters-per-lock",
             Limit::WatchesPerApiKey => "max-watches-per-api-key",
             Limit::WatchesPerConnection => "max-watches-per-connection",
+            Limit::ForwardedCalls => "max-forwarded-calls",
         }
     }
 }
@@ -128,12 +137,14 @@ fn get<K: std::hash::Hash + Eq>(map: &HashMap<K, u64>, key: &K) -> u64 {
 pub struct Limits {
     pub args: LimitArgs,
     counts: Mutex<Counts>,
+    /// Client calls this node has open on the leader (see `api::forward`).
+    forwarded: AtomicU64,
     refused: [AtomicU64; Limit::ALL.len()],
 }
 
 impl Limits {
     pub fn new(args: LimitArgs) -> Arc<Limits> {
-        Arc::new(Limits { args, counts: Mutex::default(), refused: Default::default() })
+        Arc::new(Limits { args, counts: Mutex::default(), forwarded: AtomicU64::new(0), refused: Default::default() })
     }
 
     /// Requests refused by `limit` since the node started.
@@ -286,6 +297,27 @@ impl Limits {
         Ok(WatchSlot { limits: self.clone(), key: who.name.clone(), from })
     }
 
+    /// Opens a client call forwarded to the leader. The place is freed when the returned
+    /// value is dropped: when a unary call has its answer, or a stream ends or is dropped.
+    pub fn admit_forward(self: &Arc<Self>) -> Result<ForwardSlot, ApiError> {
+        let max = self.args.max_forwarded_calls;
+        match self.forwarded.fetch_update(Relaxed, Relaxed, |open| (open < max).then_some(open + 1)) {
+            Ok(_) => Ok(ForwardSlot { limits: self.clone() }),
+            Err(open) => Err(self.refuse(
+                Limit::ForwardedCalls,
+                format!(
+                    "this follower has {open} client calls open on the leader (limit --max-forwarded-calls {max}); \
+                     close some streams, call the leader directly, or raise the limit"
+                ),
+            )),
+        }
+    }
+
+    /// Client calls this node has open on the leader right now.
+    pub fn forwarded(&self) -> u64 {
+        self.forwarded.load(Relaxed)
+    }
+
     /// Begins, acquires and watches counted right now (for tests and metrics).
     pub fn in_flight(&self) -> (u64, u64, u64) {
         let c = self.counts();
@@ -344,6 +376,17 @@ impl Drop for WatchSlot {
     }
 }
 
+/// A forwarded call's place under `--max-forwarded-calls`; freed on drop.
+pub struct ForwardSlot {
+    limits: Arc<Limits>,
+}
+
+impl Drop for ForwardSlot {
+    fn drop(&mut self) {
+        self.limits.forwarded.fetch_sub(1, Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +429,7 @@ mod tests {
             max_watches_per_api_key: 2,
             max_watches_per_connection: 1,
             max_queued_proposals: 1,
+            max_forwarded_calls: 1,
         })
     }
 
@@ -447,5 +491,19 @@ mod tests {
         drop(two);
         assert_eq!(limits.in_flight(), (0, 0, 0));
         assert!(limits.admit_watch(&who("k"), Some(a)).is_ok());
+    }
+
+    #[test]
+    fn forwarded_calls_are_bounded_until_their_slots_are_dropped() {
+        let limits = small();
+        let open = limits.admit_forward().unwrap();
+        match limits.admit_forward() {
+            Err(ApiError::ResourceExhausted(m)) => assert!(m.contains("--max-forwarded-calls 1"), "{m}"),
+            _ => panic!("a second forwarded call must be refused"),
+        }
+        assert_eq!((limits.forwarded(), limits.refused(Limit::ForwardedCalls)), (1, 1));
+        drop(open);
+        assert_eq!(limits.forwarded(), 0);
+        assert!(limits.admit_forward().is_ok());
     }
 }

@@ -97,6 +97,10 @@ pub struct Metrics {
     /// renews many): counted where they are served, not from the log.
     pub heartbeat_calls: AtomicU64,
     pub heartbeat_renewals: AtomicU64,
+    /// Client calls this node forwarded to the leader as a follower, and those whose hop
+    /// failed (answered NOT_LEADER instead).
+    pub forwarded_calls: AtomicU64,
+    pub forward_failures: AtomicU64,
     grants: AtomicU64,
     waits: AtomicU64,
     deadlocks: AtomicU64,
@@ -112,6 +116,8 @@ impl Default for Metrics {
         Metrics {
             heartbeat_calls: 0.into(),
             heartbeat_renewals: 0.into(),
+            forwarded_calls: 0.into(),
+            forward_failures: 0.into(),
             grants: 0.into(),
             waits: 0.into(),
             deadlocks: 0.into(),
@@ -148,6 +154,8 @@ pub struct Gauges {
     /// Client proposals waiting for a write, and those shed because the queue was full.
     pub queued_proposals: u64,
     pub shed_proposals: u64,
+    /// Client calls this node has open on the leader (forwarded).
+    pub forwarded_open: u64,
     /// Requests refused by each limit (in `Limit::ALL` order).
     pub refused: [u64; Limit::ALL.len()],
 }
@@ -171,6 +179,7 @@ impl Gauges {
             proposed_entries: node.proposer.stats.entries.load(Relaxed),
             queued_proposals: node.proposer.queued() as u64,
             shed_proposals: node.proposer.stats.shed.load(Relaxed),
+            forwarded_open: node.limits.forwarded(),
             refused: Limit::ALL.map(|l| node.limits.refused(l)),
             ..Gauges::default()
         };
@@ -254,9 +263,15 @@ impl Metrics {
     }
 
     fn render_counters(&self, out: &mut String) {
-        let counters: [(&str, &str, &AtomicU64); 6] = [
+        let counters: [(&str, &str, &AtomicU64); 8] = [
             ("dls_heartbeat_calls_total", "Heartbeat calls answered by this node.", &self.heartbeat_calls),
             ("dls_heartbeat_renewals_total", "Leases renewed by those calls.", &self.heartbeat_renewals),
+            ("dls_forwarded_calls_total", "Client calls this follower forwarded to the leader.", &self.forwarded_calls),
+            (
+                "dls_forward_failures_total",
+                "Forwarded calls whose hop to the leader failed (answered NOT_LEADER).",
+                &self.forward_failures,
+            ),
             ("dls_grants_total", "Locks granted (each with a new fencing token).", &self.grants),
             ("dls_waits_total", "Lock requests that had to queue.", &self.waits),
             ("dls_deadlocks_total", "Deadlocks detected and broken by aborting a victim.", &self.deadlocks),
@@ -358,6 +373,13 @@ fn render_gauges(out: &mut String, g: &Gauges) {
     header(out, "dls_raft_log_flush_seconds_total", "Time spent flushing appended entries.", "counter");
     let _ = writeln!(out, "dls_raft_log_flush_seconds_total {}", g.log_flush_micros as f64 / 1e6);
     metric(out, "dls_queued_proposals", "Client proposals waiting for a raft write.", "gauge", g.queued_proposals);
+    metric(
+        out,
+        "dls_forwarded_calls_open",
+        "Client calls this follower has open on the leader (--max-forwarded-calls).",
+        "gauge",
+        g.forwarded_open,
+    );
     metric(
         out,
         "dls_shed_proposals_total",

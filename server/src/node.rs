@@ -338,6 +338,14 @@ impl Node {
         Some((id, addr))
     }
 
+    /// The current leader's id and member record (both its addresses), as this node knows it.
+    pub fn leader_member(&self) -> Option<(NodeId, Member)> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let id = m.current_leader?;
+        Some((id, m.membership_config.membership().get_node(&id)?.clone()))
+    }
+
     pub fn not_leader(&self) -> ApiError {
         ApiError::NotLeader { leader: self.leader() }
     }

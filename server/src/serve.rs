@@ -18,6 +18,7 @@ use tonic::transport::server::{Router, TcpIncoming};
 
 use crate::api::admin_service::AdminApi;
 use crate::api::auth::KeyRing;
+use crate::api::forward::{Forwarder, ForwardingAdmin, ForwardingLocks, PeerCaller};
 use crate::api::lock_service::LockApi;
 use crate::api::raft_service::RaftApi;
 use crate::config::ServeArgs;
@@ -100,8 +101,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         })
     };
-    let lock_api = LockServiceServer::from_arc(lock_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
-    let admin_api = AdminServiceServer::from_arc(admin_api).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+    // The client port: served here by the leader, passed on to it by followers (`api::forward`).
+    let forwarder = Forwarder::new(node.clone());
+    let client_locks = ForwardingLocks { local: lock_api.clone(), forwarder: forwarder.clone() };
+    let client_admin = ForwardingAdmin { local: admin_api.clone(), forwarder };
+    let client_locks = LockServiceServer::new(client_locks).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+    let client_admin = AdminServiceServer::new(client_admin).max_decoding_message_size(MAX_CLIENT_MESSAGE);
     let scheme = if security.grpc_tls.is_some() { "https" } else { "http" };
     tracing::info!(
         node = node.id,
@@ -114,18 +119,28 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     // The raft transport has a port of its own, behind the peer gate: nothing reaches
     // openraft from a caller that is not a node of this cluster. It serves before the node
-    // has decided how to take part (`Node::bootstrap`), since its peers ask it too.
+    // has decided how to take part (`Node::bootstrap`), since its peers ask it too. Behind
+    // the same gate, the client services answer the calls followers forward (never
+    // forwarding them again).
     let peer_server = match peer_listener {
         Some(peer_listener) => {
             let raft_api = RaftServiceServer::new(RaftApi { node: node.clone(), stop: stop.clone() })
                 .max_decoding_message_size(MAX_RAFT_MESSAGE)
                 .max_encoding_message_size(MAX_RAFT_MESSAGE);
-            let gated = InterceptedService::new(raft_api, Gate(node.peer_auth.clone()));
+            let gate = Gate(node.peer_auth.clone());
             let discovery = InterceptedService::new(
                 PeerDiscoveryServiceServer::new(Discovery { node: node.clone() }),
                 CredentialsGate(node.peer_auth.clone()),
             );
-            let router = tonic::transport::Server::builder().add_service(gated).add_service(discovery);
+            let forwarded_locks =
+                LockServiceServer::from_arc(lock_api.clone()).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+            let forwarded_admin =
+                AdminServiceServer::from_arc(admin_api.clone()).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+            let router = tonic::transport::Server::builder()
+                .add_service(InterceptedService::new(raft_api, gate.clone()))
+                .add_service(discovery)
+                .add_service(InterceptedService::new(forwarded_locks, PeerCaller(gate.clone())))
+                .add_service(InterceptedService::new(forwarded_admin, PeerCaller(gate)));
             tokio::spawn(serve_grpc(router, peer_listener, security.peer_tls.clone(), stop.clone())?)
         }
         None => tokio::spawn(std::future::pending::<Result<(), tonic::transport::Error>>()),
@@ -145,7 +160,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             return served;
         }
     }
-    let client_router = tonic::transport::Server::builder().add_service(lock_api).add_service(admin_api);
+    let client_router = tonic::transport::Server::builder().add_service(client_locks).add_service(client_admin);
     let client_server = serve_grpc(client_router, listener, security.grpc_tls.clone(), stop.clone())?;
     let drain_over = async {
         stopped(stop).await;

@@ -193,8 +193,8 @@ async fn a_client_given_only_a_follower_is_redirected_to_the_leader_over_https()
     let tx = client.begin_transaction(opts(5_000)).await.unwrap();
     tx.acquire_lock("tls", "k", LockMode::Exclusive, wait(2_000)).await.unwrap();
     tx.commit().await.unwrap();
-    // The follower answered NOT_LEADER with a bare host:port; the client went there over
-    // https (plain text would not have been served) and now asks it first.
+    // The follower relayed the leader's answer naming it with a bare host:port; the client
+    // went there over https (plain text would not have been served) and now asks it first.
     let status = client.cluster_status().await.unwrap();
     assert_eq!(status.node_id, leader, "the client learned the leader");
 }

@@ -147,16 +147,21 @@ async fn membership_changes_refuse_bad_input_and_keys_without_the_right() {
     ops.remove_member(9).await.unwrap();
     assert_eq!(voters(&ops.list_members().await.unwrap()), vec![1, 2, 3]);
 
-    // A follower answers like any write: UNAVAILABLE naming the leader.
+    // A follower relays a change to the leader like any write (api::forward): the leader's
+    // own answer comes back, marked with who served it.
     let leader = cluster.wait_for_leader(PATIENCE).await;
     let follower = cluster.nodes.iter().find(|n| n.id != leader).unwrap();
     let channel = tonic::transport::Channel::from_shared(format!("http://{}", follower.addr)).unwrap().connect_lazy();
     let mut raw = AdminServiceClient::new(channel);
-    let mut req = tonic::Request::new(RemoveMemberRequest { node_id: leader });
-    req.metadata_mut().insert("authorization", format!("Bearer {admin}").parse().unwrap());
-    let status = raw.remove_member(req).await.unwrap_err();
-    assert_eq!(status.code(), tonic::Code::Unavailable);
-    assert_eq!(status.metadata().get("x-dls-leader-addr").unwrap(), cluster.addr(leader).as_str());
+    let status = common::eventually_async(PATIENCE, "the follower to relay", || {
+        let mut raw = raw.clone();
+        let mut req = tonic::Request::new(RemoveMemberRequest { node_id: 9 });
+        req.metadata_mut().insert("authorization", format!("Bearer {admin}").parse().unwrap());
+        async move { raw.remove_member(req).await.err().filter(|s| s.metadata().contains_key("x-dls-forwarded-to")) }
+    })
+    .await;
+    assert_eq!(status.metadata().get("x-dls-error").unwrap(), "MEMBERSHIP_REFUSED");
+    assert_eq!(status.metadata().get("x-dls-forwarded-to").unwrap(), leader.to_string().as_str());
     let mut req = tonic::Request::new(AddMemberRequest::default());
     req.metadata_mut().insert("authorization", format!("Bearer {limited}").parse().unwrap());
     assert_eq!(raw.add_member(req).await.unwrap_err().code(), tonic::Code::PermissionDenied);

@@ -521,7 +521,7 @@ impl LockService for LockApi {
 
     async fn watch_events(&self, req: Request<pb::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
         let who = self.principal(&req)?;
-        let remote = req.remote_addr();
+        let remote = super::forward::client_addr(&req);
         let r = req.into_inner();
         for p in &r.namespace_prefixes {
             validate::name("namespace_prefixes", p)?;

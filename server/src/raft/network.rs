@@ -30,6 +30,9 @@ use super::types::{codec, Node, NodeId, RPCError, RaftError, TypeConfig};
 /// Largest raft message accepted or sent (snapshot chunks are the big ones).
 pub const MAX_RAFT_MESSAGE: usize = 64 * 1024 * 1024;
 
+/// Ping interval (and the answer's patience) on connections carrying forwarded client calls.
+const FORWARD_KEEPALIVE: Duration = Duration::from_secs(5);
+
 /// A raft client whose every call carries this node's credentials.
 pub type PeerRpc = RaftServiceClient<InterceptedService<Channel, Stamp>>;
 
@@ -52,7 +55,18 @@ pub struct PeerTransport {
     auth: Arc<PeerAuth>,
     tls_files: Option<PeerTlsFiles>,
     tls: Mutex<Option<ClientTlsConfig>>,
-    channels: Mutex<HashMap<String, Channel>>,
+    /// One channel per peer address and lane.
+    channels: Mutex<HashMap<(Lane, String), Channel>>,
+}
+
+/// What a connection to a peer carries. Clients' forwarded calls get connections of their
+/// own, so thousands of waiting lock streams never share HTTP/2 flow control (or a TCP
+/// send queue) with the AppendEntries that keep the leader elected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lane {
+    Raft,
+    /// Client calls a follower forwards to the leader (`api::forward`).
+    Forward,
 }
 
 impl PeerTransport {
@@ -71,9 +85,11 @@ impl PeerTransport {
         Ok(())
     }
 
-    fn channel(&self, addr: &str) -> Result<Channel, Unreachable> {
+    /// The channel to the peer at `addr` on `lane`, connected lazily and kept.
+    pub fn channel(&self, lane: Lane, addr: &str) -> Result<Channel, Unreachable> {
         let mut channels = self.channels.lock().expect("channels lock");
-        if let Some(c) = channels.get(addr) {
+        let key = (lane, addr.to_string());
+        if let Some(c) = channels.get(&key) {
             return Ok(c.clone());
         }
         let tls = self.tls.lock().expect("peer tls lock").clone();
@@ -82,22 +98,32 @@ impl PeerTransport {
             .map_err(|e| Unreachable::new(&e))?
             .connect_timeout(Duration::from_millis(500))
             .tcp_nodelay(true);
+        if lane == Lane::Forward {
+            // A forwarded lock stream may wait for minutes with nothing on the wire: pings
+            // notice a leader that vanished, so the stream ends and its client re-attaches.
+            endpoint = endpoint.http2_keep_alive_interval(FORWARD_KEEPALIVE).keep_alive_timeout(FORWARD_KEEPALIVE);
+        }
         if let Some(tls) = tls {
             endpoint = endpoint.tls_config(tls).map_err(|e| Unreachable::new(&e))?;
         }
         let channel = endpoint.connect_lazy();
-        channels.insert(addr.to_string(), channel.clone());
+        channels.insert(key, channel.clone());
         Ok(channel)
+    }
+
+    /// Stamps outgoing calls with this node's peer credentials.
+    pub fn stamp(&self) -> Stamp {
+        Stamp(self.auth.clone())
     }
 
     /// A client of a peer's discovery call (asked before this node takes part in raft).
     pub fn discovery(&self, addr: &str) -> Result<DiscoveryRpc, Unreachable> {
-        let channel = self.channel(addr)?;
-        Ok(PeerDiscoveryServiceClient::with_interceptor(channel, Stamp(self.auth.clone())))
+        let channel = self.channel(Lane::Raft, addr)?;
+        Ok(PeerDiscoveryServiceClient::with_interceptor(channel, self.stamp()))
     }
 
     fn client(&self, addr: &str) -> Result<PeerRpc, Unreachable> {
-        let channel = self.channel(addr)?;
+        let channel = self.channel(Lane::Raft, addr)?;
         Ok(RaftServiceClient::with_interceptor(channel, Stamp(self.auth.clone()))
             .max_decoding_message_size(MAX_RAFT_MESSAGE)
             .max_encoding_message_size(MAX_RAFT_MESSAGE))

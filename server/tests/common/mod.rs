@@ -302,8 +302,8 @@ pub fn raw_tls_client(addr: &str, tls: &tonic::transport::ClientTlsConfig) -> Lo
     LockServiceClient::new(ch)
 }
 
-/// A leader answers a heartbeat for an unknown transaction with NOT_FOUND; followers and
-/// candidates answer UNAVAILABLE.
+/// A leader answers a heartbeat for an unknown transaction with NOT_FOUND; candidates
+/// answer UNAVAILABLE, and followers relay the leader's answer marked `x-dls-forwarded-to`.
 async fn is_leader(addr: &str, key: Option<&str>, tls: Option<&tonic::transport::ClientTlsConfig>) -> bool {
     let mut c = match tls {
         Some(tls) => raw_tls_client(addr, tls),
@@ -314,7 +314,7 @@ async fn is_leader(addr: &str, key: Option<&str>, tls: Option<&tonic::transport:
         req.metadata_mut().insert("authorization", format!("Bearer {k}").parse().unwrap());
     }
     req.set_timeout(Duration::from_millis(500));
-    matches!(c.heartbeat(req).await, Err(s) if s.code() == tonic::Code::NotFound)
+    matches!(c.heartbeat(req).await, Err(s) if s.code() == tonic::Code::NotFound && !s.metadata().contains_key("x-dls-forwarded-to"))
 }
 
 /// A plain HTTP/1.0 GET (the server closes the connection after answering): status and body.
@@ -679,4 +679,21 @@ pub async fn assert_next_grant(client: &DlsClient) {
     let key = format!("next-{}", uuid::Uuid::new_v4().simple());
     tx.acquire_lock("ns", &key, LockMode::Exclusive, wait(10_000)).await.unwrap();
     tx.commit().await.unwrap();
+}
+
+/// Polls the async `check` every 50 ms until it returns Some, or fails after `within`
+/// saying `what`.
+pub async fn eventually_async<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -21,8 +21,10 @@
 // an acquire timeout from a lost transaction without parsing messages.
 //
 // Leader routing: every node accepts calls, but only the raft leader serves them. A
-// follower answers UNAVAILABLE with metadata `x-dls-leader-addr` (host:port of the
-// leader) and `x-dls-leader-id`; retry there. During an election there is no leader:
+// follower relays a call to the leader (streams included) and names it in the answer's
+// metadata `x-dls-leader-addr`: send the next calls there if you can reach it. A follower
+// that cannot reach a leader answers UNAVAILABLE with `x-dls-leader-addr` (host:port of
+// the leader) and `x-dls-leader-id`; retry there. During an election there is no leader:
 // UNAVAILABLE without those keys; back off and retry. A leader shedding load (its proposal
 // queue is full) answers UNAVAILABLE with `x-dls-retry-after-ms`: retry the same request on
 // the same node, no sooner than that.

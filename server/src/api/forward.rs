@@ -1,0 +1,412 @@
+//! Followers forward clients' calls to the leader (as etcd does), so a client that reaches
+//! a majority of the nodes but not the leader (an asymmetric partition, a firewall rule,
+//! a broken route) is still served instead of being sent to an address it cannot reach.
+//!
+//! The rules, and why:
+//! - A call on a follower's client port goes on to the leader's **peer port**, over the
+//!   authenticated peer channel: mutual TLS or the cluster secret, the credentials raft
+//!   uses (`raft::peer_auth`), on connections of their own (`Lane::Forward`), one per
+//!   leader. The hop is as well protected as raft itself.
+//! - The leader serves it with the very same `LockApi`/`AdminApi` as its client port. The
+//!   follower checks nothing itself: it passes on the client's `authorization` and its
+//!   deadline, so authentication, authorization, validation, the limits and the request-id
+//!   rules live in one place (and a follower with an older keys file cannot let a revoked
+//!   key in). A retry with the same request id through another node reaches the same
+//!   table and gets the first attempt's outcome. What the client port checks below gRPC
+//!   (TLS, a client certificate under `--tls-client-ca`) the follower has checked, with the
+//!   flags every node of the cluster is started with.
+//! - One hop, so no loops: the peer port's client services never forward. A node that is
+//!   no longer the leader answers NOT_LEADER, which reaches the client unchanged.
+//! - A follower that knows no leader, or whose hop fails (connection refused, reset, the
+//!   leader gone mid-stream), answers NOT_LEADER naming the leader as it knows it: the
+//!   client's own discovery and retries take over, exactly as without forwarding.
+//! - A forwarded call lives inside the client's call: when the client hangs up, its
+//!   future or stream is dropped here, which resets the stream to the leader, which drops
+//!   its side (the wait itself stays in the table, as for any broken stream).
+//! - Bounded: every forwarded call holds a place of `--max-forwarded-calls` while it is open
+//!   (a stream until it ends), so clients cannot make a follower hold unbounded streams;
+//!   past it the follower refuses the call itself (RESOURCE_EXHAUSTED). Unary and stream
+//!   calls share the bound: a waiting stream and a call in flight cost the follower alike.
+//! - Where the leader counts per connection (event watches), it counts the client's
+//!   connection: the follower sends it as `x-dls-forwarded-for`, believed only from a
+//!   caller that passed the peer gate.
+//! - Every relayed answer (a success or the leader's own error status) carries
+//!   `x-dls-forwarded-to` with the leader's id, so a caller can tell it from this node's own
+//!   answer; a success also carries `x-dls-leader-addr`, so a client that can reach the
+//!   leader may go there directly next time.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use caerus_proto::metadata;
+use caerus_proto::v1 as pb;
+use caerus_proto::v1::admin_service_client::AdminServiceClient;
+use caerus_proto::v1::admin_service_server::AdminService;
+use caerus_proto::v1::lock_service_client::LockServiceClient;
+use caerus_proto::v1::lock_service_server::LockService;
+use futures::{Stream, StreamExt};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::admin_service::AdminApi;
+use super::errors::ApiError;
+use super::lock_service::LockApi;
+use crate::limits::ForwardSlot;
+use crate::node::Node;
+use crate::raft::network::{Lane, MAX_RAFT_MESSAGE};
+use crate::raft::peer_auth::{Gate, Stamp};
+use crate::raft::types::NodeId;
+
+/// Marks a forwarded call with the id of the follower that sent it (for the leader's log).
+pub const FORWARDED_BY: &str = "x-dls-forwarded-by";
+/// The client's own address on a forwarded call.
+pub const FORWARDED_FOR: &str = "x-dls-forwarded-for";
+
+/// The client connection behind a call that came through a follower (set by
+/// [`PeerCaller`] from `x-dls-forwarded-for`, so only an authenticated peer can set it;
+/// `None` when the follower did not know it).
+#[derive(Clone, Copy, Debug)]
+struct ForwardedFor(Option<SocketAddr>);
+
+/// The address of the client that made a call: its own connection, or for a call a
+/// follower forwarded, the connection the follower received it on (never the follower's
+/// own connection, which carries the calls of many clients).
+pub fn client_addr<T>(req: &Request<T>) -> Option<SocketAddr> {
+    match req.extensions().get::<ForwardedFor>() {
+        Some(forwarded) => forwarded.0,
+        None => req.remote_addr(),
+    }
+}
+
+/// The gate in front of the client services on the peer port: the caller must be a node of
+/// this cluster ([`Gate`]); then the client address it vouches for is taken over.
+#[derive(Clone)]
+pub struct PeerCaller(pub Gate);
+
+impl Interceptor for PeerCaller {
+    fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
+        let mut req = self.0.call(req)?;
+        let client = req.metadata().get(FORWARDED_FOR).and_then(|v| v.to_str().ok()?.parse().ok());
+        req.extensions_mut().insert(ForwardedFor(client));
+        if let Some(from) = req.metadata().get(FORWARDED_BY).and_then(|v| v.to_str().ok()) {
+            tracing::debug!(follower = from, client = ?client, "serving a call forwarded by a follower");
+        }
+        Ok(req)
+    }
+}
+
+type Upstream = InterceptedService<Channel, Stamp>;
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// Decides, per call, whether it is served here or forwarded, and opens the hop.
+pub struct Forwarder {
+    node: Arc<Node>,
+}
+
+impl Forwarder {
+    pub fn new(node: Arc<Node>) -> Arc<Forwarder> {
+        Arc::new(Forwarder { node })
+    }
+
+    /// `None`: serve the call here (this node leads, or knows no leader to send it to:
+    /// then the local service answers NOT_LEADER as it always did).
+    fn hop(&self, method: &'static str) -> Result<Option<Hop>, Status> {
+        if *self.node.leadership().borrow() {
+            return Ok(None);
+        }
+        let Some((leader, member)) = self.node.leader_member() else { return Ok(None) };
+        if leader == self.node.id || member.peer_addr.is_empty() {
+            // Elected but not serving yet (catching up), or a leader without a peer port.
+            return Ok(None);
+        }
+        let slot = self.node.limits.admit_forward()?;
+        let channel = match self.node.peer_transport.channel(Lane::Forward, &member.peer_addr) {
+            Ok(channel) => channel,
+            Err(e) => {
+                tracing::debug!(leader, method, "cannot forward to the leader: {e}");
+                return Ok(None);
+            }
+        };
+        self.node.metrics.forwarded_calls.fetch_add(1, Relaxed);
+        tracing::debug!(leader, method, peer = %member.peer_addr, "forwarding a client call to the leader");
+        Ok(Some(Hop {
+            node: self.node.clone(),
+            leader,
+            leader_addr: member.addr,
+            method,
+            upstream: InterceptedService::new(channel, self.node.peer_transport.stamp()),
+            slot,
+        }))
+    }
+}
+
+/// One call on its way to the leader, holding its place under `--max-forwarded-calls`.
+struct Hop {
+    node: Arc<Node>,
+    leader: NodeId,
+    /// The leader's client address, named in the answer.
+    leader_addr: String,
+    method: &'static str,
+    upstream: Upstream,
+    slot: ForwardSlot,
+}
+
+impl Hop {
+    fn locks(&self) -> LockServiceClient<Upstream> {
+        LockServiceClient::new(self.upstream.clone()).max_decoding_message_size(MAX_RAFT_MESSAGE)
+    }
+
+    fn admin(&self) -> AdminServiceClient<Upstream> {
+        AdminServiceClient::new(self.upstream.clone()).max_decoding_message_size(MAX_RAFT_MESSAGE)
+    }
+
+    /// The request the leader gets: the client's message, credentials and deadline, the
+    /// client's address and this node's mark. Nothing else the client sent is passed on.
+    fn outgoing<T>(&self, req: Request<T>) -> Request<T> {
+        let client = req.remote_addr();
+        let auth = req.metadata().get(metadata::AUTHORIZATION).cloned();
+        let deadline = req.metadata().get("grpc-timeout").and_then(|v| grpc_timeout(v.to_str().ok()?));
+        let mut out = Request::new(req.into_inner());
+        let md = out.metadata_mut();
+        if let Some(auth) = auth {
+            md.insert(metadata::AUTHORIZATION, auth);
+        }
+        md.insert(FORWARDED_BY, self.node.id.into());
+        if let Some(v) = client.and_then(|a| a.to_string().parse().ok()) {
+            md.insert(FORWARDED_FOR, v);
+        }
+        if let Some(deadline) = deadline {
+            out.set_timeout(deadline);
+        }
+        out
+    }
+
+    /// The leader's answer as the client gets it. A status the leader's services made (it
+    /// names its kind) is the answer; any other failure is the hop's, answered NOT_LEADER.
+    fn answer<T>(&self, answer: Result<Response<T>, Status>) -> Result<Response<T>, Status> {
+        match answer {
+            Ok(mut response) => {
+                let md = response.metadata_mut();
+                md.insert(metadata::FORWARDED_TO, self.leader.into());
+                if let Ok(addr) = self.leader_addr.parse() {
+                    md.insert(metadata::LEADER_ADDR, addr);
+                }
+                Ok(response)
+            }
+            Err(status) => Err(relayed_error(&self.node, self.leader, self.method, status)),
+        }
+    }
+
+    async fn unary<Resp>(
+        self,
+        call: impl Future<Output = Result<Response<Resp>, Status>>,
+    ) -> Result<Response<Resp>, Status> {
+        let answer = call.await;
+        self.answer(answer)
+    }
+
+    /// Opens the stream on the leader and relays it; the place is held until the relayed
+    /// stream is dropped, which drops the leader's stream too.
+    async fn stream<Item: Send + 'static>(
+        self,
+        call: impl Future<Output = Result<Response<Streaming<Item>>, Status>>,
+    ) -> Result<Response<BoxStream<Item>>, Status> {
+        let answer = call.await;
+        let (md, upstream, extensions) = self.answer(answer)?.into_parts();
+        let Hop { node, leader, method, slot, .. } = self;
+        let relayed = upstream.map(move |item| {
+            let _open = &slot;
+            item.map_err(|status| relayed_error(&node, leader, method, status))
+        });
+        Ok(Response::from_parts(md, Box::pin(relayed) as BoxStream<Item>, extensions))
+    }
+}
+
+/// Passes the leader's own answers on (marked as relayed); turns a failure of the hop into
+/// NOT_LEADER with the leader as this node knows it now (it may have moved), so the client
+/// retries.
+fn relayed_error(node: &Node, leader: NodeId, method: &str, mut status: Status) -> Status {
+    if status.metadata().contains_key(metadata::ERROR_KIND) {
+        status.metadata_mut().insert(metadata::FORWARDED_TO, leader.into());
+        return status;
+    }
+    node.metrics.forward_failures.fetch_add(1, Relaxed);
+    if matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) {
+        // The leader's peer gate refused this node: a cluster misconfiguration an operator
+        // must see, not a client's mistake.
+        tracing::warn!(leader, method, "the leader refused a forwarded call at its peer gate: {}", status.message());
+    } else {
+        tracing::debug!(leader, method, "forwarding to the leader failed: {status}");
+    }
+    ApiError::NotLeader { leader: node.leader() }.into()
+}
+
+/// Parses a `grpc-timeout` header value: up to 8 digits and a unit (H, M, S, m, u, n).
+fn grpc_timeout(value: &str) -> Option<Duration> {
+    if value.len() < 2 || value.len() > 9 {
+        return None;
+    }
+    let (digits, unit) = value.split_at(value.len() - 1);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.checked_mul(3600)?),
+        "M" => Duration::from_secs(n.checked_mul(60)?),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// The client port's `LockService`: this node's own when it leads, the leader's otherwise.
+pub struct ForwardingLocks {
+    pub local: Arc<LockApi>,
+    pub forwarder: Arc<Forwarder>,
+}
+
+/// The client port's `AdminService`: calls that need the leader (listings, aborts,
+/// membership changes) are forwarded like lock calls; ClusterStatus is every node's own
+/// view and always answered here.
+pub struct ForwardingAdmin {
+    pub local: Arc<AdminApi>,
+    pub forwarder: Arc<Forwarder>,
+}
+
+/// Serves `$req` with `$local`'s `$method` here, or relays it to the leader's (`$how`:
+/// `unary` or `stream`; `$client`: the hop's client of that service).
+macro_rules! route {
+    ($self:ident, $req:ident, $trait:ident, $client:ident, $method:ident, $how:ident) => {
+        match $self.forwarder.hop(stringify!($method))? {
+            None => $trait::$method(&*$self.local, $req).await,
+            Some(hop) => {
+                let out = hop.outgoing($req);
+                let mut client = hop.$client();
+                hop.$how(async move { client.$method(out).await }).await
+            }
+        }
+    };
+}
+
+#[tonic::async_trait]
+impl LockService for ForwardingLocks {
+    async fn begin_transaction(
+        &self,
+        req: Request<pb::BeginTransactionRequest>,
+    ) -> Result<Response<pb::BeginTransactionResponse>, Status> {
+        route!(self, req, LockService, locks, begin_transaction, unary)
+    }
+
+    type AcquireLockStream = BoxStream<pb::AcquireLockResponse>;
+
+    async fn acquire_lock(
+        &self,
+        req: Request<pb::AcquireLockRequest>,
+    ) -> Result<Response<Self::AcquireLockStream>, Status> {
+        route!(self, req, LockService, locks, acquire_lock, stream)
+    }
+
+    async fn release_lock(
+        &self,
+        req: Request<pb::ReleaseLockRequest>,
+    ) -> Result<Response<pb::ReleaseLockResponse>, Status> {
+        route!(self, req, LockService, locks, release_lock, unary)
+    }
+
+    async fn get_transaction_status(
+        &self,
+        req: Request<pb::GetTransactionStatusRequest>,
+    ) -> Result<Response<pb::GetTransactionStatusResponse>, Status> {
+        route!(self, req, LockService, locks, get_transaction_status, unary)
+    }
+
+    async fn heartbeat(&self, req: Request<pb::HeartbeatRequest>) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        route!(self, req, LockService, locks, heartbeat, unary)
+    }
+
+    async fn end_transaction(
+        &self,
+        req: Request<pb::EndTransactionRequest>,
+    ) -> Result<Response<pb::EndTransactionResponse>, Status> {
+        route!(self, req, LockService, locks, end_transaction, unary)
+    }
+
+    type WatchEventsStream = BoxStream<pb::Event>;
+
+    async fn watch_events(
+        &self,
+        req: Request<pb::WatchEventsRequest>,
+    ) -> Result<Response<Self::WatchEventsStream>, Status> {
+        route!(self, req, LockService, locks, watch_events, stream)
+    }
+}
+
+#[tonic::async_trait]
+impl AdminService for ForwardingAdmin {
+    async fn list_locks(&self, req: Request<pb::ListLocksRequest>) -> Result<Response<pb::ListLocksResponse>, Status> {
+        route!(self, req, AdminService, admin, list_locks, unary)
+    }
+
+    async fn abort_transaction(
+        &self,
+        req: Request<pb::AbortTransactionRequest>,
+    ) -> Result<Response<pb::AbortTransactionResponse>, Status> {
+        route!(self, req, AdminService, admin, abort_transaction, unary)
+    }
+
+    async fn cluster_status(
+        &self,
+        req: Request<pb::ClusterStatusRequest>,
+    ) -> Result<Response<pb::ClusterStatusResponse>, Status> {
+        AdminService::cluster_status(&*self.local, req).await
+    }
+
+    async fn list_members(
+        &self,
+        req: Request<pb::ListMembersRequest>,
+    ) -> Result<Response<pb::ListMembersResponse>, Status> {
+        route!(self, req, AdminService, admin, list_members, unary)
+    }
+
+    async fn add_member(&self, req: Request<pb::AddMemberRequest>) -> Result<Response<pb::AddMemberResponse>, Status> {
+        route!(self, req, AdminService, admin, add_member, unary)
+    }
+
+    async fn remove_member(
+        &self,
+        req: Request<pb::RemoveMemberRequest>,
+    ) -> Result<Response<pb::RemoveMemberResponse>, Status> {
+        route!(self, req, AdminService, admin, remove_member, unary)
+    }
+
+    async fn promote_member(
+        &self,
+        req: Request<pb::PromoteMemberRequest>,
+    ) -> Result<Response<pb::PromoteMemberResponse>, Status> {
+        route!(self, req, AdminService, admin, promote_member, unary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_in_every_unit() {
+        assert_eq!(grpc_timeout("3S"), Some(Duration::from_secs(3)));
+        assert_eq!(grpc_timeout("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(grpc_timeout("2M"), Some(Duration::from_secs(120)));
+        assert_eq!(grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(grpc_timeout("99999999u"), Some(Duration::from_micros(99_999_999)));
+        assert_eq!(grpc_timeout("5n"), Some(Duration::from_nanos(5)));
+        for bad in ["", "S", "123456789S", "10x", "-1S", "1.5S"] {
+            assert_eq!(grpc_timeout(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! Followers forward clients' calls to the leader over the peer channel: a client that
+//! reaches only followers (or whose route to the leader is cut) keeps getting grants, the
+//! leader still authenticates every call and applies the request-id rules, and a follower
+//! holds only a bounded number of forwarded calls.
+
+mod common;
+
+use std::net::TcpListener as StdListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use caerus_core::{ClientConfig, DlsClient, Error, LockMode};
+use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
+use caerus_proto::v1::admin_service_client::AdminServiceClient;
+use caerus_proto::v1::event::Detail;
+use caerus_proto::v1::{self as pb, lock_service_client::LockServiceClient};
+use common::{add_key, http_get, opts, queued, raw_client, wait, Cluster, Spec, PATIENCE};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status, Streaming};
+
+/// The followers of `leader`, once each knows it leads (a follower that knows no leader
+/// answers NOT_LEADER itself, as it should).
+async fn followers_of(cluster: &Cluster, leader: u64) -> Vec<u64> {
+    let ids: Vec<u64> = cluster.nodes.iter().map(|n| n.id).filter(|id| *id != leader).collect();
+    let knows = || ids.iter().all(|id| metric(cluster, *id, "dls_leader_id") == leader).then_some(());
+    common::eventually(PATIENCE, "the followers to know the leader", knows).await;
+    ids
+}
+
+fn keyed<T>(msg: T, key: Option<&str>) -> Request<T> {
+    let mut req = Request::new(msg);
+    if let Some(k) = key {
+        req.metadata_mut().insert("authorization", format!("Bearer {k}").parse().unwrap());
+    }
+    req
+}
+
+fn begin_req(request_id: &str) -> pb::BeginTransactionRequest {
+    pb::BeginTransactionRequest { timeout_ms: 10_000, request_id: request_id.into(), ..Default::default() }
+}
+
+async fn begin(c: &mut LockServiceClient<Channel>, request_id: &str) -> Result<u64, Status> {
+    Ok(c.begin_transaction(begin_req(request_id)).await?.into_inner().transaction_id)
+}
+
+fn acquire_req(txn: u64, key: &str, request_id: &str) -> pb::AcquireLockRequest {
+    pb::AcquireLockRequest {
+        transaction_id: txn,
+        namespace: "ns".into(),
+        key: key.into(),
+        mode: pb::LockMode::Exclusive as i32,
+        timeout_ms: 60_000,
+        request_id: request_id.into(),
+        ..Default::default()
+    }
+}
+
+/// Reads an AcquireLock stream to its grant; the fencing token.
+async fn granted(stream: &mut Streaming<pb::AcquireLockResponse>) -> u64 {
+    loop {
+        match stream.message().await.unwrap().expect("the stream ended without a grant").event {
+            Some(AcquireEvent::Granted(g)) => return g.fencing_token,
+            Some(AcquireEvent::Queued(_)) => continue,
+            None => panic!("an acquire message without an event"),
+        }
+    }
+}
+
+async fn grant(c: &mut LockServiceClient<Channel>, txn: u64, key: &str, request_id: &str) -> u64 {
+    granted(&mut c.acquire_lock(acquire_req(txn, key, request_id)).await.unwrap().into_inner()).await
+}
+
+/// Opens an acquire that must queue; returns its stream after the first `queued` message.
+async fn waiting(c: &mut LockServiceClient<Channel>, txn: u64, key: &str) -> Streaming<pb::AcquireLockResponse> {
+    let mut stream = c.acquire_lock(acquire_req(txn, key, &format!("w-{txn}"))).await.unwrap().into_inner();
+    let first = stream.message().await.unwrap().unwrap().event;
+    assert!(matches!(first, Some(AcquireEvent::Queued(_))), "{first:?}");
+    stream
+}
+
+/// A counter of `/metrics` (the unlabelled line `name value`, or a labelled one in full).
+fn metric(cluster: &Cluster, id: u64, line: &str) -> u64 {
+    let (_, body) = http_get(&cluster.http_addr(id), "/metrics").unwrap();
+    body.lines()
+        .find_map(|l| l.strip_prefix(line)?.strip_prefix(' ')?.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no {line} in the metrics of node {id}")) as u64
+}
+
+#[tokio::test]
+async fn followers_serve_every_call_by_forwarding_it_and_a_waiter_gets_its_grant_through_them() {
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let fs = followers_of(&cluster, leader).await;
+    let (mut a, mut b) = (raw_client(&cluster.addr(fs[0])).await, raw_client(&cluster.addr(fs[1])).await);
+
+    // A follower answers the call itself now, naming the leader that did the work.
+    let answer = a.begin_transaction(begin_req("")).await.unwrap();
+    assert_eq!(answer.metadata().get("x-dls-forwarded-to").unwrap().to_str().unwrap(), leader.to_string());
+    assert_eq!(answer.metadata().get("x-dls-leader-addr").unwrap().to_str().unwrap(), cluster.addr(leader));
+    let holder = answer.into_inner().transaction_id;
+    let beat = a.heartbeat(pb::HeartbeatRequest { transaction_id: holder, ..Default::default() }).await.unwrap();
+    assert!(beat.into_inner().lease_remaining_ms > 0);
+    let held = grant(&mut a, holder, "k", "h").await;
+
+    // A waiter queued through the other follower gets its grant on the forwarded stream.
+    let waiter = begin(&mut b, "").await.unwrap();
+    let mut stream = waiting(&mut b, waiter, "k").await;
+    let release = pb::ReleaseLockRequest {
+        transaction_id: holder,
+        namespace: "ns".into(),
+        key: "k".into(),
+        ..Default::default()
+    };
+    assert!(a.release_lock(release).await.unwrap().into_inner().released);
+    let next = granted(&mut stream).await;
+    assert!(next > held, "token {next} after {held}");
+    for (c, txn) in [(&mut a, holder), (&mut b, waiter)] {
+        let end =
+            c.end_transaction(pb::EndTransactionRequest { transaction_id: txn, commit: true, ..Default::default() });
+        assert_eq!(end.await.unwrap().into_inner().state, pb::TransactionState::Committed as i32);
+    }
+    assert!(fs.iter().all(|id| metric(&cluster, *id, "dls_forwarded_calls_total") >= 3));
+    assert_eq!(metric(&cluster, leader, "dls_forwarded_calls_total"), 0, "the leader serves, never forwards");
+
+    // The core client given only a follower learns the leader from the relayed answer and
+    // goes there directly (it can reach it here): the follower forwards nothing more.
+    let c = DlsClient::connect(ClientConfig::new([cluster.addr(fs[0])]).without_api_key()).await.unwrap();
+    let tx = c.begin_transaction(opts(5_000)).await.unwrap();
+    let before = metric(&cluster, fs[0], "dls_forwarded_calls_total");
+    let lock = tx.acquire_lock("ns", "k", LockMode::Exclusive, wait(1_000)).await.unwrap();
+    assert!(lock.fencing_token > next);
+    assert!(tx.release("ns", "k").await.unwrap());
+    tx.commit().await.unwrap();
+    assert_eq!(metric(&cluster, fs[0], "dls_forwarded_calls_total"), before);
+}
+
+#[tokio::test]
+async fn request_id_retries_through_two_followers_get_one_transaction_and_one_grant() {
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let fs = followers_of(&cluster, leader).await;
+    let (mut a, mut b) = (raw_client(&cluster.addr(fs[0])).await, raw_client(&cluster.addr(fs[1])).await);
+
+    let txn = begin(&mut a, "begin-1").await.unwrap();
+    assert_eq!(begin(&mut b, "begin-1").await.unwrap(), txn, "a retried begin returns its transaction");
+    let token = grant(&mut a, txn, "k", "acquire-1").await;
+    assert_eq!(grant(&mut b, txn, "k", "acquire-1").await, token, "a retried acquire returns its grant");
+    let status = b.get_transaction_status(pb::GetTransactionStatusRequest { transaction_id: txn }).await.unwrap();
+    assert_eq!(status.into_inner().locks.len(), 1);
+    // The retry took no token: the next grant is the very next one.
+    assert_eq!(grant(&mut b, txn, "other", "acquire-2").await, token + 1);
+}
+
+#[tokio::test]
+async fn the_leader_authenticates_forwarded_calls_and_the_peer_port_still_wants_peer_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keys.toml");
+    let key = add_key(&file, "app", &[], false);
+    let cluster = Cluster::start_full(3, &["--api-keys-file", file.to_str().unwrap()], Some(key.clone())).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let follower = followers_of(&cluster, leader).await[0];
+    let mut raw = raw_client(&cluster.addr(follower)).await;
+
+    let err = raw.begin_transaction(keyed(begin_req(""), Some("dls_not-a-key"))).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+    assert!(err.message().contains("unknown API key"), "{err:?}");
+    assert_eq!(err.metadata().get("x-dls-forwarded-to").unwrap().to_str().unwrap(), leader.to_string());
+    let err = raw.begin_transaction(keyed(begin_req(""), None)).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+    let ok = raw.begin_transaction(keyed(begin_req(""), Some(&key))).await.unwrap();
+    assert!(ok.into_inner().transaction_id > 0);
+
+    // The client services on the peer port answer nodes of the cluster only, whatever the
+    // API key: a client cannot skip the follower's hop to pose as one.
+    for n in &cluster.nodes {
+        let mut peer = raw_client(&n.peer_addr).await;
+        let err = peer.begin_transaction(keyed(begin_req(""), Some(&key))).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unauthenticated, "node {}: {err:?}", n.id);
+        assert!(err.message().contains("cluster secret"), "node {}: {err:?}", n.id);
+        let mut req = keyed(begin_req(""), Some(&key));
+        req.metadata_mut().insert("x-dls-peer-secret", "not-the-cluster-secret".parse().unwrap());
+        req.metadata_mut().insert("x-dls-forwarded-for", "10.9.9.9:1".parse().unwrap());
+        assert_eq!(peer.begin_transaction(req).await.unwrap_err().code(), Code::Unauthenticated);
+    }
+}
+
+#[tokio::test]
+async fn a_follower_bounds_its_forwarded_calls_and_frees_a_place_when_the_client_hangs_up() {
+    let cluster = Cluster::start_with(3, &["--max-forwarded-calls", "2"]).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let follower = followers_of(&cluster, leader).await[0];
+    let mut f = raw_client(&cluster.addr(follower)).await;
+    let mut direct = raw_client(&cluster.addr(leader)).await;
+
+    let holder = begin(&mut f, "").await.unwrap();
+    grant(&mut f, holder, "k", "h").await;
+    let idle = || (metric(&cluster, follower, "dls_forwarded_calls_open") == 0).then_some(());
+    common::eventually(PATIENCE, "the granted stream's place freed", idle).await;
+    let (w1, w2) = (begin(&mut f, "").await.unwrap(), begin(&mut f, "").await.unwrap());
+    let first = waiting(&mut f, w1, "k").await;
+    let _second = waiting(&mut f, w2, "k").await;
+
+    // Two streams are open through the follower: the next call is refused, untouched.
+    let err = begin(&mut f, "refused").await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("--max-forwarded-calls 2"), "{err:?}");
+    assert!(err.metadata().get("x-dls-forwarded-to").is_none(), "refused by the follower itself");
+    let err = f.acquire_lock(acquire_req(w1, "x", "x")).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert_eq!(metric(&cluster, follower, "dls_forwarded_calls_open"), 2);
+    assert!(metric(&cluster, follower, "dls_refused_total{limit=\"max-forwarded-calls\"}") >= 2);
+    // The bound is the follower's own: the leader serves the same call. Nothing was
+    // proposed for the refused begin: its request id starts a new transaction now.
+    let other = begin(&mut direct, "").await.unwrap();
+    assert!(begin(&mut direct, "refused").await.unwrap() > other);
+
+    // The client hangs up one stream: the follower drops its forwarded stream and the place.
+    drop(first);
+    common::eventually(PATIENCE, "a freed forwarding place", || {
+        (metric(&cluster, follower, "dls_forwarded_calls_open") == 1).then_some(())
+    })
+    .await;
+    begin(&mut f, "").await.unwrap();
+}
+
+#[tokio::test]
+async fn with_mutual_tls_between_nodes_the_hop_is_made_with_the_followers_node_certificate() {
+    let certs = tempfile::tempdir().unwrap();
+    common::make_certs(certs.path(), 3);
+    let tls = common::client_tls(certs.path(), None);
+    let spec = Spec {
+        nodes: 3,
+        extra: common::tls_flags(certs.path()),
+        probe_tls: Some(tls.clone()),
+        no_secret: true,
+        ..Spec::default()
+    };
+    let cluster = Cluster::start_spec(spec).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let follower = cluster.nodes.iter().map(|n| n.id).find(|id| *id != leader).unwrap();
+    let mut raw = common::raw_tls_client(&cluster.addr(follower), &tls);
+    // Until it has heard from the leader, the follower answers NOT_LEADER without an address.
+    let answer = common::eventually_async(PATIENCE, "a relayed answer", || {
+        let mut raw = raw.clone();
+        async move { raw.begin_transaction(begin_req("")).await.ok() }
+    })
+    .await;
+    assert_eq!(answer.metadata().get("x-dls-forwarded-to").unwrap().to_str().unwrap(), leader.to_string());
+    raw.heartbeat(pb::HeartbeatRequest { transaction_id: answer.into_inner().transaction_id, ..Default::default() })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_follower_that_cannot_reach_a_leader_answers_not_leader_as_before() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let fs = followers_of(&cluster, leader).await;
+    cluster.kill(leader);
+    cluster.kill(fs[1]);
+    // At first the survivor still takes the dead node for the leader (its forward fails to
+    // connect), then it knows none: either way the client gets NOT_LEADER, at once.
+    let mut survivor = raw_client(&cluster.addr(fs[0])).await;
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let mut req = Request::new(begin_req(""));
+        req.set_timeout(Duration::from_secs(2));
+        let err = survivor.begin_transaction(req).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+        assert_eq!(err.metadata().get("x-dls-error").unwrap(), "NOT_LEADER", "{err:?}");
+        assert!(err.metadata().get("x-dls-forwarded-to").is_none(), "{err:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn only_new() -> pb::WatchEventsRequest {
+    pb::WatchEventsRequest { only_new: true, ..Default::default() }
+}
+
+#[tokio::test]
+async fn event_watches_through_a_follower_count_against_the_clients_own_connection_and_end_with_it() {
+    let flags = ["--max-watches-per-connection", "1", "--max-watches-per-api-key", "2"];
+    let cluster = Cluster::start_with(3, &flags).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let follower = followers_of(&cluster, leader).await[0];
+    // Three client connections, all to the same follower.
+    let (mut a, mut b, mut c) = (
+        raw_client(&cluster.addr(follower)).await,
+        raw_client(&cluster.addr(follower)).await,
+        raw_client(&cluster.addr(follower)).await,
+    );
+
+    let opened = a.watch_events(only_new()).await.unwrap();
+    assert_eq!(opened.metadata().get("x-dls-forwarded-to").unwrap().to_str().unwrap(), leader.to_string());
+    assert!(opened.metadata().get("x-dls-first-sequence").is_some(), "the leader's stream headers are relayed");
+    let mut first = opened.into_inner();
+    // The leader counts the client's connection, not the follower's: a second watch on `a`
+    // is refused, one on `b` is not.
+    let err = a.watch_events(only_new()).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("--max-watches-per-connection 1"), "{err:?}");
+    let mut second = b.watch_events(only_new()).await.unwrap().into_inner();
+
+    // An operator's abort through the follower (a forwarded AdminService call) reaches both.
+    let txn = begin(&mut a, "").await.unwrap();
+    grant(&mut a, txn, "k", "w").await;
+    let mut admin = AdminServiceClient::new(
+        Channel::from_shared(format!("http://{}", cluster.addr(follower))).unwrap().connect_lazy(),
+    );
+    let abort = pb::AbortTransactionRequest { transaction_id: txn, reason: "test".into(), ..Default::default() };
+    admin.abort_transaction(abort).await.unwrap();
+    for stream in [&mut first, &mut second] {
+        let e = stream.message().await.unwrap().unwrap();
+        assert!(matches!(&e.detail, Some(Detail::TransactionAborted(t)) if t.transaction_id == txn), "{e:?}");
+    }
+
+    // The key's two watches are open: a third connection is refused, until a client hangs
+    // up: the follower drops its stream, and with it the leader its stream and the place.
+    let err = c.watch_events(only_new()).await.unwrap_err();
+    assert!(err.message().contains("--max-watches-per-api-key 2"), "{err:?}");
+    drop(second);
+    common::eventually_async(PATIENCE, "the dropped watch's place to be freed", || {
+        let mut c = c.clone();
+        async move { c.watch_events(only_new()).await.ok() }
+    })
+    .await;
+}
+
+/// A TCP proxy in front of one node's client port. Cut, it turns into a black hole: new
+/// connections are accepted and never answered, open ones stop carrying bytes (nothing is
+/// refused or reset, as when a firewall drops packets).
+struct Proxy {
+    cut: Arc<AtomicBool>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(listen: &str, target: String) -> Proxy {
+        let listener = TcpListener::bind(listen).await.unwrap();
+        let cut = Arc::new(AtomicBool::new(false));
+        let flag = cut.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let (cut, target) = (flag.clone(), target.clone());
+                tokio::spawn(async move {
+                    if cut.load(Ordering::SeqCst) {
+                        // Held open, never read: the caller's bytes go nowhere.
+                        std::future::pending::<()>().await;
+                    }
+                    let Ok(outbound) = TcpStream::connect(&target).await else { return };
+                    let _ = outbound.set_nodelay(true);
+                    let _ = inbound.set_nodelay(true);
+                    let (ri, wi) = inbound.into_split();
+                    let (ro, wo) = outbound.into_split();
+                    tokio::join!(pipe(ri, wo, cut.clone()), pipe(ro, wi, cut));
+                });
+            }
+        });
+        Proxy { cut, accept }
+    }
+
+    fn cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+/// Copies bytes one way until either side closes; stalls for good once the proxy is cut.
+async fn pipe(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp::OwnedWriteHalf, cut: Arc<AtomicBool>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if cut.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A four-digit prefix P such that ports P1..=Pn are free a moment ago: node `id` listens on
+/// port `P{id}`, given to every node as the one flag `--listen=127.0.0.1:P{id}`.
+fn free_port_prefix(n: u64) -> String {
+    use rand::Rng;
+    for _ in 0..1_000 {
+        let prefix = rand::thread_rng().gen_range(1_000..6_553);
+        let held: Vec<_> = (1..=n).map_while(|id| StdListener::bind(format!("127.0.0.1:{prefix}{id}")).ok()).collect();
+        if held.len() as u64 == n {
+            return prefix.to_string();
+        }
+    }
+    panic!("no free block of {n} ports");
+}
+
+/// A client that gives up on a silent node after 1 s (a dropped packet is not refused).
+fn config_for(endpoints: impl IntoIterator<Item = String>) -> ClientConfig {
+    ClientConfig::new(endpoints)
+        .without_api_key()
+        .with_request_timeout(Duration::from_secs(1))
+        .with_retry_deadline(Duration::from_secs(30))
+}
+
+#[tokio::test]
+async fn with_the_route_to_the_leader_cut_grants_keep_coming_through_the_followers() {
+    // Each node advertises (in --peers) the address of a proxy in front of it and listens
+    // behind it, so every way the client reaches a node, redirects included, passes a proxy.
+    let prefix = free_port_prefix(3);
+    let spec = Spec { nodes: 3, extra: vec![format!("--listen=127.0.0.1:{prefix}{{id}}")], ..Spec::default() };
+    let cluster = Cluster::spawn_spec(spec);
+    let mut proxies = Vec::new();
+    for n in &cluster.nodes {
+        proxies.push((n.id, Proxy::start(&n.addr, format!("127.0.0.1:{prefix}{}", n.id)).await));
+    }
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let leader_proxy = &proxies.iter().find(|(id, _)| *id == leader).unwrap().1;
+    // The leader first, so the client talks to it directly until the cut.
+    let mut endpoints = vec![cluster.addr(leader)];
+    endpoints.extend(followers_of(&cluster, leader).await.iter().map(|id| cluster.addr(*id)));
+    let c = DlsClient::connect(config_for(endpoints)).await.unwrap();
+
+    // One worker takes "hot" again and again, recording when each grant came and its token.
+    let grants: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (c, grants, stop) = (c.clone(), grants.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                c.with_transaction(opts(5_000), |tx| {
+                    let grants = grants.clone();
+                    async move {
+                        let l = tx.acquire_lock("ns", "hot", LockMode::Exclusive, wait(10_000)).await?;
+                        grants.lock().unwrap().push((Instant::now(), l.fencing_token));
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        Ok::<_, Error>(())
+                    }
+                })
+                .await
+                .expect("every transaction completes");
+            }
+        })
+    };
+    common::eventually(PATIENCE, "grants before the cut", || (grants.lock().unwrap().len() >= 5).then_some(())).await;
+
+    leader_proxy.cut(true);
+    let cut_at = Instant::now();
+    // A holder and a waiter queued behind it, both begun while the leader is out of reach:
+    // the waiter's grant reaches it through a follower's forwarded stream.
+    let holder = c.begin_transaction(opts(5_000)).await.unwrap();
+    let held = holder.acquire_lock("ns", "q", LockMode::Exclusive, wait(10_000)).await.unwrap();
+    let waiter = c.begin_transaction(opts(5_000)).await.unwrap();
+    let pending = queued(&waiter, "q").await;
+    holder.commit().await.unwrap();
+    let next = pending.await.unwrap().unwrap();
+    assert!(next.fencing_token > held.fencing_token);
+    waiter.commit().await.unwrap();
+    // A client started during the cut with only followers' addresses learns from a relayed
+    // answer where the leader is, finds it out of reach, and goes on through the followers.
+    let late = DlsClient::connect(config_for(followers_of(&cluster, leader).await.iter().map(|id| cluster.addr(*id))))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let tx = late.begin_transaction(opts(5_000)).await.unwrap();
+        tx.acquire_lock("ns", "late", LockMode::Exclusive, wait(10_000)).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(4).saturating_sub(cut_at.elapsed())).await;
+    let cut_for = cut_at.elapsed();
+    leader_proxy.cut(false);
+    stop.store(true, Ordering::SeqCst);
+    worker.await.unwrap();
+
+    let grants = grants.lock().unwrap().clone();
+    assert!(grants.windows(2).all(|w| w[0].1 < w[1].1), "tokens must rise: {grants:?}");
+    let during: Vec<&(Instant, u64)> = grants.iter().filter(|(at, _)| *at > cut_at && *at < cut_at + cut_for).collect();
+    let first = during.first().map(|(at, _)| at.duration_since(cut_at));
+    let longest_gap = during.windows(2).map(|w| w[1].0.duration_since(w[0].0)).max().unwrap_or_default();
+    eprintln!(
+        "cut for {cut_for:?}: {} grants during the cut, first after {first:?}, longest gap {longest_gap:?}",
+        during.len()
+    );
+    assert!(during.len() >= 5, "only {} grants while the leader was cut off for {cut_for:?}", during.len());
+    assert_eq!(cluster.wait_for_leader(PATIENCE).await, leader, "the leader itself was never in trouble");
+}
