@@ -12,6 +12,7 @@ use anyhow::Context;
 use caerus_core::DlsClient;
 use tokio::sync::watch;
 
+use crate::disk::Tmpfs;
 use crate::proxy::{self, Links};
 
 pub struct Node {
@@ -31,6 +32,12 @@ pub struct Node {
     /// jumps backwards. Odd ids have every clock faked, CLOCK_MONOTONIC included, and only
     /// jump forwards (a monotonic clock never goes back).
     pub wall_only: bool,
+    /// The proxies in front of its client and peer ports: its addresses in the membership.
+    pub member_addr: String,
+    pub member_peer_addr: String,
+    /// Start it with --join: it was wiped and re-added to the running cluster, so it must
+    /// never bootstrap one of its own.
+    pub join: bool,
 }
 
 pub struct Cluster {
@@ -45,6 +52,9 @@ pub struct Cluster {
     _stop_proxies: watch::Sender<bool>,
     /// The libfaketime preload library, when nodes run under it (clock-jump).
     pub faketime: Option<PathBuf>,
+    /// Each node's data directory as a small tmpfs, in node order (disk-full), or none.
+    /// Declared last: unmounted after the nodes are stopped.
+    pub disks: Vec<Tmpfs>,
 }
 
 pub fn free_ports(n: usize) -> Vec<u16> {
@@ -63,6 +73,7 @@ impl Cluster {
         n: usize,
         dir: &std::path::Path,
         faketime: Option<PathBuf>,
+        tmpfs_size: Option<&str>,
     ) -> anyhow::Result<Cluster> {
         let ports = free_ports(5 * n);
         let links = Links::new();
@@ -98,11 +109,21 @@ impl Cluster {
                 clock_file: dir.join(format!("node-{id}.faketime")),
                 clock_offset_s: 0,
                 wall_only: id.is_multiple_of(2),
+                member_addr: proxy_addr.clone(),
+                member_peer_addr: peer_proxy.clone(),
+                join: false,
             });
         }
         let secret = format!("chaos-{:032x}", rand::random::<u128>());
         let peers = peers.join(",");
-        let mut c = Cluster { dls, nodes, peers, proxies, secret, links, _stop_proxies: stop_tx, faketime };
+        // Mounted before any node starts, so every byte a node writes is on its own small disk.
+        let mut disks = Vec::new();
+        if let Some(size) = tmpfs_size {
+            for node in &nodes {
+                disks.push(Tmpfs::mount(&node.data_dir, size).map_err(anyhow::Error::msg)?);
+            }
+        }
+        let mut c = Cluster { dls, nodes, peers, proxies, secret, links, _stop_proxies: stop_tx, faketime, disks };
         for id in 1..=n as u64 {
             c.spawn(id)?;
         }
@@ -120,8 +141,13 @@ impl Cluster {
         let links = self.links.clone();
         let faketime = self.faketime.clone();
         let n = self.node(id);
-        if n.child.is_some() {
-            return Ok(());
+        if let Some(c) = n.child.as_mut() {
+            // Still running; one that exited (a refusal) is started again.
+            match c.try_wait() {
+                Ok(Some(status)) => println!("node {id} had exited ({status}); starting it again"),
+                _ => return Ok(()),
+            }
+            n.child = None;
         }
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&n.log)?;
         let mut cmd = Command::new(&dls);
@@ -141,6 +167,7 @@ impl Cluster {
             .args(["--node-id", &id.to_string(), "--listen", &n.addr.to_string(), "--peers", &peers])
             .args(["--peer-listen", &n.peer_addr.to_string()])
             .env("DLS_CLUSTER_SECRET", &secret)
+            .args(n.join.then_some("--join"))
             .arg("--data-dir")
             .arg(&n.data_dir)
             .args(["--heartbeat-ms", "50", "--election-timeout-ms", "300", "--http-listen", &n.http])

@@ -239,13 +239,16 @@ fn member_infos(members: Vec<pb::MemberInfo>) -> Vec<MemberInfo> {
 
 /// The server's default wait for a new member to catch up.
 const DEFAULT_CATCH_UP: Duration = Duration::from_secs(60);
+/// How long the leader waits for a membership change to commit before answering
+/// UNAVAILABLE (the server's commit timeout).
+const MEMBERSHIP_COMMIT_WAIT: Duration = Duration::from_secs(10);
 
 impl DlsClient {
     /// Options of a call that may wait `catch_up` on the leader: every attempt gets that
     /// long on top of the usual request timeout.
     fn catch_up_options(&self, catch_up: Option<Duration>) -> (CallOptions, u32) {
         let router = self.router();
-        let wait = catch_up.unwrap_or(DEFAULT_CATCH_UP);
+        let wait = catch_up.unwrap_or(DEFAULT_CATCH_UP) + MEMBERSHIP_COMMIT_WAIT;
         let mut options = router.default_options();
         options.attempt_timeout += wait;
         options.deadline += wait;
@@ -321,12 +324,17 @@ impl DlsClient {
     /// then the leader steps down and the others elect a new one.
     pub async fn remove_member(&self, node_id: u64) -> Result<Vec<MemberInfo>> {
         let router = self.router();
+        // The leader waits up to its commit timeout for the change: an attempt cut off
+        // sooner would come back to find the change half done and be refused.
+        let mut options = router.default_options();
+        options.attempt_timeout += MEMBERSHIP_COMMIT_WAIT;
+        options.deadline += MEMBERSHIP_COMMIT_WAIT;
         let routed = router
             .admin_unary(
                 "RemoveMember",
                 Route::Leader,
                 pb::RemoveMemberRequest { node_id },
-                router.default_options(),
+                options,
                 |mut c, r| async move { c.remove_member(r).await },
             )
             .await?;

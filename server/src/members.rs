@@ -208,22 +208,72 @@ impl Node {
     }
 
     async fn commit_change(&self, change: ChangeMembers<NodeId, Member>) -> Result<()> {
+        // openraft's change_membership takes two steps (enter the joint configuration, then
+        // leave it), driven by its caller: cancelled in between (the RPC timed out, the
+        // client went away), it would leave the cluster joint, needing a majority of the
+        // old and of the new voters for every write. So it runs in a task of its own that
+        // always finishes; this call only waits for it. (A leader change between the steps
+        // is finished by `spawn_joint_finisher`.)
+        let raft = self.raft.clone();
         // retain = false: a removed voter leaves the membership instead of staying a learner.
-        match tokio::time::timeout(COMMIT_TIMEOUT, self.raft.change_membership(change, false)).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(MembershipError::NotLeader),
-            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => Err(match e {
-                ChangeMembershipError::InProgress(_) => {
-                    MembershipError::Refused(format!("another membership change is in progress ({e}); retry shortly"))
-                }
-                e => MembershipError::Refused(e.to_string()),
-            }),
-            Ok(Err(e)) => Err(MembershipError::Unavailable(format!("raft could not change the membership: {e}"))),
+        let task = tokio::spawn(async move { raft.change_membership(change, false).await });
+        match tokio::time::timeout(COMMIT_TIMEOUT, task).await {
+            Ok(Err(join)) => Err(MembershipError::Unavailable(format!("the membership change task failed: {join}"))),
+            Ok(Ok(r)) => commit_result(r),
             Err(_) => Err(MembershipError::Unavailable(format!(
                 "the change was not committed within {COMMIT_TIMEOUT:?} (can a majority of the old and of the new voters \
-                 be reached?); it may still complete: check `dls members list`"
+                 be reached?); it goes on in the background: check `dls members list`"
             ))),
         }
+    }
+}
+
+/// Finishes a joint configuration that nobody is finishing: one a former leader entered
+/// and lost leadership (or crashed) before leaving. While this node leads and the same
+/// joint configuration has stood for a whole tick, it proposes the new voters alone (the
+/// second step of the change that was under way).
+pub fn spawn_joint_finisher(node: &std::sync::Arc<Node>) {
+    const TICK: Duration = Duration::from_millis(500);
+    let node = std::sync::Arc::downgrade(node);
+    tokio::spawn(async move {
+        let mut seen = None;
+        loop {
+            tokio::time::sleep(TICK).await;
+            let Some(node) = node.upgrade() else { return };
+            let m = node.raft.metrics().borrow().clone();
+            let configs = m.membership_config.membership().get_joint_config().clone();
+            let leading = m.state == openraft::ServerState::Leader;
+            let stuck = leading && configs.len() > 1;
+            let id = m.membership_config.log_id().map(|l| l.index);
+            if !stuck {
+                seen = None;
+                continue;
+            }
+            if seen != Some(id) {
+                seen = Some(id);
+                continue;
+            }
+            let new_voters = configs.last().cloned().unwrap_or_default();
+            tracing::warn!(voters = ?new_voters, "a joint configuration was left half done; finishing it");
+            let finish = ChangeMembers::ReplaceAllVoters(new_voters);
+            if let Err(e) = node.commit_change(finish).await {
+                tracing::warn!("could not finish the joint configuration yet: {e}");
+            }
+        }
+    });
+}
+
+fn commit_result<T>(r: std::result::Result<T, RaftError<NodeId, ClientWriteError<NodeId, Member>>>) -> Result<()> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(MembershipError::NotLeader),
+        Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => Err(match e {
+            ChangeMembershipError::InProgress(_) => {
+                MembershipError::Refused(format!("another membership change is in progress ({e}); retry shortly"))
+            }
+            e => MembershipError::Refused(e.to_string()),
+        }),
+        Err(e) => Err(MembershipError::Unavailable(format!("raft could not change the membership: {e}"))),
     }
 }
 

@@ -264,6 +264,7 @@ impl Node {
         });
         node.spawn_leadership_watch(leader_tx);
         node.spawn_timers();
+        crate::members::spawn_joint_finisher(&node);
         Ok(node)
     }
 

@@ -178,3 +178,47 @@ async fn the_last_voter_cannot_be_removed_and_the_cli_lists_members() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("PEER_PORT"), "{}", String::from_utf8_lossy(&bad.stderr));
 }
+
+/// openraft changes membership in two steps driven by the caller. A client that gives up
+/// between them (here: its attempt times out while the new configuration cannot commit)
+/// must not leave the cluster in the joint configuration: the change finishes on its own
+/// once the voters it needs are back.
+#[tokio::test]
+async fn a_change_whose_caller_gives_up_still_finishes_when_the_voters_return() {
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let (stopped, removed) = {
+        let f: Vec<u64> = (1..=3).filter(|&n| n != leader).collect();
+        (f[0], f[1])
+    };
+    // The new voters would be {leader, stopped}: nothing commits while `stopped` is paused.
+    common::signal(&cluster, stopped, "STOP");
+    let impatient = DlsClient::connect(
+        ClientConfig::new(cluster.endpoints())
+            .with_request_timeout(Duration::from_millis(300))
+            .with_retry_deadline(Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    let gave_up = impatient.remove_member(removed).await;
+    assert!(gave_up.is_err(), "the change cannot commit while node {stopped} is paused: {gave_up:?}");
+    common::signal(&cluster, stopped, "CONT");
+
+    let client = common::patient_client(cluster.endpoints()).await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let m = client.list_members().await.unwrap();
+        if !m.changing
+            && voters(&m) == {
+                let mut v = vec![leader, stopped];
+                v.sort();
+                v
+            }
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the change did not finish after its caller gave up: {m:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    common::assert_next_grant(&client).await;
+}

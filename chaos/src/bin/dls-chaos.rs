@@ -14,10 +14,10 @@ use anyhow::{bail, Context};
 use caerus_chaos::checker::{self, Violation};
 use caerus_chaos::cluster::{signal, Cluster};
 use caerus_chaos::history::{History, Mode, Op, OpKind, Outcome};
-use caerus_chaos::linearizable;
 use caerus_chaos::proxy::Links;
 use caerus_chaos::register::FencedRegister;
 use caerus_chaos::stats::summary_ms;
+use caerus_chaos::{disk, linearizable, membership, storage_faults};
 use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions};
 use clap::Parser;
 use rand::rngs::StdRng;
@@ -31,6 +31,11 @@ const LIN_BUDGET: u64 = 200_000;
 const ALL_FAULTS: &str = "kill-leader,kill-follower,pause-node,pause-client,pause-queued,partition-client,partition-leader,partition-split,one-way,latency,restart-all,crash-after-write";
 /// Faults only injected when asked for by name.
 const OPT_FAULTS: &str = "clock-jump";
+/// Faults of the cluster's life cycle: in `all`, and the short run (`one-new`) picks one
+/// of them by its seed.
+const LIFECYCLE_FAULTS: &str = "wipe-rejoin,membership-partition,disk-full,torn-tail";
+/// Each node's data directory is a tmpfs of this size when disk-full is injected.
+const TMPFS_SIZE: &str = "256m";
 /// Where Debian's `faketime` package puts the thread-safe preload library.
 const FAKETIME_LIBS: [&str; 2] =
     ["/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1"];
@@ -59,12 +64,13 @@ struct Args {
     /// The dls binary.
     #[arg(long, env = "DLS_BIN")]
     dls: PathBuf,
-    /// Comma-separated faults to inject, from: kill-leader, kill-follower, pause-node,
-    /// pause-client, pause-queued, partition-client, partition-leader, partition-split, one-way, latency, restart-all,
-    /// crash-after-write (default: all of these, also spelt "all"), clock-jump (only when
-    /// named, e.g. "all,clock-jump": needs libfaketime; every node then runs under it), or
-    /// "none".
-    #[arg(long, default_value = ALL_FAULTS)]
+    /// Comma-separated faults to inject. "classic": kill-leader, kill-follower, pause-node,
+    /// pause-client, pause-queued, partition-client, partition-leader, partition-split,
+    /// one-way, latency, restart-all, crash-after-write. Life cycle: wipe-rejoin,
+    /// membership-partition. "all" (the default) is both groups; "one-new" adds one
+    /// life-cycle fault chosen by the seed. clock-jump only when named (e.g.
+    /// "all,clock-jump": needs libfaketime; every node then runs under it). Or "none".
+    #[arg(long, default_value = "all")]
     faults: String,
     /// Transaction lease of the clients, in milliseconds.
     #[arg(long, default_value_t = 2000)]
@@ -852,6 +858,39 @@ async fn inject(
                 c.spawn(id)?;
             }
         }
+        "wipe-rejoin" | "membership-partition" => {
+            let Some(l) = leader else { return skip(h, format!("{fault}: no leader, skipped")) };
+            let say = |m: String| log(h, m);
+            let broken = if fault == "wipe-rejoin" {
+                membership::wipe_and_rejoin(c, admin, l, rng, &say).await?
+            } else {
+                membership::membership_during_partition(c, admin, l, hold, rng, &say).await?
+            };
+            for message in broken {
+                log(h, format!("{fault}: VIOLATION {message}"));
+                figs.extra_violations.push(Violation { checker: "membership", message });
+            }
+        }
+        "disk-full" | "torn-tail" => {
+            // Mostly the leader (the node that must stop acknowledging), sometimes a follower.
+            let n = match leader {
+                Some(l) if rng.gen_bool(0.7) => l,
+                _ => *c.ids().choose(rng).expect("nodes"),
+            };
+            let say = |m: String| log(h, m);
+            let broken = if fault == "disk-full" {
+                storage_faults::disk_full(c, n, Some(n) == leader, hold, &say).await?
+            } else {
+                storage_faults::torn_tail(c, n, Some(n) == leader, rng, &say).await?
+            };
+            if Some(n) == leader {
+                figs.leader_kills_us.push(h.now_us());
+            }
+            for message in broken {
+                log(h, format!("{fault}: VIOLATION {message}"));
+                figs.extra_violations.push(Violation { checker: "storage", message });
+            }
+        }
         other => bail!("unknown fault {other}"),
     }
     *figs.faults.entry(fault).or_default() += 1;
@@ -879,16 +918,19 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let faults: Vec<&'static str> = if args.faults == "none" {
         vec![]
     } else {
-        let all: Vec<&'static str> = ALL_FAULTS.split(',').chain(OPT_FAULTS.split(',')).collect();
+        let all: Vec<&'static str> =
+            ALL_FAULTS.split(',').chain(LIFECYCLE_FAULTS.split(',')).chain(OPT_FAULTS.split(',')).collect();
+        let lifecycle: Vec<&'static str> = LIFECYCLE_FAULTS.split(',').collect();
         let mut v = Vec::new();
         for f in args.faults.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            if f == "all" {
-                v.extend(ALL_FAULTS.split(','));
-                continue;
-            }
-            match all.iter().find(|a| **a == f) {
-                Some(a) => v.push(*a),
-                None => bail!("unknown fault {f:?}; known: {ALL_FAULTS},{OPT_FAULTS}"),
+            match f {
+                "all" => v.extend(ALL_FAULTS.split(',').chain(lifecycle.iter().copied())),
+                "classic" => v.extend(ALL_FAULTS.split(',')),
+                "one-new" => v.push(lifecycle[(seed % lifecycle.len() as u64) as usize]),
+                _ => match all.iter().find(|a| **a == f) {
+                    Some(a) => v.push(*a),
+                    None => bail!("unknown fault {f:?}; known: {ALL_FAULTS},{LIFECYCLE_FAULTS},{OPT_FAULTS}"),
+                },
             }
         }
         v
@@ -922,7 +964,23 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     } else {
         None
     };
-    let mut cluster = Cluster::start(args.dls.clone(), args.nodes, dir.path(), faketime).await?;
+    let mut faults = faults;
+    let tmpfs = if faults.contains(&"disk-full") {
+        match disk::Tmpfs::mount(&dir.path().join("probe"), "1m") {
+            Ok(_) => {
+                println!("disk-full: every node's data directory is a {TMPFS_SIZE} tmpfs");
+                Some(TMPFS_SIZE)
+            }
+            Err(e) => {
+                println!("disk-full: {e}; it will not be injected");
+                faults.retain(|f| *f != "disk-full");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut cluster = Cluster::start(args.dls.clone(), args.nodes, dir.path(), faketime, tmpfs).await?;
     let admin = DlsClient::connect(client_config(cluster.endpoints())).await?;
     let history = Arc::new(History::new());
     let Some(l) = cluster.wait_for_leader(&admin, Duration::from_secs(30)).await else {

@@ -211,22 +211,20 @@ fn check_step(before: &LockTable, after: &LockTable) -> Result<(), TestCaseError
             }
             prop_assert!(held.token.0 > before.last_token(), "grant {held:?} to {txn} on {lock} reuses an old token");
             prop_assert!(new_tokens.insert(held.token), "token {:?} granted twice in one step", held.token);
-            // FIFO: a request granted from the queue had nobody ahead of it left waiting;
-            // a request granted at once met an empty queue (or upgraded its own hold).
-            let was_queued =
-                before.key(lock).and_then(|b| b.queue.iter().find(|(_, w)| w.txn == *txn).map(|(s, _)| *s));
-            match was_queued {
-                Some(slot) => {
-                    let ahead: Vec<&Waiter> = before.key(lock).unwrap().queue.range(..slot).map(|(_, w)| w).collect();
-                    for w in ahead {
-                        let still = k.queue.values().any(|x| x.txn == w.txn && x.request_id == w.request_id);
-                        prop_assert!(!still, "{txn} was granted {lock} ahead of {} queued before it", w.txn);
-                    }
+            // FIFO: nobody who waited ahead of it is still waiting. A request granted
+            // from the queue passes only the waiters before its slot; one granted at
+            // once passes every waiter, so they must all have left in this step (granted,
+            // or ended: a deadlock victim leaves the queue in the very step that closed
+            // the cycle). Only an upgrade of a hold may pass waiters.
+            let queue_before = before.key(lock).map(|b| &b.queue);
+            let slot = queue_before.and_then(|q| q.iter().find(|(_, w)| w.txn == *txn).map(|(s, _)| *s));
+            if old.is_none() || slot.is_some() {
+                let ahead =
+                    queue_before.into_iter().flat_map(|q| q.iter()).filter(|(s, _)| slot.is_none_or(|own| **s < own));
+                for (_, w) in ahead {
+                    let still = k.queue.values().any(|x| x.txn == w.txn && x.request_id == w.request_id);
+                    prop_assert!(!still, "{txn} was granted {lock} ahead of {} queued before it", w.txn);
                 }
-                None => prop_assert!(
-                    old.is_some() || before.key(lock).is_none_or(|b| b.queue.is_empty()),
-                    "{txn} was granted {lock} at once past a non-empty queue"
-                ),
             }
         }
     }

@@ -1,0 +1,105 @@
+//! Faults of a node's storage while clients work:
+//! - `disk-full`: a node's data directory (a small tmpfs) fills up. The node must stop
+//!   acknowledging and stop (docs/storage.md, "Disk faults"), never acknowledge a write it
+//!   could not make durable; once space is freed and it is started again it catches up.
+//! - `torn-tail`: a node is SIGKILLed right after a write and its newest log segment gets
+//!   what a power cut in the middle of a write leaves (a record's first bytes and no
+//!   more). It must trim exactly that, say so, and rejoin.
+//!
+//! Each returns the broken promises it saw (besides what the history checkers find).
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::Rng;
+
+use crate::cluster::Cluster;
+use crate::disk;
+
+/// Progress lines go to the run's log.
+pub type Say<'a> = &'a dyn Fn(String);
+
+/// How long a node may take to start serving again after a torn tail.
+const RESTART: Duration = Duration::from_secs(10);
+
+pub async fn disk_full(
+    c: &mut Cluster,
+    n: u64,
+    leader: bool,
+    hold: Duration,
+    say: Say<'_>,
+) -> anyhow::Result<Vec<String>> {
+    let index = c.ids().iter().position(|&i| i == n).expect("node id");
+    let Some(tmpfs) = c.disks.get(index) else {
+        say("disk-full: data directories are not on tmpfs, skipped".into());
+        return Ok(vec![]);
+    };
+    let filler = tmpfs.fill()?;
+    say(format!(
+        "disk-full: node {n}{}'s data directory is full for {} ms",
+        if leader { " (leader)" } else { "" },
+        hold.as_millis()
+    ));
+    tokio::time::sleep(hold).await;
+    let exited = c.node(n).child.as_mut().and_then(|ch| ch.try_wait().ok().flatten());
+    std::fs::remove_file(&filler)?;
+    let mut broken = Vec::new();
+    match exited {
+        Some(status) => {
+            let log = std::fs::read_to_string(&c.node(n).log).unwrap_or_default();
+            if status.success() {
+                broken.push(format!("node {n} exited 0 on a full disk instead of failing"));
+            } else if !log.contains("raft stopped on this node") {
+                broken.push(format!(
+                    "node {n} stopped on a full disk without saying why (\"raft stopped on this node\")"
+                ));
+            }
+            say(format!("disk-full: node {n} stopped ({status}); space freed, it starts again"));
+        }
+        None => say(format!("disk-full: node {n} kept running (it did not need to write); space freed")),
+    }
+    Ok(broken)
+}
+
+pub async fn torn_tail(
+    c: &mut Cluster,
+    n: u64,
+    leader: bool,
+    rng: &mut StdRng,
+    say: Say<'_>,
+) -> anyhow::Result<Vec<String>> {
+    c.kill(n);
+    let garbage: Vec<u8> = (0..rng.gen_range(9..200)).map(|_| rng.gen_range(1..=255u8)).collect();
+    let data_dir = c.node(n).data_dir.clone();
+    let (file, offset, bytes) = disk::tear_tail(&data_dir, &garbage)?;
+    say(format!(
+        "torn-tail: SIGKILL node {n}{}, {bytes} bytes of a half-written record at byte {offset} of {}, restart",
+        if leader { " (leader)" } else { "" },
+        file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+    ));
+    // Only what this start logs counts.
+    let log_path = c.node(n).log.clone();
+    let logged_before = std::fs::metadata(&log_path).map_or(0, |m| m.len() as usize);
+    c.spawn(n)?;
+    let mut broken = Vec::new();
+    let deadline = Instant::now() + RESTART;
+    loop {
+        let whole = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let log = whole.get(logged_before..).unwrap_or_default();
+        let exited = c.node(n).child.as_mut().and_then(|ch| ch.try_wait().ok().flatten());
+        if let Some(status) = exited {
+            broken.push(format!("node {n} refused to start after a torn tail ({status}); see its log"));
+            break;
+        }
+        if log.contains("trimmed a torn tail") && log.contains(&offset.to_string()) {
+            say(format!("torn-tail: node {n} trimmed the tail at byte {offset} and runs"));
+            break;
+        }
+        if Instant::now() > deadline {
+            broken.push(format!("node {n} did not report trimming the torn tail at byte {offset}"));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(broken)
+}
