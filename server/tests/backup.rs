@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use caerus_core::{ClientConfig, DlsClient, LockMode};
-use common::{opts, wait, Cluster, PATIENCE};
+use common::{grant_many, opts, wait, Cluster, PATIENCE};
 
 async fn client(cluster: &Cluster) -> DlsClient {
     DlsClient::connect(
@@ -18,18 +18,6 @@ async fn client(cluster: &Cluster) -> DlsClient {
     )
     .await
     .unwrap()
-}
-
-/// Grants `n` locks, one transaction each, and returns the highest fencing token.
-async fn grant_many(c: &DlsClient, prefix: &str, n: usize) -> u64 {
-    let mut last = 0;
-    for i in 0..n {
-        let t = c.begin_transaction(opts(10_000)).await.unwrap();
-        let l = t.acquire_lock("ns", &format!("{prefix}{i}"), LockMode::Exclusive, wait(1000)).await.unwrap();
-        last = l.fencing_token;
-        t.commit().await.unwrap();
-    }
-    last
 }
 
 fn dls(args: &[&str]) -> Output {
@@ -64,7 +52,7 @@ fn restore_into(cluster: &Cluster, id: u64, file: &Path, extra: &[&str]) -> Outp
 async fn a_saved_snapshot_restores_into_a_new_cluster_whose_tokens_rise_above_the_old_ones() {
     let old = Cluster::start(3).await;
     let c = client(&old).await;
-    grant_many(&c, "k", 20).await;
+    grant_many(&c, "k", 20, 0).await;
     let holder = c.begin_transaction(opts(60_000)).await.unwrap();
     let held = holder.acquire_lock("ns", "kept", LockMode::Exclusive, wait(1000)).await.unwrap();
 
@@ -79,7 +67,7 @@ async fn a_saved_snapshot_restores_into_a_new_cluster_whose_tokens_rise_above_th
     assert!(!dls(&["snapshot", "save", file.to_str().unwrap(), "--endpoints", &endpoints]).status.success());
 
     // The old cluster goes on granting after the backup.
-    let after_backup = grant_many(&c, "later", 10).await;
+    let after_backup = grant_many(&c, "later", 10, 0).await;
     assert!(after_backup > held.fencing_token);
 
     // A new cluster of three, every node seeded from the file.
@@ -123,7 +111,7 @@ async fn a_saved_snapshot_restores_into_a_new_cluster_whose_tokens_rise_above_th
 async fn a_damaged_backup_is_refused_and_restores_nothing() {
     let old = Cluster::start(1).await;
     let c = client(&old).await;
-    grant_many(&c, "k", 5).await;
+    grant_many(&c, "k", 5, 0).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("backup.snap");
     let out = dls(&["snapshot", "save", file.to_str().unwrap(), "--endpoints", &old.endpoints()[0]]);
