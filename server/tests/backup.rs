@@ -133,3 +133,29 @@ async fn a_damaged_backup_is_refused_and_restores_nothing() {
     assert!(text(&out).contains("nothing was restored"), "{}", text(&out));
     assert!(!target.exists());
 }
+
+#[tokio::test]
+async fn a_backup_needs_an_admin_key_without_namespace_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.toml");
+    let admin = common::add_key(&keys, "admin", &[], true);
+    let limited = common::add_key(&keys, "billing-admin", &["billing-"], true);
+    let user = common::add_key(&keys, "app", &[], false);
+    let cluster = Cluster::start_full(1, &["--api-keys-file", keys.to_str().unwrap()], Some(admin.clone())).await;
+    let endpoint = cluster.endpoints()[0].clone();
+    let save = |name: &str, key: &str| {
+        let file = dir.path().join(name);
+        let out = dls(&["snapshot", "save", file.to_str().unwrap(), "--endpoints", &endpoint, "--api-key", key]);
+        (out, file)
+    };
+
+    let (out, file) = save("user.snap", &user);
+    assert!(!out.status.success() && !file.exists(), "{}", text(&out));
+    assert!(text(&out).contains("admin"), "a key without --admin is refused: {}", text(&out));
+    let (out, file) = save("limited.snap", &limited);
+    assert!(!out.status.success() && !file.exists(), "{}", text(&out));
+    assert!(text(&out).contains("limited to namespace prefixes"), "{}", text(&out));
+    assert!(!dir.path().join("limited.part").exists(), "no partial file is left");
+    let (out, file) = save("admin.snap", &admin);
+    assert!(out.status.success() && file.exists(), "{}", text(&out));
+}

@@ -162,7 +162,7 @@ impl AdminApi {
         let who = self.admin(req)?;
         if who.namespaces.is_some() {
             return Err(ApiError::PermissionDenied(format!(
-                "admin key {:?} is limited to namespace prefixes; membership changes need an admin key without --namespace",
+                "admin key {:?} is limited to namespace prefixes; membership changes and backups need an admin key without --namespace",
                 who.name
             )));
         }
