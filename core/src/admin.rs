@@ -13,6 +13,19 @@ use crate::router::{CallOptions, Route};
 use crate::transaction::new_request_id;
 use crate::types::{LockMode, TransactionState};
 
+/// The pieces of a backup, in order (see [`DlsClient::save_snapshot`]).
+pub struct SnapshotPieces {
+    stream: tonic::Streaming<pb::SaveSnapshotResponse>,
+}
+
+impl SnapshotPieces {
+    /// The next bytes of the snapshot file; None once it is complete. An error means the
+    /// file is incomplete and must not be kept.
+    pub async fn next(&mut self) -> Result<Option<Vec<u8>>> {
+        Ok(self.stream.message().await?.map(|piece| piece.chunk))
+    }
+}
+
 /// A transaction holding a lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockHolder {
@@ -240,6 +253,23 @@ impl DlsClient {
         options.attempt_timeout += wait;
         options.deadline += wait;
         (options, catch_up.map_or(0, |d| d.as_millis().min(u128::from(u32::MAX)) as u32))
+    }
+
+    /// A backup: the leader's replicated state as of everything committed before the call,
+    /// as the bytes of a snapshot file (which `dls snapshot restore` checks and reads),
+    /// piece by piece. Needs an admin key without namespace limits.
+    pub async fn save_snapshot(&self) -> Result<SnapshotPieces> {
+        let router = self.router();
+        let routed = router
+            .admin_unary(
+                "SaveSnapshot",
+                Route::Leader,
+                pb::SaveSnapshotRequest {},
+                router.default_options(),
+                |mut c, r| async move { c.save_snapshot(r).await },
+            )
+            .await?;
+        Ok(SnapshotPieces { stream: routed.value })
     }
 
     /// The members (voters and learners) with their replication progress, from the leader.

@@ -55,7 +55,7 @@ mod types;
 
 pub use admin::{
     AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyLocks, LockHolder, LockWaiter, MemberInfo,
-    Membership,
+    Membership, SnapshotPieces,
 };
 pub use client::DlsClient;
 pub use config::{

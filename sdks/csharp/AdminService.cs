@@ -81,24 +81,28 @@ namespace Caerus.Dls.V1 {
             "ZGVfaWQYASABKARSBm5vZGVJZBItChNjYXRjaF91cF90aW1lb3V0X21zGAIg",
             "ASgNUhBjYXRjaFVwVGltZW91dE1zIkwKFVByb21vdGVNZW1iZXJSZXNwb25z",
             "ZRIzCgdtZW1iZXJzGAEgAygLMhkuY2FlcnVzLmRscy52MS5NZW1iZXJJbmZv",
-            "UgdtZW1iZXJzMvoECgxBZG1pblNlcnZpY2USTgoJTGlzdExvY2tzEh8uY2Fl",
-            "cnVzLmRscy52MS5MaXN0TG9ja3NSZXF1ZXN0GiAuY2FlcnVzLmRscy52MS5M",
-            "aXN0TG9ja3NSZXNwb25zZRJjChBBYm9ydFRyYW5zYWN0aW9uEiYuY2FlcnVz",
-            "LmRscy52MS5BYm9ydFRyYW5zYWN0aW9uUmVxdWVzdBonLmNhZXJ1cy5kbHMu",
-            "djEuQWJvcnRUcmFuc2FjdGlvblJlc3BvbnNlEloKDUNsdXN0ZXJTdGF0dXMS",
-            "Iy5jYWVydXMuZGxzLnYxLkNsdXN0ZXJTdGF0dXNSZXF1ZXN0GiQuY2FlcnVz",
-            "LmRscy52MS5DbHVzdGVyU3RhdHVzUmVzcG9uc2USVAoLTGlzdE1lbWJlcnMS",
-            "IS5jYWVydXMuZGxzLnYxLkxpc3RNZW1iZXJzUmVxdWVzdBoiLmNhZXJ1cy5k",
-            "bHMudjEuTGlzdE1lbWJlcnNSZXNwb25zZRJOCglBZGRNZW1iZXISHy5jYWVy",
-            "dXMuZGxzLnYxLkFkZE1lbWJlclJlcXVlc3QaIC5jYWVydXMuZGxzLnYxLkFk",
-            "ZE1lbWJlclJlc3BvbnNlElcKDFJlbW92ZU1lbWJlchIiLmNhZXJ1cy5kbHMu",
-            "djEuUmVtb3ZlTWVtYmVyUmVxdWVzdBojLmNhZXJ1cy5kbHMudjEuUmVtb3Zl",
-            "TWVtYmVyUmVzcG9uc2USWgoNUHJvbW90ZU1lbWJlchIjLmNhZXJ1cy5kbHMu",
-            "djEuUHJvbW90ZU1lbWJlclJlcXVlc3QaJC5jYWVydXMuZGxzLnYxLlByb21v",
-            "dGVNZW1iZXJSZXNwb25zZUKXAQoRZGV2LmNhZXJ1cy5kbHMudjFCEUFkbWlu",
-            "U2VydmljZVByb3RvUAFaNWdpdGh1Yi5jb20vY2FlcnVzLWRldi9kbHMvc2Rr",
-            "cy9nby9jYWVydXMvZGxzL3YxO2Rsc3YxogIDQ0RYqgINQ2FlcnVzLkRscy5W",
-            "McoCDUNhZXJ1c1xEbHNcVjHqAg9DYWVydXM6OkRsczo6VjFiBnByb3RvMw=="));
+            "UgdtZW1iZXJzIhUKE1NhdmVTbmFwc2hvdFJlcXVlc3QiLAoUU2F2ZVNuYXBz",
+            "aG90UmVzcG9uc2USFAoFY2h1bmsYASABKAxSBWNodW5rMtUFCgxBZG1pblNl",
+            "cnZpY2USTgoJTGlzdExvY2tzEh8uY2FlcnVzLmRscy52MS5MaXN0TG9ja3NS",
+            "ZXF1ZXN0GiAuY2FlcnVzLmRscy52MS5MaXN0TG9ja3NSZXNwb25zZRJjChBB",
+            "Ym9ydFRyYW5zYWN0aW9uEiYuY2FlcnVzLmRscy52MS5BYm9ydFRyYW5zYWN0",
+            "aW9uUmVxdWVzdBonLmNhZXJ1cy5kbHMudjEuQWJvcnRUcmFuc2FjdGlvblJl",
+            "c3BvbnNlEloKDUNsdXN0ZXJTdGF0dXMSIy5jYWVydXMuZGxzLnYxLkNsdXN0",
+            "ZXJTdGF0dXNSZXF1ZXN0GiQuY2FlcnVzLmRscy52MS5DbHVzdGVyU3RhdHVz",
+            "UmVzcG9uc2USVAoLTGlzdE1lbWJlcnMSIS5jYWVydXMuZGxzLnYxLkxpc3RN",
+            "ZW1iZXJzUmVxdWVzdBoiLmNhZXJ1cy5kbHMudjEuTGlzdE1lbWJlcnNSZXNw",
+            "b25zZRJOCglBZGRNZW1iZXISHy5jYWVydXMuZGxzLnYxLkFkZE1lbWJlclJl",
+            "cXVlc3QaIC5jYWVydXMuZGxzLnYxLkFkZE1lbWJlclJlc3BvbnNlElcKDFJl",
+            "bW92ZU1lbWJlchIiLmNhZXJ1cy5kbHMudjEuUmVtb3ZlTWVtYmVyUmVxdWVz",
+            "dBojLmNhZXJ1cy5kbHMudjEuUmVtb3ZlTWVtYmVyUmVzcG9uc2USWgoNUHJv",
+            "bW90ZU1lbWJlchIjLmNhZXJ1cy5kbHMudjEuUHJvbW90ZU1lbWJlclJlcXVl",
+            "c3QaJC5jYWVydXMuZGxzLnYxLlByb21vdGVNZW1iZXJSZXNwb25zZRJZCgxT",
+            "YXZlU25hcHNob3QSIi5jYWVydXMuZGxzLnYxLlNhdmVTbmFwc2hvdFJlcXVl",
+            "c3QaIy5jYWVydXMuZGxzLnYxLlNhdmVTbmFwc2hvdFJlc3BvbnNlMAFClwEK",
+            "EWRldi5jYWVydXMuZGxzLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWjVnaXRo",
+            "dWIuY29tL2NhZXJ1cy1kZXYvZGxzL3Nka3MvZ28vY2FlcnVzL2Rscy92MTtk",
+            "bHN2MaICA0NEWKoCDUNhZXJ1cy5EbHMuVjHKAg1DYWVydXNcRGxzXFYx6gIP",
+            "Q2FlcnVzOjpEbHM6OlYxYgZwcm90bzM="));
       descriptor = pbr::FileDescriptor.FromGeneratedCode(descriptorData,
           new pbr::FileDescriptor[] { global::Caerus.Dls.V1.LockServiceReflection.Descriptor, },
           new pbr::GeneratedClrTypeInfo(null, null, new pbr::GeneratedClrTypeInfo[] {
@@ -120,7 +124,9 @@ namespace Caerus.Dls.V1 {
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.RemoveMemberRequest), global::Caerus.Dls.V1.RemoveMemberRequest.Parser, new[]{ "NodeId" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.RemoveMemberResponse), global::Caerus.Dls.V1.RemoveMemberResponse.Parser, new[]{ "Members" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.PromoteMemberRequest), global::Caerus.Dls.V1.PromoteMemberRequest.Parser, new[]{ "NodeId", "CatchUpTimeoutMs" }, null, null, null, null),
-            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.PromoteMemberResponse), global::Caerus.Dls.V1.PromoteMemberResponse.Parser, new[]{ "Members" }, null, null, null, null)
+            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.PromoteMemberResponse), global::Caerus.Dls.V1.PromoteMemberResponse.Parser, new[]{ "Members" }, null, null, null, null),
+            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.SaveSnapshotRequest), global::Caerus.Dls.V1.SaveSnapshotRequest.Parser, null, null, null, null, null),
+            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.SaveSnapshotResponse), global::Caerus.Dls.V1.SaveSnapshotResponse.Parser, new[]{ "Chunk" }, null, null, null, null)
           }));
     }
     #endregion
@@ -5458,6 +5464,374 @@ namespace Caerus.Dls.V1 {
             break;
           case 10: {
             members_.AddEntriesFrom(ref input, _repeated_members_codec);
+            break;
+          }
+        }
+      }
+    }
+    #endif
+
+  }
+
+  /// <summary>
+  /// Asks the leader for a backup.
+  /// </summary>
+  [global::System.Diagnostics.DebuggerDisplayAttribute("{ToString(),nq}")]
+  public sealed partial class SaveSnapshotRequest : pb::IMessage<SaveSnapshotRequest>
+  #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      , pb::IBufferMessage
+  #endif
+  {
+    private static readonly pb::MessageParser<SaveSnapshotRequest> _parser = new pb::MessageParser<SaveSnapshotRequest>(() => new SaveSnapshotRequest());
+    private pb::UnknownFieldSet _unknownFields;
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public static pb::MessageParser<SaveSnapshotRequest> Parser { get { return _parser; } }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public static pbr::MessageDescriptor Descriptor {
+      get { return global::Caerus.Dls.V1.AdminServiceReflection.Descriptor.MessageTypes[19]; }
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    pbr::MessageDescriptor pb::IMessage.Descriptor {
+      get { return Descriptor; }
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public SaveSnapshotRequest() {
+      OnConstruction();
+    }
+
+    partial void OnConstruction();
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public SaveSnapshotRequest(SaveSnapshotRequest other) : this() {
+      _unknownFields = pb::UnknownFieldSet.Clone(other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public SaveSnapshotRequest Clone() {
+      return new SaveSnapshotRequest(this);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override bool Equals(object other) {
+      return Equals(other as SaveSnapshotRequest);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public bool Equals(SaveSnapshotRequest other) {
+      if (ReferenceEquals(other, null)) {
+        return false;
+      }
+      if (ReferenceEquals(other, this)) {
+        return true;
+      }
+      return Equals(_unknownFields, other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override int GetHashCode() {
+      int hash = 1;
+      if (_unknownFields != null) {
+        hash ^= _unknownFields.GetHashCode();
+      }
+      return hash;
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override string ToString() {
+      return pb::JsonFormatter.ToDiagnosticString(this);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void WriteTo(pb::CodedOutputStream output) {
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      output.WriteRawMessage(this);
+    #else
+      if (_unknownFields != null) {
+        _unknownFields.WriteTo(output);
+      }
+    #endif
+    }
+
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    void pb::IBufferMessage.InternalWriteTo(ref pb::WriteContext output) {
+      if (_unknownFields != null) {
+        _unknownFields.WriteTo(ref output);
+      }
+    }
+    #endif
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public int CalculateSize() {
+      int size = 0;
+      if (_unknownFields != null) {
+        size += _unknownFields.CalculateSize();
+      }
+      return size;
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void MergeFrom(SaveSnapshotRequest other) {
+      if (other == null) {
+        return;
+      }
+      _unknownFields = pb::UnknownFieldSet.MergeFrom(_unknownFields, other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void MergeFrom(pb::CodedInputStream input) {
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      input.ReadRawMessage(this);
+    #else
+      uint tag;
+      while ((tag = input.ReadTag()) != 0) {
+      if ((tag & 7) == 4) {
+        // Abort on any end group tag.
+        return;
+      }
+      switch(tag) {
+          default:
+            _unknownFields = pb::UnknownFieldSet.MergeFieldFrom(_unknownFields, input);
+            break;
+        }
+      }
+    #endif
+    }
+
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    void pb::IBufferMessage.InternalMergeFrom(ref pb::ParseContext input) {
+      uint tag;
+      while ((tag = input.ReadTag()) != 0) {
+      if ((tag & 7) == 4) {
+        // Abort on any end group tag.
+        return;
+      }
+      switch(tag) {
+          default:
+            _unknownFields = pb::UnknownFieldSet.MergeFieldFrom(_unknownFields, ref input);
+            break;
+        }
+      }
+    }
+    #endif
+
+  }
+
+  /// <summary>
+  /// One piece of the snapshot file, in order.
+  /// </summary>
+  [global::System.Diagnostics.DebuggerDisplayAttribute("{ToString(),nq}")]
+  public sealed partial class SaveSnapshotResponse : pb::IMessage<SaveSnapshotResponse>
+  #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      , pb::IBufferMessage
+  #endif
+  {
+    private static readonly pb::MessageParser<SaveSnapshotResponse> _parser = new pb::MessageParser<SaveSnapshotResponse>(() => new SaveSnapshotResponse());
+    private pb::UnknownFieldSet _unknownFields;
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public static pb::MessageParser<SaveSnapshotResponse> Parser { get { return _parser; } }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public static pbr::MessageDescriptor Descriptor {
+      get { return global::Caerus.Dls.V1.AdminServiceReflection.Descriptor.MessageTypes[20]; }
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    pbr::MessageDescriptor pb::IMessage.Descriptor {
+      get { return Descriptor; }
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public SaveSnapshotResponse() {
+      OnConstruction();
+    }
+
+    partial void OnConstruction();
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public SaveSnapshotResponse(SaveSnapshotResponse other) : this() {
+      chunk_ = other.chunk_;
+      _unknownFields = pb::UnknownFieldSet.Clone(other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public SaveSnapshotResponse Clone() {
+      return new SaveSnapshotResponse(this);
+    }
+
+    /// <summary>Field number for the "chunk" field.</summary>
+    public const int ChunkFieldNumber = 1;
+    private pb::ByteString chunk_ = pb::ByteString.Empty;
+    /// <summary>
+    /// The next bytes of the file.
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public pb::ByteString Chunk {
+      get { return chunk_; }
+      set {
+        chunk_ = pb::ProtoPreconditions.CheckNotNull(value, "value");
+      }
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override bool Equals(object other) {
+      return Equals(other as SaveSnapshotResponse);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public bool Equals(SaveSnapshotResponse other) {
+      if (ReferenceEquals(other, null)) {
+        return false;
+      }
+      if (ReferenceEquals(other, this)) {
+        return true;
+      }
+      if (Chunk != other.Chunk) return false;
+      return Equals(_unknownFields, other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override int GetHashCode() {
+      int hash = 1;
+      if (Chunk.Length != 0) hash ^= Chunk.GetHashCode();
+      if (_unknownFields != null) {
+        hash ^= _unknownFields.GetHashCode();
+      }
+      return hash;
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override string ToString() {
+      return pb::JsonFormatter.ToDiagnosticString(this);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void WriteTo(pb::CodedOutputStream output) {
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      output.WriteRawMessage(this);
+    #else
+      if (Chunk.Length != 0) {
+        output.WriteRawTag(10);
+        output.WriteBytes(Chunk);
+      }
+      if (_unknownFields != null) {
+        _unknownFields.WriteTo(output);
+      }
+    #endif
+    }
+
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    void pb::IBufferMessage.InternalWriteTo(ref pb::WriteContext output) {
+      if (Chunk.Length != 0) {
+        output.WriteRawTag(10);
+        output.WriteBytes(Chunk);
+      }
+      if (_unknownFields != null) {
+        _unknownFields.WriteTo(ref output);
+      }
+    }
+    #endif
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public int CalculateSize() {
+      int size = 0;
+      if (Chunk.Length != 0) {
+        size += 1 + pb::CodedOutputStream.ComputeBytesSize(Chunk);
+      }
+      if (_unknownFields != null) {
+        size += _unknownFields.CalculateSize();
+      }
+      return size;
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void MergeFrom(SaveSnapshotResponse other) {
+      if (other == null) {
+        return;
+      }
+      if (other.Chunk.Length != 0) {
+        Chunk = other.Chunk;
+      }
+      _unknownFields = pb::UnknownFieldSet.MergeFrom(_unknownFields, other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void MergeFrom(pb::CodedInputStream input) {
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      input.ReadRawMessage(this);
+    #else
+      uint tag;
+      while ((tag = input.ReadTag()) != 0) {
+      if ((tag & 7) == 4) {
+        // Abort on any end group tag.
+        return;
+      }
+      switch(tag) {
+          default:
+            _unknownFields = pb::UnknownFieldSet.MergeFieldFrom(_unknownFields, input);
+            break;
+          case 10: {
+            Chunk = input.ReadBytes();
+            break;
+          }
+        }
+      }
+    #endif
+    }
+
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    void pb::IBufferMessage.InternalMergeFrom(ref pb::ParseContext input) {
+      uint tag;
+      while ((tag = input.ReadTag()) != 0) {
+      if ((tag & 7) == 4) {
+        // Abort on any end group tag.
+        return;
+      }
+      switch(tag) {
+          default:
+            _unknownFields = pb::UnknownFieldSet.MergeFieldFrom(_unknownFields, ref input);
+            break;
+          case 10: {
+            Chunk = input.ReadBytes();
             break;
           }
         }

@@ -82,6 +82,10 @@ namespace Caerus.Dls.V1 {
     static readonly grpc::Marshaller<global::Caerus.Dls.V1.PromoteMemberRequest> __Marshaller_caerus_dls_v1_PromoteMemberRequest = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.PromoteMemberRequest.Parser));
     [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
     static readonly grpc::Marshaller<global::Caerus.Dls.V1.PromoteMemberResponse> __Marshaller_caerus_dls_v1_PromoteMemberResponse = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.PromoteMemberResponse.Parser));
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Marshaller<global::Caerus.Dls.V1.SaveSnapshotRequest> __Marshaller_caerus_dls_v1_SaveSnapshotRequest = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.SaveSnapshotRequest.Parser));
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Marshaller<global::Caerus.Dls.V1.SaveSnapshotResponse> __Marshaller_caerus_dls_v1_SaveSnapshotResponse = grpc::Marshallers.Create(__Helper_SerializeMessage, context => __Helper_DeserializeMessage(context, global::Caerus.Dls.V1.SaveSnapshotResponse.Parser));
 
     [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
     static readonly grpc::Method<global::Caerus.Dls.V1.ListLocksRequest, global::Caerus.Dls.V1.ListLocksResponse> __Method_ListLocks = new grpc::Method<global::Caerus.Dls.V1.ListLocksRequest, global::Caerus.Dls.V1.ListLocksResponse>(
@@ -138,6 +142,14 @@ namespace Caerus.Dls.V1 {
         "PromoteMember",
         __Marshaller_caerus_dls_v1_PromoteMemberRequest,
         __Marshaller_caerus_dls_v1_PromoteMemberResponse);
+
+    [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+    static readonly grpc::Method<global::Caerus.Dls.V1.SaveSnapshotRequest, global::Caerus.Dls.V1.SaveSnapshotResponse> __Method_SaveSnapshot = new grpc::Method<global::Caerus.Dls.V1.SaveSnapshotRequest, global::Caerus.Dls.V1.SaveSnapshotResponse>(
+        grpc::MethodType.ServerStreaming,
+        __ServiceName,
+        "SaveSnapshot",
+        __Marshaller_caerus_dls_v1_SaveSnapshotRequest,
+        __Marshaller_caerus_dls_v1_SaveSnapshotResponse);
 
     /// <summary>Service descriptor</summary>
     public static global::Google.Protobuf.Reflection.ServiceDescriptor Descriptor
@@ -239,6 +251,22 @@ namespace Caerus.Dls.V1 {
       /// <returns>The response to send back to the client (wrapped by a task).</returns>
       [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
       public virtual global::System.Threading.Tasks.Task<global::Caerus.Dls.V1.PromoteMemberResponse> PromoteMember(global::Caerus.Dls.V1.PromoteMemberRequest request, grpc::ServerCallContext context)
+      {
+        throw new grpc::RpcException(new grpc::Status(grpc::StatusCode.Unimplemented, ""));
+      }
+
+      /// <summary>
+      /// A consistent snapshot of the replicated state, for a backup (`dls snapshot save`).
+      /// The leader confirms it still leads (a linearizable read), encodes the state as of
+      /// everything committed before the call, and streams the bytes of a snapshot file
+      /// (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
+      /// </summary>
+      /// <param name="request">The request received from the client.</param>
+      /// <param name="responseStream">Used for sending responses back to the client.</param>
+      /// <param name="context">The context of the server-side call handler being invoked.</param>
+      /// <returns>A task indicating completion of the handler.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual global::System.Threading.Tasks.Task SaveSnapshot(global::Caerus.Dls.V1.SaveSnapshotRequest request, grpc::IServerStreamWriter<global::Caerus.Dls.V1.SaveSnapshotResponse> responseStream, grpc::ServerCallContext context)
       {
         throw new grpc::RpcException(new grpc::Status(grpc::StatusCode.Unimplemented, ""));
       }
@@ -648,6 +676,36 @@ namespace Caerus.Dls.V1 {
       {
         return CallInvoker.AsyncUnaryCall(__Method_PromoteMember, null, options, request);
       }
+      /// <summary>
+      /// A consistent snapshot of the replicated state, for a backup (`dls snapshot save`).
+      /// The leader confirms it still leads (a linearizable read), encodes the state as of
+      /// everything committed before the call, and streams the bytes of a snapshot file
+      /// (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="headers">The initial metadata to send with the call. This parameter is optional.</param>
+      /// <param name="deadline">An optional deadline for the call. The call will be cancelled if deadline is hit.</param>
+      /// <param name="cancellationToken">An optional token for canceling the call.</param>
+      /// <returns>The call object.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual grpc::AsyncServerStreamingCall<global::Caerus.Dls.V1.SaveSnapshotResponse> SaveSnapshot(global::Caerus.Dls.V1.SaveSnapshotRequest request, grpc::Metadata headers = null, global::System.DateTime? deadline = null, global::System.Threading.CancellationToken cancellationToken = default(global::System.Threading.CancellationToken))
+      {
+        return SaveSnapshot(request, new grpc::CallOptions(headers, deadline, cancellationToken));
+      }
+      /// <summary>
+      /// A consistent snapshot of the replicated state, for a backup (`dls snapshot save`).
+      /// The leader confirms it still leads (a linearizable read), encodes the state as of
+      /// everything committed before the call, and streams the bytes of a snapshot file
+      /// (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
+      /// </summary>
+      /// <param name="request">The request to send to the server.</param>
+      /// <param name="options">The options for the call.</param>
+      /// <returns>The call object.</returns>
+      [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
+      public virtual grpc::AsyncServerStreamingCall<global::Caerus.Dls.V1.SaveSnapshotResponse> SaveSnapshot(global::Caerus.Dls.V1.SaveSnapshotRequest request, grpc::CallOptions options)
+      {
+        return CallInvoker.AsyncServerStreamingCall(__Method_SaveSnapshot, null, options, request);
+      }
       /// <summary>Creates a new instance of client from given <c>ClientBaseConfiguration</c>.</summary>
       [global::System.CodeDom.Compiler.GeneratedCode("grpc_csharp_plugin", null)]
       protected override AdminServiceClient NewInstance(ClientBaseConfiguration configuration)
@@ -668,7 +726,8 @@ namespace Caerus.Dls.V1 {
           .AddMethod(__Method_ListMembers, serviceImpl.ListMembers)
           .AddMethod(__Method_AddMember, serviceImpl.AddMember)
           .AddMethod(__Method_RemoveMember, serviceImpl.RemoveMember)
-          .AddMethod(__Method_PromoteMember, serviceImpl.PromoteMember).Build();
+          .AddMethod(__Method_PromoteMember, serviceImpl.PromoteMember)
+          .AddMethod(__Method_SaveSnapshot, serviceImpl.SaveSnapshot).Build();
     }
 
     /// <summary>Register service method with a service binder with or without implementation. Useful when customizing the service binding logic.
@@ -685,6 +744,7 @@ namespace Caerus.Dls.V1 {
       serviceBinder.AddMethod(__Method_AddMember, serviceImpl == null ? null : new grpc::UnaryServerMethod<global::Caerus.Dls.V1.AddMemberRequest, global::Caerus.Dls.V1.AddMemberResponse>(serviceImpl.AddMember));
       serviceBinder.AddMethod(__Method_RemoveMember, serviceImpl == null ? null : new grpc::UnaryServerMethod<global::Caerus.Dls.V1.RemoveMemberRequest, global::Caerus.Dls.V1.RemoveMemberResponse>(serviceImpl.RemoveMember));
       serviceBinder.AddMethod(__Method_PromoteMember, serviceImpl == null ? null : new grpc::UnaryServerMethod<global::Caerus.Dls.V1.PromoteMemberRequest, global::Caerus.Dls.V1.PromoteMemberResponse>(serviceImpl.PromoteMember));
+      serviceBinder.AddMethod(__Method_SaveSnapshot, serviceImpl == null ? null : new grpc::ServerStreamingServerMethod<global::Caerus.Dls.V1.SaveSnapshotRequest, global::Caerus.Dls.V1.SaveSnapshotResponse>(serviceImpl.SaveSnapshot));
     }
 
   }

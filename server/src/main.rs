@@ -5,7 +5,7 @@ use tracing_subscriber::EnvFilter;
 
 use caerus_server::api::auth::add_key;
 use caerus_server::cli::connect::CliError;
-use caerus_server::cli::{events, lock, locks, members, status, txn, Cli, CliCommand, KeysCommand};
+use caerus_server::cli::{events, lock, locks, members, snapshot, status, txn, Cli, CliCommand, KeysCommand};
 
 #[tokio::main]
 async fn main() {
@@ -45,6 +45,7 @@ async fn main() {
         CliCommand::Events(args) => events::run(args).await,
         CliCommand::Status(args) => status::run(args).await,
         CliCommand::Members(command) => members::run(command).await,
+        CliCommand::Snapshot(command) => snapshot::run(command).await,
         // Ends with the command's exit status (or the lock's own codes, see `dls lock --help`).
         CliCommand::Lock(args) => lock::run(args).await.map(|code| std::process::exit(code)),
     };

@@ -22,8 +22,9 @@ use crate::raft::log_store::{LogIoStats, LogStore};
 use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
 use crate::raft::peer_auth::PeerAuth;
 use crate::raft::proposer::{Hold, Proposer, WriteError};
+use crate::raft::snapshot_store::SnapshotStore;
 use crate::raft::state_machine::{ApplyObserver, SharedState, StateMachine};
-use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft};
+use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft, SnapshotMeta};
 use crate::signals::Signals;
 
 /// How long one confirmation of leadership (a quorum round) vouches for heartbeats.
@@ -65,6 +66,8 @@ pub struct Node {
     pub id: NodeId,
     pub raft: Raft,
     pub state: SharedState,
+    /// The snapshot files (backups are written through it).
+    snapshots: Arc<SnapshotStore>,
     pub leases: Arc<Leases>,
     pub signals: Arc<Signals>,
     pub metrics: Arc<Metrics>,
@@ -189,6 +192,7 @@ impl Node {
         let state_machine =
             StateMachine::open(&db, &cfg.data_dir, observer, durable.clone(), log_store.first_index()).await?;
         let state = state_machine.shared();
+        let snapshots = state_machine.snapshot_store();
 
         let raft_config = openraft::Config {
             cluster_name: "caerus-dls".into(),
@@ -238,6 +242,7 @@ impl Node {
             id: cfg.id,
             raft,
             state,
+            snapshots,
             leases,
             signals,
             metrics,
@@ -478,6 +483,19 @@ impl Node {
                 }
             }
         });
+    }
+
+    /// A backup: the replicated state as of everything committed before the call, encoded
+    /// as a snapshot file (open at its start, unnamed). Leader only, after a linearizable
+    /// read, so a backup never misses a grant that was acknowledged before it was asked for.
+    pub async fn backup(&self) -> Result<(SnapshotMeta, std::fs::File), ApiError> {
+        self.require_leader()?;
+        self.linearizable_read().await?;
+        let (store, state) = (self.snapshots.clone(), self.state.clone());
+        let written = tokio::task::spawn_blocking(move || store.backup(&state))
+            .await
+            .map_err(|e| ApiError::Internal(format!("backup task failed: {e}")))?;
+        written.map_err(|e| ApiError::Internal(format!("cannot write the backup: {e}")))
     }
 
     /// Resolves when raft stops on this node by itself, with why: a storage error (a full

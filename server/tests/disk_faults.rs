@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use caerus_core::{ClientConfig, DlsClient, Lock, LockMode, Transaction, TransactionState};
-use common::{eventually, opts, wait, Cluster, PATIENCE};
+use common::{eventually, grant_many, opts, wait, Cluster, PATIENCE};
 
 /// A tmpfs mounted on a directory, unmounted when dropped (also when a test fails).
 struct Tmpfs(PathBuf);
@@ -102,20 +102,6 @@ async fn client(cluster: &Cluster) -> DlsClient {
     )
     .await
     .unwrap()
-}
-
-/// Grants `n` locks, one transaction each, checking that tokens rise above `above`, and
-/// returns the highest.
-async fn grant_many(c: &DlsClient, prefix: &str, n: usize, above: u64) -> u64 {
-    let mut last = above;
-    for i in 0..n {
-        let t = c.begin_transaction(opts(10_000)).await.unwrap();
-        let l = t.acquire_lock("ns", &format!("{prefix}{i}"), LockMode::Exclusive, wait(2000)).await.unwrap();
-        assert!(l.fencing_token > last, "token {} after {last}", l.fencing_token);
-        last = l.fencing_token;
-        t.commit().await.unwrap();
-    }
-    last
 }
 
 /// A lock held across the fault, to check that it is kept.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use caerus_core::{ClientConfig, DlsClient, LockMode};
-use common::{opts, wait, Cluster};
+use common::{grant_many, opts, wait, Cluster};
 
 const SEGMENT_HEADER: u64 = 64;
 
@@ -20,19 +20,6 @@ async fn client(cluster: &Cluster) -> DlsClient {
     )
     .await
     .unwrap()
-}
-
-/// Grants `n` locks, one transaction each, and returns the highest fencing token.
-async fn grant_many(c: &DlsClient, prefix: &str, n: usize) -> u64 {
-    let mut last = 0;
-    for i in 0..n {
-        let t = c.begin_transaction(opts(10_000)).await.unwrap();
-        let l = t.acquire_lock("ns", &format!("{prefix}{i}"), LockMode::Exclusive, wait(1000)).await.unwrap();
-        assert!(l.fencing_token > last);
-        last = l.fencing_token;
-        t.commit().await.unwrap();
-    }
-    last
 }
 
 fn data_dir(cluster: &Cluster) -> PathBuf {
@@ -80,7 +67,7 @@ async fn expect_refusal(cluster: &mut Cluster, needles: &[&str]) {
 async fn a_flipped_word_in_the_middle_of_the_log_stops_the_node_naming_file_and_offset() {
     let mut cluster = Cluster::start(1).await;
     let c = client(&cluster).await;
-    grant_many(&c, "k", 30).await;
+    grant_many(&c, "k", 30, 0).await;
     // A clean stop: everything is synced, nothing is torn.
     assert!(cluster.terminate(1, Duration::from_secs(10)).await.is_some_and(|s| s.success()));
 
@@ -103,7 +90,7 @@ async fn a_flipped_word_in_the_middle_of_the_log_stops_the_node_naming_file_and_
 async fn a_tail_cut_mid_record_is_trimmed_and_tokens_keep_rising() {
     let mut cluster = Cluster::start(1).await;
     let c = client(&cluster).await;
-    let before = grant_many(&c, "k", 30).await;
+    let before = grant_many(&c, "k", 30, 0).await;
     // The last record is then not a grant: a transaction begun.
     let _idle = c.begin_transaction(opts(60_000)).await.unwrap();
     cluster.kill(1);
@@ -130,7 +117,7 @@ async fn a_tail_cut_mid_record_is_trimmed_and_tokens_keep_rising() {
 async fn a_truncated_snapshot_file_is_never_served_in_part() {
     let mut cluster = Cluster::start_with(1, &["--snapshot-every", "10"]).await;
     let c = client(&cluster).await;
-    grant_many(&c, "k", 30).await;
+    grant_many(&c, "k", 30, 0).await;
     cluster.kill(1);
 
     let snapshots = data_dir(&cluster).join("snapshots");

@@ -7,6 +7,7 @@ mod format;
 pub mod lock;
 pub mod locks;
 pub mod members;
+pub mod snapshot;
 pub mod status;
 pub mod txn;
 
@@ -50,6 +51,9 @@ pub enum CliCommand {
     Members(members::MembersCommand),
     /// Run a command while holding a lock: `dls lock [--shared] NAMESPACE KEY -- COMMAND [ARGS...]`.
     Lock(lock::LockArgs),
+    /// Back up the cluster's state to a file, or seed a new cluster's data directories from one.
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
 }
 
 #[derive(Subcommand, Debug)]

@@ -208,6 +208,12 @@ impl LockTable {
         self.begin_requests.contains_key(request_id)
     }
 
+    /// Makes every later fencing token larger than `floor` (a cluster restored from a
+    /// backup must not repeat tokens the old cluster issued after the backup).
+    pub fn raise_token_floor(&mut self, floor: u64) {
+        self.last_token = self.last_token.max(floor);
+    }
+
     /// The last fencing token issued (0 before the first grant).
     pub fn last_token(&self) -> u64 {
         self.last_token

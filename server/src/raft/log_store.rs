@@ -27,6 +27,8 @@ use super::durable::Durable;
 use super::types::{codec, Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
 use super::wal::Wal;
 
+/// The sled tree of the vote, the commit index and the purge point.
+const META_TREE: &str = "raft_meta";
 const VOTE: &[u8] = b"vote";
 const COMMITTED: &[u8] = b"committed";
 const LAST_PURGED: &[u8] = b"last_purged";
@@ -152,7 +154,7 @@ impl LogStore {
     /// Opens node `id`'s log in `dir` (segment files) with the vote and purge point in
     /// `db`, moving a log left in sled by an older version into the files first.
     pub fn open(db: &sled::Db, dir: &Path, id: NodeId) -> anyhow::Result<Self> {
-        let meta = db.open_tree("raft_meta")?;
+        let meta = db.open_tree(META_TREE)?;
         let purged = match meta.get(LAST_PURGED)? {
             Some(v) => {
                 Some(codec::decode::<LogId>(&v).map_err(|e| anyhow::anyhow!("cannot read the purge point: {e}"))?)
@@ -316,6 +318,15 @@ fn migrate_from_sled(db: &sled::Db, dir: &Path, purged: Option<u64>) -> anyhow::
     db.flush()?;
     tracing::info!(entries = moved, dir = %dir.display(), "moved the raft log from sled to segment files");
     Ok(wal)
+}
+
+/// Marks the log of a new data directory purged up to `at`: its history before that lives
+/// in a snapshot only (a restore from a backup, see `restore`).
+pub fn seed_purged(db: &sled::Db, at: LogId) -> anyhow::Result<()> {
+    let meta = db.open_tree(META_TREE)?;
+    meta.insert(LAST_PURGED, codec::encode(&at)?)?;
+    db.flush()?;
+    Ok(())
 }
 
 /// A log that [`Wal::open`] found damaged becomes a refusal to start that says what the

@@ -229,6 +229,25 @@ impl SnapshotStore {
         Ok(Saved { meta, file, bytes, lock_held, total: started.elapsed() })
     }
 
+    /// Encodes `state` into a snapshot file that is never made current (a backup): an
+    /// unnamed file (its `.tmp` name is removed at once), open at its start, with the meta.
+    pub fn backup(&self, state: &RwLock<Replicated>) -> io::Result<(SnapshotMeta, File)> {
+        let (tmp, file) = self.create_tmp()?;
+        let mut out = Summing::new(BufWriter::with_capacity(IO_BUF, file));
+        let meta = {
+            let st = state.read().expect("state lock");
+            let meta = meta_of(&st);
+            write_header(&mut out, &meta)
+                .and_then(|_| bincode::serialize_into(&mut out, &*st).map_err(io::Error::other))
+                .map_err(|e| file_err("cannot write", &tmp.0, e))?;
+            meta
+        };
+        let mut file = out.finish().map_err(|e| file_err("cannot write", &tmp.0, e))?;
+        drop(tmp);
+        file.seek(SeekFrom::Start(0))?;
+        Ok((meta, file))
+    }
+
     /// Writes a snapshot whose state is already encoded (the sled snapshot of an older
     /// version, moved into a file once).
     pub fn save_encoded(&self, meta: &SnapshotMeta, encoded_state: &[u8]) -> io::Result<()> {
@@ -418,7 +437,7 @@ fn read_header(input: &mut impl Read) -> io::Result<SnapshotMeta> {
 
 /// Decodes a whole snapshot file through a small buffer and checks its trailer: the
 /// state is returned only if every byte of the file is as written.
-fn read_snapshot(path: &Path) -> io::Result<(SnapshotMeta, Replicated)> {
+pub fn read_snapshot(path: &Path) -> io::Result<(SnapshotMeta, Replicated)> {
     let mut input = Summing::new(BufReader::with_capacity(IO_BUF, open_read(path)?));
     let meta = read_header(&mut input).map_err(|e| file_err("cannot read", path, e))?;
     let state = bincode::deserialize_from(&mut input)

@@ -139,6 +139,11 @@ impl StateMachine {
         Ok(StateMachine { state: Arc::new(RwLock::new(state)), snapshots: Arc::new(store), observer, durable })
     }
 
+    /// The snapshot files (for backups).
+    pub fn snapshot_store(&self) -> Arc<SnapshotStore> {
+        self.snapshots.clone()
+    }
+
     pub fn shared(&self) -> SharedState {
         self.state.clone()
     }

@@ -332,6 +332,12 @@ fn parse_record(b: &[u8], seq: u64, at: u64) -> Result<(u64, u32, u64), String> 
 /// why reading stopped if the segment does not end cleanly.
 fn scan(seq: u64, path: &Path) -> io::Result<Scan> {
     let file = Arc::new(OpenOptions::new().read(true).write(true).open(path)?);
+    // Read what the disk holds, not what the page cache says (fsyncgate): after a failed
+    // writeback Linux may keep pages it never wrote, marked clean, and serve them. Dirty
+    // pages (a killed process's last writes) are not dropped by this.
+    if let Err(e) = rustix::fs::fadvise(&*file, 0, None, rustix::fs::Advice::DontNeed) {
+        tracing::debug!(file = %path.display(), "cannot drop cached pages of a log segment: {e}");
+    }
     let size = file.metadata()?.len();
     let mut head = vec![0u8; SEGMENT_HEADER.min(size) as usize];
     file.read_exact_at(&mut head, 0)?;

@@ -697,3 +697,17 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Grants `n` locks `ns/<prefix><i>`, one transaction each (committed), checking that every
+/// token is above the one before and above `above`; returns the highest.
+pub async fn grant_many(c: &DlsClient, prefix: &str, n: usize, above: u64) -> u64 {
+    let mut last = above;
+    for i in 0..n {
+        let t = c.begin_transaction(opts(10_000)).await.unwrap();
+        let l = t.acquire_lock("ns", &format!("{prefix}{i}"), LockMode::Exclusive, wait(2000)).await.unwrap();
+        assert!(l.fencing_token > last, "token {} after {last}", l.fencing_token);
+        last = l.fencing_token;
+        t.commit().await.unwrap();
+    }
+    last
+}

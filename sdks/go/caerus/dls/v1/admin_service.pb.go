@@ -1253,6 +1253,89 @@ func (x *PromoteMemberResponse) GetMembers() []*MemberInfo {
 	return nil
 }
 
+// Asks the leader for a backup.
+type SaveSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotRequest) Reset() {
+	*x = SaveSnapshotRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotRequest) ProtoMessage() {}
+
+func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{19}
+}
+
+// One piece of the snapshot file, in order.
+type SaveSnapshotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next bytes of the file.
+	Chunk         []byte `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotResponse) Reset() {
+	*x = SaveSnapshotResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotResponse) ProtoMessage() {}
+
+func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SaveSnapshotResponse) GetChunk() []byte {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
 var File_caerus_dls_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
@@ -1340,7 +1423,10 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12-\n" +
 	"\x13catch_up_timeout_ms\x18\x02 \x01(\rR\x10catchUpTimeoutMs\"L\n" +
 	"\x15PromoteMemberResponse\x123\n" +
-	"\amembers\x18\x01 \x03(\v2\x19.caerus.dls.v1.MemberInfoR\amembers2\xfa\x04\n" +
+	"\amembers\x18\x01 \x03(\v2\x19.caerus.dls.v1.MemberInfoR\amembers\"\x15\n" +
+	"\x13SaveSnapshotRequest\",\n" +
+	"\x14SaveSnapshotResponse\x12\x14\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk2\xd5\x05\n" +
 	"\fAdminService\x12N\n" +
 	"\tListLocks\x12\x1f.caerus.dls.v1.ListLocksRequest\x1a .caerus.dls.v1.ListLocksResponse\x12c\n" +
 	"\x10AbortTransaction\x12&.caerus.dls.v1.AbortTransactionRequest\x1a'.caerus.dls.v1.AbortTransactionResponse\x12Z\n" +
@@ -1348,7 +1434,8 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\vListMembers\x12!.caerus.dls.v1.ListMembersRequest\x1a\".caerus.dls.v1.ListMembersResponse\x12N\n" +
 	"\tAddMember\x12\x1f.caerus.dls.v1.AddMemberRequest\x1a .caerus.dls.v1.AddMemberResponse\x12W\n" +
 	"\fRemoveMember\x12\".caerus.dls.v1.RemoveMemberRequest\x1a#.caerus.dls.v1.RemoveMemberResponse\x12Z\n" +
-	"\rPromoteMember\x12#.caerus.dls.v1.PromoteMemberRequest\x1a$.caerus.dls.v1.PromoteMemberResponseB\x97\x01\n" +
+	"\rPromoteMember\x12#.caerus.dls.v1.PromoteMemberRequest\x1a$.caerus.dls.v1.PromoteMemberResponse\x12Y\n" +
+	"\fSaveSnapshot\x12\".caerus.dls.v1.SaveSnapshotRequest\x1a#.caerus.dls.v1.SaveSnapshotResponse0\x01B\x97\x01\n" +
 	"\x11dev.caerus.dls.v1B\x11AdminServiceProtoP\x01Z5github.com/caerus-dev/dls/sdks/go/caerus/dls/v1;dlsv1\xa2\x02\x03CDX\xaa\x02\rCaerus.Dls.V1\xca\x02\rCaerus\\Dls\\V1\xea\x02\x0fCaerus::Dls::V1b\x06proto3"
 
 var (
@@ -1363,7 +1450,7 @@ func file_caerus_dls_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_caerus_dls_v1_admin_service_proto_rawDescData
 }
 
-var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_caerus_dls_v1_admin_service_proto_goTypes = []any{
 	(*ListLocksRequest)(nil),         // 0: caerus.dls.v1.ListLocksRequest
 	(*LockHolder)(nil),               // 1: caerus.dls.v1.LockHolder
@@ -1384,16 +1471,18 @@ var file_caerus_dls_v1_admin_service_proto_goTypes = []any{
 	(*RemoveMemberResponse)(nil),     // 16: caerus.dls.v1.RemoveMemberResponse
 	(*PromoteMemberRequest)(nil),     // 17: caerus.dls.v1.PromoteMemberRequest
 	(*PromoteMemberResponse)(nil),    // 18: caerus.dls.v1.PromoteMemberResponse
-	(LockMode)(0),                    // 19: caerus.dls.v1.LockMode
-	(TransactionState)(0),            // 20: caerus.dls.v1.TransactionState
+	(*SaveSnapshotRequest)(nil),      // 19: caerus.dls.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),     // 20: caerus.dls.v1.SaveSnapshotResponse
+	(LockMode)(0),                    // 21: caerus.dls.v1.LockMode
+	(TransactionState)(0),            // 22: caerus.dls.v1.TransactionState
 }
 var file_caerus_dls_v1_admin_service_proto_depIdxs = []int32{
-	19, // 0: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
-	19, // 1: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
+	21, // 0: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
+	21, // 1: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
 	1,  // 2: caerus.dls.v1.KeyLocks.holders:type_name -> caerus.dls.v1.LockHolder
 	2,  // 3: caerus.dls.v1.KeyLocks.waiters:type_name -> caerus.dls.v1.LockWaiter
 	3,  // 4: caerus.dls.v1.ListLocksResponse.locks:type_name -> caerus.dls.v1.KeyLocks
-	20, // 5: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	22, // 5: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
 	8,  // 6: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
 	11, // 7: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
 	11, // 8: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
@@ -1406,15 +1495,17 @@ var file_caerus_dls_v1_admin_service_proto_depIdxs = []int32{
 	13, // 15: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
 	15, // 16: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
 	17, // 17: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
-	4,  // 18: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
-	6,  // 19: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
-	9,  // 20: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
-	12, // 21: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
-	14, // 22: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
-	16, // 23: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
-	18, // 24: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
+	19, // 18: caerus.dls.v1.AdminService.SaveSnapshot:input_type -> caerus.dls.v1.SaveSnapshotRequest
+	4,  // 19: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
+	6,  // 20: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
+	9,  // 21: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
+	12, // 22: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
+	14, // 23: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
+	16, // 24: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
+	18, // 25: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
+	20, // 26: caerus.dls.v1.AdminService.SaveSnapshot:output_type -> caerus.dls.v1.SaveSnapshotResponse
+	19, // [19:27] is the sub-list for method output_type
+	11, // [11:19] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -1432,7 +1523,7 @@ func file_caerus_dls_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_admin_service_proto_rawDesc), len(file_caerus_dls_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

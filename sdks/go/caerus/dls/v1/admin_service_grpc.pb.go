@@ -32,6 +32,7 @@ const (
 	AdminService_AddMember_FullMethodName        = "/caerus.dls.v1.AdminService/AddMember"
 	AdminService_RemoveMember_FullMethodName     = "/caerus.dls.v1.AdminService/RemoveMember"
 	AdminService_PromoteMember_FullMethodName    = "/caerus.dls.v1.AdminService/PromoteMember"
+	AdminService_SaveSnapshot_FullMethodName     = "/caerus.dls.v1.AdminService/SaveSnapshot"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -64,6 +65,11 @@ type AdminServiceClient interface {
 	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
 	// Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
 	PromoteMember(ctx context.Context, in *PromoteMemberRequest, opts ...grpc.CallOption) (*PromoteMemberResponse, error)
+	// A consistent snapshot of the replicated state, for a backup (`dls snapshot save`).
+	// The leader confirms it still leads (a linearizable read), encodes the state as of
+	// everything committed before the call, and streams the bytes of a snapshot file
+	// (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
+	SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveSnapshotResponse], error)
 }
 
 type adminServiceClient struct {
@@ -144,6 +150,25 @@ func (c *adminServiceClient) PromoteMember(ctx context.Context, in *PromoteMembe
 	return out, nil
 }
 
+func (c *adminServiceClient) SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveSnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AdminService_ServiceDesc.Streams[0], AdminService_SaveSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SaveSnapshotRequest, SaveSnapshotResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_SaveSnapshotClient = grpc.ServerStreamingClient[SaveSnapshotResponse]
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -174,6 +199,11 @@ type AdminServiceServer interface {
 	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
 	// Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
 	PromoteMember(context.Context, *PromoteMemberRequest) (*PromoteMemberResponse, error)
+	// A consistent snapshot of the replicated state, for a backup (`dls snapshot save`).
+	// The leader confirms it still leads (a linearizable read), encodes the state as of
+	// everything committed before the call, and streams the bytes of a snapshot file
+	// (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
+	SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SaveSnapshotResponse]) error
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -204,6 +234,9 @@ func (UnimplementedAdminServiceServer) RemoveMember(context.Context, *RemoveMemb
 }
 func (UnimplementedAdminServiceServer) PromoteMember(context.Context, *PromoteMemberRequest) (*PromoteMemberResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PromoteMember not implemented")
+}
+func (UnimplementedAdminServiceServer) SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SaveSnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "method SaveSnapshot not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -352,6 +385,17 @@ func _AdminService_PromoteMember_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_SaveSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SaveSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServiceServer).SaveSnapshot(m, &grpc.GenericServerStream[SaveSnapshotRequest, SaveSnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_SaveSnapshotServer = grpc.ServerStreamingServer[SaveSnapshotResponse]
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -388,6 +432,12 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AdminService_PromoteMember_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SaveSnapshot",
+			Handler:       _AdminService_SaveSnapshot_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "caerus/dls/v1/admin_service.proto",
 }

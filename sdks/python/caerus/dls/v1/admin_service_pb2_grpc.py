@@ -70,6 +70,11 @@ class AdminServiceStub:
                 request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberRequest.SerializeToString,
                 response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberResponse.FromString,
                 _registered_method=True)
+        self.SaveSnapshot = channel.unary_stream(
+                '/caerus.dls.v1.AdminService/SaveSnapshot',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -135,6 +140,16 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SaveSnapshot(self, request, context):
+        """A consistent snapshot of the replicated state, for a backup (`dls snapshot save`).
+        The leader confirms it still leads (a linearizable read), encodes the state as of
+        everything committed before the call, and streams the bytes of a snapshot file
+        (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -172,6 +187,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.PromoteMember,
                     request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberRequest.FromString,
                     response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberResponse.SerializeToString,
+            ),
+            'SaveSnapshot': grpc.unary_stream_rpc_method_handler(
+                    servicer.SaveSnapshot,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -364,6 +384,33 @@ class AdminService:
             '/caerus.dls.v1.AdminService/PromoteMember',
             caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberRequest.SerializeToString,
             caerus_dot_dls_dot_v1_dot_admin__service__pb2.PromoteMemberResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SaveSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/SaveSnapshot',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,11 @@ module Caerus
           rpc :RemoveMember, ::Caerus::Dls::V1::RemoveMemberRequest, ::Caerus::Dls::V1::RemoveMemberResponse
           # Makes a learner a voter once it has caught up. FAILED_PRECONDITION if it is no learner.
           rpc :PromoteMember, ::Caerus::Dls::V1::PromoteMemberRequest, ::Caerus::Dls::V1::PromoteMemberResponse
+          # A consistent snapshot of the replicated state, for a backup (`dls snapshot save`).
+          # The leader confirms it still leads (a linearizable read), encodes the state as of
+          # everything committed before the call, and streams the bytes of a snapshot file
+          # (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
+          rpc :SaveSnapshot, ::Caerus::Dls::V1::SaveSnapshotRequest, stream(::Caerus::Dls::V1::SaveSnapshotResponse)
         end
 
         Stub = Service.rpc_stub_class

@@ -232,6 +232,37 @@ public final class AdminServiceGrpc {
     return getPromoteMemberMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<dev.caerus.dls.v1.SaveSnapshotRequest,
+      dev.caerus.dls.v1.SaveSnapshotResponse> getSaveSnapshotMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "SaveSnapshot",
+      requestType = dev.caerus.dls.v1.SaveSnapshotRequest.class,
+      responseType = dev.caerus.dls.v1.SaveSnapshotResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.SERVER_STREAMING)
+  public static io.grpc.MethodDescriptor<dev.caerus.dls.v1.SaveSnapshotRequest,
+      dev.caerus.dls.v1.SaveSnapshotResponse> getSaveSnapshotMethod() {
+    io.grpc.MethodDescriptor<dev.caerus.dls.v1.SaveSnapshotRequest, dev.caerus.dls.v1.SaveSnapshotResponse> getSaveSnapshotMethod;
+    if ((getSaveSnapshotMethod = AdminServiceGrpc.getSaveSnapshotMethod) == null) {
+      synchronized (AdminServiceGrpc.class) {
+        if ((getSaveSnapshotMethod = AdminServiceGrpc.getSaveSnapshotMethod) == null) {
+          AdminServiceGrpc.getSaveSnapshotMethod = getSaveSnapshotMethod =
+              io.grpc.MethodDescriptor.<dev.caerus.dls.v1.SaveSnapshotRequest, dev.caerus.dls.v1.SaveSnapshotResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.SERVER_STREAMING)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "SaveSnapshot"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.caerus.dls.v1.SaveSnapshotRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  dev.caerus.dls.v1.SaveSnapshotResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new AdminServiceMethodDescriptorSupplier("SaveSnapshot"))
+              .build();
+        }
+      }
+    }
+    return getSaveSnapshotMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -377,6 +408,19 @@ public final class AdminServiceGrpc {
         io.grpc.stub.StreamObserver<dev.caerus.dls.v1.PromoteMemberResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getPromoteMemberMethod(), responseObserver);
     }
+
+    /**
+     * <pre>
+     * A consistent snapshot of the replicated state, for a backup (`dls snapshot save`).
+     * The leader confirms it still leads (a linearizable read), encodes the state as of
+     * everything committed before the call, and streams the bytes of a snapshot file
+     * (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
+     * </pre>
+     */
+    default void saveSnapshot(dev.caerus.dls.v1.SaveSnapshotRequest request,
+        io.grpc.stub.StreamObserver<dev.caerus.dls.v1.SaveSnapshotResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getSaveSnapshotMethod(), responseObserver);
+    }
   }
 
   /**
@@ -498,6 +542,20 @@ public final class AdminServiceGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getPromoteMemberMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     * <pre>
+     * A consistent snapshot of the replicated state, for a backup (`dls snapshot save`).
+     * The leader confirms it still leads (a linearizable read), encodes the state as of
+     * everything committed before the call, and streams the bytes of a snapshot file
+     * (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
+     * </pre>
+     */
+    public void saveSnapshot(dev.caerus.dls.v1.SaveSnapshotRequest request,
+        io.grpc.stub.StreamObserver<dev.caerus.dls.v1.SaveSnapshotResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncServerStreamingCall(
+          getChannel().newCall(getSaveSnapshotMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -598,6 +656,21 @@ public final class AdminServiceGrpc {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getPromoteMemberMethod(), getCallOptions(), request);
     }
+
+    /**
+     * <pre>
+     * A consistent snapshot of the replicated state, for a backup (`dls snapshot save`).
+     * The leader confirms it still leads (a linearizable read), encodes the state as of
+     * everything committed before the call, and streams the bytes of a snapshot file
+     * (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
+     * </pre>
+     */
+    @io.grpc.ExperimentalApi("https://github.com/grpc/grpc-java/issues/10918")
+    public io.grpc.stub.BlockingClientCall<?, dev.caerus.dls.v1.SaveSnapshotResponse>
+        saveSnapshot(dev.caerus.dls.v1.SaveSnapshotRequest request) {
+      return io.grpc.stub.ClientCalls.blockingV2ServerStreamingCall(
+          getChannel(), getSaveSnapshotMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -697,6 +770,20 @@ public final class AdminServiceGrpc {
     public dev.caerus.dls.v1.PromoteMemberResponse promoteMember(dev.caerus.dls.v1.PromoteMemberRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getPromoteMemberMethod(), getCallOptions(), request);
+    }
+
+    /**
+     * <pre>
+     * A consistent snapshot of the replicated state, for a backup (`dls snapshot save`).
+     * The leader confirms it still leads (a linearizable read), encodes the state as of
+     * everything committed before the call, and streams the bytes of a snapshot file
+     * (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
+     * </pre>
+     */
+    public java.util.Iterator<dev.caerus.dls.v1.SaveSnapshotResponse> saveSnapshot(
+        dev.caerus.dls.v1.SaveSnapshotRequest request) {
+      return io.grpc.stub.ClientCalls.blockingServerStreamingCall(
+          getChannel(), getSaveSnapshotMethod(), getCallOptions(), request);
     }
   }
 
@@ -814,6 +901,7 @@ public final class AdminServiceGrpc {
   private static final int METHODID_ADD_MEMBER = 4;
   private static final int METHODID_REMOVE_MEMBER = 5;
   private static final int METHODID_PROMOTE_MEMBER = 6;
+  private static final int METHODID_SAVE_SNAPSHOT = 7;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -859,6 +947,10 @@ public final class AdminServiceGrpc {
         case METHODID_PROMOTE_MEMBER:
           serviceImpl.promoteMember((dev.caerus.dls.v1.PromoteMemberRequest) request,
               (io.grpc.stub.StreamObserver<dev.caerus.dls.v1.PromoteMemberResponse>) responseObserver);
+          break;
+        case METHODID_SAVE_SNAPSHOT:
+          serviceImpl.saveSnapshot((dev.caerus.dls.v1.SaveSnapshotRequest) request,
+              (io.grpc.stub.StreamObserver<dev.caerus.dls.v1.SaveSnapshotResponse>) responseObserver);
           break;
         default:
           throw new AssertionError();
@@ -927,6 +1019,13 @@ public final class AdminServiceGrpc {
               dev.caerus.dls.v1.PromoteMemberRequest,
               dev.caerus.dls.v1.PromoteMemberResponse>(
                 service, METHODID_PROMOTE_MEMBER)))
+        .addMethod(
+          getSaveSnapshotMethod(),
+          io.grpc.stub.ServerCalls.asyncServerStreamingCall(
+            new MethodHandlers<
+              dev.caerus.dls.v1.SaveSnapshotRequest,
+              dev.caerus.dls.v1.SaveSnapshotResponse>(
+                service, METHODID_SAVE_SNAPSHOT)))
         .build();
   }
 
@@ -982,6 +1081,7 @@ public final class AdminServiceGrpc {
               .addMethod(getAddMemberMethod())
               .addMethod(getRemoveMemberMethod())
               .addMethod(getPromoteMemberMethod())
+              .addMethod(getSaveSnapshotMethod())
               .build();
         }
       }

@@ -121,6 +121,16 @@ public final class AdminServiceProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_caerus_dls_v1_PromoteMemberResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_SaveSnapshotRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_SaveSnapshotRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_SaveSnapshotResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_SaveSnapshotResponse_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -194,23 +204,27 @@ public final class AdminServiceProto extends com.google.protobuf.GeneratedFile {
       "\004R\006nodeId\022-\n\023catch_up_timeout_ms\030\002 \001(\rR\020" +
       "catchUpTimeoutMs\"L\n\025PromoteMemberRespons" +
       "e\0223\n\007members\030\001 \003(\0132\031.caerus.dls.v1.Membe" +
-      "rInfoR\007members2\372\004\n\014AdminService\022N\n\tListL" +
-      "ocks\022\037.caerus.dls.v1.ListLocksRequest\032 ." +
-      "caerus.dls.v1.ListLocksResponse\022c\n\020Abort" +
-      "Transaction\022&.caerus.dls.v1.AbortTransac" +
-      "tionRequest\032\'.caerus.dls.v1.AbortTransac" +
-      "tionResponse\022Z\n\rClusterStatus\022#.caerus.d" +
-      "ls.v1.ClusterStatusRequest\032$.caerus.dls." +
-      "v1.ClusterStatusResponse\022T\n\013ListMembers\022" +
-      "!.caerus.dls.v1.ListMembersRequest\032\".cae" +
-      "rus.dls.v1.ListMembersResponse\022N\n\tAddMem" +
-      "ber\022\037.caerus.dls.v1.AddMemberRequest\032 .c" +
-      "aerus.dls.v1.AddMemberResponse\022W\n\014Remove" +
-      "Member\022\".caerus.dls.v1.RemoveMemberReque" +
-      "st\032#.caerus.dls.v1.RemoveMemberResponse\022" +
-      "Z\n\rPromoteMember\022#.caerus.dls.v1.Promote" +
-      "MemberRequest\032$.caerus.dls.v1.PromoteMem" +
-      "berResponseB\227\001\n\021dev.caerus.dls.v1B\021Admin" +
+      "rInfoR\007members\"\025\n\023SaveSnapshotRequest\",\n" +
+      "\024SaveSnapshotResponse\022\024\n\005chunk\030\001 \001(\014R\005ch" +
+      "unk2\325\005\n\014AdminService\022N\n\tListLocks\022\037.caer" +
+      "us.dls.v1.ListLocksRequest\032 .caerus.dls." +
+      "v1.ListLocksResponse\022c\n\020AbortTransaction" +
+      "\022&.caerus.dls.v1.AbortTransactionRequest" +
+      "\032\'.caerus.dls.v1.AbortTransactionRespons" +
+      "e\022Z\n\rClusterStatus\022#.caerus.dls.v1.Clust" +
+      "erStatusRequest\032$.caerus.dls.v1.ClusterS" +
+      "tatusResponse\022T\n\013ListMembers\022!.caerus.dl" +
+      "s.v1.ListMembersRequest\032\".caerus.dls.v1." +
+      "ListMembersResponse\022N\n\tAddMember\022\037.caeru" +
+      "s.dls.v1.AddMemberRequest\032 .caerus.dls.v" +
+      "1.AddMemberResponse\022W\n\014RemoveMember\022\".ca" +
+      "erus.dls.v1.RemoveMemberRequest\032#.caerus" +
+      ".dls.v1.RemoveMemberResponse\022Z\n\rPromoteM" +
+      "ember\022#.caerus.dls.v1.PromoteMemberReque" +
+      "st\032$.caerus.dls.v1.PromoteMemberResponse" +
+      "\022Y\n\014SaveSnapshot\022\".caerus.dls.v1.SaveSna" +
+      "pshotRequest\032#.caerus.dls.v1.SaveSnapsho" +
+      "tResponse0\001B\227\001\n\021dev.caerus.dls.v1B\021Admin" +
       "ServiceProtoP\001Z5github.com/caerus-dev/dl" +
       "s/sdks/go/caerus/dls/v1;dlsv1\242\002\003CDX\252\002\rCa" +
       "erus.Dls.V1\312\002\rCaerus\\Dls\\V1\352\002\017Caerus::Dl" +
@@ -335,6 +349,18 @@ public final class AdminServiceProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_PromoteMemberResponse_descriptor,
         new java.lang.String[] { "Members", });
+    internal_static_caerus_dls_v1_SaveSnapshotRequest_descriptor =
+      getDescriptor().getMessageType(19);
+    internal_static_caerus_dls_v1_SaveSnapshotRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_SaveSnapshotRequest_descriptor,
+        new java.lang.String[] { });
+    internal_static_caerus_dls_v1_SaveSnapshotResponse_descriptor =
+      getDescriptor().getMessageType(20);
+    internal_static_caerus_dls_v1_SaveSnapshotResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_SaveSnapshotResponse_descriptor,
+        new java.lang.String[] { "Chunk", });
     descriptor.resolveAllFeaturesImmutable();
     dev.caerus.dls.v1.LockServiceProto.getDescriptor();
   }
