@@ -6,55 +6,13 @@
 
 mod common;
 
-use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
+use caerus_chaos::disk::Tmpfs;
 use caerus_core::{ClientConfig, DlsClient, Lock, LockMode, Transaction, TransactionState};
 use common::{eventually, grant_many, opts, wait, Cluster, PATIENCE};
-
-/// A tmpfs mounted on a directory, unmounted when dropped (also when a test fails).
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    /// Mounts a tmpfs of `size` (mount(8) syntax) on `dir`; None if mounting is not
-    /// permitted here.
-    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
-        std::fs::create_dir_all(dir).unwrap();
-        let out = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs(dir.to_path_buf())),
-            Ok(o) => {
-                eprintln!("SKIPPED: cannot mount a tmpfs (needs root): {}", String::from_utf8_lossy(&o.stderr));
-                None
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-
-    /// Writes a file that takes all the space left.
-    fn fill(&self) -> PathBuf {
-        let path = self.0.join("filler");
-        let mut f = std::fs::File::create(&path).unwrap();
-        let chunk = vec![0xa5u8; 64 * 1024];
-        while f.write_all(&chunk).is_ok() {}
-        // The last partial chunk may have fit byte by byte.
-        while f.write_all(&[0xa5]).is_ok() {}
-        path
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        // Lazy: a node still holding files open must not keep the mount behind.
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
 
 /// Copies `from` into `to` recursively, leaving all-zero blocks as holes (log segments
 /// are preallocated sparse files; a tmpfs would otherwise hold their zeros).
@@ -87,7 +45,13 @@ async fn onto_tmpfs(cluster: &mut Cluster, size: &str) -> Option<Vec<Tmpfs>> {
         let dir = cluster.nodes.iter().find(|n| n.id == id).unwrap().data_dir.clone();
         let saved = dir.with_extension("disk");
         std::fs::rename(&dir, &saved).unwrap();
-        mounts.push(Tmpfs::mount(&dir, size)?);
+        match Tmpfs::mount(&dir, size) {
+            Ok(m) => mounts.push(m),
+            Err(why) => {
+                eprintln!("SKIPPED: {why}");
+                return None;
+            }
+        }
         copy_sparse(&saved, &dir);
         std::fs::remove_dir_all(&saved).unwrap();
         cluster.restart(id);
@@ -132,7 +96,7 @@ async fn a_leader_whose_disk_fills_stops_and_another_leads_keeping_every_grant()
     let before = grant_many(&c, "a", 10, held.fencing_token).await;
 
     let leader = cluster.wait_for_leader(PATIENCE).await;
-    mounts[leader as usize - 1].fill();
+    mounts[leader as usize - 1].fill().unwrap();
     // Grants go on (through the failover) with tokens still rising.
     let after = grant_many(&c, "b", 40, before).await;
     assert!(after > before);
@@ -156,7 +120,7 @@ async fn a_follower_whose_disk_fills_falls_behind_and_catches_up_once_space_is_f
     let leader = cluster.wait_for_leader(PATIENCE).await;
     let follower = (1..=3).find(|id| *id != leader).unwrap();
 
-    let filler = mounts[follower as usize - 1].fill();
+    let filler = mounts[follower as usize - 1].fill().unwrap();
     let last = grant_many(&c, "a", 40, held.fencing_token).await;
     let status = cluster.wait_exit(follower, PATIENCE).await.expect("the follower with a full disk must stop");
     assert!(!status.success(), "{status}");

@@ -391,6 +391,15 @@ impl AdminService for ForwardingAdmin {
     ) -> Result<Response<pb::PromoteMemberResponse>, Status> {
         route!(self, req, AdminService, admin, promote_member, unary)
     }
+
+    type SaveSnapshotStream = BoxStream<pb::SaveSnapshotResponse>;
+
+    async fn save_snapshot(
+        &self,
+        req: Request<pb::SaveSnapshotRequest>,
+    ) -> Result<Response<Self::SaveSnapshotStream>, Status> {
+        route!(self, req, AdminService, admin, save_snapshot, stream)
+    }
 }
 
 #[cfg(test)]
