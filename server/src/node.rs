@@ -190,7 +190,7 @@ impl Node {
         let log_io = log_store.io_stats();
         let pristine = log_store.is_pristine()?;
         let state_machine =
-            StateMachine::open(&db, &cfg.data_dir, observer, durable.clone(), log_store.first_index()).await?;
+            StateMachine::open(&cfg.data_dir, observer, durable.clone(), log_store.first_index()).await?;
         let state = state_machine.shared();
         let snapshots = state_machine.snapshot_store();
 

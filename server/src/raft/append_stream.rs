@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use caerus_proto::raft::RaftPayload;
 use tokio::sync::mpsc;
-use tonic::{Code, Status, Streaming};
+use tonic::{Status, Streaming};
 
 use super::network::PeerRpc;
 
@@ -27,34 +27,18 @@ pub struct AppendStream {
     in_flight: bool,
 }
 
-/// What opening a stream gave.
-pub enum Opened {
-    /// The stream, with the first request's answer.
-    Stream(AppendStream, RaftPayload),
-    /// The peer is an older version without the streaming call: use unary calls.
-    Unsupported(RaftPayload),
-}
-
 impl AppendStream {
     /// Opens a stream carrying `first` (queued before the call, so it leaves with the
     /// stream's headers instead of a round trip later) and waits for its answer.
-    pub async fn open(client: &mut PeerRpc, first: RaftPayload) -> Result<Opened, Status> {
+    pub async fn open(client: &mut PeerRpc, first: RaftPayload) -> Result<(AppendStream, RaftPayload), Status> {
         let (requests, rx) = mpsc::channel(1);
-        let retry = first.clone();
         let first = RaftPayload { seq: 1, ..first };
         requests.send(first).await.map_err(|_| Status::internal("append stream closed before use"))?;
-        match client.append_entries_stream(tokio_stream::wrappers::ReceiverStream::new(rx)).await {
-            Ok(response) => {
-                let answers = Mutex::new(response.into_inner());
-                let mut stream = AppendStream { requests, answers, seq: 1, in_flight: true };
-                let answer = stream.next_answer().await?;
-                Ok(Opened::Stream(stream, answer))
-            }
-            Err(status) if status.code() == Code::Unimplemented => {
-                Ok(Opened::Unsupported(client.append_entries(retry).await?.into_inner()))
-            }
-            Err(status) => Err(status),
-        }
+        let response = client.append_entries_stream(tokio_stream::wrappers::ReceiverStream::new(rx)).await?;
+        let answers = Mutex::new(response.into_inner());
+        let mut stream = AppendStream { requests, answers, seq: 1, in_flight: true };
+        let answer = stream.next_answer().await?;
+        Ok((stream, answer))
     }
 
     /// Whether a round trip was cancelled midway: then the stream must be dropped.
@@ -102,11 +86,8 @@ mod tests {
 
     use super::*;
 
-    /// Answers each AppendEntries with its payload reversed; `streams: false` plays an
-    /// older server without the streaming call.
-    struct Reverser {
-        streams: bool,
-    }
+    /// Answers each AppendEntries with its payload reversed.
+    struct Reverser;
 
     fn reversed(p: &RaftPayload) -> RaftPayload {
         RaftPayload { data: p.data.iter().rev().copied().collect(), is_error: false, seq: p.seq }
@@ -126,9 +107,6 @@ mod tests {
             &self,
             req: Request<Streaming<RaftPayload>>,
         ) -> Result<Response<Answers>, Status> {
-            if !self.streams {
-                return Err(Status::unimplemented("older server"));
-            }
             let mut requests = req.into_inner();
             let answers = async_stream::try_stream! {
                 while let Some(r) = requests.message().await? {
@@ -160,12 +138,12 @@ mod tests {
         }
     }
 
-    async fn client_of(streams: bool) -> PeerRpc {
+    async fn client_of() -> PeerRpc {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(
             tonic::transport::Server::builder()
-                .add_service(RaftServiceServer::new(Reverser { streams }))
+                .add_service(RaftServiceServer::new(Reverser))
                 .serve_with_incoming(TcpListenerStream::new(listener)),
         );
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect_lazy();
@@ -178,18 +156,14 @@ mod tests {
     }
 
     async fn open(client: &mut PeerRpc) -> AppendStream {
-        match AppendStream::open(client, payload("abc")).await.unwrap() {
-            Opened::Stream(stream, first) => {
-                assert_eq!(first.data, b"cba");
-                stream
-            }
-            Opened::Unsupported(_) => panic!("a current peer streams"),
-        }
+        let (stream, first) = AppendStream::open(client, payload("abc")).await.unwrap();
+        assert_eq!(first.data, b"cba");
+        stream
     }
 
     #[tokio::test]
     async fn an_answer_is_never_taken_for_a_later_request() {
-        let mut client = client_of(true).await;
+        let mut client = client_of().await;
         // A caller that gives up midway (openraft's own timeout drops the call).
         let mut stream = open(&mut client).await;
         let cut = tokio::time::timeout(std::time::Duration::from_millis(20), stream.round_trip(payload("slow"))).await;
@@ -206,10 +180,8 @@ mod tests {
 
     #[tokio::test]
     async fn answers_come_back_in_order_on_one_stream_until_the_peer_ends_it() {
-        let mut client = client_of(true).await;
-        let Opened::Stream(mut stream, first) = AppendStream::open(&mut client, payload("abc")).await.unwrap() else {
-            panic!("a current peer streams");
-        };
+        let mut client = client_of().await;
+        let (mut stream, first) = AppendStream::open(&mut client, payload("abc")).await.unwrap();
         assert_eq!(first.data, b"cba");
         for word in ["hello", "raft", "x"] {
             let answer = stream.round_trip(payload(word)).await.unwrap();
@@ -217,14 +189,5 @@ mod tests {
         }
         let err = stream.round_trip(payload("bye")).await.unwrap_err();
         assert!(err.message().contains("closed"), "{err}");
-    }
-
-    #[tokio::test]
-    async fn a_peer_without_the_streaming_call_gets_a_unary_call() {
-        let mut client = client_of(false).await;
-        match AppendStream::open(&mut client, payload("abc")).await.unwrap() {
-            Opened::Unsupported(answer) => assert_eq!(answer.data, b"cba"),
-            Opened::Stream(..) => panic!("an older peer cannot stream"),
-        }
     }
 }

@@ -32,8 +32,6 @@ const META_TREE: &str = "raft_meta";
 const VOTE: &[u8] = b"vote";
 const COMMITTED: &[u8] = b"committed";
 const LAST_PURGED: &[u8] = b"last_purged";
-/// Where the log lived before it moved to segment files; migrated at start.
-const OLD_LOG_TREE: &str = "raft_log";
 
 /// Counters of the log's disk work, for `/metrics` and the benchmark's entries-per-fsync
 /// figure.
@@ -152,7 +150,7 @@ fn run_sync(
 
 impl LogStore {
     /// Opens node `id`'s log in `dir` (segment files) with the vote and purge point in
-    /// `db`, moving a log left in sled by an older version into the files first.
+    /// `db`.
     pub fn open(db: &sled::Db, dir: &Path, id: NodeId) -> anyhow::Result<Self> {
         let meta = db.open_tree(META_TREE)?;
         let purged = match meta.get(LAST_PURGED)? {
@@ -161,7 +159,7 @@ impl LogStore {
             }
             None => None,
         };
-        let wal = migrate_from_sled(db, dir, purged.map(|p| p.index)).map_err(|e| refuse_damaged(e, id))?;
+        let wal = Wal::open(dir, purged.map(|p| p.index)).map_err(|e| refuse_damaged(e.into(), id))?;
         let durable = Arc::new(Durable::new(wal.next_index()));
         let stats: Arc<LogIoStats> = Arc::default();
         let wal = Arc::new(Mutex::new(wal));
@@ -289,35 +287,6 @@ impl LogStore {
         let records = self.wal.lock().expect("wal lock").locate(start, end);
         records.iter().map(|r| codec::decode::<Entry>(&r.read().map_err(read_err)?).map_err(read_err)).collect()
     }
-}
-
-/// Opens the segment files, first moving entries an older version kept in sled's
-/// `raft_log` tree into them. The tree is cleared only after the files are synced; if a
-/// crash interrupts that, the files are rebuilt from the tree on the next start.
-fn migrate_from_sled(db: &sled::Db, dir: &Path, purged: Option<u64>) -> anyhow::Result<Wal> {
-    let old = db.open_tree(OLD_LOG_TREE)?;
-    if old.is_empty() {
-        return Ok(Wal::open(dir, purged)?);
-    }
-    if dir.exists() {
-        std::fs::remove_dir_all(dir)?;
-    }
-    let mut wal = Wal::open(dir, None)?;
-    let mut moved = 0u64;
-    for item in old.iter() {
-        let (k, v) = item?;
-        let index = u64::from_be_bytes(k.as_ref().try_into().map_err(|_| anyhow::anyhow!("bad key in sled raft_log"))?);
-        wal.append(&[(index, v.to_vec())])?;
-        moved += 1;
-    }
-    if let Some(p) = purged {
-        wal.purge(p)?;
-    }
-    wal.sync()?;
-    old.clear()?;
-    db.flush()?;
-    tracing::info!(entries = moved, dir = %dir.display(), "moved the raft log from sled to segment files");
-    Ok(wal)
 }
 
 /// Marks the log of a new data directory purged up to `at`: its history before that lives
@@ -542,24 +511,5 @@ mod tests {
         let err = rx.await.unwrap().unwrap_err();
         assert!(err.to_string().contains("an earlier sync of the raft log failed"), "{err}");
         assert!(!store.durable().covers(0));
-    }
-
-    #[tokio::test]
-    async fn a_log_kept_in_sled_by_an_older_version_moves_to_segment_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path().join("db")).unwrap();
-        let old = db.open_tree(OLD_LOG_TREE).unwrap();
-        for i in 0..5u64 {
-            old.insert(i.to_be_bytes(), codec::encode(&entry(i)).unwrap()).unwrap();
-        }
-        let mut store = LogStore::open(&db, &dir.path().join("log"), 1).unwrap();
-        assert!(old.is_empty(), "the sled copy is dropped once the files are synced");
-        let got: Vec<u64> = store.try_get_log_entries(0..).await.unwrap().iter().map(|e| e.log_id.index).collect();
-        assert_eq!(got, vec![0, 1, 2, 3, 4]);
-        assert_eq!(store.get_log_state().await.unwrap().last_log_id.map(|l| l.index), Some(4));
-        drop(store);
-        let mut again = LogStore::open(&db, &dir.path().join("log"), 1).unwrap();
-        let got: Vec<u64> = again.try_get_log_entries(2..=3).await.unwrap().iter().map(|e| e.log_id.index).collect();
-        assert_eq!(got, vec![2, 3]);
     }
 }

@@ -22,7 +22,7 @@ use serde::Serialize;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-use super::append_stream::{AppendStream, Opened};
+use super::append_stream::AppendStream;
 use super::durable::Durable;
 use super::peer_auth::{PeerAuth, Stamp};
 use super::types::{codec, Node, NodeId, RPCError, RaftError, TypeConfig};
@@ -163,8 +163,6 @@ pub struct PeerClient {
     durable: Arc<Durable>,
     /// AppendEntries travel on this stream once the first one opened it.
     stream: Option<AppendStream>,
-    /// The peer has no streaming call (an older version): unary calls only.
-    unary_only: bool,
 }
 
 impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
@@ -172,7 +170,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> PeerClient {
         let client = self.transport.client(&node.peer_addr);
-        PeerClient { target, client, durable: self.durable.clone(), stream: None, unary_only: false }
+        PeerClient { target, client, durable: self.durable.clone(), stream: None }
     }
 }
 
@@ -195,7 +193,7 @@ impl PeerClient {
         let ttl = option.hard_ttl();
         let answer = tokio::time::timeout(ttl, async {
             match method {
-                Method::Append => self.append(&mut client, request, ttl).await,
+                Method::Append => self.append(&mut client, request).await,
                 Method::Vote => client.vote(unary(request, ttl)).await.map(tonic::Response::into_inner),
                 Method::Snapshot => client.install_snapshot(unary(request, ttl)).await.map(tonic::Response::into_inner),
             }
@@ -224,12 +222,7 @@ impl PeerClient {
     }
 
     /// One AppendEntries: on this client's stream, opened by the first one.
-    async fn append(
-        &mut self,
-        client: &mut PeerRpc,
-        request: RaftPayload,
-        ttl: Duration,
-    ) -> Result<RaftPayload, tonic::Status> {
+    async fn append(&mut self, client: &mut PeerRpc, request: RaftPayload) -> Result<RaftPayload, tonic::Status> {
         // A stream whose last round trip never finished (openraft dropped the call, e.g. at
         // its own timeout) may still deliver that answer: it is not used again.
         if self.stream.as_ref().is_some_and(AppendStream::interrupted) {
@@ -238,19 +231,9 @@ impl PeerClient {
         if let Some(stream) = &mut self.stream {
             return stream.round_trip(request).await;
         }
-        if self.unary_only {
-            return client.append_entries(unary(request, ttl)).await.map(tonic::Response::into_inner);
-        }
-        match AppendStream::open(client, request).await? {
-            Opened::Stream(stream, answer) => {
-                self.stream = Some(stream);
-                Ok(answer)
-            }
-            Opened::Unsupported(answer) => {
-                self.unary_only = true;
-                Ok(answer)
-            }
-        }
+        let (stream, answer) = AppendStream::open(client, request).await?;
+        self.stream = Some(stream);
+        Ok(answer)
     }
 }
 

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::durable::Durable;
 use super::snapshot_store::{SnapshotFile, SnapshotStore, TmpFile};
-use super::types::{codec, Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
+use super::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::locks::{Effect, LockTable, Outcome};
 
 /// Receives what the node must act on after entries are applied.
@@ -43,17 +43,6 @@ pub struct Replicated {
 
 /// Read access for the API layer; writes happen only in `apply`.
 pub type SharedState = Arc<RwLock<Replicated>>;
-
-/// How versions before snapshot files stored the snapshot: `data` is the encoded
-/// `Replicated`, under key `current` of sled tree `snapshots`. Read once, to migrate.
-#[derive(Deserialize)]
-struct LegacySnapshot {
-    meta: SnapshotMeta,
-    data: Vec<u8>,
-}
-
-const LEGACY_TREE: &str = "snapshots";
-const LEGACY_KEY: &[u8] = b"current";
 
 #[derive(Clone)]
 pub struct StateMachine {
@@ -82,52 +71,22 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-/// Versions before snapshot files kept the snapshot in sled. Moves it into a file once
-/// (unless a file already exists, e.g. after a crash right after the move), then drops the
-/// sled tree. Returns whether sled changed and must be flushed.
-fn migrate_sled_snapshot(db: &sled::Db, store: &SnapshotStore) -> anyhow::Result<bool> {
-    if !db.tree_names().iter().any(|name| &**name == LEGACY_TREE.as_bytes()) {
-        return Ok(false);
-    }
-    let tree = db.open_tree(LEGACY_TREE)?;
-    if let Some(bytes) = tree.get(LEGACY_KEY)? {
-        if store.current_meta().is_none() {
-            let legacy: LegacySnapshot = codec::decode(&bytes).map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot decode the snapshot stored in sled (tree `{LEGACY_TREE}`) to move it into a file: {e}"
-                )
-            })?;
-            store.save_encoded(&legacy.meta, &legacy.data)?;
-            tracing::info!(snapshot = %legacy.meta, "moved the snapshot from sled into a file");
-        }
-    }
-    drop(tree);
-    db.drop_tree(LEGACY_TREE)?;
-    Ok(true)
-}
-
 impl StateMachine {
     /// Opens the state machine, restoring the table from the newest whole snapshot file in
-    /// `<data_dir>/snapshots` (after moving an older version's sled snapshot there) that
-    /// reaches `log_first`, the first index the raft log holds.
+    /// `<data_dir>/snapshots` that reaches `log_first`, the first index the raft log holds.
     pub async fn open(
-        db: &sled::Db,
         data_dir: &Path,
         observer: Arc<dyn ApplyObserver>,
         durable: Arc<Durable>,
         log_first: u64,
     ) -> anyhow::Result<Self> {
-        let (db_, data_dir) = (db.clone(), data_dir.to_path_buf());
-        let (store, migrated, restored) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let data_dir = data_dir.to_path_buf();
+        let (store, restored) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
             let store = SnapshotStore::open(&data_dir)?;
-            let migrated = migrate_sled_snapshot(&db_, &store)?;
             let restored = store.load_current(log_first)?;
-            Ok((store, migrated, restored))
+            Ok((store, restored))
         })
         .await??;
-        if migrated {
-            super::log_store::flush_db(db).await?;
-        }
         let state = match restored {
             Some(state) => {
                 tracing::info!(last_applied = ?state.last_applied, "restored lock table from snapshot");
@@ -296,10 +255,8 @@ mod tests {
     #[tokio::test]
     async fn lease_timers_follow_an_apply_before_readers_see_the_new_table() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path().join("raft.sled")).unwrap();
         let probe = Arc::new(LockProbe::default());
-        let mut sm =
-            StateMachine::open(&db, dir.path(), probe.clone(), Arc::new(Durable::new(u64::MAX)), 0).await.unwrap();
+        let mut sm = StateMachine::open(dir.path(), probe.clone(), Arc::new(Durable::new(u64::MAX)), 0).await.unwrap();
         probe.state.set(sm.shared()).ok().unwrap();
         let begin =
             Command::Begin { request_id: None, lease_ms: 10_000, priority: 0, name: "t".into(), owner: "o".into() };
@@ -313,12 +270,6 @@ mod tests {
         assert_eq!(*probe.locked.lock().unwrap(), vec![true]);
     }
 
-    #[derive(Serialize)]
-    struct LegacyOut<'a> {
-        meta: &'a SnapshotMeta,
-        data: Vec<u8>,
-    }
-
     fn table_with_one_txn() -> LockTable {
         let mut table = LockTable::new();
         let begin =
@@ -329,38 +280,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_snapshot_kept_in_sled_by_an_older_version_moves_into_a_file_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path().join("raft.sled")).unwrap();
-        let old = Replicated { table: table_with_one_txn(), ..Default::default() };
-        let meta = SnapshotMeta { last_log_id: None, last_membership: Default::default(), snapshot_id: "old-1".into() };
-        let legacy = LegacyOut { meta: &meta, data: codec::encode(&old).unwrap() };
-        db.open_tree(LEGACY_TREE).unwrap().insert(LEGACY_KEY, codec::encode(&legacy).unwrap()).unwrap();
-
-        let sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0)
-            .await
-            .unwrap();
-        assert_eq!(sm.shared().read().unwrap().table, old.table);
-        assert!(!db.tree_names().iter().any(|n| &**n == LEGACY_TREE.as_bytes()), "the sled tree is dropped");
-        let files: Vec<_> =
-            std::fs::read_dir(dir.path().join("snapshots")).unwrap().map(|e| e.unwrap().path()).collect();
-        assert_eq!(files, vec![dir.path().join("snapshots/old-1.snap")]);
-        drop(sm);
-
-        // The next start reads the file.
-        let sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0)
-            .await
-            .unwrap();
-        assert_eq!(sm.shared().read().unwrap().table, old.table);
-    }
-
-    #[tokio::test]
     async fn a_built_snapshot_replaces_the_previous_file_and_is_restored() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path().join("raft.sled")).unwrap();
-        let mut sm = StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0)
-            .await
-            .unwrap();
+        let mut sm =
+            StateMachine::open(dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0).await.unwrap();
         let first = sm.build_snapshot().await.unwrap().meta;
         sm.shared().write().unwrap().table = table_with_one_txn();
         let second = sm.build_snapshot().await.unwrap().meta;
@@ -370,9 +293,8 @@ mod tests {
         assert_eq!(files.len(), 1, "the older snapshot file is deleted: {files:?}");
         assert_eq!(sm.get_current_snapshot().await.unwrap().unwrap().meta, second);
 
-        let restored = StateMachine::open(&db, dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0)
-            .await
-            .unwrap();
+        let restored =
+            StateMachine::open(dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0).await.unwrap();
         assert_eq!(restored.shared().read().unwrap().table, table_with_one_txn());
     }
 }
