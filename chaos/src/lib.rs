@@ -1,6 +1,7 @@
 //! Jepsen-style fault injection for Caerus DLS.
 //!
 //! - [`cluster`]: the real `dls` processes under test and their proxies.
+//! - [`fault`]: the faults by name, and the groups `--faults` selects.
 //! - [`history`]: every operation the clients performed (invoke, ok, fail, unknown).
 //! - [`checker`]: judges a history: the fenced register, hold intervals, fencing tokens,
 //!   terminal transactions.
@@ -18,6 +19,7 @@
 pub mod checker;
 pub mod cluster;
 pub mod disk;
+pub mod fault;
 pub mod history;
 pub mod linearizable;
 pub mod membership;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use caerus_chaos::checker::{self, Violation};
 use caerus_chaos::cluster::{signal, Cluster};
+use caerus_chaos::fault::Fault;
 use caerus_chaos::history::{History, Mode, Op, OpKind, Outcome};
 use caerus_chaos::proxy::Links;
 use caerus_chaos::register::FencedRegister;
@@ -28,12 +29,6 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 const NS: &str = "chaos";
 /// Grants the linearizability search may try per key before calling the key inconclusive.
 const LIN_BUDGET: u64 = 200_000;
-const ALL_FAULTS: &str = "kill-leader,kill-follower,pause-node,pause-client,pause-queued,partition-client,partition-leader,partition-split,one-way,latency,restart-all,crash-after-write";
-/// Faults only injected when asked for by name.
-const OPT_FAULTS: &str = "clock-jump";
-/// Faults of the cluster's life cycle: in `all`, and the short run (`one-new`) picks one
-/// of them by its seed.
-const LIFECYCLE_FAULTS: &str = "wipe-rejoin,membership-partition,disk-full,torn-tail";
 /// Each node's data directory is a tmpfs of this size when disk-full is injected.
 const TMPFS_SIZE: &str = "256m";
 /// Where Debian's `faketime` package puts the thread-safe preload library.
@@ -719,7 +714,7 @@ fn grants_count(h: &History) -> u64 {
 }
 
 async fn inject(
-    fault: &'static str,
+    fault: Fault,
     c: &mut Cluster,
     admin: &DlsClient,
     ctx: &Ctx,
@@ -731,9 +726,9 @@ async fn inject(
     let leader = c.wait_for_leader(admin, Duration::from_secs(10)).await;
     let others = |l: u64| c.ids().into_iter().filter(|&i| i != l).collect::<Vec<u64>>();
     match fault {
-        "kill-leader" | "crash-after-write" => {
+        Fault::KillLeader | Fault::CrashAfterWrite => {
             let Some(l) = leader else { return skip(h, format!("{fault}: no leader, skipped")) };
-            if fault == "crash-after-write" {
+            if fault == Fault::CrashAfterWrite {
                 let before = grants_count(h);
                 let deadline = Instant::now() + Duration::from_secs(5);
                 while grants_count(h) == before && Instant::now() < deadline {
@@ -747,7 +742,7 @@ async fn inject(
             tokio::time::sleep(hold / 2).await;
             c.spawn(l)?;
         }
-        "kill-follower" => {
+        Fault::KillFollower => {
             let Some(l) = leader else { return skip(h, "kill-follower: no leader, skipped") };
             let f = *others(l).choose(rng).expect("followers");
             log(h, format!("kill-follower: SIGKILL node {f}, restart in {} ms", hold.as_millis() / 2));
@@ -755,7 +750,7 @@ async fn inject(
             tokio::time::sleep(hold / 2).await;
             c.spawn(f)?;
         }
-        "pause-node" => {
+        Fault::PauseNode => {
             let n = match leader {
                 Some(l) if rng.gen_bool(0.5) => l,
                 _ => *c.ids().choose(rng).expect("nodes"),
@@ -772,17 +767,17 @@ async fn inject(
             tokio::time::sleep(hold).await;
             c.pause(n, false);
         }
-        "pause-client" => pause_client(c, ctx, rng, figs).await?,
-        "pause-queued" => pause_queued(c, ctx, rng, figs).await?,
-        "partition-client" => partition_client(c, ctx, rng, figs).await?,
-        "partition-leader" => {
+        Fault::PauseClient => pause_client(c, ctx, rng, figs).await?,
+        Fault::PauseQueued => pause_queued(c, ctx, rng, figs).await?,
+        Fault::PartitionClient => partition_client(c, ctx, rng, figs).await?,
+        Fault::PartitionLeader => {
             let Some(l) = leader else { return skip(h, "partition-leader: no leader, skipped") };
             log(h, format!("partition-leader: isolate node {l} for {} ms", hold.as_millis()));
             c.links.partition(&[l], &others(l));
             tokio::time::sleep(hold).await;
             c.links.heal();
         }
-        "partition-split" => {
+        Fault::PartitionSplit => {
             let mut ids = c.ids();
             ids.shuffle(rng);
             let (minority, majority) = ids.split_at(ids.len() / 2);
@@ -791,7 +786,7 @@ async fn inject(
             tokio::time::sleep(hold).await;
             c.links.heal();
         }
-        "one-way" => {
+        Fault::OneWay => {
             let Some(l) = leader else { return skip(h, "one-way: no leader, skipped") };
             log(h, format!("one-way: node {l} (leader) cannot send to the others for {} ms", hold.as_millis()));
             for o in others(l) {
@@ -800,14 +795,14 @@ async fn inject(
             tokio::time::sleep(hold).await;
             c.links.heal();
         }
-        "latency" => {
+        Fault::Latency => {
             let d = Duration::from_millis(rng.gen_range(20..150));
             log(h, format!("latency: +{} ms per chunk between nodes for {} ms", d.as_millis(), hold.as_millis()));
             c.links.set_delay(d);
             tokio::time::sleep(hold).await;
             c.links.heal();
         }
-        "clock-jump" => {
+        Fault::ClockJump => {
             if c.faketime.is_none() {
                 return skip(h, "clock-jump: nodes are not under faketime, skipped");
             }
@@ -844,7 +839,7 @@ async fn inject(
             tokio::time::sleep(hold).await;
             return Ok(());
         }
-        "restart-all" => {
+        Fault::RestartAll => {
             log(h, "restart-all: SIGKILL every node, restart all");
             if let Some(l) = leader {
                 figs.leader_kills_us.push(h.now_us());
@@ -858,10 +853,10 @@ async fn inject(
                 c.spawn(id)?;
             }
         }
-        "wipe-rejoin" | "membership-partition" => {
+        Fault::WipeRejoin | Fault::MembershipPartition => {
             let Some(l) = leader else { return skip(h, format!("{fault}: no leader, skipped")) };
             let say = |m: String| log(h, m);
-            let broken = if fault == "wipe-rejoin" {
+            let broken = if fault == Fault::WipeRejoin {
                 membership::wipe_and_rejoin(c, admin, l, rng, &say).await?
             } else {
                 membership::membership_during_partition(c, admin, l, hold, rng, &say).await?
@@ -871,14 +866,14 @@ async fn inject(
                 figs.extra_violations.push(Violation { checker: "membership", message });
             }
         }
-        "disk-full" | "torn-tail" => {
+        Fault::DiskFull | Fault::TornTail => {
             // Mostly the leader (the node that must stop acknowledging), sometimes a follower.
             let n = match leader {
                 Some(l) if rng.gen_bool(0.7) => l,
                 _ => *c.ids().choose(rng).expect("nodes"),
             };
             let say = |m: String| log(h, m);
-            let broken = if fault == "disk-full" {
+            let broken = if fault == Fault::DiskFull {
                 storage_faults::disk_full(c, n, Some(n) == leader, hold, &say).await?
             } else {
                 storage_faults::torn_tail(c, n, Some(n) == leader, rng, &say).await?
@@ -891,9 +886,8 @@ async fn inject(
                 figs.extra_violations.push(Violation { checker: "storage", message });
             }
         }
-        other => bail!("unknown fault {other}"),
     }
-    *figs.faults.entry(fault).or_default() += 1;
+    *figs.faults.entry(fault.name()).or_default() += 1;
     Ok(())
 }
 
@@ -915,26 +909,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             .map(|d| d.as_nanos() as u64 % 1_000_000)
             .unwrap_or(1)
     });
-    let faults: Vec<&'static str> = if args.faults == "none" {
-        vec![]
-    } else {
-        let all: Vec<&'static str> =
-            ALL_FAULTS.split(',').chain(LIFECYCLE_FAULTS.split(',')).chain(OPT_FAULTS.split(',')).collect();
-        let lifecycle: Vec<&'static str> = LIFECYCLE_FAULTS.split(',').collect();
-        let mut v = Vec::new();
-        for f in args.faults.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match f {
-                "all" => v.extend(ALL_FAULTS.split(',').chain(lifecycle.iter().copied())),
-                "classic" => v.extend(ALL_FAULTS.split(',')),
-                "one-new" => v.push(lifecycle[(seed % lifecycle.len() as u64) as usize]),
-                _ => match all.iter().find(|a| **a == f) {
-                    Some(a) => v.push(*a),
-                    None => bail!("unknown fault {f:?}; known: {ALL_FAULTS},{LIFECYCLE_FAULTS},{OPT_FAULTS}"),
-                },
-            }
-        }
-        v
-    };
+    let faults = Fault::parse_list(&args.faults, seed).map_err(anyhow::Error::msg)?;
     if args.nodes != 3 && args.nodes != 5 {
         bail!("--nodes must be 3 or 5");
     }
@@ -943,9 +918,10 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         "dls-chaos: seed {seed} (replay with SEED={seed}), {} nodes, {} clients, {} keys, {} s, lease {} ms, run dir {}",
         args.nodes, args.clients, args.keys, args.duration, args.lease_ms, dir.path().display()
     );
-    println!("faults: {}", if faults.is_empty() { "none".to_string() } else { faults.join(",") });
+    let names: Vec<&str> = faults.iter().map(|f| f.name()).collect();
+    println!("faults: {}", if names.is_empty() { "none".to_string() } else { names.join(",") });
     let mut rng = StdRng::seed_from_u64(seed);
-    let faketime = if faults.contains(&"clock-jump") {
+    let faketime = if faults.contains(&Fault::ClockJump) {
         let lib = std::env::var_os("FAKETIME_LIB")
             .map(PathBuf::from)
             .or_else(|| FAKETIME_LIBS.iter().map(PathBuf::from).find(|p| p.exists()));
@@ -965,7 +941,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         None
     };
     let mut faults = faults;
-    let tmpfs = if faults.contains(&"disk-full") {
+    let tmpfs = if faults.contains(&Fault::DiskFull) {
         match disk::Tmpfs::mount(&dir.path().join("probe"), "1m") {
             Ok(_) => {
                 println!("disk-full: every node's data directory is a {TMPFS_SIZE} tmpfs");
@@ -973,7 +949,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             }
             Err(e) => {
                 println!("disk-full: {e}; it will not be injected");
-                faults.retain(|f| *f != "disk-full");
+                faults.retain(|f| *f != Fault::DiskFull);
                 None
             }
         }
@@ -1008,7 +984,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     };
     let end = Instant::now() + Duration::from_secs(args.duration);
     let ticks = Arc::new(AtomicU64::new(0));
-    let mut order: Vec<&'static str> = Vec::new();
+    let mut order: Vec<Fault> = Vec::new();
     let mut next_fault = 0;
     while Instant::now() < end {
         let quiet = Duration::from_millis(rng.gen_range(1500..3000));
