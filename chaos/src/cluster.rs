@@ -144,7 +144,12 @@ impl Cluster {
         if let Some(c) = n.child.as_mut() {
             // Still running; one that exited (a refusal) is started again.
             match c.try_wait() {
-                Ok(Some(status)) => println!("node {id} had exited ({status}); starting it again"),
+                Ok(Some(status)) => {
+                    // Its last words say why (a refusal, a storage error, a crash).
+                    let log = std::fs::read_to_string(&n.log).unwrap_or_default();
+                    let last: Vec<&str> = log.lines().rev().take(2).collect();
+                    println!("node {id} had exited ({status}); starting it again. Its log ended: {last:?}");
+                }
                 _ => return Ok(()),
             }
             n.child = None;

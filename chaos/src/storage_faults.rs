@@ -71,7 +71,15 @@ pub async fn torn_tail(
     c.kill(n);
     let garbage: Vec<u8> = (0..rng.gen_range(9..200)).map(|_| rng.gen_range(1..=255u8)).collect();
     let data_dir = c.node(n).data_dir.clone();
-    let (file, offset, bytes) = disk::tear_tail(&data_dir, &garbage)?;
+    let (file, offset, bytes) = match disk::tear_tail(&data_dir, &garbage) {
+        Ok(torn) => torn,
+        Err(e) => {
+            // A node with no log yet (one that has just been re-added) has no tail to tear.
+            say(format!("torn-tail: node {n} has no log segment to tear ({e}); restarted as it was"));
+            c.spawn(n)?;
+            return Ok(vec![]);
+        }
+    };
     say(format!(
         "torn-tail: SIGKILL node {n}{}, {bytes} bytes of a half-written record at byte {offset} of {}, restart",
         if leader { " (leader)" } else { "" },
