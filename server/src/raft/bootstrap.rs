@@ -28,6 +28,9 @@ use crate::node::Node;
 
 /// How long a new cluster waits for every listed member before a majority may bootstrap it.
 pub const MAJORITY_AFTER: Duration = Duration::from_secs(5);
+/// How long a node started with --join waits for members that still list it as a voter
+/// (they have not applied its removal yet) before it refuses as a lost log.
+pub const JOIN_SETTLE: Duration = Duration::from_secs(10);
 /// Pause between two rounds of asking the peers.
 const ROUND_PAUSE: Duration = Duration::from_millis(100);
 /// A peer that does not answer within this long counts as unreachable for the round.
@@ -112,6 +115,16 @@ impl Asker<'_> {
         for a in answers.iter().filter(|a| a.initialized) {
             let voter = a.members.get(&id).copied();
             if voter == Some(true) && (a.running() || self.join) {
+                // A member that has not applied the removal yet still lists a node that
+                // was removed and started again with --join: give the removal time to
+                // reach every member before calling it a lost log.
+                if self.join && waited < JOIN_SETTLE {
+                    return Decision::Wait(format!(
+                        "node {} still lists node {id} as a voter; waiting up to {JOIN_SETTLE:?} for its removal \
+                         (`dls members remove {id}`) to reach every member",
+                        a.node_id
+                    ));
+                }
                 return Decision::Refuse(lost_log(
                     id,
                     self.data_dir,
@@ -282,8 +295,11 @@ mod tests {
         let Decision::Refuse(msg) = d else { panic!("{d:?}") };
         assert!(msg.contains("its log and its vote were lost"), "{msg}");
         assert!(msg.contains("dls members remove 3") && msg.contains("dls members add 3 h:3/h:103"), "{msg}");
-        // --join does not make a listed voter safe either.
-        assert!(matches!(decide(3, true, &[view(1, 0, VOTERS)], Duration::ZERO), Decision::Refuse(_)));
+        // --join does not make a listed voter safe either: it waits for the removal to
+        // reach that member, then refuses.
+        let d = decide(3, true, &[view(1, 0, VOTERS)], Duration::ZERO);
+        assert!(matches!(&d, Decision::Wait(w) if w.contains("dls members remove 3")), "{d:?}");
+        assert!(matches!(decide(3, true, &[view(1, 0, VOTERS)], JOIN_SETTLE), Decision::Refuse(_)));
     }
 
     #[test]
