@@ -100,6 +100,8 @@ pub struct Node {
     /// Whether raft traffic may reach this node: false while a node with an empty log
     /// decides whether to bootstrap, join or refuse (see `raft::bootstrap`).
     admitted: AtomicBool,
+    /// Peers this node, still pristine, told that it is new (see `bootstrap::Asker`).
+    pub asked_by: std::sync::Mutex<std::collections::BTreeSet<NodeId>>,
     /// What the node still has to do before it takes part in raft.
     pending: std::sync::Mutex<Option<Pending>>,
     /// Checks incoming peer calls (the gate in front of the raft service).
@@ -258,6 +260,7 @@ impl Node {
             is_leader,
             identity: std::sync::RwLock::new(provisional),
             admitted,
+            asked_by: Default::default(),
             pending: std::sync::Mutex::new(pending),
             peer_auth,
             peer_transport,
@@ -281,6 +284,7 @@ impl Node {
             derived_id: &derived_id,
             join: cfg.join,
             data_dir: &cfg.data_dir,
+            asked_by: &self.asked_by,
         };
         tracing::info!(
             node = cfg.id,

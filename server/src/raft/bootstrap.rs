@@ -91,6 +91,12 @@ pub struct Asker<'a> {
     pub derived_id: &'a str,
     pub join: bool,
     pub data_dir: &'a std::path::Path,
+    /// The peers forming a new cluster (not started with --join) that asked this node,
+    /// still pristine, for its view and were told it is new (kept in memory only). Such a peer may have bootstrapped the cluster counting on
+    /// this node; if it now runs a cluster listing this node as a voter, this node is its
+    /// slower sibling, not a wiped voter: a wiped node is asked only by other pristine
+    /// nodes, never by a member that is running (those do not ask).
+    pub asked_by: &'a std::sync::Mutex<std::collections::BTreeSet<NodeId>>,
 }
 
 /// The refusal of a node whose log and vote were lost (`evidence` says how it knows), with
@@ -114,6 +120,11 @@ impl Asker<'_> {
         let id = self.id;
         for a in answers.iter().filter(|a| a.initialized) {
             let voter = a.members.get(&id).copied();
+            if voter == Some(true) && !self.join && self.asked_by.lock().expect("asked_by lock").contains(&a.node_id) {
+                // A slower sibling of a cluster bootstrapped on its word (see `asked_by`): it
+                // never voted or acknowledged anything, so it takes part as the voter it is.
+                return Decision::Initialize;
+            }
             if voter == Some(true) && (a.running() || self.join) {
                 // A member that has not applied the removal yet still lists a node that
                 // was removed and started again with --join: give the removal time to
@@ -174,7 +185,7 @@ pub async fn decide(node: &Node, asker: &Asker<'_>) -> Decision {
     let started = Instant::now();
     let mut reported = started;
     loop {
-        let asks = asker.listed.iter().filter(|(&n, _)| n != asker.id).map(|(&n, m)| ask(node, n, m));
+        let asks = asker.listed.iter().filter(|(&n, _)| n != asker.id).map(|(&n, m)| ask(node, n, m, asker.join));
         let answers: Vec<PeerView> = futures::future::join_all(asks).await.into_iter().flatten().collect();
         match asker.decide(&answers, started.elapsed()) {
             Decision::Wait(why) => {
@@ -189,9 +200,9 @@ pub async fn decide(node: &Node, asker: &Asker<'_>) -> Decision {
     }
 }
 
-async fn ask(node: &Node, peer: NodeId, member: &Member) -> Option<PeerView> {
+async fn ask(node: &Node, peer: NodeId, member: &Member, joining: bool) -> Option<PeerView> {
     let mut client = node.peer_transport.discovery(&member.peer_addr).ok()?;
-    let mut request = Request::new(ClusterStateRequest { node_id: node.id });
+    let mut request = Request::new(ClusterStateRequest { node_id: node.id, joining });
     request.set_timeout(ASK_TIMEOUT);
     match tokio::time::timeout(ASK_TIMEOUT, client.cluster_state(request)).await {
         Ok(Ok(answer)) => Some(answer.into_inner().into()),
@@ -210,11 +221,14 @@ pub struct Discovery {
 
 #[tonic::async_trait]
 impl PeerDiscoveryService for Discovery {
-    async fn cluster_state(
-        &self,
-        _req: Request<ClusterStateRequest>,
-    ) -> Result<Response<ClusterStateResponse>, Status> {
-        Ok(Response::new(self.node.cluster_state()))
+    async fn cluster_state(&self, req: Request<ClusterStateRequest>) -> Result<Response<ClusterStateResponse>, Status> {
+        let state = self.node.cluster_state();
+        // Only a peer forming a new cluster counts (see `Asker::asked_by`), never one joining.
+        let asker = req.get_ref();
+        if !state.initialized && !asker.joining {
+            self.node.asked_by.lock().expect("asked_by lock").insert(asker.node_id);
+        }
+        Ok(Response::new(state))
     }
 }
 
@@ -264,7 +278,12 @@ mod tests {
     }
 
     fn decide(id: NodeId, join: bool, answers: &[PeerView], waited: Duration) -> Decision {
+        decide_asked(id, join, &[], answers, waited)
+    }
+
+    fn decide_asked(id: NodeId, join: bool, asked: &[NodeId], answers: &[PeerView], waited: Duration) -> Decision {
         let l = listed(3);
+        let asked_by = std::sync::Mutex::new(asked.iter().copied().collect());
         let asker = Asker {
             id,
             own: &l[&id].clone(),
@@ -272,6 +291,7 @@ mod tests {
             derived_id: "c",
             join,
             data_dir: std::path::Path::new("/data"),
+            asked_by: &asked_by,
         };
         asker.decide(answers, waited)
     }
@@ -300,6 +320,17 @@ mod tests {
         let d = decide(3, true, &[view(1, 0, VOTERS)], Duration::ZERO);
         assert!(matches!(&d, Decision::Wait(w) if w.contains("dls members remove 3")), "{d:?}");
         assert!(matches!(decide(3, true, &[view(1, 0, VOTERS)], JOIN_SETTLE), Decision::Refuse(_)));
+    }
+
+    /// Found by `make chaos` on 5 loaded nodes: a node slower to start than its siblings
+    /// told them it was new, they bootstrapped and committed, and it then refused as a
+    /// wiped voter. It takes part when a running member that lists it once asked it; a
+    /// node asked only by other pristine nodes (two wiped at once) still refuses.
+    #[test]
+    fn a_slow_sibling_asked_by_a_member_that_now_runs_takes_part() {
+        assert_eq!(decide_asked(3, false, &[1, 2], &[view(1, 7, VOTERS)], Duration::ZERO), Decision::Initialize);
+        assert!(matches!(decide_asked(3, false, &[2], &[view(1, 7, VOTERS)], Duration::ZERO), Decision::Refuse(_)));
+        assert!(matches!(decide_asked(3, false, &[], &[view(1, 7, VOTERS)], Duration::ZERO), Decision::Refuse(_)));
     }
 
     #[test]
