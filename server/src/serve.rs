@@ -33,6 +33,12 @@ use crate::webhooks::{self, Dispatcher};
 
 /// Largest client request accepted; real requests are well under 1 KiB.
 const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
+/// Streams a client may reset before the server accepted them, per connection, before
+/// the connection is closed (h2's guard against "rapid reset" floods; its default is 20).
+/// A client that gives up on calls under overload resets many at once, legitimately: at 20
+/// the overload test's clients lost whole connections (every call on them broken) instead
+/// of getting the RESOURCE_EXHAUSTED / UNAVAILABLE answers. Still bounded per connection.
+const MAX_PENDING_RESETS: usize = 256;
 /// Open scrapes get this long to finish at shutdown.
 const HTTP_DRAIN: Duration = Duration::from_secs(5);
 /// Calls in flight get this long to finish at shutdown. Some streams never end on their
@@ -136,7 +142,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 LockServiceServer::from_arc(lock_api.clone()).max_decoding_message_size(MAX_CLIENT_MESSAGE);
             let forwarded_admin =
                 AdminServiceServer::from_arc(admin_api.clone()).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+            // A follower's forwarding connection carries many clients' calls, and their
+            // cancellations: the same bound as on the client port.
             let router = tonic::transport::Server::builder()
+                .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
                 .add_service(InterceptedService::new(raft_api, gate.clone()))
                 .add_service(discovery)
                 .add_service(InterceptedService::new(forwarded_locks, PeerCaller(gate.clone())))
@@ -160,7 +169,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             return served;
         }
     }
-    let client_router = tonic::transport::Server::builder().add_service(client_locks).add_service(client_admin);
+    let client_router = tonic::transport::Server::builder()
+        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
+        .add_service(client_locks)
+        .add_service(client_admin);
     let client_server = serve_grpc(client_router, listener, security.grpc_tls.clone(), stop.clone())?;
     let drain_over = async {
         stopped(stop).await;
