@@ -56,7 +56,7 @@ pub async fn wipe_and_rejoin(
         broken.push(format!("wiped node {f} did not say its log and vote were lost"));
     }
     // The documented way back: remove, start empty with --join, add.
-    settle(say, "remove", || async { ok_unless_refused(admin.remove_member(f).await, "not a member") }).await?;
+    remove(admin, f, say).await?;
     disk::clear_dir(&data_dir)?;
     c.node(f).join = true;
     c.spawn(f)?;
@@ -95,9 +95,28 @@ pub async fn membership_during_partition(
     }
     tokio::time::sleep(hold.saturating_sub(started.elapsed())).await;
     c.links.heal();
-    settle(say, "remove", || async { ok_unless_refused(admin.remove_member(f).await, "not a member") }).await?;
+    remove(admin, f, say).await?;
     readd(c, admin, f, say).await?;
     Ok(all_voters(c, admin).await)
+}
+
+/// Where node `f` stands in the membership: None if the leader could not be asked, else
+/// Some(None) when it is no member and Some(Some(voter)) when it is one.
+async fn standing(admin: &DlsClient, f: u64) -> Option<Option<bool>> {
+    let m = admin.list_members().await.ok()?;
+    Some(m.members.iter().find(|x| x.node_id == f).map(|x| x.voter && !m.changing))
+}
+
+/// Removes node `f` until the membership no longer lists it. Whether it is done is read
+/// from the membership, not from a refusal's text, so a retry after a lost answer counts.
+async fn remove(admin: &DlsClient, f: u64, say: Say<'_>) -> anyhow::Result<()> {
+    settle(say, "remove", || async {
+        match standing(admin, f).await {
+            Some(None) => Ok(true),
+            _ => admin.remove_member(f).await.map(|_| false),
+        }
+    })
+    .await
 }
 
 /// Adds node `f` back at its addresses until it is a voter again.
@@ -105,25 +124,15 @@ async fn readd(c: &mut Cluster, admin: &DlsClient, f: u64, say: Say<'_>) -> anyh
     let (addr, peer) = (c.node(f).member_addr.clone(), c.node(f).member_peer_addr.clone());
     settle(say, "add", || async {
         let options = AddMemberOptions { stay_learner: false, catch_up_timeout: Some(Duration::from_secs(20)) };
-        match admin.add_member(f, &addr, &peer, options).await {
-            Ok(members) if members.iter().any(|m| m.node_id == f && m.voter) => Ok(true),
-            Ok(_) => Ok(admin.promote_member(f, None).await.is_ok()),
-            Err(e) if e.code() == "MEMBERSHIP_REFUSED" && e.to_string().contains("already a voter") => Ok(true),
-            Err(e) => Err(e),
+        match standing(admin, f).await {
+            Some(Some(true)) => Ok(true),
+            Some(Some(false)) => admin.promote_member(f, None).await.map(|_| false),
+            _ => admin.add_member(f, &addr, &peer, options).await.map(|_| false),
         }
     })
     .await?;
     say(format!("node {f} is a voter again"));
     Ok(())
-}
-
-/// `Ok(true)` for success, and for the refusal that means the change is already made.
-fn ok_unless_refused<T>(r: Result<T, Error>, already: &str) -> Result<bool, Error> {
-    match r {
-        Ok(_) => Ok(true),
-        Err(e) if e.code() == "MEMBERSHIP_REFUSED" && e.to_string().contains(already) => Ok(true),
-        Err(e) => Err(e),
-    }
 }
 
 /// Retries a membership call until it reports done, for at most [`SETTLE`]: leader

@@ -35,9 +35,9 @@ use crate::webhooks::{self, Dispatcher};
 const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 /// Streams a client may reset before the server accepted them, per connection, before
 /// the connection is closed (h2's guard against "rapid reset" floods; its default is 20).
-/// A client that gives up on calls under overload resets many at once, legitimately: at 20
-/// the overload test's clients lost whole connections (every call on them broken) instead
-/// of getting the RESOURCE_EXHAUSTED / UNAVAILABLE answers. Still bounded per connection.
+/// A client that gives up on calls under overload legitimately resets many at once; at 20
+/// it would lose the whole connection, every call on it, instead of getting the
+/// RESOURCE_EXHAUSTED / UNAVAILABLE answers. Still bounded per connection.
 const MAX_PENDING_RESETS: usize = 256;
 /// Open scrapes get this long to finish at shutdown.
 const HTTP_DRAIN: Duration = Duration::from_secs(5);

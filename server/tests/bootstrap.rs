@@ -56,10 +56,8 @@ async fn a_wiped_follower_restarted_with_the_same_flags_refuses_until_it_is_re_a
     cluster.kill(other);
     common::assert_next_grant(&client).await;
 
-    let history = load.stop().await;
+    let history = load.stop_and_check(&client).await;
     assert!(history.len() > 10, "the workload made progress: {} grants", history.len());
-    common::assert_no_two_holders_and_rising_tokens(&history);
-    common::assert_acknowledged_grants_kept(&client, &history).await;
 }
 
 /// A data directory that kept cluster-id.toml but lost its raft log refuses at once.

@@ -28,6 +28,8 @@ use crate::node::Node;
 
 /// How long a new cluster waits for every listed member before a majority may bootstrap it.
 pub const MAJORITY_AFTER: Duration = Duration::from_secs(5);
+/// Most peers a pristine node remembers having asked it (far above any cluster's size).
+const MAX_ASKERS: usize = 1024;
 /// How long a node started with --join waits for members that still list it as a voter
 /// (they have not applied its removal yet) before it refuses as a lost log.
 pub const JOIN_SETTLE: Duration = Duration::from_secs(10);
@@ -226,7 +228,11 @@ impl PeerDiscoveryService for Discovery {
         // Only a peer forming a new cluster counts (see `Asker::asked_by`), never one joining.
         let asker = req.get_ref();
         if !state.initialized && !asker.joining {
-            self.node.asked_by.lock().expect("asked_by lock").insert(asker.node_id);
+            let mut asked_by = self.node.asked_by.lock().expect("asked_by lock");
+            // Bounded even against a peer with valid credentials sending made-up ids.
+            if asked_by.len() < MAX_ASKERS {
+                asked_by.insert(asker.node_id);
+            }
         }
         Ok(Response::new(state))
     }

@@ -627,6 +627,15 @@ impl ContendedWorkload {
         }
         std::sync::Arc::try_unwrap(self.history).unwrap().into_inner().unwrap()
     }
+
+    /// Stops the workload and checks its history: mutual exclusion, rising tokens, every
+    /// acknowledged grant still known to `client`'s cluster. Returns the grants.
+    pub async fn stop_and_check(self, client: &DlsClient) -> Vec<GrantRecord> {
+        let history = self.stop().await;
+        assert_no_two_holders_and_rising_tokens(&history);
+        assert_acknowledged_grants_kept(client, &history).await;
+        history
+    }
 }
 
 /// Mutual exclusion and fencing over a workload's history: per key, tokens strictly rise in
