@@ -29,6 +29,8 @@ export declare namespace Dls {
   type LostKind = 'EXPIRED' | 'ABORTED' | 'DEADLOCK_VICTIM' | 'LEASE_UNCONFIRMED' | 'NOT_FOUND';
 
   type TransactionState = 'ACTIVE' | 'COMMITTED' | 'ABORTED' | 'EXPIRED';
+  /** What ended a transaction, as the server recorded it. */
+  type EndCause = 'COMMITTED' | 'CLIENT_ABORT' | 'LEASE_EXPIRED' | 'DEADLOCK_VICTIM' | 'OPERATOR_ABORT';
 
   type EventKind = 'DEADLOCK_RESOLVED' | 'TRANSACTION_EXPIRED' | 'TRANSACTION_ABORTED' | 'LOCK_REVOKED';
 
@@ -97,8 +99,10 @@ export declare namespace Dls {
     leaseRemainingMs: number;
     locks: Lock[];
     waiting?: PendingLock;
-    /** Why a finished transaction ended; empty while active. */
+    /** Why a finished transaction ended, in words; empty while active. */
     endReason: string;
+    /** What ended it; undefined while active. */
+    endCause?: EndCause;
   }
 
   interface LostReason {
@@ -157,8 +161,8 @@ export declare namespace Dls {
     mode?: LockMode;
     /** LOCK_REVOKED: the revoked grant's token */
     fencingToken?: bigint;
-    /** LOCK_REVOKED */
-    cause?: string;
+    /** LOCK_REVOKED: what ended the holder (LEASE_EXPIRED, DEADLOCK_VICTIM or OPERATOR_ABORT) */
+    cause?: EndCause;
   }
 
   /** A connection to a Caerus DLS cluster. Connections open lazily; the leader is found by itself. */

@@ -480,8 +480,10 @@ func (s *scenario) checkStatus(checks map[string]any, st *dlsv1.GetTransactionSt
 			return err
 		}
 	}
-	if v, ok := checks["end_reason_contains"].(string); ok && !strings.Contains(st.EndReason, v) {
-		return fmt.Errorf("end_reason %q lacks %q", st.EndReason, v)
+	if v, ok := checks["end_cause"].(string); ok {
+		if got := strings.TrimPrefix(st.EndCause.String(), "END_CAUSE_"); got != v {
+			return fmt.Errorf("end_cause: got %s, want %s", got, v)
+		}
 	}
 	if want, ok := checks["locks"].([]any); ok {
 		var got []string

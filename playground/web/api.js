@@ -17,6 +17,9 @@ export class ApiError extends Error {
     this.status = status;
     this.code = err.code;
     this.kind = err.kind;
+    // What ended the transaction, as data (LEASE_EXPIRED, DEADLOCK_VICTIM, ...); null if
+    // the server did not say.
+    this.endCause = err.detail ? err.detail.end_cause : null;
   }
 }
 

@@ -27,7 +27,7 @@ function onEvent(e) {
     const t = txns.get(d.transaction_id);
     if (t) ended(t, 'ABORTED', d.reason);
   } else if (e.kind === 'LOCK_REVOKED') {
-    log(`lock ${d.namespace}/${d.key} (token ${d.fencing_token}) of #${d.transaction_id} revoked: ${d.cause}. Event #${e.sequence}`, 'server');
+    log(`lock ${d.namespace}/${d.key} (token ${d.fencing_token}) of #${d.transaction_id} revoked (${d.end_cause}). Event #${e.sequence}`, 'server');
   }
   // An event changes the table (a victim's locks freed): show it now, not at the next poll.
   pollLocks();

@@ -39,14 +39,18 @@ export function startHeartbeat(t) {
       const r = await api('POST', `/api/v1/transactions/${t.id}/heartbeat`);
       renewed(t, r.lease_remaining_ms);
     } catch (e) {
-      if (e.kind === 'TRANSACTION_LOST' || e.kind === 'TRANSACTION_NOT_FOUND') ended(t, stateFromMessage(e.message), e.message);
+      if (e.kind === 'TRANSACTION_LOST' || e.kind === 'TRANSACTION_NOT_FOUND') ended(t, stateOf(e.endCause), e.message);
     }
   }, Math.max(50, Math.floor(t.leaseMs / 3)));
 }
 
-function stateFromMessage(msg) {
-  for (const s of ['EXPIRED', 'ABORTED', 'COMMITTED']) if (msg.toUpperCase().includes(s)) return s;
-  return 'ABORTED';
+/** The final state an end cause leaves a transaction in (the server sends the cause). */
+export function stateOf(endCause) {
+  switch (endCause) {
+    case 'LEASE_EXPIRED': return 'EXPIRED';
+    case 'COMMITTED': return 'COMMITTED';
+    default: return 'ABORTED';
+  }
 }
 
 export function ended(t, state, reason) {
@@ -118,7 +122,7 @@ export async function end(t, commit) {
     pollLocks();
   } catch (e) {
     log(`${t.name}: end failed: ${e.message}`, 'bad');
-    if (e.kind === 'TRANSACTION_LOST') ended(t, stateFromMessage(e.message), e.message);
+    if (e.kind === 'TRANSACTION_LOST') ended(t, stateOf(e.endCause), e.message);
   }
 }
 

@@ -139,6 +139,11 @@ async fn transactions_locks_and_queues_over_http() {
     assert_eq!(abort["state"], "ABORTED");
     let (status, v) = call(&h, "POST", &format!("/api/v1/transactions/{a}/heartbeat"), Value::Null, None).await;
     assert_eq!((status, v["error"]["kind"].as_str()), (409, Some("TRANSACTION_LOST")), "{v}");
+    // What ended it travels as data, beside the words.
+    assert_eq!(v["error"]["detail"]["end_cause"], "OPERATOR_ABORT", "{v}");
+    assert_eq!(v["error"]["detail"]["transaction_id"], json!(a), "{v}");
+    let st = ok(&h, "GET", &format!("/api/v1/transactions/{a}"), Value::Null).await;
+    assert_eq!((&st["state"], &st["end_cause"]), (&json!("ABORTED"), &json!("OPERATOR_ABORT")), "{st}");
 
     let cl = ok(&h, "GET", "/api/v1/cluster", Value::Null).await;
     assert_eq!(cl["leader_id"], "1");
@@ -261,8 +266,11 @@ async fn a_deadlock_shows_up_on_the_event_stream() {
     // b closes the cycle; b has the lower priority and is the victim.
     let (code, v) = call(&h, "POST", &format!("/api/v1/transactions/{b}/locks"), acquire_body("x", false), None).await;
     assert_eq!((code, v["error"]["kind"].as_str()), (409, Some("DEADLOCK_VICTIM")), "{v}");
+    assert_eq!(v["error"]["detail"]["end_cause"], "DEADLOCK_VICTIM", "{v}");
 
     let (seq, e) = next_event(&mut events, &mut buf, |_| true).await;
+    // The victim's error carried the same deadlock the event reports.
+    assert_eq!(v["error"]["detail"]["deadlock"], e["detail"], "{v}");
     assert_eq!(e["kind"], "DEADLOCK_RESOLVED");
     assert_eq!(e["detail"]["victim_transaction_id"], json!(b));
     let cycle: Vec<&str> =

@@ -132,6 +132,8 @@ pub struct JsTransactionStatus {
     pub locks: Vec<JsLock>,
     pub waiting: Option<JsPendingLock>,
     pub end_reason: String,
+    /// What ended it (`LEASE_EXPIRED`, `DEADLOCK_VICTIM`, ...); undefined while active.
+    pub end_cause: Option<String>,
 }
 
 impl From<TransactionStatus> for JsTransactionStatus {
@@ -151,6 +153,7 @@ impl From<TransactionStatus> for JsTransactionStatus {
                 position: w.position,
             }),
             end_reason: s.end_reason,
+            end_cause: s.end_cause.map(|c| c.as_str().to_string()),
         }
     }
 }

@@ -245,8 +245,8 @@ class Scenario {
     if ('name' in checks) check('name', s.name ?? '', this.text(checks.name));
     if ('priority' in checks) check('priority', s.priority, checks.priority);
     if ('lease_timeout_ms' in checks) check('lease_timeout_ms', s.leaseTimeoutMs, checks.lease_timeout_ms);
-    if ('end_reason_contains' in checks && !s.endReason.includes(checks.end_reason_contains)) {
-      throw new StepFailed(`end_reason ${JSON.stringify(s.endReason)} lacks ${checks.end_reason_contains}`);
+    if ('end_cause' in checks && s.endCause !== checks.end_cause) {
+      throw new StepFailed(`end_cause: got ${s.endCause}, want ${checks.end_cause}`);
     }
     if ('locks' in checks) {
       const show = (l) => `${l.key}:${l.mode}#${l.fencingToken}`;

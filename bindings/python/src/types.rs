@@ -140,8 +140,11 @@ pub struct TransactionStatus {
     locks: Vec<Lock>,
     /// The lock it waits for, if any.
     waiting: Option<PendingLock>,
-    /// Why it ended ("" while active).
+    /// Why it ended, in words ("" while active).
     end_reason: String,
+    /// What ended it: `"COMMITTED"`, `"CLIENT_ABORT"`, `"LEASE_EXPIRED"`, `"DEADLOCK_VICTIM"`
+    /// or `"OPERATOR_ABORT"`; None while active.
+    end_cause: Option<&'static str>,
 }
 
 #[pymethods]
@@ -168,6 +171,7 @@ impl From<core::TransactionStatus> for TransactionStatus {
                 position: w.position,
             }),
             end_reason: s.end_reason,
+            end_cause: s.end_cause.map(|c| c.as_str()),
         }
     }
 }

@@ -65,6 +65,28 @@ impl From<core::TransactionState> for TransactionState {
     }
 }
 
+/// What ended a transaction, as the server recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum EndCause {
+    Committed,
+    ClientAbort,
+    LeaseExpired,
+    DeadlockVictim,
+    OperatorAbort,
+}
+
+impl From<core::EndCause> for EndCause {
+    fn from(c: core::EndCause) -> Self {
+        match c {
+            core::EndCause::Committed => EndCause::Committed,
+            core::EndCause::ClientAbort => EndCause::ClientAbort,
+            core::EndCause::LeaseExpired => EndCause::LeaseExpired,
+            core::EndCause::DeadlockVictim => EndCause::DeadlockVictim,
+            core::EndCause::OperatorAbort => EndCause::OperatorAbort,
+        }
+    }
+}
+
 /// The lock a transaction waits for.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct PendingLock {
@@ -87,6 +109,8 @@ pub struct TransactionStatus {
     pub locks: Vec<Lock>,
     pub waiting: Option<PendingLock>,
     pub end_reason: String,
+    /// What ended it; null while active.
+    pub end_cause: Option<EndCause>,
 }
 
 impl From<core::TransactionStatus> for TransactionStatus {
@@ -106,6 +130,7 @@ impl From<core::TransactionStatus> for TransactionStatus {
                 position: w.position,
             }),
             end_reason: s.end_reason,
+            end_cause: s.end_cause.map(EndCause::from),
         }
     }
 }

@@ -214,9 +214,10 @@ impl Scenario {
         if let Some(ms) = checks.get("lease_timeout_ms").and_then(Value::as_u64) {
             eq("lease_timeout_ms", s.lease_timeout_ms, ms)?;
         }
-        if let Some(part) = checks.get("end_reason_contains").and_then(Value::as_str) {
-            if !s.end_reason.contains(part) {
-                bail!("end_reason {:?} lacks {part:?}", s.end_reason);
+        if let Some(want) = checks.get("end_cause").and_then(Value::as_str) {
+            let got = s.end_cause.map_or("none", |c| c.as_str());
+            if got != want {
+                bail!("end_cause: got {got}, want {want}");
             }
         }
         if let Some(want) = checks.get("locks").and_then(Value::as_array) {

@@ -97,7 +97,8 @@ fn refuse(status: StatusCode, code: Code, message: String) -> Response {
         Code::PermissionDenied => "PERMISSION_DENIED",
         _ => "INVALID_ARGUMENT",
     };
-    ApiFailure { code, kind: kind.into(), message, leader_addr: None, retry_after_ms: None }.into_response_with(status)
+    ApiFailure { code, kind: kind.into(), message, detail: None, leader_addr: None, retry_after_ms: None }
+        .into_response_with(status)
 }
 
 impl Access {

@@ -56,6 +56,14 @@ pub fn state_name(raw: i32) -> &'static str {
     pb::TransactionState::try_from(raw).map(|s| s.as_str_name()).unwrap_or("TRANSACTION_STATE_UNSPECIFIED")
 }
 
+/// An end cause's name without the END_CAUSE_ prefix (`"LEASE_EXPIRED"`), null when unset.
+pub fn cause_name(raw: i32) -> Value {
+    match pb::EndCause::try_from(raw) {
+        Ok(pb::EndCause::Unspecified) | Err(_) => Value::Null,
+        Ok(c) => json!(c.as_str_name().trim_start_matches("END_CAUSE_")),
+    }
+}
+
 pub fn held_lock(l: &pb::HeldLock) -> Value {
     json!({"namespace": l.namespace, "key": l.key, "mode": mode_name(l.mode), "fencing_token": id_str(l.fencing_token)})
 }
@@ -74,6 +82,7 @@ pub fn status(s: &pb::GetTransactionStatusResponse) -> Value {
             "position": w.position, "request_id": w.request_id,
         })),
         "end_reason": s.end_reason,
+        "end_cause": cause_name(s.end_cause),
     })
 }
 
@@ -124,21 +133,28 @@ pub fn cluster(c: &pb::ClusterStatusResponse) -> Value {
     })
 }
 
+/// A broken deadlock: in DEADLOCK_RESOLVED events and in the victim's error detail.
+fn deadlock(d: &pb::DeadlockResolved) -> Value {
+    json!({
+        "cycle": d.cycle.iter().map(|m| json!({
+            "transaction_id": id_str(m.transaction_id),
+            "transaction_name": m.transaction_name,
+            "priority": m.priority,
+            "namespace": m.namespace,
+            "key": m.key,
+            "mode": mode_name(m.mode),
+        })).collect::<Vec<_>>(),
+        "victim_transaction_id": id_str(d.victim_transaction_id),
+        "policy": pb::VictimPolicy::try_from(d.policy).map(|p| p.as_str_name()).unwrap_or("VICTIM_POLICY_UNSPECIFIED"),
+    })
+}
+
+/// The one JSON shape of an event, for `/api/v1/events` and webhook payloads alike
+/// (documented in docs/http-api.md).
 pub fn event(e: &pb::Event) -> Value {
     let kind = pb::EventKind::try_from(e.kind).map(|k| k.as_str_name()).unwrap_or("EVENT_KIND_UNSPECIFIED");
     let detail = match &e.detail {
-        Some(Detail::DeadlockResolved(d)) => json!({
-            "cycle": d.cycle.iter().map(|m| json!({
-                "transaction_id": id_str(m.transaction_id),
-                "transaction_name": m.transaction_name,
-                "priority": m.priority,
-                "namespace": m.namespace,
-                "key": m.key,
-                "mode": mode_name(m.mode),
-            })).collect::<Vec<_>>(),
-            "victim_transaction_id": id_str(d.victim_transaction_id),
-            "policy": pb::VictimPolicy::try_from(d.policy).map(|p| p.as_str_name()).unwrap_or("VICTIM_POLICY_UNSPECIFIED"),
-        }),
+        Some(Detail::DeadlockResolved(d)) => deadlock(d),
         Some(Detail::TransactionExpired(x)) => json!({
             "transaction_id": id_str(x.transaction_id),
             "transaction_name": x.transaction_name,
@@ -158,6 +174,7 @@ pub fn event(e: &pb::Event) -> Value {
             "mode": mode_name(x.mode),
             "fencing_token": id_str(x.fencing_token),
             "cause": x.cause,
+            "end_cause": cause_name(x.end_cause),
         }),
         None => Value::Null,
     };
@@ -212,12 +229,14 @@ pub fn http_status(c: Code) -> StatusCode {
     }
 }
 
-/// An error answer: `{"error": {"code", "kind", "message"}}`.
+/// An error answer: `{"error": {"code", "kind", "message", "detail"?}}`.
 #[derive(Debug)]
 pub struct ApiFailure {
     pub code: Code,
     pub kind: String,
     pub message: String,
+    /// The server's structured detail (the transaction, what ended it, the deadlock).
+    pub detail: Option<pb::ErrorDetail>,
     pub leader_addr: Option<String>,
     /// An overloaded leader's hint: retry the same request after this long.
     pub retry_after_ms: Option<u64>,
@@ -229,6 +248,7 @@ impl ApiFailure {
             code: Code::InvalidArgument,
             kind: "INVALID_ARGUMENT".into(),
             message,
+            detail: None,
             leader_addr: None,
             retry_after_ms: None,
         }
@@ -241,6 +261,13 @@ impl ApiFailure {
         }
         if let Some(ms) = self.retry_after_ms {
             e["retry_after_ms"] = json!(ms);
+        }
+        if let Some(d) = self.detail.as_ref().filter(|d| d.transaction_id != 0) {
+            e["detail"] = json!({
+                "transaction_id": id_str(d.transaction_id),
+                "end_cause": cause_name(d.end_cause),
+                "deadlock": d.deadlock.as_ref().map(deadlock),
+            });
         }
         json!({ "error": e })
     }
@@ -257,6 +284,7 @@ impl From<Status> for ApiFailure {
             code: s.code(),
             kind: kind.to_string(),
             message: s.message().to_string(),
+            detail: caerus_proto::error_detail(&s),
             leader_addr,
             retry_after_ms,
         }

@@ -326,9 +326,7 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
         if (checks.containsKey("name")) checkEq("name", s.name ?: "", text(checks["name"]))
         checks["priority"]?.let { checkEq("priority", s.priority.toLong(), it) }
         checks["lease_timeout_ms"]?.let { checkEq("lease_timeout_ms", s.leaseTimeoutMs, (it as Long).toULong()) }
-        checks["end_reason_contains"]?.let {
-            if (!s.endReason.contains(it as String)) throw StepFailed("end_reason \"${s.endReason}\" lacks \"$it\"")
-        }
+        checks["end_cause"]?.let { checkEq("end_cause", s.endCause?.name ?: "none", it) }
         (checks["locks"] as List<Map<String, Any?>>?)?.let { want ->
             fun show(l: Lock) = "${l.key}:${l.mode.name}#${l.fencingToken}"
             val got = s.locks.map(::show)
