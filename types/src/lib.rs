@@ -23,7 +23,15 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+#[cfg(feature = "pyo3")]
+mod python;
+
 /// How a lock is held. Two holders of one key are compatible only if both are `SharedRead`.
+/// In Python it is `caerus.LockMode` (`EXCLUSIVE`, `SHARED_READ`).
+#[cfg_attr(
+    feature = "pyo3",
+    pyo3::pyclass(eq, eq_int, frozen, hash, from_py_object, module = "caerus", rename_all = "SCREAMING_SNAKE_CASE")
+)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LockMode {
     /// Write lock: one holder at a time, no readers beside it.

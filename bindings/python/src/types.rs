@@ -30,48 +30,8 @@ pub(crate) fn millis(name: &str, value: Option<f64>, default: Duration) -> PyRes
     }
 }
 
-/// How a lock is held: `EXCLUSIVE` (one holder) or `SHARED_READ` (any number of readers,
-/// no writer).
-#[pyclass(eq, eq_int, frozen, hash, from_py_object, module = "caerus")]
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-#[allow(non_camel_case_types, clippy::upper_case_acronyms)]
-pub enum LockMode {
-    /// Write lock: one holder at a time, no readers beside it.
-    EXCLUSIVE,
-    /// Read lock: any number of readers at once, no writer beside them.
-    SHARED_READ,
-}
-
-#[pymethods]
-impl LockMode {
-    /// The wire name, `"EXCLUSIVE"` or `"SHARED_READ"`.
-    #[getter]
-    pub(crate) fn value(&self) -> &'static str {
-        core::LockMode::from(*self).as_str()
-    }
-
-    fn __str__(&self) -> &'static str {
-        self.value()
-    }
-}
-
-impl From<LockMode> for core::LockMode {
-    fn from(mode: LockMode) -> Self {
-        match mode {
-            LockMode::EXCLUSIVE => core::LockMode::Exclusive,
-            LockMode::SHARED_READ => core::LockMode::SharedRead,
-        }
-    }
-}
-
-impl From<core::LockMode> for LockMode {
-    fn from(mode: core::LockMode) -> Self {
-        match mode {
-            core::LockMode::Exclusive => LockMode::EXCLUSIVE,
-            core::LockMode::SharedRead => LockMode::SHARED_READ,
-        }
-    }
-}
+/// The lock mode class is the shared type itself (`caerus-types` with its `pyo3` feature).
+pub(crate) use core::LockMode;
 
 /// A granted lock. `fencing_token` is cluster-wide and strictly increasing: pass it to the
 /// storage you protect, which should reject writes with a lower token than it has seen.
@@ -95,7 +55,7 @@ impl Lock {
             "Lock(namespace={:?}, key={:?}, mode={}, fencing_token={})",
             self.namespace,
             self.key,
-            self.mode.value(),
+            self.mode.as_str(),
             self.fencing_token
         )
     }

@@ -105,7 +105,7 @@ impl From<core::Event> for Event {
                             priority: m.priority,
                             namespace: m.namespace,
                             key: m.key,
-                            mode: m.mode.into(),
+                            mode: m.mode,
                         })
                         .collect(),
                     victim_transaction_id,
@@ -137,7 +137,7 @@ impl From<core::Event> for Event {
                     transaction_id,
                     namespace,
                     key,
-                    mode: mode.into(),
+                    mode,
                     fencing_token,
                     cause: cause.map(|c| c.as_str().to_string()).unwrap_or_default(),
                 }

@@ -61,7 +61,7 @@ impl Transaction {
             if let Some(ms) = timeout_ms {
                 opts = opts.with_timeout_ms(ms);
             }
-            Ok(tx.acquire_lock(&namespace, &key, mode.into(), opts).await?.into())
+            Ok(tx.acquire_lock(&namespace, &key, mode, opts).await?.into())
         })
         .await
     }

@@ -2,31 +2,21 @@
 
 use caerus_core as core;
 
+// The modes, states and causes are the shared types themselves (`caerus-types`, through
+// core). `uniffi::remote` exposes a type declared in another crate: the variant lists below
+// are checked against the real declarations at compile time, and nothing is converted.
+// (A derive inside caerus-types would need a uniffi namespace of its own: a second Kotlin
+// package and Swift module for three enums.)
+
 /// How a lock is held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub type LockMode = core::LockMode;
+
+#[uniffi::remote(Enum)]
 pub enum LockMode {
     /// One holder at a time.
     Exclusive,
     /// Any number of SHARED_READ holders, no EXCLUSIVE one.
     SharedRead,
-}
-
-impl From<LockMode> for core::LockMode {
-    fn from(m: LockMode) -> Self {
-        match m {
-            LockMode::Exclusive => core::LockMode::Exclusive,
-            LockMode::SharedRead => core::LockMode::SharedRead,
-        }
-    }
-}
-
-impl From<core::LockMode> for LockMode {
-    fn from(m: core::LockMode) -> Self {
-        match m {
-            core::LockMode::SharedRead => LockMode::SharedRead,
-            _ => LockMode::Exclusive,
-        }
-    }
 }
 
 /// A granted lock.
@@ -41,12 +31,14 @@ pub struct Lock {
 
 impl From<core::Lock> for Lock {
     fn from(l: core::Lock) -> Self {
-        Lock { namespace: l.namespace, key: l.key, mode: l.mode.into(), fencing_token: l.fencing_token }
+        Lock { namespace: l.namespace, key: l.key, mode: l.mode, fencing_token: l.fencing_token }
     }
 }
 
 /// Where a transaction stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub type TransactionState = core::TransactionState;
+
+#[uniffi::remote(Enum)]
 pub enum TransactionState {
     Active,
     Committed,
@@ -54,37 +46,16 @@ pub enum TransactionState {
     Expired,
 }
 
-impl From<core::TransactionState> for TransactionState {
-    fn from(s: core::TransactionState) -> Self {
-        match s {
-            core::TransactionState::Active => TransactionState::Active,
-            core::TransactionState::Committed => TransactionState::Committed,
-            core::TransactionState::Expired => TransactionState::Expired,
-            _ => TransactionState::Aborted,
-        }
-    }
-}
-
 /// What ended a transaction, as the server recorded it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub type EndCause = core::EndCause;
+
+#[uniffi::remote(Enum)]
 pub enum EndCause {
     Committed,
     ClientAbort,
     LeaseExpired,
     DeadlockVictim,
     OperatorAbort,
-}
-
-impl From<core::EndCause> for EndCause {
-    fn from(c: core::EndCause) -> Self {
-        match c {
-            core::EndCause::Committed => EndCause::Committed,
-            core::EndCause::ClientAbort => EndCause::ClientAbort,
-            core::EndCause::LeaseExpired => EndCause::LeaseExpired,
-            core::EndCause::DeadlockVictim => EndCause::DeadlockVictim,
-            core::EndCause::OperatorAbort => EndCause::OperatorAbort,
-        }
-    }
 }
 
 /// The lock a transaction waits for.
@@ -117,7 +88,7 @@ impl From<core::TransactionStatus> for TransactionStatus {
     fn from(s: core::TransactionStatus) -> Self {
         TransactionStatus {
             id: s.id,
-            state: s.state.into(),
+            state: s.state,
             name: s.name,
             priority: s.priority,
             lease_timeout_ms: s.lease_timeout_ms,
@@ -126,11 +97,11 @@ impl From<core::TransactionStatus> for TransactionStatus {
             waiting: s.waiting.map(|w| PendingLock {
                 namespace: w.namespace,
                 key: w.key,
-                mode: w.mode.into(),
+                mode: w.mode,
                 position: w.position,
             }),
             end_reason: s.end_reason,
-            end_cause: s.end_cause.map(EndCause::from),
+            end_cause: s.end_cause,
         }
     }
 }
