@@ -24,6 +24,7 @@ pub mod locks;
 pub mod members;
 pub mod metrics;
 pub mod node;
+pub mod ports;
 pub mod raft;
 pub mod security;
 pub mod serve;

@@ -19,7 +19,7 @@ use clap::Args;
 use crate::engine::error::EngineError;
 use crate::engine::principal::Principal;
 use crate::locks::{LockKey, LockTable, TxnId};
-use crate::raft::state_machine::Replicated;
+use crate::raft::replicated::Replicated;
 
 /// `dls serve` flags of the limits (each also an environment variable).
 #[derive(Args, Debug, Clone, PartialEq, Eq)]

@@ -24,8 +24,9 @@ use crate::raft::log_store::{LogIoStats, LogStore};
 use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
 use crate::raft::peer_auth::PeerAuth;
 use crate::raft::proposer::{Hold, Proposer, WriteError};
+use crate::raft::replicated::SharedState;
 use crate::raft::snapshot_store::SnapshotStore;
-use crate::raft::state_machine::{ApplyObserver, SharedState, StateMachine};
+use crate::raft::state_machine::{ApplyObserver, StateMachine};
 use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft, RaftMetrics, SnapshotMeta};
 use crate::signals::Signals;
 

@@ -8,6 +8,7 @@ pub mod api;
 pub mod gateway;
 pub mod json;
 pub mod playground;
+pub mod query;
 pub mod sse;
 
 use std::future::Future;

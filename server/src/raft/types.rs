@@ -30,7 +30,7 @@ openraft::declare_raft_types!(
         NodeId = NodeId,
         Node = Member,
         // A snapshot file on disk, streamed chunk by chunk to and from followers.
-        SnapshotData = super::snapshot_store::SnapshotFile,
+        SnapshotData = super::snapshot_file::SnapshotFile,
 );
 
 pub type Raft = openraft::Raft<TypeConfig>;
