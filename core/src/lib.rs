@@ -51,6 +51,7 @@ mod heartbeat_batch;
 mod router;
 mod tls_hint;
 mod transaction;
+mod tx_shared;
 mod types;
 
 pub use admin::{
