@@ -8,7 +8,6 @@ use caerus_proto::v1::acquire_lock_response::Event;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
-use tokio::time::Instant;
 use tracing::debug;
 
 use crate::error::{Error, Result};
@@ -438,6 +437,8 @@ pub(crate) async fn stream_acquire(
 pub(crate) mod tests {
     use super::*;
     use crate::config::ClientConfig;
+    use tokio::time::Instant;
+
     use crate::heartbeat_batch::Heartbeats;
 
     /// A transaction whose cluster vanished right after begin: nothing listens any more.

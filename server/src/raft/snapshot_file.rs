@@ -87,6 +87,7 @@ impl AsyncSeek for SnapshotFile {
     }
 }
 
+/// An error naming the snapshot file and what failed.
 pub(super) fn file_err(what: &str, path: &Path, e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("{what} snapshot file {}: {e}", path.display()))
 }

@@ -1,10 +1,8 @@
 //! Snapshots of the replicated state as files: `<data_dir>/snapshots/<id>.snap`.
 //!
-//! A snapshot of 100,000 locks is ~35 MB. Kept in sled it was copied four times over
-//! (encoded state, encoded again with its meta, sled's own copy, decoded again to send it),
-//! which pushed a leader's RSS past issue 7's 256 MiB. As a file it is written straight
-//! from the table through a small buffer, sent to a follower chunk by chunk from disk, and
-//! read back at start through a small buffer: no full copy in memory at any point.
+//! A snapshot of 100,000 locks is ~35 MB, so no full copy of it is ever held in memory:
+//! it is written straight from the table through a small buffer, sent to a follower chunk
+//! by chunk from disk, and read back at start through a small buffer.
 //!
 //! File layout, which is also exactly what a follower receives (so it stores the bytes as
 //! they come and checks them at install):
@@ -181,11 +179,8 @@ impl SnapshotStore {
     /// only while the state is encoded into the file (through a 1 MiB buffer): the encoding
     /// must see one consistent state, and encoding it straight into the file costs no
     /// memory. The fsyncs and the rename run after the lock is released.
-    ///
-    /// Measured with 100,000 locks (35 MB) on an idle core: the lock is held ~45 ms here.
-    /// Cloning the table under the lock to encode it outside would hold it ~105 ms and add
-    /// ~110 MiB for the copy; encoding into a growing Vec (the sled version) took ~95 ms and
-    /// 35-64 MB. On a loaded 2-core machine both this and the old way held it 60-190 ms.
+    /// Cloning the table under the lock to encode it outside would hold the lock longer
+    /// (the clone costs more than the encoding) and double the memory.
     pub fn save(&self, state: &RwLock<Replicated>) -> io::Result<Saved> {
         let started = Instant::now();
         let (tmp, file) = self.create_tmp()?;
@@ -222,18 +217,6 @@ impl SnapshotStore {
         drop(tmp);
         file.seek(SeekFrom::Start(0))?;
         Ok((meta, file))
-    }
-
-    /// Writes a snapshot whose state is already encoded (the sled snapshot of an older
-    /// version, moved into a file once).
-    pub fn save_encoded(&self, meta: &SnapshotMeta, encoded_state: &[u8]) -> io::Result<()> {
-        let (tmp, file) = self.create_tmp()?;
-        let mut out = Summing::new(BufWriter::with_capacity(IO_BUF, file));
-        write_header(&mut out, meta)
-            .and_then(|_| out.write_all(encoded_state))
-            .map_err(|e| file_err("cannot write", &tmp.0, e))?;
-        let file = out.finish().map_err(|e| file_err("cannot write", &tmp.0, e))?;
-        self.commit(tmp, file, meta).map(drop)
     }
 
     /// A fresh `.tmp` file for a snapshot streamed in from the leader.
@@ -456,8 +439,6 @@ fn list(dir: &Path) -> io::Result<Vec<PathBuf>> {
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| file_err("cannot fsync directory", dir, e))
 }
-
-/// An error naming the snapshot file and what failed.
 
 #[cfg(test)]
 mod tests {
