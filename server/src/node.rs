@@ -338,7 +338,7 @@ impl Node {
     }
 
     /// Membership changes through this node's raft (made on the leader).
-    pub fn members(&self) -> Members<'_> {
+    pub(crate) fn members(&self) -> Members<'_> {
         Members::new(&self.raft, self.id)
     }
 
@@ -458,13 +458,13 @@ impl Node {
     /// Proposes a command through raft (batched with concurrent proposals, see
     /// `raft::proposer`) and returns its outcome once applied here. A client's command is
     /// shed at once while the proposal queue is full.
-    pub async fn propose(&self, cmd: Command) -> Result<Outcome, EngineError> {
+    pub(crate) async fn propose(&self, cmd: Command) -> Result<Outcome, EngineError> {
         self.propose_holding(cmd, None).await
     }
 
     /// [`Node::propose`] for a request the limits admitted: its admission counts until
     /// the command is applied (or failed), even if the caller stops waiting.
-    pub async fn propose_admitted(&self, cmd: Command, admission: Admission) -> Result<Outcome, EngineError> {
+    pub(crate) async fn propose_admitted(&self, cmd: Command, admission: Admission) -> Result<Outcome, EngineError> {
         self.propose_holding(cmd, Some(Box::new(admission))).await
     }
 
@@ -489,7 +489,7 @@ impl Node {
     /// Confirms with a quorum that this node still leads, at most once per window;
     /// concurrent callers share one round. Heartbeats are acknowledged only after this,
     /// so a partitioned old leader cannot keep leases alive.
-    pub async fn confirm_leadership(&self) -> Result<(), EngineError> {
+    pub(crate) async fn confirm_leadership(&self) -> Result<(), EngineError> {
         let acked = *self.quorum_acked.lock().expect("quorum ack lock");
         if acked.is_some_and(|t| t.elapsed() < self.quorum_ack_window) {
             return Ok(());
@@ -506,7 +506,7 @@ impl Node {
 
     /// Waits until this node's table reflects every write committed before the call
     /// (raft read-index), so reads are never stale.
-    pub async fn linearizable_read(&self) -> Result<(), EngineError> {
+    pub(crate) async fn linearizable_read(&self) -> Result<(), EngineError> {
         let check = tokio::time::timeout(Duration::from_secs(2), self.raft.ensure_linearizable()).await;
         match check {
             Ok(Ok(_)) => Ok(()),
@@ -569,7 +569,7 @@ impl Node {
     /// A backup: the replicated state as of everything committed before the call, encoded
     /// as a snapshot file (open at its start, unnamed). Leader only, after a linearizable
     /// read, so a backup never misses a grant that was acknowledged before it was asked for.
-    pub async fn backup(&self) -> Result<(SnapshotMeta, std::fs::File), EngineError> {
+    pub(crate) async fn backup(&self) -> Result<(SnapshotMeta, std::fs::File), EngineError> {
         self.require_leader()?;
         self.linearizable_read().await?;
         let (store, state) = (self.snapshots.clone(), self.state.clone());

@@ -235,7 +235,7 @@ impl LockService for LockApi {
         let start = if r.only_new { EventStart::OnlyNew } else { EventStart::At(r.from_sequence) };
         let kinds = r.kinds.iter().filter_map(|k| convert::event_kind_from_wire(*k)).collect();
         let watch =
-            self.engine.watch_events(who, remote, start, kinds, r.namespace_prefixes).await.map_err(ApiError::from)?;
+            self.engine.watch_events(who, remote, start, kinds, r.namespace_prefixes).await?;
         let (from, last, mut events) = (watch.first, watch.last, watch.events);
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(async move {
