@@ -75,7 +75,7 @@ example: ## Take a lock with the Rust quick-start example (needs a running serve
 	$(CARGO) run -p caerus-core --example quickstart
 
 bench: release ## Benchmarks: lock table enqueue cost, then DLS vs etcd vs Redis (prints a table, writes a results file)
-	$(CARGO) bench -p caerus-server --bench enqueue
+	$(CARGO) bench -p caerus-locks --bench enqueue
 	$(MAKE) -C bench all DLS_BIN=$(abspath $(DLS_RELEASE))
 
 bench-state: release ## Heartbeat cost (10,000 transactions), deadlock latency, memory at 100k locks, restore time → bench/results/state.md

@@ -15,14 +15,16 @@ use std::task::{Context, Poll};
 
 use caerus_proto::v1 as pb;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
+use caerus_proto::Wire;
 use futures::{Stream, StreamExt};
 use tonic::Status;
 use tracing::{debug, warn};
 
 use crate::client::DlsClient;
+use crate::deadlock::{CycleMember, Deadlock};
 use crate::error::{Error, Result};
 use crate::router::{attempt_timed_out, Attempts, Router};
-use crate::types::{Lock, LockMode};
+use crate::types::{required, EndCause, Lock, LockMode};
 
 /// Kinds of events, for filtering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,58 +87,28 @@ impl FromStr for EventKind {
     }
 }
 
-/// Which member of a deadlock cycle the server aborts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum VictimPolicy {
-    /// The lowest priority; among equals the youngest (latest begun). The default.
-    LowestPriorityThenYoungest,
-    /// The youngest (latest begun) transaction, whatever its priority.
-    Youngest,
-    /// The oldest (earliest begun) transaction, whatever its priority.
-    Oldest,
-}
+/// Which member of a deadlock cycle the server aborts (declared once, in `caerus-types`).
+pub use caerus_types::VictimPolicy;
 
-impl VictimPolicy {
-    /// The wire name, e.g. `"LOWEST_PRIORITY_THEN_YOUNGEST"`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            VictimPolicy::LowestPriorityThenYoungest => "LOWEST_PRIORITY_THEN_YOUNGEST",
-            VictimPolicy::Youngest => "YOUNGEST",
-            VictimPolicy::Oldest => "OLDEST",
-        }
+impl TryFrom<pb::DeadlockResolved> for Deadlock {
+    type Error = Error;
+    fn try_from(d: pb::DeadlockResolved) -> Result<Self> {
+        let member = |m: pb::CycleMember| -> Result<CycleMember> {
+            Ok(CycleMember {
+                mode: required("lock mode", m.mode)?,
+                transaction_id: m.transaction_id,
+                transaction_name: m.transaction_name,
+                priority: m.priority,
+                namespace: m.namespace,
+                key: m.key,
+            })
+        };
+        Ok(Deadlock {
+            cycle: d.cycle.into_iter().map(member).collect::<Result<_>>()?,
+            victim_transaction_id: d.victim_transaction_id,
+            policy: required("victim policy", d.policy)?,
+        })
     }
-
-    fn from_proto(value: i32) -> Result<Self> {
-        match pb::VictimPolicy::try_from(value) {
-            Ok(pb::VictimPolicy::LowestPriorityThenYoungest) => Ok(VictimPolicy::LowestPriorityThenYoungest),
-            Ok(pb::VictimPolicy::Youngest) => Ok(VictimPolicy::Youngest),
-            Ok(pb::VictimPolicy::Oldest) => Ok(VictimPolicy::Oldest),
-            _ => Err(Error::internal(format!("server sent an unknown victim policy {value}"))),
-        }
-    }
-}
-
-impl fmt::Display for VictimPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A member of a wait-for cycle: the transaction and the lock it was waiting for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CycleMember {
-    /// The waiting transaction.
-    pub transaction_id: u64,
-    /// Its label ("" if it has none).
-    pub transaction_name: String,
-    /// Its priority.
-    pub priority: i32,
-    /// The namespace of the lock it waited for.
-    pub namespace: String,
-    /// The key of the lock it waited for.
-    pub key: String,
-    /// The mode it asked for.
-    pub mode: LockMode,
 }
 
 /// What happened, by kind.
@@ -186,8 +158,9 @@ pub enum EventDetail {
         mode: LockMode,
         /// The token of the revoked grant: storage should now reject it.
         fencing_token: u64,
-        /// Why: "lease expired", "deadlock victim" or "aborted by operator".
-        cause: String,
+        /// What ended the holder: [`EndCause::LeaseExpired`], [`EndCause::DeadlockVictim`] or
+        /// [`EndCause::OperatorAbort`] (`None` from a server older than this field).
+        cause: Option<EndCause>,
     },
 }
 
@@ -232,24 +205,10 @@ impl TryFrom<pb::Event> for Event {
     fn try_from(e: pb::Event) -> Result<Self> {
         use pb::event::Detail;
         let detail = match e.detail {
-            Some(Detail::DeadlockResolved(d)) => EventDetail::DeadlockResolved {
-                cycle: d
-                    .cycle
-                    .into_iter()
-                    .map(|m| {
-                        Ok(CycleMember {
-                            mode: LockMode::from_proto(m.mode)?,
-                            transaction_id: m.transaction_id,
-                            transaction_name: m.transaction_name,
-                            priority: m.priority,
-                            namespace: m.namespace,
-                            key: m.key,
-                        })
-                    })
-                    .collect::<Result<_>>()?,
-                victim_transaction_id: d.victim_transaction_id,
-                policy: VictimPolicy::from_proto(d.policy)?,
-            },
+            Some(Detail::DeadlockResolved(d)) => {
+                let Deadlock { cycle, victim_transaction_id, policy } = Deadlock::try_from(d)?;
+                EventDetail::DeadlockResolved { cycle, victim_transaction_id, policy }
+            }
             Some(Detail::TransactionExpired(d)) => EventDetail::TransactionExpired {
                 transaction_id: d.transaction_id,
                 transaction_name: d.transaction_name,
@@ -263,12 +222,12 @@ impl TryFrom<pb::Event> for Event {
                 released_locks: locks(d.released_locks)?,
             },
             Some(Detail::LockRevoked(d)) => EventDetail::LockRevoked {
-                mode: LockMode::from_proto(d.mode)?,
+                mode: required("lock mode", d.mode)?,
                 transaction_id: d.transaction_id,
                 namespace: d.namespace,
                 key: d.key,
                 fencing_token: d.fencing_token,
-                cause: d.cause,
+                cause: EndCause::from_wire(d.end_cause),
             },
             None => {
                 return Err(Error::internal(format!(

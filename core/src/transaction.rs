@@ -6,6 +6,7 @@ use std::time::Duration;
 use caerus_proto::v1 as pb;
 use caerus_proto::v1::acquire_lock_response::Event;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
+use caerus_proto::Wire;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tracing::debug;
@@ -14,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::router::{attempt_timed_out, deadline_after, new_request_id, CallOptions, Router, BACKOFF_CAP};
 use crate::tx_shared::{lock, EndingGuard, Phase, TxShared};
 use crate::types::{
-    ms_to_wire, AcquireOptions, Lock, LockMode, LostKind, LostReason, QueuePosition, TransactionState,
+    ms_to_wire, AcquireOptions, EndCause, Lock, LockMode, LostKind, LostReason, QueuePosition, TransactionState,
     TransactionStatus,
 };
 
@@ -22,8 +23,9 @@ use crate::types::{
 /// deadlock cost it its locks, else [`Error::TransactionLost`].
 pub(crate) fn lost_error(reason: &LostReason, message: String) -> Error {
     match reason.kind {
-        LostKind::DeadlockVictim => Error::DeadlockVictim { message },
-        _ => Error::TransactionLost { message },
+        LostKind::DeadlockVictim => Error::DeadlockVictim { message, deadlock: None },
+        LostKind::Expired => Error::TransactionLost { message, cause: Some(EndCause::LeaseExpired) },
+        _ => Error::lost(message),
     }
 }
 
@@ -116,12 +118,8 @@ impl Transaction {
         match shared.phase() {
             Phase::Active => Ok(()),
             Phase::Lost(reason) => Err(lost_error(&reason, format!("transaction {} was lost: {reason}", shared.id))),
-            Phase::Committed => {
-                Err(Error::TransactionLost { message: format!("transaction {} was already committed", shared.id) })
-            }
-            Phase::Aborted => {
-                Err(Error::TransactionLost { message: format!("transaction {} was already aborted", shared.id) })
-            }
+            Phase::Committed => Err(Error::lost(format!("transaction {} was already committed", shared.id))),
+            Phase::Aborted => Err(Error::lost(format!("transaction {} was already aborted", shared.id))),
         }
     }
 
@@ -150,7 +148,7 @@ impl Transaction {
             transaction_id: shared.id,
             namespace: namespace.to_string(),
             key: key.to_string(),
-            mode: mode.to_proto(),
+            mode: mode.to_wire(),
             timeout_ms: ms_to_wire("acquire timeout_ms", opts.timeout_ms)?,
             request_id: new_request_id(),
             begin: None,
@@ -205,9 +203,9 @@ impl Transaction {
         match shared.fetch_status(shared.router.default_options()).await {
             Ok(status) => {
                 if !shared.is_ending() {
-                    if let Some(kind) = LostKind::from_final_state(status.state, &status.end_reason) {
+                    if let Some(cause) = status.end_cause {
                         shared.mark_lost(LostReason {
-                            kind,
+                            kind: LostKind::from_cause(cause),
                             message: format!("transaction {} is {}: {}", shared.id, status.state, status.end_reason),
                         });
                     }
@@ -234,26 +232,21 @@ impl Transaction {
         let result = shared.end(true).await;
         match result {
             Ok(response) => {
-                let state = TransactionState::from_proto(response.state);
-                if state == Ok(TransactionState::Committed) {
+                let state = TransactionState::from_wire(response.state);
+                if state == Some(TransactionState::Committed) {
                     shared.mark_ended(true);
                     debug!(transaction_id = shared.id, "committed");
                     Ok(())
                 } else {
                     shared.mark_ended(false);
-                    Err(Error::TransactionLost {
-                        message: format!(
-                            "commit of transaction {} ended it as {}",
-                            shared.id,
-                            state.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string())
-                        ),
-                    })
+                    let state = state.map_or_else(|| format!("unknown state {}", response.state), |s| s.to_string());
+                    Err(Error::lost(format!("commit of transaction {} ended it as {state}", shared.id)))
                 }
             }
             Err(e) => {
                 let (kind, message) = match &e {
-                    Error::TransactionLost { message } => (shared.lost_kind(message).await, message.clone()),
-                    Error::DeadlockVictim { message } => (LostKind::DeadlockVictim, message.clone()),
+                    Error::TransactionLost { message, .. } => (shared.lost_kind(&e).await, message.clone()),
+                    Error::DeadlockVictim { message, .. } => (LostKind::DeadlockVictim, message.clone()),
                     Error::TransactionNotFound { message } => (LostKind::NotFound, message.clone()),
                     // Not an answer about the transaction: it is still active as far as
                     // anyone knows, and the heartbeat keeps running.
@@ -491,6 +484,7 @@ pub(crate) mod tests {
         // What the server answers a victim's later calls.
         let heard = Error::TransactionLost {
             message: "transaction 7 is ABORTED (deadlock victim (policy oldest): cycle 7 waits for ns/a)".into(),
+            cause: Some(EndCause::DeadlockVictim),
         };
         let err = tx.shared().observe(heard).await;
         assert_eq!(err.code(), "DEADLOCK_VICTIM", "{err}");
@@ -503,7 +497,8 @@ pub(crate) mod tests {
         let err = other
             .shared()
             .observe(Error::TransactionLost {
-                message: r#"transaction 7 is ABORTED (aborted by operator "ops": x)"#.into(),
+                message: r#"transaction 7 is ABORTED (aborted by operator "ops": deadlock victim)"#.into(),
+                cause: Some(EndCause::OperatorAbort),
             })
             .await;
         assert_eq!(err.code(), "TRANSACTION_LOST");

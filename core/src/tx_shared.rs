@@ -166,14 +166,14 @@ impl TxShared {
         TransactionStatus::try_from(routed.value)
     }
 
-    /// Works out why the server calls the transaction not active: from its message when
-    /// it says, else from a status query.
-    pub(crate) async fn lost_kind(&self, message: &str) -> LostKind {
-        if let Some(kind) = LostKind::from_message(message) {
-            return kind;
+    /// Works out why the server calls the transaction not active: from the end cause its
+    /// answer carried, else (the transaction was still ending) from a status query.
+    pub(crate) async fn lost_kind(&self, error: &Error) -> LostKind {
+        if let Some(cause) = error.end_cause() {
+            return LostKind::from_cause(cause);
         }
         match self.fetch_status(self.quick_options()).await {
-            Ok(status) => LostKind::from_final_state(status.state, &status.end_reason).unwrap_or(LostKind::Aborted),
+            Ok(status) => status.end_cause.map(LostKind::from_cause).unwrap_or(LostKind::Aborted),
             Err(Error::TransactionNotFound { .. }) => LostKind::NotFound,
             Err(_) => LostKind::Aborted,
         }
@@ -186,11 +186,11 @@ impl TxShared {
     pub(crate) async fn observe(&self, error: Error) -> Error {
         if self.is_active() && !self.is_ending() {
             let reason = match &error {
-                Error::DeadlockVictim { message } => {
+                Error::DeadlockVictim { message, .. } => {
                     Some(LostReason { kind: LostKind::DeadlockVictim, message: message.clone() })
                 }
-                Error::TransactionLost { message } => {
-                    Some(LostReason { kind: self.lost_kind(message).await, message: message.clone() })
+                Error::TransactionLost { message, .. } => {
+                    Some(LostReason { kind: self.lost_kind(&error).await, message: message.clone() })
                 }
                 Error::TransactionNotFound { message } => {
                     Some(LostReason { kind: LostKind::NotFound, message: message.clone() })
@@ -202,8 +202,10 @@ impl TxShared {
             }
         }
         match (error, self.phase()) {
-            (Error::TransactionLost { message }, Phase::Lost(reason)) if reason.kind == LostKind::DeadlockVictim => {
-                Error::DeadlockVictim { message }
+            (Error::TransactionLost { message, .. }, Phase::Lost(reason))
+                if reason.kind == LostKind::DeadlockVictim =>
+            {
+                Error::DeadlockVictim { message, deadlock: None }
             }
             (error, _) => error,
         }

@@ -25,138 +25,152 @@ namespace Caerus.Dls.V1 {
       byte[] descriptorData = global::System.Convert.FromBase64String(
           string.Concat(
             "CiBjYWVydXMvZGxzL3YxL2xvY2tfc2VydmljZS5wcm90bxINY2FlcnVzLmRs",
-            "cy52MSKHAQoXQmVnaW5UcmFuc2FjdGlvblJlcXVlc3QSHQoKdGltZW91dF9t",
-            "cxgBIAEoA1IJdGltZW91dE1zEhoKCHByaW9yaXR5GAIgASgFUghwcmlvcml0",
-            "eRISCgRuYW1lGAMgASgJUgRuYW1lEh0KCnJlcXVlc3RfaWQYBCABKAlSCXJl",
-            "cXVlc3RJZCJrChhCZWdpblRyYW5zYWN0aW9uUmVzcG9uc2USJQoOdHJhbnNh",
-            "Y3Rpb25faWQYASABKARSDXRyYW5zYWN0aW9uSWQSKAoQbGVhc2VfdGltZW91",
-            "dF9tcxgCIAEoA1IObGVhc2VUaW1lb3V0TXMilAIKEkFjcXVpcmVMb2NrUmVx",
-            "dWVzdBIlCg50cmFuc2FjdGlvbl9pZBgBIAEoBFINdHJhbnNhY3Rpb25JZBIc",
-            "CgluYW1lc3BhY2UYAiABKAlSCW5hbWVzcGFjZRIQCgNrZXkYAyABKAlSA2tl",
-            "eRIrCgRtb2RlGAQgASgOMhcuY2FlcnVzLmRscy52MS5Mb2NrTW9kZVIEbW9k",
-            "ZRIdCgp0aW1lb3V0X21zGAUgASgDUgl0aW1lb3V0TXMSHQoKcmVxdWVzdF9p",
-            "ZBgGIAEoCVIJcmVxdWVzdElkEjwKBWJlZ2luGAcgASgLMiYuY2FlcnVzLmRs",
-            "cy52MS5CZWdpblRyYW5zYWN0aW9uUmVxdWVzdFIFYmVnaW4iwgEKE0FjcXVp",
-            "cmVMb2NrUmVzcG9uc2USLwoGcXVldWVkGAEgASgLMhUuY2FlcnVzLmRscy52",
-            "MS5RdWV1ZWRIAFIGcXVldWVkEjIKB2dyYW50ZWQYAiABKAsyFi5jYWVydXMu",
-            "ZGxzLnYxLkdyYW50ZWRIAFIHZ3JhbnRlZBI9CgViZWd1bhgDIAEoCzInLmNh",
-            "ZXJ1cy5kbHMudjEuQmVnaW5UcmFuc2FjdGlvblJlc3BvbnNlUgViZWd1bkIH",
-            "CgVldmVudCJeCgZRdWV1ZWQSGgoIcG9zaXRpb24YASABKA1SCHBvc2l0aW9u",
-            "EjgKGGJsb2NraW5nX3RyYW5zYWN0aW9uX2lkcxgCIAMoBFIWYmxvY2tpbmdU",
-            "cmFuc2FjdGlvbklkcyKLAQoHR3JhbnRlZBIjCg1mZW5jaW5nX3Rva2VuGAEg",
-            "ASgEUgxmZW5jaW5nVG9rZW4SHAoJbmFtZXNwYWNlGAIgASgJUgluYW1lc3Bh",
-            "Y2USEAoDa2V5GAMgASgJUgNrZXkSKwoEbW9kZRgEIAEoDjIXLmNhZXJ1cy5k",
-            "bHMudjEuTG9ja01vZGVSBG1vZGUiigEKElJlbGVhc2VMb2NrUmVxdWVzdBIl",
-            "Cg50cmFuc2FjdGlvbl9pZBgBIAEoBFINdHJhbnNhY3Rpb25JZBIcCgluYW1l",
-            "c3BhY2UYAiABKAlSCW5hbWVzcGFjZRIQCgNrZXkYAyABKAlSA2tleRIdCgpy",
-            "ZXF1ZXN0X2lkGAQgASgJUglyZXF1ZXN0SWQiMQoTUmVsZWFzZUxvY2tSZXNw",
-            "b25zZRIaCghyZWxlYXNlZBgBIAEoCFIIcmVsZWFzZWQiRAobR2V0VHJhbnNh",
-            "Y3Rpb25TdGF0dXNSZXF1ZXN0EiUKDnRyYW5zYWN0aW9uX2lkGAEgASgEUg10",
-            "cmFuc2FjdGlvbklkIowBCghIZWxkTG9jaxIcCgluYW1lc3BhY2UYASABKAlS",
-            "CW5hbWVzcGFjZRIQCgNrZXkYAiABKAlSA2tleRIrCgRtb2RlGAMgASgOMhcu",
-            "Y2FlcnVzLmRscy52MS5Mb2NrTW9kZVIEbW9kZRIjCg1mZW5jaW5nX3Rva2Vu",
-            "GAQgASgEUgxmZW5jaW5nVG9rZW4ipQEKC1BlbmRpbmdMb2NrEhwKCW5hbWVz",
-            "cGFjZRgBIAEoCVIJbmFtZXNwYWNlEhAKA2tleRgCIAEoCVIDa2V5EisKBG1v",
-            "ZGUYAyABKA4yFy5jYWVydXMuZGxzLnYxLkxvY2tNb2RlUgRtb2RlEhoKCHBv",
-            "c2l0aW9uGAQgASgNUghwb3NpdGlvbhIdCgpyZXF1ZXN0X2lkGAUgASgJUgly",
-            "ZXF1ZXN0SWQiiAMKHEdldFRyYW5zYWN0aW9uU3RhdHVzUmVzcG9uc2USJQoO",
-            "dHJhbnNhY3Rpb25faWQYASABKARSDXRyYW5zYWN0aW9uSWQSNQoFc3RhdGUY",
-            "AiABKA4yHy5jYWVydXMuZGxzLnYxLlRyYW5zYWN0aW9uU3RhdGVSBXN0YXRl",
-            "EhIKBG5hbWUYAyABKAlSBG5hbWUSGgoIcHJpb3JpdHkYBCABKAVSCHByaW9y",
-            "aXR5EigKEGxlYXNlX3RpbWVvdXRfbXMYBSABKANSDmxlYXNlVGltZW91dE1z",
-            "EiwKEmxlYXNlX3JlbWFpbmluZ19tcxgGIAEoA1IQbGVhc2VSZW1haW5pbmdN",
-            "cxItCgVsb2NrcxgHIAMoCzIXLmNhZXJ1cy5kbHMudjEuSGVsZExvY2tSBWxv",
-            "Y2tzEjQKB3dhaXRpbmcYCCABKAsyGi5jYWVydXMuZGxzLnYxLlBlbmRpbmdM",
-            "b2NrUgd3YWl0aW5nEh0KCmVuZF9yZWFzb24YCSABKAlSCWVuZFJlYXNvbiJr",
+            "cy52MSLVAQoLRXJyb3JEZXRhaWwSLAoEa2luZBgBIAEoDjIYLmNhZXJ1cy5k",
+            "bHMudjEuRXJyb3JLaW5kUgRraW5kEiUKDnRyYW5zYWN0aW9uX2lkGAIgASgE",
+            "Ug10cmFuc2FjdGlvbklkEjQKCWVuZF9jYXVzZRgDIAEoDjIXLmNhZXJ1cy5k",
+            "bHMudjEuRW5kQ2F1c2VSCGVuZENhdXNlEjsKCGRlYWRsb2NrGAQgASgLMh8u",
+            "Y2FlcnVzLmRscy52MS5EZWFkbG9ja1Jlc29sdmVkUghkZWFkbG9jayKHAQoX",
+            "QmVnaW5UcmFuc2FjdGlvblJlcXVlc3QSHQoKdGltZW91dF9tcxgBIAEoA1IJ",
+            "dGltZW91dE1zEhoKCHByaW9yaXR5GAIgASgFUghwcmlvcml0eRISCgRuYW1l",
+            "GAMgASgJUgRuYW1lEh0KCnJlcXVlc3RfaWQYBCABKAlSCXJlcXVlc3RJZCJr",
+            "ChhCZWdpblRyYW5zYWN0aW9uUmVzcG9uc2USJQoOdHJhbnNhY3Rpb25faWQY",
+            "ASABKARSDXRyYW5zYWN0aW9uSWQSKAoQbGVhc2VfdGltZW91dF9tcxgCIAEo",
+            "A1IObGVhc2VUaW1lb3V0TXMilAIKEkFjcXVpcmVMb2NrUmVxdWVzdBIlCg50",
+            "cmFuc2FjdGlvbl9pZBgBIAEoBFINdHJhbnNhY3Rpb25JZBIcCgluYW1lc3Bh",
+            "Y2UYAiABKAlSCW5hbWVzcGFjZRIQCgNrZXkYAyABKAlSA2tleRIrCgRtb2Rl",
+            "GAQgASgOMhcuY2FlcnVzLmRscy52MS5Mb2NrTW9kZVIEbW9kZRIdCgp0aW1l",
+            "b3V0X21zGAUgASgDUgl0aW1lb3V0TXMSHQoKcmVxdWVzdF9pZBgGIAEoCVIJ",
+            "cmVxdWVzdElkEjwKBWJlZ2luGAcgASgLMiYuY2FlcnVzLmRscy52MS5CZWdp",
+            "blRyYW5zYWN0aW9uUmVxdWVzdFIFYmVnaW4iwgEKE0FjcXVpcmVMb2NrUmVz",
+            "cG9uc2USLwoGcXVldWVkGAEgASgLMhUuY2FlcnVzLmRscy52MS5RdWV1ZWRI",
+            "AFIGcXVldWVkEjIKB2dyYW50ZWQYAiABKAsyFi5jYWVydXMuZGxzLnYxLkdy",
+            "YW50ZWRIAFIHZ3JhbnRlZBI9CgViZWd1bhgDIAEoCzInLmNhZXJ1cy5kbHMu",
+            "djEuQmVnaW5UcmFuc2FjdGlvblJlc3BvbnNlUgViZWd1bkIHCgVldmVudCJe",
+            "CgZRdWV1ZWQSGgoIcG9zaXRpb24YASABKA1SCHBvc2l0aW9uEjgKGGJsb2Nr",
+            "aW5nX3RyYW5zYWN0aW9uX2lkcxgCIAMoBFIWYmxvY2tpbmdUcmFuc2FjdGlv",
+            "bklkcyKLAQoHR3JhbnRlZBIjCg1mZW5jaW5nX3Rva2VuGAEgASgEUgxmZW5j",
+            "aW5nVG9rZW4SHAoJbmFtZXNwYWNlGAIgASgJUgluYW1lc3BhY2USEAoDa2V5",
+            "GAMgASgJUgNrZXkSKwoEbW9kZRgEIAEoDjIXLmNhZXJ1cy5kbHMudjEuTG9j",
+            "a01vZGVSBG1vZGUiigEKElJlbGVhc2VMb2NrUmVxdWVzdBIlCg50cmFuc2Fj",
+            "dGlvbl9pZBgBIAEoBFINdHJhbnNhY3Rpb25JZBIcCgluYW1lc3BhY2UYAiAB",
+            "KAlSCW5hbWVzcGFjZRIQCgNrZXkYAyABKAlSA2tleRIdCgpyZXF1ZXN0X2lk",
+            "GAQgASgJUglyZXF1ZXN0SWQiMQoTUmVsZWFzZUxvY2tSZXNwb25zZRIaCghy",
+            "ZWxlYXNlZBgBIAEoCFIIcmVsZWFzZWQiRAobR2V0VHJhbnNhY3Rpb25TdGF0",
+            "dXNSZXF1ZXN0EiUKDnRyYW5zYWN0aW9uX2lkGAEgASgEUg10cmFuc2FjdGlv",
+            "bklkIowBCghIZWxkTG9jaxIcCgluYW1lc3BhY2UYASABKAlSCW5hbWVzcGFj",
+            "ZRIQCgNrZXkYAiABKAlSA2tleRIrCgRtb2RlGAMgASgOMhcuY2FlcnVzLmRs",
+            "cy52MS5Mb2NrTW9kZVIEbW9kZRIjCg1mZW5jaW5nX3Rva2VuGAQgASgEUgxm",
+            "ZW5jaW5nVG9rZW4ipQEKC1BlbmRpbmdMb2NrEhwKCW5hbWVzcGFjZRgBIAEo",
+            "CVIJbmFtZXNwYWNlEhAKA2tleRgCIAEoCVIDa2V5EisKBG1vZGUYAyABKA4y",
+            "Fy5jYWVydXMuZGxzLnYxLkxvY2tNb2RlUgRtb2RlEhoKCHBvc2l0aW9uGAQg",
+            "ASgNUghwb3NpdGlvbhIdCgpyZXF1ZXN0X2lkGAUgASgJUglyZXF1ZXN0SWQi",
+            "vgMKHEdldFRyYW5zYWN0aW9uU3RhdHVzUmVzcG9uc2USJQoOdHJhbnNhY3Rp",
+            "b25faWQYASABKARSDXRyYW5zYWN0aW9uSWQSNQoFc3RhdGUYAiABKA4yHy5j",
+            "YWVydXMuZGxzLnYxLlRyYW5zYWN0aW9uU3RhdGVSBXN0YXRlEhIKBG5hbWUY",
+            "AyABKAlSBG5hbWUSGgoIcHJpb3JpdHkYBCABKAVSCHByaW9yaXR5EigKEGxl",
+            "YXNlX3RpbWVvdXRfbXMYBSABKANSDmxlYXNlVGltZW91dE1zEiwKEmxlYXNl",
+            "X3JlbWFpbmluZ19tcxgGIAEoA1IQbGVhc2VSZW1haW5pbmdNcxItCgVsb2Nr",
+            "cxgHIAMoCzIXLmNhZXJ1cy5kbHMudjEuSGVsZExvY2tSBWxvY2tzEjQKB3dh",
+            "aXRpbmcYCCABKAsyGi5jYWVydXMuZGxzLnYxLlBlbmRpbmdMb2NrUgd3YWl0",
+            "aW5nEh0KCmVuZF9yZWFzb24YCSABKAlSCWVuZFJlYXNvbhI0CgllbmRfY2F1",
+            "c2UYCiABKA4yFy5jYWVydXMuZGxzLnYxLkVuZENhdXNlUghlbmRDYXVzZSJr",
             "ChBIZWFydGJlYXRSZXF1ZXN0EiUKDnRyYW5zYWN0aW9uX2lkGAEgASgEUg10",
             "cmFuc2FjdGlvbklkEjAKFG1vcmVfdHJhbnNhY3Rpb25faWRzGAIgAygEUhJt",
             "b3JlVHJhbnNhY3Rpb25JZHMiewoRSGVhcnRiZWF0UmVzcG9uc2USLAoSbGVh",
             "c2VfcmVtYWluaW5nX21zGAEgASgDUhBsZWFzZVJlbWFpbmluZ01zEjgKB3Jl",
             "c3VsdHMYAiADKAsyHi5jYWVydXMuZGxzLnYxLkhlYXJ0YmVhdFJlc3VsdFIH",
-            "cmVzdWx0cyKqAQoPSGVhcnRiZWF0UmVzdWx0EiUKDnRyYW5zYWN0aW9uX2lk",
+            "cmVzdWx0cyLcAQoPSGVhcnRiZWF0UmVzdWx0EiUKDnRyYW5zYWN0aW9uX2lk",
             "GAEgASgEUg10cmFuc2FjdGlvbklkEiwKEmxlYXNlX3JlbWFpbmluZ19tcxgC",
             "IAEoA1IQbGVhc2VSZW1haW5pbmdNcxIdCgplcnJvcl9raW5kGAMgASgJUgll",
             "cnJvcktpbmQSIwoNZXJyb3JfbWVzc2FnZRgEIAEoCVIMZXJyb3JNZXNzYWdl",
-            "InUKFUVuZFRyYW5zYWN0aW9uUmVxdWVzdBIlCg50cmFuc2FjdGlvbl9pZBgB",
-            "IAEoBFINdHJhbnNhY3Rpb25JZBIWCgZjb21taXQYAiABKAhSBmNvbW1pdBId",
-            "CgpyZXF1ZXN0X2lkGAMgASgJUglyZXF1ZXN0SWQidgoWRW5kVHJhbnNhY3Rp",
-            "b25SZXNwb25zZRI1CgVzdGF0ZRgBIAEoDjIfLmNhZXJ1cy5kbHMudjEuVHJh",
-            "bnNhY3Rpb25TdGF0ZVIFc3RhdGUSJQoOcmVsZWFzZWRfbG9ja3MYAiABKA1S",
-            "DXJlbGVhc2VkTG9ja3MiswEKEldhdGNoRXZlbnRzUmVxdWVzdBIjCg1mcm9t",
-            "X3NlcXVlbmNlGAEgASgEUgxmcm9tU2VxdWVuY2USLQoSbmFtZXNwYWNlX3By",
-            "ZWZpeGVzGAIgAygJUhFuYW1lc3BhY2VQcmVmaXhlcxIuCgVraW5kcxgDIAMo",
-            "DjIYLmNhZXJ1cy5kbHMudjEuRXZlbnRLaW5kUgVraW5kcxIZCghvbmx5X25l",
-            "dxgEIAEoCFIHb25seU5ldyLRAwoFRXZlbnQSGgoIc2VxdWVuY2UYASABKARS",
-            "CHNlcXVlbmNlEhcKB3RpbWVfbXMYAiABKANSBnRpbWVNcxIsCgRraW5kGAMg",
-            "ASgOMhguY2FlcnVzLmRscy52MS5FdmVudEtpbmRSBGtpbmQSHgoKbmFtZXNw",
-            "YWNlcxgEIAMoCVIKbmFtZXNwYWNlcxJOChFkZWFkbG9ja19yZXNvbHZlZBgK",
-            "IAEoCzIfLmNhZXJ1cy5kbHMudjEuRGVhZGxvY2tSZXNvbHZlZEgAUhBkZWFk",
-            "bG9ja1Jlc29sdmVkElQKE3RyYW5zYWN0aW9uX2V4cGlyZWQYCyABKAsyIS5j",
-            "YWVydXMuZGxzLnYxLlRyYW5zYWN0aW9uRXhwaXJlZEgAUhJ0cmFuc2FjdGlv",
-            "bkV4cGlyZWQSVAoTdHJhbnNhY3Rpb25fYWJvcnRlZBgMIAEoCzIhLmNhZXJ1",
-            "cy5kbHMudjEuVHJhbnNhY3Rpb25BYm9ydGVkSABSEnRyYW5zYWN0aW9uQWJv",
-            "cnRlZBI/Cgxsb2NrX3Jldm9rZWQYDSABKAsyGi5jYWVydXMuZGxzLnYxLkxv",
-            "Y2tSZXZva2VkSABSC2xvY2tSZXZva2VkQggKBmRldGFpbCLYAQoLQ3ljbGVN",
-            "ZW1iZXISJQoOdHJhbnNhY3Rpb25faWQYASABKARSDXRyYW5zYWN0aW9uSWQS",
-            "KQoQdHJhbnNhY3Rpb25fbmFtZRgCIAEoCVIPdHJhbnNhY3Rpb25OYW1lEhoK",
-            "CHByaW9yaXR5GAMgASgFUghwcmlvcml0eRIcCgluYW1lc3BhY2UYBCABKAlS",
-            "CW5hbWVzcGFjZRIQCgNrZXkYBSABKAlSA2tleRIrCgRtb2RlGAYgASgOMhcu",
-            "Y2FlcnVzLmRscy52MS5Mb2NrTW9kZVIEbW9kZSKtAQoQRGVhZGxvY2tSZXNv",
-            "bHZlZBIwCgVjeWNsZRgBIAMoCzIaLmNhZXJ1cy5kbHMudjEuQ3ljbGVNZW1i",
-            "ZXJSBWN5Y2xlEjIKFXZpY3RpbV90cmFuc2FjdGlvbl9pZBgCIAEoBFITdmlj",
-            "dGltVHJhbnNhY3Rpb25JZBIzCgZwb2xpY3kYAyABKA4yGy5jYWVydXMuZGxz",
-            "LnYxLlZpY3RpbVBvbGljeVIGcG9saWN5IqYBChJUcmFuc2FjdGlvbkV4cGly",
-            "ZWQSJQoOdHJhbnNhY3Rpb25faWQYASABKARSDXRyYW5zYWN0aW9uSWQSKQoQ",
-            "dHJhbnNhY3Rpb25fbmFtZRgCIAEoCVIPdHJhbnNhY3Rpb25OYW1lEj4KDnJl",
-            "bGVhc2VkX2xvY2tzGAMgAygLMhcuY2FlcnVzLmRscy52MS5IZWxkTG9ja1IN",
-            "cmVsZWFzZWRMb2NrcyLaAQoSVHJhbnNhY3Rpb25BYm9ydGVkEiUKDnRyYW5z",
-            "YWN0aW9uX2lkGAEgASgEUg10cmFuc2FjdGlvbklkEikKEHRyYW5zYWN0aW9u",
-            "X25hbWUYAiABKAlSD3RyYW5zYWN0aW9uTmFtZRIWCgZyZWFzb24YAyABKAlS",
-            "BnJlYXNvbhIaCghvcGVyYXRvchgEIAEoCVIIb3BlcmF0b3ISPgoOcmVsZWFz",
-            "ZWRfbG9ja3MYBSADKAsyFy5jYWVydXMuZGxzLnYxLkhlbGRMb2NrUg1yZWxl",
-            "YXNlZExvY2tzIswBCgtMb2NrUmV2b2tlZBIlCg50cmFuc2FjdGlvbl9pZBgB",
-            "IAEoBFINdHJhbnNhY3Rpb25JZBIcCgluYW1lc3BhY2UYAiABKAlSCW5hbWVz",
-            "cGFjZRIQCgNrZXkYAyABKAlSA2tleRIrCgRtb2RlGAQgASgOMhcuY2FlcnVz",
-            "LmRscy52MS5Mb2NrTW9kZVIEbW9kZRIjCg1mZW5jaW5nX3Rva2VuGAUgASgE",
-            "UgxmZW5jaW5nVG9rZW4SFAoFY2F1c2UYBiABKAlSBWNhdXNlKkUKCExvY2tN",
-            "b2RlEhkKFUxPQ0tfTU9ERV9VTlNQRUNJRklFRBAAEg0KCUVYQ0xVU0lWRRAB",
-            "Eg8KC1NIQVJFRF9SRUFEEAIqagoQVHJhbnNhY3Rpb25TdGF0ZRIhCh1UUkFO",
-            "U0FDVElPTl9TVEFURV9VTlNQRUNJRklFRBAAEgoKBkFDVElWRRABEg0KCUNP",
-            "TU1JVFRFRBACEgsKB0FCT1JURUQQAxILCgdFWFBJUkVEEAQqzwIKCUVycm9y",
-            "S2luZBIaChZFUlJPUl9LSU5EX1VOU1BFQ0lGSUVEEAASEAoMTE9DS19USU1F",
-            "T1VUEAESEwoPREVBRExPQ0tfVklDVElNEAISFAoQVFJBTlNBQ1RJT05fTE9T",
-            "VBADEhkKFVRSQU5TQUNUSU9OX05PVF9GT1VORBAEEhQKEElOVkFMSURfQVJH",
-            "VU1FTlQQBRITCg9VTkFVVEhFTlRJQ0FURUQQBhIVChFQRVJNSVNTSU9OX0RF",
-            "TklFRBAHEg4KCk5PVF9MRUFERVIQCBISCg5XQUlUX0NBTkNFTExFRBAJEhMK",
-            "D0FMUkVBRFlfV0FJVElORxAKEg8KC1VOQVZBSUxBQkxFEAsSEgoOQ1VSU09S",
-            "X0VYUElSRUQQDBIWChJSRVNPVVJDRV9FWEhBVVNURUQQDRIWChJNRU1CRVJT",
-            "SElQX1JFRlVTRUQQDipqCgxWaWN0aW1Qb2xpY3kSHQoZVklDVElNX1BPTElD",
-            "WV9VTlNQRUNJRklFRBAAEiEKHUxPV0VTVF9QUklPUklUWV9USEVOX1lPVU5H",
-            "RVNUEAESDAoIWU9VTkdFU1QQAhIKCgZPTERFU1QQAyqCAQoJRXZlbnRLaW5k",
-            "EhoKFkVWRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIVChFERUFETE9DS19SRVNP",
-            "TFZFRBABEhcKE1RSQU5TQUNUSU9OX0VYUElSRUQQAhIXChNUUkFOU0FDVElP",
-            "Tl9BQk9SVEVEEAMSEAoMTE9DS19SRVZPS0VEEAQyigUKC0xvY2tTZXJ2aWNl",
-            "EmMKEEJlZ2luVHJhbnNhY3Rpb24SJi5jYWVydXMuZGxzLnYxLkJlZ2luVHJh",
-            "bnNhY3Rpb25SZXF1ZXN0GicuY2FlcnVzLmRscy52MS5CZWdpblRyYW5zYWN0",
-            "aW9uUmVzcG9uc2USVgoLQWNxdWlyZUxvY2sSIS5jYWVydXMuZGxzLnYxLkFj",
-            "cXVpcmVMb2NrUmVxdWVzdBoiLmNhZXJ1cy5kbHMudjEuQWNxdWlyZUxvY2tS",
-            "ZXNwb25zZTABElQKC1JlbGVhc2VMb2NrEiEuY2FlcnVzLmRscy52MS5SZWxl",
-            "YXNlTG9ja1JlcXVlc3QaIi5jYWVydXMuZGxzLnYxLlJlbGVhc2VMb2NrUmVz",
-            "cG9uc2USbwoUR2V0VHJhbnNhY3Rpb25TdGF0dXMSKi5jYWVydXMuZGxzLnYx",
-            "LkdldFRyYW5zYWN0aW9uU3RhdHVzUmVxdWVzdBorLmNhZXJ1cy5kbHMudjEu",
-            "R2V0VHJhbnNhY3Rpb25TdGF0dXNSZXNwb25zZRJOCglIZWFydGJlYXQSHy5j",
-            "YWVydXMuZGxzLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC5jYWVydXMuZGxzLnYx",
-            "LkhlYXJ0YmVhdFJlc3BvbnNlEl0KDkVuZFRyYW5zYWN0aW9uEiQuY2FlcnVz",
-            "LmRscy52MS5FbmRUcmFuc2FjdGlvblJlcXVlc3QaJS5jYWVydXMuZGxzLnYx",
-            "LkVuZFRyYW5zYWN0aW9uUmVzcG9uc2USSAoLV2F0Y2hFdmVudHMSIS5jYWVy",
-            "dXMuZGxzLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoULmNhZXJ1cy5kbHMudjEu",
-            "RXZlbnQwAUKWAQoRZGV2LmNhZXJ1cy5kbHMudjFCEExvY2tTZXJ2aWNlUHJv",
-            "dG9QAVo1Z2l0aHViLmNvbS9jYWVydXMtZGV2L2Rscy9zZGtzL2dvL2NhZXJ1",
-            "cy9kbHMvdjE7ZGxzdjGiAgNDRFiqAg1DYWVydXMuRGxzLlYxygINQ2FlcnVz",
-            "XERsc1xWMeoCD0NhZXJ1czo6RGxzOjpWMWIGcHJvdG8z"));
+            "EjAKBWVycm9yGAUgASgLMhouY2FlcnVzLmRscy52MS5FcnJvckRldGFpbFIF",
+            "ZXJyb3IidQoVRW5kVHJhbnNhY3Rpb25SZXF1ZXN0EiUKDnRyYW5zYWN0aW9u",
+            "X2lkGAEgASgEUg10cmFuc2FjdGlvbklkEhYKBmNvbW1pdBgCIAEoCFIGY29t",
+            "bWl0Eh0KCnJlcXVlc3RfaWQYAyABKAlSCXJlcXVlc3RJZCJ2ChZFbmRUcmFu",
+            "c2FjdGlvblJlc3BvbnNlEjUKBXN0YXRlGAEgASgOMh8uY2FlcnVzLmRscy52",
+            "MS5UcmFuc2FjdGlvblN0YXRlUgVzdGF0ZRIlCg5yZWxlYXNlZF9sb2NrcxgC",
+            "IAEoDVINcmVsZWFzZWRMb2NrcyKzAQoSV2F0Y2hFdmVudHNSZXF1ZXN0EiMK",
+            "DWZyb21fc2VxdWVuY2UYASABKARSDGZyb21TZXF1ZW5jZRItChJuYW1lc3Bh",
+            "Y2VfcHJlZml4ZXMYAiADKAlSEW5hbWVzcGFjZVByZWZpeGVzEi4KBWtpbmRz",
+            "GAMgAygOMhguY2FlcnVzLmRscy52MS5FdmVudEtpbmRSBWtpbmRzEhkKCG9u",
+            "bHlfbmV3GAQgASgIUgdvbmx5TmV3ItEDCgVFdmVudBIaCghzZXF1ZW5jZRgB",
+            "IAEoBFIIc2VxdWVuY2USFwoHdGltZV9tcxgCIAEoA1IGdGltZU1zEiwKBGtp",
+            "bmQYAyABKA4yGC5jYWVydXMuZGxzLnYxLkV2ZW50S2luZFIEa2luZBIeCgpu",
+            "YW1lc3BhY2VzGAQgAygJUgpuYW1lc3BhY2VzEk4KEWRlYWRsb2NrX3Jlc29s",
+            "dmVkGAogASgLMh8uY2FlcnVzLmRscy52MS5EZWFkbG9ja1Jlc29sdmVkSABS",
+            "EGRlYWRsb2NrUmVzb2x2ZWQSVAoTdHJhbnNhY3Rpb25fZXhwaXJlZBgLIAEo",
+            "CzIhLmNhZXJ1cy5kbHMudjEuVHJhbnNhY3Rpb25FeHBpcmVkSABSEnRyYW5z",
+            "YWN0aW9uRXhwaXJlZBJUChN0cmFuc2FjdGlvbl9hYm9ydGVkGAwgASgLMiEu",
+            "Y2FlcnVzLmRscy52MS5UcmFuc2FjdGlvbkFib3J0ZWRIAFISdHJhbnNhY3Rp",
+            "b25BYm9ydGVkEj8KDGxvY2tfcmV2b2tlZBgNIAEoCzIaLmNhZXJ1cy5kbHMu",
+            "djEuTG9ja1Jldm9rZWRIAFILbG9ja1Jldm9rZWRCCAoGZGV0YWlsItgBCgtD",
+            "eWNsZU1lbWJlchIlCg50cmFuc2FjdGlvbl9pZBgBIAEoBFINdHJhbnNhY3Rp",
+            "b25JZBIpChB0cmFuc2FjdGlvbl9uYW1lGAIgASgJUg90cmFuc2FjdGlvbk5h",
+            "bWUSGgoIcHJpb3JpdHkYAyABKAVSCHByaW9yaXR5EhwKCW5hbWVzcGFjZRgE",
+            "IAEoCVIJbmFtZXNwYWNlEhAKA2tleRgFIAEoCVIDa2V5EisKBG1vZGUYBiAB",
+            "KA4yFy5jYWVydXMuZGxzLnYxLkxvY2tNb2RlUgRtb2RlIq0BChBEZWFkbG9j",
+            "a1Jlc29sdmVkEjAKBWN5Y2xlGAEgAygLMhouY2FlcnVzLmRscy52MS5DeWNs",
+            "ZU1lbWJlclIFY3ljbGUSMgoVdmljdGltX3RyYW5zYWN0aW9uX2lkGAIgASgE",
+            "UhN2aWN0aW1UcmFuc2FjdGlvbklkEjMKBnBvbGljeRgDIAEoDjIbLmNhZXJ1",
+            "cy5kbHMudjEuVmljdGltUG9saWN5UgZwb2xpY3kipgEKElRyYW5zYWN0aW9u",
+            "RXhwaXJlZBIlCg50cmFuc2FjdGlvbl9pZBgBIAEoBFINdHJhbnNhY3Rpb25J",
+            "ZBIpChB0cmFuc2FjdGlvbl9uYW1lGAIgASgJUg90cmFuc2FjdGlvbk5hbWUS",
+            "PgoOcmVsZWFzZWRfbG9ja3MYAyADKAsyFy5jYWVydXMuZGxzLnYxLkhlbGRM",
+            "b2NrUg1yZWxlYXNlZExvY2tzItoBChJUcmFuc2FjdGlvbkFib3J0ZWQSJQoO",
+            "dHJhbnNhY3Rpb25faWQYASABKARSDXRyYW5zYWN0aW9uSWQSKQoQdHJhbnNh",
+            "Y3Rpb25fbmFtZRgCIAEoCVIPdHJhbnNhY3Rpb25OYW1lEhYKBnJlYXNvbhgD",
+            "IAEoCVIGcmVhc29uEhoKCG9wZXJhdG9yGAQgASgJUghvcGVyYXRvchI+Cg5y",
+            "ZWxlYXNlZF9sb2NrcxgFIAMoCzIXLmNhZXJ1cy5kbHMudjEuSGVsZExvY2tS",
+            "DXJlbGVhc2VkTG9ja3MiggIKC0xvY2tSZXZva2VkEiUKDnRyYW5zYWN0aW9u",
+            "X2lkGAEgASgEUg10cmFuc2FjdGlvbklkEhwKCW5hbWVzcGFjZRgCIAEoCVIJ",
+            "bmFtZXNwYWNlEhAKA2tleRgDIAEoCVIDa2V5EisKBG1vZGUYBCABKA4yFy5j",
+            "YWVydXMuZGxzLnYxLkxvY2tNb2RlUgRtb2RlEiMKDWZlbmNpbmdfdG9rZW4Y",
+            "BSABKARSDGZlbmNpbmdUb2tlbhIUCgVjYXVzZRgGIAEoCVIFY2F1c2USNAoJ",
+            "ZW5kX2NhdXNlGAcgASgOMhcuY2FlcnVzLmRscy52MS5FbmRDYXVzZVIIZW5k",
+            "Q2F1c2UqRQoITG9ja01vZGUSGQoVTE9DS19NT0RFX1VOU1BFQ0lGSUVEEAAS",
+            "DQoJRVhDTFVTSVZFEAESDwoLU0hBUkVEX1JFQUQQAipqChBUcmFuc2FjdGlv",
+            "blN0YXRlEiEKHVRSQU5TQUNUSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASCgoG",
+            "QUNUSVZFEAESDQoJQ09NTUlUVEVEEAISCwoHQUJPUlRFRBADEgsKB0VYUElS",
+            "RUQQBCrdAgoJRXJyb3JLaW5kEhoKFkVSUk9SX0tJTkRfVU5TUEVDSUZJRUQQ",
+            "ABIQCgxMT0NLX1RJTUVPVVQQARITCg9ERUFETE9DS19WSUNUSU0QAhIUChBU",
+            "UkFOU0FDVElPTl9MT1NUEAMSGQoVVFJBTlNBQ1RJT05fTk9UX0ZPVU5EEAQS",
+            "FAoQSU5WQUxJRF9BUkdVTUVOVBAFEhMKD1VOQVVUSEVOVElDQVRFRBAGEhUK",
+            "EVBFUk1JU1NJT05fREVOSUVEEAcSDgoKTk9UX0xFQURFUhAIEhIKDldBSVRf",
+            "Q0FOQ0VMTEVEEAkSEwoPQUxSRUFEWV9XQUlUSU5HEAoSDwoLVU5BVkFJTEFC",
+            "TEUQCxISCg5DVVJTT1JfRVhQSVJFRBAMEhYKElJFU09VUkNFX0VYSEFVU1RF",
+            "RBANEhYKEk1FTUJFUlNISVBfUkVGVVNFRBAOEgwKCElOVEVSTkFMEA8qtAEK",
+            "CEVuZENhdXNlEhkKFUVORF9DQVVTRV9VTlNQRUNJRklFRBAAEhcKE0VORF9D",
+            "QVVTRV9DT01NSVRURUQQARIaChZFTkRfQ0FVU0VfQ0xJRU5UX0FCT1JUEAIS",
+            "GwoXRU5EX0NBVVNFX0xFQVNFX0VYUElSRUQQAxIdChlFTkRfQ0FVU0VfREVB",
+            "RExPQ0tfVklDVElNEAQSHAoYRU5EX0NBVVNFX09QRVJBVE9SX0FCT1JUEAUq",
+            "agoMVmljdGltUG9saWN5Eh0KGVZJQ1RJTV9QT0xJQ1lfVU5TUEVDSUZJRUQQ",
+            "ABIhCh1MT1dFU1RfUFJJT1JJVFlfVEhFTl9ZT1VOR0VTVBABEgwKCFlPVU5H",
+            "RVNUEAISCgoGT0xERVNUEAMqggEKCUV2ZW50S2luZBIaChZFVkVOVF9LSU5E",
+            "X1VOU1BFQ0lGSUVEEAASFQoRREVBRExPQ0tfUkVTT0xWRUQQARIXChNUUkFO",
+            "U0FDVElPTl9FWFBJUkVEEAISFwoTVFJBTlNBQ1RJT05fQUJPUlRFRBADEhAK",
+            "DExPQ0tfUkVWT0tFRBAEMooFCgtMb2NrU2VydmljZRJjChBCZWdpblRyYW5z",
+            "YWN0aW9uEiYuY2FlcnVzLmRscy52MS5CZWdpblRyYW5zYWN0aW9uUmVxdWVz",
+            "dBonLmNhZXJ1cy5kbHMudjEuQmVnaW5UcmFuc2FjdGlvblJlc3BvbnNlElYK",
+            "C0FjcXVpcmVMb2NrEiEuY2FlcnVzLmRscy52MS5BY3F1aXJlTG9ja1JlcXVl",
+            "c3QaIi5jYWVydXMuZGxzLnYxLkFjcXVpcmVMb2NrUmVzcG9uc2UwARJUCgtS",
+            "ZWxlYXNlTG9jaxIhLmNhZXJ1cy5kbHMudjEuUmVsZWFzZUxvY2tSZXF1ZXN0",
+            "GiIuY2FlcnVzLmRscy52MS5SZWxlYXNlTG9ja1Jlc3BvbnNlEm8KFEdldFRy",
+            "YW5zYWN0aW9uU3RhdHVzEiouY2FlcnVzLmRscy52MS5HZXRUcmFuc2FjdGlv",
+            "blN0YXR1c1JlcXVlc3QaKy5jYWVydXMuZGxzLnYxLkdldFRyYW5zYWN0aW9u",
+            "U3RhdHVzUmVzcG9uc2USTgoJSGVhcnRiZWF0Eh8uY2FlcnVzLmRscy52MS5I",
+            "ZWFydGJlYXRSZXF1ZXN0GiAuY2FlcnVzLmRscy52MS5IZWFydGJlYXRSZXNw",
+            "b25zZRJdCg5FbmRUcmFuc2FjdGlvbhIkLmNhZXJ1cy5kbHMudjEuRW5kVHJh",
+            "bnNhY3Rpb25SZXF1ZXN0GiUuY2FlcnVzLmRscy52MS5FbmRUcmFuc2FjdGlv",
+            "blJlc3BvbnNlEkgKC1dhdGNoRXZlbnRzEiEuY2FlcnVzLmRscy52MS5XYXRj",
+            "aEV2ZW50c1JlcXVlc3QaFC5jYWVydXMuZGxzLnYxLkV2ZW50MAFClgEKEWRl",
+            "di5jYWVydXMuZGxzLnYxQhBMb2NrU2VydmljZVByb3RvUAFaNWdpdGh1Yi5j",
+            "b20vY2FlcnVzLWRldi9kbHMvc2Rrcy9nby9jYWVydXMvZGxzL3YxO2Rsc3Yx",
+            "ogIDQ0RYqgINQ2FlcnVzLkRscy5WMcoCDUNhZXJ1c1xEbHNcVjHqAg9DYWVy",
+            "dXM6OkRsczo6VjFiBnByb3RvMw=="));
       descriptor = pbr::FileDescriptor.FromGeneratedCode(descriptorData,
           new pbr::FileDescriptor[] { },
-          new pbr::GeneratedClrTypeInfo(new[] {typeof(global::Caerus.Dls.V1.LockMode), typeof(global::Caerus.Dls.V1.TransactionState), typeof(global::Caerus.Dls.V1.ErrorKind), typeof(global::Caerus.Dls.V1.VictimPolicy), typeof(global::Caerus.Dls.V1.EventKind), }, null, new pbr::GeneratedClrTypeInfo[] {
+          new pbr::GeneratedClrTypeInfo(new[] {typeof(global::Caerus.Dls.V1.LockMode), typeof(global::Caerus.Dls.V1.TransactionState), typeof(global::Caerus.Dls.V1.ErrorKind), typeof(global::Caerus.Dls.V1.EndCause), typeof(global::Caerus.Dls.V1.VictimPolicy), typeof(global::Caerus.Dls.V1.EventKind), }, null, new pbr::GeneratedClrTypeInfo[] {
+            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.ErrorDetail), global::Caerus.Dls.V1.ErrorDetail.Parser, new[]{ "Kind", "TransactionId", "EndCause", "Deadlock" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.BeginTransactionRequest), global::Caerus.Dls.V1.BeginTransactionRequest.Parser, new[]{ "TimeoutMs", "Priority", "Name", "RequestId" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.BeginTransactionResponse), global::Caerus.Dls.V1.BeginTransactionResponse.Parser, new[]{ "TransactionId", "LeaseTimeoutMs" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.AcquireLockRequest), global::Caerus.Dls.V1.AcquireLockRequest.Parser, new[]{ "TransactionId", "Namespace", "Key", "Mode", "TimeoutMs", "RequestId", "Begin" }, null, null, null, null),
@@ -168,10 +182,10 @@ namespace Caerus.Dls.V1 {
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.GetTransactionStatusRequest), global::Caerus.Dls.V1.GetTransactionStatusRequest.Parser, new[]{ "TransactionId" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.HeldLock), global::Caerus.Dls.V1.HeldLock.Parser, new[]{ "Namespace", "Key", "Mode", "FencingToken" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.PendingLock), global::Caerus.Dls.V1.PendingLock.Parser, new[]{ "Namespace", "Key", "Mode", "Position", "RequestId" }, null, null, null, null),
-            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.GetTransactionStatusResponse), global::Caerus.Dls.V1.GetTransactionStatusResponse.Parser, new[]{ "TransactionId", "State", "Name", "Priority", "LeaseTimeoutMs", "LeaseRemainingMs", "Locks", "Waiting", "EndReason" }, null, null, null, null),
+            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.GetTransactionStatusResponse), global::Caerus.Dls.V1.GetTransactionStatusResponse.Parser, new[]{ "TransactionId", "State", "Name", "Priority", "LeaseTimeoutMs", "LeaseRemainingMs", "Locks", "Waiting", "EndReason", "EndCause" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.HeartbeatRequest), global::Caerus.Dls.V1.HeartbeatRequest.Parser, new[]{ "TransactionId", "MoreTransactionIds" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.HeartbeatResponse), global::Caerus.Dls.V1.HeartbeatResponse.Parser, new[]{ "LeaseRemainingMs", "Results" }, null, null, null, null),
-            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.HeartbeatResult), global::Caerus.Dls.V1.HeartbeatResult.Parser, new[]{ "TransactionId", "LeaseRemainingMs", "ErrorKind", "ErrorMessage" }, null, null, null, null),
+            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.HeartbeatResult), global::Caerus.Dls.V1.HeartbeatResult.Parser, new[]{ "TransactionId", "LeaseRemainingMs", "ErrorKind", "ErrorMessage", "Error" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.EndTransactionRequest), global::Caerus.Dls.V1.EndTransactionRequest.Parser, new[]{ "TransactionId", "Commit", "RequestId" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.EndTransactionResponse), global::Caerus.Dls.V1.EndTransactionResponse.Parser, new[]{ "State", "ReleasedLocks" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.WatchEventsRequest), global::Caerus.Dls.V1.WatchEventsRequest.Parser, new[]{ "FromSequence", "NamespacePrefixes", "Kinds", "OnlyNew" }, null, null, null, null),
@@ -180,7 +194,7 @@ namespace Caerus.Dls.V1 {
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.DeadlockResolved), global::Caerus.Dls.V1.DeadlockResolved.Parser, new[]{ "Cycle", "VictimTransactionId", "Policy" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.TransactionExpired), global::Caerus.Dls.V1.TransactionExpired.Parser, new[]{ "TransactionId", "TransactionName", "ReleasedLocks" }, null, null, null, null),
             new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.TransactionAborted), global::Caerus.Dls.V1.TransactionAborted.Parser, new[]{ "TransactionId", "TransactionName", "Reason", "Operator", "ReleasedLocks" }, null, null, null, null),
-            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.LockRevoked), global::Caerus.Dls.V1.LockRevoked.Parser, new[]{ "TransactionId", "Namespace", "Key", "Mode", "FencingToken", "Cause" }, null, null, null, null)
+            new pbr::GeneratedClrTypeInfo(typeof(global::Caerus.Dls.V1.LockRevoked), global::Caerus.Dls.V1.LockRevoked.Parser, new[]{ "TransactionId", "Namespace", "Key", "Mode", "FencingToken", "Cause", "EndCause" }, null, null, null, null)
           }));
     }
     #endregion
@@ -305,6 +319,42 @@ namespace Caerus.Dls.V1 {
     /// caught up, or another change is in progress); the message says what to do.
     /// </summary>
     [pbr::OriginalName("MEMBERSHIP_REFUSED")] MembershipRefused = 14,
+    /// <summary>
+    /// INTERNAL: a server-side failure that is none of the above (a bug or a storage fault).
+    /// </summary>
+    [pbr::OriginalName("INTERNAL")] Internal = 15,
+  }
+
+  /// <summary>
+  /// What ended a transaction. Sent as data in status answers, error details and events, so
+  /// no client reads it out of a message. (Values carry the END_CAUSE_ prefix because enum
+  /// values share the package's scope with TransactionState's.)
+  /// </summary>
+  public enum EndCause {
+    /// <summary>
+    /// Not ended (the transaction is ACTIVE), or not known.
+    /// </summary>
+    [pbr::OriginalName("END_CAUSE_UNSPECIFIED")] Unspecified = 0,
+    /// <summary>
+    /// EndTransaction(commit = true).
+    /// </summary>
+    [pbr::OriginalName("END_CAUSE_COMMITTED")] Committed = 1,
+    /// <summary>
+    /// EndTransaction(commit = false).
+    /// </summary>
+    [pbr::OriginalName("END_CAUSE_CLIENT_ABORT")] ClientAbort = 2,
+    /// <summary>
+    /// The lease lapsed without a heartbeat; the server expired it.
+    /// </summary>
+    [pbr::OriginalName("END_CAUSE_LEASE_EXPIRED")] LeaseExpired = 3,
+    /// <summary>
+    /// The server aborted it to break a deadlock.
+    /// </summary>
+    [pbr::OriginalName("END_CAUSE_DEADLOCK_VICTIM")] DeadlockVictim = 4,
+    /// <summary>
+    /// An operator aborted it (AdminService.AbortTransaction).
+    /// </summary>
+    [pbr::OriginalName("END_CAUSE_OPERATOR_ABORT")] OperatorAbort = 5,
   }
 
   /// <summary>
@@ -360,6 +410,341 @@ namespace Caerus.Dls.V1 {
 
   #region Messages
   /// <summary>
+  /// The structured part of an error answer, sent as the binary metadata
+  /// `x-dls-error-detail-bin` (and as `detail` in the HTTP API's error body).
+  /// </summary>
+  [global::System.Diagnostics.DebuggerDisplayAttribute("{ToString(),nq}")]
+  public sealed partial class ErrorDetail : pb::IMessage<ErrorDetail>
+  #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      , pb::IBufferMessage
+  #endif
+  {
+    private static readonly pb::MessageParser<ErrorDetail> _parser = new pb::MessageParser<ErrorDetail>(() => new ErrorDetail());
+    private pb::UnknownFieldSet _unknownFields;
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public static pb::MessageParser<ErrorDetail> Parser { get { return _parser; } }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public static pbr::MessageDescriptor Descriptor {
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[0]; }
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    pbr::MessageDescriptor pb::IMessage.Descriptor {
+      get { return Descriptor; }
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public ErrorDetail() {
+      OnConstruction();
+    }
+
+    partial void OnConstruction();
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public ErrorDetail(ErrorDetail other) : this() {
+      kind_ = other.kind_;
+      transactionId_ = other.transactionId_;
+      endCause_ = other.endCause_;
+      deadlock_ = other.deadlock_ != null ? other.deadlock_.Clone() : null;
+      _unknownFields = pb::UnknownFieldSet.Clone(other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public ErrorDetail Clone() {
+      return new ErrorDetail(this);
+    }
+
+    /// <summary>Field number for the "kind" field.</summary>
+    public const int KindFieldNumber = 1;
+    private global::Caerus.Dls.V1.ErrorKind kind_ = global::Caerus.Dls.V1.ErrorKind.Unspecified;
+    /// <summary>
+    /// The kind, the same as `x-dls-error`.
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public global::Caerus.Dls.V1.ErrorKind Kind {
+      get { return kind_; }
+      set {
+        kind_ = value;
+      }
+    }
+
+    /// <summary>Field number for the "transaction_id" field.</summary>
+    public const int TransactionIdFieldNumber = 2;
+    private ulong transactionId_;
+    /// <summary>
+    /// The transaction the error is about (0 when the call named none).
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public ulong TransactionId {
+      get { return transactionId_; }
+      set {
+        transactionId_ = value;
+      }
+    }
+
+    /// <summary>Field number for the "end_cause" field.</summary>
+    public const int EndCauseFieldNumber = 3;
+    private global::Caerus.Dls.V1.EndCause endCause_ = global::Caerus.Dls.V1.EndCause.Unspecified;
+    /// <summary>
+    /// For TRANSACTION_LOST and DEADLOCK_VICTIM: what ended the transaction.
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public global::Caerus.Dls.V1.EndCause EndCause {
+      get { return endCause_; }
+      set {
+        endCause_ = value;
+      }
+    }
+
+    /// <summary>Field number for the "deadlock" field.</summary>
+    public const int DeadlockFieldNumber = 4;
+    private global::Caerus.Dls.V1.DeadlockResolved deadlock_;
+    /// <summary>
+    /// For DEADLOCK_VICTIM: the cycle that was broken and the policy that chose the victim,
+    /// while the server still retains that event (the event log is bounded).
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public global::Caerus.Dls.V1.DeadlockResolved Deadlock {
+      get { return deadlock_; }
+      set {
+        deadlock_ = value;
+      }
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override bool Equals(object other) {
+      return Equals(other as ErrorDetail);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public bool Equals(ErrorDetail other) {
+      if (ReferenceEquals(other, null)) {
+        return false;
+      }
+      if (ReferenceEquals(other, this)) {
+        return true;
+      }
+      if (Kind != other.Kind) return false;
+      if (TransactionId != other.TransactionId) return false;
+      if (EndCause != other.EndCause) return false;
+      if (!object.Equals(Deadlock, other.Deadlock)) return false;
+      return Equals(_unknownFields, other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override int GetHashCode() {
+      int hash = 1;
+      if (Kind != global::Caerus.Dls.V1.ErrorKind.Unspecified) hash ^= Kind.GetHashCode();
+      if (TransactionId != 0UL) hash ^= TransactionId.GetHashCode();
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) hash ^= EndCause.GetHashCode();
+      if (deadlock_ != null) hash ^= Deadlock.GetHashCode();
+      if (_unknownFields != null) {
+        hash ^= _unknownFields.GetHashCode();
+      }
+      return hash;
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public override string ToString() {
+      return pb::JsonFormatter.ToDiagnosticString(this);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void WriteTo(pb::CodedOutputStream output) {
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      output.WriteRawMessage(this);
+    #else
+      if (Kind != global::Caerus.Dls.V1.ErrorKind.Unspecified) {
+        output.WriteRawTag(8);
+        output.WriteEnum((int) Kind);
+      }
+      if (TransactionId != 0UL) {
+        output.WriteRawTag(16);
+        output.WriteUInt64(TransactionId);
+      }
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        output.WriteRawTag(24);
+        output.WriteEnum((int) EndCause);
+      }
+      if (deadlock_ != null) {
+        output.WriteRawTag(34);
+        output.WriteMessage(Deadlock);
+      }
+      if (_unknownFields != null) {
+        _unknownFields.WriteTo(output);
+      }
+    #endif
+    }
+
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    void pb::IBufferMessage.InternalWriteTo(ref pb::WriteContext output) {
+      if (Kind != global::Caerus.Dls.V1.ErrorKind.Unspecified) {
+        output.WriteRawTag(8);
+        output.WriteEnum((int) Kind);
+      }
+      if (TransactionId != 0UL) {
+        output.WriteRawTag(16);
+        output.WriteUInt64(TransactionId);
+      }
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        output.WriteRawTag(24);
+        output.WriteEnum((int) EndCause);
+      }
+      if (deadlock_ != null) {
+        output.WriteRawTag(34);
+        output.WriteMessage(Deadlock);
+      }
+      if (_unknownFields != null) {
+        _unknownFields.WriteTo(ref output);
+      }
+    }
+    #endif
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public int CalculateSize() {
+      int size = 0;
+      if (Kind != global::Caerus.Dls.V1.ErrorKind.Unspecified) {
+        size += 1 + pb::CodedOutputStream.ComputeEnumSize((int) Kind);
+      }
+      if (TransactionId != 0UL) {
+        size += 1 + pb::CodedOutputStream.ComputeUInt64Size(TransactionId);
+      }
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        size += 1 + pb::CodedOutputStream.ComputeEnumSize((int) EndCause);
+      }
+      if (deadlock_ != null) {
+        size += 1 + pb::CodedOutputStream.ComputeMessageSize(Deadlock);
+      }
+      if (_unknownFields != null) {
+        size += _unknownFields.CalculateSize();
+      }
+      return size;
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void MergeFrom(ErrorDetail other) {
+      if (other == null) {
+        return;
+      }
+      if (other.Kind != global::Caerus.Dls.V1.ErrorKind.Unspecified) {
+        Kind = other.Kind;
+      }
+      if (other.TransactionId != 0UL) {
+        TransactionId = other.TransactionId;
+      }
+      if (other.EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        EndCause = other.EndCause;
+      }
+      if (other.deadlock_ != null) {
+        if (deadlock_ == null) {
+          Deadlock = new global::Caerus.Dls.V1.DeadlockResolved();
+        }
+        Deadlock.MergeFrom(other.Deadlock);
+      }
+      _unknownFields = pb::UnknownFieldSet.MergeFrom(_unknownFields, other._unknownFields);
+    }
+
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public void MergeFrom(pb::CodedInputStream input) {
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+      input.ReadRawMessage(this);
+    #else
+      uint tag;
+      while ((tag = input.ReadTag()) != 0) {
+      if ((tag & 7) == 4) {
+        // Abort on any end group tag.
+        return;
+      }
+      switch(tag) {
+          default:
+            _unknownFields = pb::UnknownFieldSet.MergeFieldFrom(_unknownFields, input);
+            break;
+          case 8: {
+            Kind = (global::Caerus.Dls.V1.ErrorKind) input.ReadEnum();
+            break;
+          }
+          case 16: {
+            TransactionId = input.ReadUInt64();
+            break;
+          }
+          case 24: {
+            EndCause = (global::Caerus.Dls.V1.EndCause) input.ReadEnum();
+            break;
+          }
+          case 34: {
+            if (deadlock_ == null) {
+              Deadlock = new global::Caerus.Dls.V1.DeadlockResolved();
+            }
+            input.ReadMessage(Deadlock);
+            break;
+          }
+        }
+      }
+    #endif
+    }
+
+    #if !GOOGLE_PROTOBUF_REFSTRUCT_COMPATIBILITY_MODE
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    void pb::IBufferMessage.InternalMergeFrom(ref pb::ParseContext input) {
+      uint tag;
+      while ((tag = input.ReadTag()) != 0) {
+      if ((tag & 7) == 4) {
+        // Abort on any end group tag.
+        return;
+      }
+      switch(tag) {
+          default:
+            _unknownFields = pb::UnknownFieldSet.MergeFieldFrom(_unknownFields, ref input);
+            break;
+          case 8: {
+            Kind = (global::Caerus.Dls.V1.ErrorKind) input.ReadEnum();
+            break;
+          }
+          case 16: {
+            TransactionId = input.ReadUInt64();
+            break;
+          }
+          case 24: {
+            EndCause = (global::Caerus.Dls.V1.EndCause) input.ReadEnum();
+            break;
+          }
+          case 34: {
+            if (deadlock_ == null) {
+              Deadlock = new global::Caerus.Dls.V1.DeadlockResolved();
+            }
+            input.ReadMessage(Deadlock);
+            break;
+          }
+        }
+      }
+    }
+    #endif
+
+  }
+
+  /// <summary>
   /// Starts a transaction.
   /// </summary>
   [global::System.Diagnostics.DebuggerDisplayAttribute("{ToString(),nq}")]
@@ -377,7 +762,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[0]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[1]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -703,7 +1088,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[1]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[2]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -947,7 +1332,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[2]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[3]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -1407,7 +1792,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[3]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[4]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -1761,7 +2146,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[4]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[5]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -1999,7 +2384,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[5]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[6]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -2325,7 +2710,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[6]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[7]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -2649,7 +3034,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[7]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[8]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -2853,7 +3238,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[8]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[9]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -3057,7 +3442,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[9]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[10]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -3381,7 +3766,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[10]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[11]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -3745,7 +4130,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[11]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[12]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -3774,6 +4159,7 @@ namespace Caerus.Dls.V1 {
       locks_ = other.locks_.Clone();
       waiting_ = other.waiting_ != null ? other.waiting_.Clone() : null;
       endReason_ = other.endReason_;
+      endCause_ = other.endCause_;
       _unknownFields = pb::UnknownFieldSet.Clone(other._unknownFields);
     }
 
@@ -3906,7 +4292,8 @@ namespace Caerus.Dls.V1 {
     public const int EndReasonFieldNumber = 9;
     private string endReason_ = "";
     /// <summary>
-    /// Why a finished transaction ended, e.g. "committed", "lease expired".
+    /// Why a finished transaction ended, in words for people, e.g. "committed", "lease
+    /// expired". Programs read `end_cause`.
     /// </summary>
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
@@ -3914,6 +4301,21 @@ namespace Caerus.Dls.V1 {
       get { return endReason_; }
       set {
         endReason_ = pb::ProtoPreconditions.CheckNotNull(value, "value");
+      }
+    }
+
+    /// <summary>Field number for the "end_cause" field.</summary>
+    public const int EndCauseFieldNumber = 10;
+    private global::Caerus.Dls.V1.EndCause endCause_ = global::Caerus.Dls.V1.EndCause.Unspecified;
+    /// <summary>
+    /// What ended it; END_CAUSE_UNSPECIFIED while ACTIVE.
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public global::Caerus.Dls.V1.EndCause EndCause {
+      get { return endCause_; }
+      set {
+        endCause_ = value;
       }
     }
 
@@ -3941,6 +4343,7 @@ namespace Caerus.Dls.V1 {
       if(!locks_.Equals(other.locks_)) return false;
       if (!object.Equals(Waiting, other.Waiting)) return false;
       if (EndReason != other.EndReason) return false;
+      if (EndCause != other.EndCause) return false;
       return Equals(_unknownFields, other._unknownFields);
     }
 
@@ -3957,6 +4360,7 @@ namespace Caerus.Dls.V1 {
       hash ^= locks_.GetHashCode();
       if (waiting_ != null) hash ^= Waiting.GetHashCode();
       if (EndReason.Length != 0) hash ^= EndReason.GetHashCode();
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) hash ^= EndCause.GetHashCode();
       if (_unknownFields != null) {
         hash ^= _unknownFields.GetHashCode();
       }
@@ -4008,6 +4412,10 @@ namespace Caerus.Dls.V1 {
         output.WriteRawTag(74);
         output.WriteString(EndReason);
       }
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        output.WriteRawTag(80);
+        output.WriteEnum((int) EndCause);
+      }
       if (_unknownFields != null) {
         _unknownFields.WriteTo(output);
       }
@@ -4051,6 +4459,10 @@ namespace Caerus.Dls.V1 {
         output.WriteRawTag(74);
         output.WriteString(EndReason);
       }
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        output.WriteRawTag(80);
+        output.WriteEnum((int) EndCause);
+      }
       if (_unknownFields != null) {
         _unknownFields.WriteTo(ref output);
       }
@@ -4085,6 +4497,9 @@ namespace Caerus.Dls.V1 {
       }
       if (EndReason.Length != 0) {
         size += 1 + pb::CodedOutputStream.ComputeStringSize(EndReason);
+      }
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        size += 1 + pb::CodedOutputStream.ComputeEnumSize((int) EndCause);
       }
       if (_unknownFields != null) {
         size += _unknownFields.CalculateSize();
@@ -4125,6 +4540,9 @@ namespace Caerus.Dls.V1 {
       }
       if (other.EndReason.Length != 0) {
         EndReason = other.EndReason;
+      }
+      if (other.EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        EndCause = other.EndCause;
       }
       _unknownFields = pb::UnknownFieldSet.MergeFrom(_unknownFields, other._unknownFields);
     }
@@ -4182,6 +4600,10 @@ namespace Caerus.Dls.V1 {
           }
           case 74: {
             EndReason = input.ReadString();
+            break;
+          }
+          case 80: {
+            EndCause = (global::Caerus.Dls.V1.EndCause) input.ReadEnum();
             break;
           }
         }
@@ -4242,6 +4664,10 @@ namespace Caerus.Dls.V1 {
             EndReason = input.ReadString();
             break;
           }
+          case 80: {
+            EndCause = (global::Caerus.Dls.V1.EndCause) input.ReadEnum();
+            break;
+          }
         }
       }
     }
@@ -4267,7 +4693,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[12]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[13]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -4504,7 +4930,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[13]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[14]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -4738,7 +5164,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[14]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[15]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -4762,6 +5188,7 @@ namespace Caerus.Dls.V1 {
       leaseRemainingMs_ = other.leaseRemainingMs_;
       errorKind_ = other.errorKind_;
       errorMessage_ = other.errorMessage_;
+      error_ = other.error_ != null ? other.error_.Clone() : null;
       _unknownFields = pb::UnknownFieldSet.Clone(other._unknownFields);
     }
 
@@ -4832,6 +5259,22 @@ namespace Caerus.Dls.V1 {
       }
     }
 
+    /// <summary>Field number for the "error" field.</summary>
+    public const int ErrorFieldNumber = 5;
+    private global::Caerus.Dls.V1.ErrorDetail error_;
+    /// <summary>
+    /// Unset when renewed; otherwise the error detail the single-transaction call would have
+    /// answered (its kind, and for a lost transaction what ended it).
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public global::Caerus.Dls.V1.ErrorDetail Error {
+      get { return error_; }
+      set {
+        error_ = value;
+      }
+    }
+
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public override bool Equals(object other) {
@@ -4851,6 +5294,7 @@ namespace Caerus.Dls.V1 {
       if (LeaseRemainingMs != other.LeaseRemainingMs) return false;
       if (ErrorKind != other.ErrorKind) return false;
       if (ErrorMessage != other.ErrorMessage) return false;
+      if (!object.Equals(Error, other.Error)) return false;
       return Equals(_unknownFields, other._unknownFields);
     }
 
@@ -4862,6 +5306,7 @@ namespace Caerus.Dls.V1 {
       if (LeaseRemainingMs != 0L) hash ^= LeaseRemainingMs.GetHashCode();
       if (ErrorKind.Length != 0) hash ^= ErrorKind.GetHashCode();
       if (ErrorMessage.Length != 0) hash ^= ErrorMessage.GetHashCode();
+      if (error_ != null) hash ^= Error.GetHashCode();
       if (_unknownFields != null) {
         hash ^= _unknownFields.GetHashCode();
       }
@@ -4896,6 +5341,10 @@ namespace Caerus.Dls.V1 {
         output.WriteRawTag(34);
         output.WriteString(ErrorMessage);
       }
+      if (error_ != null) {
+        output.WriteRawTag(42);
+        output.WriteMessage(Error);
+      }
       if (_unknownFields != null) {
         _unknownFields.WriteTo(output);
       }
@@ -4922,6 +5371,10 @@ namespace Caerus.Dls.V1 {
         output.WriteRawTag(34);
         output.WriteString(ErrorMessage);
       }
+      if (error_ != null) {
+        output.WriteRawTag(42);
+        output.WriteMessage(Error);
+      }
       if (_unknownFields != null) {
         _unknownFields.WriteTo(ref output);
       }
@@ -4943,6 +5396,9 @@ namespace Caerus.Dls.V1 {
       }
       if (ErrorMessage.Length != 0) {
         size += 1 + pb::CodedOutputStream.ComputeStringSize(ErrorMessage);
+      }
+      if (error_ != null) {
+        size += 1 + pb::CodedOutputStream.ComputeMessageSize(Error);
       }
       if (_unknownFields != null) {
         size += _unknownFields.CalculateSize();
@@ -4967,6 +5423,12 @@ namespace Caerus.Dls.V1 {
       }
       if (other.ErrorMessage.Length != 0) {
         ErrorMessage = other.ErrorMessage;
+      }
+      if (other.error_ != null) {
+        if (error_ == null) {
+          Error = new global::Caerus.Dls.V1.ErrorDetail();
+        }
+        Error.MergeFrom(other.Error);
       }
       _unknownFields = pb::UnknownFieldSet.MergeFrom(_unknownFields, other._unknownFields);
     }
@@ -5001,6 +5463,13 @@ namespace Caerus.Dls.V1 {
           }
           case 34: {
             ErrorMessage = input.ReadString();
+            break;
+          }
+          case 42: {
+            if (error_ == null) {
+              Error = new global::Caerus.Dls.V1.ErrorDetail();
+            }
+            input.ReadMessage(Error);
             break;
           }
         }
@@ -5038,6 +5507,13 @@ namespace Caerus.Dls.V1 {
             ErrorMessage = input.ReadString();
             break;
           }
+          case 42: {
+            if (error_ == null) {
+              Error = new global::Caerus.Dls.V1.ErrorDetail();
+            }
+            input.ReadMessage(Error);
+            break;
+          }
         }
       }
     }
@@ -5063,7 +5539,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[15]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[16]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -5348,7 +5824,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[16]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[17]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -5592,7 +6068,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[17]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[18]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -5896,7 +6372,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[18]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[19]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -6460,7 +6936,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[19]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[20]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -6864,7 +7340,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[20]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[21]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -7137,7 +7613,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[21]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[22]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -7410,7 +7886,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[22]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[23]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -7763,7 +8239,7 @@ namespace Caerus.Dls.V1 {
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
     public static pbr::MessageDescriptor Descriptor {
-      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[23]; }
+      get { return global::Caerus.Dls.V1.LockServiceReflection.Descriptor.MessageTypes[24]; }
     }
 
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
@@ -7789,6 +8265,7 @@ namespace Caerus.Dls.V1 {
       mode_ = other.mode_;
       fencingToken_ = other.fencingToken_;
       cause_ = other.cause_;
+      endCause_ = other.endCause_;
       _unknownFields = pb::UnknownFieldSet.Clone(other._unknownFields);
     }
 
@@ -7877,7 +8354,8 @@ namespace Caerus.Dls.V1 {
     public const int CauseFieldNumber = 6;
     private string cause_ = "";
     /// <summary>
-    /// Why: "lease expired", "deadlock victim" or "aborted by operator".
+    /// Why, in words for people: "lease expired", "deadlock victim" or "aborted by operator".
+    /// Programs read `end_cause`.
     /// </summary>
     [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
     [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
@@ -7885,6 +8363,22 @@ namespace Caerus.Dls.V1 {
       get { return cause_; }
       set {
         cause_ = pb::ProtoPreconditions.CheckNotNull(value, "value");
+      }
+    }
+
+    /// <summary>Field number for the "end_cause" field.</summary>
+    public const int EndCauseFieldNumber = 7;
+    private global::Caerus.Dls.V1.EndCause endCause_ = global::Caerus.Dls.V1.EndCause.Unspecified;
+    /// <summary>
+    /// What ended the holder: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM or
+    /// END_CAUSE_OPERATOR_ABORT.
+    /// </summary>
+    [global::System.Diagnostics.DebuggerNonUserCodeAttribute]
+    [global::System.CodeDom.Compiler.GeneratedCode("protoc", null)]
+    public global::Caerus.Dls.V1.EndCause EndCause {
+      get { return endCause_; }
+      set {
+        endCause_ = value;
       }
     }
 
@@ -7909,6 +8403,7 @@ namespace Caerus.Dls.V1 {
       if (Mode != other.Mode) return false;
       if (FencingToken != other.FencingToken) return false;
       if (Cause != other.Cause) return false;
+      if (EndCause != other.EndCause) return false;
       return Equals(_unknownFields, other._unknownFields);
     }
 
@@ -7922,6 +8417,7 @@ namespace Caerus.Dls.V1 {
       if (Mode != global::Caerus.Dls.V1.LockMode.Unspecified) hash ^= Mode.GetHashCode();
       if (FencingToken != 0UL) hash ^= FencingToken.GetHashCode();
       if (Cause.Length != 0) hash ^= Cause.GetHashCode();
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) hash ^= EndCause.GetHashCode();
       if (_unknownFields != null) {
         hash ^= _unknownFields.GetHashCode();
       }
@@ -7964,6 +8460,10 @@ namespace Caerus.Dls.V1 {
         output.WriteRawTag(50);
         output.WriteString(Cause);
       }
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        output.WriteRawTag(56);
+        output.WriteEnum((int) EndCause);
+      }
       if (_unknownFields != null) {
         _unknownFields.WriteTo(output);
       }
@@ -7998,6 +8498,10 @@ namespace Caerus.Dls.V1 {
         output.WriteRawTag(50);
         output.WriteString(Cause);
       }
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        output.WriteRawTag(56);
+        output.WriteEnum((int) EndCause);
+      }
       if (_unknownFields != null) {
         _unknownFields.WriteTo(ref output);
       }
@@ -8025,6 +8529,9 @@ namespace Caerus.Dls.V1 {
       }
       if (Cause.Length != 0) {
         size += 1 + pb::CodedOutputStream.ComputeStringSize(Cause);
+      }
+      if (EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        size += 1 + pb::CodedOutputStream.ComputeEnumSize((int) EndCause);
       }
       if (_unknownFields != null) {
         size += _unknownFields.CalculateSize();
@@ -8055,6 +8562,9 @@ namespace Caerus.Dls.V1 {
       }
       if (other.Cause.Length != 0) {
         Cause = other.Cause;
+      }
+      if (other.EndCause != global::Caerus.Dls.V1.EndCause.Unspecified) {
+        EndCause = other.EndCause;
       }
       _unknownFields = pb::UnknownFieldSet.MergeFrom(_unknownFields, other._unknownFields);
     }
@@ -8099,6 +8609,10 @@ namespace Caerus.Dls.V1 {
             Cause = input.ReadString();
             break;
           }
+          case 56: {
+            EndCause = (global::Caerus.Dls.V1.EndCause) input.ReadEnum();
+            break;
+          }
         }
       }
     #endif
@@ -8140,6 +8654,10 @@ namespace Caerus.Dls.V1 {
           }
           case 50: {
             Cause = input.ReadString();
+            break;
+          }
+          case 56: {
+            EndCause = (global::Caerus.Dls.V1.EndCause) input.ReadEnum();
             break;
           }
         }

@@ -74,7 +74,7 @@ fn parse_mode(mode: &Bound<'_, PyAny>) -> PyResult<core::LockMode> {
         Ok(value) => value.extract()?,
         Err(_) => mode.extract()?,
     };
-    name.parse().map_err(|e: core::Error| PyValueError::new_err(e.message().to_string()))
+    name.parse::<core::LockMode>().map_err(|e| PyValueError::new_err(core::Error::from(e).message().to_string()))
 }
 
 fn millis(name: &str, value: Option<f64>, default: Duration) -> PyResult<Duration> {
@@ -329,7 +329,7 @@ fn event_to_py(py: Python<'_>, e: core::Event) -> PyResult<Event> {
             d.set_item("key", key)?;
             d.set_item("mode", LockMode::from(mode))?;
             d.set_item("fencing_token", fencing_token)?;
-            d.set_item("cause", cause)?;
+            d.set_item("cause", cause.map(|c| c.as_str()))?;
         }
         other => {
             d.set_item("unknown", format!("{other:?}"))?;

@@ -539,7 +539,14 @@ impl From<core::Event> for Event {
                 released_locks: released_locks.into_iter().map(Lock::from).collect(),
             },
             core::EventDetail::LockRevoked { transaction_id, namespace, key, mode, fencing_token, cause } => {
-                EventDetail::LockRevoked { transaction_id, namespace, key, mode: mode.into(), fencing_token, cause }
+                EventDetail::LockRevoked {
+                    transaction_id,
+                    namespace,
+                    key,
+                    mode: mode.into(),
+                    fencing_token,
+                    cause: cause.map(|c| c.as_str().to_string()).unwrap_or_default(),
+                }
             }
             _ => EventDetail::Unknown,
         };
@@ -830,8 +837,8 @@ mod tests {
     fn every_core_code_maps_to_the_same_code() {
         let cases = [
             core::Error::LockTimeout { message: "m".into() },
-            core::Error::DeadlockVictim { message: "m".into() },
-            core::Error::TransactionLost { message: "m".into() },
+            core::Error::DeadlockVictim { message: "m".into(), deadlock: None },
+            core::Error::TransactionLost { message: "m".into(), cause: None },
             core::Error::TransactionNotFound { message: "m".into() },
             core::Error::InvalidArgument { message: "m".into() },
             core::Error::Unauthenticated { message: "m".into() },

@@ -77,6 +77,7 @@ impl LockApi {
                 request_id: w.request_id,
             }),
             end_reason: t.end_reason,
+            end_cause: convert::cause(t.end_cause),
         })
     }
 
@@ -105,6 +106,7 @@ impl LockApi {
                         lease_remaining_ms: 0,
                         error_kind: e.code_and_kind().1.to_string(),
                         error_message: e.to_string(),
+                        error: Some(e.detail()),
                     }
                 }
             })
@@ -172,7 +174,13 @@ fn acquire_stream(acquisition: Acquisition, lock: LockKey) -> AcquireStream {
             AcquireStatus::Queued { position, blockers } => {
                 AcquireEvent::Queued(pb::Queued { position, blocking_transaction_ids: blockers })
             }
-            AcquireStatus::Ended(end) => return Err(ApiError::from_wait_end(update.txn, &end).into()),
+            AcquireStatus::Ended(end) => {
+                let mut error = ApiError::from_wait_end(update.txn, &end);
+                if let ApiError::DeadlockVictim { deadlock, .. } = &mut error {
+                    *deadlock = update.deadlock.map(|(cycle, policy)| convert::deadlock(&cycle, update.txn, policy));
+                }
+                return Err(error.into());
+            }
         };
         Ok(pb::AcquireLockResponse { event: Some(event), begun })
     });
@@ -234,8 +242,7 @@ impl LockService for LockApi {
         }
         let start = if r.only_new { EventStart::OnlyNew } else { EventStart::At(r.from_sequence) };
         let kinds = r.kinds.iter().filter_map(|k| convert::event_kind_from_wire(*k)).collect();
-        let watch =
-            self.engine.watch_events(who, remote, start, kinds, r.namespace_prefixes).await?;
+        let watch = self.engine.watch_events(who, remote, start, kinds, r.namespace_prefixes).await?;
         let (from, last, mut events) = (watch.first, watch.last, watch.events);
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(async move {

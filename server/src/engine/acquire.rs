@@ -8,7 +8,9 @@ use std::time::Duration;
 use futures::Stream;
 
 use super::{touch, unexpected, Begun, Engine, EngineError, EngineResult, Principal};
-use crate::locks::{AcquireRequest, AcquireStatus, Begin, Command, Outcome, TxnId};
+use crate::locks::{
+    AcquireRequest, AcquireStatus, Begin, Command, CycleMember, EndCause, Outcome, TxnId, VictimPolicy, WaitEnd,
+};
 use crate::node::Node;
 
 /// At most this often a waiting stream reads its new queue position after requests ahead
@@ -28,12 +30,15 @@ pub enum AcquireStart {
 
 /// What a waiting acquire tells its caller: a new queue position, then the grant or the
 /// end of the wait. `begun` is set on the first update of a one-shot start.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct AcquireUpdate {
     pub txn: TxnId,
     pub begun: Option<Begun>,
     /// `Queued` (sent when the position changed), `Granted` or `Ended` (both final).
     pub status: AcquireStatus,
+    /// For a wait that ended with the transaction chosen as a deadlock victim: the cycle and
+    /// the policy, while the event log still has them.
+    pub deadlock: Option<(Vec<CycleMember>, VictimPolicy)>,
 }
 
 /// An acquire checked and ready to be proposed: [`Acquisition::follow`] runs it.
@@ -148,14 +153,25 @@ impl Acquisition {
             let mut last_position = None;
             loop {
                 match status {
-                    AcquireStatus::Granted { .. } | AcquireStatus::Ended(_) => {
-                        yield AcquireUpdate { txn, begun: begun.take(), status };
+                    AcquireStatus::Granted { .. } => {
+                        yield AcquireUpdate { txn, begun: begun.take(), status, deadlock: None };
+                        break;
+                    }
+                    AcquireStatus::Ended(ref end) => {
+                        let deadlock = match end {
+                            WaitEnd::TxnEnded { cause: EndCause::DeadlockVictim, .. } => {
+                                let st = node.state().read().expect("state lock");
+                                st.table.events().deadlock_of(txn).map(|(cycle, policy)| (cycle.to_vec(), policy))
+                            }
+                            _ => None,
+                        };
+                        yield AcquireUpdate { txn, begun: begun.take(), status, deadlock };
                         break;
                     }
                     AcquireStatus::Queued { position, .. } => {
                         if last_position != Some(position) {
                             last_position = Some(position);
-                            yield AcquireUpdate { txn, begun: begun.take(), status };
+                            yield AcquireUpdate { txn, begun: begun.take(), status, deadlock: None };
                         }
                     }
                 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::locks::{Rejection, TxnId};
+use crate::locks::{EndCause, Rejection, TxnId};
 use crate::raft::types::NodeId;
 
 #[derive(Debug, thiserror::Error)]
@@ -19,8 +19,9 @@ pub enum EngineError {
     #[error("transaction {0} not found (unknown, or finished and forgotten)")]
     NotFound(TxnId),
     /// The transaction is no longer active, or its lease lapsed; nothing was renewed.
-    #[error("{0}")]
-    TransactionLost(String),
+    /// `cause` is what ended it, when that is known.
+    #[error("{message}")]
+    TransactionLost { txn: TxnId, cause: Option<EndCause>, message: String },
     /// The lock table refused the command; nothing changed.
     #[error("{0}")]
     Rejected(Rejection),

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::{touch, unexpected, Engine, EngineError, EngineResult, Principal};
 use crate::lease::RenewError;
-use crate::locks::{Begin, Command, Held, LockKey, LockMode, Outcome, TxnId, TxnState};
+use crate::locks::{Begin, Command, EndCause, Held, LockKey, LockMode, Outcome, TxnId, TxnState};
 
 /// A transaction begun.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +43,8 @@ pub struct TxnStatus {
     pub held: Vec<(LockKey, Held)>,
     pub waiting: Option<PendingView>,
     pub end_reason: String,
+    /// What ended it, once it has ended.
+    pub end_cause: Option<EndCause>,
 }
 
 /// The answer to a heartbeat: the first transaction's lease (when one was named; its
@@ -150,6 +152,7 @@ impl Engine {
             held: t.held.iter().filter(|(lock, _)| visible(lock)).map(|(lock, held)| (lock.clone(), *held)).collect(),
             waiting,
             end_reason: t.end_reason.clone(),
+            end_cause: t.end_cause,
         })
     }
 
@@ -181,17 +184,20 @@ impl Engine {
         let t = st.table.txn(txn).ok_or(EngineError::NotFound(txn))?;
         who.check_txn(t)?;
         if t.state != TxnState::Active {
-            return Err(EngineError::TransactionLost(format!(
-                "transaction {txn} is {} ({})",
-                t.state.name(),
-                t.end_reason
-            )));
+            let message = format!("transaction {txn} is {} ({})", t.state, t.end_reason);
+            return Err(EngineError::TransactionLost { txn, cause: t.end_cause, message });
         }
-        self.node.leases().renew(txn, Instant::now()).map_err(|e| {
-            EngineError::TransactionLost(match e {
-                RenewError::Expiring => format!("transaction {txn}'s lease lapsed; its expiry is being committed"),
-                RenewError::Untracked => format!("transaction {txn} has no lease on this leader; it is ending"),
-            })
+        self.node.leases().renew(txn, Instant::now()).map_err(|e| match e {
+            RenewError::Expiring => EngineError::TransactionLost {
+                txn,
+                cause: Some(EndCause::LeaseExpired),
+                message: format!("transaction {txn}'s lease lapsed; its expiry is being committed"),
+            },
+            RenewError::Untracked => EngineError::TransactionLost {
+                txn,
+                cause: None,
+                message: format!("transaction {txn} has no lease on this leader; it is ending"),
+            },
         })
     }
 }

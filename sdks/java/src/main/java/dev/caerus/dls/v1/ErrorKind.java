@@ -144,6 +144,14 @@ public enum ErrorKind
    * <code>MEMBERSHIP_REFUSED = 14;</code>
    */
   MEMBERSHIP_REFUSED(14),
+  /**
+   * <pre>
+   * INTERNAL: a server-side failure that is none of the above (a bug or a storage fault).
+   * </pre>
+   *
+   * <code>INTERNAL = 15;</code>
+   */
+  INTERNAL(15),
   UNRECOGNIZED(-1),
   ;
 
@@ -284,6 +292,14 @@ public enum ErrorKind
    * <code>MEMBERSHIP_REFUSED = 14;</code>
    */
   public static final int MEMBERSHIP_REFUSED_VALUE = 14;
+  /**
+   * <pre>
+   * INTERNAL: a server-side failure that is none of the above (a bug or a storage fault).
+   * </pre>
+   *
+   * <code>INTERNAL = 15;</code>
+   */
+  public static final int INTERNAL_VALUE = 15;
 
 
   public final int getNumber() {
@@ -325,6 +341,7 @@ public enum ErrorKind
       case 12: return CURSOR_EXPIRED;
       case 13: return RESOURCE_EXHAUSTED;
       case 14: return MEMBERSHIP_REFUSED;
+      case 15: return INTERNAL;
       default: return null;
     }
   }

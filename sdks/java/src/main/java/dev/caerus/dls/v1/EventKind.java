@@ -170,7 +170,7 @@ public enum EventKind
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.caerus.dls.v1.LockServiceProto.getDescriptor().getEnumTypes().get(4);
+    return dev.caerus.dls.v1.LockServiceProto.getDescriptor().getEnumTypes().get(5);
   }
 
   private static final EventKind[] VALUES = values();

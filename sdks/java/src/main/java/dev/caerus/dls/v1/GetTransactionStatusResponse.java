@@ -36,6 +36,7 @@ private static final long serialVersionUID = 0L;
     name_ = "";
     locks_ = java.util.Collections.emptyList();
     endReason_ = "";
+    endCause_ = 0;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -289,7 +290,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object endReason_ = "";
   /**
    * <pre>
-   * Why a finished transaction ended, e.g. "committed", "lease expired".
+   * Why a finished transaction ended, in words for people, e.g. "committed", "lease
+   * expired". Programs read `end_cause`.
    * </pre>
    *
    * <code>string end_reason = 9 [json_name = "endReason"];</code>
@@ -310,7 +312,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Why a finished transaction ended, e.g. "committed", "lease expired".
+   * Why a finished transaction ended, in words for people, e.g. "committed", "lease
+   * expired". Programs read `end_cause`.
    * </pre>
    *
    * <code>string end_reason = 9 [json_name = "endReason"];</code>
@@ -329,6 +332,32 @@ private static final long serialVersionUID = 0L;
     } else {
       return (com.google.protobuf.ByteString) ref;
     }
+  }
+
+  public static final int END_CAUSE_FIELD_NUMBER = 10;
+  private int endCause_ = 0;
+  /**
+   * <pre>
+   * What ended it; END_CAUSE_UNSPECIFIED while ACTIVE.
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.EndCause end_cause = 10 [json_name = "endCause"];</code>
+   * @return The enum numeric value on the wire for endCause.
+   */
+  @java.lang.Override public int getEndCauseValue() {
+    return endCause_;
+  }
+  /**
+   * <pre>
+   * What ended it; END_CAUSE_UNSPECIFIED while ACTIVE.
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.EndCause end_cause = 10 [json_name = "endCause"];</code>
+   * @return The endCause.
+   */
+  @java.lang.Override public dev.caerus.dls.v1.EndCause getEndCause() {
+    dev.caerus.dls.v1.EndCause result = dev.caerus.dls.v1.EndCause.forNumber(endCause_);
+    return result == null ? dev.caerus.dls.v1.EndCause.UNRECOGNIZED : result;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -371,6 +400,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(endReason_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 9, endReason_);
+    }
+    if (endCause_ != dev.caerus.dls.v1.EndCause.END_CAUSE_UNSPECIFIED.getNumber()) {
+      output.writeEnum(10, endCause_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -415,6 +447,10 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(endReason_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(9, endReason_);
     }
+    if (endCause_ != dev.caerus.dls.v1.EndCause.END_CAUSE_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(10, endCause_);
+    }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
     return size;
@@ -450,6 +486,7 @@ private static final long serialVersionUID = 0L;
     }
     if (!getEndReason()
         .equals(other.getEndReason())) return false;
+    if (endCause_ != other.endCause_) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -486,6 +523,8 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + END_REASON_FIELD_NUMBER;
     hash = (53 * hash) + getEndReason().hashCode();
+    hash = (37 * hash) + END_CAUSE_FIELD_NUMBER;
+    hash = (53 * hash) + endCause_;
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -647,6 +686,7 @@ private static final long serialVersionUID = 0L;
         waitingBuilder_ = null;
       }
       endReason_ = "";
+      endCause_ = 0;
       return this;
     }
 
@@ -721,6 +761,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000100) != 0)) {
         result.endReason_ = endReason_;
       }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.endCause_ = endCause_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -789,6 +832,9 @@ private static final long serialVersionUID = 0L;
         endReason_ = other.endReason_;
         bitField0_ |= 0x00000100;
         onChanged();
+      }
+      if (other.endCause_ != 0) {
+        setEndCauseValue(other.getEndCauseValue());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -871,6 +917,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000100;
               break;
             } // case 74
+            case 80: {
+              endCause_ = input.readEnum();
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 80
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1699,7 +1750,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object endReason_ = "";
     /**
      * <pre>
-     * Why a finished transaction ended, e.g. "committed", "lease expired".
+     * Why a finished transaction ended, in words for people, e.g. "committed", "lease
+     * expired". Programs read `end_cause`.
      * </pre>
      *
      * <code>string end_reason = 9 [json_name = "endReason"];</code>
@@ -1719,7 +1771,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why a finished transaction ended, e.g. "committed", "lease expired".
+     * Why a finished transaction ended, in words for people, e.g. "committed", "lease
+     * expired". Programs read `end_cause`.
      * </pre>
      *
      * <code>string end_reason = 9 [json_name = "endReason"];</code>
@@ -1740,7 +1793,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why a finished transaction ended, e.g. "committed", "lease expired".
+     * Why a finished transaction ended, in words for people, e.g. "committed", "lease
+     * expired". Programs read `end_cause`.
      * </pre>
      *
      * <code>string end_reason = 9 [json_name = "endReason"];</code>
@@ -1757,7 +1811,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why a finished transaction ended, e.g. "committed", "lease expired".
+     * Why a finished transaction ended, in words for people, e.g. "committed", "lease
+     * expired". Programs read `end_cause`.
      * </pre>
      *
      * <code>string end_reason = 9 [json_name = "endReason"];</code>
@@ -1771,7 +1826,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why a finished transaction ended, e.g. "committed", "lease expired".
+     * Why a finished transaction ended, in words for people, e.g. "committed", "lease
+     * expired". Programs read `end_cause`.
      * </pre>
      *
      * <code>string end_reason = 9 [json_name = "endReason"];</code>
@@ -1784,6 +1840,77 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       endReason_ = value;
       bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+
+    private int endCause_ = 0;
+    /**
+     * <pre>
+     * What ended it; END_CAUSE_UNSPECIFIED while ACTIVE.
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.EndCause end_cause = 10 [json_name = "endCause"];</code>
+     * @return The enum numeric value on the wire for endCause.
+     */
+    @java.lang.Override public int getEndCauseValue() {
+      return endCause_;
+    }
+    /**
+     * <pre>
+     * What ended it; END_CAUSE_UNSPECIFIED while ACTIVE.
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.EndCause end_cause = 10 [json_name = "endCause"];</code>
+     * @param value The enum numeric value on the wire for endCause to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEndCauseValue(int value) {
+      endCause_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What ended it; END_CAUSE_UNSPECIFIED while ACTIVE.
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.EndCause end_cause = 10 [json_name = "endCause"];</code>
+     * @return The endCause.
+     */
+    @java.lang.Override
+    public dev.caerus.dls.v1.EndCause getEndCause() {
+      dev.caerus.dls.v1.EndCause result = dev.caerus.dls.v1.EndCause.forNumber(endCause_);
+      return result == null ? dev.caerus.dls.v1.EndCause.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * What ended it; END_CAUSE_UNSPECIFIED while ACTIVE.
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.EndCause end_cause = 10 [json_name = "endCause"];</code>
+     * @param value The endCause to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEndCause(dev.caerus.dls.v1.EndCause value) {
+      if (value == null) { throw new NullPointerException(); }
+      bitField0_ |= 0x00000200;
+      endCause_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What ended it; END_CAUSE_UNSPECIFIED while ACTIVE.
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.EndCause end_cause = 10 [json_name = "endCause"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearEndCause() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      endCause_ = 0;
       onChanged();
       return this;
     }

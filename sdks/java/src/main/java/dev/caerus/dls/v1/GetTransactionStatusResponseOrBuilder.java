@@ -162,7 +162,8 @@ public interface GetTransactionStatusResponseOrBuilder extends
 
   /**
    * <pre>
-   * Why a finished transaction ended, e.g. "committed", "lease expired".
+   * Why a finished transaction ended, in words for people, e.g. "committed", "lease
+   * expired". Programs read `end_cause`.
    * </pre>
    *
    * <code>string end_reason = 9 [json_name = "endReason"];</code>
@@ -171,7 +172,8 @@ public interface GetTransactionStatusResponseOrBuilder extends
   java.lang.String getEndReason();
   /**
    * <pre>
-   * Why a finished transaction ended, e.g. "committed", "lease expired".
+   * Why a finished transaction ended, in words for people, e.g. "committed", "lease
+   * expired". Programs read `end_cause`.
    * </pre>
    *
    * <code>string end_reason = 9 [json_name = "endReason"];</code>
@@ -179,4 +181,23 @@ public interface GetTransactionStatusResponseOrBuilder extends
    */
   com.google.protobuf.ByteString
       getEndReasonBytes();
+
+  /**
+   * <pre>
+   * What ended it; END_CAUSE_UNSPECIFIED while ACTIVE.
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.EndCause end_cause = 10 [json_name = "endCause"];</code>
+   * @return The enum numeric value on the wire for endCause.
+   */
+  int getEndCauseValue();
+  /**
+   * <pre>
+   * What ended it; END_CAUSE_UNSPECIFIED while ACTIVE.
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.EndCause end_cause = 10 [json_name = "endCause"];</code>
+   * @return The endCause.
+   */
+  dev.caerus.dls.v1.EndCause getEndCause();
 }

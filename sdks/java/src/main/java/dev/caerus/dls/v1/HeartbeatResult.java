@@ -49,6 +49,7 @@ private static final long serialVersionUID = 0L;
             dev.caerus.dls.v1.HeartbeatResult.class, dev.caerus.dls.v1.HeartbeatResult.Builder.class);
   }
 
+  private int bitField0_;
   public static final int TRANSACTION_ID_FIELD_NUMBER = 1;
   private long transactionId_ = 0L;
   /**
@@ -175,6 +176,47 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int ERROR_FIELD_NUMBER = 5;
+  private dev.caerus.dls.v1.ErrorDetail error_;
+  /**
+   * <pre>
+   * Unset when renewed; otherwise the error detail the single-transaction call would have
+   * answered (its kind, and for a lost transaction what ended it).
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+   * @return Whether the error field is set.
+   */
+  @java.lang.Override
+  public boolean hasError() {
+    return ((bitField0_ & 0x00000001) != 0);
+  }
+  /**
+   * <pre>
+   * Unset when renewed; otherwise the error detail the single-transaction call would have
+   * answered (its kind, and for a lost transaction what ended it).
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+   * @return The error.
+   */
+  @java.lang.Override
+  public dev.caerus.dls.v1.ErrorDetail getError() {
+    return error_ == null ? dev.caerus.dls.v1.ErrorDetail.getDefaultInstance() : error_;
+  }
+  /**
+   * <pre>
+   * Unset when renewed; otherwise the error detail the single-transaction call would have
+   * answered (its kind, and for a lost transaction what ended it).
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+   */
+  @java.lang.Override
+  public dev.caerus.dls.v1.ErrorDetailOrBuilder getErrorOrBuilder() {
+    return error_ == null ? dev.caerus.dls.v1.ErrorDetail.getDefaultInstance() : error_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -201,6 +243,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(errorMessage_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 4, errorMessage_);
     }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      output.writeMessage(5, getError());
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -223,6 +268,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(errorMessage_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(4, errorMessage_);
+    }
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(5, getError());
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -247,6 +296,11 @@ private static final long serialVersionUID = 0L;
         .equals(other.getErrorKind())) return false;
     if (!getErrorMessage()
         .equals(other.getErrorMessage())) return false;
+    if (hasError() != other.hasError()) return false;
+    if (hasError()) {
+      if (!getError()
+          .equals(other.getError())) return false;
+    }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -268,6 +322,10 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getErrorKind().hashCode();
     hash = (37 * hash) + ERROR_MESSAGE_FIELD_NUMBER;
     hash = (53 * hash) + getErrorMessage().hashCode();
+    if (hasError()) {
+      hash = (37 * hash) + ERROR_FIELD_NUMBER;
+      hash = (53 * hash) + getError().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -391,13 +449,19 @@ private static final long serialVersionUID = 0L;
 
     // Construct using dev.caerus.dls.v1.HeartbeatResult.newBuilder()
     private Builder() {
-
+      maybeForceBuilderInitialization();
     }
 
     private Builder(
         com.google.protobuf.GeneratedMessage.BuilderParent parent) {
       super(parent);
-
+      maybeForceBuilderInitialization();
+    }
+    private void maybeForceBuilderInitialization() {
+      if (com.google.protobuf.GeneratedMessage
+              .alwaysUseFieldBuilders) {
+        internalGetErrorFieldBuilder();
+      }
     }
     @java.lang.Override
     public Builder clear() {
@@ -407,6 +471,11 @@ private static final long serialVersionUID = 0L;
       leaseRemainingMs_ = 0L;
       errorKind_ = "";
       errorMessage_ = "";
+      error_ = null;
+      if (errorBuilder_ != null) {
+        errorBuilder_.dispose();
+        errorBuilder_ = null;
+      }
       return this;
     }
 
@@ -452,6 +521,14 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000008) != 0)) {
         result.errorMessage_ = errorMessage_;
       }
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.error_ = errorBuilder_ == null
+            ? error_
+            : errorBuilder_.build();
+        to_bitField0_ |= 0x00000001;
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     @java.lang.Override
@@ -481,6 +558,9 @@ private static final long serialVersionUID = 0L;
         errorMessage_ = other.errorMessage_;
         bitField0_ |= 0x00000008;
         onChanged();
+      }
+      if (other.hasError()) {
+        mergeError(other.getError());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -528,6 +608,13 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 34
+            case 42: {
+              input.readMessage(
+                  internalGetErrorFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 42
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -820,6 +907,172 @@ private static final long serialVersionUID = 0L;
       bitField0_ |= 0x00000008;
       onChanged();
       return this;
+    }
+
+    private dev.caerus.dls.v1.ErrorDetail error_;
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.caerus.dls.v1.ErrorDetail, dev.caerus.dls.v1.ErrorDetail.Builder, dev.caerus.dls.v1.ErrorDetailOrBuilder> errorBuilder_;
+    /**
+     * <pre>
+     * Unset when renewed; otherwise the error detail the single-transaction call would have
+     * answered (its kind, and for a lost transaction what ended it).
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+     * @return Whether the error field is set.
+     */
+    public boolean hasError() {
+      return ((bitField0_ & 0x00000010) != 0);
+    }
+    /**
+     * <pre>
+     * Unset when renewed; otherwise the error detail the single-transaction call would have
+     * answered (its kind, and for a lost transaction what ended it).
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+     * @return The error.
+     */
+    public dev.caerus.dls.v1.ErrorDetail getError() {
+      if (errorBuilder_ == null) {
+        return error_ == null ? dev.caerus.dls.v1.ErrorDetail.getDefaultInstance() : error_;
+      } else {
+        return errorBuilder_.getMessage();
+      }
+    }
+    /**
+     * <pre>
+     * Unset when renewed; otherwise the error detail the single-transaction call would have
+     * answered (its kind, and for a lost transaction what ended it).
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+     */
+    public Builder setError(dev.caerus.dls.v1.ErrorDetail value) {
+      if (errorBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        error_ = value;
+      } else {
+        errorBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Unset when renewed; otherwise the error detail the single-transaction call would have
+     * answered (its kind, and for a lost transaction what ended it).
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+     */
+    public Builder setError(
+        dev.caerus.dls.v1.ErrorDetail.Builder builderForValue) {
+      if (errorBuilder_ == null) {
+        error_ = builderForValue.build();
+      } else {
+        errorBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Unset when renewed; otherwise the error detail the single-transaction call would have
+     * answered (its kind, and for a lost transaction what ended it).
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+     */
+    public Builder mergeError(dev.caerus.dls.v1.ErrorDetail value) {
+      if (errorBuilder_ == null) {
+        if (((bitField0_ & 0x00000010) != 0) &&
+          error_ != null &&
+          error_ != dev.caerus.dls.v1.ErrorDetail.getDefaultInstance()) {
+          getErrorBuilder().mergeFrom(value);
+        } else {
+          error_ = value;
+        }
+      } else {
+        errorBuilder_.mergeFrom(value);
+      }
+      if (error_ != null) {
+        bitField0_ |= 0x00000010;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Unset when renewed; otherwise the error detail the single-transaction call would have
+     * answered (its kind, and for a lost transaction what ended it).
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+     */
+    public Builder clearError() {
+      bitField0_ = (bitField0_ & ~0x00000010);
+      error_ = null;
+      if (errorBuilder_ != null) {
+        errorBuilder_.dispose();
+        errorBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Unset when renewed; otherwise the error detail the single-transaction call would have
+     * answered (its kind, and for a lost transaction what ended it).
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+     */
+    public dev.caerus.dls.v1.ErrorDetail.Builder getErrorBuilder() {
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return internalGetErrorFieldBuilder().getBuilder();
+    }
+    /**
+     * <pre>
+     * Unset when renewed; otherwise the error detail the single-transaction call would have
+     * answered (its kind, and for a lost transaction what ended it).
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+     */
+    public dev.caerus.dls.v1.ErrorDetailOrBuilder getErrorOrBuilder() {
+      if (errorBuilder_ != null) {
+        return errorBuilder_.getMessageOrBuilder();
+      } else {
+        return error_ == null ?
+            dev.caerus.dls.v1.ErrorDetail.getDefaultInstance() : error_;
+      }
+    }
+    /**
+     * <pre>
+     * Unset when renewed; otherwise the error detail the single-transaction call would have
+     * answered (its kind, and for a lost transaction what ended it).
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        dev.caerus.dls.v1.ErrorDetail, dev.caerus.dls.v1.ErrorDetail.Builder, dev.caerus.dls.v1.ErrorDetailOrBuilder> 
+        internalGetErrorFieldBuilder() {
+      if (errorBuilder_ == null) {
+        errorBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            dev.caerus.dls.v1.ErrorDetail, dev.caerus.dls.v1.ErrorDetail.Builder, dev.caerus.dls.v1.ErrorDetailOrBuilder>(
+                getError(),
+                getParentForChildren(),
+                isClean());
+        error_ = null;
+      }
+      return errorBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:caerus.dls.v1.HeartbeatResult)

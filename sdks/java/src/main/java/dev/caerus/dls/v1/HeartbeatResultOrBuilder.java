@@ -71,4 +71,34 @@ public interface HeartbeatResultOrBuilder extends
    */
   com.google.protobuf.ByteString
       getErrorMessageBytes();
+
+  /**
+   * <pre>
+   * Unset when renewed; otherwise the error detail the single-transaction call would have
+   * answered (its kind, and for a lost transaction what ended it).
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+   * @return Whether the error field is set.
+   */
+  boolean hasError();
+  /**
+   * <pre>
+   * Unset when renewed; otherwise the error detail the single-transaction call would have
+   * answered (its kind, and for a lost transaction what ended it).
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+   * @return The error.
+   */
+  dev.caerus.dls.v1.ErrorDetail getError();
+  /**
+   * <pre>
+   * Unset when renewed; otherwise the error detail the single-transaction call would have
+   * answered (its kind, and for a lost transaction what ended it).
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.ErrorDetail error = 5 [json_name = "error"];</code>
+   */
+  dev.caerus.dls.v1.ErrorDetailOrBuilder getErrorOrBuilder();
 }

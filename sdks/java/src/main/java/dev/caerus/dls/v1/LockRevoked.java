@@ -36,6 +36,7 @@ private static final long serialVersionUID = 0L;
     key_ = "";
     mode_ = 0;
     cause_ = "";
+    endCause_ = 0;
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -206,7 +207,8 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object cause_ = "";
   /**
    * <pre>
-   * Why: "lease expired", "deadlock victim" or "aborted by operator".
+   * Why, in words for people: "lease expired", "deadlock victim" or "aborted by operator".
+   * Programs read `end_cause`.
    * </pre>
    *
    * <code>string cause = 6 [json_name = "cause"];</code>
@@ -227,7 +229,8 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Why: "lease expired", "deadlock victim" or "aborted by operator".
+   * Why, in words for people: "lease expired", "deadlock victim" or "aborted by operator".
+   * Programs read `end_cause`.
    * </pre>
    *
    * <code>string cause = 6 [json_name = "cause"];</code>
@@ -246,6 +249,34 @@ private static final long serialVersionUID = 0L;
     } else {
       return (com.google.protobuf.ByteString) ref;
     }
+  }
+
+  public static final int END_CAUSE_FIELD_NUMBER = 7;
+  private int endCause_ = 0;
+  /**
+   * <pre>
+   * What ended the holder: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM or
+   * END_CAUSE_OPERATOR_ABORT.
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.EndCause end_cause = 7 [json_name = "endCause"];</code>
+   * @return The enum numeric value on the wire for endCause.
+   */
+  @java.lang.Override public int getEndCauseValue() {
+    return endCause_;
+  }
+  /**
+   * <pre>
+   * What ended the holder: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM or
+   * END_CAUSE_OPERATOR_ABORT.
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.EndCause end_cause = 7 [json_name = "endCause"];</code>
+   * @return The endCause.
+   */
+  @java.lang.Override public dev.caerus.dls.v1.EndCause getEndCause() {
+    dev.caerus.dls.v1.EndCause result = dev.caerus.dls.v1.EndCause.forNumber(endCause_);
+    return result == null ? dev.caerus.dls.v1.EndCause.UNRECOGNIZED : result;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -280,6 +311,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(cause_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 6, cause_);
     }
+    if (endCause_ != dev.caerus.dls.v1.EndCause.END_CAUSE_UNSPECIFIED.getNumber()) {
+      output.writeEnum(7, endCause_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -310,6 +344,10 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(cause_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(6, cause_);
     }
+    if (endCause_ != dev.caerus.dls.v1.EndCause.END_CAUSE_UNSPECIFIED.getNumber()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeEnumSize(7, endCause_);
+    }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
     return size;
@@ -336,6 +374,7 @@ private static final long serialVersionUID = 0L;
         != other.getFencingToken()) return false;
     if (!getCause()
         .equals(other.getCause())) return false;
+    if (endCause_ != other.endCause_) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -361,6 +400,8 @@ private static final long serialVersionUID = 0L;
         getFencingToken());
     hash = (37 * hash) + CAUSE_FIELD_NUMBER;
     hash = (53 * hash) + getCause().hashCode();
+    hash = (37 * hash) + END_CAUSE_FIELD_NUMBER;
+    hash = (53 * hash) + endCause_;
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -502,6 +543,7 @@ private static final long serialVersionUID = 0L;
       mode_ = 0;
       fencingToken_ = 0L;
       cause_ = "";
+      endCause_ = 0;
       return this;
     }
 
@@ -553,6 +595,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000020) != 0)) {
         result.cause_ = cause_;
       }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.endCause_ = endCause_;
+      }
     }
 
     @java.lang.Override
@@ -590,6 +635,9 @@ private static final long serialVersionUID = 0L;
         cause_ = other.cause_;
         bitField0_ |= 0x00000020;
         onChanged();
+      }
+      if (other.endCause_ != 0) {
+        setEndCauseValue(other.getEndCauseValue());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -647,6 +695,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 50
+            case 56: {
+              endCause_ = input.readEnum();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 56
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1010,7 +1063,8 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object cause_ = "";
     /**
      * <pre>
-     * Why: "lease expired", "deadlock victim" or "aborted by operator".
+     * Why, in words for people: "lease expired", "deadlock victim" or "aborted by operator".
+     * Programs read `end_cause`.
      * </pre>
      *
      * <code>string cause = 6 [json_name = "cause"];</code>
@@ -1030,7 +1084,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why: "lease expired", "deadlock victim" or "aborted by operator".
+     * Why, in words for people: "lease expired", "deadlock victim" or "aborted by operator".
+     * Programs read `end_cause`.
      * </pre>
      *
      * <code>string cause = 6 [json_name = "cause"];</code>
@@ -1051,7 +1106,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why: "lease expired", "deadlock victim" or "aborted by operator".
+     * Why, in words for people: "lease expired", "deadlock victim" or "aborted by operator".
+     * Programs read `end_cause`.
      * </pre>
      *
      * <code>string cause = 6 [json_name = "cause"];</code>
@@ -1068,7 +1124,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why: "lease expired", "deadlock victim" or "aborted by operator".
+     * Why, in words for people: "lease expired", "deadlock victim" or "aborted by operator".
+     * Programs read `end_cause`.
      * </pre>
      *
      * <code>string cause = 6 [json_name = "cause"];</code>
@@ -1082,7 +1139,8 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Why: "lease expired", "deadlock victim" or "aborted by operator".
+     * Why, in words for people: "lease expired", "deadlock victim" or "aborted by operator".
+     * Programs read `end_cause`.
      * </pre>
      *
      * <code>string cause = 6 [json_name = "cause"];</code>
@@ -1095,6 +1153,82 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       cause_ = value;
       bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+
+    private int endCause_ = 0;
+    /**
+     * <pre>
+     * What ended the holder: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM or
+     * END_CAUSE_OPERATOR_ABORT.
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.EndCause end_cause = 7 [json_name = "endCause"];</code>
+     * @return The enum numeric value on the wire for endCause.
+     */
+    @java.lang.Override public int getEndCauseValue() {
+      return endCause_;
+    }
+    /**
+     * <pre>
+     * What ended the holder: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM or
+     * END_CAUSE_OPERATOR_ABORT.
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.EndCause end_cause = 7 [json_name = "endCause"];</code>
+     * @param value The enum numeric value on the wire for endCause to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEndCauseValue(int value) {
+      endCause_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What ended the holder: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM or
+     * END_CAUSE_OPERATOR_ABORT.
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.EndCause end_cause = 7 [json_name = "endCause"];</code>
+     * @return The endCause.
+     */
+    @java.lang.Override
+    public dev.caerus.dls.v1.EndCause getEndCause() {
+      dev.caerus.dls.v1.EndCause result = dev.caerus.dls.v1.EndCause.forNumber(endCause_);
+      return result == null ? dev.caerus.dls.v1.EndCause.UNRECOGNIZED : result;
+    }
+    /**
+     * <pre>
+     * What ended the holder: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM or
+     * END_CAUSE_OPERATOR_ABORT.
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.EndCause end_cause = 7 [json_name = "endCause"];</code>
+     * @param value The endCause to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEndCause(dev.caerus.dls.v1.EndCause value) {
+      if (value == null) { throw new NullPointerException(); }
+      bitField0_ |= 0x00000040;
+      endCause_ = value.getNumber();
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * What ended the holder: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM or
+     * END_CAUSE_OPERATOR_ABORT.
+     * </pre>
+     *
+     * <code>.caerus.dls.v1.EndCause end_cause = 7 [json_name = "endCause"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearEndCause() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      endCause_ = 0;
       onChanged();
       return this;
     }

@@ -91,7 +91,8 @@ public interface LockRevokedOrBuilder extends
 
   /**
    * <pre>
-   * Why: "lease expired", "deadlock victim" or "aborted by operator".
+   * Why, in words for people: "lease expired", "deadlock victim" or "aborted by operator".
+   * Programs read `end_cause`.
    * </pre>
    *
    * <code>string cause = 6 [json_name = "cause"];</code>
@@ -100,7 +101,8 @@ public interface LockRevokedOrBuilder extends
   java.lang.String getCause();
   /**
    * <pre>
-   * Why: "lease expired", "deadlock victim" or "aborted by operator".
+   * Why, in words for people: "lease expired", "deadlock victim" or "aborted by operator".
+   * Programs read `end_cause`.
    * </pre>
    *
    * <code>string cause = 6 [json_name = "cause"];</code>
@@ -108,4 +110,25 @@ public interface LockRevokedOrBuilder extends
    */
   com.google.protobuf.ByteString
       getCauseBytes();
+
+  /**
+   * <pre>
+   * What ended the holder: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM or
+   * END_CAUSE_OPERATOR_ABORT.
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.EndCause end_cause = 7 [json_name = "endCause"];</code>
+   * @return The enum numeric value on the wire for endCause.
+   */
+  int getEndCauseValue();
+  /**
+   * <pre>
+   * What ended the holder: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM or
+   * END_CAUSE_OPERATOR_ABORT.
+   * </pre>
+   *
+   * <code>.caerus.dls.v1.EndCause end_cause = 7 [json_name = "endCause"];</code>
+   * @return The endCause.
+   */
+  dev.caerus.dls.v1.EndCause getEndCause();
 }

@@ -27,6 +27,11 @@ public final class LockServiceProto extends com.google.protobuf.GeneratedFile {
         (com.google.protobuf.ExtensionRegistryLite) registry);
   }
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_caerus_dls_v1_ErrorDetail_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_caerus_dls_v1_ErrorDetail_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_caerus_dls_v1_BeginTransactionRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -156,65 +161,73 @@ public final class LockServiceProto extends com.google.protobuf.GeneratedFile {
   static {
     java.lang.String[] descriptorData = {
       "\n caerus/dls/v1/lock_service.proto\022\rcaer" +
-      "us.dls.v1\"\207\001\n\027BeginTransactionRequest\022\035\n" +
-      "\ntimeout_ms\030\001 \001(\003R\ttimeoutMs\022\032\n\010priority" +
-      "\030\002 \001(\005R\010priority\022\022\n\004name\030\003 \001(\tR\004name\022\035\n\n" +
-      "request_id\030\004 \001(\tR\trequestId\"k\n\030BeginTran" +
-      "sactionResponse\022%\n\016transaction_id\030\001 \001(\004R" +
-      "\rtransactionId\022(\n\020lease_timeout_ms\030\002 \001(\003" +
-      "R\016leaseTimeoutMs\"\224\002\n\022AcquireLockRequest\022" +
-      "%\n\016transaction_id\030\001 \001(\004R\rtransactionId\022\034" +
-      "\n\tnamespace\030\002 \001(\tR\tnamespace\022\020\n\003key\030\003 \001(" +
-      "\tR\003key\022+\n\004mode\030\004 \001(\0162\027.caerus.dls.v1.Loc" +
-      "kModeR\004mode\022\035\n\ntimeout_ms\030\005 \001(\003R\ttimeout" +
-      "Ms\022\035\n\nrequest_id\030\006 \001(\tR\trequestId\022<\n\005beg" +
-      "in\030\007 \001(\0132&.caerus.dls.v1.BeginTransactio" +
-      "nRequestR\005begin\"\302\001\n\023AcquireLockResponse\022" +
-      "/\n\006queued\030\001 \001(\0132\025.caerus.dls.v1.QueuedH\000" +
-      "R\006queued\0222\n\007granted\030\002 \001(\0132\026.caerus.dls.v" +
-      "1.GrantedH\000R\007granted\022=\n\005begun\030\003 \001(\0132\'.ca" +
-      "erus.dls.v1.BeginTransactionResponseR\005be" +
-      "gunB\007\n\005event\"^\n\006Queued\022\032\n\010position\030\001 \001(\r" +
-      "R\010position\0228\n\030blocking_transaction_ids\030\002" +
-      " \003(\004R\026blockingTransactionIds\"\213\001\n\007Granted" +
-      "\022#\n\rfencing_token\030\001 \001(\004R\014fencingToken\022\034\n" +
-      "\tnamespace\030\002 \001(\tR\tnamespace\022\020\n\003key\030\003 \001(\t" +
-      "R\003key\022+\n\004mode\030\004 \001(\0162\027.caerus.dls.v1.Lock" +
-      "ModeR\004mode\"\212\001\n\022ReleaseLockRequest\022%\n\016tra" +
-      "nsaction_id\030\001 \001(\004R\rtransactionId\022\034\n\tname" +
-      "space\030\002 \001(\tR\tnamespace\022\020\n\003key\030\003 \001(\tR\003key" +
-      "\022\035\n\nrequest_id\030\004 \001(\tR\trequestId\"1\n\023Relea" +
-      "seLockResponse\022\032\n\010released\030\001 \001(\010R\010releas" +
-      "ed\"D\n\033GetTransactionStatusRequest\022%\n\016tra" +
-      "nsaction_id\030\001 \001(\004R\rtransactionId\"\214\001\n\010Hel" +
-      "dLock\022\034\n\tnamespace\030\001 \001(\tR\tnamespace\022\020\n\003k" +
-      "ey\030\002 \001(\tR\003key\022+\n\004mode\030\003 \001(\0162\027.caerus.dls" +
-      ".v1.LockModeR\004mode\022#\n\rfencing_token\030\004 \001(" +
-      "\004R\014fencingToken\"\245\001\n\013PendingLock\022\034\n\tnames" +
-      "pace\030\001 \001(\tR\tnamespace\022\020\n\003key\030\002 \001(\tR\003key\022" +
-      "+\n\004mode\030\003 \001(\0162\027.caerus.dls.v1.LockModeR\004" +
-      "mode\022\032\n\010position\030\004 \001(\rR\010position\022\035\n\nrequ" +
-      "est_id\030\005 \001(\tR\trequestId\"\210\003\n\034GetTransacti" +
-      "onStatusResponse\022%\n\016transaction_id\030\001 \001(\004" +
-      "R\rtransactionId\0225\n\005state\030\002 \001(\0162\037.caerus." +
-      "dls.v1.TransactionStateR\005state\022\022\n\004name\030\003" +
-      " \001(\tR\004name\022\032\n\010priority\030\004 \001(\005R\010priority\022(" +
-      "\n\020lease_timeout_ms\030\005 \001(\003R\016leaseTimeoutMs" +
-      "\022,\n\022lease_remaining_ms\030\006 \001(\003R\020leaseRemai" +
-      "ningMs\022-\n\005locks\030\007 \003(\0132\027.caerus.dls.v1.He" +
-      "ldLockR\005locks\0224\n\007waiting\030\010 \001(\0132\032.caerus." +
-      "dls.v1.PendingLockR\007waiting\022\035\n\nend_reaso" +
-      "n\030\t \001(\tR\tendReason\"k\n\020HeartbeatRequest\022%" +
-      "\n\016transaction_id\030\001 \001(\004R\rtransactionId\0220\n" +
-      "\024more_transaction_ids\030\002 \003(\004R\022moreTransac" +
-      "tionIds\"{\n\021HeartbeatResponse\022,\n\022lease_re" +
-      "maining_ms\030\001 \001(\003R\020leaseRemainingMs\0228\n\007re" +
-      "sults\030\002 \003(\0132\036.caerus.dls.v1.HeartbeatRes" +
-      "ultR\007results\"\252\001\n\017HeartbeatResult\022%\n\016tran" +
-      "saction_id\030\001 \001(\004R\rtransactionId\022,\n\022lease" +
-      "_remaining_ms\030\002 \001(\003R\020leaseRemainingMs\022\035\n" +
-      "\nerror_kind\030\003 \001(\tR\terrorKind\022#\n\rerror_me" +
-      "ssage\030\004 \001(\tR\014errorMessage\"u\n\025EndTransact" +
+      "us.dls.v1\"\325\001\n\013ErrorDetail\022,\n\004kind\030\001 \001(\0162" +
+      "\030.caerus.dls.v1.ErrorKindR\004kind\022%\n\016trans" +
+      "action_id\030\002 \001(\004R\rtransactionId\0224\n\tend_ca" +
+      "use\030\003 \001(\0162\027.caerus.dls.v1.EndCauseR\010endC" +
+      "ause\022;\n\010deadlock\030\004 \001(\0132\037.caerus.dls.v1.D" +
+      "eadlockResolvedR\010deadlock\"\207\001\n\027BeginTrans" +
+      "actionRequest\022\035\n\ntimeout_ms\030\001 \001(\003R\ttimeo" +
+      "utMs\022\032\n\010priority\030\002 \001(\005R\010priority\022\022\n\004name" +
+      "\030\003 \001(\tR\004name\022\035\n\nrequest_id\030\004 \001(\tR\treques" +
+      "tId\"k\n\030BeginTransactionResponse\022%\n\016trans" +
+      "action_id\030\001 \001(\004R\rtransactionId\022(\n\020lease_" +
+      "timeout_ms\030\002 \001(\003R\016leaseTimeoutMs\"\224\002\n\022Acq" +
+      "uireLockRequest\022%\n\016transaction_id\030\001 \001(\004R" +
+      "\rtransactionId\022\034\n\tnamespace\030\002 \001(\tR\tnames" +
+      "pace\022\020\n\003key\030\003 \001(\tR\003key\022+\n\004mode\030\004 \001(\0162\027.c" +
+      "aerus.dls.v1.LockModeR\004mode\022\035\n\ntimeout_m" +
+      "s\030\005 \001(\003R\ttimeoutMs\022\035\n\nrequest_id\030\006 \001(\tR\t" +
+      "requestId\022<\n\005begin\030\007 \001(\0132&.caerus.dls.v1" +
+      ".BeginTransactionRequestR\005begin\"\302\001\n\023Acqu" +
+      "ireLockResponse\022/\n\006queued\030\001 \001(\0132\025.caerus" +
+      ".dls.v1.QueuedH\000R\006queued\0222\n\007granted\030\002 \001(" +
+      "\0132\026.caerus.dls.v1.GrantedH\000R\007granted\022=\n\005" +
+      "begun\030\003 \001(\0132\'.caerus.dls.v1.BeginTransac" +
+      "tionResponseR\005begunB\007\n\005event\"^\n\006Queued\022\032" +
+      "\n\010position\030\001 \001(\rR\010position\0228\n\030blocking_t" +
+      "ransaction_ids\030\002 \003(\004R\026blockingTransactio" +
+      "nIds\"\213\001\n\007Granted\022#\n\rfencing_token\030\001 \001(\004R" +
+      "\014fencingToken\022\034\n\tnamespace\030\002 \001(\tR\tnamesp" +
+      "ace\022\020\n\003key\030\003 \001(\tR\003key\022+\n\004mode\030\004 \001(\0162\027.ca" +
+      "erus.dls.v1.LockModeR\004mode\"\212\001\n\022ReleaseLo" +
+      "ckRequest\022%\n\016transaction_id\030\001 \001(\004R\rtrans" +
+      "actionId\022\034\n\tnamespace\030\002 \001(\tR\tnamespace\022\020" +
+      "\n\003key\030\003 \001(\tR\003key\022\035\n\nrequest_id\030\004 \001(\tR\tre" +
+      "questId\"1\n\023ReleaseLockResponse\022\032\n\010releas" +
+      "ed\030\001 \001(\010R\010released\"D\n\033GetTransactionStat" +
+      "usRequest\022%\n\016transaction_id\030\001 \001(\004R\rtrans" +
+      "actionId\"\214\001\n\010HeldLock\022\034\n\tnamespace\030\001 \001(\t" +
+      "R\tnamespace\022\020\n\003key\030\002 \001(\tR\003key\022+\n\004mode\030\003 " +
+      "\001(\0162\027.caerus.dls.v1.LockModeR\004mode\022#\n\rfe" +
+      "ncing_token\030\004 \001(\004R\014fencingToken\"\245\001\n\013Pend" +
+      "ingLock\022\034\n\tnamespace\030\001 \001(\tR\tnamespace\022\020\n" +
+      "\003key\030\002 \001(\tR\003key\022+\n\004mode\030\003 \001(\0162\027.caerus.d" +
+      "ls.v1.LockModeR\004mode\022\032\n\010position\030\004 \001(\rR\010" +
+      "position\022\035\n\nrequest_id\030\005 \001(\tR\trequestId\"" +
+      "\276\003\n\034GetTransactionStatusResponse\022%\n\016tran" +
+      "saction_id\030\001 \001(\004R\rtransactionId\0225\n\005state" +
+      "\030\002 \001(\0162\037.caerus.dls.v1.TransactionStateR" +
+      "\005state\022\022\n\004name\030\003 \001(\tR\004name\022\032\n\010priority\030\004" +
+      " \001(\005R\010priority\022(\n\020lease_timeout_ms\030\005 \001(\003" +
+      "R\016leaseTimeoutMs\022,\n\022lease_remaining_ms\030\006" +
+      " \001(\003R\020leaseRemainingMs\022-\n\005locks\030\007 \003(\0132\027." +
+      "caerus.dls.v1.HeldLockR\005locks\0224\n\007waiting" +
+      "\030\010 \001(\0132\032.caerus.dls.v1.PendingLockR\007wait" +
+      "ing\022\035\n\nend_reason\030\t \001(\tR\tendReason\0224\n\ten" +
+      "d_cause\030\n \001(\0162\027.caerus.dls.v1.EndCauseR\010" +
+      "endCause\"k\n\020HeartbeatRequest\022%\n\016transact" +
+      "ion_id\030\001 \001(\004R\rtransactionId\0220\n\024more_tran" +
+      "saction_ids\030\002 \003(\004R\022moreTransactionIds\"{\n" +
+      "\021HeartbeatResponse\022,\n\022lease_remaining_ms" +
+      "\030\001 \001(\003R\020leaseRemainingMs\0228\n\007results\030\002 \003(" +
+      "\0132\036.caerus.dls.v1.HeartbeatResultR\007resul" +
+      "ts\"\334\001\n\017HeartbeatResult\022%\n\016transaction_id" +
+      "\030\001 \001(\004R\rtransactionId\022,\n\022lease_remaining" +
+      "_ms\030\002 \001(\003R\020leaseRemainingMs\022\035\n\nerror_kin" +
+      "d\030\003 \001(\tR\terrorKind\022#\n\rerror_message\030\004 \001(" +
+      "\tR\014errorMessage\0220\n\005error\030\005 \001(\0132\032.caerus." +
+      "dls.v1.ErrorDetailR\005error\"u\n\025EndTransact" +
       "ionRequest\022%\n\016transaction_id\030\001 \001(\004R\rtran" +
       "sactionId\022\026\n\006commit\030\002 \001(\010R\006commit\022\035\n\nreq" +
       "uest_id\030\003 \001(\tR\trequestId\"v\n\026EndTransacti" +
@@ -256,200 +269,213 @@ public final class LockServiceProto extends com.google.protobuf.GeneratedFile {
       "\030\002 \001(\tR\017transactionName\022\026\n\006reason\030\003 \001(\tR" +
       "\006reason\022\032\n\010operator\030\004 \001(\tR\010operator\022>\n\016r" +
       "eleased_locks\030\005 \003(\0132\027.caerus.dls.v1.Held" +
-      "LockR\rreleasedLocks\"\314\001\n\013LockRevoked\022%\n\016t" +
+      "LockR\rreleasedLocks\"\202\002\n\013LockRevoked\022%\n\016t" +
       "ransaction_id\030\001 \001(\004R\rtransactionId\022\034\n\tna" +
       "mespace\030\002 \001(\tR\tnamespace\022\020\n\003key\030\003 \001(\tR\003k" +
       "ey\022+\n\004mode\030\004 \001(\0162\027.caerus.dls.v1.LockMod" +
       "eR\004mode\022#\n\rfencing_token\030\005 \001(\004R\014fencingT" +
-      "oken\022\024\n\005cause\030\006 \001(\tR\005cause*E\n\010LockMode\022\031" +
-      "\n\025LOCK_MODE_UNSPECIFIED\020\000\022\r\n\tEXCLUSIVE\020\001" +
-      "\022\017\n\013SHARED_READ\020\002*j\n\020TransactionState\022!\n" +
-      "\035TRANSACTION_STATE_UNSPECIFIED\020\000\022\n\n\006ACTI" +
-      "VE\020\001\022\r\n\tCOMMITTED\020\002\022\013\n\007ABORTED\020\003\022\013\n\007EXPI" +
-      "RED\020\004*\317\002\n\tErrorKind\022\032\n\026ERROR_KIND_UNSPEC" +
-      "IFIED\020\000\022\020\n\014LOCK_TIMEOUT\020\001\022\023\n\017DEADLOCK_VI" +
-      "CTIM\020\002\022\024\n\020TRANSACTION_LOST\020\003\022\031\n\025TRANSACT" +
-      "ION_NOT_FOUND\020\004\022\024\n\020INVALID_ARGUMENT\020\005\022\023\n" +
-      "\017UNAUTHENTICATED\020\006\022\025\n\021PERMISSION_DENIED\020" +
-      "\007\022\016\n\nNOT_LEADER\020\010\022\022\n\016WAIT_CANCELLED\020\t\022\023\n" +
-      "\017ALREADY_WAITING\020\n\022\017\n\013UNAVAILABLE\020\013\022\022\n\016C" +
-      "URSOR_EXPIRED\020\014\022\026\n\022RESOURCE_EXHAUSTED\020\r\022" +
-      "\026\n\022MEMBERSHIP_REFUSED\020\016*j\n\014VictimPolicy\022" +
-      "\035\n\031VICTIM_POLICY_UNSPECIFIED\020\000\022!\n\035LOWEST" +
-      "_PRIORITY_THEN_YOUNGEST\020\001\022\014\n\010YOUNGEST\020\002\022" +
-      "\n\n\006OLDEST\020\003*\202\001\n\tEventKind\022\032\n\026EVENT_KIND_" +
-      "UNSPECIFIED\020\000\022\025\n\021DEADLOCK_RESOLVED\020\001\022\027\n\023" +
-      "TRANSACTION_EXPIRED\020\002\022\027\n\023TRANSACTION_ABO" +
-      "RTED\020\003\022\020\n\014LOCK_REVOKED\020\0042\212\005\n\013LockService" +
-      "\022c\n\020BeginTransaction\022&.caerus.dls.v1.Beg" +
-      "inTransactionRequest\032\'.caerus.dls.v1.Beg" +
-      "inTransactionResponse\022V\n\013AcquireLock\022!.c" +
-      "aerus.dls.v1.AcquireLockRequest\032\".caerus" +
-      ".dls.v1.AcquireLockResponse0\001\022T\n\013Release" +
-      "Lock\022!.caerus.dls.v1.ReleaseLockRequest\032" +
-      "\".caerus.dls.v1.ReleaseLockResponse\022o\n\024G" +
-      "etTransactionStatus\022*.caerus.dls.v1.GetT" +
-      "ransactionStatusRequest\032+.caerus.dls.v1." +
-      "GetTransactionStatusResponse\022N\n\tHeartbea" +
-      "t\022\037.caerus.dls.v1.HeartbeatRequest\032 .cae" +
-      "rus.dls.v1.HeartbeatResponse\022]\n\016EndTrans" +
-      "action\022$.caerus.dls.v1.EndTransactionReq" +
-      "uest\032%.caerus.dls.v1.EndTransactionRespo" +
-      "nse\022H\n\013WatchEvents\022!.caerus.dls.v1.Watch" +
-      "EventsRequest\032\024.caerus.dls.v1.Event0\001B\226\001" +
-      "\n\021dev.caerus.dls.v1B\020LockServiceProtoP\001Z" +
-      "5github.com/caerus-dev/dls/sdks/go/caeru" +
-      "s/dls/v1;dlsv1\242\002\003CDX\252\002\rCaerus.Dls.V1\312\002\rC" +
-      "aerus\\Dls\\V1\352\002\017Caerus::Dls::V1b\006proto3"
+      "oken\022\024\n\005cause\030\006 \001(\tR\005cause\0224\n\tend_cause\030" +
+      "\007 \001(\0162\027.caerus.dls.v1.EndCauseR\010endCause" +
+      "*E\n\010LockMode\022\031\n\025LOCK_MODE_UNSPECIFIED\020\000\022" +
+      "\r\n\tEXCLUSIVE\020\001\022\017\n\013SHARED_READ\020\002*j\n\020Trans" +
+      "actionState\022!\n\035TRANSACTION_STATE_UNSPECI" +
+      "FIED\020\000\022\n\n\006ACTIVE\020\001\022\r\n\tCOMMITTED\020\002\022\013\n\007ABO" +
+      "RTED\020\003\022\013\n\007EXPIRED\020\004*\335\002\n\tErrorKind\022\032\n\026ERR" +
+      "OR_KIND_UNSPECIFIED\020\000\022\020\n\014LOCK_TIMEOUT\020\001\022" +
+      "\023\n\017DEADLOCK_VICTIM\020\002\022\024\n\020TRANSACTION_LOST" +
+      "\020\003\022\031\n\025TRANSACTION_NOT_FOUND\020\004\022\024\n\020INVALID" +
+      "_ARGUMENT\020\005\022\023\n\017UNAUTHENTICATED\020\006\022\025\n\021PERM" +
+      "ISSION_DENIED\020\007\022\016\n\nNOT_LEADER\020\010\022\022\n\016WAIT_" +
+      "CANCELLED\020\t\022\023\n\017ALREADY_WAITING\020\n\022\017\n\013UNAV" +
+      "AILABLE\020\013\022\022\n\016CURSOR_EXPIRED\020\014\022\026\n\022RESOURC" +
+      "E_EXHAUSTED\020\r\022\026\n\022MEMBERSHIP_REFUSED\020\016\022\014\n" +
+      "\010INTERNAL\020\017*\264\001\n\010EndCause\022\031\n\025END_CAUSE_UN" +
+      "SPECIFIED\020\000\022\027\n\023END_CAUSE_COMMITTED\020\001\022\032\n\026" +
+      "END_CAUSE_CLIENT_ABORT\020\002\022\033\n\027END_CAUSE_LE" +
+      "ASE_EXPIRED\020\003\022\035\n\031END_CAUSE_DEADLOCK_VICT" +
+      "IM\020\004\022\034\n\030END_CAUSE_OPERATOR_ABORT\020\005*j\n\014Vi" +
+      "ctimPolicy\022\035\n\031VICTIM_POLICY_UNSPECIFIED\020" +
+      "\000\022!\n\035LOWEST_PRIORITY_THEN_YOUNGEST\020\001\022\014\n\010" +
+      "YOUNGEST\020\002\022\n\n\006OLDEST\020\003*\202\001\n\tEventKind\022\032\n\026" +
+      "EVENT_KIND_UNSPECIFIED\020\000\022\025\n\021DEADLOCK_RES" +
+      "OLVED\020\001\022\027\n\023TRANSACTION_EXPIRED\020\002\022\027\n\023TRAN" +
+      "SACTION_ABORTED\020\003\022\020\n\014LOCK_REVOKED\020\0042\212\005\n\013" +
+      "LockService\022c\n\020BeginTransaction\022&.caerus" +
+      ".dls.v1.BeginTransactionRequest\032\'.caerus" +
+      ".dls.v1.BeginTransactionResponse\022V\n\013Acqu" +
+      "ireLock\022!.caerus.dls.v1.AcquireLockReque" +
+      "st\032\".caerus.dls.v1.AcquireLockResponse0\001" +
+      "\022T\n\013ReleaseLock\022!.caerus.dls.v1.ReleaseL" +
+      "ockRequest\032\".caerus.dls.v1.ReleaseLockRe" +
+      "sponse\022o\n\024GetTransactionStatus\022*.caerus." +
+      "dls.v1.GetTransactionStatusRequest\032+.cae" +
+      "rus.dls.v1.GetTransactionStatusResponse\022" +
+      "N\n\tHeartbeat\022\037.caerus.dls.v1.HeartbeatRe" +
+      "quest\032 .caerus.dls.v1.HeartbeatResponse\022" +
+      "]\n\016EndTransaction\022$.caerus.dls.v1.EndTra" +
+      "nsactionRequest\032%.caerus.dls.v1.EndTrans" +
+      "actionResponse\022H\n\013WatchEvents\022!.caerus.d" +
+      "ls.v1.WatchEventsRequest\032\024.caerus.dls.v1" +
+      ".Event0\001B\226\001\n\021dev.caerus.dls.v1B\020LockServ" +
+      "iceProtoP\001Z5github.com/caerus-dev/dls/sd" +
+      "ks/go/caerus/dls/v1;dlsv1\242\002\003CDX\252\002\rCaerus" +
+      ".Dls.V1\312\002\rCaerus\\Dls\\V1\352\002\017Caerus::Dls::V" +
+      "1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
         });
-    internal_static_caerus_dls_v1_BeginTransactionRequest_descriptor =
+    internal_static_caerus_dls_v1_ErrorDetail_descriptor =
       getDescriptor().getMessageType(0);
+    internal_static_caerus_dls_v1_ErrorDetail_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_caerus_dls_v1_ErrorDetail_descriptor,
+        new java.lang.String[] { "Kind", "TransactionId", "EndCause", "Deadlock", });
+    internal_static_caerus_dls_v1_BeginTransactionRequest_descriptor =
+      getDescriptor().getMessageType(1);
     internal_static_caerus_dls_v1_BeginTransactionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_BeginTransactionRequest_descriptor,
         new java.lang.String[] { "TimeoutMs", "Priority", "Name", "RequestId", });
     internal_static_caerus_dls_v1_BeginTransactionResponse_descriptor =
-      getDescriptor().getMessageType(1);
+      getDescriptor().getMessageType(2);
     internal_static_caerus_dls_v1_BeginTransactionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_BeginTransactionResponse_descriptor,
         new java.lang.String[] { "TransactionId", "LeaseTimeoutMs", });
     internal_static_caerus_dls_v1_AcquireLockRequest_descriptor =
-      getDescriptor().getMessageType(2);
+      getDescriptor().getMessageType(3);
     internal_static_caerus_dls_v1_AcquireLockRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_AcquireLockRequest_descriptor,
         new java.lang.String[] { "TransactionId", "Namespace", "Key", "Mode", "TimeoutMs", "RequestId", "Begin", });
     internal_static_caerus_dls_v1_AcquireLockResponse_descriptor =
-      getDescriptor().getMessageType(3);
+      getDescriptor().getMessageType(4);
     internal_static_caerus_dls_v1_AcquireLockResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_AcquireLockResponse_descriptor,
         new java.lang.String[] { "Queued", "Granted", "Begun", "Event", });
     internal_static_caerus_dls_v1_Queued_descriptor =
-      getDescriptor().getMessageType(4);
+      getDescriptor().getMessageType(5);
     internal_static_caerus_dls_v1_Queued_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_Queued_descriptor,
         new java.lang.String[] { "Position", "BlockingTransactionIds", });
     internal_static_caerus_dls_v1_Granted_descriptor =
-      getDescriptor().getMessageType(5);
+      getDescriptor().getMessageType(6);
     internal_static_caerus_dls_v1_Granted_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_Granted_descriptor,
         new java.lang.String[] { "FencingToken", "Namespace", "Key", "Mode", });
     internal_static_caerus_dls_v1_ReleaseLockRequest_descriptor =
-      getDescriptor().getMessageType(6);
+      getDescriptor().getMessageType(7);
     internal_static_caerus_dls_v1_ReleaseLockRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_ReleaseLockRequest_descriptor,
         new java.lang.String[] { "TransactionId", "Namespace", "Key", "RequestId", });
     internal_static_caerus_dls_v1_ReleaseLockResponse_descriptor =
-      getDescriptor().getMessageType(7);
+      getDescriptor().getMessageType(8);
     internal_static_caerus_dls_v1_ReleaseLockResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_ReleaseLockResponse_descriptor,
         new java.lang.String[] { "Released", });
     internal_static_caerus_dls_v1_GetTransactionStatusRequest_descriptor =
-      getDescriptor().getMessageType(8);
+      getDescriptor().getMessageType(9);
     internal_static_caerus_dls_v1_GetTransactionStatusRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_GetTransactionStatusRequest_descriptor,
         new java.lang.String[] { "TransactionId", });
     internal_static_caerus_dls_v1_HeldLock_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(10);
     internal_static_caerus_dls_v1_HeldLock_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_HeldLock_descriptor,
         new java.lang.String[] { "Namespace", "Key", "Mode", "FencingToken", });
     internal_static_caerus_dls_v1_PendingLock_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_caerus_dls_v1_PendingLock_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_PendingLock_descriptor,
         new java.lang.String[] { "Namespace", "Key", "Mode", "Position", "RequestId", });
     internal_static_caerus_dls_v1_GetTransactionStatusResponse_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(12);
     internal_static_caerus_dls_v1_GetTransactionStatusResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_GetTransactionStatusResponse_descriptor,
-        new java.lang.String[] { "TransactionId", "State", "Name", "Priority", "LeaseTimeoutMs", "LeaseRemainingMs", "Locks", "Waiting", "EndReason", });
+        new java.lang.String[] { "TransactionId", "State", "Name", "Priority", "LeaseTimeoutMs", "LeaseRemainingMs", "Locks", "Waiting", "EndReason", "EndCause", });
     internal_static_caerus_dls_v1_HeartbeatRequest_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(13);
     internal_static_caerus_dls_v1_HeartbeatRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_HeartbeatRequest_descriptor,
         new java.lang.String[] { "TransactionId", "MoreTransactionIds", });
     internal_static_caerus_dls_v1_HeartbeatResponse_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(14);
     internal_static_caerus_dls_v1_HeartbeatResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_HeartbeatResponse_descriptor,
         new java.lang.String[] { "LeaseRemainingMs", "Results", });
     internal_static_caerus_dls_v1_HeartbeatResult_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(15);
     internal_static_caerus_dls_v1_HeartbeatResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_HeartbeatResult_descriptor,
-        new java.lang.String[] { "TransactionId", "LeaseRemainingMs", "ErrorKind", "ErrorMessage", });
+        new java.lang.String[] { "TransactionId", "LeaseRemainingMs", "ErrorKind", "ErrorMessage", "Error", });
     internal_static_caerus_dls_v1_EndTransactionRequest_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(16);
     internal_static_caerus_dls_v1_EndTransactionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_EndTransactionRequest_descriptor,
         new java.lang.String[] { "TransactionId", "Commit", "RequestId", });
     internal_static_caerus_dls_v1_EndTransactionResponse_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(17);
     internal_static_caerus_dls_v1_EndTransactionResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_EndTransactionResponse_descriptor,
         new java.lang.String[] { "State", "ReleasedLocks", });
     internal_static_caerus_dls_v1_WatchEventsRequest_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(18);
     internal_static_caerus_dls_v1_WatchEventsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_WatchEventsRequest_descriptor,
         new java.lang.String[] { "FromSequence", "NamespacePrefixes", "Kinds", "OnlyNew", });
     internal_static_caerus_dls_v1_Event_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(19);
     internal_static_caerus_dls_v1_Event_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_Event_descriptor,
         new java.lang.String[] { "Sequence", "TimeMs", "Kind", "Namespaces", "DeadlockResolved", "TransactionExpired", "TransactionAborted", "LockRevoked", "Detail", });
     internal_static_caerus_dls_v1_CycleMember_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(20);
     internal_static_caerus_dls_v1_CycleMember_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_CycleMember_descriptor,
         new java.lang.String[] { "TransactionId", "TransactionName", "Priority", "Namespace", "Key", "Mode", });
     internal_static_caerus_dls_v1_DeadlockResolved_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(21);
     internal_static_caerus_dls_v1_DeadlockResolved_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_DeadlockResolved_descriptor,
         new java.lang.String[] { "Cycle", "VictimTransactionId", "Policy", });
     internal_static_caerus_dls_v1_TransactionExpired_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(22);
     internal_static_caerus_dls_v1_TransactionExpired_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_TransactionExpired_descriptor,
         new java.lang.String[] { "TransactionId", "TransactionName", "ReleasedLocks", });
     internal_static_caerus_dls_v1_TransactionAborted_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(23);
     internal_static_caerus_dls_v1_TransactionAborted_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_TransactionAborted_descriptor,
         new java.lang.String[] { "TransactionId", "TransactionName", "Reason", "Operator", "ReleasedLocks", });
     internal_static_caerus_dls_v1_LockRevoked_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(24);
     internal_static_caerus_dls_v1_LockRevoked_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_caerus_dls_v1_LockRevoked_descriptor,
-        new java.lang.String[] { "TransactionId", "Namespace", "Key", "Mode", "FencingToken", "Cause", });
+        new java.lang.String[] { "TransactionId", "Namespace", "Key", "Mode", "FencingToken", "Cause", "EndCause", });
     descriptor.resolveAllFeaturesImmutable();
   }
 

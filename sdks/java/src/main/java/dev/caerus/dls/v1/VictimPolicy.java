@@ -151,7 +151,7 @@ public enum VictimPolicy
   }
   public static com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return dev.caerus.dls.v1.LockServiceProto.getDescriptor().getEnumTypes().get(3);
+    return dev.caerus.dls.v1.LockServiceProto.getDescriptor().getEnumTypes().get(4);
   }
 
   private static final VictimPolicy[] VALUES = values();

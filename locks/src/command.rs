@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{FencingToken, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
+use super::types::{EndCause, FencingToken, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 /// A command with the leader's wall clock at proposal time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -85,26 +85,39 @@ pub enum AcquireStatus {
 }
 
 /// Why a command was refused. Refusals change nothing.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Rejection {
     /// No such transaction (never existed or forgotten after the retention window).
-    #[error("transaction {0} not found (unknown, or finished and forgotten)")]
     NotFound(TxnId),
-    /// The transaction already ended.
-    #[error("transaction {txn} is {} ({reason})", state.name())]
-    NotActive { txn: TxnId, state: TxnState, reason: String },
+    /// The transaction already ended (`cause` says how; `reason` in words).
+    NotActive { txn: TxnId, state: TxnState, cause: Option<EndCause>, reason: String },
     /// A transaction waits for one lock at a time.
-    #[error(
-        "transaction {txn} already waits for {lock} (request {request_id}); a transaction waits for one lock at a time"
-    )]
     AlreadyWaiting { txn: TxnId, lock: LockKey, request_id: String },
     /// The request id was used before for a different request of this transaction.
-    #[error("request_id {0:?} was already used for a different request of this transaction; use a fresh id")]
     RequestIdReused(String),
     /// A batch inside a batch (the proposer never builds one).
-    #[error("a batch of commands cannot contain another batch")]
     NestedBatch,
 }
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejection::NotFound(txn) => write!(f, "transaction {txn} not found (unknown, or finished and forgotten)"),
+            Rejection::NotActive { txn, state, reason, .. } => write!(f, "transaction {txn} is {state} ({reason})"),
+            Rejection::AlreadyWaiting { txn, lock, request_id } => write!(
+                f,
+                "transaction {txn} already waits for {lock} (request {request_id}); a transaction waits for one lock at a time"
+            ),
+            Rejection::RequestIdReused(id) => write!(
+                f,
+                "request_id {id:?} was already used for a different request of this transaction; use a fresh id"
+            ),
+            Rejection::NestedBatch => f.write_str("a batch of commands cannot contain another batch"),
+        }
+    }
+}
+
+impl std::error::Error for Rejection {}
 
 /// The answer of applying one command.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

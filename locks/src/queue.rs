@@ -104,7 +104,7 @@ impl KeyLock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::locks::types::FencingToken;
+    use crate::types::FencingToken;
 
     fn held(mode: LockMode) -> Held {
         Held { mode, token: FencingToken(1), since_ms: 0 }

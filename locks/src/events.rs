@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
-use super::types::{Held, LockKey, LockMode, TxnId, VictimPolicy};
+use super::types::{EndCause, Held, LockKey, LockMode, TxnId, VictimPolicy};
 
 /// How many events are retained.
 pub const MAX_EVENTS: usize = 10_000;
@@ -24,10 +24,39 @@ pub struct CycleMember {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EventDetail {
-    DeadlockResolved { cycle: Vec<CycleMember>, victim: TxnId, policy: VictimPolicy },
-    TransactionExpired { txn: TxnId, name: String, released: Vec<(LockKey, Held)> },
-    TransactionAborted { txn: TxnId, name: String, reason: String, operator: String, released: Vec<(LockKey, Held)> },
-    LockRevoked { txn: TxnId, lock: LockKey, held: Held, cause: String },
+    DeadlockResolved {
+        cycle: Vec<CycleMember>,
+        victim: TxnId,
+        policy: VictimPolicy,
+    },
+    TransactionExpired {
+        txn: TxnId,
+        name: String,
+        released: Vec<(LockKey, Held)>,
+    },
+    TransactionAborted {
+        txn: TxnId,
+        name: String,
+        reason: String,
+        operator: String,
+        released: Vec<(LockKey, Held)>,
+    },
+    /// `cause` is the [`EndCause`]'s description (that is its form in snapshots); read it
+    /// back with [`revoke_cause`].
+    LockRevoked {
+        txn: TxnId,
+        lock: LockKey,
+        held: Held,
+        cause: String,
+    },
+}
+
+/// What ended the holder of a revoked lock, from the stored `LockRevoked::cause`. Only the
+/// revoking causes are ever stored there (see `LockTable::finish`).
+pub fn revoke_cause(stored: &str) -> Option<EndCause> {
+    [EndCause::LeaseExpired, EndCause::DeadlockVictim, EndCause::OperatorAbort]
+        .into_iter()
+        .find(|c| c.describe() == stored)
 }
 
 /// Kinds of events, named in snake_case in config files and webhook payloads.
@@ -136,6 +165,15 @@ impl EventLog {
         let skip = from.saturating_sub(oldest) as usize;
         Ok(self.events.iter().skip(skip).take(limit).cloned().collect())
     }
+
+    /// The retained deadlock that chose `victim`, for its error detail. A transaction is
+    /// aborted at most once, so the newest match is the only one.
+    pub fn deadlock_of(&self, victim: TxnId) -> Option<(&[CycleMember], VictimPolicy)> {
+        self.events.iter().rev().find_map(|e| match &e.detail {
+            EventDetail::DeadlockResolved { cycle, victim: v, policy } if *v == victim => Some((&cycle[..], *policy)),
+            _ => None,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -147,7 +185,7 @@ mod tests {
             txn: n,
             lock: LockKey::new("ns", "k"),
             held: Held { mode: LockMode::Exclusive, token: super::super::types::FencingToken(n), since_ms: 0 },
-            cause: "lease expired".into(),
+            cause: EndCause::LeaseExpired.describe().into(),
         }
     }
 
@@ -168,5 +206,26 @@ mod tests {
         assert_eq!(log.oldest_seq(), 6);
         assert_eq!(log.since(3, 10), Err(CursorExpired { oldest: 6 }));
         assert_eq!(seqs(log.since(6, 2).unwrap()), vec![6, 7]);
+    }
+
+    #[test]
+    fn the_deadlock_of_a_victim_is_found_while_retained() {
+        let mut log = EventLog::default();
+        let member = |txn| CycleMember {
+            txn,
+            name: String::new(),
+            priority: 0,
+            lock: LockKey::new("ns", format!("k{txn}")),
+            mode: LockMode::Exclusive,
+        };
+        let cycle = vec![member(1), member(2)];
+        log.push(1, EventDetail::DeadlockResolved { cycle: cycle.clone(), victim: 2, policy: VictimPolicy::Youngest });
+        log.push(2, revoked(2));
+        assert_eq!(log.deadlock_of(2), Some((&cycle[..], VictimPolicy::Youngest)));
+        assert_eq!(log.deadlock_of(1), None);
+        for i in 0..MAX_EVENTS as u64 {
+            log.push(3 + i, revoked(i));
+        }
+        assert_eq!(log.deadlock_of(2), None, "forgotten with the event");
     }
 }

@@ -269,7 +269,7 @@ impl LockTable {
             Some(RequestRecord::Acquire { lock: l, mode: m, .. })
                 if l == lock && *m == mode && t.state != TxnState::Active =>
             {
-                Err(Rejection::NotActive { txn, state: t.state, reason: t.end_reason.clone() })
+                Err(Rejection::NotActive { txn, state: t.state, cause: t.end_cause, reason: t.end_reason.clone() })
             }
             Some(RequestRecord::Acquire { lock: l, mode: m, status }) if l == lock && *m == mode => {
                 Ok(Some(self.status_of(t, status)))
@@ -307,7 +307,7 @@ impl LockTable {
     fn active(&self, txn: TxnId) -> Result<&Txn, Rejection> {
         let t = self.txns.get(&txn).ok_or(Rejection::NotFound(txn))?;
         if t.state != TxnState::Active {
-            return Err(Rejection::NotActive { txn, state: t.state, reason: t.end_reason.clone() });
+            return Err(Rejection::NotActive { txn, state: t.state, cause: t.end_cause, reason: t.end_reason.clone() });
         }
         Ok(t)
     }
@@ -479,7 +479,7 @@ impl LockTable {
             members.iter().map(|m| Candidate { txn: m.txn, priority: m.priority }).collect();
         let victim = choose_victim(policy, &candidates);
         let path = members.iter().map(|m| format!("{} waits for {}", m.txn, m.lock)).collect::<Vec<_>>().join(", ");
-        let reason = format!("deadlock victim (policy {}): cycle {path}", policy.name());
+        let reason = format!("deadlock victim (policy {}): cycle {path}", policy.config_name());
         self.events.push(self.clock_ms, EventDetail::DeadlockResolved { cycle: members, victim, policy });
         self.effects.push(Effect::DeadlockResolved);
         self.finish(victim, EndCause::DeadlockVictim, &reason);
@@ -583,7 +583,7 @@ impl LockTable {
             Ok(_) => {
                 let (name, released) = self.held_by(txn);
                 self.events.push(self.clock_ms, EventDetail::TransactionExpired { txn, name, released });
-                let count = self.finish(txn, EndCause::Expired, "lease expired").len() as u32;
+                let count = self.finish(txn, EndCause::LeaseExpired, "lease expired").len() as u32;
                 Outcome::Ended { state: TxnState::Expired, released: count }
             }
             // A race with a commit: the transaction already ended.
@@ -613,14 +613,10 @@ impl LockTable {
         t.end_cause = Some(cause);
         t.end_reason = reason.to_string();
         t.ended_at_ms = clock;
-        let revoke_cause = match cause {
-            EndCause::Expired => "lease expired",
-            EndCause::DeadlockVictim => "deadlock victim",
-            _ => "aborted by operator",
-        };
         for (lock, h) in &held {
             if cause.revokes() {
-                let detail = EventDetail::LockRevoked { txn, lock: lock.clone(), held: *h, cause: revoke_cause.into() };
+                let cause = cause.describe().to_string();
+                let detail = EventDetail::LockRevoked { txn, lock: lock.clone(), held: *h, cause };
                 self.events.push(clock, detail);
             }
             if let Some(k) = self.keys.get_mut(lock) {

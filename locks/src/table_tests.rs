@@ -247,7 +247,12 @@ fn a_retried_acquire_after_the_transaction_ended_is_refused_not_granted_again() 
     );
     assert_eq!(
         h.table.recorded_acquire(a, "got", &LockKey::new("ns", "k"), X),
-        Err(Rejection::NotActive { txn: a, state: TxnState::Committed, reason: "committed".into() })
+        Err(Rejection::NotActive {
+            txn: a,
+            state: TxnState::Committed,
+            cause: Some(EndCause::Committed),
+            reason: "committed".into()
+        })
     );
     assert_eq!(h.table.last_token(), t1, "no new grant");
     // A wait the end cut short still says how it ended.
@@ -333,13 +338,13 @@ fn expiry_releases_everything_and_ends_the_wait() {
         h.table.acquire_status(a, "ra").unwrap().unwrap(),
         AcquireStatus::Ended(WaitEnd::TxnEnded {
             state: TxnState::Expired,
-            cause: EndCause::Expired,
+            cause: EndCause::LeaseExpired,
             reason: "lease expired".into()
         })
     );
     assert!(h.table.key(&LockKey::new("ns", "k3")).unwrap().queue.is_empty());
     let effects = h.table.take_effects();
-    assert!(effects.contains(&Effect::TxnFinished { txn: a, cause: EndCause::Expired }));
+    assert!(effects.contains(&Effect::TxnFinished { txn: a, cause: EndCause::LeaseExpired }));
     assert!(effects.contains(&Effect::TxnChanged { txn: b }));
     // A second expiry, or any call, is refused without changing anything.
     assert!(matches!(h.apply(Command::Expire { txn: a }), Outcome::Rejected(Rejection::NotActive { .. })));

@@ -14,7 +14,6 @@ use super::command::{Command, LogCommand, Outcome};
 use super::queue::Waiter;
 use super::table::LockTable;
 use super::types::{LockKey, LockMode, TxnId, TxnState, VictimPolicy};
-use crate::raft::types::codec;
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
 
@@ -342,7 +341,7 @@ proptest! {
         for entry in &run.log[..at] {
             head.apply(entry);
         }
-        let mut restored: LockTable = codec::decode(&codec::encode(&head).unwrap()).unwrap();
+        let mut restored: LockTable = bincode::deserialize(&bincode::serialize(&head).unwrap()).unwrap();
         for (entry, outcome) in run.log[at..].iter().zip(&run.outcomes[at..]) {
             prop_assert_eq!(&restored.apply(entry), outcome);
         }

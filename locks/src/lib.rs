@@ -1,4 +1,5 @@
-//! The lock semantics: a pure, deterministic state machine (no raft, no clock, no I/O).
+//! The lock semantics: a pure, deterministic state machine (no raft, no clock, no I/O). The
+//! server applies its commands in log order on every replica; see `table` for the rules.
 
 pub mod command;
 pub mod deadlock;
@@ -16,6 +17,6 @@ mod table_props;
 mod table_tests;
 
 pub use command::{AcquireRequest, AcquireStatus, Begin, Command, LogCommand, Outcome, Rejection};
-pub use events::{CycleMember, Event, EventDetail, EventKind};
+pub use events::{revoke_cause, CycleMember, Event, EventDetail, EventKind};
 pub use table::{Effect, LockTable, Txn};
 pub use types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};

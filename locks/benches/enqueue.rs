@@ -1,13 +1,13 @@
 //! Cost of one enqueue (an Acquire that must wait, including the deadlock search) with
 //! 10,000 transactions already waiting, on the bare lock table (no raft, no network).
 //!
-//! Run with `make bench` (or `cargo bench -p caerus-server --bench enqueue`). Prints one
+//! Run with `make bench` (or `cargo bench -p caerus-locks --bench enqueue`). Prints one
 //! line per scenario: mean and worst time per enqueue over the measured repetitions.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use caerus_server::locks::{Command, LockKey, LockMode, LockTable, LogCommand, Outcome, TxnId, VictimPolicy};
+use caerus_locks::{Command, LockKey, LockMode, LockTable, LogCommand, Outcome, TxnId, VictimPolicy};
 
 const WAITING: usize = 10_000;
 const REPS: usize = 300;
@@ -60,7 +60,7 @@ fn measure(name: &str, t: &mut LockTable, key: &str, mode: LockMode, waited_for:
         let start = Instant::now();
         let out = black_box(apply(t, cmd));
         times.push(start.elapsed());
-        assert!(matches!(out, Outcome::Acquire(caerus_server::locks::AcquireStatus::Queued { .. })), "{out:?}");
+        assert!(matches!(out, Outcome::Acquire(caerus_locks::AcquireStatus::Queued { .. })), "{out:?}");
         for x in std::iter::once(txn).chain(extra) {
             apply(t, Command::End { txn: x, request_id: None, commit: false });
         }
