@@ -10,6 +10,9 @@
 //! - `events`: the event log for watchers and webhooks.
 //! - `locks_view`: the locks of the table as an operator lists them.
 //! - `cluster`: the cluster's state, membership changes, backups, metrics gauges.
+//! - `principal`: who is calling and what it may do; `error`: [`EngineError`]. Both are
+//!   also used by `limits` and `api/`, which name them by their own paths: this file
+//!   imports `node`, which imports them.
 
 mod acquire;
 mod cluster;
