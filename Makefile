@@ -105,9 +105,10 @@ test-chaos: dls-debug ## A short, seeded fault-injection run (same checkers as `
 chaos: release ## The full fault-injection suite on 3 and 5 nodes (prints its seed; SEED=N replays)
 	$(MAKE) -C chaos full DLS_BIN=$(abspath $(DLS_RELEASE))
 
-lint: lint-proto ## Clippy with warnings as errors, rustfmt check, and the contract's buf lint/breaking checks
+lint: lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) fmt --all -- --check
+	python3 scripts/import-circles.py
 
 sdks: ## Regenerate the committed gRPC clients in sdks/ (Go, Ruby, Python) from proto/ with the pinned tools; Java and C# generate in their own builds
 	sdks/generate.sh write

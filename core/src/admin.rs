@@ -9,8 +9,8 @@ use tokio::time::Instant;
 
 use crate::client::DlsClient;
 use crate::error::Result;
+use crate::router::new_request_id;
 use crate::router::{CallOptions, Route};
-use crate::transaction::new_request_id;
 use crate::types::{required, LockMode, TransactionState};
 
 /// The pieces of a backup, in order (see [`DlsClient::save_snapshot`]).

@@ -12,8 +12,10 @@ use tracing::debug;
 
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
-use crate::router::Router;
-use crate::transaction::{lost_error, new_request_id, stream_acquire, AcquireProgress, Transaction, TxShared};
+use crate::heartbeat_batch::Heartbeats;
+use crate::router::{new_request_id, Router};
+use crate::transaction::{lost_error, stream_acquire, AcquireProgress, Transaction};
+use crate::tx_shared::TxShared;
 use crate::types::{
     ms_to_wire, AcquireOptions, Lock, LockMode, LostKind, LostReason, TransactionOptions, TransactionStatus,
 };
@@ -23,6 +25,7 @@ use crate::types::{
 #[derive(Clone)]
 pub struct DlsClient {
     router: Arc<Router>,
+    heartbeats: Arc<Heartbeats>,
 }
 
 impl std::fmt::Debug for DlsClient {
@@ -40,7 +43,9 @@ impl DlsClient {
     pub async fn connect(config: ClientConfig) -> Result<DlsClient> {
         let router = Router::new(&config)?;
         debug!(endpoints = ?router.endpoints(), "client ready");
-        Ok(DlsClient { router: Arc::new(router) })
+        let router = Arc::new(router);
+        let heartbeats = Arc::new(Heartbeats::new(&router));
+        Ok(DlsClient { router, heartbeats })
     }
 
     /// The routing and retry machinery every call goes through.
@@ -121,6 +126,7 @@ impl DlsClient {
         Ok(Transaction::start(TxShared::new(
             begun.transaction_id,
             Arc::clone(&self.router),
+            Arc::clone(&self.heartbeats),
             Duration::from_millis(lease_ms),
             sent_at,
         )))

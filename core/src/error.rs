@@ -5,7 +5,7 @@ use caerus_proto::{metadata, Wire};
 use caerus_types::{EndCause, ErrorKind};
 use tonic::{Code, Status};
 
-use crate::events::Deadlock;
+use crate::deadlock::Deadlock;
 
 /// Result alias used throughout the client.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -21,6 +21,7 @@ use tonic::Status;
 use tracing::{debug, warn};
 
 use crate::client::DlsClient;
+use crate::deadlock::{CycleMember, Deadlock};
 use crate::error::{Error, Result};
 use crate::router::{attempt_timed_out, Attempts, Router};
 use crate::types::{required, EndCause, Lock, LockMode};
@@ -88,36 +89,6 @@ impl FromStr for EventKind {
 
 /// Which member of a deadlock cycle the server aborts (declared once, in `caerus-types`).
 pub use caerus_types::VictimPolicy;
-
-/// A member of a wait-for cycle: the transaction and the lock it was waiting for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CycleMember {
-    /// The waiting transaction.
-    pub transaction_id: u64,
-    /// Its label ("" if it has none).
-    pub transaction_name: String,
-    /// Its priority.
-    pub priority: i32,
-    /// The namespace of the lock it waited for.
-    pub namespace: String,
-    /// The key of the lock it waited for.
-    pub key: String,
-    /// The mode it asked for.
-    pub mode: LockMode,
-}
-
-/// A deadlock the server broke: the cycle, the aborted member and the policy that chose it.
-/// Carried by [`EventDetail::DeadlockResolved`] and by the victim's
-/// [`Error::DeadlockVictim`](crate::Error::DeadlockVictim).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Deadlock {
-    /// The cycle in wait-for order: each member waits for the next, the last for the first.
-    pub cycle: Vec<CycleMember>,
-    /// The aborted transaction (a member of the cycle).
-    pub victim_transaction_id: u64,
-    /// The policy that chose the victim.
-    pub policy: VictimPolicy,
-}
 
 impl TryFrom<pb::DeadlockResolved> for Deadlock {
     type Error = Error;

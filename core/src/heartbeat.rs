@@ -8,7 +8,7 @@ use tracing::debug;
 
 use crate::error::Error;
 use crate::router::CallOptions;
-use crate::transaction::{lease_unconfirmed, TxShared};
+use crate::tx_shared::{lease_unconfirmed, TxShared};
 use crate::types::{LostKind, LostReason};
 
 /// Floor of the retry interval after a failed heartbeat.
@@ -69,7 +69,7 @@ pub(crate) async fn run(shared: Arc<TxShared>) {
             attempt_timeout: schedule.attempt_timeout,
             max_backoff: schedule.retry_interval,
         };
-        let call = crate::heartbeat_batch::renew(&shared.router, shared.id, schedule.gather, options);
+        let call = shared.heartbeats.renew(shared.id, schedule.gather, options);
         // Never wait past the lease: by then the answer no longer matters.
         let result = tokio::select! {
             r = tokio::time::timeout_at(lease_end, call) => r.ok(),

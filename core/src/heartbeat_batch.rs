@@ -7,7 +7,7 @@
 //! decoding, the leadership confirmation) was nearly all of a heartbeat's cost
 //! (profiled; see docs/bench.md).
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use caerus_proto::metadata;
@@ -34,30 +34,33 @@ struct Pending {
     reply: oneshot::Sender<Result<Instant>>,
 }
 
-/// The client's queue of due heartbeats; the task behind it ends with the router.
-pub(crate) struct HeartbeatBatcher {
-    tx: mpsc::UnboundedSender<Pending>,
+/// One client's heartbeats (shared by its clones and transactions): the queue of due
+/// heartbeats, started on first use; the task behind it ends with the router.
+pub(crate) struct Heartbeats {
+    router: Weak<Router>,
+    queue: OnceLock<mpsc::UnboundedSender<Pending>>,
 }
 
-impl HeartbeatBatcher {
-    pub(crate) fn start(router: Weak<Router>) -> HeartbeatBatcher {
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(router, rx));
-        HeartbeatBatcher { tx }
+impl Heartbeats {
+    pub(crate) fn new(router: &Arc<Router>) -> Heartbeats {
+        Heartbeats { router: Arc::downgrade(router), queue: OnceLock::new() }
     }
-}
 
-/// Renews transaction `id`'s lease, sharing the call with other heartbeats due within
-/// `gather`. Returns when the call that carried it was sent (the lease runs from a later
-/// instant).
-pub(crate) async fn renew(router: &Arc<Router>, id: u64, gather: Duration, options: CallOptions) -> Result<Instant> {
-    let batcher = router.heartbeats.get_or_init(|| HeartbeatBatcher::start(Arc::downgrade(router)));
-    let (reply, answer) = oneshot::channel();
-    batcher
-        .tx
-        .send(Pending { id, gather: gather.min(MAX_GATHER), options, reply })
-        .map_err(|_| Error::Unavailable { message: "the client is shutting down".into() })?;
-    answer.await.unwrap_or_else(|_| Err(Error::Unavailable { message: "the heartbeat was dropped".into() }))
+    /// Renews transaction `id`'s lease, sharing the call with other heartbeats due within
+    /// `gather`. Returns when the call that carried it was sent (the lease runs from a later
+    /// instant).
+    pub(crate) async fn renew(&self, id: u64, gather: Duration, options: CallOptions) -> Result<Instant> {
+        let queue = self.queue.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(run(self.router.clone(), rx));
+            tx
+        });
+        let (reply, answer) = oneshot::channel();
+        queue
+            .send(Pending { id, gather: gather.min(MAX_GATHER), options, reply })
+            .map_err(|_| Error::Unavailable { message: "the client is shutting down".into() })?;
+        answer.await.unwrap_or_else(|_| Err(Error::Unavailable { message: "the heartbeat was dropped".into() }))
+    }
 }
 
 async fn run(router: Weak<Router>, mut rx: mpsc::UnboundedReceiver<Pending>) {

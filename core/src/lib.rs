@@ -44,6 +44,7 @@
 mod admin;
 mod client;
 mod config;
+mod deadlock;
 mod error;
 mod events;
 mod heartbeat;
@@ -51,6 +52,7 @@ mod heartbeat_batch;
 mod router;
 mod tls_hint;
 mod transaction;
+mod tx_shared;
 mod types;
 
 pub use admin::{
@@ -61,8 +63,9 @@ pub use client::DlsClient;
 pub use config::{
     ClientConfig, API_KEY_ENV, CA_FILE_ENV, CLIENT_CERT_FILE_ENV, CLIENT_KEY_FILE_ENV, DEFAULT_ENDPOINT, ENDPOINTS_ENV,
 };
+pub use deadlock::{CycleMember, Deadlock};
 pub use error::{Error, Result};
-pub use events::{CycleMember, Deadlock, Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
+pub use events::{Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
 pub use transaction::Transaction;
 pub use types::{
     AcquireOptions, EndCause, Lock, LockMode, LostKind, LostReason, PendingLock, QueuePosition, TransactionOptions,

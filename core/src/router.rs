@@ -29,6 +29,11 @@ use crate::config::{normalize_endpoint, ClientConfig};
 use crate::error::{error_kind, leader_addr, retry_after, Error, Result};
 use crate::tls_hint::tls_hint;
 
+/// A fresh request id. A retried call carries the same one, so the server applies it once.
+pub(crate) fn new_request_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
 /// First retry delay after a transient failure.
 pub(crate) const BACKOFF_START: Duration = Duration::from_millis(50);
 /// Longest delay between two attempts. Short, because the common reason to retry is an
@@ -149,8 +154,6 @@ pub(crate) struct Router {
     connect_timeout: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) retry_deadline: Duration,
-    /// Started at the first heartbeat; shares Heartbeat calls among transactions.
-    pub(crate) heartbeats: std::sync::OnceLock<crate::heartbeat_batch::HeartbeatBatcher>,
 }
 
 impl std::fmt::Debug for Router {
@@ -192,7 +195,6 @@ impl Router {
             connect_timeout: config.connect_timeout,
             request_timeout: config.request_timeout,
             retry_deadline: config.retry_deadline,
-            heartbeats: std::sync::OnceLock::new(),
         };
         for uri in &router.seeds {
             router.channel(uri)?;

@@ -9,6 +9,7 @@ use clap::Args;
 use crate::limits::LimitArgs;
 use crate::locks::VictimPolicy;
 use crate::node::NodeConfig;
+use crate::ports::Listeners;
 use crate::raft::types::{Member, NodeId};
 use crate::security::SecurityArgs;
 
@@ -141,15 +142,6 @@ pub fn parse_peers(raw: &str) -> anyhow::Result<BTreeMap<NodeId, Member>> {
         anyhow::bail!("--peers is empty; give ID=HOST:PORT/PEER_PORT for every member");
     }
     Ok(out)
-}
-
-/// Where this node listens.
-#[derive(Clone, Copy, Debug)]
-pub struct Listeners {
-    pub client: SocketAddr,
-    /// None for a single node without --peers: it has nobody to talk raft with.
-    pub peer: Option<SocketAddr>,
-    pub http: SocketAddr,
 }
 
 fn socket_addr(flag: &str, node: u64, addr: &str) -> anyhow::Result<SocketAddr> {

@@ -6,18 +6,24 @@
 //! - `limits`: the bounds on what clients can make a node hold, checked before proposing.
 //! - `node`: wires raft, storage and timers into one node; `members`: online membership
 //!   changes on it.
-//! - `api/`: gRPC services, auth, validation and the error-to-status mapping.
+//! - `engine/`: the one way into a node's lock table for clients (begin, acquire, release,
+//!   end, status, heartbeats, events, operator calls), with its own error type.
+//! - `api/`: gRPC services (the edge: authentication, validation, translation to the
+//!   wire, the error-to-status mapping); `http/` serves the same services as JSON.
+//! - `webhooks/`: the leader POSTs events to HTTP endpoints.
 
 pub mod api;
 pub mod certs;
 pub mod cli;
 pub mod config;
+pub mod engine;
 pub mod http;
 pub mod lease;
 pub mod limits;
 pub mod members;
 pub mod metrics;
 pub mod node;
+pub mod ports;
 pub mod raft;
 pub mod security;
 pub mod serve;

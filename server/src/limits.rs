@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use clap::Args;
 
-use crate::api::auth::Principal;
-use crate::api::errors::ApiError;
+use crate::engine::error::EngineError;
+use crate::engine::principal::Principal;
 use crate::locks::{LockKey, LockTable, TxnId};
-use crate::raft::state_machine::Replicated;
+use crate::raft::replicated::Replicated;
 
 /// `dls serve` flags of the limits (each also an environment variable).
 #[derive(Args, Debug, Clone, PartialEq, Eq)]
@@ -152,10 +152,10 @@ impl Limits {
         self.refused[limit as usize].load(Relaxed)
     }
 
-    fn refuse(&self, limit: Limit, message: String) -> ApiError {
+    fn refuse(&self, limit: Limit, message: String) -> EngineError {
         self.refused[limit as usize].fetch_add(1, Relaxed);
         tracing::debug!(limit = limit.flag(), "{message}");
-        ApiError::ResourceExhausted(message)
+        EngineError::ResourceExhausted(message)
     }
 
     fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
@@ -172,7 +172,7 @@ impl Limits {
         who: &Principal,
         request_id: Option<&str>,
         first_lock: Option<&LockKey>,
-    ) -> Result<Admission, ApiError> {
+    ) -> Result<Admission, EngineError> {
         let mut counts = self.counts();
         let st = state.read().expect("state lock");
         let table = &st.table;
@@ -216,7 +216,7 @@ impl Limits {
         state: &RwLock<Replicated>,
         txn: TxnId,
         lock: &LockKey,
-    ) -> Result<Admission, ApiError> {
+    ) -> Result<Admission, EngineError> {
         let mut counts = self.counts();
         let st = state.read().expect("state lock");
         let table = &st.table;
@@ -246,7 +246,7 @@ impl Limits {
     /// A full queue refuses every new request of the key: none could be granted at once
     /// anyway while anyone waits (queues are FIFO). Acquires in flight on the key count as
     /// possible waiters.
-    fn check_waiters(&self, counts: &Counts, table: &LockTable, lock: &LockKey) -> Result<(), ApiError> {
+    fn check_waiters(&self, counts: &Counts, table: &LockTable, lock: &LockKey) -> Result<(), EngineError> {
         let queued = table.key(lock).map_or(0, |k| k.queue.len()) as u64;
         let waiting = queued + get(&counts.acquires_by_lock, lock);
         let max = self.args.max_waiters_per_lock;
@@ -265,7 +265,7 @@ impl Limits {
     /// Opens an event watch of `who` on connection `from` (unknown for the HTTP port's own
     /// streams, which then count against the key only). The slot is freed when the
     /// returned value is dropped, i.e. when the stream ends for any reason.
-    pub fn admit_watch(self: &Arc<Self>, who: &Principal, from: Option<SocketAddr>) -> Result<WatchSlot, ApiError> {
+    pub fn admit_watch(self: &Arc<Self>, who: &Principal, from: Option<SocketAddr>) -> Result<WatchSlot, EngineError> {
         let mut counts = self.counts();
         let by_key = get(&counts.watches_by_key, &who.name);
         let max = self.args.max_watches_per_api_key;
@@ -299,7 +299,7 @@ impl Limits {
 
     /// Opens a client call forwarded to the leader. The place is freed when the returned
     /// value is dropped: when a unary call has its answer, or a stream ends or is dropped.
-    pub fn admit_forward(self: &Arc<Self>) -> Result<ForwardSlot, ApiError> {
+    pub fn admit_forward(self: &Arc<Self>) -> Result<ForwardSlot, EngineError> {
         let max = self.args.max_forwarded_calls;
         match self.forwarded.fetch_update(Relaxed, Relaxed, |open| (open < max).then_some(open + 1)) {
             Ok(_) => Ok(ForwardSlot { limits: self.clone() }),
@@ -433,9 +433,9 @@ mod tests {
         })
     }
 
-    fn refused_by(r: Result<Admission, ApiError>, flag: &str) {
+    fn refused_by(r: Result<Admission, EngineError>, flag: &str) {
         match r {
-            Err(ApiError::ResourceExhausted(m)) => assert!(m.contains(flag), "{m}"),
+            Err(EngineError::ResourceExhausted(m)) => assert!(m.contains(flag), "{m}"),
             Err(e) => panic!("expected a refusal naming {flag}, got {e:?}"),
             Ok(_) => panic!("expected a refusal naming {flag}"),
         }
@@ -498,7 +498,7 @@ mod tests {
         let limits = small();
         let open = limits.admit_forward().unwrap();
         match limits.admit_forward() {
-            Err(ApiError::ResourceExhausted(m)) => assert!(m.contains("--max-forwarded-calls 1"), "{m}"),
+            Err(EngineError::ResourceExhausted(m)) => assert!(m.contains("--max-forwarded-calls 1"), "{m}"),
             _ => panic!("a second forwarded call must be refused"),
         }
         assert_eq!((limits.forwarded(), limits.refused(Limit::ForwardedCalls)), (1, 1));

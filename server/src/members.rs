@@ -10,8 +10,7 @@ use std::time::Duration;
 use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::ChangeMembers;
 
-use crate::node::Node;
-use crate::raft::types::{Member, NodeId};
+use crate::raft::types::{Member, NodeId, Raft};
 
 /// How long a new member may take to catch up when the caller does not say.
 pub const DEFAULT_CATCH_UP: Duration = Duration::from_secs(60);
@@ -80,7 +79,17 @@ fn validate_new(id: NodeId, member: &Member) -> Result<()> {
     Ok(())
 }
 
-impl Node {
+/// Membership changes made through one node's raft.
+pub struct Members<'a> {
+    raft: &'a Raft,
+    id: NodeId,
+}
+
+impl<'a> Members<'a> {
+    pub fn new(raft: &'a Raft, id: NodeId) -> Self {
+        Members { raft, id }
+    }
+
     /// The membership, read on the leader.
     pub fn membership(&self) -> Result<Membership> {
         let m = self.raft.metrics().borrow().clone();
@@ -191,6 +200,33 @@ impl Node {
     }
 
     /// Waits until the leader has replicated to `id` everything up to `target`.
+    /// Finishes a joint configuration that nobody is finishing: one a former leader entered
+    /// and lost leadership (or crashed) before leaving. While this node leads and the same
+    /// joint configuration has stood since the last call (`seen` carries it between
+    /// calls), it proposes the new voters alone (the second step of the change that was
+    /// under way).
+    pub async fn finish_stuck_joint(&self, seen: &mut Option<Option<u64>>) {
+        let m = self.raft.metrics().borrow().clone();
+        let configs = m.membership_config.membership().get_joint_config().clone();
+        let leading = m.state == openraft::ServerState::Leader;
+        let stuck = leading && configs.len() > 1;
+        let id = m.membership_config.log_id().map(|l| l.index);
+        if !stuck {
+            *seen = None;
+            return;
+        }
+        if *seen != Some(id) {
+            *seen = Some(id);
+            return;
+        }
+        let new_voters = configs.last().cloned().unwrap_or_default();
+        tracing::warn!(voters = ?new_voters, "a joint configuration was left half done; finishing it");
+        let finish = ChangeMembers::ReplaceAllVoters(new_voters);
+        if let Err(e) = self.commit_change(finish).await {
+            tracing::warn!("could not finish the joint configuration yet: {e}");
+        }
+    }
+
     async fn wait_caught_up(&self, id: NodeId, target: u64, within: Duration) -> Result<()> {
         let caught_up = |m: &openraft::RaftMetrics<NodeId, Member>| {
             let matched = m.replication.as_ref().and_then(|r| r.get(&id).cloned().flatten()).map_or(0, |l| l.index);
@@ -226,41 +262,6 @@ impl Node {
             ))),
         }
     }
-}
-
-/// Finishes a joint configuration that nobody is finishing: one a former leader entered
-/// and lost leadership (or crashed) before leaving. While this node leads and the same
-/// joint configuration has stood for a whole tick, it proposes the new voters alone (the
-/// second step of the change that was under way).
-pub fn spawn_joint_finisher(node: &std::sync::Arc<Node>) {
-    const TICK: Duration = Duration::from_millis(500);
-    let node = std::sync::Arc::downgrade(node);
-    tokio::spawn(async move {
-        let mut seen = None;
-        loop {
-            tokio::time::sleep(TICK).await;
-            let Some(node) = node.upgrade() else { return };
-            let m = node.raft.metrics().borrow().clone();
-            let configs = m.membership_config.membership().get_joint_config().clone();
-            let leading = m.state == openraft::ServerState::Leader;
-            let stuck = leading && configs.len() > 1;
-            let id = m.membership_config.log_id().map(|l| l.index);
-            if !stuck {
-                seen = None;
-                continue;
-            }
-            if seen != Some(id) {
-                seen = Some(id);
-                continue;
-            }
-            let new_voters = configs.last().cloned().unwrap_or_default();
-            tracing::warn!(voters = ?new_voters, "a joint configuration was left half done; finishing it");
-            let finish = ChangeMembers::ReplaceAllVoters(new_voters);
-            if let Err(e) = node.commit_change(finish).await {
-                tracing::warn!("could not finish the joint configuration yet: {e}");
-            }
-        }
-    });
 }
 
 fn commit_result<T>(r: std::result::Result<T, RaftError<NodeId, ClientWriteError<NodeId, Member>>>) -> Result<()> {

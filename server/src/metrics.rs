@@ -11,11 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use openraft::ServerState;
-
 use crate::limits::Limit;
 use crate::locks::{Effect, EndCause, TxnId};
-use crate::node::Node;
 
 /// Upper bounds (seconds) of the wait histogram: lock waits range from a few
 /// milliseconds (a short critical section) to minutes (a batch job holding a key).
@@ -135,7 +132,7 @@ impl Default for Metrics {
     }
 }
 
-/// Values read from the node when `/metrics` is scraped.
+/// Values read from the node when `/metrics` is scraped (`Engine::gauges`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Gauges {
     pub active_transactions: u64,
@@ -166,40 +163,6 @@ pub struct Gauges {
 }
 
 impl Gauges {
-    /// Reads the node; the state lock is held only to count, never across an await.
-    pub fn collect(node: &Node) -> Gauges {
-        let m = node.raft.metrics().borrow().clone();
-        let applied_index = m.last_applied.map_or(0, |l| l.index);
-        let mut g = Gauges {
-            raft_term: m.current_term,
-            is_leader: m.state == ServerState::Leader,
-            leader_id: m.current_leader.unwrap_or(0),
-            // The stored commit index can trail what this node applied from a snapshot.
-            commit_index: node.committed_index().max(applied_index),
-            applied_index,
-            log_append_flushes: node.log_io.append_flushes.load(Relaxed),
-            log_entries_appended: node.log_io.entries_appended.load(Relaxed),
-            log_flush_micros: node.log_io.flush_micros.load(Relaxed),
-            proposed_commands: node.proposer.stats.commands.load(Relaxed),
-            proposed_entries: node.proposer.stats.entries.load(Relaxed),
-            queued_proposals: node.proposer.queued() as u64,
-            shed_proposals: node.proposer.stats.shed.load(Relaxed),
-            forwarded_open: node.limits.forwarded(),
-            refused: Limit::ALL.map(|l| node.limits.refused(l)),
-            ..Gauges::default()
-        };
-        let st = node.state.read().expect("state lock");
-        let table = &st.table;
-        g.active_transactions = table.active_txns().count() as u64;
-        for (_, k) in table.keys() {
-            g.held_locks += k.holders.len() as u64;
-            g.waiting_requests += k.queue.len() as u64;
-        }
-        g.last_fencing_token = table.last_token();
-        g.last_event_sequence = table.events().last_seq();
-        g
-    }
-
     pub fn apply_lag(&self) -> u64 {
         self.commit_index.saturating_sub(self.applied_index)
     }

@@ -1,5 +1,6 @@
 //! One cluster node: raft, storage, the lock table and the leader-side timers, wired
-//! together. The gRPC services in `api/` call into it.
+//! together. Clients' requests reach it through `engine`, which alone reads the table and
+//! proposes commands; the peer services in `api/` talk to its raft.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -11,10 +12,11 @@ use openraft::error::RaftError as OpenRaftError;
 use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{watch, Mutex};
 
-use crate::api::errors::ApiError;
+use crate::engine::error::EngineError;
 use crate::lease::Leases;
 use crate::limits::{Admission, LimitArgs, Limits};
 use crate::locks::{Command, Effect, LockTable, Outcome};
+use crate::members::Members;
 use crate::metrics::Metrics;
 use crate::raft::bootstrap;
 use crate::raft::identity::{self, Identity};
@@ -22,9 +24,10 @@ use crate::raft::log_store::{LogIoStats, LogStore};
 use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
 use crate::raft::peer_auth::PeerAuth;
 use crate::raft::proposer::{Hold, Proposer, WriteError};
+use crate::raft::replicated::SharedState;
 use crate::raft::snapshot_store::SnapshotStore;
-use crate::raft::state_machine::{ApplyObserver, SharedState, StateMachine};
-use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft, SnapshotMeta};
+use crate::raft::state_machine::{ApplyObserver, StateMachine};
+use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft, RaftMetrics, SnapshotMeta};
 use crate::signals::Signals;
 
 /// How long one confirmation of leadership (a quorum round) vouches for heartbeats.
@@ -63,23 +66,23 @@ pub struct PeerSettings {
 }
 
 pub struct Node {
-    pub id: NodeId,
-    pub raft: Raft,
-    pub state: SharedState,
+    id: NodeId,
+    raft: Raft,
+    state: SharedState,
     /// The snapshot files (backups are written through it).
     snapshots: Arc<SnapshotStore>,
-    pub leases: Arc<Leases>,
-    pub signals: Arc<Signals>,
-    pub metrics: Arc<Metrics>,
+    leases: Arc<Leases>,
+    signals: Arc<Signals>,
+    metrics: Arc<Metrics>,
     /// Appends and flushes of this node's raft log.
-    pub log_io: Arc<LogIoStats>,
-    pub proposer: Proposer,
+    log_io: Arc<LogIoStats>,
+    proposer: Proposer,
     /// The limits checked before proposing a client's request, with what counts against them.
-    pub limits: Arc<Limits>,
+    limits: Arc<Limits>,
     committed: Arc<std::sync::atomic::AtomicU64>,
     /// Bumped whenever events are appended (or the table is replaced): event watchers
     /// and webhook senders wait on it.
-    pub events: watch::Receiver<u64>,
+    events: watch::Receiver<u64>,
     db: sled::Db,
     /// When leadership was last confirmed by a quorum; the lock also makes concurrent
     /// heartbeats share one confirmation round.
@@ -101,13 +104,13 @@ pub struct Node {
     /// decides whether to bootstrap, join or refuse (see `raft::bootstrap`).
     admitted: AtomicBool,
     /// Peers this node, still pristine, told that it is new (see `bootstrap::Asker`).
-    pub asked_by: std::sync::Mutex<std::collections::BTreeSet<NodeId>>,
+    asked_by: std::sync::Mutex<BTreeSet<NodeId>>,
     /// What the node still has to do before it takes part in raft.
     pending: std::sync::Mutex<Option<Pending>>,
     /// Checks incoming peer calls (the gate in front of the raft service).
-    pub peer_auth: Arc<PeerAuth>,
+    peer_auth: Arc<PeerAuth>,
     /// Outgoing peer connections; reloads their certificates on SIGHUP.
-    pub peer_transport: Arc<PeerTransport>,
+    peer_transport: Arc<PeerTransport>,
 }
 
 /// A node with an empty log: it asks its peers before it bootstraps or joins.
@@ -267,7 +270,7 @@ impl Node {
         });
         node.spawn_leadership_watch(leader_tx);
         node.spawn_timers();
-        crate::members::spawn_joint_finisher(&node);
+        node.spawn_joint_finisher();
         Ok(node)
     }
 
@@ -291,7 +294,7 @@ impl Node {
             join = cfg.join,
             "empty raft log: asking the members in --peers about the cluster"
         );
-        match bootstrap::decide(self, &asker).await {
+        match bootstrap::decide(&self.peer_transport, &asker).await {
             bootstrap::Decision::Initialize => {
                 identity::store(&cfg.data_dir, &Identity { cluster_id: derived_id, node_id: cfg.id })?;
                 self.admit();
@@ -318,6 +321,80 @@ impl Node {
 
     fn admit(&self) {
         self.admitted.store(true, Ordering::SeqCst);
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The raft handle, for the peer services (`api::raft_service`) and membership changes.
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// Raft's latest view of this node: role, term, indexes, membership.
+    pub fn raft_metrics(&self) -> RaftMetrics {
+        self.raft.metrics().borrow().clone()
+    }
+
+    /// Membership changes through this node's raft (made on the leader).
+    pub(crate) fn members(&self) -> Members<'_> {
+        Members::new(&self.raft, self.id)
+    }
+
+    /// The replicated state (the lock table). Read by `engine` only: the services go
+    /// through it.
+    pub(crate) fn state(&self) -> &SharedState {
+        &self.state
+    }
+
+    pub(crate) fn leases(&self) -> &Leases {
+        &self.leases
+    }
+
+    pub(crate) fn signals(&self) -> &Arc<Signals> {
+        &self.signals
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub fn limits(&self) -> &Arc<Limits> {
+        &self.limits
+    }
+
+    pub(crate) fn log_io(&self) -> &LogIoStats {
+        &self.log_io
+    }
+
+    pub(crate) fn proposer(&self) -> &Proposer {
+        &self.proposer
+    }
+
+    /// Bumped whenever events are appended (or the table is replaced).
+    pub(crate) fn events_appended(&self) -> watch::Receiver<u64> {
+        self.events.clone()
+    }
+
+    /// Checks incoming peer calls (the gate in front of the peer services).
+    pub fn peer_auth(&self) -> &Arc<PeerAuth> {
+        &self.peer_auth
+    }
+
+    /// Outgoing peer connections.
+    pub fn peer_transport(&self) -> &Arc<PeerTransport> {
+        &self.peer_transport
+    }
+
+    /// Remembers that peer `id`, forming a new cluster, asked this still pristine node
+    /// (see `bootstrap::Asker::asked_by`); bounded even against a peer with valid
+    /// credentials sending made-up ids.
+    pub fn note_asker(&self, id: NodeId) {
+        let mut asked_by = self.asked_by.lock().expect("asked_by lock");
+        if asked_by.len() < bootstrap::MAX_ASKERS {
+            asked_by.insert(id);
+        }
     }
 
     /// Whether raft traffic may reach this node yet.
@@ -355,8 +432,8 @@ impl Node {
         Some((id, m.membership_config.membership().get_node(&id)?.clone()))
     }
 
-    pub fn not_leader(&self) -> ApiError {
-        ApiError::NotLeader { leader: self.leader() }
+    pub fn not_leader(&self) -> EngineError {
+        EngineError::NotLeader { leader: self.leader() }
     }
 
     /// The highest log index known committed.
@@ -365,7 +442,7 @@ impl Node {
     }
 
     /// Fails fast with the leader's address when this node cannot serve.
-    pub fn require_leader(&self) -> Result<(), ApiError> {
+    pub fn require_leader(&self) -> Result<(), EngineError> {
         if *self.is_leader.borrow() {
             Ok(())
         } else {
@@ -381,20 +458,20 @@ impl Node {
     /// Proposes a command through raft (batched with concurrent proposals, see
     /// `raft::proposer`) and returns its outcome once applied here. A client's command is
     /// shed at once while the proposal queue is full.
-    pub async fn propose(&self, cmd: Command) -> Result<Outcome, ApiError> {
+    pub(crate) async fn propose(&self, cmd: Command) -> Result<Outcome, EngineError> {
         self.propose_holding(cmd, None).await
     }
 
     /// [`Node::propose`] for a request the limits admitted: its admission counts until
     /// the command is applied (or failed), even if the caller stops waiting.
-    pub async fn propose_admitted(&self, cmd: Command, admission: Admission) -> Result<Outcome, ApiError> {
+    pub(crate) async fn propose_admitted(&self, cmd: Command, admission: Admission) -> Result<Outcome, EngineError> {
         self.propose_holding(cmd, Some(Box::new(admission))).await
     }
 
-    async fn propose_holding(&self, cmd: Command, hold: Option<Hold>) -> Result<Outcome, ApiError> {
+    async fn propose_holding(&self, cmd: Command, hold: Option<Hold>) -> Result<Outcome, EngineError> {
         self.proposer.propose(cmd, hold).await.map_err(|e| match e {
             WriteError::NotLeader => self.not_leader(),
-            WriteError::Overloaded { queued, limit, retry_after } => ApiError::Overloaded {
+            WriteError::Overloaded { queued, limit, retry_after } => EngineError::Overloaded {
                 message: format!(
                     "the leader is overloaded: {queued} proposals are queued (limit --max-queued-proposals {limit}); \
                      retry after {} ms with the same request_id",
@@ -402,17 +479,17 @@ impl Node {
                 ),
                 retry_after,
             },
-            WriteError::TimedOut(after) => ApiError::Unavailable(format!(
+            WriteError::TimedOut(after) => EngineError::Unavailable(format!(
                 "the cluster did not commit the request within {after:?}; retry with the same request_id"
             )),
-            WriteError::Failed(why) => ApiError::Unavailable(format!("raft could not commit the request: {why}")),
+            WriteError::Failed(why) => EngineError::Unavailable(format!("raft could not commit the request: {why}")),
         })
     }
 
     /// Confirms with a quorum that this node still leads, at most once per window;
     /// concurrent callers share one round. Heartbeats are acknowledged only after this,
     /// so a partitioned old leader cannot keep leases alive.
-    pub async fn confirm_leadership(&self) -> Result<(), ApiError> {
+    pub(crate) async fn confirm_leadership(&self) -> Result<(), EngineError> {
         let acked = *self.quorum_acked.lock().expect("quorum ack lock");
         if acked.is_some_and(|t| t.elapsed() < self.quorum_ack_window) {
             return Ok(());
@@ -429,13 +506,13 @@ impl Node {
 
     /// Waits until this node's table reflects every write committed before the call
     /// (raft read-index), so reads are never stale.
-    pub async fn linearizable_read(&self) -> Result<(), ApiError> {
+    pub(crate) async fn linearizable_read(&self) -> Result<(), EngineError> {
         let check = tokio::time::timeout(Duration::from_secs(2), self.raft.ensure_linearizable()).await;
         match check {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(OpenRaftError::APIError(CheckIsLeaderError::ForwardToLeader(_)))) => Err(self.not_leader()),
-            Ok(Err(e)) => Err(ApiError::Unavailable(format!("leadership could not be confirmed: {e}"))),
-            Err(_) => Err(ApiError::Unavailable("leadership could not be confirmed in time (no quorum?)".into())),
+            Ok(Err(e)) => Err(EngineError::Unavailable(format!("leadership could not be confirmed: {e}"))),
+            Err(_) => Err(EngineError::Unavailable("leadership could not be confirmed in time (no quorum?)".into())),
         }
     }
 
@@ -492,14 +569,14 @@ impl Node {
     /// A backup: the replicated state as of everything committed before the call, encoded
     /// as a snapshot file (open at its start, unnamed). Leader only, after a linearizable
     /// read, so a backup never misses a grant that was acknowledged before it was asked for.
-    pub async fn backup(&self) -> Result<(SnapshotMeta, std::fs::File), ApiError> {
+    pub(crate) async fn backup(&self) -> Result<(SnapshotMeta, std::fs::File), EngineError> {
         self.require_leader()?;
         self.linearizable_read().await?;
         let (store, state) = (self.snapshots.clone(), self.state.clone());
         let written = tokio::task::spawn_blocking(move || store.backup(&state))
             .await
-            .map_err(|e| ApiError::Internal(format!("backup task failed: {e}")))?;
-        written.map_err(|e| ApiError::Internal(format!("cannot write the backup: {e}")))
+            .map_err(|e| EngineError::Internal(format!("backup task failed: {e}")))?;
+        written.map_err(|e| EngineError::Internal(format!("cannot write the backup: {e}")))
     }
 
     /// Resolves when raft stops on this node by itself, with why: a storage error (a full
@@ -563,6 +640,21 @@ impl Node {
                         }
                     });
                 }
+            }
+        });
+    }
+
+    /// Finishes a joint configuration that nobody is finishing (see
+    /// `Members::finish_stuck_joint`), while this node lives.
+    fn spawn_joint_finisher(self: &Arc<Self>) {
+        const TICK: Duration = Duration::from_millis(500);
+        let node = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut seen = None;
+            loop {
+                tokio::time::sleep(TICK).await;
+                let Some(node) = node.upgrade() else { return };
+                node.members().finish_stuck_joint(&mut seen).await;
             }
         });
     }

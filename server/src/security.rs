@@ -12,7 +12,7 @@ use std::sync::Arc;
 use clap::Args;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
-use crate::config::Listeners;
+use crate::ports::Listeners;
 use crate::raft::network::PeerTlsFiles;
 use crate::tls::{Protocol, ServerTls, TlsFiles};
 

@@ -18,13 +18,15 @@ use tonic::transport::server::{Router, TcpIncoming};
 
 use crate::api::admin_service::AdminApi;
 use crate::api::auth::KeyRing;
-use crate::api::forward::{Forwarder, ForwardingAdmin, ForwardingLocks, PeerCaller};
+use crate::api::caller::PeerCaller;
+use crate::api::discovery_service::Discovery;
+use crate::api::forward::{Forwarder, ForwardingAdmin, ForwardingLocks};
 use crate::api::lock_service::LockApi;
 use crate::api::raft_service::RaftApi;
 use crate::config::ServeArgs;
+use crate::engine::Engine;
 use crate::http;
 use crate::node::{Node, PeerSettings};
-use crate::raft::bootstrap::Discovery;
 use crate::raft::network::MAX_RAFT_MESSAGE;
 use crate::raft::peer_auth::{CredentialsGate, Gate};
 use crate::security::Security;
@@ -87,22 +89,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         shutdown_signal().await;
         let _ = stop_tx.send(true);
     });
-    let dispatcher = Dispatcher::start(node.clone(), hooks);
+    let engine = Engine::new(node.clone());
+    let dispatcher = Dispatcher::start(engine.clone(), hooks);
 
     let keys = Arc::new(keys);
     spawn_reloads(keys.clone(), &security, node.clone());
     let lock_api =
-        Arc::new(LockApi { node: node.clone(), keys: keys.clone(), policies: Arc::new(args.victim_policies()) });
-    let admin_api = Arc::new(AdminApi { node: node.clone(), keys: keys.clone() });
+        Arc::new(LockApi { engine: engine.clone(), keys: keys.clone(), policies: Arc::new(args.victim_policies()) });
+    let admin_api = Arc::new(AdminApi { engine: engine.clone(), keys: keys.clone() });
     // The HTTP API runs the very same service objects as gRPC.
     let gateway =
         Arc::new(http::gateway::Gateway::new(lock_api.clone(), admin_api.clone(), security.gateway_tls.clone()));
     let http_server = {
-        let (node, stop, tls, access) =
-            (node.clone(), stop.clone(), security.http_tls.clone(), args.http_access.clone());
+        let (engine, stop, tls, access) =
+            (engine.clone(), stop.clone(), security.http_tls.clone(), args.http_access.clone());
         // The HTTP port is for operators: if it fails, locks keep being served.
         tokio::spawn(async move {
-            if let Err(e) = http::serve(http_listener, tls, node, gateway, &access, stopped(stop)).await {
+            if let Err(e) = http::serve(http_listener, tls, engine, gateway, &access, stopped(stop)).await {
                 tracing::error!("{e:#}");
             }
         })
@@ -115,7 +118,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let client_admin = AdminServiceServer::new(client_admin).max_decoding_message_size(MAX_CLIENT_MESSAGE);
     let scheme = if security.grpc_tls.is_some() { "https" } else { "http" };
     tracing::info!(
-        node = node.id,
+        node = node.id(),
         cluster_id = %node.cluster_id(),
         client = %listen.client,
         peer = %listen.peer.map_or("none (single node)".to_string(), |p| p.to_string()),
@@ -133,10 +136,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             let raft_api = RaftServiceServer::new(RaftApi { node: node.clone(), stop: stop.clone() })
                 .max_decoding_message_size(MAX_RAFT_MESSAGE)
                 .max_encoding_message_size(MAX_RAFT_MESSAGE);
-            let gate = Gate(node.peer_auth.clone());
+            let gate = Gate(node.peer_auth().clone());
             let discovery = InterceptedService::new(
                 PeerDiscoveryServiceServer::new(Discovery { node: node.clone() }),
-                CredentialsGate(node.peer_auth.clone()),
+                CredentialsGate(node.peer_auth().clone()),
             );
             let forwarded_locks =
                 LockServiceServer::from_arc(lock_api.clone()).max_decoding_message_size(MAX_CLIENT_MESSAGE);
@@ -263,7 +266,7 @@ fn spawn_reloads(keys: Arc<KeyRing>, security: &Security, node: Arc<Node>) {
                     Err(e) => tracing::error!("{what} not reloaded, the previous certificate stays in use: {e:#}"),
                 }
             }
-            if let Err(e) = node.peer_transport.reload_tls() {
+            if let Err(e) = node.peer_transport().reload_tls() {
                 tracing::error!("peer client certificate not reloaded, the previous one stays in use: {e:#}");
             }
         }

@@ -10,16 +10,15 @@ use caerus_proto::v1 as pb;
 use caerus_proto::v1::admin_service_server::AdminService;
 use tonic::{Request, Response, Status};
 
-use super::auth::{KeyRing, Principal};
+use super::auth::KeyRing;
 use super::errors::ApiError;
 use super::{convert, validate};
-use crate::locks::{Command, Outcome};
-use crate::members::{self, Membership, MembershipError};
-use crate::node::Node;
+use crate::engine::{Engine, Principal};
+use crate::members::{self, MemberView};
 use crate::raft::types::Member;
 
 pub struct AdminApi {
-    pub node: Arc<Node>,
+    pub engine: Arc<Engine>,
     pub keys: Arc<KeyRing>,
 }
 
@@ -62,40 +61,34 @@ impl AdminApi {
     async fn list_locks(&self, req: Request<pb::ListLocksRequest>) -> ApiResult<pb::ListLocksResponse> {
         let who = self.admin(&req)?;
         let prefix = req.into_inner().namespace_prefix;
-        self.node.require_leader()?;
-        self.node.linearizable_read().await?;
-        let st = self.node.state.read().expect("state lock");
-        let name = |txn| st.table.txn(txn).map(|t| t.name.clone()).unwrap_or_default();
-        let locks = st
-            .table
-            .keys()
-            .filter(|(lock, _)| lock.namespace.starts_with(prefix.as_str()) && who.sees_namespace(&lock.namespace))
-            .map(|(lock, k)| pb::KeyLocks {
-                namespace: lock.namespace.clone(),
-                key: lock.key.clone(),
+        let keys = self.engine.list_locks(&who, &prefix).await?;
+        let locks = keys
+            .into_iter()
+            .map(|k| pb::KeyLocks {
+                namespace: k.lock.namespace,
+                key: k.lock.key,
                 holders: k
                     .holders
-                    .iter()
-                    .map(|(&txn, held)| pb::LockHolder {
-                        transaction_id: txn,
-                        transaction_name: name(txn),
-                        mode: convert::mode(held.mode),
-                        fencing_token: held.token.0,
-                        since_ms: held.since_ms as i64,
+                    .into_iter()
+                    .map(|h| pb::LockHolder {
+                        transaction_id: h.txn,
+                        transaction_name: h.txn_name,
+                        mode: convert::mode(h.held.mode),
+                        fencing_token: h.held.token.0,
+                        since_ms: h.held.since_ms as i64,
                     })
                     .collect(),
                 waiters: k
-                    .queue
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (slot, w))| pb::LockWaiter {
+                    .waiters
+                    .into_iter()
+                    .map(|w| pb::LockWaiter {
                         transaction_id: w.txn,
-                        transaction_name: name(w.txn),
+                        transaction_name: w.txn_name,
                         mode: convert::mode(w.mode),
-                        position: i as u32 + 1,
-                        blocking_transaction_ids: k.blockers(*slot),
+                        position: w.position,
+                        blocking_transaction_ids: w.blockers,
                         since_ms: w.since_ms as i64,
-                        upgrade: k.holders.contains_key(&w.txn),
+                        upgrade: w.upgrade,
                     })
                     .collect(),
             })
@@ -110,47 +103,32 @@ impl AdminApi {
         validate::txn_name(&r.reason)
             .map_err(|_| ApiError::InvalidArgument("reason must be at most 256 bytes".into()))?;
         let request_id = validate::request_id(&r.request_id)?;
-        self.node.require_leader()?;
-        {
-            let st = self.node.state.read().expect("state lock");
-            let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
-            who.check_txn(t)?;
-        }
         let reason = if r.reason.is_empty() { "no reason given".to_string() } else { r.reason };
-        match self.node.propose(Command::Abort { txn, request_id, operator: who.name, reason }).await? {
-            Outcome::Ended { state, released } => {
-                Ok(pb::AbortTransactionResponse { state: convert::state(state), released_locks: released })
-            }
-            Outcome::Rejected(r) => Err(r.into()),
-            o => Err(ApiError::Internal(format!("unexpected outcome {o:?}"))),
-        }
+        let ended = self.engine.abort(&who, txn, request_id, reason).await?;
+        Ok(pb::AbortTransactionResponse { state: convert::state(ended.state), released_locks: ended.released })
     }
 
     fn cluster_status(&self, req: Request<pb::ClusterStatusRequest>) -> ApiResult<pb::ClusterStatusResponse> {
         let who = self.admin(&req)?;
-        let m = self.node.raft.metrics().borrow().clone();
-        let membership = m.membership_config.membership();
-        let voters: Vec<u64> = membership.voter_ids().collect();
-        let members = membership
-            .nodes()
-            .map(|(&id, n)| pb::ClusterMember { node_id: id, addr: n.addr.clone(), voter: voters.contains(&id) })
-            .collect();
-        let (leader_id, leader_addr) = self.node.leader().unwrap_or((0, String::new()));
-        let st = self.node.state.read().expect("state lock");
+        let c = self.engine.cluster_status(&who);
+        let (leader_id, leader_addr) = c.leader.unwrap_or((0, String::new()));
         Ok(pb::ClusterStatusResponse {
-            node_id: self.node.id,
+            node_id: c.node_id,
             leader_id,
             leader_addr,
-            term: m.current_term,
-            commit_index: self.node.committed_index().max(m.last_applied.map_or(0, |l| l.index)),
-            applied_index: m.last_applied.map_or(0, |l| l.index),
-            last_log_index: m.last_log_index.unwrap_or(0),
-            role: format!("{:?}", m.state),
-            members,
-            last_fencing_token: st.table.last_token(),
-            // A limited admin key counts only the transactions it may act on.
-            active_transactions: st.table.active_txns().filter(|t| who.may_use(t)).count() as u64,
-            last_event_sequence: st.table.events().last_seq(),
+            term: c.term,
+            commit_index: c.commit_index,
+            applied_index: c.applied_index,
+            last_log_index: c.last_log_index,
+            role: format!("{:?}", c.role),
+            members: c
+                .members
+                .into_iter()
+                .map(|m| pb::ClusterMember { node_id: m.id, addr: m.addr, voter: m.voter })
+                .collect(),
+            last_fencing_token: c.last_fencing_token,
+            active_transactions: c.active_transactions,
+            last_event_sequence: c.last_event_sequence,
         })
     }
 }
@@ -169,25 +147,11 @@ impl AdminApi {
         Ok(who)
     }
 
-    fn membership_error(&self, e: MembershipError) -> ApiError {
-        match e {
-            MembershipError::Invalid(m) => ApiError::InvalidArgument(m),
-            MembershipError::Refused(m) => ApiError::MembershipRefused(m),
-            MembershipError::NotLeader => self.node.not_leader(),
-            MembershipError::Unavailable(m) => ApiError::Unavailable(m),
-        }
-    }
-
-    fn members(&self) -> ApiResult<Membership> {
-        self.node.membership().map_err(|e| self.membership_error(e))
-    }
-
     fn list_members(&self, req: Request<pb::ListMembersRequest>) -> ApiResult<pb::ListMembersResponse> {
         self.cluster_admin(&req)?;
-        self.node.require_leader()?;
-        let m = self.members()?;
+        let m = self.engine.list_members()?;
         Ok(pb::ListMembersResponse {
-            members: member_infos(&m),
+            members: member_infos(&m.members),
             leader_id: m.leader,
             last_log_index: m.last_log_index,
             changing: m.changing,
@@ -198,35 +162,23 @@ impl AdminApi {
         self.cluster_admin(&req)?;
         let r = req.into_inner();
         let catch_up = catch_up_timeout(r.catch_up_timeout_ms)?;
-        self.node.require_leader()?;
         let member = Member { addr: r.addr, peer_addr: r.peer_addr };
-        self.node
-            .add_member(r.node_id, member, r.stay_learner, catch_up)
-            .await
-            .map_err(|e| self.membership_error(e))?;
-        Ok(pb::AddMemberResponse { members: member_infos(&self.members()?) })
+        let m = self.engine.add_member(r.node_id, member, r.stay_learner, catch_up).await?;
+        Ok(pb::AddMemberResponse { members: member_infos(&m.members) })
     }
 
     async fn remove_member(&self, req: Request<pb::RemoveMemberRequest>) -> ApiResult<pb::RemoveMemberResponse> {
         self.cluster_admin(&req)?;
-        self.node.require_leader()?;
-        let id = req.into_inner().node_id;
-        self.node.remove_member(id).await.map_err(|e| self.membership_error(e))?;
-        // A removed leader may have stepped down already: answer with what it committed.
-        let members = match self.node.membership() {
-            Ok(m) => member_infos(&m),
-            Err(_) => committed_members(&self.node),
-        };
-        Ok(pb::RemoveMemberResponse { members })
+        let members = self.engine.remove_member(req.into_inner().node_id).await?;
+        Ok(pb::RemoveMemberResponse { members: member_infos(&members) })
     }
 
     async fn promote_member(&self, req: Request<pb::PromoteMemberRequest>) -> ApiResult<pb::PromoteMemberResponse> {
         self.cluster_admin(&req)?;
         let r = req.into_inner();
         let catch_up = catch_up_timeout(r.catch_up_timeout_ms)?;
-        self.node.require_leader()?;
-        self.node.promote_member(r.node_id, catch_up).await.map_err(|e| self.membership_error(e))?;
-        Ok(pb::PromoteMemberResponse { members: member_infos(&self.members()?) })
+        let m = self.engine.promote_member(r.node_id, catch_up).await?;
+        Ok(pb::PromoteMemberResponse { members: member_infos(&m.members) })
     }
 }
 
@@ -241,8 +193,8 @@ fn catch_up_timeout(ms: u32) -> ApiResult<Duration> {
     Ok(d)
 }
 
-fn member_infos(m: &Membership) -> Vec<pb::MemberInfo> {
-    m.members
+fn member_infos(members: &[MemberView]) -> Vec<pb::MemberInfo> {
+    members
         .iter()
         .map(|v| pb::MemberInfo {
             node_id: v.id,
@@ -250,23 +202,6 @@ fn member_infos(m: &Membership) -> Vec<pb::MemberInfo> {
             peer_addr: v.member.peer_addr.clone(),
             voter: v.voter,
             matched_index: v.matched,
-        })
-        .collect()
-}
-
-/// The membership this node holds, without replication progress (it no longer leads).
-fn committed_members(node: &Node) -> Vec<pb::MemberInfo> {
-    let m = node.raft.metrics().borrow().clone();
-    let config = m.membership_config.membership();
-    let voters: Vec<u64> = config.voter_ids().collect();
-    config
-        .nodes()
-        .map(|(&id, n)| pb::MemberInfo {
-            node_id: id,
-            addr: n.addr.clone(),
-            peer_addr: n.peer_addr.clone(),
-            voter: voters.contains(&id),
-            matched_index: 0,
         })
         .collect()
 }
@@ -324,7 +259,7 @@ impl AdminService for AdminApi {
         req: Request<pb::SaveSnapshotRequest>,
     ) -> Result<Response<Self::SaveSnapshotStream>, Status> {
         let who = self.cluster_admin(&req)?;
-        let (meta, file) = self.node.backup().await?;
+        let (meta, file) = self.engine.backup().await?;
         tracing::info!(key = %who.name, snapshot = %meta, "streaming a backup");
         Ok(Response::new(stream_file(file)))
     }

@@ -11,6 +11,7 @@ use caerus_types::ErrorKind;
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 
+use crate::engine::error::EngineError;
 use crate::locks::{EndCause, Rejection, TxnId, WaitEnd};
 
 #[derive(Debug, thiserror::Error)]
@@ -149,6 +150,31 @@ impl From<Rejection> for ApiError {
             r @ Rejection::RequestIdReused(_) => ApiError::InvalidArgument(r.to_string()),
             r @ Rejection::NestedBatch => ApiError::Internal(r.to_string()),
         }
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::InvalidArgument(m) => ApiError::InvalidArgument(m),
+            EngineError::PermissionDenied(m) => ApiError::PermissionDenied(m),
+            EngineError::NotFound(txn) => ApiError::NotFound(txn),
+            EngineError::TransactionLost { txn, cause, message } => ApiError::not_active(txn, cause, message),
+            EngineError::Rejected(r) => r.into(),
+            EngineError::CursorExpired(m) => ApiError::CursorExpired(m),
+            EngineError::NotLeader { leader } => ApiError::NotLeader { leader },
+            EngineError::Unavailable(m) => ApiError::Unavailable(m),
+            EngineError::ResourceExhausted(m) => ApiError::ResourceExhausted(m),
+            EngineError::Overloaded { message, retry_after } => ApiError::Overloaded { message, retry_after },
+            EngineError::MembershipRefused(m) => ApiError::MembershipRefused(m),
+            EngineError::Internal(m) => ApiError::Internal(m),
+        }
+    }
+}
+
+impl From<EngineError> for Status {
+    fn from(e: EngineError) -> Status {
+        ApiError::from(e).into()
     }
 }
 

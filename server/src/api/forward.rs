@@ -36,7 +36,6 @@
 //!   leader may go there directly next time.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -50,56 +49,18 @@ use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::lock_service_server::LockService;
 use futures::{Stream, StreamExt};
 use tonic::service::interceptor::InterceptedService;
-use tonic::service::Interceptor;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::admin_service::AdminApi;
+use super::caller::{FORWARDED_BY, FORWARDED_FOR};
 use super::errors::ApiError;
 use super::lock_service::LockApi;
 use crate::limits::ForwardSlot;
 use crate::node::Node;
 use crate::raft::network::{Lane, MAX_RAFT_MESSAGE};
-use crate::raft::peer_auth::{Gate, Stamp};
+use crate::raft::peer_auth::Stamp;
 use crate::raft::types::NodeId;
-
-/// Marks a forwarded call with the id of the follower that sent it (for the leader's log).
-pub const FORWARDED_BY: &str = "x-dls-forwarded-by";
-/// The client's own address on a forwarded call.
-pub const FORWARDED_FOR: &str = "x-dls-forwarded-for";
-
-/// The client connection behind a call that came through a follower (set by
-/// [`PeerCaller`] from `x-dls-forwarded-for`, so only an authenticated peer can set it;
-/// `None` when the follower did not know it).
-#[derive(Clone, Copy, Debug)]
-struct ForwardedFor(Option<SocketAddr>);
-
-/// The address of the client that made a call: its own connection, or for a call a
-/// follower forwarded, the connection the follower received it on (never the follower's
-/// own connection, which carries the calls of many clients).
-pub fn client_addr<T>(req: &Request<T>) -> Option<SocketAddr> {
-    match req.extensions().get::<ForwardedFor>() {
-        Some(forwarded) => forwarded.0,
-        None => req.remote_addr(),
-    }
-}
-
-/// The gate in front of the client services on the peer port: the caller must be a node of
-/// this cluster ([`Gate`]); then the client address it vouches for is taken over.
-#[derive(Clone)]
-pub struct PeerCaller(pub Gate);
-
-impl Interceptor for PeerCaller {
-    fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
-        let mut req = self.0.call(req)?;
-        let client = req.metadata().get(FORWARDED_FOR).and_then(|v| v.to_str().ok()?.parse().ok());
-        req.extensions_mut().insert(ForwardedFor(client));
-        if let Some(from) = req.metadata().get(FORWARDED_BY).and_then(|v| v.to_str().ok()) {
-            tracing::debug!(follower = from, client = ?client, "serving a call forwarded by a follower");
-        }
-        Ok(req)
-    }
-}
 
 type Upstream = InterceptedService<Channel, Stamp>;
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -121,26 +82,26 @@ impl Forwarder {
             return Ok(None);
         }
         let Some((leader, member)) = self.node.leader_member() else { return Ok(None) };
-        if leader == self.node.id || member.peer_addr.is_empty() {
+        if leader == self.node.id() || member.peer_addr.is_empty() {
             // Elected but not serving yet (catching up), or a leader without a peer port.
             return Ok(None);
         }
-        let slot = self.node.limits.admit_forward()?;
-        let channel = match self.node.peer_transport.channel(Lane::Forward, &member.peer_addr) {
+        let slot = self.node.limits().admit_forward()?;
+        let channel = match self.node.peer_transport().channel(Lane::Forward, &member.peer_addr) {
             Ok(channel) => channel,
             Err(e) => {
                 tracing::debug!(leader, method, "cannot forward to the leader: {e}");
                 return Ok(None);
             }
         };
-        self.node.metrics.forwarded_calls.fetch_add(1, Relaxed);
+        self.node.metrics().forwarded_calls.fetch_add(1, Relaxed);
         tracing::debug!(leader, method, peer = %member.peer_addr, "forwarding a client call to the leader");
         Ok(Some(Hop {
             node: self.node.clone(),
             leader,
             leader_addr: member.addr,
             method,
-            upstream: InterceptedService::new(channel, self.node.peer_transport.stamp()),
+            upstream: InterceptedService::new(channel, self.node.peer_transport().stamp()),
             slot,
         }))
     }
@@ -177,7 +138,7 @@ impl Hop {
         if let Some(auth) = auth {
             md.insert(metadata::AUTHORIZATION, auth);
         }
-        md.insert(FORWARDED_BY, self.node.id.into());
+        md.insert(FORWARDED_BY, self.node.id().into());
         if let Some(v) = client.and_then(|a| a.to_string().parse().ok()) {
             md.insert(FORWARDED_FOR, v);
         }
@@ -236,7 +197,7 @@ fn relayed_error(node: &Node, leader: NodeId, method: &str, mut status: Status) 
         status.metadata_mut().insert(metadata::FORWARDED_TO, leader.into());
         return status;
     }
-    node.metrics.forward_failures.fetch_add(1, Relaxed);
+    node.metrics().forward_failures.fetch_add(1, Relaxed);
     if matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied) {
         // The leader's peer gate refused this node: a cluster misconfiguration an operator
         // must see, not a client's mistake.

@@ -60,7 +60,7 @@ type AnswerStream = Pin<Box<dyn Stream<Item = Result<RaftPayload, Status>> + Sen
 impl RaftService for RaftApi {
     async fn append_entries(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         admitted(&self.node)?;
-        encode(self.node.raft.append_entries(decode(req)?).await)
+        encode(self.node.raft().append_entries(decode(req)?).await)
     }
 
     type AppendEntriesStreamStream = AnswerStream;
@@ -81,7 +81,7 @@ impl RaftService for RaftApi {
                     _ = stop.wait_for(|s| *s) => Ok(None),
                 };
                 let Some(request) = request? else { break };
-                let mut reply = answer(node.raft.append_entries(decode_payload(&request)?).await)?;
+                let mut reply = answer(node.raft().append_entries(decode_payload(&request)?).await)?;
                 reply.seq = request.seq;
                 yield reply;
             }
@@ -91,11 +91,11 @@ impl RaftService for RaftApi {
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         admitted(&self.node)?;
-        encode(self.node.raft.vote(decode(req)?).await)
+        encode(self.node.raft().vote(decode(req)?).await)
     }
 
     async fn install_snapshot(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         admitted(&self.node)?;
-        encode(self.node.raft.install_snapshot(decode(req)?).await)
+        encode(self.node.raft().install_snapshot(decode(req)?).await)
     }
 }

@@ -26,6 +26,7 @@ use tonic::Status;
 use super::access::{self, Access};
 use super::gateway::{Auth, BoxStream, Gateway, Target};
 use super::json::{self, ok, ApiFailure};
+use super::query::query_pairs;
 use super::sse;
 
 pub fn routes(gw: Arc<Gateway>, access: Arc<Access>) -> Router {
@@ -268,11 +269,6 @@ async fn abort(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Pat
     };
     let r = unary!(gw, Auth::from_headers(&headers), msg, admin, AdminService, AdminServiceClient, abort_transaction)?;
     Ok(ok(json!({"state": json::state_name(r.state), "released_locks": r.released_locks})))
-}
-
-/// `?name=value` pairs of a query string, decoded.
-pub fn query_pairs(q: &Option<String>) -> Vec<(String, String)> {
-    q.as_deref().map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect()).unwrap_or_default()
 }
 
 async fn list_locks(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery(q): RawQuery) -> HttpResult {

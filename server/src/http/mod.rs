@@ -8,6 +8,7 @@ pub mod api;
 pub mod gateway;
 pub mod json;
 pub mod playground;
+pub mod query;
 pub mod sse;
 
 use std::future::Future;
@@ -25,8 +26,8 @@ use tokio_rustls::server::TlsStream;
 
 use self::access::{Access, HttpAccessArgs};
 use self::gateway::Gateway;
+use crate::engine::Engine;
 use crate::metrics::Gauges;
-use crate::node::Node;
 use crate::tls::ServerTls;
 
 /// A node is ready while it applies within this many entries of the commit index: a
@@ -46,12 +47,12 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
     })
 }
 
-pub fn router(node: Arc<Node>, gateway: Arc<Gateway>, access: Arc<Access>) -> Router {
+pub fn router(engine: Arc<Engine>, gateway: Arc<Gateway>, access: Arc<Access>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .with_state(node)
+        .with_state(engine)
         .merge(api::routes(gateway, access))
         .merge(playground::routes())
 }
@@ -60,7 +61,7 @@ pub fn router(node: Arc<Node>, gateway: Arc<Gateway>, access: Arc<Access>) -> Ro
 pub async fn serve(
     listener: TcpListener,
     tls: Option<Arc<ServerTls>>,
-    node: Arc<Node>,
+    engine: Arc<Engine>,
     gateway: Arc<Gateway>,
     access: &HttpAccessArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -71,7 +72,7 @@ pub async fn serve(
     tracing::info!("HTTP/JSON API on {scheme}://{addr}/api/v1 (OpenAPI: {scheme}://{addr}/openapi.json)");
     tracing::info!("playground on {scheme}://{addr}/playground");
     let access = Arc::new(Access::new(access, addr));
-    let app = router(node, gateway, access);
+    let app = router(engine, gateway, access);
     match tls {
         None => axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
@@ -113,13 +114,13 @@ where
     graceful.shutdown().await;
 }
 
-async fn metrics(State(node): State<Arc<Node>>) -> Response {
-    let text = node.metrics.render(&Gauges::collect(&node));
+async fn metrics(State(engine): State<Arc<Engine>>) -> Response {
+    let text = engine.metrics().render(&engine.gauges());
     ([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text).into_response()
 }
 
-async fn readyz(State(node): State<Arc<Node>>) -> Response {
-    match readiness(&Gauges::collect(&node)) {
+async fn readyz(State(engine): State<Arc<Engine>>) -> Response {
+    match readiness(&engine.gauges()) {
         Ok(()) => (StatusCode::OK, "ready\n".to_string()).into_response(),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
     }

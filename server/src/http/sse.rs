@@ -21,9 +21,9 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
-use super::api::query_pairs;
 use super::gateway::{Auth, BoxStream, Gateway, Target};
 use super::json::{self, ApiFailure};
+use super::query::query_pairs;
 
 /// A comment line this often keeps proxies and browsers from closing an idle stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);

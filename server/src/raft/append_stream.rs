@@ -11,7 +11,7 @@ use caerus_proto::raft::RaftPayload;
 use tokio::sync::mpsc;
 use tonic::{Status, Streaming};
 
-use super::network::PeerRpc;
+use super::peer_auth::PeerRpc;
 
 pub struct AppendStream {
     requests: mpsc::Sender<RaftPayload>,

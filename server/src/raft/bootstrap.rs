@@ -16,20 +16,18 @@
 //!   new cluster was started with another `--peers` list.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use caerus_proto::raft::peer_discovery_service_server::PeerDiscoveryService;
-use caerus_proto::raft::{ClusterStateRequest, ClusterStateResponse, PeerMember};
-use tonic::{Request, Response, Status};
+use caerus_proto::raft::{ClusterStateRequest, ClusterStateResponse};
+use tonic::Request;
 
+use super::network::PeerTransport;
 use super::types::{Member, NodeId};
-use crate::node::Node;
 
 /// How long a new cluster waits for every listed member before a majority may bootstrap it.
 pub const MAJORITY_AFTER: Duration = Duration::from_secs(5);
 /// Most peers a pristine node remembers having asked it (far above any cluster's size).
-const MAX_ASKERS: usize = 1024;
+pub const MAX_ASKERS: usize = 1024;
 /// How long a node started with --join waits for members that still list it as a voter
 /// (they have not applied its removal yet) before it refuses as a lost log.
 pub const JOIN_SETTLE: Duration = Duration::from_secs(10);
@@ -183,11 +181,15 @@ impl Asker<'_> {
 }
 
 /// Asks the listed peers until the decision is made. Never returns `Wait`.
-pub async fn decide(node: &Node, asker: &Asker<'_>) -> Decision {
+pub async fn decide(transport: &PeerTransport, asker: &Asker<'_>) -> Decision {
     let started = Instant::now();
     let mut reported = started;
     loop {
-        let asks = asker.listed.iter().filter(|(&n, _)| n != asker.id).map(|(&n, m)| ask(node, n, m, asker.join));
+        let asks = asker
+            .listed
+            .iter()
+            .filter(|(&n, _)| n != asker.id)
+            .map(|(&n, m)| ask(transport, asker.id, n, m, asker.join));
         let answers: Vec<PeerView> = futures::future::join_all(asks).await.into_iter().flatten().collect();
         match asker.decide(&answers, started.elapsed()) {
             Decision::Wait(why) => {
@@ -202,9 +204,9 @@ pub async fn decide(node: &Node, asker: &Asker<'_>) -> Decision {
     }
 }
 
-async fn ask(node: &Node, peer: NodeId, member: &Member, joining: bool) -> Option<PeerView> {
-    let mut client = node.peer_transport.discovery(&member.peer_addr).ok()?;
-    let mut request = Request::new(ClusterStateRequest { node_id: node.id, joining });
+async fn ask(transport: &PeerTransport, me: NodeId, peer: NodeId, member: &Member, joining: bool) -> Option<PeerView> {
+    let mut client = transport.discovery(&member.peer_addr).ok()?;
+    let mut request = Request::new(ClusterStateRequest { node_id: me, joining });
     request.set_timeout(ASK_TIMEOUT);
     match tokio::time::timeout(ASK_TIMEOUT, client.cluster_state(request)).await {
         Ok(Ok(answer)) => Some(answer.into_inner().into()),
@@ -213,55 +215,6 @@ async fn ask(node: &Node, peer: NodeId, member: &Member, joining: bool) -> Optio
             None
         }
         Err(_) => None,
-    }
-}
-
-/// Answers other nodes' discovery calls (behind the credentials gate).
-pub struct Discovery {
-    pub node: Arc<Node>,
-}
-
-#[tonic::async_trait]
-impl PeerDiscoveryService for Discovery {
-    async fn cluster_state(&self, req: Request<ClusterStateRequest>) -> Result<Response<ClusterStateResponse>, Status> {
-        let state = self.node.cluster_state();
-        // Only a peer forming a new cluster counts (see `Asker::asked_by`), never one joining.
-        let asker = req.get_ref();
-        if !state.initialized && !asker.joining {
-            let mut asked_by = self.node.asked_by.lock().expect("asked_by lock");
-            // Bounded even against a peer with valid credentials sending made-up ids.
-            if asked_by.len() < MAX_ASKERS {
-                asked_by.insert(asker.node_id);
-            }
-        }
-        Ok(Response::new(state))
-    }
-}
-
-impl Node {
-    /// This node's view for a peer's discovery call.
-    pub fn cluster_state(&self) -> ClusterStateResponse {
-        let m = self.raft.metrics().borrow().clone();
-        let initialized = self.admitted() && m.membership_config.log_id().is_some();
-        let config = m.membership_config.membership();
-        let voters: Vec<NodeId> = config.voter_ids().collect();
-        let members = config
-            .nodes()
-            .map(|(&id, n)| PeerMember {
-                node_id: id,
-                addr: n.addr.clone(),
-                peer_addr: n.peer_addr.clone(),
-                voter: voters.contains(&id),
-            })
-            .collect();
-        ClusterStateResponse {
-            cluster_id: self.cluster_id_for_peers(),
-            node_id: self.id,
-            initialized,
-            committed_index: self.committed_index().max(m.last_applied.map_or(0, |l| l.index)),
-            members: if initialized { members } else { Vec::new() },
-            leader_id: m.current_leader.unwrap_or(0),
-        }
     }
 }
 

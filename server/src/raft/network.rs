@@ -19,12 +19,11 @@ use openraft::raft::{
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use super::append_stream::AppendStream;
 use super::durable::Durable;
-use super::peer_auth::{PeerAuth, Stamp};
+use super::peer_auth::{DiscoveryRpc, PeerAuth, PeerRpc, Stamp};
 use super::types::{codec, Node, NodeId, RPCError, RaftError, TypeConfig};
 
 /// Largest raft message accepted or sent (snapshot chunks are the big ones).
@@ -32,12 +31,6 @@ pub const MAX_RAFT_MESSAGE: usize = 64 * 1024 * 1024;
 
 /// Ping interval (and the answer's patience) on connections carrying forwarded client calls.
 const FORWARD_KEEPALIVE: Duration = Duration::from_secs(5);
-
-/// A raft client whose every call carries this node's credentials.
-pub type PeerRpc = RaftServiceClient<InterceptedService<Channel, Stamp>>;
-
-/// A discovery client whose every call carries this node's credentials.
-pub type DiscoveryRpc = PeerDiscoveryServiceClient<InterceptedService<Channel, Stamp>>;
 
 /// The PEM files of mutual TLS between nodes.
 #[derive(Clone, Debug)]

@@ -14,13 +14,23 @@
 
 use std::sync::{Arc, RwLock};
 
+use caerus_proto::raft::peer_discovery_service_client::PeerDiscoveryServiceClient;
+use caerus_proto::raft::raft_service_client::RaftServiceClient;
 use sha2::{Digest, Sha256};
 use tonic::metadata::{AsciiMetadataValue, MetadataMap};
+use tonic::service::interceptor::InterceptedService;
 use tonic::service::Interceptor;
+use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 use super::types::NodeId;
 use crate::certs;
+
+/// A raft client whose every call carries this node's credentials.
+pub type PeerRpc = RaftServiceClient<InterceptedService<Channel, Stamp>>;
+
+/// A discovery client whose every call carries this node's credentials.
+pub type DiscoveryRpc = PeerDiscoveryServiceClient<InterceptedService<Channel, Stamp>>;
 
 const CLUSTER_ID: &str = "x-dls-cluster-id";
 const PEER_SECRET: &str = "x-dls-peer-secret";

@@ -1,10 +1,8 @@
 //! Snapshots of the replicated state as files: `<data_dir>/snapshots/<id>.snap`.
 //!
-//! A snapshot of 100,000 locks is ~35 MB. Kept in sled it was copied four times over
-//! (encoded state, encoded again with its meta, sled's own copy, decoded again to send it),
-//! which pushed a leader's RSS past issue 7's 256 MiB. As a file it is written straight
-//! from the table through a small buffer, sent to a follower chunk by chunk from disk, and
-//! read back at start through a small buffer: no full copy in memory at any point.
+//! A snapshot of 100,000 locks is ~35 MB, so no full copy of it is ever held in memory:
+//! it is written straight from the table through a small buffer, sent to a follower chunk
+//! by chunk from disk, and read back at start through a small buffer.
 //!
 //! File layout, which is also exactly what a follower receives (so it stores the bytes as
 //! they come and checks them at install):
@@ -31,15 +29,12 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
-
-use super::state_machine::Replicated;
+use super::replicated::Replicated;
+use super::snapshot_file::{file_err, SnapshotFile, TmpFile};
 use super::types::SnapshotMeta;
 
 /// Marks a snapshot file of this format; bump the digit if the layout ever changes.
@@ -78,27 +73,6 @@ pub struct Saved {
     pub lock_held: Duration,
     /// Encoding, writing and fsyncs, lock included.
     pub total: Duration,
-}
-
-/// The snapshot data openraft handles: a snapshot file, read to send it to a follower or
-/// written while receiving one from the leader.
-#[derive(Debug)]
-pub struct SnapshotFile {
-    file: tokio::fs::File,
-    /// Set while receiving: the `.tmp` file the bytes go to.
-    receiving: Option<TmpFile>,
-}
-
-/// A `.tmp` file, removed when this is dropped. After a successful rename the name no
-/// longer exists and the removal does nothing; after a failure, or a stream the leader
-/// abandoned, it cleans up.
-#[derive(Debug)]
-pub struct TmpFile(PathBuf);
-
-impl Drop for TmpFile {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.0);
-    }
 }
 
 impl SnapshotStore {
@@ -205,11 +179,8 @@ impl SnapshotStore {
     /// only while the state is encoded into the file (through a 1 MiB buffer): the encoding
     /// must see one consistent state, and encoding it straight into the file costs no
     /// memory. The fsyncs and the rename run after the lock is released.
-    ///
-    /// Measured with 100,000 locks (35 MB) on an idle core: the lock is held ~45 ms here.
-    /// Cloning the table under the lock to encode it outside would hold it ~105 ms and add
-    /// ~110 MiB for the copy; encoding into a growing Vec (the sled version) took ~95 ms and
-    /// 35-64 MB. On a loaded 2-core machine both this and the old way held it 60-190 ms.
+    /// Cloning the table under the lock to encode it outside would hold the lock longer
+    /// (the clone costs more than the encoding) and double the memory.
     pub fn save(&self, state: &RwLock<Replicated>) -> io::Result<Saved> {
         let started = Instant::now();
         let (tmp, file) = self.create_tmp()?;
@@ -246,18 +217,6 @@ impl SnapshotStore {
         drop(tmp);
         file.seek(SeekFrom::Start(0))?;
         Ok((meta, file))
-    }
-
-    /// Writes a snapshot whose state is already encoded (the sled snapshot of an older
-    /// version, moved into a file once).
-    pub fn save_encoded(&self, meta: &SnapshotMeta, encoded_state: &[u8]) -> io::Result<()> {
-        let (tmp, file) = self.create_tmp()?;
-        let mut out = Summing::new(BufWriter::with_capacity(IO_BUF, file));
-        write_header(&mut out, meta)
-            .and_then(|_| out.write_all(encoded_state))
-            .map_err(|e| file_err("cannot write", &tmp.0, e))?;
-        let file = out.finish().map_err(|e| file_err("cannot write", &tmp.0, e))?;
-        self.commit(tmp, file, meta).map(drop)
     }
 
     /// A fresh `.tmp` file for a snapshot streamed in from the leader.
@@ -344,63 +303,6 @@ impl SnapshotStore {
             tracing::info!(file = %path.display(), "deleting an older snapshot file");
             let _ = fs::remove_file(&path);
         }
-    }
-}
-
-impl SnapshotFile {
-    fn reading(file: File) -> SnapshotFile {
-        SnapshotFile { file: tokio::fs::File::from_std(file), receiving: None }
-    }
-
-    /// Snapshot data for openraft from a file written by [`SnapshotStore::save`].
-    pub fn from_saved(file: File) -> SnapshotFile {
-        Self::reading(file)
-    }
-
-    /// Whether this file was made by [`SnapshotStore::begin_receiving`] (raft wrote the
-    /// leader's chunks into it) rather than opened to be read.
-    pub fn is_receiving(&self) -> bool {
-        self.receiving.is_some()
-    }
-
-    /// Finishes receiving: waits for every write, fsyncs, and hands over the `.tmp` file.
-    pub async fn finish_receiving(self) -> io::Result<TmpFile> {
-        let SnapshotFile { file, receiving } = self;
-        let tmp = receiving.ok_or_else(|| io::Error::other("this snapshot file was not being received"))?;
-        // tokio writes in the background: sync_all waits for the writes still in flight.
-        file.sync_all().await.map_err(|e| file_err("cannot fsync", &tmp.0, e))?;
-        Ok(tmp)
-    }
-}
-
-// openraft reads and writes snapshot data through these; they are the file's own.
-impl AsyncRead for SnapshotFile {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().file).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for SnapshotFile {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().file).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().file).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().file).poll_shutdown(cx)
-    }
-}
-
-impl AsyncSeek for SnapshotFile {
-    fn start_seek(self: Pin<&mut Self>, position: SeekFrom) -> io::Result<()> {
-        Pin::new(&mut self.get_mut().file).start_seek(position)
-    }
-
-    fn poll_complete(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
-        Pin::new(&mut self.get_mut().file).poll_complete(cx)
     }
 }
 
@@ -536,11 +438,6 @@ fn list(dir: &Path) -> io::Result<Vec<PathBuf>> {
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| file_err("cannot fsync directory", dir, e))
-}
-
-/// An error naming the snapshot file and what failed.
-fn file_err(what: &str, path: &Path, e: impl std::fmt::Display) -> io::Error {
-    io::Error::other(format!("{what} snapshot file {}: {e}", path.display()))
 }
 
 #[cfg(test)]

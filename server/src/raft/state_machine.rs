@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
-use serde::{Deserialize, Serialize};
 
 use super::durable::Durable;
-use super::snapshot_store::{SnapshotFile, SnapshotStore, TmpFile};
+use super::replicated::{Replicated, SharedState};
+use super::snapshot_file::{SnapshotFile, TmpFile};
+use super::snapshot_store::SnapshotStore;
 use super::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::locks::{Effect, LockTable, Outcome};
 
@@ -32,17 +33,6 @@ pub trait ApplyObserver: Send + Sync + 'static {
     /// under the state write lock.
     fn reset(&self, table: &LockTable);
 }
-
-/// The replicated state: the lock table plus raft's bookkeeping.
-#[derive(Default, Serialize, Deserialize)]
-pub struct Replicated {
-    pub last_applied: Option<LogId>,
-    pub membership: StoredMembership,
-    pub table: LockTable,
-}
-
-/// Read access for the API layer; writes happen only in `apply`.
-pub type SharedState = Arc<RwLock<Replicated>>;
 
 #[derive(Clone)]
 pub struct StateMachine {

@@ -30,7 +30,7 @@ openraft::declare_raft_types!(
         NodeId = NodeId,
         Node = Member,
         // A snapshot file on disk, streamed chunk by chunk to and from followers.
-        SnapshotData = super::snapshot_store::SnapshotFile,
+        SnapshotData = super::snapshot_file::SnapshotFile,
 );
 
 pub type Raft = openraft::Raft<TypeConfig>;
@@ -46,6 +46,7 @@ pub type RaftError<E = openraft::error::Infallible> = openraft::error::RaftError
 pub type RPCError<E = openraft::error::Infallible> = openraft::error::RPCError<NodeId, Node, RaftError<E>>;
 pub type ClientWriteError = openraft::error::ClientWriteError<NodeId, Node>;
 pub type CheckIsLeaderError = openraft::error::CheckIsLeaderError<NodeId, Node>;
+pub type RaftMetrics = openraft::RaftMetrics<NodeId, Node>;
 pub type ForwardToLeader = openraft::error::ForwardToLeader<NodeId, Node>;
 
 /// Encoding of everything raft stores or sends: compact and fast; all types are ours or

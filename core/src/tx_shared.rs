@@ -1,0 +1,253 @@
+//! The state a transaction's handles share with its heartbeat task: where it stands, when
+//! its lease was last acknowledged, and the signal that it was lost.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use caerus_proto::v1 as pb;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+use tracing::warn;
+
+use crate::error::{Error, Result};
+use crate::heartbeat_batch::Heartbeats;
+use crate::router::{new_request_id, CallOptions, Router};
+use crate::types::{LostKind, LostReason, TransactionStatus};
+
+/// Where a transaction stands from this client's point of view.
+#[derive(Debug, Clone)]
+pub(crate) enum Phase {
+    Active,
+    Committed,
+    Aborted,
+    Lost(LostReason),
+}
+
+/// State shared by all clones of a [`Transaction`] and its heartbeat task.
+pub(crate) struct TxShared {
+    pub(crate) id: u64,
+    pub(crate) router: Arc<Router>,
+    /// The client's heartbeat queue this transaction's renewals go through.
+    pub(crate) heartbeats: Arc<Heartbeats>,
+    pub(crate) lease: Duration,
+    pub(crate) phase: Mutex<Phase>,
+    /// Send time of the last heartbeat the leader acknowledged (at first: of the begin
+    /// call). The server's lease runs from a later instant, so `last_ack + lease` is a
+    /// point the server's lease cannot end before.
+    last_ack: Mutex<Instant>,
+    /// Commit/abort calls in flight. While one runs, a "not active" answer elsewhere is
+    /// most likely that very call taking effect, so only the end call decides the outcome.
+    pub(crate) ending: AtomicUsize,
+    pub(crate) lost_tx: watch::Sender<Option<LostReason>>,
+    pub(crate) stop: Notify,
+    /// One id per end kind, kept for the transaction's life: calling commit again after
+    /// an unknown outcome then gets the first attempt's result rather than "not active".
+    commit_request_id: String,
+    abort_request_id: String,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl TxShared {
+    pub(crate) fn new(
+        id: u64,
+        router: Arc<Router>,
+        heartbeats: Arc<Heartbeats>,
+        lease: Duration,
+        begun_at: Instant,
+    ) -> Self {
+        TxShared {
+            id,
+            router,
+            heartbeats,
+            lease,
+            phase: Mutex::new(Phase::Active),
+            last_ack: Mutex::new(begun_at),
+            ending: AtomicUsize::new(0),
+            lost_tx: watch::Sender::new(None),
+            stop: Notify::new(),
+            commit_request_id: new_request_id(),
+            abort_request_id: new_request_id(),
+        }
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        lock(&self.phase).clone()
+    }
+
+    pub(crate) fn is_active(&self) -> bool {
+        matches!(*lock(&self.phase), Phase::Active)
+    }
+
+    pub(crate) fn is_ending(&self) -> bool {
+        self.ending.load(Ordering::SeqCst) > 0
+    }
+
+    pub(crate) fn last_ack(&self) -> Instant {
+        *lock(&self.last_ack)
+    }
+
+    pub(crate) fn acknowledged(&self, sent_at: Instant) {
+        let mut last = lock(&self.last_ack);
+        if sent_at > *last {
+            *last = sent_at;
+        }
+    }
+
+    /// Moves an active transaction to lost and tells every listener. Returns false if it
+    /// had already ended or been lost.
+    pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
+        {
+            let mut phase = lock(&self.phase);
+            if !matches!(*phase, Phase::Active) {
+                return false;
+            }
+            *phase = Phase::Lost(reason.clone());
+        }
+        warn!(
+            transaction_id = self.id,
+            kind = reason.kind.as_str(),
+            message = %reason.message,
+            "transaction lost; its locks can no longer be trusted"
+        );
+        self.lost_tx.send_replace(Some(reason));
+        self.stop.notify_one();
+        true
+    }
+
+    pub(crate) fn mark_ended(&self, committed: bool) {
+        {
+            let mut phase = lock(&self.phase);
+            if matches!(*phase, Phase::Active) {
+                *phase = if committed { Phase::Committed } else { Phase::Aborted };
+            }
+        }
+        self.stop.notify_one();
+    }
+
+    /// Declares the transaction lost once a whole lease passed without an acknowledged
+    /// heartbeat, even if the heartbeat task has not run yet (busy runtime): the server
+    /// may already have expired it.
+    pub(crate) fn check_lease(&self) {
+        if !self.is_active() || self.is_ending() {
+            return;
+        }
+        let silent = Instant::now().saturating_duration_since(self.last_ack());
+        if silent >= self.lease {
+            self.mark_lost(lease_unconfirmed(silent, None));
+        }
+    }
+
+    /// Short budget for the status query that classifies a loss: the lost signal waits
+    /// for it, and a guessed kind is better than a late signal.
+    pub(crate) fn quick_options(&self) -> CallOptions {
+        let budget = self.router.request_timeout.min(Duration::from_secs(1));
+        CallOptions {
+            deadline: Instant::now() + budget,
+            attempt_timeout: budget,
+            max_backoff: Duration::from_millis(100),
+        }
+    }
+
+    pub(crate) async fn fetch_status(&self, options: CallOptions) -> Result<TransactionStatus> {
+        let request = pb::GetTransactionStatusRequest { transaction_id: self.id };
+        let routed = self
+            .router
+            .unary(
+                "GetTransactionStatus",
+                request,
+                options,
+                |mut c, r| async move { c.get_transaction_status(r).await },
+            )
+            .await?;
+        TransactionStatus::try_from(routed.value)
+    }
+
+    /// Works out why the server calls the transaction not active: from the end cause its
+    /// answer carried, else (the transaction was still ending) from a status query.
+    pub(crate) async fn lost_kind(&self, error: &Error) -> LostKind {
+        if let Some(cause) = error.end_cause() {
+            return LostKind::from_cause(cause);
+        }
+        match self.fetch_status(self.quick_options()).await {
+            Ok(status) => status.end_cause.map(LostKind::from_cause).unwrap_or(LostKind::Aborted),
+            Err(Error::TransactionNotFound { .. }) => LostKind::NotFound,
+            Err(_) => LostKind::Aborted,
+        }
+    }
+
+    /// Turns an error that means "this transaction is gone" into the lost signal, and
+    /// returns the error to report. A loss the server attributes to a deadlock is reported
+    /// as [`Error::DeadlockVictim`] whichever call heard of it first (the acquire that was
+    /// chosen, or a later call answered "not active").
+    pub(crate) async fn observe(&self, error: Error) -> Error {
+        if self.is_active() && !self.is_ending() {
+            let reason = match &error {
+                Error::DeadlockVictim { message, .. } => {
+                    Some(LostReason { kind: LostKind::DeadlockVictim, message: message.clone() })
+                }
+                Error::TransactionLost { message, .. } => {
+                    Some(LostReason { kind: self.lost_kind(&error).await, message: message.clone() })
+                }
+                Error::TransactionNotFound { message } => {
+                    Some(LostReason { kind: LostKind::NotFound, message: message.clone() })
+                }
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                self.mark_lost(reason);
+            }
+        }
+        match (error, self.phase()) {
+            (Error::TransactionLost { message, .. }, Phase::Lost(reason))
+                if reason.kind == LostKind::DeadlockVictim =>
+            {
+                Error::DeadlockVictim { message, deadlock: None }
+            }
+            (error, _) => error,
+        }
+    }
+
+    pub(crate) async fn end(&self, commit: bool) -> Result<pb::EndTransactionResponse> {
+        let request = pb::EndTransactionRequest {
+            transaction_id: self.id,
+            commit,
+            request_id: if commit { self.commit_request_id.clone() } else { self.abort_request_id.clone() },
+        };
+        let routed = self
+            .router
+            .unary("EndTransaction", request, self.router.default_options(), |mut c, r| async move {
+                c.end_transaction(r).await
+            })
+            .await?;
+        Ok(routed.value)
+    }
+}
+
+pub(crate) fn lease_unconfirmed(silent: Duration, last_error: Option<&Error>) -> LostReason {
+    let mut message =
+        format!("lease could not be renewed for {} ms; the server may have expired it", silent.as_millis());
+    if let Some(e) = last_error {
+        message.push_str(&format!(" (last error: {e})"));
+    }
+    LostReason { kind: LostKind::LeaseUnconfirmed, message }
+}
+
+/// Marks an end call in flight for as long as it lives, also when its future is dropped.
+pub(crate) struct EndingGuard<'a>(&'a TxShared);
+
+impl<'a> EndingGuard<'a> {
+    pub(crate) fn new(shared: &'a TxShared) -> Self {
+        shared.ending.fetch_add(1, Ordering::SeqCst);
+        EndingGuard(shared)
+    }
+}
+
+impl Drop for EndingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.ending.fetch_sub(1, Ordering::SeqCst);
+    }
+}

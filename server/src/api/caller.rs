@@ -1,0 +1,48 @@
+//! The client behind a call. A call a follower forwarded (`forward`) comes from the
+//! follower's connection, which carries many clients' calls; the follower names the
+//! client's own address, believed only from a caller that passed the peer gate.
+
+use std::net::SocketAddr;
+
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+
+use crate::raft::peer_auth::Gate;
+
+/// Marks a forwarded call with the id of the follower that sent it (for the leader's log).
+pub const FORWARDED_BY: &str = "x-dls-forwarded-by";
+/// The client's own address on a forwarded call.
+pub const FORWARDED_FOR: &str = "x-dls-forwarded-for";
+
+/// The client connection behind a call that came through a follower (set by
+/// [`PeerCaller`] from `x-dls-forwarded-for`, so only an authenticated peer can set it;
+/// `None` when the follower did not know it).
+#[derive(Clone, Copy, Debug)]
+struct ForwardedFor(Option<SocketAddr>);
+
+/// The address of the client that made a call: its own connection, or for a call a
+/// follower forwarded, the connection the follower received it on (never the follower's
+/// own connection, which carries the calls of many clients).
+pub fn client_addr<T>(req: &Request<T>) -> Option<SocketAddr> {
+    match req.extensions().get::<ForwardedFor>() {
+        Some(forwarded) => forwarded.0,
+        None => req.remote_addr(),
+    }
+}
+
+/// The gate in front of the client services on the peer port: the caller must be a node of
+/// this cluster ([`Gate`]); then the client address it vouches for is taken over.
+#[derive(Clone)]
+pub struct PeerCaller(pub Gate);
+
+impl Interceptor for PeerCaller {
+    fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
+        let mut req = self.0.call(req)?;
+        let client = req.metadata().get(FORWARDED_FOR).and_then(|v| v.to_str().ok()?.parse().ok());
+        req.extensions_mut().insert(ForwardedFor(client));
+        if let Some(from) = req.metadata().get(FORWARDED_BY).and_then(|v| v.to_str().ok()) {
+            tracing::debug!(follower = from, client = ?client, "serving a call forwarded by a follower");
+        }
+        Ok(req)
+    }
+}

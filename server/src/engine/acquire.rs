@@ -1,0 +1,210 @@
+//! An acquire, from its proposal to the grant or the end of the wait. The caller gets the
+//! updates as a stream; if it goes away the stream is dropped but the wait stays in the
+//! table: it ends by its timeout or the transaction's lease.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+
+use super::{touch, unexpected, Begun, Engine, EngineError, EngineResult, Principal};
+use crate::locks::{
+    AcquireRequest, AcquireStatus, Begin, Command, CycleMember, EndCause, Outcome, TxnId, VictimPolicy, WaitEnd,
+};
+use crate::node::Node;
+
+/// At most this often a waiting stream reads its new queue position after requests ahead
+/// of it left the queue: every grant on a key with N waiters would otherwise cost N table
+/// reads and N messages (figures in docs/bench.md).
+const QUEUE_REFRESH: Duration = Duration::from_millis(100);
+/// A waiting stream reads the table at least this often, a net against a missed wake-up.
+const SAFETY_NET: Duration = Duration::from_secs(1);
+
+/// The transaction an acquire is for.
+pub enum AcquireStart {
+    /// An active transaction of the caller's.
+    Txn(TxnId),
+    /// A one-shot start: begin a transaction (owned by the caller) and acquire in it.
+    Begin(Begin),
+}
+
+/// What a waiting acquire tells its caller: a new queue position, then the grant or the
+/// end of the wait. `begun` is set on the first update of a one-shot start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AcquireUpdate {
+    pub txn: TxnId,
+    pub begun: Option<Begun>,
+    /// `Queued` (sent when the position changed), `Granted` or `Ended` (both final).
+    pub status: AcquireStatus,
+    /// For a wait that ended with the transaction chosen as a deadlock victim: the cycle and
+    /// the policy, while the event log still has them.
+    pub deadlock: Option<(Vec<CycleMember>, VictimPolicy)>,
+}
+
+/// An acquire checked and ready to be proposed: [`Acquisition::follow`] runs it.
+pub struct Acquisition {
+    node: Arc<Node>,
+    who: Principal,
+    start: AcquireStart,
+    acquire: AcquireRequest,
+}
+
+impl Engine {
+    /// Checks an acquire before anything is proposed: this node leads, and `who` may use
+    /// the transaction (a sign of life of it, as every call of a transaction).
+    pub fn acquire(&self, who: Principal, start: AcquireStart, acquire: AcquireRequest) -> EngineResult<Acquisition> {
+        self.node.require_leader()?;
+        let start = match start {
+            AcquireStart::Txn(txn) => {
+                touch(&self.node, &who, txn)?;
+                AcquireStart::Txn(txn)
+            }
+            AcquireStart::Begin(begin) => AcquireStart::Begin(Begin { owner: who.name.clone(), ..begin }),
+        };
+        Ok(Acquisition { node: self.node.clone(), who, start, acquire })
+    }
+}
+
+impl Acquisition {
+    /// Proposes the acquire (or the one-shot begin + acquire) unless this request id is
+    /// already known (a re-attach). Returns the transaction, the one begun for it, and
+    /// where the request stands.
+    async fn start(&self) -> EngineResult<(TxnId, Option<Begun>, AcquireStatus)> {
+        let (node, a) = (&self.node, &self.acquire);
+        let begin = match &self.start {
+            AcquireStart::Begin(begin) => begin,
+            AcquireStart::Txn(txn) => {
+                let txn = *txn;
+                let known = node.state().read().expect("state lock").table.recorded_acquire(
+                    txn,
+                    &a.request_id,
+                    &a.lock,
+                    a.mode,
+                )?;
+                if let Some(status) = known {
+                    return Ok((txn, None, status));
+                }
+                let admitted = node.limits().admit_acquire(node.state(), txn, &a.lock)?;
+                let cmd = Command::Acquire {
+                    txn,
+                    request_id: a.request_id.clone(),
+                    lock: a.lock.clone(),
+                    mode: a.mode,
+                    wait_ms: a.wait_ms,
+                    victim_policy: a.victim_policy,
+                };
+                return match node.propose_admitted(cmd, admitted).await? {
+                    Outcome::Acquire(status) => Ok((txn, None, status)),
+                    Outcome::Rejected(r) => Err(r.into()),
+                    o => Err(unexpected(o)),
+                };
+            }
+        };
+        let admitted =
+            node.limits().admit_begin(node.state(), &self.who, begin.request_id.as_deref(), Some(&a.lock))?;
+        let cmd = Command::BeginAcquire { begin: begin.clone(), acquire: a.clone() };
+        match node.propose_admitted(cmd, admitted).await? {
+            Outcome::BegunAcquire { txn, lease_ms, acquire } => {
+                // A retried begin request id answers only the caller that started it.
+                touch(node, &self.who, txn)?;
+                let begun = Begun { txn, lease_ms };
+                match *acquire {
+                    Outcome::Acquire(status) => Ok((txn, Some(begun), status)),
+                    Outcome::Rejected(r) => Err(r.into()),
+                    o => Err(unexpected(o)),
+                }
+            }
+            o => Err(unexpected(o)),
+        }
+    }
+
+    /// Proposes the acquire, then follows it until the grant or the end of the wait. Ends
+    /// with NOT_LEADER when this node stops leading: the wait lives on in the replicated
+    /// table, and the caller re-attaches to the new leader with the same request id.
+    ///
+    /// A stream polled by its consumer, not a task feeding a channel: a waiting request
+    /// costs the leader only its state here (figures in docs/bench.md).
+    pub fn follow(self) -> impl Stream<Item = EngineResult<AcquireUpdate>> + Send {
+        async_stream::try_stream! {
+            let node = self.node.clone();
+            let request_id = self.acquire.request_id.clone();
+            // Subscribe before the first read, so no change between read and wait is missed. A
+            // one-shot start learns its transaction from the proposal: it subscribes then and
+            // reads the status again.
+            let early = match self.start {
+                AcquireStart::Txn(txn) => Some(node.signals().subscribe(txn)),
+                AcquireStart::Begin(_) => None,
+            };
+            let mut leadership = node.leadership();
+            let (txn, mut begun, mut status) = self.start().await?;
+            let read_status = |node: &Node| -> EngineResult<AcquireStatus> {
+                node.state().read().expect("state lock").table.acquire_status(txn, &request_id)?.ok_or_else(|| {
+                    EngineError::Internal(format!("acquire request {request_id} vanished from transaction {txn}"))
+                })
+            };
+            let mut changes = match early {
+                Some(changes) => changes,
+                None => {
+                    let changes = node.signals().subscribe(txn);
+                    status = read_status(&node)?;
+                    changes
+                }
+            };
+            let mut last_position = None;
+            loop {
+                match status {
+                    AcquireStatus::Granted { .. } => {
+                        yield AcquireUpdate { txn, begun: begun.take(), status, deadlock: None };
+                        break;
+                    }
+                    AcquireStatus::Ended(ref end) => {
+                        let deadlock = match end {
+                            WaitEnd::TxnEnded { cause: EndCause::DeadlockVictim, .. } => {
+                                let st = node.state().read().expect("state lock");
+                                st.table.events().deadlock_of(txn).map(|(cycle, policy)| (cycle.to_vec(), policy))
+                            }
+                            _ => None,
+                        };
+                        yield AcquireUpdate { txn, begun: begun.take(), status, deadlock };
+                        break;
+                    }
+                    AcquireStatus::Queued { position, .. } => {
+                        if last_position != Some(position) {
+                            last_position = Some(position);
+                            yield AcquireUpdate { txn, begun: begun.take(), status, deadlock: None };
+                        }
+                    }
+                }
+                // Wait for something worth a table read: an outcome at once, moves of the queue
+                // ahead at most once per QUEUE_REFRESH (the latest position is what is sent).
+                // While a refresh is due, moves are not listened to: they wake nobody.
+                let mut refresh = None;
+                let deposed = loop {
+                    let deadline = refresh.unwrap_or_else(|| tokio::time::Instant::now() + SAFETY_NET);
+                    tokio::select! {
+                        changed = changes.outcome.changed() => {
+                            if changed.is_err() {
+                                changes = node.signals().subscribe(txn);
+                            }
+                            break false;
+                        }
+                        moved = changes.queue.changed(), if refresh.is_none() => {
+                            if moved.is_err() {
+                                changes = node.signals().subscribe(txn);
+                            }
+                            refresh = Some(tokio::time::Instant::now() + QUEUE_REFRESH);
+                        }
+                        _ = leadership.wait_for(|leading| !leading) => break true,
+                        _ = tokio::time::sleep_until(deadline) => break false,
+                    }
+                };
+                if deposed {
+                    Err(node.not_leader())?;
+                }
+                // Every move so far is covered by the read below.
+                changes.queue.borrow_and_update();
+                status = read_status(&node)?;
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The lock table as an operator lists it: per key, its holders and its queue.
+
+use super::{Engine, EngineResult, Principal};
+use crate::locks::{Held, LockKey, LockMode, TxnId};
+
+/// One key with holders or waiters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyView {
+    pub lock: LockKey,
+    pub holders: Vec<LockHolder>,
+    /// In queue order.
+    pub waiters: Vec<LockWaiter>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockHolder {
+    pub txn: TxnId,
+    pub txn_name: String,
+    pub held: Held,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockWaiter {
+    pub txn: TxnId,
+    pub txn_name: String,
+    pub mode: LockMode,
+    /// 1 is next in line.
+    pub position: u32,
+    /// The transactions it waits for (its wait-for edges).
+    pub blockers: Vec<TxnId>,
+    pub since_ms: u64,
+    /// It holds the key already and waits to upgrade its mode.
+    pub upgrade: bool,
+}
+
+impl Engine {
+    /// The keys in namespaces starting with `prefix` that `who` may see, as of everything
+    /// committed before the call.
+    pub async fn list_locks(&self, who: &Principal, prefix: &str) -> EngineResult<Vec<KeyView>> {
+        self.node.require_leader()?;
+        self.node.linearizable_read().await?;
+        let st = self.node.state().read().expect("state lock");
+        let name = |txn| st.table.txn(txn).map(|t| t.name.clone()).unwrap_or_default();
+        Ok(st
+            .table
+            .keys()
+            .filter(|(lock, _)| lock.namespace.starts_with(prefix) && who.sees_namespace(&lock.namespace))
+            .map(|(lock, k)| KeyView {
+                lock: lock.clone(),
+                holders: k
+                    .holders
+                    .iter()
+                    .map(|(&txn, held)| LockHolder { txn, txn_name: name(txn), held: *held })
+                    .collect(),
+                waiters: k
+                    .queue
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (slot, w))| LockWaiter {
+                        txn: w.txn,
+                        txn_name: name(w.txn),
+                        mode: w.mode,
+                        position: i as u32 + 1,
+                        blockers: k.blockers(*slot),
+                        since_ms: w.since_ms,
+                        upgrade: k.holders.contains_key(&w.txn),
+                    })
+                    .collect(),
+            })
+            .collect())
+    }
+}

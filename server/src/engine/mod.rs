@@ -1,0 +1,87 @@
+//! The engine: the one way into a node's lock table. The gRPC services, the HTTP gateway
+//! (through them), webhooks and `/metrics` call it; it alone reads the table, admits
+//! requests against the limits and proposes raft commands, and it answers in domain types
+//! (`crate::locks`, the views here) and [`EngineError`]. Callers authenticate and validate
+//! at their edge; authorization that depends on the table (whose transaction is this?) is
+//! decided here, under the same hold of the state lock as the read it protects.
+//!
+//! - `txn`: begin, release, end, abort, status, heartbeat.
+//! - `acquire`: an acquire, from its proposal to the grant or the end of the wait.
+//! - `events`: the event log for watchers and webhooks.
+//! - `locks_view`: the locks of the table as an operator lists them.
+//! - `cluster`: the cluster's state, membership changes, backups, metrics gauges.
+//! - `principal`: who is calling and what it may do; `error`: [`EngineError`]. Both are
+//!   also used by `limits` and `api/`, which name them by their own paths: this file
+//!   imports `node`, which imports them.
+
+mod acquire;
+mod cluster;
+pub mod error;
+mod events;
+mod locks_view;
+pub mod principal;
+mod txn;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+pub use acquire::{AcquireStart, AcquireUpdate, Acquisition};
+pub use cluster::{ClusterMember, ClusterStatus};
+pub use error::EngineError;
+pub use events::{EventStart, EventWatch};
+pub use locks_view::{KeyView, LockHolder, LockWaiter};
+pub use principal::Principal;
+pub use txn::{Begun, Ended, Heartbeat, PendingView, TxnStatus};
+
+use crate::locks::{Outcome, TxnId, TxnState};
+use crate::metrics::Metrics;
+use crate::node::Node;
+
+pub type EngineResult<T> = Result<T, EngineError>;
+
+/// A node's lock service, as its clients see it.
+pub struct Engine {
+    node: Arc<Node>,
+}
+
+impl Engine {
+    pub fn new(node: Arc<Node>) -> Arc<Engine> {
+        Arc::new(Engine { node })
+    }
+
+    /// Fails fast with the leader's address when this node cannot serve.
+    pub fn require_leader(&self) -> EngineResult<()> {
+        self.node.require_leader()
+    }
+
+    /// A receiver that turns false when this node stops being the leader.
+    pub fn leadership(&self) -> watch::Receiver<bool> {
+        self.node.leadership()
+    }
+
+    /// This node's counters (webhooks report their deliveries there).
+    pub fn metrics(&self) -> &Metrics {
+        self.node.metrics()
+    }
+}
+
+/// Looks the transaction up, checks `who` may use it, and renews its lease when it is
+/// active (every call of a transaction counts as a heartbeat).
+fn touch(node: &Node, who: &Principal, txn: TxnId) -> EngineResult<()> {
+    let st = node.state().read().expect("state lock");
+    let t = st.table.txn(txn).ok_or(EngineError::NotFound(txn))?;
+    who.check_txn(t)?;
+    // Only the owner's calls count as signs of life: an operator inspecting a stuck
+    // transaction must not keep it alive. Renewed under the state lock, as in `renew`; an
+    // expiring lease stays expiring (the command itself will be refused).
+    if t.state == TxnState::Active && t.owner == who.name {
+        let _ = node.leases().renew(txn, Instant::now());
+    }
+    Ok(())
+}
+
+fn unexpected(o: Outcome) -> EngineError {
+    EngineError::Internal(format!("unexpected outcome {o:?}"))
+}
