@@ -14,8 +14,9 @@ use caerus_core::{AddMemberOptions, DlsClient, Error};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
-use crate::cluster::Cluster;
-use crate::disk;
+use caerus_testkit::Cluster;
+
+use crate::cluster::ensure_running;
 
 /// How long a membership change may take to settle once the cluster is whole again.
 const SETTLE: Duration = Duration::from_secs(60);
@@ -36,11 +37,9 @@ pub async fn wipe_and_rejoin(
     let f = *followers.choose(rng).expect("followers");
     let mut broken = Vec::new();
     say(format!("wipe-rejoin: SIGKILL node {f}, wipe its data directory, restart it with the same flags"));
-    c.kill(f);
-    let data_dir = c.node(f).data_dir.clone();
-    disk::clear_dir(&data_dir)?;
-    c.spawn(f)?;
-    match wait_for_exit(c, f, REFUSAL).await {
+    c.wipe(f)?;
+    ensure_running(c, f)?;
+    match c.wait_exit(f, REFUSAL).await.map(|status| status.success()) {
         Some(false) => say(format!("wipe-rejoin: node {f} refused to start, as it must")),
         Some(true) => broken.push(format!("wiped node {f} exited 0 instead of refusing")),
         None => {
@@ -51,15 +50,14 @@ pub async fn wipe_and_rejoin(
             c.kill(f);
         }
     }
-    let log = std::fs::read_to_string(&c.node(f).log).unwrap_or_default();
-    if !log.contains("its log and its vote were lost") {
+    if !c.log_of(f).contains("its log and its vote were lost") {
         broken.push(format!("wiped node {f} did not say its log and vote were lost"));
     }
     // The documented way back: remove, start empty with --join, add.
     remove(admin, f, say).await?;
-    disk::clear_dir(&data_dir)?;
-    c.node(f).join = true;
-    c.spawn(f)?;
+    c.wipe(f)?;
+    c.node_mut(f).join = true;
+    ensure_running(c, f)?;
     readd(c, admin, f, say).await?;
     broken.extend(all_voters(c, admin).await);
     Ok(broken)
@@ -84,7 +82,7 @@ pub async fn membership_during_partition(
         if minority.contains(&leader) { " (leader)" } else { "" },
         hold.as_millis()
     ));
-    c.links.partition(&minority, &majority);
+    c.links().partition(&minority, &majority);
     let started = Instant::now();
     // Under the partition the change may not commit (the new configuration can need the
     // cut-off node): it answers UNAVAILABLE after a while, and is finished after the heal.
@@ -94,7 +92,7 @@ pub async fn membership_during_partition(
         Err(_) => say("membership-partition: removal still pending when the partition healed".into()),
     }
     tokio::time::sleep(hold.saturating_sub(started.elapsed())).await;
-    c.links.heal();
+    c.links().heal();
     remove(admin, f, say).await?;
     readd(c, admin, f, say).await?;
     Ok(all_voters(c, admin).await)
@@ -121,7 +119,7 @@ async fn remove(admin: &DlsClient, f: u64, say: Say<'_>) -> anyhow::Result<()> {
 
 /// Adds node `f` back at its addresses until it is a voter again.
 async fn readd(c: &mut Cluster, admin: &DlsClient, f: u64, say: Say<'_>) -> anyhow::Result<()> {
-    let (addr, peer) = (c.node(f).member_addr.clone(), c.node(f).member_peer_addr.clone());
+    let (addr, peer) = (c.node(f).addr.clone(), c.node(f).peer_addr.clone());
     settle(say, "add", || async {
         let options = AddMemberOptions { stay_learner: false, catch_up_timeout: Some(Duration::from_secs(20)) };
         match standing(admin, f).await {
@@ -174,18 +172,4 @@ async fn all_voters(c: &Cluster, admin: &DlsClient) -> Vec<String> {
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-}
-
-/// Waits for node `id`'s process to exit: Some(success) when it did.
-async fn wait_for_exit(c: &mut Cluster, id: u64, within: Duration) -> Option<bool> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if let Some(child) = c.node(id).child.as_mut() {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status.success());
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    None
 }

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use crate::cluster::Cluster;
-use crate::disk;
+use caerus_testkit::{disk, Cluster};
+
+use crate::cluster::ensure_running;
 
 /// Progress lines go to the run's log.
 pub type Say<'a> = &'a dyn Fn(String);
@@ -29,8 +30,7 @@ pub async fn disk_full(
     hold: Duration,
     say: Say<'_>,
 ) -> anyhow::Result<Vec<String>> {
-    let index = c.ids().iter().position(|&i| i == n).expect("node id");
-    let Some(tmpfs) = c.disks.get(index) else {
+    let Some(tmpfs) = c.disk(n) else {
         say("disk-full: data directories are not on tmpfs, skipped".into());
         return Ok(vec![]);
     };
@@ -41,12 +41,12 @@ pub async fn disk_full(
         hold.as_millis()
     ));
     tokio::time::sleep(hold).await;
-    let exited = c.node(n).child.as_mut().and_then(|ch| ch.try_wait().ok().flatten());
+    let exited = c.exited(n);
     std::fs::remove_file(&filler)?;
     let mut broken = Vec::new();
     match exited {
         Some(status) => {
-            let log = std::fs::read_to_string(&c.node(n).log).unwrap_or_default();
+            let log = c.log_of(n);
             if status.success() {
                 broken.push(format!("node {n} exited 0 on a full disk instead of failing"));
             } else if !log.contains("raft stopped on this node") {
@@ -76,7 +76,7 @@ pub async fn torn_tail(
         Err(e) => {
             // A node with no log yet (one that has just been re-added) has no tail to tear.
             say(format!("torn-tail: node {n} has no log segment to tear ({e}); restarted as it was"));
-            c.spawn(n)?;
+            ensure_running(c, n)?;
             return Ok(vec![]);
         }
     };
@@ -85,17 +85,13 @@ pub async fn torn_tail(
         if leader { " (leader)" } else { "" },
         file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
     ));
-    // Only what this start logs counts.
-    let log_path = c.node(n).log.clone();
-    let logged_before = std::fs::metadata(&log_path).map_or(0, |m| m.len() as usize);
-    c.spawn(n)?;
+    ensure_running(c, n)?;
     let mut broken = Vec::new();
     let deadline = Instant::now() + RESTART;
     loop {
-        let whole = std::fs::read_to_string(&log_path).unwrap_or_default();
-        let log = whole.get(logged_before..).unwrap_or_default();
-        let exited = c.node(n).child.as_mut().and_then(|ch| ch.try_wait().ok().flatten());
-        if let Some(status) = exited {
+        // Only what this start logs counts.
+        let log = c.log_since_start(n);
+        if let Some(status) = c.exited(n) {
             broken.push(format!("node {n} refused to start after a torn tail ({status}); see its log"));
             break;
         }

@@ -18,16 +18,12 @@ mod fill;
 mod heartbeat;
 mod perf;
 mod pool;
-/// Shared with dls-bench (bench/src/procstat.rs): one reader of /proc for both tools.
-#[path = "../../procstat.rs"]
-mod procstat;
-#[path = "../../scrape.rs"]
-mod scrape;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use caerus_bench::procstat;
 use clap::{Parser, ValueEnum};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
