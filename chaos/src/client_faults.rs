@@ -11,6 +11,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 
 use crate::checker::Violation;
+use crate::fault::Fault;
 use crate::history::Outcome;
 use crate::report::{Figures, Stall};
 use crate::stall::StallChild;
@@ -29,7 +30,7 @@ pub async fn pause_client(c: &Cluster, ctx: &Ctx, rng: &mut StdRng, figs: &mut F
     let acq = child.acquired(h, p, txn, &key, h.now_us(), Duration::from_secs(15)).await;
     if acq.outcome != Outcome::Ok {
         h.log(format!("  pause-client: no grant ({}), skipped", acq.error));
-        let _ = child.write_and_commit(ctx, &acq, p, "pause-client").await?;
+        let _ = child.write_and_commit(ctx, &acq, p, Fault::PauseClient).await?;
         return Ok(());
     }
     child.signal("STOP");
@@ -43,7 +44,7 @@ pub async fn pause_client(c: &Cluster, ctx: &Ctx, rng: &mut StdRng, figs: &mut F
     tokio::time::sleep(pause).await;
     child.signal("CONT");
     figs.stalls.push(Stall { kind: "SIGSTOP of a holder", key: key.clone(), txn, stopped_us, probe_granted_us: None });
-    child.write_and_commit(ctx, &acq, p, "pause-client").await?;
+    child.write_and_commit(ctx, &acq, p, Fault::PauseClient).await?;
     Ok(())
 }
 
@@ -128,7 +129,7 @@ pub async fn pause_queued(c: &Cluster, ctx: &Ctx, rng: &mut StdRng, figs: &mut F
     child.signal("CONT");
     let acq = child.acquired(h, p, txn, &key, invoke_us, Duration::from_secs(15)).await;
     h.log(format!("  pause-queued: woken, its acquire: {:?} {} token {}", acq.outcome, acq.error, acq.token));
-    child.write_and_commit(ctx, &acq, p, "pause-queued").await?;
+    child.write_and_commit(ctx, &acq, p, Fault::PauseQueued).await?;
     Ok(())
 }
 
@@ -161,7 +162,7 @@ async fn partition_client_run(
     let acq = child.acquired(h, p, txn, key, h.now_us(), Duration::from_secs(15)).await;
     if acq.outcome != Outcome::Ok {
         h.log(format!("  partition-client: no grant ({}), skipped", acq.error));
-        child.write_and_commit(ctx, &acq, p, "partition-client").await?;
+        child.write_and_commit(ctx, &acq, p, Fault::PartitionClient).await?;
         return Ok(());
     }
     for n in c.ids() {
@@ -208,7 +209,7 @@ async fn partition_client_run(
     tokio::time::sleep(rest).await;
     c.links().heal();
     h.log("  partition-client: healed");
-    let (wrote, commit) = child.write_and_commit(ctx, &acq, p, "partition-client").await?;
+    let (wrote, commit) = child.write_and_commit(ctx, &acq, p, Fault::PartitionClient).await?;
     if let (Some(Outcome::Ok), Some(t)) = (wrote, fenced_by) {
         figs.extra_violations.push(Violation {
             checker: "fenced-register",

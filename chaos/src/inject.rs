@@ -156,11 +156,10 @@ pub async fn inject(
         }
         Fault::WipeRejoin | Fault::MembershipPartition => {
             let Some(l) = leader else { return skip(h, format!("{fault}: no leader, skipped")) };
-            let say = |m: String| h.log(m);
             let broken = if fault == Fault::WipeRejoin {
-                membership::wipe_and_rejoin(c, admin, l, rng, &say).await?
+                membership::wipe_and_rejoin(c, admin, l, rng, h).await?
             } else {
-                membership::membership_during_partition(c, admin, l, hold, rng, &say).await?
+                membership::membership_during_partition(c, admin, l, hold, rng, h).await?
             };
             for message in broken {
                 h.log(format!("{fault}: VIOLATION {message}"));
@@ -173,11 +172,10 @@ pub async fn inject(
                 Some(l) if rng.gen_bool(0.7) => l,
                 _ => *c.ids().choose(rng).expect("nodes"),
             };
-            let say = |m: String| h.log(m);
             let broken = if fault == Fault::DiskFull {
-                storage_faults::disk_full(c, n, Some(n) == leader, hold, &say).await?
+                storage_faults::disk_full(c, n, Some(n) == leader, hold, h).await?
             } else {
-                storage_faults::torn_tail(c, n, Some(n) == leader, rng, &say).await?
+                storage_faults::torn_tail(c, n, Some(n) == leader, rng, h).await?
             };
             if Some(n) == leader {
                 figs.leader_kills_us.push(h.now_us());

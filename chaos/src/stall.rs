@@ -12,6 +12,7 @@ use caerus_testkit::proxy::Links;
 use caerus_testkit::{signal_pid, Cluster};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use crate::fault::Fault;
 use crate::history::{History, Mode, Op, OpKind, Outcome};
 use crate::workload::{classify, client_config, Ctx, NS};
 
@@ -135,7 +136,7 @@ impl StallChild {
         ctx: &Ctx,
         acq: &Op,
         p: u64,
-        what: &str,
+        what: Fault,
     ) -> anyhow::Result<(Option<Outcome>, Op)> {
         let h = &ctx.history;
         self.stdin.write_all(b"go\n").await?;

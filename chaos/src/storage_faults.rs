@@ -16,9 +16,7 @@ use rand::Rng;
 use caerus_testkit::{disk, Cluster};
 
 use crate::cluster::ensure_running;
-
-/// Progress lines go to the run's log.
-pub type Say<'a> = &'a dyn Fn(String);
+use crate::history::History;
 
 /// How long a node may take to start serving again after a torn tail.
 const RESTART: Duration = Duration::from_secs(10);
@@ -28,14 +26,14 @@ pub async fn disk_full(
     n: u64,
     leader: bool,
     hold: Duration,
-    say: Say<'_>,
+    h: &History,
 ) -> anyhow::Result<Vec<String>> {
     let Some(tmpfs) = c.disk(n) else {
-        say("disk-full: data directories are not on tmpfs, skipped".into());
+        h.log("disk-full: data directories are not on tmpfs, skipped");
         return Ok(vec![]);
     };
     let filler = tmpfs.fill()?;
-    say(format!(
+    h.log(format!(
         "disk-full: node {n}{}'s data directory is full for {} ms",
         if leader { " (leader)" } else { "" },
         hold.as_millis()
@@ -54,9 +52,9 @@ pub async fn disk_full(
                     "node {n} stopped on a full disk without saying why (\"raft stopped on this node\")"
                 ));
             }
-            say(format!("disk-full: node {n} stopped ({status}); space freed, it starts again"));
+            h.log(format!("disk-full: node {n} stopped ({status}); space freed, it starts again"));
         }
-        None => say(format!("disk-full: node {n} kept running (it did not need to write); space freed")),
+        None => h.log(format!("disk-full: node {n} kept running (it did not need to write); space freed")),
     }
     Ok(broken)
 }
@@ -66,7 +64,7 @@ pub async fn torn_tail(
     n: u64,
     leader: bool,
     rng: &mut StdRng,
-    say: Say<'_>,
+    h: &History,
 ) -> anyhow::Result<Vec<String>> {
     c.kill(n);
     let garbage: Vec<u8> = (0..rng.gen_range(9..200)).map(|_| rng.gen_range(1..=255u8)).collect();
@@ -75,12 +73,12 @@ pub async fn torn_tail(
         Ok(torn) => torn,
         Err(e) => {
             // A node with no log yet (one that has just been re-added) has no tail to tear.
-            say(format!("torn-tail: node {n} has no log segment to tear ({e}); restarted as it was"));
+            h.log(format!("torn-tail: node {n} has no log segment to tear ({e}); restarted as it was"));
             ensure_running(c, n)?;
             return Ok(vec![]);
         }
     };
-    say(format!(
+    h.log(format!(
         "torn-tail: SIGKILL node {n}{}, {bytes} bytes of a half-written record at byte {offset} of {}, restart",
         if leader { " (leader)" } else { "" },
         file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
@@ -96,7 +94,7 @@ pub async fn torn_tail(
             break;
         }
         if log.contains("trimmed a torn tail") && log.contains(&offset.to_string()) {
-            say(format!("torn-tail: node {n} trimmed the tail at byte {offset} and runs"));
+            h.log(format!("torn-tail: node {n} trimmed the tail at byte {offset} and runs"));
             break;
         }
         if Instant::now() > deadline {

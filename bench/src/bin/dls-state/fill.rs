@@ -150,7 +150,7 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
     let before = gauges(&cluster).await?;
 
     // 5. One follower: SIGKILL, restart, time to restored and to ready.
-    let follower = (leader) % 3;
+    let follower = leader % 3 + 1;
     cluster.kill(follower);
     let one = restart(&mut cluster, &[follower]).await?;
     let after_one = wait_same(&cluster, follower, &before[at(leader)]).await;
