@@ -58,7 +58,7 @@ pub struct Args {
     /// Comma-separated faults to inject. "classic": kill-leader, kill-follower, pause-node,
     /// pause-client, pause-queued, partition-client, partition-leader, partition-split,
     /// one-way, latency, restart-all, crash-after-write. Life cycle: wipe-rejoin,
-    /// membership-partition. "all" (the default) is both groups; "one-new" adds one
+    /// membership-partition, disk-full (needs root for tmpfs), torn-tail. "all" (the default) is both groups; "one-new" adds one
     /// life-cycle fault chosen by the seed. clock-jump only when named (e.g.
     /// "all,clock-jump": needs libfaketime; every node then runs under it). Or "none".
     #[arg(long, default_value = "all")]

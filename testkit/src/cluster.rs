@@ -35,6 +35,17 @@ pub enum Proxies {
     Kit,
 }
 
+impl Proxies {
+    /// Client, peer and HTTP port, and the ports the node listens on behind proxies.
+    fn ports_per_node(self) -> usize {
+        match self {
+            Proxies::None => 3,
+            Proxies::CallerClient => 4,
+            Proxies::Kit => 5,
+        }
+    }
+}
+
 /// How to start a cluster beyond the defaults.
 #[derive(Clone)]
 pub struct Spec {
@@ -148,9 +159,6 @@ impl Node {
     }
 }
 
-/// Ports each node takes: client, peer, HTTP, and the listening ports behind proxies.
-const PORTS_PER_NODE: usize = 5;
-
 impl Cluster {
     /// Starts `n` nodes (1 = a single-node cluster without --peers) and waits for a leader.
     pub async fn start(n: usize) -> Cluster {
@@ -193,9 +201,10 @@ impl Cluster {
                 (t.path().to_path_buf(), Some(t))
             }
         };
-        let ports = free_ports(PORTS_PER_NODE * spec.nodes);
+        let per_node = spec.proxies.ports_per_node();
+        let ports = free_ports(per_node * spec.nodes);
         let nodes: Vec<Node> = (1..=spec.nodes as u64)
-            .zip(ports.chunks(PORTS_PER_NODE))
+            .zip(ports.chunks(per_node))
             .map(|(id, p)| Node::new(id, &dir, p, spec.proxies))
             .collect();
         let peers = nodes.iter().map(|n| format!("{}={}/{}", n.id, n.addr, n.peer_addr)).collect::<Vec<_>>().join(",");
