@@ -4,7 +4,7 @@ use caerus_core::{
     AcquireOptions, ClientConfig, DlsClient, Error, Lock, LockMode, Transaction, TransactionOptions, TransactionState,
 };
 
-use crate::wait::PATIENCE;
+use crate::poll::PATIENCE;
 
 /// Transaction options with a lease of `lease_ms`.
 pub fn opts(lease_ms: u64) -> TransactionOptions {

@@ -12,26 +12,26 @@
 //! - [`workload`]: a contended workload under faults and the checks of its history.
 //! - [`cli`]: the `dls` binary and its operator commands (certificates, keys).
 //! - [`http`]: plain HTTP calls to a node's operator port.
-//! - [`ports`], [`wait`]: free ports; polling with a deadline.
+//! - [`ports`], [`poll`]: free ports; polling with a deadline.
 
 pub mod cli;
 pub mod client;
 pub mod cluster;
 pub mod disk;
 pub mod http;
+pub mod poll;
 pub mod ports;
 pub mod probe;
 pub mod proxy;
-pub mod wait;
 pub mod workload;
 
 pub use cli::{add_key, client_tls, dls, dls_bin, make_certs, tls_flags};
 pub use client::{assert_kept_across_restart, assert_next_grant, grant_many, opts, patient_client, queued, take, wait};
 pub use cluster::{signal_pid, Cluster, Node, Proxies, Spec};
 pub use http::{http_get, http_post};
+pub use poll::{eventually, eventually_async, PATIENCE};
 pub use ports::{free_port, free_ports};
 pub use probe::{raw_client, raw_tls_client};
-pub use wait::{eventually, eventually_async, PATIENCE};
 pub use workload::{
     assert_acknowledged_grants_kept, assert_no_two_holders_and_rising_tokens, ContendedWorkload, GrantRecord,
 };
