@@ -2,7 +2,7 @@
 //! in a seeded order, stop the clients, check that no lock stays held, judge the history.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -90,41 +90,12 @@ pub async fn run(args: Args) -> anyhow::Result<bool> {
     let names: Vec<&str> = faults.iter().map(|f| f.name()).collect();
     println!("faults: {}", if names.is_empty() { "none".to_string() } else { names.join(",") });
     let mut rng = StdRng::seed_from_u64(seed);
-    let faketime = if faults.contains(&Fault::ClockJump) {
-        let lib = std::env::var_os("FAKETIME_LIB")
-            .map(PathBuf::from)
-            .or_else(|| FAKETIME_LIBS.iter().map(PathBuf::from).find(|p| p.exists()));
-        match lib {
-            Some(l) => {
-                println!("clock-jump: every node runs under {}", l.display());
-                Some(l)
-            }
-            None => {
-                println!(
-                    "clock-jump: no libfaketime (apt-get install faketime, or FAKETIME_LIB=…): it will be skipped"
-                );
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let faketime = if faults.contains(&Fault::ClockJump) { faketime_lib() } else { None };
     let mut faults = faults;
-    let tmpfs = if faults.contains(&Fault::DiskFull) {
-        match Tmpfs::mount(&dir.path().join("probe"), "1m") {
-            Ok(_) => {
-                println!("disk-full: every node's data directory is a {TMPFS_SIZE} tmpfs");
-                Some(TMPFS_SIZE)
-            }
-            Err(e) => {
-                println!("disk-full: {e}; it will not be injected");
-                faults.retain(|f| *f != Fault::DiskFull);
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let tmpfs = if faults.contains(&Fault::DiskFull) { tmpfs_size(dir.path()) } else { None };
+    if tmpfs.is_none() {
+        faults.retain(|f| *f != Fault::DiskFull);
+    }
     let (mut cluster, mut clocks) = cluster::start(args.dls.clone(), args.nodes, dir.path(), faketime, tmpfs)?;
     let admin = DlsClient::connect(client_config(cluster.listen_endpoints())).await?;
     let history = Arc::new(History::new());
@@ -178,32 +149,9 @@ pub async fn run(args: Args) -> anyhow::Result<bool> {
                 .push(Violation { checker: "terminal", message: "a client did not finish within 60 s".into() });
         }
     }
-    // (d) No lock stays held once every client has ended: within a lease plus elections.
+    // No lock stays held once every client has ended: within a lease plus elections.
     let bound = Duration::from_millis(args.lease_ms) + Duration::from_secs(10);
-    let deadline = Instant::now() + bound;
-    let mut held = String::new();
-    loop {
-        match admin.list_locks("").await {
-            Ok(keys) => {
-                let holders: Vec<String> = keys
-                    .iter()
-                    .flat_map(|k| {
-                        k.holders.iter().map(move |h| format!("{}/{} by txn {}", k.namespace, k.key, h.transaction_id))
-                    })
-                    .collect();
-                if holders.is_empty() {
-                    held.clear();
-                    break;
-                }
-                held = holders.join(", ");
-            }
-            Err(e) => held = format!("list_locks failed: {e}"),
-        }
-        if Instant::now() > deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let held = still_held_after(&admin, bound).await;
     if !held.is_empty() {
         figs.extra_violations.push(Violation {
             checker: "terminal",
@@ -221,6 +169,55 @@ pub async fn run(args: Args) -> anyhow::Result<bool> {
         let kept = dir.keep();
         println!("FAILED (seed {seed}; replay with SEED={seed}); node logs kept in {}", kept.display());
         Ok(false)
+    }
+}
+
+/// The libfaketime preload library (FAKETIME_LIB, or where Debian's package puts it).
+fn faketime_lib() -> Option<PathBuf> {
+    let lib = std::env::var_os("FAKETIME_LIB")
+        .map(PathBuf::from)
+        .or_else(|| FAKETIME_LIBS.iter().map(PathBuf::from).find(|p| p.exists()));
+    match &lib {
+        Some(l) => println!("clock-jump: every node runs under {}", l.display()),
+        None => {
+            println!("clock-jump: no libfaketime (apt-get install faketime, or FAKETIME_LIB=…): it will be skipped")
+        }
+    }
+    lib
+}
+
+/// The size of each node's tmpfs, if a tmpfs can be mounted here (a probe under `dir`).
+fn tmpfs_size(dir: &Path) -> Option<&'static str> {
+    match Tmpfs::mount(&dir.join("probe"), "1m") {
+        Ok(_) => {
+            println!("disk-full: every node's data directory is a {TMPFS_SIZE} tmpfs");
+            Some(TMPFS_SIZE)
+        }
+        Err(e) => {
+            println!("disk-full: {e}; it will not be injected");
+            None
+        }
+    }
+}
+
+/// The locks still held after `bound` of asking (empty: none), or why the last asking failed.
+async fn still_held_after(admin: &DlsClient, bound: Duration) -> String {
+    let deadline = Instant::now() + bound;
+    loop {
+        let held = match admin.list_locks("").await {
+            Ok(keys) => keys
+                .iter()
+                .flat_map(|k| {
+                    k.holders.iter().map(move |h| format!("{}/{} by txn {}", k.namespace, k.key, h.transaction_id))
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            Err(e) => format!("list_locks failed: {e}"),
+        };
+        if held.is_empty() || Instant::now() > deadline {
+            return held;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -423,8 +423,11 @@ impl Cluster {
         }
     }
 
-    /// SIGCONT after [`Cluster::pause`].
+    /// SIGCONT after [`Cluster::pause`]; nothing for a node that is not paused.
     pub fn resume(&mut self, id: u64) {
+        if !self.node(id).paused {
+            return;
+        }
         if let Some(pid) = self.pid(id) {
             signal_pid(pid, "CONT");
             self.node_mut(id).paused = false;
