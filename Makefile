@@ -75,7 +75,7 @@ example: ## Take a lock with the Rust quick-start example (needs a running serve
 	$(CARGO) run -p caerus-core --example quickstart
 
 bench: release ## Benchmarks: lock table enqueue cost, then DLS vs etcd vs Redis (prints a table, writes a results file)
-	$(CARGO) bench -p caerus-server --bench enqueue
+	$(CARGO) bench -p caerus-locks --bench enqueue
 	$(MAKE) -C bench all DLS_BIN=$(abspath $(DLS_RELEASE))
 
 bench-state: release ## Heartbeat cost (10,000 transactions), deadlock latency, memory at 100k locks, restore time → bench/results/state.md
@@ -109,10 +109,10 @@ lint: lint-proto ## Clippy with warnings as errors, rustfmt check, and the contr
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) fmt --all -- --check
 
-sdks: ## Regenerate the gRPC clients in sdks/ (Go, Java, C#, Ruby, Python) from proto/ with the pinned tools
+sdks: ## Regenerate the committed gRPC clients in sdks/ (Go, Ruby, Python) from proto/ with the pinned tools; Java and C# generate in their own builds
 	sdks/generate.sh write
 
-check-sdks: ## Fail if the committed sdks/ differ from a fresh generation of proto/
+check-sdks: ## Fail if the committed sdks/ differ from a fresh generation of proto/; generate C#, generate and compile Java (sdks/java)
 	sdks/generate.sh check
 
 lint-proto: ## buf lint of proto/, and buf breaking against the last released contract

@@ -26,7 +26,7 @@ if [ ! -x "$gobin/protoc-gen-go" ] || [ ! -x "$gobin/protoc-gen-go-grpc" ]; then
   GOBIN="$gobin" GOFLAGS=-mod=mod go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION" >&2
 fi
 
-# Maven Central executables, fetched with Maven itself and renamed to what buf looks for.
+# A Maven Central executable, fetched with Maven itself and renamed to what buf looks for.
 mvn_exe() { # artifact version name
   local dir="$TOOLS/$3-$2/bin"
   if [ ! -x "$dir/$3" ]; then
@@ -40,7 +40,6 @@ mvn_exe() { # artifact version name
   echo "$dir"
 }
 protoc_bin="$(mvn_exe com.google.protobuf:protoc "$PROTOC_VERSION" protoc)"
-grpc_java_bin="$(mvn_exe io.grpc:protoc-gen-grpc-java "$GRPC_JAVA_VERSION" protoc-gen-grpc-java)"
 
 py_dir="$TOOLS/grpcio-tools-$GRPCIO_TOOLS_VERSION"
 if [ ! -x "$py_dir/bin/python" ] || ! "$py_dir/bin/python" -c 'import grpc_tools.protoc' 2>/dev/null; then
@@ -84,4 +83,4 @@ fi
 
 # buf (for protoc_builtin) and protoc-gen-* are found on PATH; ours come first so Debian's
 # older /usr/bin/protoc is never used.
-echo "export PATH=\"$cs_dir/bin:$protoc_bin:$grpc_java_bin:$gobin:$buf_dir/node_modules/.bin:$py_dir/bin:\$PATH\""
+echo "export PATH=\"$cs_dir/bin:$protoc_bin:$gobin:$buf_dir/node_modules/.bin:$py_dir/bin:\$PATH\""

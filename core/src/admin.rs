@@ -11,7 +11,7 @@ use crate::client::DlsClient;
 use crate::error::Result;
 use crate::router::{CallOptions, Route};
 use crate::transaction::new_request_id;
-use crate::types::{LockMode, TransactionState};
+use crate::types::{required, LockMode, TransactionState};
 
 /// The pieces of a backup, in order (see [`DlsClient::save_snapshot`]).
 pub struct SnapshotPieces {
@@ -81,7 +81,7 @@ impl TryFrom<pb::KeyLocks> for KeyLocks {
             .into_iter()
             .map(|h| {
                 Ok(LockHolder {
-                    mode: LockMode::from_proto(h.mode)?,
+                    mode: required("lock mode", h.mode)?,
                     transaction_id: h.transaction_id,
                     transaction_name: h.transaction_name,
                     fencing_token: h.fencing_token,
@@ -94,7 +94,7 @@ impl TryFrom<pb::KeyLocks> for KeyLocks {
             .into_iter()
             .map(|w| {
                 Ok(LockWaiter {
-                    mode: LockMode::from_proto(w.mode)?,
+                    mode: required("lock mode", w.mode)?,
                     transaction_id: w.transaction_id,
                     transaction_name: w.transaction_name,
                     position: w.position,
@@ -394,7 +394,7 @@ impl DlsClient {
             })
             .await?;
         Ok(AbortOutcome {
-            state: TransactionState::from_proto(routed.value.state)?,
+            state: required("transaction state", routed.value.state)?,
             released_locks: routed.value.released_locks,
         })
     }

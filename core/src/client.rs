@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use caerus_proto::v1 as pb;
+use caerus_proto::Wire;
 use futures::FutureExt;
 use tracing::debug;
 
@@ -77,7 +78,7 @@ impl DlsClient {
             transaction_id: 0,
             namespace: namespace.to_string(),
             key: key.to_string(),
-            mode: mode.to_proto(),
+            mode: mode.to_wire(),
             timeout_ms: ms_to_wire("acquire timeout_ms", acquire.timeout_ms)?,
             request_id: new_request_id(),
             begin: Some(begin_request(opts)?),
@@ -319,7 +320,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_deadlock_victim_body_reports_deadlock_victim() {
-        let victim = Error::DeadlockVictim { message: "transaction 7 was aborted as a deadlock victim".into() };
+        let victim =
+            Error::DeadlockVictim { message: "transaction 7 was aborted as a deadlock victim".into(), deadlock: None };
         // The body's acquire was chosen: it returns the error as the lost signal fires.
         let tx = orphan(Duration::from_secs(60));
         let result: std::result::Result<(), Error> = run_transaction(tx, |tx| {

@@ -1,7 +1,11 @@
 //! The client's error type and its mapping from gRPC statuses.
 
-use caerus_proto::metadata;
+use caerus_proto::v1 as pb;
+use caerus_proto::{metadata, Wire};
+use caerus_types::{EndCause, ErrorKind};
 use tonic::{Code, Status};
+
+use crate::events::Deadlock;
 
 /// Result alias used throughout the client.
 pub type Result<T> = std::result::Result<T, Error>;
@@ -25,6 +29,9 @@ pub enum Error {
     DeadlockVictim {
         /// What happened, as reported by the server.
         message: String,
+        /// The cycle that was broken and the policy that chose this transaction, when the
+        /// server still had them (its event log is bounded).
+        deadlock: Option<Box<Deadlock>>,
     },
     /// The transaction is no longer active (lease expired, aborted or already ended); its
     /// locks are gone, so stop the work they protected.
@@ -32,6 +39,9 @@ pub enum Error {
     TransactionLost {
         /// What happened, as reported by the server or observed by the client.
         message: String,
+        /// What ended it, as the server recorded it; `None` when the server did not say
+        /// (e.g. the transaction is still ending) or the client noticed the loss itself.
+        cause: Option<EndCause>,
     },
     /// The server does not know the transaction (never existed, or finished and forgotten).
     #[error("transaction not found: {message}")]
@@ -142,8 +152,8 @@ impl Error {
     pub fn message(&self) -> &str {
         match self {
             Error::LockTimeout { message }
-            | Error::DeadlockVictim { message }
-            | Error::TransactionLost { message }
+            | Error::DeadlockVictim { message, .. }
+            | Error::TransactionLost { message, .. }
             | Error::TransactionNotFound { message }
             | Error::InvalidArgument { message }
             | Error::Unauthenticated { message }
@@ -157,6 +167,20 @@ impl Error {
             | Error::Config { message }
             | Error::Internal { message } => message,
         }
+    }
+
+    /// What ended the transaction, for a [`Error::TransactionLost`] or
+    /// [`Error::DeadlockVictim`] the server explained.
+    pub fn end_cause(&self) -> Option<EndCause> {
+        match self {
+            Error::DeadlockVictim { .. } => Some(EndCause::DeadlockVictim),
+            Error::TransactionLost { cause, .. } => *cause,
+            _ => None,
+        }
+    }
+
+    pub(crate) fn lost(message: impl Into<String>) -> Self {
+        Error::TransactionLost { message: message.into(), cause: None }
     }
 
     pub(crate) fn config(message: impl Into<String>) -> Self {
@@ -201,32 +225,20 @@ fn status_message(status: &Status) -> String {
 impl From<Status> for Error {
     fn from(status: Status) -> Self {
         let message = status_message(&status);
-        // The metadata is the server's deliberate classification, so it outranks the code:
+        let detail = caerus_proto::error_detail(&status);
+        // The kind is the server's deliberate classification, so it outranks the code:
         // e.g. FAILED_PRECONDITION is both "transaction lost" and "already waiting".
-        if let Some(kind) = error_kind(&status) {
-            let mapped = match kind.to_ascii_uppercase().as_str() {
-                "LOCK_TIMEOUT" => Some(Error::LockTimeout { message }),
-                "DEADLOCK_VICTIM" => Some(Error::DeadlockVictim { message }),
-                "TRANSACTION_LOST" => Some(Error::TransactionLost { message }),
-                "TRANSACTION_NOT_FOUND" => Some(Error::TransactionNotFound { message }),
-                "INVALID_ARGUMENT" => Some(Error::InvalidArgument { message }),
-                "UNAUTHENTICATED" => Some(Error::Unauthenticated { message }),
-                "PERMISSION_DENIED" => Some(Error::PermissionDenied { message }),
-                "NOT_LEADER" | "UNAVAILABLE" => Some(Error::Unavailable { message }),
-                "WAIT_CANCELLED" => Some(Error::WaitCancelled { message }),
-                "ALREADY_WAITING" => Some(Error::AlreadyWaiting { message }),
-                "CURSOR_EXPIRED" => Some(Error::CursorExpired { message }),
-                "RESOURCE_EXHAUSTED" => Some(Error::ResourceExhausted { message }),
-                "MEMBERSHIP_REFUSED" => Some(Error::MembershipRefused { message }),
-                _ => None,
-            };
-            if let Some(err) = mapped {
+        let kind = detail
+            .as_ref()
+            .and_then(|d| ErrorKind::from_wire(d.kind))
+            .or_else(|| error_kind(&status).and_then(|k| k.parse().ok()));
+        if let Some(kind) = kind {
+            if let Some(err) = Error::of_kind(kind, message.clone(), detail) {
                 return err;
             }
         }
-        let message = status_message(&status);
         match status.code() {
-            Code::Aborted | Code::FailedPrecondition => Error::TransactionLost { message },
+            Code::Aborted | Code::FailedPrecondition => Error::lost(message),
             Code::NotFound => Error::TransactionNotFound { message },
             Code::InvalidArgument => Error::InvalidArgument { message },
             Code::Unauthenticated => Error::Unauthenticated { message },
@@ -236,9 +248,37 @@ impl From<Status> for Error {
             Code::OutOfRange => Error::CursorExpired { message },
             Code::ResourceExhausted => Error::ResourceExhausted { message },
             // DEADLINE_EXCEEDED and CANCELLED mean "lock timeout" / "wait withdrawn" only when
-            // the server says so in metadata; bare, they come from transports and proxies.
+            // the server says so; bare, they come from transports and proxies.
             code => Error::Internal { message: format!("gRPC status {code:?}: {message}") },
         }
+    }
+}
+
+impl Error {
+    /// The error of a kind the server named, with what its detail adds. `None` for
+    /// INTERNAL, which is told apart by the status code (and names it).
+    fn of_kind(kind: ErrorKind, message: String, detail: Option<pb::ErrorDetail>) -> Option<Error> {
+        Some(match kind {
+            ErrorKind::LockTimeout => Error::LockTimeout { message },
+            ErrorKind::DeadlockVictim => {
+                let deadlock = detail.and_then(|d| d.deadlock).and_then(|d| Deadlock::try_from(d).ok()).map(Box::new);
+                Error::DeadlockVictim { message, deadlock }
+            }
+            ErrorKind::TransactionLost => {
+                Error::TransactionLost { message, cause: detail.and_then(|d| EndCause::from_wire(d.end_cause)) }
+            }
+            ErrorKind::TransactionNotFound => Error::TransactionNotFound { message },
+            ErrorKind::InvalidArgument => Error::InvalidArgument { message },
+            ErrorKind::Unauthenticated => Error::Unauthenticated { message },
+            ErrorKind::PermissionDenied => Error::PermissionDenied { message },
+            ErrorKind::NotLeader | ErrorKind::Unavailable => Error::Unavailable { message },
+            ErrorKind::WaitCancelled => Error::WaitCancelled { message },
+            ErrorKind::AlreadyWaiting => Error::AlreadyWaiting { message },
+            ErrorKind::CursorExpired => Error::CursorExpired { message },
+            ErrorKind::ResourceExhausted => Error::ResourceExhausted { message },
+            ErrorKind::MembershipRefused => Error::MembershipRefused { message },
+            ErrorKind::Internal => return None,
+        })
     }
 }
 
@@ -313,6 +353,52 @@ mod tests {
     fn unknown_kind_falls_back_to_code() {
         let err = Error::from(status_with(Code::NotFound, "gone", Some("SOMETHING_NEW"), None));
         assert_eq!(err, Error::TransactionNotFound { message: "gone".into() });
+    }
+
+    #[test]
+    fn the_error_detail_carries_the_end_cause_and_the_deadlock() {
+        let mut lost = status_with(Code::FailedPrecondition, "transaction 4 is EXPIRED", None, None);
+        let detail = pb::ErrorDetail {
+            kind: ErrorKind::TransactionLost.to_wire(),
+            transaction_id: 4,
+            end_cause: EndCause::LeaseExpired.to_wire(),
+            deadlock: None,
+        };
+        caerus_proto::set_error_detail(&mut lost, &detail);
+        let err = Error::from(lost);
+        assert_eq!(err.code(), "TRANSACTION_LOST");
+        assert_eq!(err.end_cause(), Some(EndCause::LeaseExpired));
+
+        let mut victim = Status::aborted("chosen");
+        let cycle = [(5, "a"), (6, "b")].map(|(txn, key)| pb::CycleMember {
+            transaction_id: txn,
+            key: key.into(),
+            namespace: "ns".into(),
+            mode: pb::LockMode::Exclusive as i32,
+            ..Default::default()
+        });
+        let deadlock = pb::DeadlockResolved {
+            cycle: cycle.to_vec(),
+            victim_transaction_id: 6,
+            policy: pb::VictimPolicy::Youngest as i32,
+        };
+        let detail = pb::ErrorDetail {
+            kind: ErrorKind::DeadlockVictim.to_wire(),
+            transaction_id: 6,
+            end_cause: EndCause::DeadlockVictim.to_wire(),
+            deadlock: Some(deadlock),
+        };
+        caerus_proto::set_error_detail(&mut victim, &detail);
+        let Error::DeadlockVictim { deadlock: Some(d), .. } = Error::from(victim) else {
+            panic!("a victim with its cycle")
+        };
+        assert_eq!(d.victim_transaction_id, 6);
+        assert_eq!(d.policy, caerus_types::VictimPolicy::Youngest);
+        assert_eq!(d.cycle.iter().map(|m| m.key.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+
+        // Without a detail (an older server) the kind still decides; the cause is unknown.
+        let err = Error::from(status_with(Code::Aborted, "lost", Some("TRANSACTION_LOST"), None));
+        assert_eq!((err.code(), err.end_cause()), ("TRANSACTION_LOST", None));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 
 use caerus_proto::v1 as pb;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
+use caerus_proto::Wire;
 use futures::{Stream, StreamExt};
 use tonic::Status;
 use tracing::{debug, warn};
@@ -22,7 +23,7 @@ use tracing::{debug, warn};
 use crate::client::DlsClient;
 use crate::error::{Error, Result};
 use crate::router::{attempt_timed_out, Attempts, Router};
-use crate::types::{Lock, LockMode};
+use crate::types::{required, EndCause, Lock, LockMode};
 
 /// Kinds of events, for filtering.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,42 +86,8 @@ impl FromStr for EventKind {
     }
 }
 
-/// Which member of a deadlock cycle the server aborts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum VictimPolicy {
-    /// The lowest priority; among equals the youngest (latest begun). The default.
-    LowestPriorityThenYoungest,
-    /// The youngest (latest begun) transaction, whatever its priority.
-    Youngest,
-    /// The oldest (earliest begun) transaction, whatever its priority.
-    Oldest,
-}
-
-impl VictimPolicy {
-    /// The wire name, e.g. `"LOWEST_PRIORITY_THEN_YOUNGEST"`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            VictimPolicy::LowestPriorityThenYoungest => "LOWEST_PRIORITY_THEN_YOUNGEST",
-            VictimPolicy::Youngest => "YOUNGEST",
-            VictimPolicy::Oldest => "OLDEST",
-        }
-    }
-
-    fn from_proto(value: i32) -> Result<Self> {
-        match pb::VictimPolicy::try_from(value) {
-            Ok(pb::VictimPolicy::LowestPriorityThenYoungest) => Ok(VictimPolicy::LowestPriorityThenYoungest),
-            Ok(pb::VictimPolicy::Youngest) => Ok(VictimPolicy::Youngest),
-            Ok(pb::VictimPolicy::Oldest) => Ok(VictimPolicy::Oldest),
-            _ => Err(Error::internal(format!("server sent an unknown victim policy {value}"))),
-        }
-    }
-}
-
-impl fmt::Display for VictimPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// Which member of a deadlock cycle the server aborts (declared once, in `caerus-types`).
+pub use caerus_types::VictimPolicy;
 
 /// A member of a wait-for cycle: the transaction and the lock it was waiting for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,6 +104,40 @@ pub struct CycleMember {
     pub key: String,
     /// The mode it asked for.
     pub mode: LockMode,
+}
+
+/// A deadlock the server broke: the cycle, the aborted member and the policy that chose it.
+/// Carried by [`EventDetail::DeadlockResolved`] and by the victim's
+/// [`Error::DeadlockVictim`](crate::Error::DeadlockVictim).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deadlock {
+    /// The cycle in wait-for order: each member waits for the next, the last for the first.
+    pub cycle: Vec<CycleMember>,
+    /// The aborted transaction (a member of the cycle).
+    pub victim_transaction_id: u64,
+    /// The policy that chose the victim.
+    pub policy: VictimPolicy,
+}
+
+impl TryFrom<pb::DeadlockResolved> for Deadlock {
+    type Error = Error;
+    fn try_from(d: pb::DeadlockResolved) -> Result<Self> {
+        let member = |m: pb::CycleMember| -> Result<CycleMember> {
+            Ok(CycleMember {
+                mode: required("lock mode", m.mode)?,
+                transaction_id: m.transaction_id,
+                transaction_name: m.transaction_name,
+                priority: m.priority,
+                namespace: m.namespace,
+                key: m.key,
+            })
+        };
+        Ok(Deadlock {
+            cycle: d.cycle.into_iter().map(member).collect::<Result<_>>()?,
+            victim_transaction_id: d.victim_transaction_id,
+            policy: required("victim policy", d.policy)?,
+        })
+    }
 }
 
 /// What happened, by kind.
@@ -186,8 +187,9 @@ pub enum EventDetail {
         mode: LockMode,
         /// The token of the revoked grant: storage should now reject it.
         fencing_token: u64,
-        /// Why: "lease expired", "deadlock victim" or "aborted by operator".
-        cause: String,
+        /// What ended the holder: [`EndCause::LeaseExpired`], [`EndCause::DeadlockVictim`] or
+        /// [`EndCause::OperatorAbort`] (`None` from a server older than this field).
+        cause: Option<EndCause>,
     },
 }
 
@@ -232,24 +234,10 @@ impl TryFrom<pb::Event> for Event {
     fn try_from(e: pb::Event) -> Result<Self> {
         use pb::event::Detail;
         let detail = match e.detail {
-            Some(Detail::DeadlockResolved(d)) => EventDetail::DeadlockResolved {
-                cycle: d
-                    .cycle
-                    .into_iter()
-                    .map(|m| {
-                        Ok(CycleMember {
-                            mode: LockMode::from_proto(m.mode)?,
-                            transaction_id: m.transaction_id,
-                            transaction_name: m.transaction_name,
-                            priority: m.priority,
-                            namespace: m.namespace,
-                            key: m.key,
-                        })
-                    })
-                    .collect::<Result<_>>()?,
-                victim_transaction_id: d.victim_transaction_id,
-                policy: VictimPolicy::from_proto(d.policy)?,
-            },
+            Some(Detail::DeadlockResolved(d)) => {
+                let Deadlock { cycle, victim_transaction_id, policy } = Deadlock::try_from(d)?;
+                EventDetail::DeadlockResolved { cycle, victim_transaction_id, policy }
+            }
             Some(Detail::TransactionExpired(d)) => EventDetail::TransactionExpired {
                 transaction_id: d.transaction_id,
                 transaction_name: d.transaction_name,
@@ -263,12 +251,12 @@ impl TryFrom<pb::Event> for Event {
                 released_locks: locks(d.released_locks)?,
             },
             Some(Detail::LockRevoked(d)) => EventDetail::LockRevoked {
-                mode: LockMode::from_proto(d.mode)?,
+                mode: required("lock mode", d.mode)?,
                 transaction_id: d.transaction_id,
                 namespace: d.namespace,
                 key: d.key,
                 fencing_token: d.fencing_token,
-                cause: d.cause,
+                cause: EndCause::from_wire(d.end_cause),
             },
             None => {
                 return Err(Error::internal(format!(

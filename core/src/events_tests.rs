@@ -160,6 +160,7 @@ fn event(sequence: u64) -> pb::Event {
             mode: pb::LockMode::Exclusive as i32,
             fencing_token: sequence,
             cause: "lease expired".into(),
+            end_cause: pb::EndCause::LeaseExpired as i32,
         })),
     }
 }

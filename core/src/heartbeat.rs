@@ -96,7 +96,7 @@ pub(crate) async fn run(shared: Arc<TxShared>) {
             Some(e @ (Error::TransactionLost { .. } | Error::DeadlockVictim { .. })) => {
                 let kind = match e {
                     Error::DeadlockVictim { .. } => LostKind::DeadlockVictim,
-                    _ => shared.lost_kind(e.message()).await,
+                    _ => shared.lost_kind(e).await,
                 };
                 shared.mark_lost(LostReason { kind, message: e.message().to_string() });
                 return;

@@ -122,5 +122,8 @@ fn result_error(result: &pb::HeartbeatResult) -> Error {
     if let Ok(kind) = MetadataValue::try_from(result.error_kind.as_str()) {
         status.metadata_mut().insert(metadata::ERROR_KIND, kind);
     }
+    if let Some(detail) = &result.error {
+        caerus_proto::set_error_detail(&mut status, detail);
+    }
     Error::from(status)
 }

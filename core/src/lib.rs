@@ -62,10 +62,10 @@ pub use config::{
     ClientConfig, API_KEY_ENV, CA_FILE_ENV, CLIENT_CERT_FILE_ENV, CLIENT_KEY_FILE_ENV, DEFAULT_ENDPOINT, ENDPOINTS_ENV,
 };
 pub use error::{Error, Result};
-pub use events::{CycleMember, Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
+pub use events::{CycleMember, Deadlock, Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
 pub use transaction::Transaction;
 pub use types::{
-    AcquireOptions, Lock, LockMode, LostKind, LostReason, PendingLock, QueuePosition, TransactionOptions,
+    AcquireOptions, EndCause, Lock, LockMode, LostKind, LostReason, PendingLock, QueuePosition, TransactionOptions,
     TransactionState, TransactionStatus,
 };
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use caerus_proto::v1 as pb;
 use caerus_proto::v1::acquire_lock_response::Event;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
+use caerus_proto::Wire;
 use tokio::sync::{watch, Notify};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -15,7 +16,7 @@ use tracing::{debug, warn};
 use crate::error::{Error, Result};
 use crate::router::{attempt_timed_out, deadline_after, CallOptions, Router, BACKOFF_CAP};
 use crate::types::{
-    ms_to_wire, AcquireOptions, Lock, LockMode, LostKind, LostReason, QueuePosition, TransactionState,
+    ms_to_wire, AcquireOptions, EndCause, Lock, LockMode, LostKind, LostReason, QueuePosition, TransactionState,
     TransactionStatus,
 };
 
@@ -165,14 +166,14 @@ impl TxShared {
         TransactionStatus::try_from(routed.value)
     }
 
-    /// Works out why the server calls the transaction not active: from its message when
-    /// it says, else from a status query.
-    pub(crate) async fn lost_kind(&self, message: &str) -> LostKind {
-        if let Some(kind) = LostKind::from_message(message) {
-            return kind;
+    /// Works out why the server calls the transaction not active: from the end cause its
+    /// answer carried, else (the transaction was still ending) from a status query.
+    pub(crate) async fn lost_kind(&self, error: &Error) -> LostKind {
+        if let Some(cause) = error.end_cause() {
+            return LostKind::from_cause(cause);
         }
         match self.fetch_status(self.quick_options()).await {
-            Ok(status) => LostKind::from_final_state(status.state, &status.end_reason).unwrap_or(LostKind::Aborted),
+            Ok(status) => status.end_cause.map(LostKind::from_cause).unwrap_or(LostKind::Aborted),
             Err(Error::TransactionNotFound { .. }) => LostKind::NotFound,
             Err(_) => LostKind::Aborted,
         }
@@ -185,11 +186,11 @@ impl TxShared {
     pub(crate) async fn observe(&self, error: Error) -> Error {
         if self.is_active() && !self.is_ending() {
             let reason = match &error {
-                Error::DeadlockVictim { message } => {
+                Error::DeadlockVictim { message, .. } => {
                     Some(LostReason { kind: LostKind::DeadlockVictim, message: message.clone() })
                 }
-                Error::TransactionLost { message } => {
-                    Some(LostReason { kind: self.lost_kind(message).await, message: message.clone() })
+                Error::TransactionLost { message, .. } => {
+                    Some(LostReason { kind: self.lost_kind(&error).await, message: message.clone() })
                 }
                 Error::TransactionNotFound { message } => {
                     Some(LostReason { kind: LostKind::NotFound, message: message.clone() })
@@ -201,8 +202,10 @@ impl TxShared {
             }
         }
         match (error, self.phase()) {
-            (Error::TransactionLost { message }, Phase::Lost(reason)) if reason.kind == LostKind::DeadlockVictim => {
-                Error::DeadlockVictim { message }
+            (Error::TransactionLost { message, .. }, Phase::Lost(reason))
+                if reason.kind == LostKind::DeadlockVictim =>
+            {
+                Error::DeadlockVictim { message, deadlock: None }
             }
             (error, _) => error,
         }
@@ -228,8 +231,9 @@ impl TxShared {
 /// deadlock cost it its locks, else [`Error::TransactionLost`].
 pub(crate) fn lost_error(reason: &LostReason, message: String) -> Error {
     match reason.kind {
-        LostKind::DeadlockVictim => Error::DeadlockVictim { message },
-        _ => Error::TransactionLost { message },
+        LostKind::DeadlockVictim => Error::DeadlockVictim { message, deadlock: None },
+        LostKind::Expired => Error::TransactionLost { message, cause: Some(EndCause::LeaseExpired) },
+        _ => Error::lost(message),
     }
 }
 
@@ -347,12 +351,8 @@ impl Transaction {
         match shared.phase() {
             Phase::Active => Ok(()),
             Phase::Lost(reason) => Err(lost_error(&reason, format!("transaction {} was lost: {reason}", shared.id))),
-            Phase::Committed => {
-                Err(Error::TransactionLost { message: format!("transaction {} was already committed", shared.id) })
-            }
-            Phase::Aborted => {
-                Err(Error::TransactionLost { message: format!("transaction {} was already aborted", shared.id) })
-            }
+            Phase::Committed => Err(Error::lost(format!("transaction {} was already committed", shared.id))),
+            Phase::Aborted => Err(Error::lost(format!("transaction {} was already aborted", shared.id))),
         }
     }
 
@@ -381,7 +381,7 @@ impl Transaction {
             transaction_id: shared.id,
             namespace: namespace.to_string(),
             key: key.to_string(),
-            mode: mode.to_proto(),
+            mode: mode.to_wire(),
             timeout_ms: ms_to_wire("acquire timeout_ms", opts.timeout_ms)?,
             request_id: new_request_id(),
             begin: None,
@@ -436,9 +436,9 @@ impl Transaction {
         match shared.fetch_status(shared.router.default_options()).await {
             Ok(status) => {
                 if !shared.is_ending() {
-                    if let Some(kind) = LostKind::from_final_state(status.state, &status.end_reason) {
+                    if let Some(cause) = status.end_cause {
                         shared.mark_lost(LostReason {
-                            kind,
+                            kind: LostKind::from_cause(cause),
                             message: format!("transaction {} is {}: {}", shared.id, status.state, status.end_reason),
                         });
                     }
@@ -465,26 +465,21 @@ impl Transaction {
         let result = shared.end(true).await;
         match result {
             Ok(response) => {
-                let state = TransactionState::from_proto(response.state);
-                if state == Ok(TransactionState::Committed) {
+                let state = TransactionState::from_wire(response.state);
+                if state == Some(TransactionState::Committed) {
                     shared.mark_ended(true);
                     debug!(transaction_id = shared.id, "committed");
                     Ok(())
                 } else {
                     shared.mark_ended(false);
-                    Err(Error::TransactionLost {
-                        message: format!(
-                            "commit of transaction {} ended it as {}",
-                            shared.id,
-                            state.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string())
-                        ),
-                    })
+                    let state = state.map_or_else(|| format!("unknown state {}", response.state), |s| s.to_string());
+                    Err(Error::lost(format!("commit of transaction {} ended it as {state}", shared.id)))
                 }
             }
             Err(e) => {
                 let (kind, message) = match &e {
-                    Error::TransactionLost { message } => (shared.lost_kind(message).await, message.clone()),
-                    Error::DeadlockVictim { message } => (LostKind::DeadlockVictim, message.clone()),
+                    Error::TransactionLost { message, .. } => (shared.lost_kind(&e).await, message.clone()),
+                    Error::DeadlockVictim { message, .. } => (LostKind::DeadlockVictim, message.clone()),
                     Error::TransactionNotFound { message } => (LostKind::NotFound, message.clone()),
                     // Not an answer about the transaction: it is still active as far as
                     // anyone knows, and the heartbeat keeps running.
@@ -713,6 +708,7 @@ pub(crate) mod tests {
         // What the server answers a victim's later calls.
         let heard = Error::TransactionLost {
             message: "transaction 7 is ABORTED (deadlock victim (policy oldest): cycle 7 waits for ns/a)".into(),
+            cause: Some(EndCause::DeadlockVictim),
         };
         let err = tx.shared().observe(heard).await;
         assert_eq!(err.code(), "DEADLOCK_VICTIM", "{err}");
@@ -725,7 +721,8 @@ pub(crate) mod tests {
         let err = other
             .shared()
             .observe(Error::TransactionLost {
-                message: r#"transaction 7 is ABORTED (aborted by operator "ops": x)"#.into(),
+                message: r#"transaction 7 is ABORTED (aborted by operator "ops": deadlock victim)"#.into(),
+                cause: Some(EndCause::OperatorAbort),
             })
             .await;
         assert_eq!(err.code(), "TRANSACTION_LOST");

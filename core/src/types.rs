@@ -1,64 +1,26 @@
 //! Public value types and their conversions to and from the wire messages.
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use caerus_proto::v1 as pb;
+use caerus_proto::Wire;
 
 use crate::error::{Error, Result};
 
-/// How a lock is held. Two holders of one key are compatible only if both are `SharedRead`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LockMode {
-    /// Write lock: one holder at a time, no readers beside it.
-    Exclusive,
-    /// Read lock: any number of readers at once, no writer beside them.
-    SharedRead,
-}
+/// The modes, states and end causes the server, this client and every binding share
+/// (declared once, in `caerus-types`).
+pub use caerus_types::{EndCause, LockMode, TransactionState};
 
-impl LockMode {
-    /// The wire name: `"EXCLUSIVE"` or `"SHARED_READ"`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            LockMode::Exclusive => "EXCLUSIVE",
-            LockMode::SharedRead => "SHARED_READ",
-        }
-    }
-
-    pub(crate) fn to_proto(self) -> i32 {
-        match self {
-            LockMode::Exclusive => pb::LockMode::Exclusive as i32,
-            LockMode::SharedRead => pb::LockMode::SharedRead as i32,
-        }
-    }
-
-    pub(crate) fn from_proto(value: i32) -> Result<Self> {
-        match pb::LockMode::try_from(value) {
-            Ok(pb::LockMode::Exclusive) => Ok(LockMode::Exclusive),
-            Ok(pb::LockMode::SharedRead) => Ok(LockMode::SharedRead),
-            _ => Err(Error::internal(format!("server sent an unknown lock mode {value}"))),
-        }
+impl From<caerus_types::ParseError> for Error {
+    fn from(e: caerus_types::ParseError) -> Self {
+        Error::invalid_argument(e.0)
     }
 }
 
-impl fmt::Display for LockMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for LockMode {
-    type Err = Error;
-
-    /// Accepts `EXCLUSIVE`, `SHARED_READ`, `SHARED` and `SHARED-READ`, in any case.
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_uppercase().as_str() {
-            "EXCLUSIVE" => Ok(LockMode::Exclusive),
-            "SHARED_READ" | "SHARED" | "SHARED-READ" => Ok(LockMode::SharedRead),
-            _ => Err(Error::invalid_argument(format!("unknown lock mode {s:?} (expected EXCLUSIVE or SHARED_READ)"))),
-        }
-    }
+/// A wire enum field the server must have set to a known value.
+pub(crate) fn required<T: Wire>(what: &str, raw: i32) -> Result<T> {
+    T::from_wire(raw).ok_or_else(|| Error::internal(format!("server sent an unknown {what} {raw}")))
 }
 
 /// A lock held by a transaction.
@@ -80,7 +42,7 @@ impl TryFrom<pb::Granted> for Lock {
     type Error = Error;
     fn try_from(g: pb::Granted) -> Result<Self> {
         Ok(Lock {
-            mode: LockMode::from_proto(g.mode)?,
+            mode: required("lock mode", g.mode)?,
             namespace: g.namespace,
             key: g.key,
             fencing_token: g.fencing_token,
@@ -92,7 +54,7 @@ impl TryFrom<pb::HeldLock> for Lock {
     type Error = Error;
     fn try_from(h: pb::HeldLock) -> Result<Self> {
         Ok(Lock {
-            mode: LockMode::from_proto(h.mode)?,
+            mode: required("lock mode", h.mode)?,
             namespace: h.namespace,
             key: h.key,
             fencing_token: h.fencing_token,
@@ -115,47 +77,6 @@ impl From<pb::Queued> for QueuePosition {
     }
 }
 
-/// State of a transaction. `Active` is the only live one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TransactionState {
-    /// Running; may acquire and hold locks.
-    Active,
-    /// Ended by commit; its locks were released.
-    Committed,
-    /// Ended by abort (by the client, or by the server e.g. as a deadlock victim).
-    Aborted,
-    /// Its lease lapsed; the server released its locks.
-    Expired,
-}
-
-impl TransactionState {
-    /// The wire name, e.g. `"ACTIVE"`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            TransactionState::Active => "ACTIVE",
-            TransactionState::Committed => "COMMITTED",
-            TransactionState::Aborted => "ABORTED",
-            TransactionState::Expired => "EXPIRED",
-        }
-    }
-
-    pub(crate) fn from_proto(value: i32) -> Result<Self> {
-        match pb::TransactionState::try_from(value) {
-            Ok(pb::TransactionState::Active) => Ok(TransactionState::Active),
-            Ok(pb::TransactionState::Committed) => Ok(TransactionState::Committed),
-            Ok(pb::TransactionState::Aborted) => Ok(TransactionState::Aborted),
-            Ok(pb::TransactionState::Expired) => Ok(TransactionState::Expired),
-            _ => Err(Error::internal(format!("server sent an unknown transaction state {value}"))),
-        }
-    }
-}
-
-impl fmt::Display for TransactionState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// A lock request that is waiting in a queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingLock {
@@ -175,7 +96,7 @@ impl TryFrom<pb::PendingLock> for PendingLock {
     type Error = Error;
     fn try_from(p: pb::PendingLock) -> Result<Self> {
         Ok(PendingLock {
-            mode: LockMode::from_proto(p.mode)?,
+            mode: required("lock mode", p.mode)?,
             namespace: p.namespace,
             key: p.key,
             position: p.position,
@@ -203,8 +124,11 @@ pub struct TransactionStatus {
     pub locks: Vec<Lock>,
     /// The pending lock request, if it is waiting.
     pub waiting: Option<PendingLock>,
-    /// Why a finished transaction ended, e.g. "committed", "lease expired"; empty while active.
+    /// Why a finished transaction ended, in words, e.g. "committed", "lease expired"; empty
+    /// while active.
     pub end_reason: String,
+    /// What ended it; `None` while active (or from a server older than this field).
+    pub end_cause: Option<EndCause>,
 }
 
 impl TryFrom<pb::GetTransactionStatusResponse> for TransactionStatus {
@@ -212,7 +136,7 @@ impl TryFrom<pb::GetTransactionStatusResponse> for TransactionStatus {
     fn try_from(r: pb::GetTransactionStatusResponse) -> Result<Self> {
         Ok(TransactionStatus {
             id: r.transaction_id,
-            state: TransactionState::from_proto(r.state)?,
+            state: required("transaction state", r.state)?,
             name: Some(r.name).filter(|n| !n.is_empty()),
             priority: r.priority,
             lease_timeout_ms: non_negative(r.lease_timeout_ms),
@@ -220,6 +144,7 @@ impl TryFrom<pb::GetTransactionStatusResponse> for TransactionStatus {
             locks: r.locks.into_iter().map(Lock::try_from).collect::<Result<_>>()?,
             waiting: r.waiting.map(PendingLock::try_from).transpose()?,
             end_reason: r.end_reason,
+            end_cause: EndCause::from_wire(r.end_cause),
         })
     }
 }
@@ -271,42 +196,14 @@ impl LostKind {
         }
     }
 
-    /// Guesses the kind from a server message such as "transaction 7 is EXPIRED (lease
-    /// expired)"; `None` when the message does not say.
-    ///
-    /// The server's own phrase comes before any text an operator gave as an abort reason
-    /// (`... ABORTED (aborted by operator "ops": stuck lease)`), so the earliest phrase
-    /// found decides.
-    pub(crate) fn from_message(message: &str) -> Option<LostKind> {
-        const PHRASES: [(&str, LostKind); 5] = [
-            ("deadlock victim", LostKind::DeadlockVictim),
-            ("aborted by", LostKind::Aborted),
-            ("expired", LostKind::Expired),
-            ("lease", LostKind::Expired),
-            ("deadlock", LostKind::DeadlockVictim),
-        ];
-        let m = message.to_ascii_lowercase();
-        PHRASES
-            .iter()
-            .filter_map(|(phrase, kind)| m.find(phrase).map(|at| (at, *kind)))
-            .min_by_key(|(at, _)| *at)
-            .map(|(_, kind)| kind)
-            .or_else(|| m.contains("abort").then_some(LostKind::Aborted))
-    }
-
-    /// The kind a finished server state stands for; `None` while active.
-    pub(crate) fn from_final_state(state: TransactionState, end_reason: &str) -> Option<LostKind> {
-        match state {
-            TransactionState::Active => None,
-            TransactionState::Expired => Some(LostKind::Expired),
-            // The server's reason starts with the phrase; an operator's reason comes after
-            // "aborted by operator" and cannot pass for it.
-            TransactionState::Aborted if end_reason.trim_start().to_ascii_lowercase().starts_with("deadlock") => {
-                Some(LostKind::DeadlockVictim)
-            }
-            // A commit by another handle of the same transaction never reaches here (the
-            // handle knows it is ending); a foreign commit is, for this holder, an abort.
-            TransactionState::Aborted | TransactionState::Committed => Some(LostKind::Aborted),
+    /// What a transaction ended by `cause` is, for its holder. A commit by another handle
+    /// of the same transaction never reaches here (the handle knows it is ending); a
+    /// foreign commit is, for this holder, an abort.
+    pub fn from_cause(cause: EndCause) -> LostKind {
+        match cause {
+            EndCause::LeaseExpired => LostKind::Expired,
+            EndCause::DeadlockVictim => LostKind::DeadlockVictim,
+            EndCause::Committed | EndCause::ClientAbort | EndCause::OperatorAbort => LostKind::Aborted,
         }
     }
 }
@@ -410,27 +307,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lock_mode_parsing() {
-        for s in ["EXCLUSIVE", "exclusive", "Exclusive", " exclusive "] {
-            assert_eq!(s.parse::<LockMode>().unwrap(), LockMode::Exclusive, "{s}");
-        }
-        for s in ["SHARED_READ", "shared_read", "shared", "SHARED", "shared-read"] {
-            assert_eq!(s.parse::<LockMode>().unwrap(), LockMode::SharedRead, "{s}");
-        }
+    fn lock_mode_parsing_errors_are_invalid_arguments() {
         for s in ["", "read", "write", "LOCK_MODE_UNSPECIFIED", "exclusive2"] {
-            let err = s.parse::<LockMode>().unwrap_err();
+            let err = Error::from(s.parse::<LockMode>().unwrap_err());
             assert_eq!(err.code(), "INVALID_ARGUMENT", "{s}");
         }
-    }
-
-    #[test]
-    fn lock_mode_round_trip() {
-        for m in [LockMode::Exclusive, LockMode::SharedRead] {
-            assert_eq!(LockMode::from_proto(m.to_proto()).unwrap(), m);
-            assert_eq!(m.to_string().parse::<LockMode>().unwrap(), m);
-        }
-        assert!(LockMode::from_proto(0).is_err());
-        assert!(LockMode::from_proto(99).is_err());
+        assert_eq!(required::<LockMode>("lock mode", 99).unwrap_err().code(), "INTERNAL");
+        assert_eq!(required::<LockMode>("lock mode", LockMode::SharedRead.to_wire()).unwrap(), LockMode::SharedRead);
     }
 
     #[test]
@@ -456,6 +339,7 @@ mod tests {
                 request_id: "r".into(),
             }),
             end_reason: String::new(),
+            end_cause: 0,
         };
         let s = TransactionStatus::try_from(r).unwrap();
         assert_eq!(s.id, 7);
@@ -465,51 +349,16 @@ mod tests {
         assert_eq!(s.locks[0].fencing_token, 42);
         assert_eq!(s.locks[0].mode, LockMode::SharedRead);
         assert_eq!(s.waiting.unwrap().position, 2);
+        assert_eq!(s.end_cause, None);
     }
 
     #[test]
-    fn lost_kind_from_message_and_state() {
-        assert_eq!(
-            LostKind::from_message("transaction 4 is not active (EXPIRED: lease expired)"),
-            Some(LostKind::Expired)
-        );
-        assert_eq!(LostKind::from_message("aborted as a deadlock victim"), Some(LostKind::DeadlockVictim));
-        assert_eq!(LostKind::from_message("transaction 4 is ABORTED"), Some(LostKind::Aborted));
-        assert_eq!(LostKind::from_message("not active"), None);
-        // What the server says to a victim's later calls, and to an acquire it ended.
-        assert_eq!(
-            LostKind::from_message(
-                "transaction 5 is ABORTED (deadlock victim (policy oldest): cycle 5 waits for ns/a, 6 waits for ns/b)"
-            ),
-            Some(LostKind::DeadlockVictim)
-        );
-        assert_eq!(
-            LostKind::from_message("transaction 5 was aborted as a deadlock victim (policy youngest): cycle ..."),
-            Some(LostKind::DeadlockVictim)
-        );
-        // An operator's reason cannot pass for the server's phrase.
-        assert_eq!(
-            LostKind::from_message(r#"transaction 5 is ABORTED (aborted by operator "ops": deadlock victim lease)"#),
-            Some(LostKind::Aborted)
-        );
-        assert_eq!(
-            LostKind::from_message("transaction 5 ended while waiting: EXPIRED (lease expired)"),
-            Some(LostKind::Expired)
-        );
-        assert_eq!(
-            LostKind::from_message("transaction 5's lease lapsed; its expiry is being committed"),
-            Some(LostKind::Expired)
-        );
-        assert_eq!(
-            LostKind::from_final_state(TransactionState::Aborted, r#"aborted by operator "x": deadlock"#),
-            Some(LostKind::Aborted)
-        );
-        assert_eq!(
-            LostKind::from_final_state(TransactionState::Aborted, "deadlock victim"),
-            Some(LostKind::DeadlockVictim)
-        );
-        assert_eq!(LostKind::from_final_state(TransactionState::Expired, ""), Some(LostKind::Expired));
-        assert_eq!(LostKind::from_final_state(TransactionState::Active, ""), None);
+    fn lost_kind_follows_the_end_cause() {
+        assert_eq!(LostKind::from_cause(EndCause::LeaseExpired), LostKind::Expired);
+        assert_eq!(LostKind::from_cause(EndCause::DeadlockVictim), LostKind::DeadlockVictim);
+        for c in [EndCause::OperatorAbort, EndCause::ClientAbort, EndCause::Committed] {
+            assert_eq!(LostKind::from_cause(c), LostKind::Aborted, "{c}");
+        }
     }
 
     #[test]

@@ -3,14 +3,17 @@
 //! `v1` is the public client API (`LockService`); `raft` is the internal node-to-node
 //! service and must never be exposed to clients.
 
-#![allow(clippy::all)]
+mod shared;
+pub use shared::{error_detail, set_error_detail, Wire};
 
 /// Public client API: package `caerus.dls.v1`.
+#[allow(clippy::all)]
 pub mod v1 {
     tonic::include_proto!("caerus.dls.v1");
 }
 
 /// Internal raft transport between nodes: package `caerus.dls.raft.v1`.
+#[allow(clippy::all)]
 pub mod raft {
     tonic::include_proto!("caerus.dls.raft.v1");
 }
@@ -66,6 +69,8 @@ pub mod metadata {
     pub const LEADER_ID: &str = "x-dls-leader-id";
     /// Machine-readable error kind (see `ErrorKind` in the proto docs), beside the gRPC status.
     pub const ERROR_KIND: &str = "x-dls-error";
+    /// The encoded `ErrorDetail` of an error answer (binary metadata: the key ends in -bin).
+    pub const ERROR_DETAIL: &str = "x-dls-error-detail-bin";
     /// On a WatchEvents stream's response headers: the sequence the stream starts from
     /// (resolves `from_sequence = 0` and `only_new`), so a client can resume exactly.
     pub const FIRST_SEQUENCE: &str = "x-dls-first-sequence";

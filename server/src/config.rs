@@ -83,7 +83,7 @@ pub struct ServeArgs {
 fn parse_namespace_policy(raw: &str) -> Result<(String, VictimPolicy), String> {
     let (prefix, policy) =
         raw.split_once('=').ok_or_else(|| format!("{raw:?} must look like PREFIX=POLICY, e.g. billing-=oldest"))?;
-    Ok((prefix.trim().to_string(), policy.parse()?))
+    Ok((prefix.trim().to_string(), policy.parse().map_err(|e: caerus_types::ParseError| e.0)?))
 }
 
 /// The victim policy for each namespace: the longest matching configured prefix, else the default.

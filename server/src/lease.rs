@@ -260,7 +260,7 @@ mod tests {
         let later = now + Duration::from_millis(150);
         assert_eq!(leases.due(later).expire, vec![7]);
         assert_eq!(leases.renew(7, later), Err(RenewError::Expiring));
-        leases.observe(&[Effect::TxnFinished { txn: 7, cause: crate::locks::EndCause::Expired }], later);
+        leases.observe(&[Effect::TxnFinished { txn: 7, cause: crate::locks::EndCause::LeaseExpired }], later);
         assert!(leases.remaining(7, later).is_none());
     }
 

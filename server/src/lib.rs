@@ -1,6 +1,6 @@
 //! Caerus DLS lock server library; the `dls` binary is a thin CLI over it.
 //!
-//! - `locks/`: the lock semantics, a pure deterministic state machine.
+//! - `locks` (the `caerus-locks` crate): the lock semantics, a pure deterministic state machine.
 //! - `raft/`: openraft storage (sled), state-machine adapter and peer network.
 //! - `lease`: leader-side lease and acquire-timeout timers.
 //! - `limits`: the bounds on what clients can make a node hold, checked before proposing.
@@ -15,7 +15,6 @@ pub mod config;
 pub mod http;
 pub mod lease;
 pub mod limits;
-pub mod locks;
 pub mod members;
 pub mod metrics;
 pub mod node;
@@ -25,3 +24,6 @@ pub mod serve;
 pub mod signals;
 pub mod tls;
 pub mod webhooks;
+
+/// The lock semantics live in their own crate (`caerus-locks`); the server applies them.
+pub use caerus_locks as locks;

@@ -26,14 +26,19 @@ pub const WAIT_BUCKETS: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 /// unmeasured (they are still counted in `dls_waits_total`).
 const MAX_TRACKED_WAITS: usize = 100_000;
 
-const END_CAUSES: [EndCause; 5] =
-    [EndCause::Committed, EndCause::ClientAbort, EndCause::Expired, EndCause::DeadlockVictim, EndCause::OperatorAbort];
+const END_CAUSES: [EndCause; 5] = [
+    EndCause::Committed,
+    EndCause::ClientAbort,
+    EndCause::LeaseExpired,
+    EndCause::DeadlockVictim,
+    EndCause::OperatorAbort,
+];
 
 fn cause_label(cause: EndCause) -> &'static str {
     match cause {
         EndCause::Committed => "committed",
         EndCause::ClientAbort => "client_abort",
-        EndCause::Expired => "expired",
+        EndCause::LeaseExpired => "expired",
         EndCause::DeadlockVictim => "deadlock_victim",
         EndCause::OperatorAbort => "operator_abort",
     }
@@ -280,7 +285,7 @@ impl Metrics {
         for (name, help, value) in counters {
             metric(out, name, help, "counter", value.load(Relaxed));
         }
-        let expired = self.finished[cause_index(EndCause::Expired)].load(Relaxed);
+        let expired = self.finished[cause_index(EndCause::LeaseExpired)].load(Relaxed);
         metric(out, "dls_expiries_total", "Transactions whose lease lapsed.", "counter", expired);
         let name = "dls_transactions_finished_total";
         header(out, name, "Transactions finished, by cause.", "counter");
@@ -452,7 +457,7 @@ mod tests {
             Effect::DeadlockResolved,
             Effect::WaitEnded { txn: 3, request_id: rid.clone(), granted: false },
             Effect::TxnFinished { txn: 3, cause: EndCause::DeadlockVictim },
-            Effect::TxnFinished { txn: 4, cause: EndCause::Expired },
+            Effect::TxnFinished { txn: 4, cause: EndCause::LeaseExpired },
             Effect::Granted { txn: 2 },
             Effect::WaitEnded { txn: 2, request_id: rid, granted: true },
         ]);

@@ -5,8 +5,8 @@
 mod common;
 
 use caerus_core::{
-    AcquireOptions, ClientConfig, DlsClient, Error, EventDetail, EventKind, EventStream, Lock, LockMode, LostKind,
-    Transaction, TransactionOptions, TransactionState, VictimPolicy, WatchOptions,
+    AcquireOptions, ClientConfig, DlsClient, EndCause, Error, EventDetail, EventKind, EventStream, Lock, LockMode,
+    LostKind, Transaction, TransactionOptions, TransactionState, VictimPolicy, WatchOptions,
 };
 use common::{queued, take, Cluster, PATIENCE};
 use tokio::task::JoinHandle;
@@ -34,10 +34,17 @@ async fn lost_kind(tx: &Transaction) -> LostKind {
     tokio::time::timeout(PATIENCE, tx.lost()).await.expect("the lost signal fires").kind
 }
 
-fn assert_victim(result: Result<Lock, Error>) {
+/// The victim's error names the deadlock as data: the cycle it was part of (the victim
+/// among its members) and the policy that chose it. Returns the cycle's members.
+fn assert_victim(result: Result<Lock, Error>) -> Vec<u64> {
     match result {
-        Err(Error::DeadlockVictim { message }) => assert!(message.contains("deadlock victim"), "{message}"),
-        other => panic!("expected DeadlockVictim, got {other:?}"),
+        Err(Error::DeadlockVictim { message, deadlock: Some(d) }) => {
+            assert!(message.contains("deadlock victim"), "{message}");
+            let members: Vec<u64> = d.cycle.iter().map(|m| m.transaction_id).collect();
+            assert!(members.len() >= 2 && members.contains(&d.victim_transaction_id), "{d:?}");
+            members
+        }
+        other => panic!("expected DeadlockVictim with its deadlock, got {other:?}"),
     }
 }
 
@@ -77,7 +84,7 @@ async fn two_transaction_cycle_aborts_the_youngest_and_the_survivor_gets_the_loc
     // Closes the cycle: old waits for young (k2), young now waits for old (k1).
     let closing = young.acquire_lock("ns", "k1", LockMode::Exclusive, AcquireOptions::default()).await;
 
-    assert_victim(closing);
+    assert_cycle(&assert_victim(closing), &[young.id(), old.id()]);
     assert_eq!(lost_kind(&young).await, LostKind::DeadlockVictim);
     let granted = finish(old_waits).await.expect("the survivor gets the lock");
     assert!(granted.fencing_token > k2.fencing_token, "a revoked lock is granted with a higher token");
@@ -87,6 +94,7 @@ async fn two_transaction_cycle_aborts_the_youngest_and_the_survivor_gets_the_loc
     assert!(matches!(young.release("ns", "k2").await, Err(Error::DeadlockVictim { .. })));
     let status = c.transaction_status(young.id()).await.unwrap();
     assert_eq!(status.state, TransactionState::Aborted);
+    assert_eq!(status.end_cause, Some(EndCause::DeadlockVictim));
     assert!(status.end_reason.contains("deadlock victim"), "{}", status.end_reason);
     assert!(status.locks.is_empty());
 
@@ -126,12 +134,12 @@ async fn with_transaction_reports_deadlock_victim_when_its_acquire_was_chosen() 
     go.send(()).unwrap();
 
     match finish(body).await {
-        Err(Error::DeadlockVictim { message }) => assert!(message.contains("deadlock victim"), "{message}"),
+        Err(Error::DeadlockVictim { message, .. }) => assert!(message.contains("deadlock victim"), "{message}"),
         other => panic!("expected DeadlockVictim from with_transaction, got {other:?}"),
     }
     finish(old_waits).await.expect("the survivor gets the lock");
     let status = c.transaction_status(young_id).await.unwrap();
-    assert_eq!(status.state, TransactionState::Aborted);
+    assert_eq!((status.state, status.end_cause), (TransactionState::Aborted, Some(EndCause::DeadlockVictim)));
     old.commit().await.unwrap();
 }
 

@@ -5,7 +5,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caerus_core::{ClientConfig, DlsClient, Error, LockMode, LostKind, TransactionState};
+use caerus_core::{ClientConfig, DlsClient, EndCause, Error, LockMode, LostKind, TransactionState};
 use caerus_proto::v1 as pb;
 use common::{opts, raw_client, wait, Cluster};
 use tokio::sync::mpsc;
@@ -177,8 +177,25 @@ async fn an_expired_lease_frees_the_locks_for_the_next_waiter() {
     assert!(lb.fencing_token > silent_token);
     let st = c.transaction_status(silent).await.unwrap();
     assert_eq!(st.state, TransactionState::Expired);
+    assert_eq!(st.end_cause, Some(EndCause::LeaseExpired));
     assert!(st.locks.is_empty());
     assert!(st.end_reason.contains("lease"), "{}", st.end_reason);
+
+    // The expired transaction's calls say what ended it as data, singly and in a batch.
+    let refused = raw.heartbeat(pb::HeartbeatRequest { transaction_id: silent, more_transaction_ids: vec![] }).await;
+    let detail = caerus_proto::error_detail(&refused.unwrap_err()).expect("an error detail");
+    assert_eq!(detail.kind, pb::ErrorKind::TransactionLost as i32);
+    assert_eq!((detail.transaction_id, detail.end_cause), (silent, pb::EndCause::LeaseExpired as i32));
+    let batch = raw
+        .heartbeat(pb::HeartbeatRequest { transaction_id: 0, more_transaction_ids: vec![silent] })
+        .await
+        .unwrap()
+        .into_inner();
+    let detail = batch.results[0].error.clone().expect("the result's error detail");
+    assert_eq!(
+        (detail.kind, detail.end_cause),
+        (pb::ErrorKind::TransactionLost as i32, pb::EndCause::LeaseExpired as i32)
+    );
     b.commit().await.unwrap();
 }
 

@@ -52,7 +52,7 @@ fn ms_of(value: Option<f64>, what: &str) -> Result<Option<u64>> {
 fn mode_of(mode: Option<String>) -> Result<LockMode> {
     match mode {
         None => Ok(LockMode::Exclusive),
-        Some(m) => m.parse().map_err(to_js),
+        Some(m) => m.parse::<LockMode>().map_err(|e| to_js(e.into())),
     }
 }
 
@@ -259,7 +259,7 @@ impl From<Event> for JsEvent {
                 out.key = Some(key);
                 out.mode = Some(mode.as_str().to_string());
                 out.fencing_token = Some(BigInt::from(fencing_token));
-                out.cause = Some(cause);
+                out.cause = cause.map(|c| c.as_str().to_string());
             }
             // A kind added to core later: the common fields are still useful.
             _ => {}

@@ -1,39 +1,31 @@
 //! Domain ↔ wire conversions, in one place so every RPC shows the same shapes.
 
 use caerus_proto::v1 as pb;
+use caerus_proto::Wire;
 
-use crate::locks::{Event, EventDetail, EventKind, Held, LockKey, LockMode, TxnState, VictimPolicy};
+use crate::locks::{
+    revoke_cause, CycleMember, EndCause, Event, EventDetail, EventKind, Held, LockKey, LockMode, TxnId, TxnState,
+    VictimPolicy,
+};
 
 pub fn mode_wire(m: LockMode) -> pb::LockMode {
-    match m {
-        LockMode::Exclusive => pb::LockMode::Exclusive,
-        LockMode::SharedRead => pb::LockMode::SharedRead,
-    }
+    pb::LockMode::try_from(m.to_wire()).expect("every lock mode has a wire value")
 }
 
 pub fn mode(m: LockMode) -> i32 {
-    mode_wire(m) as i32
+    m.to_wire()
 }
 
 pub fn state(s: TxnState) -> i32 {
-    (match s {
-        TxnState::Active => pb::TransactionState::Active,
-        TxnState::Committed => pb::TransactionState::Committed,
-        TxnState::Aborted => pb::TransactionState::Aborted,
-        TxnState::Expired => pb::TransactionState::Expired,
-    }) as i32
+    s.to_wire()
 }
 
 pub fn policy_wire(p: VictimPolicy) -> pb::VictimPolicy {
-    match p {
-        VictimPolicy::LowestPriorityThenYoungest => pb::VictimPolicy::LowestPriorityThenYoungest,
-        VictimPolicy::Youngest => pb::VictimPolicy::Youngest,
-        VictimPolicy::Oldest => pb::VictimPolicy::Oldest,
-    }
+    pb::VictimPolicy::try_from(p.to_wire()).expect("every victim policy has a wire value")
 }
 
-pub fn policy(p: VictimPolicy) -> i32 {
-    policy_wire(p) as i32
+pub fn cause(c: Option<EndCause>) -> i32 {
+    c.map_or(pb::EndCause::Unspecified as i32, Wire::to_wire)
 }
 
 pub fn held_lock(lock: &LockKey, held: &Held) -> pb::HeldLock {
@@ -69,24 +61,31 @@ pub fn event_kind_from_wire(raw: i32) -> Option<EventKind> {
     }
 }
 
+/// A broken deadlock as the wire shows it (in events and in the victim's error detail).
+pub fn deadlock(cycle: &[CycleMember], victim: TxnId, p: VictimPolicy) -> pb::DeadlockResolved {
+    pb::DeadlockResolved {
+        cycle: cycle
+            .iter()
+            .map(|m| pb::CycleMember {
+                transaction_id: m.txn,
+                transaction_name: m.name.clone(),
+                priority: m.priority,
+                namespace: m.lock.namespace.clone(),
+                key: m.lock.key.clone(),
+                mode: mode(m.mode),
+            })
+            .collect(),
+        victim_transaction_id: victim,
+        policy: p.to_wire(),
+    }
+}
+
 pub fn event(e: &Event) -> pb::Event {
     use pb::event::Detail;
     let detail = match &e.detail {
-        EventDetail::DeadlockResolved { cycle, victim, policy: p } => Detail::DeadlockResolved(pb::DeadlockResolved {
-            cycle: cycle
-                .iter()
-                .map(|m| pb::CycleMember {
-                    transaction_id: m.txn,
-                    transaction_name: m.name.clone(),
-                    priority: m.priority,
-                    namespace: m.lock.namespace.clone(),
-                    key: m.lock.key.clone(),
-                    mode: mode(m.mode),
-                })
-                .collect(),
-            victim_transaction_id: *victim,
-            policy: policy(*p),
-        }),
+        EventDetail::DeadlockResolved { cycle, victim, policy: p } => {
+            Detail::DeadlockResolved(deadlock(cycle, *victim, *p))
+        }
         EventDetail::TransactionExpired { txn, name, released: r } => {
             Detail::TransactionExpired(pb::TransactionExpired {
                 transaction_id: *txn,
@@ -110,6 +109,7 @@ pub fn event(e: &Event) -> pb::Event {
             mode: mode(held.mode),
             fencing_token: held.token.0,
             cause: cause.clone(),
+            end_cause: self::cause(revoke_cause(cause)),
         }),
     };
     pb::Event {

@@ -1,10 +1,13 @@
 //! One mapping from server errors to gRPC statuses, so a code means the same thing on
-//! every RPC. Each status also carries `x-dls-error` (the proto's ErrorKind name) and, for
-//! a follower, the leader's address.
+//! every RPC. Each status also carries `x-dls-error` (the proto's ErrorKind name), the
+//! encoded `ErrorDetail` (`x-dls-error-detail-bin`: the kind, the transaction, what ended
+//! it, the deadlock that chose it) and, for a follower, the leader's address.
 
 use std::time::Duration;
 
-use caerus_proto::metadata;
+use caerus_proto::v1 as pb;
+use caerus_proto::{metadata, Wire};
+use caerus_types::ErrorKind;
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 
@@ -25,12 +28,13 @@ pub enum ApiError {
     #[error("transaction {0} not found (unknown, or finished and forgotten)")]
     NotFound(TxnId),
     /// The transaction is no longer active; `code` is ABORTED inside a wait,
-    /// FAILED_PRECONDITION otherwise.
+    /// FAILED_PRECONDITION otherwise. `cause` is what ended it, when it has ended.
     #[error("{message}")]
-    TransactionLost { message: String, code: Code },
-    /// The transaction was aborted to break a deadlock.
-    #[error("{0}")]
-    DeadlockVictim(String),
+    TransactionLost { message: String, code: Code, txn: TxnId, cause: Option<EndCause> },
+    /// The transaction was aborted to break a deadlock: the cycle and the policy, while the
+    /// event log still has them.
+    #[error("{message}")]
+    DeadlockVictim { message: String, txn: TxnId, deadlock: Option<pb::DeadlockResolved> },
     /// The acquire timeout passed.
     #[error("{0}")]
     LockTimeout(String),
@@ -66,25 +70,50 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    /// The gRPC code and the ErrorKind name (`x-dls-error`) this error is answered with.
-    pub fn code_and_kind(&self) -> (Code, &'static str) {
+    /// The gRPC code and the ErrorKind (`x-dls-error`) this error is answered with.
+    pub fn code_and_kind(&self) -> (Code, ErrorKind) {
         match self {
-            ApiError::InvalidArgument(_) => (Code::InvalidArgument, "INVALID_ARGUMENT"),
-            ApiError::Unauthenticated(_) => (Code::Unauthenticated, "UNAUTHENTICATED"),
-            ApiError::PermissionDenied(_) => (Code::PermissionDenied, "PERMISSION_DENIED"),
-            ApiError::NotFound(_) => (Code::NotFound, "TRANSACTION_NOT_FOUND"),
-            ApiError::TransactionLost { code, .. } => (*code, "TRANSACTION_LOST"),
-            ApiError::DeadlockVictim(_) => (Code::Aborted, "DEADLOCK_VICTIM"),
-            ApiError::LockTimeout(_) => (Code::DeadlineExceeded, "LOCK_TIMEOUT"),
-            ApiError::CursorExpired(_) => (Code::OutOfRange, "CURSOR_EXPIRED"),
-            ApiError::WaitCancelled(_) => (Code::Cancelled, "WAIT_CANCELLED"),
-            ApiError::AlreadyWaiting(_) => (Code::FailedPrecondition, "ALREADY_WAITING"),
-            ApiError::NotLeader { .. } => (Code::Unavailable, "NOT_LEADER"),
-            ApiError::Unavailable(_) | ApiError::Overloaded { .. } => (Code::Unavailable, "UNAVAILABLE"),
-            ApiError::ResourceExhausted(_) => (Code::ResourceExhausted, "RESOURCE_EXHAUSTED"),
-            ApiError::MembershipRefused(_) => (Code::FailedPrecondition, "MEMBERSHIP_REFUSED"),
-            ApiError::Internal(_) => (Code::Internal, "INTERNAL"),
+            ApiError::InvalidArgument(_) => (Code::InvalidArgument, ErrorKind::InvalidArgument),
+            ApiError::Unauthenticated(_) => (Code::Unauthenticated, ErrorKind::Unauthenticated),
+            ApiError::PermissionDenied(_) => (Code::PermissionDenied, ErrorKind::PermissionDenied),
+            ApiError::NotFound(_) => (Code::NotFound, ErrorKind::TransactionNotFound),
+            ApiError::TransactionLost { code, .. } => (*code, ErrorKind::TransactionLost),
+            ApiError::DeadlockVictim { .. } => (Code::Aborted, ErrorKind::DeadlockVictim),
+            ApiError::LockTimeout(_) => (Code::DeadlineExceeded, ErrorKind::LockTimeout),
+            ApiError::CursorExpired(_) => (Code::OutOfRange, ErrorKind::CursorExpired),
+            ApiError::WaitCancelled(_) => (Code::Cancelled, ErrorKind::WaitCancelled),
+            ApiError::AlreadyWaiting(_) => (Code::FailedPrecondition, ErrorKind::AlreadyWaiting),
+            ApiError::NotLeader { .. } => (Code::Unavailable, ErrorKind::NotLeader),
+            ApiError::Unavailable(_) | ApiError::Overloaded { .. } => (Code::Unavailable, ErrorKind::Unavailable),
+            ApiError::ResourceExhausted(_) => (Code::ResourceExhausted, ErrorKind::ResourceExhausted),
+            ApiError::MembershipRefused(_) => (Code::FailedPrecondition, ErrorKind::MembershipRefused),
+            ApiError::Internal(_) => (Code::Internal, ErrorKind::Internal),
         }
+    }
+
+    /// The structured part of the answer: the kind and, where they apply, the transaction,
+    /// what ended it and the deadlock that chose it.
+    pub fn detail(&self) -> pb::ErrorDetail {
+        let mut detail = pb::ErrorDetail { kind: self.code_and_kind().1.to_wire(), ..Default::default() };
+        match self {
+            ApiError::NotFound(txn) => detail.transaction_id = *txn,
+            ApiError::TransactionLost { txn, cause, .. } => {
+                detail.transaction_id = *txn;
+                detail.end_cause = super::convert::cause(*cause);
+            }
+            ApiError::DeadlockVictim { txn, deadlock, .. } => {
+                detail.transaction_id = *txn;
+                detail.end_cause = EndCause::DeadlockVictim.to_wire();
+                detail.deadlock = deadlock.clone();
+            }
+            _ => {}
+        }
+        detail
+    }
+
+    /// A transaction that is no longer active, answered outside a wait.
+    pub fn not_active(txn: TxnId, cause: Option<EndCause>, message: String) -> ApiError {
+        ApiError::TransactionLost { message, code: Code::FailedPrecondition, txn, cause }
     }
 
     /// How a wait that ended without a grant is reported on the AcquireLock stream.
@@ -96,12 +125,16 @@ impl ApiError {
             WaitEnd::Cancelled => {
                 ApiError::WaitCancelled(format!("the wait of transaction {txn} was withdrawn by ReleaseLock"))
             }
-            WaitEnd::TxnEnded { cause: EndCause::DeadlockVictim, reason, .. } => {
-                ApiError::DeadlockVictim(format!("transaction {txn} was aborted as a {reason}"))
-            }
-            WaitEnd::TxnEnded { state, reason, .. } => ApiError::TransactionLost {
-                message: format!("transaction {txn} ended while waiting: {} ({reason})", state.name()),
+            WaitEnd::TxnEnded { cause: EndCause::DeadlockVictim, reason, .. } => ApiError::DeadlockVictim {
+                message: format!("transaction {txn} was aborted as a {reason}"),
+                txn,
+                deadlock: None,
+            },
+            WaitEnd::TxnEnded { state, cause, reason } => ApiError::TransactionLost {
+                message: format!("transaction {txn} ended while waiting: {state} ({reason})"),
                 code: Code::Aborted,
+                txn,
+                cause: Some(*cause),
             },
         }
     }
@@ -111,9 +144,7 @@ impl From<Rejection> for ApiError {
     fn from(r: Rejection) -> Self {
         match r {
             Rejection::NotFound(txn) => ApiError::NotFound(txn),
-            r @ Rejection::NotActive { .. } => {
-                ApiError::TransactionLost { message: r.to_string(), code: Code::FailedPrecondition }
-            }
+            Rejection::NotActive { txn, cause, .. } => ApiError::not_active(txn, cause, r.to_string()),
             r @ Rejection::AlreadyWaiting { .. } => ApiError::AlreadyWaiting(r.to_string()),
             r @ Rejection::RequestIdReused(_) => ApiError::InvalidArgument(r.to_string()),
             r @ Rejection::NestedBatch => ApiError::Internal(r.to_string()),
@@ -125,8 +156,9 @@ impl From<ApiError> for Status {
     fn from(e: ApiError) -> Status {
         let (code, kind) = e.code_and_kind();
         let mut status = Status::new(code, e.to_string());
+        caerus_proto::set_error_detail(&mut status, &e.detail());
         let md = status.metadata_mut();
-        md.insert(metadata::ERROR_KIND, MetadataValue::from_static(kind));
+        md.insert(metadata::ERROR_KIND, MetadataValue::from_static(kind.as_str()));
         if let ApiError::NotLeader { leader: Some((id, addr)) } = &e {
             if let Ok(v) = addr.parse() {
                 md.insert(metadata::LEADER_ADDR, v);

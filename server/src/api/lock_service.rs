@@ -12,7 +12,7 @@ use caerus_proto::v1::{self as pb, acquire_lock_response::Event as AcquireEvent}
 use futures::Stream;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Code, Request, Response, Status};
+use tonic::{Request, Response, Status};
 
 use super::auth::{KeyRing, Principal};
 use super::errors::ApiError;
@@ -20,7 +20,7 @@ use super::{convert, validate};
 use crate::config::VictimPolicies;
 use crate::lease::RenewError;
 use crate::locks::{
-    AcquireRequest, AcquireStatus, Begin, Command, Event, EventKind, LockKey, Outcome, TxnId, TxnState,
+    AcquireRequest, AcquireStatus, Begin, Command, EndCause, Event, EventKind, LockKey, Outcome, TxnId, TxnState,
 };
 use crate::node::Node;
 
@@ -131,6 +131,7 @@ impl LockApi {
                 .collect(),
             waiting,
             end_reason: t.end_reason.clone(),
+            end_cause: convert::cause(t.end_cause),
         })
     }
 
@@ -164,6 +165,7 @@ impl LockApi {
                     lease_remaining_ms: 0,
                     error_kind: e.code_and_kind().1.to_string(),
                     error_message: e.to_string(),
+                    error: Some(e.detail()),
                 },
             })
             .collect();
@@ -179,18 +181,22 @@ impl LockApi {
         let st = self.node.state.read().expect("state lock");
         let t = st.table.txn(txn).ok_or(ApiError::NotFound(txn))?;
         who.check_txn(t)?;
-        let lost = |message| ApiError::TransactionLost { message, code: Code::FailedPrecondition };
         if t.state != TxnState::Active {
-            return Err(lost(format!("transaction {txn} is {} ({})", t.state.name(), t.end_reason)));
+            let message = format!("transaction {txn} is {} ({})", t.state, t.end_reason);
+            return Err(ApiError::not_active(txn, t.end_cause, message));
         }
         match self.node.leases.renew(txn, Instant::now()) {
             Ok(left) => Ok(left.as_millis() as i64),
-            Err(RenewError::Expiring) => {
-                Err(lost(format!("transaction {txn}'s lease lapsed; its expiry is being committed")))
-            }
-            Err(RenewError::Untracked) => {
-                Err(lost(format!("transaction {txn} has no lease on this leader; it is ending")))
-            }
+            Err(RenewError::Expiring) => Err(ApiError::not_active(
+                txn,
+                Some(EndCause::LeaseExpired),
+                format!("transaction {txn}'s lease lapsed; its expiry is being committed"),
+            )),
+            Err(RenewError::Untracked) => Err(ApiError::not_active(
+                txn,
+                None,
+                format!("transaction {txn} has no lease on this leader; it is ending"),
+            )),
         }
     }
 
@@ -356,7 +362,14 @@ fn follow_acquire(call: AcquireCall) -> impl Stream<Item = Result<pb::AcquireLoc
                     yield pb::AcquireLockResponse { event, begun: begun.take() };
                     break;
                 }
-                AcquireStatus::Ended(end) => Err(ApiError::from_wait_end(txn, &end))?,
+                AcquireStatus::Ended(end) => {
+                    let mut error = ApiError::from_wait_end(txn, &end);
+                    if let ApiError::DeadlockVictim { deadlock, .. } = &mut error {
+                        let st = node.state.read().expect("state lock");
+                        *deadlock = st.table.events().deadlock_of(txn).map(|(cycle, policy)| convert::deadlock(cycle, txn, policy));
+                    }
+                    Err(error)?
+                }
                 AcquireStatus::Queued { position, blockers } => {
                     if last_position != Some(position) {
                         last_position = Some(position);

@@ -67,7 +67,7 @@ async fn abort(args: AbortArgs) -> Result<(), CliError> {
     let client = args.cluster.client().await?;
     let outcome = client.abort_transaction_outcome(args.id, &args.reason).await.map_err(|e| match e {
         // "Not active" is the usual surprise here: say so plainly.
-        Error::TransactionLost { message } => {
+        Error::TransactionLost { message, .. } => {
             CliError::failure(format!("transaction {} has already ended: {message}", args.id))
         }
         e => CliError::from(e),
@@ -167,6 +167,7 @@ mod tests {
             ],
             waiting: None,
             end_reason: String::new(),
+            end_cause: None,
         };
         let text = render(&s).join("\n");
         assert!(text.starts_with("transaction 5 \"worker\""), "{text}");

@@ -1,19 +1,48 @@
 //! The Playground page and the API's OpenAPI file, compiled into the binary so the page
-//! works offline: no CDN, no build step, nothing fetched from elsewhere.
+//! works offline: no CDN, no build step, nothing fetched from elsewhere. The page's files
+//! live with its browser tests in `playground/web/`; its scripts are ES modules that import
+//! each other by relative path, so each one is served here under `/playground/<name>`.
 
-use axum::http::header;
+use axum::extract::Path;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::Router;
 
-const INDEX: &str = include_str!("../../assets/playground/index.html");
-const APP_JS: &str = include_str!("../../assets/playground/app.js");
-const STYLE: &str = include_str!("../../assets/playground/style.css");
+const INDEX: &str = include_str!("../../../playground/web/index.html");
 const OPENAPI: &str = include_str!("../../assets/openapi.json");
+
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+
+/// The page's files by name, with their content type: a browser runs a module script only
+/// when it is served with a JavaScript type.
+const FILES: &[(&str, &str, &str)] = &[
+    ("style.css", CSS, include_str!("../../../playground/web/style.css")),
+    ("app.js", JS, include_str!("../../../playground/web/app.js")),
+    ("api.js", JS, include_str!("../../../playground/web/api.js")),
+    ("cluster.js", JS, include_str!("../../../playground/web/cluster.js")),
+    ("dom.js", JS, include_str!("../../../playground/web/dom.js")),
+    ("events.js", JS, include_str!("../../../playground/web/events.js")),
+    ("graph.js", JS, include_str!("../../../playground/web/graph.js")),
+    ("render.js", JS, include_str!("../../../playground/web/render.js")),
+    ("scenarios.js", JS, include_str!("../../../playground/web/scenarios.js")),
+    ("state.js", JS, include_str!("../../../playground/web/state.js")),
+    ("store.js", JS, include_str!("../../../playground/web/store.js")),
+    ("timeline.js", JS, include_str!("../../../playground/web/timeline.js")),
+    ("transactions.js", JS, include_str!("../../../playground/web/transactions.js")),
+];
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     // no-cache: a restarted (maybe upgraded) binary's page is picked up at once.
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
+}
+
+async fn file(Path(name): Path<String>) -> Response {
+    match FILES.iter().find(|(n, _, _)| *n == name) {
+        Some((_, content_type, body)) => asset(content_type, body),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 pub fn routes() -> Router {
@@ -21,8 +50,7 @@ pub fn routes() -> Router {
         .route("/", get(|| async { Redirect::temporary("/playground") }))
         .route("/playground", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
         .route("/playground/", get(|| async { Redirect::permanent("/playground") }))
-        .route("/playground/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }))
-        .route("/playground/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
+        .route("/playground/:file", get(file))
         .route("/openapi.json", get(|| async { asset("application/json", OPENAPI) }))
 }
 
@@ -34,5 +62,19 @@ mod tests {
     fn openapi_file_is_valid_json() {
         let v: serde_json::Value = serde_json::from_str(OPENAPI).expect("assets/openapi.json parses");
         assert!(v["paths"]["/api/v1/transactions"].is_object());
+    }
+
+    /// A module added to playground/web but not to FILES would fail to load in the browser
+    /// (a 404 breaks every module that imports it); this names it instead.
+    #[test]
+    fn every_file_of_the_page_is_served() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../playground/web");
+        for entry in std::fs::read_dir(&dir).expect("playground/web") {
+            let name = entry.expect("dir entry").file_name().into_string().expect("utf-8 name");
+            if name == "index.html" {
+                continue;
+            }
+            assert!(FILES.iter().any(|(n, _, _)| *n == name), "playground/web/{name} is not in FILES");
+        }
     }
 }

@@ -3268,67 +3268,67 @@ private let initializationResult: InitializationResult = {
     if bindings_contract_version != scaffolding_contract_version {
         return InitializationResult.contractVersionMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_dlsclient_abort_transaction() != 47794) {
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_abort_transaction() != 44757) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_dlsclient_begin_transaction() != 9599) {
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_begin_transaction() != 15104) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_dlsclient_transaction_status() != 41132) {
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_transaction_status() != 9056) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_dlsclient_watch_events() != 15620) {
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_watch_events() != 49565) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_eventstream_backlog_end() != 40230) {
+    if (uniffi_caerus_uniffi_checksum_method_eventstream_backlog_end() != 917) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_eventstream_cancel() != 50809) {
+    if (uniffi_caerus_uniffi_checksum_method_eventstream_cancel() != 13413) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_eventstream_next() != 25449) {
+    if (uniffi_caerus_uniffi_checksum_method_eventstream_next() != 28473) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_lostlistener_on_lost() != 46739) {
+    if (uniffi_caerus_uniffi_checksum_method_lostlistener_on_lost() != 26897) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_abort() != 18940) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_abort() != 18997) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_acquire_lock() != 44810) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_acquire_lock() != 35131) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_await_lost() != 55925) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_await_lost() != 22953) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_commit() != 24448) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_commit() != 59008) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_id() != 1596) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_id() != 10901) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_is_lost() != 43932) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_is_lost() != 43020) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_lease_ms() != 32923) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_lease_ms() != 62870) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_lost_reason() != 39846) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_lost_reason() != 37671) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_release() != 23588) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_release() != 33971) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_set_lost_listener() != 2338) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_set_lost_listener() != 56261) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_status() != 43976) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_status() != 64341) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_constructor_dlsclient_from_env() != 16918) {
+    if (uniffi_caerus_uniffi_checksum_constructor_dlsclient_from_env() != 28654) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_constructor_dlsclient_new() != 31634) {
+    if (uniffi_caerus_uniffi_checksum_constructor_dlsclient_new() != 43502) {
         return InitializationResult.apiChecksumMismatch
     }
 

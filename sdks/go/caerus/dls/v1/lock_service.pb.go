@@ -18,7 +18,10 @@
 //
 // Errors are gRPC statuses. Besides the status code, error answers carry the metadata
 // key `x-dls-error` with one of the ErrorKind names below, so clients can tell apart e.g.
-// an acquire timeout from a lost transaction without parsing messages.
+// an acquire timeout from a lost transaction without parsing messages, and the binary
+// metadata key `x-dls-error-detail-bin`: an encoded ErrorDetail with the same kind and,
+// where they apply, the transaction, what ended it (EndCause) and the deadlock that chose
+// it as the victim. Messages are for people; programs read the kind and the detail.
 //
 // Leader routing: every node accepts calls, but only the raft leader serves them. A
 // follower relays a call to the leader (streams included) and names it in the answer's
@@ -220,6 +223,8 @@ const (
 	// membership (the node is already a member, is not one, is the last voter, has not
 	// caught up, or another change is in progress); the message says what to do.
 	ErrorKind_MEMBERSHIP_REFUSED ErrorKind = 14
+	// INTERNAL: a server-side failure that is none of the above (a bug or a storage fault).
+	ErrorKind_INTERNAL ErrorKind = 15
 )
 
 // Enum value maps for ErrorKind.
@@ -240,6 +245,7 @@ var (
 		12: "CURSOR_EXPIRED",
 		13: "RESOURCE_EXHAUSTED",
 		14: "MEMBERSHIP_REFUSED",
+		15: "INTERNAL",
 	}
 	ErrorKind_value = map[string]int32{
 		"ERROR_KIND_UNSPECIFIED": 0,
@@ -257,6 +263,7 @@ var (
 		"CURSOR_EXPIRED":         12,
 		"RESOURCE_EXHAUSTED":     13,
 		"MEMBERSHIP_REFUSED":     14,
+		"INTERNAL":               15,
 	}
 )
 
@@ -285,6 +292,73 @@ func (x ErrorKind) Number() protoreflect.EnumNumber {
 // Deprecated: Use ErrorKind.Descriptor instead.
 func (ErrorKind) EnumDescriptor() ([]byte, []int) {
 	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{2}
+}
+
+// What ended a transaction. Sent as data in status answers, error details and events, so
+// no client reads it out of a message. (Values carry the END_CAUSE_ prefix because enum
+// values share the package's scope with TransactionState's.)
+type EndCause int32
+
+const (
+	// Not ended (the transaction is ACTIVE), or not known.
+	EndCause_END_CAUSE_UNSPECIFIED EndCause = 0
+	// EndTransaction(commit = true).
+	EndCause_END_CAUSE_COMMITTED EndCause = 1
+	// EndTransaction(commit = false).
+	EndCause_END_CAUSE_CLIENT_ABORT EndCause = 2
+	// The lease lapsed without a heartbeat; the server expired it.
+	EndCause_END_CAUSE_LEASE_EXPIRED EndCause = 3
+	// The server aborted it to break a deadlock.
+	EndCause_END_CAUSE_DEADLOCK_VICTIM EndCause = 4
+	// An operator aborted it (AdminService.AbortTransaction).
+	EndCause_END_CAUSE_OPERATOR_ABORT EndCause = 5
+)
+
+// Enum value maps for EndCause.
+var (
+	EndCause_name = map[int32]string{
+		0: "END_CAUSE_UNSPECIFIED",
+		1: "END_CAUSE_COMMITTED",
+		2: "END_CAUSE_CLIENT_ABORT",
+		3: "END_CAUSE_LEASE_EXPIRED",
+		4: "END_CAUSE_DEADLOCK_VICTIM",
+		5: "END_CAUSE_OPERATOR_ABORT",
+	}
+	EndCause_value = map[string]int32{
+		"END_CAUSE_UNSPECIFIED":     0,
+		"END_CAUSE_COMMITTED":       1,
+		"END_CAUSE_CLIENT_ABORT":    2,
+		"END_CAUSE_LEASE_EXPIRED":   3,
+		"END_CAUSE_DEADLOCK_VICTIM": 4,
+		"END_CAUSE_OPERATOR_ABORT":  5,
+	}
+)
+
+func (x EndCause) Enum() *EndCause {
+	p := new(EndCause)
+	*p = x
+	return p
+}
+
+func (x EndCause) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EndCause) Descriptor() protoreflect.EnumDescriptor {
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[3].Descriptor()
+}
+
+func (EndCause) Type() protoreflect.EnumType {
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[3]
+}
+
+func (x EndCause) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EndCause.Descriptor instead.
+func (EndCause) EnumDescriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{3}
 }
 
 // Which member of a deadlock cycle is aborted.
@@ -328,11 +402,11 @@ func (x VictimPolicy) String() string {
 }
 
 func (VictimPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_caerus_dls_v1_lock_service_proto_enumTypes[3].Descriptor()
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[4].Descriptor()
 }
 
 func (VictimPolicy) Type() protoreflect.EnumType {
-	return &file_caerus_dls_v1_lock_service_proto_enumTypes[3]
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[4]
 }
 
 func (x VictimPolicy) Number() protoreflect.EnumNumber {
@@ -341,7 +415,7 @@ func (x VictimPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use VictimPolicy.Descriptor instead.
 func (VictimPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{3}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{4}
 }
 
 // Kinds of events, for filtering.
@@ -390,11 +464,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_caerus_dls_v1_lock_service_proto_enumTypes[4].Descriptor()
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[5].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_caerus_dls_v1_lock_service_proto_enumTypes[4]
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[5]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -403,7 +477,82 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{4}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{5}
+}
+
+// The structured part of an error answer, sent as the binary metadata
+// `x-dls-error-detail-bin` (and as `detail` in the HTTP API's error body).
+type ErrorDetail struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kind, the same as `x-dls-error`.
+	Kind ErrorKind `protobuf:"varint,1,opt,name=kind,proto3,enum=caerus.dls.v1.ErrorKind" json:"kind,omitempty"`
+	// The transaction the error is about (0 when the call named none).
+	TransactionId uint64 `protobuf:"varint,2,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// For TRANSACTION_LOST and DEADLOCK_VICTIM: what ended the transaction.
+	EndCause EndCause `protobuf:"varint,3,opt,name=end_cause,json=endCause,proto3,enum=caerus.dls.v1.EndCause" json:"end_cause,omitempty"`
+	// For DEADLOCK_VICTIM: the cycle that was broken and the policy that chose the victim,
+	// while the server still retains that event (the event log is bounded).
+	Deadlock      *DeadlockResolved `protobuf:"bytes,4,opt,name=deadlock,proto3" json:"deadlock,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ErrorDetail) Reset() {
+	*x = ErrorDetail{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ErrorDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ErrorDetail) ProtoMessage() {}
+
+func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
+func (*ErrorDetail) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ErrorDetail) GetKind() ErrorKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ErrorKind_ERROR_KIND_UNSPECIFIED
+}
+
+func (x *ErrorDetail) GetTransactionId() uint64 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetEndCause() EndCause {
+	if x != nil {
+		return x.EndCause
+	}
+	return EndCause_END_CAUSE_UNSPECIFIED
+}
+
+func (x *ErrorDetail) GetDeadlock() *DeadlockResolved {
+	if x != nil {
+		return x.Deadlock
+	}
+	return nil
 }
 
 // Starts a transaction.
@@ -425,7 +574,7 @@ type BeginTransactionRequest struct {
 
 func (x *BeginTransactionRequest) Reset() {
 	*x = BeginTransactionRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[0]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +586,7 @@ func (x *BeginTransactionRequest) String() string {
 func (*BeginTransactionRequest) ProtoMessage() {}
 
 func (x *BeginTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[0]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +599,7 @@ func (x *BeginTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginTransactionRequest.ProtoReflect.Descriptor instead.
 func (*BeginTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{0}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *BeginTransactionRequest) GetTimeoutMs() int64 {
@@ -494,7 +643,7 @@ type BeginTransactionResponse struct {
 
 func (x *BeginTransactionResponse) Reset() {
 	*x = BeginTransactionResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[1]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +655,7 @@ func (x *BeginTransactionResponse) String() string {
 func (*BeginTransactionResponse) ProtoMessage() {}
 
 func (x *BeginTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[1]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +668,7 @@ func (x *BeginTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginTransactionResponse.ProtoReflect.Descriptor instead.
 func (*BeginTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{1}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *BeginTransactionResponse) GetTransactionId() uint64 {
@@ -566,7 +715,7 @@ type AcquireLockRequest struct {
 
 func (x *AcquireLockRequest) Reset() {
 	*x = AcquireLockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[2]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +727,7 @@ func (x *AcquireLockRequest) String() string {
 func (*AcquireLockRequest) ProtoMessage() {}
 
 func (x *AcquireLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[2]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +740,7 @@ func (x *AcquireLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireLockRequest.ProtoReflect.Descriptor instead.
 func (*AcquireLockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{2}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AcquireLockRequest) GetTransactionId() uint64 {
@@ -662,7 +811,7 @@ type AcquireLockResponse struct {
 
 func (x *AcquireLockResponse) Reset() {
 	*x = AcquireLockResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[3]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +823,7 @@ func (x *AcquireLockResponse) String() string {
 func (*AcquireLockResponse) ProtoMessage() {}
 
 func (x *AcquireLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[3]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +836,7 @@ func (x *AcquireLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireLockResponse.ProtoReflect.Descriptor instead.
 func (*AcquireLockResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{3}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AcquireLockResponse) GetEvent() isAcquireLockResponse_Event {
@@ -757,7 +906,7 @@ type Queued struct {
 
 func (x *Queued) Reset() {
 	*x = Queued{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[4]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +918,7 @@ func (x *Queued) String() string {
 func (*Queued) ProtoMessage() {}
 
 func (x *Queued) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[4]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +931,7 @@ func (x *Queued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queued.ProtoReflect.Descriptor instead.
 func (*Queued) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{4}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Queued) GetPosition() uint32 {
@@ -818,7 +967,7 @@ type Granted struct {
 
 func (x *Granted) Reset() {
 	*x = Granted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[5]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +979,7 @@ func (x *Granted) String() string {
 func (*Granted) ProtoMessage() {}
 
 func (x *Granted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[5]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +992,7 @@ func (x *Granted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Granted.ProtoReflect.Descriptor instead.
 func (*Granted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{5}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Granted) GetFencingToken() uint64 {
@@ -891,7 +1040,7 @@ type ReleaseLockRequest struct {
 
 func (x *ReleaseLockRequest) Reset() {
 	*x = ReleaseLockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[6]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1052,7 @@ func (x *ReleaseLockRequest) String() string {
 func (*ReleaseLockRequest) ProtoMessage() {}
 
 func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[6]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1065,7 @@ func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{6}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReleaseLockRequest) GetTransactionId() uint64 {
@@ -958,7 +1107,7 @@ type ReleaseLockResponse struct {
 
 func (x *ReleaseLockResponse) Reset() {
 	*x = ReleaseLockResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1119,7 @@ func (x *ReleaseLockResponse) String() string {
 func (*ReleaseLockResponse) ProtoMessage() {}
 
 func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1132,7 @@ func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{7}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReleaseLockResponse) GetReleased() bool {
@@ -1004,7 +1153,7 @@ type GetTransactionStatusRequest struct {
 
 func (x *GetTransactionStatusRequest) Reset() {
 	*x = GetTransactionStatusRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1165,7 @@ func (x *GetTransactionStatusRequest) String() string {
 func (*GetTransactionStatusRequest) ProtoMessage() {}
 
 func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1178,7 @@ func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{8}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetTransactionStatusRequest) GetTransactionId() uint64 {
@@ -1056,7 +1205,7 @@ type HeldLock struct {
 
 func (x *HeldLock) Reset() {
 	*x = HeldLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1217,7 @@ func (x *HeldLock) String() string {
 func (*HeldLock) ProtoMessage() {}
 
 func (x *HeldLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1230,7 @@ func (x *HeldLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldLock.ProtoReflect.Descriptor instead.
 func (*HeldLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{9}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HeldLock) GetNamespace() string {
@@ -1131,7 +1280,7 @@ type PendingLock struct {
 
 func (x *PendingLock) Reset() {
 	*x = PendingLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1292,7 @@ func (x *PendingLock) String() string {
 func (*PendingLock) ProtoMessage() {}
 
 func (x *PendingLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1305,7 @@ func (x *PendingLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingLock.ProtoReflect.Descriptor instead.
 func (*PendingLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{10}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PendingLock) GetNamespace() string {
@@ -1213,15 +1362,18 @@ type GetTransactionStatusResponse struct {
 	Locks []*HeldLock `protobuf:"bytes,7,rep,name=locks,proto3" json:"locks,omitempty"`
 	// The pending lock request, if the transaction is waiting.
 	Waiting *PendingLock `protobuf:"bytes,8,opt,name=waiting,proto3" json:"waiting,omitempty"`
-	// Why a finished transaction ended, e.g. "committed", "lease expired".
-	EndReason     string `protobuf:"bytes,9,opt,name=end_reason,json=endReason,proto3" json:"end_reason,omitempty"`
+	// Why a finished transaction ended, in words for people, e.g. "committed", "lease
+	// expired". Programs read `end_cause`.
+	EndReason string `protobuf:"bytes,9,opt,name=end_reason,json=endReason,proto3" json:"end_reason,omitempty"`
+	// What ended it; END_CAUSE_UNSPECIFIED while ACTIVE.
+	EndCause      EndCause `protobuf:"varint,10,opt,name=end_cause,json=endCause,proto3,enum=caerus.dls.v1.EndCause" json:"end_cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetTransactionStatusResponse) Reset() {
 	*x = GetTransactionStatusResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1385,7 @@ func (x *GetTransactionStatusResponse) String() string {
 func (*GetTransactionStatusResponse) ProtoMessage() {}
 
 func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1398,7 @@ func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{11}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetTransactionStatusResponse) GetTransactionId() uint64 {
@@ -1312,6 +1464,13 @@ func (x *GetTransactionStatusResponse) GetEndReason() string {
 	return ""
 }
 
+func (x *GetTransactionStatusResponse) GetEndCause() EndCause {
+	if x != nil {
+		return x.EndCause
+	}
+	return EndCause_END_CAUSE_UNSPECIFIED
+}
+
 // Keeps a transaction's lease alive.
 type HeartbeatRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1327,7 +1486,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1498,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1511,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{12}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeartbeatRequest) GetTransactionId() uint64 {
@@ -1383,7 +1542,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1554,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1567,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{13}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeartbeatResponse) GetLeaseRemainingMs() int64 {
@@ -1436,14 +1595,17 @@ type HeartbeatResult struct {
 	// have answered (TRANSACTION_LOST, TRANSACTION_NOT_FOUND, PERMISSION_DENIED, ...).
 	ErrorKind string `protobuf:"bytes,3,opt,name=error_kind,json=errorKind,proto3" json:"error_kind,omitempty"`
 	// What went wrong, for people.
-	ErrorMessage  string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ErrorMessage string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// Unset when renewed; otherwise the error detail the single-transaction call would have
+	// answered (its kind, and for a lost transaction what ended it).
+	Error         *ErrorDetail `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatResult) Reset() {
 	*x = HeartbeatResult{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1617,7 @@ func (x *HeartbeatResult) String() string {
 func (*HeartbeatResult) ProtoMessage() {}
 
 func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1630,7 @@ func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResult.ProtoReflect.Descriptor instead.
 func (*HeartbeatResult) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HeartbeatResult) GetTransactionId() uint64 {
@@ -1499,6 +1661,13 @@ func (x *HeartbeatResult) GetErrorMessage() string {
 	return ""
 }
 
+func (x *HeartbeatResult) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // Ends a transaction.
 type EndTransactionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1515,7 +1684,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1696,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1709,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EndTransactionRequest) GetTransactionId() uint64 {
@@ -1577,7 +1746,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1758,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1771,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EndTransactionResponse) GetState() TransactionState {
@@ -1636,7 +1805,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1817,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1830,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -1718,7 +1887,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1899,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1912,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -1870,7 +2039,7 @@ type CycleMember struct {
 
 func (x *CycleMember) Reset() {
 	*x = CycleMember{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +2051,7 @@ func (x *CycleMember) String() string {
 func (*CycleMember) ProtoMessage() {}
 
 func (x *CycleMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +2064,7 @@ func (x *CycleMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleMember.ProtoReflect.Descriptor instead.
 func (*CycleMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CycleMember) GetTransactionId() uint64 {
@@ -1955,7 +2124,7 @@ type DeadlockResolved struct {
 
 func (x *DeadlockResolved) Reset() {
 	*x = DeadlockResolved{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2136,7 @@ func (x *DeadlockResolved) String() string {
 func (*DeadlockResolved) ProtoMessage() {}
 
 func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2149,7 @@ func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockResolved.ProtoReflect.Descriptor instead.
 func (*DeadlockResolved) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeadlockResolved) GetCycle() []*CycleMember {
@@ -2019,7 +2188,7 @@ type TransactionExpired struct {
 
 func (x *TransactionExpired) Reset() {
 	*x = TransactionExpired{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2200,7 @@ func (x *TransactionExpired) String() string {
 func (*TransactionExpired) ProtoMessage() {}
 
 func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2213,7 @@ func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionExpired.ProtoReflect.Descriptor instead.
 func (*TransactionExpired) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TransactionExpired) GetTransactionId() uint64 {
@@ -2087,7 +2256,7 @@ type TransactionAborted struct {
 
 func (x *TransactionAborted) Reset() {
 	*x = TransactionAborted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2268,7 @@ func (x *TransactionAborted) String() string {
 func (*TransactionAborted) ProtoMessage() {}
 
 func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2281,7 @@ func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionAborted.ProtoReflect.Descriptor instead.
 func (*TransactionAborted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TransactionAborted) GetTransactionId() uint64 {
@@ -2163,15 +2332,19 @@ type LockRevoked struct {
 	Mode LockMode `protobuf:"varint,4,opt,name=mode,proto3,enum=caerus.dls.v1.LockMode" json:"mode,omitempty"`
 	// The fencing token of the revoked grant: storage should now reject it.
 	FencingToken uint64 `protobuf:"varint,5,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
-	// Why: "lease expired", "deadlock victim" or "aborted by operator".
-	Cause         string `protobuf:"bytes,6,opt,name=cause,proto3" json:"cause,omitempty"`
+	// Why, in words for people: "lease expired", "deadlock victim" or "aborted by operator".
+	// Programs read `end_cause`.
+	Cause string `protobuf:"bytes,6,opt,name=cause,proto3" json:"cause,omitempty"`
+	// What ended the holder: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM or
+	// END_CAUSE_OPERATOR_ABORT.
+	EndCause      EndCause `protobuf:"varint,7,opt,name=end_cause,json=endCause,proto3,enum=caerus.dls.v1.EndCause" json:"end_cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LockRevoked) Reset() {
 	*x = LockRevoked{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2356,7 @@ func (x *LockRevoked) String() string {
 func (*LockRevoked) ProtoMessage() {}
 
 func (x *LockRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2369,7 @@ func (x *LockRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRevoked.ProtoReflect.Descriptor instead.
 func (*LockRevoked) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LockRevoked) GetTransactionId() uint64 {
@@ -2241,11 +2414,23 @@ func (x *LockRevoked) GetCause() string {
 	return ""
 }
 
+func (x *LockRevoked) GetEndCause() EndCause {
+	if x != nil {
+		return x.EndCause
+	}
+	return EndCause_END_CAUSE_UNSPECIFIED
+}
+
 var File_caerus_dls_v1_lock_service_proto protoreflect.FileDescriptor
 
 const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\n" +
-	" caerus/dls/v1/lock_service.proto\x12\rcaerus.dls.v1\"\x87\x01\n" +
+	" caerus/dls/v1/lock_service.proto\x12\rcaerus.dls.v1\"\xd5\x01\n" +
+	"\vErrorDetail\x12,\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x18.caerus.dls.v1.ErrorKindR\x04kind\x12%\n" +
+	"\x0etransaction_id\x18\x02 \x01(\x04R\rtransactionId\x124\n" +
+	"\tend_cause\x18\x03 \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\bendCause\x12;\n" +
+	"\bdeadlock\x18\x04 \x01(\v2\x1f.caerus.dls.v1.DeadlockResolvedR\bdeadlock\"\x87\x01\n" +
 	"\x17BeginTransactionRequest\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
@@ -2300,7 +2485,7 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x04mode\x18\x03 \x01(\x0e2\x17.caerus.dls.v1.LockModeR\x04mode\x12\x1a\n" +
 	"\bposition\x18\x04 \x01(\rR\bposition\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\tR\trequestId\"\x88\x03\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"\xbe\x03\n" +
 	"\x1cGetTransactionStatusResponse\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x125\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1f.caerus.dls.v1.TransactionStateR\x05state\x12\x12\n" +
@@ -2311,19 +2496,22 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x05locks\x18\a \x03(\v2\x17.caerus.dls.v1.HeldLockR\x05locks\x124\n" +
 	"\awaiting\x18\b \x01(\v2\x1a.caerus.dls.v1.PendingLockR\awaiting\x12\x1d\n" +
 	"\n" +
-	"end_reason\x18\t \x01(\tR\tendReason\"k\n" +
+	"end_reason\x18\t \x01(\tR\tendReason\x124\n" +
+	"\tend_cause\x18\n" +
+	" \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\bendCause\"k\n" +
 	"\x10HeartbeatRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x120\n" +
 	"\x14more_transaction_ids\x18\x02 \x03(\x04R\x12moreTransactionIds\"{\n" +
 	"\x11HeartbeatResponse\x12,\n" +
 	"\x12lease_remaining_ms\x18\x01 \x01(\x03R\x10leaseRemainingMs\x128\n" +
-	"\aresults\x18\x02 \x03(\v2\x1e.caerus.dls.v1.HeartbeatResultR\aresults\"\xaa\x01\n" +
+	"\aresults\x18\x02 \x03(\v2\x1e.caerus.dls.v1.HeartbeatResultR\aresults\"\xdc\x01\n" +
 	"\x0fHeartbeatResult\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12,\n" +
 	"\x12lease_remaining_ms\x18\x02 \x01(\x03R\x10leaseRemainingMs\x12\x1d\n" +
 	"\n" +
 	"error_kind\x18\x03 \x01(\tR\terrorKind\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"u\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x120\n" +
+	"\x05error\x18\x05 \x01(\v2\x1a.caerus.dls.v1.ErrorDetailR\x05error\"u\n" +
 	"\x15EndTransactionRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x16\n" +
 	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1d\n" +
@@ -2370,14 +2558,15 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x10transaction_name\x18\x02 \x01(\tR\x0ftransactionName\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
 	"\boperator\x18\x04 \x01(\tR\boperator\x12>\n" +
-	"\x0ereleased_locks\x18\x05 \x03(\v2\x17.caerus.dls.v1.HeldLockR\rreleasedLocks\"\xcc\x01\n" +
+	"\x0ereleased_locks\x18\x05 \x03(\v2\x17.caerus.dls.v1.HeldLockR\rreleasedLocks\"\x82\x02\n" +
 	"\vLockRevoked\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\x12+\n" +
 	"\x04mode\x18\x04 \x01(\x0e2\x17.caerus.dls.v1.LockModeR\x04mode\x12#\n" +
 	"\rfencing_token\x18\x05 \x01(\x04R\ffencingToken\x12\x14\n" +
-	"\x05cause\x18\x06 \x01(\tR\x05cause*E\n" +
+	"\x05cause\x18\x06 \x01(\tR\x05cause\x124\n" +
+	"\tend_cause\x18\a \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\bendCause*E\n" +
 	"\bLockMode\x12\x19\n" +
 	"\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tEXCLUSIVE\x10\x01\x12\x0f\n" +
@@ -2388,7 +2577,7 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x06ACTIVE\x10\x01\x12\r\n" +
 	"\tCOMMITTED\x10\x02\x12\v\n" +
 	"\aABORTED\x10\x03\x12\v\n" +
-	"\aEXPIRED\x10\x04*\xcf\x02\n" +
+	"\aEXPIRED\x10\x04*\xdd\x02\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fLOCK_TIMEOUT\x10\x01\x12\x13\n" +
@@ -2406,7 +2595,15 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\vUNAVAILABLE\x10\v\x12\x12\n" +
 	"\x0eCURSOR_EXPIRED\x10\f\x12\x16\n" +
 	"\x12RESOURCE_EXHAUSTED\x10\r\x12\x16\n" +
-	"\x12MEMBERSHIP_REFUSED\x10\x0e*j\n" +
+	"\x12MEMBERSHIP_REFUSED\x10\x0e\x12\f\n" +
+	"\bINTERNAL\x10\x0f*\xb4\x01\n" +
+	"\bEndCause\x12\x19\n" +
+	"\x15END_CAUSE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13END_CAUSE_COMMITTED\x10\x01\x12\x1a\n" +
+	"\x16END_CAUSE_CLIENT_ABORT\x10\x02\x12\x1b\n" +
+	"\x17END_CAUSE_LEASE_EXPIRED\x10\x03\x12\x1d\n" +
+	"\x19END_CAUSE_DEADLOCK_VICTIM\x10\x04\x12\x1c\n" +
+	"\x18END_CAUSE_OPERATOR_ABORT\x10\x05*j\n" +
 	"\fVictimPolicy\x12\x1d\n" +
 	"\x19VICTIM_POLICY_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dLOWEST_PRIORITY_THEN_YOUNGEST\x10\x01\x12\f\n" +
@@ -2441,84 +2638,92 @@ func file_caerus_dls_v1_lock_service_proto_rawDescGZIP() []byte {
 	return file_caerus_dls_v1_lock_service_proto_rawDescData
 }
 
-var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(LockMode)(0),                        // 0: caerus.dls.v1.LockMode
 	(TransactionState)(0),                // 1: caerus.dls.v1.TransactionState
 	(ErrorKind)(0),                       // 2: caerus.dls.v1.ErrorKind
-	(VictimPolicy)(0),                    // 3: caerus.dls.v1.VictimPolicy
-	(EventKind)(0),                       // 4: caerus.dls.v1.EventKind
-	(*BeginTransactionRequest)(nil),      // 5: caerus.dls.v1.BeginTransactionRequest
-	(*BeginTransactionResponse)(nil),     // 6: caerus.dls.v1.BeginTransactionResponse
-	(*AcquireLockRequest)(nil),           // 7: caerus.dls.v1.AcquireLockRequest
-	(*AcquireLockResponse)(nil),          // 8: caerus.dls.v1.AcquireLockResponse
-	(*Queued)(nil),                       // 9: caerus.dls.v1.Queued
-	(*Granted)(nil),                      // 10: caerus.dls.v1.Granted
-	(*ReleaseLockRequest)(nil),           // 11: caerus.dls.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),          // 12: caerus.dls.v1.ReleaseLockResponse
-	(*GetTransactionStatusRequest)(nil),  // 13: caerus.dls.v1.GetTransactionStatusRequest
-	(*HeldLock)(nil),                     // 14: caerus.dls.v1.HeldLock
-	(*PendingLock)(nil),                  // 15: caerus.dls.v1.PendingLock
-	(*GetTransactionStatusResponse)(nil), // 16: caerus.dls.v1.GetTransactionStatusResponse
-	(*HeartbeatRequest)(nil),             // 17: caerus.dls.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 18: caerus.dls.v1.HeartbeatResponse
-	(*HeartbeatResult)(nil),              // 19: caerus.dls.v1.HeartbeatResult
-	(*EndTransactionRequest)(nil),        // 20: caerus.dls.v1.EndTransactionRequest
-	(*EndTransactionResponse)(nil),       // 21: caerus.dls.v1.EndTransactionResponse
-	(*WatchEventsRequest)(nil),           // 22: caerus.dls.v1.WatchEventsRequest
-	(*Event)(nil),                        // 23: caerus.dls.v1.Event
-	(*CycleMember)(nil),                  // 24: caerus.dls.v1.CycleMember
-	(*DeadlockResolved)(nil),             // 25: caerus.dls.v1.DeadlockResolved
-	(*TransactionExpired)(nil),           // 26: caerus.dls.v1.TransactionExpired
-	(*TransactionAborted)(nil),           // 27: caerus.dls.v1.TransactionAborted
-	(*LockRevoked)(nil),                  // 28: caerus.dls.v1.LockRevoked
+	(EndCause)(0),                        // 3: caerus.dls.v1.EndCause
+	(VictimPolicy)(0),                    // 4: caerus.dls.v1.VictimPolicy
+	(EventKind)(0),                       // 5: caerus.dls.v1.EventKind
+	(*ErrorDetail)(nil),                  // 6: caerus.dls.v1.ErrorDetail
+	(*BeginTransactionRequest)(nil),      // 7: caerus.dls.v1.BeginTransactionRequest
+	(*BeginTransactionResponse)(nil),     // 8: caerus.dls.v1.BeginTransactionResponse
+	(*AcquireLockRequest)(nil),           // 9: caerus.dls.v1.AcquireLockRequest
+	(*AcquireLockResponse)(nil),          // 10: caerus.dls.v1.AcquireLockResponse
+	(*Queued)(nil),                       // 11: caerus.dls.v1.Queued
+	(*Granted)(nil),                      // 12: caerus.dls.v1.Granted
+	(*ReleaseLockRequest)(nil),           // 13: caerus.dls.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),          // 14: caerus.dls.v1.ReleaseLockResponse
+	(*GetTransactionStatusRequest)(nil),  // 15: caerus.dls.v1.GetTransactionStatusRequest
+	(*HeldLock)(nil),                     // 16: caerus.dls.v1.HeldLock
+	(*PendingLock)(nil),                  // 17: caerus.dls.v1.PendingLock
+	(*GetTransactionStatusResponse)(nil), // 18: caerus.dls.v1.GetTransactionStatusResponse
+	(*HeartbeatRequest)(nil),             // 19: caerus.dls.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 20: caerus.dls.v1.HeartbeatResponse
+	(*HeartbeatResult)(nil),              // 21: caerus.dls.v1.HeartbeatResult
+	(*EndTransactionRequest)(nil),        // 22: caerus.dls.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),       // 23: caerus.dls.v1.EndTransactionResponse
+	(*WatchEventsRequest)(nil),           // 24: caerus.dls.v1.WatchEventsRequest
+	(*Event)(nil),                        // 25: caerus.dls.v1.Event
+	(*CycleMember)(nil),                  // 26: caerus.dls.v1.CycleMember
+	(*DeadlockResolved)(nil),             // 27: caerus.dls.v1.DeadlockResolved
+	(*TransactionExpired)(nil),           // 28: caerus.dls.v1.TransactionExpired
+	(*TransactionAborted)(nil),           // 29: caerus.dls.v1.TransactionAborted
+	(*LockRevoked)(nil),                  // 30: caerus.dls.v1.LockRevoked
 }
 var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
-	0,  // 0: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
-	5,  // 1: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
-	9,  // 2: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
-	10, // 3: caerus.dls.v1.AcquireLockResponse.granted:type_name -> caerus.dls.v1.Granted
-	6,  // 4: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
-	0,  // 5: caerus.dls.v1.Granted.mode:type_name -> caerus.dls.v1.LockMode
-	0,  // 6: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
-	0,  // 7: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
-	1,  // 8: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
-	14, // 9: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
-	15, // 10: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
-	19, // 11: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
-	1,  // 12: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	4,  // 13: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
-	4,  // 14: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
-	25, // 15: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
-	26, // 16: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
-	27, // 17: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
-	28, // 18: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
-	0,  // 19: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
-	24, // 20: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
-	3,  // 21: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
-	14, // 22: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
-	14, // 23: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
-	0,  // 24: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
-	5,  // 25: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
-	7,  // 26: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
-	11, // 27: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
-	13, // 28: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
-	17, // 29: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
-	20, // 30: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
-	22, // 31: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
-	6,  // 32: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
-	8,  // 33: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
-	12, // 34: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
-	16, // 35: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
-	18, // 36: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
-	21, // 37: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
-	23, // 38: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
-	32, // [32:39] is the sub-list for method output_type
-	25, // [25:32] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	2,  // 0: caerus.dls.v1.ErrorDetail.kind:type_name -> caerus.dls.v1.ErrorKind
+	3,  // 1: caerus.dls.v1.ErrorDetail.end_cause:type_name -> caerus.dls.v1.EndCause
+	27, // 2: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
+	0,  // 3: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
+	7,  // 4: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
+	11, // 5: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
+	12, // 6: caerus.dls.v1.AcquireLockResponse.granted:type_name -> caerus.dls.v1.Granted
+	8,  // 7: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
+	0,  // 8: caerus.dls.v1.Granted.mode:type_name -> caerus.dls.v1.LockMode
+	0,  // 9: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
+	0,  // 10: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
+	1,  // 11: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
+	16, // 12: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
+	17, // 13: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
+	3,  // 14: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
+	21, // 15: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
+	6,  // 16: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
+	1,  // 17: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	5,  // 18: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
+	5,  // 19: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
+	27, // 20: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
+	28, // 21: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
+	29, // 22: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
+	30, // 23: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
+	0,  // 24: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
+	26, // 25: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
+	4,  // 26: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
+	16, // 27: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
+	16, // 28: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
+	0,  // 29: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
+	3,  // 30: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
+	7,  // 31: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
+	9,  // 32: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
+	13, // 33: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
+	15, // 34: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
+	19, // 35: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
+	22, // 36: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
+	24, // 37: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
+	8,  // 38: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
+	10, // 39: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
+	14, // 40: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
+	18, // 41: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
+	20, // 42: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
+	23, // 43: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
+	25, // 44: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
+	38, // [38:45] is the sub-list for method output_type
+	31, // [31:38] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_lock_service_proto_init() }
@@ -2526,11 +2731,11 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 	if File_caerus_dls_v1_lock_service_proto != nil {
 		return
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[3].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[4].OneofWrappers = []any{
 		(*AcquireLockResponse_Queued)(nil),
 		(*AcquireLockResponse_Granted)(nil),
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[18].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[19].OneofWrappers = []any{
 		(*Event_DeadlockResolved)(nil),
 		(*Event_TransactionExpired)(nil),
 		(*Event_TransactionAborted)(nil),
@@ -2541,8 +2746,8 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_lock_service_proto_rawDesc), len(file_caerus_dls_v1_lock_service_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   24,
+			NumEnums:      6,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,16 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CURSOR_EXPIRED: _ClassVar[ErrorKind]
     RESOURCE_EXHAUSTED: _ClassVar[ErrorKind]
     MEMBERSHIP_REFUSED: _ClassVar[ErrorKind]
+    INTERNAL: _ClassVar[ErrorKind]
+
+class EndCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    END_CAUSE_UNSPECIFIED: _ClassVar[EndCause]
+    END_CAUSE_COMMITTED: _ClassVar[EndCause]
+    END_CAUSE_CLIENT_ABORT: _ClassVar[EndCause]
+    END_CAUSE_LEASE_EXPIRED: _ClassVar[EndCause]
+    END_CAUSE_DEADLOCK_VICTIM: _ClassVar[EndCause]
+    END_CAUSE_OPERATOR_ABORT: _ClassVar[EndCause]
 
 class VictimPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -76,6 +86,13 @@ UNAVAILABLE: ErrorKind
 CURSOR_EXPIRED: ErrorKind
 RESOURCE_EXHAUSTED: ErrorKind
 MEMBERSHIP_REFUSED: ErrorKind
+INTERNAL: ErrorKind
+END_CAUSE_UNSPECIFIED: EndCause
+END_CAUSE_COMMITTED: EndCause
+END_CAUSE_CLIENT_ABORT: EndCause
+END_CAUSE_LEASE_EXPIRED: EndCause
+END_CAUSE_DEADLOCK_VICTIM: EndCause
+END_CAUSE_OPERATOR_ABORT: EndCause
 VICTIM_POLICY_UNSPECIFIED: VictimPolicy
 LOWEST_PRIORITY_THEN_YOUNGEST: VictimPolicy
 YOUNGEST: VictimPolicy
@@ -85,6 +102,18 @@ DEADLOCK_RESOLVED: EventKind
 TRANSACTION_EXPIRED: EventKind
 TRANSACTION_ABORTED: EventKind
 LOCK_REVOKED: EventKind
+
+class ErrorDetail(_message.Message):
+    __slots__ = ("kind", "transaction_id", "end_cause", "deadlock")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    END_CAUSE_FIELD_NUMBER: _ClassVar[int]
+    DEADLOCK_FIELD_NUMBER: _ClassVar[int]
+    kind: ErrorKind
+    transaction_id: int
+    end_cause: EndCause
+    deadlock: DeadlockResolved
+    def __init__(self, kind: _Optional[_Union[ErrorKind, str]] = ..., transaction_id: _Optional[int] = ..., end_cause: _Optional[_Union[EndCause, str]] = ..., deadlock: _Optional[_Union[DeadlockResolved, _Mapping]] = ...) -> None: ...
 
 class BeginTransactionRequest(_message.Message):
     __slots__ = ("timeout_ms", "priority", "name", "request_id")
@@ -205,7 +234,7 @@ class PendingLock(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., position: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class GetTransactionStatusResponse(_message.Message):
-    __slots__ = ("transaction_id", "state", "name", "priority", "lease_timeout_ms", "lease_remaining_ms", "locks", "waiting", "end_reason")
+    __slots__ = ("transaction_id", "state", "name", "priority", "lease_timeout_ms", "lease_remaining_ms", "locks", "waiting", "end_reason", "end_cause")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -215,6 +244,7 @@ class GetTransactionStatusResponse(_message.Message):
     LOCKS_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
     END_REASON_FIELD_NUMBER: _ClassVar[int]
+    END_CAUSE_FIELD_NUMBER: _ClassVar[int]
     transaction_id: int
     state: TransactionState
     name: str
@@ -224,7 +254,8 @@ class GetTransactionStatusResponse(_message.Message):
     locks: _containers.RepeatedCompositeFieldContainer[HeldLock]
     waiting: PendingLock
     end_reason: str
-    def __init__(self, transaction_id: _Optional[int] = ..., state: _Optional[_Union[TransactionState, str]] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ..., lease_remaining_ms: _Optional[int] = ..., locks: _Optional[_Iterable[_Union[HeldLock, _Mapping]]] = ..., waiting: _Optional[_Union[PendingLock, _Mapping]] = ..., end_reason: _Optional[str] = ...) -> None: ...
+    end_cause: EndCause
+    def __init__(self, transaction_id: _Optional[int] = ..., state: _Optional[_Union[TransactionState, str]] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ..., lease_remaining_ms: _Optional[int] = ..., locks: _Optional[_Iterable[_Union[HeldLock, _Mapping]]] = ..., waiting: _Optional[_Union[PendingLock, _Mapping]] = ..., end_reason: _Optional[str] = ..., end_cause: _Optional[_Union[EndCause, str]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("transaction_id", "more_transaction_ids")
@@ -243,16 +274,18 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, lease_remaining_ms: _Optional[int] = ..., results: _Optional[_Iterable[_Union[HeartbeatResult, _Mapping]]] = ...) -> None: ...
 
 class HeartbeatResult(_message.Message):
-    __slots__ = ("transaction_id", "lease_remaining_ms", "error_kind", "error_message")
+    __slots__ = ("transaction_id", "lease_remaining_ms", "error_kind", "error_message", "error")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_REMAINING_MS_FIELD_NUMBER: _ClassVar[int]
     ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     transaction_id: int
     lease_remaining_ms: int
     error_kind: str
     error_message: str
-    def __init__(self, transaction_id: _Optional[int] = ..., lease_remaining_ms: _Optional[int] = ..., error_kind: _Optional[str] = ..., error_message: _Optional[str] = ...) -> None: ...
+    error: ErrorDetail
+    def __init__(self, transaction_id: _Optional[int] = ..., lease_remaining_ms: _Optional[int] = ..., error_kind: _Optional[str] = ..., error_message: _Optional[str] = ..., error: _Optional[_Union[ErrorDetail, _Mapping]] = ...) -> None: ...
 
 class EndTransactionRequest(_message.Message):
     __slots__ = ("transaction_id", "commit", "request_id")
@@ -355,17 +388,19 @@ class TransactionAborted(_message.Message):
     def __init__(self, transaction_id: _Optional[int] = ..., transaction_name: _Optional[str] = ..., reason: _Optional[str] = ..., operator: _Optional[str] = ..., released_locks: _Optional[_Iterable[_Union[HeldLock, _Mapping]]] = ...) -> None: ...
 
 class LockRevoked(_message.Message):
-    __slots__ = ("transaction_id", "namespace", "key", "mode", "fencing_token", "cause")
+    __slots__ = ("transaction_id", "namespace", "key", "mode", "fencing_token", "cause", "end_cause")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     CAUSE_FIELD_NUMBER: _ClassVar[int]
+    END_CAUSE_FIELD_NUMBER: _ClassVar[int]
     transaction_id: int
     namespace: str
     key: str
     mode: LockMode
     fencing_token: int
     cause: str
-    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., fencing_token: _Optional[int] = ..., cause: _Optional[str] = ...) -> None: ...
+    end_cause: EndCause
+    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., fencing_token: _Optional[int] = ..., cause: _Optional[str] = ..., end_cause: _Optional[_Union[EndCause, str]] = ...) -> None: ...

@@ -21,7 +21,10 @@
 #
 # Errors are gRPC statuses. Besides the status code, error answers carry the metadata
 # key `x-dls-error` with one of the ErrorKind names below, so clients can tell apart e.g.
-# an acquire timeout from a lost transaction without parsing messages.
+# an acquire timeout from a lost transaction without parsing messages, and the binary
+# metadata key `x-dls-error-detail-bin`: an encoded ErrorDetail with the same kind and,
+# where they apply, the transaction, what ended it (EndCause) and the deadlock that chose
+# it as the victim. Messages are for people; programs read the kind and the detail.
 #
 # Leader routing: every node accepts calls, but only the raft leader serves them. A
 # follower relays a call to the leader (streams included) and names it in the answer's

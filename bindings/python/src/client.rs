@@ -1,0 +1,128 @@
+//! The native client behind `caerus.DlsClient` and `caerus.sync.DlsClient`.
+
+use std::path::PathBuf;
+
+use caerus_core as core;
+use pyo3::prelude::*;
+
+use crate::errors::to_py_err;
+use crate::events::{watch_options, NativeEventStream};
+use crate::runtime::{blocking, pymethods_with_twins};
+use crate::transaction::NativeTransaction;
+use crate::types::{millis, KeyLocksOut, TransactionStatus};
+
+/// A native client. Use `caerus.DlsClient` / `caerus.sync.DlsClient`.
+#[pyclass(frozen, module = "caerus._native")]
+pub struct NativeClient {
+    client: core::DlsClient,
+}
+
+fn tx_options(timeout_ms: Option<u64>, priority: i32, name: Option<String>) -> core::TransactionOptions {
+    let mut opts = core::TransactionOptions::default().with_priority(priority);
+    if let Some(ms) = timeout_ms {
+        opts = opts.with_timeout_ms(ms);
+    }
+    if let Some(name) = name {
+        opts = opts.with_name(name);
+    }
+    opts
+}
+
+pymethods_with_twins! {
+    impl NativeClient {
+        /// `endpoints`: `host:port` list (None: `$DLS_ENDPOINTS`, default 127.0.0.1:7070).
+        /// `api_key`: None reads `$CAERUS_API_KEY`; `use_env_key=False` sends none.
+        /// TLS files: None reads `$DLS_CA_FILE`, `$DLS_CLIENT_CERT_FILE`, `$DLS_CLIENT_KEY_FILE`.
+        #[new]
+        #[pyo3(signature = (endpoints=None, api_key=None, use_env_key=true, connect_timeout_ms=None, request_timeout_ms=None, retry_deadline_ms=None, ca_file=None, client_cert_file=None, client_key_file=None))]
+        #[allow(clippy::too_many_arguments)]
+        fn new(
+            py: Python<'_>,
+            endpoints: Option<Vec<String>>,
+            api_key: Option<String>,
+            use_env_key: bool,
+            connect_timeout_ms: Option<f64>,
+            request_timeout_ms: Option<f64>,
+            retry_deadline_ms: Option<f64>,
+            ca_file: Option<PathBuf>,
+            client_cert_file: Option<PathBuf>,
+            client_key_file: Option<PathBuf>,
+        ) -> PyResult<Self> {
+            let mut config = match endpoints {
+                Some(endpoints) => core::ClientConfig::new(endpoints),
+                None => core::ClientConfig::from_env(),
+            };
+            if let Some(key) = api_key {
+                config = config.with_api_key(key);
+            } else if !use_env_key {
+                config = config.without_api_key();
+            }
+            config = config
+                .with_connect_timeout(millis(
+                    "connect_timeout_ms",
+                    connect_timeout_ms,
+                    core::ClientConfig::DEFAULT_CONNECT_TIMEOUT,
+                )?)
+                .with_request_timeout(millis(
+                    "request_timeout_ms",
+                    request_timeout_ms,
+                    core::ClientConfig::DEFAULT_REQUEST_TIMEOUT,
+                )?)
+                .with_retry_deadline(millis(
+                    "retry_deadline_ms",
+                    retry_deadline_ms,
+                    core::ClientConfig::DEFAULT_RETRY_DEADLINE,
+                )?)
+                .with_tls_files(ca_file, client_cert_file, client_key_file)
+                .map_err(to_py_err)?;
+            let client = blocking(py, core::DlsClient::connect(config))?;
+            Ok(NativeClient { client })
+        }
+    }
+    twins {
+        #[pyo3(signature = (timeout_ms=None, priority=0, name=None))]
+        fn begin_transaction / begin_transaction_blocking(
+            &self,
+            timeout_ms: Option<u64>,
+            priority: i32,
+            name: Option<String>,
+        ) -> NativeTransaction {
+            let client = self.client.clone();
+            let opts = tx_options(timeout_ms, priority, name);
+            async move { client.begin_transaction(opts).await.map(NativeTransaction::new) }
+        }
+
+        fn transaction_status / transaction_status_blocking(&self, id: u64) -> TransactionStatus {
+            let client = self.client.clone();
+            async move { client.transaction_status(id).await.map(TransactionStatus::from) }
+        }
+
+        #[pyo3(signature = (from_sequence=0, namespace_prefixes=Vec::new(), kinds=Vec::new(), only_new=false))]
+        fn watch_events / watch_events_blocking(
+            &self,
+            from_sequence: u64,
+            namespace_prefixes: Vec<String>,
+            kinds: Vec<String>,
+            only_new: bool,
+        ) -> NativeEventStream {
+            let opts = watch_options(from_sequence, namespace_prefixes, kinds, only_new)?;
+            NativeEventStream::open(self.client.clone(), opts)
+        }
+
+        #[pyo3(signature = (namespace_prefix=String::new()))]
+        fn list_locks / list_locks_blocking(&self, namespace_prefix: String) -> Vec<KeyLocksOut> {
+            let client = self.client.clone();
+            async move {
+                let list = client.list_locks(&namespace_prefix).await?;
+                Ok(list.into_iter().map(KeyLocksOut).collect::<Vec<_>>())
+            }
+        }
+
+        /// Operator abort of any transaction; resolves to its final state name.
+        #[pyo3(signature = (id, reason=String::new()))]
+        fn abort_transaction / abort_transaction_blocking(&self, id: u64, reason: String) -> &'static str {
+            let client = self.client.clone();
+            async move { client.abort_transaction(id, &reason).await.map(|s| s.as_str()) }
+        }
+    }
+}

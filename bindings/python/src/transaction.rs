@@ -1,0 +1,136 @@
+//! The native transaction handle behind `caerus.Transaction` and `caerus.sync.Transaction`.
+
+use std::time::Duration;
+
+use caerus_core as core;
+use pyo3::prelude::*;
+
+use crate::runtime::{awaitable, blocking, pymethods_with_twins, runtime};
+use crate::types::{millis, parse_mode, Lock, LostReason, TransactionStatus};
+
+/// A native transaction handle. Use `caerus.Transaction` / `caerus.sync.Transaction`.
+#[pyclass(frozen, module = "caerus._native")]
+pub struct NativeTransaction {
+    /// `None` only while dropping (see `Drop`).
+    tx: std::sync::Mutex<Option<core::Transaction>>,
+}
+
+impl NativeTransaction {
+    pub(crate) fn new(tx: core::Transaction) -> Self {
+        NativeTransaction { tx: std::sync::Mutex::new(Some(tx)) }
+    }
+
+    fn tx(&self) -> core::Transaction {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone().expect("transaction handle in use after drop")
+    }
+}
+
+impl Drop for NativeTransaction {
+    /// Dropping the last handle of an active transaction aborts it in the background,
+    /// which needs the runtime: enter it, whatever thread the garbage collector runs on.
+    fn drop(&mut self) {
+        let tx = self.tx.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        let _guard = runtime().enter();
+        drop(tx);
+    }
+}
+
+fn acquire_fut(
+    tx: core::Transaction,
+    namespace: String,
+    key: String,
+    mode: core::LockMode,
+    timeout_ms: Option<u64>,
+) -> impl std::future::Future<Output = Result<Lock, core::Error>> + Send {
+    let mut opts = core::AcquireOptions::default();
+    if let Some(ms) = timeout_ms {
+        opts = opts.with_timeout_ms(ms);
+    }
+    async move { tx.acquire_lock(&namespace, &key, mode, opts).await.map(Lock::from) }
+}
+
+pymethods_with_twins! {
+    impl NativeTransaction {
+        /// The transaction id assigned by the server.
+        #[getter]
+        fn id(&self) -> u64 {
+            self.tx().id()
+        }
+
+        /// The lease length the server applied, in milliseconds.
+        #[getter]
+        fn lease_ms(&self) -> u64 {
+            u64::try_from(self.tx().lease().as_millis()).unwrap_or(u64::MAX)
+        }
+
+        /// True once the transaction is lost (its locks may belong to someone else).
+        #[getter]
+        fn is_lost(&self) -> bool {
+            self.tx().is_lost()
+        }
+
+        /// Why the transaction was lost, or None.
+        #[getter]
+        fn lost_reason(&self) -> Option<LostReason> {
+            self.tx().lost_reason().map(LostReason::from)
+        }
+
+        /// Awaitable that resolves with a `LostReason` when the transaction is lost; never
+        /// resolves if it ends normally.
+        fn lost<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+            let tx = self.tx();
+            awaitable(py, async move { Ok(LostReason::from(tx.lost().await)) })
+        }
+
+        /// Blocks until the transaction is lost (returns the reason) or `timeout_ms` passes
+        /// (returns None). Without a timeout it waits until lost. Not a twin of `lost`: a
+        /// blocking caller needs the time limit that an awaitable gets from asyncio.
+        #[pyo3(signature = (timeout_ms=None))]
+        fn lost_blocking(&self, py: Python<'_>, timeout_ms: Option<f64>) -> PyResult<Option<LostReason>> {
+            let tx = self.tx();
+            let limit = match timeout_ms {
+                None => None,
+                Some(ms) => Some(millis("timeout_ms", Some(ms.max(0.001)), Duration::ZERO)?),
+            };
+            blocking(py, async move {
+                let lost = async { LostReason::from(tx.lost().await) };
+                Ok(match limit {
+                    None => Some(lost.await),
+                    Some(limit) => tokio::time::timeout(limit, lost).await.ok(),
+                })
+            })
+        }
+    }
+    twins {
+        #[pyo3(signature = (namespace, key, mode, timeout_ms=None))]
+        fn acquire_lock / acquire_lock_blocking(
+            &self,
+            namespace: String,
+            key: String,
+            mode: &Bound<'_, PyAny>,
+            timeout_ms: Option<u64>,
+        ) -> Lock {
+            acquire_fut(self.tx(), namespace, key, parse_mode(mode)?, timeout_ms)
+        }
+
+        fn release / release_blocking(&self, namespace: String, key: String) -> bool {
+            let tx = self.tx();
+            async move { tx.release(&namespace, &key).await }
+        }
+
+        fn status / status_blocking(&self) -> TransactionStatus {
+            let tx = self.tx();
+            async move { tx.status().await.map(TransactionStatus::from) }
+        }
+
+        fn commit / commit_blocking(&self) -> () {
+            let tx = self.tx();
+            async move { tx.commit().await }
+        }
+
+        fn abort / abort_blocking(&self) -> () {
+            let tx = self.tx();
+            async move { tx.abort().await }
+        }
+    }
+}

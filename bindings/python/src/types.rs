@@ -1,0 +1,266 @@
+//! The values the SDK hands to Python (locks, statuses, lost reasons, lock listings) and
+//! the argument conversions from Python (lock modes, millisecond durations).
+
+use std::time::Duration;
+
+use caerus_core as core;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// A lock mode from Python: a `LockMode`, an enum with a `value` (e.g. a Python `Enum`),
+/// or the wire name.
+pub(crate) fn parse_mode(mode: &Bound<'_, PyAny>) -> PyResult<core::LockMode> {
+    if let Ok(mode) = mode.extract::<LockMode>() {
+        return Ok(mode.into());
+    }
+    let name: String = match mode.getattr("value") {
+        Ok(value) => value.extract()?,
+        Err(_) => mode.extract()?,
+    };
+    name.parse::<core::LockMode>().map_err(|e| PyValueError::new_err(core::Error::from(e).message().to_string()))
+}
+
+/// A duration given in (possibly fractional) milliseconds; None takes `default`.
+pub(crate) fn millis(name: &str, value: Option<f64>, default: Duration) -> PyResult<Duration> {
+    match value {
+        None => Ok(default),
+        Some(ms) if ms.is_finite() && ms > 0.0 => Ok(Duration::from_secs_f64(ms / 1000.0)),
+        Some(ms) => Err(PyValueError::new_err(format!("{name} must be a positive number of milliseconds, got {ms}"))),
+    }
+}
+
+/// How a lock is held: `EXCLUSIVE` (one holder) or `SHARED_READ` (any number of readers,
+/// no writer).
+#[pyclass(eq, eq_int, frozen, hash, from_py_object, module = "caerus")]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+pub enum LockMode {
+    /// Write lock: one holder at a time, no readers beside it.
+    EXCLUSIVE,
+    /// Read lock: any number of readers at once, no writer beside them.
+    SHARED_READ,
+}
+
+#[pymethods]
+impl LockMode {
+    /// The wire name, `"EXCLUSIVE"` or `"SHARED_READ"`.
+    #[getter]
+    pub(crate) fn value(&self) -> &'static str {
+        core::LockMode::from(*self).as_str()
+    }
+
+    fn __str__(&self) -> &'static str {
+        self.value()
+    }
+}
+
+impl From<LockMode> for core::LockMode {
+    fn from(mode: LockMode) -> Self {
+        match mode {
+            LockMode::EXCLUSIVE => core::LockMode::Exclusive,
+            LockMode::SHARED_READ => core::LockMode::SharedRead,
+        }
+    }
+}
+
+impl From<core::LockMode> for LockMode {
+    fn from(mode: core::LockMode) -> Self {
+        match mode {
+            core::LockMode::Exclusive => LockMode::EXCLUSIVE,
+            core::LockMode::SharedRead => LockMode::SHARED_READ,
+        }
+    }
+}
+
+/// A granted lock. `fencing_token` is cluster-wide and strictly increasing: pass it to the
+/// storage you protect, which should reject writes with a lower token than it has seen.
+#[pyclass(frozen, get_all, module = "caerus")]
+#[derive(Clone)]
+pub struct Lock {
+    /// The lock's namespace.
+    namespace: String,
+    /// The lock's key.
+    key: String,
+    /// The mode it is held in.
+    mode: LockMode,
+    /// The grant's fencing token.
+    fencing_token: u64,
+}
+
+#[pymethods]
+impl Lock {
+    fn __repr__(&self) -> String {
+        format!(
+            "Lock(namespace={:?}, key={:?}, mode={}, fencing_token={})",
+            self.namespace,
+            self.key,
+            self.mode.value(),
+            self.fencing_token
+        )
+    }
+}
+
+impl From<core::Lock> for Lock {
+    fn from(l: core::Lock) -> Self {
+        Lock { namespace: l.namespace, key: l.key, mode: l.mode.into(), fencing_token: l.fencing_token }
+    }
+}
+
+/// A lock request waiting in a key's queue.
+#[pyclass(frozen, get_all, module = "caerus")]
+#[derive(Clone)]
+pub struct PendingLock {
+    /// The namespace waited for.
+    namespace: String,
+    /// The key waited for.
+    key: String,
+    /// The mode asked for.
+    mode: LockMode,
+    /// Place in the queue (0 = next).
+    position: u32,
+}
+
+/// A transaction as the leader sees it.
+#[pyclass(frozen, get_all, module = "caerus")]
+pub struct TransactionStatus {
+    /// The transaction id.
+    id: u64,
+    /// `"ACTIVE"`, `"COMMITTED"`, `"ABORTED"` or `"EXPIRED"`.
+    state: String,
+    /// Its label, if any.
+    name: Option<String>,
+    /// Its deadlock-victim priority.
+    priority: i32,
+    /// Its lease length.
+    lease_timeout_ms: u64,
+    /// Time left on the lease.
+    lease_remaining_ms: u64,
+    /// The locks it holds.
+    locks: Vec<Lock>,
+    /// The lock it waits for, if any.
+    waiting: Option<PendingLock>,
+    /// Why it ended ("" while active).
+    end_reason: String,
+}
+
+#[pymethods]
+impl TransactionStatus {
+    fn __repr__(&self) -> String {
+        format!("TransactionStatus(id={}, state={:?}, locks={})", self.id, self.state, self.locks.len())
+    }
+}
+
+impl From<core::TransactionStatus> for TransactionStatus {
+    fn from(s: core::TransactionStatus) -> Self {
+        TransactionStatus {
+            id: s.id,
+            state: s.state.as_str().to_string(),
+            name: s.name,
+            priority: s.priority,
+            lease_timeout_ms: s.lease_timeout_ms,
+            lease_remaining_ms: s.lease_remaining_ms,
+            locks: s.locks.into_iter().map(Lock::from).collect(),
+            waiting: s.waiting.map(|w| PendingLock {
+                namespace: w.namespace,
+                key: w.key,
+                mode: w.mode.into(),
+                position: w.position,
+            }),
+            end_reason: s.end_reason,
+        }
+    }
+}
+
+/// Why a transaction was lost. `kind` is `"EXPIRED"`, `"ABORTED"`, `"DEADLOCK_VICTIM"`,
+/// `"LEASE_UNCONFIRMED"` or `"NOT_FOUND"`.
+#[pyclass(frozen, get_all, module = "caerus")]
+#[derive(Clone)]
+pub struct LostReason {
+    /// What kind of loss.
+    kind: String,
+    /// Details, including the server's message when there is one.
+    message: String,
+}
+
+#[pymethods]
+impl LostReason {
+    fn __repr__(&self) -> String {
+        format!("LostReason(kind={:?}, message={:?})", self.kind, self.message)
+    }
+
+    fn __str__(&self) -> String {
+        format!("{}: {}", self.kind, self.message)
+    }
+}
+
+impl From<core::LostReason> for LostReason {
+    fn from(r: core::LostReason) -> Self {
+        LostReason { kind: r.kind.as_str().to_string(), message: r.message }
+    }
+}
+
+/// Holders and waiters of one key (from `list_locks`).
+#[pyclass(frozen, get_all, module = "caerus")]
+pub struct KeyLocks {
+    /// The namespace.
+    namespace: String,
+    /// The key.
+    key: String,
+    /// Holders as dicts: transaction_id, transaction_name, mode, fencing_token, since_ms.
+    holders: Py<PyAny>,
+    /// Waiters as dicts: transaction_id, transaction_name, mode, position,
+    /// blocking_transaction_ids, since_ms, upgrade.
+    waiters: Py<PyAny>,
+}
+
+/// One key of a core lock listing on its way to Python: its dicts are built when the
+/// result crosses into Python, where the GIL is held.
+pub(crate) struct KeyLocksOut(pub(crate) core::KeyLocks);
+
+impl<'py> IntoPyObject<'py> for KeyLocksOut {
+    type Target = KeyLocks;
+    type Output = Bound<'py, KeyLocks>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        Bound::new(py, key_locks_to_py(py, self.0)?)
+    }
+}
+
+fn key_locks_to_py(py: Python<'_>, k: core::KeyLocks) -> PyResult<KeyLocks> {
+    let holders = k
+        .holders
+        .into_iter()
+        .map(|h| {
+            let d = PyDict::new(py);
+            d.set_item("transaction_id", h.transaction_id)?;
+            d.set_item("transaction_name", h.transaction_name)?;
+            d.set_item("mode", LockMode::from(h.mode))?;
+            d.set_item("fencing_token", h.fencing_token)?;
+            d.set_item("since_ms", h.since_ms)?;
+            Ok(d)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let waiters = k
+        .waiters
+        .into_iter()
+        .map(|w| {
+            let d = PyDict::new(py);
+            d.set_item("transaction_id", w.transaction_id)?;
+            d.set_item("transaction_name", w.transaction_name)?;
+            d.set_item("mode", LockMode::from(w.mode))?;
+            d.set_item("position", w.position)?;
+            d.set_item("blocking_transaction_ids", w.blocking_transaction_ids)?;
+            d.set_item("since_ms", w.since_ms)?;
+            d.set_item("upgrade", w.upgrade)?;
+            Ok(d)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(KeyLocks {
+        namespace: k.namespace,
+        key: k.key,
+        holders: holders.into_pyobject(py)?.into_any().unbind(),
+        waiters: waiters.into_pyobject(py)?.into_any().unbind(),
+    })
+}

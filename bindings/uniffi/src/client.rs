@@ -1,0 +1,91 @@
+//! The connection to a cluster: begins transactions, reads statuses, watches events.
+
+use std::sync::Arc;
+
+use caerus_core as core;
+
+use crate::errors::DlsError;
+use crate::events::{EventStream, WatchOptions};
+use crate::options::{ClientConfig, TransactionOptions};
+use crate::runtime::{block_on, on_runtime};
+use crate::transaction::Transaction;
+use crate::types::{TransactionState, TransactionStatus};
+
+/// Connection to a cluster.
+#[derive(uniffi::Object)]
+pub struct DlsClient {
+    client: core::DlsClient,
+}
+
+#[uniffi::export]
+impl DlsClient {
+    /// Validates the configuration and prepares lazy connections (no I/O yet).
+    #[uniffi::constructor]
+    pub fn new(config: ClientConfig) -> Result<Arc<Self>, DlsError> {
+        let config = core::ClientConfig::try_from(config)?;
+        let client = block_on(core::DlsClient::connect(config))?;
+        Ok(Arc::new(DlsClient { client }))
+    }
+
+    /// A client configured from `DLS_ENDPOINTS`, `CAERUS_API_KEY` and the TLS variables.
+    #[uniffi::constructor]
+    pub fn from_env() -> Result<Arc<Self>, DlsError> {
+        let client = block_on(core::DlsClient::connect(core::ClientConfig::from_env()))?;
+        Ok(Arc::new(DlsClient { client }))
+    }
+
+    /// Begins a transaction; core heartbeats it until it commits, aborts or is lost.
+    pub async fn begin_transaction(&self, options: TransactionOptions) -> Result<Arc<Transaction>, DlsError> {
+        let client = self.client.clone();
+        let tx = on_runtime(async move { Ok(client.begin_transaction(options.into()).await?) }).await?;
+        Ok(Arc::new(Transaction::new(tx)))
+    }
+
+    /// Any transaction's status, by id.
+    pub async fn transaction_status(&self, id: u64) -> Result<TransactionStatus, DlsError> {
+        let client = self.client.clone();
+        on_runtime(async move { Ok(client.transaction_status(id).await?.into()) }).await
+    }
+
+    /// Operator call (admin key on a server with keys): aborts any transaction and
+    /// returns its final state.
+    pub async fn abort_transaction(&self, id: u64, reason: String) -> Result<TransactionState, DlsError> {
+        let client = self.client.clone();
+        on_runtime(async move { Ok(client.abort_transaction(id, &reason).await?.into()) }).await
+    }
+
+    /// Follows the event log from `options.from_sequence`, across leader changes.
+    pub async fn watch_events(&self, options: WatchOptions) -> Result<Arc<EventStream>, DlsError> {
+        let client = self.client.clone();
+        let stream = on_runtime(async move { Ok(client.watch_events(options.into()).await?) }).await?;
+        Ok(Arc::new(EventStream::new(stream)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::RUNTIME;
+
+    #[test]
+    fn client_can_be_built_inside_a_runtime_thread() {
+        let built = RUNTIME.block_on(async {
+            tokio::spawn(async {
+                DlsClient::new(ClientConfig {
+                    endpoints: vec!["127.0.0.1:1".into()],
+                    api_key: None,
+                    connect_timeout_ms: None,
+                    request_timeout_ms: None,
+                    retry_deadline_ms: None,
+                    ca_file: None,
+                    client_cert_file: None,
+                    client_key_file: None,
+                })
+                .is_ok()
+            })
+            .await
+            .unwrap()
+        });
+        assert!(built);
+    }
+}

@@ -1,0 +1,137 @@
+//! A running transaction and the listener told when it is lost.
+
+use std::sync::Arc;
+
+use caerus_core as core;
+use tokio::sync::watch;
+
+use crate::errors::DlsError;
+use crate::runtime::{on_runtime, RUNTIME};
+use crate::types::{Lock, LockMode, LostKind, LostReason, TransactionStatus};
+
+/// Told once when a transaction is lost (lease expired, aborted, deadlock victim, lease
+/// unconfirmed). Implemented in Kotlin / Swift; called on a runtime thread of the SDK, so
+/// hand the work over to your own executor if it is long.
+#[uniffi::export(with_foreign)]
+pub trait LostListener: Send + Sync {
+    /// The transaction's locks may already belong to someone else: stop the work.
+    fn on_lost(&self, reason: LostReason);
+}
+
+/// A running transaction. Its lease is heartbeated in Rust until it commits, aborts or
+/// is lost.
+#[derive(uniffi::Object)]
+pub struct Transaction {
+    tx: core::Transaction,
+    /// Turns true once this handle committed or aborted, which silences the lost listener.
+    ended: Arc<watch::Sender<bool>>,
+}
+
+impl Transaction {
+    pub(crate) fn new(tx: core::Transaction) -> Self {
+        Transaction { tx, ended: Arc::new(watch::channel(false).0) }
+    }
+}
+
+#[uniffi::export]
+impl Transaction {
+    /// The server's id of the transaction.
+    pub fn id(&self) -> u64 {
+        self.tx.id()
+    }
+
+    /// The lease the server granted, in milliseconds.
+    pub fn lease_ms(&self) -> u64 {
+        self.tx.lease().as_millis() as u64
+    }
+
+    /// Waits for the lock in FIFO order, up to `timeout_ms` (null: the server's default).
+    /// Throws `LockTimeout` (the transaction stays active) or `DeadlockVictim`.
+    #[uniffi::method(default(timeout_ms))]
+    pub async fn acquire_lock(
+        &self,
+        namespace: String,
+        key: String,
+        mode: LockMode,
+        timeout_ms: Option<u64>,
+    ) -> Result<Lock, DlsError> {
+        let tx = self.tx.clone();
+        on_runtime(async move {
+            let mut opts = core::AcquireOptions::default();
+            if let Some(ms) = timeout_ms {
+                opts = opts.with_timeout_ms(ms);
+            }
+            Ok(tx.acquire_lock(&namespace, &key, mode.into(), opts).await?.into())
+        })
+        .await
+    }
+
+    /// Releases one lock (or withdraws the wait for it); false if it was not held.
+    pub async fn release(&self, namespace: String, key: String) -> Result<bool, DlsError> {
+        let tx = self.tx.clone();
+        on_runtime(async move { Ok(tx.release(&namespace, &key).await?) }).await
+    }
+
+    /// The transaction as the leader sees it.
+    pub async fn status(&self) -> Result<TransactionStatus, DlsError> {
+        let tx = self.tx.clone();
+        on_runtime(async move { Ok(tx.status().await?.into()) }).await
+    }
+
+    /// Commits: releases every lock and stops the heartbeat.
+    pub async fn commit(&self) -> Result<(), DlsError> {
+        let tx = self.tx.clone();
+        let result = on_runtime(async move { Ok(tx.commit().await?) }).await;
+        if result.is_ok() {
+            self.ended.send_replace(true);
+        }
+        result
+    }
+
+    /// Aborts: releases every lock and stops the heartbeat.
+    pub async fn abort(&self) -> Result<(), DlsError> {
+        let tx = self.tx.clone();
+        let result = on_runtime(async move { Ok(tx.abort().await?) }).await;
+        if result.is_ok() {
+            self.ended.send_replace(true);
+        }
+        result
+    }
+
+    /// True once the transaction is lost.
+    pub fn is_lost(&self) -> bool {
+        self.tx.is_lost()
+    }
+
+    /// Why the transaction was lost, or null while it is not.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.tx.lost_reason().map(Into::into)
+    }
+
+    /// Returns when the transaction is lost; never if it ends normally, so race it against
+    /// the work it guards (cancel the call to stop waiting).
+    pub async fn await_lost(&self) -> LostReason {
+        let tx = self.tx.clone();
+        match on_runtime(async move { Ok(tx.lost().await) }).await {
+            Ok(reason) => reason.into(),
+            // Only a failed runtime task gets here.
+            Err(e) => LostReason { kind: LostKind::LeaseUnconfirmed, message: e.to_string() },
+        }
+    }
+
+    /// Calls `listener.on_lost(reason)` once if the transaction is lost; never after this
+    /// handle committed or aborted. Each call adds a listener.
+    pub fn set_lost_listener(&self, listener: Arc<dyn LostListener>) {
+        let mut lost = self.tx.lost_signal();
+        let mut ended = self.ended.subscribe();
+        RUNTIME.spawn(async move {
+            let reason = tokio::select! {
+                seen = lost.wait_for(Option::is_some) => seen.ok().and_then(|r| r.clone()),
+                _ = ended.wait_for(|e| *e) => None,
+            };
+            if let Some(reason) = reason {
+                listener.on_lost(reason.into());
+            }
+        });
+    }
+}

@@ -1,0 +1,149 @@
+//! What goes into the raft log, and what applying it answers.
+//!
+//! Every change of lock state is one of these commands. Time enters only as
+//! `LogCommand::now_ms`, the proposing leader's clock, so every replica applying the same
+//! log computes the same table (no replica reads its own clock during apply).
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{EndCause, FencingToken, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
+
+/// A command with the leader's wall clock at proposal time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogCommand {
+    /// Milliseconds since the Unix epoch on the proposing leader. Used only for
+    /// bookkeeping (begin/end times, retention of finished transactions), never to decide
+    /// an expiry: expiries are explicit `Expire` commands.
+    pub now_ms: u64,
+    pub cmd: Command,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Command {
+    /// Start a transaction. A repeated `request_id` returns the same transaction.
+    Begin { request_id: Option<String>, lease_ms: u64, priority: i32, name: String, owner: String },
+    /// Ask for a lock; grants at once or queues (and then breaks any deadlock it closes,
+    /// choosing the victim by `victim_policy`).
+    Acquire { txn: TxnId, request_id: String, lock: LockKey, mode: LockMode, wait_ms: u64, victim_policy: VictimPolicy },
+    /// Withdraw a wait whose acquire timeout passed (proposed by the leader's timer).
+    CancelWait { txn: TxnId, request_id: String },
+    /// Release one lock (or withdraw the wait for it).
+    Release { txn: TxnId, request_id: Option<String>, lock: LockKey },
+    /// Commit or abort, releasing everything.
+    End { txn: TxnId, request_id: Option<String>, commit: bool },
+    /// The leader saw the lease lapse.
+    Expire { txn: TxnId },
+    /// An operator aborts a transaction.
+    Abort { txn: TxnId, request_id: Option<String>, operator: String, reason: String },
+    /// A webhook endpoint acknowledged every event up to `sequence`.
+    WebhookDelivered { webhook: String, sequence: u64 },
+    /// Commands proposed together (group commit: one raft entry, one fsync for all),
+    /// applied in order exactly as if each were its own entry with the same clock.
+    /// Never nested.
+    Batch(Vec<Command>),
+    /// Begin a transaction and ask for its first lock in one entry (the one-shot
+    /// AcquireLock). Both halves are idempotent by their request ids, like `Begin` and
+    /// `Acquire` on their own.
+    BeginAcquire { begin: Begin, acquire: AcquireRequest },
+    // New variants go last: bincode numbers variants in order, and logs written by an
+    // older version must keep decoding.
+}
+
+/// The `Begin` fields of a one-shot `BeginAcquire`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Begin {
+    pub request_id: Option<String>,
+    pub lease_ms: u64,
+    pub priority: i32,
+    pub name: String,
+    pub owner: String,
+}
+
+/// The `Acquire` fields of a one-shot `BeginAcquire` (the transaction is the new one).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AcquireRequest {
+    pub request_id: String,
+    pub lock: LockKey,
+    pub mode: LockMode,
+    pub wait_ms: u64,
+    pub victim_policy: VictimPolicy,
+}
+
+/// Where an acquire request stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AcquireStatus {
+    Granted {
+        token: FencingToken,
+        mode: LockMode,
+    },
+    /// Waiting; `position` 1 is next in line, `blockers` are the wait-for edges.
+    Queued {
+        position: u32,
+        blockers: Vec<TxnId>,
+    },
+    Ended(WaitEnd),
+}
+
+/// Why a command was refused. Refusals change nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Rejection {
+    /// No such transaction (never existed or forgotten after the retention window).
+    NotFound(TxnId),
+    /// The transaction already ended (`cause` says how; `reason` in words).
+    NotActive { txn: TxnId, state: TxnState, cause: Option<EndCause>, reason: String },
+    /// A transaction waits for one lock at a time.
+    AlreadyWaiting { txn: TxnId, lock: LockKey, request_id: String },
+    /// The request id was used before for a different request of this transaction.
+    RequestIdReused(String),
+    /// A batch inside a batch (the proposer never builds one).
+    NestedBatch,
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejection::NotFound(txn) => write!(f, "transaction {txn} not found (unknown, or finished and forgotten)"),
+            Rejection::NotActive { txn, state, reason, .. } => write!(f, "transaction {txn} is {state} ({reason})"),
+            Rejection::AlreadyWaiting { txn, lock, request_id } => write!(
+                f,
+                "transaction {txn} already waits for {lock} (request {request_id}); a transaction waits for one lock at a time"
+            ),
+            Rejection::RequestIdReused(id) => write!(
+                f,
+                "request_id {id:?} was already used for a different request of this transaction; use a fresh id"
+            ),
+            Rejection::NestedBatch => f.write_str("a batch of commands cannot contain another batch"),
+        }
+    }
+}
+
+impl std::error::Error for Rejection {}
+
+/// The answer of applying one command.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Raft's own entries (blank, membership) answer nothing.
+    None,
+    Begun {
+        txn: TxnId,
+        lease_ms: u64,
+    },
+    Acquire(AcquireStatus),
+    Released {
+        released: bool,
+    },
+    Ended {
+        state: TxnState,
+        released: u32,
+    },
+    Rejected(Rejection),
+    /// A one-shot `BeginAcquire`: the transaction and the acquire's outcome
+    /// (`Acquire` or `Rejected`).
+    BegunAcquire {
+        txn: TxnId,
+        lease_ms: u64,
+        acquire: Box<Outcome>,
+    },
+    /// One outcome per command of a `Command::Batch`, in order.
+    Batch(Vec<Outcome>),
+}

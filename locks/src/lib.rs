@@ -1,0 +1,22 @@
+//! The lock semantics: a pure, deterministic state machine (no raft, no clock, no I/O). The
+//! server applies its commands in log order on every replica; see `table` for the rules.
+
+pub mod command;
+pub mod deadlock;
+pub mod events;
+mod owners;
+pub mod queue;
+pub mod requests;
+pub mod table;
+pub mod types;
+pub mod vec_map;
+
+#[cfg(test)]
+mod table_props;
+#[cfg(test)]
+mod table_tests;
+
+pub use command::{AcquireRequest, AcquireStatus, Begin, Command, LogCommand, Outcome, Rejection};
+pub use events::{revoke_cause, CycleMember, Event, EventDetail, EventKind};
+pub use table::{Effect, LockTable, Txn};
+pub use types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};

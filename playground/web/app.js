@@ -1,0 +1,65 @@
+// Caerus DLS Playground. Plain JavaScript modules, no build step, no external fetches:
+// every lock decision shown here is made by the server; this page only calls the HTTP API
+// (/api/v1, see /openapi.json), draws what the server reports, and sends heartbeats for
+// the simulated clients whose heartbeat switch is on. This module wires the page together.
+
+import { pollCluster } from './cluster.js';
+import { $ } from './dom.js';
+import { followEvents } from './events.js';
+import { render, tickLeaseBars } from './render.js';
+import { scenarios } from './scenarios.js';
+import { onChange, txns } from './state.js';
+import { renderStore } from './store.js';
+import { log } from './timeline.js';
+import { begin, end, pollLocks } from './transactions.js';
+
+const POLL_MS = 500;
+
+onChange(render);
+
+function showNote() {
+  $('#scenario-note').textContent = scenarios[$('#scenario').value].note;
+}
+$('#scenario').addEventListener('change', showNote);
+showNote();
+
+$('#run-scenario').addEventListener('click', async () => {
+  const name = $('#scenario').value;
+  const btn = $('#run-scenario');
+  btn.disabled = true;
+  // A fresh namespace per run, so earlier runs (or other people) never interfere.
+  const ns = `pg-${name}-${Date.now().toString(36)}`;
+  log(`scenario "${$('#scenario').selectedOptions[0].textContent}" in namespace ${ns}`);
+  try {
+    await scenarios[name].run(ns);
+  } catch (e) {
+    log(`scenario failed: ${e.message}`, 'bad');
+  } finally {
+    btn.disabled = false;
+  }
+});
+
+$('#clear').addEventListener('click', async () => {
+  for (const t of txns.values()) if (t.state === 'ACTIVE') await end(t, false);
+});
+
+$('#new-txn').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target);
+  const name = String(f.get('name')).trim() || `client-${txns.size + 1}`;
+  try {
+    await begin(name, Number(f.get('priority')) || 0, Number(f.get('lease')) || 10000);
+    ev.target.elements.name.value = '';
+  } catch (e) {
+    log(`begin failed: ${e.kind || e.code}: ${e.message}`, 'bad');
+  }
+});
+
+render();
+renderStore();
+followEvents();
+pollCluster();
+setInterval(tickLeaseBars, 200);
+setInterval(pollLocks, POLL_MS);
+setInterval(pollCluster, 1000);
+pollLocks();

@@ -1,0 +1,375 @@
+//! The value types every part of Caerus DLS shares: the server's lock table, the core
+//! client and the language bindings name modes, states, end causes, victim policies and
+//! error kinds with these, so each is declared once. Their wire forms are the enums of
+//! `caerus.dls.v1` (proto/), which the server and the client convert to and from.
+//!
+//! The serde forms are part of the replicated log and snapshot format: variants are only
+//! ever appended, never reordered or removed.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A name that is not one of a type's values; the message lists the accepted ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError(pub String);
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// How a lock is held. Two holders of one key are compatible only if both are `SharedRead`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LockMode {
+    /// Write lock: one holder at a time, no readers beside it.
+    Exclusive,
+    /// Read lock: any number of readers at once, no writer beside them.
+    SharedRead,
+}
+
+impl LockMode {
+    /// Whether a holder in `self` may coexist with a holder in `other`.
+    pub fn compatible_with(self, other: LockMode) -> bool {
+        self == LockMode::SharedRead && other == LockMode::SharedRead
+    }
+
+    /// Whether holding `self` already satisfies a request for `wanted`.
+    pub fn covers(self, wanted: LockMode) -> bool {
+        self == LockMode::Exclusive || wanted == LockMode::SharedRead
+    }
+
+    /// The wire name: `"EXCLUSIVE"` or `"SHARED_READ"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockMode::Exclusive => "EXCLUSIVE",
+            LockMode::SharedRead => "SHARED_READ",
+        }
+    }
+}
+
+impl fmt::Display for LockMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for LockMode {
+    type Err = ParseError;
+
+    /// Accepts `EXCLUSIVE`, `SHARED_READ`, `SHARED` and `SHARED-READ`, in any case.
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        match s.trim().to_ascii_uppercase().as_str() {
+            "EXCLUSIVE" => Ok(LockMode::Exclusive),
+            "SHARED_READ" | "SHARED" | "SHARED-READ" => Ok(LockMode::SharedRead),
+            _ => Err(ParseError(format!("unknown lock mode {s:?} (expected EXCLUSIVE or SHARED_READ)"))),
+        }
+    }
+}
+
+/// State of a transaction. `Active` is the only live one; the others are final.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TransactionState {
+    /// Running; may acquire and hold locks.
+    Active,
+    /// Ended by commit; its locks were released.
+    Committed,
+    /// Ended by abort (by the client, an operator, or the server as a deadlock victim).
+    Aborted,
+    /// Its lease lapsed; the server released its locks.
+    Expired,
+}
+
+impl TransactionState {
+    /// The wire name, e.g. `"ACTIVE"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransactionState::Active => "ACTIVE",
+            TransactionState::Committed => "COMMITTED",
+            TransactionState::Aborted => "ABORTED",
+            TransactionState::Expired => "EXPIRED",
+        }
+    }
+}
+
+impl fmt::Display for TransactionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What ended a transaction. The server records it when the transaction ends and sends it
+/// as data (status, errors, events), so no client has to read it out of a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EndCause {
+    /// EndTransaction(commit = true).
+    Committed,
+    /// EndTransaction(commit = false).
+    ClientAbort,
+    /// The lease lapsed without a heartbeat.
+    LeaseExpired,
+    /// Aborted by the server to break a wait-for cycle.
+    DeadlockVictim,
+    /// Aborted by an operator (AdminService.AbortTransaction).
+    OperatorAbort,
+}
+
+impl EndCause {
+    /// The final state a transaction ended this way is in.
+    pub fn state(self) -> TransactionState {
+        match self {
+            EndCause::Committed => TransactionState::Committed,
+            EndCause::LeaseExpired => TransactionState::Expired,
+            EndCause::ClientAbort | EndCause::DeadlockVictim | EndCause::OperatorAbort => TransactionState::Aborted,
+        }
+    }
+
+    /// Whether the server took the transaction's locks away (rather than the client giving
+    /// them up): those releases are reported as revoked locks.
+    pub fn revokes(self) -> bool {
+        matches!(self, EndCause::LeaseExpired | EndCause::DeadlockVictim | EndCause::OperatorAbort)
+    }
+
+    /// The wire name, e.g. `"LEASE_EXPIRED"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndCause::Committed => "COMMITTED",
+            EndCause::ClientAbort => "CLIENT_ABORT",
+            EndCause::LeaseExpired => "LEASE_EXPIRED",
+            EndCause::DeadlockVictim => "DEADLOCK_VICTIM",
+            EndCause::OperatorAbort => "OPERATOR_ABORT",
+        }
+    }
+
+    /// The cause in words, for messages and logs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            EndCause::Committed => "committed",
+            EndCause::ClientAbort => "aborted by the client",
+            EndCause::LeaseExpired => "lease expired",
+            EndCause::DeadlockVictim => "deadlock victim",
+            EndCause::OperatorAbort => "aborted by operator",
+        }
+    }
+}
+
+impl fmt::Display for EndCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which member of a deadlock cycle is aborted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum VictimPolicy {
+    /// Lowest priority; among equals the youngest (latest begun).
+    #[default]
+    LowestPriorityThenYoungest,
+    /// Latest begun.
+    Youngest,
+    /// Earliest begun.
+    Oldest,
+}
+
+impl VictimPolicy {
+    /// The wire name, e.g. `"LOWEST_PRIORITY_THEN_YOUNGEST"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VictimPolicy::LowestPriorityThenYoungest => "LOWEST_PRIORITY_THEN_YOUNGEST",
+            VictimPolicy::Youngest => "YOUNGEST",
+            VictimPolicy::Oldest => "OLDEST",
+        }
+    }
+
+    /// The name in the server's configuration, e.g. `"lowest-priority-then-youngest"`.
+    pub fn config_name(self) -> &'static str {
+        match self {
+            VictimPolicy::LowestPriorityThenYoungest => "lowest-priority-then-youngest",
+            VictimPolicy::Youngest => "youngest",
+            VictimPolicy::Oldest => "oldest",
+        }
+    }
+}
+
+impl fmt::Display for VictimPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for VictimPolicy {
+    type Err = ParseError;
+
+    /// Accepts the configuration and the wire names, in any case, and `priority` /
+    /// `lowest-priority` for the default.
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "lowest-priority-then-youngest" | "lowest-priority" | "priority" => {
+                Ok(VictimPolicy::LowestPriorityThenYoungest)
+            }
+            "youngest" => Ok(VictimPolicy::Youngest),
+            "oldest" => Ok(VictimPolicy::Oldest),
+            other => Err(ParseError(format!(
+                "unknown victim policy {other:?}; use lowest-priority-then-youngest, youngest or oldest"
+            ))),
+        }
+    }
+}
+
+/// Machine-readable kinds of failure, one vocabulary for every language: the server
+/// attaches one to every error status (`x-dls-error` and the error detail), the client maps
+/// it to its error type. Mirrors `caerus.dls.v1.ErrorKind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The acquire timeout passed before the lock could be granted.
+    LockTimeout,
+    /// The transaction was aborted to break a deadlock.
+    DeadlockVictim,
+    /// The transaction is no longer active; its locks are gone.
+    TransactionLost,
+    /// No such transaction.
+    TransactionNotFound,
+    /// A field failed validation.
+    InvalidArgument,
+    /// Missing or unknown API key.
+    Unauthenticated,
+    /// The key may not use this namespace or this transaction.
+    PermissionDenied,
+    /// This node is not the leader, or there is none yet.
+    NotLeader,
+    /// The wait was withdrawn by ReleaseLock.
+    WaitCancelled,
+    /// The transaction already waits for another lock.
+    AlreadyWaiting,
+    /// The cluster could not commit in time, or the leader is shedding load.
+    Unavailable,
+    /// An event cursor older than the retained log.
+    CursorExpired,
+    /// A server limit refused the request; nothing changed.
+    ResourceExhausted,
+    /// A membership change does not fit the current membership.
+    MembershipRefused,
+    /// A server-side failure that is none of the above.
+    Internal,
+}
+
+impl ErrorKind {
+    /// Every kind, in wire order.
+    pub const ALL: [ErrorKind; 15] = [
+        ErrorKind::LockTimeout,
+        ErrorKind::DeadlockVictim,
+        ErrorKind::TransactionLost,
+        ErrorKind::TransactionNotFound,
+        ErrorKind::InvalidArgument,
+        ErrorKind::Unauthenticated,
+        ErrorKind::PermissionDenied,
+        ErrorKind::NotLeader,
+        ErrorKind::WaitCancelled,
+        ErrorKind::AlreadyWaiting,
+        ErrorKind::Unavailable,
+        ErrorKind::CursorExpired,
+        ErrorKind::ResourceExhausted,
+        ErrorKind::MembershipRefused,
+        ErrorKind::Internal,
+    ];
+
+    /// The wire name, e.g. `"LOCK_TIMEOUT"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::LockTimeout => "LOCK_TIMEOUT",
+            ErrorKind::DeadlockVictim => "DEADLOCK_VICTIM",
+            ErrorKind::TransactionLost => "TRANSACTION_LOST",
+            ErrorKind::TransactionNotFound => "TRANSACTION_NOT_FOUND",
+            ErrorKind::InvalidArgument => "INVALID_ARGUMENT",
+            ErrorKind::Unauthenticated => "UNAUTHENTICATED",
+            ErrorKind::PermissionDenied => "PERMISSION_DENIED",
+            ErrorKind::NotLeader => "NOT_LEADER",
+            ErrorKind::WaitCancelled => "WAIT_CANCELLED",
+            ErrorKind::AlreadyWaiting => "ALREADY_WAITING",
+            ErrorKind::Unavailable => "UNAVAILABLE",
+            ErrorKind::CursorExpired => "CURSOR_EXPIRED",
+            ErrorKind::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            ErrorKind::MembershipRefused => "MEMBERSHIP_REFUSED",
+            ErrorKind::Internal => "INTERNAL",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ErrorKind {
+    type Err = ParseError;
+
+    /// The wire name, in any case.
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        let upper = s.trim().to_ascii_uppercase();
+        let known = ErrorKind::ALL.into_iter().find(|k| k.as_str() == upper);
+        known.ok_or_else(|| ParseError(format!("unknown error kind {s:?}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_leniently_and_print_their_wire_names() {
+        for (text, mode) in [
+            ("exclusive", LockMode::Exclusive),
+            ("shared-read", LockMode::SharedRead),
+            ("SHARED", LockMode::SharedRead),
+        ] {
+            assert_eq!(text.parse::<LockMode>().unwrap(), mode);
+        }
+        assert!("write".parse::<LockMode>().unwrap_err().0.contains("EXCLUSIVE or SHARED_READ"));
+        assert_eq!(LockMode::SharedRead.to_string(), "SHARED_READ");
+    }
+
+    #[test]
+    fn only_two_readers_are_compatible() {
+        use LockMode::*;
+        assert!(SharedRead.compatible_with(SharedRead));
+        assert!(!SharedRead.compatible_with(Exclusive) && !Exclusive.compatible_with(SharedRead));
+        assert!(!Exclusive.compatible_with(Exclusive));
+        assert!(Exclusive.covers(SharedRead) && Exclusive.covers(Exclusive) && SharedRead.covers(SharedRead));
+        assert!(!SharedRead.covers(Exclusive));
+    }
+
+    #[test]
+    fn causes_name_their_final_state_and_whether_locks_were_revoked() {
+        assert_eq!(EndCause::Committed.state(), TransactionState::Committed);
+        assert_eq!(EndCause::LeaseExpired.state(), TransactionState::Expired);
+        for c in [EndCause::ClientAbort, EndCause::DeadlockVictim, EndCause::OperatorAbort] {
+            assert_eq!(c.state(), TransactionState::Aborted, "{c}");
+        }
+        assert!(!EndCause::Committed.revokes() && !EndCause::ClientAbort.revokes());
+        assert!(
+            EndCause::LeaseExpired.revokes() && EndCause::DeadlockVictim.revokes() && EndCause::OperatorAbort.revokes()
+        );
+    }
+
+    #[test]
+    fn error_kinds_round_trip_through_their_names() {
+        for k in ErrorKind::ALL {
+            assert_eq!(k.as_str().to_ascii_lowercase().parse::<ErrorKind>().unwrap(), k);
+        }
+        assert!("SOMETHING_NEW".parse::<ErrorKind>().is_err());
+    }
+
+    #[test]
+    fn victim_policies_parse_config_and_wire_names() {
+        for p in [VictimPolicy::LowestPriorityThenYoungest, VictimPolicy::Youngest, VictimPolicy::Oldest] {
+            assert_eq!(p.config_name().parse::<VictimPolicy>().unwrap(), p);
+            assert_eq!(p.as_str().parse::<VictimPolicy>().unwrap(), p);
+        }
+        assert!("random".parse::<VictimPolicy>().unwrap_err().0.contains("youngest or oldest"));
+    }
+}
