@@ -6,13 +6,14 @@
 #   run.sh all     3-node DLS, Redis (appendfsync always), 3-node etcd if installed;
 #                  every workload at CLIENTS (1 16 64); table + results/latest.md
 #
-# Environment: DLS_BIN (required), BENCH_BIN (required), DURATION, WARMUP, CLIENTS,
+# Environment: DLS_BIN, BENCH_BIN, KIT_BIN (dls-cluster, testkit/; all required), DURATION, WARMUP, CLIENTS,
 # WORKLOADS, TARGETS, RESULTS (output .md), RUN_DIR.
 set -euo pipefail
 
 MODE=${1:?usage: run.sh smoke|all}
 : "${DLS_BIN:?DLS_BIN must point at a dls binary}"
 : "${BENCH_BIN:?BENCH_BIN must point at a dls-bench binary}"
+: "${KIT_BIN:?KIT_BIN must point at the dls-cluster binary of the test kit}"
 HERE=$(cd "$(dirname "$0")" && pwd)
 OWN_RUN_DIR=no
 if [ -z "${RUN_DIR:-}" ]; then RUN_DIR=$(mktemp -d /tmp/dls-bench.XXXXXX); OWN_RUN_DIR=yes; fi
@@ -46,28 +47,18 @@ wait_for() {
   return 1
 }
 
-# start_dls N → sets DLS_ENDPOINTS, DLS_PIDS, DLS_METRICS (the nodes' HTTP ports)
+# start_dls N → sets DLS_ENDPOINTS, DLS_PIDS, DLS_METRICS (the nodes' HTTP ports). The test
+# kit's dls-cluster starts them (free ports, data in $RUN_DIR/dls) and stops them on SIGTERM.
 start_dls() {
-  local n=$1 ports peers="" id
-  read -r -a ports <<<"$(free_ports $((3 * n)))"
-  DLS_ENDPOINTS=""; DLS_PIDS=""; DLS_METRICS=""
-  if [ "$n" -gt 1 ]; then
-    # Client port/peer port per member; the peers authenticate with a cluster secret (loopback).
-    for id in $(seq 1 "$n"); do peers+="${peers:+,}$id=127.0.0.1:${ports[$((id - 1))]}/${ports[$((2 * n + id - 1))]}"; done
-    export DLS_CLUSTER_SECRET="bench-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-  fi
-  for id in $(seq 1 "$n"); do
-    local grpc=${ports[$((id - 1))]} http=${ports[$((n + id - 1))]}
-    local args=(serve --node-id "$id" --listen "127.0.0.1:$grpc" --http-listen "127.0.0.1:$http"
-      --data-dir "$RUN_DIR/dls-$id" --log info)
-    [ -n "$peers" ] && args+=(--peers "$peers")
-    "$DLS_BIN" "${args[@]}" >"$RUN_DIR/dls-$id.log" 2>&1 &
-    PIDS+=($!); DLS_PIDS+="${DLS_PIDS:+,}$!"
-    DLS_ENDPOINTS+="${DLS_ENDPOINTS:+,}127.0.0.1:$grpc"
-    DLS_METRICS+="${DLS_METRICS:+,}127.0.0.1:$http"
-  done
-  wait_for "$RUN_DIR/dls-*.log" "became leader" 30
-  log "DLS: $n node(s) at $DLS_ENDPOINTS (pids $DLS_PIDS), data in $RUN_DIR"
+  local n=$1 env="$RUN_DIR/dls-cluster.env"
+  "$KIT_BIN" --dls "$DLS_BIN" --nodes "$n" --dir "$RUN_DIR/dls" >"$env" 2>"$RUN_DIR/dls-cluster.log" &
+  PIDS+=($!)
+  wait_for "$env" "^DLS_DIR=" 60
+  # shellcheck disable=SC1090
+  . "$env"
+  PIDS+=(${DLS_PIDS//,/ })
+  DLS_METRICS=$DLS_HTTP
+  log "DLS: $n node(s) at $DLS_ENDPOINTS (pids $DLS_PIDS), data and logs in $DLS_DIR"
 }
 
 start_redis() {

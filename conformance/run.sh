@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Starts one real dls node on free ports with a temporary data directory, runs the three
+# Starts one real dls node through the test kit (dls-cluster: free ports, a temporary data
+# directory), runs the three
 # conformance runners against it (Rust caerus-core, raw Go, raw Python grpcio), stops it.
 # Exits non-zero if any runner failed. Used by `make test-conformance`.
 #
@@ -34,33 +35,25 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s "$here/python/requirements.txt" "$ven
   cp "$here/python/requirements.txt" "$venv/requirements.installed"
 fi
 
-log "building the Rust runner (caerus-conformance) and the Go runner"
-"$CARGO" build -q -p caerus-conformance
+log "building the Rust runner (caerus-conformance), the test kit's dls-cluster and the Go runner"
+"$CARGO" build -q -p caerus-conformance -p caerus-testkit --bins
 (cd "$here/go" && go build -o "$work/conformance-go" .)
 
 endpoint="${CONFORMANCE_ENDPOINT:-}"
 if [ -z "$endpoint" ]; then
   [ -x "$DLS_BIN" ] || { log "no dls binary at $DLS_BIN (set DLS_BIN, or run make dls-debug)"; exit 1; }
-  # Two distinct free ports from the kernel; the socket closes before dls binds them.
-  read -r grpc_port http_port < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(2)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(*(s.getsockname()[1] for s in socks))
-for s in socks:
-    s.close()')
-  endpoint="127.0.0.1:$grpc_port"
-  log "starting dls on $endpoint (HTTP 127.0.0.1:$http_port, data $work/data, log $work/dls.log)"
-  "$DLS_BIN" serve --listen "$endpoint" --http-listen "127.0.0.1:$http_port" --data-dir "$work/data" \
-    >"$work/dls.log" 2>&1 &
+  "$target/debug/dls-cluster" --dls "$DLS_BIN" --dir "$work/cluster" >"$work/cluster.env" 2>"$work/cluster.log" &
   server_pid=$!
   for _ in $(seq 1 150); do
-    grep -q "became leader" "$work/dls.log" 2>/dev/null && break
-    kill -0 "$server_pid" 2>/dev/null || { log "dls exited:"; cat "$work/dls.log" >&2; exit 1; }
+    grep -q '^DLS_DIR=' "$work/cluster.env" 2>/dev/null && break
+    kill -0 "$server_pid" 2>/dev/null || { log "dls-cluster exited:"; cat "$work/cluster.log" >&2; exit 1; }
     sleep 0.2
   done
-  grep -q "became leader" "$work/dls.log" || { log "no leader after 30 s:"; tail -20 "$work/dls.log" >&2; exit 1; }
+  grep -q '^DLS_DIR=' "$work/cluster.env" || { log "no leader after 30 s:"; tail -20 "$work/cluster/node-1.log" >&2; exit 1; }
+  # shellcheck disable=SC1091
+  . "$work/cluster.env"
+  endpoint="$DLS_ENDPOINTS"
+  log "dls on $endpoint (HTTP $DLS_HTTP, data and log in $DLS_DIR)"
 fi
 
 failed=()
@@ -76,7 +69,7 @@ run "Python raw grpcio" "$venv/bin/python" "$here/python/runner.py" --endpoint "
 
 if [ "${#failed[@]}" -gt 0 ]; then
   log "FAILED: ${failed[*]}"
-  if [ -n "$server_pid" ]; then log "server log:"; tail -40 "$work/dls.log" >&2; fi
+  if [ -n "$server_pid" ]; then log "server log:"; tail -40 "$work/cluster/node-1.log" >&2; fi
   exit 1
 fi
 log "all three runners passed"

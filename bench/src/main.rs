@@ -6,16 +6,6 @@
 //! summary (or one JSON object with `--json`). Exit status: 0 ok, 1 harness failure or no
 //! progress, 2 safety violations. See docs/bench.md.
 
-mod checker;
-mod group_commit;
-/// Shared with dls-state, which uses all of it.
-#[allow(dead_code)]
-mod procstat;
-mod report;
-mod scrape;
-mod target;
-mod workload;
-
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -23,8 +13,9 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
-use crate::target::Target;
-use crate::workload::{Config, Workload};
+use caerus_bench::report;
+use caerus_bench::target::{self, Target};
+use caerus_bench::workload::{self, Config, Workload};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum TargetKind {
@@ -114,13 +105,9 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(n) = args.free_ports {
-        return match free_ports(n) {
-            Ok(ports) => {
-                println!("{}", ports.iter().map(u16::to_string).collect::<Vec<_>>().join(" "));
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(&format!("free ports: {e}")),
-        };
+        let ports = caerus_testkit::free_ports(n);
+        println!("{}", ports.iter().map(u16::to_string).collect::<Vec<_>>().join(" "));
+        return ExitCode::SUCCESS;
     }
     if let Some(file) = &args.report {
         return match report::table(file) {
@@ -141,12 +128,6 @@ fn main() -> ExitCode {
 fn fail(msg: &str) -> ExitCode {
     eprintln!("dls-bench: {msg}");
     ExitCode::from(1)
-}
-
-fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
-    // Hold every listener until all are chosen so the ports differ.
-    let listeners = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>()?;
-    listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect()
 }
 
 async fn run(args: Args) -> ExitCode {

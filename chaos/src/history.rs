@@ -122,6 +122,11 @@ impl History {
     }
 
     /// Microseconds since the start.
+    /// Prints a progress line stamped with the run's time.
+    pub fn log(&self, msg: impl AsRef<str>) {
+        println!("[{:7.1}s] {}", self.now_us() as f64 / 1e6, msg.as_ref());
+    }
+
     pub fn now_us(&self) -> u64 {
         self.start.elapsed().as_micros() as u64
     }

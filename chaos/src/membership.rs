@@ -14,34 +14,31 @@ use caerus_core::{AddMemberOptions, DlsClient, Error};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
-use crate::cluster::Cluster;
-use crate::disk;
+use caerus_testkit::Cluster;
+
+use crate::cluster::ensure_running;
+use crate::history::History;
 
 /// How long a membership change may take to settle once the cluster is whole again.
 const SETTLE: Duration = Duration::from_secs(60);
 /// How long a wiped node may take to notice it must refuse (it asks its peers first).
 const REFUSAL: Duration = Duration::from_secs(20);
 
-/// Progress lines go to the run's log.
-pub type Say<'a> = &'a dyn Fn(String);
-
 pub async fn wipe_and_rejoin(
     c: &mut Cluster,
     admin: &DlsClient,
     leader: u64,
     rng: &mut StdRng,
-    say: Say<'_>,
+    h: &History,
 ) -> anyhow::Result<Vec<String>> {
     let followers: Vec<u64> = c.ids().into_iter().filter(|&i| i != leader).collect();
     let f = *followers.choose(rng).expect("followers");
     let mut broken = Vec::new();
-    say(format!("wipe-rejoin: SIGKILL node {f}, wipe its data directory, restart it with the same flags"));
-    c.kill(f);
-    let data_dir = c.node(f).data_dir.clone();
-    disk::clear_dir(&data_dir)?;
-    c.spawn(f)?;
-    match wait_for_exit(c, f, REFUSAL).await {
-        Some(false) => say(format!("wipe-rejoin: node {f} refused to start, as it must")),
+    h.log(format!("wipe-rejoin: SIGKILL node {f}, wipe its data directory, restart it with the same flags"));
+    c.wipe(f)?;
+    ensure_running(c, f)?;
+    match c.wait_exit(f, REFUSAL).await.map(|status| status.success()) {
+        Some(false) => h.log(format!("wipe-rejoin: node {f} refused to start, as it must")),
         Some(true) => broken.push(format!("wiped node {f} exited 0 instead of refusing")),
         None => {
             broken.push(format!(
@@ -51,16 +48,15 @@ pub async fn wipe_and_rejoin(
             c.kill(f);
         }
     }
-    let log = std::fs::read_to_string(&c.node(f).log).unwrap_or_default();
-    if !log.contains("its log and its vote were lost") {
+    if !c.log_of(f).contains("its log and its vote were lost") {
         broken.push(format!("wiped node {f} did not say its log and vote were lost"));
     }
     // The documented way back: remove, start empty with --join, add.
-    remove(admin, f, say).await?;
-    disk::clear_dir(&data_dir)?;
-    c.node(f).join = true;
-    c.spawn(f)?;
-    readd(c, admin, f, say).await?;
+    remove(admin, f, h).await?;
+    c.wipe(f)?;
+    c.node_mut(f).join = true;
+    ensure_running(c, f)?;
+    readd(c, admin, f, h).await?;
     broken.extend(all_voters(c, admin).await);
     Ok(broken)
 }
@@ -71,7 +67,7 @@ pub async fn membership_during_partition(
     leader: u64,
     hold: Duration,
     rng: &mut StdRng,
-    say: Say<'_>,
+    h: &History,
 ) -> anyhow::Result<Vec<String>> {
     let mut ids = c.ids();
     ids.shuffle(rng);
@@ -79,24 +75,24 @@ pub async fn membership_during_partition(
     let majority: Vec<u64> = ids[(ids.len() - 1) / 2..].to_vec();
     let candidates: Vec<u64> = majority.iter().copied().filter(|&i| i != leader).collect();
     let f = *candidates.choose(rng).unwrap_or(&majority[0]);
-    say(format!(
+    h.log(format!(
         "membership-partition: cut {minority:?}{} from {majority:?} for {} ms; remove node {f} meanwhile, add it back after",
         if minority.contains(&leader) { " (leader)" } else { "" },
         hold.as_millis()
     ));
-    c.links.partition(&minority, &majority);
+    c.links().partition(&minority, &majority);
     let started = Instant::now();
     // Under the partition the change may not commit (the new configuration can need the
     // cut-off node): it answers UNAVAILABLE after a while, and is finished after the heal.
     match tokio::time::timeout(hold, admin.remove_member(f)).await {
-        Ok(Ok(_)) => say(format!("membership-partition: node {f} removed during the partition")),
-        Ok(Err(e)) => say(format!("membership-partition: removal during the partition answered {}", e.code())),
-        Err(_) => say("membership-partition: removal still pending when the partition healed".into()),
+        Ok(Ok(_)) => h.log(format!("membership-partition: node {f} removed during the partition")),
+        Ok(Err(e)) => h.log(format!("membership-partition: removal during the partition answered {}", e.code())),
+        Err(_) => h.log("membership-partition: removal still pending when the partition healed"),
     }
     tokio::time::sleep(hold.saturating_sub(started.elapsed())).await;
-    c.links.heal();
-    remove(admin, f, say).await?;
-    readd(c, admin, f, say).await?;
+    c.links().heal();
+    remove(admin, f, h).await?;
+    readd(c, admin, f, h).await?;
     Ok(all_voters(c, admin).await)
 }
 
@@ -109,8 +105,8 @@ async fn standing(admin: &DlsClient, f: u64) -> Option<Option<bool>> {
 
 /// Removes node `f` until the membership no longer lists it. Whether it is done is read
 /// from the membership, not from a refusal's text, so a retry after a lost answer counts.
-async fn remove(admin: &DlsClient, f: u64, say: Say<'_>) -> anyhow::Result<()> {
-    settle(say, "remove", || async {
+async fn remove(admin: &DlsClient, f: u64, h: &History) -> anyhow::Result<()> {
+    settle(h, "remove", || async {
         match standing(admin, f).await {
             Some(None) => Ok(true),
             _ => admin.remove_member(f).await.map(|_| false),
@@ -120,9 +116,9 @@ async fn remove(admin: &DlsClient, f: u64, say: Say<'_>) -> anyhow::Result<()> {
 }
 
 /// Adds node `f` back at its addresses until it is a voter again.
-async fn readd(c: &mut Cluster, admin: &DlsClient, f: u64, say: Say<'_>) -> anyhow::Result<()> {
-    let (addr, peer) = (c.node(f).member_addr.clone(), c.node(f).member_peer_addr.clone());
-    settle(say, "add", || async {
+async fn readd(c: &mut Cluster, admin: &DlsClient, f: u64, h: &History) -> anyhow::Result<()> {
+    let (addr, peer) = (c.node(f).addr.clone(), c.node(f).peer_addr.clone());
+    settle(h, "add", || async {
         let options = AddMemberOptions { stay_learner: false, catch_up_timeout: Some(Duration::from_secs(20)) };
         match standing(admin, f).await {
             Some(Some(true)) => Ok(true),
@@ -131,13 +127,13 @@ async fn readd(c: &mut Cluster, admin: &DlsClient, f: u64, say: Say<'_>) -> anyh
         }
     })
     .await?;
-    say(format!("node {f} is a voter again"));
+    h.log(format!("node {f} is a voter again"));
     Ok(())
 }
 
 /// Retries a membership call until it reports done, for at most [`SETTLE`]: leader
 /// changes and half-done changes answer errors that a later attempt gets past.
-async fn settle<F, Fut>(say: Say<'_>, what: &str, mut call: F) -> anyhow::Result<()>
+async fn settle<F, Fut>(h: &History, what: &str, mut call: F) -> anyhow::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, Error>>,
@@ -152,7 +148,7 @@ where
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    say(format!("membership: {what} did not settle within {} s: {last}", SETTLE.as_secs()));
+    h.log(format!("membership: {what} did not settle within {} s: {last}", SETTLE.as_secs()));
     anyhow::bail!("membership {what} did not settle within {} s: {last}", SETTLE.as_secs())
 }
 
@@ -174,18 +170,4 @@ async fn all_voters(c: &Cluster, admin: &DlsClient) -> Vec<String> {
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-}
-
-/// Waits for node `id`'s process to exit: Some(success) when it did.
-async fn wait_for_exit(c: &mut Cluster, id: u64, within: Duration) -> Option<bool> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if let Some(child) = c.node(id).child.as_mut() {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status.success());
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    None
 }

@@ -13,11 +13,10 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::Rng;
 
-use crate::cluster::Cluster;
-use crate::disk;
+use caerus_testkit::{disk, Cluster};
 
-/// Progress lines go to the run's log.
-pub type Say<'a> = &'a dyn Fn(String);
+use crate::cluster::ensure_running;
+use crate::history::History;
 
 /// How long a node may take to start serving again after a torn tail.
 const RESTART: Duration = Duration::from_secs(10);
@@ -27,26 +26,25 @@ pub async fn disk_full(
     n: u64,
     leader: bool,
     hold: Duration,
-    say: Say<'_>,
+    h: &History,
 ) -> anyhow::Result<Vec<String>> {
-    let index = c.ids().iter().position(|&i| i == n).expect("node id");
-    let Some(tmpfs) = c.disks.get(index) else {
-        say("disk-full: data directories are not on tmpfs, skipped".into());
+    let Some(tmpfs) = c.disk(n) else {
+        h.log("disk-full: data directories are not on tmpfs, skipped");
         return Ok(vec![]);
     };
     let filler = tmpfs.fill()?;
-    say(format!(
+    h.log(format!(
         "disk-full: node {n}{}'s data directory is full for {} ms",
         if leader { " (leader)" } else { "" },
         hold.as_millis()
     ));
     tokio::time::sleep(hold).await;
-    let exited = c.node(n).child.as_mut().and_then(|ch| ch.try_wait().ok().flatten());
+    let exited = c.exited(n);
     std::fs::remove_file(&filler)?;
     let mut broken = Vec::new();
     match exited {
         Some(status) => {
-            let log = std::fs::read_to_string(&c.node(n).log).unwrap_or_default();
+            let log = c.log_of(n);
             if status.success() {
                 broken.push(format!("node {n} exited 0 on a full disk instead of failing"));
             } else if !log.contains("raft stopped on this node") {
@@ -54,9 +52,9 @@ pub async fn disk_full(
                     "node {n} stopped on a full disk without saying why (\"raft stopped on this node\")"
                 ));
             }
-            say(format!("disk-full: node {n} stopped ({status}); space freed, it starts again"));
+            h.log(format!("disk-full: node {n} stopped ({status}); space freed, it starts again"));
         }
-        None => say(format!("disk-full: node {n} kept running (it did not need to write); space freed")),
+        None => h.log(format!("disk-full: node {n} kept running (it did not need to write); space freed")),
     }
     Ok(broken)
 }
@@ -66,7 +64,7 @@ pub async fn torn_tail(
     n: u64,
     leader: bool,
     rng: &mut StdRng,
-    say: Say<'_>,
+    h: &History,
 ) -> anyhow::Result<Vec<String>> {
     c.kill(n);
     let garbage: Vec<u8> = (0..rng.gen_range(9..200)).map(|_| rng.gen_range(1..=255u8)).collect();
@@ -75,32 +73,28 @@ pub async fn torn_tail(
         Ok(torn) => torn,
         Err(e) => {
             // A node with no log yet (one that has just been re-added) has no tail to tear.
-            say(format!("torn-tail: node {n} has no log segment to tear ({e}); restarted as it was"));
-            c.spawn(n)?;
+            h.log(format!("torn-tail: node {n} has no log segment to tear ({e}); restarted as it was"));
+            ensure_running(c, n)?;
             return Ok(vec![]);
         }
     };
-    say(format!(
+    h.log(format!(
         "torn-tail: SIGKILL node {n}{}, {bytes} bytes of a half-written record at byte {offset} of {}, restart",
         if leader { " (leader)" } else { "" },
         file.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
     ));
-    // Only what this start logs counts.
-    let log_path = c.node(n).log.clone();
-    let logged_before = std::fs::metadata(&log_path).map_or(0, |m| m.len() as usize);
-    c.spawn(n)?;
+    ensure_running(c, n)?;
     let mut broken = Vec::new();
     let deadline = Instant::now() + RESTART;
     loop {
-        let whole = std::fs::read_to_string(&log_path).unwrap_or_default();
-        let log = whole.get(logged_before..).unwrap_or_default();
-        let exited = c.node(n).child.as_mut().and_then(|ch| ch.try_wait().ok().flatten());
-        if let Some(status) = exited {
+        // Only what this start logs counts.
+        let log = c.log_since_start(n);
+        if let Some(status) = c.exited(n) {
             broken.push(format!("node {n} refused to start after a torn tail ({status}); see its log"));
             break;
         }
         if log.contains("trimmed a torn tail") && log.contains(&offset.to_string()) {
-            say(format!("torn-tail: node {n} trimmed the tail at byte {offset} and runs"));
+            h.log(format!("torn-tail: node {n} trimmed the tail at byte {offset} and runs"));
             break;
         }
         if Instant::now() > deadline {

@@ -21,11 +21,11 @@ async fn a_wiped_follower_restarted_with_the_same_flags_refuses_until_it_is_re_a
     let wiped = (1..=3).find(|&n| n != leader).unwrap();
 
     cluster.kill_and_wipe_data_dir(wiped);
-    let earlier = common::log_of(&cluster, wiped).len();
+    let earlier = cluster.log_of(wiped).len();
     cluster.start_again(wiped);
     let status = cluster.wait_for_exit(wiped, PATIENCE).await;
     assert!(!status.success(), "a wiped voter must not start");
-    let log = common::log_of(&cluster, wiped)[earlier..].to_string();
+    let log = cluster.log_of(wiped)[earlier..].to_string();
     assert!(log.contains("its log and its vote were lost"), "{log}");
     assert!(log.contains(&format!("dls members remove {wiped}")), "{log}");
     assert!(!log.contains("initialized a new cluster"), "it must not bootstrap again");
@@ -76,7 +76,7 @@ async fn a_data_dir_with_an_identity_but_no_log_refuses_to_start() {
     }
     cluster.start_again(victim);
     assert!(!cluster.wait_for_exit(victim, PATIENCE).await.success());
-    let log = common::log_of(&cluster, victim);
+    let log = cluster.log_of(victim);
     assert!(log.contains("its cluster-id.toml says it belonged to cluster"), "{log}");
     assert!(log.contains("--join"), "{log}");
 }
@@ -87,14 +87,14 @@ async fn a_data_dir_with_an_identity_but_no_log_refuses_to_start() {
 async fn a_joining_node_with_nobody_to_ask_waits_and_never_bootstraps() {
     let mut cluster = Cluster::spawn_spec(common::Spec { nodes: 2, ..Default::default() });
     cluster.kill(2);
-    let earlier = common::log_of(&cluster, 1).len();
+    let earlier = cluster.log_of(1).len();
     cluster.start_joining(1);
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(2) {
-        assert!(!cluster.has_exited(1), "{}", common::log_of(&cluster, 1));
+        assert!(!cluster.has_exited(1), "{}", cluster.log_of(1));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let log = common::log_of(&cluster, 1)[earlier..].to_string();
+    let log = cluster.log_of(1)[earlier..].to_string();
     assert!(!log.contains("initialized a new cluster"), "{log}");
     assert!(log.contains("asking the members in --peers"), "{log}");
 }

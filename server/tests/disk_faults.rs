@@ -10,8 +10,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Duration;
 
-use caerus_chaos::disk::Tmpfs;
 use caerus_core::{ClientConfig, DlsClient, Lock, LockMode, Transaction, TransactionState};
+use caerus_testkit::disk::Tmpfs;
 use common::{eventually, grant_many, opts, wait, Cluster, PATIENCE};
 
 /// Copies `from` into `to` recursively, leaving all-zero blocks as holes (log segments
@@ -103,7 +103,7 @@ async fn a_leader_whose_disk_fills_stops_and_another_leads_keeping_every_grant()
 
     let status = cluster.wait_exit(leader, PATIENCE).await.expect("the leader with a full disk must stop");
     assert!(!status.success(), "{status}");
-    let log = common::log_of(&cluster, leader);
+    let log = cluster.log_of(leader);
     assert!(log.contains("raft stopped on this node"), "{log}");
     assert!(log.contains("No space left on device"), "{log}");
     assert_ne!(cluster.wait_for_leader(PATIENCE).await, leader);
@@ -124,7 +124,7 @@ async fn a_follower_whose_disk_fills_falls_behind_and_catches_up_once_space_is_f
     let last = grant_many(&c, "a", 40, held.fencing_token).await;
     let status = cluster.wait_exit(follower, PATIENCE).await.expect("the follower with a full disk must stop");
     assert!(!status.success(), "{status}");
-    assert!(common::log_of(&cluster, follower).contains("raft stopped on this node"));
+    assert!(cluster.log_of(follower).contains("raft stopped on this node"));
 
     // Space freed; the operator (or a supervisor) starts it again.
     std::fs::remove_file(filler).unwrap();

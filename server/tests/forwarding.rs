@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::net::TcpListener as StdListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,7 +14,7 @@ use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
 use caerus_proto::v1::admin_service_client::AdminServiceClient;
 use caerus_proto::v1::event::Detail;
 use caerus_proto::v1::{self as pb, lock_service_client::LockServiceClient};
-use common::{add_key, http_get, opts, queued, raw_client, wait, Cluster, Spec, PATIENCE};
+use common::{add_key, http_get, opts, queued, raw_client, wait, Cluster, Proxies, Spec, PATIENCE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tonic::transport::Channel;
@@ -390,20 +389,6 @@ async fn pipe(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp:
     }
 }
 
-/// A four-digit prefix P such that ports P1..=Pn are free a moment ago: node `id` listens on
-/// port `P{id}`, given to every node as the one flag `--listen=127.0.0.1:P{id}`.
-fn free_port_prefix(n: u64) -> String {
-    use rand::Rng;
-    for _ in 0..1_000 {
-        let prefix = rand::thread_rng().gen_range(1_000..6_553);
-        let held: Vec<_> = (1..=n).map_while(|id| StdListener::bind(format!("127.0.0.1:{prefix}{id}")).ok()).collect();
-        if held.len() as u64 == n {
-            return prefix.to_string();
-        }
-    }
-    panic!("no free block of {n} ports");
-}
-
 /// A client that gives up on a silent node after 1 s (a dropped packet is not refused).
 fn config_for(endpoints: impl IntoIterator<Item = String>) -> ClientConfig {
     ClientConfig::new(endpoints)
@@ -416,12 +401,11 @@ fn config_for(endpoints: impl IntoIterator<Item = String>) -> ClientConfig {
 async fn with_the_route_to_the_leader_cut_grants_keep_coming_through_the_followers() {
     // Each node advertises (in --peers) the address of a proxy in front of it and listens
     // behind it, so every way the client reaches a node, redirects included, passes a proxy.
-    let prefix = free_port_prefix(3);
-    let spec = Spec { nodes: 3, extra: vec![format!("--listen=127.0.0.1:{prefix}{{id}}")], ..Spec::default() };
+    let spec = Spec { nodes: 3, proxies: Proxies::CallerClient, ..Spec::default() };
     let cluster = Cluster::spawn_spec(spec);
     let mut proxies = Vec::new();
     for n in &cluster.nodes {
-        proxies.push((n.id, Proxy::start(&n.addr, format!("127.0.0.1:{prefix}{}", n.id)).await));
+        proxies.push((n.id, Proxy::start(&n.addr, n.listen.clone()).await));
     }
     let leader = cluster.wait_for_leader(PATIENCE).await;
     let leader_proxy = &proxies.iter().find(|(id, _)| *id == leader).unwrap().1;

@@ -191,7 +191,7 @@ async fn a_change_whose_caller_gives_up_still_finishes_when_the_voters_return() 
         (f[0], f[1])
     };
     // The new voters would be {leader, stopped}: nothing commits while `stopped` is paused.
-    common::signal(&cluster, stopped, "STOP");
+    cluster.signal(stopped, "STOP");
     let impatient = DlsClient::connect(
         ClientConfig::new(cluster.endpoints())
             .with_request_timeout(Duration::from_millis(300))
@@ -201,7 +201,7 @@ async fn a_change_whose_caller_gives_up_still_finishes_when_the_voters_return() 
     .unwrap();
     let gave_up = impatient.remove_member(removed).await;
     assert!(gave_up.is_err(), "the change cannot commit while node {stopped} is paused: {gave_up:?}");
-    common::signal(&cluster, stopped, "CONT");
+    cluster.signal(stopped, "CONT");
 
     let client = common::patient_client(cluster.endpoints()).await;
     let deadline = Instant::now() + PATIENCE;

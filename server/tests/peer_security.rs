@@ -134,7 +134,7 @@ async fn forged_raft_messages_are_refused_on_every_port_and_the_cluster_goes_on(
         .await
         .unwrap();
     assert!(after.fencing_token > before.fencing_token);
-    assert!(common::log_of(&cluster, 1).contains("peer call refused"), "refusals are logged");
+    assert!(cluster.log_of(1).contains("peer call refused"), "refusals are logged");
 
     // Control: the very same bytes, with this cluster's credentials, are taken by raft (the
     // follower adopts the forged term). Only the gate stood between them and the cluster.
@@ -206,12 +206,11 @@ async fn a_node_with_another_cluster_id_is_refused_by_its_peers() {
     tx.acquire_lock("ns", "k", LockMode::Exclusive, wait(2_000)).await.unwrap();
     tx.commit().await.unwrap();
     common::eventually(PATIENCE, "the other nodes to refuse the outsider's calls", || {
-        let theirs =
-            (1..=3).filter(|&n| n != outsider).any(|n| common::log_of(&cluster, n).contains("another0cluster"));
+        let theirs = (1..=3).filter(|&n| n != outsider).any(|n| cluster.log_of(n).contains("another0cluster"));
         theirs.then_some(())
     })
     .await;
     // The outsider never receives the new entries: the leader's calls are refused by it too.
-    let ours = common::log_of(&cluster, outsider);
+    let ours = cluster.log_of(outsider);
     assert!(ours.contains("peer call refused"), "the outsider refuses the cluster's calls too");
 }

@@ -57,7 +57,7 @@ async fn expect_refusal(cluster: &mut Cluster, needles: &[&str]) {
     cluster.restart(1);
     let status = cluster.wait_exit(1, Duration::from_secs(20)).await.expect("the node must refuse to start");
     assert!(!status.success(), "exit status {status}");
-    let log = common::log_of(cluster, 1);
+    let log = cluster.log_of(1);
     for needle in needles {
         assert!(log.contains(needle), "the log must say {needle:?}:\n{log}");
     }
@@ -81,7 +81,7 @@ async fn a_flipped_word_in_the_middle_of_the_log_stops_the_node_naming_file_and_
 
     expect_refusal(&mut cluster, &[&format!("{} is damaged at byte", segment.display()), "dls members remove"]).await;
     // The offset named is that of the record holding the changed bytes.
-    let log = common::log_of(&cluster, 1);
+    let log = cluster.log_of(1);
     let named: u64 = log.split("is damaged at byte ").nth(1).unwrap().split(':').next().unwrap().parse().unwrap();
     assert!(named <= at && at - named < 4096, "named byte {named}, changed byte {at}");
 }
@@ -101,7 +101,7 @@ async fn a_tail_cut_mid_record_is_trimmed_and_tokens_keep_rising() {
 
     cluster.restart(1);
     cluster.wait_for_leader(Duration::from_secs(20)).await;
-    let log = common::log_of(&cluster, 1);
+    let log = cluster.log_of(1);
     assert!(log.contains("trimmed a torn tail off the raft log"), "{log}");
     assert!(log.contains(&segment.display().to_string()), "the trim names the file: {log}");
     assert!(log.contains("dropped_bytes="), "{log}");

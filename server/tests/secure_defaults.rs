@@ -119,20 +119,17 @@ async fn sighup_reloads_the_keys_file_and_keeps_the_old_keys_when_the_new_file_i
     let next = dir.path().join("next.toml");
     let new = add_key(&next, "new");
     std::fs::rename(&next, &file).unwrap();
-    common::signal(&cluster, 1, "HUP");
-    common::eventually(PATIENCE, "the reload", || {
-        common::log_of(&cluster, 1).contains("API keys reloaded").then_some(())
-    })
-    .await;
+    cluster.signal(1, "HUP");
+    common::eventually(PATIENCE, "the reload", || cluster.log_of(1).contains("API keys reloaded").then_some(())).await;
     let err = begin_with(&cluster, &old).await.unwrap_err();
     assert!(matches!(err, Error::Unauthenticated { .. }), "a revoked key must be refused: {err:?}");
     begin_with(&cluster, &new).await.unwrap();
 
     // A broken file is reported and changes nothing.
     std::fs::write(&file, "[[keys]]\nname = \"x\"\nsha256 = \"not hex\"\n").unwrap();
-    common::signal(&cluster, 1, "HUP");
+    cluster.signal(1, "HUP");
     common::eventually(PATIENCE, "the failed reload to be logged", || {
-        common::log_of(&cluster, 1).contains("API keys not reloaded").then_some(())
+        cluster.log_of(1).contains("API keys not reloaded").then_some(())
     })
     .await;
     begin_with(&cluster, &new).await.unwrap();
@@ -180,10 +177,10 @@ async fn sighup_reloads_certificates_and_peers_keep_talking() {
     std::fs::copy(second.path().join("node-1.pem"), live.path().join("port-1.pem")).unwrap();
     std::fs::copy(second.path().join("node-1-key.pem"), live.path().join("port-1-key.pem")).unwrap();
     for id in 1..=3 {
-        common::signal(&cluster, id, "HUP");
+        cluster.signal(id, "HUP");
     }
     common::eventually(PATIENCE, "every node to reload its certificates", || {
-        (1..=3).all(|id| common::log_of(&cluster, id).contains("client port TLS reloaded")).then_some(())
+        (1..=3).all(|id| cluster.log_of(id).contains("client port TLS reloaded")).then_some(())
     })
     .await;
     assert!(connects(&cluster, second.path()).await, "new connections get the new certificate");

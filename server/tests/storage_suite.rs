@@ -29,7 +29,9 @@ fn build_err(what: &str, e: impl std::fmt::Display) -> StorageError {
 }
 
 /// The temporary directory lives as long as the suite's case (the guard).
-struct Dir(#[allow(dead_code)] tempfile::TempDir);
+struct Dir {
+    _dir: tempfile::TempDir,
+}
 
 impl StoreBuilder<TypeConfig, LogStore, StateMachine, Dir> for Builder {
     async fn build(&self) -> Result<(Dir, LogStore, StateMachine), StorageError> {
@@ -42,7 +44,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, Dir> for Builder {
         let sm = StateMachine::open(dir.path(), Arc::new(Unobserved), durable, log.first_index())
             .await
             .map_err(|e| build_err("state machine", e))?;
-        Ok((Dir(dir), log, sm))
+        Ok((Dir { _dir: dir }, log, sm))
     }
 }
 

@@ -12,14 +12,14 @@ use std::time::Instant;
 
 use caerus_core::{AcquireOptions, LockMode, TransactionOptions};
 
-use crate::cluster::Cluster;
+use crate::cluster;
 use crate::heartbeat::spawn_ticker;
 use crate::pool::{self, pct, progress, NAMESPACE};
 use crate::{Opts, Report};
 
 pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
     let dir = opts.dir().join("deadlock");
-    let cluster = Cluster::start(&opts.dls_bin, &dir, &[]).await?;
+    let cluster = cluster::start(&opts.dls_bin, &dir, &[]).await?;
     let conc = opts.dl_concurrency.max(1);
     // A and B of one pair on different connections, as two processes would be.
     let clients = pool::clients(&cluster.endpoints(), 2 * conc).await?;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use caerus_core::{AcquireOptions, ClientConfig, DlsClient, LockMode, TransactionOptions};
 
-use crate::cluster::Cluster;
+use crate::cluster;
 use crate::pool::{pct, progress, NAMESPACE};
 use crate::{Opts, Report};
 
@@ -19,7 +19,7 @@ const IN_FLIGHT_ANSWER: Duration = Duration::from_millis(100);
 
 pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
     let dir = opts.dir().join("failover");
-    let mut cluster = Cluster::start(&opts.dls_bin, &dir, &[]).await?;
+    let mut cluster = cluster::start(&opts.dls_bin, &dir, &[]).await?;
     let client = DlsClient::connect(ClientConfig::new(cluster.endpoints())).await?;
     let grants: Arc<Mutex<Vec<Instant>>> = Arc::default();
     // What the client was told while no grant came: printed with each round.
@@ -50,17 +50,17 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
     let mut elections = Vec::new();
     for round in 1..=opts.fo_rounds {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let leader = cluster.leader().await?;
+        let leader = cluster::leader(&cluster).await?;
         let killed_at = Instant::now();
         cluster.kill(leader);
         let elected = loop {
-            if let Ok(i) = cluster.leader().await {
-                if i != leader {
+            if let Ok(id) = cluster::leader(&cluster).await {
+                if id != leader {
                     break killed_at.elapsed().as_secs_f64() * 1000.0;
                 }
             }
             if killed_at.elapsed() > Duration::from_secs(30) {
-                anyhow::bail!("round {round}: no new leader within 30 s of killing node {}", leader + 1)
+                anyhow::bail!("round {round}: no new leader within 30 s of killing node {}", leader)
             }
         };
         let next = loop {
@@ -76,7 +76,7 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
         let Some(next) = next else {
-            anyhow::bail!("round {round}: no grant within 30 s of killing the leader (node {})", leader + 1)
+            anyhow::bail!("round {round}: no grant within 30 s of killing the leader (node {})", leader)
         };
         let gap = next.duration_since(killed_at).as_secs_f64() * 1000.0;
         let told = std::mem::take(&mut *errors.lock().unwrap());
@@ -87,13 +87,13 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
             "failover",
             format!(
                 "round {round}: leader node {} killed, new leader after {elected:.0} ms, next grant after {gap:.0} ms",
-                leader + 1
+                leader
             ),
         );
         gaps.push(gap);
         elections.push(elected);
-        cluster.spawn(leader)?;
-        cluster.wait_ready(Duration::from_secs(60)).await?;
+        cluster.start_node(leader)?;
+        cluster::wait_ready(&cluster, Duration::from_secs(60)).await?;
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = tokio::time::timeout(Duration::from_secs(15), looper).await;

@@ -13,10 +13,12 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use caerus_core::{AcquireOptions, LockMode, Transaction, TransactionOptions};
 
-use crate::cluster::{last_line_with, Cluster};
+use caerus_bench::procstat::{self, mib};
+use caerus_testkit::Cluster;
+
+use crate::cluster::{self, last_line_with};
 use crate::heartbeat::spawn_ticker;
 use crate::pool::{self, progress, NAMESPACE};
-use crate::procstat::{self, mib};
 use crate::{Opts, Report};
 
 const LONG_MS: u64 = 30 * 60 * 1000;
@@ -38,15 +40,15 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
         "--max-queued-proposals".to_string(),
         (2 * opts.waiters.max(opts.workers)).to_string(),
     ];
-    let mut cluster = Cluster::start(&opts.dls_bin, &dir, &extra).await?;
-    let leader = cluster.leader().await?;
+    let mut cluster = cluster::start(&opts.dls_bin, &dir, &extra).await?;
+    let leader = cluster::leader(&cluster).await?;
     let (t, l, w) = (opts.fill_txns, opts.locks_per_txn, opts.waiters);
     if 2 * w > t {
         bail!("--waiters must be at most half of --fill-txns (waiter i waits on transaction i+W, so no cycles)");
     }
     let clients = pool::clients(&cluster.endpoints(), opts.fill_connections).await?;
     let rss_empty = rss_all(&cluster);
-    progress("fill", format!("{t} transactions × {l} locks, then {w} waiters; leader node {}", leader + 1));
+    progress("fill", format!("{t} transactions × {l} locks, then {w} waiters; leader node {}", leader));
 
     // 1. Holders.
     let done = Arc::new(AtomicUsize::new(0));
@@ -103,9 +105,11 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
 
     // 3. Memory, with the table complete.
     let before = gauges(&cluster).await?;
-    let rss: Vec<(u64, u64)> = (0..3)
-        .map(|i| {
-            let pid = cluster.pid(i).unwrap_or(0);
+    let rss: Vec<(u64, u64)> = cluster
+        .ids()
+        .into_iter()
+        .map(|id| {
+            let pid = cluster.pid(id).unwrap_or(0);
             (procstat::rss_kib(pid).unwrap_or(0), procstat::peak_rss_kib(pid).unwrap_or(0))
         })
         .collect();
@@ -113,11 +117,11 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
 
     // 4. A snapshot of the complete table on every node: pad with empty transactions until
     // each node's last "snapshot built" covers the index the table was complete at.
-    let full_index = before[leader].get("dls_applied_index").copied().unwrap_or(0.0) as u64;
+    let full_index = before[at(leader)].get("dls_applied_index").copied().unwrap_or(0.0) as u64;
     let t2 = Instant::now();
     let mut pads = 0usize;
     let snaps = loop {
-        let s: Vec<Option<(u64, u64)>> = cluster.nodes.iter().map(|n| snapshot_of(&n.log)).collect();
+        let s: Vec<Option<(u64, u64)>> = cluster.ids().into_iter().map(|id| snapshot_of(&cluster, id)).collect();
         if s.iter().all(|x| x.is_some_and(|(idx, _)| idx >= full_index)) {
             break s.into_iter().map(Option::unwrap).collect::<Vec<_>>();
         }
@@ -146,22 +150,21 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
     let before = gauges(&cluster).await?;
 
     // 5. One follower: SIGKILL, restart, time to restored and to ready.
-    let follower = (leader + 1) % 3;
+    let follower = leader % 3 + 1;
     cluster.kill(follower);
     let one = restart(&mut cluster, &[follower]).await?;
-    let after_one = wait_same(&cluster, follower, &before[leader]).await;
+    let after_one = wait_same(&cluster, follower, &before[at(leader)]).await;
     let rss_restored = procstat::rss_kib(cluster.pid(follower).unwrap_or(0)).unwrap_or(0);
 
     // 6. The whole cluster: SIGKILL all three, restart all three.
-    for i in 0..3 {
-        cluster.kill(i);
-    }
-    let all = restart(&mut cluster, &[0, 1, 2]).await?;
-    let new_leader = cluster.leader().await?;
-    let after_all = wait_same(&cluster, new_leader, &before[leader]).await;
+    cluster.kill_all();
+    let ids = cluster.ids();
+    let all = restart(&mut cluster, &ids).await?;
+    let new_leader = cluster::leader(&cluster).await?;
+    let after_all = wait_same(&cluster, new_leader, &before[at(leader)]).await;
     drop(waiting);
 
-    let b = &before[leader];
+    let b = &before[at(leader)];
     report.h3("Memory at 100k locks, snapshot restore");
     report.line(format!(
         "{t} transactions × {l} EXCLUSIVE locks + {w} waiting requests (each a transaction of the {t} waiting for \
@@ -181,24 +184,23 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
         "| leader gauges: transactions / held locks / waiting | {:.0} / {:.0} / {:.0} |",
         b["dls_active_transactions"], b["dls_held_locks"], b["dls_waiting_requests"]
     ));
-    for i in 0..3 {
-        let role = if i == leader { "leader" } else { "follower" };
+    for id in 1..=3 {
+        let role = if id == leader { "leader" } else { "follower" };
         report.line(format!(
-            "| RSS node {} ({role}): filled / peak (VmHWM) / after snapshot | {}{:.0} MiB{} / {:.0} MiB / {:.0} MiB |",
-            i + 1,
-            if i == leader { "**" } else { "" },
-            mib(rss[i].0),
-            if i == leader { "** (target < 256)" } else { "" },
-            mib(rss[i].1),
-            mib(rss_after_snap[i])
+            "| RSS node {id} ({role}): filled / peak (VmHWM) / after snapshot | {}{:.0} MiB{} / {:.0} MiB / {:.0} MiB |",
+            if id == leader { "**" } else { "" },
+            mib(rss[at(id)].0),
+            if id == leader { "** (target < 256)" } else { "" },
+            mib(rss[at(id)].1),
+            mib(rss_after_snap[at(id)])
         ));
     }
     report.line(format!(
         "| RSS leader / followers (MiB): empty → {t} holders → + {w} waiters | {} / {} |",
         stages(leader, &[&rss_empty, &rss_holders, &rss.iter().map(|r| r.0).collect::<Vec<_>>()]),
-        (0..3)
-            .filter(|&i| i != leader)
-            .map(|i| stages(i, &[&rss_empty, &rss_holders, &rss.iter().map(|r| r.0).collect::<Vec<_>>()]))
+        (1..=3)
+            .filter(|&id| id != leader)
+            .map(|id| stages(id, &[&rss_empty, &rss_holders, &rss.iter().map(|r| r.0).collect::<Vec<_>>()]))
             .collect::<Vec<_>>()
             .join(" / ")
     ));
@@ -224,22 +226,27 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn rss_all(cluster: &Cluster) -> Vec<u64> {
-    (0..3).map(|i| procstat::rss_kib(cluster.pid(i).unwrap_or(0)).unwrap_or(0)).collect()
+/// Where node `id`'s figure is in a per-node list (node order).
+fn at(id: u64) -> usize {
+    id as usize - 1
 }
 
-/// "a → b → c" in MiB for node `i`.
-fn stages(i: usize, samples: &[&[u64]]) -> String {
-    samples.iter().map(|s| format!("{:.0}", mib(s[i]))).collect::<Vec<_>>().join(" → ")
+fn rss_all(cluster: &Cluster) -> Vec<u64> {
+    cluster.ids().into_iter().map(|id| procstat::rss_kib(cluster.pid(id).unwrap_or(0)).unwrap_or(0)).collect()
+}
+
+/// "a → b → c" in MiB for node `id`.
+fn stages(id: u64, samples: &[&[u64]]) -> String {
+    samples.iter().map(|s| format!("{:.0}", mib(s[at(id)]))).collect::<Vec<_>>().join(" → ")
 }
 
 fn fmt_s(s: Option<f64>) -> String {
     s.map(|s| format!("{s:.2} s")).unwrap_or_else(|| "no snapshot line".into())
 }
 
-/// Index and size of the last snapshot a node's log reports.
-fn snapshot_of(log: &std::path::Path) -> Option<(u64, u64)> {
-    let line = last_line_with(log, BUILT)?;
+/// Index and size of the last snapshot node `id`'s log reports.
+fn snapshot_of(cluster: &Cluster, id: u64) -> Option<(u64, u64)> {
+    let line = last_line_with(cluster, id, BUILT)?;
     let num_after = |tag: &str| -> Option<u64> {
         let rest = &line[line.rfind(tag)? + tag.len()..];
         rest.chars().take_while(char::is_ascii_digit).collect::<String>().parse().ok()
@@ -249,17 +256,17 @@ fn snapshot_of(log: &std::path::Path) -> Option<(u64, u64)> {
 
 async fn gauges(cluster: &Cluster) -> anyhow::Result<Vec<HashMap<String, f64>>> {
     let mut v = Vec::new();
-    for i in 0..3 {
-        v.push(cluster.metrics(i).await?);
+    for id in cluster.ids() {
+        v.push(cluster::metrics(cluster, id).await?);
     }
     Ok(v)
 }
 
-async fn wait_gauge(cluster: &Cluster, node: usize, name: &str, want: f64, limit: Duration) -> anyhow::Result<f64> {
+async fn wait_gauge(cluster: &Cluster, node: u64, name: &str, want: f64, limit: Duration) -> anyhow::Result<f64> {
     let until = Instant::now() + limit;
     let mut last_print = Instant::now();
     loop {
-        let v = cluster.metrics(node).await?.get(name).copied().unwrap_or(0.0);
+        let v = cluster::metrics(cluster, node).await?.get(name).copied().unwrap_or(0.0);
         if v >= want {
             return Ok(v);
         }
@@ -275,11 +282,11 @@ async fn wait_gauge(cluster: &Cluster, node: usize, name: &str, want: f64, limit
 }
 
 /// Polls `node` until its held/waiting gauges equal `want`'s (or 30 s), and says how it went.
-async fn wait_same(cluster: &Cluster, node: usize, want: &HashMap<String, f64>) -> String {
+async fn wait_same(cluster: &Cluster, node: u64, want: &HashMap<String, f64>) -> String {
     let keys = ["dls_held_locks", "dls_waiting_requests"];
     let until = Instant::now() + Duration::from_secs(30);
     loop {
-        let got = cluster.metrics(node).await.unwrap_or_default();
+        let got = cluster::metrics(cluster, node).await.unwrap_or_default();
         let same = keys.iter().all(|k| got.get(*k) == want.get(*k));
         if same || Instant::now() > until {
             let g = |k| got.get(k).copied().unwrap_or(f64::NAN);
@@ -296,11 +303,11 @@ struct Restart {
 
 /// Starts `nodes` (already killed) and times each from spawn to /readyz 200 (polled) and
 /// to the restore log line (by the line's own timestamp, so polling cannot miss or delay it).
-async fn restart(cluster: &mut Cluster, nodes: &[usize]) -> anyhow::Result<Restart> {
+async fn restart(cluster: &mut Cluster, nodes: &[u64]) -> anyhow::Result<Restart> {
     let t0 = Instant::now();
     let wall0 = seconds_of_day_now();
-    for &i in nodes {
-        cluster.spawn(i)?;
+    for &id in nodes {
+        cluster.start_node(id)?;
     }
     let mut ready = vec![None; nodes.len()];
     while ready.iter().any(Option::is_none) {
@@ -308,7 +315,7 @@ async fn restart(cluster: &mut Cluster, nodes: &[usize]) -> anyhow::Result<Resta
             bail!("restarted nodes not ready after 120 s");
         }
         for (k, &i) in nodes.iter().enumerate() {
-            if ready[k].is_none() && cluster.ready(i).await {
+            if ready[k].is_none() && cluster::ready(cluster, i).await {
                 ready[k] = Some(t0.elapsed().as_secs_f64());
             }
         }
@@ -317,7 +324,7 @@ async fn restart(cluster: &mut Cluster, nodes: &[usize]) -> anyhow::Result<Resta
     let restored: Vec<Option<f64>> = nodes
         .iter()
         .map(|&i| {
-            let line = last_line_with(&cluster.nodes[i].log, RESTORED)?;
+            let line = last_line_with(cluster, i, RESTORED)?;
             Some((seconds_of_day(&line)? - wall0).rem_euclid(86_400.0))
         })
         .collect();

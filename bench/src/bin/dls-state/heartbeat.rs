@@ -10,22 +10,22 @@ use std::time::{Duration, Instant};
 
 use caerus_core::{AcquireOptions, LockMode, Transaction, TransactionOptions};
 
-use crate::cluster::Cluster;
+use crate::cluster;
 use crate::pool::{self, progress, NAMESPACE};
-use crate::procstat::{self, CpuWindow};
 use crate::{perf, Opts, Report};
+use caerus_bench::procstat::{self, CpuWindow};
 
 pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
     let dir = opts.dir().join("heartbeat");
     // More transactions than the server's default --max-txns-per-api-key (10,000), all of
     // one (anonymous) caller: raise it, with room for begins still in flight.
     let extra = ["--max-txns-per-api-key".to_string(), (2 * opts.hb_txns).to_string()];
-    let cluster = Cluster::start(&opts.dls_bin, &dir, &extra).await?;
-    let leader = cluster.leader().await?;
+    let cluster = cluster::start(&opts.dls_bin, &dir, &extra).await?;
+    let leader = cluster::leader(&cluster).await?;
     let pid = cluster.pid(leader).expect("leader runs");
     progress(
         "heartbeat",
-        format!("3 nodes up, leader node {} (pid {pid}); idle baseline {}s", leader + 1, opts.baseline_s),
+        format!("3 nodes up, leader node {} (pid {pid}); idle baseline {}s", leader, opts.baseline_s),
     );
 
     let idle = CpuWindow::start(pid).expect("leader /proc");
@@ -59,7 +59,7 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
     // One lease of settling: every transaction has heartbeated at least twice, spread out.
     tokio::time::sleep(lease).await;
 
-    let before = cluster.metrics(leader).await?;
+    let before = cluster::metrics(&cluster, leader).await?;
     let busy = CpuWindow::start(pid).expect("leader /proc");
     let me = CpuWindow::start(std::process::id()).expect("own /proc");
     let window = Duration::from_secs_f64(opts.measure_s);
@@ -77,7 +77,7 @@ pub async fn run(opts: &Opts, report: &mut Report) -> anyhow::Result<()> {
     }
     let (cpu, secs) = busy.finish().unwrap_or_default();
     let (client_cpu, _) = me.finish().unwrap_or_default();
-    let after = cluster.metrics(leader).await?;
+    let after = cluster::metrics(&cluster, leader).await?;
     let alive = txns.iter().filter(|t| !t.is_lost()).count();
     let delta = |k: &str| after.get(k).copied().unwrap_or(0.0) - before.get(k).copied().unwrap_or(0.0);
     let expired = delta("dls_expiries_total");

@@ -1,5 +1,5 @@
-//! `dls-state`: the state-size and overhead figures of issue 7 against a real 3-node `dls`
-//! cluster that this tool starts itself on 127.0.0.1 with free ports (and SIGKILLs and
+//! `dls-state`: the state-size and overhead figures of a real 3-node `dls` cluster that this
+//! tool starts itself through the test kit, on 127.0.0.1 with free ports (and SIGKILLs and
 //! restarts, for the restore figure):
 //!
 //! - `heartbeat`: leader CPU and RSS with 10,000 idle heartbeating transactions;
@@ -18,16 +18,12 @@ mod fill;
 mod heartbeat;
 mod perf;
 mod pool;
-/// Shared with dls-bench (bench/src/procstat.rs): one reader of /proc for both tools.
-#[path = "../../procstat.rs"]
-mod procstat;
-#[path = "../../scrape.rs"]
-mod scrape;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use caerus_bench::procstat;
 use clap::{Parser, ValueEnum};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
