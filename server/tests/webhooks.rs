@@ -60,7 +60,7 @@ impl Receiver {
     }
 
     fn sequences(&self) -> BTreeSet<u64> {
-        self.deliveries().iter().map(|d| d.json["sequence"].as_u64().unwrap()).collect()
+        self.deliveries().iter().map(|d| d.json["sequence"].as_str().unwrap().parse::<u64>().unwrap()).collect()
     }
 }
 
@@ -84,8 +84,7 @@ fn webhooks_file(dir: &tempfile::TempDir, url: &str, filters: &str) -> PathBuf {
 /// Checks the headers and the signature as a receiver should.
 fn verify(d: &Delivery) {
     assert_eq!(d.header("content-type"), "application/json");
-    assert_eq!(d.header("x-caerus-event-id"), d.json["id"].as_str().unwrap());
-    assert_eq!(d.json["id"].as_str().unwrap(), d.json["sequence"].as_u64().unwrap().to_string());
+    assert_eq!(d.header("x-caerus-event-id"), d.json["sequence"].as_str().unwrap());
     let timestamp = d.header("x-caerus-timestamp");
     let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
     mac.update(format!("{timestamp}.").as_bytes());
@@ -140,17 +139,17 @@ async fn a_deadlock_is_reported_by_a_signed_webhook_and_the_survivor_gets_its_lo
     let d = eventually(Duration::from_secs(20), "the deadlock webhook", || receiver.deliveries().pop()).await;
     verify(&d);
     let j = &d.json;
-    assert_eq!(j["type"], "deadlock_resolved");
+    assert_eq!(j["kind"], "DEADLOCK_RESOLVED");
     assert_eq!(j["namespaces"], serde_json::json!(["dl-ns"]));
-    assert_eq!(j["data"]["victim_transaction_id"], b_id);
-    assert_eq!(j["data"]["policy"], "LOWEST_PRIORITY_THEN_YOUNGEST");
-    let cycle: BTreeSet<(u64, String, String, String)> = j["data"]["cycle"]
+    assert_eq!(j["detail"]["victim_transaction_id"], b_id.to_string());
+    assert_eq!(j["detail"]["policy"], "LOWEST_PRIORITY_THEN_YOUNGEST");
+    let cycle: BTreeSet<(u64, String, String, String)> = j["detail"]["cycle"]
         .as_array()
         .unwrap()
         .iter()
         .map(|m| {
             let s = |f: &str| m[f].as_str().unwrap().to_string();
-            (m["transaction_id"].as_u64().unwrap(), s("transaction_name"), s("key"), s("mode"))
+            (s("transaction_id").parse().unwrap(), s("transaction_name"), s("key"), s("mode"))
         })
         .collect();
     let expected = BTreeSet::from([
@@ -233,8 +232,8 @@ async fn delivery_resumes_on_the_new_leader_after_the_leader_is_killed() {
     for d in &deliveries {
         verify(d);
     }
-    let kinds: BTreeSet<String> = deliveries.iter().map(|d| d.json["type"].as_str().unwrap().to_string()).collect();
-    assert_eq!(kinds, BTreeSet::from(["lock_revoked".to_string(), "transaction_aborted".to_string()]));
+    let kinds: BTreeSet<String> = deliveries.iter().map(|d| d.json["kind"].as_str().unwrap().to_string()).collect();
+    assert_eq!(kinds, BTreeSet::from(["LOCK_REVOKED".to_string(), "TRANSACTION_ABORTED".to_string()]));
 }
 
 #[test]

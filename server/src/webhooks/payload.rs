@@ -1,89 +1,18 @@
-//! The body and signature of a delivery. The JSON names the event's fields like the gRPC
-//! Event messages; docs/webhooks.md documents the shape.
+//! The body and signature of a delivery. The body is the event in the one JSON shape the
+//! HTTP API's `/api/v1/events` also sends (`http::json::event`), so a receiver parses one
+//! format; docs/http-api.md and docs/webhooks.md document it.
 
 use hmac::{Hmac, Mac};
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::Sha256;
 
 use crate::api::convert;
-use crate::locks::{CycleMember, Event, EventDetail, Held, LockKey, LockMode, VictimPolicy};
+use crate::http::json;
+use crate::locks::Event;
 
-/// Modes and policies use the proto's names, so payloads and the gRPC API agree.
-fn mode_name(m: LockMode) -> &'static str {
-    convert::mode_wire(m).as_str_name()
-}
-
-fn policy_name(p: VictimPolicy) -> &'static str {
-    convert::policy_wire(p).as_str_name()
-}
-
-fn cycle_member(m: &CycleMember) -> Value {
-    json!({
-        "transaction_id": m.txn,
-        "transaction_name": m.name,
-        "priority": m.priority,
-        "namespace": m.lock.namespace,
-        "key": m.lock.key,
-        "mode": mode_name(m.mode),
-    })
-}
-
-fn released_locks(released: &[(LockKey, Held)]) -> Value {
-    released
-        .iter()
-        .map(|(lock, held)| {
-            json!({
-                "namespace": lock.namespace,
-                "key": lock.key,
-                "mode": mode_name(held.mode),
-                "fencing_token": held.token.0,
-            })
-        })
-        .collect()
-}
-
-/// The event's own fields, named like the gRPC Event messages.
-fn event_data(detail: &EventDetail) -> Value {
-    match detail {
-        EventDetail::DeadlockResolved { cycle, victim, policy } => json!({
-            "cycle": cycle.iter().map(cycle_member).collect::<Vec<_>>(),
-            "victim_transaction_id": victim,
-            "policy": policy_name(*policy),
-        }),
-        EventDetail::TransactionExpired { txn, name, released } => json!({
-            "transaction_id": txn,
-            "transaction_name": name,
-            "released_locks": released_locks(released),
-        }),
-        EventDetail::TransactionAborted { txn, name, reason, operator, released } => json!({
-            "transaction_id": txn,
-            "transaction_name": name,
-            "reason": reason,
-            "operator": operator,
-            "released_locks": released_locks(released),
-        }),
-        EventDetail::LockRevoked { txn, lock, held, cause } => json!({
-            "transaction_id": txn,
-            "namespace": lock.namespace,
-            "key": lock.key,
-            "mode": mode_name(held.mode),
-            "fencing_token": held.token.0,
-            "cause": cause,
-        }),
-    }
-}
-
-/// The JSON body of one delivery. `id` is a string so receivers in languages without
-/// 64-bit integers can dedupe on it exactly.
+/// The JSON body of one delivery.
 pub fn payload(e: &Event) -> Value {
-    json!({
-        "id": e.seq.to_string(),
-        "sequence": e.seq,
-        "type": e.kind().name(),
-        "time_ms": e.at_ms,
-        "namespaces": e.namespaces(),
-        "data": event_data(&e.detail),
-    })
+    json::event(&convert::event(e))
 }
 
 /// `sha256=<hex HMAC-SHA256(secret, "<timestamp>.<body>")>`: the timestamp is signed too
@@ -99,7 +28,8 @@ pub fn signature(secret: &str, timestamp: u64, body: &[u8]) -> String {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::locks::FencingToken;
+    use crate::locks::{CycleMember, EndCause, EventDetail, FencingToken, Held, LockKey, LockMode, VictimPolicy};
+    use serde_json::json;
 
     pub(crate) fn held(token: u64) -> Held {
         Held { mode: LockMode::Exclusive, token: FencingToken(token), since_ms: 5 }
@@ -116,13 +46,13 @@ pub(super) mod tests {
                 txn: 7,
                 lock: LockKey::new(ns, "k"),
                 held: held(42),
-                cause: "lease expired".into(),
+                cause: EndCause::LeaseExpired.describe().into(),
             },
         )
     }
 
     #[test]
-    fn payloads_carry_the_event_fields_in_snake_case() {
+    fn payloads_are_the_http_apis_event_json() {
         let member = |txn, key: &str| CycleMember {
             txn,
             name: format!("t{txn}"),
@@ -141,42 +71,22 @@ pub(super) mod tests {
         assert_eq!(
             payload(&deadlock),
             json!({
-                "id": "9", "sequence": 9, "type": "deadlock_resolved", "time_ms": 1_700_000_000_123u64,
+                "sequence": "9", "kind": "DEADLOCK_RESOLVED", "time_ms": 1_700_000_000_123u64,
                 "namespaces": ["ns"],
-                "data": {
+                "detail": {
                     "cycle": [
-                        {"transaction_id": 1, "transaction_name": "t1", "priority": 1, "namespace": "ns", "key": "k2", "mode": "SHARED_READ"},
-                        {"transaction_id": 2, "transaction_name": "t2", "priority": 1, "namespace": "ns", "key": "k1", "mode": "SHARED_READ"},
+                        {"transaction_id": "1", "transaction_name": "t1", "priority": 1, "namespace": "ns", "key": "k2", "mode": "SHARED_READ"},
+                        {"transaction_id": "2", "transaction_name": "t2", "priority": 1, "namespace": "ns", "key": "k1", "mode": "SHARED_READ"},
                     ],
-                    "victim_transaction_id": 2,
+                    "victim_transaction_id": "2",
                     "policy": "YOUNGEST",
                 },
             })
         );
-        let aborted = event(
-            4,
-            EventDetail::TransactionAborted {
-                txn: 7,
-                name: "job".into(),
-                reason: "stuck".into(),
-                operator: "alice".into(),
-                released: vec![(LockKey::new("b", "k"), held(42))],
-            },
-        );
-        let p = payload(&aborted);
-        assert_eq!(p["type"], "transaction_aborted");
-        assert_eq!(
-            p["data"],
-            json!({"transaction_id": 7, "transaction_name": "job", "reason": "stuck", "operator": "alice",
-                   "released_locks": [{"namespace": "b", "key": "k", "mode": "EXCLUSIVE", "fencing_token": 42}]})
-        );
         let p = payload(&revoked("ns"));
-        assert_eq!(p["type"], "lock_revoked");
-        assert_eq!(p["data"]["fencing_token"], 42);
-        assert_eq!(p["data"]["cause"], "lease expired");
-        let expired = event(5, EventDetail::TransactionExpired { txn: 8, name: "n".into(), released: vec![] });
-        assert_eq!(payload(&expired)["type"], "transaction_expired");
-        assert_eq!(payload(&expired)["namespaces"], json!([]));
+        assert_eq!(p["kind"], "LOCK_REVOKED");
+        assert_eq!(p["detail"]["fencing_token"], "42");
+        assert_eq!(p["detail"]["end_cause"], "LEASE_EXPIRED");
     }
 
     #[test]

@@ -2109,10 +2109,17 @@ public struct TransactionStatus: Equatable, Hashable {
     public var locks: [Lock]
     public var waiting: PendingLock?
     public var endReason: String
+    /**
+     * What ended it; null while active.
+     */
+    public var endCause: EndCause?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
-    public init(id: UInt64, state: TransactionState, name: String?, priority: Int32, leaseTimeoutMs: UInt64, leaseRemainingMs: UInt64, locks: [Lock], waiting: PendingLock?, endReason: String) {
+    public init(id: UInt64, state: TransactionState, name: String?, priority: Int32, leaseTimeoutMs: UInt64, leaseRemainingMs: UInt64, locks: [Lock], waiting: PendingLock?, endReason: String, 
+        /**
+         * What ended it; null while active.
+         */endCause: EndCause?) {
         self.id = id
         self.state = state
         self.name = name
@@ -2122,6 +2129,7 @@ public struct TransactionStatus: Equatable, Hashable {
         self.locks = locks
         self.waiting = waiting
         self.endReason = endReason
+        self.endCause = endCause
     }
 
     
@@ -2148,7 +2156,8 @@ public struct FfiConverterTypeTransactionStatus: FfiConverterRustBuffer {
                 leaseRemainingMs: FfiConverterUInt64.read(from: &buf), 
                 locks: FfiConverterSequenceTypeLock.read(from: &buf), 
                 waiting: FfiConverterOptionTypePendingLock.read(from: &buf), 
-                endReason: FfiConverterString.read(from: &buf)
+                endReason: FfiConverterString.read(from: &buf), 
+                endCause: FfiConverterOptionTypeEndCause.read(from: &buf)
         )
     }
 
@@ -2162,6 +2171,7 @@ public struct FfiConverterTypeTransactionStatus: FfiConverterRustBuffer {
         FfiConverterSequenceTypeLock.write(value.locks, into: &buf)
         FfiConverterOptionTypePendingLock.write(value.waiting, into: &buf)
         FfiConverterString.write(value.endReason, into: &buf)
+        FfiConverterOptionTypeEndCause.write(value.endCause, into: &buf)
     }
 }
 
@@ -2497,6 +2507,93 @@ public func FfiConverterTypeDlsError_lower(_ value: DlsError) -> RustBuffer {
 }
 
 
+
+public enum EndCause: Equatable, Hashable {
+    
+    case committed
+    case clientAbort
+    case leaseExpired
+    case deadlockVictim
+    case operatorAbort
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension EndCause: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeEndCause: FfiConverterRustBuffer {
+    typealias SwiftType = EndCause
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> EndCause {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .committed
+        
+        case 2: return .clientAbort
+        
+        case 3: return .leaseExpired
+        
+        case 4: return .deadlockVictim
+        
+        case 5: return .operatorAbort
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: EndCause, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .committed:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .clientAbort:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .leaseExpired:
+            writeInt(&buf, Int32(3))
+        
+        
+        case .deadlockVictim:
+            writeInt(&buf, Int32(4))
+        
+        
+        case .operatorAbort:
+            writeInt(&buf, Int32(5))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeEndCause_lift(_ buf: RustBuffer) throws -> EndCause {
+    return try FfiConverterTypeEndCause.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeEndCause_lower(_ value: EndCause) -> RustBuffer {
+    return FfiConverterTypeEndCause.lower(value)
+}
+
+
+
 /**
  * What an event is about, by kind.
  */
@@ -2711,9 +2808,6 @@ public func FfiConverterTypeEventKind_lower(_ value: EventKind) -> RustBuffer {
 
 
 
-/**
- * How a lock is held.
- */
 
 public enum LockMode: Equatable, Hashable {
     
@@ -2879,9 +2973,6 @@ public func FfiConverterTypeLostKind_lower(_ value: LostKind) -> RustBuffer {
 
 
 
-/**
- * Where a transaction stands.
- */
 
 public enum TransactionState: Equatable, Hashable {
     
@@ -3100,6 +3191,30 @@ fileprivate struct FfiConverterOptionTypePendingLock: FfiConverterRustBuffer {
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterTypePendingLock.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeEndCause: FfiConverterRustBuffer {
+    typealias SwiftType = EndCause?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeEndCause.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeEndCause.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
