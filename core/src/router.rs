@@ -37,9 +37,9 @@ pub(crate) fn new_request_id() -> String {
 /// First retry delay after a transient failure.
 pub(crate) const BACKOFF_START: Duration = Duration::from_millis(50);
 /// Longest delay between two attempts. Short, because the common reason to retry is an
-/// election (about half a second with the server's defaults): with a 1 s cap a client
-/// found the new leader up to a second after it was elected, with 400 ms up to 0.4 s
-/// (measured in the failover benchmark); jitter keeps many clients from retrying in step.
+/// election (about half a second with the server's defaults), and a client should find
+/// the new leader soon after it is elected, not a whole long backoff later; jitter keeps
+/// many clients from retrying in step.
 pub(crate) const BACKOFF_CAP: Duration = Duration::from_millis(200);
 
 /// How long a node that gave no answer at all is not taken for the leader on a relayed

@@ -2,9 +2,9 @@
 //!
 //! Most of the table's per-transaction and per-key maps hold one or two entries (the
 //! locks a transaction holds, its recorded requests, a key's holders). A `BTreeMap`
-//! allocates a whole node (hundreds of bytes) even for one entry; with 50,000
-//! transactions and 100,000 locks that was most of a node's memory (measured, see
-//! docs/bench.md). A sorted `Vec` costs a few dozen bytes per entry, finds by binary
+//! allocates a whole node (hundreds of bytes) even for one entry, which with many
+//! transactions and locks is most of a node's memory (docs/bench.md). A sorted `Vec`
+//! costs a few dozen bytes per entry, finds by binary
 //! search and iterates in key order like the `BTreeMap` it replaces. It serializes as a
 //! map, exactly as a `BTreeMap` does, so snapshots stay compatible.
 

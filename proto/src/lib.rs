@@ -20,8 +20,8 @@ pub mod raft {
 
 /// The protobuf codec of every generated client and server: tonic's prost codec with a
 /// 1 KiB starting buffer instead of 8 KiB. Messages here are small, and the buffer lives as
-/// long as the call: a leader with 10,000 waiting AcquireLock streams kept 80 MiB of
-/// mostly empty buffers (measured, docs/bench.md). Buffers still grow as a message needs.
+/// long as the call, so a leader with many waiting AcquireLock streams would keep mostly
+/// empty buffers (docs/bench.md). Buffers still grow as a message needs.
 pub mod codec {
     use std::marker::PhantomData;
 

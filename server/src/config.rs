@@ -51,8 +51,8 @@ pub struct ServeArgs {
     /// Minimum raft election timeout in milliseconds (the maximum is twice this). A
     /// follower stands for election once the leader has been silent for a random
     /// timeout plus the maximum (openraft's leader lease): 450–600 ms with the default,
-    /// which suits a LAN (measured: the next grant 0.5–1.0 s after a leader SIGKILL, and
-    /// no election under full load on 2 cores). Raise it on slow or distant links.
+    /// which suits a LAN: a failover within a second, and no spurious election under full
+    /// load (docs/bench.md). Raise it on slow or distant links.
     #[arg(long, env = "DLS_ELECTION_TIMEOUT_MS", default_value_t = 150)]
     pub election_timeout_ms: u64,
     /// Take a snapshot and compact the log every this many log entries.

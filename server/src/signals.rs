@@ -22,8 +22,8 @@ struct Senders {
 
 /// One stream's view of a transaction's changes. The last one dropped takes the
 /// transaction's channels with it: most transactions are never waited on again (a
-/// granted acquire); kept until each transaction ended, the channels of 50,000 idle
-/// holders cost the leader 27 MiB (measured).
+/// granted acquire), and channels kept until each transaction ended would make idle
+/// holders cost the leader memory for nothing (figures in docs/bench.md).
 pub struct Subscription {
     /// Grants, ended waits, the end of the transaction, a replaced table.
     pub outcome: watch::Receiver<()>,

@@ -9,7 +9,7 @@ use tokio::sync::Mutex;
 
 use crate::errors::to_py_err;
 use crate::runtime::pymethods_with_twins;
-use crate::types::{Lock, LockMode};
+use crate::types::Lock;
 
 /// One entry of the cluster's event log. `kind` is `"DEADLOCK_RESOLVED"`,
 /// `"TRANSACTION_EXPIRED"`, `"TRANSACTION_ABORTED"` or `"LOCK_REVOKED"`; `detail` holds
@@ -67,7 +67,7 @@ fn event_to_py(py: Python<'_>, e: core::Event) -> PyResult<Event> {
                     md.set_item("priority", m.priority)?;
                     md.set_item("namespace", m.namespace)?;
                     md.set_item("key", m.key)?;
-                    md.set_item("mode", LockMode::from(m.mode))?;
+                    md.set_item("mode", m.mode)?;
                     Ok(md)
                 })
                 .collect::<PyResult<Vec<_>>>()?;
@@ -97,7 +97,7 @@ fn event_to_py(py: Python<'_>, e: core::Event) -> PyResult<Event> {
             d.set_item("transaction_id", transaction_id)?;
             d.set_item("namespace", namespace)?;
             d.set_item("key", key)?;
-            d.set_item("mode", LockMode::from(mode))?;
+            d.set_item("mode", mode)?;
             d.set_item("fencing_token", fencing_token)?;
             d.set_item("cause", cause.map(|c| c.as_str()))?;
         }

@@ -12,7 +12,7 @@ use pyo3::types::PyDict;
 /// or the wire name.
 pub(crate) fn parse_mode(mode: &Bound<'_, PyAny>) -> PyResult<core::LockMode> {
     if let Ok(mode) = mode.extract::<LockMode>() {
-        return Ok(mode.into());
+        return Ok(mode);
     }
     let name: String = match mode.getattr("value") {
         Ok(value) => value.extract()?,
@@ -63,7 +63,7 @@ impl Lock {
 
 impl From<core::Lock> for Lock {
     fn from(l: core::Lock) -> Self {
-        Lock { namespace: l.namespace, key: l.key, mode: l.mode.into(), fencing_token: l.fencing_token }
+        Lock { namespace: l.namespace, key: l.key, mode: l.mode, fencing_token: l.fencing_token }
     }
 }
 
@@ -127,7 +127,7 @@ impl From<core::TransactionStatus> for TransactionStatus {
             waiting: s.waiting.map(|w| PendingLock {
                 namespace: w.namespace,
                 key: w.key,
-                mode: w.mode.into(),
+                mode: w.mode,
                 position: w.position,
             }),
             end_reason: s.end_reason,
@@ -200,7 +200,7 @@ fn key_locks_to_py(py: Python<'_>, k: core::KeyLocks) -> PyResult<KeyLocks> {
             let d = PyDict::new(py);
             d.set_item("transaction_id", h.transaction_id)?;
             d.set_item("transaction_name", h.transaction_name)?;
-            d.set_item("mode", LockMode::from(h.mode))?;
+            d.set_item("mode", h.mode)?;
             d.set_item("fencing_token", h.fencing_token)?;
             d.set_item("since_ms", h.since_ms)?;
             Ok(d)
@@ -213,7 +213,7 @@ fn key_locks_to_py(py: Python<'_>, k: core::KeyLocks) -> PyResult<KeyLocks> {
             let d = PyDict::new(py);
             d.set_item("transaction_id", w.transaction_id)?;
             d.set_item("transaction_name", w.transaction_name)?;
-            d.set_item("mode", LockMode::from(w.mode))?;
+            d.set_item("mode", w.mode)?;
             d.set_item("position", w.position)?;
             d.set_item("blocking_transaction_ids", w.blocking_transaction_ids)?;
             d.set_item("since_ms", w.since_ms)?;

@@ -51,7 +51,7 @@ impl DlsClient {
     /// returns its final state.
     pub async fn abort_transaction(&self, id: u64, reason: String) -> Result<TransactionState, DlsError> {
         let client = self.client.clone();
-        on_runtime(async move { Ok(client.abort_transaction(id, &reason).await?.into()) }).await
+        on_runtime(async move { Ok(client.abort_transaction(id, &reason).await?) }).await
     }
 
     /// Follows the event log from `options.from_sequence`, across leader changes.

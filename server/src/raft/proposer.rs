@@ -2,8 +2,8 @@
 //!
 //! openraft 0.9 runs its storage commands after every API message, so each
 //! `client_write` became its own log append, its own fsync and its own replication
-//! round: under load the leader did one fsync per lock operation (measured: 1.0 entries
-//! per flush at 64 clients). The proposer queues commands instead and writes whatever
+//! round: under load the leader would do one fsync per lock operation. The proposer
+//! queues commands instead and writes whatever
 //! piled up while earlier writes were in flight as one `Command::Batch` entry. A lone
 //! request still goes out at once; a busy leader shares each fsync and each replication
 //! round among many requests. Each command keeps its own outcome; a batch commits or
@@ -27,10 +27,9 @@ use super::types::Raft;
 use crate::locks::{Command, LogCommand, Outcome};
 
 /// Batches written concurrently. Two keep the disk busy while the previous batch travels
-/// to the followers, without giving up batching. Measured against 4 and 8 (again after
-/// the leader stopped waiting for its own fsync): fewer, larger entries win at 64 clients
-/// (5,300 and 4,600 vs 4,500 and 4,000 cycles/s, 15.7 vs 9.4 commands per leader fsync);
-/// 8 resolves deadlocks ~0.3 ms sooner at p50.
+/// to the followers, without giving up batching: more in flight means smaller entries and
+/// more fsyncs per command, which costs more throughput under load than it saves in
+/// latency (the comparison is in docs/bench.md).
 const MAX_IN_FLIGHT: usize = 2;
 /// Upper bound on commands per entry, to keep entries (and apply pauses) small.
 const MAX_BATCH: usize = 512;

@@ -665,8 +665,8 @@ impl Wal {
 
     /// Keeps zeros written ahead of the write position. An `fdatasync` after a write into
     /// a hole of the sparse file must also commit the new block allocation to the
-    /// journal; into blocks already written it need not: 0.20 instead of 0.26 ms with
-    /// three nodes on one disk (measured). Returns the file to sync when it wrote zeros;
+    /// journal; into blocks already written it need not, so each sync is cheaper
+    /// (docs/bench.md). Returns the file to sync when it wrote zeros;
     /// the sync thread calls this between rounds, so appends never wait for it.
     pub fn zero_ahead(&mut self) -> io::Result<Option<Arc<File>>> {
         if !self.wants_zeros() {
