@@ -41,12 +41,15 @@ pub enum LockMode {
 }
 
 impl LockMode {
-    /// Whether a holder in `self` may coexist with a holder in `other`.
+    /// Whether a holder in `self` may coexist with a holder in `other`. Inlined across
+    /// the crate boundary: the lock table calls it for every queued request it scans.
+    #[inline]
     pub fn compatible_with(self, other: LockMode) -> bool {
         self == LockMode::SharedRead && other == LockMode::SharedRead
     }
 
     /// Whether holding `self` already satisfies a request for `wanted`.
+    #[inline]
     pub fn covers(self, wanted: LockMode) -> bool {
         self == LockMode::Exclusive || wanted == LockMode::SharedRead
     }
@@ -128,6 +131,7 @@ pub enum EndCause {
 
 impl EndCause {
     /// The final state a transaction ended this way is in.
+    #[inline]
     pub fn state(self) -> TransactionState {
         match self {
             EndCause::Committed => TransactionState::Committed,
@@ -138,6 +142,7 @@ impl EndCause {
 
     /// Whether the server took the transaction's locks away (rather than the client giving
     /// them up): those releases are reported as revoked locks.
+    #[inline]
     pub fn revokes(self) -> bool {
         matches!(self, EndCause::LeaseExpired | EndCause::DeadlockVictim | EndCause::OperatorAbort)
     }
