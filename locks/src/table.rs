@@ -457,15 +457,22 @@ impl LockTable {
             .any(|lock| self.keys.get(lock).is_some_and(|k| k.queue.values().any(|w| w.txn != txn)))
     }
 
-    /// Called when `txn` starts waiting: if that closed a cycle, abort the victim now, in
-    /// this same apply, so the others go on and every replica does the same.
+    /// Called when `txn` starts waiting: if that closed cycles, abort victims now, in this
+    /// same apply, so the others go on and every replica does the same. One new wait can
+    /// close several cycles (a transaction waiting on a key that two others hold shared),
+    /// and a victim chosen from one of them may leave another standing: search again until
+    /// no cycle runs through `txn` (each round aborts one transaction, so this ends).
     fn break_deadlock(&mut self, txn: TxnId, policy: VictimPolicy) {
-        if !self.is_waited_for(txn) {
-            return;
+        while self.txns.get(&txn).is_some_and(|t| t.waiting.is_some()) && self.is_waited_for(txn) {
+            let Some(cycle) = find_cycle(txn, |t| self.waits_for(t)) else {
+                return;
+            };
+            self.abort_victim(&cycle, policy);
         }
-        let Some(cycle) = find_cycle(txn, |t| self.waits_for(t)) else {
-            return;
-        };
+    }
+
+    /// Aborts the member of `cycle` that `policy` picks, with the event saying why.
+    fn abort_victim(&mut self, cycle: &[TxnId], policy: VictimPolicy) {
         let members: Vec<CycleMember> = cycle
             .iter()
             .map(|&id| {

@@ -526,6 +526,30 @@ fn a_three_transaction_cycle_over_three_keys() {
 }
 
 #[test]
+fn one_wait_that_closes_two_cycles_breaks_both() {
+    let mut h = Harness::new();
+    // Begun in this order so the search meets c before d among k2's readers.
+    let a = h.begin();
+    let c = begin_with_priority(&mut h, -1);
+    let d = h.begin();
+    token(&h.acquire(a, "k0", S));
+    token(&h.acquire(d, "k2", S));
+    token(&h.acquire(c, "k2", S));
+    // c upgrades (waits for d, the other reader); a wants k2 exclusively (waits for d and c).
+    position(&h.acquire_with(c, "k2", X, "c"));
+    position(&h.acquire_with(a, "k2", X, "a"));
+    assert!(deadlock_events(&h).is_empty());
+    // d wants k0 (held by a): cycles d -> a -> d and d -> a -> c -> d. The cheapest victim of
+    // the longer one (c, priority -1) leaves the shorter standing, so a second victim goes.
+    h.acquire_with(d, "k0", X, "d");
+    assert_eq!(deadlock_events(&h), vec![(vec![d, a, c], c), (vec![d, a], d)]);
+    assert_victim(&h, c);
+    assert_victim(&h, d);
+    // a, the survivor, gets k2 once both readers are gone.
+    token(&h.table.acquire_status(a, "a").unwrap().unwrap());
+}
+
+#[test]
 fn a_cycle_through_shared_readers() {
     let mut h = Harness::new();
     let (r1, r2, w) = (h.begin(), h.begin(), h.begin());
