@@ -9,7 +9,6 @@
 
 use std::fmt;
 use std::pin::Pin;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -26,66 +25,9 @@ use crate::error::{Error, Result};
 use crate::router::{attempt_timed_out, Attempts, Router};
 use crate::types::{required, EndCause, Lock, LockMode};
 
-/// Kinds of events, for filtering.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EventKind {
-    /// A wait-for cycle was found and broken by aborting a victim.
-    DeadlockResolved,
-    /// A transaction's lease lapsed and the server expired it.
-    TransactionExpired,
-    /// An operator aborted a transaction.
-    TransactionAborted,
-    /// The server took a lock from its holder (expiry, deadlock victim, operator abort).
-    LockRevoked,
-}
-
-impl EventKind {
-    /// Every kind, in wire order.
-    pub const ALL: [EventKind; 4] = [
-        EventKind::DeadlockResolved,
-        EventKind::TransactionExpired,
-        EventKind::TransactionAborted,
-        EventKind::LockRevoked,
-    ];
-
-    /// The wire name, e.g. `"DEADLOCK_RESOLVED"`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            EventKind::DeadlockResolved => "DEADLOCK_RESOLVED",
-            EventKind::TransactionExpired => "TRANSACTION_EXPIRED",
-            EventKind::TransactionAborted => "TRANSACTION_ABORTED",
-            EventKind::LockRevoked => "LOCK_REVOKED",
-        }
-    }
-
-    pub(crate) fn to_proto(self) -> i32 {
-        (match self {
-            EventKind::DeadlockResolved => pb::EventKind::DeadlockResolved,
-            EventKind::TransactionExpired => pb::EventKind::TransactionExpired,
-            EventKind::TransactionAborted => pb::EventKind::TransactionAborted,
-            EventKind::LockRevoked => pb::EventKind::LockRevoked,
-        }) as i32
-    }
-}
-
-impl fmt::Display for EventKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for EventKind {
-    type Err = Error;
-
-    /// Accepts the wire name in any case, with `-` for `_` (`deadlock-resolved`).
-    fn from_str(s: &str) -> Result<Self> {
-        let wanted = s.trim().to_ascii_uppercase().replace('-', "_");
-        EventKind::ALL.into_iter().find(|k| k.as_str() == wanted).ok_or_else(|| {
-            let names: Vec<String> = EventKind::ALL.iter().map(|k| k.as_str().to_ascii_lowercase()).collect();
-            Error::invalid_argument(format!("unknown event kind {s:?} (expected one of {})", names.join(", ")))
-        })
-    }
-}
+/// Kinds of events (declared once, in `caerus-types`). Parsed from the wire or config name
+/// in any case, `-` for `_`.
+pub use caerus_types::EventKind;
 
 /// Which member of a deadlock cycle the server aborts (declared once, in `caerus-types`).
 pub use caerus_types::VictimPolicy;
@@ -324,7 +266,7 @@ impl Watch {
         pb::WatchEventsRequest {
             from_sequence,
             namespace_prefixes: self.opts.namespace_prefixes.clone(),
-            kinds: self.opts.kinds.iter().map(|k| k.to_proto()).collect(),
+            kinds: self.opts.kinds.iter().map(|k| k.to_wire()).collect(),
             only_new,
         }
     }

@@ -12,9 +12,9 @@ fn kinds_parse_and_print() {
     for k in EventKind::ALL {
         assert_eq!(k.as_str().parse::<EventKind>().unwrap(), k);
         assert_eq!(k.as_str().to_ascii_lowercase().replace('_', "-").parse::<EventKind>().unwrap(), k);
-        assert_eq!(pb::EventKind::try_from(k.to_proto()).unwrap().as_str_name(), k.as_str());
+        assert_eq!(pb::EventKind::try_from(caerus_proto::Wire::to_wire(k)).unwrap().as_str_name(), k.as_str());
     }
-    let err = "deadlocks".parse::<EventKind>().unwrap_err();
+    let err = Error::from("deadlocks".parse::<EventKind>().unwrap_err());
     assert_eq!(err.code(), "INVALID_ARGUMENT");
     assert!(err.message().contains("deadlock_resolved"), "{err}");
 }

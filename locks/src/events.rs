@@ -59,26 +59,8 @@ pub fn revoke_cause(stored: &str) -> Option<EndCause> {
         .find(|c| c.describe() == stored)
 }
 
-/// Kinds of events, named in snake_case in config files and webhook payloads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    DeadlockResolved,
-    TransactionExpired,
-    TransactionAborted,
-    LockRevoked,
-}
-
-impl EventKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            EventKind::DeadlockResolved => "deadlock_resolved",
-            EventKind::TransactionExpired => "transaction_expired",
-            EventKind::TransactionAborted => "transaction_aborted",
-            EventKind::LockRevoked => "lock_revoked",
-        }
-    }
-}
+/// Kinds of events (declared once, in `caerus-types`; snake_case in config files).
+pub use caerus_types::EventKind;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {

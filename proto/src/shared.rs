@@ -3,7 +3,7 @@
 //! number from a newer contract) converts to `None`: the caller decides whether that is an
 //! error (a request's mode) or just absent (an old server's missing cause).
 
-use caerus_types::{EndCause, ErrorKind, LockMode, TransactionState, VictimPolicy};
+use caerus_types::{EndCause, ErrorKind, EventKind, LockMode, TransactionState, VictimPolicy};
 
 use crate::v1 as pb;
 
@@ -46,6 +46,12 @@ wire_enum!(EndCause <=> EndCause {
     LeaseExpired = LeaseExpired,
     DeadlockVictim = DeadlockVictim,
     OperatorAbort = OperatorAbort,
+});
+wire_enum!(EventKind <=> EventKind {
+    DeadlockResolved = DeadlockResolved,
+    TransactionExpired = TransactionExpired,
+    TransactionAborted = TransactionAborted,
+    LockRevoked = LockRevoked,
 });
 wire_enum!(VictimPolicy <=> VictimPolicy {
     LowestPriorityThenYoungest = LowestPriorityThenYoungest,

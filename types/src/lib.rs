@@ -176,6 +176,70 @@ impl fmt::Display for EndCause {
     }
 }
 
+/// Kinds of replicated events. Their serde form (snake_case, `deadlock_resolved`) is the
+/// one webhook configuration files use; the wire name is `as_str`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A wait-for cycle was found and broken by aborting a victim.
+    DeadlockResolved,
+    /// A transaction's lease lapsed and the server expired it.
+    TransactionExpired,
+    /// An operator aborted a transaction.
+    TransactionAborted,
+    /// The server took a lock from its holder (expiry, deadlock victim, operator abort).
+    LockRevoked,
+}
+
+impl EventKind {
+    /// Every kind, in wire order.
+    pub const ALL: [EventKind; 4] = [
+        EventKind::DeadlockResolved,
+        EventKind::TransactionExpired,
+        EventKind::TransactionAborted,
+        EventKind::LockRevoked,
+    ];
+
+    /// The wire name, e.g. `"DEADLOCK_RESOLVED"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::DeadlockResolved => "DEADLOCK_RESOLVED",
+            EventKind::TransactionExpired => "TRANSACTION_EXPIRED",
+            EventKind::TransactionAborted => "TRANSACTION_ABORTED",
+            EventKind::LockRevoked => "LOCK_REVOKED",
+        }
+    }
+
+    /// The name in configuration files, e.g. `"deadlock_resolved"`.
+    pub fn config_name(self) -> &'static str {
+        match self {
+            EventKind::DeadlockResolved => "deadlock_resolved",
+            EventKind::TransactionExpired => "transaction_expired",
+            EventKind::TransactionAborted => "transaction_aborted",
+            EventKind::LockRevoked => "lock_revoked",
+        }
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EventKind {
+    type Err = ParseError;
+
+    /// The wire or configuration name in any case, with `-` for `_` (`deadlock-resolved`).
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        let wanted = s.trim().to_ascii_uppercase().replace('-', "_");
+        EventKind::ALL.into_iter().find(|k| k.as_str() == wanted).ok_or_else(|| {
+            let names: Vec<&str> = EventKind::ALL.iter().map(|k| k.config_name()).collect();
+            ParseError(format!("unknown event kind {s:?} (expected one of {})", names.join(", ")))
+        })
+    }
+}
+
 /// Which member of a deadlock cycle is aborted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum VictimPolicy {
@@ -375,6 +439,16 @@ mod tests {
             assert_eq!(k.as_str().to_ascii_lowercase().parse::<ErrorKind>().unwrap(), k);
         }
         assert!("SOMETHING_NEW".parse::<ErrorKind>().is_err());
+    }
+
+    #[test]
+    fn event_kinds_parse_wire_and_config_names() {
+        for k in EventKind::ALL {
+            assert_eq!(k.as_str().parse::<EventKind>().unwrap(), k);
+            assert_eq!(k.config_name().parse::<EventKind>().unwrap(), k);
+            assert_eq!(k.config_name().replace('_', "-").parse::<EventKind>().unwrap(), k);
+        }
+        assert!("deadlocks".parse::<EventKind>().unwrap_err().0.contains("deadlock_resolved"));
     }
 
     #[test]

@@ -386,7 +386,7 @@ impl NativeClient {
                 w = w.with_namespace_prefix(p);
             }
             for k in o.kinds.unwrap_or_default() {
-                w = w.with_kind(k.parse::<EventKind>().map_err(to_js)?);
+                w = w.with_kind(k.parse::<EventKind>().map_err(|e| to_js(e.into()))?);
             }
             w = w.with_only_new(o.only_new.unwrap_or(false));
         }

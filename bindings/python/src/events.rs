@@ -121,7 +121,7 @@ pub(crate) fn watch_options(
         opts = opts.with_namespace_prefix(prefix);
     }
     for kind in kinds {
-        let kind: core::EventKind = kind.parse().map_err(to_py_err)?;
+        let kind = kind.parse::<core::EventKind>().map_err(|e| to_py_err(e.into()))?;
         opts = opts.with_kind(kind);
     }
     Ok(opts)

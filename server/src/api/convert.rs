@@ -41,24 +41,9 @@ fn released(list: &[(LockKey, Held)]) -> Vec<pb::HeldLock> {
     list.iter().map(|(l, h)| held_lock(l, h)).collect()
 }
 
-pub fn event_kind(k: EventKind) -> pb::EventKind {
-    match k {
-        EventKind::DeadlockResolved => pb::EventKind::DeadlockResolved,
-        EventKind::TransactionExpired => pb::EventKind::TransactionExpired,
-        EventKind::TransactionAborted => pb::EventKind::TransactionAborted,
-        EventKind::LockRevoked => pb::EventKind::LockRevoked,
-    }
-}
-
 /// The domain kind of a wire kind (`None` for UNSPECIFIED or unknown values).
 pub fn event_kind_from_wire(raw: i32) -> Option<EventKind> {
-    match pb::EventKind::try_from(raw).ok()? {
-        pb::EventKind::DeadlockResolved => Some(EventKind::DeadlockResolved),
-        pb::EventKind::TransactionExpired => Some(EventKind::TransactionExpired),
-        pb::EventKind::TransactionAborted => Some(EventKind::TransactionAborted),
-        pb::EventKind::LockRevoked => Some(EventKind::LockRevoked),
-        pb::EventKind::Unspecified => None,
-    }
+    EventKind::from_wire(raw)
 }
 
 /// A broken deadlock as the wire shows it (in events and in the victim's error detail).
@@ -115,7 +100,7 @@ pub fn event(e: &Event) -> pb::Event {
     pb::Event {
         sequence: e.seq,
         time_ms: e.at_ms as i64,
-        kind: event_kind(e.kind()) as i32,
+        kind: e.kind().to_wire(),
         namespaces: e.namespaces(),
         detail: Some(detail),
     }

@@ -40,7 +40,7 @@ pub struct EventsArgs {
 }
 
 fn parse_kind(raw: &str) -> Result<EventKind, String> {
-    raw.parse().map_err(|e: caerus_core::Error| e.message().to_string())
+    raw.parse::<EventKind>().map_err(|e| e.to_string())
 }
 
 pub async fn run(args: EventsArgs) -> Result<(), CliError> {
