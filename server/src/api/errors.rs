@@ -49,7 +49,7 @@ pub enum ApiError {
     #[error("{0}")]
     AlreadyWaiting(String),
     /// This node is not the leader.
-    #[error("this node is not the leader; {}", match .leader { Some((id, addr)) => format!("the leader is node {id} at {addr}"), None => "no leader is elected yet, retry shortly".to_string() })]
+    #[error("{}", crate::engine::error::not_leader_message(.leader))]
     NotLeader { leader: Option<(u64, String)> },
     /// The cluster could not commit in time; retry with the same request_id.
     #[error("{0}")]

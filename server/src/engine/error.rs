@@ -29,7 +29,7 @@ pub enum EngineError {
     #[error("{0}")]
     CursorExpired(String),
     /// This node is not the leader; the leader's id and address when it is known.
-    #[error("this node is not the leader; {}", match .leader { Some((id, addr)) => format!("the leader is node {id} at {addr}"), None => "no leader is elected yet, retry shortly".to_string() })]
+    #[error("{}", not_leader_message(.leader))]
     NotLeader { leader: Option<(NodeId, String)> },
     /// The cluster could not commit or confirm in time; retry with the same request id.
     #[error("{0}")]
@@ -47,6 +47,15 @@ pub enum EngineError {
     /// A bug or a storage failure.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// What a client is told when this node cannot serve: the leader to go to, or to wait for
+/// an election. The engine's and the RPC layer's NOT_LEADER say the same.
+pub fn not_leader_message(leader: &Option<(NodeId, String)>) -> String {
+    match leader {
+        Some((id, addr)) => format!("this node is not the leader; the leader is node {id} at {addr}"),
+        None => "this node is not the leader; no leader is elected yet, retry shortly".to_string(),
+    }
 }
 
 impl From<Rejection> for EngineError {
