@@ -16,6 +16,7 @@ pub mod api;
 pub mod certs;
 pub mod cli;
 pub mod config;
+pub mod config_file;
 pub mod engine;
 pub mod http;
 pub mod lease;
