@@ -18,6 +18,7 @@ pub mod cli;
 pub mod config;
 pub mod config_file;
 pub mod engine;
+pub mod exposition;
 pub mod http;
 pub mod lease;
 pub mod limits;
