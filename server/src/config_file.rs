@@ -12,7 +12,9 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
+use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches};
 
@@ -40,34 +42,46 @@ pub struct Loaded {
 /// Parses `argv`, merging in the `serve --config` file (if any).
 pub fn load(argv: Vec<OsString>) -> Result<Loaded, LoadError> {
     let mut cmd = Cli::command();
+    // Built, so that `serve` carries the global settings (`--log`, `--log-format`) too.
     cmd.build();
-    let first = cmd.clone().try_get_matches_from(&argv).map_err(LoadError::Clap)?;
-    let Some(("serve", serve)) = first.subcommand() else {
-        return Ok(Loaded { cli: Cli::from_arg_matches(&first).map_err(LoadError::Clap)?, print_config: None });
-    };
     let serve_cmd = cmd.find_subcommand("serve").expect("serve is a subcommand");
     let mut from_file = BTreeSet::new();
-    let matches = match serve.get_one::<std::path::PathBuf>("config") {
-        None => first.clone(),
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| LoadError::Config(format!("cannot read the config file {}: {e}", path.display())))?;
-            let extra = file_args(&text, serve_cmd, serve, &mut from_file)
-                .map_err(|e| LoadError::Config(format!("config file {}: {e}", path.display())))?;
-            let mut merged = argv.clone();
-            merged.extend(extra);
-            cmd.clone().try_get_matches_from(merged).map_err(|e| {
-                LoadError::Config(format!(
-                    "config file {}: {}",
-                    path.display(),
-                    e.render().to_string().trim().trim_start_matches("error: ")
-                ))
-            })?
-        }
+    let mut merged = argv.clone();
+    let config = serve_config(&argv);
+    if let Some((path, given)) = &config {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| LoadError::Config(format!("cannot read the config file {}: {e}", path.display())))?;
+        let extra = file_args(&text, serve_cmd, given, &mut from_file)
+            .map_err(|e| LoadError::Config(format!("config file {}: {e}", path.display())))?;
+        merged.extend(extra);
+    }
+    let matches = cmd.clone().try_get_matches_from(merged).map_err(|e| match &config {
+        // A mistake in the flags themselves is told as clap tells it; what only fails once
+        // the file's values are in is the file's.
+        Some((path, _)) => match cmd.clone().try_get_matches_from(&argv) {
+            Err(own) if own.kind() != ErrorKind::MissingRequiredArgument => LoadError::Clap(own),
+            _ => LoadError::Config(format!(
+                "config file {}: {}",
+                path.display(),
+                e.render().to_string().trim().trim_start_matches("error: ")
+            )),
+        },
+        None => LoadError::Clap(e),
+    })?;
+    let print_config = match matches.subcommand() {
+        Some(("serve", serve)) if serve.get_flag("print_config") => Some(render(serve_cmd, serve, &from_file)),
+        _ => None,
     };
-    let (_, serve) = matches.subcommand().expect("still serve");
-    let print_config = serve.get_flag("print_config").then(|| render(serve_cmd, serve, &from_file));
     Ok(Loaded { cli: Cli::from_arg_matches(&matches).map_err(LoadError::Clap)?, print_config })
+}
+
+/// The `serve --config` file and what the command line and the environment set, read
+/// leniently: a flag may need another that only the file gives (`--peer-tls-cert` needs
+/// `--peer-tls-ca`), which the strict parse after the merge checks.
+fn serve_config(argv: &[OsString]) -> Option<(PathBuf, ArgMatches)> {
+    let lenient = Cli::command().ignore_errors(true).try_get_matches_from(argv).ok()?;
+    let Some(("serve", serve)) = lenient.subcommand() else { return None };
+    Some((serve.get_one::<PathBuf>("config")?.clone(), serve.clone()))
 }
 
 /// The settings arguments of `dls serve` (its flags and the global ones such as `--log`).
@@ -256,6 +270,20 @@ mod tests {
         let again = load_with(&shown, &[]).unwrap();
         assert_eq!(serve_args(&again).data_dir, std::path::PathBuf::from("/tmp/over"));
         assert_eq!(serve_args(&again).limits.max_locks_per_txn, 50);
+    }
+
+    #[test]
+    fn a_flag_may_need_what_only_the_file_gives() {
+        let file = "peer-tls-key = \"k.pem\"\npeer-tls-ca = \"ca.pem\"\n";
+        let l = load_with(file, &["--peer-tls-cert", "n.pem"]).unwrap();
+        assert_eq!(serve_args(&l).security.peer_tls_ca, Some(std::path::PathBuf::from("ca.pem")));
+        let e = config_error(load_with("peer-tls-key = \"k.pem\"\n", &["--peer-tls-cert", "n.pem"]));
+        assert!(e.contains("--peer-tls-ca"), "{e}");
+        // A mistake in the flags is the flags', whatever the file holds.
+        match load_with(file, &["--node-id", "x"]) {
+            Err(LoadError::Clap(e)) => assert_eq!(e.kind(), ErrorKind::ValueValidation),
+            _ => panic!("--node-id x accepted or blamed on the file"),
+        }
     }
 
     #[test]

@@ -61,14 +61,18 @@ pub enum CliCommand {
     /// Back up the cluster's state to a file, or seed a new cluster's data directories from one.
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
-    /// Print a shell completion script: `dls completions bash > /etc/bash_completion.d/dls`
-    /// (zsh: into a directory of $fpath as _dls; fish: ~/.config/fish/completions/dls.fish).
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// bash: `dls completions bash > /etc/bash_completion.d/dls`; zsh: save it as `_dls` in a
+    /// directory of $fpath; fish: `dls completions fish > ~/.config/fish/completions/dls.fish`.
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page dls(1) in roff, or with --dir write it and one page per command
-    /// (dls-serve.1, dls-lock.1, ...) into DIR.
+    /// Print the man page dls(1), or write it and a page per command into a directory.
+    ///
+    /// Without --dir: dls(1) in roff on stdout (`dls man | man -l -`). With --dir: dls.1 and
+    /// dls-serve.1, dls-lock.1, ... (one per command) into DIR, e.g. /usr/local/share/man/man1.
     Man {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
