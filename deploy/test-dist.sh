@@ -30,6 +30,9 @@ if command -v cargo > /dev/null || command -v rustc > /dev/null; then fail "a Ru
 # Only the DLS_* variables this script sets reach dls.
 while IFS= read -r v; do unset "$v"; done < <(env | sed -n 's/^\(DLS_[A-Z_]*\)=.*/\1/p')
 
+python3 -c 'import yaml' 2> /dev/null \
+  || fail "python3 cannot import yaml, needed to read the Kubernetes manifest: apt-get install python3-yaml"
+
 echo "==> unpacking $(basename "$tarball") into $work"
 tar -xzf "$tarball" -C "$work"
 root=$(echo "$work"/caerus-dls-*)
