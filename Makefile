@@ -1,6 +1,8 @@
 # Caerus DLS — entry points. `make help` lists them.
 #
 # Set CARGO_TARGET_DIR to keep build artifacts outside the checkout (CI does).
+# `make test` and `make lint` first run `make deps`, which installs what they need beyond a
+# Rust toolchain (scripts/install-deps.sh); `make run` needs nothing but cargo.
 
 CARGO        ?= cargo
 CLUSTER_DIR  ?= .cluster
@@ -13,8 +15,14 @@ DLS_RELEASE   = $(TARGET_DIR)/release/dls
 # The last released contract image that `buf breaking` checks against (proto/releases/README.md).
 PROTO_BASELINE = proto/releases/caerus-dls-v1.0.0.binpb
 
+# Where scripts/install-deps.sh and sdks/tools.sh keep fetched tools; a Go fetched there (when
+# the machine's is missing or too old) comes first on PATH.
+CAERUS_TOOLS_DIR ?= $(HOME)/.cache/caerus-dls/tools
+export CAERUS_TOOLS_DIR
+export PATH := $(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
+
 .DEFAULT_GOAL := help
-.PHONY: help run test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean
+.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -22,7 +30,10 @@ help: ## List the targets
 run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-data
 	$(DLS_RELEASE) serve
 
-test: test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke check-sdks test-go-sample test-conformance test-playground ## Run every test: Rust, the SDKs, the samples' short demo, a short seeded fault run, generated-client checks, the Playground in headless Chromium
+deps: ## Install what the tests and lint need beyond Rust (apt-get as root, else prints the command; Go from the Go proxy if too old)
+	@scripts/install-deps.sh
+
+test: deps test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke check-sdks test-go-sample test-conformance test-playground ## Run every test (after `make deps`): Rust, the SDKs, the samples' short demo, a short seeded fault run, generated-client checks, the Playground in headless Chromium
 
 test-rust: ## Rust tests: unit tests and integration tests against real dls processes
 	$(CARGO) test --lib --bins --tests --examples
@@ -105,7 +116,7 @@ test-chaos: dls-debug ## A short, seeded fault-injection run (same checkers as `
 chaos: release ## The full fault-injection suite on 3 and 5 nodes (prints its seed; SEED=N replays)
 	$(MAKE) -C chaos full DLS_BIN=$(abspath $(DLS_RELEASE))
 
-lint: lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
+lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) fmt --all -- --check
 	python3 scripts/import-circles.py
