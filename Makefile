@@ -116,6 +116,20 @@ test-chaos: dls-debug ## A short, seeded fault-injection run (same checkers as `
 chaos: release ## The full fault-injection suite on 3 and 5 nodes (prints its seed; SEED=N replays)
 	$(MAKE) -C chaos full DLS_BIN=$(abspath $(DLS_RELEASE))
 
+# --- Server distribution and operations (deploy/, docs/operations.md) ---------------------
+DIST_DIR      = $(TARGET_DIR)/dist
+DLS_VERSION   = $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+DIST_TARBALL  = $(DIST_DIR)/caerus-dls-$(DLS_VERSION)-linux-$(shell uname -m).tar.gz
+
+dist: release ## Server distribution tarball in <target dir>/dist (CARGO_TARGET_DIR or target/): bin/dls, systemd unit, example config, man pages, completions, dashboards, alerts, docs
+	@echo "==> packing $(DIST_TARBALL)"
+	deploy/dist.sh $(DLS_RELEASE) $(DIST_DIR)
+
+test-dist: dist ## Unpack the distribution (no Rust on PATH), run its dls with the example config, take a lock; check metrics vs dashboard/alerts, unit, man, completions, K8s/Docker command lines
+	deploy/test-dist.sh $(DIST_TARBALL)
+
+test-packages-server: test-dist ## Every test of the server's packaging (the distribution tarball and deploy/)
+
 lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) fmt --all -- --check
