@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts one real dls node through the test kit (dls-cluster: free ports, a temporary data
-# directory), runs the three
-# conformance runners against it (Rust caerus-core, raw Go, raw Python grpcio), stops it.
-# Exits non-zero if any runner failed. Used by `make test-conformance`.
+# directory), runs the five conformance runners against it (Rust caerus-core, raw Go, raw
+# Python grpcio, raw grpc-java, raw Ruby grpc), stops it. Exits non-zero if any runner
+# failed. Used by `make test-conformance`. Needs Java 17+ and Maven (the Java runner) and
+# Debian's ruby and ruby-grpc (the Ruby runner).
 #
 #   DLS_BIN=/path/to/dls conformance/run.sh
 #   CONFORMANCE_ENDPOINT=127.0.0.1:7070 conformance/run.sh   # use a running server instead
@@ -35,9 +36,19 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s "$here/python/requirements.txt" "$ven
   cp "$here/python/requirements.txt" "$venv/requirements.installed"
 fi
 
+# Fail before the build, naming what to install, rather than after it with a missing command.
+for tool in mvn java ruby; do
+  command -v "$tool" >/dev/null || { log "$tool is not installed: apt-get install maven openjdk-17-jdk-headless ruby ruby-grpc"; exit 1; }
+done
+ruby -e 'require "grpc"; require "google/protobuf"' 2>/dev/null ||
+  { log "the Ruby runner needs the grpc and google-protobuf gems: apt-get install ruby-grpc"; exit 1; }
+
 log "building the Rust runner (caerus-conformance), the test kit's dls-cluster and the Go runner"
 "$CARGO" build -q -p caerus-conformance -p caerus-testkit --bins
 (cd "$here/go" && go build -o "$work/conformance-go" .)
+log "building the Java runner and the sdks/java stubs it uses (mvn package in conformance/java)"
+(cd "$here/java" && "${MVN:-mvn}" -q -B package >"$work/mvn.log" 2>&1) || { cat "$work/mvn.log" >&2; exit 1; }
+java_cp="$here/java/runner/target/classes:$(cat "$here/java/runner/target/classpath")"
 
 endpoint="${CONFORMANCE_ENDPOINT:-}"
 if [ -z "$endpoint" ]; then
@@ -66,10 +77,12 @@ run() { # name command...
 run "Rust caerus-core" "$target/debug/caerus-conformance" --endpoint "$endpoint"
 run "Go raw" "$work/conformance-go" --endpoint "$endpoint" --scenarios "$here/scenarios.json"
 run "Python raw grpcio" "$venv/bin/python" "$here/python/runner.py" --endpoint "$endpoint"
+run "Java raw grpc-java" java -cp "$java_cp" dev.caerus.conformance.Runner --endpoint "$endpoint" --scenarios "$here/scenarios.json"
+run "Ruby raw grpc" ruby "$here/ruby/runner.rb" --endpoint "$endpoint" --scenarios "$here/scenarios.json"
 
 if [ "${#failed[@]}" -gt 0 ]; then
   log "FAILED: ${failed[*]}"
   if [ -n "$server_pid" ]; then log "server log:"; tail -40 "$work/cluster/node-1.log" >&2; fi
   exit 1
 fi
-log "all three runners passed"
+log "all five runners passed"
