@@ -14,13 +14,12 @@ target="${CARGO_TARGET_DIR:-$repo/target}"
 DLS_BIN="${DLS_BIN:-$target/debug/dls}"
 CARGO="${CARGO:-cargo}"
 log() { echo "conformance: $*" >&2; }
+# shellcheck source=../testkit/dls-cluster.sh
+. "$repo/testkit/dls-cluster.sh"
 
 work="$(mktemp -d)"
-server_pid=""
 cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill "$server_pid" && wait "$server_pid" 2>/dev/null || true
-  fi
+  dls_cluster_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -52,17 +51,7 @@ java_cp="$here/java/runner/target/classes:$(cat "$here/java/runner/target/classp
 
 endpoint="${CONFORMANCE_ENDPOINT:-}"
 if [ -z "$endpoint" ]; then
-  [ -x "$DLS_BIN" ] || { log "no dls binary at $DLS_BIN (set DLS_BIN, or run make dls-debug)"; exit 1; }
-  "$target/debug/dls-cluster" --dls "$DLS_BIN" --dir "$work/cluster" >"$work/cluster.env" 2>"$work/cluster.log" &
-  server_pid=$!
-  for _ in $(seq 1 150); do
-    grep -q '^DLS_DIR=' "$work/cluster.env" 2>/dev/null && break
-    kill -0 "$server_pid" 2>/dev/null || { log "dls-cluster exited:"; cat "$work/cluster.log" >&2; exit 1; }
-    sleep 0.2
-  done
-  grep -q '^DLS_DIR=' "$work/cluster.env" || { log "no leader after 30 s:"; tail -20 "$work/cluster/node-1.log" >&2; exit 1; }
-  # shellcheck disable=SC1091
-  . "$work/cluster.env"
+  dls_cluster_start "$target/debug/dls-cluster" "$DLS_BIN" "$work" || exit 1
   endpoint="$DLS_ENDPOINTS"
   log "dls on $endpoint (HTTP $DLS_HTTP, data and log in $DLS_DIR)"
 fi
@@ -82,7 +71,7 @@ run "Ruby raw grpc" ruby "$here/ruby/runner.rb" --endpoint "$endpoint" --scenari
 
 if [ "${#failed[@]}" -gt 0 ]; then
   log "FAILED: ${failed[*]}"
-  if [ -n "$server_pid" ]; then log "server log:"; tail -40 "$work/cluster/node-1.log" >&2; fi
+  if [ -n "${DLS_CLUSTER_PID:-}" ]; then log "server log:"; dls_cluster_log_tail 40 >&2; fi
   exit 1
 fi
 log "all five runners passed"
