@@ -130,6 +130,23 @@ test-dist: dist ## Unpack the distribution (no Rust on PATH), run its dls with t
 
 test-packages-server: test-dist ## Every test of the server's packaging (the distribution tarball and deploy/)
 
+# ---- JVM packages: the Maven artifact dev.caerus:caerus-dls and its sample (issue 20) ----
+maven-install: ## Release build of the Kotlin SDK's native library, generated Kotlin, `mvn install` of dev.caerus:caerus-dls (jar carries the .so; checked with unzip)
+	$(MAKE) -C bindings/uniffi maven-install
+
+# DLS_BIN=/path/to/dls runs the sample against that server instead of building the debug one.
+JVM_DLS_BIN = $(or $(DLS_BIN),$(abspath $(TARGET_DIR))/debug/dls)
+
+test-maven-sample: maven-install $(if $(DLS_BIN),,dls-debug) ## The Maven sample (samples/kotlin-lock) from the local repository, in a fresh dir, no Rust on PATH, against a real dls
+	@echo "==> building the test kit's dls-cluster (release: shares its dependencies with the SDK's library)"
+	$(CARGO) build -q --release -p caerus-testkit --bin dls-cluster
+	@echo "==> running samples/kotlin-lock against $(JVM_DLS_BIN)"
+	DLS_BIN=$(JVM_DLS_BIN) DLS_CLUSTER=$(abspath $(TARGET_DIR))/release/dls-cluster \
+	  CAERUS_DLS_VERSION=$(DLS_VERSION) \
+	  samples/kotlin-lock/test.sh
+
+test-packages-jvm: test-maven-sample ## JVM packaging tests: the installed Maven artifact (jar contents) and the sample using it without Rust
+
 lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) fmt --all -- --check
