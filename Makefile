@@ -44,9 +44,6 @@ dls-debug: ## Build the dls binary the SDK test suites start
 test-python: dls-debug ## Build the Python SDK into a virtualenv and run its pytest suite
 	$(MAKE) -C bindings/python test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
-wheel: ## Build a Python wheel into bindings/python/dist
-	$(MAKE) -C bindings/python wheel
-
 test-node: dls-debug ## Build the Node SDK (@caerus-dev/sdk) and run its node --test suite
 	$(MAKE) -C bindings/node test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
@@ -146,6 +143,22 @@ test-maven-sample: maven-install $(if $(DLS_BIN),,dls-debug) ## The Maven sample
 	  samples/kotlin-lock/test.sh
 
 test-packages-jvm: test-maven-sample ## JVM packaging tests: the installed Maven artifact (jar contents) and the sample using it without Rust
+
+# ---- Python and Node packages (issue 20): what `pip install` / `npm install` users get.
+# Release builds linked by zig against glibc 2.17; the tests install them into fresh
+# directories with no cargo/rustc on PATH and take a lock from a real node (dls-cluster).
+KIT_BIN = $(abspath $(TARGET_DIR))/debug/dls-cluster
+
+wheel: ## Python: abi3 manylinux2014 wheel + sdist into bindings/python/dist (checked: tags, stubs, glibc <= 2.17)
+	$(MAKE) -C bindings/python wheel
+
+dls-kit: dls-debug ## Build the test kit's dls-cluster (starts nodes on free ports for the shell tests)
+	$(CARGO) build -q -p caerus-testkit --bin dls-cluster
+
+test-wheel: wheel dls-kit ## Install the wheel into a fresh virtualenv (no Rust on PATH) and run the README quick start against a real node
+	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) scripts/test-packages/python.sh
+
+test-packages-py-node: test-wheel ## The Python package test above (the Node one joins it)
 
 lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
