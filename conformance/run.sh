@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts one real dls node through the test kit (dls-cluster: free ports, a temporary data
-# directory), runs the three
-# conformance runners against it (Rust caerus-core, raw Go, raw Python grpcio), stops it.
-# Exits non-zero if any runner failed. Used by `make test-conformance`.
+# directory), runs the five conformance runners against it (Rust caerus-core, raw Go, raw
+# Python grpcio, raw grpc-java, raw Ruby grpc), stops it. Exits non-zero if any runner
+# failed. Used by `make test-conformance`. Needs Java 17+ and Maven (the Java runner) and
+# Debian's ruby and ruby-grpc (the Ruby runner).
 #
 #   DLS_BIN=/path/to/dls conformance/run.sh
 #   CONFORMANCE_ENDPOINT=127.0.0.1:7070 conformance/run.sh   # use a running server instead
@@ -13,13 +14,12 @@ target="${CARGO_TARGET_DIR:-$repo/target}"
 DLS_BIN="${DLS_BIN:-$target/debug/dls}"
 CARGO="${CARGO:-cargo}"
 log() { echo "conformance: $*" >&2; }
+# shellcheck source=../testkit/dls-cluster.sh
+. "$repo/testkit/dls-cluster.sh"
 
 work="$(mktemp -d)"
-server_pid=""
 cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill "$server_pid" && wait "$server_pid" 2>/dev/null || true
-  fi
+  dls_cluster_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -35,23 +35,23 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s "$here/python/requirements.txt" "$ven
   cp "$here/python/requirements.txt" "$venv/requirements.installed"
 fi
 
+# Fail before the build, naming what to install, rather than after it with a missing command.
+for tool in mvn java ruby; do
+  command -v "$tool" >/dev/null || { log "$tool is not installed: apt-get install maven openjdk-17-jdk-headless ruby ruby-grpc"; exit 1; }
+done
+ruby -e 'require "grpc"; require "google/protobuf"' 2>/dev/null ||
+  { log "the Ruby runner needs the grpc and google-protobuf gems: apt-get install ruby-grpc"; exit 1; }
+
 log "building the Rust runner (caerus-conformance), the test kit's dls-cluster and the Go runner"
 "$CARGO" build -q -p caerus-conformance -p caerus-testkit --bins
 (cd "$here/go" && go build -o "$work/conformance-go" .)
+log "building the Java runner and the sdks/java stubs it uses (mvn package in conformance/java)"
+(cd "$here/java" && "${MVN:-mvn}" -q -B package >"$work/mvn.log" 2>&1) || { cat "$work/mvn.log" >&2; exit 1; }
+java_cp="$here/java/runner/target/classes:$(cat "$here/java/runner/target/classpath")"
 
 endpoint="${CONFORMANCE_ENDPOINT:-}"
 if [ -z "$endpoint" ]; then
-  [ -x "$DLS_BIN" ] || { log "no dls binary at $DLS_BIN (set DLS_BIN, or run make dls-debug)"; exit 1; }
-  "$target/debug/dls-cluster" --dls "$DLS_BIN" --dir "$work/cluster" >"$work/cluster.env" 2>"$work/cluster.log" &
-  server_pid=$!
-  for _ in $(seq 1 150); do
-    grep -q '^DLS_DIR=' "$work/cluster.env" 2>/dev/null && break
-    kill -0 "$server_pid" 2>/dev/null || { log "dls-cluster exited:"; cat "$work/cluster.log" >&2; exit 1; }
-    sleep 0.2
-  done
-  grep -q '^DLS_DIR=' "$work/cluster.env" || { log "no leader after 30 s:"; tail -20 "$work/cluster/node-1.log" >&2; exit 1; }
-  # shellcheck disable=SC1091
-  . "$work/cluster.env"
+  dls_cluster_start "$target/debug/dls-cluster" "$DLS_BIN" "$work" || exit 1
   endpoint="$DLS_ENDPOINTS"
   log "dls on $endpoint (HTTP $DLS_HTTP, data and log in $DLS_DIR)"
 fi
@@ -66,10 +66,12 @@ run() { # name command...
 run "Rust caerus-core" "$target/debug/caerus-conformance" --endpoint "$endpoint"
 run "Go raw" "$work/conformance-go" --endpoint "$endpoint" --scenarios "$here/scenarios.json"
 run "Python raw grpcio" "$venv/bin/python" "$here/python/runner.py" --endpoint "$endpoint"
+run "Java raw grpc-java" java -cp "$java_cp" dev.caerus.conformance.Runner --endpoint "$endpoint" --scenarios "$here/scenarios.json"
+run "Ruby raw grpc" ruby "$here/ruby/runner.rb" --endpoint "$endpoint" --scenarios "$here/scenarios.json"
 
 if [ "${#failed[@]}" -gt 0 ]; then
   log "FAILED: ${failed[*]}"
-  if [ -n "$server_pid" ]; then log "server log:"; tail -40 "$work/cluster/node-1.log" >&2; fi
+  if [ -n "${DLS_CLUSTER_PID:-}" ]; then log "server log:"; dls_cluster_log_tail 40 >&2; fi
   exit 1
 fi
-log "all three runners passed"
+log "all five runners passed"

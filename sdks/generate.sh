@@ -72,6 +72,11 @@ else
   # Beyond the diff, the output must build against its pinned runtimes (Go built above).
   echo "check-sdks: importing the Python modules" >&2
   PYTHONPATH="$out/python" python -c 'import caerus.dls.v1.lock_service_pb2_grpc, caerus.dls.v1.admin_service_pb2_grpc'
+  # The runtime the Ruby stubs are run with here (conformance/ruby) is Debian's ruby-grpc and
+  # its google-protobuf 3.21: the generated descriptors must load with that version.
+  echo "check-sdks: loading the Ruby stubs (Debian's ruby-grpc)" >&2
+  ruby -I "$out/ruby/lib" -e 'require "caerus/dls/v1/lock_service_services_pb"; require "caerus/dls/v1/admin_service_services_pb"' ||
+    { echo "check-sdks: the Ruby stubs do not load (needs apt-get install ruby ruby-grpc)" >&2; exit 1; }
 
   # C#: no dotnet here to build csharp/Caerus.Dls.V1.csproj, so check what can be: the pinned
   # generators produce every file for the protos the project's <Protobuf Include> takes.
@@ -98,5 +103,5 @@ PY
   done
   echo "check-sdks: generating and compiling the Java stubs (mvn compile in sdks/java)" >&2
   (cd "$sdks/java" && mvn -q -B -Dstyle.color=never compile >&2)
-  echo "check-sdks: sdks/{$(IFS=,; echo "${LANGS[*]}")} match a fresh generation of proto/; C# generates; Java generates and builds (Go builds, Python imports)" >&2
+  echo "check-sdks: sdks/{$(IFS=,; echo "${LANGS[*]}")} match a fresh generation of proto/; C# generates; Java generates and builds (Go builds, Python imports, Ruby loads)" >&2
 fi

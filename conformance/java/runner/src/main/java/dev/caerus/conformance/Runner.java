@@ -1,0 +1,686 @@
+package dev.caerus.conformance;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import dev.caerus.dls.v1.AcquireLockRequest;
+import dev.caerus.dls.v1.AcquireLockResponse;
+import dev.caerus.dls.v1.BeginTransactionRequest;
+import dev.caerus.dls.v1.BeginTransactionResponse;
+import dev.caerus.dls.v1.EndTransactionRequest;
+import dev.caerus.dls.v1.EndTransactionResponse;
+import dev.caerus.dls.v1.GetTransactionStatusRequest;
+import dev.caerus.dls.v1.GetTransactionStatusResponse;
+import dev.caerus.dls.v1.Granted;
+import dev.caerus.dls.v1.HeartbeatRequest;
+import dev.caerus.dls.v1.HeartbeatResponse;
+import dev.caerus.dls.v1.HeldLock;
+import dev.caerus.dls.v1.LockMode;
+import dev.caerus.dls.v1.LockServiceGrpc;
+import dev.caerus.dls.v1.Queued;
+import dev.caerus.dls.v1.ReleaseLockRequest;
+import dev.caerus.dls.v1.ReleaseLockResponse;
+import io.grpc.ManagedChannel;
+import io.grpc.ManagedChannelBuilder;
+import io.grpc.Metadata;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.stub.MetadataUtils;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+import java.util.function.Function;
+
+/**
+ * Conformance runner for the raw grpc-java client generated from proto/ by sdks/java.
+ *
+ * <p>Interprets conformance/scenarios.json (format: conformance/README.md) against a running
+ * Caerus DLS server and prints one line per scenario. Exit status 1 if any scenario failed.
+ */
+public final class Runner {
+    /** How long a step may wait for the server: a guard against a hang, not a timing assertion. */
+    static final long PATIENCE_MS = 30_000;
+
+    static final Metadata.Key<String> ERROR_KIND = Metadata.Key.of("x-dls-error", Metadata.ASCII_STRING_MARSHALLER);
+    static final Metadata.Key<String> LEADER = Metadata.Key.of("x-dls-leader-addr", Metadata.ASCII_STRING_MARSHALLER);
+    static final Metadata.Key<String> AUTHORIZATION = Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
+
+    static final String USAGE = String.join("\n",
+            "Runs the Caerus DLS conformance scenarios through the raw grpc-java client (sdks/java).",
+            "",
+            "usage: Runner [--endpoint HOST:PORT] [--api-key KEY] [--scenarios FILE] [--only NAME]...",
+            "  --endpoint HOST:PORT  any node; leader redirects are followed (default 127.0.0.1:7070)",
+            "  --api-key KEY         sent as authorization: Bearer KEY (default: $CAERUS_API_KEY)",
+            "  --scenarios FILE      the scenario file (default: conformance/scenarios.json or ../scenarios.json)",
+            "  --only NAME           run only this scenario (repeatable)");
+
+    public static void main(String[] argv) throws IOException {
+        String endpoint = "127.0.0.1:7070";
+        String apiKey = System.getenv("CAERUS_API_KEY");
+        String file = null;
+        Set<String> only = new HashSet<>();
+        for (int i = 0; i < argv.length; i++) {
+            String arg = argv[i];
+            if (arg.equals("-h") || arg.equals("--help")) {
+                System.out.println(USAGE);
+                return;
+            }
+            if (i + 1 >= argv.length) {
+                usageError(arg + " needs a value");
+            }
+            String value = argv[++i];
+            switch (arg) {
+                case "--endpoint" -> endpoint = value;
+                case "--api-key" -> apiKey = value;
+                case "--scenarios" -> file = value;
+                case "--only" -> only.add(value);
+                default -> usageError("unknown argument " + arg);
+            }
+        }
+        if (file == null) {
+            file = Files.exists(Path.of("conformance/scenarios.json")) ? "conformance/scenarios.json" : "../scenarios.json";
+        }
+        JsonObject spec = JsonParser.parseString(Files.readString(Path.of(file), StandardCharsets.UTF_8)).getAsJsonObject();
+
+        Connection conn = new Connection(endpoint, apiKey);
+        String run = "cf-java-" + UUID.randomUUID().toString().substring(0, 6);
+        int passed = 0;
+        int failed = 0;
+        JsonArray scenarios = spec.getAsJsonArray("scenarios");
+        for (int index = 0; index < scenarios.size(); index++) {
+            JsonObject scenario = scenarios.get(index).getAsJsonObject();
+            String name = scenario.get("name").getAsString();
+            if (!only.isEmpty() && !only.contains(name)) {
+                continue;
+            }
+            String error = new Scenario(conn, scenario, String.format("%s-%02d", run, index)).run();
+            if (error == null) {
+                passed++;
+                System.out.println("PASS " + name);
+            } else {
+                failed++;
+                System.out.println("FAIL " + name + ": " + error);
+            }
+            System.out.flush();
+        }
+        System.out.printf("java raw grpc-java runner: %d passed, %d failed, 0 skipped (%s)%n", passed, failed, endpoint);
+        System.out.flush();
+        conn.close();
+        // Abandoned background acquires may still be blocked on their streams.
+        System.exit(failed > 0 ? 1 : 0);
+    }
+
+    static void usageError(String message) {
+        System.err.println("conformance: " + message + "\n\n" + USAGE);
+        System.exit(2);
+    }
+
+    /** A step that did not go as the scenario expects. */
+    static final class StepFailed extends Exception {
+        StepFailed(String message) {
+            super(message);
+        }
+    }
+
+    /** What a call ended with: a value, or a gRPC status code name and x-dls-error kind. */
+    record Outcome(Object value, String code, String kind, String message) {
+        static Outcome ok(Object value) {
+            return new Outcome(value, null, null, "");
+        }
+
+        static Outcome error(StatusRuntimeException e) {
+            Metadata trailers = Status.trailersFromThrowable(e);
+            String kind = trailers == null ? null : trailers.get(ERROR_KIND);
+            return new Outcome(null, e.getStatus().getCode().name(), kind, e.getStatus().getDescription());
+        }
+
+        boolean isOk() {
+            return code == null;
+        }
+
+        String describe() {
+            return isOk() ? "ok" : "error " + code + "/" + (kind == null ? "-" : kind) + " (" + message + ")";
+        }
+    }
+
+    /** One channel to the node currently believed to lead; follows x-dls-leader-addr. */
+    static final class Connection {
+        private final Metadata headers = new Metadata();
+        private String endpoint;
+        private ManagedChannel channel;
+        private LockServiceGrpc.LockServiceBlockingStub stub;
+        private final List<ManagedChannel> old = new ArrayList<>();
+
+        Connection(String endpoint, String apiKey) {
+            if (apiKey != null && !apiKey.isEmpty()) {
+                headers.put(AUTHORIZATION, "Bearer " + apiKey);
+            }
+            connect(endpoint);
+        }
+
+        synchronized void connect(String target) {
+            if (target.equals(endpoint)) {
+                return;
+            }
+            if (channel != null) {
+                // Background acquires may still be reading from it; closed at the end.
+                old.add(channel);
+            }
+            endpoint = target;
+            channel = ManagedChannelBuilder.forTarget(target).usePlaintext().build();
+            stub = LockServiceGrpc.newBlockingStub(channel)
+                    .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(headers));
+        }
+
+        synchronized LockServiceGrpc.LockServiceBlockingStub stub() {
+            return stub;
+        }
+
+        synchronized void close() {
+            channel.shutdownNow();
+            old.forEach(ManagedChannel::shutdownNow);
+        }
+
+        /** UNAVAILABLE means not the leader (follow the hint) or no leader yet (back off). */
+        boolean shouldRetry(StatusRuntimeException e, long deadline) {
+            if (e.getStatus().getCode() != Status.Code.UNAVAILABLE || System.currentTimeMillis() > deadline) {
+                return false;
+            }
+            Metadata trailers = Status.trailersFromThrowable(e);
+            String leader = trailers == null ? null : trailers.get(LEADER);
+            if (leader != null && !leader.isEmpty()) {
+                connect(leader);
+            } else {
+                sleep(100);
+            }
+            return true;
+        }
+
+        <T> Outcome unary(Function<LockServiceGrpc.LockServiceBlockingStub, T> call) {
+            long deadline = System.currentTimeMillis() + PATIENCE_MS;
+            while (true) {
+                try {
+                    return Outcome.ok(call.apply(stub().withDeadlineAfter(PATIENCE_MS, TimeUnit.MILLISECONDS)));
+                } catch (StatusRuntimeException e) {
+                    if (!shouldRetry(e, deadline)) {
+                        return Outcome.error(e);
+                    }
+                }
+            }
+        }
+
+        /**
+         * Follows the AcquireLock stream to its grant or final status, re-attaching with the
+         * same request_id when the serving node stops leading.
+         */
+        Outcome acquire(AcquireLockRequest request, Consumer<Queued> onQueued) {
+            long deadline = System.currentTimeMillis() + request.getTimeoutMs() + PATIENCE_MS;
+            while (true) {
+                try {
+                    Iterator<AcquireLockResponse> stream = stub().acquireLock(request);
+                    while (stream.hasNext()) {
+                        AcquireLockResponse msg = stream.next();
+                        switch (msg.getEventCase()) {
+                            case QUEUED -> onQueued.accept(msg.getQueued());
+                            case GRANTED -> {
+                                return Outcome.ok(msg.getGranted());
+                            }
+                            default -> { }
+                        }
+                    }
+                    return new Outcome(null, "UNKNOWN", null, "stream ended without a grant or a status");
+                } catch (StatusRuntimeException e) {
+                    if (!shouldRetry(e, deadline)) {
+                        return Outcome.error(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /** A background AcquireLock: its queued messages and, once over, its outcome. */
+    static final class Background {
+        private final List<Queued> queued = new ArrayList<>();
+        private int consumed;
+        private Outcome outcome;
+
+        Background(Connection conn, AcquireLockRequest request) {
+            Thread thread = new Thread(() -> {
+                Outcome result = conn.acquire(request, q -> {
+                    synchronized (this) {
+                        queued.add(q);
+                        notifyAll();
+                    }
+                });
+                synchronized (this) {
+                    outcome = result;
+                    notifyAll();
+                }
+            }, "acquire-" + request.getKey());
+            thread.setDaemon(true);
+            thread.start();
+        }
+
+        synchronized Queued waitQueued(int position) throws StepFailed {
+            long deadline = System.currentTimeMillis() + PATIENCE_MS;
+            while (true) {
+                while (consumed < queued.size()) {
+                    Queued q = queued.get(consumed++);
+                    if (q.getPosition() == position) {
+                        return q;
+                    }
+                }
+                if (outcome != null) {
+                    throw new StepFailed("acquire ended (" + outcome.describe() + ") before queued position "
+                            + position + "; positions seen " + positions());
+                }
+                long left = deadline - System.currentTimeMillis();
+                if (left <= 0) {
+                    throw new StepFailed("no queued position " + position + " within " + PATIENCE_MS / 1000
+                            + "s; positions seen " + positions());
+                }
+                waitFor(left);
+            }
+        }
+
+        synchronized Outcome waitOutcome() throws StepFailed {
+            // The acquire's own timeout bounds it; this is only a hang guard past that.
+            long deadline = System.currentTimeMillis() + PATIENCE_MS + 3_700_000;
+            while (outcome == null) {
+                long left = deadline - System.currentTimeMillis();
+                if (left <= 0) {
+                    throw new StepFailed("background acquire did not finish");
+                }
+                waitFor(left);
+            }
+            return outcome;
+        }
+
+        private List<Integer> positions() {
+            return queued.stream().map(Queued::getPosition).toList();
+        }
+
+        private void waitFor(long ms) {
+            try {
+                wait(ms);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted", e);
+            }
+        }
+    }
+
+    /** One lock as `status` shows it: [namespace, key, mode name] and the token (null: any). */
+    record LockView(String namespace, String key, String mode, Long token) {
+        boolean matches(LockView want) {
+            return namespace.equals(want.namespace) && key.equals(want.key) && mode.equals(want.mode)
+                    && (want.token == null || Objects.equals(token, want.token));
+        }
+
+        @Override
+        public String toString() {
+            return key + ":" + mode + (token == null ? "" : "#" + Long.toUnsignedString(token));
+        }
+    }
+
+    static final class Scenario {
+        private final Connection conn;
+        private final JsonObject spec;
+        private final String ns;
+        private final Map<String, Long> txns = new LinkedHashMap<>();
+        private final Map<String, Long> tokens = new HashMap<>();
+        private final Map<String, Background> handles = new HashMap<>();
+
+        Scenario(Connection conn, JsonObject spec, String ns) {
+            this.conn = conn;
+            this.spec = spec;
+            this.ns = ns;
+        }
+
+        // ---- values ------------------------------------------------------------------------
+        String text(JsonElement value) {
+            if (value.isJsonObject()) {
+                JsonObject o = value.getAsJsonObject();
+                return text(o.get("repeat")).repeat(o.get("times").getAsInt());
+            }
+            return value.getAsString().replace("${ns}", ns);
+        }
+
+        String field(JsonObject step, String name, String fallback) {
+            return step.has(name) ? text(step.get(name)) : fallback.replace("${ns}", ns);
+        }
+
+        long txnId(JsonObject step) throws StepFailed {
+            if (step.has("txn_id")) {
+                return step.get("txn_id").getAsLong();
+            }
+            String name = step.get("txn").getAsString();
+            Long id = txns.get(name);
+            if (id == null) {
+                throw new StepFailed("transaction '" + name + "' was not begun");
+            }
+            return id;
+        }
+
+        /** A raw client picks an id itself so that its own retries stay safe. */
+        String requestId(JsonObject step) {
+            return step.has("request_id") ? text(step.get("request_id")) : UUID.randomUUID().toString();
+        }
+
+        long token(String name) throws StepFailed {
+            Long t = tokens.get(name);
+            if (t == null) {
+                throw new StepFailed("no saved token '" + name + "'");
+            }
+            return t;
+        }
+
+        static String modeName(int number) {
+            LockMode m = LockMode.forNumber(number);
+            return m == null ? Integer.toString(number) : m.name();
+        }
+
+        // ---- checks ------------------------------------------------------------------------
+        /** Compares success/failure with `expect`; returns the ok checks, or null for an expected error. */
+        JsonObject checkOutcome(JsonObject step, Outcome outcome) throws StepFailed {
+            JsonObject expect = step.has("expect") ? step.getAsJsonObject("expect") : null;
+            if (expect != null && expect.has("error")) {
+                JsonObject want = expect.getAsJsonObject("error");
+                String code = want.get("code").getAsString();
+                String kind = want.get("kind").getAsString();
+                if (outcome.isOk()) {
+                    throw new StepFailed("expected error " + code + "/" + kind + ", got ok");
+                }
+                if (!code.equals(outcome.code()) || !kind.equals(outcome.kind())) {
+                    throw new StepFailed("expected error " + code + "/" + kind + ", got " + outcome.describe());
+                }
+                return null;
+            }
+            if (!outcome.isOk()) {
+                throw new StepFailed("expected ok, got " + outcome.describe());
+            }
+            return expect != null && expect.has("ok") ? expect.getAsJsonObject("ok") : new JsonObject();
+        }
+
+        static void eq(String what, Object got, Object want) throws StepFailed {
+            if (!Objects.equals(got, want)) {
+                throw new StepFailed(what + ": expected " + want + ", got " + got);
+            }
+        }
+
+        void checkGrant(JsonObject checks, Granted g) throws StepFailed {
+            if (checks.has("mode")) {
+                eq("mode", modeName(g.getModeValue()), checks.get("mode").getAsString());
+            }
+            if (checks.has("token_equals")) {
+                eq("fencing token", Long.toUnsignedString(g.getFencingToken()),
+                        Long.toUnsignedString(token(checks.get("token_equals").getAsString())));
+            }
+            if (checks.has("token_greater_than")) {
+                String name = checks.get("token_greater_than").getAsString();
+                long floor = token(name);
+                if (Long.compareUnsigned(g.getFencingToken(), floor) <= 0) {
+                    throw new StepFailed("fencing token " + Long.toUnsignedString(g.getFencingToken())
+                            + " is not greater than " + name + "=" + Long.toUnsignedString(floor));
+                }
+            }
+            if (checks.has("save_token")) {
+                tokens.put(checks.get("save_token").getAsString(), g.getFencingToken());
+            }
+        }
+
+        void checkStatus(JsonObject checks, GetTransactionStatusResponse s) throws StepFailed {
+            if (checks.has("state")) {
+                eq("state", s.getState().name(), checks.get("state").getAsString());
+            }
+            if (checks.has("name")) {
+                eq("name", s.getName(), text(checks.get("name")));
+            }
+            if (checks.has("priority")) {
+                eq("priority", (long) s.getPriority(), checks.get("priority").getAsLong());
+            }
+            if (checks.has("lease_timeout_ms")) {
+                eq("lease_timeout_ms", s.getLeaseTimeoutMs(), checks.get("lease_timeout_ms").getAsLong());
+            }
+            if (checks.has("end_cause")) {
+                eq("end_cause", s.getEndCause().name().replaceFirst("^END_CAUSE_", ""), checks.get("end_cause").getAsString());
+            }
+            if (checks.has("locks")) {
+                List<LockView> got = new ArrayList<>();
+                for (HeldLock h : s.getLocksList()) {
+                    got.add(new LockView(h.getNamespace(), h.getKey(), modeName(h.getModeValue()), h.getFencingToken()));
+                }
+                List<LockView> want = new ArrayList<>();
+                for (JsonElement e : checks.getAsJsonArray("locks")) {
+                    JsonObject w = e.getAsJsonObject();
+                    Long token = w.has("token") ? token(w.get("token").getAsString()) : null;
+                    want.add(new LockView(field(w, "namespace", "${ns}"), text(w.get("key")), w.get("mode").getAsString(), token));
+                }
+                List<LockView> unmatched = new ArrayList<>(got);
+                for (LockView w : want) {
+                    LockView hit = unmatched.stream().filter(g -> g.matches(w)).findFirst().orElse(null);
+                    if (hit == null) {
+                        throw new StepFailed("locks: expected " + want + ", got " + got);
+                    }
+                    unmatched.remove(hit);
+                }
+                if (!unmatched.isEmpty()) {
+                    throw new StepFailed("locks: expected " + want + ", got " + got);
+                }
+            }
+            if (checks.has("waiting")) {
+                JsonElement w = checks.get("waiting");
+                if (w.isJsonNull()) {
+                    if (s.hasWaiting()) {
+                        throw new StepFailed("expected no pending wait, got " + s.getWaiting().getKey() + " at "
+                                + s.getWaiting().getPosition());
+                    }
+                } else {
+                    JsonObject wo = w.getAsJsonObject();
+                    if (!s.hasWaiting()) {
+                        throw new StepFailed("expected a pending wait, got none");
+                    }
+                    eq("waiting.key", s.getWaiting().getKey(), text(wo.get("key")));
+                    eq("waiting.namespace", s.getWaiting().getNamespace(), field(wo, "namespace", "${ns}"));
+                    if (wo.has("mode")) {
+                        eq("waiting.mode", modeName(s.getWaiting().getModeValue()), wo.get("mode").getAsString());
+                    }
+                    if (wo.has("position")) {
+                        eq("waiting.position", (long) s.getWaiting().getPosition(), wo.get("position").getAsLong());
+                    }
+                }
+            }
+        }
+
+        // ---- steps -------------------------------------------------------------------------
+        AcquireLockRequest acquireRequest(JsonObject step) throws StepFailed {
+            AcquireLockRequest.Builder b = AcquireLockRequest.newBuilder()
+                    .setTransactionId(txnId(step))
+                    .setNamespace(field(step, "namespace", "${ns}"))
+                    .setKey(field(step, "key", ""))
+                    .setTimeoutMs(step.has("timeout_ms") ? step.get("timeout_ms").getAsLong() : 10_000)
+                    .setRequestId(requestId(step));
+            JsonElement mode = step.get("mode");
+            if (mode == null) {
+                b.setMode(LockMode.EXCLUSIVE);
+            } else if (mode.getAsJsonPrimitive().isNumber()) {
+                b.setModeValue(mode.getAsInt());
+            } else {
+                b.setMode(LockMode.valueOf(mode.getAsString()));
+            }
+            return b.build();
+        }
+
+        Background handle(JsonObject step) throws StepFailed {
+            Background bg = handles.get(step.get("handle").getAsString());
+            if (bg == null) {
+                throw new StepFailed("no background acquire '" + step.get("handle").getAsString() + "'");
+            }
+            return bg;
+        }
+
+        void runStep(JsonObject step) throws StepFailed {
+            String op = step.get("op").getAsString();
+            switch (op) {
+                case "begin" -> {
+                    BeginTransactionRequest req = BeginTransactionRequest.newBuilder()
+                            .setTimeoutMs(step.has("timeout_ms") ? step.get("timeout_ms").getAsLong() : 15_000)
+                            .setPriority(step.has("priority") ? step.get("priority").getAsInt() : 0)
+                            .setName(field(step, "name", ""))
+                            .setRequestId(requestId(step))
+                            .build();
+                    Outcome out = conn.unary(stub -> stub.beginTransaction(req));
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null) {
+                        BeginTransactionResponse r = (BeginTransactionResponse) out.value();
+                        txns.put(step.get("txn").getAsString(), r.getTransactionId());
+                        if (checks.has("lease_timeout_ms")) {
+                            eq("lease_timeout_ms", r.getLeaseTimeoutMs(), checks.get("lease_timeout_ms").getAsLong());
+                        }
+                        if (checks.has("same_txn_as")) {
+                            eq("transaction id", r.getTransactionId(), txns.get(checks.get("same_txn_as").getAsString()));
+                        }
+                    }
+                }
+                case "acquire" -> {
+                    AcquireLockRequest req = acquireRequest(step);
+                    if (step.has("wait") && !step.get("wait").getAsBoolean()) {
+                        handles.put(step.get("handle").getAsString(), new Background(conn, req));
+                        return;
+                    }
+                    Outcome out = conn.acquire(req, q -> { });
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null) {
+                        checkGrant(checks, (Granted) out.value());
+                    }
+                }
+                case "expect_queued" -> {
+                    Queued q = handle(step).waitQueued(step.get("position").getAsInt());
+                    if (step.has("blocked_by")) {
+                        for (JsonElement name : step.getAsJsonArray("blocked_by")) {
+                            Long id = txns.get(name.getAsString());
+                            if (id == null || !q.getBlockingTransactionIdsList().contains(id)) {
+                                throw new StepFailed("queued at " + q.getPosition() + " but not blocked by "
+                                        + name.getAsString() + " (" + id + "); blockers " + q.getBlockingTransactionIdsList());
+                            }
+                        }
+                    }
+                }
+                case "await" -> {
+                    Outcome out = handle(step).waitOutcome();
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null) {
+                        checkGrant(checks, (Granted) out.value());
+                    }
+                }
+                case "release" -> {
+                    ReleaseLockRequest req = ReleaseLockRequest.newBuilder()
+                            .setTransactionId(txnId(step))
+                            .setNamespace(field(step, "namespace", "${ns}"))
+                            .setKey(field(step, "key", ""))
+                            .setRequestId(requestId(step))
+                            .build();
+                    Outcome out = conn.unary(stub -> stub.releaseLock(req));
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null && checks.has("released")) {
+                        eq("released", ((ReleaseLockResponse) out.value()).getReleased(), checks.get("released").getAsBoolean());
+                    }
+                }
+                case "status" -> {
+                    GetTransactionStatusRequest req = GetTransactionStatusRequest.newBuilder().setTransactionId(txnId(step)).build();
+                    Outcome out = conn.unary(stub -> stub.getTransactionStatus(req));
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null) {
+                        checkStatus(checks, (GetTransactionStatusResponse) out.value());
+                    }
+                }
+                case "heartbeat" -> {
+                    HeartbeatRequest req = HeartbeatRequest.newBuilder().setTransactionId(txnId(step)).build();
+                    Outcome out = conn.unary(stub -> stub.heartbeat(req));
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null && checks.has("lease_remaining_positive") && checks.get("lease_remaining_positive").getAsBoolean()) {
+                        long left = ((HeartbeatResponse) out.value()).getLeaseRemainingMs();
+                        if (left <= 0) {
+                            throw new StepFailed("lease_remaining_ms is " + left);
+                        }
+                    }
+                }
+                case "end" -> {
+                    EndTransactionRequest req = EndTransactionRequest.newBuilder()
+                            .setTransactionId(txnId(step))
+                            .setCommit(!step.has("commit") || step.get("commit").getAsBoolean())
+                            .setRequestId(requestId(step))
+                            .build();
+                    Outcome out = conn.unary(stub -> stub.endTransaction(req));
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null) {
+                        EndTransactionResponse r = (EndTransactionResponse) out.value();
+                        if (checks.has("state")) {
+                            eq("state", r.getState().name(), checks.get("state").getAsString());
+                        }
+                        if (checks.has("released_locks")) {
+                            eq("released_locks", (long) r.getReleasedLocks(), checks.get("released_locks").getAsLong());
+                        }
+                    }
+                }
+                case "sleep_ms" -> sleep(step.get("ms").getAsLong());
+                default -> throw new StepFailed("unknown op '" + op + "'");
+            }
+        }
+
+        /** Null if every step went as expected, else what failed first. */
+        String run() {
+            JsonArray steps = spec.getAsJsonArray("steps");
+            try {
+                for (int i = 0; i < steps.size(); i++) {
+                    JsonObject step = steps.get(i).getAsJsonObject();
+                    String op = step.has("op") ? step.get("op").getAsString() : null;
+                    try {
+                        runStep(step);
+                    } catch (StepFailed e) {
+                        return "step " + (i + 1) + " (" + op + "): " + e.getMessage();
+                    } catch (RuntimeException e) { // a malformed step
+                        return "step " + (i + 1) + " (" + op + "): bad step: " + e;
+                    }
+                }
+                return null;
+            } finally {
+                cleanup();
+            }
+        }
+
+        /** Ends whatever the scenario left open, so a failure does not hold locks. */
+        void cleanup() {
+            for (long txn : txns.values()) {
+                EndTransactionRequest req = EndTransactionRequest.newBuilder().setTransactionId(txn).setCommit(false).build();
+                conn.unary(stub -> stub.endTransaction(req));
+            }
+        }
+    }
+
+    static void sleep(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted", e);
+        }
+    }
+
+    private Runner() {
+    }
+}
