@@ -152,13 +152,19 @@ KIT_BIN = $(abspath $(TARGET_DIR))/debug/dls-cluster
 wheel: ## Python: abi3 manylinux2014 wheel + sdist into bindings/python/dist (checked: tags, stubs, glibc <= 2.17)
 	$(MAKE) -C bindings/python wheel
 
+npm-pack: ## Node: release tarballs of @caerus-dev/sdk and @caerus-dev/sdk-linux-x64-gnu into bindings/node/dist
+	$(MAKE) -C bindings/node npm-pack
+
 dls-kit: dls-debug ## Build the test kit's dls-cluster (starts nodes on free ports for the shell tests)
 	$(CARGO) build -q -p caerus-testkit --bin dls-cluster
 
 test-wheel: wheel dls-kit ## Install the wheel into a fresh virtualenv (no Rust on PATH) and run the README quick start against a real node
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) scripts/test-packages/python.sh
 
-test-packages-py-node: test-wheel ## The Python package test above (the Node one joins it)
+test-npm-pack: npm-pack dls-kit ## npm install the two tarballs into a fresh project (no Rust, no registry) and run the brief's TypeScript example, ESM and CommonJS
+	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) scripts/test-packages/node.sh
+
+test-packages-py-node: test-wheel test-npm-pack ## Both package tests above
 
 lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
