@@ -34,6 +34,7 @@ need() { # description check-command packages...
   fi
 }
 need "python3 with venv" "python3 -c 'import venv, ensurepip'" python3 python3-venv
+need "python3 yaml (make test-dist reads deploy/ manifests)" "python3 -c 'import yaml'" python3-yaml
 need "java 17 (javac)" "command -v javac" openjdk-17-jdk-headless
 need "maven" "command -v mvn" maven
 need "chromium (make test-playground)" "command -v chromium" chromium
