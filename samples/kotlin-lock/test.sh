@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Maven sample as a user would run it: copies this project into a fresh directory, starts
 # one real dls node (the test kit's dls-cluster: free ports, a temporary data directory),
-# and runs the sample twice with `mvn compile exec:java` on a PATH without cargo or rustc.
-# It passes if each run prints its fencing token, the second one higher, and commits.
+# and runs the sample twice (`mvn compile exec:java`, then `mvn exec:java`) on a PATH without
+# cargo or rustc. It passes if each run prints its fencing token, the second one higher, and
+# commits.
 # dev.caerus:caerus-dls must be in the local Maven repository (make maven-install).
 #
 #   DLS_BIN=/path/to/dls DLS_CLUSTER=/path/to/dls-cluster CAERUS_DLS_VERSION=0.1.0 samples/kotlin-lock/test.sh
@@ -12,7 +13,8 @@ log() { echo "test-maven-sample: $*" >&2; }
 : "${DLS_BIN:?set DLS_BIN to a dls binary (make test-maven-sample does)}"
 : "${DLS_CLUSTER:?set DLS_CLUSTER to the test kit dls-cluster binary (cargo build -p caerus-testkit --bin dls-cluster)}"
 version="${CAERUS_DLS_VERSION:-0.1.0}"
-MVN="${MVN:-mvn}"
+# MVN may carry options, e.g. MVN="mvn -Dmaven.repo.local=/tmp/m2".
+read -ra mvn <<<"${MVN:-mvn}"
 
 # shellcheck source=../../testkit/dls-cluster.sh
 . "$here/../../testkit/dls-cluster.sh"
@@ -33,17 +35,17 @@ if PATH="$clean_path" command -v cargo >/dev/null || PATH="$clean_path" command 
 fi
 mkdir -p "$work/project" && cp -r "$here/pom.xml" "$here/src" "$work/project/"
 
-run_sample() { # key -> prints the sample's output (less the colour resets Maven's console leaves)
+run_sample() { # maven goals... -> prints the sample's output (less the colour resets Maven's console leaves)
   (cd "$work/project" && env -u LD_LIBRARY_PATH -u JAVA_TOOL_OPTIONS PATH="$clean_path" \
-    "$MVN" -q -B -Dstyle.color=never -Dcaerus-dls.version="$version" compile exec:java \
-    -Dexec.args="$DLS_ENDPOINTS samples-test $1") | sed 's/\x1b\[[0-9;]*m//g'
+    "${mvn[@]}" -q -B -Dstyle.color=never -Dcaerus-dls.version="$version" "$@" \
+    -Dexec.args="$DLS_ENDPOINTS samples-test kotlin-lock") | sed 's/\x1b\[[0-9;]*m//g'
 }
 token_of() { sed -n 's/^locked .* with fencing token \([0-9][0-9]*\)$/\1/p' <<<"$1"; }
 
 log "running the sample (mvn compile exec:java, dev.caerus:caerus-dls:$version from the local repository) on PATH=$clean_path"
-first="$(run_sample kotlin-lock)" || { log "the sample failed:"; echo "$first" >&2; exit 1; }
+first="$(run_sample compile exec:java)" || { log "the sample failed:"; echo "$first" >&2; exit 1; }
 echo "$first"
-second="$(run_sample kotlin-lock)" || { log "the sample failed on its second run:"; echo "$second" >&2; exit 1; }
+second="$(run_sample exec:java)" || { log "the sample failed on its second run:"; echo "$second" >&2; exit 1; }
 echo "$second"
 t1="$(token_of "$first")"
 t2="$(token_of "$second")"
