@@ -87,7 +87,7 @@ bench-smoke: dls-debug ## A few seconds of every benchmark workload against DLS,
 test-kotlin: dls-debug ## Build the uniffi library and run the Kotlin (JUnit 5, Maven) suite
 	$(MAKE) -C bindings/uniffi test-kotlin DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
-test-conformance: dls-debug ## Conformance scenarios (conformance/) through the Rust core, raw Go and raw Python clients against a real node
+test-conformance: dls-debug ## Conformance scenarios (conformance/) through the Rust core and the raw Go, Python, Java and Ruby clients against a real node
 	CARGO="$(CARGO)" DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls conformance/run.sh
 
 test-playground: dls-debug ## Browser tests of the Playground page (playwright-core, Debian's chromium, headless); screenshots in playground/artifacts/
