@@ -1,6 +1,8 @@
 # Caerus DLS — entry points. `make help` lists them.
 #
 # Set CARGO_TARGET_DIR to keep build artifacts outside the checkout (CI does).
+# `make test` and `make lint` first run `make deps`, which installs what they need beyond a
+# Rust toolchain (scripts/install-deps.sh); `make run` needs nothing but cargo.
 
 CARGO        ?= cargo
 CLUSTER_DIR  ?= .cluster
@@ -13,8 +15,14 @@ DLS_RELEASE   = $(TARGET_DIR)/release/dls
 # The last released contract image that `buf breaking` checks against (proto/releases/README.md).
 PROTO_BASELINE = proto/releases/caerus-dls-v1.0.0.binpb
 
+# Where scripts/install-deps.sh and sdks/tools.sh keep fetched tools; a Go or Node fetched
+# there (when the machine's is missing or too old) comes first on PATH.
+CAERUS_TOOLS_DIR ?= $(HOME)/.cache/caerus-dls/tools
+export CAERUS_TOOLS_DIR
+export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
+
 .DEFAULT_GOAL := help
-.PHONY: help run test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean
+.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -22,7 +30,10 @@ help: ## List the targets
 run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-data
 	$(DLS_RELEASE) serve
 
-test: test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke check-sdks test-go-sample test-conformance test-playground ## Run every test: Rust, the SDKs, the samples' short demo, a short seeded fault run, generated-client checks, the Playground in headless Chromium
+deps: ## Install what the tests and lint need beyond Rust (apt-get as root, else prints the command; Go from the Go proxy if too old)
+	@scripts/install-deps.sh
+
+test: deps test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke check-sdks test-go-sample test-conformance test-playground ## Run every test (after `make deps`): Rust, the SDKs, the samples' short demo, a short seeded fault run, generated-client checks, the Playground in headless Chromium
 
 test-rust: ## Rust tests: unit tests and integration tests against real dls processes
 	$(CARGO) test --lib --bins --tests --examples
@@ -32,9 +43,6 @@ dls-debug: ## Build the dls binary the SDK test suites start
 
 test-python: dls-debug ## Build the Python SDK into a virtualenv and run its pytest suite
 	$(MAKE) -C bindings/python test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
-
-wheel: ## Build a Python wheel into bindings/python/dist
-	$(MAKE) -C bindings/python wheel
 
 test-node: dls-debug ## Build the Node SDK (@caerus-dev/sdk) and run its node --test suite
 	$(MAKE) -C bindings/node test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
@@ -105,6 +113,20 @@ test-chaos: dls-debug ## A short, seeded fault-injection run (same checkers as `
 chaos: release ## The full fault-injection suite on 3 and 5 nodes (prints its seed; SEED=N replays)
 	$(MAKE) -C chaos full DLS_BIN=$(abspath $(DLS_RELEASE))
 
+# --- Server distribution and operations (deploy/, docs/operations.md) ---------------------
+DIST_DIR      = $(TARGET_DIR)/dist
+DLS_VERSION   = $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+DIST_TARBALL  = $(DIST_DIR)/caerus-dls-$(DLS_VERSION)-linux-$(shell uname -m).tar.gz
+
+dist: release ## Server distribution tarball in <target dir>/dist (CARGO_TARGET_DIR or target/): bin/dls, systemd unit, example config, man pages, completions, dashboards, alerts, docs
+	@echo "==> packing $(DIST_TARBALL)"
+	deploy/dist.sh $(DLS_RELEASE) $(DIST_DIR)
+
+test-dist: dist ## Unpack the distribution (no Rust on PATH), run its dls with the example config, take a lock; check metrics vs dashboard/alerts, unit, man, completions, K8s/Docker command lines
+	deploy/test-dist.sh $(DIST_TARBALL)
+
+test-packages-server: test-dist ## Every test of the server's packaging (the distribution tarball and deploy/)
+
 # ---- JVM packages: the Maven artifact dev.caerus:caerus-dls and its sample (issue 20) ----
 maven-install: ## Release build of the Kotlin SDK's native library, generated Kotlin, `mvn install` of dev.caerus:caerus-dls (jar carries the .so; checked with unzip)
 	$(MAKE) -C bindings/uniffi maven-install
@@ -117,12 +139,34 @@ test-maven-sample: maven-install $(if $(DLS_BIN),,dls-debug) ## The Maven sample
 	$(CARGO) build -q --release -p caerus-testkit --bin dls-cluster
 	@echo "==> running samples/kotlin-lock against $(JVM_DLS_BIN)"
 	DLS_BIN=$(JVM_DLS_BIN) DLS_CLUSTER=$(abspath $(TARGET_DIR))/release/dls-cluster \
-	  CAERUS_DLS_VERSION=$$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml) \
+	  CAERUS_DLS_VERSION=$(DLS_VERSION) \
 	  samples/kotlin-lock/test.sh
 
 test-packages-jvm: test-maven-sample ## JVM packaging tests: the installed Maven artifact (jar contents) and the sample using it without Rust
 
-lint: lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
+# ---- Python and Node packages (issue 20): what `pip install` / `npm install` users get.
+# Release builds linked by zig against glibc 2.17; the tests install them into fresh
+# directories with no cargo/rustc on PATH and take a lock from a real node (dls-cluster).
+KIT_BIN = $(abspath $(TARGET_DIR))/debug/dls-cluster
+
+wheel: ## Python: abi3 manylinux2014 wheel + sdist into bindings/python/dist (checked: tags, stubs, glibc <= 2.17)
+	$(MAKE) -C bindings/python wheel
+
+npm-pack: ## Node: release tarballs of @caerus-dev/sdk and @caerus-dev/sdk-linux-x64-gnu into bindings/node/dist
+	$(MAKE) -C bindings/node npm-pack
+
+dls-kit: dls-debug ## Build the test kit's dls-cluster (starts nodes on free ports for the shell tests)
+	$(CARGO) build -q -p caerus-testkit --bin dls-cluster
+
+test-wheel: wheel dls-kit ## Install the wheel into a fresh virtualenv (no Rust on PATH) and run the README quick start against a real node
+	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) scripts/test-packages/python.sh
+
+test-npm-pack: npm-pack dls-kit ## npm install the two tarballs into a fresh project (no Rust, no registry) and run the brief's TypeScript example, ESM and CommonJS
+	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) scripts/test-packages/node.sh
+
+test-packages-py-node: test-wheel test-npm-pack ## Both package tests above
+
+lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) fmt --all -- --check
 	python3 scripts/import-circles.py

@@ -8,23 +8,37 @@
 const fs = require('node:fs');
 const path = require('node:path');
 
+// Where the native addon comes from, in order: CAERUS_NODE_NATIVE (a path, for tests); a
+// caerus.<platform>.node next to this file (a build in a checkout); the per-platform package
+// npm installed as an optional dependency (@caerus-dev/sdk-linux-x64-gnu), as napi-rs lays
+// packages out, so a user downloads only the binary for their platform.
+function platformTriple() {
+  if (process.platform === 'win32') return `win32-${process.arch}-msvc`;
+  if (process.platform !== 'linux') return `${process.platform}-${process.arch}`;
+  // glibcVersionRuntime is absent on musl (Alpine); those need a -musl build.
+  const { glibcVersionRuntime } = process.report.getReport().header;
+  return `linux-${process.arch}-${glibcVersionRuntime ? 'gnu' : 'musl'}`;
+}
+
 function loadNative() {
   const override = process.env.CAERUS_NODE_NATIVE;
   if (override) return require(path.resolve(override));
-  const prefix = `caerus.${process.platform}-${process.arch}`;
-  const candidates = fs
-    .readdirSync(__dirname)
-    .filter((f) => f.startsWith(prefix) && f.endsWith('.node'))
-    .sort();
-  if (candidates.length === 0) {
+  const triple = platformTriple();
+  const local = path.join(__dirname, `caerus.${triple}.node`);
+  if (fs.existsSync(local)) return require(local);
+  const pkg = `@caerus-dev/sdk-${triple}`;
+  try {
+    return require(pkg);
+  } catch (e) {
+    if (e.code !== 'MODULE_NOT_FOUND' || !String(e.message).includes(pkg)) throw e;
     throw new Error(
-      `@caerus-dev/sdk: native addon ${prefix}*.node not found in ${__dirname}; ` +
-        'build it with `npm install && npm run build` in bindings/node',
+      `@caerus-dev/sdk: no native addon for ${triple}: neither ${local} nor the package ${pkg} ` +
+        `is installed. Install ${pkg} next to @caerus-dev/sdk (npm installs it as an optional ` +
+        'dependency; --omit=optional or --no-optional skip it), or in a checkout build it with ' +
+        '`npm install && npm run build` in bindings/node.',
+      { cause: e },
     );
   }
-  // On Linux prefer the glibc build when both are present.
-  const pick = candidates.find((f) => f.includes('-gnu')) || candidates[0];
-  return require(path.join(__dirname, pick));
 }
 
 const native = loadNative();

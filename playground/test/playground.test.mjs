@@ -2,17 +2,21 @@
 // what the server decided (deadlock victim, lease expiry, locks of other clients).
 // Screenshots go to playground/artifacts/ and are kept.
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { chromium } from 'playwright-core';
 
+import { WORDS } from '../web/i18n.js';
 import { api, startCluster, startDls, waitForEvent } from './dls.mjs';
 
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const ARTIFACTS = new URL('../artifacts/', import.meta.url).pathname;
 mkdirSync(ARTIFACTS, { recursive: true });
 
-describe('playground page on a real dls', () => {
+// The page follows the browser's language: each scenario runs once in English and once in
+// Spanish, and asserts on data attributes rather than words, so the same checks hold.
+for (const locale of ['en-US', 'es-ES']) describe(`playground page on a real dls (${locale})`, () => {
+  const lang = locale.slice(0, 2);
   let dls;
   let browser;
 
@@ -27,10 +31,12 @@ describe('playground page on a real dls', () => {
   });
 
   async function open(viewport = { width: 1280, height: 900 }) {
-    const page = await browser.newPage({ viewport });
+    const page = await browser.newPage({ viewport, locale });
     page.on('pageerror', (e) => console.error('page error:', e));
     await page.goto(`${dls.base}/playground`);
     await page.locator('#cluster .member.leader').waitFor();
+    assert.equal(await page.getAttribute('html', 'lang'), lang);
+    assert.equal(await page.textContent('#clients-panel h2'), WORDS[lang]['panel.clients']);
     return page;
   }
 
@@ -53,9 +59,9 @@ describe('playground page on a real dls', () => {
     // The survivor gets the lock and commits.
     const survivor = event.detail.cycle.map((m) => m.transaction_id).find((id) => id !== victim);
     await page.locator(`.txn[data-txn-id="${survivor}"][data-state=COMMITTED]`).waitFor({ timeout: 20000 });
-    await page.screenshot({ path: `${ARTIFACTS}deadlock-desktop.png`, fullPage: true });
+    await page.screenshot({ path: `${ARTIFACTS}deadlock-desktop-${lang}.png`, fullPage: true });
     await page.setViewportSize({ width: 375, height: 812 });
-    await page.screenshot({ path: `${ARTIFACTS}deadlock-phone.png`, fullPage: true });
+    await page.screenshot({ path: `${ARTIFACTS}deadlock-phone-${lang}.png`, fullPage: true });
     const width = await page.evaluate(() => document.documentElement.scrollWidth);
     assert.ok(width <= 375, `the page scrolls sideways on a phone (${width}px wide)`);
     await page.close();
@@ -75,7 +81,7 @@ describe('playground page on a real dls', () => {
       await page.locator(`.txn[data-txn-id="${m.transaction_id}"][data-state=COMMITTED]`).waitFor({ timeout: 20000 });
     }
     assert.equal(await page.locator('#graph .edge.cycle').count(), 3);
-    await page.screenshot({ path: `${ARTIFACTS}deadlock3-desktop.png`, fullPage: true });
+    await page.screenshot({ path: `${ARTIFACTS}deadlock3-desktop-${lang}.png`, fullPage: true });
     await page.close();
   });
 
@@ -84,10 +90,7 @@ describe('playground page on a real dls', () => {
     await page.selectOption('#scenario', 'fairness');
     await page.click('#run-scenario');
     await page.locator('.txn[data-name=reader-2][data-state=COMMITTED]').waitFor({ timeout: 30000 });
-    const token = async (who) => {
-      const line = await page.locator('#log li', { hasText: `${who} GRANTED` }).first().textContent();
-      return BigInt(/fencing token (\d+)/.exec(line)[1]);
-    };
+    const token = async (who) => BigInt(await page.locator(`#log li[data-event=granted][data-txn="${who}"]`).first().getAttribute('data-token'));
     assert.ok((await token('writer')) < (await token('reader-2')), 'reader-2 was granted before the writer');
     await page.close();
   });
@@ -107,8 +110,8 @@ describe('playground page on a real dls', () => {
     await page.locator(`.txn[data-txn-id="${id}"][data-state=EXPIRED]`).waitFor({ timeout: 20000 });
     const status = await api(dls.base, 'GET', `/api/v1/transactions/${id}`);
     assert.equal(status.state, 'EXPIRED');
-    await page.locator('#log li', { hasText: 'sleepy EXPIRED' }).first().waitFor();
-    await page.screenshot({ path: `${ARTIFACTS}heartbeat-expired.png`, fullPage: true });
+    await page.locator('#log li[data-event=expired][data-txn=sleepy]').first().waitFor();
+    await page.screenshot({ path: `${ARTIFACTS}heartbeat-expired-${lang}.png`, fullPage: true });
     await page.close();
   });
 
@@ -119,7 +122,7 @@ describe('playground page on a real dls', () => {
     await page.locator('#store .write.rejected').waitFor({ timeout: 30000 });
     const accepted = await page.locator('#store .write.ok').count();
     assert.equal(accepted, 2);
-    await page.screenshot({ path: `${ARTIFACTS}gc-pause-phone.png`, fullPage: true });
+    await page.screenshot({ path: `${ARTIFACTS}gc-pause-phone-${lang}.png`, fullPage: true });
     await page.close();
   });
 
@@ -137,6 +140,55 @@ describe('playground page on a real dls', () => {
   });
 });
 
+describe('playground page languages', () => {
+  test('English and Spanish have the same words, and the page uses only words they have', () => {
+    assert.deepEqual(Object.keys(WORDS.es).sort(), Object.keys(WORDS.en).sort());
+    for (const [lang, words] of Object.entries(WORDS)) {
+      for (const [key, w] of Object.entries(words)) assert.ok(typeof w === 'function' || w.trim(), `${lang} ${key} is empty`);
+    }
+    const html = readFileSync(new URL('../web/index.html', import.meta.url), 'utf8');
+    for (const [, key] of html.matchAll(/data-i18n(?:-[a-z-]+)?="([^"]+)"/g)) assert.ok(key in WORDS.en, `index.html uses ${key}, which i18n.js lacks`);
+  });
+
+  test('the switch changes every fixed text and is remembered; a card is drawn in the new language', async () => {
+    const dls = await startDls();
+    const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+    try {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, locale: 'en-US' });
+      page.on('pageerror', (e) => console.error('page error:', e));
+      await page.goto(`${dls.base}/playground`);
+      await page.locator('#cluster .member.leader').waitFor();
+      const fixedTexts = () => page.$$eval('[data-i18n]', (els) => els.map((el) => [el.dataset.i18n, el.textContent]));
+      for (const [key, text] of await fixedTexts()) assert.equal(text, WORDS.en[key], key);
+      await page.fill('#new-txn input[name=name]', 'bilingual');
+      await page.click('#new-txn button[type=submit]');
+      const card = page.locator('.txn[data-name=bilingual]');
+      await card.locator('button[type=submit]', { hasText: WORDS.en['txn.acquire'] }).waitFor();
+
+      await page.selectOption('#lang', 'es');
+      assert.equal(await page.getAttribute('html', 'lang'), 'es');
+      assert.equal(await page.title(), WORDS.es['page.title']);
+      for (const [key, text] of await fixedTexts()) assert.equal(text, WORDS.es[key], key);
+      assert.equal(await page.getAttribute('#new-txn input[name=name]', 'placeholder'), WORDS.es['form.name']);
+      await card.locator('button[type=submit]', { hasText: WORDS.es['txn.acquire'] }).waitFor();
+      assert.equal(await card.locator('[data-testid=state]').textContent(), WORDS.es['state.ACTIVE']);
+      await page.locator('#cluster .member.leader', { hasText: WORDS.es['cluster.leader'].trim() }).waitFor();
+      assert.equal(await page.textContent('#scenario-note'), WORDS.es['note.deadlock2']);
+
+      // Remembered over a reload, even though the browser still asks for English.
+      await page.reload();
+      await page.locator('#cluster .member.leader').waitFor();
+      assert.equal(await page.inputValue('#lang'), 'es');
+      assert.equal(await page.textContent('#clients-panel h2'), WORDS.es['panel.clients']);
+      await page.screenshot({ path: `${ARTIFACTS}switched-to-es.png`, fullPage: true });
+      await page.close();
+    } finally {
+      await browser.close();
+      await dls.stop();
+    }
+  });
+});
+
 describe('playground page on a three-node cluster', () => {
   test('shows members and leader, and keeps working through a leader change', async () => {
     const cluster = await startCluster(3);
@@ -145,7 +197,8 @@ describe('playground page on a three-node cluster', () => {
       const leader = await cluster.leader();
       // The page is served by a follower that survives the leader's death.
       const node = cluster.nodes.find((x) => x.id !== leader);
-      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      // In Spanish: what this test reads is data, not words.
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, locale: 'es-ES' });
       await page.goto(`${node.base}/playground`);
       await page.locator(`#cluster[data-leader="${leader}"]`).waitFor();
       assert.equal(await page.locator('#cluster .member').count(), 3);

@@ -6,6 +6,7 @@
 import { pollCluster } from './cluster.js';
 import { $ } from './dom.js';
 import { followEvents } from './events.js';
+import { lang, onLanguage, setLanguage, t, translatePage } from './i18n.js';
 import { render, tickLeaseBars } from './render.js';
 import { scenarios } from './scenarios.js';
 import { onChange, txns } from './state.js';
@@ -17,8 +18,20 @@ const POLL_MS = 500;
 
 onChange(render);
 
+translatePage();
+$('#lang').value = lang();
+$('#lang').addEventListener('change', (ev) => setLanguage(ev.target.value));
+// Everything drawn with words is drawn again in the new language (the timeline keeps the
+// lines already written).
+onLanguage(() => {
+  showNote();
+  render();
+  renderStore();
+  pollCluster();
+});
+
 function showNote() {
-  $('#scenario-note').textContent = scenarios[$('#scenario').value].note;
+  $('#scenario-note').textContent = t(`note.${$('#scenario').value}`);
 }
 $('#scenario').addEventListener('change', showNote);
 showNote();
@@ -29,11 +42,11 @@ $('#run-scenario').addEventListener('click', async () => {
   btn.disabled = true;
   // A fresh namespace per run, so earlier runs (or other people) never interfere.
   const ns = `pg-${name}-${Date.now().toString(36)}`;
-  log(`scenario "${$('#scenario').selectedOptions[0].textContent}" in namespace ${ns}`);
+  log(t('log.scenario', { name: $('#scenario').selectedOptions[0].textContent, ns }));
   try {
     await scenarios[name].run(ns);
   } catch (e) {
-    log(`scenario failed: ${e.message}`, 'bad');
+    log(t('log.scenarioFailed', { msg: e.message }), 'bad');
   } finally {
     btn.disabled = false;
   }
@@ -51,7 +64,7 @@ $('#new-txn').addEventListener('submit', async (ev) => {
     await begin(name, Number(f.get('priority')) || 0, Number(f.get('lease')) || 10000);
     ev.target.elements.name.value = '';
   } catch (e) {
-    log(`begin failed: ${e.kind || e.code}: ${e.message}`, 'bad');
+    log(t('log.beginFailed', { kind: e.kind || e.code, msg: e.message }), 'bad');
   }
 });
 

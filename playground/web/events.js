@@ -3,6 +3,7 @@
 
 import { authHeaders } from './api.js';
 import { sleep } from './dom.js';
+import { t } from './i18n.js';
 import { changed, nameOf, names, txns, view } from './state.js';
 import { log } from './timeline.js';
 import { ended, pollLocks } from './transactions.js';
@@ -14,20 +15,21 @@ function onEvent(e) {
     const cycle = d.cycle.map((m) => m.transaction_id);
     d.cycle.forEach((m) => names.set(m.transaction_id, m.transaction_name));
     view.lastDeadlock = { cycle, victim: d.victim_transaction_id, policy: d.policy, members: d.cycle, seq: e.sequence };
-    const path = [...d.cycle.map((m) => `${nameOf(m.transaction_id)} (waits for ${m.namespace}/${m.key})`), nameOf(cycle[0])].join(' → ');
-    log(`DEADLOCK detected: ${path}. Victim: ${nameOf(d.victim_transaction_id)} #${d.victim_transaction_id} (${d.policy}). Event #${e.sequence}`, 'server bad');
+    const path = [...d.cycle.map((m) => t('log.waitsFor', { name: nameOf(m.transaction_id), key: `${m.namespace}/${m.key}` })), nameOf(cycle[0])].join(' → ');
+    log(t('log.deadlock', { path, victim: nameOf(d.victim_transaction_id), id: d.victim_transaction_id, policy: d.policy, seq: e.sequence }), 'server bad');
     const v = txns.get(d.victim_transaction_id);
-    if (v) { v.victim = true; ended(v, 'ABORTED', 'deadlock victim'); }
+    if (v) { v.victim = true; ended(v, 'ABORTED', t('reason.victim')); }
   } else if (e.kind === 'TRANSACTION_EXPIRED') {
-    log(`${d.transaction_name || '#' + d.transaction_id} EXPIRED: lease lapsed, ${d.released_locks.length} lock(s) freed. Event #${e.sequence}`, 'server bad');
-    const t = txns.get(d.transaction_id);
-    if (t) ended(t, 'EXPIRED', 'lease expired');
+    const name = d.transaction_name || `#${d.transaction_id}`;
+    log(t('log.expired', { name, n: d.released_locks.length, seq: e.sequence }), 'server bad', { event: 'expired', txn: name });
+    const mine = txns.get(d.transaction_id);
+    if (mine) ended(mine, 'EXPIRED', t('reason.expired'));
   } else if (e.kind === 'TRANSACTION_ABORTED') {
-    log(`${d.transaction_name || '#' + d.transaction_id} aborted by ${d.operator || 'an operator'}: ${d.reason}. Event #${e.sequence}`, 'server');
-    const t = txns.get(d.transaction_id);
-    if (t) ended(t, 'ABORTED', d.reason);
+    log(t('log.aborted', { name: d.transaction_name || `#${d.transaction_id}`, operator: d.operator, reason: d.reason, seq: e.sequence }), 'server');
+    const mine = txns.get(d.transaction_id);
+    if (mine) ended(mine, 'ABORTED', d.reason);
   } else if (e.kind === 'LOCK_REVOKED') {
-    log(`lock ${d.namespace}/${d.key} (token ${d.fencing_token}) of #${d.transaction_id} revoked (${d.end_cause}). Event #${e.sequence}`, 'server');
+    log(t('log.revoked', { key: `${d.namespace}/${d.key}`, token: d.fencing_token, id: d.transaction_id, cause: d.end_cause, seq: e.sequence }), 'server');
   }
   // An event changes the table (a victim's locks freed): show it now, not at the next poll.
   pollLocks();
@@ -45,7 +47,7 @@ function handleFrame(frame) {
   }
   if (!data) return;
   const obj = JSON.parse(data);
-  if (type === 'dls-error') log(`event stream ended: ${obj.error.message}`, 'bad');
+  if (type === 'dls-error') log(t('log.streamEnded', { msg: obj.error.message }), 'bad');
   else onEvent(obj);
 }
 
@@ -73,7 +75,7 @@ export async function followEvents() {
         }
       }
     } catch (err) {
-      log(`event stream: ${err.message}; reconnecting`, 'bad');
+      log(t('log.streamRetry', { msg: err.message }), 'bad');
     }
     await sleep(1000);
   }

@@ -1,6 +1,7 @@
 // The wait-for graph panel (SVG).
 
 import { $ } from './dom.js';
+import { t } from './i18n.js';
 import { nameOf, view } from './state.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -44,7 +45,7 @@ export function renderGraph() {
   });
   const list = [...nodes];
   if (!list.length) {
-    svg.append(s('text', { x: 200, y: 150, 'text-anchor': 'middle', fill: '#6b7280', 'font-size': 13 }, 'nobody is waiting'));
+    svg.append(s('text', { x: 200, y: 150, 'text-anchor': 'middle', fill: '#6b7280', 'font-size': 13 }, t('graph.nobody')));
     return;
   }
   const pos = new Map();
@@ -75,7 +76,7 @@ export function renderGraph() {
     const g = s('g', { class: `node ${cycle.includes(id) ? 'cycle' : ''} ${victim ? 'victim' : ''}`, 'data-txn-id': id });
     g.append(s('circle', { cx: p.x, cy: p.y, r: R }));
     g.append(s('text', { x: p.x, y: p.y - 5 }, nameOf(id).slice(0, 10)));
-    g.append(s('text', { x: p.x, y: p.y + 9, fill: victim ? '#c53030' : '#6b7280' }, victim ? '✖ victim' : `#${id}`));
+    g.append(s('text', { x: p.x, y: p.y + 9, fill: victim ? '#c53030' : '#6b7280' }, victim ? t('graph.victim') : `#${id}`));
     svg.append(g);
   }
 }
@@ -85,9 +86,15 @@ export function renderDeadlock() {
   const { lastDeadlock } = view;
   const el = $('#deadlock');
   if (!lastDeadlock) return;
+  delete el.dataset.i18n;
   el.className = 'found';
   el.dataset.victimId = lastDeadlock.victim;
   el.dataset.sequence = lastDeadlock.seq;
-  el.textContent = `Deadlock (event #${lastDeadlock.seq}): ${lastDeadlock.cycle.map(nameOf).join(' → ')} → ${nameOf(lastDeadlock.cycle[0])}. `
-    + `Victim: ${nameOf(lastDeadlock.victim)} (#${lastDeadlock.victim}), policy ${lastDeadlock.policy}. The others proceed.`;
+  el.textContent = t('deadlock.line', {
+    seq: lastDeadlock.seq,
+    path: [...lastDeadlock.cycle, lastDeadlock.cycle[0]].map(nameOf).join(' → '),
+    victim: nameOf(lastDeadlock.victim),
+    id: lastDeadlock.victim,
+    policy: lastDeadlock.policy,
+  });
 }

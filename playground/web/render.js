@@ -3,6 +3,7 @@
 
 import { $, h } from './dom.js';
 import { renderDeadlock, renderGraph } from './graph.js';
+import { lang, t as tr } from './i18n.js';
 import { nameOf, txns, view } from './state.js';
 import { writeStore } from './store.js';
 import { log } from './timeline.js';
@@ -15,8 +16,8 @@ function renderTxns() {
   const { lockTable } = view;
   const box = $('#txns');
   // Rebuild the cards only when something shown changed, so a half-typed key survives polls.
-  const sig = JSON.stringify([...txns.values()].map((t) => [t.id, t.state, t.victim, t.heartbeat, t.pending, t.reason,
-    lockTable.flatMap((k) => k.holders.filter((hd) => hd.transaction_id === t.id).map((hd) => [k.namespace, k.key, hd.mode, hd.fencing_token]))]));
+  const sig = JSON.stringify([lang(), ...[...txns.values()].map((t) => [t.id, t.state, t.victim, t.heartbeat, t.pending, t.reason,
+    lockTable.flatMap((k) => k.holders.filter((hd) => hd.transaction_id === t.id).map((hd) => [k.namespace, k.key, hd.mode, hd.fencing_token]))])]);
   if (sig === txnsSig) return;
   txnsSig = sig;
   box.replaceChildren();
@@ -27,44 +28,43 @@ function renderTxns() {
       dataset: { txnId: t.id, state: t.state, name: t.name, testid: `txn-${t.name}` } },
       h('header', {},
         h('span', { class: 'name' }, t.name),
-        h('span', { class: 'muted' }, `#${t.id} · priority ${t.priority}`),
-        h('span', { class: `badge ${t.state}`, 'data-testid': 'state' }, t.state),
-        t.victim ? h('span', { class: 'badge victim', 'data-testid': 'victim' }, 'DEADLOCK VICTIM') : null));
+        h('span', { class: 'muted' }, tr('txn.header', { id: t.id, priority: t.priority })),
+        h('span', { class: `badge ${t.state}`, 'data-testid': 'state' }, tr(`state.${t.state}`)),
+        t.victim ? h('span', { class: 'badge victim', 'data-testid': 'victim' }, tr('txn.victim')) : null));
     if (t.state === 'ACTIVE') {
       const left = Math.max(0, t.leaseUntil - Date.now());
       const bar = h('div', { class: `lease ${left < t.leaseMs / 3 ? 'low' : ''}` }, h('div', { style: `width:${(100 * left) / t.leaseMs}%` }));
       card.append(bar, h('div', { class: 'row' },
-        h('span', { class: 'muted lease-left' }, `lease ${(left / 1000).toFixed(1)} s left`),
+        h('span', { class: 'muted lease-left' }, leaseLeft(left)),
         h('label', {}, (() => {
           const cb = h('input', { type: 'checkbox', 'data-testid': 'heartbeat', onchange: (ev) => {
             t.heartbeat = ev.target.checked;
-            log(`${t.name}: heartbeats ${t.heartbeat ? 'ON' : 'OFF (the lease will lapse)'}`);
+            log(tr('log.heartbeats', { name: t.name, on: t.heartbeat }));
             startHeartbeat(t);
           } });
           cb.checked = t.heartbeat;
           return cb;
-        })(), ' heartbeats')));
+        })(), tr('txn.heartbeats'))));
     } else if (t.reason) {
       card.append(h('div', { class: 'muted' }, t.reason));
     }
     const heldRow = h('div', { class: 'held' });
     for (const { k, hd } of held) {
       heldRow.append(h('span', { class: `chip ${hd.mode}` }, `${hd.mode === 'EXCLUSIVE' ? 'X' : 'S'} ${k.namespace}/${k.key} `,
-        h('span', { class: 'token' }, `token ${hd.fencing_token}`),
-        t.state === 'ACTIVE' ? h('button', { type: 'button', class: 'quiet', onclick: () => release(t, k.namespace, k.key) }, 'release') : null));
+        h('span', { class: 'token' }, tr('txn.token', { token: hd.fencing_token })),
+        t.state === 'ACTIVE' ? h('button', { type: 'button', class: 'quiet', onclick: () => release(t, k.namespace, k.key) }, tr('txn.release')) : null));
     }
     if (held.length) card.append(heldRow);
-    if (t.pending) card.append(h('div', { class: 'waiting muted' }, `waiting for ${t.pending.mode} ${t.pending.namespace}/${t.pending.key}…`));
+    if (t.pending) card.append(h('div', { class: 'waiting muted' }, tr('txn.waiting', { mode: t.pending.mode, key: `${t.pending.namespace}/${t.pending.key}` })));
     if (t.state === 'ACTIVE') {
       const form = h('form', { class: 'row acq' },
-        h('input', { name: 'namespace', value: NS_DEFAULT, 'aria-label': 'namespace', size: 10 }),
-        h('input', { name: 'key', placeholder: 'key', required: '', 'aria-label': 'key' }),
-        h('select', { name: 'mode', 'aria-label': 'mode' }, h('option', { value: 'EXCLUSIVE' }, 'EXCLUSIVE'), h('option', { value: 'SHARED_READ' }, 'SHARED_READ')),
-        h('button', { type: 'submit' }, 'Acquire'),
-        h('button', { type: 'button', class: 'quiet', onclick: () => end(t, true) }, 'Commit'),
-        h('button', { type: 'button', class: 'danger', onclick: () => end(t, false) }, 'Abort'),
-        h('button', { type: 'button', class: 'quiet', title: 'write to the fenced store with the newest token this client holds',
-          onclick: () => writeStore(t) }, 'Write to store'));
+        h('input', { name: 'namespace', value: NS_DEFAULT, 'aria-label': tr('txn.namespace'), size: 10 }),
+        h('input', { name: 'key', placeholder: tr('txn.key'), required: '', 'aria-label': tr('txn.key') }),
+        h('select', { name: 'mode', 'aria-label': tr('txn.mode') }, h('option', { value: 'EXCLUSIVE' }, 'EXCLUSIVE'), h('option', { value: 'SHARED_READ' }, 'SHARED_READ')),
+        h('button', { type: 'submit' }, tr('txn.acquire')),
+        h('button', { type: 'button', class: 'quiet', onclick: () => end(t, true) }, tr('txn.commit')),
+        h('button', { type: 'button', class: 'danger', onclick: () => end(t, false) }, tr('txn.abort')),
+        h('button', { type: 'button', class: 'quiet', title: tr('txn.writeHint'), onclick: () => writeStore(t) }, tr('txn.write')));
       form.addEventListener('submit', (ev) => {
         ev.preventDefault();
         const f = new FormData(form);
@@ -80,7 +80,7 @@ function renderLocks() {
   const box = $('#locks');
   box.replaceChildren();
   const keys = view.lockTable.filter((k) => k.holders.length || k.waiters.length);
-  if (!keys.length) { box.append(h('p', { class: 'muted' }, 'no locks held')); return; }
+  if (!keys.length) { box.append(h('p', { class: 'muted' }, tr('locks.none'))); return; }
   for (const k of keys) {
     const q = h('div', { class: 'queue' });
     for (const hd of k.holders) {
@@ -89,11 +89,13 @@ function renderLocks() {
     }
     for (const w of k.waiters) {
       q.append(h('span', { class: 'arrow' }, '←'),
-        h('span', { class: 'waiter', dataset: { txnId: w.transaction_id } }, `${w.position}. ${nameOf(w.transaction_id)} ${w.mode === 'EXCLUSIVE' ? 'X' : 'S'}${w.upgrade ? ' (upgrade)' : ''}`));
+        h('span', { class: 'waiter', dataset: { txnId: w.transaction_id } }, `${w.position}. ${nameOf(w.transaction_id)} ${w.mode === 'EXCLUSIVE' ? 'X' : 'S'}${w.upgrade ? tr('locks.upgrade') : ''}`));
     }
     box.append(h('div', { class: 'key', dataset: { key: `${k.namespace}/${k.key}` } }, h('div', { class: 'title' }, `${k.namespace}/${k.key}`), q));
   }
 }
+
+const leaseLeft = (ms) => tr('txn.leaseLeft', { s: (ms / 1000).toFixed(1) });
 
 export function render() {
   renderTxns();
@@ -111,6 +113,6 @@ export function tickLeaseBars() {
     const bar = card.querySelector('.lease');
     if (bar) { bar.firstChild.style.width = `${(100 * left) / t.leaseMs}%`; bar.classList.toggle('low', left < t.leaseMs / 3); }
     const txt = card.querySelector('.lease-left');
-    if (txt) txt.textContent = `lease ${(left / 1000).toFixed(1)} s left`;
+    if (txt) txt.textContent = leaseLeft(left);
   }
 }

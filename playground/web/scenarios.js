@@ -1,6 +1,8 @@
-// The guided scenarios: each drives simulated clients through the real server.
+// The guided scenarios: each drives simulated clients through the real server. Their notes
+// are in i18n.js (`note.<name>`).
 
 import { sleep } from './dom.js';
+import { t } from './i18n.js';
 import { changed } from './state.js';
 import { writeStore } from './store.js';
 import { log } from './timeline.js';
@@ -8,7 +10,6 @@ import { acquire, begin, end, startHeartbeat } from './transactions.js';
 
 export const scenarios = {
   deadlock2: {
-    note: 'alice (priority 5) holds a, bob (priority 1) holds b; each then asks for the other\'s key. The server finds the cycle and aborts the lowest priority; alice proceeds and commits.',
     async run(ns) {
       const a = await begin('alice', 5, 15000);
       const b = await begin('bob', 1, 15000);
@@ -22,7 +23,6 @@ export const scenarios = {
     },
   },
   deadlock3: {
-    note: 'alice → bob → carol → alice, over keys a, b, c. carol has the lowest priority and is the victim; the other two finish one after the other.',
     async run(ns) {
       const ts = [await begin('alice', 3, 15000), await begin('bob', 2, 15000), await begin('carol', 1, 15000)];
       const keys = ['a', 'b', 'c'];
@@ -35,7 +35,6 @@ export const scenarios = {
     },
   },
   fairness: {
-    note: 'reader-1 reads; writer queues; reader-2 arrives and queues BEHIND the writer (FIFO: readers cannot starve a writer) although it could share with reader-1. reader-1 commits, the writer goes, then reader-2.',
     async run(ns) {
       const r1 = await begin('reader-1', 0, 15000);
       const w = await begin('writer', 0, 15000);
@@ -52,7 +51,6 @@ export const scenarios = {
     },
   },
   gcpause: {
-    note: 'worker-1 takes the lock and writes with its token. Then it "pauses" (heartbeats off) until its lease lapses; worker-2 gets the lock with a higher token and writes. worker-1 wakes and writes with its old token: the fenced store rejects it.',
     async run(ns) {
       const w1 = await begin('worker-1', 0, 2000);
       const r1 = await acquire(w1, ns, 'ledger', 'EXCLUSIVE');
@@ -62,14 +60,14 @@ export const scenarios = {
       await sleep(500);
       w1.heartbeat = false;
       startHeartbeat(w1);
-      log('worker-1 stalls (GC pause): heartbeats OFF');
+      log(t('log.stall'));
       changed();
       for (let i = 0; i < 100 && w1.state === 'ACTIVE'; i++) await sleep(100);
       const w2 = await begin('worker-2', 0, 15000);
       const r2 = await acquire(w2, ns, 'ledger', 'EXCLUSIVE');
       if (r2 && r2.status === 'granted') writeStore(w2, r2.fencing_token);
       await sleep(1000);
-      log('worker-1 wakes up and, still believing it holds the lock, writes with its old token');
+      log(t('log.wake'));
       writeStore(w1, stale);
     },
   },

@@ -2,6 +2,7 @@
 // fencing token higher than every token it accepted before, as real storage should.
 
 import { $, h } from './dom.js';
+import { t as tr } from './i18n.js';
 import { store } from './state.js';
 import { log } from './timeline.js';
 
@@ -9,21 +10,21 @@ import { log } from './timeline.js';
 export function writeStore(t, token) {
   if (token === undefined) {
     const all = [...t.tokens.values()].map((x) => BigInt(x));
-    if (!all.length) { log(`${t.name} holds no token to write with`, 'bad'); return false; }
+    if (!all.length) { log(tr('log.noToken', { name: t.name }), 'bad'); return false; }
     token = all.reduce((a, b) => (a > b ? a : b)).toString();
   }
   const ok = BigInt(token) > store.lastToken;
   if (ok) store.lastToken = BigInt(token);
   store.writes.unshift({ who: t.name, token, ok });
-  log(`fenced store: write by ${t.name} with token ${token} ${ok ? 'ACCEPTED' : `REJECTED (stale: the store has seen token ${store.lastToken})`}`, ok ? 'local' : 'bad');
+  log(tr('log.storeWrite', { name: t.name, token, ok, last: store.lastToken }), ok ? 'local' : 'bad');
   renderStore();
   return ok;
 }
 
 export function renderStore() {
   const box = $('#store');
-  box.replaceChildren(h('div', {}, 'highest token accepted: ', h('span', { class: 'token', 'data-testid': 'store-token' }, store.lastToken.toString())));
+  box.replaceChildren(h('div', {}, tr('store.highest'), h('span', { class: 'token', 'data-testid': 'store-token' }, store.lastToken.toString())));
   for (const w of store.writes.slice(0, 8)) {
-    box.append(h('div', { class: `write ${w.ok ? 'ok' : 'rejected'}` }, `${w.who} wrote with token ${w.token}: ${w.ok ? 'accepted' : 'REJECTED (stale token)'}`));
+    box.append(h('div', { class: `write ${w.ok ? 'ok' : 'rejected'}` }, tr('store.row', w)));
   }
 }

@@ -2,9 +2,12 @@
 
 import { $ } from './dom.js';
 
-export function log(text, cls = 'local') {
+/** Adds a line; `data` becomes data-* attributes, so tests can read what happened
+ *  (`event`, `txn`, `token`) whatever the page's language. */
+export function log(text, cls = 'local', data = {}) {
   const li = document.createElement('li');
   li.className = cls;
+  Object.assign(li.dataset, data);
   const t = document.createElement('span');
   t.className = 't';
   t.textContent = new Date().toLocaleTimeString();

@@ -3,6 +3,7 @@
 
 import { api } from './api.js';
 import { $ } from './dom.js';
+import { t as tr } from './i18n.js';
 import { changed, nameOf, names, txns, view } from './state.js';
 import { log } from './timeline.js';
 
@@ -17,7 +18,7 @@ export async function begin(name, priority, leaseMs) {
   };
   txns.set(t.id, t);
   names.set(t.id, name);
-  log(`${name} began transaction #${t.id} (priority ${priority}, lease ${t.leaseMs} ms)`);
+  log(tr('log.began', { name, id: t.id, priority, lease: t.leaseMs }));
   startHeartbeat(t);
   changed();
   return t;
@@ -76,12 +77,12 @@ export async function acquire(t, namespace, key, mode, timeoutMs = ACQUIRE_WAIT_
       granted(t, namespace, key, mode, r.fencing_token);
     } else {
       const by = r.blocking_transaction_ids.map(nameOf).join(', ');
-      log(`${t.name} queued for ${mode} ${namespace}/${key} at position ${r.position}${by ? `, behind ${by}` : ''}`);
+      log(tr('log.queued', { name: t.name, mode, key: `${namespace}/${key}`, position: r.position, by }));
     }
     return r;
   } catch (e) {
     t.pending = null;
-    log(`${t.name}: acquire ${namespace}/${key} failed: ${e.kind || e.code}: ${e.message}`, 'bad');
+    log(tr('log.acquireFailed', { name: t.name, key: `${namespace}/${key}`, kind: e.kind || e.code, msg: e.message }), 'bad');
     if (e.kind === 'DEADLOCK_VICTIM') ended(t, 'ABORTED', e.message);
     changed();
     return null;
@@ -91,7 +92,7 @@ export async function acquire(t, namespace, key, mode, timeoutMs = ACQUIRE_WAIT_
 function granted(t, namespace, key, mode, token) {
   t.pending = null;
   t.tokens.set(`${namespace}/${key}`, token);
-  log(`${t.name} GRANTED ${mode} ${namespace}/${key} — fencing token ${token}`, 'server');
+  log(tr('log.granted', { name: t.name, mode, key: `${namespace}/${key}`, token }), 'server', { event: 'granted', txn: t.name, token });
   if (t.commitWhenGranted) {
     t.commitWhenGranted = false;
     setTimeout(() => end(t, true), 1500);
@@ -105,10 +106,10 @@ export async function release(t, namespace, key) {
     renewed(t);
     t.tokens.delete(`${namespace}/${key}`);
     if (t.pending && t.pending.namespace === namespace && t.pending.key === key) t.pending = null;
-    log(`${t.name} released ${namespace}/${key}${r.released ? '' : ' (was not held)'}`);
+    log(tr('log.released', { name: t.name, key: `${namespace}/${key}`, held: r.released }));
     pollLocks();
   } catch (e) {
-    log(`${t.name}: release failed: ${e.message}`, 'bad');
+    log(tr('log.releaseFailed', { name: t.name, msg: e.message }), 'bad');
   }
   changed();
 }
@@ -117,11 +118,11 @@ export async function end(t, commit) {
   if (t.state !== 'ACTIVE') return;
   try {
     const r = await api('POST', `/api/v1/transactions/${t.id}/end`, { commit });
-    log(`${t.name} ${r.state.toLowerCase()} (released ${r.released_locks} lock${r.released_locks === 1 ? '' : 's'})`);
-    ended(t, r.state, commit ? 'committed' : 'aborted by its client');
+    log(tr('log.ended', { name: t.name, state: r.state, n: r.released_locks }));
+    ended(t, r.state, tr(commit ? 'reason.committed' : 'reason.abortedByClient'));
     pollLocks();
   } catch (e) {
-    log(`${t.name}: end failed: ${e.message}`, 'bad');
+    log(tr('log.endFailed', { name: t.name, msg: e.message }), 'bad');
     if (e.kind === 'TRANSACTION_LOST') ended(t, stateOf(e.endCause), e.message);
   }
 }
@@ -143,6 +144,6 @@ export async function pollLocks() {
     }
     changed();
   } catch (e) {
-    $('#locks').textContent = `cannot list locks: ${e.message}`;
+    $('#locks').textContent = tr('locks.unreadable', { msg: e.message });
   }
 }

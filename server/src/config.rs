@@ -15,6 +15,16 @@ use crate::security::SecurityArgs;
 
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
+    /// TOML file with the same settings as these flags, one key per long flag as written
+    /// here (`data-dir = "/var/lib/dls"`, `max-locks-per-txn = 100`, `insecure = true`,
+    /// repeatable flags as arrays). Flags and DLS_* variables override it; an unknown key
+    /// is an error.
+    #[arg(long, env = "DLS_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print the effective configuration as TOML (each value with its source: flag, env,
+    /// config file or default; secrets redacted), check it, and exit.
+    #[arg(long)]
+    pub print_config: bool,
     /// This node's id in the cluster (a key of --peers).
     #[arg(long, env = "DLS_NODE_ID", default_value_t = 1)]
     pub node_id: u64,

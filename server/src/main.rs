@@ -1,30 +1,39 @@
 //! `dls`: the Caerus DLS server and its admin commands.
 
-use clap::Parser;
+use clap::CommandFactory;
 use tracing_subscriber::EnvFilter;
 
 use caerus_server::api::auth::add_key;
 use caerus_server::cli::connect::CliError;
-use caerus_server::cli::{events, lock, locks, members, snapshot, status, txn, Cli, CliCommand, KeysCommand};
+use caerus_server::cli::{
+    events, lock, locks, members, snapshot, status, txn, Cli, CliCommand, KeysCommand, LogFormat,
+};
+use caerus_server::config_file;
 
 #[tokio::main]
 async fn main() {
-    let cli = Cli::parse();
+    let loaded = config_file::load(std::env::args_os().collect()).unwrap_or_else(|e| config_file::exit_on(e));
+    let cli = loaded.cli;
     let filter = EnvFilter::try_new(format!("warn,caerus_server={0},dls={0}", cli.log))
         .or_else(|_| EnvFilter::try_new(&cli.log))
         .unwrap_or_else(|_| EnvFilter::new("info"));
     // Logs go to stderr: stdout carries the commands' output (tables, JSON, keys).
     // Colours only on a terminal: log files and CI output stay plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.with_ansi(ansi).init(),
+        // One JSON object per line, the event's fields (message included) at the top level
+        // where log collectors look for them.
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
 
     let result = match cli.command {
-        CliCommand::Serve(args) => caerus_server::serve::run(args).await.map_err(failure),
+        CliCommand::Serve(args) => match loaded.print_config {
+            // Checked as `serve` would before it opens anything: a config that prints is one that starts.
+            Some(shown) => args.node_config().map(|_| print!("{shown}")).map_err(failure),
+            None => caerus_server::serve::run(args).await.map_err(failure),
+        },
         CliCommand::Keys(KeysCommand::Add { file, name, namespaces, admin }) => {
             add_key(&file, &name, namespaces, admin)
                 .map(|key| {
@@ -48,6 +57,11 @@ async fn main() {
         CliCommand::Snapshot(command) => snapshot::run(command).await,
         // Ends with the command's exit status (or the lock's own codes, see `dls lock --help`).
         CliCommand::Lock(args) => lock::run(args).await.map(|code| std::process::exit(code)),
+        CliCommand::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "dls", &mut std::io::stdout());
+            Ok(())
+        }
+        CliCommand::Man { dir } => man(dir).map_err(failure),
     };
     if let Err(e) = result {
         if !e.message.is_empty() {
@@ -55,6 +69,19 @@ async fn main() {
         }
         std::process::exit(e.exit_code);
     }
+}
+
+fn man(dir: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    match dir {
+        None => clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?,
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+            clap_mangen::generate_to(Cli::command(), &dir)
+                .map_err(|e| anyhow::anyhow!("cannot write man pages into {}: {e}", dir.display()))?;
+            eprintln!("wrote dls.1 and a page per command into {}", dir.display());
+        }
+    }
+    Ok(())
 }
 
 fn failure(e: anyhow::Error) -> CliError {

@@ -9,10 +9,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use crate::exposition::{header, metric, render_histogram, Histogram, HistogramCounts};
 use crate::limits::Limit;
 use crate::locks::{Effect, EndCause, TxnId};
+use crate::raft::log_store::FSYNC_BUCKETS;
 
 /// Upper bounds (seconds) of the wait histogram: lock waits range from a few
 /// milliseconds (a short critical section) to minutes (a batch job holding a key).
@@ -43,39 +45,6 @@ fn cause_label(cause: EndCause) -> &'static str {
 
 fn cause_index(cause: EndCause) -> usize {
     END_CAUSES.iter().position(|c| *c == cause).expect("every cause is listed")
-}
-
-/// A histogram with fixed buckets; counts are per bucket (made cumulative on render).
-pub struct Histogram {
-    bounds: &'static [f64],
-    /// One per bound, plus the +Inf bucket.
-    counts: Vec<AtomicU64>,
-    sum_micros: AtomicU64,
-}
-
-impl Histogram {
-    pub fn new(bounds: &'static [f64]) -> Self {
-        Histogram { bounds, counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(), sum_micros: 0.into() }
-    }
-
-    pub fn observe(&self, d: Duration) {
-        let secs = d.as_secs_f64();
-        let i = self.bounds.iter().position(|b| secs <= *b).unwrap_or(self.bounds.len());
-        self.counts[i].fetch_add(1, Relaxed);
-        self.sum_micros.fetch_add(d.as_micros().min(u64::MAX as u128) as u64, Relaxed);
-    }
-
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        header(out, name, help, "histogram");
-        let mut cumulative = 0;
-        for (i, count) in self.counts.iter().enumerate() {
-            cumulative += count.load(Relaxed);
-            let le = self.bounds.get(i).map_or_else(|| "+Inf".to_string(), |b| b.to_string());
-            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
-        }
-        let _ = writeln!(out, "{name}_sum {}", self.sum_micros.load(Relaxed) as f64 / 1e6);
-        let _ = writeln!(out, "{name}_count {cumulative}");
-    }
 }
 
 /// Per-webhook delivery counters (kept on the node that delivers: the leader).
@@ -150,6 +119,8 @@ pub struct Gauges {
     pub log_append_flushes: u64,
     pub log_entries_appended: u64,
     pub log_flush_micros: u64,
+    /// How long each of those flushes took.
+    pub log_flush_seconds: HistogramCounts,
     /// Commands this node proposed, and the raft entries they became (group commit).
     pub proposed_commands: u64,
     pub proposed_entries: u64,
@@ -226,7 +197,7 @@ impl Metrics {
             "Time from queueing to the grant, for requests that had to wait (measured on this node).",
         );
         render_gauges(&mut out, g);
-        self.render_webhooks(&mut out);
+        self.render_webhooks(&mut out, g.last_event_sequence);
         out
     }
 
@@ -258,7 +229,7 @@ impl Metrics {
         }
     }
 
-    fn render_webhooks(&self, out: &mut String) {
+    fn render_webhooks(&self, out: &mut String, last_event_sequence: u64) {
         let hooks = self.webhooks.lock().expect("metrics lock").clone();
         let families: [WebhookFamily; 6] = [
             ("dls_webhook_deliveries_total", "Events a webhook endpoint acknowledged.", "counter", |s| s.delivered),
@@ -288,6 +259,17 @@ impl Metrics {
             for (hook, stats) in &hooks {
                 let _ = writeln!(out, "{name}{{webhook=\"{}\"}} {}", escape_label(hook), get(stats));
             }
+        }
+        let name = "dls_webhook_backlog";
+        header(
+            out,
+            name,
+            "Events logged after the last one a webhook delivered or skipped (meaningful on the delivering node, the leader).",
+            "gauge",
+        );
+        for (hook, stats) in &hooks {
+            let backlog = last_event_sequence.saturating_sub(stats.last_sequence);
+            let _ = writeln!(out, "{name}{{webhook=\"{}\"}} {backlog}", escape_label(hook));
         }
     }
 }
@@ -340,6 +322,13 @@ fn render_gauges(out: &mut String, g: &Gauges) {
     );
     header(out, "dls_raft_log_flush_seconds_total", "Time spent flushing appended entries.", "counter");
     let _ = writeln!(out, "dls_raft_log_flush_seconds_total {}", g.log_flush_micros as f64 / 1e6);
+    render_histogram(
+        out,
+        "dls_raft_log_fsync_seconds",
+        "Duration of each fsync (fdatasync round) of appended raft entries; every write waits for one.",
+        &FSYNC_BUCKETS,
+        &g.log_flush_seconds,
+    );
     metric(out, "dls_queued_proposals", "Client proposals waiting for a raft write.", "gauge", g.queued_proposals);
     metric(
         out,
@@ -367,15 +356,6 @@ fn render_gauges(out: &mut String, g: &Gauges) {
     }
 }
 
-fn header(out: &mut String, name: &str, help: &str, kind: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
-fn metric(out: &mut String, name: &str, help: &str, kind: &str, value: u64) {
-    header(out, name, help, kind);
-    let _ = writeln!(out, "{name} {value}");
-}
-
 /// Label values may hold any text; the format needs `\`, `"` and newlines escaped.
 fn escape_label(v: &str) -> String {
     v.replace('\\', r"\\").replace('"', "\\\"").replace('\n', r"\n")
@@ -387,23 +367,6 @@ mod tests {
 
     fn value(text: &str, series: &str) -> Option<String> {
         text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ').map(str::to_string))
-    }
-
-    #[test]
-    fn the_histogram_counts_into_cumulative_buckets_with_sum_and_count() {
-        let h = Histogram::new(&[0.01, 0.1, 1.0]);
-        h.observe(Duration::from_millis(5));
-        h.observe(Duration::from_millis(10));
-        h.observe(Duration::from_millis(500));
-        h.observe(Duration::from_secs(3));
-        let mut out = String::new();
-        h.render(&mut out, "x", "help");
-        assert_eq!(
-            out,
-            "# HELP x help\n# TYPE x histogram\n\
-             x_bucket{le=\"0.01\"} 2\nx_bucket{le=\"0.1\"} 2\nx_bucket{le=\"1\"} 3\nx_bucket{le=\"+Inf\"} 4\n\
-             x_sum 3.515\nx_count 4\n"
-        );
     }
 
     #[test]
@@ -444,13 +407,22 @@ mod tests {
             s.delivered += 2;
             s.last_sequence = 7;
         });
-        let g = Gauges { commit_index: 10, applied_index: 7, is_leader: true, leader_id: 2, ..Gauges::default() };
+        let g = Gauges {
+            commit_index: 10,
+            applied_index: 7,
+            is_leader: true,
+            leader_id: 2,
+            last_event_sequence: 12,
+            ..Gauges::default()
+        };
         let text = m.render(&g);
         assert_eq!(value(&text, "dls_apply_lag").as_deref(), Some("3"));
         assert_eq!(value(&text, "dls_is_leader").as_deref(), Some("1"));
         assert_eq!(value(&text, "dls_leader_id").as_deref(), Some("2"));
         assert_eq!(value(&text, "dls_webhook_deliveries_total{webhook=\"ops \\\"eu\\\"\"}").as_deref(), Some("2"));
         assert_eq!(value(&text, "dls_webhook_last_sequence{webhook=\"ops \\\"eu\\\"\"}").as_deref(), Some("7"));
+        assert_eq!(value(&text, "dls_webhook_backlog{webhook=\"ops \\\"eu\\\"\"}").as_deref(), Some("5"));
+        assert_eq!(value(&text, "dls_raft_log_fsync_seconds_count").as_deref(), Some("0"));
         // Every sample belongs to a family announced by HELP and TYPE just before it.
         let mut family = String::new();
         for line in text.lines() {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use caerus_core::{AcquireOptions, ClientConfig, DlsClient, LockMode, TransactionOptions};
 use common::{eventually, free_port, http_get, Cluster};
 
-const NAMES: [&str; 18] = [
+const NAMES: [&str; 20] = [
     "dls_grants_total",
     "dls_waits_total",
     "dls_deadlocks_total",
@@ -28,6 +28,8 @@ const NAMES: [&str; 18] = [
     "dls_commit_index",
     "dls_applied_index",
     "dls_apply_lag",
+    "dls_raft_log_fsync_seconds",
+    "dls_webhook_backlog",
 ];
 
 async fn client(endpoints: Vec<String>) -> DlsClient {

@@ -17,12 +17,19 @@ use clap::{Parser, Subcommand};
 
 use crate::config::ServeArgs;
 
+/// `dls --version`: the crate version and the commit it was built from (build.rs).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("DLS_GIT_COMMIT"), ")");
+
 #[derive(Parser, Debug)]
-#[command(name = "dls", version, about = "Caerus DLS: a raft-replicated distributed lock service with fencing tokens")]
+#[command(name = "dls", version = VERSION, about = "Caerus DLS: a raft-replicated distributed lock service with fencing tokens")]
 pub struct Cli {
     /// Log filter: error, warn, info, debug, trace, or a tracing directive like `caerus_server=debug`.
     #[arg(long, env = "DLS_LOG", default_value = "info", global = true)]
     pub log: String,
+    /// Log line format on stderr: text for people, json (one object per line with
+    /// timestamp, level, message and fields) for log collectors.
+    #[arg(long, env = "DLS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: CliCommand,
 }
@@ -54,6 +61,28 @@ pub enum CliCommand {
     /// Back up the cluster's state to a file, or seed a new cluster's data directories from one.
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// bash: `dls completions bash > /etc/bash_completion.d/dls`; zsh: save it as `_dls` in a
+    /// directory of $fpath; fish: `dls completions fish > ~/.config/fish/completions/dls.fish`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page dls(1), or write it and a page per command into a directory.
+    ///
+    /// Without --dir: dls(1) in roff on stdout (`dls man | man -l -`). With --dir: dls.1 and
+    /// dls-serve.1, dls-lock.1, ... (one per command) into DIR, e.g. /usr/local/share/man/man1.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]

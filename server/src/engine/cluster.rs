@@ -152,6 +152,7 @@ impl Engine {
             log_append_flushes: log_io.append_flushes.load(Relaxed),
             log_entries_appended: log_io.entries_appended.load(Relaxed),
             log_flush_micros: log_io.flush_micros.load(Relaxed),
+            log_flush_seconds: log_io.flush_seconds.counts(),
             proposed_commands: proposer.stats.commands.load(Relaxed),
             proposed_entries: proposer.stats.entries.load(Relaxed),
             queued_proposals: proposer.queued() as u64,

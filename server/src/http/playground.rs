@@ -25,6 +25,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("dom.js", JS, include_str!("../../../playground/web/dom.js")),
     ("events.js", JS, include_str!("../../../playground/web/events.js")),
     ("graph.js", JS, include_str!("../../../playground/web/graph.js")),
+    ("i18n.js", JS, include_str!("../../../playground/web/i18n.js")),
     ("render.js", JS, include_str!("../../../playground/web/render.js")),
     ("scenarios.js", JS, include_str!("../../../playground/web/scenarios.js")),
     ("state.js", JS, include_str!("../../../playground/web/state.js")),

@@ -26,6 +26,7 @@ use openraft::{OptionalSend, RaftLogReader, StorageIOError};
 use super::durable::Durable;
 use super::types::{codec, Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
 use super::wal::Wal;
+use crate::exposition::Histogram;
 
 /// The sled tree of the vote, the commit index and the purge point.
 const META_TREE: &str = "raft_meta";
@@ -33,9 +34,14 @@ const VOTE: &[u8] = b"vote";
 const COMMITTED: &[u8] = b"committed";
 const LAST_PURGED: &[u8] = b"last_purged";
 
+/// Upper bounds (seconds) of the fsync histogram: from a battery-backed cache (tens of
+/// microseconds) to a disk in trouble (seconds, when elections start to fail).
+pub const FSYNC_BUCKETS: [f64; 14] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
+
 /// Counters of the log's disk work, for `/metrics` and the benchmark's entries-per-fsync
 /// figure.
-#[derive(Default, Debug)]
+#[derive(Debug)]
 pub struct LogIoStats {
     /// Syncs (fdatasync rounds) of appended entries.
     pub append_flushes: AtomicU64,
@@ -43,6 +49,19 @@ pub struct LogIoStats {
     pub entries_appended: AtomicU64,
     /// Time spent in those syncs, in microseconds.
     pub flush_micros: AtomicU64,
+    /// Each sync's duration.
+    pub flush_seconds: Histogram,
+}
+
+impl Default for LogIoStats {
+    fn default() -> Self {
+        LogIoStats {
+            append_flushes: 0.into(),
+            entries_appended: 0.into(),
+            flush_micros: 0.into(),
+            flush_seconds: Histogram::new(&FSYNC_BUCKETS),
+        }
+    }
 }
 
 /// Told the outcome of the next sync; `None` when only the [`Durable`] mark waits (the
@@ -105,7 +124,9 @@ fn sync_now(round: &Mutex<()>, wal: &Mutex<Wal>, stats: &LogIoStats, durable: &D
         let started = std::time::Instant::now();
         let result = job.run();
         stats.append_flushes.fetch_add(1, Ordering::Relaxed);
-        stats.flush_micros.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        let took = started.elapsed();
+        stats.flush_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        stats.flush_seconds.observe(took);
         result
     };
     match &result {

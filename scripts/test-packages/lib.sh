@@ -1,0 +1,61 @@
+# Shared by the package tests (python.sh, node.sh): a work directory removed on exit, a
+# real dls node started through the test kit's dls-cluster, and a PATH without Rust.
+# Source it after setting `name` (used in log lines).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+target="${CARGO_TARGET_DIR:-$repo/target}"
+DLS_BIN="${DLS_BIN:-$target/debug/dls}"
+KIT_BIN="${KIT_BIN:-$target/debug/dls-cluster}"
+
+log() { echo "==> $name: $*" >&2; }
+fail() { echo "FAIL $name: $*" >&2; exit 1; }
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/caerus-$name-package.XXXXXX")"
+cluster_pid=""
+cleanup() {
+  if [ -n "$cluster_pid" ] && kill -0 "$cluster_pid" 2>/dev/null; then
+    kill "$cluster_pid" && wait "$cluster_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Starts one node on free ports (data in $work/cluster) and exports DLS_ENDPOINTS, the
+# variable the SDKs read when no endpoints are given. The node is open (no API keys: the
+# kit's dls-cluster cannot probe a node that requires them), so CAERUS_API_KEY, which the
+# examples pass, is any string.
+start_dls() {
+  [ -x "$DLS_BIN" ] || fail "no dls binary at $DLS_BIN (set DLS_BIN, or run make dls-debug)"
+  [ -x "$KIT_BIN" ] || fail "no dls-cluster at $KIT_BIN (cargo build -p caerus-testkit --bin dls-cluster)"
+  export CAERUS_API_KEY=unused-on-an-open-node
+  "$KIT_BIN" --dls "$DLS_BIN" --dir "$work/cluster" >"$work/cluster.env" 2>"$work/cluster.log" &
+  cluster_pid=$!
+  for _ in $(seq 1 150); do
+    grep -q '^DLS_DIR=' "$work/cluster.env" 2>/dev/null && break
+    kill -0 "$cluster_pid" 2>/dev/null || { cat "$work/cluster.log" >&2; fail "dls-cluster exited"; }
+    sleep 0.2
+  done
+  grep -q '^DLS_DIR=' "$work/cluster.env" || fail "no leader after 30 s (log: $work/cluster)"
+  # shellcheck disable=SC1091
+  . "$work/cluster.env"
+  export DLS_ENDPOINTS
+  log "dls on $DLS_ENDPOINTS"
+}
+
+# PATH without any directory holding cargo or rustc (~/.cargo/bin, rustup toolchains), so
+# that an install which tried to compile Rust would fail here instead of passing quietly.
+no_rust_path() {
+  local dir out=()
+  IFS=: read -r -a dirs <<<"$PATH"
+  for dir in "${dirs[@]}"; do
+    [ -z "$dir" ] || [ -x "$dir/cargo" ] || [ -x "$dir/rustc" ] || out+=("$dir")
+  done
+  (IFS=:; echo "${out[*]}")
+}
+
+# Runs a command with the Rust-free PATH and asserts that neither tool is reachable.
+without_rust() {
+  PATH="$(no_rust_path)" bash -c 'if command -v cargo || command -v rustc; then echo "Rust still on PATH" >&2; exit 1; fi; exec "$@"' _ "$@"
+}

@@ -1,0 +1,39 @@
+// The brief's example (dls-worker.ts) as a CommonJS module: the same code, inside an async
+// main() because CommonJS has no top-level await; tsc turns the import into require().
+// procesarFacturacion is the user's business function: here it records the token it got
+// to $BILLING_RECORD. Endpoint and key come from $DLS_ENDPOINTS and $CAERUS_API_KEY.
+import { writeFileSync } from 'node:fs';
+import { Dls } from '@caerus-dev/sdk';
+
+async function procesarFacturacion({ fencingToken }: { fencingToken: bigint }): Promise<void> {
+  writeFileSync(process.env.BILLING_RECORD!, `${typeof fencingToken} ${fencingToken}\n`);
+}
+
+async function main(): Promise<void> {
+  const dls = new Dls.DlsClient({
+    apiKey: process.env.CAERUS_API_KEY!,
+  });
+
+  // withTransaction orquesta la transacción, heartbeat automático y liberación en finally
+  await dls.withTransaction(async (tx) => {
+    // Adquirir lock exclusivo con Fencing Token
+    const lock = await tx.acquireLock(
+      'billing-jobs',
+      'monthly-billing-job',
+      'EXCLUSIVE',
+      { timeoutMs: 10000 }
+    );
+
+    console.log('Lock adquirido. Fencing Token:', lock.fencingToken);
+
+    // Ejecutar tarea crítica pasando el fencing token
+    await procesarFacturacion({
+      fencingToken: lock.fencingToken,
+    });
+  }, { timeoutMs: 15000 });
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
