@@ -95,7 +95,7 @@ bench-smoke: dls-debug ## A few seconds of every benchmark workload against DLS,
 test-kotlin: dls-debug ## Build the uniffi library and run the Kotlin (JUnit 5, Maven) suite
 	$(MAKE) -C bindings/uniffi test-kotlin DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
-test-conformance: dls-debug ## Conformance scenarios (conformance/) through the Rust core, raw Go and raw Python clients against a real node
+test-conformance: dls-debug ## Conformance scenarios (conformance/) through the Rust core and the raw Go, Python, Java and Ruby clients against a real node
 	CARGO="$(CARGO)" DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls conformance/run.sh
 
 test-playground: dls-debug ## Browser tests of the Playground page (playwright-core, Debian's chromium, headless); screenshots in playground/artifacts/
@@ -131,16 +131,10 @@ test-packages-server: test-dist ## Every test of the server's packaging (the dis
 maven-install: ## Release build of the Kotlin SDK's native library, generated Kotlin, `mvn install` of dev.caerus:caerus-dls (jar carries the .so; checked with unzip)
 	$(MAKE) -C bindings/uniffi maven-install
 
-# DLS_BIN=/path/to/dls runs the sample against that server instead of building the debug one.
-JVM_DLS_BIN = $(or $(DLS_BIN),$(abspath $(TARGET_DIR))/debug/dls)
-
-test-maven-sample: maven-install $(if $(DLS_BIN),,dls-debug) ## The Maven sample (samples/kotlin-lock) from the local repository, in a fresh dir, no Rust on PATH, against a real dls
-	@echo "==> building the test kit's dls-cluster (release: shares its dependencies with the SDK's library)"
-	$(CARGO) build -q --release -p caerus-testkit --bin dls-cluster
-	@echo "==> running samples/kotlin-lock against $(JVM_DLS_BIN)"
-	DLS_BIN=$(JVM_DLS_BIN) DLS_CLUSTER=$(abspath $(TARGET_DIR))/release/dls-cluster \
-	  CAERUS_DLS_VERSION=$(DLS_VERSION) \
-	  samples/kotlin-lock/test.sh
+test-maven-sample: maven-install dls-kit ## The Maven sample (samples/kotlin-lock) from the local repository, in a fresh dir, no Rust on PATH, against a real dls
+	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) \
+	  CAERUS_DLS_VERSION=$$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml) \
+	  scripts/test-packages/maven.sh
 
 test-packages-jvm: test-maven-sample ## JVM packaging tests: the installed Maven artifact (jar contents) and the sample using it without Rust
 

@@ -46,7 +46,8 @@ log "building the Rust runner (caerus-conformance), the test kit's dls-cluster a
 "$CARGO" build -q -p caerus-conformance -p caerus-testkit --bins
 (cd "$here/go" && go build -o "$work/conformance-go" .)
 log "building the Java runner and the sdks/java stubs it uses (mvn package in conformance/java)"
-(cd "$here/java" && "${MVN:-mvn}" -q -B package >"$work/mvn.log" 2>&1) || { cat "$work/mvn.log" >&2; exit 1; }
+read -ra mvn <<<"${MVN:-mvn}" # may carry options, e.g. MVN="mvn -o"
+(cd "$here/java" && "${mvn[@]}" -q -B package >"$work/mvn.log" 2>&1) || { cat "$work/mvn.log" >&2; exit 1; }
 java_cp="$here/java/runner/target/classes:$(cat "$here/java/runner/target/classpath")"
 
 endpoint="${CONFORMANCE_ENDPOINT:-}"

@@ -1,7 +1,6 @@
-# Shell side of the test kit, sourced by shell test runners (conformance/run.sh,
-# samples/kotlin-lock/test.sh): starts the kit's dls-cluster (free ports, nodes started and
-# killed the way every Rust harness does) and waits until it prints its assignments, which
-# it does once a leader is elected.
+# Shell side of the test kit, sourced by shell test runners (conformance/run.sh): starts the
+# kit's dls-cluster (free ports, nodes started and killed the way every Rust harness does)
+# and waits until it prints its assignments, which it does once a leader is elected.
 #
 #   . testkit/dls-cluster.sh
 #   dls_cluster_start DLS_CLUSTER_BIN DLS_BIN WORKDIR [dls-cluster flags...]

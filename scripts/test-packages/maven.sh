@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The Kotlin SDK as a Maven user gets it: samples/kotlin-lock, a separate Maven project that
+# depends on dev.caerus:caerus-dls from the local repository (make maven-install), copied into
+# a fresh directory and run twice (`mvn compile exec:java`, then `mvn exec:java`) with no
+# cargo or rustc on PATH and no LD_LIBRARY_PATH, against a real dls node: the native library
+# can only come from the jar. Each run must print its fencing token and commit, the second
+# token above the first. Used by `make test-maven-sample`.
+#
+#   DLS_BIN=/path/to/dls KIT_BIN=/path/to/dls-cluster CAERUS_DLS_VERSION=0.1.0 scripts/test-packages/maven.sh
+#   MVN="mvn -Dmaven.repo.local=/tmp/m2" ...   # Maven with options (the same repository as maven-install)
+name=maven
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+version="${CAERUS_DLS_VERSION:-0.1.0}"
+read -ra mvn <<<"${MVN:-mvn}"
+sample="$repo/samples/kotlin-lock"
+
+start_dls
+mkdir -p "$work/project" && cp -r "$sample/pom.xml" "$sample/src" "$work/project/"
+cd "$work/project"
+
+run_sample() { # maven goals... -> the sample's output, less the colour resets Maven's console leaves
+  without_rust env -u LD_LIBRARY_PATH -u JAVA_TOOL_OPTIONS "${mvn[@]}" -q -B -Dstyle.color=never \
+    -Dcaerus-dls.version="$version" "$@" -Dexec.args="$DLS_ENDPOINTS samples-test kotlin-lock" |
+    sed 's/\x1b\[[0-9;]*m//g'
+}
+token_of() { sed -n 's/^locked .* with fencing token \([0-9][0-9]*\)$/\1/p' <<<"$1"; }
+
+log "samples/kotlin-lock in $work/project: dev.caerus:caerus-dls:$version from the local Maven repository, no Rust on PATH"
+first="$(run_sample compile exec:java)" || fail "the sample failed: $first"
+echo "$first"
+second="$(run_sample exec:java)" || fail "the sample failed on its second run: $second"
+echo "$second"
+for out in "$first" "$second"; do
+  grep -qx 'committed: samples-test/kotlin-lock released' <<<"$out" ||
+    fail "expected 'committed: samples-test/kotlin-lock released' in: $out"
+done
+t1="$(token_of "$first")"
+t2="$(token_of "$second")"
+[ -n "$t1" ] && [ -n "$t2" ] || fail "expected 'locked samples-test/kotlin-lock with fencing token N' in each run"
+[ "$t2" -gt "$t1" ] || fail "the second grant's fencing token ($t2) is not above the first ($t1)"
+log "ok: the sample took samples-test/kotlin-lock twice through the installed jar (fencing tokens $t1 < $t2)"
+echo "maven-sample: 1 passed, 0 failed"
