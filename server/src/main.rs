@@ -31,7 +31,14 @@ async fn main() {
     let result = match cli.command {
         CliCommand::Serve(args) => match loaded.print_config {
             // Checked as `serve` would before it opens anything: a config that prints is one that starts.
-            Some(shown) => args.node_config().map(|_| print!("{shown}")).map_err(failure),
+            Some(shown) => args
+                .node_config()
+                .map(|(listen, _)| {
+                    let peer = listen.peer.map_or_else(|| "none (single node)".to_string(), |p| p.to_string());
+                    print!("{shown}");
+                    println!("# Resolved: client port {}, peer port {peer}, HTTP port {}.", listen.client, listen.http);
+                })
+                .map_err(failure),
             None => caerus_server::serve::run(args).await.map_err(failure),
         },
         CliCommand::Keys(KeysCommand::Add { file, name, namespaces, admin }) => {

@@ -160,6 +160,7 @@ fn the_environment_overrides_the_config_file_and_a_flag_overrides_both() {
         "snapshot-every = 500  # config file",
         "heartbeat-ms = 50  # default",
         "# cluster-secret = (secret, redacted)  # env DLS_CLUSTER_SECRET",
+        "# Resolved: client port 127.0.0.1:3333, peer port none (single node), HTTP port 127.0.0.1:4444.",
     ] {
         assert!(shown.lines().any(|l| l == line), "missing {line:?} in:\n{shown}");
     }
