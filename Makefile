@@ -22,10 +22,10 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean
+.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean release-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages
 
 help: ## List the targets
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
 
 run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-data
 	$(DLS_RELEASE) serve
@@ -33,7 +33,7 @@ run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-da
 deps: ## Install what the tests and lint need beyond Rust (apt-get as root, else prints the command; Go from the Go proxy if too old)
 	@scripts/install-deps.sh
 
-test: deps test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke check-sdks test-go-sample test-conformance test-playground ## Run every test (after `make deps`): Rust, the SDKs, the samples' short demo, a short seeded fault run, generated-client checks, the Playground in headless Chromium
+test: deps test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke check-sdks test-go-sample test-conformance test-playground test-packages ## Run every test (after `make deps`): Rust, the SDKs, the samples' short demo, a short seeded fault run, generated-client checks, the Playground in headless Chromium, the packages installed without Rust
 
 test-rust: ## Rust tests: unit tests and integration tests against real dls processes
 	$(CARGO) test --lib --bins --tests --examples
@@ -113,44 +113,55 @@ test-chaos: dls-debug ## A short, seeded fault-injection run (same checkers as `
 chaos: release ## The full fault-injection suite on 3 and 5 nodes (prints its seed; SEED=N replays)
 	$(MAKE) -C chaos full DLS_BIN=$(abspath $(DLS_RELEASE))
 
-# --- Server distribution and operations (deploy/, docs/operations.md) ---------------------
-DIST_DIR      = $(TARGET_DIR)/dist
+# ---- Packages: what users install, built as they get them and tested without Rust ------
+# `make test-packages` (part of `make test`) installs each package into a fresh directory
+# with no cargo or rustc on PATH and takes a lock from a real node started by the test kit.
 DLS_VERSION   = $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+KIT_BIN       = $(abspath $(TARGET_DIR))/debug/dls-cluster
+DIST_DIR      = $(TARGET_DIR)/dist
 DIST_TARBALL  = $(DIST_DIR)/caerus-dls-$(DLS_VERSION)-linux-$(shell uname -m).tar.gz
 
-dist: release ## Server distribution tarball in <target dir>/dist (CARGO_TARGET_DIR or target/): bin/dls, systemd unit, example config, man pages, completions, dashboards, alerts, docs
+# One release build of the server (dist), the Node addon (npm-pack) and the JVM library
+# (maven-install), linked by zig against glibc 2.17 symbols so each loads on any glibc
+# distribution since CentOS 7; one cargo invocation, so their shared dependencies compile
+# once. The Python extension is the exception: maturin links it with its own zig wrappers,
+# in its own tree (bindings/python/Makefile). cargo-zigbuild and ziglang come from PyPI.
+ZIGBUILD_VERSION = 0.24.1
+ZIGBUILD_VENV    = $(CAERUS_TOOLS_DIR)/cargo-zigbuild-$(ZIGBUILD_VERSION)
+PORTABLE_TARGET  = x86_64-unknown-linux-gnu.2.17
+PORTABLE_DIR     = $(abspath $(TARGET_DIR))/zig
+PORTABLE         = $(PORTABLE_DIR)/x86_64-unknown-linux-gnu/release
+
+$(ZIGBUILD_VENV)/bin/cargo-zigbuild:
+	@echo "==> installing cargo-zigbuild $(ZIGBUILD_VERSION) and ziglang (PyPI) into $(ZIGBUILD_VENV)"
+	python3 -m venv $(ZIGBUILD_VENV)
+	$(ZIGBUILD_VENV)/bin/pip install --quiet --disable-pip-version-check "cargo-zigbuild==$(ZIGBUILD_VERSION)"
+
+release-portable: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Release build for glibc >= 2.17 (zig linker) of what the packages ship: dls, the Node addon, the JVM library
+	@echo "==> release build of dls, caerus-node and caerus-uniffi for $(PORTABLE_TARGET) into $(PORTABLE_DIR)"
+	PATH="$(ZIGBUILD_VENV)/bin:$$PATH" CARGO_ZIGBUILD_PYTHON_PATH=$(ZIGBUILD_VENV)/bin/python \
+	  cargo-zigbuild zigbuild --release --target $(PORTABLE_TARGET) --target-dir $(PORTABLE_DIR) \
+	  -p caerus-server -p caerus-node -p caerus-uniffi --lib --bin dls
+	@for f in dls libcaerus_node.so libcaerus_uniffi.so; do scripts/test-packages/check-glibc.sh $(PORTABLE)/$$f || exit 1; done
+
+dls-kit: dls-debug ## Build the test kit's dls-cluster (starts nodes on free ports for the shell tests)
+	$(CARGO) build -q -p caerus-testkit --bin dls-cluster
+
+dist: release-portable ## Server tarball in <target dir>/dist: bin/dls (glibc >= 2.17), systemd unit, example config, man pages, completions, dashboards, alerts, docs
 	@echo "==> packing $(DIST_TARBALL)"
-	deploy/dist.sh $(DLS_RELEASE) $(DIST_DIR)
-
-test-dist: dist ## Unpack the distribution (no Rust on PATH), run its dls with the example config, take a lock; check metrics vs dashboard/alerts, unit, man, completions, K8s/Docker command lines
-	deploy/test-dist.sh $(DIST_TARBALL)
-
-test-packages-server: test-dist ## Every test of the server's packaging (the distribution tarball and deploy/)
-
-# ---- JVM packages: the Maven artifact dev.caerus:caerus-dls and its sample (issue 20) ----
-maven-install: ## Release build of the Kotlin SDK's native library, generated Kotlin, `mvn install` of dev.caerus:caerus-dls (jar carries the .so; checked with unzip)
-	$(MAKE) -C bindings/uniffi maven-install
-
-test-maven-sample: maven-install dls-kit ## The Maven sample (samples/kotlin-lock) from the local repository, in a fresh dir, no Rust on PATH, against a real dls
-	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) \
-	  CAERUS_DLS_VERSION=$$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml) \
-	  scripts/test-packages/maven.sh
-
-test-packages-jvm: test-maven-sample ## JVM packaging tests: the installed Maven artifact (jar contents) and the sample using it without Rust
-
-# ---- Python and Node packages (issue 20): what `pip install` / `npm install` users get.
-# Release builds linked by zig against glibc 2.17; the tests install them into fresh
-# directories with no cargo/rustc on PATH and take a lock from a real node (dls-cluster).
-KIT_BIN = $(abspath $(TARGET_DIR))/debug/dls-cluster
+	deploy/dist.sh $(PORTABLE)/dls $(DIST_DIR)
 
 wheel: ## Python: abi3 manylinux2014 wheel + sdist into bindings/python/dist (checked: tags, stubs, glibc <= 2.17)
 	$(MAKE) -C bindings/python wheel
 
-npm-pack: ## Node: release tarballs of @caerus-dev/sdk and @caerus-dev/sdk-linux-x64-gnu into bindings/node/dist
-	$(MAKE) -C bindings/node npm-pack
+npm-pack: release-portable ## Node: tarballs of @caerus-dev/sdk and @caerus-dev/sdk-linux-x64-gnu into bindings/node/dist
+	$(MAKE) -C bindings/node npm-pack ADDON_SO=$(PORTABLE)/libcaerus_node.so
 
-dls-kit: dls-debug ## Build the test kit's dls-cluster (starts nodes on free ports for the shell tests)
-	$(CARGO) build -q -p caerus-testkit --bin dls-cluster
+maven-install: release-portable ## JVM: `mvn install` of dev.caerus:caerus-dls (Kotlin bindings, the native library inside the jar; checked with unzip)
+	$(MAKE) -C bindings/uniffi maven-install RELEASE_LIB=$(PORTABLE)/libcaerus_uniffi.so
+
+test-dist: dist ## Unpack the distribution (no Rust on PATH), run its dls with the example config, take a lock; check metrics vs dashboard/alerts, unit, man, completions, K8s/Docker command lines
+	deploy/test-dist.sh $(DIST_TARBALL)
 
 test-wheel: wheel dls-kit ## Install the wheel into a fresh virtualenv (no Rust on PATH) and run the README quick start against a real node
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) scripts/test-packages/python.sh
@@ -158,7 +169,11 @@ test-wheel: wheel dls-kit ## Install the wheel into a fresh virtualenv (no Rust 
 test-npm-pack: npm-pack dls-kit ## npm install the two tarballs into a fresh project (no Rust, no registry) and run the brief's TypeScript example, ESM and CommonJS
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) scripts/test-packages/node.sh
 
-test-packages-py-node: test-wheel test-npm-pack ## Both package tests above
+test-maven-sample: maven-install dls-kit ## The Maven sample (samples/kotlin-lock) from the local repository, in a fresh dir, no Rust on PATH, against a real dls
+	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) CAERUS_DLS_VERSION=$(DLS_VERSION) \
+	  scripts/test-packages/maven.sh
+
+test-packages: test-dist test-wheel test-npm-pack test-maven-sample ## Every package installed and used without Rust: server tarball, Python wheel, npm tarballs, Maven artifact
 
 lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
@@ -183,4 +198,4 @@ fmt: ## Format the code
 
 clean: cluster-stop ## Remove build output, local data and cluster state
 	$(CARGO) clean
-	rm -rf dls-data $(CLUSTER_DIR)
+	rm -rf dls-data $(CLUSTER_DIR) bindings/python/dist bindings/node/dist

@@ -42,6 +42,11 @@ need "ruby with grpc (the Ruby conformance runner)" "ruby -e 'require \"grpc\"'"
 need "grpc_ruby_plugin (make check-sdks)" "command -v grpc_ruby_plugin" protobuf-compiler-grpc
 need "libprotoc headers (builds grpc_csharp_plugin)" "test -e /usr/include/google/protobuf/compiler/plugin.h" libprotoc-dev
 need "g++" "command -v g++" g++
+need "promtool (make test-dist checks the alert rules and dashboard queries)" "command -v promtool" prometheus
+need "groff and man (make test-dist checks the man pages)" "command -v groff && command -v man" groff-base man-db
+need "systemd-analyze (make test-dist verifies the unit)" "command -v systemd-analyze" systemd
+need "zsh and fish (make test-dist checks their completion scripts)" "command -v zsh && command -v fish" zsh fish
+need "binutils (objdump, strip: the packages' glibc check)" "command -v objdump && command -v strip" binutils
 need "curl" "command -v curl" curl
 need "CA certificates (https downloads)" "test -e /etc/ssl/certs/ca-certificates.crt" ca-certificates
 need "unzip" "command -v unzip" unzip
