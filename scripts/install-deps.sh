@@ -47,6 +47,7 @@ need "groff and man (make test-dist checks the man pages)" "command -v groff && 
 need "systemd-analyze (make test-dist verifies the unit)" "command -v systemd-analyze" systemd
 need "zsh and fish (make test-dist checks their completion scripts)" "command -v zsh && command -v fish" zsh fish
 need "binutils (objdump, strip: the packages' glibc check)" "command -v objdump && command -v strip" binutils
+need "kill (procps: the test kit pauses and signals nodes)" "test -x /bin/kill || test -x /usr/bin/kill" procps
 need "curl" "command -v curl" curl
 need "CA certificates (https downloads)" "test -e /etc/ssl/certs/ca-certificates.crt" ca-certificates
 need "unzip" "command -v unzip" unzip
