@@ -12,12 +12,12 @@ KIT_BIN="${KIT_BIN:-$target/debug/dls-cluster}"
 log() { echo "==> $name: $*" >&2; }
 fail() { echo "FAIL $name: $*" >&2; exit 1; }
 
+# shellcheck source=../../testkit/dls-cluster.sh
+. "$repo/testkit/dls-cluster.sh"
+
 work="$(mktemp -d "${TMPDIR:-/tmp}/caerus-$name-package.XXXXXX")"
-cluster_pid=""
 cleanup() {
-  if [ -n "$cluster_pid" ] && kill -0 "$cluster_pid" 2>/dev/null; then
-    kill "$cluster_pid" && wait "$cluster_pid" 2>/dev/null || true
-  fi
+  dls_cluster_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -27,19 +27,8 @@ trap cleanup EXIT
 # kit's dls-cluster cannot probe a node that requires them), so CAERUS_API_KEY, which the
 # examples pass, is any string.
 start_dls() {
-  [ -x "$DLS_BIN" ] || fail "no dls binary at $DLS_BIN (set DLS_BIN, or run make dls-debug)"
-  [ -x "$KIT_BIN" ] || fail "no dls-cluster at $KIT_BIN (cargo build -p caerus-testkit --bin dls-cluster)"
   export CAERUS_API_KEY=unused-on-an-open-node
-  "$KIT_BIN" --dls "$DLS_BIN" --dir "$work/cluster" >"$work/cluster.env" 2>"$work/cluster.log" &
-  cluster_pid=$!
-  for _ in $(seq 1 150); do
-    grep -q '^DLS_DIR=' "$work/cluster.env" 2>/dev/null && break
-    kill -0 "$cluster_pid" 2>/dev/null || { cat "$work/cluster.log" >&2; fail "dls-cluster exited"; }
-    sleep 0.2
-  done
-  grep -q '^DLS_DIR=' "$work/cluster.env" || fail "no leader after 30 s (log: $work/cluster)"
-  # shellcheck disable=SC1091
-  . "$work/cluster.env"
+  dls_cluster_start "$KIT_BIN" "$DLS_BIN" "$work" || fail "no dls node came up"
   export DLS_ENDPOINTS
   log "dls on $DLS_ENDPOINTS"
 }
