@@ -30,6 +30,10 @@ const CONNECTIONS: usize = 16;
 /// Cycles in flight on the client at most; past it the generator, not the server, would be
 /// the bottleneck, and the test says so instead of pretending the rate was offered.
 const MAX_IN_FLIGHT: usize = 8_192;
+/// The rate the flood must really have offered (cycles started, not skipped at the cap), as a
+/// multiple of the sustained rate. Under CI contention a few ticks can find the client cap
+/// full (0.7% once); the test is about overload, which 8x still is.
+const MIN_OFFERED: f64 = 8.0;
 /// The flooding key's active transactions (begins in flight count too) and the leader's
 /// proposal queue: small enough that both engage within the flood.
 const MAX_TXNS: &str = "500";
@@ -349,7 +353,11 @@ async fn a_flood_from_one_key_is_refused_with_statuses_and_spares_the_other_keys
     // The other key's transactions all kept their leases and their locks.
     steady.finish();
     // The overload was offered, and answered by both kinds of refusal, not left to time out.
-    assert_eq!(get(&skipped), 0, "the client could not offer {OVERLOAD}x the sustained rate");
+    assert!(
+        offered >= MIN_OFFERED * sustained,
+        "the client offered only {:.1}x the sustained rate (at least {MIN_OFFERED}x needed)",
+        offered / sustained
+    );
     assert!(get(&t.exhausted) > 0, "the flooding key never reached --max-txns-per-api-key");
     assert!(get(&t.shed) > 0, "the proposal queue never shed");
     assert_eq!(get(&t.other), 0, "unexpected answers (printed above)");
