@@ -3,22 +3,17 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
 use caerus_proto::v1 as pb;
-use caerus_proto::Wire;
 use futures::FutureExt;
 use tracing::debug;
 
 use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::heartbeat_batch::Heartbeats;
-use crate::router::{new_request_id, Router};
-use crate::transaction::{lost_error, stream_acquire, AcquireProgress, Transaction};
-use crate::tx_shared::TxShared;
-use crate::types::{
-    ms_to_wire, AcquireOptions, Lock, LockMode, LostKind, LostReason, TransactionOptions, TransactionStatus,
-};
+use crate::router::Router;
+use crate::transaction::{begin_request, lost_error, Deferred, Transaction};
+use crate::types::{AcquireOptions, Lock, LockMode, LostKind, LostReason, TransactionOptions, TransactionStatus};
 
 /// A connection to a Caerus DLS cluster. Cheap to clone; clones share connections and
 /// the knowledge of who the leader is.
@@ -53,24 +48,28 @@ impl DlsClient {
         &self.router
     }
 
-    /// Starts a transaction and its heartbeat.
+    /// Starts a transaction and its heartbeat (one `BeginTransaction` call).
     pub async fn begin_transaction(&self, opts: TransactionOptions) -> Result<Transaction> {
-        let request = begin_request(opts)?;
-        let routed = self
-            .router
-            .unary("BeginTransaction", request, self.router.default_options(), |mut c, r| async move {
-                c.begin_transaction(r).await
-            })
-            .await?;
-        self.start(&routed.value, routed.sent_at)
+        let tx = self.transaction(opts)?;
+        tx.begin().await?;
+        Ok(tx)
     }
 
-    /// Starts a transaction and takes its first lock in one call: one round trip and one
-    /// replicated write fewer than [`begin_transaction`](Self::begin_transaction) followed
-    /// by [`Transaction::acquire_lock`], with the same outcome. The transaction's
-    /// heartbeat starts as soon as the server names it (while the request may still be
-    /// queued). If the lock is not granted the transaction is aborted and the error
-    /// returned.
+    /// A transaction that begins with its first call: when that is an acquire, the begin
+    /// and the lock go in one request (the one-shot acquire), a round trip and a replicated
+    /// write fewer than [`begin_transaction`](Self::begin_transaction) then
+    /// [`Transaction::acquire_lock`]. Nothing is sent here; a bad option is reported now.
+    pub fn transaction(&self, opts: TransactionOptions) -> Result<Transaction> {
+        Ok(Transaction::deferred(Deferred {
+            router: Arc::clone(&self.router),
+            heartbeats: Arc::clone(&self.heartbeats),
+            begin: begin_request(opts)?,
+        }))
+    }
+
+    /// Starts a transaction and takes its first lock in one call (see
+    /// [`transaction`](Self::transaction)). If the lock is not granted the transaction is
+    /// aborted and the error returned.
     pub async fn begin_with_lock(
         &self,
         opts: TransactionOptions,
@@ -79,57 +78,15 @@ impl DlsClient {
         mode: LockMode,
         acquire: AcquireOptions,
     ) -> Result<(Transaction, Lock)> {
-        let message = pb::AcquireLockRequest {
-            transaction_id: 0,
-            namespace: namespace.to_string(),
-            key: key.to_string(),
-            mode: mode.to_wire(),
-            timeout_ms: ms_to_wire("acquire timeout_ms", acquire.timeout_ms)?,
-            request_id: new_request_id(),
-            begin: Some(begin_request(opts)?),
-        };
-        let sent_at = tokio::time::Instant::now();
-        let mut started: Option<Result<Transaction>> = None;
-        let granted = stream_acquire(&self.router, message, acquire.timeout_ms, |progress| {
-            if let AcquireProgress::Begun(begun) = progress {
-                started = Some(self.start(begun, sent_at));
-            }
-        })
-        .await;
-        match (started, granted) {
-            // The lease may have lapsed while the grant was on its way.
-            (Some(Ok(tx)), Ok(lock)) => tx.ensure_active().map(|()| (tx, lock)),
-            (Some(Ok(tx)), Err(e)) => {
+        let tx = self.transaction(opts)?;
+        match tx.acquire_lock(namespace, key, mode, acquire).await {
+            Ok(lock) => Ok((tx, lock)),
+            Err(e) => {
                 // Nothing is held; end the transaction now rather than at its lease.
                 let _ = tx.abort().await;
                 Err(e)
             }
-            (Some(Err(e)), _) => Err(e),
-            (None, Ok(_)) => {
-                Err(Error::internal("the server granted a one-shot acquire without naming its transaction"))
-            }
-            (None, Err(e)) => Err(e),
         }
-    }
-
-    /// A transaction handle (and its heartbeat) for what the server began.
-    fn start(&self, begun: &pb::BeginTransactionResponse, sent_at: tokio::time::Instant) -> Result<Transaction> {
-        let lease_ms = u64::try_from(begun.lease_timeout_ms).ok().filter(|ms| *ms > 0).ok_or_else(|| {
-            Error::internal(format!(
-                "server granted transaction {} a lease of {} ms",
-                begun.transaction_id, begun.lease_timeout_ms
-            ))
-        })?;
-        debug!(transaction_id = begun.transaction_id, lease_ms, "transaction started");
-        // The lease runs from when the server handled the request, which is after it was
-        // sent: counting from the send time errs on the safe side.
-        Ok(Transaction::start(TxShared::new(
-            begun.transaction_id,
-            Arc::clone(&self.router),
-            Arc::clone(&self.heartbeats),
-            Duration::from_millis(lease_ms),
-            sent_at,
-        )))
     }
 
     /// Runs `body` inside a transaction: commits if it returns `Ok`, aborts if it returns
@@ -145,8 +102,30 @@ impl DlsClient {
         Fut: Future<Output = std::result::Result<T, E>>,
         E: From<Error>,
     {
-        let tx = self.begin_transaction(opts).await?;
-        run_transaction(tx, body).await
+        run_transaction(self.transaction(opts)?, body).await
+    }
+
+    /// Runs `body` holding one lock: begins a transaction with the lock in one request,
+    /// then runs and ends it as [`with_transaction`](Self::with_transaction) does (commit
+    /// on `Ok`, abort on `Err` or panic, `body` cancelled if the lease is lost). `body`
+    /// gets the transaction (for more locks, or its lost signal) and the lock (its
+    /// fencing token).
+    pub async fn with_lock<T, E, F, Fut>(
+        &self,
+        namespace: &str,
+        key: &str,
+        mode: LockMode,
+        acquire: AcquireOptions,
+        opts: TransactionOptions,
+        body: F,
+    ) -> std::result::Result<T, E>
+    where
+        F: FnOnce(Transaction, Lock) -> Fut,
+        Fut: Future<Output = std::result::Result<T, E>>,
+        E: From<Error>,
+    {
+        let (tx, lock) = self.begin_with_lock(opts, namespace, key, mode, acquire).await?;
+        run_transaction(tx, move |tx| body(tx, lock)).await
     }
 
     /// Reads any transaction's status by id.
@@ -160,15 +139,6 @@ impl DlsClient {
             .await?;
         TransactionStatus::try_from(routed.value)
     }
-}
-
-fn begin_request(opts: TransactionOptions) -> Result<pb::BeginTransactionRequest> {
-    Ok(pb::BeginTransactionRequest {
-        timeout_ms: ms_to_wire("transaction timeout_ms", opts.timeout_ms)?,
-        priority: opts.priority,
-        name: opts.name.unwrap_or_default(),
-        request_id: new_request_id(),
-    })
 }
 
 /// The body of [`DlsClient::with_transaction`] once the transaction has begun.
@@ -231,6 +201,7 @@ async fn abort_quietly(tx: &Transaction, after: &str) {
 mod tests {
     use super::*;
     use crate::types::{AcquireOptions, LockMode};
+    use std::time::Duration;
     use tokio::time::Instant;
 
     fn quick(endpoints: Vec<String>) -> ClientConfig {

@@ -1,6 +1,6 @@
 //! Transactions: the handle users hold, its shared state, and the calls made through it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use caerus_proto::v1 as pb;
@@ -9,14 +9,16 @@ use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::Wire;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 use tracing::debug;
 
 use crate::error::{Error, Result};
+use crate::heartbeat_batch::Heartbeats;
 use crate::router::{attempt_timed_out, deadline_after, new_request_id, CallOptions, Router, BACKOFF_CAP};
 use crate::tx_shared::{lock, EndingGuard, Phase, TxShared};
 use crate::types::{
-    ms_to_wire, AcquireOptions, EndCause, Lock, LockMode, LostKind, LostReason, QueuePosition, TransactionState,
-    TransactionStatus,
+    ms_to_wire, AcquireOptions, EndCause, Lock, LockMode, LostKind, LostReason, QueuePosition, TransactionOptions,
+    TransactionState, TransactionStatus,
 };
 
 /// The error a call reports for a lost transaction: [`Error::DeadlockVictim`] when a
@@ -33,6 +35,14 @@ pub(crate) fn lost_error(reason: &LostReason, message: String) -> Error {
 struct TxHandle {
     shared: Arc<TxShared>,
     heartbeat: AbortHandle,
+}
+
+impl TxHandle {
+    fn spawn(shared: TxShared) -> TxHandle {
+        let shared = Arc::new(shared);
+        let task = tokio::spawn(crate::heartbeat::run(Arc::clone(&shared)));
+        TxHandle { shared, heartbeat: task.abort_handle() }
+    }
 }
 
 impl Drop for TxHandle {
@@ -69,51 +79,188 @@ impl Drop for TxHandle {
     }
 }
 
-/// A running transaction.
+/// A transaction.
 ///
 /// Cheap to clone; all clones share one heartbeat, which keeps the lease alive until the
 /// transaction is committed, aborted or lost. When the last clone of a still-active
 /// transaction is dropped, the heartbeat stops and the transaction is aborted in the
 /// background.
+///
+/// A transaction from [`DlsClient::transaction`](crate::DlsClient::transaction) (and the
+/// one [`with_transaction`](crate::DlsClient::with_transaction) runs) is *deferred*: it
+/// begins with its first call, and when that call is an acquire, the begin and the lock
+/// travel in one request (the one-shot acquire: one round trip and one replicated write
+/// fewer). Until then [`id`](Self::id) is 0, nothing is held and nothing can be lost.
 #[derive(Clone)]
 pub struct Transaction {
-    handle: Arc<TxHandle>,
+    inner: Arc<TxInner>,
+}
+
+struct TxInner {
+    /// The server's transaction, once the server has named it.
+    started: OnceLock<TxHandle>,
+    /// How a deferred transaction begins; `None` when it was begun before the handle existed.
+    deferred: Option<Deferred>,
+    /// One call at a time begins a deferred transaction; the others wait for its id.
+    begin_gate: tokio::sync::Mutex<()>,
+    /// A deferred transaction committed (`true`) or aborted before anything was sent.
+    ended_unstarted: Mutex<Option<bool>>,
+    /// Turns `Some(reason)` when the transaction is lost (shared with [`TxShared`]).
+    lost_tx: watch::Sender<Option<LostReason>>,
+}
+
+/// What a deferred transaction needs to begin.
+pub(crate) struct Deferred {
+    pub(crate) router: Arc<Router>,
+    pub(crate) heartbeats: Arc<Heartbeats>,
+    /// Built once: every attempt to begin (one-shot or plain) carries the same request id,
+    /// so a begin the server applied but whose answer was lost is found again, not repeated.
+    pub(crate) begin: pb::BeginTransactionRequest,
 }
 
 impl std::fmt::Debug for Transaction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Transaction")
-            .field("id", &self.handle.shared.id)
-            .field("lease", &self.handle.shared.lease)
-            .field("phase", &self.handle.shared.phase())
-            .finish()
+        let mut d = f.debug_struct("Transaction");
+        match self.started() {
+            Some(shared) => d.field("id", &shared.id).field("lease", &shared.lease).field("phase", &shared.phase()),
+            None => d.field("id", &0).field("deferred", &true).field("ended", &*lock(&self.inner.ended_unstarted)),
+        };
+        d.finish()
     }
 }
 
+/// The begin request for `opts` (validated here, before anything is sent).
+pub(crate) fn begin_request(opts: TransactionOptions) -> Result<pb::BeginTransactionRequest> {
+    Ok(pb::BeginTransactionRequest {
+        timeout_ms: ms_to_wire("transaction timeout_ms", opts.timeout_ms)?,
+        priority: opts.priority,
+        name: opts.name.unwrap_or_default(),
+        request_id: new_request_id(),
+    })
+}
+
 impl Transaction {
+    /// A transaction that begins with its first call.
+    pub(crate) fn deferred(deferred: Deferred) -> Transaction {
+        Transaction {
+            inner: Arc::new(TxInner {
+                started: OnceLock::new(),
+                deferred: Some(deferred),
+                begin_gate: tokio::sync::Mutex::new(()),
+                ended_unstarted: Mutex::new(None),
+                lost_tx: watch::Sender::new(None),
+            }),
+        }
+    }
+
+    /// A handle (and its heartbeat) for a transaction the server already began.
+    #[cfg(test)]
     pub(crate) fn start(shared: TxShared) -> Transaction {
-        let shared = Arc::new(shared);
-        let task = tokio::spawn(crate::heartbeat::run(Arc::clone(&shared)));
-        Transaction { handle: Arc::new(TxHandle { shared, heartbeat: task.abort_handle() }) }
+        let lost_tx = shared.lost_tx.clone();
+        let started = OnceLock::new();
+        let _ = started.set(TxHandle::spawn(shared));
+        Transaction {
+            inner: Arc::new(TxInner {
+                started,
+                deferred: None,
+                begin_gate: tokio::sync::Mutex::new(()),
+                ended_unstarted: Mutex::new(None),
+                lost_tx,
+            }),
+        }
     }
 
+    /// The server's transaction, if it has begun.
+    fn started(&self) -> Option<&TxShared> {
+        self.inner.started.get().map(|handle| &*handle.shared)
+    }
+
+    #[cfg(test)]
     pub(crate) fn shared(&self) -> &TxShared {
-        &self.handle.shared
+        self.started().expect("a started transaction")
     }
 
-    /// The transaction id assigned by the server.
+    /// Records what the server began for this handle and starts the heartbeat. Called with
+    /// the begin gate held.
+    fn set_started(&self, begun: &pb::BeginTransactionResponse, sent_at: Instant) -> Result<()> {
+        let deferred = self.inner.deferred.as_ref().ok_or_else(|| Error::internal("begun twice"))?;
+        let lease_ms = u64::try_from(begun.lease_timeout_ms).ok().filter(|ms| *ms > 0).ok_or_else(|| {
+            Error::internal(format!(
+                "server granted transaction {} a lease of {} ms",
+                begun.transaction_id, begun.lease_timeout_ms
+            ))
+        })?;
+        debug!(transaction_id = begun.transaction_id, lease_ms, "transaction started");
+        // The lease runs from when the server handled the request, which is after it was
+        // sent: counting from the send time errs on the safe side.
+        let shared = TxShared::new(
+            begun.transaction_id,
+            Arc::clone(&deferred.router),
+            Arc::clone(&deferred.heartbeats),
+            Duration::from_millis(lease_ms),
+            sent_at,
+            self.inner.lost_tx.clone(),
+        );
+        let _ = self.inner.started.set(TxHandle::spawn(shared));
+        Ok(())
+    }
+
+    /// The server's transaction, beginning a deferred one now if it has not begun (for the
+    /// calls that need an id: status).
+    async fn begun(&self) -> Result<&TxShared> {
+        if let Some(shared) = self.started() {
+            return Ok(shared);
+        }
+        let deferred = self.inner.deferred.as_ref().ok_or_else(|| Error::internal("transaction without a begin"))?;
+        let _gate = self.inner.begin_gate.lock().await;
+        if let Some(shared) = self.started() {
+            return Ok(shared);
+        }
+        self.ensure_active()?;
+        let sent_at = Instant::now();
+        let routed = deferred
+            .router
+            .unary(
+                "BeginTransaction",
+                deferred.begin.clone(),
+                deferred.router.default_options(),
+                |mut c, r| async move { c.begin_transaction(r).await },
+            )
+            .await?;
+        self.set_started(&routed.value, sent_at)?;
+        self.started().ok_or_else(|| Error::internal("begun transaction missing"))
+    }
+
+    /// Begins a deferred transaction now (one `BeginTransaction` call) unless it has begun.
+    pub async fn begin(&self) -> Result<()> {
+        self.begun().await.map(|_| ())
+    }
+
+    /// The transaction id assigned by the server; 0 while a deferred transaction has not
+    /// reached the server yet.
     pub fn id(&self) -> u64 {
-        self.shared().id
+        self.started().map_or(0, |shared| shared.id)
     }
 
-    /// The lease length the server applied.
+    /// The lease length the server applied (the requested length until the server has
+    /// begun a deferred transaction).
     pub fn lease(&self) -> Duration {
-        self.shared().lease
+        match (self.started(), &self.inner.deferred) {
+            (Some(shared), _) => shared.lease,
+            (None, Some(deferred)) => Duration::from_millis(deferred.begin.timeout_ms.max(0) as u64),
+            (None, None) => Duration::ZERO,
+        }
     }
 
     /// Fails unless the transaction is active as far as this client knows.
     pub(crate) fn ensure_active(&self) -> Result<()> {
-        let shared = self.shared();
+        let Some(shared) = self.started() else {
+            return match *lock(&self.inner.ended_unstarted) {
+                Some(true) => Err(Error::lost("the transaction was already committed (before it began)")),
+                Some(false) => Err(Error::lost("the transaction was already aborted (before it began)")),
+                None => Ok(()),
+            };
+        };
         shared.check_lease();
         match shared.phase() {
             Phase::Active => Ok(()),
@@ -121,6 +268,25 @@ impl Transaction {
             Phase::Committed => Err(Error::lost(format!("transaction {} was already committed", shared.id))),
             Phase::Aborted => Err(Error::lost(format!("transaction {} was already aborted", shared.id))),
         }
+    }
+
+    /// For commit and abort: the server's transaction, or `None` when a deferred one never
+    /// began, in which case it is ended here (nothing was sent, nothing is held).
+    async fn started_or_end_here(&self, committed: bool) -> Result<Option<&TxShared>> {
+        if let Some(shared) = self.started() {
+            return Ok(Some(shared));
+        }
+        let _gate = self.inner.begin_gate.lock().await;
+        if let Some(shared) = self.started() {
+            return Ok(Some(shared));
+        }
+        let mut ended = lock(&self.inner.ended_unstarted);
+        match (*ended, committed) {
+            (None, _) => *ended = Some(committed),
+            (Some(false), true) => return Err(Error::lost("the transaction was already aborted (before it began)")),
+            (Some(_), _) => {}
+        }
+        Ok(None)
     }
 
     /// Takes a lock, waiting up to `opts.timeout_ms` in the key's queue.
@@ -143,20 +309,41 @@ impl Transaction {
         mut on_queued: impl FnMut(&QueuePosition) + Send,
     ) -> Result<Lock> {
         self.ensure_active()?;
-        let shared = self.shared();
+        let timeout_ms = ms_to_wire("acquire timeout_ms", opts.timeout_ms)?;
+        // A deferred transaction that has not begun takes its first lock in the begin
+        // request; the gate keeps other calls from beginning it meanwhile and opens as soon
+        // as the server names the transaction (the wait may go on long after).
+        let mut gate = None;
+        if self.started().is_none() {
+            let guard = self.inner.begin_gate.lock().await;
+            if self.started().is_none() {
+                self.ensure_active()?;
+                gate = Some(guard);
+            }
+        }
+        let (router, transaction_id, begin) = match (self.started(), &self.inner.deferred) {
+            (Some(shared), _) => (&shared.router, shared.id, None),
+            (None, Some(deferred)) => (&deferred.router, 0, Some(deferred.begin.clone())),
+            (None, None) => return Err(Error::internal("transaction without a begin")),
+        };
         let message = pb::AcquireLockRequest {
-            transaction_id: shared.id,
+            transaction_id,
             namespace: namespace.to_string(),
             key: key.to_string(),
             mode: mode.to_wire(),
-            timeout_ms: ms_to_wire("acquire timeout_ms", opts.timeout_ms)?,
+            timeout_ms,
             request_id: new_request_id(),
-            begin: None,
+            begin,
         };
-        let attach = stream_acquire(&shared.router, message, opts.timeout_ms, |progress| {
-            if let AcquireProgress::Queued(position) = progress {
-                on_queued(position);
+        let sent_at = Instant::now();
+        let mut start_error = None;
+        let attach = stream_acquire(router, message, opts.timeout_ms, |progress| match progress {
+            AcquireProgress::Begun(begun) => {
+                if gate.take().is_some() {
+                    start_error = self.set_started(begun, sent_at).err();
+                }
             }
+            AcquireProgress::Queued(position) => on_queued(position),
         });
         // A lost transaction's wait is pointless and its grant worthless: stop at once
         // rather than when the server (or a broken stream) says so.
@@ -164,13 +351,20 @@ impl Transaction {
             result = attach => result,
             reason = self.lost() => Err(lost_error(
                 &reason,
-                format!("transaction {} was lost while waiting for {namespace}/{key}: {reason}", shared.id),
+                format!("transaction {} was lost while waiting for {namespace}/{key}: {reason}", self.id()),
             )),
         };
-        match result {
+        if let Some(e) = start_error {
+            return Err(e);
+        }
+        match (result, self.started()) {
             // The lease may have lapsed while the grant was on its way.
-            Ok(lock) => self.ensure_active().map(|()| lock),
-            Err(e) => Err(shared.observe(e).await),
+            (Ok(lock), Some(_)) => self.ensure_active().map(|()| lock),
+            (Ok(_), None) => {
+                Err(Error::internal("the server granted a one-shot acquire without naming its transaction"))
+            }
+            (Err(e), Some(shared)) => Err(shared.observe(e).await),
+            (Err(e), None) => Err(e),
         }
     }
 
@@ -178,7 +372,17 @@ impl Transaction {
     /// it: the wait is then withdrawn and its acquire fails with [`Error::WaitCancelled`]).
     pub async fn release(&self, namespace: &str, key: &str) -> Result<bool> {
         self.ensure_active()?;
-        let shared = self.shared();
+        let shared = match self.started() {
+            Some(shared) => shared,
+            None => {
+                // A first acquire may be naming the transaction right now: wait for it.
+                let _gate = self.inner.begin_gate.lock().await;
+                match self.started() {
+                    Some(shared) => shared,
+                    None => return self.ensure_active().map(|()| false),
+                }
+            }
+        };
         let request = pb::ReleaseLockRequest {
             transaction_id: shared.id,
             namespace: namespace.to_string(),
@@ -199,7 +403,7 @@ impl Transaction {
 
     /// Reads the transaction from the leader: state, held locks, pending wait.
     pub async fn status(&self) -> Result<TransactionStatus> {
-        let shared = self.shared();
+        let shared = self.begun().await?;
         match shared.fetch_status(shared.router.default_options()).await {
             Ok(status) => {
                 if !shared.is_ending() {
@@ -222,7 +426,9 @@ impl Transaction {
     /// before the commit took effect ([`Error::DeadlockVictim`] if a deadlock cost it its
     /// locks). Committing twice is fine.
     pub async fn commit(&self) -> Result<()> {
-        let shared = self.shared();
+        let Some(shared) = self.started_or_end_here(true).await? else {
+            return Ok(());
+        };
         match shared.phase() {
             Phase::Active => {}
             Phase::Committed => return Ok(()),
@@ -263,7 +469,9 @@ impl Transaction {
     /// Aborts: ends the transaction and releases its locks. Aborting a transaction that
     /// already ended (or was lost) succeeds.
     pub async fn abort(&self) -> Result<()> {
-        let shared = self.shared();
+        let Some(shared) = self.started_or_end_here(false).await? else {
+            return Ok(());
+        };
         if !shared.is_active() {
             return Ok(());
         }
@@ -285,7 +493,12 @@ impl Transaction {
 
     /// Stops the heartbeat without telling the server, leaving the lease to run out.
     pub(crate) fn abandon(&self) {
-        self.shared().mark_ended(false);
+        match self.started() {
+            Some(shared) => shared.mark_ended(false),
+            None => {
+                lock(&self.inner.ended_unstarted).get_or_insert(false);
+            }
+        }
     }
 
     /// True once the transaction is lost: its locks may already belong to someone else.
@@ -295,8 +508,9 @@ impl Transaction {
 
     /// Why the transaction was lost, if it was.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.shared().check_lease();
-        match self.shared().phase() {
+        let shared = self.started()?;
+        shared.check_lease();
+        match shared.phase() {
             Phase::Lost(reason) => Some(reason),
             _ => None,
         }
@@ -315,7 +529,7 @@ impl Transaction {
 
     /// A watch channel that turns `Some(reason)` when the transaction is lost.
     pub fn lost_signal(&self) -> watch::Receiver<Option<LostReason>> {
-        self.shared().lost_tx.subscribe()
+        self.inner.lost_tx.subscribe()
     }
 }
 
@@ -434,8 +648,8 @@ pub(crate) mod tests {
 
     use crate::heartbeat_batch::Heartbeats;
 
-    /// A transaction whose cluster vanished right after begin: nothing listens any more.
-    pub(crate) fn orphan(lease: Duration) -> Transaction {
+    /// A router to an address nothing listens on.
+    fn dead_router() -> Arc<Router> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         drop(listener);
@@ -444,13 +658,65 @@ pub(crate) mod tests {
             .with_connect_timeout(Duration::from_millis(50))
             .with_request_timeout(Duration::from_millis(50))
             .with_retry_deadline(Duration::from_millis(200));
-        let router = Arc::new(Router::new(&config).unwrap());
+        Arc::new(Router::new(&config).unwrap())
+    }
+
+    /// A deferred transaction on a cluster nobody runs: any call that reaches for the
+    /// server fails UNAVAILABLE, so the ones that succeed sent nothing.
+    fn deferred_on_dead_cluster() -> Transaction {
+        let router = dead_router();
+        let opts = TransactionOptions { timeout_ms: 4_000, ..TransactionOptions::default() };
+        Transaction::deferred(Deferred {
+            heartbeats: Arc::new(Heartbeats::new(&router)),
+            router,
+            begin: begin_request(opts).unwrap(),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_deferred_transaction_sends_nothing_until_its_first_call() {
+        let tx = deferred_on_dead_cluster();
+        assert_eq!(tx.id(), 0);
+        assert_eq!(tx.lease(), Duration::from_millis(4_000));
+        assert!(!tx.is_lost());
+        // Nothing is held: releasing is a no-op, and ending needs no server.
+        assert!(!tx.release("ns", "k").await.unwrap());
+        tx.commit().await.unwrap();
+        tx.commit().await.unwrap();
+        tx.abort().await.unwrap();
+        let err = tx.acquire_lock("ns", "k", LockMode::Exclusive, AcquireOptions::default()).await.unwrap_err();
+        assert_eq!(err.code(), "TRANSACTION_LOST", "{err}");
+        assert!(err.message().contains("already committed"), "{err}");
+
+        let tx = deferred_on_dead_cluster();
+        tx.abort().await.unwrap();
+        assert_eq!(tx.commit().await.unwrap_err().code(), "TRANSACTION_LOST");
+        assert_eq!(tx.status().await.unwrap_err().code(), "TRANSACTION_LOST");
+    }
+
+    #[tokio::test]
+    async fn a_deferred_transactions_first_call_begins_it_and_reports_failures() {
+        // The first acquire (one-shot) and a status (plain begin) both reach for the
+        // server; with none there they fail and the transaction stays unbegun and usable.
+        let tx = deferred_on_dead_cluster();
+        let err = tx.acquire_lock("ns", "k", LockMode::Exclusive, AcquireOptions::default()).await.unwrap_err();
+        assert_eq!(err.code(), "UNAVAILABLE", "{err}");
+        assert_eq!(tx.status().await.unwrap_err().code(), "UNAVAILABLE");
+        assert_eq!(tx.id(), 0);
+        assert!(!tx.is_lost());
+        tx.commit().await.unwrap();
+    }
+
+    /// A transaction whose cluster vanished right after begin: nothing listens any more.
+    pub(crate) fn orphan(lease: Duration) -> Transaction {
+        let router = dead_router();
         Transaction::start(TxShared::new(
             7,
             Arc::clone(&router),
             Arc::new(Heartbeats::new(&router)),
             lease,
             Instant::now(),
+            watch::Sender::new(None),
         ))
     }
 
@@ -530,7 +796,7 @@ pub(crate) mod tests {
         let tx = orphan(Duration::from_secs(60));
         let clone = tx.clone();
         assert_eq!(clone.id(), 7);
-        let weak = Arc::downgrade(&tx.handle.shared);
+        let weak = Arc::downgrade(&tx.inner.started.get().expect("started").shared);
         drop(tx);
         assert!(!clone.is_lost());
         drop(clone);

@@ -39,6 +39,8 @@ pub(crate) struct TxShared {
     /// Commit/abort calls in flight. While one runs, a "not active" answer elsewhere is
     /// most likely that very call taking effect, so only the end call decides the outcome.
     pub(crate) ending: AtomicUsize,
+    /// The transaction handle's lost signal (created before the server named the
+    /// transaction, so a deferred transaction can be watched from the start).
     pub(crate) lost_tx: watch::Sender<Option<LostReason>>,
     pub(crate) stop: Notify,
     /// One id per end kind, kept for the transaction's life: calling commit again after
@@ -58,6 +60,7 @@ impl TxShared {
         heartbeats: Arc<Heartbeats>,
         lease: Duration,
         begun_at: Instant,
+        lost_tx: watch::Sender<Option<LostReason>>,
     ) -> Self {
         TxShared {
             id,
@@ -67,7 +70,7 @@ impl TxShared {
             phase: Mutex::new(Phase::Active),
             last_ack: Mutex::new(begun_at),
             ending: AtomicUsize::new(0),
-            lost_tx: watch::Sender::new(None),
+            lost_tx,
             stop: Notify::new(),
             commit_request_id: new_request_id(),
             abort_request_id: new_request_id(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use caerus_core::{ClientConfig, DlsClient, Error, LockMode, TransactionOptions, TransactionState};
 use caerus_proto::v1 as pb;
-use common::{raw_client, wait, Cluster, PATIENCE};
+use common::{http_get, raw_client, wait, Cluster, PATIENCE};
 use tonic::Code;
 
 async fn client(cluster: &Cluster) -> DlsClient {
@@ -232,4 +232,91 @@ async fn many_transactions_of_one_client_stay_alive_on_shared_heartbeats() {
     c.abort_transaction(txns[7].id(), "test").await.unwrap();
     tokio::time::timeout(PATIENCE, txns[7].lost()).await.expect("the abort is noticed");
     assert!(!txns[8].is_lost());
+}
+
+/// Commands the node proposed so far (as leader): each is one replicated write.
+fn proposed_commands(cluster: &Cluster) -> u64 {
+    let (status, text) = http_get(&cluster.http_addr(1), "/metrics").unwrap();
+    assert_eq!(status, 200, "/metrics answered {status}");
+    text.lines()
+        .find_map(|l| l.strip_prefix("dls_proposed_commands_total ")?.parse::<f64>().ok())
+        .expect("dls_proposed_commands_total in /metrics") as u64
+}
+
+#[tokio::test]
+async fn with_transaction_and_with_lock_begin_in_their_first_acquire() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let before = proposed_commands(&cluster);
+    let mut tokens = Vec::new();
+    for _ in 0..5 {
+        let token = c
+            .with_transaction(lease(10_000), |tx| async move {
+                assert_eq!(tx.id(), 0, "nothing is sent before the first call");
+                let lock = tx.acquire_lock("ns", "cycle", LockMode::Exclusive, wait(5_000)).await?;
+                assert!(tx.id() > 0);
+                assert_eq!(tx.status().await?.locks.len(), 1);
+                Ok::<_, Error>(lock.fencing_token)
+            })
+            .await
+            .unwrap();
+        tokens.push(token);
+    }
+    let token = c
+        .with_lock("ns", "cycle", LockMode::Exclusive, wait(5_000), lease(10_000), |tx, lock| async move {
+            assert_eq!(tx.status().await?.locks[0].fencing_token, lock.fencing_token);
+            Ok::<_, Error>(lock.fencing_token)
+        })
+        .await
+        .unwrap();
+    tokens.push(token);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "tokens must increase: {tokens:?}");
+    // Begin + acquire in one write, commit in another: two per cycle, not three.
+    assert_eq!(proposed_commands(&cluster) - before, 2 * 6);
+    // The key is free again: every cycle committed.
+    let free = c.list_locks("ns").await.unwrap();
+    assert!(free.iter().all(|k| k.holders.is_empty()), "{free:?}");
+}
+
+#[tokio::test]
+async fn a_deferred_transaction_keeps_the_usual_semantics() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let (holder, _) = c.begin_with_lock(lease(10_000), "ns", "busy", LockMode::Exclusive, wait(1_000)).await.unwrap();
+
+    // A first acquire that times out leaves the (now begun) transaction active, as it
+    // would after BeginTransaction; the transaction goes on and commits.
+    let tx = c.transaction(lease(10_000)).unwrap();
+    let err = tx.acquire_lock("ns", "busy", LockMode::Exclusive, wait(200)).await.unwrap_err();
+    assert!(matches!(err, Error::LockTimeout { .. }), "{err:?}");
+    assert!(tx.id() > 0);
+    assert_eq!(tx.status().await.unwrap().state, TransactionState::Active);
+    let other = tx.acquire_lock("ns", "free", LockMode::Exclusive, wait(1_000)).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(c.transaction_status(tx.id()).await.unwrap().state, TransactionState::Committed);
+    assert!(other.fencing_token > 0);
+
+    // Two first acquires at once on one deferred transaction: one begins it, the other
+    // joins the same transaction (never a second one).
+    let tx = c.transaction(lease(10_000)).unwrap();
+    let (a, b) = tokio::join!(
+        tx.acquire_lock("ns", "a", LockMode::Exclusive, wait(1_000)),
+        tx.acquire_lock("ns", "b", LockMode::SharedRead, wait(1_000)),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let status = tx.status().await.unwrap();
+    let mut held: Vec<_> = status.locks.iter().map(|l| (l.key.clone(), l.fencing_token)).collect();
+    held.sort();
+    assert_eq!(held, vec![("a".to_string(), a.fencing_token), ("b".to_string(), b.fencing_token)]);
+    tx.abort().await.unwrap();
+
+    // An invalid first acquire is refused before anything begins; the transaction is
+    // still usable.
+    let tx = c.transaction(lease(10_000)).unwrap();
+    let err = tx.acquire_lock("", "k", LockMode::Exclusive, wait(1_000)).await.unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT", "{err}");
+    assert_eq!(tx.id(), 0);
+    tx.acquire_lock("ns", "k", LockMode::Exclusive, wait(1_000)).await.unwrap();
+    tx.commit().await.unwrap();
+    holder.commit().await.unwrap();
 }

@@ -230,8 +230,9 @@ async fn with_transaction_commits_on_ok_and_aborts_on_error() {
     let seen2 = seen.clone();
     let err = c
         .with_transaction(opts(5_000), |tx| async move {
-            *seen2.lock().unwrap() = tx.id();
             tx.acquire_lock("ns", "k", LockMode::Exclusive, wait(1000)).await?;
+            // Known once the first call (here the acquire) has begun the transaction.
+            *seen2.lock().unwrap() = tx.id();
             Err::<(), _>(Error::Internal { message: "business failure".into() })
         })
         .await
