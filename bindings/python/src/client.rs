@@ -78,6 +78,14 @@ pymethods_with_twins! {
             let client = blocking(py, core::DlsClient::connect(config))?;
             Ok(NativeClient { client })
         }
+
+        /// A transaction that begins with its first call (nothing is sent here): when that
+        /// call is an acquire, the begin and the lock go in one request.
+        #[pyo3(signature = (timeout_ms=None, priority=0, name=None))]
+        fn transaction(&self, timeout_ms: Option<u64>, priority: i32, name: Option<String>) -> PyResult<NativeTransaction> {
+            let opts = tx_options(timeout_ms, priority, name);
+            self.client.transaction(opts).map(NativeTransaction::new).map_err(to_py_err)
+        }
     }
     twins {
         #[pyo3(signature = (timeout_ms=None, priority=0, name=None))]

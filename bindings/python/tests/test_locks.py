@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -102,13 +103,70 @@ async def test_with_transaction_returns_value_and_aborts_on_error(client):
     seen = {}
 
     async def failing(tx):
-        seen["id"] = tx.id
         await tx.acquire_lock(n, "k")
+        seen["id"] = tx.id  # known once the first call (the acquire) began the transaction
         raise KeyError("nope")
 
     with pytest.raises(KeyError):
         await client.with_transaction(failing)
     assert (await client.transaction_status(seen["id"])).state == "ABORTED"
+
+
+def proposed_commands(server) -> int:
+    """Commands the node proposed (each one replicated write), from its /metrics."""
+    with urllib.request.urlopen(f"http://{server.http}/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("dls_proposed_commands_total "):
+                return int(float(line.split()[1]))
+    raise AssertionError("no dls_proposed_commands_total in /metrics")
+
+
+async def test_transaction_lock_and_with_transaction_begin_in_their_first_acquire(client, server):
+    n = ns()
+    before = proposed_commands(server)
+    async with client.transaction() as tx:
+        assert tx.id == 0  # nothing sent yet
+        first = await tx.acquire_lock(n, "k")
+        assert tx.id > 0
+    async with client.lock(n, "k", timeout_ms=5000, lease_ms=5000) as second:
+        assert second.fencing_token > first.fencing_token and second.key == "k"
+    third = await client.with_transaction(lambda tx: tx.acquire_lock(n, "k"))
+    assert third.fencing_token > second.fencing_token
+    # Begin + acquire in one replicated write, commit in another: two per cycle, not three.
+    assert proposed_commands(server) - before == 2 * 3
+    assert (await client.transaction_status(tx.id)).state == "COMMITTED"
+
+
+async def test_lock_context_aborts_on_exception_and_leaves_nothing_on_timeout(client):
+    n = ns()
+    ctx = client.lock(n, "k")
+    with pytest.raises(RuntimeError):
+        async with ctx as lock:
+            assert lock.mode == LockMode.EXCLUSIVE
+            raise RuntimeError("boom")
+    assert (await client.transaction_status(ctx.transaction.id)).state == "ABORTED"
+
+    holder = await client.begin_transaction()
+    await holder.acquire_lock(n, "k")
+    busy = client.lock(n, "k", timeout_ms=100)
+    with pytest.raises(LockTimeout):
+        async with busy:
+            raise AssertionError("the body must not run without the lock")
+    assert (await client.transaction_status(busy.transaction.id)).state == "ABORTED"
+    await holder.commit()
+
+
+def test_sync_lock_context(sclient):
+    n = ns()
+    with sclient.lock(n, "k", LockMode.SHARED_READ) as a, sclient.lock(n, "k", LockMode.SHARED_READ) as b:
+        assert a.fencing_token != b.fencing_token
+    with pytest.raises(InvalidArgument):
+        with sclient.lock("", "k"):
+            pass
+    ctx = sclient.lock(n, "k")
+    with ctx as lock:
+        assert ctx.transaction is not None and ctx.transaction.status().locks[0].fencing_token == lock.fencing_token
+    assert sclient.transaction_status(ctx.transaction.id).state == "COMMITTED"
 
 
 async def test_lost_signal_on_abort_from_elsewhere(client):
@@ -131,6 +189,7 @@ async def test_with_transaction_cancels_body_when_lost(client):
     cancelled = asyncio.Event()
 
     async def body(tx):
+        await tx.acquire_lock(ns(), "k")
         await client.abort_transaction(tx.id, "operator")
         try:
             await asyncio.sleep(3600)
@@ -383,7 +442,8 @@ class TestAuth:
 
 def test_a_server_limit_is_resource_exhausted(limited_server):
     c = sync.DlsClient(endpoints=[limited_server.endpoint])
-    with c.transaction():
+    with c.transaction() as first:
+        first.acquire_lock(ns(), "held")  # begins it (the transaction begins with its first call)
         with pytest.raises(ResourceExhausted) as e:
             c.begin_transaction()
         assert e.value.code == "RESOURCE_EXHAUSTED"

@@ -79,11 +79,43 @@ class _TransactionContext:
         self._tx: Optional[Transaction] = None
 
     async def __aenter__(self) -> Transaction:
-        self._tx = await self._client.begin_transaction(**self._kwargs)
+        # Begins with its first call: a first acquire carries the begin (one request).
+        self._tx = Transaction(self._client._native.transaction(**self._kwargs))
         return self._tx
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         tx = self._tx
+        assert tx is not None
+        if exc_type is None:
+            await tx.commit()
+        else:
+            await _abort_quietly(tx)
+
+
+class _LockContext:
+    """``async with client.lock(namespace, key) as lock:`` — a transaction holding one
+    lock; the transaction is ``.transaction`` (for more locks, ``lost()``)."""
+
+    __slots__ = ("_client", "_lock", "_tx_kwargs", "transaction")
+
+    def __init__(self, client: "DlsClient", lock: tuple, tx_kwargs: dict) -> None:
+        self._client = client
+        self._lock = lock
+        self._tx_kwargs = tx_kwargs
+        self.transaction: Optional[Transaction] = None
+
+    async def __aenter__(self) -> Lock:
+        tx = Transaction(self._client._native.transaction(**self._tx_kwargs))
+        self.transaction = tx
+        namespace, key, mode, timeout_ms = self._lock
+        try:
+            return await tx.acquire_lock(namespace, key, mode, timeout_ms=timeout_ms)
+        except BaseException:
+            await _abort_quietly(tx)
+            raise
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        tx = self.transaction
         assert tx is not None
         if exc_type is None:
             await tx.commit()
@@ -196,6 +228,28 @@ class DlsClient:
         and aborts when the block raises."""
         return _TransactionContext(self, {"timeout_ms": timeout_ms, "priority": priority, "name": name})
 
+    def lock(
+        self,
+        namespace: str,
+        key: str,
+        mode: ModeLike = LockMode.EXCLUSIVE,
+        *,
+        timeout_ms: Optional[int] = None,
+        lease_ms: Optional[int] = None,
+        priority: int = 0,
+        name: Optional[str] = None,
+    ) -> _LockContext:
+        """``async with client.lock("billing-jobs", "monthly") as lock:`` takes one lock
+        (waiting up to ``timeout_ms``, default 10000) in a new transaction (lease
+        ``lease_ms``, default 15000) in one request, yields the :class:`Lock` (its
+        ``fencing_token``), commits on normal exit and aborts when the block raises. Raises
+        what :meth:`Transaction.acquire_lock` raises; nothing is left held then."""
+        return _LockContext(
+            self,
+            (namespace, key, mode, timeout_ms),
+            {"timeout_ms": lease_ms, "priority": priority, "name": name},
+        )
+
     async def with_transaction(
         self,
         fn: Callable[[Transaction], Awaitable[T]],
@@ -207,7 +261,7 @@ class DlsClient:
         """Runs ``await fn(tx)`` in a transaction: commits when it returns (and returns its
         value), aborts when it raises. If the transaction is lost meanwhile, ``fn`` is
         cancelled and :class:`TransactionLost` (:class:`DeadlockVictim`) is raised."""
-        tx = await self.begin_transaction(timeout_ms=timeout_ms, priority=priority, name=name)
+        tx = Transaction(self._native.transaction(timeout_ms, priority, name))
         work = asyncio.ensure_future(fn(tx))
         lost = asyncio.ensure_future(tx.lost())
         try:

@@ -23,12 +23,15 @@ class TransactionView:
 
     @property
     def id(self) -> int:
-        """The transaction id assigned by the server."""
+        """The transaction id assigned by the server; 0 until the transaction's first call
+        reached it (``transaction()``, ``with_transaction`` and ``lock()`` begin with the
+        first acquire, in the same request)."""
         return self._tx.id
 
     @property
     def lease_ms(self) -> int:
-        """The lease length the server applied, in milliseconds."""
+        """The lease length the server applied, in milliseconds (the requested one until
+        the transaction has begun)."""
         return self._tx.lease_ms
 
     @property

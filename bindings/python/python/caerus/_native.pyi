@@ -129,6 +129,9 @@ class NativeClient:
         client_cert_file: Optional[Union[str, os.PathLike[str]]] = None,
         client_key_file: Optional[Union[str, os.PathLike[str]]] = None,
     ) -> None: ...
+    def transaction(
+        self, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+    ) -> NativeTransaction: ...
     def begin_transaction(
         self, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
     ) -> Awaitable[NativeTransaction]: ...

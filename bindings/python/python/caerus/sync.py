@@ -91,12 +91,40 @@ class _TransactionContext:
         self._tx: Optional[Transaction] = None
 
     def __enter__(self) -> Transaction:
-        self._tx = self._client.begin_transaction(**self._kwargs)
+        # Begins with its first call: a first acquire carries the begin (one request).
+        self._tx = Transaction(self._client._native.transaction(**self._kwargs))
         return self._tx
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         assert self._tx is not None
         self._tx.__exit__(exc_type, exc, tb)
+
+
+class _LockContext:
+    """``with client.lock(namespace, key) as lock:`` — a transaction holding one lock; the
+    transaction is ``.transaction`` (for more locks, ``is_lost``)."""
+
+    __slots__ = ("_client", "_lock", "_tx_kwargs", "transaction")
+
+    def __init__(self, client: "DlsClient", lock: tuple, tx_kwargs: dict) -> None:
+        self._client = client
+        self._lock = lock
+        self._tx_kwargs = tx_kwargs
+        self.transaction: Optional[Transaction] = None
+
+    def __enter__(self) -> Lock:
+        tx = Transaction(self._client._native.transaction(**self._tx_kwargs))
+        self.transaction = tx
+        namespace, key, mode, timeout_ms = self._lock
+        try:
+            return tx.acquire_lock(namespace, key, mode, timeout_ms=timeout_ms)
+        except BaseException:
+            _abort_quietly(tx)
+            raise
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self.transaction is not None
+        self.transaction.__exit__(exc_type, exc, tb)
 
 
 class EventStream:
@@ -162,6 +190,28 @@ class DlsClient:
         """``with client.transaction(timeout_ms=15000) as tx:`` commits on normal exit and
         aborts when the block raises."""
         return _TransactionContext(self, {"timeout_ms": timeout_ms, "priority": priority, "name": name})
+
+    def lock(
+        self,
+        namespace: str,
+        key: str,
+        mode: ModeLike = LockMode.EXCLUSIVE,
+        *,
+        timeout_ms: Optional[int] = None,
+        lease_ms: Optional[int] = None,
+        priority: int = 0,
+        name: Optional[str] = None,
+    ) -> _LockContext:
+        """``with client.lock("billing-jobs", "monthly") as lock:`` takes one lock (waiting
+        up to ``timeout_ms``, default 10000) in a new transaction (lease ``lease_ms``,
+        default 15000) in one request, yields the :class:`~caerus.Lock` (its
+        ``fencing_token``), commits on normal exit and aborts when the block raises. Raises
+        what :meth:`Transaction.acquire_lock` raises; nothing is left held then."""
+        return _LockContext(
+            self,
+            (namespace, key, mode, timeout_ms),
+            {"timeout_ms": lease_ms, "priority": priority, "name": name},
+        )
 
     def with_transaction(
         self,
