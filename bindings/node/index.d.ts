@@ -165,10 +165,45 @@ export declare namespace Dls {
     cause?: EndCause;
   }
 
+  /** Options of `lock` and `withLock`: the lock's and its transaction's. */
+  interface LockOptions {
+    /** Default EXCLUSIVE. */
+    mode?: LockMode;
+    /** How long to wait in the key's queue, in ms (default 10000). */
+    timeoutMs?: number;
+    /** The transaction's lease, in ms (default 15000). */
+    leaseMs?: number;
+    /** Deadlock-victim preference: higher is less likely to be aborted. */
+    priority?: number;
+    /** Label shown in status and events. */
+    name?: string;
+  }
+
+  /** A lock held by its own transaction (from `lock`): `await using held = await dls.lock(ns, key)`. */
+  interface HeldLock extends Lock {
+    /** The transaction holding the lock (more locks, status). */
+    readonly transaction: Transaction;
+    /** Aborts when the lock is lost (see Transaction.signal). */
+    readonly signal: AbortSignal;
+    /** Commits the transaction, which frees the lock; rejects with TransactionLostError if it was lost. */
+    release(): Promise<void>;
+    /** `await using` calls this: the same as `release()`. */
+    [Symbol.asyncDispose](): Promise<void>;
+  }
+
   /** A connection to a Caerus DLS cluster. Connections open lazily; the leader is found by itself. */
   class DlsClient {
     constructor(options?: ClientOptions);
-    /** Begins a transaction; commit or abort it yourself. */
+    /**
+     * A transaction that begins with its first call (commit or abort it yourself); when
+     * that call is an acquire, the begin and the lock go in one request.
+     */
+    transaction(options?: TransactionOptions): Transaction;
+    /** Takes one lock in a new transaction, in one request; `release()` (or `await using`) frees it. */
+    lock(namespace: string, key: string, options?: LockOptions): Promise<HeldLock>;
+    /** Runs `fn(lock, tx)` holding one lock, as `withTransaction` runs its body. */
+    withLock<T>(namespace: string, key: string, fn: (lock: Lock, tx: Transaction) => Promise<T> | T, options?: LockOptions): Promise<T>;
+    /** Begins a transaction now; commit or abort it yourself. */
     beginTransaction(options?: TransactionOptions): Promise<Transaction>;
     /**
      * Runs `fn` in a transaction: commits when it resolves, aborts when it throws (the
@@ -188,9 +223,9 @@ export declare namespace Dls {
   /** A running transaction; its lease is kept alive by a heartbeat in the Rust core. */
   class Transaction {
     private constructor();
-    /** Server-assigned id (u64). */
+    /** Server-assigned id (u64); 0n until the transaction's first call reached the server. */
     readonly id: bigint;
-    /** The lease length the server applied, in ms. */
+    /** The lease length the server applied, in ms (the requested one until it began). */
     readonly leaseMs: number;
     /**
      * Aborts when the transaction is lost (lease expired, deadlock victim, aborted by an
@@ -280,6 +315,8 @@ export import ConfigError = Dls.ConfigError;
 export import InternalError = Dls.InternalError;
 export type LockMode = Dls.LockMode;
 export type Lock = Dls.Lock;
+export type HeldLock = Dls.HeldLock;
+export type LockOptions = Dls.LockOptions;
 export type ErrorCode = Dls.ErrorCode;
 export type Event = Dls.Event;
 export type TransactionStatus = Dls.TransactionStatus;

@@ -152,10 +152,20 @@ class Transaction {
 
   constructor(nativeTx) {
     this.#native = nativeTx;
-    /** Transaction id assigned by the server (u64, so a bigint). */
-    this.id = nativeTx.id;
-    /** Lease length the server applied, in milliseconds. */
-    this.leaseMs = nativeTx.leaseMs;
+  }
+
+  /**
+   * Transaction id assigned by the server (u64, so a bigint); 0n until the transaction's
+   * first call reached the server (`transaction()`, `withTransaction` and `lock` begin with
+   * the first acquire, in the same request).
+   */
+  get id() {
+    return this.#native.id;
+  }
+
+  /** Lease length the server applied, in milliseconds (the requested one until it began). */
+  get leaseMs() {
+    return this.#native.leaseMs;
   }
 
   /**
@@ -292,7 +302,58 @@ class DlsClient {
     );
   }
 
-  /** Begins a transaction (manual control: commit or abort it yourself). */
+  /**
+   * A transaction that begins with its first call (manual control: commit or abort it
+   * yourself). When that call is an acquire, the begin and the lock go in one request.
+   */
+  transaction(opts) {
+    return new Transaction(sync(() => this.#native.transaction(txOptions(opts))));
+  }
+
+  /**
+   * Takes one lock in a new transaction (one request) and resolves with a held lock:
+   * `{ namespace, key, mode, fencingToken, transaction, signal, release() }`; `release()`
+   * commits the transaction (frees the lock). Works with `await using` (it is
+   * AsyncDisposable). Options: `mode` (EXCLUSIVE), `timeoutMs` (the wait, default
+   * 10000), `leaseMs` (default 15000), `priority`, `name`. A failed acquire leaves nothing held.
+   */
+  async lock(namespace, key, opts = {}) {
+    const o = opts ?? {};
+    const tx = this.transaction({ timeoutMs: o.leaseMs, priority: o.priority, name: o.name });
+    let lock;
+    try {
+      lock = await tx.acquireLock(namespace, key, o.mode ?? 'EXCLUSIVE', { timeoutMs: o.timeoutMs });
+    } catch (e) {
+      await tx.abort().catch(() => {});
+      throw e;
+    }
+    const release = () => tx.commit();
+    return {
+      ...lock,
+      transaction: tx,
+      get signal() {
+        return tx.signal;
+      },
+      release,
+      [Symbol.asyncDispose ?? Symbol.for('Symbol.asyncDispose')]: release,
+    };
+  }
+
+  /**
+   * Runs `fn(lock, tx)` holding one lock, as `withTransaction` runs its body (commit when it
+   * resolves, abort when it throws, TransactionLostError if the lease is lost); the begin and
+   * the acquire go in one request. Options as `lock()`.
+   */
+  async withLock(namespace, key, fn, opts = {}) {
+    if (typeof fn !== 'function') throw new InvalidArgumentError('withLock needs a callback');
+    const o = opts ?? {};
+    return this.withTransaction(
+      async (tx) => fn(await tx.acquireLock(namespace, key, o.mode ?? 'EXCLUSIVE', { timeoutMs: o.timeoutMs }), tx),
+      { timeoutMs: o.leaseMs, priority: o.priority, name: o.name },
+    );
+  }
+
+  /** Begins a transaction now (manual control: commit or abort it yourself). */
   async beginTransaction(opts) {
     return new Transaction(await call(this.#native.beginTransaction(txOptions(opts))));
   }

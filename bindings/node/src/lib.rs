@@ -325,6 +325,14 @@ impl NativeClient {
         Ok(NativeClient { client })
     }
 
+    /// A transaction that begins with its first call (nothing is sent here): when that
+    /// call is an acquire, the begin and the lock go in one request.
+    #[napi]
+    pub fn transaction(&self, opts: Option<TxOptions>) -> Result<NativeTransaction> {
+        let tx = self.client.transaction(tx_options(opts)?).map_err(to_js)?;
+        Ok(NativeTransaction::new(tx))
+    }
+
     #[napi]
     pub async fn begin_transaction(&self, opts: Option<TxOptions>) -> Result<NativeTransaction> {
         let opts = tx_options(opts)?;

@@ -122,6 +122,7 @@ async function startServer({ port, certs, args = [] } = {}) {
   return {
     endpoint,
     grpcPort,
+    httpAddr: `127.0.0.1:${httpPort}`,
     dataDir,
     async stop() {
       if (!exited) {
@@ -137,6 +138,23 @@ async function startServer({ port, certs, args = [] } = {}) {
   };
 }
 
+/** An unlabelled counter or gauge from the server's /metrics. */
+function metric(server, name) {
+  return new Promise((resolve, reject) => {
+    http
+      .get(`http://${server.httpAddr}/metrics`, { timeout: 5000 }, (res) => {
+        let body = '';
+        res.on('data', (chunk) => (body += chunk));
+        res.on('end', () => {
+          const line = body.split('\n').find((l) => l.startsWith(`${name} `));
+          if (line === undefined) reject(new Error(`no ${name} in /metrics`));
+          else resolve(Number(line.split(' ')[1]));
+        });
+      })
+      .on('error', reject);
+  });
+}
+
 /** Runs the operator CLI against the server: `dls ARGS... --endpoints ENDPOINT`. */
 async function dlsCli(server, ...args) {
   const { stdout } = await promisify(execFile)(requireBin(), [...args, '--endpoints', server.endpoint]);
@@ -149,4 +167,4 @@ function aborted(signal) {
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason), { once: true }));
 }
 
-module.exports = { startServer, makeCerts, freePort, portIsFree, dlsCli, aborted, sleep, requireBin };
+module.exports = { metric, startServer, makeCerts, freePort, portIsFree, dlsCli, aborted, sleep, requireBin };

@@ -4,7 +4,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { Dls } = require('@caerus-dev/sdk');
-const { startServer, sleep } = require('./helpers');
+const { metric, startServer, sleep } = require('./helpers');
 
 let server;
 let dls;
@@ -99,8 +99,8 @@ test('acquire timeout rejects with LockTimeoutError and the transaction stays ac
 test('withTransaction returns the value and commits; a throw aborts, is rethrown and frees the locks', async () => {
   let id;
   const value = await dls.withTransaction(async (tx) => {
-    id = tx.id;
     await tx.acquireLock('wt', 'k');
+    id = tx.id; // known once the first call (the acquire) began the transaction
     return { ok: 42 };
   });
   assert.deepEqual(value, { ok: 42 });
@@ -109,8 +109,8 @@ test('withTransaction returns the value and commits; a throw aborts, is rethrown
   class Boom extends Error {}
   await assert.rejects(
     dls.withTransaction(async (tx) => {
-      id = tx.id;
       await tx.acquireLock('wt', 'k');
+      id = tx.id;
       throw new Boom('business failure');
     }),
     Boom,
@@ -154,4 +154,50 @@ test('200 concurrent acquires from one process never overlap and tokens follow c
   for (let i = 1; i < N; i++) {
     assert.ok(order[i] > order[i - 1], `token ${order[i]} after ${order[i - 1]} at ${i}`);
   }
+});
+
+test('withTransaction, transaction(), lock() and withLock begin in their first acquire (two writes per cycle)', async () => {
+  const before = await metric(server, 'dls_proposed_commands_total');
+  const tokens = [];
+  await dls.withTransaction(async (tx) => {
+    assert.equal(tx.id, 0n, 'nothing is sent before the first call');
+    tokens.push((await tx.acquireLock('one', 'k')).fencingToken);
+    assert.ok(tx.id > 0n);
+  });
+  const tx = dls.transaction({ timeoutMs: 5000 });
+  assert.equal(tx.leaseMs, 5000);
+  tokens.push((await tx.acquireLock('one', 'k')).fencingToken);
+  await tx.commit();
+  assert.equal((await dls.transactionStatus(tx.id)).state, 'COMMITTED');
+  const held = await dls.lock('one', 'k', { timeoutMs: 5000, leaseMs: 5000, name: 'held' });
+  assert.equal(held.key, 'k');
+  assert.equal(held.mode, 'EXCLUSIVE');
+  assert.equal((await held.transaction.status()).locks[0].fencingToken, held.fencingToken);
+  assert.equal(held.signal.aborted, false);
+  tokens.push(held.fencingToken);
+  await held[Symbol.asyncDispose](); // what `await using` calls
+  assert.equal((await dls.transactionStatus(held.transaction.id)).state, 'COMMITTED');
+  tokens.push(await dls.withLock('one', 'k', (lock, t) => (assert.ok(t.id > 0n), lock.fencingToken)));
+  for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i] > tokens[i - 1], `tokens increase: ${tokens}`);
+  // Begin + acquire in one replicated write, commit in another.
+  assert.equal((await metric(server, 'dls_proposed_commands_total')) - before, 2 * tokens.length);
+});
+
+test('lock() on a busy key rejects with LockTimeoutError and leaves nothing held; withLock aborts on a throw', async () => {
+  const holder = await dls.lock('busy', 'k');
+  await assert.rejects(dls.lock('busy', 'k', { timeoutMs: 100 }), Dls.LockTimeoutError);
+  await holder.release();
+  // Nothing of the timed-out attempt is left queued: the key is free at once.
+  await (await dls.lock('busy', 'k', { timeoutMs: 1000 })).release();
+  let id;
+  await assert.rejects(
+    dls.withLock('busy', 'k', (_lock, tx) => {
+      id = tx.id;
+      throw new Error('boom');
+    }),
+    /boom/,
+  );
+  assert.equal((await dls.transactionStatus(id)).state, 'ABORTED');
+  await assert.rejects(dls.lock('', 'k'), Dls.InvalidArgumentError);
+  await assert.rejects(dls.withLock('busy', 'k'), Dls.InvalidArgumentError);
 });

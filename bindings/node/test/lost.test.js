@@ -95,8 +95,8 @@ test('withTransaction: the body sees tx.signal abort and the call rejects with T
   const err = await dls
     .withTransaction(
       async (tx) => {
-        txId = tx.id;
         await tx.acquireLock('ops', 'guarded');
+        txId = tx.id; // known once the first call (the acquire) began the transaction
         // A second client (an operator) aborts this transaction while the body works.
         assert.equal(await operator.abortTransaction(tx.id, 'from a second client'), 'ABORTED');
         await aborted(tx.signal);
