@@ -34,7 +34,13 @@ impl DlsClient {
         Ok(Arc::new(DlsClient { client }))
     }
 
-    /// Begins a transaction; core heartbeats it until it commits, aborts or is lost.
+    /// A transaction that begins with its first call (nothing is sent here): when that
+    /// call is an acquire, the begin and the lock go in one request. Its id is 0 until then.
+    pub fn transaction(&self, options: TransactionOptions) -> Result<Arc<Transaction>, DlsError> {
+        Ok(Arc::new(Transaction::new(self.client.transaction(options.into())?)))
+    }
+
+    /// Begins a transaction now; core heartbeats it until it commits, aborts or is lost.
     pub async fn begin_transaction(&self, options: TransactionOptions) -> Result<Arc<Transaction>, DlsError> {
         let client = self.client.clone();
         let tx = on_runtime(async move { Ok(client.begin_transaction(options.into()).await?) }).await?;

@@ -35,12 +35,13 @@ impl Transaction {
 
 #[uniffi::export]
 impl Transaction {
-    /// The server's id of the transaction.
+    /// The server's id of the transaction; 0 until its first call reached the server
+    /// (`transaction()` and `withTransaction` begin with the first acquire).
     pub fn id(&self) -> u64 {
         self.tx.id()
     }
 
-    /// The lease the server granted, in milliseconds.
+    /// The lease the server granted, in milliseconds (the requested one until it began).
     pub fn lease_ms(&self) -> u64 {
         self.tx.lease().as_millis() as u64
     }

@@ -617,9 +617,15 @@ public protocol DlsClientProtocol: AnyObject, Sendable {
     func abortTransaction(id: UInt64, reason: String) async throws  -> TransactionState
     
     /**
-     * Begins a transaction; core heartbeats it until it commits, aborts or is lost.
+     * Begins a transaction now; core heartbeats it until it commits, aborts or is lost.
      */
     func beginTransaction(options: TransactionOptions) async throws  -> Transaction
+    
+    /**
+     * A transaction that begins with its first call (nothing is sent here): when that
+     * call is an acquire, the begin and the lock go in one request. Its id is 0 until then.
+     */
+    func transaction(options: TransactionOptions) throws  -> Transaction
     
     /**
      * Any transaction's status, by id.
@@ -732,7 +738,7 @@ open func abortTransaction(id: UInt64, reason: String)async throws  -> Transacti
 }
     
     /**
-     * Begins a transaction; core heartbeats it until it commits, aborts or is lost.
+     * Begins a transaction now; core heartbeats it until it commits, aborts or is lost.
      */
 open func beginTransaction(options: TransactionOptions)async throws  -> Transaction  {
     return
@@ -748,6 +754,20 @@ open func beginTransaction(options: TransactionOptions)async throws  -> Transact
             liftFunc: FfiConverterTypeTransaction_lift,
             errorHandler: FfiConverterTypeDlsError_lift
         )
+}
+    
+    /**
+     * A transaction that begins with its first call (nothing is sent here): when that
+     * call is an acquire, the begin and the lock go in one request. Its id is 0 until then.
+     */
+open func transaction(options: TransactionOptions)throws  -> Transaction  {
+    return try  FfiConverterTypeTransaction_lift(try rustCallWithError(FfiConverterTypeDlsError_lift) {
+        uniffiCallStatus in
+    uniffi_caerus_uniffi_fn_method_dlsclient_transaction(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeTransactionOptions_lower(options),uniffiCallStatus
+    )
+})
 }
     
     /**
@@ -1252,7 +1272,8 @@ public protocol TransactionProtocol: AnyObject, Sendable {
     func commit() async throws 
     
     /**
-     * The server's id of the transaction.
+     * The server's id of the transaction; 0 until its first call reached the server
+     * (`transaction()` and `withTransaction` begin with the first acquire).
      */
     func id()  -> UInt64
     
@@ -1262,7 +1283,7 @@ public protocol TransactionProtocol: AnyObject, Sendable {
     func isLost()  -> Bool
     
     /**
-     * The lease the server granted, in milliseconds.
+     * The lease the server granted, in milliseconds (the requested one until it began).
      */
     func leaseMs()  -> UInt64
     
@@ -1425,7 +1446,8 @@ open func commit()async throws   {
 }
     
     /**
-     * The server's id of the transaction.
+     * The server's id of the transaction; 0 until its first call reached the server
+     * (`transaction()` and `withTransaction` begin with the first acquire).
      */
 open func id() -> UInt64  {
     return try!  FfiConverterUInt64.lift(try! rustCall() {
@@ -1449,7 +1471,7 @@ open func isLost() -> Bool  {
 }
     
     /**
-     * The lease the server granted, in milliseconds.
+     * The lease the server granted, in milliseconds (the requested one until it began).
      */
 open func leaseMs() -> UInt64  {
     return try!  FfiConverterUInt64.lift(try! rustCall() {
@@ -3386,7 +3408,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_abort_transaction() != 44757) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_dlsclient_begin_transaction() != 15104) {
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_begin_transaction() != 9485) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_transaction() != 5338) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_transaction_status() != 9056) {
@@ -3419,13 +3444,13 @@ private let initializationResult: InitializationResult = {
     if (uniffi_caerus_uniffi_checksum_method_transaction_commit() != 59008) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_id() != 10901) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_id() != 17452) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_transaction_is_lost() != 43020) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_lease_ms() != 62870) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_lease_ms() != 59862) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_transaction_lost_reason() != 37671) {

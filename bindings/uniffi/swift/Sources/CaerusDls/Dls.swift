@@ -103,7 +103,8 @@ extension DlsClient {
         name: String? = nil,
         _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
-        let tx = try await beginTransaction(
+        // Begins with its first call: a first acquire carries the begin (one request).
+        let tx = try transaction(
             options: TransactionOptions(timeoutMs: timeoutMs, priority: priority, name: name))
         let work = Task { try await body(tx) }
         let watcher = CancelOnLost(cancel: { work.cancel() })
@@ -121,6 +122,24 @@ extension DlsClient {
                 throw DlsError.TransactionLost(message: reason.message)
             }
             throw error
+        }
+    }
+
+    /// Runs `body` holding one lock, as `withTransaction` runs its body; the begin and the
+    /// acquire go in one request. `timeoutMs` is the wait for the lock, `leaseMs` the lease.
+    public func withLock<T: Sendable>(
+        namespace: String,
+        key: String,
+        mode: LockMode = .exclusive,
+        timeoutMs: UInt64? = nil,
+        leaseMs: UInt64? = nil,
+        priority: Int32? = nil,
+        name: String? = nil,
+        _ body: @escaping @Sendable (Lock, Transaction) async throws -> T
+    ) async throws -> T {
+        try await withTransaction(timeoutMs: leaseMs, priority: priority, name: name) { tx in
+            let lock = try await tx.acquireLock(namespace: namespace, key: key, mode: mode, timeoutMs: timeoutMs)
+            return try await body(lock, tx)
         }
     }
 

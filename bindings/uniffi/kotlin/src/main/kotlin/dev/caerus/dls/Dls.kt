@@ -53,7 +53,9 @@ fun dlsClient(
 
 /**
  * Runs [body] in a new transaction: commits when it returns, aborts when it throws (the
- * exception is rethrown), and always frees the transaction handle. The lease is
+ * exception is rethrown), and always frees the transaction handle. The transaction begins
+ * with its first call: when that is an acquire, the begin and the lock go in one request
+ * (so `tx.id()` is 0 until then). The lease is
  * heartbeated in Rust meanwhile; if it is lost (expired, aborted by an operator, deadlock
  * victim), [body] is cancelled and [DlsException.TransactionLost] is thrown.
  *
@@ -71,7 +73,7 @@ suspend fun <T> DlsClient.withTransaction(
     body: suspend CoroutineScope.(Transaction) -> T,
 ): T {
     require(timeoutMs == null || timeoutMs >= 0) { "timeoutMs must not be negative" }
-    val tx = beginTransaction(TransactionOptions(timeoutMs?.toULong(), priority, name))
+    val tx = transaction(TransactionOptions(timeoutMs?.toULong(), priority, name))
     try {
         val result = coroutineScope {
             // Cancels the body (and ends this scope with TransactionLost) once core reports
@@ -99,6 +101,33 @@ suspend fun <T> DlsClient.withTransaction(
         throw e
     } finally {
         tx.close()
+    }
+}
+
+/**
+ * Runs [body] holding one lock, as [withTransaction] runs its body; the begin and the
+ * acquire go in one request. [timeoutMs] is the wait for the lock, [leaseMs] the lease.
+ *
+ * ```
+ * client.withLock("billing-jobs", "monthly-billing-job") { lock, _ ->
+ *     chargeSubscriptions(lock.fencingToken)
+ * }
+ * ```
+ */
+suspend fun <T> DlsClient.withLock(
+    namespace: String,
+    key: String,
+    mode: LockMode = LockMode.EXCLUSIVE,
+    timeoutMs: Long? = null,
+    leaseMs: Long? = null,
+    priority: Int? = null,
+    name: String? = null,
+    body: suspend CoroutineScope.(Lock, Transaction) -> T,
+): T {
+    require(timeoutMs == null || timeoutMs >= 0) { "timeoutMs must not be negative" }
+    return withTransaction(leaseMs, priority, name) { tx ->
+        val lock = tx.acquireLock(namespace, key, mode, timeoutMs?.toULong())
+        body(lock, tx)
     }
 }
 

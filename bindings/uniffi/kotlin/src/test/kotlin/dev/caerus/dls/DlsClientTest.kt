@@ -45,6 +45,19 @@ class DlsClientTest {
     private lateinit var endpoint: String
     private lateinit var client: DlsClient
 
+    private lateinit var httpAddr: String
+
+    /** Commands the node proposed (each one replicated write), from its /metrics. */
+    private fun proposedCommands(): Long {
+        val http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build()
+        val body = http.send(
+            HttpRequest.newBuilder(URI("http://$httpAddr/metrics")).timeout(Duration.ofSeconds(5)).build(),
+            HttpResponse.BodyHandlers.ofString(),
+        ).body()
+        val line = body.lines().first { it.startsWith("dls_proposed_commands_total ") }
+        return line.substringAfter(' ').trim().toDouble().toLong()
+    }
+
     private fun freePort(): Int = ServerSocket(0).use { it.localPort }
 
     /** A namespace of its own per test, so tests never share keys. */
@@ -68,6 +81,7 @@ class DlsClientTest {
         ).redirectErrorStream(true).redirectOutput(File(dataDir, "server.log")).start()
 
         val http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build()
+        httpAddr = "127.0.0.1:$httpPort"
         val ready = URI("http://127.0.0.1:$httpPort/readyz")
         val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
         while (true) {
@@ -113,14 +127,33 @@ class DlsClientTest {
     }
 
     @Test
+    fun `withTransaction and withLock begin in their first acquire`() = runBlocking {
+        val ns = ns()
+        val before = proposedCommands()
+        val first = client.withTransaction { tx ->
+            assertEquals(0uL, tx.id(), "nothing is sent before the first call")
+            val lock = tx.acquireLock(ns, "k", timeoutMs = 5000)
+            assertTrue(tx.id() > 0uL)
+            lock.fencingToken
+        }
+        val second = client.withLock(ns, "k", timeoutMs = 5000, leaseMs = 5000) { lock, tx ->
+            assertEquals(lock.fencingToken, tx.status().locks.single().fencingToken)
+            lock.fencingToken
+        }
+        assertTrue(second > first)
+        // Begin + acquire in one replicated write, commit in another: two per cycle.
+        assertEquals(4L, proposedCommands() - before)
+    }
+
+    @Test
     fun `withTransaction aborts when the body throws`() = runBlocking {
         val ns = ns()
         var txId = 0uL
         val thrown = assertThrows<IllegalStateException> {
             runBlocking {
                 client.withTransaction { tx ->
-                    txId = tx.id()
                     tx.acquireLock(ns, "k", LockMode.EXCLUSIVE, timeoutMs = 5000)
+                    txId = tx.id() // known once the first call (the acquire) began it
                     error("boom")
                 }
             }
