@@ -6,6 +6,7 @@
 //! with the GIL released; both come from one definition ([`runtime::pymethods_with_twins`]).
 //! The Python package `caerus` builds its asyncio and sync APIs on top of these.
 
+mod asyncio_bridge;
 mod client;
 mod errors;
 mod events;

@@ -1,7 +1,9 @@
-//! Where core's futures run: an asyncio awaitable or a blocking call with the GIL released,
-//! and the macro that makes both from one method definition.
+//! Where core's futures run: an asyncio awaitable (see [`crate::asyncio_bridge`]) or a
+//! blocking call with the GIL released, and the macro that makes both from one method
+//! definition.
 
 use std::future::Future;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use caerus_core as core;
@@ -12,16 +14,14 @@ use crate::errors::to_py_err;
 /// The tokio runtime shared by the awaitables and the blocking calls; it also runs the
 /// transactions' heartbeats, so they go on while Python code sleeps or blocks.
 pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
-    pyo3_async_runtimes::tokio::get_runtime()
-}
-
-/// Turns a core future into an asyncio awaitable.
-pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
-where
-    F: Future<Output = Result<T, core::Error>> + Send + 'static,
-    T: for<'a> IntoPyObject<'a> + Send + 'static,
-{
-    pyo3_async_runtimes::tokio::future_into_py(py, async move { fut.await.map_err(to_py_err) })
+    static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .thread_name("caerus-dls")
+            .enable_all()
+            .build()
+            .expect("caerus-dls: cannot start the tokio runtime")
+    });
+    &RUNTIME
 }
 
 /// Runs a core future to completion on the runtime with the GIL released. Every 100 ms it
@@ -70,7 +70,7 @@ macro_rules! pymethods_with_twins {
                     py: pyo3::Python<'py>,
                     $($arg: $argty),*
                 ) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::PyAny>> {
-                    $crate::runtime::awaitable(py, $body)
+                    $crate::asyncio_bridge::awaitable(py, $body)
                 }
 
                 $(#[$attr])*

@@ -5,7 +5,8 @@ use std::time::Duration;
 use caerus_core as core;
 use pyo3::prelude::*;
 
-use crate::runtime::{awaitable, blocking, pymethods_with_twins, runtime};
+use crate::asyncio_bridge::awaitable;
+use crate::runtime::{blocking, pymethods_with_twins, runtime};
 use crate::types::{millis, parse_mode, Lock, LostReason, TransactionStatus};
 
 /// A native transaction handle. Use `caerus.Transaction` / `caerus.sync.Transaction`.

@@ -458,3 +458,30 @@ def test_help_is_useful():
     assert "fencing" in doc and "caerus.sync" in doc
     assert DlsClient.transaction.__doc__ and sync.DlsClient.with_transaction.__doc__
     assert caerus.Lock.__doc__ and "fencing" in caerus.Lock.__doc__
+
+
+def test_asyncio_results_reach_every_loop_and_cancelling_a_call_is_clean(server):
+    """Each event loop is woken for its own results: loops in several threads at once, a
+    fresh loop after others closed, hundreds of calls in flight on one loop, and a call
+    cancelled by asyncio (wait_for) leaves the loop and the transaction working."""
+
+    async def burst() -> int:
+        c = DlsClient(endpoints=[server.endpoint])
+        tx = await c.begin_transaction()
+        statuses = await asyncio.gather(*(tx.status() for _ in range(200)))
+        assert {s.id for s in statuses} == {tx.id}
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(tx.lost(), 0.05)
+        assert (await tx.acquire_lock(ns(), "k")).fencing_token > 0
+        await tx.commit()
+        return tx.id
+
+    ids: list = []
+    threads = [threading.Thread(target=lambda: ids.append(asyncio.run(burst()))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    ids.append(asyncio.run(burst()))
+    ids.append(asyncio.run(burst()))
+    assert len(ids) == 5 and len(set(ids)) == 5, ids

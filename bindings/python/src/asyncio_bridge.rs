@@ -1,0 +1,152 @@
+//! How a core future's result reaches asyncio. The tokio task that ran the future queues a
+//! completion and wakes the event loop through a socket the loop watches (`add_reader`);
+//! the loop thread, which holds the GIL anyway, then sets the Python futures' results. No
+//! tokio thread ever waits for the GIL, there is no extra thread hop, and a burst of
+//! completions costs the loop one wake-up.
+
+use std::future::Future;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use caerus_core as core;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::{intern, IntoPyObjectExt};
+
+use crate::errors::to_py_err;
+use crate::runtime::runtime;
+
+/// A result waiting to be handed to its Python future on the loop thread.
+type Completion = Box<dyn FnOnce(Python<'_>) + Send>;
+
+/// One event loop's completion queue and the socket pair that wakes it.
+struct LoopWakeup {
+    pending: Mutex<Vec<Completion>>,
+    /// True while a wake-up byte is on its way: later completions ride on it.
+    armed: AtomicBool,
+    tx: UnixStream,
+    rx: UnixStream,
+}
+
+impl LoopWakeup {
+    fn new() -> PyResult<Self> {
+        let (tx, rx) = UnixStream::pair()?;
+        tx.set_nonblocking(true)?;
+        rx.set_nonblocking(true)?;
+        Ok(LoopWakeup { pending: Mutex::new(Vec::new()), armed: AtomicBool::new(false), tx, rx })
+    }
+
+    /// From any thread: queue `done` and make sure the loop will drain the queue.
+    fn push(&self, done: Completion) {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).push(done);
+        if !self.armed.swap(true, Ordering::AcqRel) {
+            // WouldBlock means the socket already holds unread bytes: the loop will wake.
+            let _ = (&self.tx).write(&[1]);
+        }
+    }
+
+    /// On the loop thread: the completions queued so far. Disarms before taking the queue,
+    /// so a completion queued meanwhile either is taken now or sends a new byte.
+    fn drain(&self) -> Vec<Completion> {
+        let mut buf = [0u8; 64];
+        while matches!((&self.rx).read(&mut buf), Ok(n) if n > 0) {}
+        self.armed.store(false, Ordering::Release);
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// The reader callback registered with the loop: runs the queued completions.
+#[pyclass(frozen, module = "caerus._native")]
+struct LoopWaker {
+    wakeup: Arc<LoopWakeup>,
+}
+
+#[pymethods]
+impl LoopWaker {
+    fn __call__(&self, py: Python<'_>) {
+        for done in self.wakeup.drain() {
+            done(py);
+        }
+    }
+}
+
+/// The done-callback of every awaitable: stops the tokio task when the Python future is
+/// cancelled (dropping a core future cancels its call). After a normal result the task has
+/// finished and aborting it does nothing.
+#[pyclass(frozen, module = "caerus._native")]
+struct AbortTask(tokio::task::AbortHandle);
+
+#[pymethods]
+impl AbortTask {
+    fn __call__(&self, _future: &Bound<'_, PyAny>) {
+        self.0.abort();
+    }
+}
+
+/// The wake-up of `event_loop`, made and registered (`add_reader`) on its first use. Kept
+/// in a `WeakKeyDictionary`, so a loop that is gone takes its socket pair with it; a loop
+/// type without weak references (none in the standard library) goes in a plain dict.
+fn wakeup_for(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Arc<LoopWakeup>> {
+    static WEAK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    static STRONG: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let weak = WEAK
+        .get_or_try_init(py, || py.import("weakref")?.getattr("WeakKeyDictionary")?.call0().map(Bound::unbind))?
+        .bind(py);
+    let strong =
+        STRONG.get_or_try_init(py, || Ok::<_, PyErr>(pyo3::types::PyDict::new(py).into_any().unbind()))?.bind(py);
+    for map in [weak, strong] {
+        let found = map.call_method1(intern!(py, "get"), (event_loop,))?;
+        if !found.is_none() {
+            return Ok(Arc::clone(&found.cast::<LoopWaker>()?.get().wakeup));
+        }
+    }
+    let wakeup = Arc::new(LoopWakeup::new()?);
+    let waker = Py::new(py, LoopWaker { wakeup: Arc::clone(&wakeup) })?;
+    event_loop.call_method1(intern!(py, "add_reader"), (wakeup.rx.as_raw_fd(), waker.clone_ref(py)))?;
+    match weak.set_item(event_loop, &waker) {
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => strong.set_item(event_loop, &waker)?,
+        other => other?,
+    }
+    Ok(wakeup)
+}
+
+/// Turns a core future into an asyncio future of the running loop; cancelling the Python
+/// future cancels the core call.
+pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = Result<T, core::Error>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let event_loop = GET_RUNNING_LOOP.import(py, "asyncio", "get_running_loop")?.call0()?;
+    let wakeup = wakeup_for(py, &event_loop)?;
+    let py_future = event_loop.call_method0(intern!(py, "create_future"))?;
+    let target = py_future.clone().unbind();
+    let task = runtime().spawn(async move {
+        let result = fut.await;
+        wakeup.push(Box::new(move |py| settle(py, target.bind(py), result)));
+    });
+    py_future.call_method1(intern!(py, "add_done_callback"), (AbortTask(task.abort_handle()),))?;
+    Ok(py_future)
+}
+
+/// Sets the outcome on the Python future unless it was cancelled meanwhile.
+fn settle<T>(py: Python<'_>, future: &Bound<'_, PyAny>, result: Result<T, core::Error>)
+where
+    T: for<'a> IntoPyObject<'a>,
+{
+    if future.call_method0(intern!(py, "done")).and_then(|d| d.is_truthy()).unwrap_or(true) {
+        return;
+    }
+    let set = match result.map_err(to_py_err).and_then(|value| value.into_py_any(py)) {
+        Ok(value) => future.call_method1(intern!(py, "set_result"), (value,)),
+        Err(error) => future.call_method1(intern!(py, "set_exception"), (error.into_value(py),)),
+    };
+    if let Err(error) = set {
+        error.write_unraisable(py, Some(future));
+    }
+}
