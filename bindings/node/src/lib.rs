@@ -13,10 +13,13 @@ use caerus_core::{
     AcquireOptions, ClientConfig, DlsClient, Error as CoreError, Event, EventDetail, EventKind, EventStream, Lock,
     LockMode, LostReason, Transaction, TransactionOptions, TransactionStatus, WatchOptions,
 };
-use napi::bindgen_prelude::{block_on, spawn, BigInt, Promise};
+use napi::bindgen_prelude::{block_on, spawn, BigInt, Promise, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{Error, Result, Status};
+use napi::{Env, Error, Result, Status};
+
+mod promise_bridge;
 use napi_derive::napi;
+use promise_bridge::promise;
 use tokio::sync::{watch, Mutex};
 
 /// A core error as a JS error whose message starts with its stable code.
@@ -333,11 +336,13 @@ impl NativeClient {
         Ok(NativeTransaction::new(tx))
     }
 
-    #[napi]
-    pub async fn begin_transaction(&self, opts: Option<TxOptions>) -> Result<NativeTransaction> {
-        let opts = tx_options(opts)?;
-        let tx = self.client.begin_transaction(opts).await.map_err(to_js)?;
-        Ok(NativeTransaction::new(tx))
+    #[napi(ts_return_type = "Promise<NativeTransaction>")]
+    pub fn begin_transaction<'env>(&self, env: &'env Env, opts: Option<TxOptions>) -> Result<Unknown<'env>> {
+        let (client, opts) = (self.client.clone(), tx_options(opts));
+        promise(env, async move {
+            let tx = client.begin_transaction(opts?).await.map_err(to_js)?;
+            Ok(NativeTransaction::new(tx))
+        })
     }
 
     /// Runs `body` in core's `with_transaction`: commit when the promise it returns
@@ -369,18 +374,20 @@ impl NativeClient {
         }
     }
 
-    #[napi]
-    pub async fn transaction_status(&self, id: BigInt) -> Result<JsTransactionStatus> {
-        let id = u64_of(&id, "transaction id")?;
-        self.client.transaction_status(id).await.map(Into::into).map_err(to_js)
+    #[napi(ts_return_type = "Promise<JsTransactionStatus>")]
+    pub fn transaction_status<'env>(&self, env: &'env Env, id: BigInt) -> Result<Unknown<'env>> {
+        let (client, id) = (self.client.clone(), u64_of(&id, "transaction id"));
+        promise(env, async move { client.transaction_status(id?).await.map(JsTransactionStatus::from).map_err(to_js) })
     }
 
     /// Operator call: aborts any transaction; returns its final state.
-    #[napi]
-    pub async fn abort_transaction(&self, id: BigInt, reason: String) -> Result<String> {
-        let id = u64_of(&id, "transaction id")?;
-        let state = self.client.abort_transaction(id, &reason).await.map_err(to_js)?;
-        Ok(state.as_str().to_string())
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn abort_transaction<'env>(&self, env: &'env Env, id: BigInt, reason: String) -> Result<Unknown<'env>> {
+        let (client, id) = (self.client.clone(), u64_of(&id, "transaction id"));
+        promise(env, async move {
+            let state = client.abort_transaction(id?, &reason).await.map_err(to_js)?;
+            Ok(state.as_str().to_string())
+        })
     }
 
     #[napi]
@@ -432,6 +439,18 @@ impl NativeTransaction {
     fn new(tx: Transaction) -> Self {
         NativeTransaction { tx, ended: Arc::new(watch::channel(false).0) }
     }
+
+    /// Commit or abort; a success silences `on_lost` for good.
+    fn end<'env>(&self, env: &'env Env, commit: bool) -> Result<Unknown<'env>> {
+        let (tx, ended) = (self.tx.clone(), Arc::clone(&self.ended));
+        promise(env, async move {
+            let result = if commit { tx.commit().await } else { tx.abort().await };
+            if result.is_ok() {
+                ended.send_replace(true);
+            }
+            result.map_err(to_js)
+        })
+    }
 }
 
 #[napi]
@@ -446,48 +465,46 @@ impl NativeTransaction {
         self.tx.lease().as_millis() as f64
     }
 
-    #[napi]
-    pub async fn acquire_lock(
+    #[napi(ts_return_type = "Promise<JsLock>")]
+    pub fn acquire_lock<'env>(
         &self,
+        env: &'env Env,
         namespace: String,
         key: String,
         mode: Option<String>,
         timeout_ms: Option<f64>,
-    ) -> Result<JsLock> {
-        let mode = mode_of(mode)?;
-        let mut opts = AcquireOptions::default();
-        if let Some(ms) = ms_of(timeout_ms, "timeoutMs")? {
-            opts = opts.with_timeout_ms(ms);
-        }
-        self.tx.acquire_lock(&namespace, &key, mode, opts).await.map(Into::into).map_err(to_js)
+    ) -> Result<Unknown<'env>> {
+        let tx = self.tx.clone();
+        let (mode, timeout_ms) = (mode_of(mode), ms_of(timeout_ms, "timeoutMs"));
+        promise(env, async move {
+            let mut opts = AcquireOptions::default();
+            if let Some(ms) = timeout_ms? {
+                opts = opts.with_timeout_ms(ms);
+            }
+            tx.acquire_lock(&namespace, &key, mode?, opts).await.map(JsLock::from).map_err(to_js)
+        })
     }
 
-    #[napi]
-    pub async fn release(&self, namespace: String, key: String) -> Result<bool> {
-        self.tx.release(&namespace, &key).await.map_err(to_js)
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn release<'env>(&self, env: &'env Env, namespace: String, key: String) -> Result<Unknown<'env>> {
+        let tx = self.tx.clone();
+        promise(env, async move { tx.release(&namespace, &key).await.map_err(to_js) })
     }
 
-    #[napi]
-    pub async fn status(&self) -> Result<JsTransactionStatus> {
-        self.tx.status().await.map(Into::into).map_err(to_js)
+    #[napi(ts_return_type = "Promise<JsTransactionStatus>")]
+    pub fn status<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
+        let tx = self.tx.clone();
+        promise(env, async move { tx.status().await.map(JsTransactionStatus::from).map_err(to_js) })
     }
 
-    #[napi]
-    pub async fn commit(&self) -> Result<()> {
-        let result = self.tx.commit().await;
-        if result.is_ok() {
-            self.ended.send_replace(true);
-        }
-        result.map_err(to_js)
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn commit<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
+        self.end(env, true)
     }
 
-    #[napi]
-    pub async fn abort(&self) -> Result<()> {
-        let result = self.tx.abort().await;
-        if result.is_ok() {
-            self.ended.send_replace(true);
-        }
-        result.map_err(to_js)
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn abort<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
+        self.end(env, false)
     }
 
     /// Why the transaction was lost, or null while it is not.

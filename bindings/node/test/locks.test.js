@@ -201,3 +201,31 @@ test('lock() on a busy key rejects with LockTimeoutError and leaves nothing held
   await assert.rejects(dls.lock('', 'k'), Dls.InvalidArgumentError);
   await assert.rejects(dls.withLock('busy', 'k'), Dls.InvalidArgumentError);
 });
+
+test('a pending call keeps Node running, and nothing keeps it running once every call settled', async () => {
+  const { execFile } = require('node:child_process');
+  const { once } = require('node:events');
+  const holder = await dls.lock('alive', 'k');
+  const script = `
+    const { Dls } = require(${JSON.stringify(require('node:path').join(__dirname, '..'))});
+    const dls = new Dls.DlsClient({ endpoints: [${JSON.stringify(server.endpoint)}] });
+    dls.lock('alive', 'k', { timeoutMs: 30000 }).then(async (held) => {
+      console.log('granted', held.fencingToken > 0n);
+      await held.release();
+      console.log('released');
+    });`;
+  const child = execFile(process.execPath, ['-e', script]);
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const exited = once(child, 'exit');
+  await sleep(1500);
+  assert.equal(child.exitCode, null, `the waiting acquire must keep the child alive; it printed: ${out}`);
+  await holder.release();
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10000);
+  const [code, signal] = await exited;
+  clearTimeout(timer);
+  assert.equal(signal, null, `the child did not exit by itself after its last call settled: ${out}`);
+  assert.equal(code, 0, out);
+  assert.equal(out, 'granted true\nreleased\n');
+});
