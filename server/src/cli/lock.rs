@@ -113,13 +113,12 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
 
     let client = args.cluster.client().await?;
     let ttl_ms = args.ttl.as_millis().clamp(100, 3_600_000) as u64;
-    let tx = client
-        .begin_transaction(
-            TransactionOptions::new()
-                .with_timeout_ms(ttl_ms)
-                .with_name(format!("dls lock {}/{}: {}", args.namespace, args.key, args.command[0])),
-        )
-        .await?;
+    // Begins with the acquire below, in the same request.
+    let tx = client.transaction(
+        TransactionOptions::new()
+            .with_timeout_ms(ttl_ms)
+            .with_name(format!("dls lock {}/{}: {}", args.namespace, args.key, args.command[0])),
+    )?;
     let mode = if args.shared { LockMode::SharedRead } else { LockMode::Exclusive };
     let wait_ms = match (args.wait_timeout, args.skip_if_locked) {
         (Some(wait), _) => wait.as_millis().clamp(1, 3_600_000) as u64,
