@@ -247,6 +247,8 @@ export declare namespace Dls {
     commit(): Promise<void>;
     /** Ends the transaction and releases its locks; fine if it already ended. */
     abort(): Promise<void>;
+    /** Stops the heartbeat without telling the server (after a failed abort); the lease then runs out. */
+    abandon(): void;
   }
 
   /** An event watch: an async iterator of events in sequence order. */

@@ -143,6 +143,16 @@ function lostError(reason) {
   return err;
 }
 
+/** Aborts and stops the heartbeat even if the abort fails: the caller owns the transaction's life. */
+async function abortQuietly(tx) {
+  try {
+    await tx.abort();
+  } catch {
+    // the body's (or the commit's) error is the one to report
+  }
+  tx.abandon();
+}
+
 // ---------------------------------------------------------------- transaction
 
 /** A running transaction. Its lease is kept alive by a heartbeat in Rust. */
@@ -205,6 +215,11 @@ class Transaction {
   /** Aborts: ends the transaction and releases its locks. Succeeds if it already ended. */
   abort() {
     return call(this.#native.abort());
+  }
+
+  /** Stops the heartbeat without telling the server; the lease then runs out on its own. */
+  abandon() {
+    this.#native.abandon();
   }
 
   /** True once the transaction is lost. */
@@ -365,24 +380,45 @@ class DlsClient {
    */
   async withTransaction(fn, opts) {
     if (typeof fn !== 'function') throw new InvalidArgumentError('withTransaction needs a callback');
-    let value;
-    let failed = false;
-    let error;
+    // The same steps as core's with_transaction, here so that a cycle costs only the calls
+    // themselves (no callback from Rust into JavaScript and back): the body races the lost
+    // signal; its own outcome wins a tie.
+    const tx = this.transaction(opts);
+    const signal = tx.signal;
+    let onLost;
+    const lost = new Promise((resolve) => {
+      onLost = () => resolve({ lost: signal.reason });
+      signal.addEventListener('abort', onLost, { once: true });
+    });
+    const work = Promise.resolve()
+      .then(() => fn(tx))
+      .then(
+        (value) => ({ value }),
+        (error) => ({ error }),
+      );
+    let outcome;
     try {
-      await this.#native.withTransaction(txOptions(opts), async (nativeTx) => {
-        try {
-          value = await fn(new Transaction(nativeTx));
-        } catch (e) {
-          failed = true;
-          error = e;
-          throw e;
-        }
-      });
-    } catch (e) {
-      if (failed) throw error;
-      throw mapError(e);
+      outcome = await Promise.race([work, lost]);
+    } finally {
+      signal.removeEventListener('abort', onLost);
     }
-    return value;
+    if ('lost' in outcome) {
+      tx.abandon();
+      throw outcome.lost;
+    }
+    if ('error' in outcome) {
+      await abortQuietly(tx);
+      throw outcome.error;
+    }
+    try {
+      await tx.commit();
+    } catch (e) {
+      // The outcome may be unknown (e.g. no leader): abort so the locks are not held until
+      // the lease runs out; after a commit that did happen the abort is a harmless no-op.
+      await abortQuietly(tx);
+      throw e;
+    }
+    return outcome.value;
   }
 
   /** Any transaction's status, by id. */

@@ -491,8 +491,9 @@ impl Transaction {
         }
     }
 
-    /// Stops the heartbeat without telling the server, leaving the lease to run out.
-    pub(crate) fn abandon(&self) {
+    /// Stops the heartbeat without telling the server, leaving the lease to run out: the
+    /// clean-up after an abort that failed (no leader), so a lease nobody uses ends.
+    pub fn abandon(&self) {
         match self.started() {
             Some(shared) => shared.mark_ended(false),
             None => {

@@ -13,7 +13,7 @@ use caerus_core::{
     AcquireOptions, ClientConfig, DlsClient, Error as CoreError, Event, EventDetail, EventKind, EventStream, Lock,
     LockMode, LostReason, Transaction, TransactionOptions, TransactionStatus, WatchOptions,
 };
-use napi::bindgen_prelude::{block_on, spawn, BigInt, Promise, Unknown};
+use napi::bindgen_prelude::{block_on, spawn, BigInt, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Error, Result, Status};
 
@@ -345,35 +345,6 @@ impl NativeClient {
         })
     }
 
-    /// Runs `body` in core's `with_transaction`: commit when the promise it returns
-    /// resolves, abort when it rejects, cancellation and `TRANSACTION_LOST` when the lease
-    /// is lost meanwhile. A rejection of `body` comes back as `[CALLBACK_FAILED]`; the JS
-    /// wrapper keeps the original error and the body's value.
-    #[napi]
-    pub async fn with_transaction(
-        &self,
-        opts: Option<TxOptions>,
-        body: ThreadsafeFunction<NativeTransaction, Promise<()>, NativeTransaction, Status, false>,
-    ) -> Result<()> {
-        let opts = tx_options(opts)?;
-        let ended: Arc<watch::Sender<bool>> = Arc::new(watch::channel(false).0);
-        let body_ended = Arc::clone(&ended);
-        let result = self
-            .client
-            .with_transaction(opts, move |tx| async move {
-                let native = NativeTransaction { tx, ended: body_ended };
-                let promise = body.call_async_catch(native).await.map_err(BodyError::Js)?;
-                promise.await.map_err(BodyError::Js)
-            })
-            .await;
-        ended.send_replace(true);
-        match result {
-            Ok(()) => Ok(()),
-            Err(BodyError::Core(e)) => Err(to_js(e)),
-            Err(BodyError::Js(e)) => Err(coded("CALLBACK_FAILED", &e.reason)),
-        }
-    }
-
     #[napi(ts_return_type = "Promise<JsTransactionStatus>")]
     pub fn transaction_status<'env>(&self, env: &'env Env, id: BigInt) -> Result<Unknown<'env>> {
         let (client, id) = (self.client.clone(), u64_of(&id, "transaction id"));
@@ -412,18 +383,6 @@ impl NativeClient {
             closed: Arc::new(watch::channel(false).0),
             backlog_end,
         })
-    }
-}
-
-/// What can end the body of `with_transaction`.
-enum BodyError {
-    Core(CoreError),
-    Js(Error),
-}
-
-impl From<CoreError> for BodyError {
-    fn from(e: CoreError) -> Self {
-        BodyError::Core(e)
     }
 }
 
@@ -505,6 +464,12 @@ impl NativeTransaction {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn abort<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
         self.end(env, false)
+    }
+
+    /// Stops the heartbeat without telling the server (after a failed abort).
+    #[napi]
+    pub fn abandon(&self) {
+        self.tx.abandon();
     }
 
     /// Why the transaction was lost, or null while it is not.
