@@ -85,6 +85,7 @@ example: ## Take a lock with the Rust quick-start example (needs a running serve
 bench: release ## Benchmarks: lock table enqueue cost, then DLS vs etcd vs Redis (prints a table, writes a results file)
 	$(CARGO) bench -p caerus-locks --bench enqueue
 	$(MAKE) -C bench all DLS_BIN=$(abspath $(DLS_RELEASE))
+	$(MAKE) bench-sdk
 
 bench-state: release ## Heartbeat cost (10,000 transactions), deadlock latency, memory at 100k locks, restore time → bench/results/state.md
 	$(MAKE) -C bench state DLS_BIN=$(abspath $(DLS_RELEASE))
@@ -174,6 +175,22 @@ test-maven-sample: maven-install dls-kit ## The Maven sample (samples/kotlin-loc
 	  scripts/test-packages/maven.sh
 
 test-packages: test-dist test-wheel test-npm-pack test-maven-sample ## Every package installed and used without Rust: server tarball, Python wheel, npm tarballs, Maven artifact
+
+# ---- Benchmarks through the SDKs (issue 21): the lock cycle from Python and Node, binding overhead ----
+# Both use the packages as users get them (release wheel, npm tarballs, the Maven jar), installed
+# outside the checkout under $(CAERUS_TOOLS_DIR) by bench/sdk/setup.sh on every run, so a fresh
+# build is what gets measured.
+bench-sdk: release wheel npm-pack ## The bench's lock cycle through caerus.sync (1/32 processes) and @caerus-dev/sdk (1/32 async workers) vs python-etcd3/etcd3 and redis-py/ioredis; one table per language → bench/results/sdk.md
+	$(MAKE) -C bench sdk DLS_BIN=$(abspath $(DLS_RELEASE))
+
+bench-binding: release wheel npm-pack maven-install ## p50/p90/p99 of one transaction_status call through Rust, Python (sync, asyncio), Node, Kotlin; overhead vs Rust → bench/results/binding.md
+	@echo "==> building dls-call-overhead (the Rust baseline) and the test kit's dls-cluster (release)"
+	$(CARGO) build --release -p caerus-bench --bin dls-call-overhead
+	$(CARGO) build --release -p caerus-testkit --bin dls-cluster
+	bench/sdk/setup.sh python node
+	DLS_BIN=$(abspath $(DLS_RELEASE)) KIT_BIN=$(abspath $(TARGET_DIR))/release/dls-cluster \
+	  CALL_BIN=$(abspath $(TARGET_DIR))/release/dls-call-overhead CAERUS_DLS_VERSION=$(DLS_VERSION) \
+	  bench/sdk/overhead.sh
 
 lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -2,15 +2,21 @@
 # Orchestration of `make -C bench smoke|all`: starts the servers on 127.0.0.1 with free
 # ports, runs dls-bench, stops everything it started (only its own pids), prints progress.
 #
-#   run.sh smoke   a few seconds of every workload against one DLS node
+#   run.sh smoke   a few seconds of every workload against one DLS node, then of the Python
+#                  and Node SDK drivers where the debug SDK builds exist
 #   run.sh all     3-node DLS, Redis (appendfsync always), 3-node etcd if installed;
-#                  every workload at CLIENTS (1 16 64); table + results/latest.md
+#                  every workload at CLIENTS (1 16 64); table + results/latest.md (+ .jsonl)
+#   run.sh sdk     the same servers, driven by the Python and Node SDK drivers (bench/sdk/,
+#                  installed by bench/sdk/setup.sh): SDK_WORKLOADS (uncontended contended) at
+#                  SDK_CLIENTS (1 32); tables (with the Rust rows of RUST_JSONL, default
+#                  results/latest.jsonl, when it exists) + results/sdk.md
 #
 # Environment: DLS_BIN, BENCH_BIN, KIT_BIN (dls-cluster, testkit/; all required), DURATION, WARMUP, CLIENTS,
-# WORKLOADS, TARGETS, RESULTS (output .md), RUN_DIR.
+# WORKLOADS, TARGETS, RESULTS (output .md), RUN_DIR; sdk: SDK_LANGS (python node), SDK_CLIENTS,
+# SDK_WORKLOADS, SDK_BENCH_PY (virtualenv), SDK_BENCH_NODE (npm project with the drivers), RUST_JSONL.
 set -euo pipefail
 
-MODE=${1:?usage: run.sh smoke|all}
+MODE=${1:?usage: run.sh smoke|all|sdk}
 : "${DLS_BIN:?DLS_BIN must point at a dls binary}"
 : "${BENCH_BIN:?BENCH_BIN must point at a dls-bench binary}"
 : "${KIT_BIN:?KIT_BIN must point at the dls-cluster binary of the test kit}"
@@ -113,6 +119,47 @@ ensure_pkg() { # ensure_pkg COMMAND DEBIAN_PACKAGE
   command -v "$1" >/dev/null
 }
 
+# start_target NAME → starts that system; sets eps, pids, metrics, label. Returns 3 when it is
+# not installed (skipped), 1 when it did not start.
+start_target() {
+  case $1 in
+  dls)
+    start_dls 3; eps=$DLS_ENDPOINTS; pids=$DLS_PIDS; metrics=$DLS_METRICS
+    label="raft (3 nodes), log fdatasync before ack" ;;
+  redis)
+    if ! ensure_pkg redis-server redis-server; then log "SKIP redis: redis-server not installed"; return 3; fi
+    start_redis; eps=$REDIS_ENDPOINTS; pids=$REDIS_PID; metrics=""
+    label="single node, appendonly yes, appendfsync always" ;;
+  etcd)
+    if ! ensure_pkg etcd etcd-server; then log "SKIP etcd: etcd not installed"; return 3; fi
+    if [ "$MODE" = all ] && [ "${BENCH_ETCD:-yes}" != yes ]; then
+      log "SKIP etcd: dls-bench built without the etcd feature (no protoc)"; return 3
+    fi
+    start_etcd; eps=$ETCD_ENDPOINTS; pids=$ETCD_PIDS; metrics=""
+    label="raft (3 nodes), default fsync" ;;
+  *) log "unknown target $1"; exit 1 ;;
+  esac
+}
+
+# sdk_bench LANG TARGET WORKLOAD CLIENTS → one driver run, its JSON line appended to $RESULTS_JSONL.
+# The drivers run with $SDK_PYTHON and $SDK_NODE_DRIVER (the copy next to its node_modules).
+sdk_bench() {
+  local out rc=0 cmd
+  case $1 in
+  python) cmd=("$SDK_PYTHON" "$HERE/sdk/python/sdk_bench.py") ;;
+  node) cmd=(node "$SDK_NODE_DRIVER") ;;
+  *) log "unknown SDK language $1"; exit 1 ;;
+  esac
+  log "$1 / $2 / $3 / $4 clients"
+  out=$("${cmd[@]}" --target "$2" --workload "$3" --clients "$4" --duration "$DURATION" --warmup "$WARMUP" \
+    --endpoints "$eps" --pids "$pids" --label "$label") || rc=$?
+  [ -n "$out" ] && echo "$out" >>"$RESULTS_JSONL"
+  if [ "$rc" -ne 0 ]; then
+    log "FAILED: $1 / $2 / $3 / $4 clients (exit $rc)"
+    FAILURES+=("$1/$2/$3/$4 (exit $rc)")
+  fi
+}
+
 FAILURES=()
 RESULTS_JSONL="$RUN_DIR/results.jsonl"
 : >"$RESULTS_JSONL"
@@ -123,6 +170,25 @@ smoke)
   DURATION=${DURATION:-2}; WARMUP=${WARMUP:-0.5}
   start_dls 1
   for w in $WORKLOADS; do bench dls "$w" 4 "$DLS_ENDPOINTS" "$DLS_PIDS" "smoke" "$DLS_METRICS"; done
+  # The SDK drivers against the same node, through the debug builds `make test-python` and
+  # `make test-node` leave in the checkout; skipped (said so) where those are not built.
+  eps=$DLS_ENDPOINTS; pids=$DLS_PIDS; label=smoke
+  REPO=$(cd "$HERE/.." && pwd)
+  SDK_PYTHON=${SDK_PYTHON:-$REPO/bindings/python/.venv/bin/python}
+  if [ -x "$SDK_PYTHON" ] && "$SDK_PYTHON" -c 'import caerus' 2>/dev/null; then
+    "$SDK_PYTHON" "$HERE/sdk/python/sdk_bench.py" --self-test || FAILURES+=("python checker self-test")
+    for w in uncontended contended; do sdk_bench python dls "$w" 4; done
+  else
+    log "SKIP python SDK driver: no caerus in $SDK_PYTHON (make test-python builds it)"
+  fi
+  if [ -f "$REPO/bindings/node/caerus.linux-x64-gnu.node" ]; then
+    export CAERUS_SDK_MODULE=$REPO/bindings/node/index.js
+    SDK_NODE_DRIVER=$HERE/sdk/node/sdk-bench.mjs
+    node "$SDK_NODE_DRIVER" --self-test || FAILURES+=("node checker self-test")
+    for w in uncontended contended; do sdk_bench node dls "$w" 4; done
+  else
+    log "SKIP node SDK driver: no bindings/node/caerus.linux-x64-gnu.node (make test-node builds it)"
+  fi
   "$BENCH_BIN" --report "$RESULTS_JSONL"
   ;;
 all)
@@ -132,21 +198,7 @@ all)
   RESULTS=${RESULTS:-$HERE/results/latest.md}
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   for t in $TARGETS; do
-    case $t in
-    dls)
-      start_dls 3; eps=$DLS_ENDPOINTS; pids=$DLS_PIDS; metrics=$DLS_METRICS
-      label="raft (3 nodes), log fdatasync before ack" ;;
-    redis)
-      if ! ensure_pkg redis-server redis-server; then log "SKIP redis: redis-server not installed"; continue; fi
-      start_redis; eps=$REDIS_ENDPOINTS; pids=$REDIS_PID; metrics=""
-      label="single node, appendonly yes, appendfsync always" ;;
-    etcd)
-      if ! ensure_pkg etcd etcd-server; then log "SKIP etcd: etcd not installed"; continue; fi
-      if [ "${BENCH_ETCD:-yes}" != yes ]; then log "SKIP etcd: dls-bench built without the etcd feature (no protoc)"; continue; fi
-      start_etcd; eps=$ETCD_ENDPOINTS; pids=$ETCD_PIDS; metrics=""
-      label="raft (3 nodes), default fsync" ;;
-    *) log "unknown target $t"; exit 1 ;;
-    esac
+    start_target "$t" || { [ $? -eq 3 ] || FAILURES+=("$t: did not start"); continue; }
     for w in $WORKLOADS; do
       for c in $CLIENTS; do bench "$t" "$w" "$c" "$eps" "$pids" "$label" "$metrics"; done
     done
@@ -179,9 +231,65 @@ all)
     cat "$RESULTS_JSONL"
     echo '```'
   } >"$RESULTS"
-  log "wrote $RESULTS"
+  cp "$RESULTS_JSONL" "${RESULTS%.md}.jsonl"
+  log "wrote $RESULTS and ${RESULTS%.md}.jsonl"
   ;;
-*) echo "usage: run.sh smoke|all" >&2; exit 2 ;;
+sdk)
+  DURATION=${DURATION:-5}; WARMUP=${WARMUP:-1}
+  SDK_CLIENTS=${SDK_CLIENTS:-1 32}
+  SDK_LANGS=${SDK_LANGS:-python node}
+  SDK_WORKLOADS=${SDK_WORKLOADS:-uncontended contended}
+  TARGETS=${TARGETS:-dls redis etcd}
+  TOOLS=${CAERUS_TOOLS_DIR:-$HOME/.cache/caerus-dls/tools}
+  SDK_BENCH_PY=${SDK_BENCH_PY:-$TOOLS/sdk-bench-py}
+  SDK_BENCH_NODE=${SDK_BENCH_NODE:-$TOOLS/sdk-bench-node}
+  SDK_PYTHON=$SDK_BENCH_PY/bin/python
+  SDK_NODE_DRIVER=$SDK_BENCH_NODE/sdk-bench.mjs
+  RESULTS=${RESULTS:-$HERE/results/sdk.md}
+  RUST_JSONL=${RUST_JSONL:-$HERE/results/latest.jsonl}
+  started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  for t in $TARGETS; do
+    start_target "$t" || { [ $? -eq 3 ] || FAILURES+=("$t: did not start"); continue; }
+    for lang in $SDK_LANGS; do
+      for w in $SDK_WORKLOADS; do
+        for c in $SDK_CLIENTS; do sdk_bench "$lang" "$t" "$w" "$c"; done
+      done
+    done
+    cleanup
+  done
+  combined="$RUN_DIR/combined.jsonl"
+  rust_note="no Rust rows: $RUST_JSONL does not exist (make bench writes it)"
+  if [ -f "$RUST_JSONL" ]; then
+    rust_note="Rust rows: $RUST_JSONL (modified $(date -u -r "$RUST_JSONL" +%Y-%m-%dT%H:%M:%SZ))"
+    cat "$RUST_JSONL" "$RESULTS_JSONL" >"$combined"
+  else
+    cp "$RESULTS_JSONL" "$combined"
+  fi
+  table=$("$BENCH_BIN" --report "$combined")
+  echo
+  echo "$table"
+  mkdir -p "$(dirname "$RESULTS")"
+  {
+    echo "# dls-bench results through the SDKs"
+    echo
+    echo "Produced by \`${BENCH_COMMAND:-make -C bench sdk}\` (DURATION=$DURATION s measured after WARMUP=$WARMUP s,"
+    echo "clients: $SDK_CLIENTS), started $started on $(nproc) CPU(s), $(uname -sr), everything on 127.0.0.1; $rust_note."
+    echo "Servers as in results/latest.md: dls raft on 3 nodes (fdatasync before ack), redis one node"
+    echo "(appendfsync always), etcd $(etcd --version 2>/dev/null | head -1 | sed 's/etcd Version: //') 3 nodes."
+    echo "Python: forked processes, one client each; Node: async workers in one process sharing one client."
+    echo
+    echo "$table"
+    echo
+    echo "Raw results (one JSON object per run):"
+    echo
+    echo '```json'
+    cat "$RESULTS_JSONL"
+    echo '```'
+  } >"$RESULTS"
+  cp "$RESULTS_JSONL" "${RESULTS%.md}.jsonl"
+  log "wrote $RESULTS and ${RESULTS%.md}.jsonl"
+  ;;
+*) echo "usage: run.sh smoke|all|sdk" >&2; exit 2 ;;
 esac
 
 if [ "${#FAILURES[@]}" -gt 0 ]; then

@@ -31,52 +31,108 @@ fn cell(r: &Value) -> String {
     }
 }
 
-/// A markdown table: one row per (workload, clients), a column per target, and the
-/// DLS/etcd and DLS/Redis throughput ratios.
+/// Result rows of one language: (workload index, clients) → target → result.
+type Rows = BTreeMap<(usize, u64), BTreeMap<String, Value>>;
+
+/// Languages in the order their tables print; a result without `language` is the Rust harness.
+const LANGUAGES: [&str; 3] = ["rust", "python", "node"];
+
+/// Markdown tables: the Rust harness's (one row per (workload, clients), a column per
+/// target, the DLS/etcd and DLS/Redis throughput ratios), then one per SDK language
+/// (bench/sdk drivers) with the client library of each column and the p50 ratio as well.
 pub fn table(file: &Path) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     // Later lines win: a rerun replaces an earlier result.
-    let mut rows: BTreeMap<(usize, u64), BTreeMap<String, Value>> = BTreeMap::new();
+    let mut by_lang: BTreeMap<String, Rows> = BTreeMap::new();
     for line in text.lines().filter(|l| l.trim_start().starts_with('{')) {
         let v: Value = serde_json::from_str(line).with_context(|| format!("bad result line: {line}"))?;
         let w = v["workload"].as_str().unwrap_or("");
         let wi = WORKLOADS.iter().position(|x| *x == w).unwrap_or(WORKLOADS.len());
         let clients = v["clients"].as_u64().unwrap_or(0);
         let t = v["target"].as_str().unwrap_or("?").to_string();
-        rows.entry((wi, clients)).or_default().insert(t, v);
+        let lang = v["language"].as_str().unwrap_or("rust").to_string();
+        by_lang.entry(lang).or_default().entry((wi, clients)).or_default().insert(t, v);
     }
+    let mut langs: Vec<&String> = by_lang.keys().collect();
+    langs.sort_by_key(|l| LANGUAGES.iter().position(|x| x == l).unwrap_or(LANGUAGES.len()));
+    let mut out = String::new();
+    for lang in langs {
+        let rows = &by_lang[lang];
+        if lang == "rust" {
+            out += &lang_table(rows, false);
+            out += &group_commit_table(rows);
+        } else {
+            out += &format!("\n{} SDK drivers (bench/sdk): {}\n\n", title(lang), drivers(rows));
+            out += &lang_table(rows, true);
+        }
+    }
+    Ok(out)
+}
+
+fn title(lang: &str) -> String {
+    let mut c = lang.chars();
+    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+}
+
+/// "dls: caerus.sync, etcd: python-etcd3, …; 32 forked process(es), one client each".
+fn drivers(rows: &Rows) -> String {
+    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut concurrency = "";
+    for r in rows.values().flat_map(BTreeMap::values) {
+        if let (Some(t), Some(d)) = (r["target"].as_str(), r["driver"].as_str()) {
+            seen.insert(t, d);
+        }
+        if let Some(c) = r["concurrency"].as_str() {
+            concurrency = c;
+        }
+    }
+    let list: Vec<String> = TARGETS.iter().filter_map(|t| seen.get(t).map(|d| format!("{t} through {d}"))).collect();
+    let how = concurrency.split_once(' ').map(|(_, rest)| rest).unwrap_or(concurrency);
+    format!("{}; clients are {how}.", list.join(", "))
+}
+
+fn lang_table(rows: &Rows, p50_ratio: bool) -> String {
     let present: Vec<&str> = TARGETS.iter().copied().filter(|t| rows.values().any(|r| r.contains_key(*t))).collect();
     let mut out = String::from("| workload | clients |");
     for t in &present {
         out += &format!(" {t}: cycles/s · p50/p99 |");
     }
-    out += " DLS/etcd | DLS/Redis |\n|---|---:|";
+    out += " DLS/etcd | DLS/Redis |";
+    if p50_ratio {
+        out += " p50 DLS/etcd |";
+    }
+    out += "\n|---|---:|";
     for _ in &present {
         out += "---|";
     }
-    out += "---:|---:|\n";
-    for ((wi, clients), by_target) in &rows {
+    out += "---:|---:|";
+    if p50_ratio {
+        out += "---:|";
+    }
+    out += "\n";
+    for ((wi, clients), by_target) in rows {
         let w = WORKLOADS.get(*wi).copied().unwrap_or("?");
         out += &format!("| {w} | {clients} |");
         for t in &present {
             out += &format!(" {} |", by_target.get(*t).map(cell).unwrap_or_else(|| "–".into()));
         }
-        let ratio = |other: &str| -> String {
+        let ratio = |other: &str, key: &str| -> String {
             match (by_target.get("dls"), by_target.get(other)) {
-                (Some(d), Some(o)) if w != "heartbeat" && f(o, "throughput") > 0.0 => {
-                    format!("{:.2}×", f(d, "throughput") / f(o, "throughput"))
-                }
+                (Some(d), Some(o)) if w != "heartbeat" && f(o, key) > 0.0 => format!("{:.2}×", f(d, key) / f(o, key)),
                 _ => "–".into(),
             }
         };
-        out += &format!(" {} | {} |\n", ratio("etcd"), ratio("redis"));
+        out += &format!(" {} | {} |", ratio("etcd", "throughput"), ratio("redis", "throughput"));
+        if p50_ratio {
+            out += &format!(" {} |", ratio("etcd", "p50_ms"));
+        }
+        out += "\n";
     }
-    out += &group_commit_table(&rows);
-    Ok(out)
+    out
 }
 
 /// The DLS leader's group commit per run, where the run had `--metrics`.
-fn group_commit_table(rows: &BTreeMap<(usize, u64), BTreeMap<String, Value>>) -> String {
+fn group_commit_table(rows: &Rows) -> String {
     let mut out = String::new();
     for ((wi, clients), by_target) in rows {
         let Some(g) = by_target.get("dls").map(|d| &d["group_commit"]).filter(|g| g.is_object()) else { continue };
@@ -94,4 +150,42 @@ fn group_commit_table(rows: &BTreeMap<(usize, u64), BTreeMap<String, Value>>) ->
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sdk_results_get_a_table_per_language_with_ratios() {
+        let lines = [
+            r#"{"target":"dls","workload":"uncontended","clients":64,"throughput":5000,"p50_ms":10,"p99_ms":20}"#,
+            r#"{"target":"etcd","workload":"uncontended","clients":64,"throughput":1000,"p50_ms":50,"p99_ms":90}"#,
+            r#"{"target":"dls","workload":"uncontended","clients":1,"throughput":400,"p50_ms":2,"p99_ms":3,"language":"python","driver":"caerus.sync","concurrency":"1 forked process(es), one client each"}"#,
+            r#"{"target":"etcd","workload":"uncontended","clients":1,"throughput":100,"p50_ms":8,"p99_ms":9,"language":"python","driver":"python-etcd3"}"#,
+            r#"{"target":"redis","workload":"contended","clients":32,"throughput":900,"p50_ms":1,"p99_ms":4,"language":"node","driver":"ioredis"}"#,
+        ];
+        let file = std::env::temp_dir().join(format!("dls-bench-report-{}.jsonl", std::process::id()));
+        std::fs::write(&file, lines.join("\n")).unwrap();
+        let md = table(&file).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        // The Rust rows keep their table, unchanged in shape (no p50 ratio column).
+        let rust = md.split("\nPython").next().unwrap();
+        assert!(
+            rust.contains("| uncontended | 64 | 5000/s · 10.0/20.0 ms | 1000/s · 50.0/90.0 ms | 5.00× | – |"),
+            "{md}"
+        );
+        assert!(!rust.contains("p50 DLS/etcd"), "{md}");
+        // Python rows do not replace the Rust ones, and get throughput and p50 ratios.
+        assert!(
+            md.contains("Python SDK drivers (bench/sdk): dls through caerus.sync, etcd through python-etcd3;"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| uncontended | 1 | 400/s · 2.0/3.0 ms | 100/s · 8.0/9.0 ms | 4.00× | – | 0.25× |"),
+            "{md}"
+        );
+        let node = md.split("Node SDK drivers").nth(1).expect("a Node table");
+        assert!(node.contains("| contended | 32 | 900/s · 1.0/4.0 ms | – | – | – |"), "{md}");
+    }
 }

@@ -1,0 +1,81 @@
+//! `dls-call-overhead`: latency of one cheap call through the Rust core, the baseline the
+//! bindings' per-call overhead is measured against (bench/sdk/overhead.sh).
+//!
+//! Begins a transaction, then calls `transaction_status` on it sequentially: `--warmup`
+//! calls, then `--calls` timed ones. The leader answers from memory (no raft round), so the
+//! figure is the client stack plus one loopback gRPC exchange. Prints one JSON line.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use caerus_core::{ClientConfig, DlsClient, TransactionOptions};
+use clap::Parser;
+use serde_json::json;
+
+/// Latency of sequential transaction_status calls through caerus-core.
+#[derive(Parser, Debug)]
+#[command(name = "dls-call-overhead", version, about, long_about = None)]
+struct Args {
+    /// Comma-separated host:port list of the DLS node(s).
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    endpoints: String,
+    /// Timed calls.
+    #[arg(long, default_value_t = 5000)]
+    calls: usize,
+    /// Untimed calls first.
+    #[arg(long, default_value_t = 1000)]
+    warmup: usize,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dls-call-overhead: tokio runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(&args)) {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("dls-call-overhead: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(args: &Args) -> Result<serde_json::Value, caerus_core::Error> {
+    let endpoints: Vec<String> =
+        args.endpoints.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+    let client = DlsClient::connect(ClientConfig::new(endpoints)).await?;
+    let tx = client.begin_transaction(TransactionOptions::default()).await?;
+    let id = tx.id();
+    for _ in 0..args.warmup {
+        client.transaction_status(id).await?;
+    }
+    let mut ns = Vec::with_capacity(args.calls);
+    for _ in 0..args.calls {
+        let t0 = Instant::now();
+        client.transaction_status(id).await?;
+        ns.push(u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX));
+    }
+    tx.abort().await?;
+    ns.sort_unstable();
+    let pct = |p: f64| -> f64 {
+        let i = ((p * ns.len() as f64).ceil() as usize).clamp(1, ns.len().max(1)) - 1;
+        ns.get(i).map_or(0.0, |v| (*v as f64 / 100.0).round() / 10.0)
+    };
+    Ok(json!({
+        "language": "rust",
+        "api": "caerus-core (async, tokio)",
+        "call": "transaction_status",
+        "calls": ns.len(),
+        "p50_us": pct(0.50),
+        "p90_us": pct(0.90),
+        "p99_us": pct(0.99),
+    }))
+}
