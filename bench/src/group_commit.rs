@@ -1,6 +1,7 @@
 //! Group commit on the DLS leader over the measured window, read from every node's
 //! `/metrics` before and after (`--metrics`): how many client writes (commands) and raft
-//! entries shared each fsync of the leader's log.
+//! entries shared each fsync of the leader's log, and which node led (so its CPU per
+//! write can be reported).
 
 use std::collections::HashMap;
 
@@ -28,6 +29,10 @@ pub struct Window {
     pub entries: f64,
     /// fsyncs of the leader's log.
     pub flushes: f64,
+    /// Raft entries the leader applied (its `dls_applied_index` moved by this much).
+    pub applied: f64,
+    /// Position of the leader in the `--metrics` list.
+    pub node: usize,
 }
 
 impl Window {
@@ -40,12 +45,15 @@ impl Window {
         before
             .iter()
             .zip(after)
-            .filter_map(|(b, a)| {
+            .enumerate()
+            .filter_map(|(node, (b, a))| {
                 let (b, a) = (b.as_ref()?, a.as_ref()?);
                 Some(Window {
                     commands: delta(b, a, "dls_proposed_commands_total"),
                     entries: delta(b, a, "dls_proposed_entries_total"),
                     flushes: delta(b, a, "dls_raft_log_flushes_total"),
+                    applied: delta(b, a, "dls_applied_index"),
+                    node,
                 })
             })
             .filter(|w| w.commands > 0.0 && w.flushes > 0.0)
@@ -68,6 +76,7 @@ impl Window {
             "fsyncs": self.flushes,
             "commands_per_fsync": round(self.commands_per_fsync()),
             "entries_per_fsync": round(self.entries_per_fsync()),
+            "applied_entries": self.applied,
         })
     }
 }
@@ -81,6 +90,7 @@ mod tests {
             ("dls_proposed_commands_total".to_string(), commands),
             ("dls_proposed_entries_total".to_string(), entries),
             ("dls_raft_log_flushes_total".to_string(), flushes),
+            ("dls_applied_index".to_string(), entries),
         ]))
     }
 
@@ -89,7 +99,7 @@ mod tests {
         let before = vec![node(0.0, 0.0, 10.0), node(100.0, 10.0, 20.0), None];
         let after = vec![node(0.0, 0.0, 60.0), node(1700.0, 110.0, 120.0), node(5.0, 5.0, 5.0)];
         let w = Window::of_leader(&before, &after).unwrap();
-        assert_eq!(w, Window { commands: 1600.0, entries: 100.0, flushes: 100.0 });
+        assert_eq!(w, Window { commands: 1600.0, entries: 100.0, flushes: 100.0, applied: 100.0, node: 1 });
         assert_eq!(w.to_json()["commands_per_fsync"], 16.0);
         assert_eq!(w.to_json()["entries_per_fsync"], 1.0);
     }

@@ -106,6 +106,56 @@ pub struct Summary {
     alive: Option<u64>,
     cpu: Vec<(u32, f64)>,
     group_commit: Option<group_commit::Window>,
+    leader_cpu: Option<LeaderCpu>,
+}
+
+/// The leader's CPU time over the measured window, per client write it proposed (from
+/// `/proc/PID/stat` and its `/metrics`): what one write costs the node that does the most.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeaderCpu {
+    pub pid: u32,
+    /// utime + stime of the leader in the window, seconds.
+    pub cpu_s: f64,
+    /// Client writes (raft commands) the leader proposed in the window.
+    pub writes: f64,
+    /// Raft entries the leader applied in the window.
+    pub entries: f64,
+    /// Lock cycles the clients completed in the window.
+    pub cycles: u64,
+}
+
+impl LeaderCpu {
+    /// The leader is the node that proposed the most in the window; `pids` and the
+    /// `--metrics` list name the nodes in the same order.
+    fn of(pids: &[u32], cpu_s: &[Option<f64>], window: group_commit::Window, cycles: u64) -> Option<LeaderCpu> {
+        if pids.len() <= window.node || window.commands <= 0.0 {
+            return None;
+        }
+        let cpu_s = cpu_s.get(window.node).copied().flatten()?;
+        Some(LeaderCpu { pid: pids[window.node], cpu_s, writes: window.commands, entries: window.applied, cycles })
+    }
+
+    pub fn us_per_write(&self) -> f64 {
+        self.cpu_s * 1e6 / self.writes
+    }
+
+    fn us_per(&self, n: f64) -> Option<f64> {
+        (n > 0.0).then(|| self.cpu_s * 1e6 / n)
+    }
+
+    fn to_json(self) -> serde_json::Value {
+        let round = |x: f64| (x * 10.0).round() / 10.0;
+        json!({
+            "pid": self.pid,
+            "cpu_s": (self.cpu_s * 1000.0).round() / 1000.0,
+            "writes": self.writes,
+            "applied_entries": self.entries,
+            "cycles": self.cycles,
+            "us_per_write": round(self.us_per_write()),
+            "us_per_entry": self.us_per(self.entries).map(round),
+            "us_per_cycle": self.us_per(self.cycles as f64).map(round),
+        })
+    }
 }
 
 impl Summary {
@@ -159,6 +209,8 @@ impl Summary {
             "cpu_pct": self.cpu.iter().map(|(p, c)| (p.to_string(), round(*c))).collect::<BTreeMap<_, _>>(),
             "leader_cpu_pct": self.leader_cpu().map(round),
             "group_commit": self.group_commit.map(group_commit::Window::to_json),
+            "leader_cpu_us_per_write": self.leader_cpu.map(|l| (l.us_per_write() * 10.0).round() / 10.0),
+            "leader_cpu": self.leader_cpu.map(LeaderCpu::to_json),
         })
     }
 
@@ -200,6 +252,17 @@ impl Summary {
                 g.commands_per_fsync(),
                 g.entries_per_fsync(),
                 g.flushes
+            );
+        }
+        if let Some(l) = self.leader_cpu {
+            s += &format!(
+                "  leader cpu: {:.1} µs per client write ({:.3} s of pid {} for {} writes, {} raft entries, {} cycles)\n",
+                l.us_per_write(),
+                l.cpu_s,
+                l.pid,
+                l.writes,
+                l.entries,
+                l.cycles
             );
         }
         s += &format!("  violations: {}\n", self.violations);
@@ -287,25 +350,30 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
         }
     }
     let measured_s = cpu_start.as_ref().map(|c| c.0.elapsed().as_secs_f64()).unwrap_or(cfg.duration.as_secs_f64());
+    // CPU seconds of each pid over the window, in the order of `cfg.pids`.
+    let cpu_s: Vec<Option<f64>> = match &cpu_start {
+        Some((_, before)) => cfg
+            .pids
+            .iter()
+            .zip(before)
+            .map(|(pid, b)| Some(cpu_ticks(*pid)?.saturating_sub((*b)?) as f64 / CLOCK_TICKS))
+            .collect(),
+        None => Vec::new(),
+    };
     let cpu: Vec<(u32, f64)> = match &cpu_start {
-        Some((at, before)) => {
+        Some((at, _)) => {
             let secs = at.elapsed().as_secs_f64().max(1e-9);
-            cfg.pids
-                .iter()
-                .zip(before)
-                .filter_map(|(pid, b)| {
-                    let (b, a) = ((*b)?, cpu_ticks(*pid)?);
-                    Some((*pid, (a.saturating_sub(b)) as f64 / CLOCK_TICKS / secs * 100.0))
-                })
-                .collect()
+            cfg.pids.iter().zip(&cpu_s).filter_map(|(pid, s)| Some((*pid, (*s)? / secs * 100.0))).collect()
         }
         None => Vec::new(),
     };
+    let cycles = shared.cycles.load(Ordering::SeqCst);
     shared.measuring.store(false, Ordering::SeqCst);
     let group_commit = match metrics_start {
         Some(before) => group_commit::Window::of_leader(&before, &group_commit::sample(&cfg.metrics).await),
         None => None,
     };
+    let leader_cpu = group_commit.and_then(|w| LeaderCpu::of(&cfg.pids, &cpu_s, w, cycles));
 
     // Clients stop at `end` once their current cycle finishes (bounded by the wait timeout).
     let mut lat = Vec::new();
@@ -345,6 +413,7 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
         alive: (cfg.workload == Workload::Heartbeat).then(|| alive.load(Ordering::SeqCst)),
         cpu,
         group_commit,
+        leader_cpu,
     })
 }
 
