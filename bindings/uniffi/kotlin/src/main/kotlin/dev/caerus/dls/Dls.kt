@@ -2,6 +2,8 @@
 // (caerus_dls.kt in the same package, generated at build time).
 package dev.caerus.dls
 
+import com.sun.jna.CallbackThreadInitializer
+import com.sun.jna.Native
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.NonCancellable
 import kotlinx.coroutines.coroutineScope
@@ -9,6 +11,21 @@ import kotlinx.coroutines.flow.Flow
 import kotlinx.coroutines.flow.flow
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.withContext
+
+/**
+ * Every async call ends with the SDK's Rust threads calling back into the JVM (the
+ * continuation of the Rust future). By default JNA attaches such a thread to the JVM for
+ * the callback and detaches it afterwards, which costs more than the rest of a local call;
+ * the SDK's threads live as long as the process, so they stay attached (as daemons, which
+ * never keep the JVM from exiting). Runs when this file's helpers are first used.
+ */
+private val callbackThreadsStayAttached: Unit = Native.setCallbackThreadInitializer(
+    uniffiRustFutureContinuationCallbackImpl,
+    CallbackThreadInitializer(true, false, "caerus-dls-callback"),
+).let { }
+
+/** Keeps the JVM attachment of the SDK's callback threads (see [callbackThreadsStayAttached]). */
+internal fun keepCallbackThreadsAttached() = callbackThreadsStayAttached
 
 /** The stable code of the error, spelled as in the Rust, Python and Node SDKs. */
 val DlsException.code: String
@@ -41,15 +58,18 @@ fun dlsClient(
     caFile: String? = null,
     clientCertFile: String? = null,
     clientKeyFile: String? = null,
-): DlsClient = DlsClient(
-    ClientConfig(
-        endpoints = endpoints.toList(),
-        apiKey = apiKey,
-        caFile = caFile,
-        clientCertFile = clientCertFile,
-        clientKeyFile = clientKeyFile,
-    ),
-)
+): DlsClient {
+    keepCallbackThreadsAttached()
+    return DlsClient(
+        ClientConfig(
+            endpoints = endpoints.toList(),
+            apiKey = apiKey,
+            caFile = caFile,
+            clientCertFile = clientCertFile,
+            clientKeyFile = clientKeyFile,
+        ),
+    )
+}
 
 /**
  * Runs [body] in a new transaction: commits when it returns, aborts when it throws (the
@@ -73,6 +93,7 @@ suspend fun <T> DlsClient.withTransaction(
     body: suspend CoroutineScope.(Transaction) -> T,
 ): T {
     require(timeoutMs == null || timeoutMs >= 0) { "timeoutMs must not be negative" }
+    keepCallbackThreadsAttached()
     val tx = transaction(TransactionOptions(timeoutMs?.toULong(), priority, name))
     try {
         val result = coroutineScope {

@@ -146,6 +146,14 @@ class DlsClientTest {
     }
 
     @Test
+    fun `the SDK's callback threads stay attached to the JVM as daemons`() = runBlocking {
+        client.withTransaction { tx -> repeat(5) { tx.status() } }
+        val attached = Thread.getAllStackTraces().keys.filter { it.name.startsWith("caerus-dls-callback") }
+        assertTrue(attached.isNotEmpty(), "no callback thread stayed attached: ${Thread.getAllStackTraces().keys.map { it.name }}")
+        assertTrue(attached.all { it.isDaemon }, "callback threads must not keep the JVM alive")
+    }
+
+    @Test
     fun `withTransaction aborts when the body throws`() = runBlocking {
         val ns = ns()
         var txId = 0uL
