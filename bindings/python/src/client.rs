@@ -7,8 +7,9 @@ use pyo3::prelude::*;
 
 use crate::errors::to_py_err;
 use crate::events::{watch_options, NativeEventStream};
-use crate::runtime::{blocking, pymethods_with_twins};
+use crate::runtime::blocking;
 use crate::transaction::NativeTransaction;
+use crate::twins::pymethods_with_twins;
 use crate::types::{millis, KeyLocksOut, TransactionStatus};
 
 /// A native client. Use `caerus.DlsClient` / `caerus.sync.DlsClient`.

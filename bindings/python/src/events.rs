@@ -8,7 +8,7 @@ use pyo3::types::PyDict;
 use tokio::sync::Mutex;
 
 use crate::errors::to_py_err;
-use crate::runtime::pymethods_with_twins;
+use crate::twins::pymethods_with_twins;
 use crate::types::Lock;
 
 /// One entry of the cluster's event log. `kind` is `"DEADLOCK_RESOLVED"`,

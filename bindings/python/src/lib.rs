@@ -3,7 +3,7 @@
 //! Every call goes to the core client; nothing here retries, heartbeats or decides about
 //! locks. Each operation exists twice: `name` returns an asyncio awaitable (the future
 //! runs on the shared tokio runtime), `name_blocking` runs the same future to completion
-//! with the GIL released; both come from one definition ([`runtime::pymethods_with_twins`]).
+//! with the GIL released; both come from one definition ([`twins::pymethods_with_twins`]).
 //! The Python package `caerus` builds its asyncio and sync APIs on top of these.
 
 mod asyncio_bridge;
@@ -12,6 +12,7 @@ mod errors;
 mod events;
 mod runtime;
 mod transaction;
+mod twins;
 mod types;
 
 use pyo3::prelude::*;

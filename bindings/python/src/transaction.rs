@@ -6,7 +6,8 @@ use caerus_core as core;
 use pyo3::prelude::*;
 
 use crate::asyncio_bridge::awaitable;
-use crate::runtime::{blocking, pymethods_with_twins, runtime};
+use crate::runtime::{blocking, runtime};
+use crate::twins::pymethods_with_twins;
 use crate::types::{millis, parse_mode, Lock, LostReason, TransactionStatus};
 
 /// A native transaction handle. Use `caerus.Transaction` / `caerus.sync.Transaction`.
