@@ -182,7 +182,7 @@ smoke)
     log "SKIP python SDK driver: no caerus in $SDK_PYTHON (make test-python builds it)"
   fi
   if [ -f "$REPO/bindings/node/caerus.linux-x64-gnu.node" ]; then
-    export CAERUS_SDK_MODULE=$REPO/bindings/node/index.js
+    export CAERUS_SDK_MODULE=$REPO/bindings/node/index.mjs
     SDK_NODE_DRIVER=$HERE/sdk/node/sdk-bench.mjs
     node "$SDK_NODE_DRIVER" --self-test || FAILURES+=("node checker self-test")
     for w in uncontended contended; do sdk_bench node dls "$w" 4; done
