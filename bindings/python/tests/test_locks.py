@@ -485,3 +485,23 @@ def test_asyncio_results_reach_every_loop_and_cancelling_a_call_is_clean(server)
     ids.append(asyncio.run(burst()))
     ids.append(asyncio.run(burst()))
     assert len(ids) == 5 and len(set(ids)) == 5, ids
+
+
+def test_event_loops_that_are_gone_leave_no_sockets_behind(server):
+    """Each event loop gets its own wake-up socket pair; it goes with the loop."""
+    import gc
+
+    c = DlsClient(endpoints=[server.endpoint])
+
+    async def one_call() -> None:
+        tx = await c.begin_transaction()
+        await tx.commit()
+
+    asyncio.run(one_call())  # the client's connection is open from here on
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(30):
+        asyncio.run(one_call())
+    gc.collect()
+    after = len(os.listdir("/proc/self/fd"))
+    assert after - before <= 4, f"{after - before} file descriptors more after 30 event loops"
