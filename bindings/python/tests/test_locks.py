@@ -505,3 +505,22 @@ def test_event_loops_that_are_gone_leave_no_sockets_behind(server):
     gc.collect()
     after = len(os.listdir("/proc/self/fd"))
     assert after - before <= 4, f"{after - before} file descriptors more after 30 event loops"
+
+
+def test_asyncio_programs_exit_cleanly(server):
+    """No tokio thread touches Python after the program's last await: an interpreter
+    shutting down right after an asyncio call must not crash (it did, now and then, when
+    results were handed over by a tokio thread taking the GIL)."""
+    script = (
+        "import asyncio\n"
+        "from caerus import DlsClient\n"
+        "async def main():\n"
+        f"    c = DlsClient(endpoints=['{server.endpoint}'])\n"
+        "    tx = await c.begin_transaction()\n"
+        "    await c.transaction_status(tx.id)\n"
+        "    await tx.abort()\n"
+        "asyncio.run(main())\n"
+    )
+    for attempt in range(10):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+        assert done.returncode == 0, f"run {attempt}: exit {done.returncode}: {done.stderr.decode()[-2000:]}"
