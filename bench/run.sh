@@ -160,6 +160,25 @@ sdk_bench() {
   fi
 }
 
+# write_results: $RESULTS from the header on stdin, $table and the raw JSON lines; the lines
+# also to $RESULTS with .jsonl for .md (run.sh sdk reads the Rust harness's from there).
+write_results() {
+  mkdir -p "$(dirname "$RESULTS")"
+  {
+    cat
+    echo
+    echo "$table"
+    echo
+    echo "Raw results (one JSON object per run):"
+    echo
+    echo '```json'
+    cat "$RESULTS_JSONL"
+    echo '```'
+  } >"$RESULTS"
+  cp "$RESULTS_JSONL" "${RESULTS%.md}.jsonl"
+  log "wrote $RESULTS and ${RESULTS%.md}.jsonl"
+}
+
 FAILURES=()
 RESULTS_JSONL="$RUN_DIR/results.jsonl"
 : >"$RESULTS_JSONL"
@@ -207,7 +226,6 @@ all)
   table=$("$BENCH_BIN" --report "$RESULTS_JSONL")
   echo
   echo "$table"
-  mkdir -p "$(dirname "$RESULTS")"
   {
     echo "# dls-bench results"
     echo
@@ -222,17 +240,7 @@ all)
     echo "deadlock: cycles that finished, and 'dl' = cycles broken by a victim abort (dls) or a 1 s"
     echo "wait timeout (redis, etcd). heartbeat: idle transactions still alive at the end and the"
     echo "busiest server process's CPU. Ratios are throughput ratios."
-    echo
-    echo "$table"
-    echo
-    echo "Raw results (one JSON object per run):"
-    echo
-    echo '```json'
-    cat "$RESULTS_JSONL"
-    echo '```'
-  } >"$RESULTS"
-  cp "$RESULTS_JSONL" "${RESULTS%.md}.jsonl"
-  log "wrote $RESULTS and ${RESULTS%.md}.jsonl"
+  } | write_results
   ;;
 sdk)
   DURATION=${DURATION:-5}; WARMUP=${WARMUP:-1}
@@ -268,7 +276,6 @@ sdk)
   table=$("$BENCH_BIN" --report "$combined")
   echo
   echo "$table"
-  mkdir -p "$(dirname "$RESULTS")"
   {
     echo "# dls-bench results through the SDKs"
     echo
@@ -277,17 +284,7 @@ sdk)
     echo "Servers as in results/latest.md: dls raft on 3 nodes (fdatasync before ack), redis one node"
     echo "(appendfsync always), etcd $(etcd --version 2>/dev/null | head -1 | sed 's/etcd Version: //') 3 nodes."
     echo "Python: forked processes, one client each; Node: async workers in one process sharing one client."
-    echo
-    echo "$table"
-    echo
-    echo "Raw results (one JSON object per run):"
-    echo
-    echo '```json'
-    cat "$RESULTS_JSONL"
-    echo '```'
-  } >"$RESULTS"
-  cp "$RESULTS_JSONL" "${RESULTS%.md}.jsonl"
-  log "wrote $RESULTS and ${RESULTS%.md}.jsonl"
+  } | write_results
   ;;
 *) echo "usage: run.sh smoke|all|sdk" >&2; exit 2 ;;
 esac

@@ -62,7 +62,8 @@ one() { # one LABEL COMMAND... → appends the command's JSON line
   log "run $r/$REPEAT: $label"
   shift
   "$@" >"$RUN_DIR/one.out" || rc=$?
-  line=$(grep '^{' "$RUN_DIR/one.out" | tail -1) || { log "FAILED (exit $rc, no result): $*"; exit 1; }
+  # Maven leaves colour resets on its output lines.
+  line=$(sed 's/\x1b\[[0-9;]*m//g' "$RUN_DIR/one.out" | grep '^{' | tail -1) || { log "FAILED (exit $rc, no result): $*"; exit 1; }
   # A crash after the result was printed (e.g. at interpreter shutdown) keeps the figures but is reported.
   [ "$rc" -eq 0 ] || { log "WARNING: $label exited with status $rc after printing its result"; CRASHES+=("$label (run $r): exit $rc after its result"); }
   echo "$line" >>"$out"
@@ -71,7 +72,10 @@ one() { # one LABEL COMMAND... → appends the command's JSON line
 for r in $(seq 1 "$REPEAT"); do
   for lang in $LANGS; do
     case $lang in
-    rust) one rust "$CALL_BIN" --endpoints "$DLS_ENDPOINTS" --calls "$CALLS" --warmup "$WARMUP" ;;
+    rust)
+      for rt in current-thread multi-thread; do
+        one "rust $rt" "$CALL_BIN" --runtime "$rt" --endpoints "$DLS_ENDPOINTS" --calls "$CALLS" --warmup "$WARMUP"
+      done ;;
     python)
       for api in sync asyncio; do
         one "python $api" "$SDK_BENCH_PY/bin/python" "$HERE/python/call_overhead.py" --api "$api" \

@@ -18,7 +18,8 @@ if (values.help) {
   console.log('usage: call-overhead.mjs [--endpoints H:P,...] [--calls N] [--warmup N]');
   process.exit(0);
 }
-const sdk = await import(process.env.CAERUS_SDK_MODULE ? pathToFileURL(process.env.CAERUS_SDK_MODULE).href : '@caerus-dev/sdk');
+const mod = await import(process.env.CAERUS_SDK_MODULE ? pathToFileURL(process.env.CAERUS_SDK_MODULE).href : '@caerus-dev/sdk');
+const sdk = mod.default ?? mod; // a CommonJS entry imported by path has only a default export
 const client = new sdk.DlsClient({ endpoints: values.endpoints.split(',').filter(Boolean) });
 const tx = await client.beginTransaction();
 for (let i = 0; i < Number(values.warmup); i++) await client.transactionStatus(tx.id);

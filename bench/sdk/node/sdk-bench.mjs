@@ -46,15 +46,16 @@ class OpError extends Error {
 
 /** dls-bench's checker for one-lock cycles: per key, the holder and the highest token. */
 export class Checker {
-  constructor() {
+  constructor({ quiet = false } = {}) {
     this.keys = new Map();
     this.violations = 0;
     this.samples = [];
+    this.quiet = quiet;
   }
   violation(msg) {
     this.violations += 1;
     if (this.samples.length < KEPT_SAMPLES) {
-      console.error(`VIOLATION: ${msg}`);
+      if (!this.quiet) console.error(`VIOLATION: ${msg}`);
       this.samples.push(msg);
     }
   }
@@ -81,7 +82,7 @@ export class Checker {
 }
 
 function selfTest() {
-  const c = new Checker();
+  const c = new Checker({ quiet: true });
   const check = (cond, what) => {
     if (!cond) throw new Error(`checker self-test: ${what}`);
   };
@@ -104,7 +105,8 @@ function selfTest() {
 const backoff = () => sleep(1 + Math.random() * 4);
 
 async function dlsTarget(opts) {
-  const sdk = await import(process.env.CAERUS_SDK_MODULE ? pathToFileURL(process.env.CAERUS_SDK_MODULE).href : '@caerus-dev/sdk');
+  const mod = await import(process.env.CAERUS_SDK_MODULE ? pathToFileURL(process.env.CAERUS_SDK_MODULE).href : '@caerus-dev/sdk');
+  const sdk = mod.default ?? mod; // a CommonJS entry imported by path has only a default export
   const client = new sdk.DlsClient({ endpoints: opts.endpoints });
   return {
     driver: '@caerus-dev/sdk',

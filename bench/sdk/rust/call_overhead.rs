@@ -4,6 +4,10 @@
 //! Begins a transaction, then calls `transaction_status` on it sequentially: `--warmup`
 //! calls, then `--calls` timed ones. The leader answers from memory (no raft round), so the
 //! figure is the client stack plus one loopback gRPC exchange. Prints one JSON line.
+//!
+//! `--runtime current-thread` (the floor: the loop, the connection's I/O and its tasks on one
+//! thread, no hand-over between threads) or `multi-thread` (the loop as a task on tokio's
+//! default multi-thread runtime, as a Rust service runs it).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -13,7 +17,7 @@ use clap::Parser;
 use serde_json::json;
 
 /// Latency of sequential transaction_status calls through caerus-core.
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(name = "dls-call-overhead", version, about, long_about = None)]
 struct Args {
     /// Comma-separated host:port list of the DLS node(s).
@@ -25,18 +29,42 @@ struct Args {
     /// Untimed calls first.
     #[arg(long, default_value_t = 1000)]
     warmup: usize,
+    /// Tokio runtime flavour.
+    #[arg(long, value_enum, default_value = "current-thread")]
+    runtime: Flavor,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Flavor {
+    CurrentThread,
+    MultiThread,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let built = match args.runtime {
+        Flavor::CurrentThread => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        Flavor::MultiThread => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
+    };
+    let runtime = match built {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("dls-call-overhead: tokio runtime: {e}");
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(&args)) {
+    let outcome = match args.runtime {
+        Flavor::CurrentThread => runtime.block_on(run(args.clone())),
+        // On a worker thread, as a spawned task: block_on would poll it on this thread.
+        Flavor::MultiThread => match runtime.block_on(runtime.spawn(run(args.clone()))) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("dls-call-overhead: {e}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    match outcome {
         Ok(line) => {
             println!("{line}");
             ExitCode::SUCCESS
@@ -48,7 +76,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: &Args) -> Result<serde_json::Value, caerus_core::Error> {
+async fn run(args: Args) -> Result<serde_json::Value, caerus_core::Error> {
     let endpoints: Vec<String> =
         args.endpoints.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
     let client = DlsClient::connect(ClientConfig::new(endpoints)).await?;
@@ -71,7 +99,10 @@ async fn run(args: &Args) -> Result<serde_json::Value, caerus_core::Error> {
     };
     Ok(json!({
         "language": "rust",
-        "api": "caerus-core (async, tokio)",
+        "api": match args.runtime {
+            Flavor::CurrentThread => "caerus-core (tokio current_thread)",
+            Flavor::MultiThread => "caerus-core (tokio multi_thread, spawned task)",
+        },
         "call": "transaction_status",
         "calls": ns.len(),
         "p50_us": pct(0.50),
