@@ -6,7 +6,7 @@
 //! act on (wake a waiting stream, start or stop a timer) are collected as [`Effect`]s.
 
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use super::command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
 use super::deadlock::{choose_victim, find_cycle, Candidate};
@@ -109,7 +109,12 @@ pub struct LockTable {
     clock_ms: u64,
     txns: BTreeMap<TxnId, Txn>,
     keys: BTreeMap<LockKey, KeyLock>,
-    begin_requests: BTreeMap<String, TxnId>,
+    /// Begin request ids of the remembered transactions (up to `MAX_FINISHED` finished
+    /// ones plus the active): looked up on every begin, so hashed rather than searched
+    /// through a tree of strings (figures in docs/bench.md). Only ever looked up, never
+    /// iterated, so its order (which may differ between replicas and in snapshots) decides
+    /// nothing; a snapshot encodes it as a map either way.
+    begin_requests: HashMap<String, TxnId>,
     /// Finished transactions in the order they ended, for retention.
     finished: VecDeque<TxnId>,
     events: EventLog,
