@@ -339,7 +339,7 @@ class DlsClient {
     try {
       lock = await tx.acquireLock(namespace, key, o.mode ?? 'EXCLUSIVE', { timeoutMs: o.timeoutMs });
     } catch (e) {
-      await tx.abort().catch(() => {});
+      await abortQuietly(tx);
       throw e;
     }
     const release = () => tx.commit();

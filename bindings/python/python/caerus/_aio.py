@@ -6,7 +6,7 @@ import asyncio
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Optional, Sequence, TypeVar, Union
 
 from . import _native
-from ._base import ModeLike, PathLike, TransactionView, native_client
+from ._base import LockContextBase, ModeLike, PathLike, TransactionView, native_client
 from .errors import TransactionLost
 from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
 
@@ -67,6 +67,15 @@ async def _abort_quietly(tx: Transaction) -> None:
         pass
 
 
+async def _end(tx: Optional[Transaction], failed: bool) -> None:
+    """The end of an ``async with`` block: commit, or abort when the block raised."""
+    assert tx is not None
+    if failed:
+        await _abort_quietly(tx)
+    else:
+        await tx.commit()
+
+
 class _TransactionContext:
     """``async with client.transaction(...) as tx``: begins on enter, commits on normal
     exit, aborts when the block raises."""
@@ -84,28 +93,17 @@ class _TransactionContext:
         return self._tx
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        tx = self._tx
-        assert tx is not None
-        if exc_type is None:
-            await tx.commit()
-        else:
-            await _abort_quietly(tx)
+        await _end(self._tx, failed=exc_type is not None)
 
 
-class _LockContext:
+class _LockContext(LockContextBase):
     """``async with client.lock(namespace, key) as lock:`` — a transaction holding one
     lock; the transaction is ``.transaction`` (for more locks, ``lost()``)."""
 
-    __slots__ = ("_client", "_lock", "_tx_kwargs", "transaction")
-
-    def __init__(self, client: "DlsClient", lock: tuple, tx_kwargs: dict) -> None:
-        self._client = client
-        self._lock = lock
-        self._tx_kwargs = tx_kwargs
-        self.transaction: Optional[Transaction] = None
+    __slots__ = ()
 
     async def __aenter__(self) -> Lock:
-        tx = Transaction(self._client._native.transaction(**self._tx_kwargs))
+        tx = Transaction(self._deferred())
         self.transaction = tx
         namespace, key, mode, timeout_ms = self._lock
         try:
@@ -116,11 +114,8 @@ class _LockContext:
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         tx = self.transaction
-        assert tx is not None
-        if exc_type is None:
-            await tx.commit()
-        else:
-            await _abort_quietly(tx)
+        assert isinstance(tx, Transaction)
+        await _end(tx, failed=exc_type is not None)
 
 
 class EventStream:
@@ -244,11 +239,7 @@ class DlsClient:
         ``lease_ms``, default 15000) in one request, yields the :class:`Lock` (its
         ``fencing_token``), commits on normal exit and aborts when the block raises. Raises
         what :meth:`Transaction.acquire_lock` raises; nothing is left held then."""
-        return _LockContext(
-            self,
-            (namespace, key, mode, timeout_ms),
-            {"timeout_ms": lease_ms, "priority": priority, "name": name},
-        )
+        return _LockContext(self._native, namespace, key, mode, timeout_ms, lease_ms, priority, name)
 
     async def with_transaction(
         self,

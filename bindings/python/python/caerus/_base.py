@@ -45,6 +45,33 @@ class TransactionView:
         return self._tx.lost_reason
 
 
+class LockContextBase:
+    """What ``client.lock(...)`` asked for, shared by the asyncio and the blocking context
+    managers; once entered, ``.transaction`` is the transaction that holds the lock."""
+
+    __slots__ = ("_native", "_lock", "_tx_kwargs", "transaction")
+
+    def __init__(
+        self,
+        native: _native.NativeClient,
+        namespace: str,
+        key: str,
+        mode: ModeLike,
+        timeout_ms: Optional[int],
+        lease_ms: Optional[int],
+        priority: int,
+        name: Optional[str],
+    ) -> None:
+        self._native = native
+        self._lock = (namespace, key, mode, timeout_ms)
+        self._tx_kwargs = {"timeout_ms": lease_ms, "priority": priority, "name": name}
+        self.transaction: Optional[TransactionView] = None
+
+    def _deferred(self) -> _native.NativeTransaction:
+        """The transaction that begins with the lock's acquire (one request)."""
+        return self._native.transaction(**self._tx_kwargs)
+
+
 def native_client(
     endpoints: Optional[Union[Sequence[str], str]],
     api_key: Optional[str],

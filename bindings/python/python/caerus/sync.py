@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union
 
 from . import _native
-from ._base import ModeLike, PathLike, TransactionView, native_client
+from ._base import LockContextBase, ModeLike, PathLike, TransactionView, native_client
 from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
 
 __all__ = ["DlsClient", "Transaction", "EventStream"]
@@ -100,20 +100,14 @@ class _TransactionContext:
         self._tx.__exit__(exc_type, exc, tb)
 
 
-class _LockContext:
+class _LockContext(LockContextBase):
     """``with client.lock(namespace, key) as lock:`` — a transaction holding one lock; the
     transaction is ``.transaction`` (for more locks, ``is_lost``)."""
 
-    __slots__ = ("_client", "_lock", "_tx_kwargs", "transaction")
-
-    def __init__(self, client: "DlsClient", lock: tuple, tx_kwargs: dict) -> None:
-        self._client = client
-        self._lock = lock
-        self._tx_kwargs = tx_kwargs
-        self.transaction: Optional[Transaction] = None
+    __slots__ = ()
 
     def __enter__(self) -> Lock:
-        tx = Transaction(self._client._native.transaction(**self._tx_kwargs))
+        tx = Transaction(self._deferred())
         self.transaction = tx
         namespace, key, mode, timeout_ms = self._lock
         try:
@@ -123,8 +117,9 @@ class _LockContext:
             raise
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        assert self.transaction is not None
-        self.transaction.__exit__(exc_type, exc, tb)
+        tx = self.transaction
+        assert isinstance(tx, Transaction)
+        tx.__exit__(exc_type, exc, tb)
 
 
 class EventStream:
@@ -207,11 +202,7 @@ class DlsClient:
         default 15000) in one request, yields the :class:`~caerus.Lock` (its
         ``fencing_token``), commits on normal exit and aborts when the block raises. Raises
         what :meth:`Transaction.acquire_lock` raises; nothing is left held then."""
-        return _LockContext(
-            self,
-            (namespace, key, mode, timeout_ms),
-            {"timeout_ms": lease_ms, "priority": priority, "name": name},
-        )
+        return _LockContext(self._native, namespace, key, mode, timeout_ms, lease_ms, priority, name)
 
     def with_transaction(
         self,
