@@ -22,7 +22,7 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean release-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages
+.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -122,28 +122,35 @@ KIT_BIN       = $(abspath $(TARGET_DIR))/debug/dls-cluster
 DIST_DIR      = $(TARGET_DIR)/dist
 DIST_TARBALL  = $(DIST_DIR)/caerus-dls-$(DLS_VERSION)-linux-$(shell uname -m).tar.gz
 
-# One release build of the server (dist), the Node addon (npm-pack) and the JVM library
-# (maven-install), linked by zig against glibc 2.17 symbols so each loads on any glibc
-# distribution since CentOS 7; one cargo invocation, so their shared dependencies compile
-# once. The Python extension is the exception: maturin links it with its own zig wrappers,
-# in its own tree (bindings/python/Makefile). cargo-zigbuild and ziglang come from PyPI.
+# One release build (profile `dist`) of the server (dist), the Node addon (npm-pack), the JVM
+# library (maven-install) and the Python extension (wheel), linked by zig against glibc 2.17
+# symbols so each loads on any glibc distribution since CentOS 7. All four go into one target
+# dir with the same linker wrappers, so their shared dependencies compile once (the Python
+# extension in a second invocation: it turns on caerus-types' pyo3 feature, which must not
+# reach the others). cargo-zigbuild and ziglang come from PyPI.
 ZIGBUILD_VERSION = 0.24.1
 ZIGBUILD_VENV    = $(CAERUS_TOOLS_DIR)/cargo-zigbuild-$(ZIGBUILD_VERSION)
 PORTABLE_TARGET  = x86_64-unknown-linux-gnu.2.17
 PORTABLE_DIR     = $(abspath $(TARGET_DIR))/zig
-PORTABLE         = $(PORTABLE_DIR)/x86_64-unknown-linux-gnu/release
+PORTABLE         = $(PORTABLE_DIR)/x86_64-unknown-linux-gnu/dist
 
 $(ZIGBUILD_VENV)/bin/cargo-zigbuild:
 	@echo "==> installing cargo-zigbuild $(ZIGBUILD_VERSION) and ziglang (PyPI) into $(ZIGBUILD_VENV)"
 	python3 -m venv $(ZIGBUILD_VENV)
 	$(ZIGBUILD_VENV)/bin/pip install --quiet --disable-pip-version-check "cargo-zigbuild==$(ZIGBUILD_VERSION)"
 
+ZIGBUILD = PATH="$(ZIGBUILD_VENV)/bin:$$PATH" CARGO_ZIGBUILD_PYTHON_PATH=$(ZIGBUILD_VENV)/bin/python \
+	  cargo-zigbuild zigbuild --profile dist --target $(PORTABLE_TARGET) --target-dir $(PORTABLE_DIR)
+
 release-portable: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Release build for glibc >= 2.17 (zig linker) of what the packages ship: dls, the Node addon, the JVM library
 	@echo "==> release build of dls, caerus-node and caerus-uniffi for $(PORTABLE_TARGET) into $(PORTABLE_DIR)"
-	PATH="$(ZIGBUILD_VENV)/bin:$$PATH" CARGO_ZIGBUILD_PYTHON_PATH=$(ZIGBUILD_VENV)/bin/python \
-	  cargo-zigbuild zigbuild --release --target $(PORTABLE_TARGET) --target-dir $(PORTABLE_DIR) \
-	  -p caerus-server -p caerus-node -p caerus-uniffi --lib --bin dls
+	$(ZIGBUILD) -p caerus-server -p caerus-node -p caerus-uniffi --lib --bin dls
 	@for f in dls libcaerus_node.so libcaerus_uniffi.so; do scripts/test-packages/check-glibc.sh $(PORTABLE)/$$f || exit 1; done
+
+python-portable: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Release build for glibc >= 2.17 (zig linker) of the Python extension (abi3), in the release-portable tree
+	@echo "==> release build of caerus-python (abi3, CPython >= 3.9) for $(PORTABLE_TARGET) into $(PORTABLE_DIR)"
+	PYO3_PYTHON=python3 $(ZIGBUILD) -p caerus-python --lib --features pyo3/extension-module
+	scripts/test-packages/check-glibc.sh $(PORTABLE)/libcaerus_native.so
 
 dls-kit: dls-debug ## Build the test kit's dls-cluster (starts nodes on free ports for the shell tests)
 	$(CARGO) build -q -p caerus-testkit --bin dls-cluster
@@ -152,8 +159,8 @@ dist: release-portable ## Server tarball in <target dir>/dist: bin/dls (glibc >=
 	@echo "==> packing $(DIST_TARBALL)"
 	deploy/dist.sh $(PORTABLE)/dls $(DIST_DIR)
 
-wheel: ## Python: abi3 manylinux2014 wheel + sdist into bindings/python/dist (checked: tags, stubs, glibc <= 2.17)
-	$(MAKE) -C bindings/python wheel
+wheel: python-portable ## Python: abi3 manylinux2014 wheel + sdist into bindings/python/dist (checked: tags, stubs, glibc <= 2.17)
+	$(MAKE) -C bindings/python wheel EXTENSION_SO=$(PORTABLE)/libcaerus_native.so
 
 npm-pack: release-portable ## Node: tarballs of @caerus-dev/sdk and @caerus-dev/sdk-linux-x64-gnu into bindings/node/dist
 	$(MAKE) -C bindings/node npm-pack ADDON_SO=$(PORTABLE)/libcaerus_node.so
@@ -192,10 +199,11 @@ bench-binding: release wheel npm-pack maven-install ## p50/p90/p99 of one transa
 	  CALL_BIN=$(abspath $(TARGET_DIR))/release/dls-call-overhead CAERUS_DLS_VERSION=$(DLS_VERSION) \
 	  bench/sdk/overhead.sh
 
-lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, and the contract's buf lint/breaking checks
+lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, every build with the same dependency features, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) fmt --all -- --check
 	python3 scripts/import-circles.py
+	python3 scripts/feature-drift.py
 
 sdks: ## Regenerate the committed gRPC clients in sdks/ (Go, Ruby, Python) from proto/ with the pinned tools; Java and C# generate in their own builds
 	sdks/generate.sh write
