@@ -69,8 +69,8 @@ def main() -> int:
     if not args.extension.is_file():
         sys.exit(f"build-wheel: {args.extension} is not a file (run `make wheel` at the top level)")
 
-    project = tomllib.loads((PY / "pyproject.toml").read_text())["project"]
-    maturin = tomllib.loads((PY / "pyproject.toml").read_text())["tool"]["maturin"]
+    pyproject = tomllib.loads((PY / "pyproject.toml").read_text())
+    project, maturin = pyproject["project"], pyproject["tool"]["maturin"]
     version = workspace_version()
     dist_name = re.sub(r"[-_.]+", "_", project["name"]).lower()
     package_dir = PY / maturin["python-source"]
