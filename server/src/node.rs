@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ use crate::raft::log_store::{LogIoStats, LogStore};
 use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
 use crate::raft::peer_auth::PeerAuth;
 use crate::raft::proposer::{Hold, Proposer, WriteError};
+use crate::raft::quorum_clock::QuorumClock;
 use crate::raft::replicated::SharedState;
 use crate::raft::snapshot_store::SnapshotStore;
 use crate::raft::state_machine::{ApplyObserver, StateMachine};
@@ -87,10 +88,13 @@ pub struct Node {
     /// When leadership was last confirmed by a quorum; the lock also makes concurrent
     /// heartbeats share one confirmation round.
     confirmed: Mutex<Option<Instant>>,
-    /// When a quorum last acknowledged this leader's replication (from raft's metrics, as
-    /// they are published): while writes flow this is always recent, so heartbeats need no
+    /// When peers last acknowledged this leader's replication (kept by the peer network):
+    /// while writes flow a quorum's acknowledgement is always recent, so heartbeats need no
     /// confirmation round of their own, which under load would queue behind the writes.
-    quorum_acked: std::sync::Mutex<Option<Instant>>,
+    quorum_clock: Arc<QuorumClock>,
+    /// The term this node serves as leader in (caught up with everything committed before
+    /// it), 0 while it does not serve.
+    serving_term: AtomicU64,
     /// How old that acknowledgement may be and still vouch for heartbeats: the minimum
     /// election timeout. No other leader can be elected sooner than that after the
     /// followers last heard from this one (openraft's leader lease is the timeout plus its
@@ -209,10 +213,11 @@ impl Node {
             ..Default::default()
         }
         .validate()?;
+        let quorum_clock = Arc::new(QuorumClock::default());
         let raft = Raft::new(
             cfg.id,
             Arc::new(raft_config),
-            PeerNetwork::new(peer_transport.clone(), durable),
+            PeerNetwork::new(peer_transport.clone(), durable, quorum_clock.clone()),
             log_store,
             state_machine,
         )
@@ -258,7 +263,8 @@ impl Node {
             events,
             db,
             confirmed: Mutex::new(None),
-            quorum_acked: std::sync::Mutex::new(None),
+            quorum_clock,
+            serving_term: AtomicU64::new(0),
             quorum_ack_window: Duration::from_millis(cfg.election_timeout_ms),
             is_leader,
             identity: std::sync::RwLock::new(provisional),
@@ -486,12 +492,25 @@ impl Node {
         })
     }
 
+    /// When a quorum last acknowledged this node as the leader it serves as (its current
+    /// committed vote, in every configuration of the membership); `None` when it does not
+    /// serve as leader.
+    fn quorum_acked(&self) -> Option<Instant> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let serving = self.serving_term.load(Ordering::Acquire);
+        if m.state != ServerState::Leader || serving == 0 || m.vote.leader_id().get_term() != serving {
+            return None;
+        }
+        let configs = m.membership_config.membership().get_joint_config();
+        self.quorum_clock.quorum_acked(self.id, &m.vote, configs, Instant::now())
+    }
+
     /// Confirms with a quorum that this node still leads, at most once per window;
     /// concurrent callers share one round. Heartbeats are acknowledged only after this,
     /// so a partitioned old leader cannot keep leases alive.
     pub(crate) async fn confirm_leadership(&self) -> Result<(), EngineError> {
-        let acked = *self.quorum_acked.lock().expect("quorum ack lock");
-        if acked.is_some_and(|t| t.elapsed() < self.quorum_ack_window) {
+        if self.quorum_acked().is_some_and(|t| t.elapsed() < self.quorum_ack_window) {
             return Ok(());
         }
         let mut confirmed = self.confirmed.lock().await;
@@ -523,34 +542,37 @@ impl Node {
     /// healthy client).
     fn spawn_leadership_watch(self: &Arc<Self>, leader_tx: watch::Sender<bool>) {
         let node = Arc::downgrade(self);
-        let mut metrics = self.raft.metrics();
+        // Only role and term matter here: the server metrics change with them alone, where
+        // `metrics()` is published several times per raft entry.
+        let mut metrics = self.raft.server_metrics();
         tokio::spawn(async move {
             let mut led_term = None;
             loop {
-                let (leading, term, acked_ms_ago) = {
+                let (leading, term) = {
                     let m = metrics.borrow_and_update();
-                    (m.state == ServerState::Leader, m.current_term, m.millis_since_quorum_ack)
+                    (m.state == ServerState::Leader, m.vote.leader_id().get_term())
                 };
                 let Some(node) = node.upgrade() else { return };
-                // Raft publishes metrics on every turn of its loop, so "now minus the age
-                // it reported" is at most a scheduling delay fresher than the truth; that
-                // is far below the election timeout a new leader must wait out first.
-                let acked = acked_ms_ago
-                    .filter(|_| leading && led_term == Some(term))
-                    .and_then(|ms| Instant::now().checked_sub(Duration::from_millis(ms)));
-                *node.quorum_acked.lock().expect("quorum ack lock") = acked;
                 if leading && led_term != Some(term) {
+                    // A new term (possibly right after an earlier one of this node's, the
+                    // changes in between coalesced): not serving until caught up again.
+                    if led_term.take().is_some() {
+                        leader_tx.send_replace(false);
+                    }
+                    node.serving_term.store(0, Ordering::Release);
                     if node.catch_up_as_leader().await {
                         node.leases.restart_all(Instant::now());
                         *node.confirmed.lock().await = None;
                         tracing::info!(term, node = node.id, "became leader; leases restarted at full length");
                         led_term = Some(term);
+                        node.serving_term.store(term, Ordering::Release);
                         leader_tx.send_replace(true);
                     }
                 } else if !leading {
                     if led_term.take().is_some() {
                         tracing::info!(term, node = node.id, "no longer leader");
                     }
+                    node.serving_term.store(0, Ordering::Release);
                     leader_tx.send_if_modified(|v| std::mem::replace(v, false));
                 }
                 drop(node);
@@ -583,13 +605,20 @@ impl Node {
     /// disk, a failed write or fsync) ends raft here, and the node must not go on (see
     /// `docs/storage.md`, "Disk faults").
     pub async fn raft_failed(&self) -> String {
-        let mut metrics = self.raft.metrics();
+        // Raft publishes `metrics()` on every turn of its loop (several times per entry);
+        // waking on each would cost a thread switch per publish. The server metrics change
+        // only with the role, term or membership, and their channel closes when raft's core
+        // stops, with the reason left in `metrics()`.
+        let mut server = self.raft.server_metrics();
         loop {
-            if let Err(fatal) = &metrics.borrow_and_update().running_state {
+            if let Err(fatal) = &self.raft.metrics().borrow().running_state {
                 return fatal.to_string();
             }
-            if metrics.changed().await.is_err() {
-                return "raft stopped".into();
+            if server.changed().await.is_err() {
+                return match &self.raft.metrics().borrow().running_state {
+                    Err(fatal) => fatal.to_string(),
+                    Ok(()) => "raft stopped".into(),
+                };
             }
         }
     }

@@ -189,3 +189,39 @@ async fn sigterm_stops_a_follower_that_its_leader_streams_to_and_a_leader_with_a
     assert!(got.fencing_token > held.fencing_token);
     waiter.commit().await.unwrap();
 }
+
+/// The leader does not send a follower an AppendEntries that only advances the commit
+/// index right after one the follower accepted (`raft::network`); the next one carries
+/// it. Once the writes stop, the next heartbeat must still bring every follower's table
+/// up to the last write. (Only the followers are asked: a status call on the leader would
+/// confirm its leadership with AppendEntries of its own, which carry the commit index.)
+#[tokio::test]
+async fn followers_apply_the_last_write_of_a_burst_once_the_writes_stop() {
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.wait_for_leader(Duration::from_secs(10)).await;
+    let c = client(cluster.endpoints()).await;
+    let mut token = 0;
+    for i in 0..20 {
+        let t = c.begin_transaction(opts(5_000)).await.unwrap();
+        token = t.acquire_lock("ns", &format!("k{i}"), LockMode::Exclusive, wait(1000)).await.unwrap().fencing_token;
+        t.commit().await.unwrap();
+    }
+    for follower in cluster.ids().into_iter().filter(|id| *id != leader) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let st = c.cluster_status_of(&cluster.addr(follower)).await.unwrap();
+            // The last commit applied: its grant is there and nothing is left active.
+            // Still a follower of the same leader: it kept hearing from it (a follower that
+            // heard nothing would stand for election, and a new leader's first entry would
+            // carry the commit index instead).
+            assert_eq!(st.leader_id, Some(leader), "node {follower} stopped hearing from the leader: {st:?}");
+            assert_eq!(st.role, "Follower", "{st:?}");
+            // The last commit applied: its grant is there and nothing is left active.
+            if st.last_fencing_token == token && st.active_transactions == 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "node {follower} has not applied the last commit: {st:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

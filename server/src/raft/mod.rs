@@ -9,6 +9,7 @@ pub mod log_store;
 pub mod network;
 pub mod peer_auth;
 pub mod proposer;
+pub mod quorum_clock;
 pub mod replicated;
 pub mod restore;
 pub mod snapshot_file;

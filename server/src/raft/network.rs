@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use caerus_proto::raft::peer_discovery_service_client::PeerDiscoveryServiceClient;
 use caerus_proto::raft::raft_service_client::RaftServiceClient;
@@ -24,7 +24,8 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 use super::append_stream::AppendStream;
 use super::durable::Durable;
 use super::peer_auth::{DiscoveryRpc, PeerAuth, PeerRpc, Stamp};
-use super::types::{codec, Node, NodeId, RPCError, RaftError, TypeConfig};
+use super::quorum_clock::QuorumClock;
+use super::types::{codec, LogId, Node, NodeId, RPCError, RaftError, TypeConfig, Vote};
 
 /// Largest raft message accepted or sent (snapshot chunks are the big ones).
 pub const MAX_RAFT_MESSAGE: usize = 64 * 1024 * 1024;
@@ -142,11 +143,13 @@ pub struct PeerNetwork {
     transport: Arc<PeerTransport>,
     /// This node's log on disk: no commit index leaves before the entry it names is.
     durable: Arc<Durable>,
+    /// Told of every AppendEntries a peer acknowledged.
+    clock: Arc<QuorumClock>,
 }
 
 impl PeerNetwork {
-    pub fn new(transport: Arc<PeerTransport>, durable: Arc<Durable>) -> Self {
-        PeerNetwork { transport, durable }
+    pub fn new(transport: Arc<PeerTransport>, durable: Arc<Durable>, clock: Arc<QuorumClock>) -> Self {
+        PeerNetwork { transport, durable, clock }
     }
 }
 
@@ -154,6 +157,9 @@ pub struct PeerClient {
     target: NodeId,
     client: Result<PeerRpc, Unreachable>,
     durable: Arc<Durable>,
+    clock: Arc<QuorumClock>,
+    /// The last AppendEntries this client delivered: see [`PeerClient::skippable`].
+    delivered: Option<Delivered>,
     /// AppendEntries travel on this stream once the first one opened it.
     stream: Option<AppendStream>,
 }
@@ -163,7 +169,49 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> PeerClient {
         let client = self.transport.client(&node.peer_addr);
-        PeerClient { target, client, durable: self.durable.clone(), stream: None }
+        PeerClient {
+            target,
+            client,
+            durable: self.durable.clone(),
+            clock: self.clock.clone(),
+            delivered: None,
+            stream: None,
+        }
+    }
+}
+
+/// An AppendEntries the follower accepted: when it was sent, under which vote, and the
+/// last log id the follower holds from it.
+#[derive(Clone, Debug)]
+struct Delivered {
+    sent: Instant,
+    vote: Vote,
+    matched: Option<LogId>,
+}
+
+/// How recently a follower must have accepted an AppendEntries for an empty one (a
+/// commit-index update or a heartbeat) to be answered without sending it: half the
+/// default heartbeat interval, so a follower still hears from the leader at least every
+/// heartbeat interval plus this (75 ms with the defaults), far inside its election timeout.
+const SKIP_EMPTY_WITHIN: Duration = Duration::from_millis(25);
+
+impl Delivered {
+    /// Whether `req` carries nothing the follower needs now, so that it may be answered
+    /// as the follower answered this one. openraft 0.9 follows every commit with an
+    /// AppendEntries that only tells each follower the new commit index; under load that
+    /// doubles the AppendEntries the leader sends, and the next entry waits behind it (one
+    /// AppendEntries in flight per follower). A follower needs the commit index only to
+    /// apply entries early; the next AppendEntries carries it anyway (with entries, or the
+    /// next heartbeat once the leader is idle). So an empty request is skipped when the
+    /// follower accepted one recently, under the same leader vote, ending where this one
+    /// starts. Nothing the leader decides depends on the skipped answer: the quorum clock
+    /// counts only answers that came back, and openraft's read-index checks use clients of
+    /// their own, which always send.
+    fn answers(&self, req: &AppendEntriesRequest<TypeConfig>, now: Instant) -> bool {
+        req.entries.is_empty()
+            && self.vote == req.vote
+            && self.matched == req.prev_log_id
+            && now.saturating_duration_since(self.sent) < SKIP_EMPTY_WITHIN
     }
 }
 
@@ -258,7 +306,21 @@ impl RaftNetwork<TypeConfig> for PeerClient {
                 .await
                 .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         }
-        self.call(Method::Append, &req, option).await
+        if self.delivered.as_ref().is_some_and(|d| d.answers(&req, Instant::now())) {
+            return Ok(AppendEntriesResponse::Success);
+        }
+        let sent = Instant::now();
+        let answer = self.call(Method::Append, &req, option).await;
+        self.delivered = None;
+        let answer = answer?;
+        if !matches!(answer, AppendEntriesResponse::HigherVote(_)) {
+            self.clock.acknowledged(self.target, &req.vote, sent);
+        }
+        if matches!(answer, AppendEntriesResponse::Success) {
+            let matched = req.entries.last().map(|e| Some(e.log_id)).unwrap_or(req.prev_log_id);
+            self.delivered = Some(Delivered { sent, vote: req.vote.clone(), matched });
+        }
+        Ok(answer)
     }
 
     async fn install_snapshot(
@@ -271,5 +333,49 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 
     async fn vote(&mut self, req: VoteRequest<NodeId>, option: RPCOption) -> Result<VoteResponse<NodeId>, RPCError> {
         self.call(Method::Vote, &req, option).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    use super::*;
+    use crate::raft::types::Entry;
+
+    fn log_id(term: u64, index: u64) -> LogId {
+        LogId::new(CommittedLeaderId::new(term, 1), index)
+    }
+
+    fn request(
+        vote: Vote,
+        prev: Option<LogId>,
+        entries: &[LogId],
+        commit: Option<LogId>,
+    ) -> AppendEntriesRequest<TypeConfig> {
+        AppendEntriesRequest {
+            vote,
+            prev_log_id: prev,
+            entries: entries.iter().map(|&log_id| Entry { log_id, payload: EntryPayload::Blank }).collect(),
+            leader_commit: commit,
+        }
+    }
+
+    #[test]
+    fn only_an_empty_request_right_after_an_accepted_one_at_the_same_place_is_skipped() {
+        let vote = Vote::new_committed(2, 1);
+        let t0 = Instant::now();
+        let delivered = Delivered { sent: t0, vote: vote.clone(), matched: Some(log_id(2, 7)) };
+        let soon = t0 + Duration::from_millis(1);
+        // The commit-index update that follows the entry the follower just accepted.
+        assert!(delivered.answers(&request(vote.clone(), Some(log_id(2, 7)), &[], Some(log_id(2, 7))), soon));
+        // Entries always go out.
+        assert!(!delivered.answers(&request(vote.clone(), Some(log_id(2, 7)), &[log_id(2, 8)], None), soon));
+        // Another log position, or another leader vote: the follower's answer may differ.
+        assert!(!delivered.answers(&request(vote.clone(), Some(log_id(2, 6)), &[], None), soon));
+        assert!(!delivered.answers(&request(Vote::new_committed(3, 1), Some(log_id(2, 7)), &[], None), soon));
+        // Once the follower has not heard from the leader for a while, heartbeats go out.
+        let later = t0 + SKIP_EMPTY_WITHIN;
+        assert!(!delivered.answers(&request(vote, Some(log_id(2, 7)), &[], Some(log_id(2, 7))), later));
     }
 }
