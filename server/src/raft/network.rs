@@ -318,7 +318,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         }
         if matches!(answer, AppendEntriesResponse::Success) {
             let matched = req.entries.last().map(|e| Some(e.log_id)).unwrap_or(req.prev_log_id);
-            self.delivered = Some(Delivered { sent, vote: req.vote.clone(), matched });
+            self.delivered = Some(Delivered { sent, vote: req.vote, matched });
         }
         Ok(answer)
     }
@@ -365,14 +365,14 @@ mod tests {
     fn only_an_empty_request_right_after_an_accepted_one_at_the_same_place_is_skipped() {
         let vote = Vote::new_committed(2, 1);
         let t0 = Instant::now();
-        let delivered = Delivered { sent: t0, vote: vote.clone(), matched: Some(log_id(2, 7)) };
+        let delivered = Delivered { sent: t0, vote, matched: Some(log_id(2, 7)) };
         let soon = t0 + Duration::from_millis(1);
         // The commit-index update that follows the entry the follower just accepted.
-        assert!(delivered.answers(&request(vote.clone(), Some(log_id(2, 7)), &[], Some(log_id(2, 7))), soon));
+        assert!(delivered.answers(&request(vote, Some(log_id(2, 7)), &[], Some(log_id(2, 7))), soon));
         // Entries always go out.
-        assert!(!delivered.answers(&request(vote.clone(), Some(log_id(2, 7)), &[log_id(2, 8)], None), soon));
+        assert!(!delivered.answers(&request(vote, Some(log_id(2, 7)), &[log_id(2, 8)], None), soon));
         // Another log position, or another leader vote: the follower's answer may differ.
-        assert!(!delivered.answers(&request(vote.clone(), Some(log_id(2, 6)), &[], None), soon));
+        assert!(!delivered.answers(&request(vote, Some(log_id(2, 6)), &[], None), soon));
         assert!(!delivered.answers(&request(Vote::new_committed(3, 1), Some(log_id(2, 7)), &[], None), soon));
         // Once the follower has not heard from the leader for a while, heartbeats go out.
         let later = t0 + SKIP_EMPTY_WITHIN;

@@ -37,7 +37,7 @@ impl QuorumClock {
             // A late answer to an older request says nothing newer.
             Some((v, at)) if v == vote && *at >= sent => {}
             _ => {
-                acks.insert(target, (vote.clone(), sent));
+                acks.insert(target, (*vote, sent));
             }
         }
     }
