@@ -70,7 +70,7 @@ export declare namespace Dls {
   }
 
   interface AcquireOptions {
-    /** How long to wait in the key's queue before LockTimeoutError. */
+    /** How long to wait in the key's queue before LockTimeoutError; 0 tries once without queueing. */
     timeoutMs?: number;
   }
 
@@ -237,7 +237,7 @@ export declare namespace Dls {
     readonly isLost: boolean;
     /** Why it was lost, or null. */
     readonly lostReason: LostReason | null;
-    /** Takes a lock, waiting in the key's FIFO queue up to `options.timeoutMs`. */
+    /** Takes a lock, waiting in the key's FIFO queue up to `options.timeoutMs` (0: a try-lock, answered at once). */
     acquireLock(namespace: string, key: string, mode?: LockMode, options?: AcquireOptions): Promise<Lock>;
     /** Releases one lock early; resolves with whether it was held (or waited for). */
     release(namespace: string, key: string): Promise<boolean>;

@@ -283,6 +283,18 @@ impl LockTable {
         }
     }
 
+    /// Whether an acquire of `lock` in `mode` by `txn` would be granted at once (a covering
+    /// grant it holds, an upgrade as the sole holder, or no conflicting holder and nobody
+    /// queued): what a try-lock (`wait_ms` 0) answers. A read of the table as it stands; the
+    /// apply of the acquire decides.
+    pub fn grantable_now(&self, txn: TxnId, lock: &LockKey, mode: LockMode) -> bool {
+        let Some(key) = self.keys.get(lock) else { return true };
+        match self.txns.get(&txn).and_then(|t| t.held.get(lock)) {
+            Some(held) => held.mode.covers(mode) || key.compatible_with_holders(txn, mode),
+            None => key.can_grant_now(txn, mode),
+        }
+    }
+
     /// The pending wait of `txn`: its request id and acquire timeout.
     pub fn pending_wait(&self, txn: TxnId) -> Option<(String, u64)> {
         let p = self.txns.get(&txn)?.waiting.as_ref()?;
@@ -394,8 +406,11 @@ impl LockTable {
             Some(held) if held.mode.covers(mode) => AcquireRecord::Granted { token: held.token, mode: held.mode },
             // Upgrade SHARED_READ -> EXCLUSIVE: immediate only as the sole holder.
             Some(_) if key.compatible_with_holders(txn, mode) => self.grant(txn, lock, mode),
-            Some(_) => self.wait(txn, request_id, lock, mode, UPGRADE_CLASS, wait_ms),
             None if key.can_grant_now(txn, mode) => self.grant(txn, lock, mode),
+            // A try-lock (no wait allowed) never queues: nobody behind it moves, no deadlock
+            // search, and the transaction stays active.
+            _ if wait_ms == 0 => AcquireRecord::Ended(WaitEnd::TimedOut),
+            Some(_) => self.wait(txn, request_id, lock, mode, UPGRADE_CLASS, wait_ms),
             None => self.wait(txn, request_id, lock, mode, NORMAL_CLASS, wait_ms),
         };
         let waiting = record == AcquireRecord::Waiting;

@@ -1,5 +1,5 @@
 //! Property tests of the lock table: random sequences of every command (begin, acquire in
-//! both modes including upgrades and retried request ids, release, end, expire, operator
+//! both modes including upgrades, try-locks and retried request ids, release, end, expire, operator
 //! abort, acquire timeouts, batches, the clock moving on) with the table's invariants
 //! checked after every step, and replay from a snapshot compared with replay from the log.
 //!
@@ -10,10 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
-use super::command::{Command, LogCommand, Outcome};
+use super::command::{AcquireStatus, Command, LogCommand, Outcome};
 use super::queue::Waiter;
 use super::table::LockTable;
-use super::types::{LockKey, LockMode, TxnId, TxnState, VictimPolicy};
+use super::types::{LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
 
@@ -29,6 +29,8 @@ enum Op {
         k: usize,
         exclusive: bool,
         policy: usize,
+        /// A try-lock: `wait_ms` 0.
+        try_lock: bool,
     },
     /// The last acquire again with the same request id (a client's retry).
     RetryAcquire,
@@ -60,8 +62,8 @@ enum Op {
 fn single_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         2 => (-1..2i32).prop_map(|priority| Op::Begin { priority }),
-        6 => (0..6usize, 0..KEYS.len(), any::<bool>(), 0..3usize)
-            .prop_map(|(t, k, exclusive, policy)| Op::Acquire { t, k, exclusive, policy }),
+        6 => (0..6usize, 0..KEYS.len(), any::<bool>(), 0..3usize, prop::bool::weighted(0.25))
+            .prop_map(|(t, k, exclusive, policy, try_lock)| Op::Acquire { t, k, exclusive, policy, try_lock }),
         1 => Just(Op::RetryAcquire),
         3 => (0..6usize, 0..KEYS.len()).prop_map(|(t, k)| Op::Release { t, k }),
         2 => (0..6usize, any::<bool>()).prop_map(|(t, commit)| Op::End { t, commit }),
@@ -123,13 +125,13 @@ impl Run {
                 name: String::new(),
                 owner: String::new(),
             },
-            Op::Acquire { t, k, exclusive, policy } => {
+            Op::Acquire { t, k, exclusive, policy, try_lock } => {
                 let cmd = Command::Acquire {
                     txn: self.pick(*t)?,
                     request_id: self.fresh_id("a"),
                     lock: key(*k),
                     mode: if *exclusive { LockMode::Exclusive } else { LockMode::SharedRead },
-                    wait_ms: 1_000,
+                    wait_ms: if *try_lock { 0 } else { 1_000 },
                     victim_policy: [
                         VictimPolicy::LowestPriorityThenYoungest,
                         VictimPolicy::Youngest,
@@ -174,10 +176,35 @@ impl Run {
                 self.txns.push(txn);
             }
         }
+        check_try_lock(&before, &entry.cmd, &outcome)?;
         self.log.push(entry);
         self.outcomes.push(outcome);
         check_step(&before, &self.table)
     }
+}
+
+/// A new try-lock by an active transaction that waits for nothing is granted exactly when
+/// the table said it could be ([`LockTable::grantable_now`]), and never leaves a waiter.
+fn check_try_lock(before: &LockTable, cmd: &Command, outcome: &Outcome) -> Result<(), TestCaseError> {
+    let Command::Acquire { txn, request_id, lock, mode, wait_ms: 0, .. } = cmd else { return Ok(()) };
+    let fresh = matches!(before.recorded_acquire(*txn, request_id, lock, *mode), Ok(None));
+    let idle = before.txn(*txn).is_some_and(|t| t.state == TxnState::Active && t.waiting.is_none());
+    if !(fresh && idle) {
+        return Ok(());
+    }
+    let granted = matches!(outcome, Outcome::Acquire(AcquireStatus::Granted { .. }));
+    prop_assert_eq!(
+        granted,
+        before.grantable_now(*txn, lock, *mode),
+        "try-lock of {:?} by {}: {:?}",
+        lock,
+        txn,
+        outcome
+    );
+    if !granted {
+        prop_assert_eq!(outcome, &Outcome::Acquire(AcquireStatus::Ended(WaitEnd::TimedOut)));
+    }
+    Ok(())
 }
 
 /// Transactions an outcome says were begun.

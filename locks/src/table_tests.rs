@@ -47,6 +47,21 @@ impl Harness {
         })
     }
 
+    /// A try-lock (`wait_ms` 0).
+    fn try_lock(&mut self, txn: TxnId, key: &str, mode: LockMode, request_id: &str) -> AcquireStatus {
+        match self.apply(Command::Acquire {
+            txn,
+            request_id: request_id.into(),
+            lock: LockKey::new("ns", key),
+            mode,
+            wait_ms: 0,
+            victim_policy: self.policy,
+        }) {
+            Outcome::Acquire(s) => s,
+            o => panic!("try-lock: {o:?}"),
+        }
+    }
+
     fn acquire_with(&mut self, txn: TxnId, key: &str, mode: LockMode, request_id: &str) -> AcquireStatus {
         match self.acquire_with_outcome(txn, key, mode, request_id) {
             Outcome::Acquire(s) => s,
@@ -846,4 +861,38 @@ fn active_transactions_are_counted_per_owner_and_after_a_restore() {
     assert_eq!(h.table.active_txns_of("a"), 1);
     let restored: LockTable = bincode::deserialize(&bincode::serialize(&h.table).unwrap()).unwrap();
     assert_eq!((restored.active_txns_of("a"), restored.active_txns_of("b"), restored.active_txns_of("c")), (1, 1, 0));
+}
+
+#[test]
+fn a_try_lock_is_granted_at_once_or_refused_without_queueing_and_the_transaction_goes_on() {
+    let mut h = Harness::new();
+    let (holder, reader, other) = (h.begin(), h.begin(), h.begin());
+    let granted = h.try_lock(holder, "k", X, "t1");
+    assert!(matches!(granted, AcquireStatus::Granted { .. }), "a free key: {granted:?}");
+    h.table.take_effects();
+
+    // Held: refused at once, nothing queued, nobody told their queue moved.
+    assert_eq!(h.try_lock(other, "k", S, "t2"), AcquireStatus::Ended(WaitEnd::TimedOut));
+    assert!(h.table.key(&LockKey::new("ns", "k")).unwrap().queue.is_empty());
+    assert!(!h.table.take_effects().iter().any(|e| matches!(e, Effect::WaitStarted { .. })));
+    assert_eq!(h.table.txn(other).unwrap().state, TxnState::Active, "the transaction goes on");
+    // The same request id answers from the record, even once the key is free.
+    h.release(holder, "k");
+    assert_eq!(h.try_lock(other, "k", S, "t2"), AcquireStatus::Ended(WaitEnd::TimedOut));
+
+    // Compatible with the holders but someone waits ahead: refused (FIFO, no overtaking).
+    assert!(matches!(h.try_lock(reader, "k", S, "t3"), AcquireStatus::Granted { .. }));
+    assert!(matches!(h.acquire(holder, "k", X), AcquireStatus::Queued { .. }));
+    assert_eq!(h.try_lock(other, "k", S, "t4"), AcquireStatus::Ended(WaitEnd::TimedOut));
+
+    // Re-entrant: a covering grant answers with its token; an upgrade waits for nobody only
+    // as the sole holder.
+    let held = h.table.txn(reader).unwrap().held.get(&LockKey::new("ns", "k")).unwrap().token;
+    assert_eq!(token(&h.try_lock(reader, "k", S, "t5")), held.0);
+    let second = h.begin();
+    h.end(holder, false);
+    assert!(matches!(h.try_lock(second, "k", S, "t6"), AcquireStatus::Granted { .. }));
+    assert_eq!(h.try_lock(reader, "k", X, "t7"), AcquireStatus::Ended(WaitEnd::TimedOut), "another reader holds it");
+    h.release(second, "k");
+    assert!(matches!(h.try_lock(reader, "k", X, "t8"), AcquireStatus::Granted { mode: X, .. }), "sole holder");
 }

@@ -202,6 +202,18 @@ test('lock() on a busy key rejects with LockTimeoutError and leaves nothing held
   await assert.rejects(dls.withLock('busy', 'k'), Dls.InvalidArgumentError);
 });
 
+test('timeoutMs 0 is a try-lock: LockTimeoutError at once while held, nothing queued, granted once free', async () => {
+  const holder = await dls.beginTransaction({ timeoutMs: 10000 });
+  const held = await holder.acquireLock('try', 'k', 'EXCLUSIVE', { timeoutMs: 1000 });
+  const other = await dls.beginTransaction({ timeoutMs: 10000 });
+  await assert.rejects(other.acquireLock('try', 'k', 'SHARED_READ', { timeoutMs: 0 }), Dls.LockTimeoutError);
+  assert.equal((await other.status()).state, 'ACTIVE');
+  await holder.commit();
+  const lock = await other.acquireLock('try', 'k', 'SHARED_READ', { timeoutMs: 0 });
+  assert.ok(lock.fencingToken > held.fencingToken);
+  await other.commit();
+});
+
 test('a pending call keeps Node running, and nothing keeps it running once every call settled', async () => {
   const { execFile } = require('node:child_process');
   const { once } = require('node:events');

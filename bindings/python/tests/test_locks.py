@@ -156,6 +156,31 @@ async def test_lock_context_aborts_on_exception_and_leaves_nothing_on_timeout(cl
     await holder.commit()
 
 
+async def test_try_lock_with_timeout_zero_answers_at_once(client):
+    n = ns()
+    holder = await client.begin_transaction()
+    held = await holder.acquire_lock(n, "k")
+    other = await client.begin_transaction()
+    with pytest.raises(LockTimeout):
+        await other.acquire_lock(n, "k", LockMode.SHARED_READ, timeout_ms=0)
+    assert (await other.status()).state == "ACTIVE"
+    assert all(not k.waiters for k in await client.list_locks(n))
+    await holder.commit()
+    lock = await other.acquire_lock(n, "k", LockMode.SHARED_READ, timeout_ms=0)
+    assert lock.fencing_token > held.fencing_token
+    await other.commit()
+
+
+def test_sync_try_lock(sclient):
+    n = ns()
+    with sclient.lock(n, "k"):
+        with pytest.raises(LockTimeout):
+            with sclient.lock(n, "k", timeout_ms=0):
+                raise AssertionError("the body must not run without the lock")
+    with sclient.lock(n, "k", timeout_ms=0) as lock:
+        assert lock.fencing_token > 0
+
+
 def test_sync_lock_context(sclient):
     n = ns()
     with sclient.lock(n, "k", LockMode.SHARED_READ) as a, sclient.lock(n, "k", LockMode.SHARED_READ) as b:

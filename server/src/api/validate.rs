@@ -62,8 +62,9 @@ pub fn lease_ms(ms: i64) -> Result<u64, ApiError> {
     timeout("timeout_ms (the transaction lease)", ms, MIN_LEASE_MS)
 }
 
+/// 0 is a try-lock: granted at once or refused without waiting.
 pub fn wait_ms(ms: i64) -> Result<u64, ApiError> {
-    timeout("timeout_ms (the acquire timeout)", ms, 1)
+    timeout("timeout_ms (the acquire timeout)", ms, 0)
 }
 
 /// A request id: empty (not retry-safe) or 1-64 characters of `[A-Za-z0-9._:-]`.
@@ -128,6 +129,9 @@ mod tests {
         assert!(lease_ms(99).is_err());
         assert!(lease_ms(MAX_TIMEOUT_MS + 1).is_err());
         assert_eq!(wait_ms(1).unwrap(), 1);
+        assert_eq!(wait_ms(0).unwrap(), 0, "a try-lock");
+        assert!(wait_ms(-1).is_err());
+        assert!(wait_ms(MAX_TIMEOUT_MS + 1).is_err());
         assert!(mode(0).is_err());
         assert!(mode(7).is_err());
         assert_eq!(mode(2).unwrap(), LockMode::SharedRead);

@@ -36,9 +36,9 @@ pub const EXIT_CANNOT_RUN: i32 = 126;
 pub const EXIT_NOT_FOUND: i32 = 127;
 /// How long to wait for the lock by default, unless `--skip-if-locked` is given.
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
-/// `--skip-if-locked` without `--wait-timeout`: the shortest acquire timeout the server
-/// accepts, so a held lock is answered as busy at once instead of being waited for.
-const TRY_ONCE_WAIT_MS: u64 = 1;
+/// `--skip-if-locked` without `--wait-timeout`: a try-lock, answered at once (granted, or
+/// busy without joining the queue).
+const TRY_ONCE_WAIT_MS: u64 = 0;
 
 #[derive(Args, Debug)]
 #[command(after_help = "Exit codes: the command's status (128+N if it died of signal N); \
@@ -121,7 +121,7 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
     )?;
     let mode = if args.shared { LockMode::SharedRead } else { LockMode::Exclusive };
     let wait_ms = match (args.wait_timeout, args.skip_if_locked) {
-        (Some(wait), _) => wait.as_millis().clamp(1, 3_600_000) as u64,
+        (Some(wait), _) => wait.as_millis().min(3_600_000) as u64,
         (None, true) => TRY_ONCE_WAIT_MS,
         (None, false) => DEFAULT_WAIT.as_millis() as u64,
     };

@@ -9,7 +9,8 @@ use futures::Stream;
 
 use super::{touch, unexpected, Begun, Engine, EngineError, EngineResult, Principal};
 use crate::locks::{
-    AcquireRequest, AcquireStatus, Begin, Command, CycleMember, EndCause, Outcome, TxnId, VictimPolicy, WaitEnd,
+    AcquireRequest, AcquireStatus, Begin, Command, CycleMember, EndCause, Outcome, TxnId, TxnState, VictimPolicy,
+    WaitEnd,
 };
 use crate::node::Node;
 
@@ -65,6 +66,19 @@ impl Engine {
     }
 }
 
+/// A try-lock (no wait) the table refuses is answered without a raft write: a refusal
+/// changes nothing. The table is read after a read-index round, so it holds every write
+/// committed before the request (a release the caller already saw is never answered
+/// "locked"). A try the table would grant, or one it would reject (the transaction ended,
+/// or already waits), is proposed as usual; the apply decides, and refuses the same way
+/// if the key was taken meanwhile.
+async fn refused_without_a_write(node: &Node, txn: TxnId, a: &AcquireRequest) -> EngineResult<bool> {
+    node.linearizable_read().await?;
+    let st = node.state().read().expect("state lock");
+    let idle = st.table.txn(txn).is_some_and(|t| t.state == TxnState::Active && t.waiting.is_none());
+    Ok(idle && !st.table.grantable_now(txn, &a.lock, a.mode))
+}
+
 impl Acquisition {
     /// Proposes the acquire (or the one-shot begin + acquire) unless this request id is
     /// already known (a re-attach). Returns the transaction, the one begun for it, and
@@ -83,6 +97,9 @@ impl Acquisition {
                 )?;
                 if let Some(status) = known {
                     return Ok((txn, None, status));
+                }
+                if a.wait_ms == 0 && refused_without_a_write(node, txn, a).await? {
+                    return Ok((txn, None, AcquireStatus::Ended(WaitEnd::TimedOut)));
                 }
                 let admitted = node.limits().admit_acquire(node.state(), txn, &a.lock)?;
                 let cmd = Command::Acquire {

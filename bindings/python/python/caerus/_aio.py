@@ -26,7 +26,8 @@ class Transaction(TransactionView):
     async def acquire_lock(
         self, namespace: str, key: str, mode: ModeLike = LockMode.EXCLUSIVE, *, timeout_ms: Optional[int] = None
     ) -> Lock:
-        """Takes a lock, waiting up to ``timeout_ms`` (default 10000) in the key's queue.
+        """Takes a lock, waiting up to ``timeout_ms`` (default 10000; 0 tries once without
+        queueing) in the key's queue.
 
         Returns the :class:`Lock` with its ``fencing_token``. Raises :class:`LockTimeout`
         (the transaction stays active), :class:`DeadlockVictim` or :class:`TransactionLost`.

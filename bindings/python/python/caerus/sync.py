@@ -37,7 +37,7 @@ class Transaction(TransactionView):
     def acquire_lock(
         self, namespace: str, key: str, mode: ModeLike = LockMode.EXCLUSIVE, *, timeout_ms: Optional[int] = None
     ) -> Lock:
-        """Takes a lock, waiting up to ``timeout_ms`` (default 10000). Raises
+        """Takes a lock, waiting up to ``timeout_ms`` (default 10000; 0 tries once). Raises
         :class:`~caerus.LockTimeout`, :class:`~caerus.DeadlockVictim`, :class:`~caerus.TransactionLost`."""
         return self._tx.acquire_lock_blocking(namespace, key, mode, timeout_ms)
 

@@ -236,6 +236,28 @@ class DlsClientTest {
     }
 
     @Test
+    fun `timeoutMs 0 is a try-lock that never queues`() = runBlocking {
+        val ns = ns()
+        val holder = client.beginTransaction(TransactionOptions())
+        val other = client.beginTransaction(TransactionOptions())
+        try {
+            val held = holder.acquireLock(ns, "k", LockMode.EXCLUSIVE, timeoutMs = 2000)
+            assertThrows<DlsException.LockTimeout> {
+                runBlocking { other.acquireLock(ns, "k", LockMode.SHARED_READ, timeoutMs = 0) }
+            }
+            val status = other.status()
+            assertEquals(TransactionState.ACTIVE, status.state)
+            assertNull(status.waiting)
+            holder.commit()
+            val lock = other.acquireLock(ns, "k", LockMode.SHARED_READ, timeoutMs = 0)
+            assertTrue(lock.fencingToken > held.fencingToken)
+        } finally {
+            other.abort()
+            holder.close(); other.close()
+        }
+    }
+
+    @Test
     fun `fencing tokens increase grant after grant`() = runBlocking {
         val ns = ns()
         val tokens = (1..5).map {
