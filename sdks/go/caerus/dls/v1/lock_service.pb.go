@@ -697,8 +697,10 @@ type AcquireLockRequest struct {
 	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
 	// EXCLUSIVE or SHARED_READ.
 	Mode LockMode `protobuf:"varint,4,opt,name=mode,proto3,enum=caerus.dls.v1.LockMode" json:"mode,omitempty"`
-	// How long to wait in the queue, in milliseconds, 1..=3600000. When it passes the wait
+	// How long to wait in the queue, in milliseconds, 0..=3600000. When it passes the wait
 	// is withdrawn and the stream ends with DEADLINE_EXCEEDED; the transaction stays ACTIVE.
+	// 0 is a try-lock: granted at once, or DEADLINE_EXCEEDED (LOCK_TIMEOUT) at once without
+	// joining the queue (and without a raft write when the key is taken).
 	TimeoutMs int64 `protobuf:"varint,5,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// Client-chosen id: calling again with the same id re-attaches to the same request.
 	RequestId string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
