@@ -67,16 +67,22 @@ impl Engine {
 }
 
 /// A try-lock (no wait) the table refuses is answered without a raft write: a refusal
-/// changes nothing. The table is read after a read-index round, so it holds every write
-/// committed before the request (a release the caller already saw is never answered
-/// "locked"). A try the table would grant, or one it would reject (the transaction ended,
-/// or already waits), is proposed as usual; the apply decides, and refuses the same way
-/// if the key was taken meanwhile.
+/// changes nothing. A refusal is confirmed after a read-index round, so the table holds
+/// every write committed before the request (a release the caller already saw is never
+/// answered "locked"). A try the table would grant, or one it would reject (the
+/// transaction ended, or already waits), is proposed at once, without that round; the
+/// apply decides, and refuses the same way if the key was taken meanwhile.
 async fn refused_without_a_write(node: &Node, txn: TxnId, a: &AcquireRequest) -> EngineResult<bool> {
+    let refused = || {
+        let st = node.state().read().expect("state lock");
+        let idle = st.table.txn(txn).is_some_and(|t| t.state == TxnState::Active && t.waiting.is_none());
+        idle && !st.table.grantable_now(txn, &a.lock, a.mode)
+    };
+    if !refused() {
+        return Ok(false);
+    }
     node.linearizable_read().await?;
-    let st = node.state().read().expect("state lock");
-    let idle = st.table.txn(txn).is_some_and(|t| t.state == TxnState::Active && t.waiting.is_none());
-    Ok(idle && !st.table.grantable_now(txn, &a.lock, a.mode))
+    Ok(refused())
 }
 
 impl Acquisition {

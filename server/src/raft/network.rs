@@ -158,7 +158,7 @@ pub struct PeerClient {
     client: Result<PeerRpc, Unreachable>,
     durable: Arc<Durable>,
     clock: Arc<QuorumClock>,
-    /// The last AppendEntries this client delivered: see [`PeerClient::skippable`].
+    /// The last AppendEntries this client delivered: see [`Delivered::answers`].
     delivered: Option<Delivered>,
     /// AppendEntries travel on this stream once the first one opened it.
     stream: Option<AppendStream>,
@@ -182,7 +182,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
 
 /// An AppendEntries the follower accepted: when it was sent, under which vote, and the
 /// last log id the follower holds from it.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Delivered {
     sent: Instant,
     vote: Vote,
@@ -298,6 +298,10 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         req: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError> {
+        // Skipped before the wait below: nothing leaves, so nothing has to be on disk first.
+        if self.delivered.as_ref().is_some_and(|d| d.answers(&req, Instant::now())) {
+            return Ok(AppendEntriesResponse::Success);
+        }
         // The leader reports its own appends before they are synced (see `Durable`); a
         // follower must not apply an entry that could still vanish from the leader's disk.
         if let Some(commit) = &req.leader_commit {
@@ -305,9 +309,6 @@ impl RaftNetwork<TypeConfig> for PeerClient {
                 .wait_for(commit.index, option.hard_ttl())
                 .await
                 .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        }
-        if self.delivered.as_ref().is_some_and(|d| d.answers(&req, Instant::now())) {
-            return Ok(AppendEntriesResponse::Success);
         }
         let sent = Instant::now();
         let answer = self.call(Method::Append, &req, option).await;
