@@ -186,6 +186,10 @@ impl pb::lock_service_server::LockService for Scripted {
     async fn acquire_lock(&self, _: tonic::Request<pb::AcquireLockRequest>) -> Reply<Self::AcquireLockStream> {
         Err(Status::unimplemented("scripted"))
     }
+    type AcquireLocksStream = BoxStream<pb::AcquireLocksResponse>;
+    async fn acquire_locks(&self, _: tonic::Request<pb::AcquireLocksRequest>) -> Reply<Self::AcquireLocksStream> {
+        Err(Status::unimplemented("scripted"))
+    }
     async fn release_lock(&self, _: tonic::Request<pb::ReleaseLockRequest>) -> Reply<pb::ReleaseLockResponse> {
         Err(Status::unimplemented("scripted"))
     }

@@ -41,6 +41,7 @@
 
 #![warn(missing_docs)]
 
+mod acquire_stream;
 mod admin;
 mod client;
 mod config;
@@ -68,8 +69,8 @@ pub use error::{Error, Result};
 pub use events::{Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
 pub use transaction::Transaction;
 pub use types::{
-    AcquireOptions, EndCause, Lock, LockMode, LostKind, LostReason, PendingLock, QueuePosition, TransactionOptions,
-    TransactionState, TransactionStatus,
+    AcquireOptions, EndCause, Lock, LockMode, LockRequest, LostKind, LostReason, PendingLock, QueuePosition,
+    TransactionOptions, TransactionState, TransactionStatus,
 };
 
 #[cfg(test)]

@@ -4,21 +4,20 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use caerus_proto::v1 as pb;
-use caerus_proto::v1::acquire_lock_response::Event;
-use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::Wire;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::debug;
 
+use crate::acquire_stream::{stream_acquire, AcquireCall, AcquireProgress};
 use crate::error::{Error, Result};
 use crate::heartbeat_batch::Heartbeats;
-use crate::router::{attempt_timed_out, deadline_after, new_request_id, CallOptions, Router, BACKOFF_CAP};
+use crate::router::{new_request_id, Router};
 use crate::tx_shared::{lock, EndingGuard, Phase, TxShared};
 use crate::types::{
-    ms_to_wire, AcquireOptions, EndCause, Lock, LockMode, LostKind, LostReason, QueuePosition, TransactionOptions,
-    TransactionState, TransactionStatus,
+    ms_to_wire, AcquireOptions, EndCause, Lock, LockMode, LockRequest, LostKind, LostReason, QueuePosition,
+    TransactionOptions, TransactionState, TransactionStatus,
 };
 
 /// The error a call reports for a lost transaction: [`Error::DeadlockVictim`] when a
@@ -326,7 +325,7 @@ impl Transaction {
             (None, Some(deferred)) => (&deferred.router, 0, Some(deferred.begin.clone())),
             (None, None) => return Err(Error::internal("transaction without a begin")),
         };
-        let message = pb::AcquireLockRequest {
+        let message = AcquireCall::One(pb::AcquireLockRequest {
             transaction_id,
             namespace: namespace.to_string(),
             key: key.to_string(),
@@ -334,7 +333,7 @@ impl Transaction {
             timeout_ms,
             request_id: new_request_id(),
             begin,
-        };
+        });
         let sent_at = Instant::now();
         let mut start_error = None;
         let attach = stream_acquire(router, message, opts.timeout_ms, |progress| match progress {
@@ -359,12 +358,64 @@ impl Transaction {
         }
         match (result, self.started()) {
             // The lease may have lapsed while the grant was on its way.
-            (Ok(lock), Some(_)) => self.ensure_active().map(|()| lock),
+            (Ok(locks), Some(_)) => self
+                .ensure_active()
+                .and_then(|()| locks.into_iter().next().ok_or_else(|| Error::internal("a grant without a lock"))),
             (Ok(_), None) => {
                 Err(Error::internal("the server granted a one-shot acquire without naming its transaction"))
             }
             (Err(e), Some(shared)) => Err(shared.observe(e).await),
             (Err(e), None) => Err(e),
+        }
+    }
+
+    /// Takes several locks at once, all or nothing: every lock is granted together (one
+    /// fencing token each, in the order asked) or none is. While any is unavailable the
+    /// request waits in the queue of every key it still needs, holding its place there, so
+    /// keys need no ordering by hand and nothing is held half-way. Locks the transaction
+    /// already holds in a covering mode come back with their existing tokens.
+    ///
+    /// Fails like [`acquire_lock`](Self::acquire_lock); also `INVALID_ARGUMENT` for an
+    /// empty list, a key named twice or more than 64 locks.
+    pub async fn acquire_locks(&self, locks: &[LockRequest], opts: AcquireOptions) -> Result<Vec<Lock>> {
+        self.acquire_locks_with_progress(locks, opts, |_| {}).await
+    }
+
+    /// Like [`acquire_locks`](Self::acquire_locks), calling `on_queued` whenever the
+    /// request's place changes (its furthest position over the keys it waits for).
+    pub async fn acquire_locks_with_progress(
+        &self,
+        locks: &[LockRequest],
+        opts: AcquireOptions,
+        mut on_queued: impl FnMut(&QueuePosition) + Send,
+    ) -> Result<Vec<Lock>> {
+        self.ensure_active()?;
+        let timeout_ms = ms_to_wire("acquire timeout_ms", opts.timeout_ms)?;
+        let shared = self.begun().await?;
+        let call = AcquireCall::All(pb::AcquireLocksRequest {
+            transaction_id: shared.id,
+            locks: locks
+                .iter()
+                .map(|l| pb::LockRequest { namespace: l.namespace.clone(), key: l.key.clone(), mode: l.mode.to_wire() })
+                .collect(),
+            timeout_ms,
+            request_id: new_request_id(),
+        });
+        let attach = stream_acquire(&shared.router, call, opts.timeout_ms, |progress| {
+            if let AcquireProgress::Queued(position) = progress {
+                on_queued(position)
+            }
+        });
+        let result = tokio::select! {
+            result = attach => result,
+            reason = self.lost() => Err(lost_error(
+                &reason,
+                format!("transaction {} was lost while waiting for {} locks: {reason}", shared.id, locks.len()),
+            )),
+        };
+        match result {
+            Ok(granted) => self.ensure_active().map(|()| granted),
+            Err(e) => Err(shared.observe(e).await),
         }
     }
 
@@ -531,113 +582,6 @@ impl Transaction {
     /// A watch channel that turns `Some(reason)` when the transaction is lost.
     pub fn lost_signal(&self) -> watch::Receiver<Option<LostReason>> {
         self.inner.lost_tx.subscribe()
-    }
-}
-
-/// What an AcquireLock stream reports before its grant.
-pub(crate) enum AcquireProgress<'a> {
-    /// A one-shot start: the transaction the server began for the request.
-    Begun(&'a pb::BeginTransactionResponse),
-    /// The request's place in the queue changed.
-    Queued(&'a QueuePosition),
-}
-
-/// Runs one AcquireLock request until its grant, following the leader and re-attaching
-/// (same request id) across failures. A one-shot start switches to a plain re-attach to
-/// its transaction once the server has named it.
-pub(crate) async fn stream_acquire(
-    router: &Router,
-    mut message: pb::AcquireLockRequest,
-    timeout_ms: u64,
-    mut on_progress: impl FnMut(AcquireProgress<'_>) + Send,
-) -> Result<Lock> {
-    let (namespace, key) = (message.namespace.clone(), message.key.clone());
-    // The server ends the wait itself after timeout_ms; the extra retry budget covers
-    // elections and re-attaching before that answer can be heard.
-    let deadline = deadline_after(Duration::from_millis(timeout_ms).saturating_add(router.retry_deadline));
-    let mut attempts = router.attempts(
-        "AcquireLock",
-        CallOptions { deadline, attempt_timeout: router.request_timeout, max_backoff: BACKOFF_CAP },
-    );
-    let mut last_position: Option<QueuePosition> = None;
-    'attach: loop {
-        let (uri, mut client) = match attempts.next() {
-            Ok((uri, channel)) => (uri, LockServiceClient::new(channel)),
-            Err(e) => return Err(e),
-        };
-        // No gRPC timeout on the request: the stream legitimately lives as long as the
-        // wait. Only opening it is bounded.
-        let open_timeout = attempts.attempt_timeout();
-        let opened = tokio::time::timeout(open_timeout, client.acquire_lock(router.request(message.clone()))).await;
-        let mut stream = match opened {
-            Ok(Ok(response)) => {
-                attempts.succeeded(&uri, response.metadata());
-                response.into_inner()
-            }
-            Ok(Err(status)) => {
-                attempts.failed(status).await?;
-                continue 'attach;
-            }
-            Err(_) => {
-                attempts.failed(attempt_timed_out(&uri, open_timeout)).await?;
-                continue 'attach;
-            }
-        };
-        loop {
-            let next = match tokio::time::timeout_at(deadline, stream.message()).await {
-                Ok(next) => next,
-                Err(_) => {
-                    return Err(Error::Unavailable {
-                        message: format!(
-                            "no final answer to the acquire of {namespace}/{key} from {uri} \
-                             within the acquire timeout plus the retry deadline; the request \
-                             may still be pending or granted (check the transaction status)"
-                        ),
-                    })
-                }
-            };
-            match next {
-                Ok(Some(response)) => {
-                    if let Some(begun) = &response.begun {
-                        if message.begin.is_some() {
-                            on_progress(AcquireProgress::Begun(begun));
-                            message.transaction_id = begun.transaction_id;
-                            message.begin = None;
-                        }
-                    }
-                    match response.event {
-                        Some(Event::Queued(queued)) => {
-                            attempts.progressed();
-                            let position = QueuePosition::from(queued);
-                            // A re-attached stream repeats the current position first.
-                            if last_position.as_ref() != Some(&position) {
-                                on_progress(AcquireProgress::Queued(&position));
-                                last_position = Some(position);
-                            }
-                        }
-                        Some(Event::Granted(granted)) => return Lock::try_from(granted),
-                        None => {}
-                    }
-                }
-                Ok(None) => {
-                    let status = tonic::Status::unavailable(format!(
-                        "acquire stream from {uri} ended without a grant or a status"
-                    ));
-                    attempts.failed(status).await?;
-                    continue 'attach;
-                }
-                Err(status) => {
-                    debug!(
-                        transaction_id = message.transaction_id,
-                        code = ?status.code(),
-                        message = status.message(),
-                        "acquire stream ended with a status"
-                    );
-                    attempts.failed(status).await?;
-                    continue 'attach;
-                }
-            }
-        }
     }
 }
 

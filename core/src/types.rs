@@ -62,6 +62,34 @@ impl TryFrom<pb::HeldLock> for Lock {
     }
 }
 
+/// One lock of an all-or-nothing [`acquire_locks`](crate::Transaction::acquire_locks).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockRequest {
+    /// The lock's namespace.
+    pub namespace: String,
+    /// The lock's key inside the namespace.
+    pub key: String,
+    /// The mode asked for.
+    pub mode: LockMode,
+}
+
+impl LockRequest {
+    /// A request for `namespace`/`key` in `mode`.
+    pub fn new(namespace: impl Into<String>, key: impl Into<String>, mode: LockMode) -> Self {
+        LockRequest { namespace: namespace.into(), key: key.into(), mode }
+    }
+
+    /// An EXCLUSIVE request.
+    pub fn exclusive(namespace: impl Into<String>, key: impl Into<String>) -> Self {
+        Self::new(namespace, key, LockMode::Exclusive)
+    }
+
+    /// A SHARED_READ request.
+    pub fn shared(namespace: impl Into<String>, key: impl Into<String>) -> Self {
+        Self::new(namespace, key, LockMode::SharedRead)
+    }
+}
+
 /// Where a waiting lock request stands in its key's queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueuePosition {

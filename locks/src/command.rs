@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{EndCause, FencingToken, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
+use super::types::{EndCause, FencingToken, Grant, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 /// A command with the leader's wall clock at proposal time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,6 +45,16 @@ pub enum Command {
     /// AcquireLock). Both halves are idempotent by their request ids, like `Begin` and
     /// `Acquire` on their own.
     BeginAcquire { begin: Begin, acquire: AcquireRequest },
+    /// Ask for several locks at once: granted together in this entry or a later one, or not
+    /// at all (see `table::all`). Locks the transaction holds in a covering mode are part of
+    /// the answer with their tokens; the rest wait in every key's queue under one ticket.
+    AcquireAll {
+        txn: TxnId,
+        request_id: String,
+        locks: Vec<(LockKey, LockMode)>,
+        wait_ms: u64,
+        victim_policy: VictimPolicy,
+    },
     // New variants go last: bincode numbers variants in order, and logs written by an
     // older version must keep decoding.
 }
@@ -82,6 +92,10 @@ pub enum AcquireStatus {
         blockers: Vec<TxnId>,
     },
     Ended(WaitEnd),
+    /// An all-or-nothing request was granted: one grant per lock, in the order asked.
+    GrantedAll {
+        grants: Vec<Grant>,
+    },
 }
 
 /// Why a command was refused. Refusals change nothing.
@@ -97,6 +111,9 @@ pub enum Rejection {
     RequestIdReused(String),
     /// A batch inside a batch (the proposer never builds one).
     NestedBatch,
+    /// A request the API checks at the edge, refused again here so a log entry can never
+    /// put the table in a state it has no rule for (new variants go last).
+    Invalid(String),
 }
 
 impl std::fmt::Display for Rejection {
@@ -113,6 +130,7 @@ impl std::fmt::Display for Rejection {
                 "request_id {id:?} was already used for a different request of this transaction; use a fresh id"
             ),
             Rejection::NestedBatch => f.write_str("a batch of commands cannot contain another batch"),
+            Rejection::Invalid(why) => f.write_str(why),
         }
     }
 }

@@ -12,6 +12,8 @@ pub mod types;
 pub mod vec_map;
 
 #[cfg(test)]
+mod table_all_tests;
+#[cfg(test)]
 mod table_props;
 #[cfg(test)]
 mod table_tests;
@@ -19,4 +21,4 @@ mod table_tests;
 pub use command::{AcquireRequest, AcquireStatus, Begin, Command, LogCommand, Outcome, Rejection};
 pub use events::{revoke_cause, CycleMember, Event, EventDetail, EventKind};
 pub use table::{Effect, LockTable, Txn};
-pub use types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
+pub use types::{EndCause, FencingToken, Grant, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};

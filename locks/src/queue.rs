@@ -1,8 +1,11 @@
 //! One key's holders and its FIFO queue of waiters.
 //!
 //! Fairness rule: a request is granted only when it is compatible with every holder and
-//! no earlier waiter is queued, so readers arriving behind a waiting writer wait too and
-//! writers never starve. Upgrades (SHARED_READ holder asking EXCLUSIVE) queue ahead of
+//! with every earlier waiter, so readers arriving behind a waiting writer wait too and
+//! writers never starve. With single-key requests only, that is strict FIFO: a waiter at
+//! the head is only ever blocked by a holder. A request for several keys may wait at the
+//! head of one key's queue for another key; readers behind it may pass it then, writers
+//! may not. Upgrades (SHARED_READ holder asking EXCLUSIVE) queue ahead of
 //! ordinary waiters: an upgrader already holds the key, so a writer queued in front of it
 //! would wait for the upgrader while the upgrader waited for the writer.
 //!
@@ -52,19 +55,38 @@ impl KeyLock {
         self.holders.iter().all(|(&h, held)| h == txn || held.mode.compatible_with(mode))
     }
 
-    /// Whether a new (non-upgrade) request may be granted at once.
+    /// Whether a new (non-upgrade) request may be granted at once: compatible with every
+    /// holder and every waiter (it would otherwise pass a waiter it conflicts with).
     pub fn can_grant_now(&self, txn: TxnId, mode: LockMode) -> bool {
-        self.queue.is_empty() && self.compatible_with_holders(txn, mode)
+        self.compatible_with_holders(txn, mode) && self.queue.values().all(|w| w.mode.compatible_with(mode))
     }
 
-    /// Pops the head of the queue if it can be granted now (strict FIFO).
-    pub fn pop_grantable(&mut self) -> Option<Waiter> {
-        let (_, head) = self.queue.first_key_value()?;
-        if self.compatible_with_holders(head.txn, head.mode) {
-            self.queue.pop_first().map(|(_, w)| w)
-        } else {
-            None
+    /// Whether the waiter in `slot` may have this key now: compatible with every holder and
+    /// with every waiter ahead of it. Only a request that also waits for other keys can
+    /// pass this test and still wait (see `table::all`).
+    pub fn ready_at(&self, slot: Slot) -> bool {
+        let Some(w) = self.queue.get(&slot) else { return false };
+        self.compatible_with_holders(w.txn, w.mode)
+            && self.queue.range(..slot).all(|(_, earlier)| earlier.mode.compatible_with(w.mode))
+    }
+
+    /// The waiters that may have this key now, in queue order: each compatible with the
+    /// holders and with every waiter ahead of it. Nothing behind an EXCLUSIVE waiter
+    /// qualifies, so the scan stops there.
+    pub fn grantable(&self) -> Vec<(Slot, &Waiter)> {
+        let mut out = Vec::new();
+        let mut any_ahead = false;
+        for (slot, w) in &self.queue {
+            let passes_ahead = w.mode == LockMode::SharedRead || !any_ahead;
+            if passes_ahead && self.compatible_with_holders(w.txn, w.mode) {
+                out.push((*slot, w));
+            }
+            if w.mode == LockMode::Exclusive {
+                break;
+            }
+            any_ahead = true;
         }
+        out
     }
 
     /// 1-based position of the waiter in `slot`.

@@ -16,7 +16,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{FencingToken, Held, LockKey, LockMode, WaitEnd};
+use super::queue::Slot;
+use super::types::{FencingToken, Grant, Held, LockKey, LockMode, WaitEnd};
 use super::vec_map::VecMap;
 
 /// Records kept per transaction. A retry is answered from its record while fewer than this
@@ -27,8 +28,44 @@ pub const MAX_REQUEST_RECORDS: usize = 64;
 /// What a transaction's request turned into.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RequestRecord {
-    Acquire { lock: LockKey, mode: LockMode, status: AcquireRecord },
-    Release { lock: LockKey, released: bool },
+    Acquire {
+        lock: LockKey,
+        mode: LockMode,
+        status: AcquireRecord,
+    },
+    Release {
+        lock: LockKey,
+        released: bool,
+    },
+    /// An all-or-nothing acquire of several locks (new variants go last: snapshots of
+    /// older versions keep decoding).
+    AcquireAll {
+        locks: Vec<(LockKey, LockMode)>,
+        status: AllRecord,
+    },
+}
+
+impl RequestRecord {
+    /// Every lock the request names.
+    pub fn locks(&self) -> impl Iterator<Item = &LockKey> {
+        let (one, many) = match self {
+            RequestRecord::Acquire { lock, .. } | RequestRecord::Release { lock, .. } => (Some(lock), &[][..]),
+            RequestRecord::AcquireAll { locks, .. } => (None, &locks[..]),
+        };
+        one.into_iter().chain(many.iter().map(|(l, _)| l))
+    }
+}
+
+/// The stored part of an all-or-nothing acquire's status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AllRecord {
+    /// Queued in each of these keys' queues (the locks not already held in a covering
+    /// mode), all slots under the same ticket.
+    Waiting {
+        queued: Vec<(LockKey, Slot)>,
+    },
+    Granted(Vec<Grant>),
+    Ended(WaitEnd),
 }
 
 /// The stored part of an acquire's status; a queue position is computed on read.
@@ -85,6 +122,12 @@ fn eviction_class(record: &RequestRecord, held: &VecMap<LockKey, Held>) -> Optio
             Some(if held.get(lock).is_some_and(|h| h.token == *token) { 1 } else { 0 })
         }
         RequestRecord::Acquire { status: AcquireRecord::Waiting, .. } => None,
+        RequestRecord::AcquireAll { status: AllRecord::Ended(_), .. } => Some(0),
+        RequestRecord::AcquireAll { status: AllRecord::Granted(grants), .. } => {
+            let all_held = grants.iter().all(|g| held.get(&g.lock).is_some_and(|h| h.token == g.token));
+            Some(if all_held { 1 } else { 0 })
+        }
+        RequestRecord::AcquireAll { status: AllRecord::Waiting { .. }, .. } => None,
     }
 }
 

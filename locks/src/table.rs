@@ -13,9 +13,11 @@ use super::deadlock::{choose_victim, find_cycle, Candidate};
 use super::events::{CycleMember, EventDetail, EventLog};
 use super::owners::ActiveByOwner;
 use super::queue::{KeyLock, Slot, Waiter, NORMAL_CLASS, UPGRADE_CLASS};
-use super::requests::{AcquireRecord, RequestLog, RequestRecord};
+use super::requests::{AcquireRecord, AllRecord, RequestLog, RequestRecord};
 use super::types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 use super::vec_map::VecMap;
+
+mod all;
 
 /// Finished transactions are remembered this long (by the leaders' clocks carried in the
 /// log) so late status queries and retries get true answers.
@@ -60,9 +62,7 @@ impl Txn {
     pub fn namespaces(&self) -> BTreeSet<&str> {
         let held = self.held.iter().map(|(l, _)| l);
         let waiting = self.waiting.iter().map(|p| &p.lock);
-        let asked = self.requests.iter().map(|(_, r)| match r {
-            RequestRecord::Acquire { lock, .. } | RequestRecord::Release { lock, .. } => lock,
-        });
+        let asked = self.requests.iter().flat_map(|(_, r)| r.locks());
         held.chain(waiting).chain(asked).map(|l| l.namespace.as_str()).collect()
     }
 
@@ -186,6 +186,9 @@ impl LockTable {
                 };
                 Outcome::BegunAcquire { txn, lease_ms, acquire: Box::new(outcome) }
             }
+            Command::AcquireAll { txn, request_id, locks, wait_ms, victim_policy } => {
+                self.acquire_all(*txn, request_id, locks, *wait_ms, *victim_policy)
+            }
             Command::Batch(_) => Outcome::Rejected(Rejection::NestedBatch),
         }
     }
@@ -246,6 +249,7 @@ impl LockTable {
         let t = self.txns.get(&txn).ok_or(Rejection::NotFound(txn))?;
         match t.requests.get(request_id) {
             Some(RequestRecord::Acquire { status, .. }) => Ok(Some(self.status_of(t, status))),
+            Some(RequestRecord::AcquireAll { status, .. }) => Ok(Some(self.status_of_all(txn, status))),
             _ => Ok(None),
         }
     }
@@ -303,11 +307,16 @@ impl LockTable {
     }
 
     /// The pending wait of `txn` with its mode, position (1 = next) and direct blockers.
+    /// For a request of several keys: the mode on its first key still needed, its furthest
+    /// position, and its blockers on every key.
     pub fn wait_view(&self, txn: TxnId) -> Option<(&Pending, LockMode, u32, Vec<TxnId>)> {
         let p = self.txns.get(&txn)?.waiting.as_ref()?;
-        let key = self.keys.get(&p.lock)?;
-        let w = key.queue.get(&p.slot)?;
-        Some((p, w.mode, key.position(p.slot), key.blockers(p.slot)))
+        let mode = self.keys.get(&p.lock)?.queue.get(&p.slot)?.mode;
+        let mut position = 0;
+        for (lock, slot) in self.pending_slots(txn) {
+            position = position.max(self.keys.get(&lock).map_or(0, |k| k.position(slot)));
+        }
+        Some((p, mode, position, self.waits_for(txn)))
     }
 
     fn status_of(&self, t: &Txn, record: &AcquireRecord) -> AcquireStatus {
@@ -456,14 +465,22 @@ impl LockTable {
         AcquireRecord::Waiting
     }
 
-    /// Direct wait-for edges of `txn` (empty when it does not wait). On the deadlock
-    /// search's path for every node it visits, so it must not compute a queue position
-    /// (linear in the queue).
+    /// Direct wait-for edges of `txn` (empty when it does not wait): on every key its
+    /// request waits for. On the deadlock search's path for every node it visits, so it
+    /// must not compute a queue position (linear in the queue).
     fn waits_for(&self, txn: TxnId) -> Vec<TxnId> {
         let Some(p) = self.txns.get(&txn).and_then(|t| t.waiting.as_ref()) else {
             return Vec::new();
         };
-        self.keys.get(&p.lock).map(|k| k.blockers(p.slot)).unwrap_or_default()
+        let mut out = self.keys.get(&p.lock).map(|k| k.blockers(p.slot)).unwrap_or_default();
+        for (lock, slot) in self.pending_slots(txn).into_iter().skip(1) {
+            for b in self.keys.get(&lock).map(|k| k.blockers(slot)).unwrap_or_default() {
+                if !out.contains(&b) {
+                    out.push(b);
+                }
+            }
+        }
+        out
     }
 
     /// Whether anyone could be waiting for `txn`: a cycle through it needs an edge into
@@ -516,8 +533,9 @@ impl LockTable {
         let pending = self.txns.get(&txn).and_then(|t| t.waiting.clone());
         match pending {
             Some(p) if p.request_id == request_id => {
-                self.end_wait(txn, WaitEnd::TimedOut);
-                self.promote(&p.lock);
+                for lock in self.end_wait(txn, WaitEnd::TimedOut) {
+                    self.promote(&lock);
+                }
                 Outcome::Acquire(AcquireStatus::Ended(WaitEnd::TimedOut))
             }
             // Already granted or ended: the timer lost the race, nothing to undo.
@@ -544,11 +562,13 @@ impl LockTable {
             Err(r) => return Outcome::Rejected(r),
         };
         let holds = t.held.contains_key(lock);
-        let waits = t.waiting.as_ref().is_some_and(|p| &p.lock == lock);
+        let waits = self.pending_slots(txn).iter().any(|(l, _)| l == lock);
         // Both can be true for a pending upgrade: releasing gives up the wait as well,
-        // or the upgrade could be granted after the caller let go of the key.
+        // or the upgrade could be granted after the caller let go of the key. Releasing
+        // one key of an all-or-nothing request withdraws the whole request.
+        let mut left = Vec::new();
         if waits {
-            self.end_wait(txn, WaitEnd::Cancelled);
+            left = self.end_wait(txn, WaitEnd::Cancelled);
         }
         if holds {
             self.txn_mut(txn).held.remove(lock);
@@ -559,6 +579,9 @@ impl LockTable {
         let released = holds || waits;
         if released {
             self.promote(lock);
+        }
+        for other in left.iter().filter(|l| *l != lock) {
+            self.promote(other);
         }
         if let Some(r) = request_id {
             self.remember(txn, r, RequestRecord::Release { lock: lock.clone(), released });
@@ -628,9 +651,8 @@ impl LockTable {
     /// Returns what it released.
     fn finish(&mut self, txn: TxnId, cause: EndCause, reason: &str) -> Vec<(LockKey, Held)> {
         let state = cause.state();
-        if let Some(p) = self.txns[&txn].waiting.clone() {
-            self.end_wait(txn, WaitEnd::TxnEnded { state, cause, reason: reason.to_string() });
-            self.promote(&p.lock);
+        for lock in self.end_wait(txn, WaitEnd::TxnEnded { state, cause, reason: reason.to_string() }) {
+            self.promote(&lock);
         }
         let clock = self.clock_ms;
         self.active_by_owner.remove(&self.txns[&txn].owner);
@@ -661,35 +683,63 @@ impl LockTable {
         held.into_iter().collect()
     }
 
-    /// Takes `txn`'s pending request out of its queue and records how its wait ended.
-    fn end_wait(&mut self, txn: TxnId, end: WaitEnd) {
+    /// Takes `txn`'s pending request out of its queue (every queue, for a request of
+    /// several keys) and records how its wait ended. Returns the keys it left: the caller
+    /// promotes them.
+    fn end_wait(&mut self, txn: TxnId, end: WaitEnd) -> Vec<LockKey> {
+        let slots = self.pending_slots(txn);
         let t = self.txn_mut(txn);
-        let Some(p) = t.waiting.take() else { return };
-        if let Some(RequestRecord::Acquire { status, .. }) = t.requests.get_mut(&p.request_id) {
-            *status = AcquireRecord::Ended(end);
+        let Some(p) = t.waiting.take() else { return Vec::new() };
+        match t.requests.get_mut(&p.request_id) {
+            Some(RequestRecord::Acquire { status, .. }) => *status = AcquireRecord::Ended(end),
+            Some(RequestRecord::AcquireAll { status, .. }) => *status = AllRecord::Ended(end),
+            _ => {}
         }
-        if let Some(k) = self.keys.get_mut(&p.lock) {
-            k.queue.remove(&p.slot);
+        for (lock, slot) in &slots {
+            if let Some(k) = self.keys.get_mut(lock) {
+                k.queue.remove(slot);
+            }
         }
         self.effects.push(Effect::WaitEnded { txn, request_id: p.request_id, granted: false });
         self.effects.push(Effect::TxnChanged { txn });
-        self.notify_waiters(&p.lock);
+        for (lock, _) in &slots {
+            self.notify_waiters(lock);
+        }
+        slots.into_iter().map(|(l, _)| l).collect()
     }
 
-    /// Grants `lock` to the head of its queue while the head is compatible (strict FIFO),
-    /// then drops the key if nothing holds or waits for it.
+    /// Grants `lock` to every waiter that may have it now, in queue order (see `queue`; a
+    /// request of several keys only when it may have all of them), then drops the key if
+    /// nothing holds or waits for it.
+    ///
+    /// One pass is enough: a granted waiter becomes a holder in the mode it waited in, and
+    /// it was compatible with everyone ahead of it, so no waiter's chance changes by it.
     fn promote(&mut self, lock: &LockKey) {
+        let candidates: Vec<(Slot, TxnId, String)> = match self.keys.get(lock) {
+            Some(k) => k.grantable().into_iter().map(|(slot, w)| (slot, w.txn, w.request_id.clone())).collect(),
+            None => Vec::new(),
+        };
         let mut granted_any = false;
-        while let Some(w) = self.keys.get_mut(lock).and_then(KeyLock::pop_grantable) {
+        for (slot, txn, request_id) in candidates {
+            if !self.ready(txn, lock, slot) {
+                continue;
+            }
             granted_any = true;
-            let record = self.grant(w.txn, lock, w.mode);
-            let t = self.txn_mut(w.txn);
+            if self.is_all_request(txn, &request_id) {
+                for other in self.grant_pending_all(txn).iter().filter(|l| *l != lock) {
+                    self.notify_waiters(other);
+                }
+                continue;
+            }
+            let w = self.keys.get_mut(lock).and_then(|k| k.queue.remove(&slot)).expect("a candidate is queued");
+            let record = self.grant(txn, lock, w.mode);
+            let t = self.txn_mut(txn);
             t.waiting = None;
-            if let Some(RequestRecord::Acquire { status, .. }) = t.requests.get_mut(&w.request_id) {
+            if let Some(RequestRecord::Acquire { status, .. }) = t.requests.get_mut(&request_id) {
                 *status = record;
             }
-            self.effects.push(Effect::WaitEnded { txn: w.txn, request_id: w.request_id, granted: true });
-            self.effects.push(Effect::TxnChanged { txn: w.txn });
+            self.effects.push(Effect::WaitEnded { txn, request_id, granted: true });
+            self.effects.push(Effect::TxnChanged { txn });
         }
         if granted_any {
             self.notify_waiters(lock);
@@ -697,6 +747,11 @@ impl LockTable {
         if self.keys.get(lock).is_some_and(KeyLock::is_idle) {
             self.keys.remove(lock);
         }
+    }
+
+    /// Whether `request_id` of `txn` is an all-or-nothing acquire.
+    fn is_all_request(&self, txn: TxnId, request_id: &str) -> bool {
+        matches!(self.txns[&txn].requests.get(request_id), Some(RequestRecord::AcquireAll { .. }))
     }
 
     /// Queue positions on `lock` may have changed: tell its waiters' streams.

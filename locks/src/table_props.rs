@@ -32,6 +32,14 @@ enum Op {
         /// A try-lock: `wait_ms` 0.
         try_lock: bool,
     },
+    /// An all-or-nothing acquire of the keys in `mask` (bit i = KEYS[i]), each in the mode
+    /// of its bit in `exclusive`.
+    AcquireAll {
+        t: usize,
+        mask: u8,
+        exclusive: u8,
+        try_lock: bool,
+    },
     /// The last acquire again with the same request id (a client's retry).
     RetryAcquire,
     Release {
@@ -64,6 +72,8 @@ fn single_op() -> impl Strategy<Value = Op> {
         2 => (-1..2i32).prop_map(|priority| Op::Begin { priority }),
         6 => (0..6usize, 0..KEYS.len(), any::<bool>(), 0..3usize, prop::bool::weighted(0.25))
             .prop_map(|(t, k, exclusive, policy, try_lock)| Op::Acquire { t, k, exclusive, policy, try_lock }),
+        3 => (0..6usize, 1..8u8, 0..8u8, prop::bool::weighted(0.25))
+            .prop_map(|(t, mask, exclusive, try_lock)| Op::AcquireAll { t, mask, exclusive, try_lock }),
         1 => Just(Op::RetryAcquire),
         3 => (0..6usize, 0..KEYS.len()).prop_map(|(t, k)| Op::Release { t, k }),
         2 => (0..6usize, any::<bool>()).prop_map(|(t, commit)| Op::End { t, commit }),
@@ -141,6 +151,23 @@ impl Run {
                 self.last_acquire = Some(cmd.clone());
                 cmd
             }
+            Op::AcquireAll { t, mask, exclusive, try_lock } => {
+                let locks = (0..KEYS.len())
+                    .filter(|i| mask & (1 << i) != 0)
+                    .map(|i| {
+                        (key(i), if exclusive & (1 << i) != 0 { LockMode::Exclusive } else { LockMode::SharedRead })
+                    })
+                    .collect();
+                let cmd = Command::AcquireAll {
+                    txn: self.pick(*t)?,
+                    request_id: self.fresh_id("m"),
+                    locks,
+                    wait_ms: if *try_lock { 0 } else { 1_000 },
+                    victim_policy: VictimPolicy::Youngest,
+                };
+                self.last_acquire = Some(cmd.clone());
+                cmd
+            }
             Op::RetryAcquire => self.last_acquire.clone()?,
             Op::Release { t, k } => Command::Release { txn: self.pick(*t)?, request_id: None, lock: key(*k) },
             Op::End { t, commit } => Command::End { txn: self.pick(*t)?, request_id: None, commit: *commit },
@@ -186,6 +213,18 @@ impl Run {
 /// A new try-lock by an active transaction that waits for nothing is granted exactly when
 /// the table said it could be ([`LockTable::grantable_now`]), and never leaves a waiter.
 fn check_try_lock(before: &LockTable, cmd: &Command, outcome: &Outcome) -> Result<(), TestCaseError> {
+    if let Command::AcquireAll { txn, request_id, locks, wait_ms: 0, .. } = cmd {
+        let fresh = matches!(before.recorded_acquire_all(*txn, request_id, locks), Ok(None));
+        let idle = before.txn(*txn).is_some_and(|t| t.state == TxnState::Active && t.waiting.is_none());
+        if fresh && idle {
+            let granted = matches!(outcome, Outcome::Acquire(AcquireStatus::GrantedAll { .. }));
+            prop_assert_eq!(granted, before.all_grantable_now(*txn, locks), "try of {:?}: {:?}", locks, outcome);
+            if !granted {
+                prop_assert_eq!(outcome, &Outcome::Acquire(AcquireStatus::Ended(WaitEnd::TimedOut)));
+            }
+        }
+        return Ok(());
+    }
     let Command::Acquire { txn, request_id, lock, mode, wait_ms: 0, .. } = cmd else { return Ok(()) };
     let fresh = matches!(before.recorded_acquire(*txn, request_id, lock, *mode), Ok(None));
     let idle = before.txn(*txn).is_some_and(|t| t.state == TxnState::Active && t.waiting.is_none());
@@ -237,17 +276,19 @@ fn check_step(before: &LockTable, after: &LockTable) -> Result<(), TestCaseError
             }
             prop_assert!(held.token.0 > before.last_token(), "grant {held:?} to {txn} on {lock} reuses an old token");
             prop_assert!(new_tokens.insert(held.token), "token {:?} granted twice in one step", held.token);
-            // FIFO: nobody who waited ahead of it is still waiting. A request granted
-            // from the queue passes only the waiters before its slot; one granted at
-            // once passes every waiter, so they must all have left in this step (granted,
-            // or ended: a deadlock victim leaves the queue in the very step that closed
-            // the cycle). Only an upgrade of a hold may pass waiters.
+            // FIFO: nobody who waited ahead of it in a conflicting mode is still waiting.
+            // A request granted from the queue passes only the waiters before its slot;
+            // one granted at once passes every waiter, so the conflicting ones must all
+            // have left in this step (granted, or ended: a deadlock victim leaves the queue
+            // in the very step that closed the cycle). Only an upgrade of a hold may pass
+            // waiters. A compatible waiter may stay behind: a request of several keys waits
+            // for another key, and a reader does not delay it.
             let queue_before = before.key(lock).map(|b| &b.queue);
             let slot = queue_before.and_then(|q| q.iter().find(|(_, w)| w.txn == *txn).map(|(s, _)| *s));
             if old.is_none() || slot.is_some() {
                 let ahead =
                     queue_before.into_iter().flat_map(|q| q.iter()).filter(|(s, _)| slot.is_none_or(|own| **s < own));
-                for (_, w) in ahead {
+                for (_, w) in ahead.filter(|(_, w)| !w.mode.compatible_with(held.mode)) {
                     let still = k.queue.values().any(|x| x.txn == w.txn && x.request_id == w.request_id);
                     prop_assert!(!still, "{txn} was granted {lock} ahead of {} queued before it", w.txn);
                 }
@@ -277,22 +318,14 @@ fn check_table(t: &LockTable) -> Result<(), TestCaseError> {
             );
             prop_assert!(held.token.0 <= t.last_token(), "token above the counter");
         }
-        // No waiter left behind a free lock: the head of a queue conflicts with a holder.
-        if let Some((_, head)) = k.queue.first_key_value() {
-            prop_assert!(
-                !k.compatible_with_holders(head.txn, head.mode),
-                "{} waits first in line for {} although it could be granted",
-                head.txn,
-                lock
-            );
-        }
     }
     for (lock, slot, w) in queued(t) {
         let txn = t.txn(w.txn);
         prop_assert!(txn.is_some_and(|x| x.state == TxnState::Active), "{} waits but is not active", w.txn);
         let pending = txn.unwrap().waiting.as_ref();
         prop_assert!(
-            pending.is_some_and(|p| p.lock == lock && p.slot == slot && p.request_id == w.request_id),
+            pending.is_some_and(|p| p.request_id == w.request_id)
+                && t.pending_slots(w.txn).contains(&(lock.clone(), slot)),
             "{} is queued for {lock} but its transaction says {pending:?}",
             w.txn
         );
@@ -301,10 +334,27 @@ fn check_table(t: &LockTable) -> Result<(), TestCaseError> {
         for (lock, held) in txn.held.iter() {
             prop_assert_eq!(t.key(lock).and_then(|k| k.holders.get(&txn.id)), Some(held));
         }
-        if let Some(p) = &txn.waiting {
-            let w = t.key(&p.lock).and_then(|k| k.queue.get(&p.slot));
-            prop_assert!(w.is_some_and(|w| w.txn == txn.id), "{} waits for {} but is not in its queue", txn.id, p.lock);
+        let slots = t.pending_slots(txn.id);
+        prop_assert_eq!(txn.waiting.is_some(), !slots.is_empty());
+        let mut could_go = !slots.is_empty();
+        for (lock, slot) in &slots {
+            let k = t.key(lock);
+            let w = k.and_then(|k| k.queue.get(slot));
+            prop_assert!(w.is_some_and(|w| w.txn == txn.id), "{} waits for {} but is not in its queue", txn.id, lock);
+            let (k, w) = (k.unwrap(), w.unwrap());
+            // All or nothing: a key it waits for is not already held in a covering mode.
+            prop_assert!(
+                !txn.held.get(lock).is_some_and(|h| h.mode.covers(w.mode)),
+                "{} waits for {lock} it holds",
+                txn.id
+            );
+            // Whether it could have this key now: compatible with the holders and with
+            // everyone queued ahead of it.
+            could_go &= k.compatible_with_holders(txn.id, w.mode)
+                && k.queue.range(..*slot).all(|(_, e)| e.mode.compatible_with(w.mode));
         }
+        // Nobody is left waiting who could have every key it waits for.
+        prop_assert!(!could_go, "{} waits for {slots:?} although it could be granted", txn.id);
     }
     check_no_cycle(t)
 }

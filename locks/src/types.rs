@@ -54,3 +54,12 @@ pub struct Held {
     /// Leader clock at the grant.
     pub since_ms: u64,
 }
+
+/// One lock of an all-or-nothing grant: the lock, the mode held and its fencing token (the
+/// existing one for a lock the transaction already held in a covering mode).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub lock: LockKey,
+    pub mode: LockMode,
+    pub token: FencingToken,
+}

@@ -205,17 +205,18 @@ impl Limits {
             limits: Some(self.clone()),
             owner: Some(who.name.clone()),
             txn: None,
-            lock: first_lock.cloned(),
+            locks: first_lock.into_iter().cloned().collect(),
         })
     }
 
-    /// Admits an acquire of `lock` by active transaction `txn`: one more held lock (unless
-    /// it holds `lock` already) and perhaps one more waiter in `lock`'s queue.
+    /// Admits an acquire of `locks` (one, or an all-or-nothing request's) by active
+    /// transaction `txn`: one more held lock for each it does not hold yet, and perhaps one
+    /// more waiter in each lock's queue.
     pub fn admit_acquire(
         self: &Arc<Self>,
         state: &RwLock<Replicated>,
         txn: TxnId,
-        lock: &LockKey,
+        locks: &[LockKey],
     ) -> Result<Admission, EngineError> {
         let mut counts = self.counts();
         let st = state.read().expect("state lock");
@@ -224,23 +225,29 @@ impl Limits {
             // Unknown or forgotten: the proposal itself answers that, and holds nothing.
             return Ok(Admission::none());
         };
-        if !t.held.contains_key(lock) {
+        let new = locks.iter().filter(|l| !t.held.contains_key(l)).count() as u64;
+        if new > 0 {
             let holds = t.held.len() as u64 + u64::from(t.waiting.is_some()) + get(&counts.acquires_by_txn, &txn);
             let max = self.args.max_locks_per_txn;
-            if holds >= max {
+            if holds + new > max {
+                let asks = if new == 1 { String::new() } else { format!(" and this request asks for {new} more") };
                 return Err(self.refuse(
                     Limit::LocksPerTxn,
                     format!(
-                        "transaction {txn} holds or asks for {holds} locks (limit --max-locks-per-txn {max}); \
+                        "transaction {txn} holds or asks for {holds} locks{asks} (limit --max-locks-per-txn {max}); \
                          release some or raise the limit"
                     ),
                 ));
             }
         }
-        self.check_waiters(&counts, table, lock)?;
-        add(&mut counts.acquires_by_txn, txn);
-        add(&mut counts.acquires_by_lock, lock.clone());
-        Ok(Admission { limits: Some(self.clone()), owner: None, txn: Some(txn), lock: Some(lock.clone()) })
+        for lock in locks {
+            self.check_waiters(&counts, table, lock)?;
+        }
+        *counts.acquires_by_txn.entry(txn).or_default() += new;
+        for lock in locks {
+            add(&mut counts.acquires_by_lock, lock.clone());
+        }
+        Ok(Admission { limits: Some(self.clone()), owner: None, txn: Some((txn, new)), locks: locks.to_vec() })
     }
 
     /// A full queue refuses every new request of the key: none could be granted at once
@@ -332,14 +339,15 @@ impl Limits {
 pub struct Admission {
     limits: Option<Arc<Limits>>,
     owner: Option<String>,
-    txn: Option<TxnId>,
-    lock: Option<LockKey>,
+    /// The transaction and how many more locks it may come to hold.
+    txn: Option<(TxnId, u64)>,
+    locks: Vec<LockKey>,
 }
 
 impl Admission {
     /// Nothing counted (a retry or re-attach of a known request).
     pub fn none() -> Admission {
-        Admission { limits: None, owner: None, txn: None, lock: None }
+        Admission { limits: None, owner: None, txn: None, locks: Vec::new() }
     }
 }
 
@@ -350,10 +358,15 @@ impl Drop for Admission {
         if let Some(owner) = &self.owner {
             sub(&mut counts.begins, owner);
         }
-        if let Some(txn) = &self.txn {
-            sub(&mut counts.acquires_by_txn, txn);
+        if let Some((txn, n)) = self.txn {
+            if let Some(count) = counts.acquires_by_txn.get_mut(&txn) {
+                *count = count.saturating_sub(n);
+                if *count == 0 {
+                    counts.acquires_by_txn.remove(&txn);
+                }
+            }
         }
-        if let Some(lock) = &self.lock {
+        for lock in &self.locks {
             sub(&mut counts.acquires_by_lock, lock);
         }
     }
@@ -464,17 +477,25 @@ mod tests {
         let t1 = begin(&table, "a");
         acquire(&table, t1, "x");
         acquire(&table, t1, "y");
-        refused_by(limits.admit_acquire(&table, t1, &LockKey::new("ns", "z")), "--max-locks-per-txn 2");
+        refused_by(limits.admit_acquire(&table, t1, &[LockKey::new("ns", "z")]), "--max-locks-per-txn 2");
         // A lock it holds already adds nothing.
-        drop(limits.admit_acquire(&table, t1, &LockKey::new("ns", "x")).unwrap());
+        drop(limits.admit_acquire(&table, t1, &[LockKey::new("ns", "x")]).unwrap());
         let t2 = begin(&table, "a");
-        let waiting = limits.admit_acquire(&table, t2, &LockKey::new("ns", "x")).unwrap();
+        let waiting = limits.admit_acquire(&table, t2, &[LockKey::new("ns", "x")]).unwrap();
         // One acquire in flight on x already fills its single waiter place.
         let t3 = begin(&table, "b");
-        refused_by(limits.admit_acquire(&table, t3, &LockKey::new("ns", "x")), "--max-waiters-per-lock 1");
+        refused_by(limits.admit_acquire(&table, t3, &[LockKey::new("ns", "x")]), "--max-waiters-per-lock 1");
         acquire(&table, t2, "x");
         drop(waiting);
-        refused_by(limits.admit_acquire(&table, t3, &LockKey::new("ns", "x")), "lock ns/x has 1 waiting");
+        refused_by(limits.admit_acquire(&table, t3, &[LockKey::new("ns", "x")]), "lock ns/x has 1 waiting");
+        // An all-or-nothing request counts every lock it does not hold yet, and every queue.
+        let t4 = begin(&table, "b");
+        let three: Vec<LockKey> = ["p", "q", "r"].iter().map(|k| LockKey::new("ns", *k)).collect();
+        refused_by(limits.admit_acquire(&table, t4, &three), "asks for 3 more (limit --max-locks-per-txn 2)");
+        let two = limits.admit_acquire(&table, t4, &three[..2]).unwrap();
+        refused_by(limits.admit_acquire(&table, t4, &three[2..]), "--max-locks-per-txn 2");
+        drop(two);
+        refused_by(limits.admit_acquire(&table, t4, &[three[0].clone(), LockKey::new("ns", "x")]), "lock ns/x");
         assert!(limits.in_flight() == (0, 0, 0));
     }
 

@@ -147,7 +147,7 @@ impl From<Rejection> for ApiError {
             Rejection::NotFound(txn) => ApiError::NotFound(txn),
             Rejection::NotActive { txn, cause, .. } => ApiError::not_active(txn, cause, r.to_string()),
             r @ Rejection::AlreadyWaiting { .. } => ApiError::AlreadyWaiting(r.to_string()),
-            r @ Rejection::RequestIdReused(_) => ApiError::InvalidArgument(r.to_string()),
+            r @ (Rejection::RequestIdReused(_) | Rejection::Invalid(_)) => ApiError::InvalidArgument(r.to_string()),
             r @ Rejection::NestedBatch => ApiError::Internal(r.to_string()),
         }
     }

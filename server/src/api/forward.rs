@@ -266,6 +266,15 @@ impl LockService for ForwardingLocks {
 
     type AcquireLockStream = BoxStream<pb::AcquireLockResponse>;
 
+    type AcquireLocksStream = BoxStream<pb::AcquireLocksResponse>;
+
+    async fn acquire_locks(
+        &self,
+        req: Request<pb::AcquireLocksRequest>,
+    ) -> Result<Response<Self::AcquireLocksStream>, Status> {
+        route!(self, req, LockService, locks, acquire_locks, stream)
+    }
+
     async fn acquire_lock(
         &self,
         req: Request<pb::AcquireLockRequest>,

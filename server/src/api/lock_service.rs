@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use caerus_proto::metadata;
 use caerus_proto::v1::lock_service_server::LockService;
-use caerus_proto::v1::{self as pb, acquire_lock_response::Event as AcquireEvent};
+use caerus_proto::v1::{
+    self as pb, acquire_lock_response::Event as AcquireEvent, acquire_locks_response::Event as AcquireAllEvent,
+};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -17,8 +19,8 @@ use super::auth::KeyRing;
 use super::errors::ApiError;
 use super::{caller, convert, validate};
 use crate::config::VictimPolicies;
-use crate::engine::{AcquireStart, Acquisition, Engine, EventStart, Principal};
-use crate::locks::{AcquireRequest, AcquireStatus, Begin, LockKey};
+use crate::engine::{AcquireAllRequest, AcquireStart, Acquisition, Engine, EventStart, Principal, Wanted};
+use crate::locks::{AcquireRequest, AcquireStatus, Begin, CycleMember, LockKey, TxnId, VictimPolicy, WaitEnd};
 
 pub struct LockApi {
     pub engine: Arc<Engine>,
@@ -153,7 +155,24 @@ impl LockApi {
         let request_id = validate::request_id(&r.request_id)?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let victim_policy = self.policies.for_namespace(&lock.namespace);
         let acquire = AcquireRequest { request_id, lock: lock.clone(), mode, wait_ms, victim_policy };
-        Ok((self.engine.acquire(who, start, acquire)?, lock))
+        Ok((self.engine.acquire(who, start, Wanted::One(acquire))?, lock))
+    }
+
+    /// Validates an AcquireLocks call and checks it with the engine. Deadlocks are broken
+    /// by the victim policy of the first lock's namespace.
+    fn prepare_acquire_all(&self, req: Request<pb::AcquireLocksRequest>) -> ApiResult<Acquisition> {
+        let who = self.principal(&req)?;
+        let r = req.into_inner();
+        let txn = validate::txn_id(r.transaction_id)?;
+        let locks = validate::lock_list(&r.locks)?;
+        for (lock, _) in &locks {
+            who.check_namespace(&lock.namespace)?;
+        }
+        let wait_ms = validate::wait_ms(r.timeout_ms)?;
+        let request_id = validate::request_id(&r.request_id)?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let victim_policy = self.policies.for_namespace(&locks[0].0.namespace);
+        let wanted = Wanted::All(AcquireAllRequest { request_id, locks, wait_ms, victim_policy });
+        Ok(self.engine.acquire(who, AcquireStart::Txn(txn), wanted)?)
     }
 }
 
@@ -175,12 +194,9 @@ fn acquire_stream(acquisition: Acquisition, lock: LockKey) -> AcquireStream {
             AcquireStatus::Queued { position, blockers } => {
                 AcquireEvent::Queued(pb::Queued { position, blocking_transaction_ids: blockers })
             }
-            AcquireStatus::Ended(end) => {
-                let mut error = ApiError::from_wait_end(update.txn, &end);
-                if let ApiError::DeadlockVictim { deadlock, .. } = &mut error {
-                    *deadlock = update.deadlock.map(|(cycle, policy)| convert::deadlock(&cycle, update.txn, policy));
-                }
-                return Err(error.into());
+            AcquireStatus::Ended(end) => return Err(wait_end_status(update.txn, &end, update.deadlock)),
+            AcquireStatus::GrantedAll { .. } => {
+                return Err(ApiError::Internal("an all-or-nothing grant answered a single acquire".into()).into())
             }
         };
         Ok(pb::AcquireLockResponse { event: Some(event), begun })
@@ -188,11 +204,63 @@ fn acquire_stream(acquisition: Acquisition, lock: LockKey) -> AcquireStream {
     Box::pin(updates)
 }
 
+/// The engine's updates of an all-or-nothing acquire as AcquireLocks messages.
+fn acquire_all_stream(acquisition: Acquisition) -> AcquireAllStream {
+    let updates = acquisition.follow().map(move |update| {
+        let update = update?;
+        let event = match update.status {
+            AcquireStatus::GrantedAll { grants } => AcquireAllEvent::Granted(pb::LocksGranted {
+                locks: grants
+                    .into_iter()
+                    .map(|g| pb::Granted {
+                        fencing_token: g.token.0,
+                        namespace: g.lock.namespace,
+                        key: g.lock.key,
+                        mode: convert::mode(g.mode),
+                    })
+                    .collect(),
+            }),
+            AcquireStatus::Queued { position, blockers } => {
+                AcquireAllEvent::Queued(pb::Queued { position, blocking_transaction_ids: blockers })
+            }
+            AcquireStatus::Ended(end) => return Err(wait_end_status(update.txn, &end, update.deadlock)),
+            AcquireStatus::Granted { .. } => {
+                return Err(ApiError::Internal("a single grant answered an all-or-nothing acquire".into()).into())
+            }
+        };
+        Ok(pb::AcquireLocksResponse { event: Some(event) })
+    });
+    Box::pin(updates)
+}
+
+/// The status a wait that ended without a grant ends its stream with.
+fn wait_end_status(txn: TxnId, end: &WaitEnd, deadlock: Option<(Vec<CycleMember>, VictimPolicy)>) -> Status {
+    let mut error = ApiError::from_wait_end(txn, end);
+    if let ApiError::DeadlockVictim { deadlock: d, .. } = &mut error {
+        *d = deadlock.map(|(cycle, policy)| convert::deadlock(&cycle, txn, policy));
+    }
+    error.into()
+}
+
+/// Sends the response headers with the stream's first answer if it comes within
+/// FIRST_ANSWER_WAIT (see `acquire_lock`).
+async fn with_first_answer<T: Send + 'static>(
+    mut updates: Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>,
+) -> Result<Response<Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>>, Status> {
+    match tokio::time::timeout(FIRST_ANSWER_WAIT, updates.next()).await {
+        Ok(Some(Ok(first))) => Ok(Response::new(Box::pin(futures::stream::iter([Ok(first)]).chain(updates)))),
+        Ok(Some(Err(status))) => Err(status),
+        Ok(None) => Ok(Response::new(Box::pin(futures::stream::empty()))),
+        Err(_) => Ok(Response::new(updates)),
+    }
+}
+
 /// How long an AcquireLock's response headers wait for its first answer (see
 /// `acquire_lock`).
 const FIRST_ANSWER_WAIT: Duration = Duration::from_millis(20);
 
 type AcquireStream = Pin<Box<dyn Stream<Item = Result<pb::AcquireLockResponse, Status>> + Send>>;
+type AcquireAllStream = Pin<Box<dyn Stream<Item = Result<pb::AcquireLocksResponse, Status>> + Send>>;
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -208,7 +276,7 @@ impl LockService for LockApi {
 
     async fn acquire_lock(&self, req: Request<pb::AcquireLockRequest>) -> Result<Response<AcquireStream>, Status> {
         let (acquisition, lock) = self.prepare_acquire(req)?;
-        let mut updates = acquire_stream(acquisition, lock);
+        let updates = acquire_stream(acquisition, lock);
         // The first answer (the grant, the queue position or the error) comes once the
         // proposal is applied, within a millisecond or two: the response headers wait for
         // it and leave with it in one write to the client. Sent at once, they would cost
@@ -216,12 +284,13 @@ impl LockService for LockApi {
         // docs/bench.md, "Leader CPU per write"). A slow commit does not hold them longer
         // than FIRST_ANSWER_WAIT, so a client's bound on opening the stream keeps meaning
         // what it did.
-        match tokio::time::timeout(FIRST_ANSWER_WAIT, updates.next()).await {
-            Ok(Some(Ok(first))) => Ok(Response::new(Box::pin(futures::stream::iter([Ok(first)]).chain(updates)))),
-            Ok(Some(Err(status))) => Err(status),
-            Ok(None) => Ok(Response::new(Box::pin(futures::stream::empty()))),
-            Err(_) => Ok(Response::new(updates)),
-        }
+        with_first_answer(updates).await
+    }
+
+    type AcquireLocksStream = AcquireAllStream;
+
+    async fn acquire_locks(&self, req: Request<pb::AcquireLocksRequest>) -> Result<Response<AcquireAllStream>, Status> {
+        with_first_answer(acquire_all_stream(self.prepare_acquire_all(req)?)).await
     }
 
     async fn release_lock(

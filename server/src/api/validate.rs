@@ -13,6 +13,8 @@ pub const MAX_TIMEOUT_MS: i64 = 3_600_000;
 pub const MIN_LEASE_MS: i64 = 100;
 /// Longest request id.
 pub const MAX_REQUEST_ID: usize = 64;
+/// Locks one all-or-nothing AcquireLocks may ask for.
+pub const MAX_LOCKS_PER_REQUEST: usize = 64;
 /// Transactions one Heartbeat call may renew besides its own (`more_transaction_ids`).
 pub const MAX_HEARTBEAT_BATCH: usize = 10_000;
 
@@ -38,6 +40,36 @@ pub fn lock_key(namespace: &str, key: &str) -> Result<LockKey, ApiError> {
     name("namespace", namespace)?;
     name("key", key)?;
     Ok(LockKey::new(namespace, key))
+}
+
+/// The locks of an AcquireLocks: 1 to 64, each valid, no key twice (the error names the
+/// offending entry by its index).
+pub fn lock_list(locks: &[caerus_proto::v1::LockRequest]) -> Result<Vec<(LockKey, LockMode)>, ApiError> {
+    if locks.is_empty() {
+        return Err(bad("locks is empty; name at least one lock".into()));
+    }
+    if locks.len() > MAX_LOCKS_PER_REQUEST {
+        return Err(bad(format!(
+            "locks names {} locks; the limit is {MAX_LOCKS_PER_REQUEST} per request (split the request or take fewer keys)",
+            locks.len()
+        )));
+    }
+    let mut out: Vec<(LockKey, LockMode)> = Vec::with_capacity(locks.len());
+    for (i, l) in locks.iter().enumerate() {
+        let at = |e: ApiError| match e {
+            ApiError::InvalidArgument(m) => bad(format!("locks[{i}]: {m}")),
+            e => e,
+        };
+        let lock = lock_key(&l.namespace, &l.key).map_err(at)?;
+        let mode = mode(l.mode).map_err(at)?;
+        if out.iter().any(|(seen, _)| *seen == lock) {
+            return Err(bad(format!(
+                "locks[{i}]: {lock} is named twice; name each key once, with the strongest mode needed"
+            )));
+        }
+        out.push((lock, mode));
+    }
+    Ok(out)
 }
 
 pub fn mode(raw: i32) -> Result<LockMode, ApiError> {

@@ -9,8 +9,8 @@ use futures::Stream;
 
 use super::{touch, unexpected, Begun, Engine, EngineError, EngineResult, Principal};
 use crate::locks::{
-    AcquireRequest, AcquireStatus, Begin, Command, CycleMember, EndCause, Outcome, TxnId, TxnState, VictimPolicy,
-    WaitEnd,
+    AcquireRequest, AcquireStatus, Begin, Command, CycleMember, EndCause, LockKey, LockMode, LockTable, Outcome,
+    Rejection, TxnId, TxnState, VictimPolicy, WaitEnd,
 };
 use crate::node::Node;
 
@@ -42,27 +42,109 @@ pub struct AcquireUpdate {
     pub deadlock: Option<(Vec<CycleMember>, VictimPolicy)>,
 }
 
+/// An all-or-nothing acquire of several locks in an existing transaction.
+#[derive(Clone, Debug)]
+pub struct AcquireAllRequest {
+    pub request_id: String,
+    pub locks: Vec<(LockKey, LockMode)>,
+    pub wait_ms: u64,
+    pub victim_policy: VictimPolicy,
+}
+
+/// What an acquire asks for: one lock, or several all at once.
+#[derive(Clone, Debug)]
+pub enum Wanted {
+    One(AcquireRequest),
+    All(AcquireAllRequest),
+}
+
+impl Wanted {
+    fn request_id(&self) -> &str {
+        match self {
+            Wanted::One(a) => &a.request_id,
+            Wanted::All(a) => &a.request_id,
+        }
+    }
+
+    fn wait_ms(&self) -> u64 {
+        match self {
+            Wanted::One(a) => a.wait_ms,
+            Wanted::All(a) => a.wait_ms,
+        }
+    }
+
+    fn locks(&self) -> Vec<LockKey> {
+        match self {
+            Wanted::One(a) => vec![a.lock.clone()],
+            Wanted::All(a) => a.locks.iter().map(|(l, _)| l.clone()).collect(),
+        }
+    }
+
+    /// The recorded answer if this request id was seen before for this very request.
+    fn recorded(&self, table: &LockTable, txn: TxnId) -> Result<Option<AcquireStatus>, Rejection> {
+        match self {
+            Wanted::One(a) => table.recorded_acquire(txn, &a.request_id, &a.lock, a.mode),
+            Wanted::All(a) => table.recorded_acquire_all(txn, &a.request_id, &a.locks),
+        }
+    }
+
+    fn grantable_now(&self, table: &LockTable, txn: TxnId) -> bool {
+        match self {
+            Wanted::One(a) => table.grantable_now(txn, &a.lock, a.mode),
+            Wanted::All(a) => table.all_grantable_now(txn, &a.locks),
+        }
+    }
+
+    fn command(&self, txn: TxnId) -> Command {
+        match self.clone() {
+            Wanted::One(a) => Command::Acquire {
+                txn,
+                request_id: a.request_id,
+                lock: a.lock,
+                mode: a.mode,
+                wait_ms: a.wait_ms,
+                victim_policy: a.victim_policy,
+            },
+            Wanted::All(a) => Command::AcquireAll {
+                txn,
+                request_id: a.request_id,
+                locks: a.locks,
+                wait_ms: a.wait_ms,
+                victim_policy: a.victim_policy,
+            },
+        }
+    }
+}
+
 /// An acquire checked and ready to be proposed: [`Acquisition::follow`] runs it.
 pub struct Acquisition {
     node: Arc<Node>,
     who: Principal,
     start: AcquireStart,
-    acquire: AcquireRequest,
+    wanted: Wanted,
 }
 
 impl Engine {
     /// Checks an acquire before anything is proposed: this node leads, and `who` may use
-    /// the transaction (a sign of life of it, as every call of a transaction).
-    pub fn acquire(&self, who: Principal, start: AcquireStart, acquire: AcquireRequest) -> EngineResult<Acquisition> {
+    /// the transaction (a sign of life of it, as every call of a transaction). A one-shot
+    /// start takes one lock only.
+    pub fn acquire(&self, who: Principal, start: AcquireStart, wanted: Wanted) -> EngineResult<Acquisition> {
         self.node.require_leader()?;
-        let start = match start {
-            AcquireStart::Txn(txn) => {
+        let start = match (start, &wanted) {
+            (AcquireStart::Txn(txn), _) => {
                 touch(&self.node, &who, txn)?;
                 AcquireStart::Txn(txn)
             }
-            AcquireStart::Begin(begin) => AcquireStart::Begin(Begin { owner: who.name.clone(), ..begin }),
+            (AcquireStart::Begin(begin), Wanted::One(_)) => {
+                AcquireStart::Begin(Begin { owner: who.name.clone(), ..begin })
+            }
+            (AcquireStart::Begin(_), Wanted::All(_)) => {
+                return Err(EngineError::InvalidArgument(
+                    "an all-or-nothing acquire needs an existing transaction (transaction_id)".into(),
+                ))
+            }
         };
-        Ok(Acquisition { node: self.node.clone(), who, start, acquire })
+        Ok(Acquisition { node: self.node.clone(), who, start, wanted })
     }
 }
 
@@ -72,11 +154,11 @@ impl Engine {
 /// answered "locked"). A try the table would grant, or one it would reject (the
 /// transaction ended, or already waits), is proposed at once, without that round; the
 /// apply decides, and refuses the same way if the key was taken meanwhile.
-async fn refused_without_a_write(node: &Node, txn: TxnId, a: &AcquireRequest) -> EngineResult<bool> {
+async fn refused_without_a_write(node: &Node, txn: TxnId, wanted: &Wanted) -> EngineResult<bool> {
     let refused = || {
         let st = node.state().read().expect("state lock");
         let idle = st.table.txn(txn).is_some_and(|t| t.state == TxnState::Active && t.waiting.is_none());
-        idle && !st.table.grantable_now(txn, &a.lock, a.mode)
+        idle && !wanted.grantable_now(&st.table, txn)
     };
     if !refused() {
         return Ok(false);
@@ -90,33 +172,21 @@ impl Acquisition {
     /// already known (a re-attach). Returns the transaction, the one begun for it, and
     /// where the request stands.
     async fn start(&self) -> EngineResult<(TxnId, Option<Begun>, AcquireStatus)> {
-        let (node, a) = (&self.node, &self.acquire);
-        let begin = match &self.start {
-            AcquireStart::Begin(begin) => begin,
-            AcquireStart::Txn(txn) => {
+        let (node, wanted) = (&self.node, &self.wanted);
+        let (begin, a) = match (&self.start, wanted) {
+            (AcquireStart::Begin(begin), Wanted::One(a)) => (begin, a),
+            (AcquireStart::Begin(_), Wanted::All(_)) => unreachable!("refused by Engine::acquire"),
+            (AcquireStart::Txn(txn), _) => {
                 let txn = *txn;
-                let known = node.state().read().expect("state lock").table.recorded_acquire(
-                    txn,
-                    &a.request_id,
-                    &a.lock,
-                    a.mode,
-                )?;
+                let known = wanted.recorded(&node.state().read().expect("state lock").table, txn)?;
                 if let Some(status) = known {
                     return Ok((txn, None, status));
                 }
-                if a.wait_ms == 0 && refused_without_a_write(node, txn, a).await? {
+                if wanted.wait_ms() == 0 && refused_without_a_write(node, txn, wanted).await? {
                     return Ok((txn, None, AcquireStatus::Ended(WaitEnd::TimedOut)));
                 }
-                let admitted = node.limits().admit_acquire(node.state(), txn, &a.lock)?;
-                let cmd = Command::Acquire {
-                    txn,
-                    request_id: a.request_id.clone(),
-                    lock: a.lock.clone(),
-                    mode: a.mode,
-                    wait_ms: a.wait_ms,
-                    victim_policy: a.victim_policy,
-                };
-                return match node.propose_admitted(cmd, admitted).await? {
+                let admitted = node.limits().admit_acquire(node.state(), txn, &wanted.locks())?;
+                return match node.propose_admitted(wanted.command(txn), admitted).await? {
                     Outcome::Acquire(status) => Ok((txn, None, status)),
                     Outcome::Rejected(r) => Err(r.into()),
                     o => Err(unexpected(o)),
@@ -150,7 +220,7 @@ impl Acquisition {
     pub fn follow(self) -> impl Stream<Item = EngineResult<AcquireUpdate>> + Send {
         async_stream::try_stream! {
             let node = self.node.clone();
-            let request_id = self.acquire.request_id.clone();
+            let request_id = self.wanted.request_id().to_string();
             // Subscribe before the first read, so no change between read and wait is missed. A
             // one-shot start learns its transaction from the proposal: it subscribes then and
             // reads the status again.
@@ -176,7 +246,7 @@ impl Acquisition {
             let mut last_position = None;
             loop {
                 match status {
-                    AcquireStatus::Granted { .. } => {
+                    AcquireStatus::Granted { .. } | AcquireStatus::GrantedAll { .. } => {
                         yield AcquireUpdate { txn, begun: begun.take(), status, deadlock: None };
                         break;
                     }

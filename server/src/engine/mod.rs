@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-pub use acquire::{AcquireStart, AcquireUpdate, Acquisition};
+pub use acquire::{AcquireAllRequest, AcquireStart, AcquireUpdate, Acquisition, Wanted};
 pub use cluster::{ClusterMember, ClusterStatus};
 pub use error::EngineError;
 pub use events::{EventStart, EventWatch};

@@ -57,9 +57,11 @@ impl Origin {
         match cmd {
             Command::Expire { .. } | Command::CancelWait { .. } | Command::WebhookDelivered { .. } => Origin::Leader,
             Command::Release { .. } | Command::End { .. } | Command::Abort { .. } => Origin::Release,
-            Command::Begin { .. } | Command::Acquire { .. } | Command::BeginAcquire { .. } | Command::Batch(_) => {
-                Origin::NewWork
-            }
+            Command::Begin { .. }
+            | Command::Acquire { .. }
+            | Command::AcquireAll { .. }
+            | Command::BeginAcquire { .. }
+            | Command::Batch(_) => Origin::NewWork,
         }
     }
 }

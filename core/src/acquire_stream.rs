@@ -1,0 +1,202 @@
+//! Following one acquire request (AcquireLock or AcquireLocks) to its grant: opening the
+//! stream, reporting progress, following the leader and re-attaching with the same request
+//! id across failures.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use caerus_proto::v1 as pb;
+use caerus_proto::v1::lock_service_client::LockServiceClient;
+use futures::{Stream, StreamExt};
+use tonic::transport::Channel;
+use tracing::debug;
+
+use crate::error::{Error, Result};
+use crate::router::{attempt_timed_out, deadline_after, CallOptions, Router, BACKOFF_CAP};
+use crate::types::{Lock, QueuePosition};
+
+/// What an acquire stream reports before its grant.
+pub(crate) enum AcquireProgress<'a> {
+    /// A one-shot start: the transaction the server began for the request.
+    Begun(&'a pb::BeginTransactionResponse),
+    /// The request's place in the queue changed.
+    Queued(&'a QueuePosition),
+}
+
+/// One acquire request: a single lock (perhaps with a one-shot begin) or several, all or
+/// nothing.
+#[derive(Clone)]
+pub(crate) enum AcquireCall {
+    One(pb::AcquireLockRequest),
+    All(pb::AcquireLocksRequest),
+}
+
+/// A message of either stream, as far as following it goes.
+enum Step {
+    Begun(pb::BeginTransactionResponse),
+    Queued(pb::Queued),
+    Granted(Vec<pb::Granted>),
+    Nothing,
+}
+
+type Steps = Pin<Box<dyn Stream<Item = std::result::Result<Vec<Step>, tonic::Status>> + Send>>;
+
+impl AcquireCall {
+    fn transaction_id(&self) -> u64 {
+        match self {
+            AcquireCall::One(m) => m.transaction_id,
+            AcquireCall::All(m) => m.transaction_id,
+        }
+    }
+
+    /// The locks asked for, for messages.
+    fn describe(&self) -> String {
+        match self {
+            AcquireCall::One(m) => format!("{}/{}", m.namespace, m.key),
+            AcquireCall::All(m) => {
+                m.locks.iter().map(|l| format!("{}/{}", l.namespace, l.key)).collect::<Vec<_>>().join(", ")
+            }
+        }
+    }
+
+    /// Opens the stream on `client`.
+    async fn open(
+        &self,
+        router: &Router,
+        client: &mut LockServiceClient<Channel>,
+    ) -> std::result::Result<tonic::Response<Steps>, tonic::Status> {
+        use pb::{acquire_lock_response::Event as One, acquire_locks_response::Event as All};
+        Ok(match self {
+            AcquireCall::One(m) => client.acquire_lock(router.request(m.clone())).await?.map(|s| {
+                let steps = s.map(|r| {
+                    r.map(|r| {
+                        let event = match r.event {
+                            Some(One::Queued(q)) => Step::Queued(q),
+                            Some(One::Granted(g)) => Step::Granted(vec![g]),
+                            None => Step::Nothing,
+                        };
+                        r.begun.map(Step::Begun).into_iter().chain([event]).collect()
+                    })
+                });
+                Box::pin(steps) as Steps
+            }),
+            AcquireCall::All(m) => client.acquire_locks(router.request(m.clone())).await?.map(|s| {
+                let steps = s.map(|r| {
+                    r.map(|r| {
+                        vec![match r.event {
+                            Some(All::Queued(q)) => Step::Queued(q),
+                            Some(All::Granted(g)) => Step::Granted(g.locks),
+                            None => Step::Nothing,
+                        }]
+                    })
+                });
+                Box::pin(steps) as Steps
+            }),
+        })
+    }
+}
+
+/// Runs one acquire request until its grant (every lock, in the order asked), following
+/// the leader and re-attaching (same request id) across failures. A one-shot start
+/// switches to a plain re-attach to its transaction once the server has named it.
+pub(crate) async fn stream_acquire(
+    router: &Router,
+    mut call: AcquireCall,
+    timeout_ms: u64,
+    mut on_progress: impl FnMut(AcquireProgress<'_>) + Send,
+) -> Result<Vec<Lock>> {
+    let what = call.describe();
+    let name = match call {
+        AcquireCall::One(_) => "AcquireLock",
+        AcquireCall::All(_) => "AcquireLocks",
+    };
+    // The server ends the wait itself after timeout_ms; the extra retry budget covers
+    // elections and re-attaching before that answer can be heard.
+    let deadline = deadline_after(Duration::from_millis(timeout_ms).saturating_add(router.retry_deadline));
+    let mut attempts = router
+        .attempts(name, CallOptions { deadline, attempt_timeout: router.request_timeout, max_backoff: BACKOFF_CAP });
+    let mut last_position: Option<QueuePosition> = None;
+    'attach: loop {
+        let (uri, mut client) = match attempts.next() {
+            Ok((uri, channel)) => (uri, LockServiceClient::new(channel)),
+            Err(e) => return Err(e),
+        };
+        // No gRPC timeout on the request: the stream legitimately lives as long as the
+        // wait. Only opening it is bounded.
+        let open_timeout = attempts.attempt_timeout();
+        let opened = tokio::time::timeout(open_timeout, call.open(router, &mut client)).await;
+        let mut stream = match opened {
+            Ok(Ok(response)) => {
+                attempts.succeeded(&uri, response.metadata());
+                response.into_inner()
+            }
+            Ok(Err(status)) => {
+                attempts.failed(status).await?;
+                continue 'attach;
+            }
+            Err(_) => {
+                attempts.failed(attempt_timed_out(&uri, open_timeout)).await?;
+                continue 'attach;
+            }
+        };
+        loop {
+            let next = match tokio::time::timeout_at(deadline, stream.next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    return Err(Error::Unavailable {
+                        message: format!(
+                            "no final answer to the acquire of {what} from {uri} \
+                             within the acquire timeout plus the retry deadline; the request \
+                             may still be pending or granted (check the transaction status)"
+                        ),
+                    })
+                }
+            };
+            match next {
+                Some(Ok(steps)) => {
+                    for step in steps {
+                        match step {
+                            Step::Begun(begun) => {
+                                if let AcquireCall::One(m) = &mut call {
+                                    if m.begin.is_some() {
+                                        on_progress(AcquireProgress::Begun(&begun));
+                                        m.transaction_id = begun.transaction_id;
+                                        m.begin = None;
+                                    }
+                                }
+                            }
+                            Step::Queued(queued) => {
+                                attempts.progressed();
+                                let position = QueuePosition::from(queued);
+                                // A re-attached stream repeats the current position first.
+                                if last_position.as_ref() != Some(&position) {
+                                    on_progress(AcquireProgress::Queued(&position));
+                                    last_position = Some(position);
+                                }
+                            }
+                            Step::Granted(grants) => return grants.into_iter().map(Lock::try_from).collect(),
+                            Step::Nothing => {}
+                        }
+                    }
+                }
+                None => {
+                    let status = tonic::Status::unavailable(format!(
+                        "acquire stream from {uri} ended without a grant or a status"
+                    ));
+                    attempts.failed(status).await?;
+                    continue 'attach;
+                }
+                Some(Err(status)) => {
+                    debug!(
+                        transaction_id = call.transaction_id(),
+                        code = ?status.code(),
+                        message = status.message(),
+                        "acquire stream ended with a status"
+                    );
+                    attempts.failed(status).await?;
+                    continue 'attach;
+                }
+            }
+        }
+    }
+}
