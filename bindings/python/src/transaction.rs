@@ -51,6 +51,38 @@ fn acquire_fut(
     async move { tx.acquire_lock(&namespace, &key, mode, opts).await.map(Lock::from) }
 }
 
+/// The locks of an all-or-nothing acquire: each `(namespace, key)` (EXCLUSIVE) or
+/// `(namespace, key, mode)`.
+fn lock_requests(locks: &Bound<'_, PyAny>) -> PyResult<Vec<core::LockRequest>> {
+    let mut out = Vec::new();
+    for (i, item) in locks.try_iter()?.enumerate() {
+        let item = item?;
+        let request = if let Ok((namespace, key, mode)) = item.extract::<(String, String, Bound<'_, PyAny>)>() {
+            core::LockRequest::new(namespace, key, parse_mode(&mode)?)
+        } else if let Ok((namespace, key)) = item.extract::<(String, String)>() {
+            core::LockRequest::exclusive(namespace, key)
+        } else {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "locks[{i}] must be a (namespace, key) or (namespace, key, mode) tuple"
+            )));
+        };
+        out.push(request);
+    }
+    Ok(out)
+}
+
+fn acquire_all_fut(
+    tx: core::Transaction,
+    locks: Vec<core::LockRequest>,
+    timeout_ms: Option<u64>,
+) -> impl std::future::Future<Output = Result<Vec<Lock>, core::Error>> + Send {
+    let mut opts = core::AcquireOptions::default();
+    if let Some(ms) = timeout_ms {
+        opts = opts.with_timeout_ms(ms);
+    }
+    async move { Ok(tx.acquire_locks(&locks, opts).await?.into_iter().map(Lock::from).collect()) }
+}
+
 pymethods_with_twins! {
     impl NativeTransaction {
         /// The transaction id assigned by the server.
@@ -113,6 +145,15 @@ pymethods_with_twins! {
             timeout_ms: Option<u64>,
         ) -> Lock {
             acquire_fut(self.tx(), namespace, key, parse_mode(mode)?, timeout_ms)
+        }
+
+        #[pyo3(signature = (locks, timeout_ms=None))]
+        fn acquire_locks / acquire_locks_blocking(
+            &self,
+            locks: &Bound<'_, PyAny>,
+            timeout_ms: Option<u64>,
+        ) -> Vec<Lock> {
+            acquire_all_fut(self.tx(), lock_requests(locks)?, timeout_ms)
         }
 
         fn release / release_blocking(&self, namespace: String, key: String) -> bool {

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Optional, Sequence, TypeVar, Union
 
 from . import _native
-from ._base import LockContextBase, ModeLike, PathLike, TransactionView, native_client
+from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client
 from .errors import TransactionLost
 from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
 
@@ -33,6 +33,18 @@ class Transaction(TransactionView):
         (the transaction stays active), :class:`DeadlockVictim` or :class:`TransactionLost`.
         """
         return await self._tx.acquire_lock(namespace, key, mode, timeout_ms)
+
+    async def acquire_locks(self, locks: Iterable[LockSpec], *, timeout_ms: Optional[int] = None) -> List[Lock]:
+        """Takes several locks at once, all or nothing: each ``(namespace, key)``
+        (EXCLUSIVE) or ``(namespace, key, mode)``. Every lock is granted together, one
+        fencing token each, in the order given, or none is; while any is taken the request
+        waits (up to ``timeout_ms``, default 10000; 0 tries once) in every key's queue,
+        keeping its place, so keys need no ordering by hand. Locks already held in a
+        covering mode come back with their tokens.
+
+        Raises like :meth:`acquire_lock`; :class:`InvalidArgument` for an empty list, a key
+        named twice or more than 64 locks."""
+        return await self._tx.acquire_locks(list(locks), timeout_ms)
 
     async def release(self, namespace: str, key: str) -> bool:
         """Releases one lock early; returns whether the transaction held (or waited for) it."""

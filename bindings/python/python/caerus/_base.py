@@ -4,12 +4,14 @@ transaction (no I/O, so they need no await)."""
 from __future__ import annotations
 
 import os
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._native import LockMode, LostReason
 
 ModeLike = Union[LockMode, str]
+# One lock of an all-or-nothing acquire: (namespace, key) for EXCLUSIVE, or (namespace, key, mode).
+LockSpec = Union[Tuple[str, str], Tuple[str, str, ModeLike]]
 PathLike = Union[str, "os.PathLike[str]"]
 
 

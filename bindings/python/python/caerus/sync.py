@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union
 
 from . import _native
-from ._base import LockContextBase, ModeLike, PathLike, TransactionView, native_client
+from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client
 from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
 
 __all__ = ["DlsClient", "Transaction", "EventStream"]
@@ -40,6 +40,12 @@ class Transaction(TransactionView):
         """Takes a lock, waiting up to ``timeout_ms`` (default 10000; 0 tries once). Raises
         :class:`~caerus.LockTimeout`, :class:`~caerus.DeadlockVictim`, :class:`~caerus.TransactionLost`."""
         return self._tx.acquire_lock_blocking(namespace, key, mode, timeout_ms)
+
+    def acquire_locks(self, locks: Iterable[LockSpec], *, timeout_ms: Optional[int] = None) -> List[Lock]:
+        """Takes several locks at once, all or nothing (see
+        :meth:`caerus.Transaction.acquire_locks`): each ``(namespace, key)`` (EXCLUSIVE) or
+        ``(namespace, key, mode)``; every lock granted together, or none."""
+        return self._tx.acquire_locks_blocking(list(locks), timeout_ms)
 
     def release(self, namespace: str, key: str) -> bool:
         """Releases one lock early; returns whether the transaction held (or waited for) it."""

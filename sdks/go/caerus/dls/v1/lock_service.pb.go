@@ -1025,6 +1025,277 @@ func (x *Granted) GetMode() LockMode {
 	return LockMode_LOCK_MODE_UNSPECIFIED
 }
 
+// One lock of an all-or-nothing AcquireLocks.
+type LockRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lock namespace, as in AcquireLockRequest.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Lock key inside the namespace, as in AcquireLockRequest.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// EXCLUSIVE or SHARED_READ.
+	Mode          LockMode `protobuf:"varint,3,opt,name=mode,proto3,enum=caerus.dls.v1.LockMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockRequest) Reset() {
+	*x = LockRequest{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockRequest) ProtoMessage() {}
+
+func (x *LockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
+func (*LockRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LockRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *LockRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LockRequest) GetMode() LockMode {
+	if x != nil {
+		return x.Mode
+	}
+	return LockMode_LOCK_MODE_UNSPECIFIED
+}
+
+// Asks for several locks at once, all or nothing.
+type AcquireLocksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transaction that will hold the locks; it must be ACTIVE.
+	TransactionId uint64 `protobuf:"varint,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// 1 to 64 locks, each (namespace, key) at most once.
+	Locks []*LockRequest `protobuf:"bytes,2,rep,name=locks,proto3" json:"locks,omitempty"`
+	// How long to wait, in milliseconds, 0..=3600000, as in AcquireLockRequest (0: a try).
+	TimeoutMs int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Client-chosen id: calling again with the same id and locks re-attaches to the request.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireLocksRequest) Reset() {
+	*x = AcquireLocksRequest{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireLocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireLocksRequest) ProtoMessage() {}
+
+func (x *AcquireLocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireLocksRequest.ProtoReflect.Descriptor instead.
+func (*AcquireLocksRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AcquireLocksRequest) GetTransactionId() uint64 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return 0
+}
+
+func (x *AcquireLocksRequest) GetLocks() []*LockRequest {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
+func (x *AcquireLocksRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *AcquireLocksRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// One progress message of AcquireLocks.
+type AcquireLocksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one is set.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*AcquireLocksResponse_Queued
+	//	*AcquireLocksResponse_Granted
+	Event         isAcquireLocksResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireLocksResponse) Reset() {
+	*x = AcquireLocksResponse{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireLocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireLocksResponse) ProtoMessage() {}
+
+func (x *AcquireLocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireLocksResponse.ProtoReflect.Descriptor instead.
+func (*AcquireLocksResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AcquireLocksResponse) GetEvent() isAcquireLocksResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *AcquireLocksResponse) GetQueued() *Queued {
+	if x != nil {
+		if x, ok := x.Event.(*AcquireLocksResponse_Queued); ok {
+			return x.Queued
+		}
+	}
+	return nil
+}
+
+func (x *AcquireLocksResponse) GetGranted() *LocksGranted {
+	if x != nil {
+		if x, ok := x.Event.(*AcquireLocksResponse_Granted); ok {
+			return x.Granted
+		}
+	}
+	return nil
+}
+
+type isAcquireLocksResponse_Event interface {
+	isAcquireLocksResponse_Event()
+}
+
+type AcquireLocksResponse_Queued struct {
+	// The request waits: its furthest position over the keys it waits for, and its
+	// blockers on all of them.
+	Queued *Queued `protobuf:"bytes,1,opt,name=queued,proto3,oneof"`
+}
+
+type AcquireLocksResponse_Granted struct {
+	// Every lock is held; the last message of the stream.
+	Granted *LocksGranted `protobuf:"bytes,2,opt,name=granted,proto3,oneof"`
+}
+
+func (*AcquireLocksResponse_Queued) isAcquireLocksResponse_Event() {}
+
+func (*AcquireLocksResponse_Granted) isAcquireLocksResponse_Event() {}
+
+// Every lock of an AcquireLocks request, held together.
+type LocksGranted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One grant per lock, in the order of the request, each with its own fencing token.
+	Locks         []*Granted `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocksGranted) Reset() {
+	*x = LocksGranted{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocksGranted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocksGranted) ProtoMessage() {}
+
+func (x *LocksGranted) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocksGranted.ProtoReflect.Descriptor instead.
+func (*LocksGranted) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LocksGranted) GetLocks() []*Granted {
+	if x != nil {
+		return x.Locks
+	}
+	return nil
+}
+
 // Releases one lock.
 type ReleaseLockRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1042,7 +1313,7 @@ type ReleaseLockRequest struct {
 
 func (x *ReleaseLockRequest) Reset() {
 	*x = ReleaseLockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1325,7 @@ func (x *ReleaseLockRequest) String() string {
 func (*ReleaseLockRequest) ProtoMessage() {}
 
 func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1338,7 @@ func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{7}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseLockRequest) GetTransactionId() uint64 {
@@ -1109,7 +1380,7 @@ type ReleaseLockResponse struct {
 
 func (x *ReleaseLockResponse) Reset() {
 	*x = ReleaseLockResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1392,7 @@ func (x *ReleaseLockResponse) String() string {
 func (*ReleaseLockResponse) ProtoMessage() {}
 
 func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1405,7 @@ func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{8}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReleaseLockResponse) GetReleased() bool {
@@ -1155,7 +1426,7 @@ type GetTransactionStatusRequest struct {
 
 func (x *GetTransactionStatusRequest) Reset() {
 	*x = GetTransactionStatusRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1438,7 @@ func (x *GetTransactionStatusRequest) String() string {
 func (*GetTransactionStatusRequest) ProtoMessage() {}
 
 func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1451,7 @@ func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{9}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetTransactionStatusRequest) GetTransactionId() uint64 {
@@ -1207,7 +1478,7 @@ type HeldLock struct {
 
 func (x *HeldLock) Reset() {
 	*x = HeldLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1490,7 @@ func (x *HeldLock) String() string {
 func (*HeldLock) ProtoMessage() {}
 
 func (x *HeldLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1503,7 @@ func (x *HeldLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldLock.ProtoReflect.Descriptor instead.
 func (*HeldLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{10}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeldLock) GetNamespace() string {
@@ -1282,7 +1553,7 @@ type PendingLock struct {
 
 func (x *PendingLock) Reset() {
 	*x = PendingLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1565,7 @@ func (x *PendingLock) String() string {
 func (*PendingLock) ProtoMessage() {}
 
 func (x *PendingLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1578,7 @@ func (x *PendingLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingLock.ProtoReflect.Descriptor instead.
 func (*PendingLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{11}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PendingLock) GetNamespace() string {
@@ -1375,7 +1646,7 @@ type GetTransactionStatusResponse struct {
 
 func (x *GetTransactionStatusResponse) Reset() {
 	*x = GetTransactionStatusResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1658,7 @@ func (x *GetTransactionStatusResponse) String() string {
 func (*GetTransactionStatusResponse) ProtoMessage() {}
 
 func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1671,7 @@ func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{12}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetTransactionStatusResponse) GetTransactionId() uint64 {
@@ -1488,7 +1759,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1771,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1784,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{13}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HeartbeatRequest) GetTransactionId() uint64 {
@@ -1544,7 +1815,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1827,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1840,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HeartbeatResponse) GetLeaseRemainingMs() int64 {
@@ -1607,7 +1878,7 @@ type HeartbeatResult struct {
 
 func (x *HeartbeatResult) Reset() {
 	*x = HeartbeatResult{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1890,7 @@ func (x *HeartbeatResult) String() string {
 func (*HeartbeatResult) ProtoMessage() {}
 
 func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1903,7 @@ func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResult.ProtoReflect.Descriptor instead.
 func (*HeartbeatResult) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HeartbeatResult) GetTransactionId() uint64 {
@@ -1686,7 +1957,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1969,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1982,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EndTransactionRequest) GetTransactionId() uint64 {
@@ -1748,7 +2019,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +2031,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +2044,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EndTransactionResponse) GetState() TransactionState {
@@ -1807,7 +2078,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +2090,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +2103,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -1889,7 +2160,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2172,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2185,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -2041,7 +2312,7 @@ type CycleMember struct {
 
 func (x *CycleMember) Reset() {
 	*x = CycleMember{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2324,7 @@ func (x *CycleMember) String() string {
 func (*CycleMember) ProtoMessage() {}
 
 func (x *CycleMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2337,7 @@ func (x *CycleMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleMember.ProtoReflect.Descriptor instead.
 func (*CycleMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CycleMember) GetTransactionId() uint64 {
@@ -2126,7 +2397,7 @@ type DeadlockResolved struct {
 
 func (x *DeadlockResolved) Reset() {
 	*x = DeadlockResolved{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2409,7 @@ func (x *DeadlockResolved) String() string {
 func (*DeadlockResolved) ProtoMessage() {}
 
 func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2422,7 @@ func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockResolved.ProtoReflect.Descriptor instead.
 func (*DeadlockResolved) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeadlockResolved) GetCycle() []*CycleMember {
@@ -2190,7 +2461,7 @@ type TransactionExpired struct {
 
 func (x *TransactionExpired) Reset() {
 	*x = TransactionExpired{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2473,7 @@ func (x *TransactionExpired) String() string {
 func (*TransactionExpired) ProtoMessage() {}
 
 func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2486,7 @@ func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionExpired.ProtoReflect.Descriptor instead.
 func (*TransactionExpired) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TransactionExpired) GetTransactionId() uint64 {
@@ -2258,7 +2529,7 @@ type TransactionAborted struct {
 
 func (x *TransactionAborted) Reset() {
 	*x = TransactionAborted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2541,7 @@ func (x *TransactionAborted) String() string {
 func (*TransactionAborted) ProtoMessage() {}
 
 func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2554,7 @@ func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionAborted.ProtoReflect.Descriptor instead.
 func (*TransactionAborted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TransactionAborted) GetTransactionId() uint64 {
@@ -2346,7 +2617,7 @@ type LockRevoked struct {
 
 func (x *LockRevoked) Reset() {
 	*x = LockRevoked{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2629,7 @@ func (x *LockRevoked) String() string {
 func (*LockRevoked) ProtoMessage() {}
 
 func (x *LockRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2642,7 @@ func (x *LockRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRevoked.ProtoReflect.Descriptor instead.
 func (*LockRevoked) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LockRevoked) GetTransactionId() uint64 {
@@ -2465,7 +2736,24 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\rfencing_token\x18\x01 \x01(\x04R\ffencingToken\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\x12+\n" +
-	"\x04mode\x18\x04 \x01(\x0e2\x17.caerus.dls.v1.LockModeR\x04mode\"\x8a\x01\n" +
+	"\x04mode\x18\x04 \x01(\x0e2\x17.caerus.dls.v1.LockModeR\x04mode\"j\n" +
+	"\vLockRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12+\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x17.caerus.dls.v1.LockModeR\x04mode\"\xac\x01\n" +
+	"\x13AcquireLocksRequest\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x120\n" +
+	"\x05locks\x18\x02 \x03(\v2\x1a.caerus.dls.v1.LockRequestR\x05locks\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x89\x01\n" +
+	"\x14AcquireLocksResponse\x12/\n" +
+	"\x06queued\x18\x01 \x01(\v2\x15.caerus.dls.v1.QueuedH\x00R\x06queued\x127\n" +
+	"\agranted\x18\x02 \x01(\v2\x1b.caerus.dls.v1.LocksGrantedH\x00R\agrantedB\a\n" +
+	"\x05event\"<\n" +
+	"\fLocksGranted\x12,\n" +
+	"\x05locks\x18\x01 \x03(\v2\x16.caerus.dls.v1.GrantedR\x05locks\"\x8a\x01\n" +
 	"\x12ReleaseLockRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
@@ -2617,10 +2905,11 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x11DEADLOCK_RESOLVED\x10\x01\x12\x17\n" +
 	"\x13TRANSACTION_EXPIRED\x10\x02\x12\x17\n" +
 	"\x13TRANSACTION_ABORTED\x10\x03\x12\x10\n" +
-	"\fLOCK_REVOKED\x10\x042\x8a\x05\n" +
+	"\fLOCK_REVOKED\x10\x042\xe5\x05\n" +
 	"\vLockService\x12c\n" +
 	"\x10BeginTransaction\x12&.caerus.dls.v1.BeginTransactionRequest\x1a'.caerus.dls.v1.BeginTransactionResponse\x12V\n" +
-	"\vAcquireLock\x12!.caerus.dls.v1.AcquireLockRequest\x1a\".caerus.dls.v1.AcquireLockResponse0\x01\x12T\n" +
+	"\vAcquireLock\x12!.caerus.dls.v1.AcquireLockRequest\x1a\".caerus.dls.v1.AcquireLockResponse0\x01\x12Y\n" +
+	"\fAcquireLocks\x12\".caerus.dls.v1.AcquireLocksRequest\x1a#.caerus.dls.v1.AcquireLocksResponse0\x01\x12T\n" +
 	"\vReleaseLock\x12!.caerus.dls.v1.ReleaseLockRequest\x1a\".caerus.dls.v1.ReleaseLockResponse\x12o\n" +
 	"\x14GetTransactionStatus\x12*.caerus.dls.v1.GetTransactionStatusRequest\x1a+.caerus.dls.v1.GetTransactionStatusResponse\x12N\n" +
 	"\tHeartbeat\x12\x1f.caerus.dls.v1.HeartbeatRequest\x1a .caerus.dls.v1.HeartbeatResponse\x12]\n" +
@@ -2641,7 +2930,7 @@ func file_caerus_dls_v1_lock_service_proto_rawDescGZIP() []byte {
 }
 
 var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(LockMode)(0),                        // 0: caerus.dls.v1.LockMode
 	(TransactionState)(0),                // 1: caerus.dls.v1.TransactionState
@@ -2656,76 +2945,87 @@ var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(*AcquireLockResponse)(nil),          // 10: caerus.dls.v1.AcquireLockResponse
 	(*Queued)(nil),                       // 11: caerus.dls.v1.Queued
 	(*Granted)(nil),                      // 12: caerus.dls.v1.Granted
-	(*ReleaseLockRequest)(nil),           // 13: caerus.dls.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),          // 14: caerus.dls.v1.ReleaseLockResponse
-	(*GetTransactionStatusRequest)(nil),  // 15: caerus.dls.v1.GetTransactionStatusRequest
-	(*HeldLock)(nil),                     // 16: caerus.dls.v1.HeldLock
-	(*PendingLock)(nil),                  // 17: caerus.dls.v1.PendingLock
-	(*GetTransactionStatusResponse)(nil), // 18: caerus.dls.v1.GetTransactionStatusResponse
-	(*HeartbeatRequest)(nil),             // 19: caerus.dls.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 20: caerus.dls.v1.HeartbeatResponse
-	(*HeartbeatResult)(nil),              // 21: caerus.dls.v1.HeartbeatResult
-	(*EndTransactionRequest)(nil),        // 22: caerus.dls.v1.EndTransactionRequest
-	(*EndTransactionResponse)(nil),       // 23: caerus.dls.v1.EndTransactionResponse
-	(*WatchEventsRequest)(nil),           // 24: caerus.dls.v1.WatchEventsRequest
-	(*Event)(nil),                        // 25: caerus.dls.v1.Event
-	(*CycleMember)(nil),                  // 26: caerus.dls.v1.CycleMember
-	(*DeadlockResolved)(nil),             // 27: caerus.dls.v1.DeadlockResolved
-	(*TransactionExpired)(nil),           // 28: caerus.dls.v1.TransactionExpired
-	(*TransactionAborted)(nil),           // 29: caerus.dls.v1.TransactionAborted
-	(*LockRevoked)(nil),                  // 30: caerus.dls.v1.LockRevoked
+	(*LockRequest)(nil),                  // 13: caerus.dls.v1.LockRequest
+	(*AcquireLocksRequest)(nil),          // 14: caerus.dls.v1.AcquireLocksRequest
+	(*AcquireLocksResponse)(nil),         // 15: caerus.dls.v1.AcquireLocksResponse
+	(*LocksGranted)(nil),                 // 16: caerus.dls.v1.LocksGranted
+	(*ReleaseLockRequest)(nil),           // 17: caerus.dls.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),          // 18: caerus.dls.v1.ReleaseLockResponse
+	(*GetTransactionStatusRequest)(nil),  // 19: caerus.dls.v1.GetTransactionStatusRequest
+	(*HeldLock)(nil),                     // 20: caerus.dls.v1.HeldLock
+	(*PendingLock)(nil),                  // 21: caerus.dls.v1.PendingLock
+	(*GetTransactionStatusResponse)(nil), // 22: caerus.dls.v1.GetTransactionStatusResponse
+	(*HeartbeatRequest)(nil),             // 23: caerus.dls.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 24: caerus.dls.v1.HeartbeatResponse
+	(*HeartbeatResult)(nil),              // 25: caerus.dls.v1.HeartbeatResult
+	(*EndTransactionRequest)(nil),        // 26: caerus.dls.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),       // 27: caerus.dls.v1.EndTransactionResponse
+	(*WatchEventsRequest)(nil),           // 28: caerus.dls.v1.WatchEventsRequest
+	(*Event)(nil),                        // 29: caerus.dls.v1.Event
+	(*CycleMember)(nil),                  // 30: caerus.dls.v1.CycleMember
+	(*DeadlockResolved)(nil),             // 31: caerus.dls.v1.DeadlockResolved
+	(*TransactionExpired)(nil),           // 32: caerus.dls.v1.TransactionExpired
+	(*TransactionAborted)(nil),           // 33: caerus.dls.v1.TransactionAborted
+	(*LockRevoked)(nil),                  // 34: caerus.dls.v1.LockRevoked
 }
 var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
 	2,  // 0: caerus.dls.v1.ErrorDetail.kind:type_name -> caerus.dls.v1.ErrorKind
 	3,  // 1: caerus.dls.v1.ErrorDetail.end_cause:type_name -> caerus.dls.v1.EndCause
-	27, // 2: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
+	31, // 2: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
 	0,  // 3: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
 	7,  // 4: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
 	11, // 5: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
 	12, // 6: caerus.dls.v1.AcquireLockResponse.granted:type_name -> caerus.dls.v1.Granted
 	8,  // 7: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
 	0,  // 8: caerus.dls.v1.Granted.mode:type_name -> caerus.dls.v1.LockMode
-	0,  // 9: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
-	0,  // 10: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
-	1,  // 11: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
-	16, // 12: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
-	17, // 13: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
-	3,  // 14: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
-	21, // 15: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
-	6,  // 16: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
-	1,  // 17: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	5,  // 18: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
-	5,  // 19: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
-	27, // 20: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
-	28, // 21: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
-	29, // 22: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
-	30, // 23: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
-	0,  // 24: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
-	26, // 25: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
-	4,  // 26: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
-	16, // 27: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
-	16, // 28: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
-	0,  // 29: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
-	3,  // 30: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
-	7,  // 31: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
-	9,  // 32: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
-	13, // 33: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
-	15, // 34: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
-	19, // 35: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
-	22, // 36: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
-	24, // 37: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
-	8,  // 38: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
-	10, // 39: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
-	14, // 40: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
-	18, // 41: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
-	20, // 42: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
-	23, // 43: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
-	25, // 44: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
-	38, // [38:45] is the sub-list for method output_type
-	31, // [31:38] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	0,  // 9: caerus.dls.v1.LockRequest.mode:type_name -> caerus.dls.v1.LockMode
+	13, // 10: caerus.dls.v1.AcquireLocksRequest.locks:type_name -> caerus.dls.v1.LockRequest
+	11, // 11: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
+	16, // 12: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
+	12, // 13: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
+	0,  // 14: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
+	0,  // 15: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
+	1,  // 16: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
+	20, // 17: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
+	21, // 18: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
+	3,  // 19: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
+	25, // 20: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
+	6,  // 21: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
+	1,  // 22: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	5,  // 23: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
+	5,  // 24: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
+	31, // 25: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
+	32, // 26: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
+	33, // 27: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
+	34, // 28: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
+	0,  // 29: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
+	30, // 30: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
+	4,  // 31: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
+	20, // 32: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
+	20, // 33: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
+	0,  // 34: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
+	3,  // 35: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
+	7,  // 36: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
+	9,  // 37: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
+	14, // 38: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
+	17, // 39: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
+	19, // 40: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
+	23, // 41: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
+	26, // 42: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
+	28, // 43: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
+	8,  // 44: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
+	10, // 45: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
+	15, // 46: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
+	18, // 47: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
+	22, // 48: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
+	24, // 49: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
+	27, // 50: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
+	29, // 51: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
+	44, // [44:52] is the sub-list for method output_type
+	36, // [36:44] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_lock_service_proto_init() }
@@ -2737,7 +3037,11 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 		(*AcquireLockResponse_Queued)(nil),
 		(*AcquireLockResponse_Granted)(nil),
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[19].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[9].OneofWrappers = []any{
+		(*AcquireLocksResponse_Queued)(nil),
+		(*AcquireLocksResponse_Granted)(nil),
+	}
+	file_caerus_dls_v1_lock_service_proto_msgTypes[23].OneofWrappers = []any{
 		(*Event_DeadlockResolved)(nil),
 		(*Event_TransactionExpired)(nil),
 		(*Event_TransactionAborted)(nil),
@@ -2749,7 +3053,7 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_lock_service_proto_rawDesc), len(file_caerus_dls_v1_lock_service_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   25,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -65,6 +65,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	LockService_BeginTransaction_FullMethodName     = "/caerus.dls.v1.LockService/BeginTransaction"
 	LockService_AcquireLock_FullMethodName          = "/caerus.dls.v1.LockService/AcquireLock"
+	LockService_AcquireLocks_FullMethodName         = "/caerus.dls.v1.LockService/AcquireLocks"
 	LockService_ReleaseLock_FullMethodName          = "/caerus.dls.v1.LockService/ReleaseLock"
 	LockService_GetTransactionStatus_FullMethodName = "/caerus.dls.v1.LockService/GetTransactionStatus"
 	LockService_Heartbeat_FullMethodName            = "/caerus.dls.v1.LockService/Heartbeat"
@@ -107,6 +108,28 @@ type LockServiceClient interface {
 	// token at once. Asking EXCLUSIVE while holding SHARED_READ is an upgrade: it waits to
 	// be the sole holder, ahead of other waiters, and is granted with a new token.
 	AcquireLock(ctx context.Context, in *AcquireLockRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AcquireLockResponse], error)
+	// Asks for several locks at once, all or nothing, inside an active transaction: they are
+	// granted together (one replicated write, one fencing token per lock) or none is. No
+	// ordering of keys by hand, no partial hold to undo.
+	//
+	// While any lock is unavailable the request waits in the queue of every key it still
+	// needs, under one place in line: later requests for those keys (single or several)
+	// queue behind it, so it is never starved, and it queues behind earlier ones. On a key
+	// it waits for, a SHARED_READ request that came later may pass it while it waits for
+	// another key (it would not delay it); an EXCLUSIVE one may not. It is one node of the
+	// wait-for graph: a cycle through it is broken like any other deadlock.
+	//
+	// Locks the transaction already holds in a covering mode are answered with their
+	// existing grant and token; a SHARED_READ hold asked as EXCLUSIVE is an upgrade (new
+	// token). The stream sends `queued` messages (the furthest position over its keys, and
+	// the blockers on all of them), then one `granted` with every lock in the order asked,
+	// and ends. It ends with the same statuses as AcquireLock, and also INVALID_ARGUMENT for
+	// an empty list, a key named twice, or more than 64 locks; RESOURCE_EXHAUSTED when the
+	// locks would take the transaction over its maximum, or one of the queues is full.
+	// timeout_ms 0 is a try: every lock at once or DEADLINE_EXCEEDED, nothing queued.
+	// ReleaseLock on any of the keys withdraws the whole request (CANCELLED). Re-attach with
+	// the same request_id and the same list, as with AcquireLock.
+	AcquireLocks(ctx context.Context, in *AcquireLocksRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AcquireLocksResponse], error)
 	// Releases one lock held by the transaction, and grants it onward. Releasing a lock the
 	// transaction does not hold is not an error (released = false). If the transaction is
 	// still waiting for that key, the wait is withdrawn (its stream ends with CANCELLED).
@@ -173,6 +196,25 @@ func (c *lockServiceClient) AcquireLock(ctx context.Context, in *AcquireLockRequ
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_AcquireLockClient = grpc.ServerStreamingClient[AcquireLockResponse]
 
+func (c *lockServiceClient) AcquireLocks(ctx context.Context, in *AcquireLocksRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AcquireLocksResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LockService_ServiceDesc.Streams[1], LockService_AcquireLocks_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AcquireLocksRequest, AcquireLocksResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_AcquireLocksClient = grpc.ServerStreamingClient[AcquireLocksResponse]
+
 func (c *lockServiceClient) ReleaseLock(ctx context.Context, in *ReleaseLockRequest, opts ...grpc.CallOption) (*ReleaseLockResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReleaseLockResponse)
@@ -215,7 +257,7 @@ func (c *lockServiceClient) EndTransaction(ctx context.Context, in *EndTransacti
 
 func (c *lockServiceClient) WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &LockService_ServiceDesc.Streams[1], LockService_WatchEvents_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &LockService_ServiceDesc.Streams[2], LockService_WatchEvents_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +309,28 @@ type LockServiceServer interface {
 	// token at once. Asking EXCLUSIVE while holding SHARED_READ is an upgrade: it waits to
 	// be the sole holder, ahead of other waiters, and is granted with a new token.
 	AcquireLock(*AcquireLockRequest, grpc.ServerStreamingServer[AcquireLockResponse]) error
+	// Asks for several locks at once, all or nothing, inside an active transaction: they are
+	// granted together (one replicated write, one fencing token per lock) or none is. No
+	// ordering of keys by hand, no partial hold to undo.
+	//
+	// While any lock is unavailable the request waits in the queue of every key it still
+	// needs, under one place in line: later requests for those keys (single or several)
+	// queue behind it, so it is never starved, and it queues behind earlier ones. On a key
+	// it waits for, a SHARED_READ request that came later may pass it while it waits for
+	// another key (it would not delay it); an EXCLUSIVE one may not. It is one node of the
+	// wait-for graph: a cycle through it is broken like any other deadlock.
+	//
+	// Locks the transaction already holds in a covering mode are answered with their
+	// existing grant and token; a SHARED_READ hold asked as EXCLUSIVE is an upgrade (new
+	// token). The stream sends `queued` messages (the furthest position over its keys, and
+	// the blockers on all of them), then one `granted` with every lock in the order asked,
+	// and ends. It ends with the same statuses as AcquireLock, and also INVALID_ARGUMENT for
+	// an empty list, a key named twice, or more than 64 locks; RESOURCE_EXHAUSTED when the
+	// locks would take the transaction over its maximum, or one of the queues is full.
+	// timeout_ms 0 is a try: every lock at once or DEADLINE_EXCEEDED, nothing queued.
+	// ReleaseLock on any of the keys withdraws the whole request (CANCELLED). Re-attach with
+	// the same request_id and the same list, as with AcquireLock.
+	AcquireLocks(*AcquireLocksRequest, grpc.ServerStreamingServer[AcquireLocksResponse]) error
 	// Releases one lock held by the transaction, and grants it onward. Releasing a lock the
 	// transaction does not hold is not an error (released = false). If the transaction is
 	// still waiting for that key, the wait is withdrawn (its stream ends with CANCELLED).
@@ -309,6 +373,9 @@ func (UnimplementedLockServiceServer) BeginTransaction(context.Context, *BeginTr
 }
 func (UnimplementedLockServiceServer) AcquireLock(*AcquireLockRequest, grpc.ServerStreamingServer[AcquireLockResponse]) error {
 	return status.Error(codes.Unimplemented, "method AcquireLock not implemented")
+}
+func (UnimplementedLockServiceServer) AcquireLocks(*AcquireLocksRequest, grpc.ServerStreamingServer[AcquireLocksResponse]) error {
+	return status.Error(codes.Unimplemented, "method AcquireLocks not implemented")
 }
 func (UnimplementedLockServiceServer) ReleaseLock(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseLock not implemented")
@@ -374,6 +441,17 @@ func _LockService_AcquireLock_Handler(srv interface{}, stream grpc.ServerStream)
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_AcquireLockServer = grpc.ServerStreamingServer[AcquireLockResponse]
+
+func _LockService_AcquireLocks_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(AcquireLocksRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(LockServiceServer).AcquireLocks(m, &grpc.GenericServerStream[AcquireLocksRequest, AcquireLocksResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_AcquireLocksServer = grpc.ServerStreamingServer[AcquireLocksResponse]
 
 func _LockService_ReleaseLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReleaseLockRequest)
@@ -490,6 +568,11 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "AcquireLock",
 			Handler:       _LockService_AcquireLock_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "AcquireLocks",
+			Handler:       _LockService_AcquireLocks_Handler,
 			ServerStreams: true,
 		},
 		{

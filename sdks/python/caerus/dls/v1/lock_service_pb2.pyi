@@ -183,6 +183,42 @@ class Granted(_message.Message):
     mode: LockMode
     def __init__(self, fencing_token: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ...) -> None: ...
 
+class LockRequest(_message.Message):
+    __slots__ = ("namespace", "key", "mode")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    mode: LockMode
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ...) -> None: ...
+
+class AcquireLocksRequest(_message.Message):
+    __slots__ = ("transaction_id", "locks", "timeout_ms", "request_id")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    LOCKS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    locks: _containers.RepeatedCompositeFieldContainer[LockRequest]
+    timeout_ms: int
+    request_id: str
+    def __init__(self, transaction_id: _Optional[int] = ..., locks: _Optional[_Iterable[_Union[LockRequest, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class AcquireLocksResponse(_message.Message):
+    __slots__ = ("queued", "granted")
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    queued: Queued
+    granted: LocksGranted
+    def __init__(self, queued: _Optional[_Union[Queued, _Mapping]] = ..., granted: _Optional[_Union[LocksGranted, _Mapping]] = ...) -> None: ...
+
+class LocksGranted(_message.Message):
+    __slots__ = ("locks",)
+    LOCKS_FIELD_NUMBER: _ClassVar[int]
+    locks: _containers.RepeatedCompositeFieldContainer[Granted]
+    def __init__(self, locks: _Optional[_Iterable[_Union[Granted, _Mapping]]] = ...) -> None: ...
+
 class ReleaseLockRequest(_message.Message):
     __slots__ = ("transaction_id", "namespace", "key", "request_id")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]

@@ -45,6 +45,11 @@ class LockServiceStub:
                 request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLockRequest.SerializeToString,
                 response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLockResponse.FromString,
                 _registered_method=True)
+        self.AcquireLocks = channel.unary_stream(
+                '/caerus.dls.v1.LockService/AcquireLocks',
+                request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLocksRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLocksResponse.FromString,
+                _registered_method=True)
         self.ReleaseLock = channel.unary_unary(
                 '/caerus.dls.v1.LockService/ReleaseLock',
                 request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockRequest.SerializeToString,
@@ -114,6 +119,33 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcquireLocks(self, request, context):
+        """Asks for several locks at once, all or nothing, inside an active transaction: they are
+        granted together (one replicated write, one fencing token per lock) or none is. No
+        ordering of keys by hand, no partial hold to undo.
+
+        While any lock is unavailable the request waits in the queue of every key it still
+        needs, under one place in line: later requests for those keys (single or several)
+        queue behind it, so it is never starved, and it queues behind earlier ones. On a key
+        it waits for, a SHARED_READ request that came later may pass it while it waits for
+        another key (it would not delay it); an EXCLUSIVE one may not. It is one node of the
+        wait-for graph: a cycle through it is broken like any other deadlock.
+
+        Locks the transaction already holds in a covering mode are answered with their
+        existing grant and token; a SHARED_READ hold asked as EXCLUSIVE is an upgrade (new
+        token). The stream sends `queued` messages (the furthest position over its keys, and
+        the blockers on all of them), then one `granted` with every lock in the order asked,
+        and ends. It ends with the same statuses as AcquireLock, and also INVALID_ARGUMENT for
+        an empty list, a key named twice, or more than 64 locks; RESOURCE_EXHAUSTED when the
+        locks would take the transaction over its maximum, or one of the queues is full.
+        timeout_ms 0 is a try: every lock at once or DEADLINE_EXCEEDED, nothing queued.
+        ReleaseLock on any of the keys withdraws the whole request (CANCELLED). Re-attach with
+        the same request_id and the same list, as with AcquireLock.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReleaseLock(self, request, context):
         """Releases one lock held by the transaction, and grants it onward. Releasing a lock the
         transaction does not hold is not an error (released = false). If the transaction is
@@ -178,6 +210,11 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.AcquireLock,
                     request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLockRequest.FromString,
                     response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLockResponse.SerializeToString,
+            ),
+            'AcquireLocks': grpc.unary_stream_rpc_method_handler(
+                    servicer.AcquireLocks,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLocksRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLocksResponse.SerializeToString,
             ),
             'ReleaseLock': grpc.unary_unary_rpc_method_handler(
                     servicer.ReleaseLock,
@@ -260,6 +297,33 @@ class LockService:
             '/caerus.dls.v1.LockService/AcquireLock',
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLockRequest.SerializeToString,
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcquireLocks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/caerus.dls.v1.LockService/AcquireLocks',
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLocksRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.AcquireLocksResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -89,6 +89,28 @@ module Caerus
           # token at once. Asking EXCLUSIVE while holding SHARED_READ is an upgrade: it waits to
           # be the sole holder, ahead of other waiters, and is granted with a new token.
           rpc :AcquireLock, ::Caerus::Dls::V1::AcquireLockRequest, stream(::Caerus::Dls::V1::AcquireLockResponse)
+          # Asks for several locks at once, all or nothing, inside an active transaction: they are
+          # granted together (one replicated write, one fencing token per lock) or none is. No
+          # ordering of keys by hand, no partial hold to undo.
+          #
+          # While any lock is unavailable the request waits in the queue of every key it still
+          # needs, under one place in line: later requests for those keys (single or several)
+          # queue behind it, so it is never starved, and it queues behind earlier ones. On a key
+          # it waits for, a SHARED_READ request that came later may pass it while it waits for
+          # another key (it would not delay it); an EXCLUSIVE one may not. It is one node of the
+          # wait-for graph: a cycle through it is broken like any other deadlock.
+          #
+          # Locks the transaction already holds in a covering mode are answered with their
+          # existing grant and token; a SHARED_READ hold asked as EXCLUSIVE is an upgrade (new
+          # token). The stream sends `queued` messages (the furthest position over its keys, and
+          # the blockers on all of them), then one `granted` with every lock in the order asked,
+          # and ends. It ends with the same statuses as AcquireLock, and also INVALID_ARGUMENT for
+          # an empty list, a key named twice, or more than 64 locks; RESOURCE_EXHAUSTED when the
+          # locks would take the transaction over its maximum, or one of the queues is full.
+          # timeout_ms 0 is a try: every lock at once or DEADLINE_EXCEEDED, nothing queued.
+          # ReleaseLock on any of the keys withdraws the whole request (CANCELLED). Re-attach with
+          # the same request_id and the same list, as with AcquireLock.
+          rpc :AcquireLocks, ::Caerus::Dls::V1::AcquireLocksRequest, stream(::Caerus::Dls::V1::AcquireLocksResponse)
           # Releases one lock held by the transaction, and grants it onward. Releasing a lock the
           # transaction does not hold is not an error (released = false). If the transaction is
           # still waiting for that key, the wait is withdrawn (its stream ends with CANCELLED).
