@@ -13,7 +13,9 @@ use crate::error::{Error, Result};
 use crate::heartbeat_batch::Heartbeats;
 use crate::router::Router;
 use crate::transaction::{begin_request, lost_error, Deferred, Transaction};
-use crate::types::{AcquireOptions, Lock, LockMode, LostKind, LostReason, TransactionOptions, TransactionStatus};
+use crate::types::{
+    AcquireOptions, Lock, LockMode, LostKind, LostReason, TokenCheck, TransactionOptions, TransactionStatus,
+};
 
 /// A connection to a Caerus DLS cluster. Cheap to clone; clones share connections and
 /// the knowledge of who the leader is.
@@ -138,6 +140,21 @@ impl DlsClient {
             })
             .await?;
         TransactionStatus::try_from(routed.value)
+    }
+
+    /// Whether `fencing_token` is a current grant of `namespace`/`key` (held right now),
+    /// as of everything committed before the call. For storage that cannot keep the last
+    /// token it accepted; storage that can should compare tokens itself (no round trip).
+    /// Returns the check and the tokens of the key's current holders.
+    pub async fn verify_fencing_token(&self, namespace: &str, key: &str, fencing_token: u64) -> Result<TokenCheck> {
+        let request = pb::VerifyFencingTokenRequest { namespace: namespace.into(), key: key.into(), fencing_token };
+        let routed = self
+            .router
+            .unary("VerifyFencingToken", request, self.router.default_options(), |mut c, r| async move {
+                c.verify_fencing_token(r).await
+            })
+            .await?;
+        Ok(TokenCheck { current: routed.value.current, current_tokens: routed.value.current_tokens })
     }
 }
 

@@ -186,6 +186,12 @@ impl pb::lock_service_server::LockService for Scripted {
     async fn acquire_lock(&self, _: tonic::Request<pb::AcquireLockRequest>) -> Reply<Self::AcquireLockStream> {
         Err(Status::unimplemented("scripted"))
     }
+    async fn verify_fencing_token(
+        &self,
+        _: tonic::Request<pb::VerifyFencingTokenRequest>,
+    ) -> Reply<pb::VerifyFencingTokenResponse> {
+        Err(Status::unimplemented("scripted"))
+    }
     type AcquireLocksStream = BoxStream<pb::AcquireLocksResponse>;
     async fn acquire_locks(&self, _: tonic::Request<pb::AcquireLocksRequest>) -> Reply<Self::AcquireLocksStream> {
         Err(Status::unimplemented("scripted"))

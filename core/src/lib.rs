@@ -70,7 +70,7 @@ pub use events::{Event, EventDetail, EventKind, EventStream, VictimPolicy, Watch
 pub use transaction::Transaction;
 pub use types::{
     AcquireOptions, EndCause, Lock, LockMode, LockRequest, LostKind, LostReason, PendingLock, QueuePosition,
-    TransactionOptions, TransactionState, TransactionStatus,
+    TokenCheck, TransactionOptions, TransactionState, TransactionStatus,
 };
 
 #[cfg(test)]

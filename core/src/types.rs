@@ -62,6 +62,15 @@ impl TryFrom<pb::HeldLock> for Lock {
     }
 }
 
+/// The answer of [`verify_fencing_token`](crate::DlsClient::verify_fencing_token).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenCheck {
+    /// Whether the token is held on the key right now.
+    pub current: bool,
+    /// The tokens of the key's current holders (several for SHARED_READ, none when free).
+    pub current_tokens: Vec<u64>,
+}
+
 /// One lock of an all-or-nothing [`acquire_locks`](crate::Transaction::acquire_locks).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockRequest {

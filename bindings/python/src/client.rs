@@ -10,7 +10,7 @@ use crate::events::{watch_options, NativeEventStream};
 use crate::runtime::blocking;
 use crate::transaction::NativeTransaction;
 use crate::twins::pymethods_with_twins;
-use crate::types::{millis, KeyLocksOut, TransactionStatus};
+use crate::types::{millis, KeyLocksOut, TokenCheck, TransactionStatus};
 
 /// A native client. Use `caerus.DlsClient` / `caerus.sync.DlsClient`.
 #[pyclass(frozen, module = "caerus._native")]
@@ -104,6 +104,16 @@ pymethods_with_twins! {
         fn transaction_status / transaction_status_blocking(&self, id: u64) -> TransactionStatus {
             let client = self.client.clone();
             async move { client.transaction_status(id).await.map(TransactionStatus::from) }
+        }
+
+        fn verify_fencing_token / verify_fencing_token_blocking(
+            &self,
+            namespace: String,
+            key: String,
+            fencing_token: u64,
+        ) -> TokenCheck {
+            let client = self.client.clone();
+            async move { client.verify_fencing_token(&namespace, &key, fencing_token).await.map(TokenCheck::from) }
         }
 
         #[pyo3(signature = (from_sequence=0, namespace_prefixes=Vec::new(), kinds=Vec::new(), only_new=false))]

@@ -22,6 +22,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::LockMode>()?;
     m.add_class::<types::Lock>()?;
+    m.add_class::<types::TokenCheck>()?;
     m.add_class::<types::PendingLock>()?;
     m.add_class::<types::TransactionStatus>()?;
     m.add_class::<types::LostReason>()?;

@@ -61,6 +61,37 @@ impl Lock {
     }
 }
 
+/// Whether a fencing token is a current grant of a key (`verify_fencing_token`).
+#[pyclass(frozen, get_all, module = "caerus")]
+#[derive(Clone)]
+pub struct TokenCheck {
+    /// True when a transaction holds the key with this very token right now.
+    current: bool,
+    /// The tokens of the key's current holders (several readers, or none when free).
+    current_tokens: Vec<u64>,
+}
+
+#[pymethods]
+impl TokenCheck {
+    fn __repr__(&self) -> String {
+        format!(
+            "TokenCheck(current={}, current_tokens={:?})",
+            if self.current { "True" } else { "False" },
+            self.current_tokens
+        )
+    }
+
+    fn __bool__(&self) -> bool {
+        self.current
+    }
+}
+
+impl From<core::TokenCheck> for TokenCheck {
+    fn from(c: core::TokenCheck) -> Self {
+        TokenCheck { current: c.current, current_tokens: c.current_tokens }
+    }
+}
+
 impl From<core::Lock> for Lock {
     fn from(l: core::Lock) -> Self {
         Lock { namespace: l.namespace, key: l.key, mode: l.mode, fencing_token: l.fencing_token }

@@ -102,3 +102,4 @@ def test_sync_acquire_locks(server):
     with client.transaction() as tx:
         locks = tx.acquire_locks([(n, "a"), (n, "b", LockMode.SHARED_READ)], timeout_ms=0)
         assert [l.key for l in locks] == ["a", "b"] and isinstance(locks[0], caerus.Lock)
+

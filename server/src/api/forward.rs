@@ -268,6 +268,13 @@ impl LockService for ForwardingLocks {
 
     type AcquireLocksStream = BoxStream<pb::AcquireLocksResponse>;
 
+    async fn verify_fencing_token(
+        &self,
+        req: Request<pb::VerifyFencingTokenRequest>,
+    ) -> Result<Response<pb::VerifyFencingTokenResponse>, Status> {
+        route!(self, req, LockService, locks, verify_fencing_token, unary)
+    }
+
     async fn acquire_locks(
         &self,
         req: Request<pb::AcquireLocksRequest>,

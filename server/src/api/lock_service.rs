@@ -311,6 +311,23 @@ impl LockService for LockApi {
         Ok(Response::new(self.heartbeat(req).await?))
     }
 
+    async fn verify_fencing_token(
+        &self,
+        req: Request<pb::VerifyFencingTokenRequest>,
+    ) -> Result<Response<pb::VerifyFencingTokenResponse>, Status> {
+        let who = self.principal(&req).map_err(Status::from)?;
+        let r = req.into_inner();
+        let lock = validate::lock_key(&r.namespace, &r.key)?;
+        if r.fencing_token == 0 {
+            return Err(ApiError::InvalidArgument("fencing_token must be above 0 (no grant has token 0)".into()).into());
+        }
+        let check = self.engine.verify_token(&who, &lock, r.fencing_token).await.map_err(ApiError::from)?;
+        Ok(Response::new(pb::VerifyFencingTokenResponse {
+            current: check.current,
+            current_tokens: check.current_tokens,
+        }))
+    }
+
     async fn end_transaction(
         &self,
         req: Request<pb::EndTransactionRequest>,

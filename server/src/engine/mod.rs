@@ -8,6 +8,7 @@
 //! - `txn`: begin, release, end, abort, status, heartbeat.
 //! - `acquire`: an acquire, from its proposal to the grant or the end of the wait.
 //! - `events`: the event log for watchers and webhooks.
+//! - `fencing`: whether a fencing token is the current grant of a key.
 //! - `locks_view`: the locks of the table as an operator lists them.
 //! - `cluster`: the cluster's state, membership changes, backups, metrics gauges.
 //! - `principal`: who is calling and what it may do; `error`: [`EngineError`]. Both are
@@ -18,6 +19,7 @@ mod acquire;
 mod cluster;
 pub mod error;
 mod events;
+mod fencing;
 mod locks_view;
 pub mod principal;
 mod txn;
@@ -31,6 +33,7 @@ pub use acquire::{AcquireAllRequest, AcquireStart, AcquireUpdate, Acquisition, W
 pub use cluster::{ClusterMember, ClusterStatus};
 pub use error::EngineError;
 pub use events::{EventStart, EventWatch};
+pub use fencing::TokenCheck;
 pub use locks_view::{KeyView, LockHolder, LockWaiter};
 pub use principal::Principal;
 pub use txn::{Begun, Ended, Heartbeat, PendingView, TxnStatus};

@@ -18,7 +18,7 @@ Blocking (threads, scripts): :mod:`caerus.sync` has the same names without ``awa
 Errors are :class:`DlsError` subclasses with ``.code`` and ``.message`` (see :mod:`caerus.errors`).
 """
 
-from ._native import Event, KeyLocks, Lock, LockMode, LostReason, PendingLock, TransactionStatus
+from ._native import Event, KeyLocks, Lock, LockMode, LostReason, PendingLock, TokenCheck, TransactionStatus
 from ._aio import DlsClient, EventStream, Transaction
 from .errors import (
     AlreadyWaiting,
@@ -46,6 +46,7 @@ __all__ = [
     "LockMode",
     "Lock",
     "PendingLock",
+    "TokenCheck",
     "TransactionStatus",
     "LostReason",
     "Event",

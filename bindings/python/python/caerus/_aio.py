@@ -8,7 +8,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Opti
 from . import _native
 from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client
 from .errors import TransactionLost
-from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
+from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TokenCheck, TransactionStatus
 
 T = TypeVar("T")
 
@@ -286,6 +286,13 @@ class DlsClient:
         await asyncio.gather(work, return_exceptions=True)
         await tx.commit()  # the transaction is lost: raises the core's TransactionLost / DeadlockVictim
         raise TransactionLost(f"transaction {tx.id} was lost while its body ran")
+
+    async def verify_fencing_token(self, namespace: str, key: str, fencing_token: int) -> TokenCheck:
+        """Whether ``fencing_token`` is a current grant of ``namespace``/``key`` (held right
+        now), as of everything committed before the call. The result is truthy when it is;
+        ``.current_tokens`` names the current holders' tokens. For storage that cannot keep
+        the last token it accepted; storage that can should compare tokens itself."""
+        return await self._native.verify_fencing_token(namespace, key, fencing_token)
 
     async def transaction_status(self, id: int) -> TransactionStatus:
         """Reads any transaction's status by id."""

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, 
 
 from . import _native
 from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client
-from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TransactionStatus
+from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TokenCheck, TransactionStatus
 
 __all__ = ["DlsClient", "Transaction", "EventStream"]
 
@@ -224,6 +224,11 @@ class DlsClient:
         so check ``tx.is_lost`` in long bodies."""
         with self.transaction(timeout_ms=timeout_ms, priority=priority, name=name) as tx:
             return fn(tx)
+
+    def verify_fencing_token(self, namespace: str, key: str, fencing_token: int) -> TokenCheck:
+        """Whether ``fencing_token`` is a current grant of the key (see
+        :meth:`caerus.DlsClient.verify_fencing_token`); truthy when it is."""
+        return self._native.verify_fencing_token_blocking(namespace, key, fencing_token)
 
     def transaction_status(self, id: int) -> TransactionStatus:
         """Reads any transaction's status by id."""

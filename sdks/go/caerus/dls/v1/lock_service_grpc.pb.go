@@ -71,6 +71,7 @@ const (
 	LockService_Heartbeat_FullMethodName            = "/caerus.dls.v1.LockService/Heartbeat"
 	LockService_EndTransaction_FullMethodName       = "/caerus.dls.v1.LockService/EndTransaction"
 	LockService_WatchEvents_FullMethodName          = "/caerus.dls.v1.LockService/WatchEvents"
+	LockService_VerifyFencingToken_FullMethodName   = "/caerus.dls.v1.LockService/VerifyFencingToken"
 )
 
 // LockServiceClient is the client API for LockService service.
@@ -157,6 +158,15 @@ type LockServiceClient interface {
 	// RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
 	// closing a stream frees its place.
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
+	// Whether `fencing_token` is a current grant of (namespace, key): held right now by a
+	// transaction. Linearizable (served by the leader after confirming its leadership), so a
+	// release, expiry or revocation that happened before the call is never answered
+	// "current". For storage that cannot keep the last token it accepted itself, or wants a
+	// check before an irreversible step; storage that can should compare tokens itself
+	// (reject lower than the last accepted), which needs no round trip. Needs no
+	// transaction; the API key must be allowed the namespace. INVALID_ARGUMENT for a bad
+	// namespace or key, or token 0 (no grant has it).
+	VerifyFencingToken(ctx context.Context, in *VerifyFencingTokenRequest, opts ...grpc.CallOption) (*VerifyFencingTokenResponse, error)
 }
 
 type lockServiceClient struct {
@@ -274,6 +284,16 @@ func (c *lockServiceClient) WatchEvents(ctx context.Context, in *WatchEventsRequ
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_WatchEventsClient = grpc.ServerStreamingClient[Event]
 
+func (c *lockServiceClient) VerifyFencingToken(ctx context.Context, in *VerifyFencingTokenRequest, opts ...grpc.CallOption) (*VerifyFencingTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VerifyFencingTokenResponse)
+	err := c.cc.Invoke(ctx, LockService_VerifyFencingToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LockServiceServer is the server API for LockService service.
 // All implementations must embed UnimplementedLockServiceServer
 // for forward compatibility.
@@ -358,6 +378,15 @@ type LockServiceServer interface {
 	// RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
 	// closing a stream frees its place.
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[Event]) error
+	// Whether `fencing_token` is a current grant of (namespace, key): held right now by a
+	// transaction. Linearizable (served by the leader after confirming its leadership), so a
+	// release, expiry or revocation that happened before the call is never answered
+	// "current". For storage that cannot keep the last token it accepted itself, or wants a
+	// check before an irreversible step; storage that can should compare tokens itself
+	// (reject lower than the last accepted), which needs no round trip. Needs no
+	// transaction; the API key must be allowed the namespace. INVALID_ARGUMENT for a bad
+	// namespace or key, or token 0 (no grant has it).
+	VerifyFencingToken(context.Context, *VerifyFencingTokenRequest) (*VerifyFencingTokenResponse, error)
 	mustEmbedUnimplementedLockServiceServer()
 }
 
@@ -391,6 +420,9 @@ func (UnimplementedLockServiceServer) EndTransaction(context.Context, *EndTransa
 }
 func (UnimplementedLockServiceServer) WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[Event]) error {
 	return status.Error(codes.Unimplemented, "method WatchEvents not implemented")
+}
+func (UnimplementedLockServiceServer) VerifyFencingToken(context.Context, *VerifyFencingTokenRequest) (*VerifyFencingTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method VerifyFencingToken not implemented")
 }
 func (UnimplementedLockServiceServer) mustEmbedUnimplementedLockServiceServer() {}
 func (UnimplementedLockServiceServer) testEmbeddedByValue()                     {}
@@ -536,6 +568,24 @@ func _LockService_WatchEvents_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type LockService_WatchEventsServer = grpc.ServerStreamingServer[Event]
 
+func _LockService_VerifyFencingToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VerifyFencingTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).VerifyFencingToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_VerifyFencingToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).VerifyFencingToken(ctx, req.(*VerifyFencingTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LockService_ServiceDesc is the grpc.ServiceDesc for LockService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -562,6 +612,10 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "EndTransaction",
 			Handler:    _LockService_EndTransaction_Handler,
+		},
+		{
+			MethodName: "VerifyFencingToken",
+			Handler:    _LockService_VerifyFencingToken_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -219,6 +219,24 @@ class LocksGranted(_message.Message):
     locks: _containers.RepeatedCompositeFieldContainer[Granted]
     def __init__(self, locks: _Optional[_Iterable[_Union[Granted, _Mapping]]] = ...) -> None: ...
 
+class VerifyFencingTokenRequest(_message.Message):
+    __slots__ = ("namespace", "key", "fencing_token")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    fencing_token: int
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
+
+class VerifyFencingTokenResponse(_message.Message):
+    __slots__ = ("current", "current_tokens")
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    current: bool
+    current_tokens: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, current: _Optional[bool] = ..., current_tokens: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class ReleaseLockRequest(_message.Message):
     __slots__ = ("transaction_id", "namespace", "key", "request_id")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]

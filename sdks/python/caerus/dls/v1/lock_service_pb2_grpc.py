@@ -75,6 +75,11 @@ class LockServiceStub:
                 request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.WatchEventsRequest.SerializeToString,
                 response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.Event.FromString,
                 _registered_method=True)
+        self.VerifyFencingToken = channel.unary_unary(
+                '/caerus.dls.v1.LockService/VerifyFencingToken',
+                request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenResponse.FromString,
+                _registered_method=True)
 
 
 class LockServiceServicer:
@@ -198,6 +203,20 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def VerifyFencingToken(self, request, context):
+        """Whether `fencing_token` is a current grant of (namespace, key): held right now by a
+        transaction. Linearizable (served by the leader after confirming its leadership), so a
+        release, expiry or revocation that happened before the call is never answered
+        "current". For storage that cannot keep the last token it accepted itself, or wants a
+        check before an irreversible step; storage that can should compare tokens itself
+        (reject lower than the last accepted), which needs no round trip. Needs no
+        transaction; the API key must be allowed the namespace. INVALID_ARGUMENT for a bad
+        namespace or key, or token 0 (no grant has it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LockServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -240,6 +259,11 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.WatchEvents,
                     request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.WatchEventsRequest.FromString,
                     response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.Event.SerializeToString,
+            ),
+            'VerifyFencingToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyFencingToken,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -459,6 +483,33 @@ class LockService:
             '/caerus.dls.v1.LockService/WatchEvents',
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.WatchEventsRequest.SerializeToString,
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.Event.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyFencingToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.LockService/VerifyFencingToken',
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenResponse.FromString,
             options,
             channel_credentials,
             insecure,

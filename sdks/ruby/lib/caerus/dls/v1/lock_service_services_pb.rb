@@ -138,6 +138,15 @@ module Caerus
           # RESOURCE_EXHAUSTED when the API key or the connection has its maximum of open watches;
           # closing a stream frees its place.
           rpc :WatchEvents, ::Caerus::Dls::V1::WatchEventsRequest, stream(::Caerus::Dls::V1::Event)
+          # Whether `fencing_token` is a current grant of (namespace, key): held right now by a
+          # transaction. Linearizable (served by the leader after confirming its leadership), so a
+          # release, expiry or revocation that happened before the call is never answered
+          # "current". For storage that cannot keep the last token it accepted itself, or wants a
+          # check before an irreversible step; storage that can should compare tokens itself
+          # (reject lower than the last accepted), which needs no round trip. Needs no
+          # transaction; the API key must be allowed the namespace. INVALID_ARGUMENT for a bad
+          # namespace or key, or token 0 (no grant has it).
+          rpc :VerifyFencingToken, ::Caerus::Dls::V1::VerifyFencingTokenRequest, ::Caerus::Dls::V1::VerifyFencingTokenResponse
         end
 
         Stub = Service.rpc_stub_class
