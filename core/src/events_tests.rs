@@ -192,6 +192,9 @@ impl pb::lock_service_server::LockService for Scripted {
     ) -> Reply<pb::VerifyFencingTokenResponse> {
         Err(Status::unimplemented("scripted"))
     }
+    async fn downgrade_lock(&self, _: tonic::Request<pb::DowngradeLockRequest>) -> Reply<pb::DowngradeLockResponse> {
+        Err(Status::unimplemented("scripted"))
+    }
     type AcquireLocksStream = BoxStream<pb::AcquireLocksResponse>;
     async fn acquire_locks(&self, _: tonic::Request<pb::AcquireLocksRequest>) -> Reply<Self::AcquireLocksStream> {
         Err(Status::unimplemented("scripted"))

@@ -452,6 +452,34 @@ impl Transaction {
         }
     }
 
+    /// Turns an EXCLUSIVE lock this transaction holds into SHARED_READ in place, keeping its
+    /// fencing token: no moment in which another writer could take the key, and readers
+    /// queued behind it come in. Returns the lock as held now, or `None` when the
+    /// transaction does not hold it. A SHARED_READ hold is returned as it is.
+    pub async fn downgrade(&self, namespace: &str, key: &str) -> Result<Option<Lock>> {
+        self.ensure_active()?;
+        let Some(shared) = self.started() else {
+            // Nothing was ever acquired: nothing to downgrade.
+            return Ok(None);
+        };
+        let request = pb::DowngradeLockRequest {
+            transaction_id: shared.id,
+            namespace: namespace.to_string(),
+            key: key.to_string(),
+            request_id: new_request_id(),
+        };
+        let result = shared
+            .router
+            .unary("DowngradeLock", request, shared.router.default_options(), |mut c, r| async move {
+                c.downgrade_lock(r).await
+            })
+            .await;
+        match result {
+            Ok(routed) => routed.value.lock.filter(|_| routed.value.held).map(Lock::try_from).transpose(),
+            Err(e) => Err(shared.observe(e).await),
+        }
+    }
+
     /// Reads the transaction from the leader: state, held locks, pending wait.
     pub async fn status(&self) -> Result<TransactionStatus> {
         let shared = self.begun().await?;

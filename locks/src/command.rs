@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{EndCause, FencingToken, Grant, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
+use super::types::{EndCause, FencingToken, Grant, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 /// A command with the leader's wall clock at proposal time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,6 +55,9 @@ pub enum Command {
         wait_ms: u64,
         victim_policy: VictimPolicy,
     },
+    /// Turn an EXCLUSIVE hold into SHARED_READ in place, keeping its token, and let the
+    /// readers queued behind it in. A SHARED_READ hold is left as it is.
+    Downgrade { txn: TxnId, request_id: Option<String>, lock: LockKey },
     // New variants go last: bincode numbers variants in order, and logs written by an
     // older version must keep decoding.
 }
@@ -164,4 +167,9 @@ pub enum Outcome {
     },
     /// One outcome per command of a `Command::Batch`, in order.
     Batch(Vec<Outcome>),
+    /// A downgrade: the hold after it (SHARED_READ, same token), or None when the
+    /// transaction did not hold the lock.
+    Downgraded {
+        held: Option<Held>,
+    },
 }

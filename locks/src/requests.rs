@@ -43,13 +43,20 @@ pub enum RequestRecord {
         locks: Vec<(LockKey, LockMode)>,
         status: AllRecord,
     },
+    /// A downgrade and the hold it left (None: the lock was not held).
+    Downgrade {
+        lock: LockKey,
+        held: Option<Held>,
+    },
 }
 
 impl RequestRecord {
     /// Every lock the request names.
     pub fn locks(&self) -> impl Iterator<Item = &LockKey> {
         let (one, many) = match self {
-            RequestRecord::Acquire { lock, .. } | RequestRecord::Release { lock, .. } => (Some(lock), &[][..]),
+            RequestRecord::Acquire { lock, .. }
+            | RequestRecord::Release { lock, .. }
+            | RequestRecord::Downgrade { lock, .. } => (Some(lock), &[][..]),
             RequestRecord::AcquireAll { locks, .. } => (None, &locks[..]),
         };
         one.into_iter().chain(many.iter().map(|(l, _)| l))
@@ -117,7 +124,9 @@ impl From<Recorded> for Stored {
 /// pending wait never (`None`).
 fn eviction_class(record: &RequestRecord, held: &VecMap<LockKey, Held>) -> Option<u8> {
     match record {
-        RequestRecord::Release { .. } | RequestRecord::Acquire { status: AcquireRecord::Ended(_), .. } => Some(0),
+        RequestRecord::Release { .. }
+        | RequestRecord::Downgrade { .. }
+        | RequestRecord::Acquire { status: AcquireRecord::Ended(_), .. } => Some(0),
         RequestRecord::Acquire { lock, status: AcquireRecord::Granted { token, .. }, .. } => {
             Some(if held.get(lock).is_some_and(|h| h.token == *token) { 1 } else { 0 })
         }

@@ -189,6 +189,7 @@ impl LockTable {
             Command::AcquireAll { txn, request_id, locks, wait_ms, victim_policy } => {
                 self.acquire_all(*txn, request_id, locks, *wait_ms, *victim_policy)
             }
+            Command::Downgrade { txn, request_id, lock } => self.downgrade(*txn, request_id.as_deref(), lock),
             Command::Batch(_) => Outcome::Rejected(Rejection::NestedBatch),
         }
     }
@@ -587,6 +588,37 @@ impl LockTable {
             self.remember(txn, r, RequestRecord::Release { lock: lock.clone(), released });
         }
         Outcome::Released { released }
+    }
+
+    /// EXCLUSIVE -> SHARED_READ in place, same token; readers queued behind it may now be
+    /// granted. A retry with the same request id answers from its record (the hold may have
+    /// been upgraded again since).
+    fn downgrade(&mut self, txn: TxnId, request_id: Option<&str>, lock: &LockKey) -> Outcome {
+        if let (Some(t), Some(r)) = (self.txns.get(&txn), request_id) {
+            match t.requests.get(r) {
+                Some(RequestRecord::Downgrade { lock: l, held }) if l == lock => {
+                    return Outcome::Downgraded { held: *held };
+                }
+                Some(_) => return Outcome::Rejected(Rejection::RequestIdReused(r.to_string())),
+                None => {}
+            }
+        }
+        let t = match self.active(txn) {
+            Ok(t) => t,
+            Err(r) => return Outcome::Rejected(r),
+        };
+        let held = t.held.get(lock).copied().map(|h| Held { mode: LockMode::SharedRead, ..h });
+        if let Some(h) = held {
+            self.txn_mut(txn).held.insert(lock.clone(), h);
+            if let Some(k) = self.keys.get_mut(lock) {
+                k.holders.insert(txn, h);
+            }
+            self.promote(lock);
+        }
+        if let Some(r) = request_id {
+            self.remember(txn, r, RequestRecord::Downgrade { lock: lock.clone(), held });
+        }
+        Outcome::Downgraded { held }
     }
 
     /// Ends a transaction by a client's EndTransaction or an operator's abort.

@@ -46,6 +46,10 @@ enum Op {
         t: usize,
         k: usize,
     },
+    Downgrade {
+        t: usize,
+        k: usize,
+    },
     End {
         t: usize,
         commit: bool,
@@ -76,6 +80,7 @@ fn single_op() -> impl Strategy<Value = Op> {
             .prop_map(|(t, mask, exclusive, try_lock)| Op::AcquireAll { t, mask, exclusive, try_lock }),
         1 => Just(Op::RetryAcquire),
         3 => (0..6usize, 0..KEYS.len()).prop_map(|(t, k)| Op::Release { t, k }),
+        1 => (0..6usize, 0..KEYS.len()).prop_map(|(t, k)| Op::Downgrade { t, k }),
         2 => (0..6usize, any::<bool>()).prop_map(|(t, commit)| Op::End { t, commit }),
         1 => (0..6usize).prop_map(|t| Op::Expire { t }),
         1 => (0..6usize).prop_map(|t| Op::Abort { t }),
@@ -170,6 +175,9 @@ impl Run {
             }
             Op::RetryAcquire => self.last_acquire.clone()?,
             Op::Release { t, k } => Command::Release { txn: self.pick(*t)?, request_id: None, lock: key(*k) },
+            Op::Downgrade { t, k } => {
+                Command::Downgrade { txn: self.pick(*t)?, request_id: Some(self.fresh_id("d")), lock: key(*k) }
+            }
             Op::End { t, commit } => Command::End { txn: self.pick(*t)?, request_id: None, commit: *commit },
             Op::Expire { t } => Command::Expire { txn: self.pick(*t)? },
             Op::Abort { t } => {

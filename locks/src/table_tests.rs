@@ -2,7 +2,7 @@
 
 use super::command::{AcquireStatus, Command, LogCommand, Outcome, Rejection};
 use super::table::{Effect, LockTable, FINISHED_RETENTION_MS};
-use super::types::{EndCause, FencingToken, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
+use super::types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 use LockMode::{Exclusive as X, SharedRead as S};
 
@@ -895,4 +895,28 @@ fn a_try_lock_is_granted_at_once_or_refused_without_queueing_and_the_transaction
     assert_eq!(h.try_lock(reader, "k", X, "t7"), AcquireStatus::Ended(WaitEnd::TimedOut), "another reader holds it");
     h.release(second, "k");
     assert!(matches!(h.try_lock(reader, "k", X, "t8"), AcquireStatus::Granted { mode: X, .. }), "sole holder");
+}
+
+#[test]
+fn a_downgrade_keeps_the_token_and_lets_queued_readers_in_not_writers() {
+    let mut h = Harness::new();
+    let (owner, r1, w, r2) = (h.begin(), h.begin(), h.begin(), h.begin());
+    let held = token(&h.acquire(owner, "k", X));
+    assert!(matches!(h.acquire(r1, "k", S), AcquireStatus::Queued { .. }));
+    assert!(matches!(h.acquire(w, "k", X), AcquireStatus::Queued { .. }));
+    assert!(matches!(h.acquire(r2, "k", S), AcquireStatus::Queued { .. }));
+    let down = Command::Downgrade { txn: owner, request_id: Some("d1".into()), lock: LockKey::new("ns", "k") };
+    let out = h.apply(down.clone());
+    let Outcome::Downgraded { held: Some(after) } = out else { panic!("{out:?}") };
+    assert_eq!((after.mode, after.token.0), (S, held), "same token, shared now");
+    // The reader ahead of the writer comes in; the writer (and the reader behind it) wait.
+    let mut holders = h.holders("k");
+    holders.sort();
+    assert_eq!(holders, vec![owner, r1]);
+    // A retry answers the same; a SHARED_READ hold stays as it is; a lock not held: None.
+    assert_eq!(h.apply(down), Outcome::Downgraded { held: Some(after) });
+    let again = h.apply(Command::Downgrade { txn: r1, request_id: None, lock: LockKey::new("ns", "k") });
+    assert!(matches!(again, Outcome::Downgraded { held: Some(Held { mode: S, .. }) }));
+    let none = h.apply(Command::Downgrade { txn: w, request_id: None, lock: LockKey::new("ns", "nope") });
+    assert_eq!(none, Outcome::Downgraded { held: None });
 }

@@ -161,6 +161,11 @@ pymethods_with_twins! {
             async move { tx.release(&namespace, &key).await }
         }
 
+        fn downgrade / downgrade_blocking(&self, namespace: String, key: String) -> Option<Lock> {
+            let tx = self.tx();
+            async move { Ok(tx.downgrade(&namespace, &key).await?.map(Lock::from)) }
+        }
+
         fn status / status_blocking(&self) -> TransactionStatus {
             let tx = self.tx();
             async move { tx.status().await.map(TransactionStatus::from) }

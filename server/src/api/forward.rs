@@ -296,6 +296,13 @@ impl LockService for ForwardingLocks {
         route!(self, req, LockService, locks, release_lock, unary)
     }
 
+    async fn downgrade_lock(
+        &self,
+        req: Request<pb::DowngradeLockRequest>,
+    ) -> Result<Response<pb::DowngradeLockResponse>, Status> {
+        route!(self, req, LockService, locks, downgrade_lock, unary)
+    }
+
     async fn get_transaction_status(
         &self,
         req: Request<pb::GetTransactionStatusRequest>,

@@ -57,6 +57,25 @@ impl LockApi {
         Ok(pb::ReleaseLockResponse { released })
     }
 
+    async fn downgrade(&self, req: Request<pb::DowngradeLockRequest>) -> ApiResult<pb::DowngradeLockResponse> {
+        let who = self.principal(&req)?;
+        let r = req.into_inner();
+        let txn = validate::txn_id(r.transaction_id)?;
+        let lock = validate::lock_key(&r.namespace, &r.key)?;
+        who.check_namespace(&lock.namespace)?;
+        let request_id = validate::request_id(&r.request_id)?;
+        let held = self.engine.downgrade(&who, txn, lock.clone(), request_id).await?;
+        Ok(pb::DowngradeLockResponse {
+            held: held.is_some(),
+            lock: held.map(|h| pb::Granted {
+                fencing_token: h.token.0,
+                namespace: lock.namespace,
+                key: lock.key,
+                mode: convert::mode(h.mode),
+            }),
+        })
+    }
+
     async fn status(
         &self,
         req: Request<pb::GetTransactionStatusRequest>,
@@ -298,6 +317,13 @@ impl LockService for LockApi {
         req: Request<pb::ReleaseLockRequest>,
     ) -> Result<Response<pb::ReleaseLockResponse>, Status> {
         Ok(Response::new(self.release(req).await?))
+    }
+
+    async fn downgrade_lock(
+        &self,
+        req: Request<pb::DowngradeLockRequest>,
+    ) -> Result<Response<pb::DowngradeLockResponse>, Status> {
+        Ok(Response::new(self.downgrade(req).await?))
     }
 
     async fn get_transaction_status(

@@ -90,6 +90,24 @@ impl Engine {
         }
     }
 
+    /// EXCLUSIVE -> SHARED_READ in place, same token. Returns the hold after it, or None
+    /// when the transaction does not hold the lock.
+    pub async fn downgrade(
+        &self,
+        who: &Principal,
+        txn: TxnId,
+        lock: LockKey,
+        request_id: Option<String>,
+    ) -> EngineResult<Option<Held>> {
+        self.node.require_leader()?;
+        touch(&self.node, who, txn)?;
+        match self.node.propose(Command::Downgrade { txn, request_id, lock }).await? {
+            Outcome::Downgraded { held } => Ok(held),
+            Outcome::Rejected(r) => Err(r.into()),
+            o => Err(unexpected(o)),
+        }
+    }
+
     /// Commits (or aborts) the transaction, releasing everything it holds.
     pub async fn end(
         &self,

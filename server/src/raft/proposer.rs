@@ -56,7 +56,9 @@ impl Origin {
     pub fn of(cmd: &Command) -> Origin {
         match cmd {
             Command::Expire { .. } | Command::CancelWait { .. } | Command::WebhookDelivered { .. } => Origin::Leader,
-            Command::Release { .. } | Command::End { .. } | Command::Abort { .. } => Origin::Release,
+            Command::Release { .. } | Command::Downgrade { .. } | Command::End { .. } | Command::Abort { .. } => {
+                Origin::Release
+            }
             Command::Begin { .. }
             | Command::Acquire { .. }
             | Command::AcquireAll { .. }

@@ -46,6 +46,12 @@ class Transaction(TransactionView):
         named twice or more than 64 locks."""
         return await self._tx.acquire_locks(list(locks), timeout_ms)
 
+    async def downgrade(self, namespace: str, key: str) -> Optional[Lock]:
+        """Turns an EXCLUSIVE lock into SHARED_READ in place, keeping its fencing token
+        (no moment in which another writer could take the key); readers queued behind it
+        come in. Returns the lock as held now, or None when the transaction does not hold it."""
+        return await self._tx.downgrade(namespace, key)
+
     async def release(self, namespace: str, key: str) -> bool:
         """Releases one lock early; returns whether the transaction held (or waited for) it."""
         return await self._tx.release(namespace, key)

@@ -47,6 +47,10 @@ class Transaction(TransactionView):
         ``(namespace, key, mode)``; every lock granted together, or none."""
         return self._tx.acquire_locks_blocking(list(locks), timeout_ms)
 
+    def downgrade(self, namespace: str, key: str) -> Optional[Lock]:
+        """EXCLUSIVE -> SHARED_READ in place, same token (see :meth:`caerus.Transaction.downgrade`)."""
+        return self._tx.downgrade_blocking(namespace, key)
+
     def release(self, namespace: str, key: str) -> bool:
         """Releases one lock early; returns whether the transaction held (or waited for) it."""
         return self._tx.release_blocking(namespace, key)

@@ -1296,6 +1296,134 @@ func (x *LocksGranted) GetLocks() []*Granted {
 	return nil
 }
 
+// Downgrades one lock from EXCLUSIVE to SHARED_READ.
+type DowngradeLockRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transaction holding the lock.
+	TransactionId uint64 `protobuf:"varint,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// The lock's namespace.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The lock's key.
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// Client-chosen id for safe retries.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DowngradeLockRequest) Reset() {
+	*x = DowngradeLockRequest{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DowngradeLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DowngradeLockRequest) ProtoMessage() {}
+
+func (x *DowngradeLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DowngradeLockRequest.ProtoReflect.Descriptor instead.
+func (*DowngradeLockRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DowngradeLockRequest) GetTransactionId() uint64 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return 0
+}
+
+func (x *DowngradeLockRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DowngradeLockRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DowngradeLockRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// The hold after a downgrade.
+type DowngradeLockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the transaction holds the lock (now SHARED_READ, same token).
+	Held bool `protobuf:"varint,1,opt,name=held,proto3" json:"held,omitempty"`
+	// The lock as held now (unset when held is false).
+	Lock          *Granted `protobuf:"bytes,2,opt,name=lock,proto3" json:"lock,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DowngradeLockResponse) Reset() {
+	*x = DowngradeLockResponse{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DowngradeLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DowngradeLockResponse) ProtoMessage() {}
+
+func (x *DowngradeLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DowngradeLockResponse.ProtoReflect.Descriptor instead.
+func (*DowngradeLockResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DowngradeLockResponse) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
+func (x *DowngradeLockResponse) GetLock() *Granted {
+	if x != nil {
+		return x.Lock
+	}
+	return nil
+}
+
 // Asks whether a fencing token is a current grant of a key.
 type VerifyFencingTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1311,7 +1439,7 @@ type VerifyFencingTokenRequest struct {
 
 func (x *VerifyFencingTokenRequest) Reset() {
 	*x = VerifyFencingTokenRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1451,7 @@ func (x *VerifyFencingTokenRequest) String() string {
 func (*VerifyFencingTokenRequest) ProtoMessage() {}
 
 func (x *VerifyFencingTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1464,7 @@ func (x *VerifyFencingTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyFencingTokenRequest.ProtoReflect.Descriptor instead.
 func (*VerifyFencingTokenRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{11}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *VerifyFencingTokenRequest) GetNamespace() string {
@@ -1374,7 +1502,7 @@ type VerifyFencingTokenResponse struct {
 
 func (x *VerifyFencingTokenResponse) Reset() {
 	*x = VerifyFencingTokenResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1514,7 @@ func (x *VerifyFencingTokenResponse) String() string {
 func (*VerifyFencingTokenResponse) ProtoMessage() {}
 
 func (x *VerifyFencingTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1527,7 @@ func (x *VerifyFencingTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyFencingTokenResponse.ProtoReflect.Descriptor instead.
 func (*VerifyFencingTokenResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{12}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VerifyFencingTokenResponse) GetCurrent() bool {
@@ -1433,7 +1561,7 @@ type ReleaseLockRequest struct {
 
 func (x *ReleaseLockRequest) Reset() {
 	*x = ReleaseLockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1573,7 @@ func (x *ReleaseLockRequest) String() string {
 func (*ReleaseLockRequest) ProtoMessage() {}
 
 func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1586,7 @@ func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{13}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReleaseLockRequest) GetTransactionId() uint64 {
@@ -1500,7 +1628,7 @@ type ReleaseLockResponse struct {
 
 func (x *ReleaseLockResponse) Reset() {
 	*x = ReleaseLockResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1640,7 @@ func (x *ReleaseLockResponse) String() string {
 func (*ReleaseLockResponse) ProtoMessage() {}
 
 func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1653,7 @@ func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseLockResponse) GetReleased() bool {
@@ -1546,7 +1674,7 @@ type GetTransactionStatusRequest struct {
 
 func (x *GetTransactionStatusRequest) Reset() {
 	*x = GetTransactionStatusRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1686,7 @@ func (x *GetTransactionStatusRequest) String() string {
 func (*GetTransactionStatusRequest) ProtoMessage() {}
 
 func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1699,7 @@ func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetTransactionStatusRequest) GetTransactionId() uint64 {
@@ -1598,7 +1726,7 @@ type HeldLock struct {
 
 func (x *HeldLock) Reset() {
 	*x = HeldLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1738,7 @@ func (x *HeldLock) String() string {
 func (*HeldLock) ProtoMessage() {}
 
 func (x *HeldLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1751,7 @@ func (x *HeldLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldLock.ProtoReflect.Descriptor instead.
 func (*HeldLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HeldLock) GetNamespace() string {
@@ -1673,7 +1801,7 @@ type PendingLock struct {
 
 func (x *PendingLock) Reset() {
 	*x = PendingLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1813,7 @@ func (x *PendingLock) String() string {
 func (*PendingLock) ProtoMessage() {}
 
 func (x *PendingLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1826,7 @@ func (x *PendingLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingLock.ProtoReflect.Descriptor instead.
 func (*PendingLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PendingLock) GetNamespace() string {
@@ -1766,7 +1894,7 @@ type GetTransactionStatusResponse struct {
 
 func (x *GetTransactionStatusResponse) Reset() {
 	*x = GetTransactionStatusResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1906,7 @@ func (x *GetTransactionStatusResponse) String() string {
 func (*GetTransactionStatusResponse) ProtoMessage() {}
 
 func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1919,7 @@ func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetTransactionStatusResponse) GetTransactionId() uint64 {
@@ -1879,7 +2007,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +2019,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +2032,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HeartbeatRequest) GetTransactionId() uint64 {
@@ -1935,7 +2063,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2075,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2088,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeartbeatResponse) GetLeaseRemainingMs() int64 {
@@ -1998,7 +2126,7 @@ type HeartbeatResult struct {
 
 func (x *HeartbeatResult) Reset() {
 	*x = HeartbeatResult{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2138,7 @@ func (x *HeartbeatResult) String() string {
 func (*HeartbeatResult) ProtoMessage() {}
 
 func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2151,7 @@ func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResult.ProtoReflect.Descriptor instead.
 func (*HeartbeatResult) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HeartbeatResult) GetTransactionId() uint64 {
@@ -2077,7 +2205,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2217,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2230,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EndTransactionRequest) GetTransactionId() uint64 {
@@ -2139,7 +2267,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2279,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2292,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EndTransactionResponse) GetState() TransactionState {
@@ -2198,7 +2326,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2338,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2351,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -2280,7 +2408,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2420,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2433,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -2432,7 +2560,7 @@ type CycleMember struct {
 
 func (x *CycleMember) Reset() {
 	*x = CycleMember{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2572,7 @@ func (x *CycleMember) String() string {
 func (*CycleMember) ProtoMessage() {}
 
 func (x *CycleMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2585,7 @@ func (x *CycleMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleMember.ProtoReflect.Descriptor instead.
 func (*CycleMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CycleMember) GetTransactionId() uint64 {
@@ -2517,7 +2645,7 @@ type DeadlockResolved struct {
 
 func (x *DeadlockResolved) Reset() {
 	*x = DeadlockResolved{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2657,7 @@ func (x *DeadlockResolved) String() string {
 func (*DeadlockResolved) ProtoMessage() {}
 
 func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2670,7 @@ func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockResolved.ProtoReflect.Descriptor instead.
 func (*DeadlockResolved) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeadlockResolved) GetCycle() []*CycleMember {
@@ -2581,7 +2709,7 @@ type TransactionExpired struct {
 
 func (x *TransactionExpired) Reset() {
 	*x = TransactionExpired{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2593,7 +2721,7 @@ func (x *TransactionExpired) String() string {
 func (*TransactionExpired) ProtoMessage() {}
 
 func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2606,7 +2734,7 @@ func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionExpired.ProtoReflect.Descriptor instead.
 func (*TransactionExpired) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TransactionExpired) GetTransactionId() uint64 {
@@ -2649,7 +2777,7 @@ type TransactionAborted struct {
 
 func (x *TransactionAborted) Reset() {
 	*x = TransactionAborted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2661,7 +2789,7 @@ func (x *TransactionAborted) String() string {
 func (*TransactionAborted) ProtoMessage() {}
 
 func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2674,7 +2802,7 @@ func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionAborted.ProtoReflect.Descriptor instead.
 func (*TransactionAborted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TransactionAborted) GetTransactionId() uint64 {
@@ -2737,7 +2865,7 @@ type LockRevoked struct {
 
 func (x *LockRevoked) Reset() {
 	*x = LockRevoked{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2877,7 @@ func (x *LockRevoked) String() string {
 func (*LockRevoked) ProtoMessage() {}
 
 func (x *LockRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2890,7 @@ func (x *LockRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRevoked.ProtoReflect.Descriptor instead.
 func (*LockRevoked) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *LockRevoked) GetTransactionId() uint64 {
@@ -2873,7 +3001,16 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\agranted\x18\x02 \x01(\v2\x1b.caerus.dls.v1.LocksGrantedH\x00R\agrantedB\a\n" +
 	"\x05event\"<\n" +
 	"\fLocksGranted\x12,\n" +
-	"\x05locks\x18\x01 \x03(\v2\x16.caerus.dls.v1.GrantedR\x05locks\"p\n" +
+	"\x05locks\x18\x01 \x03(\v2\x16.caerus.dls.v1.GrantedR\x05locks\"\x8c\x01\n" +
+	"\x14DowngradeLockRequest\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"W\n" +
+	"\x15DowngradeLockResponse\x12\x12\n" +
+	"\x04held\x18\x01 \x01(\bR\x04held\x12*\n" +
+	"\x04lock\x18\x02 \x01(\v2\x16.caerus.dls.v1.GrantedR\x04lock\"p\n" +
 	"\x19VerifyFencingTokenRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12#\n" +
@@ -3032,12 +3169,13 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x11DEADLOCK_RESOLVED\x10\x01\x12\x17\n" +
 	"\x13TRANSACTION_EXPIRED\x10\x02\x12\x17\n" +
 	"\x13TRANSACTION_ABORTED\x10\x03\x12\x10\n" +
-	"\fLOCK_REVOKED\x10\x042\xd0\x06\n" +
+	"\fLOCK_REVOKED\x10\x042\xac\a\n" +
 	"\vLockService\x12c\n" +
 	"\x10BeginTransaction\x12&.caerus.dls.v1.BeginTransactionRequest\x1a'.caerus.dls.v1.BeginTransactionResponse\x12V\n" +
 	"\vAcquireLock\x12!.caerus.dls.v1.AcquireLockRequest\x1a\".caerus.dls.v1.AcquireLockResponse0\x01\x12Y\n" +
 	"\fAcquireLocks\x12\".caerus.dls.v1.AcquireLocksRequest\x1a#.caerus.dls.v1.AcquireLocksResponse0\x01\x12T\n" +
-	"\vReleaseLock\x12!.caerus.dls.v1.ReleaseLockRequest\x1a\".caerus.dls.v1.ReleaseLockResponse\x12o\n" +
+	"\vReleaseLock\x12!.caerus.dls.v1.ReleaseLockRequest\x1a\".caerus.dls.v1.ReleaseLockResponse\x12Z\n" +
+	"\rDowngradeLock\x12#.caerus.dls.v1.DowngradeLockRequest\x1a$.caerus.dls.v1.DowngradeLockResponse\x12o\n" +
 	"\x14GetTransactionStatus\x12*.caerus.dls.v1.GetTransactionStatusRequest\x1a+.caerus.dls.v1.GetTransactionStatusResponse\x12N\n" +
 	"\tHeartbeat\x12\x1f.caerus.dls.v1.HeartbeatRequest\x1a .caerus.dls.v1.HeartbeatResponse\x12]\n" +
 	"\x0eEndTransaction\x12$.caerus.dls.v1.EndTransactionRequest\x1a%.caerus.dls.v1.EndTransactionResponse\x12H\n" +
@@ -3058,7 +3196,7 @@ func file_caerus_dls_v1_lock_service_proto_rawDescGZIP() []byte {
 }
 
 var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(LockMode)(0),                        // 0: caerus.dls.v1.LockMode
 	(TransactionState)(0),                // 1: caerus.dls.v1.TransactionState
@@ -3077,31 +3215,33 @@ var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(*AcquireLocksRequest)(nil),          // 14: caerus.dls.v1.AcquireLocksRequest
 	(*AcquireLocksResponse)(nil),         // 15: caerus.dls.v1.AcquireLocksResponse
 	(*LocksGranted)(nil),                 // 16: caerus.dls.v1.LocksGranted
-	(*VerifyFencingTokenRequest)(nil),    // 17: caerus.dls.v1.VerifyFencingTokenRequest
-	(*VerifyFencingTokenResponse)(nil),   // 18: caerus.dls.v1.VerifyFencingTokenResponse
-	(*ReleaseLockRequest)(nil),           // 19: caerus.dls.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),          // 20: caerus.dls.v1.ReleaseLockResponse
-	(*GetTransactionStatusRequest)(nil),  // 21: caerus.dls.v1.GetTransactionStatusRequest
-	(*HeldLock)(nil),                     // 22: caerus.dls.v1.HeldLock
-	(*PendingLock)(nil),                  // 23: caerus.dls.v1.PendingLock
-	(*GetTransactionStatusResponse)(nil), // 24: caerus.dls.v1.GetTransactionStatusResponse
-	(*HeartbeatRequest)(nil),             // 25: caerus.dls.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 26: caerus.dls.v1.HeartbeatResponse
-	(*HeartbeatResult)(nil),              // 27: caerus.dls.v1.HeartbeatResult
-	(*EndTransactionRequest)(nil),        // 28: caerus.dls.v1.EndTransactionRequest
-	(*EndTransactionResponse)(nil),       // 29: caerus.dls.v1.EndTransactionResponse
-	(*WatchEventsRequest)(nil),           // 30: caerus.dls.v1.WatchEventsRequest
-	(*Event)(nil),                        // 31: caerus.dls.v1.Event
-	(*CycleMember)(nil),                  // 32: caerus.dls.v1.CycleMember
-	(*DeadlockResolved)(nil),             // 33: caerus.dls.v1.DeadlockResolved
-	(*TransactionExpired)(nil),           // 34: caerus.dls.v1.TransactionExpired
-	(*TransactionAborted)(nil),           // 35: caerus.dls.v1.TransactionAborted
-	(*LockRevoked)(nil),                  // 36: caerus.dls.v1.LockRevoked
+	(*DowngradeLockRequest)(nil),         // 17: caerus.dls.v1.DowngradeLockRequest
+	(*DowngradeLockResponse)(nil),        // 18: caerus.dls.v1.DowngradeLockResponse
+	(*VerifyFencingTokenRequest)(nil),    // 19: caerus.dls.v1.VerifyFencingTokenRequest
+	(*VerifyFencingTokenResponse)(nil),   // 20: caerus.dls.v1.VerifyFencingTokenResponse
+	(*ReleaseLockRequest)(nil),           // 21: caerus.dls.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),          // 22: caerus.dls.v1.ReleaseLockResponse
+	(*GetTransactionStatusRequest)(nil),  // 23: caerus.dls.v1.GetTransactionStatusRequest
+	(*HeldLock)(nil),                     // 24: caerus.dls.v1.HeldLock
+	(*PendingLock)(nil),                  // 25: caerus.dls.v1.PendingLock
+	(*GetTransactionStatusResponse)(nil), // 26: caerus.dls.v1.GetTransactionStatusResponse
+	(*HeartbeatRequest)(nil),             // 27: caerus.dls.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 28: caerus.dls.v1.HeartbeatResponse
+	(*HeartbeatResult)(nil),              // 29: caerus.dls.v1.HeartbeatResult
+	(*EndTransactionRequest)(nil),        // 30: caerus.dls.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),       // 31: caerus.dls.v1.EndTransactionResponse
+	(*WatchEventsRequest)(nil),           // 32: caerus.dls.v1.WatchEventsRequest
+	(*Event)(nil),                        // 33: caerus.dls.v1.Event
+	(*CycleMember)(nil),                  // 34: caerus.dls.v1.CycleMember
+	(*DeadlockResolved)(nil),             // 35: caerus.dls.v1.DeadlockResolved
+	(*TransactionExpired)(nil),           // 36: caerus.dls.v1.TransactionExpired
+	(*TransactionAborted)(nil),           // 37: caerus.dls.v1.TransactionAborted
+	(*LockRevoked)(nil),                  // 38: caerus.dls.v1.LockRevoked
 }
 var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
 	2,  // 0: caerus.dls.v1.ErrorDetail.kind:type_name -> caerus.dls.v1.ErrorKind
 	3,  // 1: caerus.dls.v1.ErrorDetail.end_cause:type_name -> caerus.dls.v1.EndCause
-	33, // 2: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
+	35, // 2: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
 	0,  // 3: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
 	7,  // 4: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
 	11, // 5: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
@@ -3113,51 +3253,54 @@ var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
 	11, // 11: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
 	16, // 12: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
 	12, // 13: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
-	0,  // 14: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
-	0,  // 15: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
-	1,  // 16: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
-	22, // 17: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
-	23, // 18: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
-	3,  // 19: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
-	27, // 20: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
-	6,  // 21: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
-	1,  // 22: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	5,  // 23: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
-	5,  // 24: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
-	33, // 25: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
-	34, // 26: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
-	35, // 27: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
-	36, // 28: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
-	0,  // 29: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
-	32, // 30: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
-	4,  // 31: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
-	22, // 32: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
-	22, // 33: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
-	0,  // 34: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
-	3,  // 35: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
-	7,  // 36: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
-	9,  // 37: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
-	14, // 38: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
-	19, // 39: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
-	21, // 40: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
-	25, // 41: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
-	28, // 42: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
-	30, // 43: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
-	17, // 44: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
-	8,  // 45: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
-	10, // 46: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
-	15, // 47: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
-	20, // 48: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
-	24, // 49: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
-	26, // 50: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
-	29, // 51: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
-	31, // 52: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
-	18, // 53: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
-	45, // [45:54] is the sub-list for method output_type
-	36, // [36:45] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	12, // 14: caerus.dls.v1.DowngradeLockResponse.lock:type_name -> caerus.dls.v1.Granted
+	0,  // 15: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
+	0,  // 16: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
+	1,  // 17: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
+	24, // 18: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
+	25, // 19: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
+	3,  // 20: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
+	29, // 21: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
+	6,  // 22: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
+	1,  // 23: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	5,  // 24: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
+	5,  // 25: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
+	35, // 26: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
+	36, // 27: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
+	37, // 28: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
+	38, // 29: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
+	0,  // 30: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
+	34, // 31: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
+	4,  // 32: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
+	24, // 33: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
+	24, // 34: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
+	0,  // 35: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
+	3,  // 36: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
+	7,  // 37: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
+	9,  // 38: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
+	14, // 39: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
+	21, // 40: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
+	17, // 41: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
+	23, // 42: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
+	27, // 43: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
+	30, // 44: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
+	32, // 45: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
+	19, // 46: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
+	8,  // 47: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
+	10, // 48: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
+	15, // 49: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
+	22, // 50: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
+	18, // 51: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
+	26, // 52: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
+	28, // 53: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
+	31, // 54: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
+	33, // 55: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
+	20, // 56: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
+	47, // [47:57] is the sub-list for method output_type
+	37, // [37:47] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_lock_service_proto_init() }
@@ -3173,7 +3316,7 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 		(*AcquireLocksResponse_Queued)(nil),
 		(*AcquireLocksResponse_Granted)(nil),
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[25].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[27].OneofWrappers = []any{
 		(*Event_DeadlockResolved)(nil),
 		(*Event_TransactionExpired)(nil),
 		(*Event_TransactionAborted)(nil),
@@ -3185,7 +3328,7 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_lock_service_proto_rawDesc), len(file_caerus_dls_v1_lock_service_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -67,6 +67,7 @@ const (
 	LockService_AcquireLock_FullMethodName          = "/caerus.dls.v1.LockService/AcquireLock"
 	LockService_AcquireLocks_FullMethodName         = "/caerus.dls.v1.LockService/AcquireLocks"
 	LockService_ReleaseLock_FullMethodName          = "/caerus.dls.v1.LockService/ReleaseLock"
+	LockService_DowngradeLock_FullMethodName        = "/caerus.dls.v1.LockService/DowngradeLock"
 	LockService_GetTransactionStatus_FullMethodName = "/caerus.dls.v1.LockService/GetTransactionStatus"
 	LockService_Heartbeat_FullMethodName            = "/caerus.dls.v1.LockService/Heartbeat"
 	LockService_EndTransaction_FullMethodName       = "/caerus.dls.v1.LockService/EndTransaction"
@@ -135,6 +136,12 @@ type LockServiceClient interface {
 	// transaction does not hold is not an error (released = false). If the transaction is
 	// still waiting for that key, the wait is withdrawn (its stream ends with CANCELLED).
 	ReleaseLock(ctx context.Context, in *ReleaseLockRequest, opts ...grpc.CallOption) (*ReleaseLockResponse, error)
+	// Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
+	// fencing token (no gap in which another writer could take the key), and lets the
+	// readers queued behind it in; writers keep waiting. A SHARED_READ hold is left as it is.
+	// held = false when the transaction does not hold the lock (not an error). Retry-safe
+	// with request_id.
+	DowngradeLock(ctx context.Context, in *DowngradeLockRequest, opts ...grpc.CallOption) (*DowngradeLockResponse, error)
 	// Reads a transaction's state, its held locks and its pending wait. Linearizable:
 	// served by the leader after confirming its leadership. Finished transactions are
 	// remembered for a retention window (10 minutes by default), then NOT_FOUND.
@@ -229,6 +236,16 @@ func (c *lockServiceClient) ReleaseLock(ctx context.Context, in *ReleaseLockRequ
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReleaseLockResponse)
 	err := c.cc.Invoke(ctx, LockService_ReleaseLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) DowngradeLock(ctx context.Context, in *DowngradeLockRequest, opts ...grpc.CallOption) (*DowngradeLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DowngradeLockResponse)
+	err := c.cc.Invoke(ctx, LockService_DowngradeLock_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -355,6 +372,12 @@ type LockServiceServer interface {
 	// transaction does not hold is not an error (released = false). If the transaction is
 	// still waiting for that key, the wait is withdrawn (its stream ends with CANCELLED).
 	ReleaseLock(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error)
+	// Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
+	// fencing token (no gap in which another writer could take the key), and lets the
+	// readers queued behind it in; writers keep waiting. A SHARED_READ hold is left as it is.
+	// held = false when the transaction does not hold the lock (not an error). Retry-safe
+	// with request_id.
+	DowngradeLock(context.Context, *DowngradeLockRequest) (*DowngradeLockResponse, error)
 	// Reads a transaction's state, its held locks and its pending wait. Linearizable:
 	// served by the leader after confirming its leadership. Finished transactions are
 	// remembered for a retention window (10 minutes by default), then NOT_FOUND.
@@ -408,6 +431,9 @@ func (UnimplementedLockServiceServer) AcquireLocks(*AcquireLocksRequest, grpc.Se
 }
 func (UnimplementedLockServiceServer) ReleaseLock(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseLock not implemented")
+}
+func (UnimplementedLockServiceServer) DowngradeLock(context.Context, *DowngradeLockRequest) (*DowngradeLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DowngradeLock not implemented")
 }
 func (UnimplementedLockServiceServer) GetTransactionStatus(context.Context, *GetTransactionStatusRequest) (*GetTransactionStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTransactionStatus not implemented")
@@ -499,6 +525,24 @@ func _LockService_ReleaseLock_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LockServiceServer).ReleaseLock(ctx, req.(*ReleaseLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_DowngradeLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DowngradeLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).DowngradeLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_DowngradeLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).DowngradeLock(ctx, req.(*DowngradeLockRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -600,6 +644,10 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseLock",
 			Handler:    _LockService_ReleaseLock_Handler,
+		},
+		{
+			MethodName: "DowngradeLock",
+			Handler:    _LockService_DowngradeLock_Handler,
 		},
 		{
 			MethodName: "GetTransactionStatus",

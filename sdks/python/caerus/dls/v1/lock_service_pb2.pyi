@@ -219,6 +219,26 @@ class LocksGranted(_message.Message):
     locks: _containers.RepeatedCompositeFieldContainer[Granted]
     def __init__(self, locks: _Optional[_Iterable[_Union[Granted, _Mapping]]] = ...) -> None: ...
 
+class DowngradeLockRequest(_message.Message):
+    __slots__ = ("transaction_id", "namespace", "key", "request_id")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    namespace: str
+    key: str
+    request_id: str
+    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DowngradeLockResponse(_message.Message):
+    __slots__ = ("held", "lock")
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    LOCK_FIELD_NUMBER: _ClassVar[int]
+    held: bool
+    lock: Granted
+    def __init__(self, held: _Optional[bool] = ..., lock: _Optional[_Union[Granted, _Mapping]] = ...) -> None: ...
+
 class VerifyFencingTokenRequest(_message.Message):
     __slots__ = ("namespace", "key", "fencing_token")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]

@@ -55,6 +55,11 @@ class LockServiceStub:
                 request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockRequest.SerializeToString,
                 response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockResponse.FromString,
                 _registered_method=True)
+        self.DowngradeLock = channel.unary_unary(
+                '/caerus.dls.v1.LockService/DowngradeLock',
+                request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.DowngradeLockRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.DowngradeLockResponse.FromString,
+                _registered_method=True)
         self.GetTransactionStatus = channel.unary_unary(
                 '/caerus.dls.v1.LockService/GetTransactionStatus',
                 request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.GetTransactionStatusRequest.SerializeToString,
@@ -160,6 +165,17 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DowngradeLock(self, request, context):
+        """Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
+        fencing token (no gap in which another writer could take the key), and lets the
+        readers queued behind it in; writers keep waiting. A SHARED_READ hold is left as it is.
+        held = false when the transaction does not hold the lock (not an error). Retry-safe
+        with request_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetTransactionStatus(self, request, context):
         """Reads a transaction's state, its held locks and its pending wait. Linearizable:
         served by the leader after confirming its leadership. Finished transactions are
@@ -239,6 +255,11 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.ReleaseLock,
                     request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockRequest.FromString,
                     response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockResponse.SerializeToString,
+            ),
+            'DowngradeLock': grpc.unary_unary_rpc_method_handler(
+                    servicer.DowngradeLock,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.DowngradeLockRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.DowngradeLockResponse.SerializeToString,
             ),
             'GetTransactionStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTransactionStatus,
@@ -375,6 +396,33 @@ class LockService:
             '/caerus.dls.v1.LockService/ReleaseLock',
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockRequest.SerializeToString,
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DowngradeLock(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.LockService/DowngradeLock',
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.DowngradeLockRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.DowngradeLockResponse.FromString,
             options,
             channel_credentials,
             insecure,

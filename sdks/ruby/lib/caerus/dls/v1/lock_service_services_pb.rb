@@ -115,6 +115,12 @@ module Caerus
           # transaction does not hold is not an error (released = false). If the transaction is
           # still waiting for that key, the wait is withdrawn (its stream ends with CANCELLED).
           rpc :ReleaseLock, ::Caerus::Dls::V1::ReleaseLockRequest, ::Caerus::Dls::V1::ReleaseLockResponse
+          # Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
+          # fencing token (no gap in which another writer could take the key), and lets the
+          # readers queued behind it in; writers keep waiting. A SHARED_READ hold is left as it is.
+          # held = false when the transaction does not hold the lock (not an error). Retry-safe
+          # with request_id.
+          rpc :DowngradeLock, ::Caerus::Dls::V1::DowngradeLockRequest, ::Caerus::Dls::V1::DowngradeLockResponse
           # Reads a transaction's state, its held locks and its pending wait. Linearizable:
           # served by the leader after confirming its leadership. Finished transactions are
           # remembered for a retention window (10 minutes by default), then NOT_FOUND.
