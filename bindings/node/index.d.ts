@@ -30,7 +30,7 @@ export declare namespace Dls {
 
   type TransactionState = 'ACTIVE' | 'COMMITTED' | 'ABORTED' | 'EXPIRED';
   /** What ended a transaction, as the server recorded it. */
-  type EndCause = 'COMMITTED' | 'CLIENT_ABORT' | 'LEASE_EXPIRED' | 'DEADLOCK_VICTIM' | 'OPERATOR_ABORT';
+  type EndCause = 'COMMITTED' | 'CLIENT_ABORT' | 'LEASE_EXPIRED' | 'DEADLOCK_VICTIM' | 'OPERATOR_ABORT' | 'MAX_DURATION_EXCEEDED';
 
   type EventKind = 'DEADLOCK_RESOLVED' | 'TRANSACTION_EXPIRED' | 'TRANSACTION_ABORTED' | 'LOCK_REVOKED';
 
@@ -67,6 +67,8 @@ export declare namespace Dls {
     priority?: number;
     /** A label shown by operator tools and events. */
     name?: string;
+    /** The server ends the transaction this long after it began, heartbeats or not (100 ms – 7 days). */
+    maxDurationMs?: number;
   }
 
   interface AcquireOptions {
@@ -80,6 +82,22 @@ export declare namespace Dls {
     mode: LockMode;
     /** Cluster-wide strictly increasing token of this grant (u64). Pass it to your storage. */
     fencingToken: bigint;
+  }
+
+  /** One lock of `acquireLocks`. */
+  interface LockRequest {
+    namespace: string;
+    key: string;
+    /** Default EXCLUSIVE. */
+    mode?: LockMode;
+  }
+
+  /** The answer of `verifyFencingToken`. */
+  interface TokenCheck {
+    /** Whether the token is held on the key right now. */
+    current: boolean;
+    /** The tokens of the key's current holders (several for SHARED_READ, none when free). */
+    currentTokens: bigint[];
   }
 
   interface PendingLock {
@@ -177,6 +195,8 @@ export declare namespace Dls {
     priority?: number;
     /** Label shown in status and events. */
     name?: string;
+    /** The server ends the transaction this long after it began, heartbeats or not. */
+    maxDurationMs?: number;
   }
 
   /** A lock held by its own transaction (from `lock`): `await using held = await dls.lock(ns, key)`. */
@@ -214,6 +234,8 @@ export declare namespace Dls {
     withTransaction<T>(fn: (tx: Transaction) => Promise<T> | T, options?: TransactionOptions): Promise<T>;
     /** Any transaction's status, by id. */
     transactionStatus(id: bigint | number): Promise<TransactionStatus>;
+    /** Whether a fencing token is the current grant of a key (linearizable; no transaction needed). */
+    verifyFencingToken(namespace: string, key: string, fencingToken: bigint | number): Promise<TokenCheck>;
     /** Operator call (admin key on a server with keys): aborts a transaction; resolves with its final state. */
     abortTransaction(id: bigint | number, reason?: string): Promise<TransactionState>;
     /** Follows the event log from a cursor, across leader changes: `for await (const e of dls.watchEvents())`. */
@@ -239,6 +261,10 @@ export declare namespace Dls {
     readonly lostReason: LostReason | null;
     /** Takes a lock, waiting in the key's FIFO queue up to `options.timeoutMs` (0: a try-lock, answered at once). */
     acquireLock(namespace: string, key: string, mode?: LockMode, options?: AcquireOptions): Promise<Lock>;
+    /** Takes every lock together or none (one request, one token per lock), in the order given. */
+    acquireLocks(locks: LockRequest[], options?: AcquireOptions): Promise<Lock[]>;
+    /** EXCLUSIVE -> SHARED_READ in place, keeping the fencing token; null if the lock was not held. */
+    downgrade(namespace: string, key: string): Promise<Lock | null>;
     /** Releases one lock early; resolves with whether it was held (or waited for). */
     release(namespace: string, key: string): Promise<boolean>;
     /** The transaction as the leader sees it. */

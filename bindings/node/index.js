@@ -131,8 +131,8 @@ function toBigInt(value, what) {
 
 function txOptions(opts) {
   if (opts == null) return null;
-  const { timeoutMs, priority, name } = opts;
-  return { timeoutMs, priority, name };
+  const { timeoutMs, priority, name, maxDurationMs } = opts;
+  return { timeoutMs, priority, name, maxDurationMs };
 }
 
 function lostError(reason) {
@@ -195,6 +195,21 @@ class Transaction {
   /** Takes a lock; resolves with `{ namespace, key, mode, fencingToken }` (fencingToken: bigint). */
   acquireLock(namespace, key, mode = 'EXCLUSIVE', opts = {}) {
     return call(this.#native.acquireLock(namespace, key, mode, opts?.timeoutMs ?? null));
+  }
+
+  /**
+   * Takes every lock of `locks` (`[{ namespace, key, mode }]`, mode default EXCLUSIVE)
+   * together or none of them; resolves with the granted locks in the order asked.
+   */
+  acquireLocks(locks, opts = {}) {
+    if (!Array.isArray(locks)) throw new InvalidArgumentError('acquireLocks needs an array of { namespace, key, mode }');
+    const wanted = locks.map((l) => ({ namespace: l?.namespace, key: l?.key, mode: l?.mode ?? 'EXCLUSIVE' }));
+    return call(Promise.resolve().then(() => this.#native.acquireLocks(wanted, opts?.timeoutMs ?? null)));
+  }
+
+  /** EXCLUSIVE -> SHARED_READ in place, keeping the fencing token; resolves with the lock, or null if not held. */
+  downgrade(namespace, key) {
+    return call(this.#native.downgrade(namespace, key));
   }
 
   /** Releases one lock early; resolves with whether the transaction held (or waited for) it. */
@@ -334,7 +349,7 @@ class DlsClient {
    */
   async lock(namespace, key, opts = {}) {
     const o = opts ?? {};
-    const tx = this.transaction({ timeoutMs: o.leaseMs, priority: o.priority, name: o.name });
+    const tx = this.transaction({ timeoutMs: o.leaseMs, priority: o.priority, name: o.name, maxDurationMs: o.maxDurationMs });
     let lock;
     try {
       lock = await tx.acquireLock(namespace, key, o.mode ?? 'EXCLUSIVE', { timeoutMs: o.timeoutMs });
@@ -364,7 +379,7 @@ class DlsClient {
     const o = opts ?? {};
     return this.withTransaction(
       async (tx) => fn(await tx.acquireLock(namespace, key, o.mode ?? 'EXCLUSIVE', { timeoutMs: o.timeoutMs }), tx),
-      { timeoutMs: o.leaseMs, priority: o.priority, name: o.name },
+      { timeoutMs: o.leaseMs, priority: o.priority, name: o.name, maxDurationMs: o.maxDurationMs },
     );
   }
 
@@ -424,6 +439,18 @@ class DlsClient {
   /** Any transaction's status, by id. */
   transactionStatus(id) {
     return call(Promise.resolve().then(() => this.#native.transactionStatus(toBigInt(id, 'id'))));
+  }
+
+  /**
+   * Whether `fencingToken` is the current grant of `namespace`/`key` (a linearizable read
+   * on the leader; no transaction): resolves with `{ current, currentTokens }`.
+   */
+  verifyFencingToken(namespace, key, fencingToken) {
+    return call(
+      Promise.resolve().then(() =>
+        this.#native.verifyFencingToken(namespace, key, toBigInt(fencingToken, 'fencingToken')),
+      ),
+    );
   }
 
   /** Operator call: aborts any transaction; resolves with its final state. */

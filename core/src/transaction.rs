@@ -135,6 +135,7 @@ pub(crate) fn begin_request(opts: TransactionOptions) -> Result<pb::BeginTransac
         priority: opts.priority,
         name: opts.name.unwrap_or_default(),
         request_id: new_request_id(),
+        max_duration_ms: ms_to_wire("transaction max_duration_ms", opts.max_duration_ms.unwrap_or(0))?,
     })
 }
 

@@ -238,7 +238,7 @@ impl LostKind {
     /// foreign commit is, for this holder, an abort.
     pub fn from_cause(cause: EndCause) -> LostKind {
         match cause {
-            EndCause::LeaseExpired => LostKind::Expired,
+            EndCause::LeaseExpired | EndCause::MaxDurationExceeded => LostKind::Expired,
             EndCause::DeadlockVictim => LostKind::DeadlockVictim,
             EndCause::Committed | EndCause::ClientAbort | EndCause::OperatorAbort => LostKind::Aborted,
         }
@@ -261,11 +261,15 @@ pub struct TransactionOptions {
     pub priority: i32,
     /// Label shown in status and server events, at most 256 bytes.
     pub name: Option<String>,
+    /// The longest the transaction may live, in milliseconds (100..=604800000), however its
+    /// lease is renewed: past it the server ends it (lost with cause
+    /// [`EndCause::MaxDurationExceeded`]) and releases its locks. `None` (default): no bound.
+    pub max_duration_ms: Option<u64>,
 }
 
 impl Default for TransactionOptions {
     fn default() -> Self {
-        TransactionOptions { timeout_ms: 15_000, priority: 0, name: None }
+        TransactionOptions { timeout_ms: 15_000, priority: 0, name: None, max_duration_ms: None }
     }
 }
 
@@ -295,6 +299,12 @@ impl TransactionOptions {
     /// Sets the label.
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Bounds the transaction's life to `max_duration_ms` from its begin (see the field).
+    pub fn with_max_duration_ms(mut self, max_duration_ms: u64) -> Self {
+        self.max_duration_ms = Some(max_duration_ms);
         self
     }
 }

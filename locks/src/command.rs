@@ -58,6 +58,13 @@ pub enum Command {
     /// Turn an EXCLUSIVE hold into SHARED_READ in place, keeping its token, and let the
     /// readers queued behind it in. A SHARED_READ hold is left as it is.
     Downgrade { txn: TxnId, request_id: Option<String>, lock: LockKey },
+    /// A begin with options added since the first release (and, for the one-shot start,
+    /// its first acquire): answers like `Begin` (or `BeginAcquire`). Options are a list of
+    /// enum values so a new option needs neither a new command nor a new layout.
+    BeginWith { begin: Begin, options: Vec<BeginOption>, acquire: Option<AcquireRequest> },
+    /// The leader saw a bounded transaction's maximum duration pass (see
+    /// `BeginOption::MaxDurationMs`); applied only if it really has by the log's clock.
+    EndOverdue { txn: TxnId },
     // New variants go last: bincode numbers variants in order, and logs written by an
     // older version must keep decoding.
 }
@@ -70,6 +77,14 @@ pub struct Begin {
     pub priority: i32,
     pub name: String,
     pub owner: String,
+}
+
+/// An option of `Command::BeginWith`. New options go last (bincode numbers variants).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BeginOption {
+    /// End the transaction this long after its begin (by the proposing leader's clock),
+    /// however its lease is renewed.
+    MaxDurationMs(u64),
 }
 
 /// The `Acquire` fields of a one-shot `BeginAcquire` (the transaction is the new one).

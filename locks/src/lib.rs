@@ -18,7 +18,7 @@ mod table_props;
 #[cfg(test)]
 mod table_tests;
 
-pub use command::{AcquireRequest, AcquireStatus, Begin, Command, LogCommand, Outcome, Rejection};
+pub use command::{AcquireRequest, AcquireStatus, Begin, BeginOption, Command, LogCommand, Outcome, Rejection};
 pub use events::{revoke_cause, CycleMember, Event, EventDetail, EventKind};
 pub use table::{Effect, LockTable, Txn};
 pub use types::{EndCause, FencingToken, Grant, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
-use super::command::{AcquireStatus, Command, LogCommand, Outcome};
+use super::command::{AcquireStatus, Begin, BeginOption, Command, LogCommand, Outcome};
 use super::queue::Waiter;
 use super::table::LockTable;
 use super::types::{LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
@@ -23,6 +23,12 @@ const KEYS: [&str; 3] = ["a", "b", "c"];
 enum Op {
     Begin {
         priority: i32,
+        /// A bounded transaction: its maximum duration.
+        max_ms: Option<u64>,
+    },
+    /// The leader's timer says the transaction's maximum duration passed.
+    Overdue {
+        t: usize,
     },
     Acquire {
         t: usize,
@@ -73,7 +79,9 @@ enum Op {
 
 fn single_op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        2 => (-1..2i32).prop_map(|priority| Op::Begin { priority }),
+        2 => (-1..2i32, prop::option::weighted(0.3, 1..8_000u64))
+            .prop_map(|(priority, max_ms)| Op::Begin { priority, max_ms }),
+        1 => (0..6usize).prop_map(|t| Op::Overdue { t }),
         6 => (0..6usize, 0..KEYS.len(), any::<bool>(), 0..3usize, prop::bool::weighted(0.25))
             .prop_map(|(t, k, exclusive, policy, try_lock)| Op::Acquire { t, k, exclusive, policy, try_lock }),
         3 => (0..6usize, 1..8u8, 0..8u8, prop::bool::weighted(0.25))
@@ -133,13 +141,25 @@ impl Run {
     fn command(&mut self, op: &Op) -> Option<Command> {
         let key = |k: usize| LockKey::new("ns", KEYS[k]);
         Some(match op {
-            Op::Begin { priority } => Command::Begin {
+            Op::Begin { priority, max_ms: None } => Command::Begin {
                 request_id: Some(self.fresh_id("b")),
                 lease_ms: 5_000,
                 priority: *priority,
                 name: String::new(),
                 owner: String::new(),
             },
+            Op::Begin { priority, max_ms: Some(ms) } => Command::BeginWith {
+                begin: Begin {
+                    request_id: Some(self.fresh_id("b")),
+                    lease_ms: 5_000,
+                    priority: *priority,
+                    name: String::new(),
+                    owner: String::new(),
+                },
+                options: vec![BeginOption::MaxDurationMs(*ms)],
+                acquire: None,
+            },
+            Op::Overdue { t } => Command::EndOverdue { txn: self.pick(*t)? },
             Op::Acquire { t, k, exclusive, policy, try_lock } => {
                 let cmd = Command::Acquire {
                     txn: self.pick(*t)?,
@@ -212,10 +232,29 @@ impl Run {
             }
         }
         check_try_lock(&before, &entry.cmd, &outcome)?;
+        check_overdue(&before, &entry, &self.table)?;
         self.log.push(entry);
         self.outcomes.push(outcome);
         check_step(&before, &self.table)
     }
+}
+
+/// An overdue end ends a bounded transaction exactly when its deadline passed by the log's
+/// clock, as EXPIRED with cause MaxDurationExceeded; otherwise it changes nothing.
+fn check_overdue(before: &LockTable, entry: &LogCommand, after: &LockTable) -> Result<(), TestCaseError> {
+    let Command::EndOverdue { txn } = &entry.cmd else { return Ok(()) };
+    let active = before.txn(*txn).is_some_and(|t| t.state == TxnState::Active);
+    let due = before.deadline(*txn).is_some_and(|d| d <= entry.now_ms);
+    let ended = active
+        && after.txn(*txn).is_some_and(|t| {
+            t.state == TxnState::Expired && t.end_cause == Some(super::types::EndCause::MaxDurationExceeded)
+        });
+    prop_assert_eq!(ended, active && due, "overdue end of {}", txn);
+    if !ended {
+        prop_assert!(before.txn(*txn) == after.txn(*txn), "an overdue end that is not due changed {}", txn);
+        prop_assert_eq!(before.keys().count(), after.keys().count());
+    }
+    Ok(())
 }
 
 /// A new try-lock by an active transaction that waits for nothing is granted exactly when
@@ -364,6 +403,10 @@ fn check_table(t: &LockTable) -> Result<(), TestCaseError> {
         // Nobody is left waiting who could have every key it waits for.
         prop_assert!(!could_go, "{} waits for {slots:?} although it could be granted", txn.id);
     }
+    // Only active transactions are bounded.
+    for (txn, _) in t.deadlines() {
+        prop_assert!(t.txn(txn).is_some_and(|x| x.state == TxnState::Active), "{txn} has a deadline but is not active");
+    }
     check_no_cycle(t)
 }
 
@@ -427,6 +470,7 @@ proptest! {
             head.apply(entry);
         }
         let mut restored: LockTable = bincode::deserialize(&bincode::serialize(&head).unwrap()).unwrap();
+        restored.restore_sections(head.sections()).unwrap();
         for (entry, outcome) in run.log[at..].iter().zip(&run.outcomes[at..]) {
             prop_assert_eq!(&restored.apply(entry), outcome);
         }

@@ -46,6 +46,7 @@ wire_enum!(EndCause <=> EndCause {
     LeaseExpired = LeaseExpired,
     DeadlockVictim = DeadlockVictim,
     OperatorAbort = OperatorAbort,
+    MaxDurationExceeded = MaxDurationExceeded,
 });
 wire_enum!(EventKind <=> EventKind {
     DeadlockResolved = DeadlockResolved,
@@ -105,6 +106,7 @@ mod tests {
             EndCause::LeaseExpired,
             EndCause::DeadlockVictim,
             EndCause::OperatorAbort,
+            EndCause::MaxDurationExceeded,
         ] {
             assert_eq!(EndCause::from_wire(c.to_wire()), Some(c));
             assert_eq!(pb::EndCause::try_from(c.to_wire()).unwrap().as_str_name(), format!("END_CAUSE_{}", c.as_str()));

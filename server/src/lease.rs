@@ -112,6 +112,8 @@ pub enum RenewError {
 pub struct Due {
     pub expire: Vec<TxnId>,
     pub cancel_waits: Vec<(TxnId, String)>,
+    /// Bounded transactions whose maximum duration passed.
+    pub overdue: Vec<TxnId>,
 }
 
 #[derive(Default)]
@@ -125,6 +127,15 @@ struct Timers {
     expiring: HashMap<TxnId, Duration>,
     /// When to propose the expiry of an expiring lease again (its last proposal failed).
     expiry_retries: DeadlineQueue<TxnId>,
+    /// Maximum durations of bounded transactions. Absolute (from the begin, by the
+    /// leaders' clocks): never restarted by a new leadership, unlike leases.
+    overdue: DeadlineQueue<TxnId>,
+}
+
+/// The instant of `deadline_ms` (ms since the Unix epoch) on this node's clocks.
+fn instant_of(deadline_ms: u64, now: Instant) -> Instant {
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    now + Duration::from_millis(deadline_ms).saturating_sub(wall)
 }
 
 #[derive(Default)]
@@ -140,7 +151,11 @@ impl Leases {
         for e in effects {
             match e {
                 Effect::TxnBegun { txn, lease_ms } => t.leases.start(*txn, Duration::from_millis(*lease_ms), now),
+                Effect::DeadlineSet { txn, deadline_ms } => {
+                    t.overdue.set(*txn, instant_of(*deadline_ms, now), Duration::ZERO)
+                }
                 Effect::TxnFinished { txn, .. } => {
+                    t.overdue.remove(txn);
                     t.leases.remove(txn);
                     t.expiring.remove(txn);
                     t.expiry_retries.remove(txn);
@@ -167,6 +182,10 @@ impl Leases {
         t.waits.clear();
         t.expiring.clear();
         t.expiry_retries.clear();
+        t.overdue.clear();
+        for (txn, deadline_ms) in table.deadlines() {
+            t.overdue.set(txn, instant_of(deadline_ms, now), Duration::ZERO);
+        }
         for txn in table.active_txns() {
             t.leases.start(txn.id, Duration::from_millis(txn.lease_ms), now);
             if let Some((request_id, wait_ms)) = table.pending_wait(txn.id) {
@@ -215,7 +234,8 @@ impl Leases {
         t.expiring.extend(due_leases);
         expire.extend(t.expiry_retries.pop_due(now).into_iter().map(|(txn, _)| txn));
         let cancel_waits = t.waits.pop_due(now).into_iter().map(|(k, _)| k).collect();
-        Due { expire, cancel_waits }
+        let overdue = t.overdue.pop_due(now).into_iter().map(|(txn, _)| txn).collect();
+        Due { expire, cancel_waits, overdue }
     }
 
     /// An expiry proposal failed or timed out: propose it again `after` from now. The
@@ -225,6 +245,14 @@ impl Leases {
         let mut t = self.timers.lock().expect("timers lock");
         if t.expiring.contains_key(&txn) {
             t.expiry_retries.start(txn, after, now);
+        }
+    }
+
+    /// An overdue end was not applied (not committed, or not due yet by the log's clock):
+    /// ask again `after` from now, unless the transaction ended meanwhile.
+    pub fn retry_overdue(&self, table: &LockTable, txn: TxnId, after: Duration, now: Instant) {
+        if table.deadline(txn).is_some() {
+            self.timers.lock().expect("timers lock").overdue.start(txn, after, now);
         }
     }
 

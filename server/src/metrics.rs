@@ -25,12 +25,13 @@ pub const WAIT_BUCKETS: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 /// unmeasured (they are still counted in `dls_waits_total`).
 const MAX_TRACKED_WAITS: usize = 100_000;
 
-const END_CAUSES: [EndCause; 5] = [
+const END_CAUSES: [EndCause; 6] = [
     EndCause::Committed,
     EndCause::ClientAbort,
     EndCause::LeaseExpired,
     EndCause::DeadlockVictim,
     EndCause::OperatorAbort,
+    EndCause::MaxDurationExceeded,
 ];
 
 fn cause_label(cause: EndCause) -> &'static str {
@@ -40,6 +41,7 @@ fn cause_label(cause: EndCause) -> &'static str {
         EndCause::LeaseExpired => "expired",
         EndCause::DeadlockVictim => "deadlock_victim",
         EndCause::OperatorAbort => "operator_abort",
+        EndCause::MaxDurationExceeded => "max_duration",
     }
 }
 
@@ -153,7 +155,10 @@ impl Metrics {
                     self.wait_started(*txn, request_id);
                 }
                 Effect::WaitEnded { txn, request_id, granted } => self.wait_ended(*txn, request_id, *granted),
-                Effect::TxnChanged { .. } | Effect::QueueMoved { .. } | Effect::EventsAppended => {}
+                Effect::TxnChanged { .. }
+                | Effect::QueueMoved { .. }
+                | Effect::EventsAppended
+                | Effect::DeadlineSet { .. } => {}
             }
         }
     }

@@ -658,6 +658,17 @@ impl Node {
                         }
                     });
                 }
+                for txn in due.overdue {
+                    let n = node.clone();
+                    tokio::spawn(async move {
+                        tracing::info!(txn, "maximum duration passed; ending the transaction");
+                        let ended = matches!(n.propose(Command::EndOverdue { txn }).await, Ok(Outcome::Ended { .. }));
+                        if !ended {
+                            let st = n.state().read().expect("state lock");
+                            n.leases.retry_overdue(&st.table, txn, Duration::from_millis(200), Instant::now());
+                        }
+                    });
+                }
                 for (txn, request_id) in due.cancel_waits {
                     let n = node.clone();
                     tokio::spawn(async move {

@@ -16,6 +16,7 @@ async fn begin(c: &mut LockServiceClient<Channel>, timeout_ms: i64) -> Result<u6
             priority: 0,
             name: "t".into(),
             request_id: String::new(),
+            ..Default::default()
         })
         .await?;
     Ok(r.into_inner().transaction_id)
@@ -61,11 +62,21 @@ async fn bad_inputs_are_refused_with_the_right_status_and_change_nothing() {
     for bad in [0, -1, 99, 3_600_001] {
         assert_status(begin(&mut c, bad).await, Code::InvalidArgument, "INVALID_ARGUMENT", "timeout_ms");
     }
-    let long_name =
-        BeginTransactionRequest { timeout_ms: 1000, priority: 0, name: "n".repeat(300), request_id: String::new() };
+    let long_name = BeginTransactionRequest {
+        timeout_ms: 1000,
+        priority: 0,
+        name: "n".repeat(300),
+        request_id: String::new(),
+        ..Default::default()
+    };
     assert_status(c.begin_transaction(long_name).await, Code::InvalidArgument, "INVALID_ARGUMENT", "name");
-    let bad_id =
-        BeginTransactionRequest { timeout_ms: 1000, priority: 0, name: String::new(), request_id: "no spaces!".into() };
+    let bad_id = BeginTransactionRequest {
+        timeout_ms: 1000,
+        priority: 0,
+        name: String::new(),
+        request_id: "no spaces!".into(),
+        ..Default::default()
+    };
     assert_status(c.begin_transaction(bad_id).await, Code::InvalidArgument, "INVALID_ARGUMENT", "request_id");
 
     let txn = begin(&mut c, 30_000).await.unwrap();
@@ -171,8 +182,13 @@ async fn bad_inputs_are_refused_with_the_right_status_and_change_nothing() {
 async fn oversized_requests_are_refused() {
     let cluster = Cluster::start(1).await;
     let mut c = raw_client(&cluster.endpoints()[0]).await;
-    let huge =
-        BeginTransactionRequest { timeout_ms: 1000, priority: 0, name: "n".repeat(100_000), request_id: String::new() };
+    let huge = BeginTransactionRequest {
+        timeout_ms: 1000,
+        priority: 0,
+        name: "n".repeat(100_000),
+        request_id: String::new(),
+        ..Default::default()
+    };
     let s = c.begin_transaction(huge).await.expect_err("a 100 KB request must be refused");
     assert_eq!(s.code(), Code::OutOfRange, "{s:?}");
 }

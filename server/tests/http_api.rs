@@ -343,3 +343,31 @@ async fn the_playground_and_openapi_are_served_by_the_binary() {
     let html = String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
     assert!(!html.contains("http://") && !html.contains("https://"), "the page must not load anything from elsewhere");
 }
+
+#[tokio::test]
+async fn a_bounded_transaction_ends_over_http_and_a_bad_bound_is_refused() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+    let (status, v) =
+        call(&h, "POST", "/api/v1/transactions", json!({"timeout_ms": 10_000, "max_duration_ms": 10}), None).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("max_duration_ms"), "{v}");
+
+    // No heartbeat is needed for the 10 s lease to outlive the 300 ms bound.
+    let v = ok(&h, "POST", "/api/v1/transactions", json!({"timeout_ms": 10_000, "max_duration_ms": 300})).await;
+    let id = v["transaction_id"].as_str().unwrap().to_string();
+    ok(&h, "POST", &format!("/api/v1/transactions/{id}/locks"), acquire_body("bounded", false)).await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let ended = loop {
+        let s = ok(&h, "GET", &format!("/api/v1/transactions/{id}"), Value::Null).await;
+        if s["state"] != "ACTIVE" || tokio::time::Instant::now() > deadline {
+            break s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        (ended["state"].as_str(), ended["end_cause"].as_str()),
+        (Some("EXPIRED"), Some("MAX_DURATION_EXCEEDED"))
+    );
+    assert_eq!(ended["locks"], json!([]));
+}

@@ -26,7 +26,13 @@ fn req<T>(msg: T, key: Option<&str>) -> Request<T> {
 }
 
 fn begin_req(request_id: &str) -> BeginTransactionRequest {
-    BeginTransactionRequest { timeout_ms: 60_000, priority: 0, name: "t".into(), request_id: request_id.into() }
+    BeginTransactionRequest {
+        timeout_ms: 60_000,
+        priority: 0,
+        name: "t".into(),
+        request_id: request_id.into(),
+        ..Default::default()
+    }
 }
 
 async fn begin(c: &mut LockServiceClient<Channel>, key: Option<&str>, request_id: &str) -> Result<u64, Status> {

@@ -34,6 +34,7 @@ fn one_shot(key: &str, begin_id: &str, acquire_id: &str) -> pb::AcquireLockReque
             priority: 0,
             name: "one-shot".into(),
             request_id: begin_id.into(),
+            ..Default::default()
         }),
     }
 }
@@ -161,6 +162,7 @@ async fn bad_one_shots_are_refused_and_start_nothing() {
             priority: 0,
             name: String::new(),
             request_id: String::new(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -133,6 +133,7 @@ async fn cycle(mut c: LockServiceClient<Channel>, key: &str, id: u64, leak: bool
         priority: 0,
         name: "flood".into(),
         request_id: format!("f{id}"),
+        ..Default::default()
     };
     let Some(r) = tally.call(c.begin_transaction(keyed(begin, key))).await else { return false };
     let txn = r.into_inner().transaction_id;

@@ -149,6 +149,7 @@ async fn an_expired_lease_frees_the_locks_for_the_next_waiter() {
             priority: 0,
             name: "silent".into(),
             request_id: String::new(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -288,6 +289,7 @@ async fn retries_with_the_same_request_id_get_the_first_answer() {
         priority: 0,
         name: String::new(),
         request_id: "begin-1".into(),
+        ..Default::default()
     };
     let t1 = raw.begin_transaction(begin.clone()).await.unwrap().into_inner().transaction_id;
     let t2 = raw.begin_transaction(begin).await.unwrap().into_inner().transaction_id;
@@ -328,6 +330,7 @@ async fn retries_with_the_same_request_id_get_the_first_answer() {
             priority: 0,
             name: String::new(),
             request_id: String::new(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -127,6 +127,9 @@ pub enum EndCause {
     DeadlockVictim,
     /// Aborted by an operator (AdminService.AbortTransaction).
     OperatorAbort,
+    /// Ended by the server when its maximum duration (set at begin) passed, heartbeats or
+    /// not. New causes go last: the table's snapshots encode causes by position.
+    MaxDurationExceeded,
 }
 
 impl EndCause {
@@ -135,7 +138,7 @@ impl EndCause {
     pub fn state(self) -> TransactionState {
         match self {
             EndCause::Committed => TransactionState::Committed,
-            EndCause::LeaseExpired => TransactionState::Expired,
+            EndCause::LeaseExpired | EndCause::MaxDurationExceeded => TransactionState::Expired,
             EndCause::ClientAbort | EndCause::DeadlockVictim | EndCause::OperatorAbort => TransactionState::Aborted,
         }
     }
@@ -144,7 +147,10 @@ impl EndCause {
     /// them up): those releases are reported as revoked locks.
     #[inline]
     pub fn revokes(self) -> bool {
-        matches!(self, EndCause::LeaseExpired | EndCause::DeadlockVictim | EndCause::OperatorAbort)
+        matches!(
+            self,
+            EndCause::LeaseExpired | EndCause::DeadlockVictim | EndCause::OperatorAbort | EndCause::MaxDurationExceeded
+        )
     }
 
     /// The wire name, e.g. `"LEASE_EXPIRED"`.
@@ -155,6 +161,7 @@ impl EndCause {
             EndCause::LeaseExpired => "LEASE_EXPIRED",
             EndCause::DeadlockVictim => "DEADLOCK_VICTIM",
             EndCause::OperatorAbort => "OPERATOR_ABORT",
+            EndCause::MaxDurationExceeded => "MAX_DURATION_EXCEEDED",
         }
     }
 
@@ -166,6 +173,7 @@ impl EndCause {
             EndCause::LeaseExpired => "lease expired",
             EndCause::DeadlockVictim => "deadlock victim",
             EndCause::OperatorAbort => "aborted by operator",
+            EndCause::MaxDurationExceeded => "max duration exceeded",
         }
     }
 }
@@ -424,6 +432,8 @@ mod tests {
     fn causes_name_their_final_state_and_whether_locks_were_revoked() {
         assert_eq!(EndCause::Committed.state(), TransactionState::Committed);
         assert_eq!(EndCause::LeaseExpired.state(), TransactionState::Expired);
+        assert_eq!(EndCause::MaxDurationExceeded.state(), TransactionState::Expired);
+        assert!(EndCause::MaxDurationExceeded.revokes());
         for c in [EndCause::ClientAbort, EndCause::DeadlockVictim, EndCause::OperatorAbort] {
             assert_eq!(c.state(), TransactionState::Aborted, "{c}");
         }

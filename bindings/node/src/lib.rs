@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use caerus_core::{
     AcquireOptions, ClientConfig, DlsClient, Error as CoreError, Event, EventDetail, EventKind, EventStream, Lock,
-    LockMode, LostReason, Transaction, TransactionOptions, TransactionStatus, WatchOptions,
+    LockMode, LockRequest, LostReason, TokenCheck, Transaction, TransactionOptions, TransactionStatus, WatchOptions,
 };
 use napi::bindgen_prelude::{block_on, spawn, BigInt, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -83,6 +83,7 @@ pub struct TxOptions {
     pub timeout_ms: Option<f64>,
     pub priority: Option<i32>,
     pub name: Option<String>,
+    pub max_duration_ms: Option<f64>,
 }
 
 /// Options of an event watch.
@@ -112,6 +113,35 @@ impl From<Lock> for JsLock {
             fencing_token: BigInt::from(l.fencing_token),
         }
     }
+}
+
+/// One lock of an all-or-nothing `acquireLocks`.
+#[napi(object)]
+pub struct JsLockRequest {
+    pub namespace: String,
+    pub key: String,
+    pub mode: Option<String>,
+}
+
+/// The answer of `verifyFencingToken`.
+#[napi(object)]
+pub struct JsTokenCheck {
+    pub current: bool,
+    pub current_tokens: Vec<BigInt>,
+}
+
+impl From<TokenCheck> for JsTokenCheck {
+    fn from(c: TokenCheck) -> Self {
+        JsTokenCheck { current: c.current, current_tokens: c.current_tokens.into_iter().map(BigInt::from).collect() }
+    }
+}
+
+fn acquire_options(timeout_ms: Option<f64>) -> Result<AcquireOptions> {
+    let mut opts = AcquireOptions::default();
+    if let Some(ms) = ms_of(timeout_ms, "timeoutMs")? {
+        opts = opts.with_timeout_ms(ms);
+    }
+    Ok(opts)
 }
 
 /// A waiting lock request.
@@ -286,6 +316,9 @@ fn tx_options(opts: Option<TxOptions>) -> Result<TransactionOptions> {
         if let Some(n) = o.name {
             out = out.with_name(n);
         }
+        if let Some(ms) = ms_of(o.max_duration_ms, "maxDurationMs")? {
+            out = out.with_max_duration_ms(ms);
+        }
     }
     Ok(out)
 }
@@ -349,6 +382,21 @@ impl NativeClient {
     pub fn transaction_status<'env>(&self, env: &'env Env, id: BigInt) -> Result<Unknown<'env>> {
         let (client, id) = (self.client.clone(), u64_of(&id, "transaction id"));
         promise(env, async move { client.transaction_status(id?).await.map(JsTransactionStatus::from).map_err(to_js) })
+    }
+
+    /// Whether `fencing_token` is the current grant of the key (linearizable, no transaction).
+    #[napi(ts_return_type = "Promise<JsTokenCheck>")]
+    pub fn verify_fencing_token<'env>(
+        &self,
+        env: &'env Env,
+        namespace: String,
+        key: String,
+        fencing_token: BigInt,
+    ) -> Result<Unknown<'env>> {
+        let (client, token) = (self.client.clone(), u64_of(&fencing_token, "fencingToken"));
+        promise(env, async move {
+            client.verify_fencing_token(&namespace, &key, token?).await.map(JsTokenCheck::from).map_err(to_js)
+        })
     }
 
     /// Operator call: aborts any transaction; returns its final state.
@@ -434,14 +482,36 @@ impl NativeTransaction {
         timeout_ms: Option<f64>,
     ) -> Result<Unknown<'env>> {
         let tx = self.tx.clone();
-        let (mode, timeout_ms) = (mode_of(mode), ms_of(timeout_ms, "timeoutMs"));
+        let (mode, opts) = (mode_of(mode), acquire_options(timeout_ms));
+        promise(
+            env,
+            async move { tx.acquire_lock(&namespace, &key, mode?, opts?).await.map(JsLock::from).map_err(to_js) },
+        )
+    }
+
+    /// Every lock of `locks` together or none (all-or-nothing, one token per lock).
+    #[napi(ts_return_type = "Promise<JsLock[]>")]
+    pub fn acquire_locks<'env>(
+        &self,
+        env: &'env Env,
+        locks: Vec<JsLockRequest>,
+        timeout_ms: Option<f64>,
+    ) -> Result<Unknown<'env>> {
+        let tx = self.tx.clone();
+        let wanted: Result<Vec<LockRequest>> =
+            locks.into_iter().map(|l| Ok(LockRequest::new(l.namespace, l.key, mode_of(l.mode)?))).collect();
+        let opts = acquire_options(timeout_ms);
         promise(env, async move {
-            let mut opts = AcquireOptions::default();
-            if let Some(ms) = timeout_ms? {
-                opts = opts.with_timeout_ms(ms);
-            }
-            tx.acquire_lock(&namespace, &key, mode?, opts).await.map(JsLock::from).map_err(to_js)
+            let granted = tx.acquire_locks(&wanted?, opts?).await.map_err(to_js)?;
+            Ok(granted.into_iter().map(JsLock::from).collect::<Vec<_>>())
         })
+    }
+
+    /// EXCLUSIVE -> SHARED_READ in place, same token; null if the lock was not held.
+    #[napi(ts_return_type = "Promise<JsLock | null>")]
+    pub fn downgrade<'env>(&self, env: &'env Env, namespace: String, key: String) -> Result<Unknown<'env>> {
+        let tx = self.tx.clone();
+        promise(env, async move { tx.downgrade(&namespace, &key).await.map(|l| l.map(JsLock::from)).map_err(to_js) })
     }
 
     #[napi(ts_return_type = "Promise<boolean>")]

@@ -18,8 +18,14 @@ pub struct NativeClient {
     client: core::DlsClient,
 }
 
-fn tx_options(timeout_ms: Option<u64>, priority: i32, name: Option<String>) -> core::TransactionOptions {
+fn tx_options(
+    timeout_ms: Option<u64>,
+    priority: i32,
+    name: Option<String>,
+    max_duration_ms: Option<u64>,
+) -> core::TransactionOptions {
     let mut opts = core::TransactionOptions::default().with_priority(priority);
+    opts.max_duration_ms = max_duration_ms;
     if let Some(ms) = timeout_ms {
         opts = opts.with_timeout_ms(ms);
     }
@@ -82,22 +88,29 @@ pymethods_with_twins! {
 
         /// A transaction that begins with its first call (nothing is sent here): when that
         /// call is an acquire, the begin and the lock go in one request.
-        #[pyo3(signature = (timeout_ms=None, priority=0, name=None))]
-        fn transaction(&self, timeout_ms: Option<u64>, priority: i32, name: Option<String>) -> PyResult<NativeTransaction> {
-            let opts = tx_options(timeout_ms, priority, name);
+        #[pyo3(signature = (timeout_ms=None, priority=0, name=None, max_duration_ms=None))]
+        fn transaction(
+            &self,
+            timeout_ms: Option<u64>,
+            priority: i32,
+            name: Option<String>,
+            max_duration_ms: Option<u64>,
+        ) -> PyResult<NativeTransaction> {
+            let opts = tx_options(timeout_ms, priority, name, max_duration_ms);
             self.client.transaction(opts).map(NativeTransaction::new).map_err(to_py_err)
         }
     }
     twins {
-        #[pyo3(signature = (timeout_ms=None, priority=0, name=None))]
+        #[pyo3(signature = (timeout_ms=None, priority=0, name=None, max_duration_ms=None))]
         fn begin_transaction / begin_transaction_blocking(
             &self,
             timeout_ms: Option<u64>,
             priority: i32,
             name: Option<String>,
+            max_duration_ms: Option<u64>,
         ) -> NativeTransaction {
             let client = self.client.clone();
-            let opts = tx_options(timeout_ms, priority, name);
+            let opts = tx_options(timeout_ms, priority, name, max_duration_ms);
             async move { client.begin_transaction(opts).await.map(NativeTransaction::new) }
         }
 

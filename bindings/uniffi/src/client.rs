@@ -9,7 +9,7 @@ use crate::events::{EventStream, WatchOptions};
 use crate::options::{ClientConfig, TransactionOptions};
 use crate::runtime::{block_on, on_runtime};
 use crate::transaction::Transaction;
-use crate::types::{TransactionState, TransactionStatus};
+use crate::types::{TokenCheck, TransactionState, TransactionStatus};
 
 /// Connection to a cluster.
 #[derive(uniffi::Object)]
@@ -51,6 +51,18 @@ impl DlsClient {
     pub async fn transaction_status(&self, id: u64) -> Result<TransactionStatus, DlsError> {
         let client = self.client.clone();
         on_runtime(async move { Ok(client.transaction_status(id).await?.into()) }).await
+    }
+
+    /// Whether `fencing_token` is the current grant of `namespace`/`key` (a linearizable
+    /// read on the leader; no transaction needed). For storage that can ask before it writes.
+    pub async fn verify_fencing_token(
+        &self,
+        namespace: String,
+        key: String,
+        fencing_token: u64,
+    ) -> Result<TokenCheck, DlsError> {
+        let client = self.client.clone();
+        on_runtime(async move { Ok(client.verify_fencing_token(&namespace, &key, fencing_token).await?.into()) }).await
     }
 
     /// Operator call (admin key on a server with keys): aborts any transaction and

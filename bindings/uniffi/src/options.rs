@@ -68,6 +68,10 @@ pub struct TransactionOptions {
     /// A label shown by `dls locks` / `dls txn show` and in events.
     #[uniffi(default)]
     pub name: Option<String>,
+    /// The server ends the transaction this many milliseconds after it began, heartbeats
+    /// or not (100 ms .. 7 days; null: no bound).
+    #[uniffi(default)]
+    pub max_duration_ms: Option<u64>,
 }
 
 impl From<TransactionOptions> for core::TransactionOptions {
@@ -81,6 +85,9 @@ impl From<TransactionOptions> for core::TransactionOptions {
         }
         if let Some(n) = o.name {
             out = out.with_name(n);
+        }
+        if let Some(ms) = o.max_duration_ms {
+            out = out.with_max_duration_ms(ms);
         }
         out
     }

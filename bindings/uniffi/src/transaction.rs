@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use crate::errors::DlsError;
 use crate::runtime::{on_runtime, RUNTIME};
-use crate::types::{Lock, LockMode, LostKind, LostReason, TransactionStatus};
+use crate::types::{Lock, LockMode, LockRequest, LostKind, LostReason, TransactionStatus};
 
 /// Told once when a transaction is lost (lease expired, aborted, deadlock victim, lease
 /// unconfirmed). Implemented in Kotlin / Swift; called on a runtime thread of the SDK, so
@@ -65,6 +65,31 @@ impl Transaction {
             Ok(tx.acquire_lock(&namespace, &key, mode, opts).await?.into())
         })
         .await
+    }
+
+    /// Takes every lock of `locks` together or none of them (all-or-nothing, one fencing
+    /// token per lock, in the order given), waiting in each key's FIFO queue up to
+    /// `timeout_ms` (0: a try-lock; null: the server's default). Throws `LockTimeout` (the
+    /// transaction stays active, holding nothing new) or `DeadlockVictim`.
+    #[uniffi::method(default(timeout_ms))]
+    pub async fn acquire_locks(&self, locks: Vec<LockRequest>, timeout_ms: Option<u64>) -> Result<Vec<Lock>, DlsError> {
+        let tx = self.tx.clone();
+        on_runtime(async move {
+            let mut opts = core::AcquireOptions::default();
+            if let Some(ms) = timeout_ms {
+                opts = opts.with_timeout_ms(ms);
+            }
+            let wanted: Vec<core::LockRequest> = locks.into_iter().map(Into::into).collect();
+            Ok(tx.acquire_locks(&wanted, opts).await?.into_iter().map(Lock::from).collect())
+        })
+        .await
+    }
+
+    /// Turns a held EXCLUSIVE lock into SHARED_READ in place, keeping its fencing token
+    /// (queued readers come in). Returns the lock as now held, or null if it was not held.
+    pub async fn downgrade(&self, namespace: String, key: String) -> Result<Option<Lock>, DlsError> {
+        let tx = self.tx.clone();
+        on_runtime(async move { Ok(tx.downgrade(&namespace, &key).await?.map(Lock::from)) }).await
     }
 
     /// Releases one lock (or withdraws the wait for it); false if it was not held.

@@ -56,6 +56,37 @@ pub enum EndCause {
     LeaseExpired,
     DeadlockVictim,
     OperatorAbort,
+    /// The transaction reached the `max_duration_ms` it was begun with.
+    MaxDurationExceeded,
+}
+
+/// One lock of an all-or-nothing `acquire_locks`.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct LockRequest {
+    pub namespace: String,
+    pub key: String,
+    pub mode: LockMode,
+}
+
+impl From<LockRequest> for core::LockRequest {
+    fn from(r: LockRequest) -> Self {
+        core::LockRequest::new(r.namespace, r.key, r.mode)
+    }
+}
+
+/// The answer of `verify_fencing_token`.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct TokenCheck {
+    /// Whether the token is held on the key right now.
+    pub current: bool,
+    /// The tokens of the key's current holders (several for SHARED_READ, none when free).
+    pub current_tokens: Vec<u64>,
+}
+
+impl From<core::TokenCheck> for TokenCheck {
+    fn from(c: core::TokenCheck) -> Self {
+        TokenCheck { current: c.current, current_tokens: c.current_tokens }
+    }
 }
 
 /// The lock a transaction waits for.

@@ -41,8 +41,9 @@ impl LockApi {
         let lease_ms = validate::lease_ms(r.timeout_ms)?;
         validate::txn_name(&r.name)?;
         let request_id = validate::request_id(&r.request_id)?;
+        let options = validate::begin_options(r.max_duration_ms)?;
         let begin = Begin { request_id, lease_ms, priority: r.priority, name: r.name, owner: who.name.clone() };
-        let begun = self.engine.begin(&who, begin).await?;
+        let begun = self.engine.begin(&who, begin, options).await?;
         Ok(pb::BeginTransactionResponse { transaction_id: begun.txn, lease_timeout_ms: begun.lease_ms as i64 })
     }
 
@@ -153,13 +154,16 @@ impl LockApi {
         let r = req.into_inner();
         // One-shot start: `begin` instead of a transaction id.
         let start = match (r.transaction_id, r.begin) {
-            (0, Some(b)) => AcquireStart::Begin(Begin {
-                lease_ms: validate::lease_ms(b.timeout_ms)?,
-                name: validate::txn_name(&b.name).map(|()| b.name)?,
-                request_id: validate::request_id(&b.request_id)?,
-                priority: b.priority,
-                owner: who.name.clone(),
-            }),
+            (0, Some(b)) => AcquireStart::Begin(
+                Begin {
+                    lease_ms: validate::lease_ms(b.timeout_ms)?,
+                    name: validate::txn_name(&b.name).map(|()| b.name)?,
+                    request_id: validate::request_id(&b.request_id)?,
+                    priority: b.priority,
+                    owner: who.name.clone(),
+                },
+                validate::begin_options(b.max_duration_ms)?,
+            ),
             (_, Some(_)) => {
                 return Err(ApiError::InvalidArgument(
                     "set either transaction_id (an existing transaction) or begin (start one), not both".into(),

@@ -90,6 +90,23 @@ pub fn timeout(field: &str, ms: i64, min: i64) -> Result<u64, ApiError> {
     Ok(ms as u64)
 }
 
+/// Longest maximum duration of a transaction: a week.
+pub const MAX_TXN_DURATION_MS: i64 = 7 * 24 * 3_600_000;
+
+/// The options of a begin: `max_duration_ms` 0 (no bound) or 100 ms..=7 days.
+pub fn begin_options(max_duration_ms: i64) -> Result<Vec<crate::locks::BeginOption>, ApiError> {
+    if max_duration_ms == 0 {
+        return Ok(Vec::new());
+    }
+    if !(MIN_LEASE_MS..=MAX_TXN_DURATION_MS).contains(&max_duration_ms) {
+        return Err(bad(format!(
+            "max_duration_ms is {max_duration_ms} ms; it must be 0 (no bound) or between {MIN_LEASE_MS} and \
+             {MAX_TXN_DURATION_MS} ms (7 days)"
+        )));
+    }
+    Ok(vec![crate::locks::BeginOption::MaxDurationMs(max_duration_ms as u64)])
+}
+
 pub fn lease_ms(ms: i64) -> Result<u64, ApiError> {
     timeout("timeout_ms (the transaction lease)", ms, MIN_LEASE_MS)
 }

@@ -9,8 +9,8 @@ use futures::Stream;
 
 use super::{touch, unexpected, Begun, Engine, EngineError, EngineResult, Principal};
 use crate::locks::{
-    AcquireRequest, AcquireStatus, Begin, Command, CycleMember, EndCause, LockKey, LockMode, LockTable, Outcome,
-    Rejection, TxnId, TxnState, VictimPolicy, WaitEnd,
+    AcquireRequest, AcquireStatus, Begin, BeginOption, Command, CycleMember, EndCause, LockKey, LockMode, LockTable,
+    Outcome, Rejection, TxnId, TxnState, VictimPolicy, WaitEnd,
 };
 use crate::node::Node;
 
@@ -25,8 +25,9 @@ const SAFETY_NET: Duration = Duration::from_secs(1);
 pub enum AcquireStart {
     /// An active transaction of the caller's.
     Txn(TxnId),
-    /// A one-shot start: begin a transaction (owned by the caller) and acquire in it.
-    Begin(Begin),
+    /// A one-shot start: begin a transaction (owned by the caller), with its options, and
+    /// acquire in it.
+    Begin(Begin, Vec<BeginOption>),
 }
 
 /// What a waiting acquire tells its caller: a new queue position, then the grant or the
@@ -135,10 +136,10 @@ impl Engine {
                 touch(&self.node, &who, txn)?;
                 AcquireStart::Txn(txn)
             }
-            (AcquireStart::Begin(begin), Wanted::One(_)) => {
-                AcquireStart::Begin(Begin { owner: who.name.clone(), ..begin })
+            (AcquireStart::Begin(begin, options), Wanted::One(_)) => {
+                AcquireStart::Begin(Begin { owner: who.name.clone(), ..begin }, options)
             }
-            (AcquireStart::Begin(_), Wanted::All(_)) => {
+            (AcquireStart::Begin(..), Wanted::All(_)) => {
                 return Err(EngineError::InvalidArgument(
                     "an all-or-nothing acquire needs an existing transaction (transaction_id)".into(),
                 ))
@@ -173,9 +174,9 @@ impl Acquisition {
     /// where the request stands.
     async fn start(&self) -> EngineResult<(TxnId, Option<Begun>, AcquireStatus)> {
         let (node, wanted) = (&self.node, &self.wanted);
-        let (begin, a) = match (&self.start, wanted) {
-            (AcquireStart::Begin(begin), Wanted::One(a)) => (begin, a),
-            (AcquireStart::Begin(_), Wanted::All(_)) => unreachable!("refused by Engine::acquire"),
+        let (begin, options, a) = match (&self.start, wanted) {
+            (AcquireStart::Begin(begin, options), Wanted::One(a)) => (begin, options, a),
+            (AcquireStart::Begin(..), Wanted::All(_)) => unreachable!("refused by Engine::acquire"),
             (AcquireStart::Txn(txn), _) => {
                 let txn = *txn;
                 let known = wanted.recorded(&node.state().read().expect("state lock").table, txn)?;
@@ -195,7 +196,13 @@ impl Acquisition {
         };
         let admitted =
             node.limits().admit_begin(node.state(), &self.who, begin.request_id.as_deref(), Some(&a.lock))?;
-        let cmd = Command::BeginAcquire { begin: begin.clone(), acquire: a.clone() };
+        // Without options the command older nodes know, so a mixed-version cluster keeps
+        // working for clients that do not use them.
+        let cmd = if options.is_empty() {
+            Command::BeginAcquire { begin: begin.clone(), acquire: a.clone() }
+        } else {
+            Command::BeginWith { begin: begin.clone(), options: options.clone(), acquire: Some(a.clone()) }
+        };
         match node.propose_admitted(cmd, admitted).await? {
             Outcome::BegunAcquire { txn, lease_ms, acquire } => {
                 // A retried begin request id answers only the caller that started it.
@@ -226,7 +233,7 @@ impl Acquisition {
             // reads the status again.
             let early = match self.start {
                 AcquireStart::Txn(txn) => Some(node.signals().subscribe(txn)),
-                AcquireStart::Begin(_) => None,
+                AcquireStart::Begin(..) => None,
             };
             let mut leadership = node.leadership();
             let (txn, mut begun, mut status) = self.start().await?;

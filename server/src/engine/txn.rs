@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::{touch, unexpected, Engine, EngineError, EngineResult, Principal};
 use crate::lease::RenewError;
-use crate::locks::{Begin, Command, EndCause, Held, LockKey, LockMode, Outcome, TxnId, TxnState};
+use crate::locks::{Begin, BeginOption, Command, EndCause, Held, LockKey, LockMode, Outcome, TxnId, TxnState};
 
 /// A transaction begun.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,12 +58,18 @@ pub struct Heartbeat {
 impl Engine {
     /// Begins a transaction owned by `who` (`begin.owner` is set to it). A retried request
     /// id returns its transaction only to the caller that began it.
-    pub async fn begin(&self, who: &Principal, begin: Begin) -> EngineResult<Begun> {
+    pub async fn begin(&self, who: &Principal, begin: Begin, options: Vec<BeginOption>) -> EngineResult<Begun> {
         let node = &self.node;
         node.require_leader()?;
         let admitted = node.limits().admit_begin(node.state(), who, begin.request_id.as_deref(), None)?;
-        let Begin { request_id, lease_ms, priority, name, .. } = begin;
-        let cmd = Command::Begin { request_id, lease_ms, priority, name, owner: who.name.clone() };
+        let begin = Begin { owner: who.name.clone(), ..begin };
+        // Without options the command older nodes know (see `Acquisition::start`).
+        let cmd = if options.is_empty() {
+            let Begin { request_id, lease_ms, priority, name, owner } = begin;
+            Command::Begin { request_id, lease_ms, priority, name, owner }
+        } else {
+            Command::BeginWith { begin, options, acquire: None }
+        };
         match node.propose_admitted(cmd, admitted).await? {
             Outcome::Begun { txn, lease_ms } => {
                 touch(&self.node, who, txn)?;

@@ -101,6 +101,8 @@ struct BeginBody {
     name: String,
     #[serde(default)]
     request_id: String,
+    #[serde(default)]
+    max_duration_ms: i64,
 }
 
 async fn begin(State(gw): State<Arc<Gateway>>, headers: HeaderMap, raw: Bytes) -> HttpResult {
@@ -110,6 +112,7 @@ async fn begin(State(gw): State<Arc<Gateway>>, headers: HeaderMap, raw: Bytes) -
         priority: b.priority,
         name: b.name,
         request_id: request_id(b.request_id),
+        max_duration_ms: b.max_duration_ms,
     };
     let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, begin_transaction)?;
     Ok(ok(json!({"transaction_id": json::id_str(r.transaction_id), "lease_timeout_ms": r.lease_timeout_ms})))

@@ -55,7 +55,10 @@ impl Origin {
     /// itself; the API builds every other command from a client's request.
     pub fn of(cmd: &Command) -> Origin {
         match cmd {
-            Command::Expire { .. } | Command::CancelWait { .. } | Command::WebhookDelivered { .. } => Origin::Leader,
+            Command::Expire { .. }
+            | Command::EndOverdue { .. }
+            | Command::CancelWait { .. }
+            | Command::WebhookDelivered { .. } => Origin::Leader,
             Command::Release { .. } | Command::Downgrade { .. } | Command::End { .. } | Command::Abort { .. } => {
                 Origin::Release
             }
@@ -63,6 +66,7 @@ impl Origin {
             | Command::Acquire { .. }
             | Command::AcquireAll { .. }
             | Command::BeginAcquire { .. }
+            | Command::BeginWith { .. }
             | Command::Batch(_) => Origin::NewWork,
         }
     }

@@ -8,7 +8,7 @@
 //! they come and checks them at install):
 //!
 //! ```text
-//! MAGIC (8 bytes) | bincode(SnapshotMeta) | bincode(Replicated) | trailer
+//! MAGIC (8 bytes) | bincode(SnapshotMeta) | bincode(Replicated) | bincode(sections) | trailer
 //! trailer = [body length: u64][crc32 of the body: u32][END (4 bytes)], little endian
 //! ```
 //!
@@ -38,7 +38,11 @@ use super::snapshot_file::{file_err, SnapshotFile, TmpFile};
 use super::types::SnapshotMeta;
 
 /// Marks a snapshot file of this format; bump the digit if the layout ever changes.
-const MAGIC: &[u8; 8] = b"CDLSNAP3";
+/// Version 4 added the sections: named parts of the table kept outside its serde form
+/// (`LockTable::sections`), so new state needs no new layout. Version 3 files (no
+/// sections) still read.
+const MAGIC: &[u8; 8] = b"CDLSNAP4";
+const MAGIC_V3: &[u8; 8] = b"CDLSNAP3";
 /// Ends the trailer.
 const END: &[u8; 4] = b"CDLE";
 const TRAILER: usize = 16;
@@ -190,7 +194,7 @@ impl SnapshotStore {
             let locked = Instant::now();
             let meta = meta_of(&st);
             write_header(&mut out, &meta)
-                .and_then(|_| bincode::serialize_into(&mut out, &*st).map_err(io::Error::other))
+                .and_then(|_| write_state(&mut out, &st))
                 .map_err(|e| file_err("cannot write", &tmp.0, e))?;
             (meta, locked.elapsed())
         };
@@ -209,7 +213,7 @@ impl SnapshotStore {
             let st = state.read().expect("state lock");
             let meta = meta_of(&st);
             write_header(&mut out, &meta)
-                .and_then(|_| bincode::serialize_into(&mut out, &*st).map_err(io::Error::other))
+                .and_then(|_| write_state(&mut out, &st))
                 .map_err(|e| file_err("cannot write", &tmp.0, e))?;
             meta
         };
@@ -327,23 +331,43 @@ fn write_header(out: &mut impl Write, meta: &SnapshotMeta) -> io::Result<()> {
     bincode::serialize_into(out, meta).map_err(io::Error::other)
 }
 
-/// Reads the magic and the meta; the reader is left at the start of the state.
-fn read_header(input: &mut impl Read) -> io::Result<SnapshotMeta> {
+/// Writes the state and its sections.
+fn write_state(out: &mut impl Write, st: &Replicated) -> io::Result<()> {
+    bincode::serialize_into(&mut *out, st).map_err(io::Error::other)?;
+    bincode::serialize_into(out, &st.table.sections()).map_err(io::Error::other)
+}
+
+/// Reads the magic and the meta; the reader is left at the start of the state. Also says
+/// whether the file has sections (version 4).
+fn read_header_versioned(input: &mut impl Read) -> io::Result<(SnapshotMeta, bool)> {
     let mut magic = [0u8; 8];
     input.read_exact(&mut magic)?;
-    if &magic != MAGIC {
-        return Err(io::Error::other("not a Caerus snapshot file (wrong magic bytes)"));
-    }
-    bincode::deserialize_from(input).map_err(io::Error::other)
+    let sections = match &magic {
+        m if m == MAGIC => true,
+        m if m == MAGIC_V3 => false,
+        _ => {
+            return Err(io::Error::other("not a Caerus snapshot file of a version this dls reads (wrong magic bytes)"))
+        }
+    };
+    Ok((bincode::deserialize_from(input).map_err(io::Error::other)?, sections))
+}
+
+fn read_header(input: &mut impl Read) -> io::Result<SnapshotMeta> {
+    read_header_versioned(input).map(|(meta, _)| meta)
 }
 
 /// Decodes a whole snapshot file through a small buffer and checks its trailer: the
 /// state is returned only if every byte of the file is as written.
 pub fn read_snapshot(path: &Path) -> io::Result<(SnapshotMeta, Replicated)> {
     let mut input = Summing::new(BufReader::with_capacity(IO_BUF, open_read(path)?));
-    let meta = read_header(&mut input).map_err(|e| file_err("cannot read", path, e))?;
-    let state = bincode::deserialize_from(&mut input)
+    let (meta, has_sections) = read_header_versioned(&mut input).map_err(|e| file_err("cannot read", path, e))?;
+    let mut state: Replicated = bincode::deserialize_from(&mut input)
         .map_err(|e| file_err("cannot decode", path, format!("{e} (cut short or damaged)")))?;
+    if has_sections {
+        let sections: Vec<(String, Vec<u8>)> = bincode::deserialize_from(&mut input)
+            .map_err(|e| file_err("cannot decode the sections of", path, format!("{e} (cut short or damaged)")))?;
+        state.table.restore_sections(sections).map_err(|e| file_err("cannot restore", path, e.to_string()))?;
+    }
     let (len, crc) = (input.len, input.crc.clone().finalize());
     let mut trailer = [0u8; TRAILER];
     let mut rest = input.inner;
@@ -482,6 +506,31 @@ mod tests {
         let store = SnapshotStore::open(dir.path()).unwrap();
         assert_eq!(applied(&store.load_current(15).unwrap()), Some(20));
         assert_eq!(list(&dir.path().join("snapshots")).unwrap(), vec![newer], "the older file is deleted");
+    }
+
+    #[test]
+    fn sections_round_trip_and_version_3_files_still_read() {
+        use crate::locks::{Begin, BeginOption, Command, LogCommand};
+        let dir = tempfile::tempdir().unwrap();
+        let state = state_at(10);
+        let begin = Begin { request_id: None, lease_ms: 5_000, priority: 0, name: String::new(), owner: String::new() };
+        let cmd = Command::BeginWith { begin, options: vec![BeginOption::MaxDurationMs(60_000)], acquire: None };
+        state.write().unwrap().table.apply(&LogCommand { now_ms: 1_000, cmd });
+        let store = SnapshotStore::open(dir.path()).unwrap();
+        let saved = store.save(&state).unwrap();
+        let (_, read) = read_snapshot(&store.path_of(&saved.meta)).unwrap();
+        assert_eq!(read.table.deadline(1), Some(61_000), "the deadline comes back from its section");
+
+        // A file of the previous format: no sections after the state.
+        let path = dir.path().join("v3.snap");
+        let mut out = Summing::new(BufWriter::new(File::create(&path).unwrap()));
+        out.write_all(MAGIC_V3).unwrap();
+        bincode::serialize_into(&mut out, &saved.meta).unwrap();
+        bincode::serialize_into(&mut out, &*state.read().unwrap()).unwrap();
+        out.finish().unwrap();
+        let (meta, read) = read_snapshot(&path).unwrap();
+        assert_eq!(meta.last_log_id, saved.meta.last_log_id);
+        assert!(read.table.txn(1).is_some() && read.table.deadline(1).is_none());
     }
 
     #[test]

@@ -229,18 +229,31 @@ class DlsClient:
         )
 
     async def begin_transaction(
-        self, *, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+        self,
+        *,
+        timeout_ms: Optional[int] = None,
+        priority: int = 0,
+        name: Optional[str] = None,
+        max_duration_ms: Optional[int] = None,
     ) -> Transaction:
         """Starts a transaction (lease ``timeout_ms``, default 15000) and its heartbeat.
-        ``priority``: higher is less likely to be chosen as a deadlock victim."""
-        return Transaction(await self._native.begin_transaction(timeout_ms, priority, name))
+        ``priority``: higher is less likely to be chosen as a deadlock victim.
+        ``max_duration_ms``: the server ends the transaction that long after its begin, however
+        its lease is renewed (lost with kind ``EXPIRED``); None for no bound."""
+        return Transaction(await self._native.begin_transaction(timeout_ms, priority, name, max_duration_ms))
 
     def transaction(
-        self, *, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+        self,
+        *,
+        timeout_ms: Optional[int] = None,
+        priority: int = 0,
+        name: Optional[str] = None,
+        max_duration_ms: Optional[int] = None,
     ) -> _TransactionContext:
         """``async with client.transaction(timeout_ms=15000) as tx:`` commits on normal exit
         and aborts when the block raises."""
-        return _TransactionContext(self, {"timeout_ms": timeout_ms, "priority": priority, "name": name})
+        options = {"timeout_ms": timeout_ms, "priority": priority, "name": name, "max_duration_ms": max_duration_ms}
+        return _TransactionContext(self, options)
 
     def lock(
         self,
@@ -267,11 +280,12 @@ class DlsClient:
         timeout_ms: Optional[int] = None,
         priority: int = 0,
         name: Optional[str] = None,
+        max_duration_ms: Optional[int] = None,
     ) -> T:
         """Runs ``await fn(tx)`` in a transaction: commits when it returns (and returns its
         value), aborts when it raises. If the transaction is lost meanwhile, ``fn`` is
         cancelled and :class:`TransactionLost` (:class:`DeadlockVictim`) is raised."""
-        tx = Transaction(self._native.transaction(timeout_ms, priority, name))
+        tx = Transaction(self._native.transaction(timeout_ms, priority, name, max_duration_ms))
         work = asyncio.ensure_future(fn(tx))
         lost = asyncio.ensure_future(tx.lost())
         try:

@@ -144,13 +144,25 @@ class NativeClient:
         client_key_file: Optional[Union[str, os.PathLike[str]]] = None,
     ) -> None: ...
     def transaction(
-        self, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+        self,
+        timeout_ms: Optional[int] = None,
+        priority: int = 0,
+        name: Optional[str] = None,
+        max_duration_ms: Optional[int] = None,
     ) -> NativeTransaction: ...
     def begin_transaction(
-        self, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+        self,
+        timeout_ms: Optional[int] = None,
+        priority: int = 0,
+        name: Optional[str] = None,
+        max_duration_ms: Optional[int] = None,
     ) -> Awaitable[NativeTransaction]: ...
     def begin_transaction_blocking(
-        self, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+        self,
+        timeout_ms: Optional[int] = None,
+        priority: int = 0,
+        name: Optional[str] = None,
+        max_duration_ms: Optional[int] = None,
     ) -> NativeTransaction: ...
     def verify_fencing_token(self, namespace: str, key: str, fencing_token: int) -> Awaitable[TokenCheck]: ...
     def verify_fencing_token_blocking(self, namespace: str, key: str, fencing_token: int) -> TokenCheck: ...

@@ -184,17 +184,28 @@ class DlsClient:
         )
 
     def begin_transaction(
-        self, *, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+        self,
+        *,
+        timeout_ms: Optional[int] = None,
+        priority: int = 0,
+        name: Optional[str] = None,
+        max_duration_ms: Optional[int] = None,
     ) -> Transaction:
         """Starts a transaction (lease ``timeout_ms``, default 15000) and its heartbeat."""
-        return Transaction(self._native.begin_transaction_blocking(timeout_ms, priority, name))
+        return Transaction(self._native.begin_transaction_blocking(timeout_ms, priority, name, max_duration_ms))
 
     def transaction(
-        self, *, timeout_ms: Optional[int] = None, priority: int = 0, name: Optional[str] = None
+        self,
+        *,
+        timeout_ms: Optional[int] = None,
+        priority: int = 0,
+        name: Optional[str] = None,
+        max_duration_ms: Optional[int] = None,
     ) -> _TransactionContext:
         """``with client.transaction(timeout_ms=15000) as tx:`` commits on normal exit and
         aborts when the block raises."""
-        return _TransactionContext(self, {"timeout_ms": timeout_ms, "priority": priority, "name": name})
+        options = {"timeout_ms": timeout_ms, "priority": priority, "name": name, "max_duration_ms": max_duration_ms}
+        return _TransactionContext(self, options)
 
     def lock(
         self,
@@ -221,12 +232,13 @@ class DlsClient:
         timeout_ms: Optional[int] = None,
         priority: int = 0,
         name: Optional[str] = None,
+        max_duration_ms: Optional[int] = None,
     ) -> T:
         """Runs ``fn(tx)`` in a transaction: commits when it returns (returning its value),
         aborts when it raises. A thread cannot be cancelled: if the transaction was lost
         meanwhile, the commit raises :class:`~caerus.TransactionLost` after ``fn`` returns,
         so check ``tx.is_lost`` in long bodies."""
-        with self.transaction(timeout_ms=timeout_ms, priority=priority, name=name) as tx:
+        with self.transaction(timeout_ms=timeout_ms, priority=priority, name=name, max_duration_ms=max_duration_ms) as tx:
             return fn(tx)
 
     def verify_fencing_token(self, namespace: str, key: str, fencing_token: int) -> TokenCheck:

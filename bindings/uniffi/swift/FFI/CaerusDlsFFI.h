@@ -300,6 +300,11 @@ uint64_t uniffi_caerus_uniffi_fn_method_dlsclient_transaction(uint64_t ptr, Rust
 uint64_t uniffi_caerus_uniffi_fn_method_dlsclient_transaction_status(uint64_t ptr, uint64_t id
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_DLSCLIENT_VERIFY_FENCING_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_DLSCLIENT_VERIFY_FENCING_TOKEN
+uint64_t uniffi_caerus_uniffi_fn_method_dlsclient_verify_fencing_token(uint64_t ptr, RustBuffer namespace, RustBuffer key, uint64_t fencing_token
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_DLSCLIENT_WATCH_EVENTS
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_DLSCLIENT_WATCH_EVENTS
 uint64_t uniffi_caerus_uniffi_fn_method_dlsclient_watch_events(uint64_t ptr, RustBuffer options
@@ -370,6 +375,11 @@ uint64_t uniffi_caerus_uniffi_fn_method_transaction_abort(uint64_t ptr
 uint64_t uniffi_caerus_uniffi_fn_method_transaction_acquire_lock(uint64_t ptr, RustBuffer namespace, RustBuffer key, RustBuffer mode, RustBuffer timeout_ms
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_ACQUIRE_LOCKS
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_ACQUIRE_LOCKS
+uint64_t uniffi_caerus_uniffi_fn_method_transaction_acquire_locks(uint64_t ptr, RustBuffer locks, RustBuffer timeout_ms
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_AWAIT_LOST
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_AWAIT_LOST
 uint64_t uniffi_caerus_uniffi_fn_method_transaction_await_lost(uint64_t ptr
@@ -378,6 +388,11 @@ uint64_t uniffi_caerus_uniffi_fn_method_transaction_await_lost(uint64_t ptr
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_COMMIT
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_COMMIT
 uint64_t uniffi_caerus_uniffi_fn_method_transaction_commit(uint64_t ptr
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_DOWNGRADE
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_DOWNGRADE
+uint64_t uniffi_caerus_uniffi_fn_method_transaction_downgrade(uint64_t ptr, RustBuffer namespace, RustBuffer key
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_ID
@@ -699,6 +714,12 @@ uint16_t uniffi_caerus_uniffi_checksum_method_dlsclient_transaction_status(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_DLSCLIENT_VERIFY_FENCING_TOKEN
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_DLSCLIENT_VERIFY_FENCING_TOKEN
+uint16_t uniffi_caerus_uniffi_checksum_method_dlsclient_verify_fencing_token(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_DLSCLIENT_WATCH_EVENTS
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_DLSCLIENT_WATCH_EVENTS
 uint16_t uniffi_caerus_uniffi_checksum_method_dlsclient_watch_events(void
@@ -741,6 +762,12 @@ uint16_t uniffi_caerus_uniffi_checksum_method_transaction_acquire_lock(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_ACQUIRE_LOCKS
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_ACQUIRE_LOCKS
+uint16_t uniffi_caerus_uniffi_checksum_method_transaction_acquire_locks(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_AWAIT_LOST
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_AWAIT_LOST
 uint16_t uniffi_caerus_uniffi_checksum_method_transaction_await_lost(void
@@ -750,6 +777,12 @@ uint16_t uniffi_caerus_uniffi_checksum_method_transaction_await_lost(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_COMMIT
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_COMMIT
 uint16_t uniffi_caerus_uniffi_checksum_method_transaction_commit(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_DOWNGRADE
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_DOWNGRADE
+uint16_t uniffi_caerus_uniffi_checksum_method_transaction_downgrade(void
     
 );
 #endif

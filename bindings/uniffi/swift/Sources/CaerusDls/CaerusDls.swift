@@ -633,6 +633,12 @@ public protocol DlsClientProtocol: AnyObject, Sendable {
     func transactionStatus(id: UInt64) async throws  -> TransactionStatus
     
     /**
+     * Whether `fencing_token` is the current grant of `namespace`/`key` (a linearizable
+     * read on the leader; no transaction needed). For storage that can ask before it writes.
+     */
+    func verifyFencingToken(namespace: String, key: String, fencingToken: UInt64) async throws  -> TokenCheck
+    
+    /**
      * Follows the event log from `options.from_sequence`, across leader changes.
      */
     func watchEvents(options: WatchOptions) async throws  -> EventStream
@@ -785,6 +791,26 @@ open func transactionStatus(id: UInt64)async throws  -> TransactionStatus  {
             completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
             freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
             liftFunc: FfiConverterTypeTransactionStatus_lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
+     * Whether `fencing_token` is the current grant of `namespace`/`key` (a linearizable
+     * read on the leader; no transaction needed). For storage that can ask before it writes.
+     */
+open func verifyFencingToken(namespace: String, key: String, fencingToken: UInt64)async throws  -> TokenCheck  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_dlsclient_verify_fencing_token(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(namespace),FfiConverterString.lower(key),FfiConverterUInt64.lower(fencingToken)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeTokenCheck_lift,
             errorHandler: FfiConverterTypeDlsError_lift
         )
 }
@@ -1261,6 +1287,14 @@ public protocol TransactionProtocol: AnyObject, Sendable {
     func acquireLock(namespace: String, key: String, mode: LockMode, timeoutMs: UInt64?) async throws  -> Lock
     
     /**
+     * Takes every lock of `locks` together or none of them (all-or-nothing, one fencing
+     * token per lock, in the order given), waiting in each key's FIFO queue up to
+     * `timeout_ms` (0: a try-lock; null: the server's default). Throws `LockTimeout` (the
+     * transaction stays active, holding nothing new) or `DeadlockVictim`.
+     */
+    func acquireLocks(locks: [LockRequest], timeoutMs: UInt64?) async throws  -> [Lock]
+    
+    /**
      * Returns when the transaction is lost; never if it ends normally, so race it against
      * the work it guards (cancel the call to stop waiting).
      */
@@ -1270,6 +1304,12 @@ public protocol TransactionProtocol: AnyObject, Sendable {
      * Commits: releases every lock and stops the heartbeat.
      */
     func commit() async throws 
+    
+    /**
+     * Turns a held EXCLUSIVE lock into SHARED_READ in place, keeping its fencing token
+     * (queued readers come in). Returns the lock as now held, or null if it was not held.
+     */
+    func downgrade(namespace: String, key: String) async throws  -> Lock?
     
     /**
      * The server's id of the transaction; 0 until its first call reached the server
@@ -1406,6 +1446,28 @@ open func acquireLock(namespace: String, key: String, mode: LockMode, timeoutMs:
 }
     
     /**
+     * Takes every lock of `locks` together or none of them (all-or-nothing, one fencing
+     * token per lock, in the order given), waiting in each key's FIFO queue up to
+     * `timeout_ms` (0: a try-lock; null: the server's default). Throws `LockTimeout` (the
+     * transaction stays active, holding nothing new) or `DeadlockVictim`.
+     */
+open func acquireLocks(locks: [LockRequest], timeoutMs: UInt64? = nil)async throws  -> [Lock]  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_transaction_acquire_locks(
+                        self.uniffiCloneHandle(),FfiConverterSequenceTypeLockRequest.lower(locks),FfiConverterOptionUInt64.lower(timeoutMs)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterSequenceTypeLock.lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
      * Returns when the transaction is lost; never if it ends normally, so race it against
      * the work it guards (cancel the call to stop waiting).
      */
@@ -1441,6 +1503,26 @@ open func commit()async throws   {
             completeFunc: ffi_caerus_uniffi_rust_future_complete_void,
             freeFunc: ffi_caerus_uniffi_rust_future_free_void,
             liftFunc: { $0 },
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
+     * Turns a held EXCLUSIVE lock into SHARED_READ in place, keeping its fencing token
+     * (queued readers come in). Returns the lock as now held, or null if it was not held.
+     */
+open func downgrade(namespace: String, key: String)async throws  -> Lock?  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_transaction_downgrade(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(namespace),FfiConverterString.lower(key)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterOptionTypeLock.lift,
             errorHandler: FfiConverterTypeDlsError_lift
         )
 }
@@ -1912,6 +1994,67 @@ public func FfiConverterTypeLock_lower(_ value: Lock) -> RustBuffer {
 
 
 /**
+ * One lock of an all-or-nothing `acquire_locks`.
+ */
+public struct LockRequest: Equatable, Hashable {
+    public var namespace: String
+    public var key: String
+    public var mode: LockMode
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(namespace: String, key: String, mode: LockMode) {
+        self.namespace = namespace
+        self.key = key
+        self.mode = mode
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension LockRequest: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeLockRequest: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> LockRequest {
+        return
+            try LockRequest(
+                namespace: FfiConverterString.read(from: &buf), 
+                key: FfiConverterString.read(from: &buf), 
+                mode: FfiConverterTypeLockMode.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: LockRequest, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.namespace, into: &buf)
+        FfiConverterString.write(value.key, into: &buf)
+        FfiConverterTypeLockMode.write(value.mode, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLockRequest_lift(_ buf: RustBuffer) throws -> LockRequest {
+    return try FfiConverterTypeLockRequest.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLockRequest_lower(_ value: LockRequest) -> RustBuffer {
+    return FfiConverterTypeLockRequest.lower(value)
+}
+
+
+/**
  * Why a transaction was lost, with the server's (or client's) message.
  */
 public struct LostReason: Equatable, Hashable {
@@ -2040,6 +2183,75 @@ public func FfiConverterTypePendingLock_lower(_ value: PendingLock) -> RustBuffe
 
 
 /**
+ * The answer of `verify_fencing_token`.
+ */
+public struct TokenCheck: Equatable, Hashable {
+    /**
+     * Whether the token is held on the key right now.
+     */
+    public var current: Bool
+    /**
+     * The tokens of the key's current holders (several for SHARED_READ, none when free).
+     */
+    public var currentTokens: [UInt64]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Whether the token is held on the key right now.
+         */current: Bool, 
+        /**
+         * The tokens of the key's current holders (several for SHARED_READ, none when free).
+         */currentTokens: [UInt64]) {
+        self.current = current
+        self.currentTokens = currentTokens
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension TokenCheck: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeTokenCheck: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> TokenCheck {
+        return
+            try TokenCheck(
+                current: FfiConverterBool.read(from: &buf), 
+                currentTokens: FfiConverterSequenceUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: TokenCheck, into buf: inout [UInt8]) {
+        FfiConverterBool.write(value.current, into: &buf)
+        FfiConverterSequenceUInt64.write(value.currentTokens, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTokenCheck_lift(_ buf: RustBuffer) throws -> TokenCheck {
+    return try FfiConverterTypeTokenCheck.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTokenCheck_lower(_ value: TokenCheck) -> RustBuffer {
+    return FfiConverterTypeTokenCheck.lower(value)
+}
+
+
+/**
  * Options of a transaction; null fields take core's defaults.
  */
 public struct TransactionOptions: Equatable, Hashable {
@@ -2055,6 +2267,11 @@ public struct TransactionOptions: Equatable, Hashable {
      * A label shown by `dls locks` / `dls txn show` and in events.
      */
     public var name: String?
+    /**
+     * The server ends the transaction this many milliseconds after it began, heartbeats
+     * or not (100 ms .. 7 days; null: no bound).
+     */
+    public var maxDurationMs: UInt64?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2067,10 +2284,15 @@ public struct TransactionOptions: Equatable, Hashable {
          */priority: Int32? = nil, 
         /**
          * A label shown by `dls locks` / `dls txn show` and in events.
-         */name: String? = nil) {
+         */name: String? = nil, 
+        /**
+         * The server ends the transaction this many milliseconds after it began, heartbeats
+         * or not (100 ms .. 7 days; null: no bound).
+         */maxDurationMs: UInt64? = nil) {
         self.timeoutMs = timeoutMs
         self.priority = priority
         self.name = name
+        self.maxDurationMs = maxDurationMs
     }
 
     
@@ -2091,7 +2313,8 @@ public struct FfiConverterTypeTransactionOptions: FfiConverterRustBuffer {
             try TransactionOptions(
                 timeoutMs: FfiConverterOptionUInt64.read(from: &buf), 
                 priority: FfiConverterOptionInt32.read(from: &buf), 
-                name: FfiConverterOptionString.read(from: &buf)
+                name: FfiConverterOptionString.read(from: &buf), 
+                maxDurationMs: FfiConverterOptionUInt64.read(from: &buf)
         )
     }
 
@@ -2099,6 +2322,7 @@ public struct FfiConverterTypeTransactionOptions: FfiConverterRustBuffer {
         FfiConverterOptionUInt64.write(value.timeoutMs, into: &buf)
         FfiConverterOptionInt32.write(value.priority, into: &buf)
         FfiConverterOptionString.write(value.name, into: &buf)
+        FfiConverterOptionUInt64.write(value.maxDurationMs, into: &buf)
     }
 }
 
@@ -2537,6 +2761,10 @@ public enum EndCause: Equatable, Hashable {
     case leaseExpired
     case deadlockVictim
     case operatorAbort
+    /**
+     * The transaction reached the `max_duration_ms` it was begun with.
+     */
+    case maxDurationExceeded
 
 
 
@@ -2568,6 +2796,8 @@ public struct FfiConverterTypeEndCause: FfiConverterRustBuffer {
         
         case 5: return .operatorAbort
         
+        case 6: return .maxDurationExceeded
+        
         default: throw UniffiInternalError.unexpectedEnumCase
         }
     }
@@ -2594,6 +2824,10 @@ public struct FfiConverterTypeEndCause: FfiConverterRustBuffer {
         
         case .operatorAbort:
             writeInt(&buf, Int32(5))
+        
+        
+        case .maxDurationExceeded:
+            writeInt(&buf, Int32(6))
         
         }
     }
@@ -3173,6 +3407,30 @@ fileprivate struct FfiConverterOptionTypeEvent: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeLock: FfiConverterRustBuffer {
+    typealias SwiftType = Lock?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeLock.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeLock.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeLostReason: FfiConverterRustBuffer {
     typealias SwiftType = LostReason?
 
@@ -3239,6 +3497,31 @@ fileprivate struct FfiConverterOptionTypeEndCause: FfiConverterRustBuffer {
         case 1: return try FfiConverterTypeEndCause.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceUInt64: FfiConverterRustBuffer {
+    typealias SwiftType = [UInt64]
+
+    public static func write(_ value: [UInt64], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterUInt64.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [UInt64] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [UInt64]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterUInt64.read(from: &buf))
+        }
+        return seq
     }
 }
 
@@ -3312,6 +3595,31 @@ fileprivate struct FfiConverterSequenceTypeLock: FfiConverterRustBuffer {
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeLock.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeLockRequest: FfiConverterRustBuffer {
+    typealias SwiftType = [LockRequest]
+
+    public static func write(_ value: [LockRequest], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeLockRequest.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [LockRequest] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [LockRequest]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeLockRequest.read(from: &buf))
         }
         return seq
     }
@@ -3417,6 +3725,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_transaction_status() != 9056) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_verify_fencing_token() != 59740) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_watch_events() != 49565) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -3438,10 +3749,16 @@ private let initializationResult: InitializationResult = {
     if (uniffi_caerus_uniffi_checksum_method_transaction_acquire_lock() != 35131) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_caerus_uniffi_checksum_method_transaction_acquire_locks() != 61122) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_caerus_uniffi_checksum_method_transaction_await_lost() != 22953) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_transaction_commit() != 59008) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_method_transaction_downgrade() != 11475) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_transaction_id() != 17452) {

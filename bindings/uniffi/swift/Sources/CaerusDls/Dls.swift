@@ -101,11 +101,13 @@ extension DlsClient {
         timeoutMs: UInt64? = nil,
         priority: Int32? = nil,
         name: String? = nil,
+        maxDurationMs: UInt64? = nil,
         _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         // Begins with its first call: a first acquire carries the begin (one request).
         let tx = try transaction(
-            options: TransactionOptions(timeoutMs: timeoutMs, priority: priority, name: name))
+            options: TransactionOptions(
+                timeoutMs: timeoutMs, priority: priority, name: name, maxDurationMs: maxDurationMs))
         let work = Task { try await body(tx) }
         let watcher = CancelOnLost(cancel: { work.cancel() })
         tx.setLostListener(listener: watcher)
@@ -135,9 +137,12 @@ extension DlsClient {
         leaseMs: UInt64? = nil,
         priority: Int32? = nil,
         name: String? = nil,
+        maxDurationMs: UInt64? = nil,
         _ body: @escaping @Sendable (Lock, Transaction) async throws -> T
     ) async throws -> T {
-        try await withTransaction(timeoutMs: leaseMs, priority: priority, name: name) { tx in
+        try await withTransaction(
+            timeoutMs: leaseMs, priority: priority, name: name, maxDurationMs: maxDurationMs
+        ) { tx in
             let lock = try await tx.acquireLock(namespace: namespace, key: key, mode: mode, timeoutMs: timeoutMs)
             return try await body(lock, tx)
         }

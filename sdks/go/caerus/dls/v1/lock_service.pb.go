@@ -312,6 +312,9 @@ const (
 	EndCause_END_CAUSE_DEADLOCK_VICTIM EndCause = 4
 	// An operator aborted it (AdminService.AbortTransaction).
 	EndCause_END_CAUSE_OPERATOR_ABORT EndCause = 5
+	// Its maximum duration (BeginTransactionRequest.max_duration_ms) passed; the server
+	// ended it (state EXPIRED) although its lease was being renewed.
+	EndCause_END_CAUSE_MAX_DURATION_EXCEEDED EndCause = 6
 )
 
 // Enum value maps for EndCause.
@@ -323,14 +326,16 @@ var (
 		3: "END_CAUSE_LEASE_EXPIRED",
 		4: "END_CAUSE_DEADLOCK_VICTIM",
 		5: "END_CAUSE_OPERATOR_ABORT",
+		6: "END_CAUSE_MAX_DURATION_EXCEEDED",
 	}
 	EndCause_value = map[string]int32{
-		"END_CAUSE_UNSPECIFIED":     0,
-		"END_CAUSE_COMMITTED":       1,
-		"END_CAUSE_CLIENT_ABORT":    2,
-		"END_CAUSE_LEASE_EXPIRED":   3,
-		"END_CAUSE_DEADLOCK_VICTIM": 4,
-		"END_CAUSE_OPERATOR_ABORT":  5,
+		"END_CAUSE_UNSPECIFIED":           0,
+		"END_CAUSE_COMMITTED":             1,
+		"END_CAUSE_CLIENT_ABORT":          2,
+		"END_CAUSE_LEASE_EXPIRED":         3,
+		"END_CAUSE_DEADLOCK_VICTIM":       4,
+		"END_CAUSE_OPERATOR_ABORT":        5,
+		"END_CAUSE_MAX_DURATION_EXCEEDED": 6,
 	}
 )
 
@@ -567,7 +572,13 @@ type BeginTransactionRequest struct {
 	// Free-form label shown in status and events (e.g. "billing-worker-3"), at most 256 bytes.
 	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// Client-chosen id that makes a retry return the same transaction. See the file header.
-	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The longest the transaction may live, in milliseconds: 0 (the default) for no bound,
+	// else 100..=604800000 (7 days). Once it passes, the server ends the transaction (state
+	// EXPIRED, end cause END_CAUSE_MAX_DURATION_EXCEEDED) and releases its locks even if
+	// heartbeats continue: a stuck job cannot hold its locks for ever. Measured from the
+	// begin by the leader's clock.
+	MaxDurationMs int64 `protobuf:"varint,5,opt,name=max_duration_ms,json=maxDurationMs,proto3" json:"max_duration_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -628,6 +639,13 @@ func (x *BeginTransactionRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *BeginTransactionRequest) GetMaxDurationMs() int64 {
+	if x != nil {
+		return x.MaxDurationMs
+	}
+	return 0
 }
 
 // The started transaction.
@@ -2951,14 +2969,15 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x18.caerus.dls.v1.ErrorKindR\x04kind\x12%\n" +
 	"\x0etransaction_id\x18\x02 \x01(\x04R\rtransactionId\x124\n" +
 	"\tend_cause\x18\x03 \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\bendCause\x12;\n" +
-	"\bdeadlock\x18\x04 \x01(\v2\x1f.caerus.dls.v1.DeadlockResolvedR\bdeadlock\"\x87\x01\n" +
+	"\bdeadlock\x18\x04 \x01(\v2\x1f.caerus.dls.v1.DeadlockResolvedR\bdeadlock\"\xaf\x01\n" +
 	"\x17BeginTransactionRequest\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x01 \x01(\x03R\ttimeoutMs\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\x05R\bpriority\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"k\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12&\n" +
+	"\x0fmax_duration_ms\x18\x05 \x01(\x03R\rmaxDurationMs\"k\n" +
 	"\x18BeginTransactionResponse\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12(\n" +
 	"\x10lease_timeout_ms\x18\x02 \x01(\x03R\x0eleaseTimeoutMs\"\x94\x02\n" +
@@ -3150,14 +3169,15 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x0eCURSOR_EXPIRED\x10\f\x12\x16\n" +
 	"\x12RESOURCE_EXHAUSTED\x10\r\x12\x16\n" +
 	"\x12MEMBERSHIP_REFUSED\x10\x0e\x12\f\n" +
-	"\bINTERNAL\x10\x0f*\xb4\x01\n" +
+	"\bINTERNAL\x10\x0f*\xd9\x01\n" +
 	"\bEndCause\x12\x19\n" +
 	"\x15END_CAUSE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13END_CAUSE_COMMITTED\x10\x01\x12\x1a\n" +
 	"\x16END_CAUSE_CLIENT_ABORT\x10\x02\x12\x1b\n" +
 	"\x17END_CAUSE_LEASE_EXPIRED\x10\x03\x12\x1d\n" +
 	"\x19END_CAUSE_DEADLOCK_VICTIM\x10\x04\x12\x1c\n" +
-	"\x18END_CAUSE_OPERATOR_ABORT\x10\x05*j\n" +
+	"\x18END_CAUSE_OPERATOR_ABORT\x10\x05\x12#\n" +
+	"\x1fEND_CAUSE_MAX_DURATION_EXCEEDED\x10\x06*j\n" +
 	"\fVictimPolicy\x12\x1d\n" +
 	"\x19VICTIM_POLICY_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dLOWEST_PRIORITY_THEN_YOUNGEST\x10\x01\x12\f\n" +

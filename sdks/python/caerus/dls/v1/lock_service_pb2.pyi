@@ -48,6 +48,7 @@ class EndCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     END_CAUSE_LEASE_EXPIRED: _ClassVar[EndCause]
     END_CAUSE_DEADLOCK_VICTIM: _ClassVar[EndCause]
     END_CAUSE_OPERATOR_ABORT: _ClassVar[EndCause]
+    END_CAUSE_MAX_DURATION_EXCEEDED: _ClassVar[EndCause]
 
 class VictimPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -93,6 +94,7 @@ END_CAUSE_CLIENT_ABORT: EndCause
 END_CAUSE_LEASE_EXPIRED: EndCause
 END_CAUSE_DEADLOCK_VICTIM: EndCause
 END_CAUSE_OPERATOR_ABORT: EndCause
+END_CAUSE_MAX_DURATION_EXCEEDED: EndCause
 VICTIM_POLICY_UNSPECIFIED: VictimPolicy
 LOWEST_PRIORITY_THEN_YOUNGEST: VictimPolicy
 YOUNGEST: VictimPolicy
@@ -116,16 +118,18 @@ class ErrorDetail(_message.Message):
     def __init__(self, kind: _Optional[_Union[ErrorKind, str]] = ..., transaction_id: _Optional[int] = ..., end_cause: _Optional[_Union[EndCause, str]] = ..., deadlock: _Optional[_Union[DeadlockResolved, _Mapping]] = ...) -> None: ...
 
 class BeginTransactionRequest(_message.Message):
-    __slots__ = ("timeout_ms", "priority", "name", "request_id")
+    __slots__ = ("timeout_ms", "priority", "name", "request_id", "max_duration_ms")
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     timeout_ms: int
     priority: int
     name: str
     request_id: str
-    def __init__(self, timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., name: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    max_duration_ms: int
+    def __init__(self, timeout_ms: _Optional[int] = ..., priority: _Optional[int] = ..., name: _Optional[str] = ..., request_id: _Optional[str] = ..., max_duration_ms: _Optional[int] = ...) -> None: ...
 
 class BeginTransactionResponse(_message.Message):
     __slots__ = ("transaction_id", "lease_timeout_ms")

@@ -90,11 +90,13 @@ suspend fun <T> DlsClient.withTransaction(
     timeoutMs: Long? = null,
     priority: Int? = null,
     name: String? = null,
+    maxDurationMs: Long? = null,
     body: suspend CoroutineScope.(Transaction) -> T,
 ): T {
     require(timeoutMs == null || timeoutMs >= 0) { "timeoutMs must not be negative" }
+    require(maxDurationMs == null || maxDurationMs >= 0) { "maxDurationMs must not be negative" }
     keepCallbackThreadsAttached()
-    val tx = transaction(TransactionOptions(timeoutMs?.toULong(), priority, name))
+    val tx = transaction(TransactionOptions(timeoutMs?.toULong(), priority, name, maxDurationMs?.toULong()))
     try {
         val result = coroutineScope {
             // Cancels the body (and ends this scope with TransactionLost) once core reports
@@ -143,10 +145,11 @@ suspend fun <T> DlsClient.withLock(
     leaseMs: Long? = null,
     priority: Int? = null,
     name: String? = null,
+    maxDurationMs: Long? = null,
     body: suspend CoroutineScope.(Lock, Transaction) -> T,
 ): T {
     require(timeoutMs == null || timeoutMs >= 0) { "timeoutMs must not be negative" }
-    return withTransaction(leaseMs, priority, name) { tx ->
+    return withTransaction(leaseMs, priority, name, maxDurationMs) { tx ->
         val lock = tx.acquireLock(namespace, key, mode, timeoutMs?.toULong())
         body(lock, tx)
     }
@@ -161,6 +164,18 @@ suspend fun Transaction.acquireLock(
 ): Lock {
     require(timeoutMs >= 0) { "timeoutMs must not be negative" }
     return acquireLock(namespace, key, mode, timeoutMs.toULong())
+}
+
+/** [Transaction.acquireLocks] with the timeout as a plain `Long` of milliseconds (0: try-lock). */
+suspend fun Transaction.acquireLocks(locks: List<LockRequest>, timeoutMs: Long): List<Lock> {
+    require(timeoutMs >= 0) { "timeoutMs must not be negative" }
+    return acquireLocks(locks, timeoutMs.toULong())
+}
+
+/** [DlsClient.verifyFencingToken] with the token as a plain `Long`. */
+suspend fun DlsClient.verifyFencingToken(namespace: String, key: String, fencingToken: Long): TokenCheck {
+    require(fencingToken >= 0) { "fencingToken must not be negative" }
+    return verifyFencingToken(namespace, key, fencingToken.toULong())
 }
 
 /** Calls [listener] once if the transaction is lost (never after commit or abort). */

@@ -425,4 +425,73 @@ class DlsClientTest {
         }
         Unit
     }
+
+    @Test
+    fun `acquireLocks takes every lock together or none`() = runBlocking {
+        val ns = ns()
+        val holder = client.beginTransaction(TransactionOptions())
+        val multi = client.beginTransaction(TransactionOptions())
+        try {
+            val held = holder.acquireLock(ns, "q", timeoutMs = 1000)
+            val wanted = listOf(LockRequest(ns, "p", LockMode.EXCLUSIVE), LockRequest(ns, "q", LockMode.SHARED_READ))
+            assertThrows<DlsException.LockTimeout> { runBlocking { multi.acquireLocks(wanted, timeoutMs = 0) } }
+            assertEquals(emptyList<Lock>(), multi.status().locks)
+            holder.commit()
+            val locks = multi.acquireLocks(wanted, timeoutMs = 5000)
+            assertEquals(listOf("p" to LockMode.EXCLUSIVE, "q" to LockMode.SHARED_READ), locks.map { it.key to it.mode })
+            assertTrue(locks.all { it.fencingToken > held.fencingToken })
+            assertTrue(locks[0].fencingToken < locks[1].fencingToken)
+            val tooMany = (1..MAX_LOCKS + 1).map { LockRequest(ns, "many-$it", LockMode.EXCLUSIVE) }
+            assertThrows<DlsException.ResourceExhausted> { runBlocking { multi.acquireLocks(tooMany, timeoutMs = 0) } }
+            assertThrows<DlsException.InvalidArgument> { runBlocking { multi.acquireLocks(emptyList(), timeoutMs = 0) } }
+            assertEquals(locks, multi.status().locks)
+        } finally {
+            multi.abort()
+            holder.close(); multi.close()
+        }
+        Unit
+    }
+
+    @Test
+    fun `downgrade keeps the token and verifyFencingToken follows the grant`() = runBlocking {
+        val ns = ns()
+        val tx = client.beginTransaction(TransactionOptions())
+        try {
+            val lock = tx.acquireLock(ns, "doc", timeoutMs = 1000)
+            assertTrue(client.verifyFencingToken(ns, "doc", lock.fencingToken.toLong()).current)
+            assertFalse(client.verifyFencingToken(ns, "doc", lock.fencingToken.toLong() + 1).current)
+            val down = tx.downgrade(ns, "doc")
+            assertEquals(LockMode.SHARED_READ, down?.mode)
+            assertEquals(lock.fencingToken, down?.fencingToken)
+            assertNull(tx.downgrade(ns, "not-held"))
+            tx.commit()
+            val after = client.verifyFencingToken(ns, "doc", lock.fencingToken)
+            assertFalse(after.current)
+            assertEquals(emptyList<ULong>(), after.currentTokens)
+        } finally {
+            tx.close()
+        }
+        Unit
+    }
+
+    @Test
+    fun `maxDurationMs ends a heartbeating transaction and cancels the body`() = runBlocking {
+        val ns = ns()
+        val started = System.nanoTime()
+        val e = assertThrows<DlsException.TransactionLost> {
+            runBlocking {
+                client.withTransaction(timeoutMs = 10000, maxDurationMs = 800) { tx ->
+                    tx.acquireLock(ns, "k", timeoutMs = 1000)
+                    delay(60_000)
+                }
+            }
+        }
+        assertTrue((System.nanoTime() - started) / 1_000_000 >= 800)
+        assertTrue(e.message!!.contains("max duration"), e.message)
+        val bad = assertThrows<DlsException.InvalidArgument> {
+            runBlocking { client.beginTransaction(TransactionOptions(maxDurationMs = 10u)) }
+        }
+        assertTrue(bad.message!!.contains("max_duration_ms"), bad.message)
+        Unit
+    }
 }
