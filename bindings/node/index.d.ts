@@ -74,13 +74,33 @@ export declare namespace Dls {
   interface AcquireOptions {
     /** How long to wait in the key's queue before LockTimeoutError; 0 tries once without queueing. */
     timeoutMs?: number;
+    /** Called each time the request's place in the queue changes (on the event loop). */
+    onQueued?: (position: QueuePosition) => void;
   }
+
+  /** Where a waiting acquire stands in its key's queue. */
+  interface QueuePosition {
+    /** 1 = next in line (several locks: the furthest place over the keys waited for). */
+    position: number;
+    /** The transactions this request waits for (holders and earlier waiters). */
+    blockingTransactionIds: bigint[];
+  }
+
+  /**
+   * A `JSON.stringify` replacer that writes bigints (fencing tokens, ids, sequences) as
+   * decimal strings: `JSON.stringify(await tx.status(), Dls.jsonReplacer)`. Locks from
+   * `acquireLock`, `acquireLocks`, `downgrade` and `lock` need none: their `toJSON` does it.
+   */
+  function jsonReplacer(key: string, value: unknown): unknown;
 
   interface Lock {
     namespace: string;
     key: string;
     mode: LockMode;
-    /** Cluster-wide strictly increasing token of this grant (u64). Pass it to your storage. */
+    /**
+     * Cluster-wide strictly increasing token of this grant (u64). Pass it to your storage.
+     * `JSON.stringify(lock)` writes it as a decimal string (the lock's `toJSON`).
+     */
     fencingToken: bigint;
   }
 
@@ -222,7 +242,12 @@ export declare namespace Dls {
     /** Takes one lock in a new transaction, in one request; `release()` (or `await using`) frees it. */
     lock(namespace: string, key: string, options?: LockOptions): Promise<HeldLock>;
     /** Runs `fn(lock, tx)` holding one lock, as `withTransaction` runs its body. */
-    withLock<T>(namespace: string, key: string, fn: (lock: Lock, tx: Transaction) => Promise<T> | T, options?: LockOptions): Promise<T>;
+    withLock<T>(
+      namespace: string,
+      key: string,
+      fn: (lock: Lock, tx: Transaction, signal: AbortSignal) => Promise<T> | T,
+      options?: LockOptions,
+    ): Promise<T>;
     /** Begins a transaction now; commit or abort it yourself. */
     beginTransaction(options?: TransactionOptions): Promise<Transaction>;
     /**
@@ -231,7 +256,7 @@ export declare namespace Dls {
      * If the transaction is lost meanwhile, `tx.signal` aborts and this rejects with
      * TransactionLostError (DeadlockVictimError for a deadlock victim).
      */
-    withTransaction<T>(fn: (tx: Transaction) => Promise<T> | T, options?: TransactionOptions): Promise<T>;
+    withTransaction<T>(fn: (tx: Transaction, signal: AbortSignal) => Promise<T> | T, options?: TransactionOptions): Promise<T>;
     /** Any transaction's status, by id. */
     transactionStatus(id: bigint | number): Promise<TransactionStatus>;
     /** Whether a fencing token is the current grant of a key (linearizable; no transaction needed). */
@@ -326,6 +351,7 @@ export declare namespace Dls {
 export import DlsClient = Dls.DlsClient;
 export import Transaction = Dls.Transaction;
 export import EventWatch = Dls.EventWatch;
+export import jsonReplacer = Dls.jsonReplacer;
 export import DlsError = Dls.DlsError;
 export import LockTimeoutError = Dls.LockTimeoutError;
 export import DeadlockVictimError = Dls.DeadlockVictimError;
@@ -343,6 +369,9 @@ export import ConfigError = Dls.ConfigError;
 export import InternalError = Dls.InternalError;
 export type LockMode = Dls.LockMode;
 export type Lock = Dls.Lock;
+export type LockRequest = Dls.LockRequest;
+export type TokenCheck = Dls.TokenCheck;
+export type QueuePosition = Dls.QueuePosition;
 export type HeldLock = Dls.HeldLock;
 export type LockOptions = Dls.LockOptions;
 export type ErrorCode = Dls.ErrorCode;

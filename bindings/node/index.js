@@ -135,12 +135,40 @@ function txOptions(opts) {
   return { timeoutMs, priority, name, maxDurationMs };
 }
 
+/**
+ * `JSON.stringify` replacer for anything holding SDK values: u64s (fencing tokens, ids,
+ * sequences) are bigints, which JSON cannot hold, so they become decimal strings.
+ */
+function jsonReplacer(_key, value) {
+  return typeof value === 'bigint' ? value.toString() : value;
+}
+
+/** A lock's JSON form: the same fields, the fencing token as a decimal string. */
+function lockToJSON() {
+  return { namespace: this.namespace, key: this.key, mode: this.mode, fencingToken: this.fencingToken.toString() };
+}
+
+/** Gives a lock from the native layer a (non-enumerable) `toJSON`, so `JSON.stringify(lock)` works. */
+function jsonable(lock) {
+  if (lock !== null && typeof lock === 'object') {
+    Object.defineProperty(lock, 'toJSON', { value: lockToJSON, enumerable: false });
+  }
+  return lock;
+}
+
 function lostError(reason) {
   const message = `transaction lost (${reason.kind}): ${reason.message}`;
   const err =
     reason.kind === 'DEADLOCK_VICTIM' ? new DeadlockVictimError(message) : new TransactionLostError(message);
   err.lostKind = reason.kind;
   return err;
+}
+
+/** The `onQueued` option checked here, so a wrong type fails the call instead of the runtime. */
+function queuedCallback(onQueued) {
+  if (onQueued == null) return null;
+  if (typeof onQueued !== 'function') throw new InvalidArgumentError('onQueued must be a function');
+  return onQueued;
 }
 
 /** Aborts and stops the heartbeat even if the abort fails: the caller owns the transaction's life. */
@@ -192,9 +220,16 @@ class Transaction {
     return this.#controller.signal;
   }
 
-  /** Takes a lock; resolves with `{ namespace, key, mode, fencingToken }` (fencingToken: bigint). */
-  acquireLock(namespace, key, mode = 'EXCLUSIVE', opts = {}) {
-    return call(this.#native.acquireLock(namespace, key, mode, opts?.timeoutMs ?? null));
+  /**
+   * Takes a lock; resolves with `{ namespace, key, mode, fencingToken }` (fencingToken:
+   * bigint). `opts.onQueued({ position, blockingTransactionIds })` is called each time the
+   * request's place in the key's queue changes (1 = next).
+   */
+  async acquireLock(namespace, key, mode = 'EXCLUSIVE', opts = {}) {
+    const lock = await call(
+      this.#native.acquireLock(namespace, key, mode, opts?.timeoutMs ?? null, queuedCallback(opts?.onQueued)),
+    );
+    return jsonable(lock);
   }
 
   /**
@@ -204,12 +239,15 @@ class Transaction {
   acquireLocks(locks, opts = {}) {
     if (!Array.isArray(locks)) throw new InvalidArgumentError('acquireLocks needs an array of { namespace, key, mode }');
     const wanted = locks.map((l) => ({ namespace: l?.namespace, key: l?.key, mode: l?.mode ?? 'EXCLUSIVE' }));
-    return call(Promise.resolve().then(() => this.#native.acquireLocks(wanted, opts?.timeoutMs ?? null)));
+    const onQueued = queuedCallback(opts?.onQueued);
+    return call(Promise.resolve().then(() => this.#native.acquireLocks(wanted, opts?.timeoutMs ?? null, onQueued))).then(
+      (granted) => granted.map(jsonable),
+    );
   }
 
   /** EXCLUSIVE -> SHARED_READ in place, keeping the fencing token; resolves with the lock, or null if not held. */
-  downgrade(namespace, key) {
-    return call(this.#native.downgrade(namespace, key));
+  async downgrade(namespace, key) {
+    return jsonable(await call(this.#native.downgrade(namespace, key)));
   }
 
   /** Releases one lock early; resolves with whether the transaction held (or waited for) it. */
@@ -358,7 +396,7 @@ class DlsClient {
       throw e;
     }
     const release = () => tx.commit();
-    return {
+    return jsonable({
       ...lock,
       transaction: tx,
       get signal() {
@@ -366,11 +404,11 @@ class DlsClient {
       },
       release,
       [Symbol.asyncDispose ?? Symbol.for('Symbol.asyncDispose')]: release,
-    };
+    });
   }
 
   /**
-   * Runs `fn(lock, tx)` holding one lock, as `withTransaction` runs its body (commit when it
+   * Runs `fn(lock, tx, signal)` holding one lock, as `withTransaction` runs its body (commit when it
    * resolves, abort when it throws, TransactionLostError if the lease is lost); the begin and
    * the acquire go in one request. Options as `lock()`.
    */
@@ -378,7 +416,8 @@ class DlsClient {
     if (typeof fn !== 'function') throw new InvalidArgumentError('withLock needs a callback');
     const o = opts ?? {};
     return this.withTransaction(
-      async (tx) => fn(await tx.acquireLock(namespace, key, o.mode ?? 'EXCLUSIVE', { timeoutMs: o.timeoutMs }), tx),
+      async (tx, signal) =>
+        fn(await tx.acquireLock(namespace, key, o.mode ?? 'EXCLUSIVE', { timeoutMs: o.timeoutMs }), tx, signal),
       { timeoutMs: o.leaseMs, priority: o.priority, name: o.name, maxDurationMs: o.maxDurationMs },
     );
   }
@@ -389,9 +428,10 @@ class DlsClient {
   }
 
   /**
-   * Runs `fn(tx)` in a transaction: commits when it resolves, aborts when it throws (and
-   * rethrows), and resolves with its value. If the transaction is lost meanwhile,
-   * `tx.signal` aborts and this rejects with TransactionLostError (DeadlockVictimError).
+   * Runs `fn(tx, signal)` in a transaction: commits when it resolves, aborts when it throws
+   * (and rethrows), and resolves with its value. If the transaction is lost meanwhile,
+   * `signal` (the same as `tx.signal`; hand it to fetch, timers, streams) aborts and this
+   * rejects with TransactionLostError (DeadlockVictimError).
    */
   async withTransaction(fn, opts) {
     if (typeof fn !== 'function') throw new InvalidArgumentError('withTransaction needs a callback');
@@ -406,7 +446,7 @@ class DlsClient {
       signal.addEventListener('abort', onLost, { once: true });
     });
     const work = Promise.resolve()
-      .then(() => fn(tx))
+      .then(() => fn(tx, signal))
       .then(
         (value) => ({ value }),
         (error) => ({ error }),
@@ -478,6 +518,7 @@ class DlsClient {
 
 const Dls = Object.freeze({
   DlsClient,
+  jsonReplacer,
   Transaction,
   EventWatch,
   DlsError,

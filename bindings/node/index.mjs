@@ -5,6 +5,7 @@ import sdk from './index.js';
 export const {
   Dls,
   DlsClient,
+  jsonReplacer,
   Transaction,
   EventWatch,
   DlsError,

@@ -312,7 +312,8 @@ impl TransactionOptions {
 /// Options of [`Transaction::acquire_lock`](crate::Transaction::acquire_lock).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AcquireOptions {
-    /// How long to wait in the queue, in milliseconds (1..=3600000). Default 10000.
+    /// How long to wait in the queue, in milliseconds (0..=3600000; 0 answers at once
+    /// without queueing: a try-lock). Default 10000.
     pub timeout_ms: u64,
 }
 

@@ -126,6 +126,33 @@ for (const locale of ['en-US', 'es-ES']) describe(`playground page on a real dls
     await page.close();
   });
 
+  test('several keys in one acquire are granted together or not at all', async () => {
+    const page = await open();
+    const outside = await api(dls.base, 'POST', '/api/v1/transactions', { timeout_ms: 10000, name: 'outside-holder' });
+    await api(dls.base, 'POST', `/api/v1/transactions/${outside.transaction_id}/locks`,
+      { namespace: 'playground', key: 'multi-b', mode: 'EXCLUSIVE', timeout_ms: 1000 });
+    await page.fill('#new-txn input[name=name]', 'multi');
+    await page.click('#new-txn button[type=submit]');
+    const card = page.locator('.txn[data-name=multi]');
+    await card.waitFor();
+    const id = await card.getAttribute('data-txn-id');
+    await card.locator('input[name=key]').fill('multi-a, multi-b');
+    await card.locator('button[type=submit]').click();
+    // Waiting in both queues, holding neither: multi-a is free but not taken alone.
+    await page.locator(`#locks [data-key="playground/multi-a"] .waiter[data-txn-id="${id}"]`).waitFor();
+    assert.equal(await page.locator('#locks [data-key="playground/multi-a"] .holder').count(), 0);
+    await api(dls.base, 'POST', `/api/v1/transactions/${outside.transaction_id}/end`, { commit: true });
+    for (const key of ['multi-a', 'multi-b']) {
+      await page.locator(`#locks [data-key="playground/${key}"] .holder[data-txn-id="${id}"]`).waitFor();
+    }
+    await card.locator('.held .chip', { hasText: 'multi-b' }).waitFor();
+    assert.equal(await card.locator('.held .chip').count(), 2);
+    const status = await api(dls.base, 'GET', `/api/v1/transactions/${id}`);
+    assert.deepEqual(status.locks.map((l) => l.key).sort(), ['multi-a', 'multi-b']);
+    await page.screenshot({ path: `${ARTIFACTS}multi-key-${lang}.png`, fullPage: true });
+    await page.close();
+  });
+
   test('locks taken by another client show up in the page', async () => {
     const page = await open();
     const t = await api(dls.base, 'POST', '/api/v1/transactions', { timeout_ms: 10000, name: 'outside-client' });

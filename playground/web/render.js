@@ -59,7 +59,7 @@ function renderTxns() {
     if (t.state === 'ACTIVE') {
       const form = h('form', { class: 'row acq' },
         h('input', { name: 'namespace', value: NS_DEFAULT, 'aria-label': tr('txn.namespace'), size: 10 }),
-        h('input', { name: 'key', placeholder: tr('txn.key'), required: '', 'aria-label': tr('txn.key') }),
+        h('input', { name: 'key', placeholder: tr('txn.key'), title: tr('txn.keyHint'), required: '', 'aria-label': tr('txn.key') }),
         h('select', { name: 'mode', 'aria-label': tr('txn.mode') }, h('option', { value: 'EXCLUSIVE' }, 'EXCLUSIVE'), h('option', { value: 'SHARED_READ' }, 'SHARED_READ')),
         h('button', { type: 'submit' }, tr('txn.acquire')),
         h('button', { type: 'button', class: 'quiet', onclick: () => end(t, true) }, tr('txn.commit')),

@@ -65,32 +65,62 @@ export function ended(t, state, reason) {
 }
 
 export async function acquire(t, namespace, key, mode, timeoutMs = ACQUIRE_WAIT_MS) {
-  t.pending = { namespace, key, mode };
+  // "a, b, c" asks for every key at once, all or nothing (one AcquireLocks request).
+  const keys = key.split(',').map((k) => k.trim()).filter(Boolean);
+  if (keys.length > 1) return acquireAll(t, namespace, keys, mode, timeoutMs);
+  t.pending = { namespace, key, mode, keys: [key] };
   changed();
   try {
     const r = await api('POST', `/api/v1/transactions/${t.id}/locks`, {
       namespace, key, mode, timeout_ms: timeoutMs, return_when_queued: true,
     });
-    renewed(t);
-    pollLocks();
-    if (r.status === 'granted') {
-      granted(t, namespace, key, mode, r.fencing_token);
-    } else {
-      const by = r.blocking_transaction_ids.map(nameOf).join(', ');
-      log(tr('log.queued', { name: t.name, mode, key: `${namespace}/${key}`, position: r.position, by }));
-    }
-    return r;
+    return answered(t, r, () => granted(t, namespace, key, mode, r.fencing_token));
   } catch (e) {
-    t.pending = null;
-    log(tr('log.acquireFailed', { name: t.name, key: `${namespace}/${key}`, kind: e.kind || e.code, msg: e.message }), 'bad');
-    if (e.kind === 'DEADLOCK_VICTIM') ended(t, 'ABORTED', e.message);
-    changed();
-    return null;
+    return acquireFailed(t, `${namespace}/${key}`, e);
   }
 }
 
-function granted(t, namespace, key, mode, token) {
+async function acquireAll(t, namespace, keys, mode, timeoutMs) {
+  const label = `${namespace}/{${keys.join(', ')}}`;
+  t.pending = { namespace, key: keys.join(', '), mode, keys };
+  changed();
+  try {
+    const r = await api('POST', `/api/v1/transactions/${t.id}/locks/all`, {
+      locks: keys.map((key) => ({ namespace, key, mode })), timeout_ms: timeoutMs, return_when_queued: true,
+    });
+    return answered(t, r, () => {
+      t.pending = null;
+      for (const l of r.locks) granted(t, l.namespace, l.key, l.mode, l.fencing_token);
+    }, label);
+  } catch (e) {
+    return acquireFailed(t, label, e);
+  }
+}
+
+/** The first answer of an acquire: granted now, or queued (the lock-table poll sees the grant). */
+function answered(t, r, onGranted, label) {
+  renewed(t);
+  pollLocks();
+  if (r.status === 'granted') {
+    onGranted();
+  } else {
+    const by = r.blocking_transaction_ids.map(nameOf).join(', ');
+    const key = label ?? `${t.pending.namespace}/${t.pending.key}`;
+    log(tr('log.queued', { name: t.name, mode: t.pending.mode, key, position: r.position, by }));
+  }
+  return r;
+}
+
+function acquireFailed(t, label, e) {
   t.pending = null;
+  log(tr('log.acquireFailed', { name: t.name, key: label, kind: e.kind || e.code, msg: e.message }), 'bad');
+  if (e.kind === 'DEADLOCK_VICTIM') ended(t, 'ABORTED', e.message);
+  changed();
+  return null;
+}
+
+function granted(t, namespace, key, mode, token) {
+  if (t.pending && t.pending.keys.length === 1) t.pending = null;
   t.tokens.set(`${namespace}/${key}`, token);
   log(tr('log.granted', { name: t.name, mode, key: `${namespace}/${key}`, token }), 'server', { event: 'granted', txn: t.name, token });
   if (t.commitWhenGranted) {
@@ -105,7 +135,8 @@ export async function release(t, namespace, key) {
     const r = await api('POST', `/api/v1/transactions/${t.id}/release`, { namespace, key });
     renewed(t);
     t.tokens.delete(`${namespace}/${key}`);
-    if (t.pending && t.pending.namespace === namespace && t.pending.key === key) t.pending = null;
+    // Releasing any key of a waiting request withdraws the whole request.
+    if (t.pending && t.pending.namespace === namespace && t.pending.keys.includes(key)) t.pending = null;
     log(tr('log.released', { name: t.name, key: `${namespace}/${key}`, held: r.released }));
     pollLocks();
   } catch (e) {
@@ -132,15 +163,24 @@ export async function pollLocks() {
   try {
     const r = await api('GET', '/api/v1/locks');
     view.lockTable = r.locks;
+    const holds = new Map(); // "txn namespace/key" -> the holder entry
     for (const k of view.lockTable) {
       for (const h of k.holders) {
         names.set(h.transaction_id, h.transaction_name || names.get(h.transaction_id));
-        const t = txns.get(h.transaction_id);
-        if (t && t.pending && t.pending.namespace === k.namespace && t.pending.key === k.key && h.mode === t.pending.mode) {
-          granted(t, k.namespace, k.key, h.mode, h.fencing_token);
-        }
+        holds.set(`${h.transaction_id} ${k.namespace}/${k.key}`, h);
       }
       for (const w of k.waiters) names.set(w.transaction_id, w.transaction_name || names.get(w.transaction_id));
+    }
+    // A pending request is granted once its transaction holds every key of it (several
+    // keys are granted together, so they show up in the same poll).
+    for (const t of txns.values()) {
+      const p = t.pending;
+      if (!p) continue;
+      const got = p.keys.map((key) => ({ key, h: holds.get(`${t.id} ${p.namespace}/${key}`) }));
+      if (got.every(({ h }) => h && h.mode === p.mode)) {
+        t.pending = null;
+        for (const { key, h } of got) granted(t, p.namespace, key, h.mode, h.fencing_token);
+      }
     }
     changed();
   } catch (e) {

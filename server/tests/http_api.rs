@@ -371,3 +371,74 @@ async fn a_bounded_transaction_ends_over_http_and_a_bad_bound_is_refused() {
     );
     assert_eq!(ended["locks"], json!([]));
 }
+
+#[tokio::test]
+async fn several_locks_downgrade_and_token_checks_over_http() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+    let a = begin(&h, "multi", 0).await;
+    let b = begin(&h, "reader", 0).await;
+    let both = json!({"locks": [{"namespace": "ns", "key": "x", "mode": "EXCLUSIVE"}, {"namespace": "ns", "key": "y", "mode": "SHARED_READ"}],
+                      "timeout_ms": 5_000});
+    let g = ok(&h, "POST", &format!("/api/v1/transactions/{a}/locks/all"), both).await;
+    assert_eq!(g["status"], "granted", "{g}");
+    let keys: Vec<_> = g["locks"].as_array().unwrap().iter().map(|l| (l["key"].clone(), l["mode"].clone())).collect();
+    assert_eq!(keys, vec![(json!("x"), json!("EXCLUSIVE")), (json!("y"), json!("SHARED_READ"))]);
+    let x_token = g["locks"][0]["fencing_token"].as_str().unwrap().to_string();
+
+    // b's try of both keys is refused and takes nothing; a queued wait is reported.
+    let try_both = json!({"locks": [{"namespace": "ns", "key": "x", "mode": "EXCLUSIVE"}, {"namespace": "ns", "key": "z", "mode": "EXCLUSIVE"}], "timeout_ms": 0});
+    let (status, v) = call(&h, "POST", &format!("/api/v1/transactions/{b}/locks/all"), try_both, None).await;
+    assert_eq!((status, v["error"]["kind"].as_str()), (504, Some("LOCK_TIMEOUT")), "{v}");
+    let (status, v) =
+        call(&h, "POST", &format!("/api/v1/transactions/{b}/locks/all"), json!({"locks": []}), None).await;
+    assert_eq!(status, 400, "{v}");
+
+    let reader =
+        json!({"namespace": "ns", "key": "x", "mode": "SHARED_READ", "timeout_ms": 30_000, "return_when_queued": true});
+    let q = ok(&h, "POST", &format!("/api/v1/transactions/{b}/locks"), reader).await;
+    assert_eq!(q["status"], "queued");
+    let current = ok(
+        &h,
+        "POST",
+        "/api/v1/fencing-tokens/verify",
+        json!({"namespace": "ns", "key": "x", "fencing_token": x_token}),
+    )
+    .await;
+    assert_eq!((current["current"].clone(), current["current_tokens"].clone()), (json!(true), json!([x_token])));
+
+    let d =
+        ok(&h, "POST", &format!("/api/v1/transactions/{a}/downgrade"), json!({"namespace": "ns", "key": "x"})).await;
+    assert_eq!((d["held"].clone(), d["lock"]["mode"].clone()), (json!(true), json!("SHARED_READ")));
+    assert_eq!(d["lock"]["fencing_token"], json!(x_token));
+    // The queued reader comes in: the key now has two holders.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let check = ok(
+            &h,
+            "POST",
+            "/api/v1/fencing-tokens/verify",
+            json!({"namespace": "ns", "key": "x", "fencing_token": 999_999}),
+        )
+        .await;
+        if check["current_tokens"].as_array().unwrap().len() == 2 || tokio::time::Instant::now() > deadline {
+            assert_eq!(check["current"], json!(false));
+            assert_eq!(check["current_tokens"].as_array().unwrap().len(), 2, "{check}");
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let none =
+        ok(&h, "POST", &format!("/api/v1/transactions/{a}/downgrade"), json!({"namespace": "ns", "key": "nope"})).await;
+    assert_eq!((none["held"].clone(), none["lock"].clone()), (json!(false), Value::Null));
+    let (status, v) = call(
+        &h,
+        "POST",
+        "/api/v1/fencing-tokens/verify",
+        json!({"namespace": "ns", "key": "x", "fencing_token": "-1"}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("fencing_token"), "{v}");
+}

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use caerus_core::{
     AcquireOptions, ClientConfig, DlsClient, Error as CoreError, Event, EventDetail, EventKind, EventStream, Lock,
-    LockMode, LockRequest, LostReason, TokenCheck, Transaction, TransactionOptions, TransactionStatus, WatchOptions,
+    LockMode, LockRequest, LostReason, QueuePosition, TokenCheck, Transaction, TransactionOptions, TransactionStatus,
+    WatchOptions,
 };
 use napi::bindgen_prelude::{block_on, spawn, BigInt, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -133,6 +134,31 @@ pub struct JsTokenCheck {
 impl From<TokenCheck> for JsTokenCheck {
     fn from(c: TokenCheck) -> Self {
         JsTokenCheck { current: c.current, current_tokens: c.current_tokens.into_iter().map(BigInt::from).collect() }
+    }
+}
+
+/// Where a waiting acquire stands in its key's queue (given to `onQueued`).
+#[napi(object)]
+pub struct JsQueuePosition {
+    /// 1 = next in line (for several locks: the furthest place over the keys waited for).
+    pub position: u32,
+    /// The transactions this request waits for.
+    pub blocking_transaction_ids: Vec<BigInt>,
+}
+
+/// A JS callback called from the runtime without keeping the process alive.
+type Callback<T> = ThreadsafeFunction<T, (), T, Status, false, true>;
+
+/// Core's progress callback calling the JS `onQueued` (if any) on the event loop.
+fn queued_callback(on_queued: Option<Callback<JsQueuePosition>>) -> impl FnMut(&QueuePosition) + Send {
+    move |q| {
+        if let Some(callback) = &on_queued {
+            let position = JsQueuePosition {
+                position: q.position,
+                blocking_transaction_ids: q.blocking_transaction_ids.iter().map(|&id| BigInt::from(id)).collect(),
+            };
+            callback.call(position, ThreadsafeFunctionCallMode::NonBlocking);
+        }
     }
 }
 
@@ -480,13 +506,15 @@ impl NativeTransaction {
         key: String,
         mode: Option<String>,
         timeout_ms: Option<f64>,
+        on_queued: Option<Callback<JsQueuePosition>>,
     ) -> Result<Unknown<'env>> {
         let tx = self.tx.clone();
         let (mode, opts) = (mode_of(mode), acquire_options(timeout_ms));
-        promise(
-            env,
-            async move { tx.acquire_lock(&namespace, &key, mode?, opts?).await.map(JsLock::from).map_err(to_js) },
-        )
+        promise(env, async move {
+            let progress = queued_callback(on_queued);
+            let lock = tx.acquire_lock_with_progress(&namespace, &key, mode?, opts?, progress).await;
+            lock.map(JsLock::from).map_err(to_js)
+        })
     }
 
     /// Every lock of `locks` together or none (all-or-nothing, one token per lock).
@@ -496,13 +524,15 @@ impl NativeTransaction {
         env: &'env Env,
         locks: Vec<JsLockRequest>,
         timeout_ms: Option<f64>,
+        on_queued: Option<Callback<JsQueuePosition>>,
     ) -> Result<Unknown<'env>> {
         let tx = self.tx.clone();
         let wanted: Result<Vec<LockRequest>> =
             locks.into_iter().map(|l| Ok(LockRequest::new(l.namespace, l.key, mode_of(l.mode)?))).collect();
         let opts = acquire_options(timeout_ms);
         promise(env, async move {
-            let granted = tx.acquire_locks(&wanted?, opts?).await.map_err(to_js)?;
+            let progress = queued_callback(on_queued);
+            let granted = tx.acquire_locks_with_progress(&wanted?, opts?, progress).await.map_err(to_js)?;
             Ok(granted.into_iter().map(JsLock::from).collect::<Vec<_>>())
         })
     }
@@ -553,7 +583,7 @@ impl NativeTransaction {
     /// the signal does not keep the Node process alive, and the task holds only the signal
     /// channel, not the transaction.
     #[napi]
-    pub fn on_lost(&self, callback: ThreadsafeFunction<JsLostReason, (), JsLostReason, Status, false, true>) {
+    pub fn on_lost(&self, callback: Callback<JsLostReason>) {
         let mut lost = self.tx.lost_signal();
         let mut ended = self.ended.subscribe();
         spawn(async move {

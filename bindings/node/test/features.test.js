@@ -159,3 +159,66 @@ test('maxDurationMs ends the transaction although it heartbeats; the body sees i
     return true;
   });
 });
+
+test('onQueued reports the place in line and the blockers, for one lock and several', async () => {
+  const n = ns();
+  const holder = await dls.beginTransaction();
+  const waiter = await dls.beginTransaction();
+  try {
+    await holder.acquireLock(n, 'a');
+    const seen = [];
+    const single = waiter.acquireLock(n, 'a', 'EXCLUSIVE', { timeoutMs: 30000, onQueued: (p) => seen.push(p) });
+    for (let i = 0; i < 300 && seen.length === 0; i++) await sleep(10);
+    assert.deepEqual(seen, [{ position: 1, blockingTransactionIds: [holder.id] }]);
+    await holder.commit();
+    await single;
+
+    const other = await dls.beginTransaction();
+    const multiSeen = [];
+    const multi = other.acquireLocks(
+      [
+        { namespace: n, key: 'a' },
+        { namespace: n, key: 'b' },
+      ],
+      { timeoutMs: 30000, onQueued: (p) => multiSeen.push(p) },
+    );
+    for (let i = 0; i < 300 && multiSeen.length === 0; i++) await sleep(10);
+    assert.deepEqual(multiSeen[0]?.blockingTransactionIds, [waiter.id]);
+    await waiter.commit();
+    assert.deepEqual(
+      (await multi).map((l) => l.key),
+      ['a', 'b'],
+    );
+    await other.commit();
+    await assert.rejects(async () => other.acquireLock(n, 'c', 'EXCLUSIVE', { onQueued: 'nope' }), Dls.InvalidArgumentError);
+  } finally {
+    await waiter.abort();
+  }
+});
+
+test('withTransaction hands the body the AbortSignal; locks serialise with JSON.stringify', async () => {
+  const n = ns();
+  const json = await dls.withTransaction(async (tx, signal) => {
+    assert.equal(signal, tx.signal);
+    assert.equal(signal.aborted, false);
+    const lock = await tx.acquireLock(n, 'k');
+    const text = JSON.stringify(lock);
+    assert.deepEqual(JSON.parse(text), { namespace: n, key: 'k', mode: 'EXCLUSIVE', fencingToken: lock.fencingToken.toString() });
+    // Anything else holding bigints goes through the replacer.
+    const status = JSON.parse(JSON.stringify(await tx.status(), Dls.jsonReplacer));
+    assert.equal(status.id, tx.id.toString());
+    assert.equal(status.locks[0].fencingToken, lock.fencingToken.toString());
+    return text;
+  });
+  assert.match(json, /"fencingToken":"\d+"/);
+  await dls.withLock(n, 'k', async (lock, tx, signal) => {
+    assert.equal(signal, tx.signal);
+    assert.match(JSON.stringify(lock), /"fencingToken":"\d+"/);
+  });
+  const held = await dls.lock(n, 'k');
+  try {
+    assert.deepEqual(Object.keys(JSON.parse(JSON.stringify(held))).sort(), ['fencingToken', 'key', 'mode', 'namespace']);
+  } finally {
+    await held.release();
+  }
+});

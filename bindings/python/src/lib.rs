@@ -23,6 +23,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::LockMode>()?;
     m.add_class::<types::Lock>()?;
     m.add_class::<types::TokenCheck>()?;
+    m.add_class::<types::QueuePosition>()?;
     m.add_class::<types::PendingLock>()?;
     m.add_class::<types::TransactionStatus>()?;
     m.add_class::<types::LostReason>()?;

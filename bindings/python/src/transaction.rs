@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use crate::asyncio_bridge::awaitable;
 use crate::runtime::{blocking, runtime};
 use crate::twins::pymethods_with_twins;
-use crate::types::{millis, parse_mode, Lock, LostReason, TransactionStatus};
+use crate::types::{millis, parse_mode, Lock, LostReason, QueuePosition, TransactionStatus};
 
 /// A native transaction handle. Use `caerus.Transaction` / `caerus.sync.Transaction`.
 #[pyclass(frozen, module = "caerus._native")]
@@ -37,18 +37,40 @@ impl Drop for NativeTransaction {
     }
 }
 
-fn acquire_fut(
-    tx: core::Transaction,
-    namespace: String,
-    key: String,
-    mode: core::LockMode,
-    timeout_ms: Option<u64>,
-) -> impl std::future::Future<Output = Result<Lock, core::Error>> + Send {
+fn acquire_options(timeout_ms: Option<u64>) -> core::AcquireOptions {
     let mut opts = core::AcquireOptions::default();
     if let Some(ms) = timeout_ms {
         opts = opts.with_timeout_ms(ms);
     }
-    async move { tx.acquire_lock(&namespace, &key, mode, opts).await.map(Lock::from) }
+    opts
+}
+
+/// Core's progress callback calling the Python `on_queued(QueuePosition)` (if any) on the
+/// runtime thread that read the `queued` message. The asyncio wrapper hands it over to the
+/// event loop; an exception in it is reported as unraisable and does not end the wait.
+fn queued_callback(on_queued: Option<Py<PyAny>>) -> impl FnMut(&core::QueuePosition) + Send {
+    move |q| {
+        if let Some(callback) = &on_queued {
+            Python::attach(|py| {
+                if let Err(e) = callback.call1(py, (QueuePosition::from(q),)) {
+                    e.write_unraisable(py, Some(callback.bind(py)));
+                }
+            });
+        }
+    }
+}
+
+fn acquire_fut(
+    tx: core::Transaction,
+    (namespace, key, mode): (String, String, core::LockMode),
+    timeout_ms: Option<u64>,
+    on_queued: Option<Py<PyAny>>,
+) -> impl std::future::Future<Output = Result<Lock, core::Error>> + Send {
+    let opts = acquire_options(timeout_ms);
+    async move {
+        let progress = queued_callback(on_queued);
+        tx.acquire_lock_with_progress(&namespace, &key, mode, opts, progress).await.map(Lock::from)
+    }
 }
 
 /// The locks of an all-or-nothing acquire: each `(namespace, key)` (EXCLUSIVE) or
@@ -75,12 +97,13 @@ fn acquire_all_fut(
     tx: core::Transaction,
     locks: Vec<core::LockRequest>,
     timeout_ms: Option<u64>,
+    on_queued: Option<Py<PyAny>>,
 ) -> impl std::future::Future<Output = Result<Vec<Lock>, core::Error>> + Send {
-    let mut opts = core::AcquireOptions::default();
-    if let Some(ms) = timeout_ms {
-        opts = opts.with_timeout_ms(ms);
+    let opts = acquire_options(timeout_ms);
+    async move {
+        let progress = queued_callback(on_queued);
+        Ok(tx.acquire_locks_with_progress(&locks, opts, progress).await?.into_iter().map(Lock::from).collect())
     }
-    async move { Ok(tx.acquire_locks(&locks, opts).await?.into_iter().map(Lock::from).collect()) }
 }
 
 pymethods_with_twins! {
@@ -136,24 +159,26 @@ pymethods_with_twins! {
         }
     }
     twins {
-        #[pyo3(signature = (namespace, key, mode, timeout_ms=None))]
+        #[pyo3(signature = (namespace, key, mode, timeout_ms=None, on_queued=None))]
         fn acquire_lock / acquire_lock_blocking(
             &self,
             namespace: String,
             key: String,
             mode: &Bound<'_, PyAny>,
             timeout_ms: Option<u64>,
+            on_queued: Option<Py<PyAny>>,
         ) -> Lock {
-            acquire_fut(self.tx(), namespace, key, parse_mode(mode)?, timeout_ms)
+            acquire_fut(self.tx(), (namespace, key, parse_mode(mode)?), timeout_ms, on_queued)
         }
 
-        #[pyo3(signature = (locks, timeout_ms=None))]
+        #[pyo3(signature = (locks, timeout_ms=None, on_queued=None))]
         fn acquire_locks / acquire_locks_blocking(
             &self,
             locks: &Bound<'_, PyAny>,
             timeout_ms: Option<u64>,
+            on_queued: Option<Py<PyAny>>,
         ) -> Vec<Lock> {
-            acquire_all_fut(self.tx(), lock_requests(locks)?, timeout_ms)
+            acquire_all_fut(self.tx(), lock_requests(locks)?, timeout_ms, on_queued)
         }
 
         fn release / release_blocking(&self, namespace: String, key: String) -> bool {

@@ -61,6 +61,32 @@ impl Lock {
     }
 }
 
+/// Where a waiting acquire stands in its key's queue (passed to `on_queued`).
+#[pyclass(frozen, get_all, module = "caerus")]
+#[derive(Clone)]
+pub struct QueuePosition {
+    /// 1 = next in line (for several locks: the furthest place over the keys waited for).
+    position: u32,
+    /// The transactions this request waits for (holders and earlier waiters).
+    blocking_transaction_ids: Vec<u64>,
+}
+
+#[pymethods]
+impl QueuePosition {
+    fn __repr__(&self) -> String {
+        format!(
+            "QueuePosition(position={}, blocking_transaction_ids={:?})",
+            self.position, self.blocking_transaction_ids
+        )
+    }
+}
+
+impl From<&core::QueuePosition> for QueuePosition {
+    fn from(q: &core::QueuePosition) -> Self {
+        QueuePosition { position: q.position, blocking_transaction_ids: q.blocking_transaction_ids.clone() }
+    }
+}
+
 /// Whether a fencing token is a current grant of a key (`verify_fencing_token`).
 #[pyclass(frozen, get_all, module = "caerus")]
 #[derive(Clone)]

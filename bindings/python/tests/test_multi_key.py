@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 
 import pytest
@@ -103,3 +104,59 @@ def test_sync_acquire_locks(server):
         locks = tx.acquire_locks([(n, "a"), (n, "b", LockMode.SHARED_READ)], timeout_ms=0)
         assert [l.key for l in locks] == ["a", "b"] and isinstance(locks[0], caerus.Lock)
 
+
+
+async def test_on_queued_reports_position_and_blockers_on_the_event_loop(client):
+    n = ns()
+    holder = await client.begin_transaction()
+    await holder.acquire_lock(n, "a")
+    seen = []
+    loop = asyncio.get_running_loop()
+
+    def on_queued(position):
+        # Called on the event loop, as any asyncio callback.
+        assert asyncio.get_running_loop() is loop
+        seen.append(position)
+
+    waiter = await client.begin_transaction()
+    single = asyncio.ensure_future(waiter.acquire_lock(n, "a", timeout_ms=30000, on_queued=on_queued))
+    for _ in range(300):
+        if seen:
+            break
+        await asyncio.sleep(0.01)
+    assert [(p.position, p.blocking_transaction_ids) for p in seen] == [(1, [holder.id])]
+    await holder.commit()
+    await asyncio.wait_for(single, 30)
+
+    multi_seen = []
+    other = await client.begin_transaction()
+    multi = asyncio.ensure_future(
+        other.acquire_locks([(n, "a"), (n, "b")], timeout_ms=30000, on_queued=multi_seen.append)
+    )
+    for _ in range(300):
+        if multi_seen:
+            break
+        await asyncio.sleep(0.01)
+    assert multi_seen and multi_seen[0].blocking_transaction_ids == [waiter.id]
+    await waiter.commit()
+    assert [l.key for l in await asyncio.wait_for(multi, 30)] == ["a", "b"]
+    await other.commit()
+
+
+def test_sync_on_queued_is_called_while_the_call_blocks(server):
+    client = sync.DlsClient(endpoints=[server.endpoint])
+    n = ns()
+    holder = client.begin_transaction()
+    holder.acquire_lock(n, "k")
+    waiter = client.begin_transaction()
+    seen = []
+
+    def on_queued(position):
+        seen.append(position.position)
+        # Runs on an SDK thread: hand the blocking commit to a thread of its own; the wait
+        # then ends with the grant.
+        threading.Thread(target=holder.commit).start()
+
+    lock = waiter.acquire_lock(n, "k", timeout_ms=30000, on_queued=on_queued)
+    assert seen == [1] and lock.key == "k"
+    waiter.commit()

@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use crate::errors::DlsError;
 use crate::runtime::{on_runtime, RUNTIME};
-use crate::types::{Lock, LockMode, LockRequest, LostKind, LostReason, TransactionStatus};
+use crate::types::{Lock, LockMode, LockRequest, LostKind, LostReason, QueuePosition, TransactionStatus};
 
 /// Told once when a transaction is lost (lease expired, aborted, deadlock victim, lease
 /// unconfirmed). Implemented in Kotlin / Swift; called on a runtime thread of the SDK, so
@@ -16,6 +16,30 @@ use crate::types::{Lock, LockMode, LockRequest, LostKind, LostReason, Transactio
 pub trait LostListener: Send + Sync {
     /// The transaction's locks may already belong to someone else: stop the work.
     fn on_lost(&self, reason: LostReason);
+}
+
+/// Told each time a waiting acquire's place in the queue changes. Implemented in Kotlin /
+/// Swift; called on a runtime thread of the SDK, so keep it short.
+#[uniffi::export(with_foreign)]
+pub trait QueueListener: Send + Sync {
+    fn on_queued(&self, position: QueuePosition);
+}
+
+/// Core's progress callback calling the foreign listener, if any.
+fn queued_callback(listener: Option<Arc<dyn QueueListener>>) -> impl FnMut(&core::QueuePosition) + Send {
+    move |q| {
+        if let Some(listener) = &listener {
+            listener.on_queued(q.into());
+        }
+    }
+}
+
+fn acquire_options(timeout_ms: Option<u64>) -> core::AcquireOptions {
+    let mut opts = core::AcquireOptions::default();
+    if let Some(ms) = timeout_ms {
+        opts = opts.with_timeout_ms(ms);
+    }
+    opts
 }
 
 /// A running transaction. Its lease is heartbeated in Rust until it commits, aborts or
@@ -46,23 +70,22 @@ impl Transaction {
         self.tx.lease().as_millis() as u64
     }
 
-    /// Waits for the lock in FIFO order, up to `timeout_ms` (null: the server's default).
+    /// Waits for the lock in FIFO order, up to `timeout_ms` (null: the server's default;
+    /// 0: a try-lock). `on_queued` hears each change of the request's place in the queue.
     /// Throws `LockTimeout` (the transaction stays active) or `DeadlockVictim`.
-    #[uniffi::method(default(timeout_ms))]
+    #[uniffi::method(default(timeout_ms = None, on_queued = None))]
     pub async fn acquire_lock(
         &self,
         namespace: String,
         key: String,
         mode: LockMode,
         timeout_ms: Option<u64>,
+        on_queued: Option<Arc<dyn QueueListener>>,
     ) -> Result<Lock, DlsError> {
         let tx = self.tx.clone();
         on_runtime(async move {
-            let mut opts = core::AcquireOptions::default();
-            if let Some(ms) = timeout_ms {
-                opts = opts.with_timeout_ms(ms);
-            }
-            Ok(tx.acquire_lock(&namespace, &key, mode, opts).await?.into())
+            let (opts, progress) = (acquire_options(timeout_ms), queued_callback(on_queued));
+            Ok(tx.acquire_lock_with_progress(&namespace, &key, mode, opts, progress).await?.into())
         })
         .await
     }
@@ -70,17 +93,20 @@ impl Transaction {
     /// Takes every lock of `locks` together or none of them (all-or-nothing, one fencing
     /// token per lock, in the order given), waiting in each key's FIFO queue up to
     /// `timeout_ms` (0: a try-lock; null: the server's default). Throws `LockTimeout` (the
-    /// transaction stays active, holding nothing new) or `DeadlockVictim`.
-    #[uniffi::method(default(timeout_ms))]
-    pub async fn acquire_locks(&self, locks: Vec<LockRequest>, timeout_ms: Option<u64>) -> Result<Vec<Lock>, DlsError> {
+    /// transaction stays active, holding nothing new) or `DeadlockVictim`. `on_queued`
+    /// hears the request's place (the furthest over the keys it waits for).
+    #[uniffi::method(default(timeout_ms = None, on_queued = None))]
+    pub async fn acquire_locks(
+        &self,
+        locks: Vec<LockRequest>,
+        timeout_ms: Option<u64>,
+        on_queued: Option<Arc<dyn QueueListener>>,
+    ) -> Result<Vec<Lock>, DlsError> {
         let tx = self.tx.clone();
         on_runtime(async move {
-            let mut opts = core::AcquireOptions::default();
-            if let Some(ms) = timeout_ms {
-                opts = opts.with_timeout_ms(ms);
-            }
+            let (opts, progress) = (acquire_options(timeout_ms), queued_callback(on_queued));
             let wanted: Vec<core::LockRequest> = locks.into_iter().map(Into::into).collect();
-            Ok(tx.acquire_locks(&wanted, opts).await?.into_iter().map(Lock::from).collect())
+            Ok(tx.acquire_locks_with_progress(&wanted, opts, progress).await?.into_iter().map(Lock::from).collect())
         })
         .await
     }

@@ -74,6 +74,21 @@ impl From<LockRequest> for core::LockRequest {
     }
 }
 
+/// Where a waiting acquire stands in its key's queue.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct QueuePosition {
+    /// 1 = next in line (several locks: the furthest place over the keys waited for).
+    pub position: u32,
+    /// The transactions this request waits for (holders and earlier waiters).
+    pub blocking_transaction_ids: Vec<u64>,
+}
+
+impl From<&core::QueuePosition> for QueuePosition {
+    fn from(q: &core::QueuePosition) -> Self {
+        QueuePosition { position: q.position, blocking_transaction_ids: q.blocking_transaction_ids.clone() }
+    }
+}
+
 /// The answer of `verify_fencing_token`.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct TokenCheck {

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
+use caerus_proto::v1::acquire_locks_response::Event as AcquireAllEvent;
 use caerus_proto::v1::admin_service_client::AdminServiceClient;
 use caerus_proto::v1::admin_service_server::AdminService;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
@@ -35,7 +36,10 @@ pub fn routes(gw: Arc<Gateway>, access: Arc<Access>) -> Router {
         .route("/api/v1/transactions/:id", get(status))
         .route("/api/v1/transactions/:id/heartbeat", post(heartbeat))
         .route("/api/v1/transactions/:id/locks", post(acquire))
+        .route("/api/v1/transactions/:id/locks/all", post(acquire_all))
         .route("/api/v1/transactions/:id/release", post(release))
+        .route("/api/v1/transactions/:id/downgrade", post(downgrade))
+        .route("/api/v1/fencing-tokens/verify", post(verify_token))
         .route("/api/v1/transactions/:id/end", post(end))
         .route("/api/v1/transactions/:id/abort", post(abort))
         .route("/api/v1/locks", get(list_locks))
@@ -184,32 +188,122 @@ async fn follow_acquire(
     req: tonic::Request<pb::AcquireLockRequest>,
     return_when_queued: bool,
 ) -> Result<Value, Status> {
-    let mut stream: BoxStream<pb::AcquireLockResponse> = match target {
+    let stream: BoxStream<pb::AcquireLockResponse> = match target {
         Target::Local => LockService::acquire_lock(&*gw.lock, req).await?.into_inner(),
         Target::Leader(ch) => Box::pin(LockServiceClient::new(ch).acquire_lock(req).await?.into_inner()),
     };
+    first_answer(stream, |item| match item.event {
+        Some(AcquireEvent::Granted(g)) => Some(granted_json(&g, "granted")),
+        Some(AcquireEvent::Queued(q)) if return_when_queued => Some(queued_json(&q)),
+        _ => None,
+    })
+    .await
+}
+
+/// Reads an acquire stream until `answer` finds the reply in a message: the grant, or the
+/// first queued message for a caller that asked to return once queued.
+async fn first_answer<T>(mut stream: BoxStream<T>, answer: impl Fn(T) -> Option<Value>) -> Result<Value, Status> {
     while let Some(item) = stream.next().await {
-        match item?.event {
-            Some(AcquireEvent::Granted(g)) => {
-                return Ok(json!({
-                    "status": "granted",
-                    "fencing_token": json::id_str(g.fencing_token),
-                    "namespace": g.namespace,
-                    "key": g.key,
-                    "mode": json::mode_name(g.mode),
-                }))
-            }
-            Some(AcquireEvent::Queued(q)) if return_when_queued => {
-                return Ok(json!({
-                    "status": "queued",
-                    "position": q.position,
-                    "blocking_transaction_ids": q.blocking_transaction_ids.iter().map(|&t| json::id_str(t)).collect::<Vec<_>>(),
-                }))
-            }
-            _ => {}
+        if let Some(reply) = answer(item?) {
+            return Ok(reply);
         }
     }
     Err(Status::unavailable("the acquire stream ended without an answer; call again with the same request_id"))
+}
+
+/// A granted lock; `status` names the outcome for a single acquire, and is omitted inside lists.
+fn granted_json(g: &pb::Granted, status: &str) -> Value {
+    let mut v = json!({
+        "fencing_token": json::id_str(g.fencing_token),
+        "namespace": g.namespace,
+        "key": g.key,
+        "mode": json::mode_name(g.mode),
+    });
+    if !status.is_empty() {
+        v["status"] = json!(status);
+    }
+    v
+}
+
+fn queued_json(q: &pb::Queued) -> Value {
+    json!({
+        "status": "queued",
+        "position": q.position,
+        "blocking_transaction_ids": json::ids(&q.blocking_transaction_ids),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LockItem {
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    key: String,
+    #[serde(default)]
+    mode: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AcquireAllBody {
+    #[serde(default)]
+    locks: Vec<LockItem>,
+    #[serde(default)]
+    timeout_ms: i64,
+    #[serde(default)]
+    request_id: String,
+    #[serde(default)]
+    return_when_queued: bool,
+}
+
+/// Several locks at once, all or nothing (`AcquireLocks`).
+async fn acquire_all(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    raw: Bytes,
+) -> HttpResult {
+    let b: AcquireAllBody = body(&raw)?;
+    let request_id = request_id(b.request_id);
+    let mut locks = Vec::with_capacity(b.locks.len());
+    for l in b.locks {
+        locks.push(pb::LockRequest {
+            namespace: l.namespace,
+            key: l.key,
+            mode: json::mode_from_name(l.mode.as_deref())?,
+        });
+    }
+    let msg = pb::AcquireLocksRequest {
+        transaction_id: path_id(&id)?,
+        locks,
+        timeout_ms: b.timeout_ms,
+        request_id: request_id.clone(),
+    };
+    let (auth, quick) = (Auth::from_headers(&headers), b.return_when_queued);
+    let mut answer = gw
+        .call(|target| {
+            let req = auth.request(msg.clone());
+            let gw = gw.clone();
+            async move {
+                let stream: BoxStream<pb::AcquireLocksResponse> = match target {
+                    Target::Local => LockService::acquire_locks(&*gw.lock, req).await?.into_inner(),
+                    Target::Leader(ch) => Box::pin(LockServiceClient::new(ch).acquire_locks(req).await?.into_inner()),
+                };
+                first_answer(stream, |item| match item.event {
+                    Some(AcquireAllEvent::Granted(g)) => Some(json!({
+                        "status": "granted",
+                        "locks": g.locks.iter().map(|l| granted_json(l, "")).collect::<Vec<_>>(),
+                    })),
+                    Some(AcquireAllEvent::Queued(q)) if quick => Some(queued_json(&q)),
+                    _ => None,
+                })
+                .await
+            }
+        })
+        .await?;
+    answer["request_id"] = json!(request_id);
+    Ok(ok(answer))
 }
 
 #[derive(Deserialize)]
@@ -233,6 +327,53 @@ async fn release(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): P
     };
     let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, release_lock)?;
     Ok(ok(json!({"released": r.released})))
+}
+
+async fn downgrade(
+    State(gw): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    raw: Bytes,
+) -> HttpResult {
+    let b: ReleaseBody = body(&raw)?;
+    let msg = pb::DowngradeLockRequest {
+        transaction_id: path_id(&id)?,
+        namespace: b.namespace,
+        key: b.key,
+        request_id: request_id(b.request_id),
+    };
+    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, downgrade_lock)?;
+    let lock = r.lock.as_ref().filter(|_| r.held).map(|l| granted_json(l, ""));
+    Ok(ok(json!({"held": r.held, "lock": lock})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerifyBody {
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    key: String,
+    /// A decimal string (as the API writes tokens) or a JSON number.
+    fencing_token: Value,
+}
+
+async fn verify_token(State(gw): State<Arc<Gateway>>, headers: HeaderMap, raw: Bytes) -> HttpResult {
+    let b: VerifyBody = body(&raw)?;
+    let token = match &b.fencing_token {
+        Value::String(s) => s.parse::<u64>().ok(),
+        Value::Number(n) => n.as_u64(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        ApiFailure::bad_request(format!(
+            "fencing_token must be an unsigned 64-bit integer (a decimal string or a number), got {}",
+            b.fencing_token
+        ))
+    })?;
+    let msg = pb::VerifyFencingTokenRequest { namespace: b.namespace, key: b.key, fencing_token: token };
+    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, verify_fencing_token)?;
+    Ok(ok(json!({"current": r.current, "current_tokens": json::ids(&r.current_tokens)})))
 }
 
 #[derive(Deserialize)]

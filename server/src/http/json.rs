@@ -32,7 +32,7 @@ pub fn id_str(n: u64) -> Value {
     Value::String(n.to_string())
 }
 
-fn ids(v: &[u64]) -> Value {
+pub fn ids(v: &[u64]) -> Value {
     v.iter().map(|&n| id_str(n)).collect()
 }
 

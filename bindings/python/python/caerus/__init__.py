@@ -18,7 +18,17 @@ Blocking (threads, scripts): :mod:`caerus.sync` has the same names without ``awa
 Errors are :class:`DlsError` subclasses with ``.code`` and ``.message`` (see :mod:`caerus.errors`).
 """
 
-from ._native import Event, KeyLocks, Lock, LockMode, LostReason, PendingLock, TokenCheck, TransactionStatus
+from ._native import (
+    Event,
+    KeyLocks,
+    Lock,
+    LockMode,
+    LostReason,
+    PendingLock,
+    QueuePosition,
+    TokenCheck,
+    TransactionStatus,
+)
 from ._aio import DlsClient, EventStream, Transaction
 from .errors import (
     AlreadyWaiting,
@@ -47,6 +57,7 @@ __all__ = [
     "Lock",
     "PendingLock",
     "TokenCheck",
+    "QueuePosition",
     "TransactionStatus",
     "LostReason",
     "Event",

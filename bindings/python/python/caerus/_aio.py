@@ -8,9 +8,20 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Opti
 from . import _native
 from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client
 from .errors import TransactionLost
-from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TokenCheck, TransactionStatus
+from ._native import Event, KeyLocks, Lock, LockMode, LostReason, QueuePosition, TokenCheck, TransactionStatus
 
 T = TypeVar("T")
+
+OnQueued = Callable[[QueuePosition], Any]
+
+
+def _on_loop(callback: Optional[OnQueued]) -> Optional[OnQueued]:
+    """The progress callback as the SDK's runtime thread calls it: handed over to the
+    running event loop, so the caller's callback runs where its other code runs."""
+    if callback is None:
+        return None
+    loop = asyncio.get_running_loop()
+    return lambda position: loop.call_soon_threadsafe(callback, position)
 
 
 class Transaction(TransactionView):
@@ -24,17 +35,28 @@ class Transaction(TransactionView):
     __slots__ = ()
 
     async def acquire_lock(
-        self, namespace: str, key: str, mode: ModeLike = LockMode.EXCLUSIVE, *, timeout_ms: Optional[int] = None
+        self,
+        namespace: str,
+        key: str,
+        mode: ModeLike = LockMode.EXCLUSIVE,
+        *,
+        timeout_ms: Optional[int] = None,
+        on_queued: Optional[OnQueued] = None,
     ) -> Lock:
         """Takes a lock, waiting up to ``timeout_ms`` (default 10000; 0 tries once without
         queueing) in the key's queue.
 
-        Returns the :class:`Lock` with its ``fencing_token``. Raises :class:`LockTimeout`
-        (the transaction stays active), :class:`DeadlockVictim` or :class:`TransactionLost`.
+        ``on_queued(QueuePosition)`` is called on the event loop each time the request's
+        place in the queue changes (``position``: 1 = next; ``blocking_transaction_ids``:
+        whom it waits for). Returns the :class:`Lock` with its ``fencing_token``. Raises
+        :class:`LockTimeout` (the transaction stays active), :class:`DeadlockVictim` or
+        :class:`TransactionLost`.
         """
-        return await self._tx.acquire_lock(namespace, key, mode, timeout_ms)
+        return await self._tx.acquire_lock(namespace, key, mode, timeout_ms, _on_loop(on_queued))
 
-    async def acquire_locks(self, locks: Iterable[LockSpec], *, timeout_ms: Optional[int] = None) -> List[Lock]:
+    async def acquire_locks(
+        self, locks: Iterable[LockSpec], *, timeout_ms: Optional[int] = None, on_queued: Optional[OnQueued] = None
+    ) -> List[Lock]:
         """Takes several locks at once, all or nothing: each ``(namespace, key)``
         (EXCLUSIVE) or ``(namespace, key, mode)``. Every lock is granted together, one
         fencing token each, in the order given, or none is; while any is taken the request
@@ -42,9 +64,10 @@ class Transaction(TransactionView):
         keeping its place, so keys need no ordering by hand. Locks already held in a
         covering mode come back with their tokens.
 
-        Raises like :meth:`acquire_lock`; :class:`InvalidArgument` for an empty list, a key
-        named twice or more than 64 locks."""
-        return await self._tx.acquire_locks(list(locks), timeout_ms)
+        ``on_queued`` as in :meth:`acquire_lock` (the furthest place over the keys waited
+        for). Raises like :meth:`acquire_lock`; :class:`InvalidArgument` for an empty list,
+        a key named twice or more than 64 locks."""
+        return await self._tx.acquire_locks(list(locks), timeout_ms, _on_loop(on_queued))
 
     async def downgrade(self, namespace: str, key: str) -> Optional[Lock]:
         """Turns an EXCLUSIVE lock into SHARED_READ in place, keeping its fencing token

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, 
 
 from . import _native
 from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client
-from ._native import Event, KeyLocks, Lock, LockMode, LostReason, TokenCheck, TransactionStatus
+from ._native import Event, KeyLocks, Lock, LockMode, LostReason, QueuePosition, TokenCheck, TransactionStatus
 
 __all__ = ["DlsClient", "Transaction", "EventStream"]
 
@@ -35,17 +35,31 @@ class Transaction(TransactionView):
     __slots__ = ()
 
     def acquire_lock(
-        self, namespace: str, key: str, mode: ModeLike = LockMode.EXCLUSIVE, *, timeout_ms: Optional[int] = None
+        self,
+        namespace: str,
+        key: str,
+        mode: ModeLike = LockMode.EXCLUSIVE,
+        *,
+        timeout_ms: Optional[int] = None,
+        on_queued: Optional[Callable[[QueuePosition], Any]] = None,
     ) -> Lock:
         """Takes a lock, waiting up to ``timeout_ms`` (default 10000; 0 tries once). Raises
-        :class:`~caerus.LockTimeout`, :class:`~caerus.DeadlockVictim`, :class:`~caerus.TransactionLost`."""
-        return self._tx.acquire_lock_blocking(namespace, key, mode, timeout_ms)
+        :class:`~caerus.LockTimeout`, :class:`~caerus.DeadlockVictim`, :class:`~caerus.TransactionLost`.
+        ``on_queued(QueuePosition)`` is called (on an SDK thread, while this call blocks)
+        each time the request's place in the queue changes."""
+        return self._tx.acquire_lock_blocking(namespace, key, mode, timeout_ms, on_queued)
 
-    def acquire_locks(self, locks: Iterable[LockSpec], *, timeout_ms: Optional[int] = None) -> List[Lock]:
+    def acquire_locks(
+        self,
+        locks: Iterable[LockSpec],
+        *,
+        timeout_ms: Optional[int] = None,
+        on_queued: Optional[Callable[[QueuePosition], Any]] = None,
+    ) -> List[Lock]:
         """Takes several locks at once, all or nothing (see
         :meth:`caerus.Transaction.acquire_locks`): each ``(namespace, key)`` (EXCLUSIVE) or
         ``(namespace, key, mode)``; every lock granted together, or none."""
-        return self._tx.acquire_locks_blocking(list(locks), timeout_ms)
+        return self._tx.acquire_locks_blocking(list(locks), timeout_ms, on_queued)
 
     def downgrade(self, namespace: str, key: str) -> Optional[Lock]:
         """EXCLUSIVE -> SHARED_READ in place, same token (see :meth:`caerus.Transaction.downgrade`)."""

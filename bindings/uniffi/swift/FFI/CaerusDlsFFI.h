@@ -250,6 +250,13 @@ typedef void (*UniffiCallbackInterfaceLostListenerMethod0)(uint64_t, RustBuffer,
     );
 
 #endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_QUEUE_LISTENER_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_QUEUE_LISTENER_METHOD0
+typedef void (*UniffiCallbackInterfaceQueueListenerMethod0)(uint64_t, RustBuffer, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
 #ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LOST_LISTENER
 #define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LOST_LISTENER
 typedef struct UniffiVTableCallbackInterfaceLostListener {
@@ -257,6 +264,15 @@ typedef struct UniffiVTableCallbackInterfaceLostListener {
     UniffiCallbackInterfaceClone _Nonnull uniffiClone;
     UniffiCallbackInterfaceLostListenerMethod0 _Nonnull onLost;
 } UniffiVTableCallbackInterfaceLostListener;
+
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_QUEUE_LISTENER
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_QUEUE_LISTENER
+typedef struct UniffiVTableCallbackInterfaceQueueListener {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceQueueListenerMethod0 _Nonnull onQueued;
+} UniffiVTableCallbackInterfaceQueueListener;
 
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_CLONE_DLSCLIENT
@@ -355,6 +371,26 @@ void uniffi_caerus_uniffi_fn_init_callback_vtable_lostlistener(const UniffiVTabl
 void uniffi_caerus_uniffi_fn_method_lostlistener_on_lost(uint64_t ptr, RustBuffer reason, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_CLONE_QUEUELISTENER
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_CLONE_QUEUELISTENER
+uint64_t uniffi_caerus_uniffi_fn_clone_queuelistener(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_FREE_QUEUELISTENER
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_FREE_QUEUELISTENER
+void uniffi_caerus_uniffi_fn_free_queuelistener(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_INIT_CALLBACK_VTABLE_QUEUELISTENER
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_INIT_CALLBACK_VTABLE_QUEUELISTENER
+void uniffi_caerus_uniffi_fn_init_callback_vtable_queuelistener(const UniffiVTableCallbackInterfaceQueueListener* _Nonnull vtable
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_QUEUELISTENER_ON_QUEUED
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_QUEUELISTENER_ON_QUEUED
+void uniffi_caerus_uniffi_fn_method_queuelistener_on_queued(uint64_t ptr, RustBuffer position, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_CLONE_TRANSACTION
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_CLONE_TRANSACTION
 uint64_t uniffi_caerus_uniffi_fn_clone_transaction(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -372,12 +408,12 @@ uint64_t uniffi_caerus_uniffi_fn_method_transaction_abort(uint64_t ptr
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_ACQUIRE_LOCK
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_ACQUIRE_LOCK
-uint64_t uniffi_caerus_uniffi_fn_method_transaction_acquire_lock(uint64_t ptr, RustBuffer namespace, RustBuffer key, RustBuffer mode, RustBuffer timeout_ms
+uint64_t uniffi_caerus_uniffi_fn_method_transaction_acquire_lock(uint64_t ptr, RustBuffer namespace, RustBuffer key, RustBuffer mode, RustBuffer timeout_ms, RustBuffer on_queued
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_ACQUIRE_LOCKS
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_ACQUIRE_LOCKS
-uint64_t uniffi_caerus_uniffi_fn_method_transaction_acquire_locks(uint64_t ptr, RustBuffer locks, RustBuffer timeout_ms
+uint64_t uniffi_caerus_uniffi_fn_method_transaction_acquire_locks(uint64_t ptr, RustBuffer locks, RustBuffer timeout_ms, RustBuffer on_queued
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_AWAIT_LOST
@@ -747,6 +783,12 @@ uint16_t uniffi_caerus_uniffi_checksum_method_eventstream_next(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_LOSTLISTENER_ON_LOST
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_LOSTLISTENER_ON_LOST
 uint16_t uniffi_caerus_uniffi_checksum_method_lostlistener_on_lost(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_QUEUELISTENER_ON_QUEUED
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_QUEUELISTENER_ON_QUEUED
+uint16_t uniffi_caerus_uniffi_checksum_method_queuelistener_on_queued(void
     
 );
 #endif

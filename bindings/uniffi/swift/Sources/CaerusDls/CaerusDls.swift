@@ -1270,6 +1270,212 @@ public func FfiConverterTypeLostListener_lower(_ value: LostListener) -> UInt64 
 
 
 /**
+ * Told each time a waiting acquire's place in the queue changes. Implemented in Kotlin /
+ * Swift; called on a runtime thread of the SDK, so keep it short.
+ */
+public protocol QueueListener: AnyObject, Sendable {
+    
+    func onQueued(position: QueuePosition) 
+    
+}
+/**
+ * Told each time a waiting acquire's place in the queue changes. Implemented in Kotlin /
+ * Swift; called on a runtime thread of the SDK, so keep it short.
+ */
+open class QueueListenerImpl: QueueListener, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_caerus_uniffi_fn_clone_queuelistener(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_caerus_uniffi_fn_free_queuelistener(handle, $0) }
+    }
+
+    
+
+    
+open func onQueued(position: QueuePosition)  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_caerus_uniffi_fn_method_queuelistener_on_queued(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeQueuePosition_lower(position),uniffiCallStatus
+    )
+}
+}
+    
+
+    
+}
+
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceQueueListener {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceQueueListener = UniffiVTableCallbackInterfaceQueueListener(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterTypeQueueListener.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface QueueListener: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterTypeQueueListener.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface QueueListener: handle missing in uniffiClone")
+            }
+        },
+        onQueued: { (
+            uniffiHandle: UInt64,
+            position: RustBuffer,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterTypeQueueListener.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.onQueued(
+                     position: try FfiConverterTypeQueuePosition_lift(position)
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        }
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceQueueListener> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceQueueListener>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
+}
+
+private func uniffiCallbackInitQueueListener() {
+    uniffi_caerus_uniffi_fn_init_callback_vtable_queuelistener(UniffiCallbackInterfaceQueueListener.vtablePtr)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeQueueListener: FfiConverter {
+    fileprivate static let handleMap = UniffiHandleMap<QueueListener>()
+
+    typealias FfiType = UInt64
+    typealias SwiftType = QueueListener
+
+    public static func lift(_ handle: UInt64) throws -> QueueListener {
+        if ((handle & 1) == 0) {
+            // Rust-generated handle, construct a new class that uses the handle to implement the
+            // interface
+            return QueueListenerImpl(unsafeFromHandle: handle)
+        } else {
+            // Swift-generated handle, get the object from the handle map
+            return try handleMap.remove(handle: handle)
+        }
+    }
+
+    public static func lower(_ value: QueueListener) -> UInt64 {
+         if let rustImpl = value as? QueueListenerImpl {
+             // Rust-implemented object.  Clone the handle and return it
+            return rustImpl.uniffiCloneHandle()
+         } else {
+            // Swift object, generate a new vtable handle and return that.
+            return handleMap.insert(obj: value)
+         }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> QueueListener {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: QueueListener, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeQueueListener_lift(_ handle: UInt64) throws -> QueueListener {
+    return try FfiConverterTypeQueueListener.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeQueueListener_lower(_ value: QueueListener) -> UInt64 {
+    return FfiConverterTypeQueueListener.lower(value)
+}
+
+
+
+
+
+
+/**
  * A running transaction. Its lease is heartbeated in Rust until it commits, aborts or
  * is lost.
  */
@@ -1281,18 +1487,20 @@ public protocol TransactionProtocol: AnyObject, Sendable {
     func abort() async throws 
     
     /**
-     * Waits for the lock in FIFO order, up to `timeout_ms` (null: the server's default).
+     * Waits for the lock in FIFO order, up to `timeout_ms` (null: the server's default;
+     * 0: a try-lock). `on_queued` hears each change of the request's place in the queue.
      * Throws `LockTimeout` (the transaction stays active) or `DeadlockVictim`.
      */
-    func acquireLock(namespace: String, key: String, mode: LockMode, timeoutMs: UInt64?) async throws  -> Lock
+    func acquireLock(namespace: String, key: String, mode: LockMode, timeoutMs: UInt64?, onQueued: QueueListener?) async throws  -> Lock
     
     /**
      * Takes every lock of `locks` together or none of them (all-or-nothing, one fencing
      * token per lock, in the order given), waiting in each key's FIFO queue up to
      * `timeout_ms` (0: a try-lock; null: the server's default). Throws `LockTimeout` (the
-     * transaction stays active, holding nothing new) or `DeadlockVictim`.
+     * transaction stays active, holding nothing new) or `DeadlockVictim`. `on_queued`
+     * hears the request's place (the furthest over the keys it waits for).
      */
-    func acquireLocks(locks: [LockRequest], timeoutMs: UInt64?) async throws  -> [Lock]
+    func acquireLocks(locks: [LockRequest], timeoutMs: UInt64?, onQueued: QueueListener?) async throws  -> [Lock]
     
     /**
      * Returns when the transaction is lost; never if it ends normally, so race it against
@@ -1426,15 +1634,16 @@ open func abort()async throws   {
 }
     
     /**
-     * Waits for the lock in FIFO order, up to `timeout_ms` (null: the server's default).
+     * Waits for the lock in FIFO order, up to `timeout_ms` (null: the server's default;
+     * 0: a try-lock). `on_queued` hears each change of the request's place in the queue.
      * Throws `LockTimeout` (the transaction stays active) or `DeadlockVictim`.
      */
-open func acquireLock(namespace: String, key: String, mode: LockMode, timeoutMs: UInt64? = nil)async throws  -> Lock  {
+open func acquireLock(namespace: String, key: String, mode: LockMode, timeoutMs: UInt64? = nil, onQueued: QueueListener? = nil)async throws  -> Lock  {
     return
         try  await uniffiRustCallAsync(
             rustFutureFunc: {
                 uniffi_caerus_uniffi_fn_method_transaction_acquire_lock(
-                        self.uniffiCloneHandle(),FfiConverterString.lower(namespace),FfiConverterString.lower(key),FfiConverterTypeLockMode_lower(mode),FfiConverterOptionUInt64.lower(timeoutMs)
+                        self.uniffiCloneHandle(),FfiConverterString.lower(namespace),FfiConverterString.lower(key),FfiConverterTypeLockMode_lower(mode),FfiConverterOptionUInt64.lower(timeoutMs),FfiConverterOptionTypeQueueListener.lower(onQueued)
                 )
             },
             pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
@@ -1449,14 +1658,15 @@ open func acquireLock(namespace: String, key: String, mode: LockMode, timeoutMs:
      * Takes every lock of `locks` together or none of them (all-or-nothing, one fencing
      * token per lock, in the order given), waiting in each key's FIFO queue up to
      * `timeout_ms` (0: a try-lock; null: the server's default). Throws `LockTimeout` (the
-     * transaction stays active, holding nothing new) or `DeadlockVictim`.
+     * transaction stays active, holding nothing new) or `DeadlockVictim`. `on_queued`
+     * hears the request's place (the furthest over the keys it waits for).
      */
-open func acquireLocks(locks: [LockRequest], timeoutMs: UInt64? = nil)async throws  -> [Lock]  {
+open func acquireLocks(locks: [LockRequest], timeoutMs: UInt64? = nil, onQueued: QueueListener? = nil)async throws  -> [Lock]  {
     return
         try  await uniffiRustCallAsync(
             rustFutureFunc: {
                 uniffi_caerus_uniffi_fn_method_transaction_acquire_locks(
-                        self.uniffiCloneHandle(),FfiConverterSequenceTypeLockRequest.lower(locks),FfiConverterOptionUInt64.lower(timeoutMs)
+                        self.uniffiCloneHandle(),FfiConverterSequenceTypeLockRequest.lower(locks),FfiConverterOptionUInt64.lower(timeoutMs),FfiConverterOptionTypeQueueListener.lower(onQueued)
                 )
             },
             pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
@@ -2179,6 +2389,75 @@ public func FfiConverterTypePendingLock_lift(_ buf: RustBuffer) throws -> Pendin
 #endif
 public func FfiConverterTypePendingLock_lower(_ value: PendingLock) -> RustBuffer {
     return FfiConverterTypePendingLock.lower(value)
+}
+
+
+/**
+ * Where a waiting acquire stands in its key's queue.
+ */
+public struct QueuePosition: Equatable, Hashable {
+    /**
+     * 1 = next in line (several locks: the furthest place over the keys waited for).
+     */
+    public var position: UInt32
+    /**
+     * The transactions this request waits for (holders and earlier waiters).
+     */
+    public var blockingTransactionIds: [UInt64]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * 1 = next in line (several locks: the furthest place over the keys waited for).
+         */position: UInt32, 
+        /**
+         * The transactions this request waits for (holders and earlier waiters).
+         */blockingTransactionIds: [UInt64]) {
+        self.position = position
+        self.blockingTransactionIds = blockingTransactionIds
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension QueuePosition: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeQueuePosition: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> QueuePosition {
+        return
+            try QueuePosition(
+                position: FfiConverterUInt32.read(from: &buf), 
+                blockingTransactionIds: FfiConverterSequenceUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: QueuePosition, into buf: inout [UInt8]) {
+        FfiConverterUInt32.write(value.position, into: &buf)
+        FfiConverterSequenceUInt64.write(value.blockingTransactionIds, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeQueuePosition_lift(_ buf: RustBuffer) throws -> QueuePosition {
+    return try FfiConverterTypeQueuePosition.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeQueuePosition_lower(_ value: QueuePosition) -> RustBuffer {
+    return FfiConverterTypeQueuePosition.lower(value)
 }
 
 
@@ -3383,6 +3662,30 @@ fileprivate struct FfiConverterOptionString: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeQueueListener: FfiConverterRustBuffer {
+    typealias SwiftType = QueueListener?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeQueueListener.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeQueueListener.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeEvent: FfiConverterRustBuffer {
     typealias SwiftType = Event?
 
@@ -3743,13 +4046,16 @@ private let initializationResult: InitializationResult = {
     if (uniffi_caerus_uniffi_checksum_method_lostlistener_on_lost() != 26897) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_caerus_uniffi_checksum_method_queuelistener_on_queued() != 25577) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_caerus_uniffi_checksum_method_transaction_abort() != 18997) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_acquire_lock() != 35131) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_acquire_lock() != 24690) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_caerus_uniffi_checksum_method_transaction_acquire_locks() != 61122) {
+    if (uniffi_caerus_uniffi_checksum_method_transaction_acquire_locks() != 11122) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_transaction_await_lost() != 22953) {
@@ -3790,6 +4096,7 @@ private let initializationResult: InitializationResult = {
     }
 
     uniffiCallbackInitLostListener()
+    uniffiCallbackInitQueueListener()
     return InitializationResult.ok
 }()
 

@@ -155,21 +155,35 @@ suspend fun <T> DlsClient.withLock(
     }
 }
 
-/** [Transaction.acquireLock] with the timeout as a plain `Long` of milliseconds. */
+/** A Kotlin function as the SDK's [QueueListener]. */
+private fun ((QueuePosition) -> Unit).asQueueListener(): QueueListener = object : QueueListener {
+    override fun onQueued(position: QueuePosition) = this@asQueueListener(position)
+}
+
+/**
+ * [Transaction.acquireLock] with the timeout as a plain `Long` of milliseconds (0: a
+ * try-lock). [onQueued] is called (on an SDK thread: keep it short) each time the request's
+ * place in the queue changes, with the transactions it waits for.
+ */
 suspend fun Transaction.acquireLock(
     namespace: String,
     key: String,
     mode: LockMode = LockMode.EXCLUSIVE,
     timeoutMs: Long,
+    onQueued: ((QueuePosition) -> Unit)? = null,
 ): Lock {
     require(timeoutMs >= 0) { "timeoutMs must not be negative" }
-    return acquireLock(namespace, key, mode, timeoutMs.toULong())
+    return acquireLock(namespace, key, mode, timeoutMs.toULong(), onQueued?.asQueueListener())
 }
 
 /** [Transaction.acquireLocks] with the timeout as a plain `Long` of milliseconds (0: try-lock). */
-suspend fun Transaction.acquireLocks(locks: List<LockRequest>, timeoutMs: Long): List<Lock> {
+suspend fun Transaction.acquireLocks(
+    locks: List<LockRequest>,
+    timeoutMs: Long,
+    onQueued: ((QueuePosition) -> Unit)? = null,
+): List<Lock> {
     require(timeoutMs >= 0) { "timeoutMs must not be negative" }
-    return acquireLocks(locks, timeoutMs.toULong())
+    return acquireLocks(locks, timeoutMs.toULong(), onQueued?.asQueueListener())
 }
 
 /** [DlsClient.verifyFencingToken] with the token as a plain `Long`. */

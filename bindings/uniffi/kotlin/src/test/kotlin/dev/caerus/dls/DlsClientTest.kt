@@ -494,4 +494,27 @@ class DlsClientTest {
         assertTrue(bad.message!!.contains("max_duration_ms"), bad.message)
         Unit
     }
+
+    @Test
+    fun `onQueued hears the place in line and the blockers`() = runBlocking {
+        val ns = ns()
+        val holder = client.beginTransaction(TransactionOptions())
+        val waiter = client.beginTransaction(TransactionOptions())
+        try {
+            holder.acquireLock(ns, "k", timeoutMs = 1000)
+            val heard = CompletableDeferred<QueuePosition>()
+            val waiting = async(Dispatchers.IO) {
+                waiter.acquireLock(ns, "k", timeoutMs = 30_000, onQueued = { heard.complete(it) })
+            }
+            val position = withTimeout(30_000) { heard.await() }
+            assertEquals(1u, position.position)
+            assertEquals(listOf(holder.id()), position.blockingTransactionIds)
+            holder.commit()
+            assertEquals("k", withTimeout(30_000) { waiting.await() }.key)
+        } finally {
+            waiter.abort()
+            holder.close(); waiter.close()
+        }
+        Unit
+    }
 }
