@@ -200,25 +200,63 @@ func unary[T any](c *connection, fn func(ctx context.Context, stub dlsv1.LockSer
 	}
 }
 
-// acquire follows an AcquireLock stream to its grant or final status, re-attaching with
-// the same request_id when the serving node stops leading.
-func (c *connection) acquire(req *dlsv1.AcquireLockRequest, onQueued func(*dlsv1.Queued)) (*dlsv1.Granted, *outcome) {
-	deadline := time.Now().Add(time.Duration(req.TimeoutMs)*time.Millisecond + patience)
+// grant is what an acquire stream ended with: the lock of AcquireLock (one), or every
+// lock of AcquireLocks in the order asked (all).
+type grant struct {
+	one *dlsv1.Granted
+	all []*dlsv1.Granted
+}
+
+// acquire follows an AcquireLock stream to its grant or final status.
+func (c *connection) acquire(req *dlsv1.AcquireLockRequest, onQueued func(*dlsv1.Queued)) (*grant, *outcome) {
+	open := func(ctx context.Context, stub dlsv1.LockServiceClient) (grpc.ServerStreamingClient[dlsv1.AcquireLockResponse], error) {
+		return stub.AcquireLock(ctx, req)
+	}
+	read := func(m *dlsv1.AcquireLockResponse) (*dlsv1.Queued, *grant) {
+		if g := m.GetGranted(); g != nil {
+			return nil, &grant{one: g}
+		}
+		return m.GetQueued(), nil
+	}
+	return follow(c, req.TimeoutMs, open, read, onQueued)
+}
+
+// acquireAll follows an AcquireLocks stream to its grants or final status.
+func (c *connection) acquireAll(req *dlsv1.AcquireLocksRequest, onQueued func(*dlsv1.Queued)) (*grant, *outcome) {
+	open := func(ctx context.Context, stub dlsv1.LockServiceClient) (grpc.ServerStreamingClient[dlsv1.AcquireLocksResponse], error) {
+		return stub.AcquireLocks(ctx, req)
+	}
+	read := func(m *dlsv1.AcquireLocksResponse) (*dlsv1.Queued, *grant) {
+		if g := m.GetGranted(); g != nil {
+			return nil, &grant{all: g.Locks}
+		}
+		return m.GetQueued(), nil
+	}
+	return follow(c, req.TimeoutMs, open, read, onQueued)
+}
+
+// follow reads an acquire stream (opened by open, each message split by read into a queued
+// position or the grant) to its grant or final status, re-attaching with the same request
+// (same request_id) when the serving node stops leading.
+func follow[M any](c *connection, timeoutMs int64,
+	open func(context.Context, dlsv1.LockServiceClient) (grpc.ServerStreamingClient[M], error),
+	read func(*M) (*dlsv1.Queued, *grant), onQueued func(*dlsv1.Queued)) (*grant, *outcome) {
+	deadline := time.Now().Add(time.Duration(timeoutMs)*time.Millisecond + patience)
 	for {
 		ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(context.Background(), c.md))
-		stream, err := c.client().AcquireLock(ctx, req)
+		stream, err := open(ctx, c.client())
 		var trailer metadata.MD
-		var granted *dlsv1.Granted
+		var granted *grant
 		for err == nil {
-			var msg *dlsv1.AcquireLockResponse
+			var msg *M
 			msg, err = stream.Recv()
 			if err != nil {
 				trailer = stream.Trailer()
 				break
 			}
-			if q := msg.GetQueued(); q != nil {
+			if q, g := read(msg); q != nil {
 				onQueued(q)
-			} else if g := msg.GetGranted(); g != nil {
+			} else if g != nil {
 				granted = g
 				break
 			}
@@ -237,21 +275,23 @@ func (c *connection) acquire(req *dlsv1.AcquireLockRequest, onQueued func(*dlsv1
 	}
 }
 
-// background is an acquire started with "wait": false.
+// background is an acquire (or acquire_all: op) started with "wait": false.
 type background struct {
+	op       string
 	mu       sync.Mutex
 	queued   []*dlsv1.Queued
 	consumed int
 	done     bool
-	granted  *dlsv1.Granted
+	granted  *grant
 	failure  *outcome
 	finished chan struct{}
 }
 
-func startBackground(c *connection, req *dlsv1.AcquireLockRequest) *background {
-	b := &background{finished: make(chan struct{})}
+// startBackground runs acquire (a stream follower given the queued-message sink) in a goroutine.
+func startBackground(op string, acquire func(onQueued func(*dlsv1.Queued)) (*grant, *outcome)) *background {
+	b := &background{op: op, finished: make(chan struct{})}
 	go func() {
-		g, o := c.acquire(req, func(q *dlsv1.Queued) {
+		g, o := acquire(func(q *dlsv1.Queued) {
 			b.mu.Lock()
 			b.queued = append(b.queued, q)
 			b.mu.Unlock()
@@ -284,8 +324,10 @@ func (b *background) queuedAt(position uint32) (*dlsv1.Queued, error) {
 		b.mu.Unlock()
 		if done {
 			how := f.String()
-			if g != nil {
-				how = fmt.Sprintf("granted with token %d", g.FencingToken)
+			if g != nil && g.one != nil {
+				how = fmt.Sprintf("granted with token %d", g.one.FencingToken)
+			} else if g != nil {
+				how = fmt.Sprintf("granted %d locks", len(g.all))
 			}
 			return nil, fmt.Errorf("acquire ended (%s) before queued position %d; positions seen %v", how, position, seen)
 		}
@@ -425,11 +467,51 @@ func eq(what string, got, want any) error {
 	return nil
 }
 
-func (s *scenario) checkGrant(step map[string]any, g *dlsv1.Granted, o *outcome) error {
+// checkAcquired compares the outcome of an acquire (op "acquire") or acquire_all with `expect`.
+func (s *scenario) checkAcquired(step map[string]any, op string, g *grant, o *outcome) error {
 	checks, err := checkOutcome(step, o)
 	if err != nil || checks == nil {
 		return err
 	}
+	if op == "acquire_all" {
+		return s.checkGrants(checks, g.all)
+	}
+	return s.checkGrant(checks, g.one)
+}
+
+// checkGrants compares the grants of acquire_all, in the order asked, with the `locks` check;
+// each entry's saved token is stored before the next entry is checked.
+func (s *scenario) checkGrants(checks map[string]any, grants []*dlsv1.Granted) error {
+	want, ok := checks["locks"].([]any)
+	if !ok {
+		return nil
+	}
+	var got []string
+	for _, g := range grants {
+		got = append(got, fmt.Sprintf("%s:%s#%d", g.Key, g.Mode, g.FencingToken))
+	}
+	if len(want) != len(grants) {
+		return fmt.Errorf("locks: expected %d grants, got %v", len(want), got)
+	}
+	for i, raw := range want {
+		w, _ := raw.(map[string]any)
+		g := grants[i]
+		if err := eq(fmt.Sprintf("locks[%d] lock", i), g.Namespace+"/"+g.Key, s.field(w, "namespace", "${ns}")+"/"+s.text(w["key"])); err != nil {
+			return err
+		}
+		if err := s.checkGrant(w, g); err != nil {
+			return fmt.Errorf("locks[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// grantChecks are the ok checks made on a granted lock.
+var grantChecks = []string{"mode", "token_equals", "token_greater_than", "save_token"}
+
+// checkGrant makes the grant checks (mode, tokens) of an acquire, a downgrade or one
+// entry of acquire_all's `locks` on one granted lock.
+func (s *scenario) checkGrant(checks map[string]any, g *dlsv1.Granted) error {
 	if m, ok := checks["mode"]; ok {
 		if err := eq("mode", g.Mode.String(), m); err != nil {
 			return err
@@ -455,6 +537,30 @@ func (s *scenario) checkGrant(step map[string]any, g *dlsv1.Granted, o *outcome)
 	}
 	if n, ok := checks["save_token"].(string); ok {
 		s.tokens[n] = g.FencingToken
+	}
+	return nil
+}
+
+func (s *scenario) checkVerify(checks map[string]any, v *dlsv1.VerifyFencingTokenResponse) error {
+	if want, ok := checks["current"]; ok {
+		if err := eq("current", v.Current, want); err != nil {
+			return err
+		}
+	}
+	if names, ok := checks["current_tokens"].([]any); ok {
+		var want []uint64
+		for _, n := range names {
+			t, err := s.token(n)
+			if err != nil {
+				return err
+			}
+			want = append(want, t)
+		}
+		got := append([]uint64(nil), v.CurrentTokens...)
+		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+		sort.Slice(want, func(i, j int) bool { return want[i] < want[j] })
+		// Sorted, so the holders compare as a set.
+		return eq("current_tokens", got, want)
 	}
 	return nil
 }
@@ -559,7 +665,8 @@ func (s *scenario) step(step map[string]any) error {
 	switch op {
 	case "begin":
 		req := &dlsv1.BeginTransactionRequest{TimeoutMs: num(step, "timeout_ms", 15000),
-			Priority: int32(num(step, "priority", 0)), Name: s.field(step, "name", ""), RequestId: s.requestID(step)}
+			Priority: int32(num(step, "priority", 0)), Name: s.field(step, "name", ""), RequestId: s.requestID(step),
+			MaxDurationMs: num(step, "max_duration_ms", 0)}
 		resp, o := unary(s.conn, func(ctx context.Context, c dlsv1.LockServiceClient, opts ...grpc.CallOption) (*dlsv1.BeginTransactionResponse, error) {
 			return c.BeginTransaction(ctx, req, opts...)
 		})
@@ -588,11 +695,29 @@ func (s *scenario) step(step map[string]any) error {
 			RequestId: s.requestID(step)}
 		if wait, ok := step["wait"].(bool); ok && !wait {
 			h, _ := step["handle"].(string)
-			s.handles[h] = startBackground(s.conn, req)
+			s.handles[h] = startBackground(op, func(q func(*dlsv1.Queued)) (*grant, *outcome) { return s.conn.acquire(req, q) })
 			return nil
 		}
 		g, o := s.conn.acquire(req, func(*dlsv1.Queued) {})
-		return s.checkGrant(step, g, o)
+		return s.checkAcquired(step, op, g, o)
+	case "acquire_all":
+		id, err := s.txnID(step)
+		if err != nil {
+			return err
+		}
+		req := &dlsv1.AcquireLocksRequest{TransactionId: id, TimeoutMs: num(step, "timeout_ms", 10000), RequestId: s.requestID(step)}
+		wanted, _ := step["locks"].([]any)
+		for _, raw := range wanted {
+			w, _ := raw.(map[string]any)
+			req.Locks = append(req.Locks, &dlsv1.LockRequest{Namespace: s.field(w, "namespace", "${ns}"), Key: s.field(w, "key", ""), Mode: mode(w)})
+		}
+		if wait, ok := step["wait"].(bool); ok && !wait {
+			h, _ := step["handle"].(string)
+			s.handles[h] = startBackground(op, func(q func(*dlsv1.Queued)) (*grant, *outcome) { return s.conn.acquireAll(req, q) })
+			return nil
+		}
+		g, o := s.conn.acquireAll(req, func(*dlsv1.Queued) {})
+		return s.checkAcquired(step, op, g, o)
 	case "expect_queued":
 		b, err := s.handle(step)
 		if err != nil {
@@ -623,7 +748,7 @@ func (s *scenario) step(step map[string]any) error {
 		case <-time.After(time.Hour + patience):
 			return errors.New("background acquire did not finish")
 		}
-		return s.checkGrant(step, b.granted, b.failure)
+		return s.checkAcquired(step, b.op, b.granted, b.failure)
 	case "release":
 		id, err := s.txnID(step)
 		if err != nil {
@@ -641,6 +766,58 @@ func (s *scenario) step(step map[string]any) error {
 		if v, ok := checks["released"]; ok {
 			return eq("released", resp.Released, v)
 		}
+	case "downgrade":
+		id, err := s.txnID(step)
+		if err != nil {
+			return err
+		}
+		req := &dlsv1.DowngradeLockRequest{TransactionId: id, Namespace: s.field(step, "namespace", "${ns}"),
+			Key: s.field(step, "key", ""), RequestId: s.requestID(step)}
+		resp, o := unary(s.conn, func(ctx context.Context, c dlsv1.LockServiceClient, opts ...grpc.CallOption) (*dlsv1.DowngradeLockResponse, error) {
+			return c.DowngradeLock(ctx, req, opts...)
+		})
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		if v, ok := checks["held"]; ok {
+			if err := eq("held", resp.Held, v); err != nil {
+				return err
+			}
+		}
+		if !resp.Held {
+			// Grant checks on a lock that is not held cannot pass.
+			for _, c := range grantChecks {
+				if _, ok := checks[c]; ok {
+					return fmt.Errorf("%s: the lock is not held (held=false)", c)
+				}
+			}
+			return nil
+		}
+		return s.checkGrant(checks, resp.Lock)
+	case "verify_token":
+		req := &dlsv1.VerifyFencingTokenRequest{Namespace: s.field(step, "namespace", "${ns}"), Key: s.field(step, "key", "")}
+		switch t := step["token"].(type) {
+		case string:
+			token, err := s.token(t)
+			if err != nil {
+				return err
+			}
+			req.FencingToken = token
+		case json.Number:
+			n, _ := t.Int64()
+			req.FencingToken = uint64(n)
+		default:
+			return fmt.Errorf("token %v is neither a saved token name nor a number", step["token"])
+		}
+		resp, o := unary(s.conn, func(ctx context.Context, c dlsv1.LockServiceClient, opts ...grpc.CallOption) (*dlsv1.VerifyFencingTokenResponse, error) {
+			return c.VerifyFencingToken(ctx, req, opts...)
+		})
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		return s.checkVerify(checks, resp)
 	case "status":
 		id, err := s.txnID(step)
 		if err != nil {

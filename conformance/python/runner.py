@@ -20,6 +20,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 # hang, not a timing assertion.
 PATIENCE_S = 30.0
 UNKNOWN = object()
+# The ok checks made on a granted lock (acquire, await, downgrade, each acquire_all entry).
+GRANT_CHECKS = ("mode", "token_equals", "token_greater_than", "save_token")
 
 
 def parse_args():
@@ -108,12 +110,14 @@ class Connection:
                 return Outcome(code=err.code().name, kind=metadata_of(err, "x-dls-error"), message=err.details())
 
     def acquire(self, request, on_queued):
-        """Follows the AcquireLock stream to its grant or final status, re-attaching with
-        the same request_id when the serving node stops leading."""
+        """Follows the AcquireLock (or, for an AcquireLocksRequest, the AcquireLocks) stream
+        to its grant or final status, re-attaching with the same request_id when the serving
+        node stops leading. The grant is a Granted, or a LocksGranted for AcquireLocks."""
+        method = "AcquireLocks" if isinstance(request, pb.AcquireLocksRequest) else "AcquireLock"
         deadline = time.monotonic() + request.timeout_ms / 1000.0 + PATIENCE_S
         while True:
             try:
-                for msg in self.stub.AcquireLock(request, metadata=self.metadata):
+                for msg in getattr(self.stub, method)(request, metadata=self.metadata):
                     which = msg.WhichOneof("event")
                     if which == "queued":
                         on_queued(msg.queued)
@@ -127,7 +131,7 @@ class Connection:
 
 
 class Background:
-    """A background AcquireLock: its queued messages and, once over, its outcome."""
+    """A background AcquireLock or AcquireLocks: its queued messages and, once over, its outcome."""
 
     def __init__(self, conn, request):
         self.cond = threading.Condition()
@@ -284,6 +288,35 @@ class Scenario:
                 if "position" in w:
                     self.eq("waiting.position", s.waiting.position, w["position"])
 
+    def check_grants(self, checks, granted):
+        """The ok checks of acquire_all: `locks` against the grants in the order asked (saved
+        tokens are stored as each entry is checked, so later entries may compare with them)."""
+        if "locks" not in checks:
+            return
+        got = [f"{g.key}:{pb.LockMode.Name(g.mode)}#{g.fencing_token}" for g in granted.locks]
+        if len(granted.locks) != len(checks["locks"]):
+            raise StepFailed(f"locks: expected {len(checks['locks'])} grants, got {got}")
+        for i, (w, g) in enumerate(zip(checks["locks"], granted.locks)):
+            self.eq(f"locks[{i}] lock", (g.namespace, g.key), (self.field(w, "namespace", "${ns}"), self.text(w["key"])))
+            try:
+                self.check_grant(w, g)
+            except StepFailed as e:
+                raise StepFailed(f"locks[{i}]: {e}") from e
+
+    def check_downgrade(self, checks, d):
+        if "held" in checks:
+            self.eq("held", d.held, checks["held"])
+        if d.held:
+            self.check_grant(checks, d.lock)
+        elif any(c in checks for c in GRANT_CHECKS):
+            raise StepFailed("grant checks on a lock that is not held (held=false)")
+
+    def check_verify(self, checks, v):
+        if "current" in checks:
+            self.eq("current", v.current, checks["current"])
+        if "current_tokens" in checks:
+            self.eq("current_tokens", sorted(v.current_tokens), sorted(self.token(n) for n in checks["current_tokens"]))
+
     @staticmethod
     def show(locks):
         return [f"{k}:{m}" + ("" if t is UNKNOWN else f"#{t}") for _, k, m, t in locks]
@@ -295,11 +328,25 @@ class Scenario:
             key=self.field(step, "key"), mode=self.mode(step), timeout_ms=step.get("timeout_ms", 10000),
             request_id=self.request_id(step))
 
+    def acquire_all_request(self, step):
+        locks = [pb.LockRequest(namespace=self.field(w, "namespace", "${ns}"), key=self.field(w, "key"), mode=self.mode(w))
+                 for w in step["locks"]]
+        return pb.AcquireLocksRequest(transaction_id=self.txn_id(step), locks=locks,
+                                      timeout_ms=step.get("timeout_ms", 10000), request_id=self.request_id(step))
+
+    def check_acquired(self, op, checks, value):
+        """The ok checks of an `acquire` (one grant) or `acquire_all` (every grant) step."""
+        if op == "acquire_all":
+            self.check_grants(checks, value)
+        else:
+            self.check_grant(checks, value)
+
     def run_step(self, step):
         op = step["op"]
         if op == "begin":
             req = pb.BeginTransactionRequest(timeout_ms=step.get("timeout_ms", 15000), priority=step.get("priority", 0),
-                                             name=self.field(step, "name"), request_id=self.request_id(step))
+                                             name=self.field(step, "name"), request_id=self.request_id(step),
+                                             max_duration_ms=step.get("max_duration_ms", 0))
             out = self.conn.unary("BeginTransaction", req)
             checks = self.check_outcome(step, out)
             if checks is not None:
@@ -308,14 +355,14 @@ class Scenario:
                     self.eq("lease_timeout_ms", out.value.lease_timeout_ms, checks["lease_timeout_ms"])
                 if "same_txn_as" in checks:
                     self.eq("transaction id", out.value.transaction_id, self.txns[checks["same_txn_as"]])
-        elif op == "acquire":
-            req = self.acquire_request(step)
+        elif op in ("acquire", "acquire_all"):
+            req = self.acquire_request(step) if op == "acquire" else self.acquire_all_request(step)
             if step.get("wait", True) is False:
                 self.handles[step["handle"]] = (Background(self.conn, req), step)
                 return
             checks = self.check_outcome(step, self.conn.acquire(req, lambda q: None))
             if checks is not None:
-                self.check_grant(checks, self.last)
+                self.check_acquired(op, checks, self.last)
         elif op == "expect_queued":
             bg = self.handle(step)
             q = bg.wait_queued(step["position"])
@@ -327,7 +374,7 @@ class Scenario:
         elif op == "await":
             checks = self.check_outcome(step, self.handle(step).wait_outcome())
             if checks is not None:
-                self.check_grant(checks, self.last)
+                self.check_acquired(self.handles[step["handle"]][1]["op"], checks, self.last)
         elif op == "release":
             req = pb.ReleaseLockRequest(transaction_id=self.txn_id(step), namespace=self.field(step, "namespace", "${ns}"),
                                         key=self.field(step, "key"), request_id=self.request_id(step))
@@ -335,6 +382,21 @@ class Scenario:
             checks = self.check_outcome(step, out)
             if checks is not None and "released" in checks:
                 self.eq("released", out.value.released, checks["released"])
+        elif op == "downgrade":
+            req = pb.DowngradeLockRequest(transaction_id=self.txn_id(step), namespace=self.field(step, "namespace", "${ns}"),
+                                          key=self.field(step, "key"), request_id=self.request_id(step))
+            out = self.conn.unary("DowngradeLock", req)
+            checks = self.check_outcome(step, out)
+            if checks is not None:
+                self.check_downgrade(checks, out.value)
+        elif op == "verify_token":
+            token = step["token"]
+            req = pb.VerifyFencingTokenRequest(namespace=self.field(step, "namespace", "${ns}"), key=self.field(step, "key"),
+                                               fencing_token=self.token(token) if isinstance(token, str) else token)
+            out = self.conn.unary("VerifyFencingToken", req)
+            checks = self.check_outcome(step, out)
+            if checks is not None:
+                self.check_verify(checks, out.value)
         elif op == "status":
             out = self.conn.unary("GetTransactionStatus", pb.GetTransactionStatusRequest(transaction_id=self.txn_id(step)))
             checks = self.check_outcome(step, out)

@@ -42,6 +42,8 @@ require 'caerus/dls/v1/lock_service_services_pb'
 V1 = Caerus::Dls::V1
 CODE_NAMES = GRPC::Core::StatusCodes.constants.to_h { |c| [GRPC::Core::StatusCodes.const_get(c), c.to_s] }.freeze
 UNKNOWN = Object.new.freeze
+# The ok checks made on a granted lock (acquire, await, downgrade, each acquire_all entry).
+GRANT_CHECKS = %w[mode token_equals token_greater_than save_token].freeze
 
 class StepFailed < StandardError; end
 
@@ -105,12 +107,14 @@ class Connection
     end
   end
 
-  # Follows the AcquireLock stream to its grant or final status, re-attaching with the same
-  # request_id when the serving node stops leading.
+  # Follows the AcquireLock stream (AcquireLocks for an AcquireLocksRequest) to its grant
+  # (a Granted, or a LocksGranted) or final status, re-attaching with the same request_id
+  # when the serving node stops leading.
   def acquire(request, &on_queued)
+    method = request.is_a?(V1::AcquireLocksRequest) ? :acquire_locks : :acquire_lock
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + request.timeout_ms / 1000.0 + PATIENCE_S
     begin
-      stub.acquire_lock(request, metadata: @metadata).each do |msg|
+      stub.public_send(method, request, metadata: @metadata).each do |msg|
         case msg.event
         when :queued then on_queued&.call(msg.queued)
         when :granted then return Outcome.new(msg.granted)
@@ -124,9 +128,13 @@ class Connection
   end
 end
 
-# A background AcquireLock: its queued messages and, once over, its outcome.
+# A background AcquireLock or AcquireLocks (the step's op: acquire or acquire_all): its queued
+# messages and, once over, its outcome.
 class Background
-  def initialize(conn, request)
+  attr_reader :op
+
+  def initialize(conn, op, request)
+    @op = op
     @lock = Mutex.new
     @cond = ConditionVariable.new
     @queued = []
@@ -262,6 +270,47 @@ class Scenario
     @tokens[checks['save_token']] = grant.fencing_token if checks.key?('save_token')
   end
 
+  # acquire_all's `locks` check against the grants in the order asked; each entry's saved
+  # token is stored before the next entry is checked.
+  def check_grants(checks, granted)
+    return unless checks.key?('locks')
+
+    want = checks['locks']
+    got = granted.locks.map { |g| "#{g.key}:#{Scenario.name_of(g.mode)}##{g.fencing_token}" }
+    raise StepFailed, "locks: expected #{want.size} grants, got #{got}" unless want.size == granted.locks.size
+
+    want.zip(granted.locks).each_with_index do |(w, g), i|
+      eq("locks[#{i}] lock", [g.namespace, g.key], [field(w, 'namespace', '${ns}'), text(w.fetch('key'))])
+      begin
+        check_grant(w, g)
+      rescue StepFailed => e
+        raise StepFailed, "locks[#{i}]: #{e.message}"
+      end
+    end
+  end
+
+  # The ok checks of an acquire (one Granted) or acquire_all (a LocksGranted).
+  def check_acquired(op, checks, value)
+    op == 'acquire_all' ? check_grants(checks, value) : check_grant(checks, value)
+  end
+
+  def check_downgrade(checks, answer)
+    eq('held', answer.held, checks['held']) if checks.key?('held')
+    if answer.held
+      check_grant(checks, answer.lock)
+    elsif GRANT_CHECKS.any? { |c| checks.key?(c) }
+      raise StepFailed, 'grant checks on a lock that is not held (held=false)'
+    end
+  end
+
+  def check_verify(checks, answer)
+    eq('current', answer.current, checks['current']) if checks.key?('current')
+    return unless checks.key?('current_tokens')
+
+    # Sorted, so the holders compare as a set.
+    eq('current_tokens', answer.current_tokens.to_a.sort, checks['current_tokens'].map { |n| token(n) }.sort)
+  end
+
   def check_status(checks, status)
     eq('state', Scenario.name_of(status.state), checks['state']) if checks.key?('state')
     eq('name', status.name, text(checks['name'])) if checks.key?('name')
@@ -315,6 +364,14 @@ class Scenario
     )
   end
 
+  def acquire_all_request(step)
+    locks = step.fetch('locks').map do |w|
+      V1::LockRequest.new(namespace: field(w, 'namespace', '${ns}'), key: field(w, 'key'), mode: Scenario.mode(w))
+    end
+    V1::AcquireLocksRequest.new(transaction_id: txn_id(step), locks: locks, timeout_ms: step.fetch('timeout_ms', 10_000),
+                                request_id: request_id(step))
+  end
+
   def handle(step)
     @handles.fetch(step.fetch('handle')) { raise StepFailed, "no background acquire #{step['handle'].inspect}" }
   end
@@ -323,7 +380,8 @@ class Scenario
     case (op = step.fetch('op'))
     when 'begin'
       req = V1::BeginTransactionRequest.new(timeout_ms: step.fetch('timeout_ms', 15_000), priority: step.fetch('priority', 0),
-                                            name: field(step, 'name'), request_id: request_id(step))
+                                            name: field(step, 'name'), request_id: request_id(step),
+                                            max_duration_ms: step.fetch('max_duration_ms', 0))
       out = @conn.unary(:begin_transaction, req)
       checks = check_outcome(step, out)
       return if checks.nil?
@@ -331,15 +389,15 @@ class Scenario
       @txns[step.fetch('txn')] = out.value.transaction_id
       eq('lease_timeout_ms', out.value.lease_timeout_ms, checks['lease_timeout_ms']) if checks.key?('lease_timeout_ms')
       eq('transaction id', out.value.transaction_id, @txns[checks['same_txn_as']]) if checks.key?('same_txn_as')
-    when 'acquire'
-      req = acquire_request(step)
+    when 'acquire', 'acquire_all'
+      req = op == 'acquire' ? acquire_request(step) : acquire_all_request(step)
       if step['wait'] == false
-        @handles[step.fetch('handle')] = Background.new(@conn, req)
+        @handles[step.fetch('handle')] = Background.new(@conn, op, req)
         return
       end
       out = @conn.acquire(req)
       checks = check_outcome(step, out)
-      check_grant(checks, out.value) unless checks.nil?
+      check_acquired(op, checks, out.value) unless checks.nil?
     when 'expect_queued'
       q = handle(step).wait_queued(step.fetch('position'))
       step.fetch('blocked_by', []).each do |name|
@@ -349,15 +407,29 @@ class Scenario
                           "blockers #{q.blocking_transaction_ids.to_a.sort}"
       end
     when 'await'
-      out = handle(step).wait_outcome
+      bg = handle(step)
+      out = bg.wait_outcome
       checks = check_outcome(step, out)
-      check_grant(checks, out.value) unless checks.nil?
+      check_acquired(bg.op, checks, out.value) unless checks.nil?
     when 'release'
       req = V1::ReleaseLockRequest.new(transaction_id: txn_id(step), namespace: field(step, 'namespace', '${ns}'),
                                        key: field(step, 'key'), request_id: request_id(step))
       out = @conn.unary(:release_lock, req)
       checks = check_outcome(step, out)
       eq('released', out.value.released, checks['released']) if checks&.key?('released')
+    when 'downgrade'
+      req = V1::DowngradeLockRequest.new(transaction_id: txn_id(step), namespace: field(step, 'namespace', '${ns}'),
+                                         key: field(step, 'key'), request_id: request_id(step))
+      out = @conn.unary(:downgrade_lock, req)
+      checks = check_outcome(step, out)
+      check_downgrade(checks, out.value) unless checks.nil?
+    when 'verify_token'
+      token = step.fetch('token')
+      req = V1::VerifyFencingTokenRequest.new(namespace: field(step, 'namespace', '${ns}'), key: field(step, 'key'),
+                                              fencing_token: token.is_a?(String) ? token(token) : token)
+      out = @conn.unary(:verify_fencing_token, req)
+      checks = check_outcome(step, out)
+      check_verify(checks, out.value) unless checks.nil?
     when 'status'
       out = @conn.unary(:get_transaction_status, V1::GetTransactionStatusRequest.new(transaction_id: txn_id(step)))
       checks = check_outcome(step, out)

@@ -33,16 +33,23 @@ after(async () => {
 
 class StepFailed extends Error {}
 
+// The ok checks made on a granted lock (acquire, await, downgrade, each acquire_all entry).
+const GRANT_CHECKS = ['mode', 'token_equals', 'token_greater_than', 'save_token'];
+
 function check(what, got, want) {
   if (got !== want) throw new StepFailed(`${what}: expected ${String(want)}, got ${String(got)}`);
 }
 
-/** An acquire started with `"wait": false`, running until `await` collects its outcome. */
+/**
+ * An acquire (`op` "acquire") or acquire_all started with `"wait": false`, running until
+ * `await` collects its outcome (`granted`: a lock, or the locks in the order asked); `keys`
+ * are the `{ namespace, key }` it asked for.
+ */
 class Background {
-  constructor(tx, namespace, key, mode, timeoutMs) {
-    Object.assign(this, { tx, namespace, key, outcome: null });
-    this.promise = tx.acquireLock(namespace, key, mode, { timeoutMs }).then(
-      (lock) => (this.outcome = { lock }),
+  constructor(tx, op, keys, promise) {
+    Object.assign(this, { tx, op, keys, outcome: null });
+    this.promise = promise.then(
+      (granted) => (this.outcome = { granted }),
       (error) => (this.outcome = { error }),
     );
   }
@@ -129,6 +136,7 @@ class Scenario {
         const name = this.field(step, 'name', '');
         const options = { timeoutMs: step.timeout_ms ?? 15000, priority: step.priority ?? 0 };
         if (name) options.name = name;
+        if ('max_duration_ms' in step) options.maxDurationMs = step.max_duration_ms;
         const { checks, value: tx } = await Scenario.call(step, this.dls.beginTransaction(options));
         if (!checks) return;
         if ('lease_timeout_ms' in checks) check('lease_timeout_ms', tx.leaseMs, checks.lease_timeout_ms);
@@ -142,12 +150,29 @@ class Scenario {
         const key = this.field(step, 'key', '');
         const mode = Scenario.mode(step);
         const timeoutMs = step.timeout_ms ?? 10000;
+        const promise = tx.acquireLock(namespace, key, mode, { timeoutMs });
         if (step.wait === false) {
-          this.handles.set(step.handle, new Background(tx, namespace, key, mode, timeoutMs));
+          this.handles.set(step.handle, new Background(tx, step.op, [{ namespace, key }], promise));
           return;
         }
-        const { checks, value } = await Scenario.call(step, tx.acquireLock(namespace, key, mode, { timeoutMs }));
+        const { checks, value } = await Scenario.call(step, promise);
         this.checkGrant(checks, value);
+        return;
+      }
+      case 'acquire_all': {
+        const tx = this.txn(step);
+        const wanted = step.locks.map((w) => ({
+          namespace: this.field(w, 'namespace', '${ns}'),
+          key: this.field(w, 'key', ''),
+          mode: Scenario.mode(w),
+        }));
+        const promise = tx.acquireLocks(wanted, { timeoutMs: step.timeout_ms ?? 10000 });
+        if (step.wait === false) {
+          this.handles.set(step.handle, new Background(tx, step.op, wanted, promise));
+          return;
+        }
+        const { checks, value } = await Scenario.call(step, promise);
+        this.checkGrants(checks, value);
         return;
       }
       case 'expect_queued':
@@ -155,9 +180,39 @@ class Scenario {
       case 'await': {
         const h = this.handle(step);
         await h.promise;
-        const replay = h.outcome.error ? Promise.reject(h.outcome.error) : Promise.resolve(h.outcome.lock);
+        const replay = h.outcome.error ? Promise.reject(h.outcome.error) : Promise.resolve(h.outcome.granted);
         const { checks, value } = await Scenario.call(step, replay);
-        this.checkGrant(checks, value);
+        if (h.op === 'acquire_all') this.checkGrants(checks, value);
+        else this.checkGrant(checks, value);
+        return;
+      }
+      case 'downgrade': {
+        const tx = this.txn(step);
+        const { checks, value: lock } = await Scenario.call(
+          step,
+          tx.downgrade(this.field(step, 'namespace', '${ns}'), this.field(step, 'key', '')),
+        );
+        if (!checks) return;
+        if ('held' in checks) check('held', lock != null, checks.held);
+        if (lock != null) this.checkGrant(checks, lock);
+        else if (GRANT_CHECKS.some((c) => c in checks)) {
+          throw new StepFailed('grant checks on a lock that is not held (held=false)');
+        }
+        return;
+      }
+      case 'verify_token': {
+        const token = typeof step.token === 'string' ? this.token(step.token) : BigInt(step.token);
+        const { checks, value } = await Scenario.call(
+          step,
+          this.dls.verifyFencingToken(this.field(step, 'namespace', '${ns}'), this.field(step, 'key', ''), token),
+        );
+        if (!checks) return;
+        if ('current' in checks) check('current', value.current, checks.current);
+        if ('current_tokens' in checks) {
+          // Sorted, so the holders compare as a set.
+          const sorted = (tokens) => `[${[...tokens].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).join(', ')}]`;
+          check('current_tokens', sorted(value.currentTokens), sorted(checks.current_tokens.map((n) => this.token(n))));
+        }
         return;
       }
       case 'release': {
@@ -210,22 +265,42 @@ class Scenario {
     let seen = 'nothing';
     for (;;) {
       // Read the status first, then whether the acquire ended: a wait seen in the status
-      // was real even if the grant came right after.
+      // was real even if the grant came right after. An acquire_all's wait names one of its
+      // keys, at its furthest position over them.
       const { waiting } = await h.tx.status();
-      if (waiting && waiting.namespace === h.namespace && waiting.key === h.key && waiting.position === step.position) {
-        return;
-      }
+      const asked = waiting && h.keys.some((k) => k.namespace === waiting.namespace && k.key === waiting.key);
+      if (asked && waiting.position === step.position) return;
       seen = waiting ? `${waiting.key} at ${waiting.position}` : 'no wait';
       if (h.outcome) {
-        const how = h.outcome.error
-          ? `error ${h.outcome.error.code}: ${h.outcome.error.message}`
-          : `granted with token ${h.outcome.lock.fencingToken}`;
+        const how = h.outcome.error ? `error ${h.outcome.error.code}: ${h.outcome.error.message}` : 'granted';
         throw new StepFailed(`acquire ended (${how}) before queued position ${step.position}; last seen ${seen}`);
       }
       if (Date.now() > deadline) {
         throw new StepFailed(`no queued position ${step.position} within ${PATIENCE_MS} ms; last seen ${seen}`);
       }
       await sleep(POLL_MS);
+    }
+  }
+
+  /**
+   * acquire_all's `locks` check against the grants in the order asked; each entry's saved
+   * token is stored before the next entry is checked.
+   */
+  checkGrants(checks, locks) {
+    if (!checks || !('locks' in checks)) return;
+    const got = locks.map((l) => `${l.key}:${l.mode}#${l.fencingToken}`);
+    if (locks.length !== checks.locks.length) {
+      throw new StepFailed(`locks: expected ${checks.locks.length} grants, got ${got}`);
+    }
+    for (const [i, w] of checks.locks.entries()) {
+      const lock = locks[i];
+      const want = `${this.field(w, 'namespace', '${ns}')}/${this.field(w, 'key', '')}`;
+      check(`locks[${i}] lock`, `${lock.namespace}/${lock.key}`, want);
+      try {
+        this.checkGrant(w, lock);
+      } catch (e) {
+        throw new StepFailed(`locks[${i}]: ${e.message}`);
+      }
     }
   }
 

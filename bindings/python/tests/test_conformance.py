@@ -14,7 +14,7 @@ import json
 import os
 import time
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -39,15 +39,20 @@ def check(what: str, got: Any, want: Any) -> None:
         raise StepFailed(f"{what}: expected {want!r}, got {got!r}")
 
 
-class Background:
-    """An acquire started with ``"wait": false``, running as a task until ``await``."""
+# The ok checks made on a granted lock (acquire, await, downgrade, each acquire_all entry).
+GRANT_CHECKS = ("mode", "token_equals", "token_greater_than", "save_token")
 
-    def __init__(self, tx, namespace: str, key: str, mode: str, timeout_ms: int) -> None:
-        self.tx, self.namespace, self.key = tx, namespace, key
-        self.task = asyncio.ensure_future(tx.acquire_lock(namespace, key, mode, timeout_ms=timeout_ms))
+
+class Background:
+    """An acquire (``op`` "acquire") or acquire_all started with ``"wait": false``, running
+    as a task until ``await``; ``keys`` are the (namespace, key) pairs it asked for."""
+
+    def __init__(self, tx, op: str, keys: List[Tuple[str, str]], coro) -> None:
+        self.tx, self.op, self.keys = tx, op, keys
+        self.task = asyncio.ensure_future(coro)
 
     async def outcome(self):
-        """("ok", lock) or ("error", DlsError)."""
+        """("ok", the lock or, for acquire_all, the locks) or ("error", DlsError)."""
         try:
             return "ok", await asyncio.wait_for(asyncio.shield(self.task), 2 * PATIENCE_S)
         except DlsError as e:
@@ -137,7 +142,10 @@ class Scenario:
             checks, tx = await self.call(
                 step,
                 self.client.begin_transaction(
-                    timeout_ms=step.get("timeout_ms", 15000), priority=step.get("priority", 0), name=name or None
+                    timeout_ms=step.get("timeout_ms", 15000),
+                    priority=step.get("priority", 0),
+                    name=name or None,
+                    max_duration_ms=step.get("max_duration_ms"),
                 ),
             )
             if checks is not None:
@@ -150,23 +158,66 @@ class Scenario:
             tx = self.txn(step)
             namespace, key = self.field(step, "namespace", "${ns}"), self.field(step, "key", "")
             mode, timeout_ms = self.mode(step), step.get("timeout_ms", 10000)
+            coro = tx.acquire_lock(namespace, key, mode, timeout_ms=timeout_ms)
             if step.get("wait", True) is False:
-                self.handles[step["handle"]] = Background(tx, namespace, key, mode, timeout_ms)
+                self.handles[step["handle"]] = Background(tx, op, [(namespace, key)], coro)
                 return
-            checks, lock = await self.call(step, tx.acquire_lock(namespace, key, mode, timeout_ms=timeout_ms))
+            checks, lock = await self.call(step, coro)
             self.check_grant(checks, lock)
+        elif op == "acquire_all":
+            tx = self.txn(step)
+            wanted = [(self.field(w, "namespace", "${ns}"), self.field(w, "key", ""), self.mode(w)) for w in step["locks"]]
+            coro = tx.acquire_locks(wanted, timeout_ms=step.get("timeout_ms", 10000))
+            if step.get("wait", True) is False:
+                self.handles[step["handle"]] = Background(tx, op, [(ns, key) for ns, key, _ in wanted], coro)
+                return
+            checks, locks = await self.call(step, coro)
+            self.check_grants(checks, locks)
         elif op == "expect_queued":
             await self.expect_queued(step)
         elif op == "await":
-            kind, value = await self.handles[step["handle"]].outcome()
+            h = self.handles[step["handle"]]
+            kind, value = await h.outcome()
 
             async def replay():
                 if kind == "error":
                     raise value
                 return value
 
-            checks, lock = await self.call(step, replay())
-            self.check_grant(checks, lock)
+            checks, granted = await self.call(step, replay())
+            if h.op == "acquire_all":
+                self.check_grants(checks, granted)
+            else:
+                self.check_grant(checks, granted)
+        elif op == "downgrade":
+            tx = self.txn(step)
+            checks, lock = await self.call(
+                step, tx.downgrade(self.field(step, "namespace", "${ns}"), self.field(step, "key", ""))
+            )
+            if checks is not None:
+                if "held" in checks:
+                    check("held", lock is not None, checks["held"])
+                if lock is not None:
+                    self.check_grant(checks, lock)
+                elif any(c in checks for c in GRANT_CHECKS):
+                    raise StepFailed("grant checks on a lock that is not held (held=false)")
+        elif op == "verify_token":
+            token = step["token"]
+            checks, answer = await self.call(
+                step,
+                self.client.verify_fencing_token(
+                    self.field(step, "namespace", "${ns}"),
+                    self.field(step, "key", ""),
+                    self.token(token) if isinstance(token, str) else token,
+                ),
+            )
+            if checks is not None:
+                if "current" in checks:
+                    check("current", answer.current, checks["current"])
+                if "current_tokens" in checks:
+                    # Sorted, so the holders compare as a set.
+                    want = sorted(self.token(n) for n in checks["current_tokens"])
+                    check("current_tokens", sorted(answer.current_tokens), want)
         elif op == "release":
             tx = self.txn(step)
             checks, released = await self.call(
@@ -209,23 +260,42 @@ class Scenario:
         while True:
             if h.task.done():
                 kind, value = await h.outcome()
-                how = f"granted with token {value.fencing_token}" if kind == "ok" else f"error {value.code}: {value.message}"
+                how = "granted" if kind == "ok" else f"error {value.code}: {value.message}"
                 raise StepFailed(f"acquire ended ({how}) before queued position {position}; last seen {seen}")
-            waiter = None
-            for k in await self.client.list_locks(h.namespace):
-                if k.namespace == h.namespace and k.key == h.key:
-                    waiter = next((w for w in k.waiters if w["transaction_id"] == h.tx.id), None)
-            seen = waiter and {"position": waiter["position"], "blocking": waiter["blocking_transaction_ids"]}
-            if waiter is not None and waiter["position"] == position:
-                missing = [b for b in blockers if b not in waiter["blocking_transaction_ids"]]
+            # The transaction's entries in the queues of the keys it asked for. An acquire_all
+            # waits in several: like its queued messages, take the furthest position and
+            # every blocker.
+            waiters = []
+            for namespace in {ns for ns, _ in h.keys}:
+                for k in await self.client.list_locks(namespace):
+                    if (k.namespace, k.key) in h.keys:
+                        waiters += [w for w in k.waiters if w["transaction_id"] == h.tx.id]
+            blocking = {b for w in waiters for b in w["blocking_transaction_ids"]}
+            seen = waiters and {"position": max(w["position"] for w in waiters), "blocking": sorted(blocking)}
+            if waiters and seen["position"] == position:
+                missing = [b for b in blockers if b not in blocking]
                 if missing:
-                    raise StepFailed(
-                        f"queued at {position} but not blocked by {missing}; blockers {waiter['blocking_transaction_ids']}"
-                    )
+                    raise StepFailed(f"queued at {position} but not blocked by {missing}; blockers {sorted(blocking)}")
                 return
             if time.monotonic() > deadline:
                 raise StepFailed(f"no queued position {position} within {PATIENCE_S} s; last seen {seen}")
             await asyncio.sleep(POLL_S)
+
+    def check_grants(self, checks: Optional[dict], locks) -> None:
+        """acquire_all's ``locks`` check against the grants in the order asked; each entry's
+        saved token is stored before the next entry is checked."""
+        if checks is None or "locks" not in checks:
+            return
+        got = [f"{l.key}:{l.mode.value}#{l.fencing_token}" for l in locks]
+        if len(locks) != len(checks["locks"]):
+            raise StepFailed(f"locks: expected {len(checks['locks'])} grants, got {got}")
+        for i, (w, lock) in enumerate(zip(checks["locks"], locks)):
+            want = (self.field(w, "namespace", "${ns}"), self.field(w, "key", ""))
+            check(f"locks[{i}] lock", (lock.namespace, lock.key), want)
+            try:
+                self.check_grant(w, lock)
+            except StepFailed as e:
+                raise StepFailed(f"locks[{i}]: {e}") from e
 
     def check_grant(self, checks: Optional[dict], lock) -> None:
         if checks is None:

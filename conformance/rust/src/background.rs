@@ -1,23 +1,56 @@
-//! An acquire started with `"wait": false`: it runs as a task while the scenario goes on,
-//! recording the queue positions it is told, until `await` collects its outcome.
+//! The acquire of an `acquire` or `acquire_all` step, and such an acquire started with
+//! `"wait": false`: it runs as a task while the scenario goes on, recording the queue
+//! positions it is told, until `await` collects its outcome.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use caerus_core::{AcquireOptions, Error, Lock, LockMode, QueuePosition, Transaction};
+use caerus_core::{AcquireOptions, Error, Lock, LockMode, LockRequest, QueuePosition, Transaction};
 use tokio::task::JoinHandle;
 
 /// How long a step waits for the server: a hang guard, not a timing assertion.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(10);
 
+/// What an acquire step asks for: one lock (`acquire`) or several at once (`acquire_all`).
+pub enum Wanted {
+    One { namespace: String, key: String, mode: LockMode },
+    All(Vec<LockRequest>),
+}
+
+/// What such an acquire was granted.
+#[derive(Clone, Debug)]
+pub enum Acquired {
+    One(Lock),
+    /// In the order asked.
+    All(Vec<Lock>),
+}
+
+impl Wanted {
+    /// Runs the acquire, telling `on_queued` every queue position the server reports.
+    pub async fn acquire(
+        &self,
+        tx: &Transaction,
+        timeout_ms: u64,
+        on_queued: impl FnMut(&QueuePosition) + Send,
+    ) -> Result<Acquired, Error> {
+        let opts = AcquireOptions::default().with_timeout_ms(timeout_ms);
+        match self {
+            Wanted::One { namespace, key, mode } => {
+                tx.acquire_lock_with_progress(namespace, key, *mode, opts, on_queued).await.map(Acquired::One)
+            }
+            Wanted::All(locks) => tx.acquire_locks_with_progress(locks, opts, on_queued).await.map(Acquired::All),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Progress {
     queued: Vec<QueuePosition>,
     /// Queue messages already matched by `expect_queued` (they are consumed in order).
     consumed: usize,
-    outcome: Option<Result<Lock, Error>>,
+    outcome: Option<Result<Acquired, Error>>,
 }
 
 pub struct Background {
@@ -26,20 +59,13 @@ pub struct Background {
 }
 
 impl Background {
-    pub fn start(tx: Transaction, namespace: String, key: String, mode: LockMode, timeout_ms: u64) -> Background {
+    pub fn start(tx: Transaction, wanted: Wanted, timeout_ms: u64) -> Background {
         let progress = Arc::new(Mutex::new(Progress::default()));
         let shared = Arc::clone(&progress);
         let task = tokio::spawn(async move {
             let seen = Arc::clone(&shared);
-            let outcome = tx
-                .acquire_lock_with_progress(
-                    &namespace,
-                    &key,
-                    mode,
-                    AcquireOptions::default().with_timeout_ms(timeout_ms),
-                    move |q| seen.lock().expect("progress").queued.push(q.clone()),
-                )
-                .await;
+            let outcome =
+                wanted.acquire(&tx, timeout_ms, move |q| seen.lock().expect("progress").queued.push(q.clone())).await;
             shared.lock().expect("progress").outcome = Some(outcome);
         });
         Background { progress, task }
@@ -61,7 +87,8 @@ impl Background {
                 let seen: Vec<u32> = p.queued.iter().map(|q| q.position).collect();
                 if let Some(outcome) = &p.outcome {
                     let how = match outcome {
-                        Ok(lock) => format!("granted with token {}", lock.fencing_token),
+                        Ok(Acquired::One(lock)) => format!("granted with token {}", lock.fencing_token),
+                        Ok(Acquired::All(locks)) => format!("granted {} locks", locks.len()),
                         Err(e) => format!("error {}: {}", e.code(), e.message()),
                     };
                     bail!("acquire ended ({how}) before queued position {position}; positions seen {seen:?}");
@@ -75,7 +102,7 @@ impl Background {
     }
 
     /// The acquire's final outcome (waits for it).
-    pub async fn outcome(&self) -> Result<Result<Lock, Error>> {
+    pub async fn outcome(&self) -> Result<Result<Acquired, Error>> {
         loop {
             if let Some(outcome) = self.progress.lock().expect("progress").outcome.clone() {
                 return Ok(outcome);

@@ -5,12 +5,15 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use caerus_core::{AcquireOptions, DlsClient, Lock, LockMode, TransactionOptions, TransactionStatus};
+use caerus_core::{DlsClient, Lock, LockMode, LockRequest, TokenCheck, TransactionOptions, TransactionStatus};
 use serde_json::{Map, Value};
 
-use crate::background::Background;
+use crate::background::{Acquired, Background, Wanted};
 use crate::expect::{self, eq};
 use crate::spec::{field, millis, str_of, text};
+
+/// The ok checks made on a granted lock (acquire, await, downgrade, each acquire_all entry).
+const GRANT_CHECKS: [&str; 4] = ["mode", "token_equals", "token_greater_than", "save_token"];
 
 pub struct Scenario {
     client: DlsClient,
@@ -82,6 +85,9 @@ impl Scenario {
                 if !name.is_empty() {
                     opts = opts.with_name(name);
                 }
+                if step.get("max_duration_ms").is_some() {
+                    opts = opts.with_max_duration_ms(millis(step, "max_duration_ms", 0)?);
+                }
                 let result = self.client.begin_transaction(opts).await;
                 if let Some(checks) = expect::outcome(step, &result)? {
                     let tx = result.expect("checked ok");
@@ -95,21 +101,36 @@ impl Scenario {
                     self.txns.insert(str_of(step, "txn")?.to_string(), tx);
                 }
             }
-            "acquire" => {
+            "acquire" | "acquire_all" => {
                 let tx = self.txn(step)?.clone();
-                let namespace = field(step, "namespace", "${ns}", &ns)?;
-                let key = field(step, "key", "", &ns)?;
-                let mode = Self::mode(step)?;
+                let wanted = if op == "acquire" {
+                    Wanted::One {
+                        namespace: field(step, "namespace", "${ns}", &ns)?,
+                        key: field(step, "key", "", &ns)?,
+                        mode: Self::mode(step)?,
+                    }
+                } else {
+                    let locks = step.get("locks").and_then(Value::as_array).context("step has no \"locks\" list")?;
+                    let locks = locks
+                        .iter()
+                        .map(|w| {
+                            Ok(LockRequest::new(
+                                field(w, "namespace", "${ns}", &ns)?,
+                                field(w, "key", "", &ns)?,
+                                Self::mode(w)?,
+                            ))
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    Wanted::All(locks)
+                };
                 let timeout_ms = millis(step, "timeout_ms", 10_000)?;
                 if step.get("wait").and_then(Value::as_bool) == Some(false) {
                     let handle = str_of(step, "handle")?.to_string();
-                    self.handles.insert(handle, Background::start(tx, namespace, key, mode, timeout_ms));
+                    self.handles.insert(handle, Background::start(tx, wanted, timeout_ms));
                     return Ok(());
                 }
-                let result = tx
-                    .acquire_lock(&namespace, &key, mode, AcquireOptions::default().with_timeout_ms(timeout_ms))
-                    .await;
-                self.check_grant(step, result)?;
+                let result = wanted.acquire(&tx, timeout_ms, |_| {}).await;
+                self.check_acquired(step, result)?;
             }
             "expect_queued" => {
                 let h = self.handle(step)?;
@@ -128,7 +149,46 @@ impl Scenario {
             }
             "await" => {
                 let result = self.handle(step)?.outcome().await?;
-                self.check_grant(step, result)?;
+                self.check_acquired(step, result)?;
+            }
+            "downgrade" => {
+                let tx = self.txn(step)?;
+                let result =
+                    tx.downgrade(&field(step, "namespace", "${ns}", &ns)?, &field(step, "key", "", &ns)?).await;
+                if let Some(checks) = expect::outcome(step, &result)? {
+                    let lock = result.expect("checked ok");
+                    if let Some(want) = checks.get("held").and_then(Value::as_bool) {
+                        eq("held", lock.is_some(), want)?;
+                    }
+                    match lock {
+                        Some(lock) => self.check_grant(checks, &lock)?,
+                        None => {
+                            if let Some(c) = GRANT_CHECKS.iter().find(|c| checks.contains_key(**c)) {
+                                bail!("{c}: the lock is not held (held=false)");
+                            }
+                        }
+                    }
+                }
+            }
+            "verify_token" => {
+                let token = match step.get("token") {
+                    Some(Value::String(saved)) => {
+                        *self.tokens.get(saved).ok_or_else(|| anyhow!("no saved token {saved:?}"))?
+                    }
+                    Some(literal) => literal.as_u64().with_context(|| format!("token {literal} is not a u64"))?,
+                    None => bail!("step has no \"token\""),
+                };
+                let result = self
+                    .client
+                    .verify_fencing_token(
+                        &field(step, "namespace", "${ns}", &ns)?,
+                        &field(step, "key", "", &ns)?,
+                        token,
+                    )
+                    .await;
+                if let Some(checks) = expect::outcome(step, &result)? {
+                    self.check_verify(checks, &result.expect("checked ok"))?;
+                }
             }
             "release" => {
                 let tx = self.txn(step)?;
@@ -180,9 +240,56 @@ impl Scenario {
         self.handles.get(name).ok_or_else(|| anyhow!("no background acquire {name:?}"))
     }
 
-    fn check_grant(&mut self, step: &Value, result: Result<Lock, caerus_core::Error>) -> Result<()> {
+    /// The ok checks of an `acquire` (one grant) or `acquire_all` (every grant, `locks`).
+    fn check_acquired(&mut self, step: &Value, result: Result<Acquired, caerus_core::Error>) -> Result<()> {
         let Some(checks) = expect::outcome(step, &result)? else { return Ok(()) };
-        let lock = result.expect("checked ok");
+        match result.expect("checked ok") {
+            Acquired::One(lock) => self.check_grant(checks, &lock),
+            Acquired::All(locks) => self.check_grants(checks, &locks),
+        }
+    }
+
+    /// acquire_all's `locks` check against the grants in the order asked; each entry's saved
+    /// token is stored before the next entry is checked.
+    fn check_grants(&mut self, checks: &Map<String, Value>, locks: &[Lock]) -> Result<()> {
+        let Some(want) = checks.get("locks").and_then(Value::as_array) else { return Ok(()) };
+        let got: Vec<String> = locks.iter().map(|l| format!("{}:{}#{}", l.key, l.mode, l.fencing_token)).collect();
+        if want.len() != locks.len() {
+            bail!("locks: expected {} grants, got {got:?}", want.len());
+        }
+        for (i, (w, lock)) in want.iter().zip(locks).enumerate() {
+            let namespace = field(w, "namespace", "${ns}", &self.ns)?;
+            let key = field(w, "key", "", &self.ns)?;
+            eq(&format!("locks[{i}] lock"), (lock.namespace.as_str(), lock.key.as_str()), (&namespace, &key))?;
+            let entry = w.as_object().with_context(|| format!("locks[{i}] is not an object"))?;
+            self.check_grant(entry, lock).with_context(|| format!("locks[{i}]"))?;
+        }
+        Ok(())
+    }
+
+    fn check_verify(&self, checks: &Map<String, Value>, check: &TokenCheck) -> Result<()> {
+        if let Some(want) = checks.get("current").and_then(Value::as_bool) {
+            eq("current", check.current, want)?;
+        }
+        if let Some(names) = checks.get("current_tokens").and_then(Value::as_array) {
+            let mut want = names
+                .iter()
+                .map(|n| {
+                    let n = n.as_str().context("current_tokens names saved tokens")?;
+                    self.tokens.get(n).copied().ok_or_else(|| anyhow!("no saved token {n:?}"))
+                })
+                .collect::<Result<Vec<u64>>>()?;
+            let mut got = check.current_tokens.clone();
+            // Sorted, so the holders compare as a set.
+            want.sort_unstable();
+            got.sort_unstable();
+            eq("current_tokens", got, want)?;
+        }
+        Ok(())
+    }
+
+    /// The grant checks (mode, tokens) on one granted lock.
+    fn check_grant(&mut self, checks: &Map<String, Value>, lock: &Lock) -> Result<()> {
         if let Some(mode) = checks.get("mode").and_then(Value::as_str) {
             eq("mode", lock.mode.as_str(), mode)?;
         }

@@ -141,8 +141,20 @@ private suspend fun <T> outcomeOf(call: suspend () -> T): Outcome<T> =
         Outcome.Err(e)
     }
 
-/** An acquire started with `"wait": false`, running until `await` collects its outcome. */
-private class Background(val tx: Transaction, val namespace: String, val key: String, val job: Deferred<Outcome<Lock>>)
+/**
+ * An acquire ([op] "acquire": a [Lock]) or acquire_all (the locks in the order asked) started
+ * with `"wait": false`, running until `await` collects its outcome; [keys] are the
+ * (namespace, key) pairs it asked for.
+ */
+private class Background(
+    val tx: Transaction,
+    val op: String,
+    val keys: List<Pair<String, String>>,
+    val job: Deferred<Outcome<Any>>,
+)
+
+/** The ok checks made on a granted lock (acquire, await, downgrade, each acquire_all entry). */
+private val GRANT_CHECKS = listOf("mode", "token_equals", "token_greater_than", "save_token")
 
 @Suppress("UNCHECKED_CAST")
 private class Scenario(private val client: DlsClient, private val ns: String) {
@@ -223,6 +235,7 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
                     long(step, "timeout_ms", 15000).toULong(),
                     long(step, "priority", 0).toInt(),
                     name.ifEmpty { null },
+                    (step["max_duration_ms"] as Long?)?.toULong(),
                 )
                 val outcome = outcomeOf { client.beginTransaction(options) }
                 val checks = expectOutcome(step, outcome) ?: return
@@ -239,13 +252,60 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
                 val timeoutMs = long(step, "timeout_ms", 10000).toULong()
                 if (step["wait"] == false) {
                     val job = background.async { outcomeOf { tx.acquireLock(namespace, key, mode, timeoutMs) } }
-                    handles[step["handle"] as String] = Background(tx, namespace, key, job)
+                    handles[step["handle"] as String] = Background(tx, "acquire", listOf(namespace to key), job)
                     return
                 }
                 checkGrant(step, outcomeOf { tx.acquireLock(namespace, key, mode, timeoutMs) })
             }
+            "acquire_all" -> {
+                val tx = txn(step)
+                val wanted = (step["locks"] as List<Map<String, Any?>>).map {
+                    LockRequest(field(it, "namespace", "\${ns}"), field(it, "key", ""), mode(it))
+                }
+                val timeoutMs = long(step, "timeout_ms", 10000).toULong()
+                if (step["wait"] == false) {
+                    val job = background.async { outcomeOf { tx.acquireLocks(wanted, timeoutMs) } }
+                    handles[step["handle"] as String] = Background(tx, "acquire_all", wanted.map { it.namespace to it.key }, job)
+                    return
+                }
+                checkGrants(step, outcomeOf { tx.acquireLocks(wanted, timeoutMs) })
+            }
             "expect_queued" -> expectQueued(step)
-            "await" -> checkGrant(step, handle(step).job.await())
+            "await" -> {
+                val h = handle(step)
+                when (h.op) {
+                    "acquire_all" -> checkGrants(step, h.job.await() as Outcome<List<Lock>>)
+                    else -> checkGrant(step, h.job.await() as Outcome<Lock>)
+                }
+            }
+            "downgrade" -> {
+                val tx = txn(step)
+                val outcome = outcomeOf { tx.downgrade(field(step, "namespace", "\${ns}"), field(step, "key", "")) }
+                val checks = expectOutcome(step, outcome) ?: return
+                val lock = (outcome as Outcome.Ok).value
+                checks["held"]?.let { checkEq("held", lock != null, it) }
+                when {
+                    lock != null -> grantChecks(checks, lock)
+                    GRANT_CHECKS.any { it in checks } -> throw StepFailed("grant checks on a lock that is not held (held=false)")
+                }
+            }
+            "verify_token" -> {
+                // A saved token's name, or a literal.
+                val fencingToken = when (val t = step["token"]) {
+                    is String -> token(t)
+                    else -> (t as Long).toULong()
+                }
+                val outcome = outcomeOf {
+                    client.verifyFencingToken(field(step, "namespace", "\${ns}"), field(step, "key", ""), fencingToken)
+                }
+                val checks = expectOutcome(step, outcome) ?: return
+                val answer = (outcome as Outcome.Ok).value
+                checks["current"]?.let { checkEq("current", answer.current, it) }
+                (checks["current_tokens"] as List<Any?>?)?.let { names ->
+                    // Sorted, so the holders compare as a set.
+                    checkEq("current_tokens", answer.currentTokens.sorted(), names.map(::token).sorted())
+                }
+            }
             "release" -> {
                 val tx = txn(step)
                 val outcome = outcomeOf { tx.release(field(step, "namespace", "\${ns}"), field(step, "key", "")) }
@@ -291,15 +351,16 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
         val deadline = System.nanoTime() + PATIENCE_MS * 1_000_000
         while (true) {
             // Status first, then whether the acquire ended: a wait seen in the status was
-            // real even if the grant came right after.
+            // real even if the grant came right after. An acquire_all's wait names one of its
+            // keys, at its furthest position over them.
             val waiting = h.tx.status().waiting
-            if (waiting != null && waiting.namespace == h.namespace && waiting.key == h.key && waiting.position == position) {
+            if (waiting != null && (waiting.namespace to waiting.key) in h.keys && waiting.position == position) {
                 return
             }
             val seen = waiting?.let { "${it.key} at ${it.position}" } ?: "no wait"
             if (h.job.isCompleted) {
                 val how = when (val o = h.job.await()) {
-                    is Outcome.Ok -> "granted with token ${o.value.fencingToken}"
+                    is Outcome.Ok -> "granted"
                     is Outcome.Err -> "error ${o.error.code}: ${o.error.message}"
                 }
                 throw StepFailed("acquire ended ($how) before queued position $position; last seen $seen")
@@ -311,7 +372,32 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
 
     private fun checkGrant(step: Map<String, Any?>, outcome: Outcome<Lock>) {
         val checks = expectOutcome(step, outcome) ?: return
-        val lock = (outcome as Outcome.Ok).value
+        grantChecks(checks, (outcome as Outcome.Ok).value)
+    }
+
+    /**
+     * acquire_all's `locks` check against the grants in the order asked; each entry's saved
+     * token is stored before the next entry is checked.
+     */
+    private fun checkGrants(step: Map<String, Any?>, outcome: Outcome<List<Lock>>) {
+        val checks = expectOutcome(step, outcome) ?: return
+        val want = checks["locks"] as List<Map<String, Any?>>? ?: return
+        val locks = (outcome as Outcome.Ok).value
+        val got = locks.map { "${it.key}:${it.mode.name}#${it.fencingToken}" }
+        if (want.size != locks.size) throw StepFailed("locks: expected ${want.size} grants, got $got")
+        for ((i, w) in want.withIndex()) {
+            val lock = locks[i]
+            checkEq("locks[$i] lock", lock.namespace to lock.key, field(w, "namespace", "\${ns}") to field(w, "key", ""))
+            try {
+                grantChecks(w, lock)
+            } catch (e: StepFailed) {
+                throw StepFailed("locks[$i]: ${e.message}", e)
+            }
+        }
+    }
+
+    /** The grant checks (mode, tokens) on one granted lock. */
+    private fun grantChecks(checks: Map<String, Any?>, lock: Lock) {
         checks["mode"]?.let { checkEq("mode", lock.mode.name, it) }
         checks["token_equals"]?.let { checkEq("fencing token", lock.fencingToken, token(it)) }
         checks["token_greater_than"]?.let {

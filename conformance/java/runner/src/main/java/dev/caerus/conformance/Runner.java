@@ -4,10 +4,15 @@ import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import com.google.gson.JsonPrimitive;
 import dev.caerus.dls.v1.AcquireLockRequest;
 import dev.caerus.dls.v1.AcquireLockResponse;
+import dev.caerus.dls.v1.AcquireLocksRequest;
+import dev.caerus.dls.v1.AcquireLocksResponse;
 import dev.caerus.dls.v1.BeginTransactionRequest;
 import dev.caerus.dls.v1.BeginTransactionResponse;
+import dev.caerus.dls.v1.DowngradeLockRequest;
+import dev.caerus.dls.v1.DowngradeLockResponse;
 import dev.caerus.dls.v1.EndTransactionRequest;
 import dev.caerus.dls.v1.EndTransactionResponse;
 import dev.caerus.dls.v1.GetTransactionStatusRequest;
@@ -17,10 +22,14 @@ import dev.caerus.dls.v1.HeartbeatRequest;
 import dev.caerus.dls.v1.HeartbeatResponse;
 import dev.caerus.dls.v1.HeldLock;
 import dev.caerus.dls.v1.LockMode;
+import dev.caerus.dls.v1.LockRequest;
 import dev.caerus.dls.v1.LockServiceGrpc;
+import dev.caerus.dls.v1.LocksGranted;
 import dev.caerus.dls.v1.Queued;
 import dev.caerus.dls.v1.ReleaseLockRequest;
 import dev.caerus.dls.v1.ReleaseLockResponse;
+import dev.caerus.dls.v1.VerifyFencingTokenRequest;
+import dev.caerus.dls.v1.VerifyFencingTokenResponse;
 import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
 import io.grpc.Metadata;
@@ -54,6 +63,9 @@ import java.util.function.Function;
 public final class Runner {
     /** How long a step may wait for the server: a guard against a hang, not a timing assertion. */
     static final long PATIENCE_MS = 30_000;
+
+    /** The ok checks made on a granted lock (acquire, await, downgrade, each acquire_all entry). */
+    static final List<String> GRANT_CHECKS = List.of("mode", "token_equals", "token_greater_than", "save_token");
 
     static final Metadata.Key<String> ERROR_KIND = Metadata.Key.of("x-dls-error", Metadata.ASCII_STRING_MARSHALLER);
     static final Metadata.Key<String> LEADER = Metadata.Key.of("x-dls-leader-addr", Metadata.ASCII_STRING_MARSHALLER);
@@ -223,23 +235,43 @@ public final class Runner {
             }
         }
 
-        /**
-         * Follows the AcquireLock stream to its grant or final status, re-attaching with the
-         * same request_id when the serving node stops leading.
-         */
+        /** Follows the AcquireLock stream to its grant (a Granted) or final status. */
         Outcome acquire(AcquireLockRequest request, Consumer<Queued> onQueued) {
-            long deadline = System.currentTimeMillis() + request.getTimeoutMs() + PATIENCE_MS;
+            return follow(request.getTimeoutMs(), stub -> stub.acquireLock(request), (AcquireLockResponse msg) ->
+                    switch (msg.getEventCase()) {
+                        case QUEUED -> msg.getQueued();
+                        case GRANTED -> msg.getGranted();
+                        default -> null;
+                    }, onQueued);
+        }
+
+        /** Follows the AcquireLocks stream to its grants (a LocksGranted) or final status. */
+        Outcome acquireAll(AcquireLocksRequest request, Consumer<Queued> onQueued) {
+            return follow(request.getTimeoutMs(), stub -> stub.acquireLocks(request), (AcquireLocksResponse msg) ->
+                    switch (msg.getEventCase()) {
+                        case QUEUED -> msg.getQueued();
+                        case GRANTED -> msg.getGranted();
+                        default -> null;
+                    }, onQueued);
+        }
+
+        /**
+         * Follows an acquire stream (opened by {@code open}; {@code read} turns each message into
+         * its Queued, or the grant that ends the stream) to its grant or final status,
+         * re-attaching with the same request (same request_id) when the serving node stops leading.
+         */
+        <M> Outcome follow(long timeoutMs, Function<LockServiceGrpc.LockServiceBlockingStub, Iterator<M>> open,
+                Function<M, Object> read, Consumer<Queued> onQueued) {
+            long deadline = System.currentTimeMillis() + timeoutMs + PATIENCE_MS;
             while (true) {
                 try {
-                    Iterator<AcquireLockResponse> stream = stub().acquireLock(request);
+                    Iterator<M> stream = open.apply(stub());
                     while (stream.hasNext()) {
-                        AcquireLockResponse msg = stream.next();
-                        switch (msg.getEventCase()) {
-                            case QUEUED -> onQueued.accept(msg.getQueued());
-                            case GRANTED -> {
-                                return Outcome.ok(msg.getGranted());
-                            }
-                            default -> { }
+                        Object event = read.apply(stream.next());
+                        if (event instanceof Queued q) {
+                            onQueued.accept(q);
+                        } else if (event != null) {
+                            return Outcome.ok(event);
                         }
                     }
                     return new Outcome(null, "UNKNOWN", null, "stream ended without a grant or a status");
@@ -252,15 +284,21 @@ public final class Runner {
         }
     }
 
-    /** A background AcquireLock: its queued messages and, once over, its outcome. */
+    /**
+     * A background AcquireLock or AcquireLocks (the step's op: acquire or acquire_all): its
+     * queued messages and, once over, its outcome.
+     */
     static final class Background {
+        final String op;
         private final List<Queued> queued = new ArrayList<>();
         private int consumed;
         private Outcome outcome;
 
-        Background(Connection conn, AcquireLockRequest request) {
+        /** Runs {@code acquire} (a stream follower given the queued-message sink) on a thread. */
+        Background(String op, String handle, Function<Consumer<Queued>, Outcome> acquire) {
+            this.op = op;
             Thread thread = new Thread(() -> {
-                Outcome result = conn.acquire(request, q -> {
+                Outcome result = acquire.apply(q -> {
                     synchronized (this) {
                         queued.add(q);
                         notifyAll();
@@ -270,7 +308,7 @@ public final class Runner {
                     outcome = result;
                     notifyAll();
                 }
-            }, "acquire-" + request.getKey());
+            }, "acquire-" + handle);
             thread.setDaemon(true);
             thread.start();
         }
@@ -422,6 +460,70 @@ public final class Runner {
             }
         }
 
+        /** The ok checks of an acquire (op "acquire": a Granted) or acquire_all (a LocksGranted). */
+        void checkAcquired(String op, JsonObject checks, Object value) throws StepFailed {
+            if (op.equals("acquire_all")) {
+                checkGrants(checks, (LocksGranted) value);
+            } else {
+                checkGrant(checks, (Granted) value);
+            }
+        }
+
+        /**
+         * acquire_all's `locks` check against the grants in the order asked; each entry's saved
+         * token is stored before the next entry is checked.
+         */
+        void checkGrants(JsonObject checks, LocksGranted granted) throws StepFailed {
+            if (!checks.has("locks")) {
+                return;
+            }
+            JsonArray want = checks.getAsJsonArray("locks");
+            List<String> got = granted.getLocksList().stream()
+                    .map(g -> g.getKey() + ":" + modeName(g.getModeValue()) + "#" + Long.toUnsignedString(g.getFencingToken()))
+                    .toList();
+            if (want.size() != granted.getLocksCount()) {
+                throw new StepFailed("locks: expected " + want.size() + " grants, got " + got);
+            }
+            for (int i = 0; i < want.size(); i++) {
+                JsonObject w = want.get(i).getAsJsonObject();
+                Granted g = granted.getLocks(i);
+                eq("locks[" + i + "] lock", g.getNamespace() + "/" + g.getKey(), field(w, "namespace", "${ns}") + "/" + text(w.get("key")));
+                try {
+                    checkGrant(w, g);
+                } catch (StepFailed e) {
+                    throw new StepFailed("locks[" + i + "]: " + e.getMessage());
+                }
+            }
+        }
+
+        void checkDowngrade(JsonObject checks, DowngradeLockResponse d) throws StepFailed {
+            if (checks.has("held")) {
+                eq("held", d.getHeld(), checks.get("held").getAsBoolean());
+            }
+            if (d.getHeld()) {
+                checkGrant(checks, d.getLock());
+            } else if (GRANT_CHECKS.stream().anyMatch(checks::has)) {
+                throw new StepFailed("grant checks on a lock that is not held (held=false)");
+            }
+        }
+
+        void checkVerify(JsonObject checks, VerifyFencingTokenResponse v) throws StepFailed {
+            if (checks.has("current")) {
+                eq("current", v.getCurrent(), checks.get("current").getAsBoolean());
+            }
+            if (checks.has("current_tokens")) {
+                // Sorted, so the holders compare as a set (tokens are below 2^63 in practice).
+                List<Long> want = new ArrayList<>();
+                for (JsonElement name : checks.getAsJsonArray("current_tokens")) {
+                    want.add(token(name.getAsString()));
+                }
+                want.sort(Long::compareUnsigned);
+                List<Long> got = new ArrayList<>(v.getCurrentTokensList());
+                got.sort(Long::compareUnsigned);
+                eq("current_tokens", got, want);
+            }
+        }
+
         void checkGrant(JsonObject checks, Granted g) throws StepFailed {
             if (checks.has("mode")) {
                 eq("mode", modeName(g.getModeValue()), checks.get("mode").getAsString());
@@ -507,20 +609,37 @@ public final class Runner {
         }
 
         // ---- steps -------------------------------------------------------------------------
+        /** The wire value of `mode` [EXCLUSIVE]: a LockMode name or a raw number. */
+        static int modeValue(JsonObject step) {
+            JsonElement mode = step.get("mode");
+            if (mode == null) {
+                return LockMode.EXCLUSIVE_VALUE;
+            }
+            return mode.getAsJsonPrimitive().isNumber() ? mode.getAsInt() : LockMode.valueOf(mode.getAsString()).getNumber();
+        }
+
         AcquireLockRequest acquireRequest(JsonObject step) throws StepFailed {
-            AcquireLockRequest.Builder b = AcquireLockRequest.newBuilder()
+            return AcquireLockRequest.newBuilder()
                     .setTransactionId(txnId(step))
                     .setNamespace(field(step, "namespace", "${ns}"))
                     .setKey(field(step, "key", ""))
+                    .setModeValue(modeValue(step))
+                    .setTimeoutMs(step.has("timeout_ms") ? step.get("timeout_ms").getAsLong() : 10_000)
+                    .setRequestId(requestId(step))
+                    .build();
+        }
+
+        AcquireLocksRequest acquireAllRequest(JsonObject step) throws StepFailed {
+            AcquireLocksRequest.Builder b = AcquireLocksRequest.newBuilder()
+                    .setTransactionId(txnId(step))
                     .setTimeoutMs(step.has("timeout_ms") ? step.get("timeout_ms").getAsLong() : 10_000)
                     .setRequestId(requestId(step));
-            JsonElement mode = step.get("mode");
-            if (mode == null) {
-                b.setMode(LockMode.EXCLUSIVE);
-            } else if (mode.getAsJsonPrimitive().isNumber()) {
-                b.setModeValue(mode.getAsInt());
-            } else {
-                b.setMode(LockMode.valueOf(mode.getAsString()));
+            for (JsonElement e : step.getAsJsonArray("locks")) {
+                JsonObject w = e.getAsJsonObject();
+                b.addLocks(LockRequest.newBuilder()
+                        .setNamespace(field(w, "namespace", "${ns}"))
+                        .setKey(field(w, "key", ""))
+                        .setModeValue(modeValue(w)));
             }
             return b.build();
         }
@@ -542,6 +661,7 @@ public final class Runner {
                             .setPriority(step.has("priority") ? step.get("priority").getAsInt() : 0)
                             .setName(field(step, "name", ""))
                             .setRequestId(requestId(step))
+                            .setMaxDurationMs(step.has("max_duration_ms") ? step.get("max_duration_ms").getAsLong() : 0)
                             .build();
                     Outcome out = conn.unary(stub -> stub.beginTransaction(req));
                     JsonObject checks = checkOutcome(step, out);
@@ -556,16 +676,24 @@ public final class Runner {
                         }
                     }
                 }
-                case "acquire" -> {
-                    AcquireLockRequest req = acquireRequest(step);
+                case "acquire", "acquire_all" -> {
+                    Function<Consumer<Queued>, Outcome> acquire;
+                    if (op.equals("acquire")) {
+                        AcquireLockRequest req = acquireRequest(step);
+                        acquire = q -> conn.acquire(req, q);
+                    } else {
+                        AcquireLocksRequest req = acquireAllRequest(step);
+                        acquire = q -> conn.acquireAll(req, q);
+                    }
                     if (step.has("wait") && !step.get("wait").getAsBoolean()) {
-                        handles.put(step.get("handle").getAsString(), new Background(conn, req));
+                        String handle = step.get("handle").getAsString();
+                        handles.put(handle, new Background(op, handle, acquire));
                         return;
                     }
-                    Outcome out = conn.acquire(req, q -> { });
+                    Outcome out = acquire.apply(q -> { });
                     JsonObject checks = checkOutcome(step, out);
                     if (checks != null) {
-                        checkGrant(checks, (Granted) out.value());
+                        checkAcquired(op, checks, out.value());
                     }
                 }
                 case "expect_queued" -> {
@@ -581,10 +709,11 @@ public final class Runner {
                     }
                 }
                 case "await" -> {
-                    Outcome out = handle(step).waitOutcome();
+                    Background bg = handle(step);
+                    Outcome out = bg.waitOutcome();
                     JsonObject checks = checkOutcome(step, out);
                     if (checks != null) {
-                        checkGrant(checks, (Granted) out.value());
+                        checkAcquired(bg.op, checks, out.value());
                     }
                 }
                 case "release" -> {
@@ -598,6 +727,32 @@ public final class Runner {
                     JsonObject checks = checkOutcome(step, out);
                     if (checks != null && checks.has("released")) {
                         eq("released", ((ReleaseLockResponse) out.value()).getReleased(), checks.get("released").getAsBoolean());
+                    }
+                }
+                case "downgrade" -> {
+                    DowngradeLockRequest req = DowngradeLockRequest.newBuilder()
+                            .setTransactionId(txnId(step))
+                            .setNamespace(field(step, "namespace", "${ns}"))
+                            .setKey(field(step, "key", ""))
+                            .setRequestId(requestId(step))
+                            .build();
+                    Outcome out = conn.unary(stub -> stub.downgradeLock(req));
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null) {
+                        checkDowngrade(checks, (DowngradeLockResponse) out.value());
+                    }
+                }
+                case "verify_token" -> {
+                    JsonPrimitive token = step.getAsJsonPrimitive("token");
+                    VerifyFencingTokenRequest req = VerifyFencingTokenRequest.newBuilder()
+                            .setNamespace(field(step, "namespace", "${ns}"))
+                            .setKey(field(step, "key", ""))
+                            .setFencingToken(token.isNumber() ? token.getAsLong() : token(token.getAsString()))
+                            .build();
+                    Outcome out = conn.unary(stub -> stub.verifyFencingToken(req));
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null) {
+                        checkVerify(checks, (VerifyFencingTokenResponse) out.value());
                     }
                 }
                 case "status" -> {
