@@ -179,7 +179,9 @@ async function startPostgres() {
     .filter((v) => fs.existsSync(`/usr/lib/postgresql/${v}/bin/initdb`))
     .sort((a, b) => Number(a) - Number(b));
   const bin = process.env.PG_BIN || (found.length ? `/usr/lib/postgresql/${found.at(-1)}/bin` : null);
-  if (!bin) throw new Error('PostgreSQL server binaries not found (no /usr/lib/postgresql/*/bin/initdb): run `make deps`');
+  if (!bin || !fs.existsSync(path.join(bin, 'initdb'))) {
+    throw new Error(`PostgreSQL server binaries not found (no initdb in ${bin ?? '/usr/lib/postgresql/*/bin'}): run \`make deps\``);
+  }
   const root = process.getuid() === 0;
   const run = (program, args) =>
     root

@@ -201,8 +201,8 @@ def start_postgres() -> Postgres:
     binaries fail the test, never skip it."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
     bin_dir = os.environ.get("PG_BIN") or (os.path.dirname(found[-1]) if found else None)
-    if not bin_dir:
-        pytest.fail("PostgreSQL server binaries not found (no /usr/lib/postgresql/*/bin/initdb): run `make deps`")
+    if not bin_dir or not os.path.exists(os.path.join(bin_dir, "initdb")):
+        pytest.fail(f"PostgreSQL server binaries not found (no initdb in {bin_dir or '/usr/lib/postgresql/*/bin'}): run `make deps`")
     directory = tempfile.mkdtemp(prefix="caerus-py-pg-")
     if os.geteuid() == 0:
         shutil.chown(directory, "postgres")

@@ -19,7 +19,9 @@ pub struct Postgres {
 /// The newest /usr/lib/postgresql/<version>/bin, or `PG_BIN` when set.
 fn bin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("PG_BIN") {
-        return dir.into();
+        let dir = PathBuf::from(dir);
+        assert!(dir.join("initdb").is_file(), "no initdb in PG_BIN={}: run `make deps`", dir.display());
+        return dir;
     }
     let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
