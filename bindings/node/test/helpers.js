@@ -167,4 +167,50 @@ function aborted(signal) {
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(signal.reason), { once: true }));
 }
 
-module.exports = { metric, startServer, makeCerts, freePort, portIsFree, dlsCli, aborted, sleep, requireBin };
+/**
+ * A throwaway PostgreSQL server: Debian's binaries (package `postgresql`, from `make deps`),
+ * a fresh cluster in a temporary directory, trust authentication on 127.0.0.1 and a free
+ * port. As root (CI) it runs as the `postgres` user, since PostgreSQL refuses root. Missing
+ * binaries throw: the test fails, it is never skipped.
+ */
+async function startPostgres() {
+  const versions = fs.existsSync('/usr/lib/postgresql') ? fs.readdirSync('/usr/lib/postgresql') : [];
+  const found = versions
+    .filter((v) => fs.existsSync(`/usr/lib/postgresql/${v}/bin/initdb`))
+    .sort((a, b) => Number(a) - Number(b));
+  const bin = process.env.PG_BIN || (found.length ? `/usr/lib/postgresql/${found.at(-1)}/bin` : null);
+  if (!bin || !fs.existsSync(path.join(bin, 'initdb'))) {
+    throw new Error(`PostgreSQL server binaries not found (no initdb in ${bin ?? '/usr/lib/postgresql/*/bin'}): run \`make deps\``);
+  }
+  const root = process.getuid() === 0;
+  const run = (program, args) =>
+    root
+      ? execFileSync('runuser', ['-u', 'postgres', '--', path.join(bin, program), ...args], { stdio: 'pipe' })
+      : execFileSync(path.join(bin, program), args, { stdio: 'pipe' });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'caerus-node-pg-'));
+  if (root) execFileSync('chown', ['postgres:', dir]);
+  const data = path.join(dir, 'data');
+  const port = await freePort();
+  try {
+    run('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '-N']);
+    const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
+    run('pg_ctl', ['-D', data, '-l', path.join(dir, 'server.log'), '-w', '-t', '60', '-o', opts, 'start']);
+  } catch (e) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw new Error(`starting PostgreSQL failed: ${e.stderr || e.message}`);
+  }
+  return {
+    port,
+    /** node-postgres connection settings for the `postgres` superuser and database. */
+    config: { host: '127.0.0.1', port, user: 'postgres', database: 'postgres' },
+    async stop() {
+      try {
+        run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+module.exports = { metric, startServer, startPostgres, makeCerts, freePort, portIsFree, dlsCli, aborted, sleep, requireBin };

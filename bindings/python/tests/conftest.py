@@ -3,7 +3,9 @@ directories, killed at the end. Nothing is mocked."""
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -168,6 +170,66 @@ def tls_server(certs):
     s = start_server(certs.serve_flags(require_client_cert=True), certs=certs)
     yield s
     s.stop()
+
+
+@dataclass
+class Postgres:
+    """A throwaway PostgreSQL server (see the ``postgres`` fixture)."""
+
+    port: int
+    bin: str
+    dir: str
+
+    @property
+    def conninfo(self) -> str:
+        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
+
+    def connect(self, **kwargs):
+        import psycopg  # a test dependency (bindings/python/Makefile installs it)
+
+        return psycopg.connect(self.conninfo, **kwargs)
+
+
+def _as_postgres(cmd: List[str]) -> List[str]:
+    # PostgreSQL refuses to run as root; CI is root, so the server runs as `postgres`.
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+def start_postgres() -> Postgres:
+    """Debian's PostgreSQL (package ``postgresql``, from ``make deps``): a fresh cluster in a
+    temporary directory, trust authentication on 127.0.0.1 and a free port. Missing
+    binaries fail the test, never skip it."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+    bin_dir = os.environ.get("PG_BIN") or (os.path.dirname(found[-1]) if found else None)
+    if not bin_dir or not os.path.exists(os.path.join(bin_dir, "initdb")):
+        pytest.fail(f"PostgreSQL server binaries not found (no initdb in {bin_dir or '/usr/lib/postgresql/*/bin'}): run `make deps`")
+    directory = tempfile.mkdtemp(prefix="caerus-py-pg-")
+    if os.geteuid() == 0:
+        shutil.chown(directory, "postgres")
+    data, log = os.path.join(directory, "data"), os.path.join(directory, "server.log")
+    (port,) = free_ports(1)
+    for cmd in (
+        [os.path.join(bin_dir, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "-N"],
+        [os.path.join(bin_dir, "pg_ctl"), "-D", data, "-l", log, "-w", "-t", "60", "-o",
+         f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off", "start"],
+    ):
+        done = subprocess.run(_as_postgres(cmd), capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.fail(f"{cmd[0]} failed: {done.stdout}{done.stderr}")
+    return Postgres(port, bin_dir, directory)
+
+
+def stop_postgres(pg: Postgres) -> None:
+    cmd = [os.path.join(pg.bin, "pg_ctl"), "-D", os.path.join(pg.dir, "data"), "-m", "immediate", "-w", "stop"]
+    subprocess.run(_as_postgres(cmd), capture_output=True)
+    shutil.rmtree(pg.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    pg = start_postgres()
+    yield pg
+    stop_postgres(pg)
 
 
 @pytest.fixture(autouse=True)
