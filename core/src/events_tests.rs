@@ -195,6 +195,10 @@ impl pb::lock_service_server::LockService for Scripted {
     async fn downgrade_lock(&self, _: tonic::Request<pb::DowngradeLockRequest>) -> Reply<pb::DowngradeLockResponse> {
         Err(Status::unimplemented("scripted"))
     }
+    type WatchKeyStream = BoxStream<pb::KeyHolders>;
+    async fn watch_key(&self, _: tonic::Request<pb::WatchKeyRequest>) -> Reply<Self::WatchKeyStream> {
+        Err(Status::unimplemented("scripted"))
+    }
     type AcquireLocksStream = BoxStream<pb::AcquireLocksResponse>;
     async fn acquire_locks(&self, _: tonic::Request<pb::AcquireLocksRequest>) -> Reply<Self::AcquireLocksStream> {
         Err(Status::unimplemented("scripted"))

@@ -50,6 +50,7 @@ mod error;
 mod events;
 mod heartbeat;
 mod heartbeat_batch;
+mod key_watch;
 mod router;
 mod tls_hint;
 mod transaction;
@@ -67,6 +68,7 @@ pub use config::{
 pub use deadlock::{CycleMember, Deadlock};
 pub use error::{Error, Result};
 pub use events::{Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
+pub use key_watch::{Election, KeyChange, KeyChangeKind, KeyHolder, KeyUpdate, KeyWatch, Leadership};
 pub use transaction::Transaction;
 pub use types::{
     AcquireOptions, EndCause, Lock, LockMode, LockRequest, LostKind, LostReason, PendingLock, QueuePosition,

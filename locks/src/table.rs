@@ -88,6 +88,9 @@ pub enum Effect {
     WaitEnded { txn: TxnId, request_id: String, granted: bool },
     /// A lock was granted.
     Granted { txn: TxnId },
+    /// The holders of this key changed (a grant, a release, an end, a downgrade): its
+    /// watchers read it again.
+    KeyChanged { key: LockKey },
     /// The outcome of this transaction's pending acquire changed (granted or ended), or
     /// the transaction itself did: its streams read the table at once.
     TxnChanged { txn: TxnId },
@@ -462,6 +465,7 @@ impl LockTable {
         self.keys.entry(lock.clone()).or_default().holders.insert(txn, held);
         self.txn_mut(txn).held.insert(lock.clone(), held);
         self.effects.push(Effect::Granted { txn });
+        self.effects.push(Effect::KeyChanged { key: lock.clone() });
         AcquireRecord::Granted { token: held.token, mode }
     }
 
@@ -597,6 +601,7 @@ impl LockTable {
             if let Some(k) = self.keys.get_mut(lock) {
                 k.holders.remove(&txn);
             }
+            self.effects.push(Effect::KeyChanged { key: lock.clone() });
         }
         let released = holds || waits;
         if released {
@@ -634,6 +639,7 @@ impl LockTable {
             if let Some(k) = self.keys.get_mut(lock) {
                 k.holders.insert(txn, h);
             }
+            self.effects.push(Effect::KeyChanged { key: lock.clone() });
             self.promote(lock);
         }
         if let Some(r) = request_id {
@@ -725,6 +731,7 @@ impl LockTable {
             if let Some(k) = self.keys.get_mut(lock) {
                 k.holders.remove(&txn);
             }
+            self.effects.push(Effect::KeyChanged { key: lock.clone() });
             self.promote(lock);
         }
         self.finished.push_back(txn);

@@ -169,6 +169,7 @@ impl Leases {
                 Effect::TxnChanged { .. }
                 | Effect::QueueMoved { .. }
                 | Effect::Granted { .. }
+                | Effect::KeyChanged { .. }
                 | Effect::DeadlockResolved
                 | Effect::EventsAppended => {}
             }

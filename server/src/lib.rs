@@ -20,6 +20,7 @@ pub mod config_file;
 pub mod engine;
 pub mod exposition;
 pub mod http;
+pub mod key_watch;
 pub mod lease;
 pub mod limits;
 pub mod members;

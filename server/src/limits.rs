@@ -281,7 +281,7 @@ impl Limits {
             return Err(self.refuse(
                 Limit::WatchesPerApiKey,
                 format!(
-                    "{whose} has {by_key} open event watches (limit --max-watches-per-api-key {max}); \
+                    "{whose} has {by_key} open watches of events and keys (limit --max-watches-per-api-key {max}); \
                      close some or raise the limit"
                 ),
             ));
@@ -293,7 +293,7 @@ impl Limits {
                 return Err(self.refuse(
                     Limit::WatchesPerConnection,
                     format!(
-                        "connection {addr} has {by_conn} open event watches (limit --max-watches-per-connection \
+                        "connection {addr} has {by_conn} open watches of events and keys (limit --max-watches-per-connection \
                          {max}); close some, open another connection, or raise the limit"
                     ),
                 ));

@@ -158,7 +158,8 @@ impl Metrics {
                 Effect::TxnChanged { .. }
                 | Effect::QueueMoved { .. }
                 | Effect::EventsAppended
-                | Effect::DeadlineSet { .. } => {}
+                | Effect::DeadlineSet { .. }
+                | Effect::KeyChanged { .. } => {}
             }
         }
     }

@@ -13,6 +13,7 @@ use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{watch, Mutex};
 
 use crate::engine::error::EngineError;
+use crate::key_watch::KeyWatchers;
 use crate::lease::Leases;
 use crate::limits::{Admission, LimitArgs, Limits};
 use crate::locks::{Command, Effect, LockTable, Outcome};
@@ -74,6 +75,7 @@ pub struct Node {
     snapshots: Arc<SnapshotStore>,
     leases: Arc<Leases>,
     signals: Arc<Signals>,
+    key_watchers: Arc<KeyWatchers>,
     metrics: Arc<Metrics>,
     /// Appends and flushes of this node's raft log.
     log_io: Arc<LogIoStats>,
@@ -127,6 +129,7 @@ struct Pending {
 struct Observer {
     leases: Arc<Leases>,
     signals: Arc<Signals>,
+    key_watchers: Arc<KeyWatchers>,
     metrics: Arc<Metrics>,
     events: watch::Sender<u64>,
 }
@@ -149,6 +152,10 @@ impl ApplyObserver for Observer {
             match e {
                 Effect::TxnChanged { txn } | Effect::TxnFinished { txn, .. } => changed.insert(*txn),
                 Effect::QueueMoved { txn } => moved.insert(*txn),
+                Effect::KeyChanged { key } => {
+                    self.key_watchers.notify(key);
+                    false
+                }
                 _ => false,
             };
         }
@@ -163,6 +170,7 @@ impl ApplyObserver for Observer {
     fn reset(&self, table: &LockTable) {
         self.leases.reset(table, Instant::now());
         self.signals.notify_all();
+        self.key_watchers.notify_all();
         self.events.send_modify(|v| *v += 1);
     }
 }
@@ -184,11 +192,13 @@ impl Node {
             )?;
         let leases = Arc::new(Leases::default());
         let signals = Arc::new(Signals::default());
+        let key_watchers = Arc::new(KeyWatchers::default());
         let metrics = Arc::new(Metrics::default());
         let (events_tx, events) = watch::channel(0);
         let observer = Arc::new(Observer {
             leases: leases.clone(),
             signals: signals.clone(),
+            key_watchers: key_watchers.clone(),
             metrics: metrics.clone(),
             events: events_tx,
         });
@@ -255,6 +265,7 @@ impl Node {
             snapshots,
             leases,
             signals,
+            key_watchers,
             metrics,
             log_io,
             proposer,
@@ -360,6 +371,10 @@ impl Node {
 
     pub(crate) fn signals(&self) -> &Arc<Signals> {
         &self.signals
+    }
+
+    pub(crate) fn key_watchers(&self) -> &Arc<KeyWatchers> {
+        &self.key_watchers
     }
 
     pub fn metrics(&self) -> &Metrics {

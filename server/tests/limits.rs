@@ -195,10 +195,13 @@ async fn watch_streams_are_bounded_per_key_and_per_connection_and_a_dropped_stre
     let (one, two, three) = (channel(&addr), channel(&addr), channel(&addr));
     let first = watch(&one).await.unwrap();
     let _second = watch(&one).await.unwrap();
-    assert_refused(watch(&one).await, "open event watches (limit --max-watches-per-connection 2)");
+    assert_refused(watch(&one).await, "open watches of events and keys (limit --max-watches-per-connection 2)");
     let _third = watch(&two).await.unwrap();
     // Without API keys every caller is the same principal: the key bound is server-wide.
-    assert_refused(watch(&three).await, "the server has 3 open event watches (limit --max-watches-per-api-key 3)");
+    assert_refused(
+        watch(&three).await,
+        "the server has 3 open watches of events and keys (limit --max-watches-per-api-key 3)",
+    );
     // A client that just drops its stream gives its place back.
     drop(first);
     let again = tokio::time::timeout(PATIENCE, async {

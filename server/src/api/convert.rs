@@ -3,6 +3,8 @@
 use caerus_proto::v1 as pb;
 use caerus_proto::Wire;
 
+use crate::engine::{KeyChangeKind, KeyHolder, KeyState};
+
 use crate::locks::{
     revoke_cause, CycleMember, EndCause, Event, EventDetail, EventKind, Held, LockKey, LockMode, TxnId, TxnState,
     VictimPolicy,
@@ -103,5 +105,39 @@ pub fn event(e: &Event) -> pb::Event {
         kind: e.kind().to_wire(),
         namespaces: e.namespaces(),
         detail: Some(detail),
+    }
+}
+
+pub fn key_holder(h: &KeyHolder) -> pb::KeyHolder {
+    pb::KeyHolder {
+        transaction_id: h.txn,
+        transaction_name: h.name.clone(),
+        mode: mode(h.mode),
+        fencing_token: h.token,
+        since_ms: h.since_ms as i64,
+    }
+}
+
+pub fn key_state(s: &KeyState) -> pb::KeyHolders {
+    let kind = |k: KeyChangeKind| match k {
+        KeyChangeKind::Granted => pb::KeyChangeKind::Granted,
+        KeyChangeKind::Released => pb::KeyChangeKind::Released,
+        KeyChangeKind::Expired => pb::KeyChangeKind::Expired,
+        KeyChangeKind::Revoked => pb::KeyChangeKind::Revoked,
+        KeyChangeKind::Downgraded => pb::KeyChangeKind::Downgraded,
+    } as i32;
+    pb::KeyHolders {
+        holders: s.holders.iter().map(key_holder).collect(),
+        changes: s
+            .changes
+            .iter()
+            .map(|c| pb::KeyChange {
+                kind: kind(c.kind),
+                holder: Some(key_holder(&c.holder)),
+                end_cause: cause(c.cause),
+            })
+            .collect(),
+        cursor: s.cursor.clone(),
+        initial: s.initial,
     }
 }

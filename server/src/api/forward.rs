@@ -329,6 +329,12 @@ impl LockService for ForwardingLocks {
     ) -> Result<Response<Self::WatchEventsStream>, Status> {
         route!(self, req, LockService, locks, watch_events, stream)
     }
+
+    type WatchKeyStream = BoxStream<pb::KeyHolders>;
+
+    async fn watch_key(&self, req: Request<pb::WatchKeyRequest>) -> Result<Response<Self::WatchKeyStream>, Status> {
+        route!(self, req, LockService, locks, watch_key, stream)
+    }
 }
 
 #[tonic::async_trait]

@@ -19,7 +19,9 @@ use super::auth::KeyRing;
 use super::errors::ApiError;
 use super::{caller, convert, validate};
 use crate::config::VictimPolicies;
-use crate::engine::{AcquireAllRequest, AcquireStart, Acquisition, Engine, EventStart, Principal, Wanted};
+use crate::engine::{
+    parse_cursor, AcquireAllRequest, AcquireStart, Acquisition, Engine, EventStart, Principal, Wanted,
+};
 use crate::locks::{AcquireRequest, AcquireStatus, Begin, CycleMember, LockKey, TxnId, VictimPolicy, WaitEnd};
 
 pub struct LockApi {
@@ -285,6 +287,7 @@ const FIRST_ANSWER_WAIT: Duration = Duration::from_millis(20);
 type AcquireStream = Pin<Box<dyn Stream<Item = Result<pb::AcquireLockResponse, Status>> + Send>>;
 type AcquireAllStream = Pin<Box<dyn Stream<Item = Result<pb::AcquireLocksResponse, Status>> + Send>>;
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
+type KeyHoldersStream = Pin<Box<dyn Stream<Item = Result<pb::KeyHolders, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl LockService for LockApi {
@@ -366,6 +369,20 @@ impl LockService for LockApi {
     }
 
     type WatchEventsStream = EventStream;
+
+    type WatchKeyStream = KeyHoldersStream;
+
+    async fn watch_key(&self, req: Request<pb::WatchKeyRequest>) -> Result<Response<KeyHoldersStream>, Status> {
+        let who = self.principal(&req)?;
+        let remote = caller::client_addr(&req);
+        let r = req.into_inner();
+        let lock = validate::lock_key(&r.namespace, &r.key)?;
+        let resume_from =
+            if r.cursor.is_empty() { None } else { Some(parse_cursor(&r.cursor).map_err(ApiError::from)?) };
+        let states = self.engine.watch_key(who, remote, lock, resume_from).await.map_err(ApiError::from)?;
+        let stream = states.map(|s| s.map(|s| convert::key_state(&s)).map_err(|e| Status::from(ApiError::from(e))));
+        Ok(Response::new(Box::pin(stream) as KeyHoldersStream))
+    }
 
     async fn watch_events(&self, req: Request<pb::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
         let who = self.principal(&req)?;

@@ -65,6 +65,71 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// How a key's holders changed.
+type KeyChangeKind int32
+
+const (
+	// Never sent.
+	KeyChangeKind_KEY_CHANGE_KIND_UNSPECIFIED KeyChangeKind = 0
+	// A new grant.
+	KeyChangeKind_KEY_CHANGE_KIND_GRANTED KeyChangeKind = 1
+	// The holder let go: released the lock, committed or aborted its transaction.
+	KeyChangeKind_KEY_CHANGE_KIND_RELEASED KeyChangeKind = 2
+	// The holder's lease (or maximum duration) ran out.
+	KeyChangeKind_KEY_CHANGE_KIND_EXPIRED KeyChangeKind = 3
+	// The holder was aborted: deadlock victim or an operator.
+	KeyChangeKind_KEY_CHANGE_KIND_REVOKED KeyChangeKind = 4
+	// The holder went from EXCLUSIVE to SHARED_READ, same token.
+	KeyChangeKind_KEY_CHANGE_KIND_DOWNGRADED KeyChangeKind = 5
+)
+
+// Enum value maps for KeyChangeKind.
+var (
+	KeyChangeKind_name = map[int32]string{
+		0: "KEY_CHANGE_KIND_UNSPECIFIED",
+		1: "KEY_CHANGE_KIND_GRANTED",
+		2: "KEY_CHANGE_KIND_RELEASED",
+		3: "KEY_CHANGE_KIND_EXPIRED",
+		4: "KEY_CHANGE_KIND_REVOKED",
+		5: "KEY_CHANGE_KIND_DOWNGRADED",
+	}
+	KeyChangeKind_value = map[string]int32{
+		"KEY_CHANGE_KIND_UNSPECIFIED": 0,
+		"KEY_CHANGE_KIND_GRANTED":     1,
+		"KEY_CHANGE_KIND_RELEASED":    2,
+		"KEY_CHANGE_KIND_EXPIRED":     3,
+		"KEY_CHANGE_KIND_REVOKED":     4,
+		"KEY_CHANGE_KIND_DOWNGRADED":  5,
+	}
+)
+
+func (x KeyChangeKind) Enum() *KeyChangeKind {
+	p := new(KeyChangeKind)
+	*p = x
+	return p
+}
+
+func (x KeyChangeKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KeyChangeKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[0].Descriptor()
+}
+
+func (KeyChangeKind) Type() protoreflect.EnumType {
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[0]
+}
+
+func (x KeyChangeKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KeyChangeKind.Descriptor instead.
+func (KeyChangeKind) EnumDescriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{0}
+}
+
 // Lock modes. Two requests on one (namespace, key) are compatible only if both are SHARED_READ.
 type LockMode int32
 
@@ -102,11 +167,11 @@ func (x LockMode) String() string {
 }
 
 func (LockMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_caerus_dls_v1_lock_service_proto_enumTypes[0].Descriptor()
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[1].Descriptor()
 }
 
 func (LockMode) Type() protoreflect.EnumType {
-	return &file_caerus_dls_v1_lock_service_proto_enumTypes[0]
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[1]
 }
 
 func (x LockMode) Number() protoreflect.EnumNumber {
@@ -115,7 +180,7 @@ func (x LockMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LockMode.Descriptor instead.
 func (LockMode) EnumDescriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{0}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{1}
 }
 
 // States of a transaction. ACTIVE is the only live state; the others are final.
@@ -164,11 +229,11 @@ func (x TransactionState) String() string {
 }
 
 func (TransactionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_caerus_dls_v1_lock_service_proto_enumTypes[1].Descriptor()
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[2].Descriptor()
 }
 
 func (TransactionState) Type() protoreflect.EnumType {
-	return &file_caerus_dls_v1_lock_service_proto_enumTypes[1]
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[2]
 }
 
 func (x TransactionState) Number() protoreflect.EnumNumber {
@@ -177,7 +242,7 @@ func (x TransactionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TransactionState.Descriptor instead.
 func (TransactionState) EnumDescriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{1}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{2}
 }
 
 // Machine-readable error kinds, sent as the `x-dls-error` metadata value (the name, e.g.
@@ -278,11 +343,11 @@ func (x ErrorKind) String() string {
 }
 
 func (ErrorKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_caerus_dls_v1_lock_service_proto_enumTypes[2].Descriptor()
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[3].Descriptor()
 }
 
 func (ErrorKind) Type() protoreflect.EnumType {
-	return &file_caerus_dls_v1_lock_service_proto_enumTypes[2]
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[3]
 }
 
 func (x ErrorKind) Number() protoreflect.EnumNumber {
@@ -291,7 +356,7 @@ func (x ErrorKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorKind.Descriptor instead.
 func (ErrorKind) EnumDescriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{2}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{3}
 }
 
 // What ended a transaction. Sent as data in status answers, error details and events, so
@@ -350,11 +415,11 @@ func (x EndCause) String() string {
 }
 
 func (EndCause) Descriptor() protoreflect.EnumDescriptor {
-	return file_caerus_dls_v1_lock_service_proto_enumTypes[3].Descriptor()
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[4].Descriptor()
 }
 
 func (EndCause) Type() protoreflect.EnumType {
-	return &file_caerus_dls_v1_lock_service_proto_enumTypes[3]
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[4]
 }
 
 func (x EndCause) Number() protoreflect.EnumNumber {
@@ -363,7 +428,7 @@ func (x EndCause) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EndCause.Descriptor instead.
 func (EndCause) EnumDescriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{3}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{4}
 }
 
 // Which member of a deadlock cycle is aborted.
@@ -407,11 +472,11 @@ func (x VictimPolicy) String() string {
 }
 
 func (VictimPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_caerus_dls_v1_lock_service_proto_enumTypes[4].Descriptor()
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[5].Descriptor()
 }
 
 func (VictimPolicy) Type() protoreflect.EnumType {
-	return &file_caerus_dls_v1_lock_service_proto_enumTypes[4]
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[5]
 }
 
 func (x VictimPolicy) Number() protoreflect.EnumNumber {
@@ -420,7 +485,7 @@ func (x VictimPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use VictimPolicy.Descriptor instead.
 func (VictimPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{4}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{5}
 }
 
 // Kinds of events, for filtering.
@@ -469,11 +534,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_caerus_dls_v1_lock_service_proto_enumTypes[5].Descriptor()
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[6].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_caerus_dls_v1_lock_service_proto_enumTypes[5]
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[6]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -482,7 +547,292 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{5}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{6}
+}
+
+// What to watch, and where to resume.
+type WatchKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The key.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The `cursor` of the last message seen before a reconnect; empty for a new watch.
+	Cursor        string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchKeyRequest) Reset() {
+	*x = WatchKeyRequest{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchKeyRequest) ProtoMessage() {}
+
+func (x *WatchKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchKeyRequest.ProtoReflect.Descriptor instead.
+func (*WatchKeyRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *WatchKeyRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchKeyRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *WatchKeyRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+// The holders of a watched key, and how they changed since the previous message.
+type KeyHolders struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Everyone holding the key now (empty: free), oldest grant first.
+	Holders []*KeyHolder `protobuf:"bytes,1,rep,name=holders,proto3" json:"holders,omitempty"`
+	// What changed since the previous message of the watch (or since `cursor`); empty in
+	// the first message of a new watch.
+	Changes []*KeyChange `protobuf:"bytes,2,rep,name=changes,proto3" json:"changes,omitempty"`
+	// Pass it back in WatchKeyRequest.cursor to resume after a disconnect.
+	Cursor string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// True for the first message of a watch (the state it starts from).
+	Initial       bool `protobuf:"varint,4,opt,name=initial,proto3" json:"initial,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyHolders) Reset() {
+	*x = KeyHolders{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyHolders) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyHolders) ProtoMessage() {}
+
+func (x *KeyHolders) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyHolders.ProtoReflect.Descriptor instead.
+func (*KeyHolders) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *KeyHolders) GetHolders() []*KeyHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *KeyHolders) GetChanges() []*KeyChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *KeyHolders) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *KeyHolders) GetInitial() bool {
+	if x != nil {
+		return x.Initial
+	}
+	return false
+}
+
+// A transaction holding a watched key.
+type KeyHolder struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The holding transaction.
+	TransactionId uint64 `protobuf:"varint,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// Its label (BeginTransactionRequest.name): a leader election puts the candidate's
+	// identity here.
+	TransactionName string `protobuf:"bytes,2,opt,name=transaction_name,json=transactionName,proto3" json:"transaction_name,omitempty"`
+	// The mode held.
+	Mode LockMode `protobuf:"varint,3,opt,name=mode,proto3,enum=caerus.dls.v1.LockMode" json:"mode,omitempty"`
+	// The fencing token of the grant.
+	FencingToken uint64 `protobuf:"varint,4,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
+	// When it was granted (leader clock, ms since the Unix epoch).
+	SinceMs       int64 `protobuf:"varint,5,opt,name=since_ms,json=sinceMs,proto3" json:"since_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyHolder) Reset() {
+	*x = KeyHolder{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyHolder) ProtoMessage() {}
+
+func (x *KeyHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyHolder.ProtoReflect.Descriptor instead.
+func (*KeyHolder) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *KeyHolder) GetTransactionId() uint64 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return 0
+}
+
+func (x *KeyHolder) GetTransactionName() string {
+	if x != nil {
+		return x.TransactionName
+	}
+	return ""
+}
+
+func (x *KeyHolder) GetMode() LockMode {
+	if x != nil {
+		return x.Mode
+	}
+	return LockMode_LOCK_MODE_UNSPECIFIED
+}
+
+func (x *KeyHolder) GetFencingToken() uint64 {
+	if x != nil {
+		return x.FencingToken
+	}
+	return 0
+}
+
+func (x *KeyHolder) GetSinceMs() int64 {
+	if x != nil {
+		return x.SinceMs
+	}
+	return 0
+}
+
+// One change of a key's holders.
+type KeyChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened.
+	Kind KeyChangeKind `protobuf:"varint,1,opt,name=kind,proto3,enum=caerus.dls.v1.KeyChangeKind" json:"kind,omitempty"`
+	// The transaction, its label, mode and grant (its token) concerned.
+	Holder *KeyHolder `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	// For EXPIRED and REVOKED: why the transaction ended.
+	EndCause      EndCause `protobuf:"varint,3,opt,name=end_cause,json=endCause,proto3,enum=caerus.dls.v1.EndCause" json:"end_cause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyChange) Reset() {
+	*x = KeyChange{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyChange) ProtoMessage() {}
+
+func (x *KeyChange) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyChange.ProtoReflect.Descriptor instead.
+func (*KeyChange) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *KeyChange) GetKind() KeyChangeKind {
+	if x != nil {
+		return x.Kind
+	}
+	return KeyChangeKind_KEY_CHANGE_KIND_UNSPECIFIED
+}
+
+func (x *KeyChange) GetHolder() *KeyHolder {
+	if x != nil {
+		return x.Holder
+	}
+	return nil
+}
+
+func (x *KeyChange) GetEndCause() EndCause {
+	if x != nil {
+		return x.EndCause
+	}
+	return EndCause_END_CAUSE_UNSPECIFIED
 }
 
 // The structured part of an error answer, sent as the binary metadata
@@ -504,7 +854,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[0]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +866,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[0]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +879,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{0}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ErrorDetail) GetKind() ErrorKind {
@@ -585,7 +935,7 @@ type BeginTransactionRequest struct {
 
 func (x *BeginTransactionRequest) Reset() {
 	*x = BeginTransactionRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[1]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +947,7 @@ func (x *BeginTransactionRequest) String() string {
 func (*BeginTransactionRequest) ProtoMessage() {}
 
 func (x *BeginTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[1]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +960,7 @@ func (x *BeginTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginTransactionRequest.ProtoReflect.Descriptor instead.
 func (*BeginTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{1}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BeginTransactionRequest) GetTimeoutMs() int64 {
@@ -661,7 +1011,7 @@ type BeginTransactionResponse struct {
 
 func (x *BeginTransactionResponse) Reset() {
 	*x = BeginTransactionResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[2]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +1023,7 @@ func (x *BeginTransactionResponse) String() string {
 func (*BeginTransactionResponse) ProtoMessage() {}
 
 func (x *BeginTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[2]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +1036,7 @@ func (x *BeginTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BeginTransactionResponse.ProtoReflect.Descriptor instead.
 func (*BeginTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{2}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BeginTransactionResponse) GetTransactionId() uint64 {
@@ -735,7 +1085,7 @@ type AcquireLockRequest struct {
 
 func (x *AcquireLockRequest) Reset() {
 	*x = AcquireLockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[3]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +1097,7 @@ func (x *AcquireLockRequest) String() string {
 func (*AcquireLockRequest) ProtoMessage() {}
 
 func (x *AcquireLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[3]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +1110,7 @@ func (x *AcquireLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireLockRequest.ProtoReflect.Descriptor instead.
 func (*AcquireLockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{3}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AcquireLockRequest) GetTransactionId() uint64 {
@@ -831,7 +1181,7 @@ type AcquireLockResponse struct {
 
 func (x *AcquireLockResponse) Reset() {
 	*x = AcquireLockResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[4]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +1193,7 @@ func (x *AcquireLockResponse) String() string {
 func (*AcquireLockResponse) ProtoMessage() {}
 
 func (x *AcquireLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[4]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +1206,7 @@ func (x *AcquireLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireLockResponse.ProtoReflect.Descriptor instead.
 func (*AcquireLockResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{4}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AcquireLockResponse) GetEvent() isAcquireLockResponse_Event {
@@ -926,7 +1276,7 @@ type Queued struct {
 
 func (x *Queued) Reset() {
 	*x = Queued{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[5]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1288,7 @@ func (x *Queued) String() string {
 func (*Queued) ProtoMessage() {}
 
 func (x *Queued) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[5]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1301,7 @@ func (x *Queued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queued.ProtoReflect.Descriptor instead.
 func (*Queued) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{5}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Queued) GetPosition() uint32 {
@@ -987,7 +1337,7 @@ type Granted struct {
 
 func (x *Granted) Reset() {
 	*x = Granted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[6]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1349,7 @@ func (x *Granted) String() string {
 func (*Granted) ProtoMessage() {}
 
 func (x *Granted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[6]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1362,7 @@ func (x *Granted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Granted.ProtoReflect.Descriptor instead.
 func (*Granted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{6}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Granted) GetFencingToken() uint64 {
@@ -1058,7 +1408,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1420,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[7]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1433,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{7}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LockRequest) GetNamespace() string {
@@ -1124,7 +1474,7 @@ type AcquireLocksRequest struct {
 
 func (x *AcquireLocksRequest) Reset() {
 	*x = AcquireLocksRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1486,7 @@ func (x *AcquireLocksRequest) String() string {
 func (*AcquireLocksRequest) ProtoMessage() {}
 
 func (x *AcquireLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[8]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1499,7 @@ func (x *AcquireLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireLocksRequest.ProtoReflect.Descriptor instead.
 func (*AcquireLocksRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{8}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AcquireLocksRequest) GetTransactionId() uint64 {
@@ -1196,7 +1546,7 @@ type AcquireLocksResponse struct {
 
 func (x *AcquireLocksResponse) Reset() {
 	*x = AcquireLocksResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1558,7 @@ func (x *AcquireLocksResponse) String() string {
 func (*AcquireLocksResponse) ProtoMessage() {}
 
 func (x *AcquireLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[9]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1571,7 @@ func (x *AcquireLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireLocksResponse.ProtoReflect.Descriptor instead.
 func (*AcquireLocksResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{9}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AcquireLocksResponse) GetEvent() isAcquireLocksResponse_Event {
@@ -1279,7 +1629,7 @@ type LocksGranted struct {
 
 func (x *LocksGranted) Reset() {
 	*x = LocksGranted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1641,7 @@ func (x *LocksGranted) String() string {
 func (*LocksGranted) ProtoMessage() {}
 
 func (x *LocksGranted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1654,7 @@ func (x *LocksGranted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocksGranted.ProtoReflect.Descriptor instead.
 func (*LocksGranted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{10}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LocksGranted) GetLocks() []*Granted {
@@ -1331,7 +1681,7 @@ type DowngradeLockRequest struct {
 
 func (x *DowngradeLockRequest) Reset() {
 	*x = DowngradeLockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1693,7 @@ func (x *DowngradeLockRequest) String() string {
 func (*DowngradeLockRequest) ProtoMessage() {}
 
 func (x *DowngradeLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1706,7 @@ func (x *DowngradeLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DowngradeLockRequest.ProtoReflect.Descriptor instead.
 func (*DowngradeLockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{11}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DowngradeLockRequest) GetTransactionId() uint64 {
@@ -1400,7 +1750,7 @@ type DowngradeLockResponse struct {
 
 func (x *DowngradeLockResponse) Reset() {
 	*x = DowngradeLockResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1762,7 @@ func (x *DowngradeLockResponse) String() string {
 func (*DowngradeLockResponse) ProtoMessage() {}
 
 func (x *DowngradeLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1775,7 @@ func (x *DowngradeLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DowngradeLockResponse.ProtoReflect.Descriptor instead.
 func (*DowngradeLockResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{12}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DowngradeLockResponse) GetHeld() bool {
@@ -1457,7 +1807,7 @@ type VerifyFencingTokenRequest struct {
 
 func (x *VerifyFencingTokenRequest) Reset() {
 	*x = VerifyFencingTokenRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1819,7 @@ func (x *VerifyFencingTokenRequest) String() string {
 func (*VerifyFencingTokenRequest) ProtoMessage() {}
 
 func (x *VerifyFencingTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1832,7 @@ func (x *VerifyFencingTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyFencingTokenRequest.ProtoReflect.Descriptor instead.
 func (*VerifyFencingTokenRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{13}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *VerifyFencingTokenRequest) GetNamespace() string {
@@ -1520,7 +1870,7 @@ type VerifyFencingTokenResponse struct {
 
 func (x *VerifyFencingTokenResponse) Reset() {
 	*x = VerifyFencingTokenResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1882,7 @@ func (x *VerifyFencingTokenResponse) String() string {
 func (*VerifyFencingTokenResponse) ProtoMessage() {}
 
 func (x *VerifyFencingTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1895,7 @@ func (x *VerifyFencingTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyFencingTokenResponse.ProtoReflect.Descriptor instead.
 func (*VerifyFencingTokenResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *VerifyFencingTokenResponse) GetCurrent() bool {
@@ -1579,7 +1929,7 @@ type ReleaseLockRequest struct {
 
 func (x *ReleaseLockRequest) Reset() {
 	*x = ReleaseLockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1941,7 @@ func (x *ReleaseLockRequest) String() string {
 func (*ReleaseLockRequest) ProtoMessage() {}
 
 func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1954,7 @@ func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReleaseLockRequest) GetTransactionId() uint64 {
@@ -1646,7 +1996,7 @@ type ReleaseLockResponse struct {
 
 func (x *ReleaseLockResponse) Reset() {
 	*x = ReleaseLockResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +2008,7 @@ func (x *ReleaseLockResponse) String() string {
 func (*ReleaseLockResponse) ProtoMessage() {}
 
 func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +2021,7 @@ func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReleaseLockResponse) GetReleased() bool {
@@ -1692,7 +2042,7 @@ type GetTransactionStatusRequest struct {
 
 func (x *GetTransactionStatusRequest) Reset() {
 	*x = GetTransactionStatusRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +2054,7 @@ func (x *GetTransactionStatusRequest) String() string {
 func (*GetTransactionStatusRequest) ProtoMessage() {}
 
 func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +2067,7 @@ func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetTransactionStatusRequest) GetTransactionId() uint64 {
@@ -1744,7 +2094,7 @@ type HeldLock struct {
 
 func (x *HeldLock) Reset() {
 	*x = HeldLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +2106,7 @@ func (x *HeldLock) String() string {
 func (*HeldLock) ProtoMessage() {}
 
 func (x *HeldLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +2119,7 @@ func (x *HeldLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldLock.ProtoReflect.Descriptor instead.
 func (*HeldLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeldLock) GetNamespace() string {
@@ -1819,7 +2169,7 @@ type PendingLock struct {
 
 func (x *PendingLock) Reset() {
 	*x = PendingLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +2181,7 @@ func (x *PendingLock) String() string {
 func (*PendingLock) ProtoMessage() {}
 
 func (x *PendingLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +2194,7 @@ func (x *PendingLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingLock.ProtoReflect.Descriptor instead.
 func (*PendingLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PendingLock) GetNamespace() string {
@@ -1912,7 +2262,7 @@ type GetTransactionStatusResponse struct {
 
 func (x *GetTransactionStatusResponse) Reset() {
 	*x = GetTransactionStatusResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2274,7 @@ func (x *GetTransactionStatusResponse) String() string {
 func (*GetTransactionStatusResponse) ProtoMessage() {}
 
 func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2287,7 @@ func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetTransactionStatusResponse) GetTransactionId() uint64 {
@@ -2025,7 +2375,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2387,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2400,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HeartbeatRequest) GetTransactionId() uint64 {
@@ -2081,7 +2431,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2443,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2456,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HeartbeatResponse) GetLeaseRemainingMs() int64 {
@@ -2144,7 +2494,7 @@ type HeartbeatResult struct {
 
 func (x *HeartbeatResult) Reset() {
 	*x = HeartbeatResult{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2506,7 @@ func (x *HeartbeatResult) String() string {
 func (*HeartbeatResult) ProtoMessage() {}
 
 func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2519,7 @@ func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResult.ProtoReflect.Descriptor instead.
 func (*HeartbeatResult) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HeartbeatResult) GetTransactionId() uint64 {
@@ -2223,7 +2573,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2585,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2598,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *EndTransactionRequest) GetTransactionId() uint64 {
@@ -2285,7 +2635,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2647,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2660,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EndTransactionResponse) GetState() TransactionState {
@@ -2344,7 +2694,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2706,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2719,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -2426,7 +2776,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2788,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2801,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -2578,7 +2928,7 @@ type CycleMember struct {
 
 func (x *CycleMember) Reset() {
 	*x = CycleMember{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2940,7 @@ func (x *CycleMember) String() string {
 func (*CycleMember) ProtoMessage() {}
 
 func (x *CycleMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2953,7 @@ func (x *CycleMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleMember.ProtoReflect.Descriptor instead.
 func (*CycleMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CycleMember) GetTransactionId() uint64 {
@@ -2663,7 +3013,7 @@ type DeadlockResolved struct {
 
 func (x *DeadlockResolved) Reset() {
 	*x = DeadlockResolved{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +3025,7 @@ func (x *DeadlockResolved) String() string {
 func (*DeadlockResolved) ProtoMessage() {}
 
 func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +3038,7 @@ func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockResolved.ProtoReflect.Descriptor instead.
 func (*DeadlockResolved) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeadlockResolved) GetCycle() []*CycleMember {
@@ -2727,7 +3077,7 @@ type TransactionExpired struct {
 
 func (x *TransactionExpired) Reset() {
 	*x = TransactionExpired{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +3089,7 @@ func (x *TransactionExpired) String() string {
 func (*TransactionExpired) ProtoMessage() {}
 
 func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +3102,7 @@ func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionExpired.ProtoReflect.Descriptor instead.
 func (*TransactionExpired) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TransactionExpired) GetTransactionId() uint64 {
@@ -2795,7 +3145,7 @@ type TransactionAborted struct {
 
 func (x *TransactionAborted) Reset() {
 	*x = TransactionAborted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +3157,7 @@ func (x *TransactionAborted) String() string {
 func (*TransactionAborted) ProtoMessage() {}
 
 func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +3170,7 @@ func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionAborted.ProtoReflect.Descriptor instead.
 func (*TransactionAborted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{31}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TransactionAborted) GetTransactionId() uint64 {
@@ -2883,7 +3233,7 @@ type LockRevoked struct {
 
 func (x *LockRevoked) Reset() {
 	*x = LockRevoked{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2895,7 +3245,7 @@ func (x *LockRevoked) String() string {
 func (*LockRevoked) ProtoMessage() {}
 
 func (x *LockRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2908,7 +3258,7 @@ func (x *LockRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRevoked.ProtoReflect.Descriptor instead.
 func (*LockRevoked) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{32}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LockRevoked) GetTransactionId() uint64 {
@@ -2964,7 +3314,27 @@ var File_caerus_dls_v1_lock_service_proto protoreflect.FileDescriptor
 
 const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\n" +
-	" caerus/dls/v1/lock_service.proto\x12\rcaerus.dls.v1\"\xd5\x01\n" +
+	" caerus/dls/v1/lock_service.proto\x12\rcaerus.dls.v1\"Y\n" +
+	"\x0fWatchKeyRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\"\xa6\x01\n" +
+	"\n" +
+	"KeyHolders\x122\n" +
+	"\aholders\x18\x01 \x03(\v2\x18.caerus.dls.v1.KeyHolderR\aholders\x122\n" +
+	"\achanges\x18\x02 \x03(\v2\x18.caerus.dls.v1.KeyChangeR\achanges\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\x12\x18\n" +
+	"\ainitial\x18\x04 \x01(\bR\ainitial\"\xca\x01\n" +
+	"\tKeyHolder\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12)\n" +
+	"\x10transaction_name\x18\x02 \x01(\tR\x0ftransactionName\x12+\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x17.caerus.dls.v1.LockModeR\x04mode\x12#\n" +
+	"\rfencing_token\x18\x04 \x01(\x04R\ffencingToken\x12\x19\n" +
+	"\bsince_ms\x18\x05 \x01(\x03R\asinceMs\"\xa5\x01\n" +
+	"\tKeyChange\x120\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1c.caerus.dls.v1.KeyChangeKindR\x04kind\x120\n" +
+	"\x06holder\x18\x02 \x01(\v2\x18.caerus.dls.v1.KeyHolderR\x06holder\x124\n" +
+	"\tend_cause\x18\x03 \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\bendCause\"\xd5\x01\n" +
 	"\vErrorDetail\x12,\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x18.caerus.dls.v1.ErrorKindR\x04kind\x12%\n" +
 	"\x0etransaction_id\x18\x02 \x01(\x04R\rtransactionId\x124\n" +
@@ -3139,7 +3509,14 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x04mode\x18\x04 \x01(\x0e2\x17.caerus.dls.v1.LockModeR\x04mode\x12#\n" +
 	"\rfencing_token\x18\x05 \x01(\x04R\ffencingToken\x12\x14\n" +
 	"\x05cause\x18\x06 \x01(\tR\x05cause\x124\n" +
-	"\tend_cause\x18\a \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\bendCause*E\n" +
+	"\tend_cause\x18\a \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\bendCause*\xc5\x01\n" +
+	"\rKeyChangeKind\x12\x1f\n" +
+	"\x1bKEY_CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17KEY_CHANGE_KIND_GRANTED\x10\x01\x12\x1c\n" +
+	"\x18KEY_CHANGE_KIND_RELEASED\x10\x02\x12\x1b\n" +
+	"\x17KEY_CHANGE_KIND_EXPIRED\x10\x03\x12\x1b\n" +
+	"\x17KEY_CHANGE_KIND_REVOKED\x10\x04\x12\x1e\n" +
+	"\x1aKEY_CHANGE_KIND_DOWNGRADED\x10\x05*E\n" +
 	"\bLockMode\x12\x19\n" +
 	"\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tEXCLUSIVE\x10\x01\x12\x0f\n" +
@@ -3189,7 +3566,7 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x11DEADLOCK_RESOLVED\x10\x01\x12\x17\n" +
 	"\x13TRANSACTION_EXPIRED\x10\x02\x12\x17\n" +
 	"\x13TRANSACTION_ABORTED\x10\x03\x12\x10\n" +
-	"\fLOCK_REVOKED\x10\x042\xac\a\n" +
+	"\fLOCK_REVOKED\x10\x042\xf5\a\n" +
 	"\vLockService\x12c\n" +
 	"\x10BeginTransaction\x12&.caerus.dls.v1.BeginTransactionRequest\x1a'.caerus.dls.v1.BeginTransactionResponse\x12V\n" +
 	"\vAcquireLock\x12!.caerus.dls.v1.AcquireLockRequest\x1a\".caerus.dls.v1.AcquireLockResponse0\x01\x12Y\n" +
@@ -3200,7 +3577,8 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x1f.caerus.dls.v1.HeartbeatRequest\x1a .caerus.dls.v1.HeartbeatResponse\x12]\n" +
 	"\x0eEndTransaction\x12$.caerus.dls.v1.EndTransactionRequest\x1a%.caerus.dls.v1.EndTransactionResponse\x12H\n" +
 	"\vWatchEvents\x12!.caerus.dls.v1.WatchEventsRequest\x1a\x14.caerus.dls.v1.Event0\x01\x12i\n" +
-	"\x12VerifyFencingToken\x12(.caerus.dls.v1.VerifyFencingTokenRequest\x1a).caerus.dls.v1.VerifyFencingTokenResponseB\x96\x01\n" +
+	"\x12VerifyFencingToken\x12(.caerus.dls.v1.VerifyFencingTokenRequest\x1a).caerus.dls.v1.VerifyFencingTokenResponse\x12G\n" +
+	"\bWatchKey\x12\x1e.caerus.dls.v1.WatchKeyRequest\x1a\x19.caerus.dls.v1.KeyHolders0\x01B\x96\x01\n" +
 	"\x11dev.caerus.dls.v1B\x10LockServiceProtoP\x01Z5github.com/caerus-dev/dls/sdks/go/caerus/dls/v1;dlsv1\xa2\x02\x03CDX\xaa\x02\rCaerus.Dls.V1\xca\x02\rCaerus\\Dls\\V1\xea\x02\x0fCaerus::Dls::V1b\x06proto3"
 
 var (
@@ -3215,112 +3593,125 @@ func file_caerus_dls_v1_lock_service_proto_rawDescGZIP() []byte {
 	return file_caerus_dls_v1_lock_service_proto_rawDescData
 }
 
-var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
-	(LockMode)(0),                        // 0: caerus.dls.v1.LockMode
-	(TransactionState)(0),                // 1: caerus.dls.v1.TransactionState
-	(ErrorKind)(0),                       // 2: caerus.dls.v1.ErrorKind
-	(EndCause)(0),                        // 3: caerus.dls.v1.EndCause
-	(VictimPolicy)(0),                    // 4: caerus.dls.v1.VictimPolicy
-	(EventKind)(0),                       // 5: caerus.dls.v1.EventKind
-	(*ErrorDetail)(nil),                  // 6: caerus.dls.v1.ErrorDetail
-	(*BeginTransactionRequest)(nil),      // 7: caerus.dls.v1.BeginTransactionRequest
-	(*BeginTransactionResponse)(nil),     // 8: caerus.dls.v1.BeginTransactionResponse
-	(*AcquireLockRequest)(nil),           // 9: caerus.dls.v1.AcquireLockRequest
-	(*AcquireLockResponse)(nil),          // 10: caerus.dls.v1.AcquireLockResponse
-	(*Queued)(nil),                       // 11: caerus.dls.v1.Queued
-	(*Granted)(nil),                      // 12: caerus.dls.v1.Granted
-	(*LockRequest)(nil),                  // 13: caerus.dls.v1.LockRequest
-	(*AcquireLocksRequest)(nil),          // 14: caerus.dls.v1.AcquireLocksRequest
-	(*AcquireLocksResponse)(nil),         // 15: caerus.dls.v1.AcquireLocksResponse
-	(*LocksGranted)(nil),                 // 16: caerus.dls.v1.LocksGranted
-	(*DowngradeLockRequest)(nil),         // 17: caerus.dls.v1.DowngradeLockRequest
-	(*DowngradeLockResponse)(nil),        // 18: caerus.dls.v1.DowngradeLockResponse
-	(*VerifyFencingTokenRequest)(nil),    // 19: caerus.dls.v1.VerifyFencingTokenRequest
-	(*VerifyFencingTokenResponse)(nil),   // 20: caerus.dls.v1.VerifyFencingTokenResponse
-	(*ReleaseLockRequest)(nil),           // 21: caerus.dls.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),          // 22: caerus.dls.v1.ReleaseLockResponse
-	(*GetTransactionStatusRequest)(nil),  // 23: caerus.dls.v1.GetTransactionStatusRequest
-	(*HeldLock)(nil),                     // 24: caerus.dls.v1.HeldLock
-	(*PendingLock)(nil),                  // 25: caerus.dls.v1.PendingLock
-	(*GetTransactionStatusResponse)(nil), // 26: caerus.dls.v1.GetTransactionStatusResponse
-	(*HeartbeatRequest)(nil),             // 27: caerus.dls.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 28: caerus.dls.v1.HeartbeatResponse
-	(*HeartbeatResult)(nil),              // 29: caerus.dls.v1.HeartbeatResult
-	(*EndTransactionRequest)(nil),        // 30: caerus.dls.v1.EndTransactionRequest
-	(*EndTransactionResponse)(nil),       // 31: caerus.dls.v1.EndTransactionResponse
-	(*WatchEventsRequest)(nil),           // 32: caerus.dls.v1.WatchEventsRequest
-	(*Event)(nil),                        // 33: caerus.dls.v1.Event
-	(*CycleMember)(nil),                  // 34: caerus.dls.v1.CycleMember
-	(*DeadlockResolved)(nil),             // 35: caerus.dls.v1.DeadlockResolved
-	(*TransactionExpired)(nil),           // 36: caerus.dls.v1.TransactionExpired
-	(*TransactionAborted)(nil),           // 37: caerus.dls.v1.TransactionAborted
-	(*LockRevoked)(nil),                  // 38: caerus.dls.v1.LockRevoked
+	(KeyChangeKind)(0),                   // 0: caerus.dls.v1.KeyChangeKind
+	(LockMode)(0),                        // 1: caerus.dls.v1.LockMode
+	(TransactionState)(0),                // 2: caerus.dls.v1.TransactionState
+	(ErrorKind)(0),                       // 3: caerus.dls.v1.ErrorKind
+	(EndCause)(0),                        // 4: caerus.dls.v1.EndCause
+	(VictimPolicy)(0),                    // 5: caerus.dls.v1.VictimPolicy
+	(EventKind)(0),                       // 6: caerus.dls.v1.EventKind
+	(*WatchKeyRequest)(nil),              // 7: caerus.dls.v1.WatchKeyRequest
+	(*KeyHolders)(nil),                   // 8: caerus.dls.v1.KeyHolders
+	(*KeyHolder)(nil),                    // 9: caerus.dls.v1.KeyHolder
+	(*KeyChange)(nil),                    // 10: caerus.dls.v1.KeyChange
+	(*ErrorDetail)(nil),                  // 11: caerus.dls.v1.ErrorDetail
+	(*BeginTransactionRequest)(nil),      // 12: caerus.dls.v1.BeginTransactionRequest
+	(*BeginTransactionResponse)(nil),     // 13: caerus.dls.v1.BeginTransactionResponse
+	(*AcquireLockRequest)(nil),           // 14: caerus.dls.v1.AcquireLockRequest
+	(*AcquireLockResponse)(nil),          // 15: caerus.dls.v1.AcquireLockResponse
+	(*Queued)(nil),                       // 16: caerus.dls.v1.Queued
+	(*Granted)(nil),                      // 17: caerus.dls.v1.Granted
+	(*LockRequest)(nil),                  // 18: caerus.dls.v1.LockRequest
+	(*AcquireLocksRequest)(nil),          // 19: caerus.dls.v1.AcquireLocksRequest
+	(*AcquireLocksResponse)(nil),         // 20: caerus.dls.v1.AcquireLocksResponse
+	(*LocksGranted)(nil),                 // 21: caerus.dls.v1.LocksGranted
+	(*DowngradeLockRequest)(nil),         // 22: caerus.dls.v1.DowngradeLockRequest
+	(*DowngradeLockResponse)(nil),        // 23: caerus.dls.v1.DowngradeLockResponse
+	(*VerifyFencingTokenRequest)(nil),    // 24: caerus.dls.v1.VerifyFencingTokenRequest
+	(*VerifyFencingTokenResponse)(nil),   // 25: caerus.dls.v1.VerifyFencingTokenResponse
+	(*ReleaseLockRequest)(nil),           // 26: caerus.dls.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),          // 27: caerus.dls.v1.ReleaseLockResponse
+	(*GetTransactionStatusRequest)(nil),  // 28: caerus.dls.v1.GetTransactionStatusRequest
+	(*HeldLock)(nil),                     // 29: caerus.dls.v1.HeldLock
+	(*PendingLock)(nil),                  // 30: caerus.dls.v1.PendingLock
+	(*GetTransactionStatusResponse)(nil), // 31: caerus.dls.v1.GetTransactionStatusResponse
+	(*HeartbeatRequest)(nil),             // 32: caerus.dls.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 33: caerus.dls.v1.HeartbeatResponse
+	(*HeartbeatResult)(nil),              // 34: caerus.dls.v1.HeartbeatResult
+	(*EndTransactionRequest)(nil),        // 35: caerus.dls.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),       // 36: caerus.dls.v1.EndTransactionResponse
+	(*WatchEventsRequest)(nil),           // 37: caerus.dls.v1.WatchEventsRequest
+	(*Event)(nil),                        // 38: caerus.dls.v1.Event
+	(*CycleMember)(nil),                  // 39: caerus.dls.v1.CycleMember
+	(*DeadlockResolved)(nil),             // 40: caerus.dls.v1.DeadlockResolved
+	(*TransactionExpired)(nil),           // 41: caerus.dls.v1.TransactionExpired
+	(*TransactionAborted)(nil),           // 42: caerus.dls.v1.TransactionAborted
+	(*LockRevoked)(nil),                  // 43: caerus.dls.v1.LockRevoked
 }
 var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
-	2,  // 0: caerus.dls.v1.ErrorDetail.kind:type_name -> caerus.dls.v1.ErrorKind
-	3,  // 1: caerus.dls.v1.ErrorDetail.end_cause:type_name -> caerus.dls.v1.EndCause
-	35, // 2: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
-	0,  // 3: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
-	7,  // 4: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
-	11, // 5: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
-	12, // 6: caerus.dls.v1.AcquireLockResponse.granted:type_name -> caerus.dls.v1.Granted
-	8,  // 7: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
-	0,  // 8: caerus.dls.v1.Granted.mode:type_name -> caerus.dls.v1.LockMode
-	0,  // 9: caerus.dls.v1.LockRequest.mode:type_name -> caerus.dls.v1.LockMode
-	13, // 10: caerus.dls.v1.AcquireLocksRequest.locks:type_name -> caerus.dls.v1.LockRequest
-	11, // 11: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
-	16, // 12: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
-	12, // 13: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
-	12, // 14: caerus.dls.v1.DowngradeLockResponse.lock:type_name -> caerus.dls.v1.Granted
-	0,  // 15: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
-	0,  // 16: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
-	1,  // 17: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
-	24, // 18: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
-	25, // 19: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
-	3,  // 20: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
-	29, // 21: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
-	6,  // 22: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
-	1,  // 23: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	5,  // 24: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
-	5,  // 25: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
-	35, // 26: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
-	36, // 27: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
-	37, // 28: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
-	38, // 29: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
-	0,  // 30: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
-	34, // 31: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
-	4,  // 32: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
-	24, // 33: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
-	24, // 34: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
-	0,  // 35: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
-	3,  // 36: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
-	7,  // 37: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
-	9,  // 38: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
-	14, // 39: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
-	21, // 40: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
-	17, // 41: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
-	23, // 42: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
-	27, // 43: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
-	30, // 44: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
-	32, // 45: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
-	19, // 46: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
-	8,  // 47: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
-	10, // 48: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
-	15, // 49: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
-	22, // 50: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
-	18, // 51: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
-	26, // 52: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
-	28, // 53: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
-	31, // 54: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
-	33, // 55: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
-	20, // 56: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
-	47, // [47:57] is the sub-list for method output_type
-	37, // [37:47] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	9,  // 0: caerus.dls.v1.KeyHolders.holders:type_name -> caerus.dls.v1.KeyHolder
+	10, // 1: caerus.dls.v1.KeyHolders.changes:type_name -> caerus.dls.v1.KeyChange
+	1,  // 2: caerus.dls.v1.KeyHolder.mode:type_name -> caerus.dls.v1.LockMode
+	0,  // 3: caerus.dls.v1.KeyChange.kind:type_name -> caerus.dls.v1.KeyChangeKind
+	9,  // 4: caerus.dls.v1.KeyChange.holder:type_name -> caerus.dls.v1.KeyHolder
+	4,  // 5: caerus.dls.v1.KeyChange.end_cause:type_name -> caerus.dls.v1.EndCause
+	3,  // 6: caerus.dls.v1.ErrorDetail.kind:type_name -> caerus.dls.v1.ErrorKind
+	4,  // 7: caerus.dls.v1.ErrorDetail.end_cause:type_name -> caerus.dls.v1.EndCause
+	40, // 8: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
+	1,  // 9: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
+	12, // 10: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
+	16, // 11: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
+	17, // 12: caerus.dls.v1.AcquireLockResponse.granted:type_name -> caerus.dls.v1.Granted
+	13, // 13: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
+	1,  // 14: caerus.dls.v1.Granted.mode:type_name -> caerus.dls.v1.LockMode
+	1,  // 15: caerus.dls.v1.LockRequest.mode:type_name -> caerus.dls.v1.LockMode
+	18, // 16: caerus.dls.v1.AcquireLocksRequest.locks:type_name -> caerus.dls.v1.LockRequest
+	16, // 17: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
+	21, // 18: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
+	17, // 19: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
+	17, // 20: caerus.dls.v1.DowngradeLockResponse.lock:type_name -> caerus.dls.v1.Granted
+	1,  // 21: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
+	1,  // 22: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
+	2,  // 23: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
+	29, // 24: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
+	30, // 25: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
+	4,  // 26: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
+	34, // 27: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
+	11, // 28: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
+	2,  // 29: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	6,  // 30: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
+	6,  // 31: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
+	40, // 32: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
+	41, // 33: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
+	42, // 34: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
+	43, // 35: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
+	1,  // 36: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
+	39, // 37: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
+	5,  // 38: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
+	29, // 39: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
+	29, // 40: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
+	1,  // 41: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
+	4,  // 42: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
+	12, // 43: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
+	14, // 44: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
+	19, // 45: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
+	26, // 46: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
+	22, // 47: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
+	28, // 48: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
+	32, // 49: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
+	35, // 50: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
+	37, // 51: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
+	24, // 52: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
+	7,  // 53: caerus.dls.v1.LockService.WatchKey:input_type -> caerus.dls.v1.WatchKeyRequest
+	13, // 54: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
+	15, // 55: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
+	20, // 56: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
+	27, // 57: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
+	23, // 58: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
+	31, // 59: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
+	33, // 60: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
+	36, // 61: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
+	38, // 62: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
+	25, // 63: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
+	8,  // 64: caerus.dls.v1.LockService.WatchKey:output_type -> caerus.dls.v1.KeyHolders
+	54, // [54:65] is the sub-list for method output_type
+	43, // [43:54] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_lock_service_proto_init() }
@@ -3328,15 +3719,15 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 	if File_caerus_dls_v1_lock_service_proto != nil {
 		return
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[4].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[8].OneofWrappers = []any{
 		(*AcquireLockResponse_Queued)(nil),
 		(*AcquireLockResponse_Granted)(nil),
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[9].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[13].OneofWrappers = []any{
 		(*AcquireLocksResponse_Queued)(nil),
 		(*AcquireLocksResponse_Granted)(nil),
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[27].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[31].OneofWrappers = []any{
 		(*Event_DeadlockResolved)(nil),
 		(*Event_TransactionExpired)(nil),
 		(*Event_TransactionAborted)(nil),
@@ -3347,8 +3738,8 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_lock_service_proto_rawDesc), len(file_caerus_dls_v1_lock_service_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   33,
+			NumEnums:      7,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -73,6 +73,7 @@ const (
 	LockService_EndTransaction_FullMethodName       = "/caerus.dls.v1.LockService/EndTransaction"
 	LockService_WatchEvents_FullMethodName          = "/caerus.dls.v1.LockService/WatchEvents"
 	LockService_VerifyFencingToken_FullMethodName   = "/caerus.dls.v1.LockService/VerifyFencingToken"
+	LockService_WatchKey_FullMethodName             = "/caerus.dls.v1.LockService/WatchKey"
 )
 
 // LockServiceClient is the client API for LockService service.
@@ -174,6 +175,16 @@ type LockServiceClient interface {
 	// transaction; the API key must be allowed the namespace. INVALID_ARGUMENT for a bad
 	// namespace or key, or token 0 (no grant has it).
 	VerifyFencingToken(ctx context.Context, in *VerifyFencingTokenRequest, opts ...grpc.CallOption) (*VerifyFencingTokenResponse, error)
+	// Streams who holds one key: first its holders now, then a message each time they
+	// change (granted, released, expired, revoked, downgraded), until the client hangs up.
+	// Needs no transaction; the API key must be allowed the namespace. Served by the leader
+	// (UNAVAILABLE with the leader's address elsewhere); when leadership moves the stream
+	// ends with UNAVAILABLE and the watcher resumes on the new leader with the last
+	// `cursor` it got: the first message then reports what changed since that cursor, so
+	// nothing is missed (changes in between are merged: a holder that came and went while
+	// the watcher was away is not reported). Counts against the same open-watch limits as
+	// WatchEvents (RESOURCE_EXHAUSTED when full). The base of leader election.
+	WatchKey(ctx context.Context, in *WatchKeyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[KeyHolders], error)
 }
 
 type lockServiceClient struct {
@@ -311,6 +322,25 @@ func (c *lockServiceClient) VerifyFencingToken(ctx context.Context, in *VerifyFe
 	return out, nil
 }
 
+func (c *lockServiceClient) WatchKey(ctx context.Context, in *WatchKeyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[KeyHolders], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &LockService_ServiceDesc.Streams[3], LockService_WatchKey_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchKeyRequest, KeyHolders]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_WatchKeyClient = grpc.ServerStreamingClient[KeyHolders]
+
 // LockServiceServer is the server API for LockService service.
 // All implementations must embed UnimplementedLockServiceServer
 // for forward compatibility.
@@ -410,6 +440,16 @@ type LockServiceServer interface {
 	// transaction; the API key must be allowed the namespace. INVALID_ARGUMENT for a bad
 	// namespace or key, or token 0 (no grant has it).
 	VerifyFencingToken(context.Context, *VerifyFencingTokenRequest) (*VerifyFencingTokenResponse, error)
+	// Streams who holds one key: first its holders now, then a message each time they
+	// change (granted, released, expired, revoked, downgraded), until the client hangs up.
+	// Needs no transaction; the API key must be allowed the namespace. Served by the leader
+	// (UNAVAILABLE with the leader's address elsewhere); when leadership moves the stream
+	// ends with UNAVAILABLE and the watcher resumes on the new leader with the last
+	// `cursor` it got: the first message then reports what changed since that cursor, so
+	// nothing is missed (changes in between are merged: a holder that came and went while
+	// the watcher was away is not reported). Counts against the same open-watch limits as
+	// WatchEvents (RESOURCE_EXHAUSTED when full). The base of leader election.
+	WatchKey(*WatchKeyRequest, grpc.ServerStreamingServer[KeyHolders]) error
 	mustEmbedUnimplementedLockServiceServer()
 }
 
@@ -449,6 +489,9 @@ func (UnimplementedLockServiceServer) WatchEvents(*WatchEventsRequest, grpc.Serv
 }
 func (UnimplementedLockServiceServer) VerifyFencingToken(context.Context, *VerifyFencingTokenRequest) (*VerifyFencingTokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VerifyFencingToken not implemented")
+}
+func (UnimplementedLockServiceServer) WatchKey(*WatchKeyRequest, grpc.ServerStreamingServer[KeyHolders]) error {
+	return status.Error(codes.Unimplemented, "method WatchKey not implemented")
 }
 func (UnimplementedLockServiceServer) mustEmbedUnimplementedLockServiceServer() {}
 func (UnimplementedLockServiceServer) testEmbeddedByValue()                     {}
@@ -630,6 +673,17 @@ func _LockService_VerifyFencingToken_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LockService_WatchKey_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchKeyRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(LockServiceServer).WatchKey(m, &grpc.GenericServerStream[WatchKeyRequest, KeyHolders]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type LockService_WatchKeyServer = grpc.ServerStreamingServer[KeyHolders]
+
 // LockService_ServiceDesc is the grpc.ServiceDesc for LockService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -680,6 +734,11 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchEvents",
 			Handler:       _LockService_WatchEvents_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchKey",
+			Handler:       _LockService_WatchKey_Handler,
 			ServerStreams: true,
 		},
 	},

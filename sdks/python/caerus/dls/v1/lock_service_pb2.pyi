@@ -7,6 +7,15 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class KeyChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    KEY_CHANGE_KIND_UNSPECIFIED: _ClassVar[KeyChangeKind]
+    KEY_CHANGE_KIND_GRANTED: _ClassVar[KeyChangeKind]
+    KEY_CHANGE_KIND_RELEASED: _ClassVar[KeyChangeKind]
+    KEY_CHANGE_KIND_EXPIRED: _ClassVar[KeyChangeKind]
+    KEY_CHANGE_KIND_REVOKED: _ClassVar[KeyChangeKind]
+    KEY_CHANGE_KIND_DOWNGRADED: _ClassVar[KeyChangeKind]
+
 class LockMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     LOCK_MODE_UNSPECIFIED: _ClassVar[LockMode]
@@ -64,6 +73,12 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRANSACTION_EXPIRED: _ClassVar[EventKind]
     TRANSACTION_ABORTED: _ClassVar[EventKind]
     LOCK_REVOKED: _ClassVar[EventKind]
+KEY_CHANGE_KIND_UNSPECIFIED: KeyChangeKind
+KEY_CHANGE_KIND_GRANTED: KeyChangeKind
+KEY_CHANGE_KIND_RELEASED: KeyChangeKind
+KEY_CHANGE_KIND_EXPIRED: KeyChangeKind
+KEY_CHANGE_KIND_REVOKED: KeyChangeKind
+KEY_CHANGE_KIND_DOWNGRADED: KeyChangeKind
 LOCK_MODE_UNSPECIFIED: LockMode
 EXCLUSIVE: LockMode
 SHARED_READ: LockMode
@@ -104,6 +119,52 @@ DEADLOCK_RESOLVED: EventKind
 TRANSACTION_EXPIRED: EventKind
 TRANSACTION_ABORTED: EventKind
 LOCK_REVOKED: EventKind
+
+class WatchKeyRequest(_message.Message):
+    __slots__ = ("namespace", "key", "cursor")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    cursor: str
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., cursor: _Optional[str] = ...) -> None: ...
+
+class KeyHolders(_message.Message):
+    __slots__ = ("holders", "changes", "cursor", "initial")
+    HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_FIELD_NUMBER: _ClassVar[int]
+    holders: _containers.RepeatedCompositeFieldContainer[KeyHolder]
+    changes: _containers.RepeatedCompositeFieldContainer[KeyChange]
+    cursor: str
+    initial: bool
+    def __init__(self, holders: _Optional[_Iterable[_Union[KeyHolder, _Mapping]]] = ..., changes: _Optional[_Iterable[_Union[KeyChange, _Mapping]]] = ..., cursor: _Optional[str] = ..., initial: _Optional[bool] = ...) -> None: ...
+
+class KeyHolder(_message.Message):
+    __slots__ = ("transaction_id", "transaction_name", "mode", "fencing_token", "since_ms")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    transaction_name: str
+    mode: LockMode
+    fencing_token: int
+    since_ms: int
+    def __init__(self, transaction_id: _Optional[int] = ..., transaction_name: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., fencing_token: _Optional[int] = ..., since_ms: _Optional[int] = ...) -> None: ...
+
+class KeyChange(_message.Message):
+    __slots__ = ("kind", "holder", "end_cause")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    END_CAUSE_FIELD_NUMBER: _ClassVar[int]
+    kind: KeyChangeKind
+    holder: KeyHolder
+    end_cause: EndCause
+    def __init__(self, kind: _Optional[_Union[KeyChangeKind, str]] = ..., holder: _Optional[_Union[KeyHolder, _Mapping]] = ..., end_cause: _Optional[_Union[EndCause, str]] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
     __slots__ = ("kind", "transaction_id", "end_cause", "deadlock")

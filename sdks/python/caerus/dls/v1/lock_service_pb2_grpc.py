@@ -85,6 +85,11 @@ class LockServiceStub:
                 request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenRequest.SerializeToString,
                 response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenResponse.FromString,
                 _registered_method=True)
+        self.WatchKey = channel.unary_stream(
+                '/caerus.dls.v1.LockService/WatchKey',
+                request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.WatchKeyRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.KeyHolders.FromString,
+                _registered_method=True)
 
 
 class LockServiceServicer:
@@ -233,6 +238,21 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchKey(self, request, context):
+        """Streams who holds one key: first its holders now, then a message each time they
+        change (granted, released, expired, revoked, downgraded), until the client hangs up.
+        Needs no transaction; the API key must be allowed the namespace. Served by the leader
+        (UNAVAILABLE with the leader's address elsewhere); when leadership moves the stream
+        ends with UNAVAILABLE and the watcher resumes on the new leader with the last
+        `cursor` it got: the first message then reports what changed since that cursor, so
+        nothing is missed (changes in between are merged: a holder that came and went while
+        the watcher was away is not reported). Counts against the same open-watch limits as
+        WatchEvents (RESOURCE_EXHAUSTED when full). The base of leader election.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LockServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -285,6 +305,11 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.VerifyFencingToken,
                     request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenRequest.FromString,
                     response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenResponse.SerializeToString,
+            ),
+            'WatchKey': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchKey,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.WatchKeyRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.KeyHolders.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -558,6 +583,33 @@ class LockService:
             '/caerus.dls.v1.LockService/VerifyFencingToken',
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenRequest.SerializeToString,
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.VerifyFencingTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/caerus.dls.v1.LockService/WatchKey',
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.WatchKeyRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.KeyHolders.FromString,
             options,
             channel_credentials,
             insecure,

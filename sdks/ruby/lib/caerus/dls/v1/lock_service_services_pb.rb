@@ -153,6 +153,16 @@ module Caerus
           # transaction; the API key must be allowed the namespace. INVALID_ARGUMENT for a bad
           # namespace or key, or token 0 (no grant has it).
           rpc :VerifyFencingToken, ::Caerus::Dls::V1::VerifyFencingTokenRequest, ::Caerus::Dls::V1::VerifyFencingTokenResponse
+          # Streams who holds one key: first its holders now, then a message each time they
+          # change (granted, released, expired, revoked, downgraded), until the client hangs up.
+          # Needs no transaction; the API key must be allowed the namespace. Served by the leader
+          # (UNAVAILABLE with the leader's address elsewhere); when leadership moves the stream
+          # ends with UNAVAILABLE and the watcher resumes on the new leader with the last
+          # `cursor` it got: the first message then reports what changed since that cursor, so
+          # nothing is missed (changes in between are merged: a holder that came and went while
+          # the watcher was away is not reported). Counts against the same open-watch limits as
+          # WatchEvents (RESOURCE_EXHAUSTED when full). The base of leader election.
+          rpc :WatchKey, ::Caerus::Dls::V1::WatchKeyRequest, stream(::Caerus::Dls::V1::KeyHolders)
         end
 
         Stub = Service.rpc_stub_class
