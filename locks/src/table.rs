@@ -597,6 +597,8 @@ impl LockTable {
             if let Some(k) = self.keys.get_mut(lock) {
                 k.holders.remove(&txn);
             }
+            // Wakes a `stay_open` acquire stream of this lock: it ends once the lock is gone.
+            self.effects.push(Effect::TxnChanged { txn });
         }
         let released = holds || waits;
         if released {

@@ -728,7 +728,14 @@ type AcquireLockRequest struct {
 	// Retry with the same begin.request_id and request_id: the retry re-attaches to the
 	// same transaction and request. If the call fails before any message arrives, the
 	// transaction (if it was created) holds nothing and expires with its lease.
-	Begin         *BeginTransactionRequest `protobuf:"bytes,7,opt,name=begin,proto3" json:"begin,omitempty"`
+	Begin *BeginTransactionRequest `protobuf:"bytes,7,opt,name=begin,proto3" json:"begin,omitempty"`
+	// Keep the stream open after `granted` for the life of the transaction (opt-in; see
+	// LockStreamLost). When the transaction ends by EndTransaction, or the lock is released,
+	// the stream ends with OK; when the server ends it (lease expired, deadlock victim,
+	// operator abort, maximum duration) the stream sends `lost` with the cause, then ends.
+	// If the serving node stops leading, the stream ends with UNAVAILABLE: keep relying on
+	// heartbeats, which stay the authoritative signal. Costs one open stream per acquire.
+	StayOpen      bool `protobuf:"varint,8,opt,name=stay_open,json=stayOpen,proto3" json:"stay_open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -812,6 +819,13 @@ func (x *AcquireLockRequest) GetBegin() *BeginTransactionRequest {
 	return nil
 }
 
+func (x *AcquireLockRequest) GetStayOpen() bool {
+	if x != nil {
+		return x.StayOpen
+	}
+	return false
+}
+
 // One progress message of AcquireLock.
 type AcquireLockResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -821,6 +835,7 @@ type AcquireLockResponse struct {
 	//
 	//	*AcquireLockResponse_Queued
 	//	*AcquireLockResponse_Granted
+	//	*AcquireLockResponse_Lost
 	Event isAcquireLockResponse_Event `protobuf_oneof:"event"`
 	// Set on the first message of a one-shot acquire (`begin` in the request): the
 	// transaction started for it, as BeginTransaction would have answered.
@@ -884,6 +899,15 @@ func (x *AcquireLockResponse) GetGranted() *Granted {
 	return nil
 }
 
+func (x *AcquireLockResponse) GetLost() *LockStreamLost {
+	if x != nil {
+		if x, ok := x.Event.(*AcquireLockResponse_Lost); ok {
+			return x.Lost
+		}
+	}
+	return nil
+}
+
 func (x *AcquireLockResponse) GetBegun() *BeginTransactionResponse {
 	if x != nil {
 		return x.Begun
@@ -902,13 +926,21 @@ type AcquireLockResponse_Queued struct {
 }
 
 type AcquireLockResponse_Granted struct {
-	// The lock is held; the last message of the stream.
+	// The lock is held; the last message of the stream unless `stay_open` was set.
 	Granted *Granted `protobuf:"bytes,2,opt,name=granted,proto3,oneof"`
+}
+
+type AcquireLockResponse_Lost struct {
+	// Only with `stay_open`, after `granted`: the server ended the transaction (its locks
+	// are gone); the last message of the stream.
+	Lost *LockStreamLost `protobuf:"bytes,4,opt,name=lost,proto3,oneof"`
 }
 
 func (*AcquireLockResponse_Queued) isAcquireLockResponse_Event() {}
 
 func (*AcquireLockResponse_Granted) isAcquireLockResponse_Event() {}
+
+func (*AcquireLockResponse_Lost) isAcquireLockResponse_Event() {}
 
 // The request is waiting in the key's FIFO queue.
 type Queued struct {
@@ -1117,7 +1149,10 @@ type AcquireLocksRequest struct {
 	// How long to wait, in milliseconds, 0..=3600000, as in AcquireLockRequest (0: a try).
 	TimeoutMs int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// Client-chosen id: calling again with the same id and locks re-attaches to the request.
-	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Keep the stream open after `granted` until the transaction ends, as in
+	// AcquireLockRequest.stay_open (it ends with OK once none of the locks is held any more).
+	StayOpen      bool `protobuf:"varint,5,opt,name=stay_open,json=stayOpen,proto3" json:"stay_open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1180,6 +1215,13 @@ func (x *AcquireLocksRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *AcquireLocksRequest) GetStayOpen() bool {
+	if x != nil {
+		return x.StayOpen
+	}
+	return false
+}
+
 // One progress message of AcquireLocks.
 type AcquireLocksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1189,6 +1231,7 @@ type AcquireLocksResponse struct {
 	//
 	//	*AcquireLocksResponse_Queued
 	//	*AcquireLocksResponse_Granted
+	//	*AcquireLocksResponse_Lost
 	Event         isAcquireLocksResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1249,6 +1292,15 @@ func (x *AcquireLocksResponse) GetGranted() *LocksGranted {
 	return nil
 }
 
+func (x *AcquireLocksResponse) GetLost() *LockStreamLost {
+	if x != nil {
+		if x, ok := x.Event.(*AcquireLocksResponse_Lost); ok {
+			return x.Lost
+		}
+	}
+	return nil
+}
+
 type isAcquireLocksResponse_Event interface {
 	isAcquireLocksResponse_Event()
 }
@@ -1260,13 +1312,87 @@ type AcquireLocksResponse_Queued struct {
 }
 
 type AcquireLocksResponse_Granted struct {
-	// Every lock is held; the last message of the stream.
+	// Every lock is held; the last message of the stream unless `stay_open` was set.
 	Granted *LocksGranted `protobuf:"bytes,2,opt,name=granted,proto3,oneof"`
+}
+
+type AcquireLocksResponse_Lost struct {
+	// Only with `stay_open`, after `granted`: the server ended the transaction.
+	Lost *LockStreamLost `protobuf:"bytes,3,opt,name=lost,proto3,oneof"`
 }
 
 func (*AcquireLocksResponse_Queued) isAcquireLocksResponse_Event() {}
 
 func (*AcquireLocksResponse_Granted) isAcquireLocksResponse_Event() {}
+
+func (*AcquireLocksResponse_Lost) isAcquireLocksResponse_Event() {}
+
+// Sent on a `stay_open` acquire stream when the server ended the transaction after the
+// grant: its locks were revoked and must no longer be used. Arrives as soon as the end is
+// applied on the leader, instead of at the client's next heartbeat.
+type LockStreamLost struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transaction that ended.
+	TransactionId uint64 `protobuf:"varint,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// What ended it: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM,
+	// END_CAUSE_OPERATOR_ABORT or END_CAUSE_MAX_DURATION_EXCEEDED.
+	EndCause EndCause `protobuf:"varint,2,opt,name=end_cause,json=endCause,proto3,enum=caerus.dls.v1.EndCause" json:"end_cause,omitempty"`
+	// The reason the server recorded (for people).
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockStreamLost) Reset() {
+	*x = LockStreamLost{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockStreamLost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockStreamLost) ProtoMessage() {}
+
+func (x *LockStreamLost) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockStreamLost.ProtoReflect.Descriptor instead.
+func (*LockStreamLost) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LockStreamLost) GetTransactionId() uint64 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return 0
+}
+
+func (x *LockStreamLost) GetEndCause() EndCause {
+	if x != nil {
+		return x.EndCause
+	}
+	return EndCause_END_CAUSE_UNSPECIFIED
+}
+
+func (x *LockStreamLost) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
 
 // Every lock of an AcquireLocks request, held together.
 type LocksGranted struct {
@@ -1279,7 +1405,7 @@ type LocksGranted struct {
 
 func (x *LocksGranted) Reset() {
 	*x = LocksGranted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1417,7 @@ func (x *LocksGranted) String() string {
 func (*LocksGranted) ProtoMessage() {}
 
 func (x *LocksGranted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1430,7 @@ func (x *LocksGranted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocksGranted.ProtoReflect.Descriptor instead.
 func (*LocksGranted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{10}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LocksGranted) GetLocks() []*Granted {
@@ -1331,7 +1457,7 @@ type DowngradeLockRequest struct {
 
 func (x *DowngradeLockRequest) Reset() {
 	*x = DowngradeLockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1469,7 @@ func (x *DowngradeLockRequest) String() string {
 func (*DowngradeLockRequest) ProtoMessage() {}
 
 func (x *DowngradeLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1482,7 @@ func (x *DowngradeLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DowngradeLockRequest.ProtoReflect.Descriptor instead.
 func (*DowngradeLockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{11}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DowngradeLockRequest) GetTransactionId() uint64 {
@@ -1400,7 +1526,7 @@ type DowngradeLockResponse struct {
 
 func (x *DowngradeLockResponse) Reset() {
 	*x = DowngradeLockResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1538,7 @@ func (x *DowngradeLockResponse) String() string {
 func (*DowngradeLockResponse) ProtoMessage() {}
 
 func (x *DowngradeLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1551,7 @@ func (x *DowngradeLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DowngradeLockResponse.ProtoReflect.Descriptor instead.
 func (*DowngradeLockResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{12}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DowngradeLockResponse) GetHeld() bool {
@@ -1457,7 +1583,7 @@ type VerifyFencingTokenRequest struct {
 
 func (x *VerifyFencingTokenRequest) Reset() {
 	*x = VerifyFencingTokenRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1595,7 @@ func (x *VerifyFencingTokenRequest) String() string {
 func (*VerifyFencingTokenRequest) ProtoMessage() {}
 
 func (x *VerifyFencingTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1608,7 @@ func (x *VerifyFencingTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyFencingTokenRequest.ProtoReflect.Descriptor instead.
 func (*VerifyFencingTokenRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{13}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VerifyFencingTokenRequest) GetNamespace() string {
@@ -1520,7 +1646,7 @@ type VerifyFencingTokenResponse struct {
 
 func (x *VerifyFencingTokenResponse) Reset() {
 	*x = VerifyFencingTokenResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1658,7 @@ func (x *VerifyFencingTokenResponse) String() string {
 func (*VerifyFencingTokenResponse) ProtoMessage() {}
 
 func (x *VerifyFencingTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1671,7 @@ func (x *VerifyFencingTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyFencingTokenResponse.ProtoReflect.Descriptor instead.
 func (*VerifyFencingTokenResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VerifyFencingTokenResponse) GetCurrent() bool {
@@ -1579,7 +1705,7 @@ type ReleaseLockRequest struct {
 
 func (x *ReleaseLockRequest) Reset() {
 	*x = ReleaseLockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1717,7 @@ func (x *ReleaseLockRequest) String() string {
 func (*ReleaseLockRequest) ProtoMessage() {}
 
 func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1730,7 @@ func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseLockRequest) GetTransactionId() uint64 {
@@ -1646,7 +1772,7 @@ type ReleaseLockResponse struct {
 
 func (x *ReleaseLockResponse) Reset() {
 	*x = ReleaseLockResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1784,7 @@ func (x *ReleaseLockResponse) String() string {
 func (*ReleaseLockResponse) ProtoMessage() {}
 
 func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1797,7 @@ func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReleaseLockResponse) GetReleased() bool {
@@ -1692,7 +1818,7 @@ type GetTransactionStatusRequest struct {
 
 func (x *GetTransactionStatusRequest) Reset() {
 	*x = GetTransactionStatusRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1830,7 @@ func (x *GetTransactionStatusRequest) String() string {
 func (*GetTransactionStatusRequest) ProtoMessage() {}
 
 func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1843,7 @@ func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetTransactionStatusRequest) GetTransactionId() uint64 {
@@ -1744,7 +1870,7 @@ type HeldLock struct {
 
 func (x *HeldLock) Reset() {
 	*x = HeldLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1882,7 @@ func (x *HeldLock) String() string {
 func (*HeldLock) ProtoMessage() {}
 
 func (x *HeldLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1895,7 @@ func (x *HeldLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldLock.ProtoReflect.Descriptor instead.
 func (*HeldLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HeldLock) GetNamespace() string {
@@ -1819,7 +1945,7 @@ type PendingLock struct {
 
 func (x *PendingLock) Reset() {
 	*x = PendingLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1957,7 @@ func (x *PendingLock) String() string {
 func (*PendingLock) ProtoMessage() {}
 
 func (x *PendingLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1970,7 @@ func (x *PendingLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingLock.ProtoReflect.Descriptor instead.
 func (*PendingLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PendingLock) GetNamespace() string {
@@ -1912,7 +2038,7 @@ type GetTransactionStatusResponse struct {
 
 func (x *GetTransactionStatusResponse) Reset() {
 	*x = GetTransactionStatusResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2050,7 @@ func (x *GetTransactionStatusResponse) String() string {
 func (*GetTransactionStatusResponse) ProtoMessage() {}
 
 func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2063,7 @@ func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetTransactionStatusResponse) GetTransactionId() uint64 {
@@ -2025,7 +2151,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2163,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2176,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HeartbeatRequest) GetTransactionId() uint64 {
@@ -2081,7 +2207,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2219,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2232,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HeartbeatResponse) GetLeaseRemainingMs() int64 {
@@ -2144,7 +2270,7 @@ type HeartbeatResult struct {
 
 func (x *HeartbeatResult) Reset() {
 	*x = HeartbeatResult{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2282,7 @@ func (x *HeartbeatResult) String() string {
 func (*HeartbeatResult) ProtoMessage() {}
 
 func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2295,7 @@ func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResult.ProtoReflect.Descriptor instead.
 func (*HeartbeatResult) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HeartbeatResult) GetTransactionId() uint64 {
@@ -2223,7 +2349,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2361,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2374,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EndTransactionRequest) GetTransactionId() uint64 {
@@ -2285,7 +2411,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2423,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2436,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EndTransactionResponse) GetState() TransactionState {
@@ -2344,7 +2470,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2482,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2495,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -2426,7 +2552,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2564,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2577,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -2578,7 +2704,7 @@ type CycleMember struct {
 
 func (x *CycleMember) Reset() {
 	*x = CycleMember{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2716,7 @@ func (x *CycleMember) String() string {
 func (*CycleMember) ProtoMessage() {}
 
 func (x *CycleMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2729,7 @@ func (x *CycleMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleMember.ProtoReflect.Descriptor instead.
 func (*CycleMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CycleMember) GetTransactionId() uint64 {
@@ -2663,7 +2789,7 @@ type DeadlockResolved struct {
 
 func (x *DeadlockResolved) Reset() {
 	*x = DeadlockResolved{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2801,7 @@ func (x *DeadlockResolved) String() string {
 func (*DeadlockResolved) ProtoMessage() {}
 
 func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2814,7 @@ func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockResolved.ProtoReflect.Descriptor instead.
 func (*DeadlockResolved) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeadlockResolved) GetCycle() []*CycleMember {
@@ -2727,7 +2853,7 @@ type TransactionExpired struct {
 
 func (x *TransactionExpired) Reset() {
 	*x = TransactionExpired{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2865,7 @@ func (x *TransactionExpired) String() string {
 func (*TransactionExpired) ProtoMessage() {}
 
 func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2878,7 @@ func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionExpired.ProtoReflect.Descriptor instead.
 func (*TransactionExpired) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TransactionExpired) GetTransactionId() uint64 {
@@ -2795,7 +2921,7 @@ type TransactionAborted struct {
 
 func (x *TransactionAborted) Reset() {
 	*x = TransactionAborted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2933,7 @@ func (x *TransactionAborted) String() string {
 func (*TransactionAborted) ProtoMessage() {}
 
 func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +2946,7 @@ func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionAborted.ProtoReflect.Descriptor instead.
 func (*TransactionAborted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{31}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TransactionAborted) GetTransactionId() uint64 {
@@ -2883,7 +3009,7 @@ type LockRevoked struct {
 
 func (x *LockRevoked) Reset() {
 	*x = LockRevoked{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2895,7 +3021,7 @@ func (x *LockRevoked) String() string {
 func (*LockRevoked) ProtoMessage() {}
 
 func (x *LockRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2908,7 +3034,7 @@ func (x *LockRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRevoked.ProtoReflect.Descriptor instead.
 func (*LockRevoked) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{32}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LockRevoked) GetTransactionId() uint64 {
@@ -2980,7 +3106,7 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x0fmax_duration_ms\x18\x05 \x01(\x03R\rmaxDurationMs\"k\n" +
 	"\x18BeginTransactionResponse\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12(\n" +
-	"\x10lease_timeout_ms\x18\x02 \x01(\x03R\x0eleaseTimeoutMs\"\x94\x02\n" +
+	"\x10lease_timeout_ms\x18\x02 \x01(\x03R\x0eleaseTimeoutMs\"\xb1\x02\n" +
 	"\x12AcquireLockRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
@@ -2990,10 +3116,12 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12<\n" +
-	"\x05begin\x18\a \x01(\v2&.caerus.dls.v1.BeginTransactionRequestR\x05begin\"\xc2\x01\n" +
+	"\x05begin\x18\a \x01(\v2&.caerus.dls.v1.BeginTransactionRequestR\x05begin\x12\x1b\n" +
+	"\tstay_open\x18\b \x01(\bR\bstayOpen\"\xf7\x01\n" +
 	"\x13AcquireLockResponse\x12/\n" +
 	"\x06queued\x18\x01 \x01(\v2\x15.caerus.dls.v1.QueuedH\x00R\x06queued\x122\n" +
-	"\agranted\x18\x02 \x01(\v2\x16.caerus.dls.v1.GrantedH\x00R\agranted\x12=\n" +
+	"\agranted\x18\x02 \x01(\v2\x16.caerus.dls.v1.GrantedH\x00R\agranted\x123\n" +
+	"\x04lost\x18\x04 \x01(\v2\x1d.caerus.dls.v1.LockStreamLostH\x00R\x04lost\x12=\n" +
 	"\x05begun\x18\x03 \x01(\v2'.caerus.dls.v1.BeginTransactionResponseR\x05begunB\a\n" +
 	"\x05event\"^\n" +
 	"\x06Queued\x12\x1a\n" +
@@ -3007,18 +3135,24 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\vLockRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12+\n" +
-	"\x04mode\x18\x03 \x01(\x0e2\x17.caerus.dls.v1.LockModeR\x04mode\"\xac\x01\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x17.caerus.dls.v1.LockModeR\x04mode\"\xc9\x01\n" +
 	"\x13AcquireLocksRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x120\n" +
 	"\x05locks\x18\x02 \x03(\v2\x1a.caerus.dls.v1.LockRequestR\x05locks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\x89\x01\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1b\n" +
+	"\tstay_open\x18\x05 \x01(\bR\bstayOpen\"\xbe\x01\n" +
 	"\x14AcquireLocksResponse\x12/\n" +
 	"\x06queued\x18\x01 \x01(\v2\x15.caerus.dls.v1.QueuedH\x00R\x06queued\x127\n" +
-	"\agranted\x18\x02 \x01(\v2\x1b.caerus.dls.v1.LocksGrantedH\x00R\agrantedB\a\n" +
-	"\x05event\"<\n" +
+	"\agranted\x18\x02 \x01(\v2\x1b.caerus.dls.v1.LocksGrantedH\x00R\agranted\x123\n" +
+	"\x04lost\x18\x03 \x01(\v2\x1d.caerus.dls.v1.LockStreamLostH\x00R\x04lostB\a\n" +
+	"\x05event\"\x87\x01\n" +
+	"\x0eLockStreamLost\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x124\n" +
+	"\tend_cause\x18\x02 \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\bendCause\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"<\n" +
 	"\fLocksGranted\x12,\n" +
 	"\x05locks\x18\x01 \x03(\v2\x16.caerus.dls.v1.GrantedR\x05locks\"\x8c\x01\n" +
 	"\x14DowngradeLockRequest\x12%\n" +
@@ -3216,7 +3350,7 @@ func file_caerus_dls_v1_lock_service_proto_rawDescGZIP() []byte {
 }
 
 var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(LockMode)(0),                        // 0: caerus.dls.v1.LockMode
 	(TransactionState)(0),                // 1: caerus.dls.v1.TransactionState
@@ -3234,93 +3368,97 @@ var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(*LockRequest)(nil),                  // 13: caerus.dls.v1.LockRequest
 	(*AcquireLocksRequest)(nil),          // 14: caerus.dls.v1.AcquireLocksRequest
 	(*AcquireLocksResponse)(nil),         // 15: caerus.dls.v1.AcquireLocksResponse
-	(*LocksGranted)(nil),                 // 16: caerus.dls.v1.LocksGranted
-	(*DowngradeLockRequest)(nil),         // 17: caerus.dls.v1.DowngradeLockRequest
-	(*DowngradeLockResponse)(nil),        // 18: caerus.dls.v1.DowngradeLockResponse
-	(*VerifyFencingTokenRequest)(nil),    // 19: caerus.dls.v1.VerifyFencingTokenRequest
-	(*VerifyFencingTokenResponse)(nil),   // 20: caerus.dls.v1.VerifyFencingTokenResponse
-	(*ReleaseLockRequest)(nil),           // 21: caerus.dls.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),          // 22: caerus.dls.v1.ReleaseLockResponse
-	(*GetTransactionStatusRequest)(nil),  // 23: caerus.dls.v1.GetTransactionStatusRequest
-	(*HeldLock)(nil),                     // 24: caerus.dls.v1.HeldLock
-	(*PendingLock)(nil),                  // 25: caerus.dls.v1.PendingLock
-	(*GetTransactionStatusResponse)(nil), // 26: caerus.dls.v1.GetTransactionStatusResponse
-	(*HeartbeatRequest)(nil),             // 27: caerus.dls.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 28: caerus.dls.v1.HeartbeatResponse
-	(*HeartbeatResult)(nil),              // 29: caerus.dls.v1.HeartbeatResult
-	(*EndTransactionRequest)(nil),        // 30: caerus.dls.v1.EndTransactionRequest
-	(*EndTransactionResponse)(nil),       // 31: caerus.dls.v1.EndTransactionResponse
-	(*WatchEventsRequest)(nil),           // 32: caerus.dls.v1.WatchEventsRequest
-	(*Event)(nil),                        // 33: caerus.dls.v1.Event
-	(*CycleMember)(nil),                  // 34: caerus.dls.v1.CycleMember
-	(*DeadlockResolved)(nil),             // 35: caerus.dls.v1.DeadlockResolved
-	(*TransactionExpired)(nil),           // 36: caerus.dls.v1.TransactionExpired
-	(*TransactionAborted)(nil),           // 37: caerus.dls.v1.TransactionAborted
-	(*LockRevoked)(nil),                  // 38: caerus.dls.v1.LockRevoked
+	(*LockStreamLost)(nil),               // 16: caerus.dls.v1.LockStreamLost
+	(*LocksGranted)(nil),                 // 17: caerus.dls.v1.LocksGranted
+	(*DowngradeLockRequest)(nil),         // 18: caerus.dls.v1.DowngradeLockRequest
+	(*DowngradeLockResponse)(nil),        // 19: caerus.dls.v1.DowngradeLockResponse
+	(*VerifyFencingTokenRequest)(nil),    // 20: caerus.dls.v1.VerifyFencingTokenRequest
+	(*VerifyFencingTokenResponse)(nil),   // 21: caerus.dls.v1.VerifyFencingTokenResponse
+	(*ReleaseLockRequest)(nil),           // 22: caerus.dls.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),          // 23: caerus.dls.v1.ReleaseLockResponse
+	(*GetTransactionStatusRequest)(nil),  // 24: caerus.dls.v1.GetTransactionStatusRequest
+	(*HeldLock)(nil),                     // 25: caerus.dls.v1.HeldLock
+	(*PendingLock)(nil),                  // 26: caerus.dls.v1.PendingLock
+	(*GetTransactionStatusResponse)(nil), // 27: caerus.dls.v1.GetTransactionStatusResponse
+	(*HeartbeatRequest)(nil),             // 28: caerus.dls.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 29: caerus.dls.v1.HeartbeatResponse
+	(*HeartbeatResult)(nil),              // 30: caerus.dls.v1.HeartbeatResult
+	(*EndTransactionRequest)(nil),        // 31: caerus.dls.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),       // 32: caerus.dls.v1.EndTransactionResponse
+	(*WatchEventsRequest)(nil),           // 33: caerus.dls.v1.WatchEventsRequest
+	(*Event)(nil),                        // 34: caerus.dls.v1.Event
+	(*CycleMember)(nil),                  // 35: caerus.dls.v1.CycleMember
+	(*DeadlockResolved)(nil),             // 36: caerus.dls.v1.DeadlockResolved
+	(*TransactionExpired)(nil),           // 37: caerus.dls.v1.TransactionExpired
+	(*TransactionAborted)(nil),           // 38: caerus.dls.v1.TransactionAborted
+	(*LockRevoked)(nil),                  // 39: caerus.dls.v1.LockRevoked
 }
 var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
 	2,  // 0: caerus.dls.v1.ErrorDetail.kind:type_name -> caerus.dls.v1.ErrorKind
 	3,  // 1: caerus.dls.v1.ErrorDetail.end_cause:type_name -> caerus.dls.v1.EndCause
-	35, // 2: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
+	36, // 2: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
 	0,  // 3: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
 	7,  // 4: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
 	11, // 5: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
 	12, // 6: caerus.dls.v1.AcquireLockResponse.granted:type_name -> caerus.dls.v1.Granted
-	8,  // 7: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
-	0,  // 8: caerus.dls.v1.Granted.mode:type_name -> caerus.dls.v1.LockMode
-	0,  // 9: caerus.dls.v1.LockRequest.mode:type_name -> caerus.dls.v1.LockMode
-	13, // 10: caerus.dls.v1.AcquireLocksRequest.locks:type_name -> caerus.dls.v1.LockRequest
-	11, // 11: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
-	16, // 12: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
-	12, // 13: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
-	12, // 14: caerus.dls.v1.DowngradeLockResponse.lock:type_name -> caerus.dls.v1.Granted
-	0,  // 15: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
-	0,  // 16: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
-	1,  // 17: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
-	24, // 18: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
-	25, // 19: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
-	3,  // 20: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
-	29, // 21: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
-	6,  // 22: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
-	1,  // 23: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	5,  // 24: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
-	5,  // 25: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
-	35, // 26: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
-	36, // 27: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
-	37, // 28: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
-	38, // 29: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
-	0,  // 30: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
-	34, // 31: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
-	4,  // 32: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
-	24, // 33: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
-	24, // 34: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
-	0,  // 35: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
-	3,  // 36: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
-	7,  // 37: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
-	9,  // 38: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
-	14, // 39: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
-	21, // 40: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
-	17, // 41: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
-	23, // 42: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
-	27, // 43: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
-	30, // 44: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
-	32, // 45: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
-	19, // 46: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
-	8,  // 47: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
-	10, // 48: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
-	15, // 49: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
-	22, // 50: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
-	18, // 51: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
-	26, // 52: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
-	28, // 53: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
-	31, // 54: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
-	33, // 55: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
-	20, // 56: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
-	47, // [47:57] is the sub-list for method output_type
-	37, // [37:47] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	16, // 7: caerus.dls.v1.AcquireLockResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
+	8,  // 8: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
+	0,  // 9: caerus.dls.v1.Granted.mode:type_name -> caerus.dls.v1.LockMode
+	0,  // 10: caerus.dls.v1.LockRequest.mode:type_name -> caerus.dls.v1.LockMode
+	13, // 11: caerus.dls.v1.AcquireLocksRequest.locks:type_name -> caerus.dls.v1.LockRequest
+	11, // 12: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
+	17, // 13: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
+	16, // 14: caerus.dls.v1.AcquireLocksResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
+	3,  // 15: caerus.dls.v1.LockStreamLost.end_cause:type_name -> caerus.dls.v1.EndCause
+	12, // 16: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
+	12, // 17: caerus.dls.v1.DowngradeLockResponse.lock:type_name -> caerus.dls.v1.Granted
+	0,  // 18: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
+	0,  // 19: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
+	1,  // 20: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
+	25, // 21: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
+	26, // 22: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
+	3,  // 23: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
+	30, // 24: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
+	6,  // 25: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
+	1,  // 26: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	5,  // 27: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
+	5,  // 28: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
+	36, // 29: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
+	37, // 30: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
+	38, // 31: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
+	39, // 32: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
+	0,  // 33: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
+	35, // 34: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
+	4,  // 35: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
+	25, // 36: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
+	25, // 37: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
+	0,  // 38: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
+	3,  // 39: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
+	7,  // 40: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
+	9,  // 41: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
+	14, // 42: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
+	22, // 43: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
+	18, // 44: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
+	24, // 45: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
+	28, // 46: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
+	31, // 47: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
+	33, // 48: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
+	20, // 49: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
+	8,  // 50: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
+	10, // 51: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
+	15, // 52: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
+	23, // 53: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
+	19, // 54: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
+	27, // 55: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
+	29, // 56: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
+	32, // 57: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
+	34, // 58: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
+	21, // 59: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
+	50, // [50:60] is the sub-list for method output_type
+	40, // [40:50] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_lock_service_proto_init() }
@@ -3331,12 +3469,14 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 	file_caerus_dls_v1_lock_service_proto_msgTypes[4].OneofWrappers = []any{
 		(*AcquireLockResponse_Queued)(nil),
 		(*AcquireLockResponse_Granted)(nil),
+		(*AcquireLockResponse_Lost)(nil),
 	}
 	file_caerus_dls_v1_lock_service_proto_msgTypes[9].OneofWrappers = []any{
 		(*AcquireLocksResponse_Queued)(nil),
 		(*AcquireLocksResponse_Granted)(nil),
+		(*AcquireLocksResponse_Lost)(nil),
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[27].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[28].OneofWrappers = []any{
 		(*Event_DeadlockResolved)(nil),
 		(*Event_TransactionExpired)(nil),
 		(*Event_TransactionAborted)(nil),
@@ -3348,7 +3488,7 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_lock_service_proto_rawDesc), len(file_caerus_dls_v1_lock_service_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
