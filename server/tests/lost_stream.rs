@@ -349,3 +349,26 @@ mod core_client {
         assert_eq!(reason.kind, LostKind::Aborted, "{reason}");
     }
 }
+
+#[tokio::test]
+async fn a_transaction_keeps_a_bounded_number_of_streams_open() {
+    let cluster = Cluster::start(1).await;
+    let mut raw = raw_client(&cluster.endpoints()[0]).await;
+    let txn = begin(&mut raw, 30_000, 0, 0).await;
+    let mut open = Vec::new();
+    for i in 0..16 {
+        open.push(granted(&mut raw, acquire(txn, &format!("capped-{i}"), true)).await);
+    }
+    // The 17th ends after its grant, as without stay_open.
+    let mut extra = granted(&mut raw, acquire(txn, "capped-extra", true)).await;
+    assert_eq!(after_grant(&mut extra).await, None);
+    // Closing one frees a place.
+    drop(open.pop());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut again = granted(&mut raw, acquire(txn, "capped-again", true)).await;
+    stays_quiet(&mut again, Duration::from_millis(300)).await;
+    admin(&cluster).await.abort_transaction(txn, "capped").await.unwrap();
+    for stream in open.iter_mut().chain([&mut again]) {
+        assert_eq!(cause(&after_grant(stream).await.expect("lost")), pb::EndCause::OperatorAbort);
+    }
+}

@@ -356,7 +356,13 @@ impl Acquisition {
                 }
                 yield Followed::Update(update);
             }
-            if let (true, Some(txn)) = (stay_open, granted) {
+            // Past the cap of open streams per transaction, this one ends as without
+            // stay_open: the others (and the client's heartbeats) still tell the end.
+            let slot = match (stay_open, granted) {
+                (true, Some(txn)) => node.signals().hold(txn).map(|slot| (txn, slot)),
+                _ => None,
+            };
+            if let Some((txn, _slot)) = slot {
                 if let Some(lost) = until_the_end(&node, txn, &locks).await? {
                     yield Followed::Lost(lost);
                 }
