@@ -87,7 +87,7 @@ bench: release ## Benchmarks: lock table enqueue cost, then DLS vs etcd vs Redis
 	$(MAKE) -C bench all DLS_BIN=$(abspath $(DLS_RELEASE))
 	$(MAKE) bench-sdk
 
-bench-state: release ## Heartbeat cost (10,000 transactions), deadlock latency, memory at 100k locks, restore time → bench/results/state.md
+bench-state: release ## Heartbeat cost (10,000 transactions), deadlock latency, memory at 100k locks, restore time, revocation → lost signal with and without the lost stream → bench/results/state.md
 	$(MAKE) -C bench state DLS_BIN=$(abspath $(DLS_RELEASE))
 
 bench-smoke: dls-debug ## A few seconds of every benchmark workload against DLS, to keep the harness working

@@ -69,6 +69,12 @@ export declare namespace Dls {
     name?: string;
     /** The server ends the transaction this long after it began, heartbeats or not (100 ms – 7 days). */
     maxDurationMs?: number;
+    /**
+     * Keep each acquire's stream open after the grant, so `tx.signal` aborts as soon as the server
+     * ends the transaction (operator abort, deadlock victim, lease expiry, max duration) instead of
+     * at the next heartbeat. Costs one open stream per transaction; heartbeats still run. Default false.
+     */
+    lostStream?: boolean;
   }
 
   interface AcquireOptions {
@@ -217,6 +223,8 @@ export declare namespace Dls {
     name?: string;
     /** The server ends the transaction this long after it began, heartbeats or not. */
     maxDurationMs?: number;
+    /** As in TransactionOptions: hear at once that the server ended the transaction. */
+    lostStream?: boolean;
   }
 
   /** A lock held by its own transaction (from `lock`): `await using held = await dls.lock(ns, key)`. */

@@ -131,8 +131,8 @@ function toBigInt(value, what) {
 
 function txOptions(opts) {
   if (opts == null) return null;
-  const { timeoutMs, priority, name, maxDurationMs } = opts;
-  return { timeoutMs, priority, name, maxDurationMs };
+  const { timeoutMs, priority, name, maxDurationMs, lostStream } = opts;
+  return { timeoutMs, priority, name, maxDurationMs, lostStream };
 }
 
 /**
@@ -383,11 +383,17 @@ class DlsClient {
    * `{ namespace, key, mode, fencingToken, transaction, signal, release() }`; `release()`
    * commits the transaction (frees the lock). Works with `await using` (it is
    * AsyncDisposable). Options: `mode` (EXCLUSIVE), `timeoutMs` (the wait, default
-   * 10000), `leaseMs` (default 15000), `priority`, `name`. A failed acquire leaves nothing held.
+   * 10000), `leaseMs` (default 15000), `priority`, `name`, `maxDurationMs`, `lostStream`. A failed acquire leaves nothing held.
    */
   async lock(namespace, key, opts = {}) {
     const o = opts ?? {};
-    const tx = this.transaction({ timeoutMs: o.leaseMs, priority: o.priority, name: o.name, maxDurationMs: o.maxDurationMs });
+    const tx = this.transaction({
+      timeoutMs: o.leaseMs,
+      priority: o.priority,
+      name: o.name,
+      maxDurationMs: o.maxDurationMs,
+      lostStream: o.lostStream,
+    });
     let lock;
     try {
       lock = await tx.acquireLock(namespace, key, o.mode ?? 'EXCLUSIVE', { timeoutMs: o.timeoutMs });
@@ -418,7 +424,13 @@ class DlsClient {
     return this.withTransaction(
       async (tx, signal) =>
         fn(await tx.acquireLock(namespace, key, o.mode ?? 'EXCLUSIVE', { timeoutMs: o.timeoutMs }), tx, signal),
-      { timeoutMs: o.leaseMs, priority: o.priority, name: o.name, maxDurationMs: o.maxDurationMs },
+      {
+        timeoutMs: o.leaseMs,
+        priority: o.priority,
+        name: o.name,
+        maxDurationMs: o.maxDurationMs,
+        lostStream: o.lostStream,
+      },
     );
   }
 

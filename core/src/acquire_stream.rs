@@ -36,12 +36,21 @@ enum Step {
     Begun(pb::BeginTransactionResponse),
     Queued(pb::Queued),
     Granted(Vec<pb::Granted>),
+    /// After a `stay_open` grant: the server ended the transaction.
+    Lost(pb::LockStreamLost),
     Nothing,
 }
 
 type Steps = Pin<Box<dyn Stream<Item = std::result::Result<Vec<Step>, tonic::Status>> + Send>>;
 
 impl AcquireCall {
+    fn stay_open(&self) -> bool {
+        match self {
+            AcquireCall::One(m) => m.stay_open,
+            AcquireCall::All(m) => m.stay_open,
+        }
+    }
+
     fn transaction_id(&self) -> u64 {
         match self {
             AcquireCall::One(m) => m.transaction_id,
@@ -73,6 +82,7 @@ impl AcquireCall {
                         let event = match r.event {
                             Some(One::Queued(q)) => Step::Queued(q),
                             Some(One::Granted(g)) => Step::Granted(vec![g]),
+                            Some(One::Lost(l)) => Step::Lost(l),
                             None => Step::Nothing,
                         };
                         r.begun.map(Step::Begun).into_iter().chain([event]).collect()
@@ -86,6 +96,7 @@ impl AcquireCall {
                         vec![match r.event {
                             Some(All::Queued(q)) => Step::Queued(q),
                             Some(All::Granted(g)) => Step::Granted(g.locks),
+                            Some(All::Lost(l)) => Step::Lost(l),
                             None => Step::Nothing,
                         }]
                     })
@@ -96,15 +107,36 @@ impl AcquireCall {
     }
 }
 
+/// The rest of a `stay_open` acquire stream after its grant.
+pub(crate) struct AfterGrant(Steps);
+
+impl AfterGrant {
+    /// The server's report that it ended the transaction, or `None` when the stream ends
+    /// any other way: OK (ended by the client, locks released) or an error (a leader
+    /// change, a broken connection). Only the report counts; heartbeats decide the rest.
+    pub(crate) async fn lost(mut self) -> Option<pb::LockStreamLost> {
+        while let Some(Ok(steps)) = self.0.next().await {
+            if let Some(lost) = steps.into_iter().find_map(|step| match step {
+                Step::Lost(lost) => Some(lost),
+                _ => None,
+            }) {
+                return Some(lost);
+            }
+        }
+        None
+    }
+}
+
 /// Runs one acquire request until its grant (every lock, in the order asked), following
 /// the leader and re-attaching (same request id) across failures. A one-shot start
-/// switches to a plain re-attach to its transaction once the server has named it.
+/// switches to a plain re-attach to its transaction once the server has named it. With
+/// `stay_open` in the request, also returns the stream, still open after the grant.
 pub(crate) async fn stream_acquire(
     router: &Router,
     mut call: AcquireCall,
     timeout_ms: u64,
     mut on_progress: impl FnMut(AcquireProgress<'_>) + Send,
-) -> Result<Vec<Lock>> {
+) -> Result<(Vec<Lock>, Option<AfterGrant>)> {
     let what = call.describe();
     let name = match call {
         AcquireCall::One(_) => "AcquireLock",
@@ -174,8 +206,12 @@ pub(crate) async fn stream_acquire(
                                     last_position = Some(position);
                                 }
                             }
-                            Step::Granted(grants) => return grants.into_iter().map(Lock::try_from).collect(),
-                            Step::Nothing => {}
+                            Step::Granted(grants) => {
+                                let locks = grants.into_iter().map(Lock::try_from).collect::<Result<_>>()?;
+                                return Ok((locks, call.stay_open().then(|| AfterGrant(stream))));
+                            }
+                            // Only sent after a grant, which ends this loop.
+                            Step::Lost(_) | Step::Nothing => {}
                         }
                     }
                 }

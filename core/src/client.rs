@@ -65,6 +65,7 @@ impl DlsClient {
         Ok(Transaction::deferred(Deferred {
             router: Arc::clone(&self.router),
             heartbeats: Arc::clone(&self.heartbeats),
+            lost_stream: opts.lost_stream,
             begin: begin_request(opts)?,
         }))
     }

@@ -10,7 +10,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::acquire_stream::{stream_acquire, AcquireCall, AcquireProgress};
+use crate::acquire_stream::{stream_acquire, AcquireCall, AcquireProgress, AfterGrant};
 use crate::error::{Error, Result};
 use crate::heartbeat_batch::Heartbeats;
 use crate::router::{new_request_id, Router};
@@ -48,6 +48,7 @@ impl Drop for TxHandle {
     fn drop(&mut self) {
         self.heartbeat.abort();
         let shared = &self.shared;
+        shared.stop_lost_stream();
         let was_active = {
             let mut phase = lock(&shared.phase);
             let active = matches!(*phase, Phase::Active);
@@ -106,6 +107,9 @@ struct TxInner {
     ended_unstarted: Mutex<Option<bool>>,
     /// Turns `Some(reason)` when the transaction is lost (shared with [`TxShared`]).
     lost_tx: watch::Sender<Option<LostReason>>,
+    /// Acquires keep their stream open to hear at once that the server ended the
+    /// transaction ([`TransactionOptions::lost_stream`]).
+    lost_stream: bool,
 }
 
 /// What a deferred transaction needs to begin.
@@ -115,6 +119,8 @@ pub(crate) struct Deferred {
     /// Built once: every attempt to begin (one-shot or plain) carries the same request id,
     /// so a begin the server applied but whose answer was lost is found again, not repeated.
     pub(crate) begin: pb::BeginTransactionRequest,
+    /// [`TransactionOptions::lost_stream`].
+    pub(crate) lost_stream: bool,
 }
 
 impl std::fmt::Debug for Transaction {
@@ -145,6 +151,7 @@ impl Transaction {
         Transaction {
             inner: Arc::new(TxInner {
                 started: OnceLock::new(),
+                lost_stream: deferred.lost_stream,
                 deferred: Some(deferred),
                 begin_gate: tokio::sync::Mutex::new(()),
                 ended_unstarted: Mutex::new(None),
@@ -166,6 +173,7 @@ impl Transaction {
                 begin_gate: tokio::sync::Mutex::new(()),
                 ended_unstarted: Mutex::new(None),
                 lost_tx,
+                lost_stream: false,
             }),
         }
     }
@@ -173,6 +181,20 @@ impl Transaction {
     /// The server's transaction, if it has begun.
     fn started(&self) -> Option<&TxShared> {
         self.inner.started.get().map(|handle| &*handle.shared)
+    }
+
+    /// Whether the next acquire should keep its stream open: the lost stream is on and no
+    /// acquire of this transaction has one open yet (one stream per transaction is enough
+    /// to hear of its end; a second opens only once the first has ended).
+    fn stay_open(&self) -> bool {
+        self.inner.lost_stream && !self.started().is_some_and(TxShared::has_lost_stream)
+    }
+
+    /// Hands a granted acquire's open stream to the transaction's lost-stream reader.
+    fn follow_lost_stream(&self, after_grant: Option<AfterGrant>) {
+        if let (Some(after_grant), Some(handle)) = (after_grant, self.inner.started.get()) {
+            handle.shared.follow_lost_stream(after_grant);
+        }
     }
 
     #[cfg(test)]
@@ -334,6 +356,7 @@ impl Transaction {
             timeout_ms,
             request_id: new_request_id(),
             begin,
+            stay_open: self.stay_open(),
         });
         let sent_at = Instant::now();
         let mut start_error = None;
@@ -359,9 +382,11 @@ impl Transaction {
         }
         match (result, self.started()) {
             // The lease may have lapsed while the grant was on its way.
-            (Ok(locks), Some(_)) => self
-                .ensure_active()
-                .and_then(|()| locks.into_iter().next().ok_or_else(|| Error::internal("a grant without a lock"))),
+            (Ok((locks, after_grant)), Some(_)) => {
+                self.follow_lost_stream(after_grant);
+                self.ensure_active()
+                    .and_then(|()| locks.into_iter().next().ok_or_else(|| Error::internal("a grant without a lock")))
+            }
             (Ok(_), None) => {
                 Err(Error::internal("the server granted a one-shot acquire without naming its transaction"))
             }
@@ -401,6 +426,7 @@ impl Transaction {
                 .collect(),
             timeout_ms,
             request_id: new_request_id(),
+            stay_open: self.stay_open(),
         });
         let attach = stream_acquire(&shared.router, call, opts.timeout_ms, |progress| {
             if let AcquireProgress::Queued(position) = progress {
@@ -415,7 +441,10 @@ impl Transaction {
             )),
         };
         match result {
-            Ok(granted) => self.ensure_active().map(|()| granted),
+            Ok((granted, after_grant)) => {
+                self.follow_lost_stream(after_grant);
+                self.ensure_active().map(|()| granted)
+            }
             Err(e) => Err(shared.observe(e).await),
         }
     }
@@ -644,6 +673,7 @@ pub(crate) mod tests {
             heartbeats: Arc::new(Heartbeats::new(&router)),
             router,
             begin: begin_request(opts).unwrap(),
+            lost_stream: false,
         })
     }
 

@@ -6,14 +6,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use caerus_proto::v1 as pb;
+use caerus_proto::Wire;
 use tokio::sync::{watch, Notify};
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tracing::warn;
 
+use crate::acquire_stream::AfterGrant;
 use crate::error::{Error, Result};
 use crate::heartbeat_batch::Heartbeats;
 use crate::router::{new_request_id, CallOptions, Router};
-use crate::types::{LostKind, LostReason, TransactionStatus};
+use crate::types::{EndCause, LostKind, LostReason, TransactionStatus};
 
 /// Where a transaction stands from this client's point of view.
 #[derive(Debug, Clone)]
@@ -43,6 +46,9 @@ pub(crate) struct TxShared {
     /// transaction, so a deferred transaction can be watched from the start).
     pub(crate) lost_tx: watch::Sender<Option<LostReason>>,
     pub(crate) stop: Notify,
+    /// The task reading this transaction's open acquire stream (the lost stream), if any:
+    /// one per transaction, stopped when the transaction ends here.
+    lost_stream: Mutex<Option<AbortHandle>>,
     /// One id per end kind, kept for the transaction's life: calling commit again after
     /// an unknown outcome then gets the first attempt's result rather than "not active".
     commit_request_id: String,
@@ -72,6 +78,7 @@ impl TxShared {
             ending: AtomicUsize::new(0),
             lost_tx,
             stop: Notify::new(),
+            lost_stream: Mutex::new(None),
             commit_request_id: new_request_id(),
             abort_request_id: new_request_id(),
         }
@@ -118,6 +125,7 @@ impl TxShared {
         );
         self.lost_tx.send_replace(Some(reason));
         self.stop.notify_one();
+        self.stop_lost_stream();
         true
     }
 
@@ -129,6 +137,44 @@ impl TxShared {
             }
         }
         self.stop.notify_one();
+        self.stop_lost_stream();
+    }
+
+    /// Whether a lost stream is being read: a further acquire need not open another.
+    pub(crate) fn has_lost_stream(&self) -> bool {
+        lock(&self.lost_stream).as_ref().is_some_and(|task| !task.is_finished())
+    }
+
+    /// Reads `after_grant` in the background and fires the lost signal at once if the server
+    /// reports that it ended the transaction. Keeps the newest stream: the older one ends
+    /// on its own (its lock released, or the transaction over).
+    pub(crate) fn follow_lost_stream(self: &Arc<Self>, after_grant: AfterGrant) {
+        let shared = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            if let Some(lost) = after_grant.lost().await {
+                shared.server_ended(&lost);
+            }
+        });
+        if let Some(older) = lock(&self.lost_stream).replace(task.abort_handle()) {
+            older.abort();
+        }
+    }
+
+    /// The lost stream's report: the server ended the transaction.
+    fn server_ended(&self, lost: &pb::LockStreamLost) {
+        // A commit or abort of ours in flight decides the outcome itself (as with status).
+        if self.is_ending() {
+            return;
+        }
+        let kind = EndCause::from_wire(lost.end_cause).map_or(LostKind::Aborted, LostKind::from_cause);
+        self.mark_lost(LostReason { kind, message: lost.message.clone() });
+    }
+
+    /// Stops reading the lost stream (the transaction ended here, or its handles are gone).
+    pub(crate) fn stop_lost_stream(&self) {
+        if let Some(task) = lock(&self.lost_stream).take() {
+            task.abort();
+        }
     }
 
     /// Declares the transaction lost once a whole lease passed without an acknowledged

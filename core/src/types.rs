@@ -265,11 +265,18 @@ pub struct TransactionOptions {
     /// lease is renewed: past it the server ends it (lost with cause
     /// [`EndCause::MaxDurationExceeded`]) and releases its locks. `None` (default): no bound.
     pub max_duration_ms: Option<u64>,
+    /// Learn at once that the server ended the transaction (lease expired, deadlock victim,
+    /// operator abort, maximum duration) instead of at the next heartbeat: acquires keep
+    /// their stream open after the grant (`stay_open`) and the lost signal fires as soon as
+    /// the server reports the end. Costs one open stream per transaction while it holds
+    /// locks. Heartbeats run as before and stay the authority (the stream ends without a
+    /// signal on a leader change). Default false.
+    pub lost_stream: bool,
 }
 
 impl Default for TransactionOptions {
     fn default() -> Self {
-        TransactionOptions { timeout_ms: 15_000, priority: 0, name: None, max_duration_ms: None }
+        TransactionOptions { timeout_ms: 15_000, priority: 0, name: None, max_duration_ms: None, lost_stream: false }
     }
 }
 
@@ -305,6 +312,12 @@ impl TransactionOptions {
     /// Bounds the transaction's life to `max_duration_ms` from its begin (see the field).
     pub fn with_max_duration_ms(mut self, max_duration_ms: u64) -> Self {
         self.max_duration_ms = Some(max_duration_ms);
+        self
+    }
+
+    /// Turns the lost stream on or off (see the field).
+    pub fn with_lost_stream(mut self, lost_stream: bool) -> Self {
+        self.lost_stream = lost_stream;
         self
     }
 }

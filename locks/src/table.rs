@@ -602,6 +602,8 @@ impl LockTable {
                 k.holders.remove(&txn);
             }
             self.effects.push(Effect::KeyChanged { key: lock.clone() });
+            // Wakes a `stay_open` acquire stream of this lock: it ends once the lock is gone.
+            self.effects.push(Effect::TxnChanged { txn });
         }
         let released = holds || waits;
         if released {

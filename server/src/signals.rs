@@ -46,6 +46,31 @@ impl Drop for Subscription {
 #[derive(Default)]
 pub struct Signals {
     senders: Mutex<HashMap<TxnId, Senders>>,
+    /// `stay_open` acquire streams open after their grant, per transaction (see `hold`).
+    holding: Mutex<HashMap<TxnId, usize>>,
+}
+
+/// The most `stay_open` streams one transaction may keep open after their grants. One is
+/// enough to hear of its end (the SDKs keep one); the cap bounds what a client can make
+/// the leader keep for a transaction that heartbeats for ever.
+pub const MAX_HOLDING_STREAMS_PER_TXN: usize = 16;
+
+/// A `stay_open` stream's place among its transaction's ([`Signals::hold`]); freed on drop.
+pub struct HoldingSlot {
+    txn: TxnId,
+    signals: Arc<Signals>,
+}
+
+impl Drop for HoldingSlot {
+    fn drop(&mut self) {
+        let mut h = self.signals.holding.lock().expect("signals lock");
+        if let Some(n) = h.get_mut(&self.txn) {
+            *n -= 1;
+            if *n == 0 {
+                h.remove(&self.txn);
+            }
+        }
+    }
 }
 
 impl Signals {
@@ -53,6 +78,18 @@ impl Signals {
         let mut s = self.senders.lock().expect("signals lock");
         let tx = s.entry(txn).or_insert_with(|| Senders { outcome: watch::channel(()).0, queue: watch::channel(()).0 });
         Subscription { outcome: tx.outcome.subscribe(), queue: tx.queue.subscribe(), txn, signals: self.clone() }
+    }
+
+    /// A place for one more `stay_open` stream of `txn` after its grant, or `None` when it
+    /// already has [`MAX_HOLDING_STREAMS_PER_TXN`] (that stream then ends after the grant).
+    pub fn hold(self: &Arc<Self>, txn: TxnId) -> Option<HoldingSlot> {
+        let mut h = self.holding.lock().expect("signals lock");
+        let n = h.entry(txn).or_insert(0);
+        if *n >= MAX_HOLDING_STREAMS_PER_TXN {
+            return None;
+        }
+        *n += 1;
+        Some(HoldingSlot { txn, signals: self.clone() })
     }
 
     /// The outcome of `txn`'s wait, or `txn` itself, changed.
@@ -109,5 +146,16 @@ mod tests {
         assert!(second.outcome.has_changed().unwrap(), "the remaining subscription still hears");
         drop(second);
         assert!(signals.senders.lock().unwrap().is_empty(), "an entry nobody listens to is dropped");
+    }
+
+    #[test]
+    fn holding_streams_are_capped_per_transaction_and_freed_on_drop() {
+        let signals = Arc::new(Signals::default());
+        let slots: Vec<_> = (0..MAX_HOLDING_STREAMS_PER_TXN).map(|_| signals.hold(7).expect("a place")).collect();
+        assert!(signals.hold(7).is_none(), "past the cap");
+        assert!(signals.hold(8).is_some(), "another transaction has its own places");
+        drop(slots);
+        assert!(signals.holding.lock().unwrap().is_empty(), "every place freed");
+        assert!(signals.hold(7).is_some());
     }
 }

@@ -63,6 +63,7 @@ async fn granted(stream: &mut Streaming<pb::AcquireLockResponse>) -> u64 {
         match stream.message().await.unwrap().expect("the stream ended without a grant").event {
             Some(AcquireEvent::Granted(g)) => return g.fencing_token,
             Some(AcquireEvent::Queued(_)) => continue,
+            Some(AcquireEvent::Lost(l)) => panic!("lost before a grant: {l:?}"),
             None => panic!("an acquire message without an event"),
         }
     }

@@ -48,6 +48,7 @@ fn acquire_req(txn: u64, key: &str, request_id: &str) -> AcquireLockRequest {
         timeout_ms: 60_000,
         request_id: request_id.into(),
         begin: None,
+        stay_open: false,
     }
 }
 
@@ -60,6 +61,7 @@ async fn acquire_first(
     match stream.message().await?.and_then(|m| m.event) {
         Some(AcquireEvent::Granted(g)) => Ok(g.fencing_token),
         Some(AcquireEvent::Queued(_)) => Ok(0),
+        Some(AcquireEvent::Lost(_)) => Err(Status::internal("lost without stay_open")),
         None => Err(Status::internal("the stream ended without a message")),
     }
 }

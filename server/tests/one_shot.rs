@@ -36,6 +36,7 @@ fn one_shot(key: &str, begin_id: &str, acquire_id: &str) -> pb::AcquireLockReque
             request_id: begin_id.into(),
             ..Default::default()
         }),
+        stay_open: false,
     }
 }
 

@@ -164,6 +164,7 @@ async fn an_expired_lease_frees_the_locks_for_the_next_waiter() {
             timeout_ms: 1000,
             request_id: "s1".into(),
             begin: None,
+            stay_open: false,
         })
         .await
         .unwrap()
@@ -303,6 +304,7 @@ async fn retries_with_the_same_request_id_get_the_first_answer() {
         timeout_ms: 1000,
         request_id: "acq-1".into(),
         begin: None,
+        stay_open: false,
     };
     let mut tokens = Vec::new();
     for _ in 0..3 {
@@ -362,6 +364,7 @@ async fn re_attaching_to_a_grant_after_the_transaction_ended_is_transaction_lost
             timeout_ms: 1000,
             request_id: "acq-1".into(),
             begin: None,
+            stay_open: false,
         };
         let mut s = raw.acquire_lock(acquire.clone()).await.unwrap().into_inner();
         assert!(matches!(

@@ -85,6 +85,9 @@ pub struct TxOptions {
     pub priority: Option<i32>,
     pub name: Option<String>,
     pub max_duration_ms: Option<f64>,
+    /// Keep acquire streams open to hear at once that the server ended the transaction
+    /// (`TransactionOptions::lost_stream` of the core). Default false.
+    pub lost_stream: Option<bool>,
 }
 
 /// Options of an event watch.
@@ -345,6 +348,7 @@ fn tx_options(opts: Option<TxOptions>) -> Result<TransactionOptions> {
         if let Some(ms) = ms_of(o.max_duration_ms, "maxDurationMs")? {
             out = out.with_max_duration_ms(ms);
         }
+        out = out.with_lost_stream(o.lost_stream.unwrap_or(false));
     }
     Ok(out)
 }

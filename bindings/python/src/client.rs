@@ -23,8 +23,9 @@ fn tx_options(
     priority: i32,
     name: Option<String>,
     max_duration_ms: Option<u64>,
+    lost_stream: bool,
 ) -> core::TransactionOptions {
-    let mut opts = core::TransactionOptions::default().with_priority(priority);
+    let mut opts = core::TransactionOptions::default().with_priority(priority).with_lost_stream(lost_stream);
     opts.max_duration_ms = max_duration_ms;
     if let Some(ms) = timeout_ms {
         opts = opts.with_timeout_ms(ms);
@@ -88,29 +89,31 @@ pymethods_with_twins! {
 
         /// A transaction that begins with its first call (nothing is sent here): when that
         /// call is an acquire, the begin and the lock go in one request.
-        #[pyo3(signature = (timeout_ms=None, priority=0, name=None, max_duration_ms=None))]
+        #[pyo3(signature = (timeout_ms=None, priority=0, name=None, max_duration_ms=None, lost_stream=false))]
         fn transaction(
             &self,
             timeout_ms: Option<u64>,
             priority: i32,
             name: Option<String>,
             max_duration_ms: Option<u64>,
+            lost_stream: bool,
         ) -> PyResult<NativeTransaction> {
-            let opts = tx_options(timeout_ms, priority, name, max_duration_ms);
+            let opts = tx_options(timeout_ms, priority, name, max_duration_ms, lost_stream);
             self.client.transaction(opts).map(NativeTransaction::new).map_err(to_py_err)
         }
     }
     twins {
-        #[pyo3(signature = (timeout_ms=None, priority=0, name=None, max_duration_ms=None))]
+        #[pyo3(signature = (timeout_ms=None, priority=0, name=None, max_duration_ms=None, lost_stream=false))]
         fn begin_transaction / begin_transaction_blocking(
             &self,
             timeout_ms: Option<u64>,
             priority: i32,
             name: Option<String>,
             max_duration_ms: Option<u64>,
+            lost_stream: bool,
         ) -> NativeTransaction {
             let client = self.client.clone();
-            let opts = tx_options(timeout_ms, priority, name, max_duration_ms);
+            let opts = tx_options(timeout_ms, priority, name, max_duration_ms, lost_stream);
             async move { client.begin_transaction(opts).await.map(NativeTransaction::new) }
         }
 

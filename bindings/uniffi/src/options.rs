@@ -72,6 +72,11 @@ pub struct TransactionOptions {
     /// or not (100 ms .. 7 days; null: no bound).
     #[uniffi(default)]
     pub max_duration_ms: Option<u64>,
+    /// Keep acquire streams open to hear at once that the server ended the transaction
+    /// (operator abort, deadlock victim, lease expiry, max duration): the lost signal fires
+    /// then, not at the next heartbeat. One open stream per transaction. Default false.
+    #[uniffi(default = false)]
+    pub lost_stream: bool,
 }
 
 impl From<TransactionOptions> for core::TransactionOptions {
@@ -89,7 +94,7 @@ impl From<TransactionOptions> for core::TransactionOptions {
         if let Some(ms) = o.max_duration_ms {
             out = out.with_max_duration_ms(ms);
         }
-        out
+        out.with_lost_stream(o.lost_stream)
     }
 }
 

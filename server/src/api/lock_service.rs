@@ -20,7 +20,8 @@ use super::errors::ApiError;
 use super::{caller, convert, validate};
 use crate::config::VictimPolicies;
 use crate::engine::{
-    parse_cursor, AcquireAllRequest, AcquireStart, Acquisition, Engine, EventStart, Principal, Wanted,
+    parse_cursor, AcquireAllRequest, AcquireStart, Acquisition, Engine, EventStart, Followed, Principal, TxnLost,
+    Wanted,
 };
 use crate::locks::{AcquireRequest, AcquireStatus, Begin, CycleMember, LockKey, TxnId, VictimPolicy, WaitEnd};
 
@@ -150,8 +151,8 @@ impl LockApi {
     }
 
     /// Validates an AcquireLock call and checks it with the engine; the wait itself runs
-    /// in the response stream ([`acquire_stream`]).
-    fn prepare_acquire(&self, req: Request<pb::AcquireLockRequest>) -> ApiResult<(Acquisition, LockKey)> {
+    /// in the response stream ([`acquire_stream`]). Also returns the lock and `stay_open`.
+    fn prepare_acquire(&self, req: Request<pb::AcquireLockRequest>) -> ApiResult<(Acquisition, LockKey, bool)> {
         let who = self.principal(&req)?;
         let r = req.into_inner();
         // One-shot start: `begin` instead of a transaction id.
@@ -180,12 +181,12 @@ impl LockApi {
         let request_id = validate::request_id(&r.request_id)?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let victim_policy = self.policies.for_namespace(&lock.namespace);
         let acquire = AcquireRequest { request_id, lock: lock.clone(), mode, wait_ms, victim_policy };
-        Ok((self.engine.acquire(who, start, Wanted::One(acquire))?, lock))
+        Ok((self.engine.acquire(who, start, Wanted::One(acquire))?, lock, r.stay_open))
     }
 
     /// Validates an AcquireLocks call and checks it with the engine. Deadlocks are broken
-    /// by the victim policy of the first lock's namespace.
-    fn prepare_acquire_all(&self, req: Request<pb::AcquireLocksRequest>) -> ApiResult<Acquisition> {
+    /// by the victim policy of the first lock's namespace. Also returns `stay_open`.
+    fn prepare_acquire_all(&self, req: Request<pb::AcquireLocksRequest>) -> ApiResult<(Acquisition, bool)> {
         let who = self.principal(&req)?;
         let r = req.into_inner();
         let txn = validate::txn_id(r.transaction_id)?;
@@ -197,15 +198,21 @@ impl LockApi {
         let request_id = validate::request_id(&r.request_id)?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let victim_policy = self.policies.for_namespace(&locks[0].0.namespace);
         let wanted = Wanted::All(AcquireAllRequest { request_id, locks, wait_ms, victim_policy });
-        Ok(self.engine.acquire(who, AcquireStart::Txn(txn), wanted)?)
+        Ok((self.engine.acquire(who, AcquireStart::Txn(txn), wanted)?, r.stay_open))
     }
 }
 
 /// The engine's updates of an acquire as AcquireLock messages: queue positions, then the
-/// grant; a wait that ends without one ends the stream with its error.
-fn acquire_stream(acquisition: Acquisition, lock: LockKey) -> AcquireStream {
-    let updates = acquisition.follow().map(move |update| {
-        let update = update?;
+/// grant; a wait that ends without one ends the stream with its error. With `stay_open`,
+/// `lost` if the server ends the transaction later.
+fn acquire_stream(acquisition: Acquisition, lock: LockKey, stay_open: bool) -> AcquireStream {
+    let updates = acquisition.follow_for_life(stay_open).map(move |followed| {
+        let update = match followed? {
+            Followed::Update(update) => update,
+            Followed::Lost(lost) => {
+                return Ok(pb::AcquireLockResponse { event: Some(AcquireEvent::Lost(lost_message(lost))), begun: None })
+            }
+        };
         let begun = update
             .begun
             .map(|b| pb::BeginTransactionResponse { transaction_id: b.txn, lease_timeout_ms: b.lease_ms as i64 });
@@ -230,9 +237,14 @@ fn acquire_stream(acquisition: Acquisition, lock: LockKey) -> AcquireStream {
 }
 
 /// The engine's updates of an all-or-nothing acquire as AcquireLocks messages.
-fn acquire_all_stream(acquisition: Acquisition) -> AcquireAllStream {
-    let updates = acquisition.follow().map(move |update| {
-        let update = update?;
+fn acquire_all_stream(acquisition: Acquisition, stay_open: bool) -> AcquireAllStream {
+    let updates = acquisition.follow_for_life(stay_open).map(move |followed| {
+        let update = match followed? {
+            Followed::Update(update) => update,
+            Followed::Lost(lost) => {
+                return Ok(pb::AcquireLocksResponse { event: Some(AcquireAllEvent::Lost(lost_message(lost))) })
+            }
+        };
         let event = match update.status {
             AcquireStatus::GrantedAll { grants } => AcquireAllEvent::Granted(pb::LocksGranted {
                 locks: grants
@@ -256,6 +268,15 @@ fn acquire_all_stream(acquisition: Acquisition) -> AcquireAllStream {
         Ok(pb::AcquireLocksResponse { event: Some(event) })
     });
     Box::pin(updates)
+}
+
+/// The `lost` message of a `stay_open` stream.
+fn lost_message(lost: TxnLost) -> pb::LockStreamLost {
+    pb::LockStreamLost {
+        transaction_id: lost.txn,
+        end_cause: convert::cause(Some(lost.cause)),
+        message: format!("transaction {} ended ({}): {}", lost.txn, lost.cause.as_str(), lost.reason),
+    }
 }
 
 /// The status a wait that ended without a grant ends its stream with.
@@ -301,8 +322,8 @@ impl LockService for LockApi {
     type AcquireLockStream = AcquireStream;
 
     async fn acquire_lock(&self, req: Request<pb::AcquireLockRequest>) -> Result<Response<AcquireStream>, Status> {
-        let (acquisition, lock) = self.prepare_acquire(req)?;
-        let updates = acquire_stream(acquisition, lock);
+        let (acquisition, lock, stay_open) = self.prepare_acquire(req)?;
+        let updates = acquire_stream(acquisition, lock, stay_open);
         // The first answer (the grant, the queue position or the error) comes once the
         // proposal is applied, within a millisecond or two: the response headers wait for
         // it and leave with it in one write to the client. Sent at once, they would cost
@@ -316,7 +337,8 @@ impl LockService for LockApi {
     type AcquireLocksStream = AcquireAllStream;
 
     async fn acquire_locks(&self, req: Request<pb::AcquireLocksRequest>) -> Result<Response<AcquireAllStream>, Status> {
-        with_first_answer(acquire_all_stream(self.prepare_acquire_all(req)?)).await
+        let (acquisition, stay_open) = self.prepare_acquire_all(req)?;
+        with_first_answer(acquire_all_stream(acquisition, stay_open)).await
     }
 
     async fn release_lock(

@@ -20,6 +20,35 @@ use crate::node::Node;
 const QUEUE_REFRESH: Duration = Duration::from_millis(100);
 /// A waiting stream reads the table at least this often, a net against a missed wake-up.
 const SAFETY_NET: Duration = Duration::from_secs(1);
+/// The same net for a `stay_open` stream after its grant. Longer: such streams live as long
+/// as their transactions, and every end of a transaction wakes its streams anyway.
+const HOLD_SAFETY_NET: Duration = Duration::from_secs(10);
+
+/// What a `stay_open` acquire stream follows: the acquire's updates, then (after the grant)
+/// the end of the transaction if the server ended it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Followed {
+    Update(AcquireUpdate),
+    Lost(TxnLost),
+}
+
+/// A transaction the server ended while it held the locks of a `stay_open` acquire: its
+/// lease expired, it was a deadlock victim, an operator aborted it or it ran past its
+/// maximum duration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TxnLost {
+    pub txn: TxnId,
+    pub cause: EndCause,
+    pub reason: String,
+}
+
+/// Where a granted transaction stands for a `stay_open` stream.
+enum Holding {
+    Still,
+    /// Ended by its client, or the locks were released: the stream ends quietly.
+    Done,
+    Lost(TxnLost),
+}
 
 /// The transaction an acquire is for.
 pub enum AcquireStart {
@@ -306,5 +335,78 @@ impl Acquisition {
                 status = read_status(&node)?;
             }
         }
+    }
+}
+
+impl Acquisition {
+    /// [`follow`](Self::follow), and with `stay_open` the life of the transaction after the
+    /// grant: ends quietly when the client ends it or releases the locks, with
+    /// [`Followed::Lost`] when the server ends it, and with NOT_LEADER when this node stops
+    /// leading (the client's heartbeats still tell it). One table read per change of the
+    /// transaction, no task: a consumer that goes away drops the subscription with the stream.
+    pub fn follow_for_life(self, stay_open: bool) -> impl Stream<Item = EngineResult<Followed>> + Send {
+        let node = self.node.clone();
+        let locks = self.wanted.locks();
+        async_stream::try_stream! {
+            let mut granted = None;
+            for await update in self.follow() {
+                let update = update?;
+                if matches!(update.status, AcquireStatus::Granted { .. } | AcquireStatus::GrantedAll { .. }) {
+                    granted = Some(update.txn);
+                }
+                yield Followed::Update(update);
+            }
+            // Past the cap of open streams per transaction, this one ends as without
+            // stay_open: the others (and the client's heartbeats) still tell the end.
+            let slot = match (stay_open, granted) {
+                (true, Some(txn)) => node.signals().hold(txn).map(|slot| (txn, slot)),
+                _ => None,
+            };
+            if let Some((txn, _slot)) = slot {
+                if let Some(lost) = until_the_end(&node, txn, &locks).await? {
+                    yield Followed::Lost(lost);
+                }
+            }
+        }
+    }
+}
+
+/// Waits until `txn` ends or holds none of `locks`. Subscribes before each read, so an end
+/// applied between the grant and here is seen by the first read.
+async fn until_the_end(node: &Arc<Node>, txn: TxnId, locks: &[LockKey]) -> EngineResult<Option<TxnLost>> {
+    let mut changes = node.signals().subscribe(txn);
+    let mut leadership = node.leadership();
+    loop {
+        match holding(node, txn, locks) {
+            Holding::Still => {}
+            Holding::Done => return Ok(None),
+            Holding::Lost(lost) => return Ok(Some(lost)),
+        }
+        tokio::select! {
+            changed = changes.outcome.changed() => {
+                if changed.is_err() {
+                    changes = node.signals().subscribe(txn);
+                }
+            }
+            _ = leadership.wait_for(|leading| !leading) => return Err(node.not_leader()),
+            _ = tokio::time::sleep(HOLD_SAFETY_NET) => {}
+        }
+    }
+}
+
+fn holding(node: &Node, txn: TxnId, locks: &[LockKey]) -> Holding {
+    let st = node.state().read().expect("state lock");
+    // Forgotten after its retention: long ended, nothing left to report.
+    let Some(t) = st.table.txn(txn) else { return Holding::Done };
+    if t.state != TxnState::Active {
+        return match t.end_cause {
+            Some(cause) if cause.revokes() => Holding::Lost(TxnLost { txn, cause, reason: t.end_reason.clone() }),
+            _ => Holding::Done,
+        };
+    }
+    if locks.iter().any(|lock| t.held.contains_key(lock)) {
+        Holding::Still
+    } else {
+        Holding::Done
     }
 }

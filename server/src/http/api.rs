@@ -165,6 +165,7 @@ async fn acquire(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): P
         timeout_ms: b.timeout_ms,
         request_id: request_id.clone(),
         begin: None,
+        stay_open: false,
     };
     let auth = Auth::from_headers(&headers);
     let quick = b.return_when_queued;
@@ -279,6 +280,7 @@ async fn acquire_all(
         locks,
         timeout_ms: b.timeout_ms,
         request_id: request_id.clone(),
+        stay_open: false,
     };
     let (auth, quick) = (Auth::from_headers(&headers), b.return_when_queued);
     let mut answer = gw

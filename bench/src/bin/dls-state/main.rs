@@ -6,7 +6,8 @@
 //! - `deadlock`:  cycle closed → victim notified, p50/p99;
 //! - `fill`:      RSS at 100,000 locks of 50,000 transactions + 10,000 waiters, snapshot
 //!   size, restart → restored / ready, one node and then the whole cluster;
-//! - `failover`:  leader SIGKILL → next grant, a few rounds.
+//! - `failover`:  leader SIGKILL → next grant, a few rounds;
+//! - `revoke`:    operator abort → the client's lost signal, heartbeat only vs the lost stream.
 //!
 //! Progress goes to stderr; a markdown section goes to stdout and, with `--out`, is
 //! appended to that file. See docs/bench.md.
@@ -18,6 +19,7 @@ mod fill;
 mod heartbeat;
 mod perf;
 mod pool;
+mod revoke;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +34,7 @@ enum Step {
     Deadlock,
     Fill,
     Failover,
+    Revoke,
 }
 
 /// Heartbeat cost, deadlock resolution latency, memory at 100k locks and snapshot restore
@@ -43,7 +46,7 @@ pub struct Opts {
     #[arg(long, env = "DLS_BIN")]
     dls_bin: PathBuf,
     /// Steps to run, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "heartbeat,deadlock,fill,failover")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "heartbeat,deadlock,fill,failover,revoke")]
     steps: Vec<Step>,
     /// Directory for the nodes' data and logs (default: a new directory under /tmp, removed
     /// after a successful run).
@@ -103,6 +106,12 @@ pub struct Opts {
     /// failover: leader kills.
     #[arg(long, default_value_t = 5)]
     fo_rounds: usize,
+    /// revoke: operator aborts per row (heartbeat only, lost stream).
+    #[arg(long, default_value_t = 40)]
+    rv_rounds: usize,
+    /// revoke: lease of each transaction, ms (the heartbeat runs every lease/3).
+    #[arg(long, default_value_t = 15_000)]
+    rv_lease_ms: u64,
     #[arg(skip)]
     run_dir_path: PathBuf,
 }
@@ -164,6 +173,7 @@ fn main() -> ExitCode {
                 Step::Deadlock => deadlock::run(&opts, &mut report).await,
                 Step::Fill => fill::run(&opts, &mut report).await,
                 Step::Failover => failover::run(&opts, &mut report).await,
+                Step::Revoke => revoke::run(&opts, &mut report).await,
             }
         });
         rt.shutdown_timeout(Duration::from_secs(1));

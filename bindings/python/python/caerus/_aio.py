@@ -258,12 +258,17 @@ class DlsClient:
         priority: int = 0,
         name: Optional[str] = None,
         max_duration_ms: Optional[int] = None,
+        lost_stream: bool = False,
     ) -> Transaction:
         """Starts a transaction (lease ``timeout_ms``, default 15000) and its heartbeat.
         ``priority``: higher is less likely to be chosen as a deadlock victim.
         ``max_duration_ms``: the server ends the transaction that long after its begin, however
-        its lease is renewed (lost with kind ``EXPIRED``); None for no bound."""
-        return Transaction(await self._native.begin_transaction(timeout_ms, priority, name, max_duration_ms))
+        its lease is renewed (lost with kind ``EXPIRED``); None for no bound.
+        ``lost_stream``: keep each acquire's stream open after the grant, so ``lost()`` fires
+        as soon as the server ends the transaction (operator abort, deadlock victim, lease
+        expiry, maximum duration) rather than at the next heartbeat; costs one open stream
+        per transaction. Heartbeats still run and decide when the stream breaks."""
+        return Transaction(await self._native.begin_transaction(timeout_ms, priority, name, max_duration_ms, lost_stream))
 
     def transaction(
         self,
@@ -272,10 +277,11 @@ class DlsClient:
         priority: int = 0,
         name: Optional[str] = None,
         max_duration_ms: Optional[int] = None,
+        lost_stream: bool = False,
     ) -> _TransactionContext:
         """``async with client.transaction(timeout_ms=15000) as tx:`` commits on normal exit
         and aborts when the block raises."""
-        options = {"timeout_ms": timeout_ms, "priority": priority, "name": name, "max_duration_ms": max_duration_ms}
+        options = {"timeout_ms": timeout_ms, "priority": priority, "name": name, "max_duration_ms": max_duration_ms, "lost_stream": lost_stream}
         return _TransactionContext(self, options)
 
     def lock(
@@ -288,13 +294,14 @@ class DlsClient:
         lease_ms: Optional[int] = None,
         priority: int = 0,
         name: Optional[str] = None,
+        lost_stream: bool = False,
     ) -> _LockContext:
         """``async with client.lock("billing-jobs", "monthly") as lock:`` takes one lock
         (waiting up to ``timeout_ms``, default 10000) in a new transaction (lease
         ``lease_ms``, default 15000) in one request, yields the :class:`Lock` (its
         ``fencing_token``), commits on normal exit and aborts when the block raises. Raises
         what :meth:`Transaction.acquire_lock` raises; nothing is left held then."""
-        return _LockContext(self._native, namespace, key, mode, timeout_ms, lease_ms, priority, name)
+        return _LockContext(self._native, namespace, key, mode, timeout_ms, lease_ms, priority, name, lost_stream)
 
     async def with_transaction(
         self,
@@ -304,11 +311,12 @@ class DlsClient:
         priority: int = 0,
         name: Optional[str] = None,
         max_duration_ms: Optional[int] = None,
+        lost_stream: bool = False,
     ) -> T:
         """Runs ``await fn(tx)`` in a transaction: commits when it returns (and returns its
         value), aborts when it raises. If the transaction is lost meanwhile, ``fn`` is
         cancelled and :class:`TransactionLost` (:class:`DeadlockVictim`) is raised."""
-        tx = Transaction(self._native.transaction(timeout_ms, priority, name, max_duration_ms))
+        tx = Transaction(self._native.transaction(timeout_ms, priority, name, max_duration_ms, lost_stream))
         work = asyncio.ensure_future(fn(tx))
         lost = asyncio.ensure_future(tx.lost())
         try:

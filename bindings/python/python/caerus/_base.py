@@ -63,10 +63,11 @@ class LockContextBase:
         lease_ms: Optional[int],
         priority: int,
         name: Optional[str],
+        lost_stream: bool = False,
     ) -> None:
         self._native = native
         self._lock = (namespace, key, mode, timeout_ms)
-        self._tx_kwargs = {"timeout_ms": lease_ms, "priority": priority, "name": name}
+        self._tx_kwargs = {"timeout_ms": lease_ms, "priority": priority, "name": name, "lost_stream": lost_stream}
         self.transaction: Optional[TransactionView] = None
 
     def _deferred(self) -> _native.NativeTransaction:

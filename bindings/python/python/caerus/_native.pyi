@@ -167,6 +167,7 @@ class NativeClient:
         priority: int = 0,
         name: Optional[str] = None,
         max_duration_ms: Optional[int] = None,
+        lost_stream: bool = False,
     ) -> NativeTransaction: ...
     def begin_transaction(
         self,
@@ -174,6 +175,7 @@ class NativeClient:
         priority: int = 0,
         name: Optional[str] = None,
         max_duration_ms: Optional[int] = None,
+        lost_stream: bool = False,
     ) -> Awaitable[NativeTransaction]: ...
     def begin_transaction_blocking(
         self,
@@ -181,6 +183,7 @@ class NativeClient:
         priority: int = 0,
         name: Optional[str] = None,
         max_duration_ms: Optional[int] = None,
+        lost_stream: bool = False,
     ) -> NativeTransaction: ...
     def verify_fencing_token(self, namespace: str, key: str, fencing_token: int) -> Awaitable[TokenCheck]: ...
     def verify_fencing_token_blocking(self, namespace: str, key: str, fencing_token: int) -> TokenCheck: ...

@@ -204,9 +204,10 @@ class DlsClient:
         priority: int = 0,
         name: Optional[str] = None,
         max_duration_ms: Optional[int] = None,
+        lost_stream: bool = False,
     ) -> Transaction:
         """Starts a transaction (lease ``timeout_ms``, default 15000) and its heartbeat."""
-        return Transaction(self._native.begin_transaction_blocking(timeout_ms, priority, name, max_duration_ms))
+        return Transaction(self._native.begin_transaction_blocking(timeout_ms, priority, name, max_duration_ms, lost_stream))
 
     def transaction(
         self,
@@ -215,10 +216,11 @@ class DlsClient:
         priority: int = 0,
         name: Optional[str] = None,
         max_duration_ms: Optional[int] = None,
+        lost_stream: bool = False,
     ) -> _TransactionContext:
         """``with client.transaction(timeout_ms=15000) as tx:`` commits on normal exit and
         aborts when the block raises."""
-        options = {"timeout_ms": timeout_ms, "priority": priority, "name": name, "max_duration_ms": max_duration_ms}
+        options = {"timeout_ms": timeout_ms, "priority": priority, "name": name, "max_duration_ms": max_duration_ms, "lost_stream": lost_stream}
         return _TransactionContext(self, options)
 
     def lock(
@@ -231,13 +233,14 @@ class DlsClient:
         lease_ms: Optional[int] = None,
         priority: int = 0,
         name: Optional[str] = None,
+        lost_stream: bool = False,
     ) -> _LockContext:
         """``with client.lock("billing-jobs", "monthly") as lock:`` takes one lock (waiting
         up to ``timeout_ms``, default 10000) in a new transaction (lease ``lease_ms``,
         default 15000) in one request, yields the :class:`~caerus.Lock` (its
         ``fencing_token``), commits on normal exit and aborts when the block raises. Raises
         what :meth:`Transaction.acquire_lock` raises; nothing is left held then."""
-        return _LockContext(self._native, namespace, key, mode, timeout_ms, lease_ms, priority, name)
+        return _LockContext(self._native, namespace, key, mode, timeout_ms, lease_ms, priority, name, lost_stream)
 
     def with_transaction(
         self,
@@ -247,12 +250,15 @@ class DlsClient:
         priority: int = 0,
         name: Optional[str] = None,
         max_duration_ms: Optional[int] = None,
+        lost_stream: bool = False,
     ) -> T:
         """Runs ``fn(tx)`` in a transaction: commits when it returns (returning its value),
         aborts when it raises. A thread cannot be cancelled: if the transaction was lost
         meanwhile, the commit raises :class:`~caerus.TransactionLost` after ``fn`` returns,
         so check ``tx.is_lost`` in long bodies."""
-        with self.transaction(timeout_ms=timeout_ms, priority=priority, name=name, max_duration_ms=max_duration_ms) as tx:
+        with self.transaction(
+            timeout_ms=timeout_ms, priority=priority, name=name, max_duration_ms=max_duration_ms, lost_stream=lost_stream
+        ) as tx:
             return fn(tx)
 
     def verify_fencing_token(self, namespace: str, key: str, fencing_token: int) -> TokenCheck:

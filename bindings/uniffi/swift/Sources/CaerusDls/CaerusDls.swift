@@ -2551,6 +2551,12 @@ public struct TransactionOptions: Equatable, Hashable {
      * or not (100 ms .. 7 days; null: no bound).
      */
     public var maxDurationMs: UInt64?
+    /**
+     * Keep acquire streams open to hear at once that the server ended the transaction
+     * (operator abort, deadlock victim, lease expiry, max duration): the lost signal fires
+     * then, not at the next heartbeat. One open stream per transaction. Default false.
+     */
+    public var lostStream: Bool
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2567,11 +2573,17 @@ public struct TransactionOptions: Equatable, Hashable {
         /**
          * The server ends the transaction this many milliseconds after it began, heartbeats
          * or not (100 ms .. 7 days; null: no bound).
-         */maxDurationMs: UInt64? = nil) {
+         */maxDurationMs: UInt64? = nil, 
+        /**
+         * Keep acquire streams open to hear at once that the server ended the transaction
+         * (operator abort, deadlock victim, lease expiry, max duration): the lost signal fires
+         * then, not at the next heartbeat. One open stream per transaction. Default false.
+         */lostStream: Bool = false) {
         self.timeoutMs = timeoutMs
         self.priority = priority
         self.name = name
         self.maxDurationMs = maxDurationMs
+        self.lostStream = lostStream
     }
 
     
@@ -2593,7 +2605,8 @@ public struct FfiConverterTypeTransactionOptions: FfiConverterRustBuffer {
                 timeoutMs: FfiConverterOptionUInt64.read(from: &buf), 
                 priority: FfiConverterOptionInt32.read(from: &buf), 
                 name: FfiConverterOptionString.read(from: &buf), 
-                maxDurationMs: FfiConverterOptionUInt64.read(from: &buf)
+                maxDurationMs: FfiConverterOptionUInt64.read(from: &buf), 
+                lostStream: FfiConverterBool.read(from: &buf)
         )
     }
 
@@ -2602,6 +2615,7 @@ public struct FfiConverterTypeTransactionOptions: FfiConverterRustBuffer {
         FfiConverterOptionInt32.write(value.priority, into: &buf)
         FfiConverterOptionString.write(value.name, into: &buf)
         FfiConverterOptionUInt64.write(value.maxDurationMs, into: &buf)
+        FfiConverterBool.write(value.lostStream, into: &buf)
     }
 }
 

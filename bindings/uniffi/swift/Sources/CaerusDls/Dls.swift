@@ -102,12 +102,14 @@ extension DlsClient {
         priority: Int32? = nil,
         name: String? = nil,
         maxDurationMs: UInt64? = nil,
+        lostStream: Bool = false,
         _ body: @escaping @Sendable (Transaction) async throws -> T
     ) async throws -> T {
         // Begins with its first call: a first acquire carries the begin (one request).
         let tx = try transaction(
             options: TransactionOptions(
-                timeoutMs: timeoutMs, priority: priority, name: name, maxDurationMs: maxDurationMs))
+                timeoutMs: timeoutMs, priority: priority, name: name, maxDurationMs: maxDurationMs,
+                lostStream: lostStream))
         let work = Task { try await body(tx) }
         let watcher = CancelOnLost(cancel: { work.cancel() })
         tx.setLostListener(listener: watcher)
@@ -138,10 +140,12 @@ extension DlsClient {
         priority: Int32? = nil,
         name: String? = nil,
         maxDurationMs: UInt64? = nil,
+        lostStream: Bool = false,
         _ body: @escaping @Sendable (Lock, Transaction) async throws -> T
     ) async throws -> T {
         try await withTransaction(
-            timeoutMs: leaseMs, priority: priority, name: name, maxDurationMs: maxDurationMs
+            timeoutMs: leaseMs, priority: priority, name: name, maxDurationMs: maxDurationMs,
+            lostStream: lostStream
         ) { tx in
             let lock = try await tx.acquireLock(namespace: namespace, key: key, mode: mode, timeoutMs: timeoutMs)
             return try await body(lock, tx)

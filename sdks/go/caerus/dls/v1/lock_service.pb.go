@@ -1078,7 +1078,16 @@ type AcquireLockRequest struct {
 	// Retry with the same begin.request_id and request_id: the retry re-attaches to the
 	// same transaction and request. If the call fails before any message arrives, the
 	// transaction (if it was created) holds nothing and expires with its lease.
-	Begin         *BeginTransactionRequest `protobuf:"bytes,7,opt,name=begin,proto3" json:"begin,omitempty"`
+	Begin *BeginTransactionRequest `protobuf:"bytes,7,opt,name=begin,proto3" json:"begin,omitempty"`
+	// Keep the stream open after `granted` for the life of the transaction (opt-in; see
+	// LockStreamLost). When the transaction ends by EndTransaction, or the lock is released,
+	// the stream ends with OK; when the server ends it (lease expired, deadlock victim,
+	// operator abort, maximum duration) the stream sends `lost` with the cause, then ends.
+	// If the serving node stops leading, the stream ends with UNAVAILABLE: keep relying on
+	// heartbeats, which stay the authoritative signal. Costs one open stream per acquire; a
+	// transaction keeps at most 16 such streams open at once, and past that a stream ends
+	// after `granted` as without stay_open (one is enough to hear of the end).
+	StayOpen      bool `protobuf:"varint,8,opt,name=stay_open,json=stayOpen,proto3" json:"stay_open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1162,6 +1171,13 @@ func (x *AcquireLockRequest) GetBegin() *BeginTransactionRequest {
 	return nil
 }
 
+func (x *AcquireLockRequest) GetStayOpen() bool {
+	if x != nil {
+		return x.StayOpen
+	}
+	return false
+}
+
 // One progress message of AcquireLock.
 type AcquireLockResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1171,6 +1187,7 @@ type AcquireLockResponse struct {
 	//
 	//	*AcquireLockResponse_Queued
 	//	*AcquireLockResponse_Granted
+	//	*AcquireLockResponse_Lost
 	Event isAcquireLockResponse_Event `protobuf_oneof:"event"`
 	// Set on the first message of a one-shot acquire (`begin` in the request): the
 	// transaction started for it, as BeginTransaction would have answered.
@@ -1234,6 +1251,15 @@ func (x *AcquireLockResponse) GetGranted() *Granted {
 	return nil
 }
 
+func (x *AcquireLockResponse) GetLost() *LockStreamLost {
+	if x != nil {
+		if x, ok := x.Event.(*AcquireLockResponse_Lost); ok {
+			return x.Lost
+		}
+	}
+	return nil
+}
+
 func (x *AcquireLockResponse) GetBegun() *BeginTransactionResponse {
 	if x != nil {
 		return x.Begun
@@ -1252,13 +1278,21 @@ type AcquireLockResponse_Queued struct {
 }
 
 type AcquireLockResponse_Granted struct {
-	// The lock is held; the last message of the stream.
+	// The lock is held; the last message of the stream unless `stay_open` was set.
 	Granted *Granted `protobuf:"bytes,2,opt,name=granted,proto3,oneof"`
+}
+
+type AcquireLockResponse_Lost struct {
+	// Only with `stay_open`, after `granted`: the server ended the transaction (its locks
+	// are gone); the last message of the stream.
+	Lost *LockStreamLost `protobuf:"bytes,4,opt,name=lost,proto3,oneof"`
 }
 
 func (*AcquireLockResponse_Queued) isAcquireLockResponse_Event() {}
 
 func (*AcquireLockResponse_Granted) isAcquireLockResponse_Event() {}
+
+func (*AcquireLockResponse_Lost) isAcquireLockResponse_Event() {}
 
 // The request is waiting in the key's FIFO queue.
 type Queued struct {
@@ -1467,7 +1501,10 @@ type AcquireLocksRequest struct {
 	// How long to wait, in milliseconds, 0..=3600000, as in AcquireLockRequest (0: a try).
 	TimeoutMs int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// Client-chosen id: calling again with the same id and locks re-attaches to the request.
-	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Keep the stream open after `granted` until the transaction ends, as in
+	// AcquireLockRequest.stay_open (it ends with OK once none of the locks is held any more).
+	StayOpen      bool `protobuf:"varint,5,opt,name=stay_open,json=stayOpen,proto3" json:"stay_open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1530,6 +1567,13 @@ func (x *AcquireLocksRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *AcquireLocksRequest) GetStayOpen() bool {
+	if x != nil {
+		return x.StayOpen
+	}
+	return false
+}
+
 // One progress message of AcquireLocks.
 type AcquireLocksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1539,6 +1583,7 @@ type AcquireLocksResponse struct {
 	//
 	//	*AcquireLocksResponse_Queued
 	//	*AcquireLocksResponse_Granted
+	//	*AcquireLocksResponse_Lost
 	Event         isAcquireLocksResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1599,6 +1644,15 @@ func (x *AcquireLocksResponse) GetGranted() *LocksGranted {
 	return nil
 }
 
+func (x *AcquireLocksResponse) GetLost() *LockStreamLost {
+	if x != nil {
+		if x, ok := x.Event.(*AcquireLocksResponse_Lost); ok {
+			return x.Lost
+		}
+	}
+	return nil
+}
+
 type isAcquireLocksResponse_Event interface {
 	isAcquireLocksResponse_Event()
 }
@@ -1610,13 +1664,87 @@ type AcquireLocksResponse_Queued struct {
 }
 
 type AcquireLocksResponse_Granted struct {
-	// Every lock is held; the last message of the stream.
+	// Every lock is held; the last message of the stream unless `stay_open` was set.
 	Granted *LocksGranted `protobuf:"bytes,2,opt,name=granted,proto3,oneof"`
+}
+
+type AcquireLocksResponse_Lost struct {
+	// Only with `stay_open`, after `granted`: the server ended the transaction.
+	Lost *LockStreamLost `protobuf:"bytes,3,opt,name=lost,proto3,oneof"`
 }
 
 func (*AcquireLocksResponse_Queued) isAcquireLocksResponse_Event() {}
 
 func (*AcquireLocksResponse_Granted) isAcquireLocksResponse_Event() {}
+
+func (*AcquireLocksResponse_Lost) isAcquireLocksResponse_Event() {}
+
+// Sent on a `stay_open` acquire stream when the server ended the transaction after the
+// grant: its locks were revoked and must no longer be used. Arrives as soon as the end is
+// applied on the leader, instead of at the client's next heartbeat.
+type LockStreamLost struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transaction that ended.
+	TransactionId uint64 `protobuf:"varint,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// What ended it: END_CAUSE_LEASE_EXPIRED, END_CAUSE_DEADLOCK_VICTIM,
+	// END_CAUSE_OPERATOR_ABORT or END_CAUSE_MAX_DURATION_EXCEEDED.
+	EndCause EndCause `protobuf:"varint,2,opt,name=end_cause,json=endCause,proto3,enum=caerus.dls.v1.EndCause" json:"end_cause,omitempty"`
+	// The reason the server recorded (for people).
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockStreamLost) Reset() {
+	*x = LockStreamLost{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockStreamLost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockStreamLost) ProtoMessage() {}
+
+func (x *LockStreamLost) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockStreamLost.ProtoReflect.Descriptor instead.
+func (*LockStreamLost) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LockStreamLost) GetTransactionId() uint64 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return 0
+}
+
+func (x *LockStreamLost) GetEndCause() EndCause {
+	if x != nil {
+		return x.EndCause
+	}
+	return EndCause_END_CAUSE_UNSPECIFIED
+}
+
+func (x *LockStreamLost) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
 
 // Every lock of an AcquireLocks request, held together.
 type LocksGranted struct {
@@ -1629,7 +1757,7 @@ type LocksGranted struct {
 
 func (x *LocksGranted) Reset() {
 	*x = LocksGranted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1769,7 @@ func (x *LocksGranted) String() string {
 func (*LocksGranted) ProtoMessage() {}
 
 func (x *LocksGranted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1782,7 @@ func (x *LocksGranted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocksGranted.ProtoReflect.Descriptor instead.
 func (*LocksGranted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{14}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LocksGranted) GetLocks() []*Granted {
@@ -1681,7 +1809,7 @@ type DowngradeLockRequest struct {
 
 func (x *DowngradeLockRequest) Reset() {
 	*x = DowngradeLockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1821,7 @@ func (x *DowngradeLockRequest) String() string {
 func (*DowngradeLockRequest) ProtoMessage() {}
 
 func (x *DowngradeLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1834,7 @@ func (x *DowngradeLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DowngradeLockRequest.ProtoReflect.Descriptor instead.
 func (*DowngradeLockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{15}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DowngradeLockRequest) GetTransactionId() uint64 {
@@ -1750,7 +1878,7 @@ type DowngradeLockResponse struct {
 
 func (x *DowngradeLockResponse) Reset() {
 	*x = DowngradeLockResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1890,7 @@ func (x *DowngradeLockResponse) String() string {
 func (*DowngradeLockResponse) ProtoMessage() {}
 
 func (x *DowngradeLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1903,7 @@ func (x *DowngradeLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DowngradeLockResponse.ProtoReflect.Descriptor instead.
 func (*DowngradeLockResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{16}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DowngradeLockResponse) GetHeld() bool {
@@ -1807,7 +1935,7 @@ type VerifyFencingTokenRequest struct {
 
 func (x *VerifyFencingTokenRequest) Reset() {
 	*x = VerifyFencingTokenRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +1947,7 @@ func (x *VerifyFencingTokenRequest) String() string {
 func (*VerifyFencingTokenRequest) ProtoMessage() {}
 
 func (x *VerifyFencingTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +1960,7 @@ func (x *VerifyFencingTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyFencingTokenRequest.ProtoReflect.Descriptor instead.
 func (*VerifyFencingTokenRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{17}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *VerifyFencingTokenRequest) GetNamespace() string {
@@ -1870,7 +1998,7 @@ type VerifyFencingTokenResponse struct {
 
 func (x *VerifyFencingTokenResponse) Reset() {
 	*x = VerifyFencingTokenResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +2010,7 @@ func (x *VerifyFencingTokenResponse) String() string {
 func (*VerifyFencingTokenResponse) ProtoMessage() {}
 
 func (x *VerifyFencingTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +2023,7 @@ func (x *VerifyFencingTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyFencingTokenResponse.ProtoReflect.Descriptor instead.
 func (*VerifyFencingTokenResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{18}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *VerifyFencingTokenResponse) GetCurrent() bool {
@@ -1929,7 +2057,7 @@ type ReleaseLockRequest struct {
 
 func (x *ReleaseLockRequest) Reset() {
 	*x = ReleaseLockRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2069,7 @@ func (x *ReleaseLockRequest) String() string {
 func (*ReleaseLockRequest) ProtoMessage() {}
 
 func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2082,7 @@ func (x *ReleaseLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLockRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{19}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReleaseLockRequest) GetTransactionId() uint64 {
@@ -1996,7 +2124,7 @@ type ReleaseLockResponse struct {
 
 func (x *ReleaseLockResponse) Reset() {
 	*x = ReleaseLockResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2136,7 @@ func (x *ReleaseLockResponse) String() string {
 func (*ReleaseLockResponse) ProtoMessage() {}
 
 func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2149,7 @@ func (x *ReleaseLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLockResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLockResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{20}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReleaseLockResponse) GetReleased() bool {
@@ -2042,7 +2170,7 @@ type GetTransactionStatusRequest struct {
 
 func (x *GetTransactionStatusRequest) Reset() {
 	*x = GetTransactionStatusRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2182,7 @@ func (x *GetTransactionStatusRequest) String() string {
 func (*GetTransactionStatusRequest) ProtoMessage() {}
 
 func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2195,7 @@ func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{21}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetTransactionStatusRequest) GetTransactionId() uint64 {
@@ -2094,7 +2222,7 @@ type HeldLock struct {
 
 func (x *HeldLock) Reset() {
 	*x = HeldLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2234,7 @@ func (x *HeldLock) String() string {
 func (*HeldLock) ProtoMessage() {}
 
 func (x *HeldLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2247,7 @@ func (x *HeldLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldLock.ProtoReflect.Descriptor instead.
 func (*HeldLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HeldLock) GetNamespace() string {
@@ -2169,7 +2297,7 @@ type PendingLock struct {
 
 func (x *PendingLock) Reset() {
 	*x = PendingLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2309,7 @@ func (x *PendingLock) String() string {
 func (*PendingLock) ProtoMessage() {}
 
 func (x *PendingLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2322,7 @@ func (x *PendingLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingLock.ProtoReflect.Descriptor instead.
 func (*PendingLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PendingLock) GetNamespace() string {
@@ -2262,7 +2390,7 @@ type GetTransactionStatusResponse struct {
 
 func (x *GetTransactionStatusResponse) Reset() {
 	*x = GetTransactionStatusResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2402,7 @@ func (x *GetTransactionStatusResponse) String() string {
 func (*GetTransactionStatusResponse) ProtoMessage() {}
 
 func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2415,7 @@ func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetTransactionStatusResponse) GetTransactionId() uint64 {
@@ -2375,7 +2503,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2515,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2528,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HeartbeatRequest) GetTransactionId() uint64 {
@@ -2431,7 +2559,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2571,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2584,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HeartbeatResponse) GetLeaseRemainingMs() int64 {
@@ -2494,7 +2622,7 @@ type HeartbeatResult struct {
 
 func (x *HeartbeatResult) Reset() {
 	*x = HeartbeatResult{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2634,7 @@ func (x *HeartbeatResult) String() string {
 func (*HeartbeatResult) ProtoMessage() {}
 
 func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2647,7 @@ func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResult.ProtoReflect.Descriptor instead.
 func (*HeartbeatResult) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HeartbeatResult) GetTransactionId() uint64 {
@@ -2573,7 +2701,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +2713,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +2726,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *EndTransactionRequest) GetTransactionId() uint64 {
@@ -2635,7 +2763,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2775,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2788,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *EndTransactionResponse) GetState() TransactionState {
@@ -2694,7 +2822,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +2834,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +2847,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -2776,7 +2904,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +2916,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +2929,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{31}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -2928,7 +3056,7 @@ type CycleMember struct {
 
 func (x *CycleMember) Reset() {
 	*x = CycleMember{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3068,7 @@ func (x *CycleMember) String() string {
 func (*CycleMember) ProtoMessage() {}
 
 func (x *CycleMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3081,7 @@ func (x *CycleMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleMember.ProtoReflect.Descriptor instead.
 func (*CycleMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{32}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CycleMember) GetTransactionId() uint64 {
@@ -3013,7 +3141,7 @@ type DeadlockResolved struct {
 
 func (x *DeadlockResolved) Reset() {
 	*x = DeadlockResolved{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3153,7 @@ func (x *DeadlockResolved) String() string {
 func (*DeadlockResolved) ProtoMessage() {}
 
 func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3166,7 @@ func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockResolved.ProtoReflect.Descriptor instead.
 func (*DeadlockResolved) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{33}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeadlockResolved) GetCycle() []*CycleMember {
@@ -3077,7 +3205,7 @@ type TransactionExpired struct {
 
 func (x *TransactionExpired) Reset() {
 	*x = TransactionExpired{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3089,7 +3217,7 @@ func (x *TransactionExpired) String() string {
 func (*TransactionExpired) ProtoMessage() {}
 
 func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3102,7 +3230,7 @@ func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionExpired.ProtoReflect.Descriptor instead.
 func (*TransactionExpired) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{34}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TransactionExpired) GetTransactionId() uint64 {
@@ -3145,7 +3273,7 @@ type TransactionAborted struct {
 
 func (x *TransactionAborted) Reset() {
 	*x = TransactionAborted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3157,7 +3285,7 @@ func (x *TransactionAborted) String() string {
 func (*TransactionAborted) ProtoMessage() {}
 
 func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3170,7 +3298,7 @@ func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionAborted.ProtoReflect.Descriptor instead.
 func (*TransactionAborted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{35}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TransactionAborted) GetTransactionId() uint64 {
@@ -3233,7 +3361,7 @@ type LockRevoked struct {
 
 func (x *LockRevoked) Reset() {
 	*x = LockRevoked{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3245,7 +3373,7 @@ func (x *LockRevoked) String() string {
 func (*LockRevoked) ProtoMessage() {}
 
 func (x *LockRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +3386,7 @@ func (x *LockRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRevoked.ProtoReflect.Descriptor instead.
 func (*LockRevoked) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{36}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LockRevoked) GetTransactionId() uint64 {
@@ -3350,7 +3478,7 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x0fmax_duration_ms\x18\x05 \x01(\x03R\rmaxDurationMs\"k\n" +
 	"\x18BeginTransactionResponse\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12(\n" +
-	"\x10lease_timeout_ms\x18\x02 \x01(\x03R\x0eleaseTimeoutMs\"\x94\x02\n" +
+	"\x10lease_timeout_ms\x18\x02 \x01(\x03R\x0eleaseTimeoutMs\"\xb1\x02\n" +
 	"\x12AcquireLockRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
@@ -3360,10 +3488,12 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"timeout_ms\x18\x05 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12<\n" +
-	"\x05begin\x18\a \x01(\v2&.caerus.dls.v1.BeginTransactionRequestR\x05begin\"\xc2\x01\n" +
+	"\x05begin\x18\a \x01(\v2&.caerus.dls.v1.BeginTransactionRequestR\x05begin\x12\x1b\n" +
+	"\tstay_open\x18\b \x01(\bR\bstayOpen\"\xf7\x01\n" +
 	"\x13AcquireLockResponse\x12/\n" +
 	"\x06queued\x18\x01 \x01(\v2\x15.caerus.dls.v1.QueuedH\x00R\x06queued\x122\n" +
-	"\agranted\x18\x02 \x01(\v2\x16.caerus.dls.v1.GrantedH\x00R\agranted\x12=\n" +
+	"\agranted\x18\x02 \x01(\v2\x16.caerus.dls.v1.GrantedH\x00R\agranted\x123\n" +
+	"\x04lost\x18\x04 \x01(\v2\x1d.caerus.dls.v1.LockStreamLostH\x00R\x04lost\x12=\n" +
 	"\x05begun\x18\x03 \x01(\v2'.caerus.dls.v1.BeginTransactionResponseR\x05begunB\a\n" +
 	"\x05event\"^\n" +
 	"\x06Queued\x12\x1a\n" +
@@ -3377,18 +3507,24 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\vLockRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12+\n" +
-	"\x04mode\x18\x03 \x01(\x0e2\x17.caerus.dls.v1.LockModeR\x04mode\"\xac\x01\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x17.caerus.dls.v1.LockModeR\x04mode\"\xc9\x01\n" +
 	"\x13AcquireLocksRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x120\n" +
 	"\x05locks\x18\x02 \x03(\v2\x1a.caerus.dls.v1.LockRequestR\x05locks\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\x89\x01\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x1b\n" +
+	"\tstay_open\x18\x05 \x01(\bR\bstayOpen\"\xbe\x01\n" +
 	"\x14AcquireLocksResponse\x12/\n" +
 	"\x06queued\x18\x01 \x01(\v2\x15.caerus.dls.v1.QueuedH\x00R\x06queued\x127\n" +
-	"\agranted\x18\x02 \x01(\v2\x1b.caerus.dls.v1.LocksGrantedH\x00R\agrantedB\a\n" +
-	"\x05event\"<\n" +
+	"\agranted\x18\x02 \x01(\v2\x1b.caerus.dls.v1.LocksGrantedH\x00R\agranted\x123\n" +
+	"\x04lost\x18\x03 \x01(\v2\x1d.caerus.dls.v1.LockStreamLostH\x00R\x04lostB\a\n" +
+	"\x05event\"\x87\x01\n" +
+	"\x0eLockStreamLost\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x124\n" +
+	"\tend_cause\x18\x02 \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\bendCause\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"<\n" +
 	"\fLocksGranted\x12,\n" +
 	"\x05locks\x18\x01 \x03(\v2\x16.caerus.dls.v1.GrantedR\x05locks\"\x8c\x01\n" +
 	"\x14DowngradeLockRequest\x12%\n" +
@@ -3594,7 +3730,7 @@ func file_caerus_dls_v1_lock_service_proto_rawDescGZIP() []byte {
 }
 
 var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(KeyChangeKind)(0),                   // 0: caerus.dls.v1.KeyChangeKind
 	(LockMode)(0),                        // 1: caerus.dls.v1.LockMode
@@ -3617,29 +3753,30 @@ var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(*LockRequest)(nil),                  // 18: caerus.dls.v1.LockRequest
 	(*AcquireLocksRequest)(nil),          // 19: caerus.dls.v1.AcquireLocksRequest
 	(*AcquireLocksResponse)(nil),         // 20: caerus.dls.v1.AcquireLocksResponse
-	(*LocksGranted)(nil),                 // 21: caerus.dls.v1.LocksGranted
-	(*DowngradeLockRequest)(nil),         // 22: caerus.dls.v1.DowngradeLockRequest
-	(*DowngradeLockResponse)(nil),        // 23: caerus.dls.v1.DowngradeLockResponse
-	(*VerifyFencingTokenRequest)(nil),    // 24: caerus.dls.v1.VerifyFencingTokenRequest
-	(*VerifyFencingTokenResponse)(nil),   // 25: caerus.dls.v1.VerifyFencingTokenResponse
-	(*ReleaseLockRequest)(nil),           // 26: caerus.dls.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),          // 27: caerus.dls.v1.ReleaseLockResponse
-	(*GetTransactionStatusRequest)(nil),  // 28: caerus.dls.v1.GetTransactionStatusRequest
-	(*HeldLock)(nil),                     // 29: caerus.dls.v1.HeldLock
-	(*PendingLock)(nil),                  // 30: caerus.dls.v1.PendingLock
-	(*GetTransactionStatusResponse)(nil), // 31: caerus.dls.v1.GetTransactionStatusResponse
-	(*HeartbeatRequest)(nil),             // 32: caerus.dls.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 33: caerus.dls.v1.HeartbeatResponse
-	(*HeartbeatResult)(nil),              // 34: caerus.dls.v1.HeartbeatResult
-	(*EndTransactionRequest)(nil),        // 35: caerus.dls.v1.EndTransactionRequest
-	(*EndTransactionResponse)(nil),       // 36: caerus.dls.v1.EndTransactionResponse
-	(*WatchEventsRequest)(nil),           // 37: caerus.dls.v1.WatchEventsRequest
-	(*Event)(nil),                        // 38: caerus.dls.v1.Event
-	(*CycleMember)(nil),                  // 39: caerus.dls.v1.CycleMember
-	(*DeadlockResolved)(nil),             // 40: caerus.dls.v1.DeadlockResolved
-	(*TransactionExpired)(nil),           // 41: caerus.dls.v1.TransactionExpired
-	(*TransactionAborted)(nil),           // 42: caerus.dls.v1.TransactionAborted
-	(*LockRevoked)(nil),                  // 43: caerus.dls.v1.LockRevoked
+	(*LockStreamLost)(nil),               // 21: caerus.dls.v1.LockStreamLost
+	(*LocksGranted)(nil),                 // 22: caerus.dls.v1.LocksGranted
+	(*DowngradeLockRequest)(nil),         // 23: caerus.dls.v1.DowngradeLockRequest
+	(*DowngradeLockResponse)(nil),        // 24: caerus.dls.v1.DowngradeLockResponse
+	(*VerifyFencingTokenRequest)(nil),    // 25: caerus.dls.v1.VerifyFencingTokenRequest
+	(*VerifyFencingTokenResponse)(nil),   // 26: caerus.dls.v1.VerifyFencingTokenResponse
+	(*ReleaseLockRequest)(nil),           // 27: caerus.dls.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),          // 28: caerus.dls.v1.ReleaseLockResponse
+	(*GetTransactionStatusRequest)(nil),  // 29: caerus.dls.v1.GetTransactionStatusRequest
+	(*HeldLock)(nil),                     // 30: caerus.dls.v1.HeldLock
+	(*PendingLock)(nil),                  // 31: caerus.dls.v1.PendingLock
+	(*GetTransactionStatusResponse)(nil), // 32: caerus.dls.v1.GetTransactionStatusResponse
+	(*HeartbeatRequest)(nil),             // 33: caerus.dls.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 34: caerus.dls.v1.HeartbeatResponse
+	(*HeartbeatResult)(nil),              // 35: caerus.dls.v1.HeartbeatResult
+	(*EndTransactionRequest)(nil),        // 36: caerus.dls.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),       // 37: caerus.dls.v1.EndTransactionResponse
+	(*WatchEventsRequest)(nil),           // 38: caerus.dls.v1.WatchEventsRequest
+	(*Event)(nil),                        // 39: caerus.dls.v1.Event
+	(*CycleMember)(nil),                  // 40: caerus.dls.v1.CycleMember
+	(*DeadlockResolved)(nil),             // 41: caerus.dls.v1.DeadlockResolved
+	(*TransactionExpired)(nil),           // 42: caerus.dls.v1.TransactionExpired
+	(*TransactionAborted)(nil),           // 43: caerus.dls.v1.TransactionAborted
+	(*LockRevoked)(nil),                  // 44: caerus.dls.v1.LockRevoked
 }
 var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
 	9,  // 0: caerus.dls.v1.KeyHolders.holders:type_name -> caerus.dls.v1.KeyHolder
@@ -3650,68 +3787,71 @@ var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
 	4,  // 5: caerus.dls.v1.KeyChange.end_cause:type_name -> caerus.dls.v1.EndCause
 	3,  // 6: caerus.dls.v1.ErrorDetail.kind:type_name -> caerus.dls.v1.ErrorKind
 	4,  // 7: caerus.dls.v1.ErrorDetail.end_cause:type_name -> caerus.dls.v1.EndCause
-	40, // 8: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
+	41, // 8: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
 	1,  // 9: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
 	12, // 10: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
 	16, // 11: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
 	17, // 12: caerus.dls.v1.AcquireLockResponse.granted:type_name -> caerus.dls.v1.Granted
-	13, // 13: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
-	1,  // 14: caerus.dls.v1.Granted.mode:type_name -> caerus.dls.v1.LockMode
-	1,  // 15: caerus.dls.v1.LockRequest.mode:type_name -> caerus.dls.v1.LockMode
-	18, // 16: caerus.dls.v1.AcquireLocksRequest.locks:type_name -> caerus.dls.v1.LockRequest
-	16, // 17: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
-	21, // 18: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
-	17, // 19: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
-	17, // 20: caerus.dls.v1.DowngradeLockResponse.lock:type_name -> caerus.dls.v1.Granted
-	1,  // 21: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
-	1,  // 22: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
-	2,  // 23: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
-	29, // 24: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
-	30, // 25: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
-	4,  // 26: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
-	34, // 27: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
-	11, // 28: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
-	2,  // 29: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	6,  // 30: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
-	6,  // 31: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
-	40, // 32: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
-	41, // 33: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
-	42, // 34: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
-	43, // 35: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
-	1,  // 36: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
-	39, // 37: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
-	5,  // 38: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
-	29, // 39: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
-	29, // 40: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
-	1,  // 41: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
-	4,  // 42: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
-	12, // 43: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
-	14, // 44: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
-	19, // 45: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
-	26, // 46: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
-	22, // 47: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
-	28, // 48: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
-	32, // 49: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
-	35, // 50: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
-	37, // 51: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
-	24, // 52: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
-	7,  // 53: caerus.dls.v1.LockService.WatchKey:input_type -> caerus.dls.v1.WatchKeyRequest
-	13, // 54: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
-	15, // 55: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
-	20, // 56: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
-	27, // 57: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
-	23, // 58: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
-	31, // 59: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
-	33, // 60: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
-	36, // 61: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
-	38, // 62: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
-	25, // 63: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
-	8,  // 64: caerus.dls.v1.LockService.WatchKey:output_type -> caerus.dls.v1.KeyHolders
-	54, // [54:65] is the sub-list for method output_type
-	43, // [43:54] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	21, // 13: caerus.dls.v1.AcquireLockResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
+	13, // 14: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
+	1,  // 15: caerus.dls.v1.Granted.mode:type_name -> caerus.dls.v1.LockMode
+	1,  // 16: caerus.dls.v1.LockRequest.mode:type_name -> caerus.dls.v1.LockMode
+	18, // 17: caerus.dls.v1.AcquireLocksRequest.locks:type_name -> caerus.dls.v1.LockRequest
+	16, // 18: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
+	22, // 19: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
+	21, // 20: caerus.dls.v1.AcquireLocksResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
+	4,  // 21: caerus.dls.v1.LockStreamLost.end_cause:type_name -> caerus.dls.v1.EndCause
+	17, // 22: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
+	17, // 23: caerus.dls.v1.DowngradeLockResponse.lock:type_name -> caerus.dls.v1.Granted
+	1,  // 24: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
+	1,  // 25: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
+	2,  // 26: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
+	30, // 27: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
+	31, // 28: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
+	4,  // 29: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
+	35, // 30: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
+	11, // 31: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
+	2,  // 32: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	6,  // 33: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
+	6,  // 34: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
+	41, // 35: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
+	42, // 36: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
+	43, // 37: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
+	44, // 38: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
+	1,  // 39: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
+	40, // 40: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
+	5,  // 41: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
+	30, // 42: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
+	30, // 43: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
+	1,  // 44: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
+	4,  // 45: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
+	12, // 46: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
+	14, // 47: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
+	19, // 48: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
+	27, // 49: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
+	23, // 50: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
+	29, // 51: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
+	33, // 52: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
+	36, // 53: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
+	38, // 54: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
+	25, // 55: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
+	7,  // 56: caerus.dls.v1.LockService.WatchKey:input_type -> caerus.dls.v1.WatchKeyRequest
+	13, // 57: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
+	15, // 58: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
+	20, // 59: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
+	28, // 60: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
+	24, // 61: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
+	32, // 62: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
+	34, // 63: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
+	37, // 64: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
+	39, // 65: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
+	26, // 66: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
+	8,  // 67: caerus.dls.v1.LockService.WatchKey:output_type -> caerus.dls.v1.KeyHolders
+	57, // [57:68] is the sub-list for method output_type
+	46, // [46:57] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_lock_service_proto_init() }
@@ -3722,12 +3862,14 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 	file_caerus_dls_v1_lock_service_proto_msgTypes[8].OneofWrappers = []any{
 		(*AcquireLockResponse_Queued)(nil),
 		(*AcquireLockResponse_Granted)(nil),
+		(*AcquireLockResponse_Lost)(nil),
 	}
 	file_caerus_dls_v1_lock_service_proto_msgTypes[13].OneofWrappers = []any{
 		(*AcquireLocksResponse_Queued)(nil),
 		(*AcquireLocksResponse_Granted)(nil),
+		(*AcquireLocksResponse_Lost)(nil),
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[31].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[32].OneofWrappers = []any{
 		(*Event_DeadlockResolved)(nil),
 		(*Event_TransactionExpired)(nil),
 		(*Event_TransactionAborted)(nil),
@@ -3739,7 +3881,7 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_lock_service_proto_rawDesc), len(file_caerus_dls_v1_lock_service_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

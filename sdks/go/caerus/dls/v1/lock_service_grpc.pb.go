@@ -88,7 +88,9 @@ type LockServiceClient interface {
 	// Asks for a lock inside an active transaction and streams progress: zero or more
 	// `queued` messages while the request waits (sent when the position changes, at most
 	// every 100 ms: the latest position), then
-	// exactly one `granted` message carrying the fencing token, after which the stream ends.
+	// exactly one `granted` message carrying the fencing token, after which the stream ends
+	// (with `stay_open`: stays open until the transaction ends, and sends `lost` if the
+	// server ended it; see AcquireLockRequest.stay_open).
 	//
 	// The stream instead ends with a status:
 	//
@@ -353,7 +355,9 @@ type LockServiceServer interface {
 	// Asks for a lock inside an active transaction and streams progress: zero or more
 	// `queued` messages while the request waits (sent when the position changes, at most
 	// every 100 ms: the latest position), then
-	// exactly one `granted` message carrying the fencing token, after which the stream ends.
+	// exactly one `granted` message carrying the fencing token, after which the stream ends
+	// (with `stay_open`: stays open until the transaction ends, and sends `lost` if the
+	// server ended it; see AcquireLockRequest.stay_open).
 	//
 	// The stream instead ends with a status:
 	//

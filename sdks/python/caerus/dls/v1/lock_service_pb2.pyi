@@ -201,7 +201,7 @@ class BeginTransactionResponse(_message.Message):
     def __init__(self, transaction_id: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class AcquireLockRequest(_message.Message):
-    __slots__ = ("transaction_id", "namespace", "key", "mode", "timeout_ms", "request_id", "begin")
+    __slots__ = ("transaction_id", "namespace", "key", "mode", "timeout_ms", "request_id", "begin", "stay_open")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -209,6 +209,7 @@ class AcquireLockRequest(_message.Message):
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     BEGIN_FIELD_NUMBER: _ClassVar[int]
+    STAY_OPEN_FIELD_NUMBER: _ClassVar[int]
     transaction_id: int
     namespace: str
     key: str
@@ -216,17 +217,20 @@ class AcquireLockRequest(_message.Message):
     timeout_ms: int
     request_id: str
     begin: BeginTransactionRequest
-    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., timeout_ms: _Optional[int] = ..., request_id: _Optional[str] = ..., begin: _Optional[_Union[BeginTransactionRequest, _Mapping]] = ...) -> None: ...
+    stay_open: bool
+    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., timeout_ms: _Optional[int] = ..., request_id: _Optional[str] = ..., begin: _Optional[_Union[BeginTransactionRequest, _Mapping]] = ..., stay_open: _Optional[bool] = ...) -> None: ...
 
 class AcquireLockResponse(_message.Message):
-    __slots__ = ("queued", "granted", "begun")
+    __slots__ = ("queued", "granted", "lost", "begun")
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     GRANTED_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
     BEGUN_FIELD_NUMBER: _ClassVar[int]
     queued: Queued
     granted: Granted
+    lost: LockStreamLost
     begun: BeginTransactionResponse
-    def __init__(self, queued: _Optional[_Union[Queued, _Mapping]] = ..., granted: _Optional[_Union[Granted, _Mapping]] = ..., begun: _Optional[_Union[BeginTransactionResponse, _Mapping]] = ...) -> None: ...
+    def __init__(self, queued: _Optional[_Union[Queued, _Mapping]] = ..., granted: _Optional[_Union[Granted, _Mapping]] = ..., lost: _Optional[_Union[LockStreamLost, _Mapping]] = ..., begun: _Optional[_Union[BeginTransactionResponse, _Mapping]] = ...) -> None: ...
 
 class Queued(_message.Message):
     __slots__ = ("position", "blocking_transaction_ids")
@@ -259,24 +263,38 @@ class LockRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ...) -> None: ...
 
 class AcquireLocksRequest(_message.Message):
-    __slots__ = ("transaction_id", "locks", "timeout_ms", "request_id")
+    __slots__ = ("transaction_id", "locks", "timeout_ms", "request_id", "stay_open")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     LOCKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    STAY_OPEN_FIELD_NUMBER: _ClassVar[int]
     transaction_id: int
     locks: _containers.RepeatedCompositeFieldContainer[LockRequest]
     timeout_ms: int
     request_id: str
-    def __init__(self, transaction_id: _Optional[int] = ..., locks: _Optional[_Iterable[_Union[LockRequest, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+    stay_open: bool
+    def __init__(self, transaction_id: _Optional[int] = ..., locks: _Optional[_Iterable[_Union[LockRequest, _Mapping]]] = ..., timeout_ms: _Optional[int] = ..., request_id: _Optional[str] = ..., stay_open: _Optional[bool] = ...) -> None: ...
 
 class AcquireLocksResponse(_message.Message):
-    __slots__ = ("queued", "granted")
+    __slots__ = ("queued", "granted", "lost")
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     GRANTED_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
     queued: Queued
     granted: LocksGranted
-    def __init__(self, queued: _Optional[_Union[Queued, _Mapping]] = ..., granted: _Optional[_Union[LocksGranted, _Mapping]] = ...) -> None: ...
+    lost: LockStreamLost
+    def __init__(self, queued: _Optional[_Union[Queued, _Mapping]] = ..., granted: _Optional[_Union[LocksGranted, _Mapping]] = ..., lost: _Optional[_Union[LockStreamLost, _Mapping]] = ...) -> None: ...
+
+class LockStreamLost(_message.Message):
+    __slots__ = ("transaction_id", "end_cause", "message")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    END_CAUSE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    end_cause: EndCause
+    message: str
+    def __init__(self, transaction_id: _Optional[int] = ..., end_cause: _Optional[_Union[EndCause, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class LocksGranted(_message.Message):
     __slots__ = ("locks",)

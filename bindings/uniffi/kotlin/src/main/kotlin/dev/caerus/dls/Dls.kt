@@ -91,12 +91,13 @@ suspend fun <T> DlsClient.withTransaction(
     priority: Int? = null,
     name: String? = null,
     maxDurationMs: Long? = null,
+    lostStream: Boolean = false,
     body: suspend CoroutineScope.(Transaction) -> T,
 ): T {
     require(timeoutMs == null || timeoutMs >= 0) { "timeoutMs must not be negative" }
     require(maxDurationMs == null || maxDurationMs >= 0) { "maxDurationMs must not be negative" }
     keepCallbackThreadsAttached()
-    val tx = transaction(TransactionOptions(timeoutMs?.toULong(), priority, name, maxDurationMs?.toULong()))
+    val tx = transaction(TransactionOptions(timeoutMs?.toULong(), priority, name, maxDurationMs?.toULong(), lostStream))
     try {
         val result = coroutineScope {
             // Cancels the body (and ends this scope with TransactionLost) once core reports
@@ -146,10 +147,11 @@ suspend fun <T> DlsClient.withLock(
     priority: Int? = null,
     name: String? = null,
     maxDurationMs: Long? = null,
+    lostStream: Boolean = false,
     body: suspend CoroutineScope.(Lock, Transaction) -> T,
 ): T {
     require(timeoutMs == null || timeoutMs >= 0) { "timeoutMs must not be negative" }
-    return withTransaction(leaseMs, priority, name, maxDurationMs) { tx ->
+    return withTransaction(leaseMs, priority, name, maxDurationMs, lostStream) { tx ->
         val lock = tx.acquireLock(namespace, key, mode, timeoutMs?.toULong())
         body(lock, tx)
     }

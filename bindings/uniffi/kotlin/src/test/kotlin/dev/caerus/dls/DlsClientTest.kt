@@ -322,6 +322,25 @@ class DlsClientTest {
     }
 
     @Test
+    fun `with lostStream the lost listener fires at once, not at the next heartbeat`() = runBlocking {
+        val ns = ns()
+        // A 30 s lease heartbeats every 10 s: within 5 s only the open acquire stream can tell.
+        val streamed = client.beginTransaction(TransactionOptions(timeoutMs = 30000u, lostStream = true))
+        val plain = client.beginTransaction(TransactionOptions(timeoutMs = 30000u))
+        val lost = CompletableDeferred<LostReason>()
+        streamed.onLost { lost.complete(it) }
+        streamed.acquireLock(ns, "streamed", LockMode.EXCLUSIVE, timeoutMs = 2000)
+        plain.acquireLock(ns, "plain", LockMode.EXCLUSIVE, timeoutMs = 2000)
+        client.abortTransaction(streamed.id(), "revoked")
+        client.abortTransaction(plain.id(), "revoked")
+        val reason = withTimeout(5000) { lost.await() }
+        assertEquals(LostKind.ABORTED, reason.kind)
+        assertFalse(plain.isLost(), "the same abort without the stream is heard at the heartbeat")
+        streamed.close()
+        plain.close()
+    }
+
+    @Test
     fun `lost listener is silent after commit`() = runBlocking {
         val tx = client.beginTransaction(TransactionOptions())
         val calls = AtomicInteger()
