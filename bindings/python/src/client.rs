@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 use crate::errors::to_py_err;
 use crate::events::{watch_options, NativeEventStream};
+use crate::key_watch::NativeKeyWatch;
 use crate::runtime::blocking;
 use crate::transaction::NativeTransaction;
 use crate::twins::pymethods_with_twins;
@@ -120,6 +121,10 @@ pymethods_with_twins! {
         fn transaction_status / transaction_status_blocking(&self, id: u64) -> TransactionStatus {
             let client = self.client.clone();
             async move { client.transaction_status(id).await.map(TransactionStatus::from) }
+        }
+
+        fn watch_key / watch_key_blocking(&self, namespace: String, key: String) -> NativeKeyWatch {
+            NativeKeyWatch::open(self.client.clone(), namespace, key)
         }
 
         fn verify_fencing_token / verify_fencing_token_blocking(

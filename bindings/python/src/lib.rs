@@ -10,6 +10,7 @@ mod asyncio_bridge;
 mod client;
 mod errors;
 mod events;
+mod key_watch;
 mod runtime;
 mod transaction;
 mod twins;
@@ -31,6 +32,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::KeyLocks>()?;
     m.add_class::<transaction::NativeTransaction>()?;
     m.add_class::<events::NativeEventStream>()?;
+    m.add_class::<key_watch::KeyHolder>()?;
+    m.add_class::<key_watch::KeyChange>()?;
+    m.add_class::<key_watch::KeyUpdate>()?;
+    m.add_class::<key_watch::NativeKeyWatch>()?;
     m.add_class::<client::NativeClient>()?;
     Ok(())
 }

@@ -24,12 +24,15 @@ from ._native import (
     Lock,
     LockMode,
     LostReason,
+    KeyChange,
+    KeyHolder,
+    KeyUpdate,
     PendingLock,
     QueuePosition,
     TokenCheck,
     TransactionStatus,
 )
-from ._aio import DlsClient, EventStream, Transaction
+from ._aio import DlsClient, Election, EventStream, KeyWatch, Leadership, Transaction
 from .errors import (
     AlreadyWaiting,
     ConfigError,
@@ -58,6 +61,12 @@ __all__ = [
     "PendingLock",
     "TokenCheck",
     "QueuePosition",
+    "KeyWatch",
+    "KeyUpdate",
+    "KeyChange",
+    "KeyHolder",
+    "Election",
+    "Leadership",
     "TransactionStatus",
     "LostReason",
     "Event",

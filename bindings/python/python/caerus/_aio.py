@@ -7,8 +7,19 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Opti
 
 from . import _native
 from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client
-from .errors import TransactionLost
-from ._native import Event, KeyLocks, Lock, LockMode, LostReason, QueuePosition, TokenCheck, TransactionStatus
+from .errors import LockTimeout, TransactionLost
+from ._native import (
+    Event,
+    KeyHolder,
+    KeyLocks,
+    KeyUpdate,
+    Lock,
+    LockMode,
+    LostReason,
+    QueuePosition,
+    TokenCheck,
+    TransactionStatus,
+)
 
 T = TypeVar("T")
 
@@ -211,6 +222,97 @@ class _WatchContext:
             yield event
 
 
+class KeyWatch:
+    """Who holds one key: ``KeyUpdate`` values (the holders now, then one per change); an
+    async iterator that follows the key across leader changes and ends after an error."""
+
+    __slots__ = ("_watch",)
+
+    def __init__(self, native: _native.NativeKeyWatch) -> None:
+        self._watch = native
+
+    def __aiter__(self) -> "KeyWatch":
+        return self
+
+    async def __anext__(self) -> KeyUpdate:
+        update = await self._watch.next()
+        if update is None:
+            raise StopAsyncIteration
+        return update
+
+
+# The longest single wait the server takes; a candidate waits again, keeping its turn
+# except for the moment between two waits.
+_CAMPAIGN_WAIT_MS = 3_600_000
+
+
+class Leadership:
+    """Held while this candidate leads (see :meth:`Election.campaign`)."""
+
+    __slots__ = ("transaction", "lock")
+
+    def __init__(self, transaction: Transaction, lock: Lock) -> None:
+        self.transaction = transaction
+        self.lock = lock
+
+    @property
+    def term(self) -> int:
+        """The lock's fencing token: higher for every later leader. Hand it to what you write."""
+        return self.lock.fencing_token
+
+    async def lost(self) -> LostReason:
+        """Resolves when leadership is lost (lease lapsed, operator abort); stop leading then."""
+        return await self.transaction.lost()
+
+    async def resign(self) -> None:
+        """Steps down: the next candidate in line takes over."""
+        await self.transaction.commit()
+
+
+class Election:
+    """Leader election over one key (as etcd's ``concurrency.Election`` or Curator's
+    ``LeaderLatch``): candidates wait in line for the key's EXCLUSIVE lock; the holder
+    leads, with the lock's fencing token as its term. Get one from :meth:`DlsClient.election`."""
+
+    __slots__ = ("_client", "namespace", "key")
+
+    def __init__(self, client: "DlsClient", namespace: str, key: str) -> None:
+        self._client = client
+        self.namespace = namespace
+        self.key = key
+
+    async def campaign(self, candidate: str, *, lease_ms: int = 15000) -> Leadership:
+        """Waits until ``candidate`` leads. ``lease_ms``: how long a silent leader keeps
+        leading before the next candidate takes over."""
+        tx = await self._client.begin_transaction(name=candidate, timeout_ms=lease_ms)
+        try:
+            while True:
+                try:
+                    lock = await tx.acquire_lock(self.namespace, self.key, timeout_ms=_CAMPAIGN_WAIT_MS)
+                    return Leadership(tx, lock)
+                except LockTimeout:
+                    continue
+        except BaseException:
+            await _abort_quietly(tx)
+            raise
+
+    async def leader(self) -> Optional[KeyHolder]:
+        """The current leader (``transaction_name`` is its candidate name), or None."""
+        async for update in await self._client.watch_key(self.namespace, self.key):
+            return update.holders[0] if update.holders else None
+        return None
+
+    async def observe(self) -> AsyncIterator[Optional[KeyHolder]]:
+        """The leader now, then each time it changes (None: nobody leads)."""
+        last: Any = object()
+        async for update in await self._client.watch_key(self.namespace, self.key):
+            leader = update.holders[0] if update.holders else None
+            term = leader.fencing_token if leader else None
+            if term != last:
+                last = term
+                yield leader
+
+
 class DlsClient:
     """A connection to a Caerus DLS cluster (asyncio API).
 
@@ -337,6 +439,17 @@ class DlsClient:
         await asyncio.gather(work, return_exceptions=True)
         await tx.commit()  # the transaction is lost: raises the core's TransactionLost / DeadlockVictim
         raise TransactionLost(f"transaction {tx.id} was lost while its body ran")
+
+    async def watch_key(self, namespace: str, key: str) -> KeyWatch:
+        """Follows who holds ``namespace``/``key``: ``async for update in await
+        client.watch_key(ns, key)`` yields the holders now, then one ``KeyUpdate`` per change
+        (``changes``: GRANTED, RELEASED, EXPIRED, REVOKED, DOWNGRADED). No transaction needed;
+        survives leader changes."""
+        return KeyWatch(await self._native.watch_key(namespace, key))
+
+    def election(self, namespace: str, key: str) -> Election:
+        """Leader election over ``namespace``/``key`` (see :class:`Election`)."""
+        return Election(self, namespace, key)
 
     async def verify_fencing_token(self, namespace: str, key: str, fencing_token: int) -> TokenCheck:
         """Whether ``fencing_token`` is a current grant of ``namespace``/``key`` (held right

@@ -20,9 +20,21 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, 
 
 from . import _native
 from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client
-from ._native import Event, KeyLocks, Lock, LockMode, LostReason, QueuePosition, TokenCheck, TransactionStatus
+from ._native import (
+    Event,
+    KeyHolder,
+    KeyLocks,
+    KeyUpdate,
+    Lock,
+    LockMode,
+    LostReason,
+    QueuePosition,
+    TokenCheck,
+    TransactionStatus,
+)
+from .errors import LockTimeout
 
-__all__ = ["DlsClient", "Transaction", "EventStream"]
+__all__ = ["DlsClient", "Transaction", "EventStream", "KeyWatch", "Election", "Leadership"]
 
 T = TypeVar("T")
 
@@ -170,6 +182,88 @@ class EventStream:
         return event
 
 
+class KeyWatch:
+    """Who holds one key: ``KeyUpdate`` values (the holders now, then one per change); an
+    iterator that blocks for the next one and ends after raising an error."""
+
+    __slots__ = ("_watch",)
+
+    def __init__(self, native: _native.NativeKeyWatch) -> None:
+        self._watch = native
+
+    def __iter__(self) -> Iterator[KeyUpdate]:
+        return self
+
+    def __next__(self) -> KeyUpdate:
+        update = self._watch.next_blocking()
+        if update is None:
+            raise StopIteration
+        return update
+
+
+class Leadership:
+    """Held while this candidate leads (see :meth:`Election.campaign`)."""
+
+    __slots__ = ("transaction", "lock")
+
+    def __init__(self, transaction: Transaction, lock: Lock) -> None:
+        self.transaction = transaction
+        self.lock = lock
+
+    @property
+    def term(self) -> int:
+        """The lock's fencing token: higher for every later leader."""
+        return self.lock.fencing_token
+
+    def lost(self, timeout: Optional[float] = None) -> Optional[LostReason]:
+        """Blocks until leadership is lost (the reason) or ``timeout`` seconds pass (None)."""
+        return self.transaction.lost(timeout)
+
+    def resign(self) -> None:
+        """Steps down: the next candidate in line takes over."""
+        self.transaction.commit()
+
+
+class Election:
+    """Leader election over one key (blocking API; see :class:`caerus.Election`)."""
+
+    __slots__ = ("_client", "namespace", "key")
+
+    def __init__(self, client: "DlsClient", namespace: str, key: str) -> None:
+        self._client = client
+        self.namespace = namespace
+        self.key = key
+
+    def campaign(self, candidate: str, *, lease_ms: int = 15000) -> Leadership:
+        """Blocks until ``candidate`` leads."""
+        tx = self._client.begin_transaction(name=candidate, timeout_ms=lease_ms)
+        try:
+            while True:
+                try:
+                    return Leadership(tx, tx.acquire_lock(self.namespace, self.key, timeout_ms=3_600_000))
+                except LockTimeout:
+                    continue
+        except BaseException:
+            _abort_quietly(tx)
+            raise
+
+    def leader(self) -> Optional[KeyHolder]:
+        """The current leader, or None."""
+        for update in self._client.watch_key(self.namespace, self.key):
+            return update.holders[0] if update.holders else None
+        return None
+
+    def observe(self) -> Iterator[Optional[KeyHolder]]:
+        """The leader now, then each time it changes (None: nobody leads)."""
+        last: Any = object()
+        for update in self._client.watch_key(self.namespace, self.key):
+            leader = update.holders[0] if update.holders else None
+            term = leader.fencing_token if leader else None
+            if term != last:
+                last = term
+                yield leader
+
+
 class DlsClient:
     """A connection to a Caerus DLS cluster (blocking API); arguments as :class:`caerus.DlsClient`.
     Safe to share between threads."""
@@ -260,6 +354,14 @@ class DlsClient:
             timeout_ms=timeout_ms, priority=priority, name=name, max_duration_ms=max_duration_ms, lost_stream=lost_stream
         ) as tx:
             return fn(tx)
+
+    def watch_key(self, namespace: str, key: str) -> KeyWatch:
+        """Follows who holds the key (see :meth:`caerus.DlsClient.watch_key`)."""
+        return KeyWatch(self._native.watch_key_blocking(namespace, key))
+
+    def election(self, namespace: str, key: str) -> Election:
+        """Leader election over ``namespace``/``key``."""
+        return Election(self, namespace, key)
 
     def verify_fencing_token(self, namespace: str, key: str, fencing_token: int) -> TokenCheck:
         """Whether ``fencing_token`` is a current grant of the key (see
