@@ -239,6 +239,67 @@ export declare namespace Dls {
     [Symbol.asyncDispose](): Promise<void>;
   }
 
+  /** A transaction holding a watched key. */
+  interface KeyHolder {
+    transactionId: bigint;
+    /** Its label: in an election, the candidate's name. */
+    transactionName: string;
+    mode: LockMode;
+    fencingToken: bigint;
+    sinceMs: number;
+  }
+
+  /** One change of a watched key's holders. */
+  interface KeyChange {
+    kind: 'GRANTED' | 'RELEASED' | 'EXPIRED' | 'REVOKED' | 'DOWNGRADED';
+    holder: KeyHolder;
+    /** Why the holder's transaction ended (EXPIRED, REVOKED). */
+    endCause?: EndCause;
+  }
+
+  /** The holders of a watched key and what changed since the previous update. */
+  interface KeyUpdate {
+    holders: KeyHolder[];
+    /** Empty in the first update. */
+    changes: KeyChange[];
+    /** True for the first update: the state the watch starts from. */
+    initial: boolean;
+  }
+
+  /** Who holds one key: `for await (const update of await dls.watchKey(ns, key))`. */
+  class KeyWatch implements AsyncIterableIterator<KeyUpdate> {
+    private constructor();
+    next(): Promise<IteratorResult<KeyUpdate>>;
+    return(): Promise<IteratorResult<KeyUpdate>>;
+    [Symbol.asyncIterator](): this;
+  }
+
+  /** Held while this candidate leads. */
+  class Leadership {
+    private constructor();
+    readonly transaction: Transaction;
+    readonly lock: Lock;
+    /** The lock's fencing token: higher for every later leader. */
+    readonly term: bigint;
+    /** Aborts when leadership is lost. */
+    readonly signal: AbortSignal;
+    /** Steps down: the next candidate takes over. */
+    resign(): Promise<void>;
+  }
+
+  /** Leader election over one key (`dls.election(ns, key)`). */
+  class Election {
+    private constructor();
+    readonly namespace: string;
+    readonly key: string;
+    /** Resolves when `candidate` leads; `leaseMs` (default 15000): how long a silent leader keeps leading. */
+    campaign(candidate: string, options?: { leaseMs?: number }): Promise<Leadership>;
+    /** The current leader, or null. */
+    leader(): Promise<KeyHolder | null>;
+    /** The leader now, then each time it changes (null: nobody leads). */
+    observe(): AsyncGenerator<KeyHolder | null>;
+  }
+
   /** A connection to a Caerus DLS cluster. Connections open lazily; the leader is found by itself. */
   class DlsClient {
     constructor(options?: ClientOptions);
@@ -267,6 +328,10 @@ export declare namespace Dls {
     withTransaction<T>(fn: (tx: Transaction, signal: AbortSignal) => Promise<T> | T, options?: TransactionOptions): Promise<T>;
     /** Any transaction's status, by id. */
     transactionStatus(id: bigint | number): Promise<TransactionStatus>;
+    /** Follows who holds a key: the holders now, then one update per change; survives leader changes. */
+    watchKey(namespace: string, key: string): Promise<KeyWatch>;
+    /** Leader election over a key. */
+    election(namespace: string, key: string): Election;
     /** Whether a fencing token is the current grant of a key (linearizable; no transaction needed). */
     verifyFencingToken(namespace: string, key: string, fencingToken: bigint | number): Promise<TokenCheck>;
     /** Operator call (admin key on a server with keys): aborts a transaction; resolves with its final state. */
@@ -360,6 +425,9 @@ export import DlsClient = Dls.DlsClient;
 export import Transaction = Dls.Transaction;
 export import EventWatch = Dls.EventWatch;
 export import jsonReplacer = Dls.jsonReplacer;
+export import KeyWatch = Dls.KeyWatch;
+export import Election = Dls.Election;
+export import Leadership = Dls.Leadership;
 export import DlsError = Dls.DlsError;
 export import LockTimeoutError = Dls.LockTimeoutError;
 export import DeadlockVictimError = Dls.DeadlockVictimError;
@@ -380,6 +448,9 @@ export type Lock = Dls.Lock;
 export type LockRequest = Dls.LockRequest;
 export type TokenCheck = Dls.TokenCheck;
 export type QueuePosition = Dls.QueuePosition;
+export type KeyHolder = Dls.KeyHolder;
+export type KeyChange = Dls.KeyChange;
+export type KeyUpdate = Dls.KeyUpdate;
 export type HeldLock = Dls.HeldLock;
 export type LockOptions = Dls.LockOptions;
 export type ErrorCode = Dls.ErrorCode;

@@ -286,6 +286,111 @@ class Transaction {
   }
 }
 
+// ---------------------------------------------------------------- key watch and election
+
+/** Who holds one key: an async iterator of `{ holders, changes, initial }` updates. */
+class KeyWatch {
+  #native;
+
+  constructor(nativeWatch) {
+    this.#native = nativeWatch;
+  }
+
+  async next() {
+    const update = await call(this.#native.next());
+    return update === null ? { value: undefined, done: true } : { value: update, done: false };
+  }
+
+  async return() {
+    this.#native.close();
+    return { value: undefined, done: true };
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+}
+
+// The longest single wait the server takes; a candidate waits again, keeping its turn
+// except for the moment between two waits.
+const CAMPAIGN_WAIT_MS = 3_600_000;
+
+/** Held while this candidate leads (from `Election.campaign`). */
+class Leadership {
+  constructor(transaction, lock) {
+    this.transaction = transaction;
+    this.lock = lock;
+  }
+
+  /** The lock's fencing token: higher for every later leader (bigint). */
+  get term() {
+    return this.lock.fencingToken;
+  }
+
+  /** Aborts when leadership is lost (lease lapsed, operator abort): stop leading then. */
+  get signal() {
+    return this.transaction.signal;
+  }
+
+  /** Steps down: the next candidate in line takes over. */
+  resign() {
+    return this.transaction.commit();
+  }
+}
+
+/**
+ * Leader election over one key (as etcd's `concurrency.Election` or Curator's
+ * `LeaderLatch`): candidates wait in line for the key's EXCLUSIVE lock; the holder leads,
+ * with the lock's fencing token as its term.
+ */
+class Election {
+  #client;
+
+  constructor(client, namespace, key) {
+    this.#client = client;
+    this.namespace = namespace;
+    this.key = key;
+  }
+
+  /** Resolves when `candidate` leads; `leaseMs`: how long a silent leader keeps leading. */
+  async campaign(candidate, opts = {}) {
+    const tx = await this.#client.beginTransaction({ name: candidate, timeoutMs: opts?.leaseMs ?? 15000 });
+    try {
+      for (;;) {
+        try {
+          return new Leadership(tx, await tx.acquireLock(this.namespace, this.key, 'EXCLUSIVE', { timeoutMs: CAMPAIGN_WAIT_MS }));
+        } catch (e) {
+          if (!(e instanceof LockTimeoutError)) throw e;
+        }
+      }
+    } catch (e) {
+      await abortQuietly(tx);
+      throw e;
+    }
+  }
+
+  /** The current leader (`transactionName` is its candidate name), or null. */
+  async leader() {
+    for await (const update of await this.#client.watchKey(this.namespace, this.key)) {
+      return update.holders[0] ?? null;
+    }
+    return null;
+  }
+
+  /** The leader now, then each time it changes (null: nobody leads). */
+  async *observe() {
+    let last;
+    for await (const update of await this.#client.watchKey(this.namespace, this.key)) {
+      const leader = update.holders[0] ?? null;
+      const term = leader ? leader.fencingToken : null;
+      if (term !== last) {
+        last = term;
+        yield leader;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- events
 
 /** An event watch: an async iterator over the cluster's event log. */
@@ -494,6 +599,20 @@ class DlsClient {
   }
 
   /**
+   * Follows who holds `namespace`/`key`: resolves (once attached) with an async iterator of
+   * `{ holders, changes, initial }` updates (changes: GRANTED, RELEASED, EXPIRED, REVOKED,
+   * DOWNGRADED); follows leader changes. `break` out of the loop to stop it.
+   */
+  async watchKey(namespace, key) {
+    return new KeyWatch(await call(this.#native.watchKey(namespace, key)));
+  }
+
+  /** Leader election over `namespace`/`key`. */
+  election(namespace, key) {
+    return new Election(this, namespace, key);
+  }
+
+  /**
    * Whether `fencingToken` is the current grant of `namespace`/`key` (a linearizable read
    * on the leader; no transaction): resolves with `{ current, currentTokens }`.
    */
@@ -531,6 +650,9 @@ class DlsClient {
 const Dls = Object.freeze({
   DlsClient,
   jsonReplacer,
+  KeyWatch,
+  Election,
+  Leadership,
   Transaction,
   EventWatch,
   DlsError,
