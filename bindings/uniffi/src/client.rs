@@ -6,6 +6,7 @@ use caerus_core as core;
 
 use crate::errors::DlsError;
 use crate::events::{EventStream, WatchOptions};
+use crate::key_watch::KeyWatch;
 use crate::options::{ClientConfig, TransactionOptions};
 use crate::runtime::{block_on, on_runtime};
 use crate::transaction::Transaction;
@@ -70,6 +71,14 @@ impl DlsClient {
     pub async fn abort_transaction(&self, id: u64, reason: String) -> Result<TransactionState, DlsError> {
         let client = self.client.clone();
         on_runtime(async move { Ok(client.abort_transaction(id, &reason).await?) }).await
+    }
+
+    /// Follows who holds `namespace`/`key`: the holders now, then one update per change;
+    /// survives leader changes. Returns once attached.
+    pub async fn watch_key(&self, namespace: String, key: String) -> Result<Arc<KeyWatch>, DlsError> {
+        let client = self.client.clone();
+        let watch = on_runtime(async move { Ok(client.watch_key(&namespace, &key).await?) }).await?;
+        Ok(Arc::new(KeyWatch::new(watch)))
     }
 
     /// Follows the event log from `options.from_sequence`, across leader changes.

@@ -13,6 +13,7 @@
 mod client;
 mod errors;
 mod events;
+mod key_watch;
 mod options;
 mod runtime;
 mod transaction;
@@ -21,6 +22,7 @@ mod types;
 pub use client::DlsClient;
 pub use errors::DlsError;
 pub use events::{CycleMember, Event, EventDetail, EventKind, EventStream, WatchOptions};
+pub use key_watch::{KeyChange, KeyChangeKind, KeyHolder, KeyUpdate, KeyWatch};
 pub use options::{ClientConfig, TransactionOptions};
 pub use transaction::{LostListener, Transaction};
 pub use types::{Lock, LockMode, LostKind, LostReason, PendingLock, TransactionState, TransactionStatus};

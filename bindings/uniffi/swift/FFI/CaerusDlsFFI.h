@@ -326,6 +326,11 @@ uint64_t uniffi_caerus_uniffi_fn_method_dlsclient_verify_fencing_token(uint64_t 
 uint64_t uniffi_caerus_uniffi_fn_method_dlsclient_watch_events(uint64_t ptr, RustBuffer options
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_DLSCLIENT_WATCH_KEY
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_DLSCLIENT_WATCH_KEY
+uint64_t uniffi_caerus_uniffi_fn_method_dlsclient_watch_key(uint64_t ptr, RustBuffer namespace, RustBuffer key
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_CLONE_EVENTSTREAM
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_CLONE_EVENTSTREAM
 uint64_t uniffi_caerus_uniffi_fn_clone_eventstream(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -349,6 +354,21 @@ void uniffi_caerus_uniffi_fn_method_eventstream_cancel(uint64_t ptr, RustCallSta
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_EVENTSTREAM_NEXT
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_EVENTSTREAM_NEXT
 uint64_t uniffi_caerus_uniffi_fn_method_eventstream_next(uint64_t ptr
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_CLONE_KEYWATCH
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_CLONE_KEYWATCH
+uint64_t uniffi_caerus_uniffi_fn_clone_keywatch(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_FREE_KEYWATCH
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_FREE_KEYWATCH
+void uniffi_caerus_uniffi_fn_free_keywatch(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_KEYWATCH_NEXT
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_KEYWATCH_NEXT
+uint64_t uniffi_caerus_uniffi_fn_method_keywatch_next(uint64_t ptr
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_CLONE_LOSTLISTENER
@@ -762,6 +782,12 @@ uint16_t uniffi_caerus_uniffi_checksum_method_dlsclient_watch_events(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_DLSCLIENT_WATCH_KEY
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_DLSCLIENT_WATCH_KEY
+uint16_t uniffi_caerus_uniffi_checksum_method_dlsclient_watch_key(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_EVENTSTREAM_BACKLOG_END
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_EVENTSTREAM_BACKLOG_END
 uint16_t uniffi_caerus_uniffi_checksum_method_eventstream_backlog_end(void
@@ -777,6 +803,12 @@ uint16_t uniffi_caerus_uniffi_checksum_method_eventstream_cancel(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_EVENTSTREAM_NEXT
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_EVENTSTREAM_NEXT
 uint16_t uniffi_caerus_uniffi_checksum_method_eventstream_next(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_KEYWATCH_NEXT
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_KEYWATCH_NEXT
+uint16_t uniffi_caerus_uniffi_checksum_method_keywatch_next(void
     
 );
 #endif

@@ -643,6 +643,12 @@ public protocol DlsClientProtocol: AnyObject, Sendable {
      */
     func watchEvents(options: WatchOptions) async throws  -> EventStream
     
+    /**
+     * Follows who holds `namespace`/`key`: the holders now, then one update per change;
+     * survives leader changes. Returns once attached.
+     */
+    func watchKey(namespace: String, key: String) async throws  -> KeyWatch
+    
 }
 /**
  * Connection to a cluster.
@@ -830,6 +836,26 @@ open func watchEvents(options: WatchOptions)async throws  -> EventStream  {
             completeFunc: ffi_caerus_uniffi_rust_future_complete_u64,
             freeFunc: ffi_caerus_uniffi_rust_future_free_u64,
             liftFunc: FfiConverterTypeEventStream_lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
+     * Follows who holds `namespace`/`key`: the holders now, then one update per change;
+     * survives leader changes. Returns once attached.
+     */
+open func watchKey(namespace: String, key: String)async throws  -> KeyWatch  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_dlsclient_watch_key(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(namespace),FfiConverterString.lower(key)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_u64,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_u64,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_u64,
+            liftFunc: FfiConverterTypeKeyWatch_lift,
             errorHandler: FfiConverterTypeDlsError_lift
         )
 }
@@ -1048,6 +1074,142 @@ public func FfiConverterTypeEventStream_lift(_ handle: UInt64) throws -> EventSt
 #endif
 public func FfiConverterTypeEventStream_lower(_ value: EventStream) -> UInt64 {
     return FfiConverterTypeEventStream.lower(value)
+}
+
+
+
+
+
+
+/**
+ * A key watch: `next()` until null. Close it (`close()` / `use {}`) when done.
+ */
+public protocol KeyWatchProtocol: AnyObject, Sendable {
+    
+    /**
+     * The next update, or null once the watch ended. Throws (once) when it ends with an error.
+     */
+    func next() async throws  -> KeyUpdate?
+    
+}
+/**
+ * A key watch: `next()` until null. Close it (`close()` / `use {}`) when done.
+ */
+open class KeyWatch: KeyWatchProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_caerus_uniffi_fn_clone_keywatch(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_caerus_uniffi_fn_free_keywatch(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * The next update, or null once the watch ended. Throws (once) when it ends with an error.
+     */
+open func next()async throws  -> KeyUpdate?  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_keywatch_next(
+                        self.uniffiCloneHandle()
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterOptionTypeKeyUpdate.lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeKeyWatch: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = KeyWatch
+
+    public static func lift(_ handle: UInt64) throws -> KeyWatch {
+        return KeyWatch(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: KeyWatch) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> KeyWatch {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: KeyWatch, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyWatch_lift(_ handle: UInt64) throws -> KeyWatch {
+    return try FfiConverterTypeKeyWatch.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyWatch_lower(_ value: KeyWatch) -> UInt64 {
+    return FfiConverterTypeKeyWatch.lower(value)
 }
 
 
@@ -2129,6 +2291,221 @@ public func FfiConverterTypeEvent_lift(_ buf: RustBuffer) throws -> Event {
 #endif
 public func FfiConverterTypeEvent_lower(_ value: Event) -> RustBuffer {
     return FfiConverterTypeEvent.lower(value)
+}
+
+
+/**
+ * One change of a watched key's holders.
+ */
+public struct KeyChange: Equatable, Hashable {
+    public var kind: KeyChangeKind
+    public var holder: KeyHolder
+    /**
+     * Why the holder's transaction ended (Expired, Revoked).
+     */
+    public var endCause: EndCause?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(kind: KeyChangeKind, holder: KeyHolder, 
+        /**
+         * Why the holder's transaction ended (Expired, Revoked).
+         */endCause: EndCause?) {
+        self.kind = kind
+        self.holder = holder
+        self.endCause = endCause
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension KeyChange: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeKeyChange: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> KeyChange {
+        return
+            try KeyChange(
+                kind: FfiConverterTypeKeyChangeKind.read(from: &buf), 
+                holder: FfiConverterTypeKeyHolder.read(from: &buf), 
+                endCause: FfiConverterOptionTypeEndCause.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: KeyChange, into buf: inout [UInt8]) {
+        FfiConverterTypeKeyChangeKind.write(value.kind, into: &buf)
+        FfiConverterTypeKeyHolder.write(value.holder, into: &buf)
+        FfiConverterOptionTypeEndCause.write(value.endCause, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyChange_lift(_ buf: RustBuffer) throws -> KeyChange {
+    return try FfiConverterTypeKeyChange.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyChange_lower(_ value: KeyChange) -> RustBuffer {
+    return FfiConverterTypeKeyChange.lower(value)
+}
+
+
+/**
+ * A transaction holding a watched key.
+ */
+public struct KeyHolder: Equatable, Hashable {
+    public var transactionId: UInt64
+    /**
+     * Its label: in an election, the candidate's name.
+     */
+    public var transactionName: String
+    public var mode: LockMode
+    public var fencingToken: UInt64
+    public var sinceMs: Int64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(transactionId: UInt64, 
+        /**
+         * Its label: in an election, the candidate's name.
+         */transactionName: String, mode: LockMode, fencingToken: UInt64, sinceMs: Int64) {
+        self.transactionId = transactionId
+        self.transactionName = transactionName
+        self.mode = mode
+        self.fencingToken = fencingToken
+        self.sinceMs = sinceMs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension KeyHolder: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeKeyHolder: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> KeyHolder {
+        return
+            try KeyHolder(
+                transactionId: FfiConverterUInt64.read(from: &buf), 
+                transactionName: FfiConverterString.read(from: &buf), 
+                mode: FfiConverterTypeLockMode.read(from: &buf), 
+                fencingToken: FfiConverterUInt64.read(from: &buf), 
+                sinceMs: FfiConverterInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: KeyHolder, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.transactionId, into: &buf)
+        FfiConverterString.write(value.transactionName, into: &buf)
+        FfiConverterTypeLockMode.write(value.mode, into: &buf)
+        FfiConverterUInt64.write(value.fencingToken, into: &buf)
+        FfiConverterInt64.write(value.sinceMs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyHolder_lift(_ buf: RustBuffer) throws -> KeyHolder {
+    return try FfiConverterTypeKeyHolder.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyHolder_lower(_ value: KeyHolder) -> RustBuffer {
+    return FfiConverterTypeKeyHolder.lower(value)
+}
+
+
+/**
+ * The holders of a watched key and what changed since the previous update.
+ */
+public struct KeyUpdate: Equatable, Hashable {
+    public var holders: [KeyHolder]
+    /**
+     * Empty in the first update.
+     */
+    public var changes: [KeyChange]
+    /**
+     * True for the first update: the state the watch starts from.
+     */
+    public var initial: Bool
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(holders: [KeyHolder], 
+        /**
+         * Empty in the first update.
+         */changes: [KeyChange], 
+        /**
+         * True for the first update: the state the watch starts from.
+         */initial: Bool) {
+        self.holders = holders
+        self.changes = changes
+        self.initial = initial
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension KeyUpdate: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeKeyUpdate: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> KeyUpdate {
+        return
+            try KeyUpdate(
+                holders: FfiConverterSequenceTypeKeyHolder.read(from: &buf), 
+                changes: FfiConverterSequenceTypeKeyChange.read(from: &buf), 
+                initial: FfiConverterBool.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: KeyUpdate, into buf: inout [UInt8]) {
+        FfiConverterSequenceTypeKeyHolder.write(value.holders, into: &buf)
+        FfiConverterSequenceTypeKeyChange.write(value.changes, into: &buf)
+        FfiConverterBool.write(value.initial, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyUpdate_lift(_ buf: RustBuffer) throws -> KeyUpdate {
+    return try FfiConverterTypeKeyUpdate.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyUpdate_lower(_ value: KeyUpdate) -> RustBuffer {
+    return FfiConverterTypeKeyUpdate.lower(value)
 }
 
 
@@ -3357,6 +3734,106 @@ public func FfiConverterTypeEventKind_lower(_ value: EventKind) -> RustBuffer {
 
 
 
+/**
+ * How a key's holders changed.
+ */
+
+public enum KeyChangeKind: Equatable, Hashable {
+    
+    case granted
+    case released
+    case expired
+    case revoked
+    case downgraded
+    /**
+     * A kind this SDK does not know yet.
+     */
+    case unknown
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension KeyChangeKind: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeKeyChangeKind: FfiConverterRustBuffer {
+    typealias SwiftType = KeyChangeKind
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> KeyChangeKind {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .granted
+        
+        case 2: return .released
+        
+        case 3: return .expired
+        
+        case 4: return .revoked
+        
+        case 5: return .downgraded
+        
+        case 6: return .unknown
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: KeyChangeKind, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .granted:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .released:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .expired:
+            writeInt(&buf, Int32(3))
+        
+        
+        case .revoked:
+            writeInt(&buf, Int32(4))
+        
+        
+        case .downgraded:
+            writeInt(&buf, Int32(5))
+        
+        
+        case .unknown:
+            writeInt(&buf, Int32(6))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyChangeKind_lift(_ buf: RustBuffer) throws -> KeyChangeKind {
+    return try FfiConverterTypeKeyChangeKind.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyChangeKind_lower(_ value: KeyChangeKind) -> RustBuffer {
+    return FfiConverterTypeKeyChangeKind.lower(value)
+}
+
+
+
 
 public enum LockMode: Equatable, Hashable {
     
@@ -3724,6 +4201,30 @@ fileprivate struct FfiConverterOptionTypeEvent: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeKeyUpdate: FfiConverterRustBuffer {
+    typealias SwiftType = KeyUpdate?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeKeyUpdate.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeKeyUpdate.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeLock: FfiConverterRustBuffer {
     typealias SwiftType = Lock?
 
@@ -3895,6 +4396,56 @@ fileprivate struct FfiConverterSequenceTypeCycleMember: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeKeyChange: FfiConverterRustBuffer {
+    typealias SwiftType = [KeyChange]
+
+    public static func write(_ value: [KeyChange], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeKeyChange.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [KeyChange] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [KeyChange]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeKeyChange.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeKeyHolder: FfiConverterRustBuffer {
+    typealias SwiftType = [KeyHolder]
+
+    public static func write(_ value: [KeyHolder], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeKeyHolder.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [KeyHolder] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [KeyHolder]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeKeyHolder.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeLock: FfiConverterRustBuffer {
     typealias SwiftType = [Lock]
 
@@ -4048,6 +4599,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_watch_events() != 49565) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_watch_key() != 35782) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_caerus_uniffi_checksum_method_eventstream_backlog_end() != 917) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -4055,6 +4609,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_eventstream_next() != 28473) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_method_keywatch_next() != 60785) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_lostlistener_on_lost() != 26897) {

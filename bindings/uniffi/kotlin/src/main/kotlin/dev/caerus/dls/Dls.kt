@@ -8,7 +8,9 @@ import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.NonCancellable
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.flow.Flow
+import kotlinx.coroutines.flow.distinctUntilChangedBy
 import kotlinx.coroutines.flow.flow
+import kotlinx.coroutines.flow.map
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.withContext
 
@@ -219,3 +221,90 @@ fun DlsClient.events(
         stream.close()
     }
 }
+
+/** Who holds [namespace]/[key] as a cold [Flow]: the holders now, then one update per change. */
+fun DlsClient.keyUpdates(namespace: String, key: String): Flow<KeyUpdate> = flow {
+    val watch = watchKey(namespace, key)
+    try {
+        while (true) {
+            val update = watch.next() ?: break
+            emit(update)
+        }
+    } finally {
+        watch.close()
+    }
+}
+
+/** Held while this candidate leads (from [Election.campaign]). */
+class Leadership internal constructor(val transaction: Transaction, val lock: Lock) {
+    /** The lock's fencing token: higher for every later leader. */
+    val term: ULong get() = lock.fencingToken
+
+    /** Suspends until leadership is lost (lease lapsed, operator abort): stop leading then. */
+    suspend fun awaitLost(): LostReason = transaction.awaitLost()
+
+    /** Steps down: the next candidate in line takes over. */
+    suspend fun resign() {
+        try {
+            transaction.commit()
+        } finally {
+            transaction.close()
+        }
+    }
+}
+
+/**
+ * Leader election over one key, as etcd's `concurrency.Election` or Curator's `LeaderLatch`:
+ * candidates wait in line for the key's EXCLUSIVE lock; the holder leads, with the lock's
+ * fencing token as its term.
+ */
+class Election(private val client: DlsClient, val namespace: String, val key: String) {
+    private companion object {
+        // The longest single wait the server takes; a candidate waits again, keeping its
+        // turn except for the moment between two waits.
+        const val CAMPAIGN_WAIT_MS = 3_600_000L
+    }
+
+    /** Suspends until [candidate] leads; [leaseMs]: how long a silent leader keeps leading. */
+    suspend fun campaign(candidate: String, leaseMs: Long = 15000): Leadership {
+        require(leaseMs > 0) { "leaseMs must be positive" }
+        keepCallbackThreadsAttached()
+        val tx = client.beginTransaction(TransactionOptions(timeoutMs = leaseMs.toULong(), name = candidate))
+        try {
+            while (true) {
+                try {
+                    return Leadership(tx, tx.acquireLock(namespace, key, LockMode.EXCLUSIVE, CAMPAIGN_WAIT_MS))
+                } catch (e: DlsException.LockTimeout) {
+                    // still in line: wait again
+                }
+            }
+        } catch (e: Throwable) {
+            withContext(NonCancellable) {
+                try {
+                    tx.abort()
+                } catch (abortFailure: Throwable) {
+                    if (abortFailure !== e) e.addSuppressed(abortFailure)
+                }
+            }
+            tx.close()
+            throw e
+        }
+    }
+
+    /** The current leader (its `transactionName` is the candidate's name), or null. */
+    suspend fun leader(): KeyHolder? {
+        val watch = client.watchKey(namespace, key)
+        try {
+            return watch.next()?.holders?.firstOrNull()
+        } finally {
+            watch.close()
+        }
+    }
+
+    /** The leader now, then each time it changes (null: nobody leads). */
+    fun observe(): Flow<KeyHolder?> =
+        client.keyUpdates(namespace, key).map { it.holders.firstOrNull() }.distinctUntilChangedBy { it?.fencingToken }
+}
+
+/** Leader election over [namespace]/[key]. */
+fun DlsClient.election(namespace: String, key: String): Election = Election(this, namespace, key)

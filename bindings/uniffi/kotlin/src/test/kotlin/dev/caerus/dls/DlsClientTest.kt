@@ -536,4 +536,37 @@ class DlsClientTest {
         }
         Unit
     }
+
+    @Test
+    fun `a key watch and an election hand leadership over in turn`() = runBlocking {
+        val ns = ns()
+        val updates = client.keyUpdates(ns, "k")
+        val election = client.election(ns, "leader")
+        assertNull(election.leader())
+        val first = election.campaign("a", leaseMs = 5000)
+        assertEquals("a", election.leader()?.transactionName)
+        val second = async(Dispatchers.IO) { election.campaign("b", leaseMs = 5000) }
+        delay(200)
+        assertFalse(second.isCompleted, "b waits while a leads")
+        val firstTerm = first.term
+        first.resign()
+        val leadership = withTimeout(30_000) { second.await() }
+        assertTrue(leadership.term > firstTerm)
+        assertEquals("b", election.observe().first()?.transactionName)
+        leadership.resign()
+
+        val tx = client.beginTransaction(TransactionOptions(name = "watched"))
+        try {
+            val seen = async(Dispatchers.IO) { withTimeout(30_000) { updates.first { it.changes.isNotEmpty() } } }
+            delay(200)
+            val lock = tx.acquireLock(ns, "k", timeoutMs = 1000)
+            val change = seen.await().changes.single()
+            assertEquals(KeyChangeKind.GRANTED, change.kind)
+            assertEquals("watched" to lock.fencingToken, change.holder.transactionName to change.holder.fencingToken)
+        } finally {
+            tx.abort()
+            tx.close()
+        }
+        Unit
+    }
 }
