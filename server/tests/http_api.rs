@@ -442,3 +442,63 @@ async fn several_locks_downgrade_and_token_checks_over_http() {
     assert_eq!(status, 400, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("fencing_token"), "{v}");
 }
+
+/// Reads SSE frames until one's data JSON matches `pred`; returns it with its `id:` text.
+async fn next_frame(body: &mut Incoming, buf: &mut String, pred: impl Fn(&Value) -> bool) -> (String, Value) {
+    let read = async {
+        loop {
+            while let Some(i) = buf.find("\n\n") {
+                let frame: String = buf.drain(..i + 2).collect();
+                let id = frame.lines().find_map(|l| l.strip_prefix("id: ")).unwrap_or("").to_string();
+                let data: String = frame.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+                if !data.is_empty() {
+                    let v: Value = serde_json::from_str(&data).unwrap();
+                    if pred(&v) {
+                        return (id, v);
+                    }
+                }
+            }
+            let frame = body.frame().await.expect("stream ended").unwrap();
+            if let Ok(data) = frame.into_data() {
+                buf.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, read).await.expect("no matching frame")
+}
+
+#[tokio::test]
+async fn a_key_is_watched_over_server_sent_events() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+    let (status, v) = call(&h, "GET", "/api/v1/keys/watch?namespace=ns&key=", Value::Null, None).await;
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = call(&h, "GET", "/api/v1/keys/watch?namespace=ns&key=w&color=red", Value::Null, None).await;
+    assert_eq!(status, 400, "{v}");
+
+    let resp = send(&h, "GET", "/api/v1/keys/watch?namespace=ns&key=w", None, None).await;
+    assert_eq!(resp.status().as_u16(), 200);
+    let mut body = resp.into_body();
+    let mut buf = String::new();
+    let (_, first) = next_frame(&mut body, &mut buf, |_| true).await;
+    assert_eq!((first["initial"].clone(), first["holders"].clone()), (json!(true), json!([])));
+
+    let a = begin(&h, "watched", 0).await;
+    let g = ok(&h, "POST", &format!("/api/v1/transactions/{a}/locks"), acquire_body("w", false)).await;
+    let (cursor, granted) = next_frame(&mut body, &mut buf, |v| !v["changes"].as_array().unwrap().is_empty()).await;
+    assert_eq!(granted["changes"][0]["kind"], "GRANTED");
+    assert_eq!(granted["changes"][0]["holder"]["transaction_name"], "watched");
+    assert_eq!(granted["holders"][0]["fencing_token"], g["fencing_token"]);
+    assert_eq!(cursor, granted["cursor"].as_str().unwrap(), "the frame id is the resume cursor");
+
+    // Resuming from that cursor after the holder let go reports the release first.
+    drop(body);
+    ok(&h, "POST", &format!("/api/v1/transactions/{a}/end"), json!({"commit": true})).await;
+    let path =
+        format!("/api/v1/keys/watch?namespace=ns&key=w&cursor={}", cursor.replace(':', "%3A").replace(',', "%2C"));
+    let mut resumed = send(&h, "GET", &path, None, None).await.into_body();
+    let mut buf = String::new();
+    let (_, first) = next_frame(&mut resumed, &mut buf, |_| true).await;
+    assert_eq!(first["changes"][0]["kind"], "RELEASED", "{first}");
+    assert_eq!(first["holders"], json!([]));
+}

@@ -28,7 +28,7 @@ use super::access::{self, Access};
 use super::gateway::{Auth, BoxStream, Gateway, Target};
 use super::json::{self, ok, ApiFailure};
 use super::query::query_pairs;
-use super::sse;
+use super::{key_sse, sse};
 
 pub fn routes(gw: Arc<Gateway>, access: Arc<Access>) -> Router {
     Router::new()
@@ -45,6 +45,7 @@ pub fn routes(gw: Arc<Gateway>, access: Arc<Access>) -> Router {
         .route("/api/v1/locks", get(list_locks))
         .route("/api/v1/cluster", get(cluster))
         .route("/api/v1/events", get(sse::events))
+        .route("/api/v1/keys/watch", get(key_sse::watch_key))
         .with_state(gw)
         // Around every route, unknown methods (a preflight's OPTIONS) included.
         .layer(axum::middleware::from_fn_with_state(access, access::guard))

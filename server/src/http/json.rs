@@ -314,3 +314,31 @@ impl IntoResponse for ApiFailure {
 pub fn ok(v: Value) -> Response {
     (StatusCode::OK, [(http::header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
 }
+
+fn key_holder(h: &pb::KeyHolder) -> Value {
+    json!({
+        "transaction_id": id_str(h.transaction_id),
+        "transaction_name": h.transaction_name,
+        "mode": mode_name(h.mode),
+        "fencing_token": id_str(h.fencing_token),
+        "since_ms": h.since_ms,
+    })
+}
+
+/// One update of a key watch (`GET /api/v1/keys/watch`).
+pub fn key_update(u: &pb::KeyHolders) -> Value {
+    let kind = |raw: i32| match pb::KeyChangeKind::try_from(raw) {
+        Ok(k) => json!(k.as_str_name().trim_start_matches("KEY_CHANGE_KIND_")),
+        Err(_) => Value::Null,
+    };
+    json!({
+        "holders": u.holders.iter().map(key_holder).collect::<Vec<_>>(),
+        "changes": u.changes.iter().map(|c| json!({
+            "kind": kind(c.kind),
+            "holder": c.holder.as_ref().map(key_holder),
+            "end_cause": cause_name(c.end_cause),
+        })).collect::<Vec<_>>(),
+        "initial": u.initial,
+        "cursor": u.cursor,
+    })
+}

@@ -7,6 +7,7 @@ pub mod access;
 pub mod api;
 pub mod gateway;
 pub mod json;
+pub mod key_sse;
 pub mod playground;
 pub mod query;
 pub mod sse;

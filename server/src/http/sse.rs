@@ -26,7 +26,7 @@ use super::json::{self, ApiFailure};
 use super::query::query_pairs;
 
 /// A comment line this often keeps proxies and browsers from closing an idle stream.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 fn parse_request(headers: &HeaderMap, q: &Option<String>) -> Result<pb::WatchEventsRequest, ApiFailure> {
     let mut req = pb::WatchEventsRequest::default();
@@ -165,7 +165,7 @@ pub async fn events(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery
 }
 
 /// Ends a stream with an error frame (`event: dls-error`, the usual error JSON).
-async fn send_error(tx: &mpsc::Sender<Bytes>, s: Status) {
+pub(super) async fn send_error(tx: &mpsc::Sender<Bytes>, s: Status) {
     let body = ApiFailure::from(s).body();
     let _ = tx.send(Bytes::from(format!("event: dls-error\ndata: {body}\n\n"))).await;
 }

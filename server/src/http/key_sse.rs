@@ -1,0 +1,114 @@
+//! `GET /api/v1/keys/watch?namespace=N&key=K`: who holds one key, as Server-Sent Events.
+//! Each update is one `id: <cursor>` + `data: <json>` frame, so a browser's EventSource
+//! resumes with `Last-Event-ID` by itself; when the serving node loses leadership the
+//! stream reattaches to the new leader with the last cursor, and the next frame reports
+//! what changed meanwhile.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use caerus_proto::v1::lock_service_client::LockServiceClient;
+use caerus_proto::v1::lock_service_server::LockService;
+use caerus_proto::v1::{self as pb};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Status;
+
+use super::gateway::{Auth, BoxStream, Gateway, Target};
+use super::json::{self, ApiFailure};
+use super::query::query_pairs;
+use super::sse::{send_error, KEEP_ALIVE};
+
+fn parse_request(headers: &HeaderMap, q: &Option<String>) -> Result<pb::WatchKeyRequest, ApiFailure> {
+    let mut req = pb::WatchKeyRequest::default();
+    for (k, v) in query_pairs(q) {
+        match k.as_str() {
+            "namespace" => req.namespace = v,
+            "key" => req.key = v,
+            "cursor" => req.cursor = v,
+            other => {
+                return Err(ApiFailure::bad_request(format!(
+                    "unknown query parameter {other:?}; use namespace, key, cursor"
+                )))
+            }
+        }
+    }
+    // The browser's reconnect header wins: it is where this very stream left off.
+    if let Some(v) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
+        req.cursor = v.trim().to_string();
+    }
+    Ok(req)
+}
+
+async fn attach(
+    gw: &Arc<Gateway>,
+    auth: &Auth,
+    req: &pb::WatchKeyRequest,
+) -> Result<BoxStream<pb::KeyHolders>, Status> {
+    gw.call(|target| {
+        let r = auth.request(req.clone());
+        let gw = gw.clone();
+        async move {
+            match target {
+                Target::Local => Ok(LockService::watch_key(&*gw.lock, r).await?.into_inner()),
+                Target::Leader(ch) => {
+                    Ok(Box::pin(LockServiceClient::new(ch).watch_key(r).await?.into_inner()) as BoxStream<_>)
+                }
+            }
+        }
+    })
+    .await
+}
+
+pub async fn watch_key(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery(q): RawQuery) -> Response {
+    let mut req = match parse_request(&headers, &q) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let auth = Auth::from_headers(&headers);
+    // Attach before answering, so a bad key or namespace is an HTTP error, not a broken stream.
+    let mut stream = match attach(&gw, &auth, &req).await {
+        Ok(s) => s,
+        Err(e) => return ApiFailure::from(e).into_response(),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                _ = keep_alive.tick() => {
+                    if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() { return; }
+                    continue;
+                }
+                _ = tx.closed() => return,
+            };
+            match item {
+                Some(Ok(u)) => {
+                    req.cursor = u.cursor.clone();
+                    let frame = format!("id: {}\ndata: {}\n\n", u.cursor, json::key_update(&u));
+                    if tx.send(Bytes::from(frame)).await.is_err() {
+                        return;
+                    }
+                }
+                Some(Err(s)) if Gateway::is_leader_change(&s) => {
+                    tracing::info!("key watch: leadership moved, reattaching");
+                    match attach(&gw, &auth, &req).await {
+                        Ok(s) => stream = s,
+                        Err(s) => return send_error(&tx, s).await,
+                    }
+                }
+                Some(Err(s)) => return send_error(&tx, s).await,
+                None => return,
+            }
+        }
+    });
+    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body)
+        .into_response()
+}
