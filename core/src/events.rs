@@ -16,13 +16,15 @@ use caerus_proto::v1 as pb;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::Wire;
 use futures::{Stream, StreamExt};
+use tonic::transport::Channel;
 use tonic::Status;
-use tracing::{debug, warn};
+use tracing::warn;
 
 use crate::client::DlsClient;
 use crate::deadlock::{CycleMember, Deadlock};
 use crate::error::{Error, Result};
-use crate::router::{attempt_timed_out, Attempts, Router};
+use crate::resume::Resuming;
+use crate::router::{Attempts, Router};
 use crate::types::{required, EndCause, Lock, LockMode};
 
 /// Kinds of events (declared once, in `caerus-types`). Parsed from the wire or config name
@@ -226,12 +228,6 @@ impl WatchOptions {
     }
 }
 
-/// A server stream and the node it comes from.
-struct Attached {
-    uri: String,
-    messages: tonic::Streaming<pb::Event>,
-}
-
 /// The state behind an [`EventStream`].
 struct Watch {
     router: Arc<Router>,
@@ -243,7 +239,7 @@ struct Watch {
     start: Option<u64>,
     /// The last event committed when the stream first attached: the end of the backlog.
     backlog_end: Option<u64>,
-    attached: Option<Attached>,
+    stream: Resuming<pb::Event>,
 }
 
 /// A sequence number from the stream's response headers.
@@ -251,79 +247,54 @@ fn header_sequence(md: &tonic::metadata::MetadataMap, key: &str) -> Option<u64> 
     md.get(key)?.to_str().ok()?.parse().ok()
 }
 
+/// The request of the next attach: the caller's options until an event arrived, then the
+/// event after the last one delivered.
+///
+/// Before any event arrived, a re-attach resumes where the first attach started (the
+/// server says so in its response headers), so `only_new` misses nothing either.
+fn resume_request(opts: &WatchOptions, last: Option<u64>, start: Option<u64>) -> pb::WatchEventsRequest {
+    let (from_sequence, only_new) = match (last, start) {
+        (Some(last), _) => (last + 1, false),
+        (None, Some(start)) => (start, false),
+        (None, None) => (opts.from_sequence, opts.only_new),
+    };
+    pb::WatchEventsRequest {
+        from_sequence,
+        namespace_prefixes: opts.namespace_prefixes.clone(),
+        kinds: opts.kinds.iter().map(|k| k.to_wire()).collect(),
+        only_new,
+    }
+}
+
+/// Opens WatchEvents on `channel`.
+fn open(
+    router: &Router,
+    channel: Channel,
+    request: pb::WatchEventsRequest,
+) -> impl std::future::Future<Output = std::result::Result<tonic::Response<tonic::Streaming<pb::Event>>, Status>> {
+    let request = router.request(request);
+    async move { LockServiceClient::new(channel).watch_events(request).await }
+}
+
 impl Watch {
-    /// The request of the next attach: the caller's options until an event arrived, then
-    /// the event after the last one delivered.
-    ///
-    /// Before any event arrived, a re-attach resumes where the first attach started (the
-    /// server says so in its response headers), so `only_new` misses nothing either.
+    #[cfg(test)]
     fn request(&self) -> pb::WatchEventsRequest {
-        let (from_sequence, only_new) = match (self.last, self.start) {
-            (Some(last), _) => (last + 1, false),
-            (None, Some(start)) => (start, false),
-            (None, None) => (self.opts.from_sequence, self.opts.only_new),
-        };
-        pb::WatchEventsRequest {
-            from_sequence,
-            namespace_prefixes: self.opts.namespace_prefixes.clone(),
-            kinds: self.opts.kinds.iter().map(|k| k.to_wire()).collect(),
-            only_new,
-        }
+        resume_request(&self.opts, self.last, self.start)
     }
 
-    /// Opens a server stream on the leader, retrying within the attempts' budget.
+    /// The first attach, which learns where the watch starts and where the backlog ends.
     async fn attach(&mut self, attempts: &mut Attempts<'_>) -> Result<()> {
-        loop {
-            let (uri, channel) = attempts.next()?;
-            let timeout = attempts.attempt_timeout();
-            // No gRPC timeout on the request: the stream legitimately lives for hours.
-            // Only opening it is bounded.
-            let request = self.router.request(self.request());
-            let opened = tokio::time::timeout(timeout, LockServiceClient::new(channel).watch_events(request)).await;
-            let status = match opened {
-                Ok(Ok(response)) => {
-                    attempts.succeeded(&uri, response.metadata());
-                    let md = response.metadata();
-                    if self.start.is_none() {
-                        self.start = header_sequence(md, caerus_proto::metadata::FIRST_SEQUENCE);
-                        self.backlog_end = header_sequence(md, caerus_proto::metadata::LAST_SEQUENCE);
-                    }
-                    debug!(node = %uri, resume_after = ?self.last, "event stream attached");
-                    self.attached = Some(Attached { uri, messages: response.into_inner() });
-                    return Ok(());
-                }
-                Ok(Err(status)) => status,
-                Err(_) => attempt_timed_out(&uri, timeout),
-            };
-            attempts.failed(status).await?;
-        }
+        let (router, opts, last, start) = (&self.router, &self.opts, self.last, self.start);
+        let md = self.stream.attach(attempts, |ch| open(router, ch, resume_request(opts, last, start))).await?;
+        self.start = header_sequence(&md, caerus_proto::metadata::FIRST_SEQUENCE);
+        self.backlog_end = header_sequence(&md, caerus_proto::metadata::LAST_SEQUENCE);
+        Ok(())
     }
 
-    /// The next wire event, re-attaching after breaks. Each break gets the router's whole
-    /// retry budget, counted from when the break was noticed.
+    /// The next wire event, re-attaching after breaks from where the watch stands.
     async fn next_message(&mut self) -> Result<pb::Event> {
-        let router = Arc::clone(&self.router);
-        // Created at the first break only: a stream that idled for an hour must not find
-        // its budget already spent.
-        let mut attempts: Option<Attempts<'_>> = None;
-        loop {
-            let Some(attached) = self.attached.as_mut() else {
-                let attempts = attempts.get_or_insert_with(|| router.attempts("WatchEvents", router.default_options()));
-                self.attach(attempts).await?;
-                continue;
-            };
-            let status = match attached.messages.message().await {
-                Ok(Some(event)) => return Ok(event),
-                Ok(None) => Status::unavailable(format!("event stream from {} ended", attached.uri)),
-                Err(status) => status,
-            };
-            let uri = attached.uri.clone();
-            self.attached = None;
-            debug!(node = %uri, code = ?status.code(), message = status.message(), "event stream broke");
-            let attempts = attempts.get_or_insert_with(|| router.attempts("WatchEvents", router.default_options()));
-            attempts.adopt(&uri);
-            attempts.failed(status).await?;
-        }
+        let (router, opts, last, start) = (&self.router, &self.opts, self.last, self.start);
+        self.stream.next_message(router, |ch| open(router, ch, resume_request(opts, last, start))).await
     }
 
     /// The next event for the caller; an error ends the watch.
@@ -406,8 +377,14 @@ impl DlsClient {
     /// re-attach may retry for the configured `retry_deadline`.
     pub async fn watch_events(&self, opts: WatchOptions) -> Result<EventStream> {
         let router = Arc::clone(self.router());
-        let mut watch =
-            Watch { router: Arc::clone(&router), opts, last: None, start: None, backlog_end: None, attached: None };
+        let mut watch = Watch {
+            router: Arc::clone(&router),
+            opts,
+            last: None,
+            start: None,
+            backlog_end: None,
+            stream: Resuming::new("WatchEvents"),
+        };
         let mut attempts = router.attempts("WatchEvents", router.default_options());
         watch.attach(&mut attempts).await?;
         Ok(EventStream::new(watch))

@@ -88,7 +88,7 @@ fn watch(opts: WatchOptions) -> Watch {
         last: None,
         start: None,
         backlog_end: None,
-        attached: None,
+        stream: crate::resume::Resuming::new("WatchEvents"),
     }
 }
 

@@ -15,12 +15,13 @@ use caerus_proto::v1 as pb;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::Wire;
 use futures::{Stream, StreamExt};
+use tonic::transport::Channel;
 use tonic::Status;
-use tracing::debug;
 
 use crate::client::DlsClient;
 use crate::error::{Error, Result};
-use crate::router::{attempt_timed_out, Attempts, Router};
+use crate::resume::Resuming;
+use crate::router::{Attempts, Router};
 use crate::types::{required, AcquireOptions, EndCause, Lock, LockMode, TransactionOptions};
 use crate::Transaction;
 
@@ -116,61 +117,34 @@ struct Watch {
     cursor: String,
     /// Whether an update was delivered (after that, a re-attach's first message is a change).
     delivered: bool,
-    attached: Option<(String, tonic::Streaming<pb::KeyHolders>)>,
+    stream: Resuming<pb::KeyHolders>,
+}
+
+/// The request of an attach: from the last cursor received (none at first).
+fn request(namespace: &str, key: &str, cursor: &str) -> pb::WatchKeyRequest {
+    pb::WatchKeyRequest { namespace: namespace.to_string(), key: key.to_string(), cursor: cursor.to_string() }
+}
+
+/// Opens WatchKey on `channel`.
+fn open(
+    router: &Router,
+    channel: Channel,
+    request: pb::WatchKeyRequest,
+) -> impl std::future::Future<Output = std::result::Result<tonic::Response<tonic::Streaming<pb::KeyHolders>>, Status>> {
+    let request = router.request(request);
+    async move { LockServiceClient::new(channel).watch_key(request).await }
 }
 
 impl Watch {
     async fn attach(&mut self, attempts: &mut Attempts<'_>) -> Result<()> {
-        loop {
-            let (uri, channel) = attempts.next()?;
-            let timeout = attempts.attempt_timeout();
-            let request = self.router.request(pb::WatchKeyRequest {
-                namespace: self.namespace.clone(),
-                key: self.key.clone(),
-                cursor: self.cursor.clone(),
-            });
-            // Only opening the stream is bounded: it legitimately lives for hours.
-            let status = match tokio::time::timeout(timeout, LockServiceClient::new(channel).watch_key(request)).await {
-                Ok(Ok(response)) => {
-                    attempts.succeeded(&uri, response.metadata());
-                    debug!(node = %uri, "key watch attached");
-                    self.attached = Some((uri, response.into_inner()));
-                    return Ok(());
-                }
-                Ok(Err(status)) => status,
-                Err(_) => attempt_timed_out(&uri, timeout),
-            };
-            attempts.failed(status).await?;
-        }
-    }
-
-    /// The next server message, re-attaching after breaks with the router's retry budget.
-    async fn next_message(&mut self) -> Result<pb::KeyHolders> {
-        let router = Arc::clone(&self.router);
-        let mut attempts: Option<Attempts<'_>> = None;
-        loop {
-            let Some((uri, messages)) = self.attached.as_mut() else {
-                let attempts = attempts.get_or_insert_with(|| router.attempts("WatchKey", router.default_options()));
-                self.attach(attempts).await?;
-                continue;
-            };
-            let status = match messages.message().await {
-                Ok(Some(m)) => return Ok(m),
-                Ok(None) => Status::unavailable(format!("key watch from {uri} ended")),
-                Err(status) => status,
-            };
-            let uri = uri.clone();
-            self.attached = None;
-            debug!(node = %uri, code = ?status.code(), "key watch broke");
-            let attempts = attempts.get_or_insert_with(|| router.attempts("WatchKey", router.default_options()));
-            attempts.adopt(&uri);
-            attempts.failed(status).await?;
-        }
+        let (router, namespace, key, cursor) = (&self.router, &self.namespace, &self.key, &self.cursor);
+        self.stream.attach(attempts, |ch| open(router, ch, request(namespace, key, cursor))).await.map(|_| ())
     }
 
     async fn next_update(&mut self) -> Result<KeyUpdate> {
         loop {
-            let m = self.next_message().await?;
+            let (router, namespace, key, cursor) = (&self.router, &self.namespace, &self.key, &self.cursor);
+            let m = self.stream.next_message(router, |ch| open(router, ch, request(namespace, key, cursor))).await?;
             self.cursor = m.cursor.clone();
             let mut u = update(m)?;
             if self.delivered {
@@ -227,7 +201,7 @@ impl DlsClient {
             key: key.to_string(),
             cursor: String::new(),
             delivered: false,
-            attached: None,
+            stream: Resuming::new("WatchKey"),
         };
         let mut attempts = router.attempts("WatchKey", router.default_options());
         watch.attach(&mut attempts).await?;

@@ -176,7 +176,7 @@ impl Engine {
             let _slot = slot;
             let mut sub = node.key_watchers().subscribe(&lock);
             let mut leadership = node.leadership();
-            let mut last = resume_from.clone();
+            let mut last = resume_from;
             let mut initial = true;
             loop {
                 // Marked seen before the read: a change right after it wakes the loop.

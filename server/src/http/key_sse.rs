@@ -4,25 +4,20 @@
 //! stream reattaches to the new leader with the last cursor, and the next frame reports
 //! what changed meanwhile.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::lock_service_server::LockService;
 use caerus_proto::v1::{self as pb};
-use futures::StreamExt;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
 use super::gateway::{Auth, BoxStream, Gateway, Target};
 use super::json::{self, ApiFailure};
 use super::query::query_pairs;
-use super::sse::{send_error, KEEP_ALIVE};
+use super::sse::{relay, Resumable};
 
 fn parse_request(headers: &HeaderMap, q: &Option<String>) -> Result<pb::WatchKeyRequest, ApiFailure> {
     let mut req = pb::WatchKeyRequest::default();
@@ -65,50 +60,36 @@ async fn attach(
     .await
 }
 
+/// The key watch as the relay resumes it: from the holders of the last frame sent.
+struct KeyRelay {
+    gw: Arc<Gateway>,
+    auth: Auth,
+    req: pb::WatchKeyRequest,
+}
+
+impl Resumable for KeyRelay {
+    type Msg = pb::KeyHolders;
+
+    fn frame(&mut self, u: &pb::KeyHolders) -> String {
+        self.req.cursor = u.cursor.clone();
+        format!("id: {}\ndata: {}\n\n", u.cursor, json::key_update(u))
+    }
+
+    async fn reattach(&self) -> Result<BoxStream<pb::KeyHolders>, Status> {
+        attach(&self.gw, &self.auth, &self.req).await
+    }
+}
+
 pub async fn watch_key(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery(q): RawQuery) -> Response {
-    let mut req = match parse_request(&headers, &q) {
+    let req = match parse_request(&headers, &q) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
     let auth = Auth::from_headers(&headers);
     // Attach before answering, so a bad key or namespace is an HTTP error, not a broken stream.
-    let mut stream = match attach(&gw, &auth, &req).await {
+    let stream = match attach(&gw, &auth, &req).await {
         Ok(s) => s,
         Err(e) => return ApiFailure::from(e).into_response(),
     };
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
-    tokio::spawn(async move {
-        let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
-        loop {
-            let item = tokio::select! {
-                item = stream.next() => item,
-                _ = keep_alive.tick() => {
-                    if tx.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() { return; }
-                    continue;
-                }
-                _ = tx.closed() => return,
-            };
-            match item {
-                Some(Ok(u)) => {
-                    req.cursor = u.cursor.clone();
-                    let frame = format!("id: {}\ndata: {}\n\n", u.cursor, json::key_update(&u));
-                    if tx.send(Bytes::from(frame)).await.is_err() {
-                        return;
-                    }
-                }
-                Some(Err(s)) if Gateway::is_leader_change(&s) => {
-                    tracing::info!("key watch: leadership moved, reattaching");
-                    match attach(&gw, &auth, &req).await {
-                        Ok(s) => stream = s,
-                        Err(s) => return send_error(&tx, s).await,
-                    }
-                }
-                Some(Err(s)) => return send_error(&tx, s).await,
-                None => return,
-            }
-        }
-    });
-    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
-    (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], body)
-        .into_response()
+    relay(KeyRelay { gw, auth, req }, stream, None)
 }

@@ -26,7 +26,7 @@ use super::json::{self, ApiFailure};
 use super::query::query_pairs;
 
 /// A comment line this often keeps proxies and browsers from closing an idle stream.
-pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 fn parse_request(headers: &HeaderMap, q: &Option<String>) -> Result<pb::WatchEventsRequest, ApiFailure> {
     let mut req = pb::WatchEventsRequest::default();
@@ -112,6 +112,27 @@ async fn attach(
     .await
 }
 
+/// The event watch as the relay resumes it: from the event after the last one sent.
+struct EventRelay {
+    gw: Arc<Gateway>,
+    auth: Auth,
+    req: pb::WatchEventsRequest,
+}
+
+impl Resumable for EventRelay {
+    type Msg = pb::Event;
+
+    fn frame(&mut self, e: &pb::Event) -> String {
+        self.req.from_sequence = e.sequence + 1;
+        self.req.only_new = false;
+        format!("id: {}\ndata: {}\n\n", e.sequence, json::event(e))
+    }
+
+    async fn reattach(&self) -> Result<BoxStream<pb::Event>, Status> {
+        attach(&self.gw, &self.auth, &self.req).await.map(|(stream, _)| stream)
+    }
+}
+
 pub async fn events(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery(q): RawQuery) -> Response {
     let mut req = match parse_request(&headers, &q) {
         Ok(r) => r,
@@ -119,14 +140,34 @@ pub async fn events(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery
     };
     let auth = Auth::from_headers(&headers);
     // Attach before answering, so a bad key or prefix is an HTTP error, not a broken stream.
-    let (mut stream, from) = match attach(&gw, &auth, &req).await {
+    let (stream, from) = match attach(&gw, &auth, &req).await {
         Ok(s) => s,
         Err(e) => return ApiFailure::from(e).into_response(),
     };
+    // Until an event arrives, a reattach starts where this attach did.
+    req.from_sequence = from;
+    req.only_new = false;
+    let greeting = format!(": caerus-dls events from sequence {from}\n\n");
+    relay(EventRelay { gw, auth, req }, stream, Some(greeting))
+}
+
+/// What [`relay`] needs of a watch: how to write one message as a frame (noting where a
+/// reattach resumes), and how to open the watch again after a leader change.
+pub(super) trait Resumable: Send + 'static {
+    type Msg: Send + 'static;
+    fn frame(&mut self, msg: &Self::Msg) -> String;
+    fn reattach(&self) -> impl std::future::Future<Output = Result<BoxStream<Self::Msg>, Status>> + Send;
+}
+
+/// Streams a watch to the client as Server-Sent Events: `greeting` first, then a frame per
+/// message, a keep-alive comment every [`KEEP_ALIVE`], a reattach when leadership moves,
+/// and an error frame when the watch cannot go on.
+pub(super) fn relay<R: Resumable>(mut watch: R, mut stream: BoxStream<R::Msg>, greeting: Option<String>) -> Response {
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
-        let mut next = from;
-        let _ = tx.send(Bytes::from(format!(": caerus-dls events from sequence {from}\n\n"))).await;
+        if let Some(g) = greeting {
+            let _ = tx.send(Bytes::from(g)).await;
+        }
         let mut keep_alive = tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
         loop {
             let item = tokio::select! {
@@ -138,19 +179,15 @@ pub async fn events(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery
                 _ = tx.closed() => return,
             };
             match item {
-                Some(Ok(e)) => {
-                    next = e.sequence + 1;
-                    let frame = format!("id: {}\ndata: {}\n\n", e.sequence, json::event(&e));
-                    if tx.send(Bytes::from(frame)).await.is_err() {
+                Some(Ok(msg)) => {
+                    if tx.send(Bytes::from(watch.frame(&msg))).await.is_err() {
                         return;
                     }
                 }
                 Some(Err(s)) if Gateway::is_leader_change(&s) => {
-                    tracing::info!(next, "event stream: leadership moved, reattaching");
-                    req.from_sequence = next;
-                    req.only_new = false;
-                    match attach(&gw, &auth, &req).await {
-                        Ok((s, _)) => stream = s,
+                    tracing::info!("server-sent events: leadership moved, reattaching");
+                    match watch.reattach().await {
+                        Ok(s) => stream = s,
                         Err(s) => return send_error(&tx, s).await,
                     }
                 }
@@ -165,7 +202,7 @@ pub async fn events(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery
 }
 
 /// Ends a stream with an error frame (`event: dls-error`, the usual error JSON).
-pub(super) async fn send_error(tx: &mpsc::Sender<Bytes>, s: Status) {
+async fn send_error(tx: &mpsc::Sender<Bytes>, s: Status) {
     let body = ApiFailure::from(s).body();
     let _ = tx.send(Bytes::from(format!("event: dls-error\ndata: {body}\n\n"))).await;
 }
