@@ -5,13 +5,14 @@
 use std::time::Duration;
 
 use caerus_proto::v1 as pb;
+use caerus_proto::Wire;
 use tokio::time::Instant;
 
 use crate::client::DlsClient;
 use crate::error::Result;
 use crate::router::new_request_id;
 use crate::router::{CallOptions, Route};
-use crate::types::{required, LockMode, TransactionState};
+use crate::types::{required, EndCause, LockMode, TransactionState};
 
 /// The pieces of a backup, in order (see [`DlsClient::save_snapshot`]).
 pub struct SnapshotPieces {
@@ -71,6 +72,31 @@ pub struct KeyLocks {
     pub holders: Vec<LockHolder>,
     /// The FIFO queue, first in line first.
     pub waiters: Vec<LockWaiter>,
+    /// The lock-delay keeping the key from granting anything, if any (see
+    /// [`DlsClient::set_lock_delay`]).
+    pub delay: Option<KeyDelay>,
+}
+
+/// Why and until when a key grants nothing: its holder was revoked in a namespace with a
+/// lock-delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyDelay {
+    /// When the key may be granted again (leader clock, ms since the Unix epoch).
+    pub until_ms: i64,
+    /// The revoked holder whose end started the delay.
+    pub transaction_id: u64,
+    /// How that holder ended (lease expired, operator abort, deadlock victim, maximum
+    /// duration); None if the server sent a cause this client does not know.
+    pub cause: Option<EndCause>,
+}
+
+/// A lock-delay rule (see [`DlsClient::set_lock_delay`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockDelayRule {
+    /// Namespaces starting with this prefix ("" = every namespace).
+    pub namespace_prefix: String,
+    /// How long a revoked holder's keys grant nothing.
+    pub delay: Duration,
 }
 
 impl TryFrom<pb::KeyLocks> for KeyLocks {
@@ -104,7 +130,12 @@ impl TryFrom<pb::KeyLocks> for KeyLocks {
                 })
             })
             .collect::<Result<_>>()?;
-        Ok(KeyLocks { namespace: k.namespace, key: k.key, holders, waiters })
+        let delay = (k.delayed_until_ms > 0).then(|| KeyDelay {
+            until_ms: k.delayed_until_ms,
+            transaction_id: k.delayed_by_transaction_id,
+            cause: EndCause::from_wire(k.delay_cause),
+        });
+        Ok(KeyLocks { namespace: k.namespace, key: k.key, holders, waiters, delay })
     }
 }
 
@@ -369,6 +400,48 @@ impl DlsClient {
         routed.value.locks.into_iter().map(KeyLocks::try_from).collect()
     }
 
+    /// Sets the lock-delay of every namespace starting with `namespace_prefix` ("" = all;
+    /// `Duration::ZERO` removes the rule), as in Chubby and Consul: when a holder of a key
+    /// there is revoked (lease expired, operator abort, deadlock victim, maximum duration),
+    /// the key grants nothing for `delay`, so a process that still believes it holds it
+    /// has time to stop. A release or commit is never delayed. Returns the prefix's
+    /// previous delay. At most 10 minutes and 256 rules.
+    pub async fn set_lock_delay(&self, namespace_prefix: &str, delay: Duration) -> Result<Duration> {
+        let delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+        let request = pb::SetLockDelayRequest { namespace_prefix: namespace_prefix.to_string(), delay_ms };
+        let router = self.router();
+        // Setting the same rule twice is harmless, so a retry needs no request id.
+        let routed = router
+            .admin_unary("SetLockDelay", Route::Leader, request, router.default_options(), |mut c, r| async move {
+                c.set_lock_delay(r).await
+            })
+            .await?;
+        Ok(Duration::from_millis(routed.value.previous_delay_ms.max(0) as u64))
+    }
+
+    /// The lock-delay rules, sorted by prefix (empty when lock-delay is off everywhere).
+    pub async fn lock_delays(&self) -> Result<Vec<LockDelayRule>> {
+        let router = self.router();
+        let routed = router
+            .admin_unary(
+                "ListLockDelays",
+                Route::Leader,
+                pb::ListLockDelaysRequest {},
+                router.default_options(),
+                |mut c, r| async move { c.list_lock_delays(r).await },
+            )
+            .await?;
+        Ok(routed
+            .value
+            .rules
+            .into_iter()
+            .map(|r| LockDelayRule {
+                namespace_prefix: r.namespace_prefix,
+                delay: Duration::from_millis(r.delay_ms.max(0) as u64),
+            })
+            .collect())
+    }
+
     /// Aborts any transaction as an operator: releases its locks, ends its wait, and
     /// records `reason` in its end reason and in a `TRANSACTION_ABORTED` event. Returns
     /// the final state. Fails with [`Error::TransactionLost`](crate::Error::TransactionLost)
@@ -467,8 +540,12 @@ mod tests {
                 since_ms: 200,
                 upgrade: false,
             }],
+            delayed_until_ms: 5_000,
+            delayed_by_transaction_id: 3,
+            delay_cause: pb::EndCause::LeaseExpired as i32,
         };
         let k = KeyLocks::try_from(wire).unwrap();
+        assert_eq!(k.delay, Some(KeyDelay { until_ms: 5_000, transaction_id: 3, cause: Some(EndCause::LeaseExpired) }));
         assert_eq!(k.holders[0].mode, LockMode::SharedRead);
         assert_eq!(k.holders[0].fencing_token, 9);
         assert_eq!(k.waiters[0].blocking_transaction_ids, vec![1]);
@@ -476,6 +553,8 @@ mod tests {
         let bad =
             pb::KeyLocks { holders: vec![pb::LockHolder { mode: 0, ..Default::default() }], ..Default::default() };
         assert!(KeyLocks::try_from(bad).is_err());
+        let plain = KeyLocks::try_from(pb::KeyLocks::default()).unwrap();
+        assert_eq!(plain.delay, None, "not delayed");
     }
 
     #[test]

@@ -59,8 +59,8 @@ mod tx_shared;
 mod types;
 
 pub use admin::{
-    AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyLocks, LockHolder, LockWaiter, MemberInfo,
-    Membership, SnapshotPieces,
+    AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyDelay, KeyLocks, LockDelayRule, LockHolder,
+    LockWaiter, MemberInfo, Membership, SnapshotPieces,
 };
 pub use client::DlsClient;
 pub use config::{

@@ -65,6 +65,12 @@ pub enum Command {
     /// The leader saw a bounded transaction's maximum duration pass (see
     /// `BeginOption::MaxDurationMs`); applied only if it really has by the log's clock.
     EndOverdue { txn: TxnId },
+    /// An operator sets the lock-delay of namespaces starting with `prefix` ("" = every
+    /// namespace; 0 removes the rule). See `table::lock_delay`.
+    SetLockDelay { prefix: String, delay_ms: u64 },
+    /// The leader saw these keys' lock-delays pass; each ends only if it really has by the
+    /// log's clock.
+    EndLockDelay { keys: Vec<LockKey> },
     // New variants go last: bincode numbers variants in order, and logs written by an
     // older version must keep decoding.
 }
@@ -186,5 +192,13 @@ pub enum Outcome {
     /// transaction did not hold the lock.
     Downgraded {
         held: Option<Held>,
+    },
+    /// A lock-delay rule was set: the delay its prefix had before (0 = none).
+    LockDelaySet {
+        previous_ms: u64,
+    },
+    /// How many of the keys of an `EndLockDelay` were released from their delay.
+    LockDelaysEnded {
+        ended: u32,
     },
 }

@@ -14,11 +14,13 @@ pub mod vec_map;
 #[cfg(test)]
 mod table_all_tests;
 #[cfg(test)]
+mod table_delay_tests;
+#[cfg(test)]
 mod table_props;
 #[cfg(test)]
 mod table_tests;
 
 pub use command::{AcquireRequest, AcquireStatus, Begin, BeginOption, Command, LogCommand, Outcome, Rejection};
 pub use events::{revoke_cause, CycleMember, Event, EventDetail, EventKind};
-pub use table::{Effect, LockTable, Txn};
+pub use table::{invalid_lock_delay, Effect, KeyDelay, LockTable, Txn, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES};
 pub use types::{EndCause, FencingToken, Grant, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};

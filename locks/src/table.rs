@@ -19,6 +19,10 @@ use super::vec_map::VecMap;
 
 mod all;
 mod bounds;
+mod lock_delay;
+mod sections;
+
+pub use lock_delay::{invalid_lock_delay, KeyDelay, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES};
 
 /// Finished transactions are remembered this long (by the leaders' clocks carried in the
 /// log) so late status queries and retries get true answers.
@@ -80,6 +84,9 @@ pub enum Effect {
     TxnBegun { txn: TxnId, lease_ms: u64 },
     /// A bounded transaction must end at `deadline_ms` (ms since the epoch).
     DeadlineSet { txn: TxnId, deadline_ms: u64 },
+    /// A revoked holder's key grants nothing until `until_ms` (ms since the epoch): the
+    /// leader proposes the end then.
+    LockDelayed { key: LockKey, until_ms: u64 },
     /// A transaction ended: stop its timers, wake its streams.
     TxnFinished { txn: TxnId, cause: EndCause },
     /// A request started waiting: start its acquire timer.
@@ -130,6 +137,10 @@ pub struct LockTable {
     /// section of their own, not in the serde form, so older snapshots keep decoding.
     #[serde(skip)]
     deadlines: BTreeMap<TxnId, u64>,
+    /// Lock-delay rules and the keys under a delay (see `lock_delay`); in snapshot files as
+    /// sections, like `deadlines`.
+    #[serde(skip)]
+    lock_delays: lock_delay::LockDelays,
     /// Derived from `txns`, for the leader's per-key limit; not part of snapshots.
     #[serde(skip)]
     active_by_owner: ActiveByOwner,
@@ -204,6 +215,8 @@ impl LockTable {
                 }
             }
             Command::EndOverdue { txn } => self.end_overdue(*txn),
+            Command::SetLockDelay { prefix, delay_ms } => self.set_lock_delay(prefix, *delay_ms),
+            Command::EndLockDelay { keys } => self.end_lock_delays(keys),
             Command::Batch(_) => Outcome::Rejected(Rejection::NestedBatch),
         }
     }
@@ -245,6 +258,11 @@ impl LockTable {
     /// backup must not repeat tokens the old cluster issued after the backup).
     pub fn raise_token_floor(&mut self, floor: u64) {
         self.last_token = self.last_token.max(floor);
+    }
+
+    /// The log's clock: the highest leader clock applied so far (ms since the epoch).
+    pub fn clock_ms(&self) -> u64 {
+        self.clock_ms
     }
 
     /// The last fencing token issued (0 before the first grant).
@@ -317,9 +335,16 @@ impl LockTable {
     /// queued): what a try-lock (`wait_ms` 0) answers. A read of the table as it stands; the
     /// apply of the acquire decides.
     pub fn grantable_now(&self, txn: TxnId, lock: &LockKey, mode: LockMode) -> bool {
+        let held = self.txns.get(&txn).and_then(|t| t.held.get(lock));
+        if held.is_some_and(|h| h.mode.covers(mode)) {
+            return true;
+        }
+        if self.is_delayed(lock) {
+            return false;
+        }
         let Some(key) = self.keys.get(lock) else { return true };
-        match self.txns.get(&txn).and_then(|t| t.held.get(lock)) {
-            Some(held) => held.mode.covers(mode) || key.compatible_with_holders(txn, mode),
+        match held {
+            Some(_) => key.compatible_with_holders(txn, mode),
             None => key.can_grant_now(txn, mode),
         }
     }
@@ -434,13 +459,15 @@ impl LockTable {
             });
         }
         let already = t.held.get(lock).copied();
+        // A key under a lock-delay grants nothing new (a covering hold still answers).
+        let open = !self.is_delayed(lock);
         let key = self.keys.entry(lock.clone()).or_default();
         let record = match already {
             // Re-entrant: the existing grant already covers the request.
             Some(held) if held.mode.covers(mode) => AcquireRecord::Granted { token: held.token, mode: held.mode },
             // Upgrade SHARED_READ -> EXCLUSIVE: immediate only as the sole holder.
-            Some(_) if key.compatible_with_holders(txn, mode) => self.grant(txn, lock, mode),
-            None if key.can_grant_now(txn, mode) => self.grant(txn, lock, mode),
+            Some(_) if open && key.compatible_with_holders(txn, mode) => self.grant(txn, lock, mode),
+            None if open && key.can_grant_now(txn, mode) => self.grant(txn, lock, mode),
             // A try-lock (no wait allowed) never queues: nobody behind it moves, no deadlock
             // search, and the transaction stays active.
             _ if wait_ms == 0 => AcquireRecord::Ended(WaitEnd::TimedOut),
@@ -724,6 +751,8 @@ impl LockTable {
         t.end_cause = Some(cause);
         t.end_reason = reason.to_string();
         t.ended_at_ms = clock;
+        let held: Vec<(LockKey, Held)> = held.into_iter().collect();
+        self.delay_revoked_keys(txn, cause, &held);
         for (lock, h) in &held {
             if cause.revokes() {
                 let cause = cause.describe().to_string();
@@ -743,7 +772,7 @@ impl LockTable {
             // Revoked locks were logged above (and the cause before them by the caller).
             self.effects.push(Effect::EventsAppended);
         }
-        held.into_iter().collect()
+        held
     }
 
     /// Takes `txn`'s pending request out of its queue (every queue, for a request of

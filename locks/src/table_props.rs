@@ -75,7 +75,20 @@ enum Op {
     Tick {
         ms: u64,
     },
+    /// An operator sets the lock-delay of `PREFIXES[rule]` (0 removes it).
+    SetDelay {
+        rule: usize,
+        ms: u64,
+    },
+    /// The leader's timer says the key's lock-delay passed.
+    EndDelay {
+        k: usize,
+    },
 }
+
+/// Lock-delay prefixes: every namespace, two that match "ns" (the longer wins), one that
+/// matches none.
+const PREFIXES: [&str; 4] = ["", "n", "ns", "x"];
 
 fn single_op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -94,6 +107,8 @@ fn single_op() -> impl Strategy<Value = Op> {
         1 => (0..6usize).prop_map(|t| Op::Abort { t }),
         2 => (0..6usize).prop_map(|t| Op::TimeOut { t }),
         1 => (1..5_000u64).prop_map(|ms| Op::Tick { ms }),
+        1 => (0..PREFIXES.len(), prop_oneof![Just(0u64), 1..3_000u64]).prop_map(|(rule, ms)| Op::SetDelay { rule, ms }),
+        1 => (0..KEYS.len()).prop_map(|k| Op::EndDelay { k }),
     ]
 }
 
@@ -212,6 +227,8 @@ impl Run {
                 let (a, b) = (self.command(a), self.command(b));
                 Command::Batch(a.into_iter().chain(b).collect())
             }
+            Op::SetDelay { rule, ms } => Command::SetLockDelay { prefix: PREFIXES[*rule].into(), delay_ms: *ms },
+            Op::EndDelay { k } => Command::EndLockDelay { keys: vec![key(*k)] },
             Op::Tick { .. } => return None,
         })
     }
@@ -233,10 +250,25 @@ impl Run {
         }
         check_try_lock(&before, &entry.cmd, &outcome)?;
         check_overdue(&before, &entry, &self.table)?;
+        check_end_delay(&before, &entry, &self.table)?;
         self.log.push(entry);
         self.outcomes.push(outcome);
         check_step(&before, &self.table)
     }
+}
+
+/// A lock-delay ends exactly when it is due by the log's clock.
+fn check_end_delay(before: &LockTable, entry: &LogCommand, after: &LockTable) -> Result<(), TestCaseError> {
+    let Command::EndLockDelay { keys } = &entry.cmd else { return Ok(()) };
+    for lock in keys {
+        let clock = entry.now_ms.max(before.clock_ms());
+        let due = before.key_delay(lock).map(|d| d.until_ms <= clock);
+        match due {
+            Some(true) | None => prop_assert!(!after.is_delayed(lock), "{lock} is still delayed after its end"),
+            Some(false) => prop_assert!(after.is_delayed(lock), "{lock}'s delay ended early"),
+        }
+    }
+    Ok(())
 }
 
 /// An overdue end ends a bounded transaction exactly when its deadline passed by the log's
@@ -397,11 +429,18 @@ fn check_table(t: &LockTable) -> Result<(), TestCaseError> {
             );
             // Whether it could have this key now: compatible with the holders and with
             // everyone queued ahead of it.
-            could_go &= k.compatible_with_holders(txn.id, w.mode)
+            could_go &= !t.is_delayed(lock)
+                && k.compatible_with_holders(txn.id, w.mode)
                 && k.queue.range(..*slot).all(|(_, e)| e.mode.compatible_with(w.mode));
         }
         // Nobody is left waiting who could have every key it waits for.
         prop_assert!(!could_go, "{} waits for {slots:?} although it could be granted", txn.id);
+    }
+    // A delayed key grants nothing: every hold of it is older than the delay.
+    for (lock, delay) in t.delayed_keys() {
+        for (txn, held) in t.key(lock).into_iter().flat_map(|k| k.holders.iter()) {
+            prop_assert!(held.token.0 <= delay.after_token, "{txn} was granted {lock} during its lock-delay");
+        }
     }
     // Only active transactions are bounded.
     for (txn, _) in t.deadlines() {

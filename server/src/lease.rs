@@ -11,7 +11,7 @@ use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::locks::{Effect, LockTable, TxnId};
+use crate::locks::{Effect, LockKey, LockTable, TxnId};
 
 /// Deadlines keyed by `K`, cheap to renew and to pop in deadline order.
 #[derive(Debug)]
@@ -114,6 +114,8 @@ pub struct Due {
     pub cancel_waits: Vec<(TxnId, String)>,
     /// Bounded transactions whose maximum duration passed.
     pub overdue: Vec<TxnId>,
+    /// Keys whose lock-delay passed.
+    pub delays_ended: Vec<LockKey>,
 }
 
 #[derive(Default)]
@@ -130,6 +132,8 @@ struct Timers {
     /// Maximum durations of bounded transactions. Absolute (from the begin, by the
     /// leaders' clocks): never restarted by a new leadership, unlike leases.
     overdue: DeadlineQueue<TxnId>,
+    /// Ends of lock-delays: absolute too (from the revocation).
+    delays: DeadlineQueue<LockKey>,
 }
 
 /// The instant of `deadline_ms` (ms since the Unix epoch) on this node's clocks.
@@ -153,6 +157,9 @@ impl Leases {
                 Effect::TxnBegun { txn, lease_ms } => t.leases.start(*txn, Duration::from_millis(*lease_ms), now),
                 Effect::DeadlineSet { txn, deadline_ms } => {
                     t.overdue.set(*txn, instant_of(*deadline_ms, now), Duration::ZERO)
+                }
+                Effect::LockDelayed { key, until_ms } => {
+                    t.delays.set(key.clone(), instant_of(*until_ms, now), Duration::ZERO)
                 }
                 Effect::TxnFinished { txn, .. } => {
                     t.overdue.remove(txn);
@@ -184,8 +191,12 @@ impl Leases {
         t.expiring.clear();
         t.expiry_retries.clear();
         t.overdue.clear();
+        t.delays.clear();
         for (txn, deadline_ms) in table.deadlines() {
             t.overdue.set(txn, instant_of(deadline_ms, now), Duration::ZERO);
+        }
+        for (key, delay) in table.delayed_keys() {
+            t.delays.set(key.clone(), instant_of(delay.until_ms, now), Duration::ZERO);
         }
         for txn in table.active_txns() {
             t.leases.start(txn.id, Duration::from_millis(txn.lease_ms), now);
@@ -236,7 +247,8 @@ impl Leases {
         expire.extend(t.expiry_retries.pop_due(now).into_iter().map(|(txn, _)| txn));
         let cancel_waits = t.waits.pop_due(now).into_iter().map(|(k, _)| k).collect();
         let overdue = t.overdue.pop_due(now).into_iter().map(|(txn, _)| txn).collect();
-        Due { expire, cancel_waits, overdue }
+        let delays_ended = t.delays.pop_due(now).into_iter().map(|(key, _)| key).collect();
+        Due { expire, cancel_waits, overdue, delays_ended }
     }
 
     /// An expiry proposal failed or timed out: propose it again `after` from now. The
@@ -254,6 +266,15 @@ impl Leases {
     pub fn retry_overdue(&self, table: &LockTable, txn: TxnId, after: Duration, now: Instant) {
         if table.deadline(txn).is_some() {
             self.timers.lock().expect("timers lock").overdue.start(txn, after, now);
+        }
+    }
+
+    /// Lock-delays whose end was not applied (not committed, or not due yet by the log's
+    /// clock): ask again `after` from now for those still delayed.
+    pub fn retry_delays(&self, table: &LockTable, keys: Vec<LockKey>, after: Duration, now: Instant) {
+        let mut t = self.timers.lock().expect("timers lock");
+        for key in keys.into_iter().filter(|k| table.is_delayed(k)) {
+            t.delays.start(key, after, now);
         }
     }
 

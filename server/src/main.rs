@@ -6,7 +6,7 @@ use tracing_subscriber::EnvFilter;
 use caerus_server::api::auth::add_key;
 use caerus_server::cli::connect::CliError;
 use caerus_server::cli::{
-    events, lock, locks, members, snapshot, status, txn, Cli, CliCommand, KeysCommand, LogFormat,
+    events, lock, lock_delay, locks, members, snapshot, status, txn, Cli, CliCommand, KeysCommand, LogFormat,
 };
 use caerus_server::config_file;
 
@@ -57,6 +57,7 @@ async fn main() {
             })
             .map_err(failure),
         CliCommand::Locks(args) => locks::run(args).await,
+        CliCommand::LockDelay(command) => lock_delay::run(command).await,
         CliCommand::Txn(command) => txn::run(command).await,
         CliCommand::Events(args) => events::run(args).await,
         CliCommand::Status(args) => status::run(args).await,

@@ -77,6 +77,7 @@ pub struct Metrics {
     grants: AtomicU64,
     waits: AtomicU64,
     deadlocks: AtomicU64,
+    lock_delays: AtomicU64,
     begun: AtomicU64,
     finished: [AtomicU64; END_CAUSES.len()],
     wait_seconds: Histogram,
@@ -94,6 +95,7 @@ impl Default for Metrics {
             grants: 0.into(),
             waits: 0.into(),
             deadlocks: 0.into(),
+            lock_delays: 0.into(),
             begun: 0.into(),
             finished: Default::default(),
             wait_seconds: Histogram::new(&WAIT_BUCKETS),
@@ -149,6 +151,7 @@ impl Metrics {
                 Effect::Granted { .. } => self.bump(&self.grants),
                 Effect::TxnBegun { .. } => self.bump(&self.begun),
                 Effect::DeadlockResolved => self.bump(&self.deadlocks),
+                Effect::LockDelayed { .. } => self.bump(&self.lock_delays),
                 Effect::TxnFinished { cause, .. } => self.bump(&self.finished[cause_index(*cause)]),
                 Effect::WaitStarted { txn, request_id, .. } => {
                     self.bump(&self.waits);
@@ -208,7 +211,7 @@ impl Metrics {
     }
 
     fn render_counters(&self, out: &mut String) {
-        let counters: [(&str, &str, &AtomicU64); 8] = [
+        let counters: [(&str, &str, &AtomicU64); 9] = [
             ("dls_heartbeat_calls_total", "Heartbeat calls answered by this node.", &self.heartbeat_calls),
             ("dls_heartbeat_renewals_total", "Leases renewed by those calls.", &self.heartbeat_renewals),
             ("dls_forwarded_calls_total", "Client calls this follower forwarded to the leader.", &self.forwarded_calls),
@@ -220,6 +223,11 @@ impl Metrics {
             ("dls_grants_total", "Locks granted (each with a new fencing token).", &self.grants),
             ("dls_waits_total", "Lock requests that had to queue.", &self.waits),
             ("dls_deadlocks_total", "Deadlocks detected and broken by aborting a victim.", &self.deadlocks),
+            (
+                "dls_lock_delays_total",
+                "Keys put under a lock-delay because their holder was revoked (see SetLockDelay).",
+                &self.lock_delays,
+            ),
             ("dls_transactions_begun_total", "Transactions begun.", &self.begun),
         ];
         for (name, help, value) in counters {

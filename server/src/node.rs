@@ -684,6 +684,19 @@ impl Node {
                         }
                     });
                 }
+                if !due.delays_ended.is_empty() {
+                    let n = node.clone();
+                    tokio::spawn(async move {
+                        let keys = due.delays_ended;
+                        tracing::info!(keys = keys.len(), "lock-delay passed; releasing the keys to their queues");
+                        if let Err(e) = n.propose(Command::EndLockDelay { keys: keys.clone() }).await {
+                            tracing::warn!("lock-delay end not committed, will retry: {e}");
+                        }
+                        // Not committed, or not due yet by the log's clock: ask again.
+                        let st = n.state().read().expect("state lock");
+                        n.leases.retry_delays(&st.table, keys, Duration::from_millis(200), Instant::now());
+                    });
+                }
                 for (txn, request_id) in due.cancel_waits {
                     let n = node.clone();
                     tokio::spawn(async move {

@@ -105,7 +105,7 @@ async fn locks_shows_holders_and_waiters_with_their_blockers() {
     assert_eq!(k["holders"][0]["fencing_token"], lock.fencing_token);
     assert_eq!(k["waiters"][0]["blocking_transaction_ids"], serde_json::json!([holder.id()]));
     let run = dls(&["locks", "--namespace", "other-", "--endpoints", &endpoints(&cluster)], None).await;
-    assert!(run.stdout.contains("no lock is held or waited for"), "{run:?}");
+    assert!(run.stdout.contains("no lock is held, waited for or delayed"), "{run:?}");
 
     // The typed API sees the same.
     let locks = c.list_locks("ns").await.unwrap();
@@ -113,6 +113,36 @@ async fn locks_shows_holders_and_waiters_with_their_blockers() {
     holder.commit().await.unwrap();
     tokio::time::timeout(PATIENCE, waiting).await.unwrap().unwrap().unwrap();
     waiter.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn lock_delay_sets_and_lists_rules_and_locks_shows_a_delayed_key() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let ep = endpoints(&cluster);
+    let run = dls(&["lock-delay", "list", "--endpoints", &ep], None).await;
+    assert!(run.code == 0 && run.stdout.contains("no lock-delay rule"), "{run:?}");
+    let run = dls(&["lock-delay", "set", "ns", "2m", "--endpoints", &ep], None).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("lock-delay for namespaces \"ns\"*: 2m00s (was none)"), "{run:?}");
+    let run = dls(&["lock-delay", "list", "--json", "--endpoints", &ep], None).await;
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(json["rules"][0], serde_json::json!({"namespace_prefix": "ns", "delay_ms": 120_000}), "{run:?}");
+
+    let holder = begin(&c, "revoked").await;
+    take(&holder, "k").await;
+    c.abort_transaction(holder.id(), "drill").await.unwrap();
+    let run = dls(&["locks", "--endpoints", &ep], None).await;
+    assert!(run.stdout.contains("ns/k  (0 holders, 0 waiters)"), "{run:?}");
+    assert!(run.stdout.contains(&format!("holder {} aborted by operator", holder.id())), "{run:?}");
+    let run = dls(&["locks", "--json", "--endpoints", &ep], None).await;
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(json["locks"][0]["delay"]["cause"], "OPERATOR_ABORT", "{run:?}");
+
+    let run = dls(&["lock-delay", "set", "ns", "11m", "--endpoints", &ep], None).await;
+    assert!(run.code != 0 && run.stderr.contains("delay_ms"), "{run:?}");
+    let run = dls(&["lock-delay", "set", "ns", "0", "--endpoints", &ep], None).await;
+    assert!(run.code == 0 && run.stdout.contains("none (was 2m00s)"), "{run:?}");
 }
 
 #[tokio::test]

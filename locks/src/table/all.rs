@@ -164,7 +164,7 @@ impl LockTable {
     /// Whether the waiter of `txn` in `slot` of `lock` may be granted now: on that key, and,
     /// for an all-or-nothing request, on every other key it waits for.
     pub(super) fn ready(&self, txn: TxnId, lock: &LockKey, slot: Slot) -> bool {
-        let on = |l: &LockKey, s: Slot| self.keys.get(l).is_some_and(|k| k.ready_at(s));
+        let on = |l: &LockKey, s: Slot| !self.is_delayed(l) && self.keys.get(l).is_some_and(|k| k.ready_at(s));
         if !on(lock, slot) {
             return false;
         }

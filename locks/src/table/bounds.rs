@@ -66,28 +66,19 @@ impl LockTable {
         self.deadlines.iter().map(|(t, d)| (*t, *d))
     }
 
-    /// The state kept outside the table's serde form, as named sections for snapshot files.
-    pub fn sections(&self) -> Vec<(String, Vec<u8>)> {
+    /// The deadlines as a snapshot section.
+    pub(super) fn deadlines_section(&self) -> (String, Vec<u8>) {
         let deadlines = bincode::serialize(&self.deadlines).expect("a map of integers encodes");
-        vec![(DEADLINES.to_string(), deadlines)]
+        (DEADLINES.to_string(), deadlines)
     }
 
-    /// Restores the sections of a snapshot file. A section this version does not know
-    /// means the file was written by a newer one: refused, rather than dropping state.
-    pub fn restore_sections(&mut self, sections: Vec<(String, Vec<u8>)>) -> Result<(), Rejection> {
-        for (name, bytes) in sections {
-            match name.as_str() {
-                DEADLINES => {
-                    self.deadlines = bincode::deserialize::<BTreeMap<TxnId, u64>>(&bytes)
-                        .map_err(|e| Rejection::Invalid(format!("snapshot section {name:?} does not decode: {e}")))?;
-                }
-                other => {
-                    return Err(Rejection::Invalid(format!(
-                        "snapshot section {other:?} is unknown to this version (written by a newer dls?)"
-                    )))
-                }
-            }
+    /// Restores section `name` if it holds the deadlines; false if it does not.
+    pub(super) fn restore_deadlines(&mut self, name: &str, bytes: &[u8]) -> Result<bool, Rejection> {
+        if name != DEADLINES {
+            return Ok(false);
         }
-        Ok(())
+        self.deadlines = bincode::deserialize::<BTreeMap<TxnId, u64>>(bytes)
+            .map_err(|e| Rejection::Invalid(format!("snapshot section {name:?} does not decode: {e}")))?;
+        Ok(true)
     }
 }

@@ -91,9 +91,30 @@ impl AdminApi {
                         upgrade: w.upgrade,
                     })
                     .collect(),
+                delayed_until_ms: k.delay.map_or(0, |d| d.until_ms as i64),
+                delayed_by_transaction_id: k.delay.map_or(0, |d| d.txn),
+                delay_cause: k.delay.map_or(0, |d| convert::cause(Some(d.cause))),
             })
             .collect();
         Ok(pb::ListLocksResponse { locks })
+    }
+
+    async fn set_lock_delay(&self, req: Request<pb::SetLockDelayRequest>) -> ApiResult<pb::SetLockDelayResponse> {
+        let who = self.admin(&req)?;
+        let r = req.into_inner();
+        let delay_ms = validate::lock_delay(&r.namespace_prefix, r.delay_ms)?;
+        let previous = self.engine.set_lock_delay(&who, r.namespace_prefix, delay_ms).await?;
+        Ok(pb::SetLockDelayResponse { previous_delay_ms: previous as i64 })
+    }
+
+    async fn list_lock_delays(&self, req: Request<pb::ListLockDelaysRequest>) -> ApiResult<pb::ListLockDelaysResponse> {
+        let who = self.admin(&req)?;
+        let rules = self.engine.lock_delays(&who).await?;
+        let rules = rules
+            .into_iter()
+            .map(|(namespace_prefix, d)| pb::LockDelayRule { namespace_prefix, delay_ms: d as i64 })
+            .collect();
+        Ok(pb::ListLockDelaysResponse { rules })
     }
 
     async fn abort(&self, req: Request<pb::AbortTransactionRequest>) -> ApiResult<pb::AbortTransactionResponse> {
@@ -208,6 +229,20 @@ fn member_infos(members: &[MemberView]) -> Vec<pb::MemberInfo> {
 
 #[tonic::async_trait]
 impl AdminService for AdminApi {
+    async fn set_lock_delay(
+        &self,
+        req: Request<pb::SetLockDelayRequest>,
+    ) -> Result<Response<pb::SetLockDelayResponse>, Status> {
+        Ok(Response::new(AdminApi::set_lock_delay(self, req).await?))
+    }
+
+    async fn list_lock_delays(
+        &self,
+        req: Request<pb::ListLockDelaysRequest>,
+    ) -> Result<Response<pb::ListLockDelaysResponse>, Status> {
+        Ok(Response::new(AdminApi::list_lock_delays(self, req).await?))
+    }
+
     async fn list_locks(&self, req: Request<pb::ListLocksRequest>) -> Result<Response<pb::ListLocksResponse>, Status> {
         Ok(Response::new(AdminApi::list_locks(self, req).await?))
     }

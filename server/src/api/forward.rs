@@ -339,6 +339,20 @@ impl LockService for ForwardingLocks {
 
 #[tonic::async_trait]
 impl AdminService for ForwardingAdmin {
+    async fn set_lock_delay(
+        &self,
+        req: Request<pb::SetLockDelayRequest>,
+    ) -> Result<Response<pb::SetLockDelayResponse>, Status> {
+        route!(self, req, AdminService, admin, set_lock_delay, unary)
+    }
+
+    async fn list_lock_delays(
+        &self,
+        req: Request<pb::ListLockDelaysRequest>,
+    ) -> Result<Response<pb::ListLockDelaysResponse>, Status> {
+        route!(self, req, AdminService, admin, list_lock_delays, unary)
+    }
+
     async fn list_locks(&self, req: Request<pb::ListLocksRequest>) -> Result<Response<pb::ListLocksResponse>, Status> {
         route!(self, req, AdminService, admin, list_locks, unary)
     }

@@ -93,6 +93,21 @@ pub fn timeout(field: &str, ms: i64, min: i64) -> Result<u64, ApiError> {
 /// Longest maximum duration of a transaction: a week.
 pub const MAX_TXN_DURATION_MS: i64 = 7 * 24 * 3_600_000;
 
+/// A lock-delay rule: the prefix may be empty (every namespace), else a valid namespace
+/// start; the delay 0 (remove the rule) up to the table's maximum.
+pub fn lock_delay(prefix: &str, delay_ms: i64) -> Result<u64, ApiError> {
+    if !prefix.is_empty() {
+        name("namespace_prefix", prefix)?;
+    }
+    let max = crate::locks::MAX_LOCK_DELAY_MS;
+    if !(0..=max as i64).contains(&delay_ms) {
+        return Err(bad(format!(
+            "delay_ms is {delay_ms}; it must be between 0 (remove the rule) and {max} ms (10 minutes)"
+        )));
+    }
+    Ok(delay_ms as u64)
+}
+
 /// The options of a begin: `max_duration_ms` 0 (no bound) or 100 ms..=7 days.
 pub fn begin_options(max_duration_ms: i64) -> Result<Vec<crate::locks::BeginOption>, ApiError> {
     if max_duration_ms == 0 {

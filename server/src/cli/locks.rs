@@ -5,7 +5,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::connect::{print_json, print_line, CliError, ClusterArgs};
-use super::format::{age, ids, or_dash, table};
+use super::format::{age, duration_ms, ids, now_ms, or_dash, rfc3339, table};
 
 #[derive(Args, Debug)]
 #[command(after_help = "Needs an admin key on a server with an API keys file.\n\n\
@@ -30,7 +30,7 @@ pub async fn run(args: LocksArgs) -> Result<(), CliError> {
     if locks.is_empty() {
         let scope =
             if args.namespace.is_empty() { String::new() } else { format!(" in namespaces {:?}*", args.namespace) };
-        return print_line(&format!("no lock is held or waited for{scope}"));
+        return print_line(&format!("no lock is held, waited for or delayed{scope}"));
     }
     for (i, lock) in locks.iter().enumerate() {
         if i > 0 {
@@ -56,6 +56,15 @@ fn render(lock: &KeyLocks) -> Vec<String> {
         plural(lock.holders.len(), "holder", "holders"),
         plural(lock.waiters.len(), "waiter", "waiters")
     )];
+    if let Some(d) = &lock.delay {
+        let cause = d.cause.map_or("revoked", |c| c.describe());
+        lines.push(format!(
+            "  lock-delay: nothing is granted until {} (in {}): holder {} {cause}",
+            rfc3339(d.until_ms),
+            duration_ms(d.until_ms - now_ms()),
+            d.transaction_id
+        ));
+    }
     if !lock.holders.is_empty() {
         let rows: Vec<Vec<String>> = lock
             .holders
@@ -115,6 +124,11 @@ fn to_json(lock: &KeyLocks) -> serde_json::Value {
             "since_ms": w.since_ms,
             "upgrade": w.upgrade,
         })).collect::<Vec<_>>(),
+        "delay": lock.delay.map(|d| json!({
+            "until_ms": d.until_ms,
+            "transaction_id": d.transaction_id,
+            "cause": d.cause.map(|c| c.as_str()),
+        })),
     })
 }
 
@@ -144,6 +158,7 @@ mod tests {
                 since_ms: 0,
                 upgrade: false,
             }],
+            delay: None,
         };
         let text = render(&lock).join("\n");
         assert!(text.starts_with("ns/k  (1 holder, 1 waiter)"), "{text}");
@@ -151,5 +166,25 @@ mod tests {
         assert!(text.contains("5    worker-1  EXCLUSIVE  12     -"), "{text}");
         assert!(text.contains("1    6    -     SHARED_READ  no       5"), "{text}");
         assert_eq!(to_json(&lock)["waiters"][0]["blocking_transaction_ids"], json!([5]));
+        assert!(!text.contains("lock-delay"), "{text}");
+    }
+
+    #[test]
+    fn a_delayed_key_says_until_when_and_why() {
+        let lock = KeyLocks {
+            namespace: "ns".into(),
+            key: "k".into(),
+            holders: vec![],
+            waiters: vec![],
+            delay: Some(caerus_core::KeyDelay {
+                until_ms: 1_764_770_400_000,
+                transaction_id: 9,
+                cause: Some(caerus_core::EndCause::LeaseExpired),
+            }),
+        };
+        let text = render(&lock).join("\n");
+        assert!(text.contains("lock-delay: nothing is granted until 2025-12-03T14:00:00Z"), "{text}");
+        assert!(text.contains("holder 9 lease expired"), "{text}");
+        assert_eq!(to_json(&lock)["delay"]["cause"], json!("LEASE_EXPIRED"));
     }
 }

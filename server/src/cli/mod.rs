@@ -5,6 +5,7 @@ pub mod connect;
 pub mod events;
 mod format;
 pub mod lock;
+pub mod lock_delay;
 pub mod locks;
 pub mod members;
 pub mod snapshot;
@@ -46,6 +47,9 @@ pub enum CliCommand {
     Certs(crate::certs::CertsCommand),
     /// List held and waited-for locks: holders with tokens, waiters with their blockers.
     Locks(locks::LocksArgs),
+    /// Set or list lock-delays: how long a revoked holder's keys stay unavailable, per namespace prefix.
+    #[command(subcommand)]
+    LockDelay(lock_delay::LockDelayCommand),
     /// Inspect or abort one transaction.
     #[command(subcommand)]
     Txn(txn::TxnCommand),

@@ -1,15 +1,19 @@
 //! The lock table as an operator lists it: per key, its holders and its queue.
 
-use super::{Engine, EngineResult, Principal};
-use crate::locks::{Held, LockKey, LockMode, TxnId};
+use std::collections::BTreeMap;
 
-/// One key with holders or waiters.
+use super::{Engine, EngineResult, Principal};
+use crate::locks::{Held, KeyDelay, LockKey, LockMode, TxnId};
+
+/// One key with holders or waiters, or under a lock-delay.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyView {
     pub lock: LockKey,
     pub holders: Vec<LockHolder>,
     /// In queue order.
     pub waiters: Vec<LockWaiter>,
+    /// The lock-delay that keeps it from granting anything, if any.
+    pub delay: Option<KeyDelay>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,11 +45,13 @@ impl Engine {
         self.node.linearizable_read().await?;
         let st = self.node.state().read().expect("state lock");
         let name = |txn| st.table.txn(txn).map(|t| t.name.clone()).unwrap_or_default();
-        Ok(st
+        let shown = |lock: &LockKey| lock.namespace.starts_with(prefix) && who.sees_namespace(&lock.namespace);
+        let mut views: BTreeMap<LockKey, KeyView> = st
             .table
             .keys()
-            .filter(|(lock, _)| lock.namespace.starts_with(prefix) && who.sees_namespace(&lock.namespace))
+            .filter(|(lock, _)| shown(lock))
             .map(|(lock, k)| KeyView {
+                delay: st.table.key_delay(lock).copied(),
                 lock: lock.clone(),
                 holders: k
                     .holders
@@ -67,6 +73,17 @@ impl Engine {
                     })
                     .collect(),
             })
-            .collect())
+            .map(|v| (v.lock.clone(), v))
+            .collect();
+        // A delayed key nobody holds or waits for is not in the table's keys.
+        for (lock, delay) in st.table.delayed_keys().filter(|(lock, _)| shown(lock)) {
+            views.entry(lock.clone()).or_insert_with(|| KeyView {
+                lock: lock.clone(),
+                holders: Vec::new(),
+                waiters: Vec::new(),
+                delay: Some(*delay),
+            });
+        }
+        Ok(views.into_values().collect())
     }
 }

@@ -21,6 +21,7 @@ pub mod error;
 mod events;
 mod fencing;
 mod key_watch;
+mod lock_delay;
 mod locks_view;
 pub mod principal;
 mod txn;

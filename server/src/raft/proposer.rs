@@ -57,11 +57,15 @@ impl Origin {
         match cmd {
             Command::Expire { .. }
             | Command::EndOverdue { .. }
+            | Command::EndLockDelay { .. }
             | Command::CancelWait { .. }
             | Command::WebhookDelivered { .. } => Origin::Leader,
-            Command::Release { .. } | Command::Downgrade { .. } | Command::End { .. } | Command::Abort { .. } => {
-                Origin::Release
-            }
+            // An operator's rule is shed like a release: it must get through a flood too.
+            Command::Release { .. }
+            | Command::Downgrade { .. }
+            | Command::End { .. }
+            | Command::Abort { .. }
+            | Command::SetLockDelay { .. } => Origin::Release,
             Command::Begin { .. }
             | Command::Acquire { .. }
             | Command::AcquireAll { .. }

@@ -265,7 +265,15 @@ type KeyLocks struct {
 	// Current holders.
 	Holders []*LockHolder `protobuf:"bytes,3,rep,name=holders,proto3" json:"holders,omitempty"`
 	// The FIFO queue, first in line first.
-	Waiters       []*LockWaiter `protobuf:"bytes,4,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	Waiters []*LockWaiter `protobuf:"bytes,4,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	// Under a lock-delay: nothing is granted until then (leader clock, ms since the Unix
+	// epoch); 0 when the key is not delayed. A delayed key is listed even with no holder or
+	// waiter.
+	DelayedUntilMs int64 `protobuf:"varint,5,opt,name=delayed_until_ms,json=delayedUntilMs,proto3" json:"delayed_until_ms,omitempty"`
+	// The revoked holder whose end started the delay (0 when not delayed).
+	DelayedByTransactionId uint64 `protobuf:"varint,6,opt,name=delayed_by_transaction_id,json=delayedByTransactionId,proto3" json:"delayed_by_transaction_id,omitempty"`
+	// How that holder ended (END_CAUSE_UNSPECIFIED when not delayed).
+	DelayCause    EndCause `protobuf:"varint,7,opt,name=delay_cause,json=delayCause,proto3,enum=caerus.dls.v1.EndCause" json:"delay_cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,6 +334,27 @@ func (x *KeyLocks) GetWaiters() []*LockWaiter {
 		return x.Waiters
 	}
 	return nil
+}
+
+func (x *KeyLocks) GetDelayedUntilMs() int64 {
+	if x != nil {
+		return x.DelayedUntilMs
+	}
+	return 0
+}
+
+func (x *KeyLocks) GetDelayedByTransactionId() uint64 {
+	if x != nil {
+		return x.DelayedByTransactionId
+	}
+	return 0
+}
+
+func (x *KeyLocks) GetDelayCause() EndCause {
+	if x != nil {
+		return x.DelayCause
+	}
+	return EndCause_END_CAUSE_UNSPECIFIED
 }
 
 // The locks, sorted by namespace then key.
@@ -1336,6 +1365,246 @@ func (x *SaveSnapshotResponse) GetChunk() []byte {
 	return nil
 }
 
+// Sets one lock-delay rule.
+type SetLockDelayRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Namespaces starting with this prefix ("" = every namespace); at most 256 bytes, no
+	// control characters.
+	NamespacePrefix string `protobuf:"bytes,1,opt,name=namespace_prefix,json=namespacePrefix,proto3" json:"namespace_prefix,omitempty"`
+	// The delay in milliseconds, 0..=600000; 0 removes the rule.
+	DelayMs       int64 `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLockDelayRequest) Reset() {
+	*x = SetLockDelayRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLockDelayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLockDelayRequest) ProtoMessage() {}
+
+func (x *SetLockDelayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLockDelayRequest.ProtoReflect.Descriptor instead.
+func (*SetLockDelayRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SetLockDelayRequest) GetNamespacePrefix() string {
+	if x != nil {
+		return x.NamespacePrefix
+	}
+	return ""
+}
+
+func (x *SetLockDelayRequest) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+// Result of SetLockDelay.
+type SetLockDelayResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The delay the prefix had before (0 = none).
+	PreviousDelayMs int64 `protobuf:"varint,1,opt,name=previous_delay_ms,json=previousDelayMs,proto3" json:"previous_delay_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SetLockDelayResponse) Reset() {
+	*x = SetLockDelayResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLockDelayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLockDelayResponse) ProtoMessage() {}
+
+func (x *SetLockDelayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLockDelayResponse.ProtoReflect.Descriptor instead.
+func (*SetLockDelayResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SetLockDelayResponse) GetPreviousDelayMs() int64 {
+	if x != nil {
+		return x.PreviousDelayMs
+	}
+	return 0
+}
+
+// Asks for the lock-delay rules.
+type ListLockDelaysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLockDelaysRequest) Reset() {
+	*x = ListLockDelaysRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLockDelaysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLockDelaysRequest) ProtoMessage() {}
+
+func (x *ListLockDelaysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLockDelaysRequest.ProtoReflect.Descriptor instead.
+func (*ListLockDelaysRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{23}
+}
+
+// One lock-delay rule.
+type LockDelayRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Namespaces starting with this prefix ("" = every namespace).
+	NamespacePrefix string `protobuf:"bytes,1,opt,name=namespace_prefix,json=namespacePrefix,proto3" json:"namespace_prefix,omitempty"`
+	// The delay in milliseconds.
+	DelayMs       int64 `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockDelayRule) Reset() {
+	*x = LockDelayRule{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockDelayRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockDelayRule) ProtoMessage() {}
+
+func (x *LockDelayRule) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockDelayRule.ProtoReflect.Descriptor instead.
+func (*LockDelayRule) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *LockDelayRule) GetNamespacePrefix() string {
+	if x != nil {
+		return x.NamespacePrefix
+	}
+	return ""
+}
+
+func (x *LockDelayRule) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+// The lock-delay rules, sorted by prefix.
+type ListLockDelaysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every rule; empty when lock-delay is off everywhere.
+	Rules         []*LockDelayRule `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLockDelaysResponse) Reset() {
+	*x = ListLockDelaysResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLockDelaysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLockDelaysResponse) ProtoMessage() {}
+
+func (x *ListLockDelaysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLockDelaysResponse.ProtoReflect.Descriptor instead.
+func (*ListLockDelaysResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListLockDelaysResponse) GetRules() []*LockDelayRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
 var File_caerus_dls_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
@@ -1358,12 +1627,16 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\bposition\x18\x04 \x01(\rR\bposition\x128\n" +
 	"\x18blocking_transaction_ids\x18\x05 \x03(\x04R\x16blockingTransactionIds\x12\x19\n" +
 	"\bsince_ms\x18\x06 \x01(\x03R\asinceMs\x12\x18\n" +
-	"\aupgrade\x18\a \x01(\bR\aupgrade\"\xa4\x01\n" +
+	"\aupgrade\x18\a \x01(\bR\aupgrade\"\xc3\x02\n" +
 	"\bKeyLocks\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x123\n" +
 	"\aholders\x18\x03 \x03(\v2\x19.caerus.dls.v1.LockHolderR\aholders\x123\n" +
-	"\awaiters\x18\x04 \x03(\v2\x19.caerus.dls.v1.LockWaiterR\awaiters\"B\n" +
+	"\awaiters\x18\x04 \x03(\v2\x19.caerus.dls.v1.LockWaiterR\awaiters\x12(\n" +
+	"\x10delayed_until_ms\x18\x05 \x01(\x03R\x0edelayedUntilMs\x129\n" +
+	"\x19delayed_by_transaction_id\x18\x06 \x01(\x04R\x16delayedByTransactionId\x128\n" +
+	"\vdelay_cause\x18\a \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\n" +
+	"delayCause\"B\n" +
 	"\x11ListLocksResponse\x12-\n" +
 	"\x05locks\x18\x01 \x03(\v2\x17.caerus.dls.v1.KeyLocksR\x05locks\"w\n" +
 	"\x17AbortTransactionRequest\x12%\n" +
@@ -1426,7 +1699,18 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\amembers\x18\x01 \x03(\v2\x19.caerus.dls.v1.MemberInfoR\amembers\"\x15\n" +
 	"\x13SaveSnapshotRequest\",\n" +
 	"\x14SaveSnapshotResponse\x12\x14\n" +
-	"\x05chunk\x18\x01 \x01(\fR\x05chunk2\xd5\x05\n" +
+	"\x05chunk\x18\x01 \x01(\fR\x05chunk\"[\n" +
+	"\x13SetLockDelayRequest\x12)\n" +
+	"\x10namespace_prefix\x18\x01 \x01(\tR\x0fnamespacePrefix\x12\x19\n" +
+	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\"B\n" +
+	"\x14SetLockDelayResponse\x12*\n" +
+	"\x11previous_delay_ms\x18\x01 \x01(\x03R\x0fpreviousDelayMs\"\x17\n" +
+	"\x15ListLockDelaysRequest\"U\n" +
+	"\rLockDelayRule\x12)\n" +
+	"\x10namespace_prefix\x18\x01 \x01(\tR\x0fnamespacePrefix\x12\x19\n" +
+	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\"L\n" +
+	"\x16ListLockDelaysResponse\x122\n" +
+	"\x05rules\x18\x01 \x03(\v2\x1c.caerus.dls.v1.LockDelayRuleR\x05rules2\x8d\a\n" +
 	"\fAdminService\x12N\n" +
 	"\tListLocks\x12\x1f.caerus.dls.v1.ListLocksRequest\x1a .caerus.dls.v1.ListLocksResponse\x12c\n" +
 	"\x10AbortTransaction\x12&.caerus.dls.v1.AbortTransactionRequest\x1a'.caerus.dls.v1.AbortTransactionResponse\x12Z\n" +
@@ -1435,7 +1719,9 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\tAddMember\x12\x1f.caerus.dls.v1.AddMemberRequest\x1a .caerus.dls.v1.AddMemberResponse\x12W\n" +
 	"\fRemoveMember\x12\".caerus.dls.v1.RemoveMemberRequest\x1a#.caerus.dls.v1.RemoveMemberResponse\x12Z\n" +
 	"\rPromoteMember\x12#.caerus.dls.v1.PromoteMemberRequest\x1a$.caerus.dls.v1.PromoteMemberResponse\x12Y\n" +
-	"\fSaveSnapshot\x12\".caerus.dls.v1.SaveSnapshotRequest\x1a#.caerus.dls.v1.SaveSnapshotResponse0\x01B\x97\x01\n" +
+	"\fSaveSnapshot\x12\".caerus.dls.v1.SaveSnapshotRequest\x1a#.caerus.dls.v1.SaveSnapshotResponse0\x01\x12W\n" +
+	"\fSetLockDelay\x12\".caerus.dls.v1.SetLockDelayRequest\x1a#.caerus.dls.v1.SetLockDelayResponse\x12]\n" +
+	"\x0eListLockDelays\x12$.caerus.dls.v1.ListLockDelaysRequest\x1a%.caerus.dls.v1.ListLockDelaysResponseB\x97\x01\n" +
 	"\x11dev.caerus.dls.v1B\x11AdminServiceProtoP\x01Z5github.com/caerus-dev/dls/sdks/go/caerus/dls/v1;dlsv1\xa2\x02\x03CDX\xaa\x02\rCaerus.Dls.V1\xca\x02\rCaerus\\Dls\\V1\xea\x02\x0fCaerus::Dls::V1b\x06proto3"
 
 var (
@@ -1450,7 +1736,7 @@ func file_caerus_dls_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_caerus_dls_v1_admin_service_proto_rawDescData
 }
 
-var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_caerus_dls_v1_admin_service_proto_goTypes = []any{
 	(*ListLocksRequest)(nil),         // 0: caerus.dls.v1.ListLocksRequest
 	(*LockHolder)(nil),               // 1: caerus.dls.v1.LockHolder
@@ -1473,42 +1759,54 @@ var file_caerus_dls_v1_admin_service_proto_goTypes = []any{
 	(*PromoteMemberResponse)(nil),    // 18: caerus.dls.v1.PromoteMemberResponse
 	(*SaveSnapshotRequest)(nil),      // 19: caerus.dls.v1.SaveSnapshotRequest
 	(*SaveSnapshotResponse)(nil),     // 20: caerus.dls.v1.SaveSnapshotResponse
-	(LockMode)(0),                    // 21: caerus.dls.v1.LockMode
-	(TransactionState)(0),            // 22: caerus.dls.v1.TransactionState
+	(*SetLockDelayRequest)(nil),      // 21: caerus.dls.v1.SetLockDelayRequest
+	(*SetLockDelayResponse)(nil),     // 22: caerus.dls.v1.SetLockDelayResponse
+	(*ListLockDelaysRequest)(nil),    // 23: caerus.dls.v1.ListLockDelaysRequest
+	(*LockDelayRule)(nil),            // 24: caerus.dls.v1.LockDelayRule
+	(*ListLockDelaysResponse)(nil),   // 25: caerus.dls.v1.ListLockDelaysResponse
+	(LockMode)(0),                    // 26: caerus.dls.v1.LockMode
+	(EndCause)(0),                    // 27: caerus.dls.v1.EndCause
+	(TransactionState)(0),            // 28: caerus.dls.v1.TransactionState
 }
 var file_caerus_dls_v1_admin_service_proto_depIdxs = []int32{
-	21, // 0: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
-	21, // 1: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
+	26, // 0: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
+	26, // 1: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
 	1,  // 2: caerus.dls.v1.KeyLocks.holders:type_name -> caerus.dls.v1.LockHolder
 	2,  // 3: caerus.dls.v1.KeyLocks.waiters:type_name -> caerus.dls.v1.LockWaiter
-	3,  // 4: caerus.dls.v1.ListLocksResponse.locks:type_name -> caerus.dls.v1.KeyLocks
-	22, // 5: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	8,  // 6: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
-	11, // 7: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 8: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 9: caerus.dls.v1.RemoveMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 10: caerus.dls.v1.PromoteMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	0,  // 11: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
-	5,  // 12: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
-	7,  // 13: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
-	10, // 14: caerus.dls.v1.AdminService.ListMembers:input_type -> caerus.dls.v1.ListMembersRequest
-	13, // 15: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
-	15, // 16: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
-	17, // 17: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
-	19, // 18: caerus.dls.v1.AdminService.SaveSnapshot:input_type -> caerus.dls.v1.SaveSnapshotRequest
-	4,  // 19: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
-	6,  // 20: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
-	9,  // 21: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
-	12, // 22: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
-	14, // 23: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
-	16, // 24: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
-	18, // 25: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
-	20, // 26: caerus.dls.v1.AdminService.SaveSnapshot:output_type -> caerus.dls.v1.SaveSnapshotResponse
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	27, // 4: caerus.dls.v1.KeyLocks.delay_cause:type_name -> caerus.dls.v1.EndCause
+	3,  // 5: caerus.dls.v1.ListLocksResponse.locks:type_name -> caerus.dls.v1.KeyLocks
+	28, // 6: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	8,  // 7: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
+	11, // 8: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	11, // 9: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	11, // 10: caerus.dls.v1.RemoveMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	11, // 11: caerus.dls.v1.PromoteMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	24, // 12: caerus.dls.v1.ListLockDelaysResponse.rules:type_name -> caerus.dls.v1.LockDelayRule
+	0,  // 13: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
+	5,  // 14: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
+	7,  // 15: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
+	10, // 16: caerus.dls.v1.AdminService.ListMembers:input_type -> caerus.dls.v1.ListMembersRequest
+	13, // 17: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
+	15, // 18: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
+	17, // 19: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
+	19, // 20: caerus.dls.v1.AdminService.SaveSnapshot:input_type -> caerus.dls.v1.SaveSnapshotRequest
+	21, // 21: caerus.dls.v1.AdminService.SetLockDelay:input_type -> caerus.dls.v1.SetLockDelayRequest
+	23, // 22: caerus.dls.v1.AdminService.ListLockDelays:input_type -> caerus.dls.v1.ListLockDelaysRequest
+	4,  // 23: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
+	6,  // 24: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
+	9,  // 25: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
+	12, // 26: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
+	14, // 27: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
+	16, // 28: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
+	18, // 29: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
+	20, // 30: caerus.dls.v1.AdminService.SaveSnapshot:output_type -> caerus.dls.v1.SaveSnapshotResponse
+	22, // 31: caerus.dls.v1.AdminService.SetLockDelay:output_type -> caerus.dls.v1.SetLockDelayResponse
+	25, // 32: caerus.dls.v1.AdminService.ListLockDelays:output_type -> caerus.dls.v1.ListLockDelaysResponse
+	23, // [23:33] is the sub-list for method output_type
+	13, // [13:23] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_admin_service_proto_init() }
@@ -1523,7 +1821,7 @@ func file_caerus_dls_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_admin_service_proto_rawDesc), len(file_caerus_dls_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

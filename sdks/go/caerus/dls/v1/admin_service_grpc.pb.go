@@ -33,6 +33,8 @@ const (
 	AdminService_RemoveMember_FullMethodName     = "/caerus.dls.v1.AdminService/RemoveMember"
 	AdminService_PromoteMember_FullMethodName    = "/caerus.dls.v1.AdminService/PromoteMember"
 	AdminService_SaveSnapshot_FullMethodName     = "/caerus.dls.v1.AdminService/SaveSnapshot"
+	AdminService_SetLockDelay_FullMethodName     = "/caerus.dls.v1.AdminService/SetLockDelay"
+	AdminService_ListLockDelays_FullMethodName   = "/caerus.dls.v1.AdminService/ListLockDelays"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -70,6 +72,17 @@ type AdminServiceClient interface {
 	// everything committed before the call, and streams the bytes of a snapshot file
 	// (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
 	SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SaveSnapshotResponse], error)
+	// Sets the lock-delay of every namespace starting with `namespace_prefix` (as in Chubby
+	// and Consul; off by default): when a holder of a key there is revoked (lease expired,
+	// operator abort, deadlock victim, maximum duration passed), the key grants nothing for
+	// the delay, so a process that still believes it holds the lock has time to stop before
+	// the next holder starts. A release, commit or client abort is never delayed. The
+	// longest matching prefix decides; `delay_ms` 0 removes the rule. Replicated (every node
+	// applies the same rules). INVALID_ARGUMENT above 600000 ms or for a bad prefix;
+	// RESOURCE_EXHAUSTED beyond 256 rules. Keys already delayed keep their end.
+	SetLockDelay(ctx context.Context, in *SetLockDelayRequest, opts ...grpc.CallOption) (*SetLockDelayResponse, error)
+	// The lock-delay rules, linearizably (served by the leader).
+	ListLockDelays(ctx context.Context, in *ListLockDelaysRequest, opts ...grpc.CallOption) (*ListLockDelaysResponse, error)
 }
 
 type adminServiceClient struct {
@@ -169,6 +182,26 @@ func (c *adminServiceClient) SaveSnapshot(ctx context.Context, in *SaveSnapshotR
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AdminService_SaveSnapshotClient = grpc.ServerStreamingClient[SaveSnapshotResponse]
 
+func (c *adminServiceClient) SetLockDelay(ctx context.Context, in *SetLockDelayRequest, opts ...grpc.CallOption) (*SetLockDelayResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetLockDelayResponse)
+	err := c.cc.Invoke(ctx, AdminService_SetLockDelay_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListLockDelays(ctx context.Context, in *ListLockDelaysRequest, opts ...grpc.CallOption) (*ListLockDelaysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLockDelaysResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListLockDelays_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -204,6 +237,17 @@ type AdminServiceServer interface {
 	// everything committed before the call, and streams the bytes of a snapshot file
 	// (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
 	SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SaveSnapshotResponse]) error
+	// Sets the lock-delay of every namespace starting with `namespace_prefix` (as in Chubby
+	// and Consul; off by default): when a holder of a key there is revoked (lease expired,
+	// operator abort, deadlock victim, maximum duration passed), the key grants nothing for
+	// the delay, so a process that still believes it holds the lock has time to stop before
+	// the next holder starts. A release, commit or client abort is never delayed. The
+	// longest matching prefix decides; `delay_ms` 0 removes the rule. Replicated (every node
+	// applies the same rules). INVALID_ARGUMENT above 600000 ms or for a bad prefix;
+	// RESOURCE_EXHAUSTED beyond 256 rules. Keys already delayed keep their end.
+	SetLockDelay(context.Context, *SetLockDelayRequest) (*SetLockDelayResponse, error)
+	// The lock-delay rules, linearizably (served by the leader).
+	ListLockDelays(context.Context, *ListLockDelaysRequest) (*ListLockDelaysResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -237,6 +281,12 @@ func (UnimplementedAdminServiceServer) PromoteMember(context.Context, *PromoteMe
 }
 func (UnimplementedAdminServiceServer) SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SaveSnapshotResponse]) error {
 	return status.Error(codes.Unimplemented, "method SaveSnapshot not implemented")
+}
+func (UnimplementedAdminServiceServer) SetLockDelay(context.Context, *SetLockDelayRequest) (*SetLockDelayResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetLockDelay not implemented")
+}
+func (UnimplementedAdminServiceServer) ListLockDelays(context.Context, *ListLockDelaysRequest) (*ListLockDelaysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLockDelays not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -396,6 +446,42 @@ func _AdminService_SaveSnapshot_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AdminService_SaveSnapshotServer = grpc.ServerStreamingServer[SaveSnapshotResponse]
 
+func _AdminService_SetLockDelay_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetLockDelayRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetLockDelay(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetLockDelay_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetLockDelay(ctx, req.(*SetLockDelayRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListLockDelays_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLockDelaysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListLockDelays(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListLockDelays_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListLockDelays(ctx, req.(*ListLockDelaysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -430,6 +516,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PromoteMember",
 			Handler:    _AdminService_PromoteMember_Handler,
+		},
+		{
+			MethodName: "SetLockDelay",
+			Handler:    _AdminService_SetLockDelay_Handler,
+		},
+		{
+			MethodName: "ListLockDelays",
+			Handler:    _AdminService_ListLockDelays_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -46,16 +46,22 @@ class LockWaiter(_message.Message):
     def __init__(self, transaction_id: _Optional[int] = ..., transaction_name: _Optional[str] = ..., mode: _Optional[_Union[_lock_service_pb2.LockMode, str]] = ..., position: _Optional[int] = ..., blocking_transaction_ids: _Optional[_Iterable[int]] = ..., since_ms: _Optional[int] = ..., upgrade: _Optional[bool] = ...) -> None: ...
 
 class KeyLocks(_message.Message):
-    __slots__ = ("namespace", "key", "holders", "waiters")
+    __slots__ = ("namespace", "key", "holders", "waiters", "delayed_until_ms", "delayed_by_transaction_id", "delay_cause")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     HOLDERS_FIELD_NUMBER: _ClassVar[int]
     WAITERS_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_BY_TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    DELAY_CAUSE_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     key: str
     holders: _containers.RepeatedCompositeFieldContainer[LockHolder]
     waiters: _containers.RepeatedCompositeFieldContainer[LockWaiter]
-    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[LockHolder, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[LockWaiter, _Mapping]]] = ...) -> None: ...
+    delayed_until_ms: int
+    delayed_by_transaction_id: int
+    delay_cause: _lock_service_pb2.EndCause
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[LockHolder, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[LockWaiter, _Mapping]]] = ..., delayed_until_ms: _Optional[int] = ..., delayed_by_transaction_id: _Optional[int] = ..., delay_cause: _Optional[_Union[_lock_service_pb2.EndCause, str]] = ...) -> None: ...
 
 class ListLocksResponse(_message.Message):
     __slots__ = ("locks",)
@@ -208,3 +214,35 @@ class SaveSnapshotResponse(_message.Message):
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     chunk: bytes
     def __init__(self, chunk: _Optional[bytes] = ...) -> None: ...
+
+class SetLockDelayRequest(_message.Message):
+    __slots__ = ("namespace_prefix", "delay_ms")
+    NAMESPACE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    namespace_prefix: str
+    delay_ms: int
+    def __init__(self, namespace_prefix: _Optional[str] = ..., delay_ms: _Optional[int] = ...) -> None: ...
+
+class SetLockDelayResponse(_message.Message):
+    __slots__ = ("previous_delay_ms",)
+    PREVIOUS_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    previous_delay_ms: int
+    def __init__(self, previous_delay_ms: _Optional[int] = ...) -> None: ...
+
+class ListLockDelaysRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LockDelayRule(_message.Message):
+    __slots__ = ("namespace_prefix", "delay_ms")
+    NAMESPACE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    namespace_prefix: str
+    delay_ms: int
+    def __init__(self, namespace_prefix: _Optional[str] = ..., delay_ms: _Optional[int] = ...) -> None: ...
+
+class ListLockDelaysResponse(_message.Message):
+    __slots__ = ("rules",)
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    rules: _containers.RepeatedCompositeFieldContainer[LockDelayRule]
+    def __init__(self, rules: _Optional[_Iterable[_Union[LockDelayRule, _Mapping]]] = ...) -> None: ...

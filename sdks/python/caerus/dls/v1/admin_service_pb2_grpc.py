@@ -75,6 +75,16 @@ class AdminServiceStub:
                 request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotRequest.SerializeToString,
                 response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotResponse.FromString,
                 _registered_method=True)
+        self.SetLockDelay = channel.unary_unary(
+                '/caerus.dls.v1.AdminService/SetLockDelay',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SetLockDelayRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SetLockDelayResponse.FromString,
+                _registered_method=True)
+        self.ListLockDelays = channel.unary_unary(
+                '/caerus.dls.v1.AdminService/ListLockDelays',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -150,6 +160,27 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetLockDelay(self, request, context):
+        """Sets the lock-delay of every namespace starting with `namespace_prefix` (as in Chubby
+        and Consul; off by default): when a holder of a key there is revoked (lease expired,
+        operator abort, deadlock victim, maximum duration passed), the key grants nothing for
+        the delay, so a process that still believes it holds the lock has time to stop before
+        the next holder starts. A release, commit or client abort is never delayed. The
+        longest matching prefix decides; `delay_ms` 0 removes the rule. Replicated (every node
+        applies the same rules). INVALID_ARGUMENT above 600000 ms or for a bad prefix;
+        RESOURCE_EXHAUSTED beyond 256 rules. Keys already delayed keep their end.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLockDelays(self, request, context):
+        """The lock-delay rules, linearizably (served by the leader).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -192,6 +223,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.SaveSnapshot,
                     request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotRequest.FromString,
                     response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotResponse.SerializeToString,
+            ),
+            'SetLockDelay': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLockDelay,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SetLockDelayRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.SetLockDelayResponse.SerializeToString,
+            ),
+            'ListLockDelays': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLockDelays,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -411,6 +452,60 @@ class AdminService:
             '/caerus.dls.v1.AdminService/SaveSnapshot',
             caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotRequest.SerializeToString,
             caerus_dot_dls_dot_v1_dot_admin__service__pb2.SaveSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLockDelay(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/SetLockDelay',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.SetLockDelayRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.SetLockDelayResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLockDelays(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/ListLockDelays',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -52,6 +52,17 @@ module Caerus
           # everything committed before the call, and streams the bytes of a snapshot file
           # (magic, state, length and CRC32 trailer) that `dls snapshot restore` checks and reads.
           rpc :SaveSnapshot, ::Caerus::Dls::V1::SaveSnapshotRequest, stream(::Caerus::Dls::V1::SaveSnapshotResponse)
+          # Sets the lock-delay of every namespace starting with `namespace_prefix` (as in Chubby
+          # and Consul; off by default): when a holder of a key there is revoked (lease expired,
+          # operator abort, deadlock victim, maximum duration passed), the key grants nothing for
+          # the delay, so a process that still believes it holds the lock has time to stop before
+          # the next holder starts. A release, commit or client abort is never delayed. The
+          # longest matching prefix decides; `delay_ms` 0 removes the rule. Replicated (every node
+          # applies the same rules). INVALID_ARGUMENT above 600000 ms or for a bad prefix;
+          # RESOURCE_EXHAUSTED beyond 256 rules. Keys already delayed keep their end.
+          rpc :SetLockDelay, ::Caerus::Dls::V1::SetLockDelayRequest, ::Caerus::Dls::V1::SetLockDelayResponse
+          # The lock-delay rules, linearizably (served by the leader).
+          rpc :ListLockDelays, ::Caerus::Dls::V1::ListLockDelaysRequest, ::Caerus::Dls::V1::ListLockDelaysResponse
         end
 
         Stub = Service.rpc_stub_class
