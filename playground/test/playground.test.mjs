@@ -115,6 +115,45 @@ for (const locale of ['en-US', 'es-ES']) describe(`playground page on a real dls
     await page.close();
   });
 
+  test('lock-delay: an expired holder\'s key is shown delayed, then passes to the waiter', async () => {
+    const page = await open();
+    const ns = `pg-delay-${lang}`;
+    await page.fill('#lock-delay input[name=prefix]', ns);
+    await page.fill('#lock-delay input[name=ms]', '2500');
+    await page.click('#lock-delay button[type=submit]');
+    await page.locator(`#lock-delay-rules [data-prefix="${ns}"]`).waitFor();
+    const newClient = async (name, lease) => {
+      await page.fill('#new-txn input[name=name]', name);
+      await page.fill('#new-txn input[name=lease]', String(lease));
+      await page.click('#new-txn button[type=submit]');
+      const card = page.locator(`.txn[data-name=${name}]`);
+      await card.waitFor();
+      await card.locator('input[name=namespace]').fill(ns);
+      await card.locator('input[name=key]').fill('k');
+      await card.locator('button[type=submit]').click();
+      return { card, id: await card.getAttribute('data-txn-id') };
+    };
+    const first = await newClient(`paused-${lang}`, 1500);
+    await page.locator(`#locks [data-key="${ns}/k"] .holder[data-txn-id="${first.id}"]`).waitFor();
+    const next = await newClient(`next-${lang}`, 10000);
+    await page.locator(`#locks [data-key="${ns}/k"] .waiter[data-txn-id="${next.id}"]`).waitFor();
+    await first.card.locator('[data-testid=heartbeat]').uncheck();
+    // The lease lapses: the key is delayed (no holder), the waiter still waits.
+    await page.locator(`#locks [data-key="${ns}/k"] [data-testid=delay]`).waitFor({ timeout: 20000 });
+    const listed = (await api(dls.base, 'GET', `/api/v1/locks?namespace_prefix=${ns}`)).locks[0];
+    assert.equal(listed.delay.transaction_id, first.id);
+    assert.equal(listed.delay.cause, 'LEASE_EXPIRED');
+    await page.screenshot({ path: `${ARTIFACTS}lock-delay-${lang}.png`, fullPage: true });
+    await page.locator(`#locks [data-key="${ns}/k"] .holder[data-txn-id="${next.id}"]`).waitFor({ timeout: 20000 });
+    const now = (await api(dls.base, 'GET', `/api/v1/locks?namespace_prefix=${ns}`)).locks[0];
+    assert.ok(now.holders[0].since_ms >= listed.delay.until_ms, 'granted before the delay ended');
+    assert.equal(now.delay, null);
+    await page.fill('#lock-delay input[name=ms]', '0');
+    await page.click('#lock-delay button[type=submit]');
+    await page.locator(`#lock-delay-rules [data-prefix="${ns}"]`).waitFor({ state: 'detached' });
+    await page.close();
+  });
+
   test('GC pause: the stale token is rejected by the fenced store', async () => {
     const page = await open({ width: 375, height: 812 });
     await page.selectOption('#scenario', 'gcpause');

@@ -11,6 +11,7 @@ import { render, tickLeaseBars } from './render.js';
 import { scenarios } from './scenarios.js';
 import { onChange, txns } from './state.js';
 import { renderStore } from './store.js';
+import { pollRules, wireLockDelay } from './lockdelay.js';
 import { log } from './timeline.js';
 import { begin, end, pollLocks } from './transactions.js';
 
@@ -28,6 +29,7 @@ onLanguage(() => {
   render();
   renderStore();
   pollCluster();
+  pollRules();
 });
 
 function showNote() {
@@ -70,6 +72,7 @@ $('#new-txn').addEventListener('submit', async (ev) => {
 
 render();
 renderStore();
+wireLockDelay();
 followEvents();
 pollCluster();
 setInterval(tickLeaseBars, 200);

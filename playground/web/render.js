@@ -79,10 +79,16 @@ function renderTxns() {
 function renderLocks() {
   const box = $('#locks');
   box.replaceChildren();
-  const keys = view.lockTable.filter((k) => k.holders.length || k.waiters.length);
+  const keys = view.lockTable.filter((k) => k.holders.length || k.waiters.length || k.delay);
   if (!keys.length) { box.append(h('p', { class: 'muted' }, tr('locks.none'))); return; }
   for (const k of keys) {
     const q = h('div', { class: 'queue' });
+    if (k.delay) {
+      // A revoked holder's key under a lock-delay: nothing is granted until it ends.
+      const s = (Math.max(0, k.delay.until_ms - Date.now()) / 1000).toFixed(1);
+      q.append(h('span', { class: 'badge delay', 'data-testid': 'delay', title: tr('locks.delayHelp') },
+        tr('locks.delayed', { s, who: nameOf(k.delay.transaction_id), cause: k.delay.cause })));
+    }
     for (const hd of k.holders) {
       q.append(h('span', { class: `holder ${hd.mode}`, dataset: { txnId: hd.transaction_id } },
         `${nameOf(hd.transaction_id)} ${hd.mode === 'EXCLUSIVE' ? 'X' : 'S'} `, h('span', { class: 'token' }, `#${hd.fencing_token}`)));

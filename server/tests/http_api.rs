@@ -326,6 +326,32 @@ async fn a_followers_http_port_serves_through_the_leader() {
 }
 
 #[tokio::test]
+async fn lock_delay_rules_are_set_and_listed_and_a_delayed_key_is_shown() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+    assert_eq!(ok(&h, "GET", "/api/v1/lock-delays", Value::Null).await, json!({"rules": []}));
+    let set = ok(&h, "POST", "/api/v1/lock-delays", json!({"namespace_prefix": "n", "delay_ms": 60_000})).await;
+    assert_eq!(set, json!({"previous_delay_ms": 0}));
+    let rules = ok(&h, "GET", "/api/v1/lock-delays", Value::Null).await;
+    assert_eq!(rules, json!({"rules": [{"namespace_prefix": "n", "delay_ms": 60_000}]}));
+
+    let t = begin(&h, "revoked", 0).await;
+    ok(&h, "POST", &format!("/api/v1/transactions/{t}/locks"), acquire_body("d", false)).await;
+    ok(&h, "POST", &format!("/api/v1/transactions/{t}/abort"), json!({"reason": "drill"})).await;
+    let locks = ok(&h, "GET", "/api/v1/locks", Value::Null).await;
+    let k = &locks["locks"][0];
+    assert_eq!((&k["key"], &k["holders"], &k["delay"]["transaction_id"]), (&json!("d"), &json!([]), &json!(t)));
+    assert_eq!(k["delay"]["cause"], "OPERATOR_ABORT");
+    assert!(k["delay"]["until_ms"].as_i64().unwrap() > 0);
+
+    let (code, e) = call(&h, "POST", "/api/v1/lock-delays", json!({"delay_ms": 600_001}), None).await;
+    assert_eq!(code, 400, "{e}");
+    assert!(e["error"]["message"].as_str().unwrap_or_default().contains("delay_ms"), "{e}");
+    let (code, e) = call(&h, "POST", "/api/v1/lock-delays", json!({"prefix": "n", "delay_ms": 1}), None).await;
+    assert_eq!(code, 400, "an unknown field is refused: {e}");
+}
+
+#[tokio::test]
 async fn the_playground_and_openapi_are_served_by_the_binary() {
     let cluster = Cluster::start(1).await;
     let h = cluster.http_addr(1);

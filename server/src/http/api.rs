@@ -43,6 +43,7 @@ pub fn routes(gw: Arc<Gateway>, access: Arc<Access>) -> Router {
         .route("/api/v1/transactions/:id/end", post(end))
         .route("/api/v1/transactions/:id/abort", post(abort))
         .route("/api/v1/locks", get(list_locks))
+        .route("/api/v1/lock-delays", get(lock_delays).post(set_lock_delay))
         .route("/api/v1/cluster", get(cluster))
         .route("/api/v1/events", get(sse::events))
         .route("/api/v1/keys/watch", get(key_sse::watch_key))
@@ -431,6 +432,29 @@ async fn list_locks(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery
     let msg = pb::ListLocksRequest { namespace_prefix: prefix };
     let r = unary!(gw, Auth::from_headers(&headers), msg, admin, AdminService, AdminServiceClient, list_locks)?;
     Ok(ok(json::locks(&r)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LockDelayBody {
+    #[serde(default)]
+    namespace_prefix: String,
+    delay_ms: i64,
+}
+
+async fn set_lock_delay(State(gw): State<Arc<Gateway>>, headers: HeaderMap, raw: Bytes) -> HttpResult {
+    let b: LockDelayBody = body(&raw)?;
+    let msg = pb::SetLockDelayRequest { namespace_prefix: b.namespace_prefix, delay_ms: b.delay_ms };
+    let r = unary!(gw, Auth::from_headers(&headers), msg, admin, AdminService, AdminServiceClient, set_lock_delay)?;
+    Ok(ok(json!({"previous_delay_ms": r.previous_delay_ms})))
+}
+
+async fn lock_delays(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> HttpResult {
+    let msg = pb::ListLockDelaysRequest {};
+    let r = unary!(gw, Auth::from_headers(&headers), msg, admin, AdminService, AdminServiceClient, list_lock_delays)?;
+    let rules: Vec<Value> =
+        r.rules.iter().map(|r| json!({"namespace_prefix": r.namespace_prefix, "delay_ms": r.delay_ms})).collect();
+    Ok(ok(json!({ "rules": rules })))
 }
 
 /// This node's view of the cluster (members, leader, term): answered here, not forwarded,

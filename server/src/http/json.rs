@@ -110,6 +110,11 @@ pub fn locks(r: &pb::ListLocksResponse) -> Value {
                     "since_ms": w.since_ms,
                     "upgrade": w.upgrade,
                 })).collect::<Vec<_>>(),
+                "delay": (k.delayed_until_ms > 0).then(|| json!({
+                    "until_ms": k.delayed_until_ms,
+                    "transaction_id": id_str(k.delayed_by_transaction_id),
+                    "cause": cause_name(k.delay_cause),
+                })),
             })
         })
         .collect();

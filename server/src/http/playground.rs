@@ -26,6 +26,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("events.js", JS, include_str!("../../../playground/web/events.js")),
     ("graph.js", JS, include_str!("../../../playground/web/graph.js")),
     ("i18n.js", JS, include_str!("../../../playground/web/i18n.js")),
+    ("lockdelay.js", JS, include_str!("../../../playground/web/lockdelay.js")),
     ("render.js", JS, include_str!("../../../playground/web/render.js")),
     ("scenarios.js", JS, include_str!("../../../playground/web/scenarios.js")),
     ("state.js", JS, include_str!("../../../playground/web/state.js")),
