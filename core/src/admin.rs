@@ -75,6 +75,9 @@ pub struct KeyLocks {
     /// The lock-delay keeping the key from granting anything, if any (see
     /// [`DlsClient::set_lock_delay`]).
     pub delay: Option<KeyDelay>,
+    /// A semaphore's permit count (its holders and waiters are all
+    /// [`LockMode::Semaphore`]); 0 for a lock.
+    pub permits: u32,
 }
 
 /// Why and until when a key grants nothing: its holder was revoked in a namespace with a
@@ -135,7 +138,7 @@ impl TryFrom<pb::KeyLocks> for KeyLocks {
             transaction_id: k.delayed_by_transaction_id,
             cause: EndCause::from_wire(k.delay_cause),
         });
-        Ok(KeyLocks { namespace: k.namespace, key: k.key, holders, waiters, delay })
+        Ok(KeyLocks { namespace: k.namespace, key: k.key, holders, waiters, delay, permits: k.permits })
     }
 }
 
@@ -543,6 +546,7 @@ mod tests {
             delayed_until_ms: 5_000,
             delayed_by_transaction_id: 3,
             delay_cause: pb::EndCause::LeaseExpired as i32,
+            permits: 0,
         };
         let k = KeyLocks::try_from(wire).unwrap();
         assert_eq!(k.delay, Some(KeyDelay { until_ms: 5_000, transaction_id: 3, cause: Some(EndCause::LeaseExpired) }));

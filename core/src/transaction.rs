@@ -328,6 +328,44 @@ impl Transaction {
         key: &str,
         mode: LockMode,
         opts: AcquireOptions,
+        on_queued: impl FnMut(&QueuePosition) + Send,
+    ) -> Result<Lock> {
+        self.acquire_one(namespace, key, (mode, 0), opts, on_queued).await
+    }
+
+    /// Takes one permit of the counted semaphore `namespace/key` of `permits` permits: up
+    /// to `permits` transactions hold it at once, each with its own fencing token (the
+    /// lock comes back in mode [`LockMode::Semaphore`]); the others wait in arrival order.
+    /// Every user of the key must name the same count while it is in use, and a semaphore
+    /// key takes no EXCLUSIVE or SHARED_READ request (`INVALID_ARGUMENT` either way).
+    /// Release it like a lock. Fails like [`acquire_lock`](Self::acquire_lock).
+    pub async fn acquire_permit(&self, namespace: &str, key: &str, permits: u32, opts: AcquireOptions) -> Result<Lock> {
+        self.acquire_permit_with_progress(namespace, key, permits, opts, |_| {}).await
+    }
+
+    /// Like [`acquire_permit`](Self::acquire_permit), calling `on_queued` whenever the
+    /// request's place in the queue changes.
+    pub async fn acquire_permit_with_progress(
+        &self,
+        namespace: &str,
+        key: &str,
+        permits: u32,
+        opts: AcquireOptions,
+        on_queued: impl FnMut(&QueuePosition) + Send,
+    ) -> Result<Lock> {
+        self.ensure_active()?;
+        // A permit cannot ride on the begin of a deferred transaction: it begins first.
+        self.begun().await?;
+        self.acquire_one(namespace, key, (LockMode::Semaphore, permits), opts, on_queued).await
+    }
+
+    /// One lock (`permits` 0) or one semaphore permit, in one AcquireLock stream.
+    async fn acquire_one(
+        &self,
+        namespace: &str,
+        key: &str,
+        (mode, permits): (LockMode, u32),
+        opts: AcquireOptions,
         mut on_queued: impl FnMut(&QueuePosition) + Send,
     ) -> Result<Lock> {
         self.ensure_active()?;
@@ -357,6 +395,7 @@ impl Transaction {
             request_id: new_request_id(),
             begin,
             stay_open: self.stay_open(),
+            permits,
         });
         let sent_at = Instant::now();
         let mut start_error = None;

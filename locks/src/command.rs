@@ -71,6 +71,16 @@ pub enum Command {
     /// The leader saw these keys' lock-delays pass; each ends only if it really has by the
     /// log's clock.
     EndLockDelay { keys: Vec<LockKey> },
+    /// Ask for one permit of the semaphore `lock` of `permits` permits (mode SEMAPHORE):
+    /// like `Acquire`, with the count the key is declared with (see `table::semaphores`).
+    AcquirePermit {
+        txn: TxnId,
+        request_id: String,
+        lock: LockKey,
+        permits: u32,
+        wait_ms: u64,
+        victim_policy: VictimPolicy,
+    },
     // New variants go last: bincode numbers variants in order, and logs written by an
     // older version must keep decoding.
 }

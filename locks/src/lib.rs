@@ -18,9 +18,13 @@ mod table_delay_tests;
 #[cfg(test)]
 mod table_props;
 #[cfg(test)]
+mod table_semaphore_tests;
+#[cfg(test)]
 mod table_tests;
 
 pub use command::{AcquireRequest, AcquireStatus, Begin, BeginOption, Command, LogCommand, Outcome, Rejection};
 pub use events::{revoke_cause, CycleMember, Event, EventDetail, EventKind};
-pub use table::{invalid_lock_delay, Effect, KeyDelay, LockTable, Txn, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES};
+pub use table::{
+    invalid_lock_delay, Effect, KeyDelay, LockTable, Txn, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES, MAX_PERMITS,
+};
 pub use types::{EndCause, FencingToken, Grant, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};

@@ -9,6 +9,9 @@
 //! ordinary waiters: an upgrader already holds the key, so a writer queued in front of it
 //! would wait for the upgrader while the upgrader waited for the writer.
 //!
+//! A semaphore key (`permits` > 0) holds only SEMAPHORE permits, at most `permits` at once;
+//! its waiters are granted strictly in arrival order as permits free up.
+//!
 //! The queue is ordered by [`Slot`] rather than kept in a list, so a waiter can be found,
 //! removed and its direct blockers computed without scanning the whole queue; with ten
 //! thousand waiters on one key, deadlock detection stays linear.
@@ -43,6 +46,11 @@ pub struct Waiter {
 pub struct KeyLock {
     pub holders: VecMap<TxnId, Held>,
     pub queue: BTreeMap<Slot, Waiter>,
+    /// A semaphore's permit count (0 = a lock), declared by the request that found the key
+    /// idle. Not in the serde form (older snapshots keep decoding): snapshot files carry it
+    /// as a section (see `table::semaphores`).
+    #[serde(skip)]
+    pub permits: u32,
 }
 
 impl KeyLock {
@@ -53,27 +61,54 @@ impl KeyLock {
     /// Whether `txn` could hold `mode` beside the current holders (ignoring its own hold).
     pub fn compatible_with_holders(&self, txn: TxnId, mode: LockMode) -> bool {
         self.holders.iter().all(|(&h, held)| h == txn || held.mode.compatible_with(mode))
+            && (self.permits == 0 || self.holders.iter().filter(|(&h, _)| h != txn).count() < self.permits as usize)
     }
 
     /// Whether a new (non-upgrade) request may be granted at once: compatible with every
-    /// holder and every waiter (it would otherwise pass a waiter it conflicts with).
+    /// holder and every waiter (it would otherwise pass a waiter it conflicts with), and on
+    /// a semaphore, a permit left after everyone queued got theirs.
     pub fn can_grant_now(&self, txn: TxnId, mode: LockMode) -> bool {
-        self.compatible_with_holders(txn, mode) && self.queue.values().all(|w| w.mode.compatible_with(mode))
+        self.compatible_with_holders(txn, mode)
+            && self.queue.values().all(|w| w.mode.compatible_with(mode))
+            && self.has_permit_after(self.queue.len(), |_| false)
+    }
+
+    /// Whether a semaphore has a permit left once its holders and `ahead` more have one,
+    /// not counting the holders `gone` says will have left (always true for a lock).
+    fn has_permit_after(&self, ahead: usize, gone: impl Fn(TxnId) -> bool) -> bool {
+        self.permits == 0 || self.holders.keys().filter(|h| !gone(**h)).count() + ahead < self.permits as usize
     }
 
     /// Whether the waiter in `slot` may have this key now: compatible with every holder and
-    /// with every waiter ahead of it. Only a request that also waits for other keys can
-    /// pass this test and still wait (see `table::all`).
+    /// with every waiter ahead of it (and on a semaphore, a permit left for it). Only a
+    /// request that also waits for other keys can pass this test and still wait (see
+    /// `table::all`).
     pub fn ready_at(&self, slot: Slot) -> bool {
+        self.ready_without(slot, |_| false)
+    }
+
+    /// Whether the waiter in `slot` could have this key once the transactions `gone` says
+    /// have left (released their holds and their places in the queue): the grant rule of
+    /// [`KeyLock::ready_at`], for deadlock detection's "what if they all finished".
+    pub fn ready_without(&self, slot: Slot, gone: impl Fn(TxnId) -> bool) -> bool {
         let Some(w) = self.queue.get(&slot) else { return false };
-        self.compatible_with_holders(w.txn, w.mode)
-            && self.queue.range(..slot).all(|(_, earlier)| earlier.mode.compatible_with(w.mode))
+        let holders_fit =
+            self.holders.iter().all(|(&h, held)| h == w.txn || gone(h) || held.mode.compatible_with(w.mode));
+        let ahead: Vec<&Waiter> = self.queue.range(..slot).map(|(_, e)| e).filter(|e| !gone(e.txn)).collect();
+        holders_fit
+            && ahead.iter().all(|earlier| earlier.mode.compatible_with(w.mode))
+            && self.has_permit_after(ahead.len(), |h| h == w.txn || gone(h))
     }
 
     /// The waiters that may have this key now, in queue order: each compatible with the
     /// holders and with every waiter ahead of it. Nothing behind an EXCLUSIVE waiter
-    /// qualifies, so the scan stops there.
+    /// qualifies, so the scan stops there; on a semaphore, the first waiters as many as
+    /// there are permits left.
     pub fn grantable(&self) -> Vec<(Slot, &Waiter)> {
+        if self.permits > 0 {
+            let left = (self.permits as usize).saturating_sub(self.holders.len());
+            return self.queue.iter().take(left).map(|(s, w)| (*s, w)).collect();
+        }
         let mut out = Vec::new();
         let mut any_ahead = false;
         for (slot, w) in &self.queue {
@@ -100,10 +135,19 @@ impl KeyLock {
     /// earlier writer. Each of those waits in turn for everything ahead of it, so
     /// reachability in the wait-for graph (all deadlock detection needs) is the same as
     /// with an edge to every earlier conflicting waiter, at a fraction of the edges.
+    ///
+    /// A semaphore's waiter waits for any one of several (a permit frees up when any holder
+    /// leaves): its edges are every holder and the waiter just ahead, and a cycle through
+    /// them is a deadlock only if none of them can ever leave (see `table::semaphores`).
     pub fn blockers(&self, slot: Slot) -> Vec<TxnId> {
         let Some(w) = self.queue.get(&slot) else {
             return Vec::new();
         };
+        if self.permits > 0 {
+            let mut out: Vec<TxnId> = self.holders.keys().copied().filter(|h| *h != w.txn).collect();
+            out.extend(self.queue.range(..slot).next_back().map(|(_, e)| e.txn));
+            return out;
+        }
         let mut out: Vec<TxnId> = self
             .holders
             .iter()

@@ -21,8 +21,10 @@ mod all;
 mod bounds;
 mod lock_delay;
 mod sections;
+mod semaphores;
 
 pub use lock_delay::{invalid_lock_delay, KeyDelay, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES};
+pub use semaphores::MAX_PERMITS;
 
 /// Finished transactions are remembered this long (by the leaders' clocks carried in the
 /// log) so late status queries and retries get true answers.
@@ -172,7 +174,10 @@ impl LockTable {
                 Outcome::Begun { txn, lease_ms }
             }
             Command::Acquire { txn, request_id, lock, mode, wait_ms, victim_policy } => {
-                self.acquire(*txn, request_id, lock, *mode, *wait_ms, *victim_policy)
+                self.acquire(*txn, request_id, lock, (*mode, 0), *wait_ms, *victim_policy)
+            }
+            Command::AcquirePermit { txn, request_id, lock, permits, wait_ms, victim_policy } => {
+                self.acquire(*txn, request_id, lock, (LockMode::Semaphore, *permits), *wait_ms, *victim_policy)
             }
             Command::CancelWait { txn, request_id } => self.cancel_wait(*txn, request_id),
             Command::Release { txn, request_id, lock } => self.release(*txn, request_id.as_deref(), lock),
@@ -228,7 +233,7 @@ impl LockTable {
         if self.txns[&txn].owner != begin.owner {
             return Outcome::Rejected(Rejection::RequestIdReused(begin.request_id.clone().unwrap_or_default()));
         }
-        self.acquire(txn, &a.request_id, &a.lock, a.mode, a.wait_ms, a.victim_policy)
+        self.acquire(txn, &a.request_id, &a.lock, (a.mode, 0), a.wait_ms, a.victim_policy)
     }
 
     /// Takes the effects collected since the last call.
@@ -431,12 +436,14 @@ impl LockTable {
         (id, lease_ms)
     }
 
+    /// Asks for `lock` in `mode`; `permits` is the semaphore's count for a SEMAPHORE request
+    /// (0 otherwise).
     fn acquire(
         &mut self,
         txn: TxnId,
         request_id: &str,
         lock: &LockKey,
-        mode: LockMode,
+        (mode, permits): (LockMode, u32),
         wait_ms: u64,
         policy: VictimPolicy,
     ) -> Outcome {
@@ -458,10 +465,16 @@ impl LockTable {
                 request_id: p.request_id.clone(),
             });
         }
+        if let Err(r) = self.check_key_kind(lock, mode, permits) {
+            return Outcome::Rejected(r);
+        }
+        let t = &self.txns[&txn];
         let already = t.held.get(lock).copied();
         // A key under a lock-delay grants nothing new (a covering hold still answers).
         let open = !self.is_delayed(lock);
-        let key = self.keys.entry(lock.clone()).or_default();
+        self.keys.entry(lock.clone()).or_default();
+        self.declare(lock, mode, permits);
+        let key = &self.keys[lock];
         let record = match already {
             // Re-entrant: the existing grant already covers the request.
             Some(held) if held.mode.covers(mode) => AcquireRecord::Granted { token: held.token, mode: held.mode },
@@ -475,6 +488,10 @@ impl LockTable {
             None => self.wait(txn, request_id, lock, mode, NORMAL_CLASS, wait_ms),
         };
         let waiting = record == AcquireRecord::Waiting;
+        if self.keys.get(lock).is_some_and(KeyLock::is_idle) {
+            // A refused try-lock on a free key (a lock-delay) leaves nothing behind.
+            self.keys.remove(lock);
+        }
         self.remember(txn, request_id, RequestRecord::Acquire { lock: lock.clone(), mode, status: record });
         if waiting {
             self.break_deadlock(txn, policy);
@@ -556,6 +573,14 @@ impl LockTable {
         while self.txns.get(&txn).is_some_and(|t| t.waiting.is_some()) && self.is_waited_for(txn) {
             let Some(cycle) = find_cycle(txn, |t| self.waits_for(t)) else {
                 return;
+            };
+            // A cycle through a semaphore's wait may still have a way out (see `semaphores`).
+            let cycle = match self.waits_for_a_permit(&cycle) {
+                false => cycle,
+                true => match self.deadlock_through(txn) {
+                    Some(cycle) => cycle,
+                    None => return,
+                },
             };
             self.abort_victim(&cycle, policy);
         }
@@ -662,7 +687,11 @@ impl LockTable {
             Ok(t) => t,
             Err(r) => return Outcome::Rejected(r),
         };
-        let held = t.held.get(lock).copied().map(|h| Held { mode: LockMode::SharedRead, ..h });
+        // Only an EXCLUSIVE hold changes; SHARED_READ and semaphore permits stay as they are.
+        let held = t.held.get(lock).copied().map(|h| match h.mode {
+            LockMode::Exclusive => Held { mode: LockMode::SharedRead, ..h },
+            _ => h,
+        });
         if let Some(h) = held {
             self.txn_mut(txn).held.insert(lock.clone(), h);
             if let Some(k) = self.keys.get_mut(lock) {

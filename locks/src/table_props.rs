@@ -16,6 +16,8 @@ use super::table::LockTable;
 use super::types::{LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
+/// Semaphore keys and their permit counts.
+const PERMIT_KEYS: [(&str, u32); 2] = [("p", 2), ("q", 1)];
 
 /// One step of a run. Transactions and keys are picked by index (modulo what exists), so
 /// every generated sequence is meaningful and shrinks well.
@@ -84,6 +86,25 @@ enum Op {
     EndDelay {
         k: usize,
     },
+    /// A permit of `PERMIT_KEYS[k]`; `wrong` declares another count (refused while the key
+    /// is in use).
+    Permit {
+        t: usize,
+        k: usize,
+        try_lock: bool,
+        wrong: bool,
+    },
+    /// A plain lock on a semaphore key: refused while it is one, a lock when it is idle
+    /// (and then permits on it are refused).
+    MixLock {
+        t: usize,
+        k: usize,
+    },
+    /// Release of a semaphore key's permit (or of the lock `MixLock` took).
+    ReleasePermit {
+        t: usize,
+        k: usize,
+    },
 }
 
 /// Lock-delay prefixes: every namespace, two that match "ns" (the longer wins), one that
@@ -109,6 +130,10 @@ fn single_op() -> impl Strategy<Value = Op> {
         1 => (1..5_000u64).prop_map(|ms| Op::Tick { ms }),
         1 => (0..PREFIXES.len(), prop_oneof![Just(0u64), 1..3_000u64]).prop_map(|(rule, ms)| Op::SetDelay { rule, ms }),
         1 => (0..KEYS.len()).prop_map(|k| Op::EndDelay { k }),
+        4 => (0..6usize, 0..PERMIT_KEYS.len(), prop::bool::weighted(0.2), prop::bool::weighted(0.05))
+            .prop_map(|(t, k, try_lock, wrong)| Op::Permit { t, k, try_lock, wrong }),
+        1 => (0..6usize, 0..PERMIT_KEYS.len()).prop_map(|(t, k)| Op::MixLock { t, k }),
+        2 => (0..6usize, 0..PERMIT_KEYS.len()).prop_map(|(t, k)| Op::ReleasePermit { t, k }),
     ]
 }
 
@@ -229,6 +254,30 @@ impl Run {
             }
             Op::SetDelay { rule, ms } => Command::SetLockDelay { prefix: PREFIXES[*rule].into(), delay_ms: *ms },
             Op::EndDelay { k } => Command::EndLockDelay { keys: vec![key(*k)] },
+            Op::Permit { t, k, try_lock, wrong } => {
+                let (name, permits) = PERMIT_KEYS[*k];
+                let cmd = Command::AcquirePermit {
+                    txn: self.pick(*t)?,
+                    request_id: self.fresh_id("p"),
+                    lock: LockKey::new("ns", name),
+                    permits: permits + u32::from(*wrong),
+                    wait_ms: if *try_lock { 0 } else { 1_000 },
+                    victim_policy: VictimPolicy::LowestPriorityThenYoungest,
+                };
+                self.last_acquire = Some(cmd.clone());
+                cmd
+            }
+            Op::MixLock { t, k } => Command::Acquire {
+                txn: self.pick(*t)?,
+                request_id: self.fresh_id("x"),
+                lock: LockKey::new("ns", PERMIT_KEYS[*k].0),
+                mode: LockMode::Exclusive,
+                wait_ms: 1_000,
+                victim_policy: VictimPolicy::Youngest,
+            },
+            Op::ReleasePermit { t, k } => {
+                Command::Release { txn: self.pick(*t)?, request_id: None, lock: LockKey::new("ns", PERMIT_KEYS[*k].0) }
+            }
             Op::Tick { .. } => return None,
         })
     }
@@ -367,7 +416,9 @@ fn check_step(before: &LockTable, after: &LockTable) -> Result<(), TestCaseError
             if old.is_none() || slot.is_some() {
                 let ahead =
                     queue_before.into_iter().flat_map(|q| q.iter()).filter(|(s, _)| slot.is_none_or(|own| **s < own));
-                for (_, w) in ahead.filter(|(_, w)| !w.mode.compatible_with(held.mode)) {
+                // A permit passes nobody: a semaphore's queue is strict FIFO.
+                let passed = |w: &Waiter| held.mode == LockMode::Semaphore || !w.mode.compatible_with(held.mode);
+                for (_, w) in ahead.filter(|(_, w)| passed(w)) {
                     let still = k.queue.values().any(|x| x.txn == w.txn && x.request_id == w.request_id);
                     prop_assert!(!still, "{txn} was granted {lock} ahead of {} queued before it", w.txn);
                 }
@@ -380,6 +431,19 @@ fn check_step(before: &LockTable, after: &LockTable) -> Result<(), TestCaseError
 /// Invariants of one table on its own.
 fn check_table(t: &LockTable) -> Result<(), TestCaseError> {
     for (lock, k) in t.keys() {
+        // A semaphore holds and queues only permits, at most its count held; a lock none.
+        let permits = k.holders.iter().map(|(_, h)| h.mode).chain(k.queue.values().map(|w| w.mode));
+        let permit_modes = permits.filter(|m| *m == LockMode::Semaphore).count();
+        if k.permits > 0 {
+            prop_assert!(
+                k.holders.len() <= k.permits as usize,
+                "{lock} has more holders than its {} permits",
+                k.permits
+            );
+            prop_assert_eq!(permit_modes, k.holders.len() + k.queue.len(), "a lock mode on semaphore {}", lock);
+        } else {
+            prop_assert_eq!(permit_modes, 0, "a permit on lock {}", lock);
+        }
         // Never two conflicting holders.
         let modes: Vec<LockMode> = k.holders.iter().map(|(_, h)| h.mode).collect();
         if modes.contains(&LockMode::Exclusive) {
@@ -429,7 +493,9 @@ fn check_table(t: &LockTable) -> Result<(), TestCaseError> {
             );
             // Whether it could have this key now: compatible with the holders and with
             // everyone queued ahead of it.
+            let ahead = k.queue.range(..*slot).count();
             could_go &= !t.is_delayed(lock)
+                && (k.permits == 0 || k.holders.len() + ahead < k.permits as usize)
                 && k.compatible_with_holders(txn.id, w.mode)
                 && k.queue.range(..*slot).all(|(_, e)| e.mode.compatible_with(w.mode));
         }
@@ -446,7 +512,39 @@ fn check_table(t: &LockTable) -> Result<(), TestCaseError> {
     for (txn, _) in t.deadlines() {
         prop_assert!(t.txn(txn).is_some_and(|x| x.state == TxnState::Active), "{txn} has a deadline but is not active");
     }
-    check_no_cycle(t)
+    check_no_deadlock(t)?;
+    if t.keys().all(|(_, k)| k.permits == 0) {
+        // Without semaphores every wait is for all of its blockers: no cycle at all.
+        check_no_cycle(t)?;
+    }
+    Ok(())
+}
+
+/// Every deadlock is broken in the step that closes it: assuming every transaction that
+/// waits for nothing finishes, and then every waiter that could then be granted, nobody is
+/// left waiting (Holt's reduction, over the whole table, by the grant rule itself).
+fn check_no_deadlock(t: &LockTable) -> Result<(), TestCaseError> {
+    let waiting: Vec<TxnId> = t.active_txns().filter(|x| x.waiting.is_some()).map(|x| x.id).collect();
+    let mut done: BTreeSet<TxnId> = t.active_txns().filter(|x| x.waiting.is_none()).map(|x| x.id).collect();
+    loop {
+        let ready: Vec<TxnId> = waiting
+            .iter()
+            .copied()
+            .filter(|w| !done.contains(w))
+            .filter(|w| {
+                t.pending_slots(*w)
+                    .iter()
+                    .all(|(lock, slot)| t.key(lock).is_some_and(|k| k.ready_without(*slot, |h| done.contains(&h))))
+            })
+            .collect();
+        if ready.is_empty() {
+            break;
+        }
+        done.extend(ready);
+    }
+    let stuck: Vec<&TxnId> = waiting.iter().filter(|w| !done.contains(w)).collect();
+    prop_assert!(stuck.is_empty(), "deadlocked and left standing: {stuck:?}");
+    Ok(())
 }
 
 /// Every wait-for cycle is broken in the step that closes it: the graph is acyclic after

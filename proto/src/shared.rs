@@ -33,7 +33,7 @@ macro_rules! wire_enum {
     };
 }
 
-wire_enum!(LockMode <=> LockMode { Exclusive = Exclusive, SharedRead = SharedRead });
+wire_enum!(LockMode <=> LockMode { Exclusive = Exclusive, SharedRead = SharedRead, Semaphore = Semaphore });
 wire_enum!(TransactionState <=> TransactionState {
     Active = Active,
     Committed = Committed,
@@ -111,7 +111,7 @@ mod tests {
             assert_eq!(EndCause::from_wire(c.to_wire()), Some(c));
             assert_eq!(pb::EndCause::try_from(c.to_wire()).unwrap().as_str_name(), format!("END_CAUSE_{}", c.as_str()));
         }
-        for m in [LockMode::Exclusive, LockMode::SharedRead] {
+        for m in [LockMode::Exclusive, LockMode::SharedRead, LockMode::Semaphore] {
             assert_eq!(LockMode::from_wire(m.to_wire()), Some(m));
         }
         assert_eq!(EndCause::from_wire(0), None);

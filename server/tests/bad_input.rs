@@ -32,6 +32,7 @@ fn acquire_req(txn: u64, ns: &str, key: &str, mode: i32, timeout_ms: i64, reques
         request_id: request_id.into(),
         begin: None,
         stay_open: false,
+        permits: 0,
     }
 }
 

@@ -175,12 +175,12 @@ async fn bad_input_gets_400_with_the_grpc_message() {
         (
             format!("/api/v1/transactions/{t}/locks"),
             json!({"namespace": "n", "key": "k", "timeout_ms": 10}),
-            "mode must be EXCLUSIVE or SHARED_READ",
+            "mode must be EXCLUSIVE, SHARED_READ or SEMAPHORE",
         ),
         (
             format!("/api/v1/transactions/{t}/locks"),
             json!({"namespace": "n", "key": "k", "mode": "WRITE", "timeout_ms": 10}),
-            "mode must be EXCLUSIVE or SHARED_READ",
+            "mode must be EXCLUSIVE, SHARED_READ or SEMAPHORE",
         ),
         ("/api/v1/transactions/abc/heartbeat".into(), Value::Null, "transaction id in the path"),
         ("/api/v1/transactions/0/heartbeat".into(), Value::Null, "transaction_id"),

@@ -49,6 +49,7 @@ fn acquire_req(txn: u64, key: &str, request_id: &str) -> AcquireLockRequest {
         request_id: request_id.into(),
         begin: None,
         stay_open: false,
+        permits: 0,
     }
 }
 

@@ -37,6 +37,7 @@ fn one_shot(key: &str, begin_id: &str, acquire_id: &str) -> pb::AcquireLockReque
             ..Default::default()
         }),
         stay_open: false,
+        permits: 0,
     }
 }
 

@@ -149,6 +149,7 @@ async fn cycle(mut c: LockServiceClient<Channel>, key: &str, id: u64, leak: bool
         request_id: format!("a{id}"),
         begin: None,
         stay_open: false,
+        permits: 0,
     };
     let acquired = tally.call(acquire(&mut c, keyed(a, key))).await.is_some();
     let end = EndTransactionRequest { transaction_id: txn, commit: true, request_id: format!("e{id}") };

@@ -165,6 +165,7 @@ async fn an_expired_lease_frees_the_locks_for_the_next_waiter() {
             request_id: "s1".into(),
             begin: None,
             stay_open: false,
+            permits: 0,
         })
         .await
         .unwrap()
@@ -305,6 +306,7 @@ async fn retries_with_the_same_request_id_get_the_first_answer() {
         request_id: "acq-1".into(),
         begin: None,
         stay_open: false,
+        permits: 0,
     };
     let mut tokens = Vec::new();
     for _ in 0..3 {
@@ -365,6 +367,7 @@ async fn re_attaching_to_a_grant_after_the_transaction_ended_is_transaction_lost
             request_id: "acq-1".into(),
             begin: None,
             stay_open: false,
+            permits: 0,
         };
         let mut s = raw.acquire_lock(acquire.clone()).await.unwrap().into_inner();
         assert!(matches!(

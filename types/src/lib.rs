@@ -38,20 +38,34 @@ pub enum LockMode {
     Exclusive,
     /// Read lock: any number of readers at once, no writer beside them.
     SharedRead,
+    /// One permit of a counted semaphore: up to the key's declared number of holders at
+    /// once, each with its own fencing token. A semaphore key takes no other mode. New
+    /// modes go last: the table's snapshots encode modes by position.
+    Semaphore,
 }
 
 impl LockMode {
     /// Whether a holder in `self` may coexist with a holder in `other`. Inlined across
     /// the crate boundary: the lock table calls it for every queued request it scans.
     #[inline]
+    /// Semaphore permits are compatible with each other; how many may be held at once is
+    /// the key's permit count, which the lock table enforces.
     pub fn compatible_with(self, other: LockMode) -> bool {
-        self == LockMode::SharedRead && other == LockMode::SharedRead
+        matches!(
+            (self, other),
+            (LockMode::SharedRead, LockMode::SharedRead) | (LockMode::Semaphore, LockMode::Semaphore)
+        )
     }
 
     /// Whether holding `self` already satisfies a request for `wanted`.
     #[inline]
     pub fn covers(self, wanted: LockMode) -> bool {
-        self == LockMode::Exclusive || wanted == LockMode::SharedRead
+        match (self, wanted) {
+            (LockMode::Semaphore, LockMode::Semaphore) => true,
+            (LockMode::Semaphore, _) | (_, LockMode::Semaphore) => false,
+            (LockMode::Exclusive, _) => true,
+            (LockMode::SharedRead, w) => w == LockMode::SharedRead,
+        }
     }
 
     /// The wire name: `"EXCLUSIVE"` or `"SHARED_READ"`.
@@ -59,6 +73,7 @@ impl LockMode {
         match self {
             LockMode::Exclusive => "EXCLUSIVE",
             LockMode::SharedRead => "SHARED_READ",
+            LockMode::Semaphore => "SEMAPHORE",
         }
     }
 }
@@ -77,7 +92,8 @@ impl FromStr for LockMode {
         match s.trim().to_ascii_uppercase().as_str() {
             "EXCLUSIVE" => Ok(LockMode::Exclusive),
             "SHARED_READ" | "SHARED" | "SHARED-READ" => Ok(LockMode::SharedRead),
-            _ => Err(ParseError(format!("unknown lock mode {s:?} (expected EXCLUSIVE or SHARED_READ)"))),
+            "SEMAPHORE" => Ok(LockMode::Semaphore),
+            _ => Err(ParseError(format!("unknown lock mode {s:?} (expected EXCLUSIVE, SHARED_READ or SEMAPHORE)"))),
         }
     }
 }
@@ -414,18 +430,24 @@ mod tests {
         ] {
             assert_eq!(text.parse::<LockMode>().unwrap(), mode);
         }
-        assert!("write".parse::<LockMode>().unwrap_err().0.contains("EXCLUSIVE or SHARED_READ"));
+        assert!("write".parse::<LockMode>().unwrap_err().0.contains("EXCLUSIVE, SHARED_READ or SEMAPHORE"));
         assert_eq!(LockMode::SharedRead.to_string(), "SHARED_READ");
     }
 
     #[test]
-    fn only_two_readers_are_compatible() {
+    fn only_readers_or_permits_are_compatible() {
         use LockMode::*;
         assert!(SharedRead.compatible_with(SharedRead));
         assert!(!SharedRead.compatible_with(Exclusive) && !Exclusive.compatible_with(SharedRead));
         assert!(!Exclusive.compatible_with(Exclusive));
         assert!(Exclusive.covers(SharedRead) && Exclusive.covers(Exclusive) && SharedRead.covers(SharedRead));
         assert!(!SharedRead.covers(Exclusive));
+        assert!(Semaphore.compatible_with(Semaphore) && Semaphore.covers(Semaphore));
+        for m in [Exclusive, SharedRead] {
+            assert!(!Semaphore.compatible_with(m) && !m.compatible_with(Semaphore), "{m}");
+            assert!(!Semaphore.covers(m) && !m.covers(Semaphore), "{m}");
+        }
+        assert_eq!("semaphore".parse::<LockMode>().unwrap(), Semaphore);
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub enum LockMode {
     Exclusive,
     /// Any number of SHARED_READ holders, no EXCLUSIVE one.
     SharedRead,
+    /// One permit of a counted semaphore (up to its permit count at once).
+    Semaphore,
 }
 
 /// A granted lock.

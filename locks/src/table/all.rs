@@ -48,6 +48,9 @@ impl LockTable {
                 request_id: p.request_id.clone(),
             });
         }
+        if let Some(r) = locks.iter().find_map(|(lock, mode)| self.check_key_kind(lock, *mode, 0).err()) {
+            return Outcome::Rejected(r);
+        }
         let status = if self.all_grantable_now(txn, locks) {
             AllRecord::Granted(self.grant_all(txn, locks))
         } else if wait_ms == 0 {
@@ -200,6 +203,11 @@ impl LockTable {
 pub fn invalid_lock_list(locks: &[(LockKey, LockMode)]) -> Option<String> {
     if locks.is_empty() {
         return Some("an all-or-nothing acquire needs at least one lock".into());
+    }
+    if let Some((l, _)) = locks.iter().find(|(_, m)| *m == LockMode::Semaphore) {
+        return Some(format!(
+            "{l}: semaphore permits are taken one key at a time (AcquireLock); an all-or-nothing acquire takes EXCLUSIVE and SHARED_READ locks"
+        ));
     }
     let mut seen = std::collections::BTreeSet::new();
     locks.iter().find(|(l, _)| !seen.insert(l)).map(|(l, _)| {

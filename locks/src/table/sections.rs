@@ -10,6 +10,7 @@ impl LockTable {
     pub fn sections(&self) -> Vec<(String, Vec<u8>)> {
         let mut out = vec![self.deadlines_section()];
         out.extend(self.lock_delays.sections());
+        out.extend(self.permits_section());
         out
     }
 
@@ -17,7 +18,9 @@ impl LockTable {
     /// means the file was written by a newer one: refused, rather than dropping state.
     pub fn restore_sections(&mut self, sections: Vec<(String, Vec<u8>)>) -> Result<(), Rejection> {
         for (name, bytes) in sections {
-            let known = self.restore_deadlines(&name, &bytes)? || self.lock_delays.restore_section(&name, &bytes)?;
+            let known = self.restore_deadlines(&name, &bytes)?
+                || self.lock_delays.restore_section(&name, &bytes)?
+                || self.restore_permits(&name, &bytes)?;
             if !known {
                 return Err(Rejection::Invalid(format!(
                     "snapshot section {name:?} is unknown to this version (written by a newer dls?)"

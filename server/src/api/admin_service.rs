@@ -94,6 +94,7 @@ impl AdminApi {
                 delayed_until_ms: k.delay.map_or(0, |d| d.until_ms as i64),
                 delayed_by_transaction_id: k.delay.map_or(0, |d| d.txn),
                 delay_cause: k.delay.map_or(0, |d| convert::cause(Some(d.cause))),
+                permits: k.permits,
             })
             .collect();
         Ok(pb::ListLocksResponse { locks })

@@ -177,11 +177,12 @@ impl LockApi {
         let lock = validate::lock_key(&r.namespace, &r.key)?;
         who.check_namespace(&lock.namespace)?;
         let mode = validate::mode(r.mode)?;
+        let permits = validate::permits(mode, r.permits)?;
         let wait_ms = validate::wait_ms(r.timeout_ms)?;
         let request_id = validate::request_id(&r.request_id)?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let victim_policy = self.policies.for_namespace(&lock.namespace);
         let acquire = AcquireRequest { request_id, lock: lock.clone(), mode, wait_ms, victim_policy };
-        Ok((self.engine.acquire(who, start, Wanted::One(acquire))?, lock, r.stay_open))
+        Ok((self.engine.acquire(who, start, Wanted::One { acquire, permits })?, lock, r.stay_open))
     }
 
     /// Validates an AcquireLocks call and checks it with the engine. Deadlocks are broken

@@ -62,6 +62,11 @@ pub fn lock_list(locks: &[caerus_proto::v1::LockRequest]) -> Result<Vec<(LockKey
         };
         let lock = lock_key(&l.namespace, &l.key).map_err(at)?;
         let mode = mode(l.mode).map_err(at)?;
+        if mode == LockMode::Semaphore {
+            return Err(bad(format!(
+                "locks[{i}]: SEMAPHORE permits are taken one key at a time with AcquireLock; AcquireLocks takes EXCLUSIVE and SHARED_READ locks"
+            )));
+        }
         if out.iter().any(|(seen, _)| *seen == lock) {
             return Err(bad(format!(
                 "locks[{i}]: {lock} is named twice; name each key once, with the strongest mode needed"
@@ -76,10 +81,26 @@ pub fn mode(raw: i32) -> Result<LockMode, ApiError> {
     match WireMode::try_from(raw) {
         Ok(WireMode::Exclusive) => Ok(LockMode::Exclusive),
         Ok(WireMode::SharedRead) => Ok(LockMode::SharedRead),
+        Ok(WireMode::Semaphore) => Ok(LockMode::Semaphore),
         Ok(WireMode::Unspecified) => {
-            Err(bad("mode must be EXCLUSIVE or SHARED_READ (got LOCK_MODE_UNSPECIFIED)".into()))
+            Err(bad("mode must be EXCLUSIVE, SHARED_READ or SEMAPHORE (got LOCK_MODE_UNSPECIFIED)".into()))
         }
-        Err(_) => Err(bad(format!("mode {raw} is not a LockMode; use EXCLUSIVE (1) or SHARED_READ (2)"))),
+        Err(_) => Err(bad(format!(
+            "mode {raw} is not a LockMode; use EXCLUSIVE (1), SHARED_READ (2) or SEMAPHORE (3, with permits)"
+        ))),
+    }
+}
+
+/// A semaphore's permit count: 1..=MAX_PERMITS with mode SEMAPHORE, 0 with any other mode.
+pub fn permits(mode: LockMode, permits: u32) -> Result<u32, ApiError> {
+    let max = crate::locks::MAX_PERMITS;
+    match mode {
+        LockMode::Semaphore if (1..=max).contains(&permits) => Ok(permits),
+        LockMode::Semaphore => {
+            Err(bad(format!("mode SEMAPHORE needs permits (the semaphore's count) between 1 and {max}; got {permits}")))
+        }
+        _ if permits == 0 => Ok(0),
+        _ => Err(bad(format!("permits is only for mode SEMAPHORE; got permits {permits} with mode {mode}"))),
     }
 }
 

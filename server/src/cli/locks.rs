@@ -49,8 +49,12 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// One lock as a title line and a table each for holders and waiters.
 fn render(lock: &KeyLocks) -> Vec<String> {
+    let kind = match lock.permits {
+        0 => String::new(),
+        n => format!("semaphore of {}, ", plural(n as usize, "permit", "permits")),
+    };
     let mut lines = vec![format!(
-        "{}/{}  ({}, {})",
+        "{}/{}  ({kind}{}, {})",
         lock.namespace,
         lock.key,
         plural(lock.holders.len(), "holder", "holders"),
@@ -124,6 +128,7 @@ fn to_json(lock: &KeyLocks) -> serde_json::Value {
             "since_ms": w.since_ms,
             "upgrade": w.upgrade,
         })).collect::<Vec<_>>(),
+        "permits": lock.permits,
         "delay": lock.delay.map(|d| json!({
             "until_ms": d.until_ms,
             "transaction_id": d.transaction_id,
@@ -159,6 +164,7 @@ mod tests {
                 upgrade: false,
             }],
             delay: None,
+            permits: 0,
         };
         let text = render(&lock).join("\n");
         assert!(text.starts_with("ns/k  (1 holder, 1 waiter)"), "{text}");
@@ -181,10 +187,12 @@ mod tests {
                 transaction_id: 9,
                 cause: Some(caerus_core::EndCause::LeaseExpired),
             }),
+            permits: 3,
         };
         let text = render(&lock).join("\n");
         assert!(text.contains("lock-delay: nothing is granted until 2025-12-03T14:00:00Z"), "{text}");
         assert!(text.contains("holder 9 lease expired"), "{text}");
+        assert!(text.starts_with("ns/k  (semaphore of 3 permits, 0 holders, 0 waiters)"), "{text}");
         assert_eq!(to_json(&lock)["delay"]["cause"], json!("LEASE_EXPIRED"));
     }
 }

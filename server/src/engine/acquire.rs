@@ -81,31 +81,32 @@ pub struct AcquireAllRequest {
     pub victim_policy: VictimPolicy,
 }
 
-/// What an acquire asks for: one lock, or several all at once.
+/// What an acquire asks for: one lock (or, with `permits` > 0, one permit of a semaphore
+/// of that many), or several locks all at once.
 #[derive(Clone, Debug)]
 pub enum Wanted {
-    One(AcquireRequest),
+    One { acquire: AcquireRequest, permits: u32 },
     All(AcquireAllRequest),
 }
 
 impl Wanted {
     fn request_id(&self) -> &str {
         match self {
-            Wanted::One(a) => &a.request_id,
+            Wanted::One { acquire: a, .. } => &a.request_id,
             Wanted::All(a) => &a.request_id,
         }
     }
 
     fn wait_ms(&self) -> u64 {
         match self {
-            Wanted::One(a) => a.wait_ms,
+            Wanted::One { acquire: a, .. } => a.wait_ms,
             Wanted::All(a) => a.wait_ms,
         }
     }
 
     fn locks(&self) -> Vec<LockKey> {
         match self {
-            Wanted::One(a) => vec![a.lock.clone()],
+            Wanted::One { acquire: a, .. } => vec![a.lock.clone()],
             Wanted::All(a) => a.locks.iter().map(|(l, _)| l.clone()).collect(),
         }
     }
@@ -113,21 +114,39 @@ impl Wanted {
     /// The recorded answer if this request id was seen before for this very request.
     fn recorded(&self, table: &LockTable, txn: TxnId) -> Result<Option<AcquireStatus>, Rejection> {
         match self {
-            Wanted::One(a) => table.recorded_acquire(txn, &a.request_id, &a.lock, a.mode),
+            Wanted::One { acquire: a, .. } => table.recorded_acquire(txn, &a.request_id, &a.lock, a.mode),
             Wanted::All(a) => table.recorded_acquire_all(txn, &a.request_id, &a.locks),
         }
     }
 
     fn grantable_now(&self, table: &LockTable, txn: TxnId) -> bool {
         match self {
-            Wanted::One(a) => table.grantable_now(txn, &a.lock, a.mode),
+            Wanted::One { acquire: a, .. } => table.grantable_now(txn, &a.lock, a.mode),
             Wanted::All(a) => table.all_grantable_now(txn, &a.locks),
+        }
+    }
+
+    /// Whether the table would refuse the request as invalid for what its keys are now (a
+    /// lock mode on a semaphore, or the reverse): such a request is proposed and answered
+    /// INVALID_ARGUMENT by the apply, never taken for a busy key.
+    fn mismatched(&self, table: &LockTable) -> bool {
+        match self {
+            Wanted::One { acquire: a, permits } => table.check_key_kind(&a.lock, a.mode, *permits).is_err(),
+            Wanted::All(a) => a.locks.iter().any(|(lock, mode)| table.check_key_kind(lock, *mode, 0).is_err()),
         }
     }
 
     fn command(&self, txn: TxnId) -> Command {
         match self.clone() {
-            Wanted::One(a) => Command::Acquire {
+            Wanted::One { acquire: a, permits } if permits > 0 => Command::AcquirePermit {
+                txn,
+                request_id: a.request_id,
+                lock: a.lock,
+                permits,
+                wait_ms: a.wait_ms,
+                victim_policy: a.victim_policy,
+            },
+            Wanted::One { acquire: a, .. } => Command::Acquire {
                 txn,
                 request_id: a.request_id,
                 lock: a.lock,
@@ -165,7 +184,12 @@ impl Engine {
                 touch(&self.node, &who, txn)?;
                 AcquireStart::Txn(txn)
             }
-            (AcquireStart::Begin(begin, options), Wanted::One(_)) => {
+            (AcquireStart::Begin(..), Wanted::One { permits: 1.., .. }) => {
+                return Err(EngineError::InvalidArgument(
+                    "a SEMAPHORE permit needs an existing transaction (transaction_id), not a one-shot begin".into(),
+                ))
+            }
+            (AcquireStart::Begin(begin, options), Wanted::One { .. }) => {
                 AcquireStart::Begin(Begin { owner: who.name.clone(), ..begin }, options)
             }
             (AcquireStart::Begin(..), Wanted::All(_)) => {
@@ -188,7 +212,7 @@ async fn refused_without_a_write(node: &Node, txn: TxnId, wanted: &Wanted) -> En
     let refused = || {
         let st = node.state().read().expect("state lock");
         let idle = st.table.txn(txn).is_some_and(|t| t.state == TxnState::Active && t.waiting.is_none());
-        idle && !wanted.grantable_now(&st.table, txn)
+        idle && !wanted.mismatched(&st.table) && !wanted.grantable_now(&st.table, txn)
     };
     if !refused() {
         return Ok(false);
@@ -204,7 +228,7 @@ impl Acquisition {
     async fn start(&self) -> EngineResult<(TxnId, Option<Begun>, AcquireStatus)> {
         let (node, wanted) = (&self.node, &self.wanted);
         let (begin, options, a) = match (&self.start, wanted) {
-            (AcquireStart::Begin(begin, options), Wanted::One(a)) => (begin, options, a),
+            (AcquireStart::Begin(begin, options), Wanted::One { acquire: a, .. }) => (begin, options, a),
             (AcquireStart::Begin(..), Wanted::All(_)) => unreachable!("refused by Engine::acquire"),
             (AcquireStart::Txn(txn), _) => {
                 let txn = *txn;

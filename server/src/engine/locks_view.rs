@@ -14,6 +14,8 @@ pub struct KeyView {
     pub waiters: Vec<LockWaiter>,
     /// The lock-delay that keeps it from granting anything, if any.
     pub delay: Option<KeyDelay>,
+    /// A semaphore's permit count (0 for a lock).
+    pub permits: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +54,7 @@ impl Engine {
             .filter(|(lock, _)| shown(lock))
             .map(|(lock, k)| KeyView {
                 delay: st.table.key_delay(lock).copied(),
+                permits: k.permits,
                 lock: lock.clone(),
                 holders: k
                     .holders
@@ -82,6 +85,7 @@ impl Engine {
                 holders: Vec::new(),
                 waiters: Vec::new(),
                 delay: Some(*delay),
+                permits: 0,
             });
         }
         Ok(views.into_values().collect())

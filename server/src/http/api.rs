@@ -154,6 +154,9 @@ struct AcquireBody {
     /// grant; the wait goes on in the server. Call again with the same request_id to wait.
     #[serde(default)]
     return_when_queued: bool,
+    /// With mode SEMAPHORE: the semaphore's permit count.
+    #[serde(default)]
+    permits: u32,
 }
 
 async fn acquire(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>, raw: Bytes) -> HttpResult {
@@ -168,6 +171,7 @@ async fn acquire(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): P
         request_id: request_id.clone(),
         begin: None,
         stay_open: false,
+        permits: b.permits,
     };
     let auth = Auth::from_headers(&headers);
     let quick = b.return_when_queued;

@@ -47,7 +47,7 @@ pub fn mode_from_name(name: Option<&str>) -> Result<i32, ApiFailure> {
         None | Some("") => Ok(0),
         Some(n) => match pb::LockMode::from_str_name(&n.to_ascii_uppercase()) {
             Some(m) if m != pb::LockMode::Unspecified => Ok(m as i32),
-            _ => Err(ApiFailure::bad_request(format!("mode must be EXCLUSIVE or SHARED_READ (got {n:?})"))),
+            _ => Err(ApiFailure::bad_request(format!("mode must be EXCLUSIVE, SHARED_READ or SEMAPHORE (got {n:?})"))),
         },
     }
 }
@@ -110,6 +110,7 @@ pub fn locks(r: &pb::ListLocksResponse) -> Value {
                     "since_ms": w.since_ms,
                     "upgrade": w.upgrade,
                 })).collect::<Vec<_>>(),
+                "permits": k.permits,
                 "delay": (k.delayed_until_ms > 0).then(|| json!({
                     "until_ms": k.delayed_until_ms,
                     "transaction_id": id_str(k.delayed_by_transaction_id),

@@ -69,6 +69,7 @@ impl Origin {
             Command::Begin { .. }
             | Command::Acquire { .. }
             | Command::AcquireAll { .. }
+            | Command::AcquirePermit { .. }
             | Command::BeginAcquire { .. }
             | Command::BeginWith { .. }
             | Command::Batch(_) => Origin::NewWork,

@@ -273,7 +273,9 @@ type KeyLocks struct {
 	// The revoked holder whose end started the delay (0 when not delayed).
 	DelayedByTransactionId uint64 `protobuf:"varint,6,opt,name=delayed_by_transaction_id,json=delayedByTransactionId,proto3" json:"delayed_by_transaction_id,omitempty"`
 	// How that holder ended (END_CAUSE_UNSPECIFIED when not delayed).
-	DelayCause    EndCause `protobuf:"varint,7,opt,name=delay_cause,json=delayCause,proto3,enum=caerus.dls.v1.EndCause" json:"delay_cause,omitempty"`
+	DelayCause EndCause `protobuf:"varint,7,opt,name=delay_cause,json=delayCause,proto3,enum=caerus.dls.v1.EndCause" json:"delay_cause,omitempty"` // A semaphore key: how many permits it has (its holders and waiters are all SEMAPHORE);
+	// 0 for a lock.
+	Permits       uint32 `protobuf:"varint,8,opt,name=permits,proto3" json:"permits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -355,6 +357,13 @@ func (x *KeyLocks) GetDelayCause() EndCause {
 		return x.DelayCause
 	}
 	return EndCause_END_CAUSE_UNSPECIFIED
+}
+
+func (x *KeyLocks) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
 }
 
 // The locks, sorted by namespace then key.
@@ -1627,7 +1636,7 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\bposition\x18\x04 \x01(\rR\bposition\x128\n" +
 	"\x18blocking_transaction_ids\x18\x05 \x03(\x04R\x16blockingTransactionIds\x12\x19\n" +
 	"\bsince_ms\x18\x06 \x01(\x03R\asinceMs\x12\x18\n" +
-	"\aupgrade\x18\a \x01(\bR\aupgrade\"\xc3\x02\n" +
+	"\aupgrade\x18\a \x01(\bR\aupgrade\"\xdd\x02\n" +
 	"\bKeyLocks\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x123\n" +
@@ -1636,7 +1645,8 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\x10delayed_until_ms\x18\x05 \x01(\x03R\x0edelayedUntilMs\x129\n" +
 	"\x19delayed_by_transaction_id\x18\x06 \x01(\x04R\x16delayedByTransactionId\x128\n" +
 	"\vdelay_cause\x18\a \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\n" +
-	"delayCause\"B\n" +
+	"delayCause\x12\x18\n" +
+	"\apermits\x18\b \x01(\rR\apermits\"B\n" +
 	"\x11ListLocksResponse\x12-\n" +
 	"\x05locks\x18\x01 \x03(\v2\x17.caerus.dls.v1.KeyLocksR\x05locks\"w\n" +
 	"\x17AbortTransactionRequest\x12%\n" +

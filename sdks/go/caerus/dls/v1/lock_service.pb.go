@@ -130,7 +130,8 @@ func (KeyChangeKind) EnumDescriptor() ([]byte, []int) {
 	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{0}
 }
 
-// Lock modes. Two requests on one (namespace, key) are compatible only if both are SHARED_READ.
+// Lock modes. Two requests on one (namespace, key) are compatible only if both are SHARED_READ
+// (or both are SEMAPHORE permits, up to the key's permit count).
 type LockMode int32
 
 const (
@@ -140,6 +141,11 @@ const (
 	LockMode_EXCLUSIVE LockMode = 1
 	// Read lock: any number of SHARED_READ holders at once, no EXCLUSIVE holder beside them.
 	LockMode_SHARED_READ LockMode = 2
+	// One permit of a counted semaphore: the key admits up to `permits` holders at once (FIFO,
+	// each with its own fencing token). Every request on the key must be SEMAPHORE with the
+	// same `permits` while the key is held or waited for; any other mode is INVALID_ARGUMENT.
+	// Only in AcquireLock inside an open transaction (not AcquireLocks, not a one-shot start).
+	LockMode_SEMAPHORE LockMode = 3
 )
 
 // Enum value maps for LockMode.
@@ -148,11 +154,13 @@ var (
 		0: "LOCK_MODE_UNSPECIFIED",
 		1: "EXCLUSIVE",
 		2: "SHARED_READ",
+		3: "SEMAPHORE",
 	}
 	LockMode_value = map[string]int32{
 		"LOCK_MODE_UNSPECIFIED": 0,
 		"EXCLUSIVE":             1,
 		"SHARED_READ":           2,
+		"SEMAPHORE":             3,
 	}
 )
 
@@ -1087,7 +1095,10 @@ type AcquireLockRequest struct {
 	// heartbeats, which stay the authoritative signal. Costs one open stream per acquire; a
 	// transaction keeps at most 16 such streams open at once, and past that a stream ends
 	// after `granted` as without stay_open (one is enough to hear of the end).
-	StayOpen      bool `protobuf:"varint,8,opt,name=stay_open,json=stayOpen,proto3" json:"stay_open,omitempty"`
+	StayOpen bool `protobuf:"varint,8,opt,name=stay_open,json=stayOpen,proto3" json:"stay_open,omitempty"`
+	// With mode SEMAPHORE: the key's permit count, 1..=100000 (the first request on an idle
+	// key declares it; later ones must say the same). 0 with any other mode.
+	Permits       uint32 `protobuf:"varint,9,opt,name=permits,proto3" json:"permits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1176,6 +1187,13 @@ func (x *AcquireLockRequest) GetStayOpen() bool {
 		return x.StayOpen
 	}
 	return false
+}
+
+func (x *AcquireLockRequest) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
 }
 
 // One progress message of AcquireLock.
@@ -3478,7 +3496,7 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x0fmax_duration_ms\x18\x05 \x01(\x03R\rmaxDurationMs\"k\n" +
 	"\x18BeginTransactionResponse\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12(\n" +
-	"\x10lease_timeout_ms\x18\x02 \x01(\x03R\x0eleaseTimeoutMs\"\xb1\x02\n" +
+	"\x10lease_timeout_ms\x18\x02 \x01(\x03R\x0eleaseTimeoutMs\"\xcb\x02\n" +
 	"\x12AcquireLockRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
@@ -3489,7 +3507,8 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12<\n" +
 	"\x05begin\x18\a \x01(\v2&.caerus.dls.v1.BeginTransactionRequestR\x05begin\x12\x1b\n" +
-	"\tstay_open\x18\b \x01(\bR\bstayOpen\"\xf7\x01\n" +
+	"\tstay_open\x18\b \x01(\bR\bstayOpen\x12\x18\n" +
+	"\apermits\x18\t \x01(\rR\apermits\"\xf7\x01\n" +
 	"\x13AcquireLockResponse\x12/\n" +
 	"\x06queued\x18\x01 \x01(\v2\x15.caerus.dls.v1.QueuedH\x00R\x06queued\x122\n" +
 	"\agranted\x18\x02 \x01(\v2\x16.caerus.dls.v1.GrantedH\x00R\agranted\x123\n" +
@@ -3652,11 +3671,12 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x18KEY_CHANGE_KIND_RELEASED\x10\x02\x12\x1b\n" +
 	"\x17KEY_CHANGE_KIND_EXPIRED\x10\x03\x12\x1b\n" +
 	"\x17KEY_CHANGE_KIND_REVOKED\x10\x04\x12\x1e\n" +
-	"\x1aKEY_CHANGE_KIND_DOWNGRADED\x10\x05*E\n" +
+	"\x1aKEY_CHANGE_KIND_DOWNGRADED\x10\x05*T\n" +
 	"\bLockMode\x12\x19\n" +
 	"\x15LOCK_MODE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tEXCLUSIVE\x10\x01\x12\x0f\n" +
-	"\vSHARED_READ\x10\x02*j\n" +
+	"\vSHARED_READ\x10\x02\x12\r\n" +
+	"\tSEMAPHORE\x10\x03*j\n" +
 	"\x10TransactionState\x12!\n" +
 	"\x1dTRANSACTION_STATE_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +

@@ -21,6 +21,7 @@ class LockMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LOCK_MODE_UNSPECIFIED: _ClassVar[LockMode]
     EXCLUSIVE: _ClassVar[LockMode]
     SHARED_READ: _ClassVar[LockMode]
+    SEMAPHORE: _ClassVar[LockMode]
 
 class TransactionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -82,6 +83,7 @@ KEY_CHANGE_KIND_DOWNGRADED: KeyChangeKind
 LOCK_MODE_UNSPECIFIED: LockMode
 EXCLUSIVE: LockMode
 SHARED_READ: LockMode
+SEMAPHORE: LockMode
 TRANSACTION_STATE_UNSPECIFIED: TransactionState
 ACTIVE: TransactionState
 COMMITTED: TransactionState
@@ -201,7 +203,7 @@ class BeginTransactionResponse(_message.Message):
     def __init__(self, transaction_id: _Optional[int] = ..., lease_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class AcquireLockRequest(_message.Message):
-    __slots__ = ("transaction_id", "namespace", "key", "mode", "timeout_ms", "request_id", "begin", "stay_open")
+    __slots__ = ("transaction_id", "namespace", "key", "mode", "timeout_ms", "request_id", "begin", "stay_open", "permits")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -210,6 +212,7 @@ class AcquireLockRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     BEGIN_FIELD_NUMBER: _ClassVar[int]
     STAY_OPEN_FIELD_NUMBER: _ClassVar[int]
+    PERMITS_FIELD_NUMBER: _ClassVar[int]
     transaction_id: int
     namespace: str
     key: str
@@ -218,7 +221,8 @@ class AcquireLockRequest(_message.Message):
     request_id: str
     begin: BeginTransactionRequest
     stay_open: bool
-    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., timeout_ms: _Optional[int] = ..., request_id: _Optional[str] = ..., begin: _Optional[_Union[BeginTransactionRequest, _Mapping]] = ..., stay_open: _Optional[bool] = ...) -> None: ...
+    permits: int
+    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., mode: _Optional[_Union[LockMode, str]] = ..., timeout_ms: _Optional[int] = ..., request_id: _Optional[str] = ..., begin: _Optional[_Union[BeginTransactionRequest, _Mapping]] = ..., stay_open: _Optional[bool] = ..., permits: _Optional[int] = ...) -> None: ...
 
 class AcquireLockResponse(_message.Message):
     __slots__ = ("queued", "granted", "lost", "begun")
