@@ -66,7 +66,8 @@ func main() {
 			continue
 		}
 		s := &scenario{conn: conn, ns: fmt.Sprintf("%s-%02d", run, i), txns: map[string]uint64{},
-			tokens: map[string]uint64{}, handles: map[string]*background{}}
+			tokens: map[string]uint64{}, handles: map[string]*background{}, watches: map[string]*keyWatch{},
+			cursors: map[string]string{}, lostStream: map[string]bool{}, streams: map[string][]*stayOpen{}}
 		if err := s.run(sc); err != nil {
 			failed++
 			fmt.Printf("FAIL %s: %v\n", name, err)
@@ -207,8 +208,25 @@ type grant struct {
 	all []*dlsv1.Granted
 }
 
-// acquire follows an AcquireLock stream to its grant or final status.
-func (c *connection) acquire(req *dlsv1.AcquireLockRequest, onQueued func(*dlsv1.Queued)) (*grant, *outcome) {
+// stayOpen is a granted stay_open acquire stream, read on in the background until it ends:
+// the `lost` message if one came, and the status it ended with.
+type stayOpen struct {
+	mu     sync.Mutex
+	lost   *dlsv1.LockStreamLost
+	ended  string // "" while open, then "OK" or the error
+	extra  int    // other messages after the grant
+	cancel context.CancelFunc
+}
+
+func (so *stayOpen) state() (*dlsv1.LockStreamLost, string, int) {
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	return so.lost, so.ended, so.extra
+}
+
+// acquire follows an AcquireLock stream to its grant or final status; a stay_open stream
+// is handed to onStayOpen after its grant.
+func (c *connection) acquire(req *dlsv1.AcquireLockRequest, onQueued func(*dlsv1.Queued), onStayOpen func(*stayOpen)) (*grant, *outcome) {
 	open := func(ctx context.Context, stub dlsv1.LockServiceClient) (grpc.ServerStreamingClient[dlsv1.AcquireLockResponse], error) {
 		return stub.AcquireLock(ctx, req)
 	}
@@ -218,11 +236,14 @@ func (c *connection) acquire(req *dlsv1.AcquireLockRequest, onQueued func(*dlsv1
 		}
 		return m.GetQueued(), nil
 	}
-	return follow(c, req.TimeoutMs, open, read, onQueued)
+	if !req.StayOpen {
+		onStayOpen = nil
+	}
+	return follow(c, req.TimeoutMs, open, read, onQueued, (*dlsv1.AcquireLockResponse).GetLost, onStayOpen)
 }
 
 // acquireAll follows an AcquireLocks stream to its grants or final status.
-func (c *connection) acquireAll(req *dlsv1.AcquireLocksRequest, onQueued func(*dlsv1.Queued)) (*grant, *outcome) {
+func (c *connection) acquireAll(req *dlsv1.AcquireLocksRequest, onQueued func(*dlsv1.Queued), onStayOpen func(*stayOpen)) (*grant, *outcome) {
 	open := func(ctx context.Context, stub dlsv1.LockServiceClient) (grpc.ServerStreamingClient[dlsv1.AcquireLocksResponse], error) {
 		return stub.AcquireLocks(ctx, req)
 	}
@@ -232,7 +253,10 @@ func (c *connection) acquireAll(req *dlsv1.AcquireLocksRequest, onQueued func(*d
 		}
 		return m.GetQueued(), nil
 	}
-	return follow(c, req.TimeoutMs, open, read, onQueued)
+	if !req.StayOpen {
+		onStayOpen = nil
+	}
+	return follow(c, req.TimeoutMs, open, read, onQueued, (*dlsv1.AcquireLocksResponse).GetLost, onStayOpen)
 }
 
 // follow reads an acquire stream (opened by open, each message split by read into a queued
@@ -240,7 +264,8 @@ func (c *connection) acquireAll(req *dlsv1.AcquireLocksRequest, onQueued func(*d
 // (same request_id) when the serving node stops leading.
 func follow[M any](c *connection, timeoutMs int64,
 	open func(context.Context, dlsv1.LockServiceClient) (grpc.ServerStreamingClient[M], error),
-	read func(*M) (*dlsv1.Queued, *grant), onQueued func(*dlsv1.Queued)) (*grant, *outcome) {
+	read func(*M) (*dlsv1.Queued, *grant), onQueued func(*dlsv1.Queued),
+	lostOf func(*M) *dlsv1.LockStreamLost, onStayOpen func(*stayOpen)) (*grant, *outcome) {
 	deadline := time.Now().Add(time.Duration(timeoutMs)*time.Millisecond + patience)
 	for {
 		ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(context.Background(), c.md))
@@ -260,6 +285,31 @@ func follow[M any](c *connection, timeoutMs int64,
 				granted = g
 				break
 			}
+		}
+		if granted != nil && onStayOpen != nil {
+			so := &stayOpen{cancel: cancel}
+			go func() {
+				for {
+					msg, err := stream.Recv()
+					so.mu.Lock()
+					if err != nil {
+						so.ended = "OK"
+						if !errors.Is(err, io.EOF) {
+							so.ended = toOutcome(err, stream.Trailer()).String()
+						}
+						so.mu.Unlock()
+						return
+					}
+					if l := lostOf(msg); l != nil {
+						so.lost = l
+					} else {
+						so.extra++
+					}
+					so.mu.Unlock()
+				}
+			}()
+			onStayOpen(so)
+			return granted, nil
 		}
 		cancel()
 		if granted != nil {
@@ -339,12 +389,292 @@ func (b *background) queuedAt(position uint32) (*dlsv1.Queued, error) {
 }
 
 type scenario struct {
-	conn    *connection
-	ns      string
-	txns    map[string]uint64
-	order   []uint64
-	tokens  map[string]uint64
-	handles map[string]*background
+	conn       *connection
+	ns         string
+	txns       map[string]uint64
+	order      []uint64
+	tokens     map[string]uint64
+	handles    map[string]*background
+	watches    map[string]*keyWatch
+	cursors    map[string]string
+	lostStream map[string]bool // transactions begun with lost_stream: their acquires stay open
+	mu         sync.Mutex      // guards streams (background acquires add to it)
+	streams    map[string][]*stayOpen
+}
+
+// keyWatch is a WatchKey stream read in the background: its messages, and how it ended.
+type keyWatch struct {
+	mu       sync.Mutex
+	messages []*dlsv1.KeyHolders
+	consumed int
+	ended    string
+	cancel   context.CancelFunc
+}
+
+func startWatch(c *connection, req *dlsv1.WatchKeyRequest) *keyWatch {
+	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(context.Background(), c.md))
+	w := &keyWatch{cancel: cancel}
+	go func() {
+		deadline := time.Now().Add(patience)
+		for {
+			stream, err := c.client().WatchKey(ctx, req)
+			var trailer metadata.MD
+			for err == nil {
+				var msg *dlsv1.KeyHolders
+				if msg, err = stream.Recv(); err != nil {
+					trailer = stream.Trailer()
+					break
+				}
+				w.mu.Lock()
+				w.messages = append(w.messages, msg)
+				w.mu.Unlock()
+			}
+			w.mu.Lock()
+			none := len(w.messages) == 0
+			w.mu.Unlock()
+			if none && !errors.Is(err, io.EOF) && c.retryable(err, trailer, deadline) {
+				continue
+			}
+			ended := "the watch ended (OK)"
+			if !errors.Is(err, io.EOF) {
+				ended = "the watch ended: " + toOutcome(err, trailer).String()
+			}
+			w.mu.Lock()
+			w.ended = ended
+			w.mu.Unlock()
+			return
+		}
+	}()
+	return w
+}
+
+// next is the watch's next message not yet consumed (waits for it).
+func (w *keyWatch) next() (*dlsv1.KeyHolders, error) {
+	deadline := time.Now().Add(patience)
+	for {
+		w.mu.Lock()
+		if w.consumed < len(w.messages) {
+			m := w.messages[w.consumed]
+			w.consumed++
+			w.mu.Unlock()
+			return m, nil
+		}
+		ended := w.ended
+		w.mu.Unlock()
+		if ended != "" {
+			return nil, errors.New(ended)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no key watch message within %v", patience)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// onStayOpen keeps a granted stay_open stream of the step's transaction.
+func (s *scenario) onStayOpen(step map[string]any) func(*stayOpen) {
+	name, _ := step["txn"].(string)
+	return func(so *stayOpen) {
+		s.mu.Lock()
+		s.streams[name] = append(s.streams[name], so)
+		s.mu.Unlock()
+	}
+}
+
+func (s *scenario) txnStreams(step map[string]any) []*stayOpen {
+	name, _ := step["txn"].(string)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*stayOpen(nil), s.streams[name]...)
+}
+
+func changeKind(k dlsv1.KeyChangeKind) string {
+	return strings.TrimPrefix(k.String(), "KEY_CHANGE_KIND_")
+}
+
+func causeName(c dlsv1.EndCause) string {
+	return strings.TrimPrefix(c.String(), "END_CAUSE_")
+}
+
+func showHolder(h *dlsv1.KeyHolder) string {
+	return fmt.Sprintf("txn %d %q %s#%d", h.TransactionId, h.TransactionName, h.Mode, h.FencingToken)
+}
+
+func (s *scenario) checkHolder(what string, w map[string]any, h *dlsv1.KeyHolder) error {
+	if n, ok := w["txn"].(string); ok {
+		id, known := s.txns[n]
+		if !known {
+			return fmt.Errorf("no transaction %q", n)
+		}
+		if err := eq(fmt.Sprintf("%s transaction (want %s)", what, n), h.TransactionId, id); err != nil {
+			return err
+		}
+	}
+	if v, ok := w["name"]; ok {
+		if err := eq(what+" transaction_name", h.TransactionName, s.text(v)); err != nil {
+			return err
+		}
+	}
+	if v, ok := w["mode"]; ok {
+		if err := eq(what+" mode", h.Mode.String(), v); err != nil {
+			return err
+		}
+	}
+	if v, ok := w["token"]; ok {
+		t, err := s.token(v)
+		if err != nil {
+			return err
+		}
+		if err := eq(fmt.Sprintf("%s fencing token (want %v)", what, v), h.FencingToken, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkWatch compares holders (in order, exactly) and changes (in order, exactly), and saves the cursor.
+func (s *scenario) checkWatch(checks map[string]any, holders []*dlsv1.KeyHolder, changes []*dlsv1.KeyChange, cursor string) error {
+	var gotH, gotC []string
+	for _, h := range holders {
+		gotH = append(gotH, showHolder(h))
+	}
+	for _, c := range changes {
+		cause := ""
+		if c.EndCause != dlsv1.EndCause_END_CAUSE_UNSPECIFIED {
+			cause = " (" + causeName(c.EndCause) + ")"
+		}
+		gotC = append(gotC, changeKind(c.Kind)+" "+showHolder(c.Holder)+cause)
+	}
+	err := func() error {
+		if want, ok := checks["holders"].([]any); ok {
+			if len(want) != len(holders) {
+				return fmt.Errorf("holders: expected %d", len(want))
+			}
+			for i, raw := range want {
+				w, _ := raw.(map[string]any)
+				if err := s.checkHolder(fmt.Sprintf("holders[%d]", i), w, holders[i]); err != nil {
+					return err
+				}
+			}
+		}
+		if want, ok := checks["changes"].([]any); ok {
+			if len(want) != len(changes) {
+				return fmt.Errorf("changes: expected %d", len(want))
+			}
+			for i, raw := range want {
+				w, _ := raw.(map[string]any)
+				what := fmt.Sprintf("changes[%d]", i)
+				if v, ok := w["kind"]; ok {
+					if err := eq(what+" kind", changeKind(changes[i].Kind), v); err != nil {
+						return err
+					}
+				}
+				if v, ok := w["end_cause"]; ok {
+					if err := eq(what+" end_cause", causeName(changes[i].EndCause), v); err != nil {
+						return err
+					}
+				}
+				if err := s.checkHolder(what, w, changes[i].Holder); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		return fmt.Errorf("%w; holders %v, changes %v", err, gotH, gotC)
+	}
+	if n, ok := checks["save_cursor"].(string); ok {
+		s.cursors[n] = cursor
+	}
+	return nil
+}
+
+func (s *scenario) watch(step map[string]any) (*keyWatch, error) {
+	name, _ := step["handle"].(string)
+	w, ok := s.watches[name]
+	if !ok {
+		return nil, fmt.Errorf("no watch %q", name)
+	}
+	return w, nil
+}
+
+func (s *scenario) expectLost(step map[string]any) error {
+	within := time.Duration(num(step, "within_ms", patience.Milliseconds())) * time.Millisecond
+	deadline := time.Now().Add(within)
+	var lost *dlsv1.LockStreamLost
+	for lost == nil {
+		streams := s.txnStreams(step)
+		if len(streams) == 0 {
+			return errors.New("the transaction has no granted stay_open stream")
+		}
+		allEnded := true
+		var endings []string
+		for _, so := range streams {
+			l, ended, _ := so.state()
+			if l != nil {
+				lost = l
+			}
+			allEnded = allEnded && ended != ""
+			endings = append(endings, ended)
+		}
+		if lost != nil {
+			break
+		}
+		if allEnded {
+			return fmt.Errorf("every stay_open stream ended without lost: %v", endings)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no lost message within %v", within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	checks, err := checkOutcome(step, nil)
+	if err != nil || checks == nil {
+		return err
+	}
+	id, err := s.txnID(step)
+	if err != nil {
+		return err
+	}
+	if err := eq("lost.transaction_id", lost.TransactionId, id); err != nil {
+		return err
+	}
+	if v, ok := checks["end_cause"]; ok {
+		return eq("lost.end_cause", causeName(lost.EndCause), v)
+	}
+	return nil
+}
+
+func (s *scenario) expectStreamsClosed(step map[string]any) error {
+	streams := s.txnStreams(step)
+	if len(streams) == 0 {
+		return errors.New("the transaction has no granted stay_open stream")
+	}
+	deadline := time.Now().Add(patience)
+	for i, so := range streams {
+		for {
+			lost, ended, extra := so.state()
+			if ended == "" {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("stay_open stream %d is still open after %v", i, patience)
+				}
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if lost != nil {
+				return fmt.Errorf("stay_open stream %d sent lost (%s)", i, causeName(lost.EndCause))
+			}
+			if extra > 0 {
+				return fmt.Errorf("stay_open stream %d sent %d other messages after its grant", i, extra)
+			}
+			if ended != "OK" {
+				return fmt.Errorf("stay_open stream %d ended with %s", i, ended)
+			}
+			break
+		}
+	}
+	return nil
 }
 
 func (s *scenario) run(sc map[string]any) error {
@@ -363,6 +693,16 @@ func (s *scenario) run(sc map[string]any) error {
 			return c.EndTransaction(ctx, &dlsv1.EndTransactionRequest{TransactionId: id}, o...)
 		})
 	}
+	for _, w := range s.watches {
+		w.cancel()
+	}
+	s.mu.Lock()
+	for _, streams := range s.streams {
+		for _, so := range streams {
+			so.cancel()
+		}
+	}
+	s.mu.Unlock()
 	return failure
 }
 
@@ -677,6 +1017,9 @@ func (s *scenario) step(step map[string]any) error {
 		name, _ := step["txn"].(string)
 		s.txns[name] = resp.TransactionId
 		s.order = append(s.order, resp.TransactionId)
+		if v, _ := step["lost_stream"].(bool); v {
+			s.lostStream[name] = true
+		}
 		if v, ok := checks["lease_timeout_ms"]; ok {
 			if err := eq("lease_timeout_ms", resp.LeaseTimeoutMs, v); err != nil {
 				return err
@@ -692,20 +1035,23 @@ func (s *scenario) step(step map[string]any) error {
 		}
 		req := &dlsv1.AcquireLockRequest{TransactionId: id, Namespace: s.field(step, "namespace", "${ns}"),
 			Key: s.field(step, "key", ""), Mode: mode(step), TimeoutMs: num(step, "timeout_ms", 10000),
-			RequestId: s.requestID(step)}
+			RequestId: s.requestID(step), StayOpen: s.staysOpen(step)}
 		if wait, ok := step["wait"].(bool); ok && !wait {
 			h, _ := step["handle"].(string)
-			s.handles[h] = startBackground(op, func(q func(*dlsv1.Queued)) (*grant, *outcome) { return s.conn.acquire(req, q) })
+			s.handles[h] = startBackground(op, func(q func(*dlsv1.Queued)) (*grant, *outcome) {
+				return s.conn.acquire(req, q, s.onStayOpen(step))
+			})
 			return nil
 		}
-		g, o := s.conn.acquire(req, func(*dlsv1.Queued) {})
+		g, o := s.conn.acquire(req, func(*dlsv1.Queued) {}, s.onStayOpen(step))
 		return s.checkAcquired(step, op, g, o)
 	case "acquire_all":
 		id, err := s.txnID(step)
 		if err != nil {
 			return err
 		}
-		req := &dlsv1.AcquireLocksRequest{TransactionId: id, TimeoutMs: num(step, "timeout_ms", 10000), RequestId: s.requestID(step)}
+		req := &dlsv1.AcquireLocksRequest{TransactionId: id, TimeoutMs: num(step, "timeout_ms", 10000), RequestId: s.requestID(step),
+			StayOpen: s.staysOpen(step)}
 		wanted, _ := step["locks"].([]any)
 		for _, raw := range wanted {
 			w, _ := raw.(map[string]any)
@@ -713,10 +1059,12 @@ func (s *scenario) step(step map[string]any) error {
 		}
 		if wait, ok := step["wait"].(bool); ok && !wait {
 			h, _ := step["handle"].(string)
-			s.handles[h] = startBackground(op, func(q func(*dlsv1.Queued)) (*grant, *outcome) { return s.conn.acquireAll(req, q) })
+			s.handles[h] = startBackground(op, func(q func(*dlsv1.Queued)) (*grant, *outcome) {
+				return s.conn.acquireAll(req, q, s.onStayOpen(step))
+			})
 			return nil
 		}
-		g, o := s.conn.acquireAll(req, func(*dlsv1.Queued) {})
+		g, o := s.conn.acquireAll(req, func(*dlsv1.Queued) {}, s.onStayOpen(step))
 		return s.checkAcquired(step, op, g, o)
 	case "expect_queued":
 		b, err := s.handle(step)
@@ -873,10 +1221,73 @@ func (s *scenario) step(step map[string]any) error {
 		}
 	case "sleep_ms":
 		time.Sleep(time.Duration(num(step, "ms", 0)) * time.Millisecond)
+	case "watch":
+		req := &dlsv1.WatchKeyRequest{Namespace: s.field(step, "namespace", "${ns}"), Key: s.field(step, "key", "")}
+		if n, ok := step["resume"].(string); ok {
+			c, known := s.cursors[n]
+			if !known {
+				return fmt.Errorf("no saved cursor %q", n)
+			}
+			req.Cursor = c
+		}
+		w := startWatch(s.conn, req)
+		h, _ := step["handle"].(string)
+		s.watches[h] = w
+		first, err := w.next()
+		var o *outcome
+		if err != nil {
+			o = &outcome{code: "WATCH", message: err.Error()}
+		}
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		if v, ok := checks["initial"]; ok {
+			if err := eq("initial", first.Initial, v); err != nil {
+				return err
+			}
+		}
+		return s.checkWatch(checks, first.Holders, first.Changes, first.Cursor)
+	case "expect_watch":
+		w, err := s.watch(step)
+		if err != nil {
+			return err
+		}
+		expect, _ := step["expect"].(map[string]any)
+		checks, _ := expect["ok"].(map[string]any)
+		want, _ := checks["changes"].([]any)
+		var changes []*dlsv1.KeyChange
+		for {
+			msg, err := w.next()
+			if err != nil {
+				return err
+			}
+			changes = append(changes, msg.Changes...)
+			if len(changes) >= len(want) {
+				return s.checkWatch(checks, msg.Holders, changes, msg.Cursor)
+			}
+		}
+	case "unwatch":
+		w, err := s.watch(step)
+		if err != nil {
+			return err
+		}
+		w.cancel()
+		h, _ := step["handle"].(string)
+		delete(s.watches, h)
+	case "expect_lost":
+		return s.expectLost(step)
+	case "expect_streams_closed":
+		return s.expectStreamsClosed(step)
 	default:
 		return fmt.Errorf("unknown op %q", op)
 	}
 	return nil
+}
+
+func (s *scenario) staysOpen(step map[string]any) bool {
+	name, _ := step["txn"].(string)
+	return s.lostStream[name]
 }
 
 func (s *scenario) handle(step map[string]any) (*background, error) {

@@ -109,19 +109,24 @@ class Connection:
                     continue
                 return Outcome(code=err.code().name, kind=metadata_of(err, "x-dls-error"), message=err.details())
 
-    def acquire(self, request, on_queued):
+    def acquire(self, request, on_queued, on_stay_open=None):
         """Follows the AcquireLock (or, for an AcquireLocksRequest, the AcquireLocks) stream
         to its grant or final status, re-attaching with the same request_id when the serving
-        node stops leading. The grant is a Granted, or a LocksGranted for AcquireLocks."""
+        node stops leading. The grant is a Granted, or a LocksGranted for AcquireLocks. A
+        `stay_open` stream goes on being read after the grant by a StayOpen, handed to
+        `on_stay_open`."""
         method = "AcquireLocks" if isinstance(request, pb.AcquireLocksRequest) else "AcquireLock"
         deadline = time.monotonic() + request.timeout_ms / 1000.0 + PATIENCE_S
         while True:
             try:
-                for msg in getattr(self.stub, method)(request, metadata=self.metadata):
+                call = getattr(self.stub, method)(request, metadata=self.metadata)
+                for msg in call:
                     which = msg.WhichOneof("event")
                     if which == "queued":
                         on_queued(msg.queued)
                     elif which == "granted":
+                        if request.stay_open and on_stay_open is not None:
+                            on_stay_open(StayOpen(call))
                         return Outcome(msg.granted)
                 return Outcome(code="UNKNOWN", message="stream ended without a grant or a status")
             except grpc.RpcError as err:
@@ -130,24 +135,113 @@ class Connection:
                 return Outcome(code=err.code().name, kind=metadata_of(err, "x-dls-error"), message=err.details())
 
 
+class StayOpen:
+    """A granted `stay_open` acquire stream, read on in the background until it ends: the
+    `lost` message if one came, and the status it ended with ("OK" or a code name)."""
+
+    def __init__(self, call):
+        self.call = call
+        self.cond = threading.Condition()
+        self.lost = None
+        self.ended = None  # "OK" or "CODE: details"
+        self.extra = []  # any other message after the grant
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        ended = "OK"
+        try:
+            for msg in self.call:
+                with self.cond:
+                    if msg.WhichOneof("event") == "lost":
+                        self.lost = msg.lost
+                    else:
+                        self.extra.append(msg.WhichOneof("event"))
+                    self.cond.notify_all()
+        except grpc.RpcError as err:
+            ended = f"{err.code().name}: {err.details()}"
+        with self.cond:
+            self.ended = ended
+            self.cond.notify_all()
+
+    def cancel(self):
+        self.call.cancel()
+
+
+class Watch:
+    """A WatchKey stream read in the background: its messages in order, and how it ended."""
+
+    def __init__(self, conn, request):
+        self.conn, self.request = conn, request
+        self.cond = threading.Condition()
+        self.messages = []
+        self.consumed = 0
+        self.ended = None
+        self.call = None
+        self.cancelled = False
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        deadline = time.monotonic() + PATIENCE_S
+        while True:
+            try:
+                with self.cond:
+                    if self.cancelled:
+                        return
+                    self.call = self.conn.stub.WatchKey(self.request, metadata=self.conn.metadata)
+                for msg in self.call:
+                    with self.cond:
+                        self.messages.append(msg)
+                        self.cond.notify_all()
+                ended = "the watch ended (OK)"
+            except grpc.RpcError as err:
+                if not self.messages and self.conn.should_retry(err, deadline):
+                    continue
+                ended = f"the watch ended: {err.code().name}/{metadata_of(err, 'x-dls-error') or '-'} ({err.details()})"
+            with self.cond:
+                self.ended = ended
+                self.cond.notify_all()
+            return
+
+    def next(self):
+        """The next message not yet consumed (waits for it)."""
+        deadline = time.monotonic() + PATIENCE_S
+        with self.cond:
+            while self.consumed >= len(self.messages):
+                if self.ended is not None:
+                    raise StepFailed(self.ended)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StepFailed(f"no key watch message within {PATIENCE_S:.0f}s")
+                self.cond.wait(left)
+            msg = self.messages[self.consumed]
+            self.consumed += 1
+            return msg
+
+    def cancel(self):
+        with self.cond:
+            self.cancelled = True
+            if self.call is not None:
+                self.call.cancel()
+
+
 class Background:
     """A background AcquireLock or AcquireLocks: its queued messages and, once over, its outcome."""
 
-    def __init__(self, conn, request):
+    def __init__(self, conn, request, on_stay_open=None):
         self.cond = threading.Condition()
         self.queued = []
         self.consumed = 0
         self.outcome = None
-        self.thread = threading.Thread(target=self.run, args=(conn, request), daemon=True)
+        self.thread = threading.Thread(target=self.run, args=(conn, request, on_stay_open), daemon=True)
         self.thread.start()
 
-    def run(self, conn, request):
+    def run(self, conn, request, on_stay_open):
         def on_queued(q):
             with self.cond:
                 self.queued.append(q)
                 self.cond.notify_all()
 
-        outcome = conn.acquire(request, on_queued)
+        outcome = conn.acquire(request, on_queued, on_stay_open)
         with self.cond:
             self.outcome = outcome
             self.cond.notify_all()
@@ -184,6 +278,10 @@ class Scenario:
         self.txns = {}
         self.tokens = {}
         self.handles = {}
+        self.watches = {}
+        self.cursors = {}
+        self.lost_stream = set()  # transactions begun with lost_stream: their acquires stay open
+        self.streams = {}  # transaction name -> its granted StayOpen streams
         self.last = None  # the value of the step's outcome, for the ok checks
 
     # ---- values -------------------------------------------------------------------------
@@ -322,17 +420,114 @@ class Scenario:
         return [f"{k}:{m}" + ("" if t is UNKNOWN else f"#{t}") for _, k, m, t in locks]
 
     # ---- steps --------------------------------------------------------------------------
+    def stays_open(self, step):
+        return step.get("txn") in self.lost_stream
+
     def acquire_request(self, step):
         return pb.AcquireLockRequest(
             transaction_id=self.txn_id(step), namespace=self.field(step, "namespace", "${ns}"),
             key=self.field(step, "key"), mode=self.mode(step), timeout_ms=step.get("timeout_ms", 10000),
-            request_id=self.request_id(step))
+            request_id=self.request_id(step), stay_open=self.stays_open(step))
 
     def acquire_all_request(self, step):
         locks = [pb.LockRequest(namespace=self.field(w, "namespace", "${ns}"), key=self.field(w, "key"), mode=self.mode(w))
                  for w in step["locks"]]
         return pb.AcquireLocksRequest(transaction_id=self.txn_id(step), locks=locks,
-                                      timeout_ms=step.get("timeout_ms", 10000), request_id=self.request_id(step))
+                                      timeout_ms=step.get("timeout_ms", 10000), request_id=self.request_id(step),
+                                      stay_open=self.stays_open(step))
+
+    def on_stay_open(self, step):
+        """Where a granted stay_open stream of the step's transaction is kept."""
+        streams = self.streams.setdefault(step.get("txn"), [])
+        return streams.append
+
+    # ---- key watches and lost streams ---------------------------------------------------
+    def check_holder(self, what, w, h):
+        if "txn" in w:
+            self.eq(f"{what} transaction (want {w['txn']})", h.transaction_id, self.txns[w["txn"]])
+        if "name" in w:
+            self.eq(f"{what} transaction_name", h.transaction_name, self.text(w["name"]))
+        if "mode" in w:
+            self.eq(f"{what} mode", pb.LockMode.Name(h.mode), w["mode"])
+        if "token" in w:
+            self.eq(f"{what} fencing token (want {w['token']})", h.fencing_token, self.token(w["token"]))
+
+    @staticmethod
+    def show_holder(h):
+        return f"txn {h.transaction_id} {h.transaction_name!r} {pb.LockMode.Name(h.mode)}#{h.fencing_token}"
+
+    def show_change(self, c):
+        cause = "" if c.end_cause == 0 else f" ({pb.EndCause.Name(c.end_cause).removeprefix('END_CAUSE_')})"
+        return f"{pb.KeyChangeKind.Name(c.kind).removeprefix('KEY_CHANGE_KIND_')} {self.show_holder(c.holder)}{cause}"
+
+    def check_watch(self, checks, holders, changes, cursor):
+        try:
+            if "holders" in checks:
+                if len(holders) != len(checks["holders"]):
+                    raise StepFailed(f"holders: expected {len(checks['holders'])}")
+                for i, (w, h) in enumerate(zip(checks["holders"], holders)):
+                    self.check_holder(f"holders[{i}]", w, h)
+            if "changes" in checks:
+                if len(changes) != len(checks["changes"]):
+                    raise StepFailed(f"changes: expected {len(checks['changes'])}")
+                for i, (w, c) in enumerate(zip(checks["changes"], changes)):
+                    if "kind" in w:
+                        self.eq(f"changes[{i}] kind", pb.KeyChangeKind.Name(c.kind).removeprefix("KEY_CHANGE_KIND_"),
+                                w["kind"])
+                    if "end_cause" in w:
+                        self.eq(f"changes[{i}] end_cause", pb.EndCause.Name(c.end_cause).removeprefix("END_CAUSE_"),
+                                w["end_cause"])
+                    self.check_holder(f"changes[{i}]", w, c.holder)
+        except StepFailed as e:
+            raise StepFailed(f"{e}; holders {[self.show_holder(h) for h in holders]}, "
+                             f"changes {[self.show_change(c) for c in changes]}") from e
+        if "save_cursor" in checks:
+            self.cursors[checks["save_cursor"]] = cursor
+
+    def watch(self, name):
+        if name not in self.watches:
+            raise StepFailed(f"no watch {name!r}")
+        return self.watches[name]
+
+    def txn_streams(self, step):
+        return self.streams.get(step["txn"], [])
+
+    def expect_lost(self, step):
+        within = step.get("within_ms", PATIENCE_S * 1000) / 1000.0
+        deadline = time.monotonic() + within
+        while True:
+            streams = list(self.txn_streams(step))
+            if not streams:
+                raise StepFailed("the transaction has no granted stay_open stream")
+            lost = next((s.lost for s in streams if s.lost is not None), None)
+            if lost is not None:
+                break
+            if all(s.ended is not None for s in streams):
+                raise StepFailed(f"every stay_open stream ended without lost: {[s.ended for s in streams]}")
+            if time.monotonic() > deadline:
+                raise StepFailed(f"no lost message within {within * 1000:.0f} ms")
+            time.sleep(0.01)
+        checks = self.check_outcome(step, Outcome(lost))
+        self.eq("lost.transaction_id", lost.transaction_id, self.txn_id(step))
+        if checks is not None and "end_cause" in checks:
+            self.eq("lost.end_cause", pb.EndCause.Name(lost.end_cause).removeprefix("END_CAUSE_"), checks["end_cause"])
+
+    def expect_streams_closed(self, step):
+        deadline = time.monotonic() + PATIENCE_S
+        streams = list(self.txn_streams(step))
+        if not streams:
+            raise StepFailed("the transaction has no granted stay_open stream")
+        while not all(s.ended is not None for s in streams):
+            if time.monotonic() > deadline:
+                raise StepFailed(f"a stay_open stream is still open after {PATIENCE_S:.0f}s")
+            time.sleep(0.01)
+        for i, s in enumerate(streams):
+            if s.lost is not None:
+                raise StepFailed(f"stay_open stream {i} sent lost ({pb.EndCause.Name(s.lost.end_cause)})")
+            if s.extra:
+                raise StepFailed(f"stay_open stream {i} sent {s.extra} after its grant")
+            if s.ended != "OK":
+                raise StepFailed(f"stay_open stream {i} ended with {s.ended}")
 
     def check_acquired(self, op, checks, value):
         """The ok checks of an `acquire` (one grant) or `acquire_all` (every grant) step."""
@@ -351,6 +546,8 @@ class Scenario:
             checks = self.check_outcome(step, out)
             if checks is not None:
                 self.txns[step["txn"]] = out.value.transaction_id
+                if step.get("lost_stream"):
+                    self.lost_stream.add(step["txn"])
                 if "lease_timeout_ms" in checks:
                     self.eq("lease_timeout_ms", out.value.lease_timeout_ms, checks["lease_timeout_ms"])
                 if "same_txn_as" in checks:
@@ -358,9 +555,9 @@ class Scenario:
         elif op in ("acquire", "acquire_all"):
             req = self.acquire_request(step) if op == "acquire" else self.acquire_all_request(step)
             if step.get("wait", True) is False:
-                self.handles[step["handle"]] = (Background(self.conn, req), step)
+                self.handles[step["handle"]] = (Background(self.conn, req, self.on_stay_open(step)), step)
                 return
-            checks = self.check_outcome(step, self.conn.acquire(req, lambda q: None))
+            checks = self.check_outcome(step, self.conn.acquire(req, lambda q: None, self.on_stay_open(step)))
             if checks is not None:
                 self.check_acquired(op, checks, self.last)
         elif op == "expect_queued":
@@ -419,6 +616,40 @@ class Scenario:
                     self.eq("released_locks", out.value.released_locks, checks["released_locks"])
         elif op == "sleep_ms":
             time.sleep(step["ms"] / 1000.0)
+        elif op == "watch":
+            cursor = self.cursors[step["resume"]] if "resume" in step else ""
+            req = pb.WatchKeyRequest(namespace=self.field(step, "namespace", "${ns}"), key=self.field(step, "key"),
+                                     cursor=cursor)
+            w = Watch(self.conn, req)
+            self.watches[step["handle"]] = w
+            try:
+                first = Outcome(w.next())
+            except StepFailed:
+                if w.ended is None:
+                    raise
+                first = Outcome(code="WATCH", message=w.ended)
+            checks = self.check_outcome(step, first)
+            if checks is not None:
+                if "initial" in checks:
+                    self.eq("initial", first.value.initial, checks["initial"])
+                self.check_watch(checks, first.value.holders, first.value.changes, first.value.cursor)
+        elif op == "expect_watch":
+            w = self.watch(step["handle"])
+            checks = step.get("expect", {}).get("ok", {})
+            changes = []
+            while True:
+                msg = w.next()
+                changes.extend(msg.changes)
+                if len(changes) >= len(checks.get("changes", [])):
+                    break
+            self.check_watch(checks, msg.holders, changes, msg.cursor)
+        elif op == "unwatch":
+            self.watch(step["handle"]).cancel()
+            del self.watches[step["handle"]]
+        elif op == "expect_lost":
+            self.expect_lost(step)
+        elif op == "expect_streams_closed":
+            self.expect_streams_closed(step)
         else:
             raise StepFailed(f"unknown op {op!r}")
 
@@ -444,6 +675,11 @@ class Scenario:
         """Ends whatever the scenario left open, so a failure does not hold locks."""
         for txn in self.txns.values():
             self.conn.unary("EndTransaction", pb.EndTransactionRequest(transaction_id=txn, commit=False))
+        for w in self.watches.values():
+            w.cancel()
+        for streams in self.streams.values():
+            for s in streams:
+                s.cancel()
 
 
 def main():

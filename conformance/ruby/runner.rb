@@ -110,9 +110,12 @@ class Connection
   # Follows the AcquireLock stream (AcquireLocks for an AcquireLocksRequest) to its grant
   # (a Granted, or a LocksGranted) or final status, re-attaching with the same request_id
   # when the serving node stops leading.
-  def acquire(request, &on_queued)
+  # A stay_open stream is handed to on_stay_open (as a StayOpen) after its grant.
+  def acquire(request, on_stay_open = nil, &on_queued)
     method = request.is_a?(V1::AcquireLocksRequest) ? :acquire_locks : :acquire_lock
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + request.timeout_ms / 1000.0 + PATIENCE_S
+    return acquire_staying_open(method, request, on_stay_open, deadline, &on_queued) if request.stay_open && on_stay_open
+
     begin
       stub.public_send(method, request, metadata: @metadata).each do |msg|
         case msg.event
@@ -128,12 +131,178 @@ class Connection
   end
 end
 
+# A granted stay_open acquire stream, read on until it ends: the `lost` message if one came,
+# and the status it ended with ('OK' or the error).
+class StayOpen
+  attr_accessor :op
+
+  def initialize
+    @lock = Mutex.new
+    @lost = nil
+    @ended = nil
+    @extra = 0
+  end
+
+  def lost=(lost)
+    @lock.synchronize { @lost = lost }
+  end
+
+  def other
+    @lock.synchronize { @extra += 1 }
+  end
+
+  def finish(ended)
+    @lock.synchronize { @ended = ended }
+  end
+
+  # [lost, ended, extra]
+  def state
+    @lock.synchronize { [@lost, @ended, @extra] }
+  end
+
+  def cancel
+    @op&.cancel
+  rescue StandardError
+    nil
+  end
+end
+
+class Connection
+  attr_reader :metadata
+
+  # A stay_open acquire: the whole stream is read by one thread (a gRPC stream enumerator
+  # cannot move between threads), which reports queued messages and the grant here, then
+  # goes on reading into the StayOpen until the stream ends.
+  def acquire_staying_open(method, request, on_stay_open, deadline, &on_queued)
+    loop do
+      events = Queue.new
+      so = StayOpen.new
+      so.op = stub.public_send(method, request, metadata: @metadata, return_op: true)
+      Thread.new do
+        granted = false
+        begin
+          so.op.execute.each do |msg|
+            case msg.event
+            when :queued then events << [:queued, msg.queued]
+            when :granted
+              if granted
+                so.other
+              else
+                granted = true
+                events << [:granted, msg.granted]
+              end
+            when :lost then so.lost = msg.lost
+            else so.other
+            end
+          end
+          so.finish('OK')
+          events << [:end, nil] unless granted
+        rescue GRPC::BadStatus => e
+          so.finish(Outcome.error(e).describe)
+          events << [:error, e] unless granted
+        end
+      end
+      retrying = false
+      until retrying
+        kind, value = events.pop
+        case kind
+        when :queued then on_queued&.call(value)
+        when :granted
+          on_stay_open.call(so)
+          return Outcome.new(value)
+        when :end then return Outcome.new(nil, 'UNKNOWN', nil, 'stream ended without a grant or a status')
+        when :error
+          return Outcome.error(value) unless retry?(value, deadline)
+
+          retrying = true
+        end
+      end
+    end
+  end
+end
+
+# A WatchKey stream read by a thread: its messages in order, and how it ended.
+class KeyWatch
+  def initialize(conn, request)
+    @lock = Mutex.new
+    @cond = ConditionVariable.new
+    @messages = []
+    @consumed = 0
+    @ended = nil
+    @op = nil
+    @cancelled = false
+    Thread.new { run(conn, request) }
+  end
+
+  def run(conn, request)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + PATIENCE_S
+    ended = nil
+    loop do
+      op = conn.stub.watch_key(request, metadata: conn.metadata, return_op: true)
+      @lock.synchronize do
+        return if @cancelled
+
+        @op = op
+      end
+      op.execute.each do |msg|
+        @lock.synchronize do
+          @messages << msg
+          @cond.broadcast
+        end
+      end
+      ended = 'the watch ended (OK)'
+      break
+    rescue GRPC::BadStatus => e
+      none = @lock.synchronize { @messages.empty? }
+      next if none && conn.retry?(e, deadline)
+
+      ended = "the watch ended: #{Outcome.error(e).describe}"
+      break
+    end
+    @lock.synchronize do
+      @ended = ended
+      @cond.broadcast
+    end
+  end
+
+  def ended
+    @lock.synchronize { @ended }
+  end
+
+  # The next message not yet consumed (waits for it).
+  def next_message
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + PATIENCE_S
+    @lock.synchronize do
+      while @consumed >= @messages.size
+        raise StepFailed, @ended if @ended
+
+        left = deadline - Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        raise StepFailed, "no key watch message within #{PATIENCE_S.to_i}s" if left <= 0
+
+        @cond.wait(@lock, left)
+      end
+      @consumed += 1
+      @messages[@consumed - 1]
+    end
+  end
+
+  def cancel
+    op = @lock.synchronize do
+      @cancelled = true
+      @op
+    end
+    op&.cancel
+  rescue StandardError
+    nil
+  end
+end
+
 # A background AcquireLock or AcquireLocks (the step's op: acquire or acquire_all): its queued
 # messages and, once over, its outcome.
 class Background
   attr_reader :op
 
-  def initialize(conn, op, request)
+  def initialize(conn, op, request, on_stay_open = nil)
     @op = op
     @lock = Mutex.new
     @cond = ConditionVariable.new
@@ -141,7 +310,7 @@ class Background
     @consumed = 0
     @outcome = nil
     @thread = Thread.new do
-      outcome = conn.acquire(request) do |q|
+      outcome = conn.acquire(request, on_stay_open) do |q|
         @lock.synchronize do
           @queued << q
           @cond.broadcast
@@ -196,6 +365,11 @@ class Scenario
     @txns = {}
     @tokens = {}
     @handles = {}
+    @watches = {}
+    @cursors = {}
+    @lost_stream = {} # transactions begun with lost_stream: their acquires stay open
+    @streams_lock = Mutex.new
+    @streams = Hash.new { |h, k| h[k] = [] } # transaction name -> its granted StayOpen streams
   end
 
   # ---- values -----------------------------------------------------------------------------
@@ -356,11 +530,116 @@ class Scenario
     locks.map { |_, k, m, t| "#{k}:#{m}#{t.equal?(UNKNOWN) ? '' : "##{t}"}" }
   end
 
+  # ---- key watches and lost streams -------------------------------------------------------
+  def show_holder(holder)
+    "txn #{holder.transaction_id} #{holder.transaction_name.inspect} #{Scenario.name_of(holder.mode)}##{holder.fencing_token}"
+  end
+
+  def show_change(change)
+    cause = Scenario.name_of(change.end_cause).delete_prefix('END_CAUSE_')
+    "#{Scenario.name_of(change.kind).delete_prefix('KEY_CHANGE_KIND_')} #{show_holder(change.holder)} (#{cause})"
+  end
+
+  def check_holder(what, want, holder)
+    if want.key?('txn')
+      id = @txns.fetch(want['txn']) { raise StepFailed, "no transaction #{want['txn'].inspect}" }
+      eq("#{what} transaction (want #{want['txn']})", holder.transaction_id, id)
+    end
+    eq("#{what} transaction_name", holder.transaction_name, text(want['name'])) if want.key?('name')
+    eq("#{what} mode", Scenario.name_of(holder.mode), want['mode']) if want.key?('mode')
+    eq("#{what} fencing token (want #{want['token']})", holder.fencing_token, token(want['token'])) if want.key?('token')
+  end
+
+  def check_watch(checks, holders, changes, cursor)
+    begin
+      if checks.key?('holders')
+        raise StepFailed, "holders: expected #{checks['holders'].size}" unless checks['holders'].size == holders.size
+
+        checks['holders'].zip(holders).each_with_index { |(w, h), i| check_holder("holders[#{i}]", w, h) }
+      end
+      if checks.key?('changes')
+        raise StepFailed, "changes: expected #{checks['changes'].size}" unless checks['changes'].size == changes.size
+
+        checks['changes'].zip(changes).each_with_index do |(w, c), i|
+          eq("changes[#{i}] kind", Scenario.name_of(c.kind).delete_prefix('KEY_CHANGE_KIND_'), w['kind']) if w.key?('kind')
+          if w.key?('end_cause')
+            eq("changes[#{i}] end_cause", Scenario.name_of(c.end_cause).delete_prefix('END_CAUSE_'), w['end_cause'])
+          end
+          check_holder("changes[#{i}]", w, c.holder)
+        end
+      end
+    rescue StepFailed => e
+      raise StepFailed, "#{e.message}; holders #{holders.map { |h| show_holder(h) }}, changes #{changes.map { |c| show_change(c) }}"
+    end
+    @cursors[checks['save_cursor']] = cursor if checks.key?('save_cursor')
+  end
+
+  def watch(step)
+    @watches.fetch(step.fetch('handle')) { raise StepFailed, "no watch #{step['handle'].inspect}" }
+  end
+
+  def stays_open(step)
+    @lost_stream.key?(step['txn'])
+  end
+
+  # Where a granted stay_open stream of the step's transaction is kept.
+  def on_stay_open(step)
+    name = step['txn']
+    ->(so) { @streams_lock.synchronize { @streams[name] << so } }
+  end
+
+  def txn_streams(step)
+    @streams_lock.synchronize { @streams[step.fetch('txn')].dup }
+  end
+
+  def expect_lost(step)
+    within = step.fetch('within_ms', PATIENCE_S * 1000) / 1000.0
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + within
+    lost = nil
+    loop do
+      streams = txn_streams(step)
+      raise StepFailed, 'the transaction has no granted stay_open stream' if streams.empty?
+
+      states = streams.map(&:state)
+      lost = states.map(&:first).compact.first
+      break if lost
+      raise StepFailed, "every stay_open stream ended without lost: #{states.map { |s| s[1] }}" if states.all? { |s| s[1] }
+      raise StepFailed, "no lost message within #{(within * 1000).round} ms" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+      sleep 0.01
+    end
+    checks = check_outcome(step, Outcome.new(lost))
+    eq('lost.transaction_id', lost.transaction_id, txn_id(step))
+    return unless checks&.key?('end_cause')
+
+    eq('lost.end_cause', Scenario.name_of(lost.end_cause).delete_prefix('END_CAUSE_'), checks['end_cause'])
+  end
+
+  def expect_streams_closed(step)
+    streams = txn_streams(step)
+    raise StepFailed, 'the transaction has no granted stay_open stream' if streams.empty?
+
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + PATIENCE_S
+    streams.each_with_index do |so, i|
+      lost, ended, extra = so.state
+      until ended
+        raise StepFailed, "stay_open stream #{i} is still open after #{PATIENCE_S.to_i}s" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+        sleep 0.01
+        lost, ended, extra = so.state
+      end
+      raise StepFailed, "stay_open stream #{i} sent lost (#{lost.end_cause})" if lost
+      raise StepFailed, "stay_open stream #{i} sent #{extra} other messages after its grant" if extra.positive?
+      raise StepFailed, "stay_open stream #{i} ended with #{ended}" unless ended == 'OK'
+    end
+  end
+
   # ---- steps ------------------------------------------------------------------------------
   def acquire_request(step)
     V1::AcquireLockRequest.new(
       transaction_id: txn_id(step), namespace: field(step, 'namespace', '${ns}'), key: field(step, 'key'),
-      mode: Scenario.mode(step), timeout_ms: step.fetch('timeout_ms', 10_000), request_id: request_id(step)
+      mode: Scenario.mode(step), timeout_ms: step.fetch('timeout_ms', 10_000), request_id: request_id(step),
+      stay_open: stays_open(step)
     )
   end
 
@@ -369,7 +648,7 @@ class Scenario
       V1::LockRequest.new(namespace: field(w, 'namespace', '${ns}'), key: field(w, 'key'), mode: Scenario.mode(w))
     end
     V1::AcquireLocksRequest.new(transaction_id: txn_id(step), locks: locks, timeout_ms: step.fetch('timeout_ms', 10_000),
-                                request_id: request_id(step))
+                                request_id: request_id(step), stay_open: stays_open(step))
   end
 
   def handle(step)
@@ -387,15 +666,16 @@ class Scenario
       return if checks.nil?
 
       @txns[step.fetch('txn')] = out.value.transaction_id
+      @lost_stream[step['txn']] = true if step['lost_stream']
       eq('lease_timeout_ms', out.value.lease_timeout_ms, checks['lease_timeout_ms']) if checks.key?('lease_timeout_ms')
       eq('transaction id', out.value.transaction_id, @txns[checks['same_txn_as']]) if checks.key?('same_txn_as')
     when 'acquire', 'acquire_all'
       req = op == 'acquire' ? acquire_request(step) : acquire_all_request(step)
       if step['wait'] == false
-        @handles[step.fetch('handle')] = Background.new(@conn, op, req)
+        @handles[step.fetch('handle')] = Background.new(@conn, op, req, on_stay_open(step))
         return
       end
-      out = @conn.acquire(req)
+      out = @conn.acquire(req, on_stay_open(step))
       checks = check_outcome(step, out)
       check_acquired(op, checks, out.value) unless checks.nil?
     when 'expect_queued'
@@ -451,6 +731,45 @@ class Scenario
       eq('released_locks', out.value.released_locks, checks['released_locks']) if checks.key?('released_locks')
     when 'sleep_ms'
       sleep step.fetch('ms') / 1000.0
+    when 'watch'
+      cursor = ''
+      if step.key?('resume')
+        cursor = @cursors.fetch(step['resume']) { raise StepFailed, "no saved cursor #{step['resume'].inspect}" }
+      end
+      req = V1::WatchKeyRequest.new(namespace: field(step, 'namespace', '${ns}'), key: field(step, 'key'), cursor: cursor)
+      w = KeyWatch.new(@conn, req)
+      @watches[step.fetch('handle')] = w
+      first = begin
+        Outcome.new(w.next_message)
+      rescue StepFailed
+        raise unless w.ended
+
+        Outcome.new(nil, 'WATCH', nil, w.ended)
+      end
+      checks = check_outcome(step, first)
+      return if checks.nil?
+
+      eq('initial', first.value.initial, checks['initial']) if checks.key?('initial')
+      check_watch(checks, first.value.holders.to_a, first.value.changes.to_a, first.value.cursor)
+    when 'expect_watch'
+      w = watch(step)
+      checks = step.fetch('expect', {}).fetch('ok', {})
+      want = checks.fetch('changes', []).size
+      changes = []
+      msg = nil
+      loop do
+        msg = w.next_message
+        changes.concat(msg.changes.to_a)
+        break if changes.size >= want
+      end
+      check_watch(checks, msg.holders.to_a, changes, msg.cursor)
+    when 'unwatch'
+      watch(step).cancel
+      @watches.delete(step['handle'])
+    when 'expect_lost'
+      expect_lost(step)
+    when 'expect_streams_closed'
+      expect_streams_closed(step)
     else
       raise StepFailed, "unknown op #{op.inspect}"
     end
@@ -475,6 +794,8 @@ class Scenario
     @txns.each_value do |txn|
       @conn.unary(:end_transaction, V1::EndTransactionRequest.new(transaction_id: txn, commit: false))
     end
+    @watches.each_value(&:cancel)
+    @streams_lock.synchronize { @streams.each_value { |l| l.each(&:cancel) } }
   end
 end
 

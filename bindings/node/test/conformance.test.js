@@ -57,7 +57,7 @@ class Background {
 
 class Scenario {
   constructor(dls, ns) {
-    Object.assign(this, { dls, ns, txns: new Map(), tokens: new Map(), handles: new Map() });
+    Object.assign(this, { dls, ns, txns: new Map(), tokens: new Map(), handles: new Map(), watches: new Map() });
   }
 
   text(value) {
@@ -123,6 +123,7 @@ class Scenario {
       // Leave nothing behind for later scenarios, whatever happened. A background acquire
       // ends when its transaction is aborted.
       for (const tx of this.txns.values()) await tx.abort().catch(() => {});
+      for (const w of this.watches.values()) await w.return().catch(() => {});
       let timer;
       const guard = new Promise((resolve) => (timer = setTimeout(resolve, PATIENCE_MS)));
       await Promise.race([Promise.all([...this.handles.values()].map((h) => h.promise)), guard]);
@@ -137,6 +138,7 @@ class Scenario {
         const options = { timeoutMs: step.timeout_ms ?? 15000, priority: step.priority ?? 0 };
         if (name) options.name = name;
         if ('max_duration_ms' in step) options.maxDurationMs = step.max_duration_ms;
+        if (step.lost_stream) options.lostStream = true;
         const { checks, value: tx } = await Scenario.call(step, this.dls.beginTransaction(options));
         if (!checks) return;
         if ('lease_timeout_ms' in checks) check('lease_timeout_ms', tx.leaseMs, checks.lease_timeout_ms);
@@ -248,8 +250,111 @@ class Scenario {
       }
       case 'sleep_ms':
         return sleep(step.ms);
+      case 'watch': {
+        if ('resume' in step) throw new StepFailed('a watch cursor cannot be expressed through the SDK (raw-only)');
+        const { checks, value: watch } = await Scenario.call(
+          step,
+          this.dls.watchKey(this.field(step, 'namespace', '${ns}'), this.field(step, 'key', '')),
+        );
+        if (!checks) return;
+        this.watches.set(step.handle, watch);
+        const first = await Scenario.nextUpdate(watch);
+        if ('initial' in checks) check('initial', first.initial, checks.initial);
+        this.checkWatch(checks, first.holders, first.changes);
+        return;
+      }
+      case 'expect_watch': {
+        const watch = this.watches.get(step.handle);
+        if (!watch) throw new StepFailed(`no watch ${step.handle}`);
+        const checks = step.expect?.ok ?? {};
+        const changes = [];
+        let update;
+        do {
+          update = await Scenario.nextUpdate(watch);
+          changes.push(...update.changes);
+        } while (changes.length < (checks.changes ?? []).length);
+        this.checkWatch(checks, update.holders, changes);
+        return;
+      }
+      case 'unwatch': {
+        const watch = this.watches.get(step.handle);
+        if (!watch) throw new StepFailed(`no watch ${step.handle}`);
+        this.watches.delete(step.handle);
+        await watch.return();
+        return;
+      }
+      case 'expect_lost': {
+        const tx = this.txn(step);
+        const within = step.within_ms ?? PATIENCE_MS;
+        if (!tx.signal.aborted) {
+          let timer;
+          await Promise.race([
+            new Promise((resolve) => tx.signal.addEventListener('abort', resolve, { once: true })),
+            new Promise((resolve) => (timer = setTimeout(resolve, within))),
+          ]);
+          clearTimeout(timer);
+        }
+        const reason = tx.lostReason;
+        if (!tx.signal.aborted || !reason) {
+          throw new StepFailed(`the transaction was not reported lost within ${within} ms`);
+        }
+        // end_cause (the server's LockStreamLost) is not visible through the SDK: its kind is.
+        const checks = step.expect?.ok ?? {};
+        if ('lost_kind' in checks) check('lost kind', reason.kind, checks.lost_kind);
+        return;
+      }
+      case 'expect_streams_closed': {
+        // The SDK shows no stream; it must not have reported the transaction lost.
+        const reason = this.txn(step).lostReason;
+        if (reason) throw new StepFailed(`the transaction was reported lost: ${reason.kind}: ${reason.message}`);
+        return;
+      }
       default:
         throw new StepFailed(`unknown op ${JSON.stringify(step.op)}`);
+    }
+  }
+
+  static async nextUpdate(watch) {
+    let timer;
+    const guard = new Promise((resolve) => (timer = setTimeout(() => resolve('timeout'), PATIENCE_MS)));
+    const next = await Promise.race([watch.next(), guard]);
+    clearTimeout(timer);
+    if (next === 'timeout') throw new StepFailed(`no key watch update within ${PATIENCE_MS} ms`);
+    if (next.done) throw new StepFailed('the key watch ended');
+    return next.value;
+  }
+
+  static showHolder(h) {
+    return `txn ${h.transactionId} ${JSON.stringify(h.transactionName)} ${h.mode}#${h.fencingToken}`;
+  }
+
+  checkHolder(what, w, h) {
+    if ('txn' in w) check(`${what} transaction (want ${w.txn})`, h.transactionId, this.txn(w).id);
+    if ('name' in w) check(`${what} transaction_name`, h.transactionName, this.text(w.name));
+    if ('mode' in w) check(`${what} mode`, h.mode, w.mode);
+    if ('token' in w) check(`${what} fencing token (want ${w.token})`, h.fencingToken, this.token(w.token));
+  }
+
+  /** `holders` in order, exactly; `changes` in order, exactly. */
+  checkWatch(checks, holders, changes) {
+    if ('save_cursor' in checks) throw new StepFailed('a watch cursor cannot be expressed through the SDK (raw-only)');
+    try {
+      if ('holders' in checks) {
+        check('number of holders', holders.length, checks.holders.length);
+        for (const [i, w] of checks.holders.entries()) this.checkHolder(`holders[${i}]`, w, holders[i]);
+      }
+      if ('changes' in checks) {
+        check('number of changes', changes.length, checks.changes.length);
+        for (const [i, w] of checks.changes.entries()) {
+          const c = changes[i];
+          if ('kind' in w) check(`changes[${i}] kind`, c.kind, w.kind);
+          if ('end_cause' in w) check(`changes[${i}] end_cause`, c.endCause, w.end_cause);
+          this.checkHolder(`changes[${i}]`, w, c.holder);
+        }
+      }
+    } catch (e) {
+      const shown = changes.map((c) => `${c.kind} ${Scenario.showHolder(c.holder)} (${c.endCause})`);
+      throw new StepFailed(`${e.message}; holders [${holders.map(Scenario.showHolder)}], changes [${shown}]`);
     }
   }
 

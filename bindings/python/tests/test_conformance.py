@@ -65,6 +65,7 @@ class Scenario:
         self.txns: Dict[str, Any] = {}
         self.tokens: Dict[str, int] = {}
         self.handles: Dict[str, Background] = {}
+        self.watches: Dict[str, Any] = {}
 
     # --- values -------------------------------------------------------------------------
 
@@ -129,6 +130,7 @@ class Scenario:
             # Leave nothing behind for later scenarios, whatever happened.
             for h in self.handles.values():
                 h.task.cancel()
+            self.watches.clear()
             for tx in self.txns.values():
                 try:
                     await tx.abort()
@@ -146,6 +148,7 @@ class Scenario:
                     priority=step.get("priority", 0),
                     name=name or None,
                     max_duration_ms=step.get("max_duration_ms"),
+                    lost_stream=step.get("lost_stream", False),
                 ),
             )
             if checks is not None:
@@ -248,8 +251,92 @@ class Scenario:
                 check("state", "COMMITTED" if commit else "ABORTED", checks["state"])
         elif op == "sleep_ms":
             await asyncio.sleep(step["ms"] / 1000)
+        elif op == "watch":
+            if "resume" in step:
+                raise StepFailed("a watch cursor cannot be expressed through the SDK (raw-only)")
+            checks, watch = await self.call(
+                step, self.client.watch_key(self.field(step, "namespace", "${ns}"), self.field(step, "key", ""))
+            )
+            if checks is not None:
+                self.watches[step["handle"]] = watch
+                first = await self.next_update(watch)
+                if "initial" in checks:
+                    check("initial", first.initial, checks["initial"])
+                self.check_watch(checks, first.holders, first.changes)
+        elif op == "expect_watch":
+            watch = self.watches[step["handle"]]
+            checks = step.get("expect", {}).get("ok", {})
+            changes: List[Any] = []
+            while True:
+                update = await self.next_update(watch)
+                changes += update.changes
+                if len(changes) >= len(checks.get("changes", [])):
+                    break
+            self.check_watch(checks, update.holders, changes)
+        elif op == "unwatch":
+            del self.watches[step["handle"]]
+        elif op == "expect_lost":
+            tx = self.txn(step)
+            within = step.get("within_ms", PATIENCE_S * 1000) / 1000
+            try:
+                reason = await asyncio.wait_for(tx.lost(), within)
+            except asyncio.TimeoutError:
+                raise StepFailed(f"the transaction was not reported lost within {within * 1000:.0f} ms") from None
+            checks = step.get("expect", {}).get("ok", {})
+            # end_cause (the server's LockStreamLost) is not visible through the SDK: its kind is.
+            if "lost_kind" in checks:
+                check("lost kind", reason.kind, checks["lost_kind"])
+        elif op == "expect_streams_closed":
+            # The SDK shows no stream; it must not have reported the transaction lost.
+            reason = self.txn(step).lost_reason
+            if reason is not None:
+                raise StepFailed(f"the transaction was reported lost: {reason.kind}: {reason.message}")
         else:
             raise StepFailed(f"unknown op {op!r}")
+
+    @staticmethod
+    async def next_update(watch):
+        try:
+            return await asyncio.wait_for(watch.__anext__(), PATIENCE_S)
+        except asyncio.TimeoutError:
+            raise StepFailed(f"no key watch update within {PATIENCE_S} s") from None
+        except StopAsyncIteration:
+            raise StepFailed("the key watch ended") from None
+
+    @staticmethod
+    def show_holder(h) -> str:
+        return f"txn {h.transaction_id} {h.transaction_name!r} {h.mode.value}#{h.fencing_token}"
+
+    def check_holder(self, what: str, w: dict, h) -> None:
+        if "txn" in w:
+            check(f"{what} transaction (want {w['txn']})", h.transaction_id, self.txn(w).id)
+        if "name" in w:
+            check(f"{what} transaction_name", h.transaction_name, self.text(w["name"]))
+        if "mode" in w:
+            check(f"{what} mode", h.mode.value, w["mode"])
+        if "token" in w:
+            check(f"{what} fencing token (want {w['token']})", h.fencing_token, self.token(w["token"]))
+
+    def check_watch(self, checks: dict, holders, changes) -> None:
+        """``holders`` in order, exactly; ``changes`` in order, exactly."""
+        if "save_cursor" in checks:
+            raise StepFailed("a watch cursor cannot be expressed through the SDK (raw-only)")
+        try:
+            if "holders" in checks:
+                check("number of holders", len(holders), len(checks["holders"]))
+                for i, (w, h) in enumerate(zip(checks["holders"], holders)):
+                    self.check_holder(f"holders[{i}]", w, h)
+            if "changes" in checks:
+                check("number of changes", len(changes), len(checks["changes"]))
+                for i, (w, c) in enumerate(zip(checks["changes"], changes)):
+                    if "kind" in w:
+                        check(f"changes[{i}] kind", c.kind, w["kind"])
+                    if "end_cause" in w:
+                        check(f"changes[{i}] end_cause", c.end_cause, w["end_cause"])
+                    self.check_holder(f"changes[{i}]", w, c.holder)
+        except StepFailed as e:
+            shown = [f"{c.kind} {self.show_holder(c.holder)} ({c.end_cause})" for c in changes]
+            raise StepFailed(f"{e}; holders {[self.show_holder(h) for h in holders]}, changes {shown}") from e
 
     async def expect_queued(self, step: dict) -> None:
         h = self.handles[step["handle"]]

@@ -6,6 +6,7 @@ mod background;
 mod expect;
 mod scenario;
 mod spec;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -2,15 +2,18 @@
 //! mapped onto the core client's API (see "Writing an SDK runner" in the README).
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use caerus_core::{DlsClient, Lock, LockMode, LockRequest, TokenCheck, TransactionOptions, TransactionStatus};
+use caerus_core::{
+    DlsClient, KeyWatch, Lock, LockMode, LockRequest, TokenCheck, TransactionOptions, TransactionStatus,
+};
 use serde_json::{Map, Value};
 
-use crate::background::{Acquired, Background, Wanted};
+use crate::background::{Acquired, Background, Wanted, PATIENCE};
 use crate::expect::{self, eq};
 use crate::spec::{field, millis, str_of, text};
+use crate::watch;
 
 /// The ok checks made on a granted lock (acquire, await, downgrade, each acquire_all entry).
 const GRANT_CHECKS: [&str; 4] = ["mode", "token_equals", "token_greater_than", "save_token"];
@@ -21,11 +24,19 @@ pub struct Scenario {
     txns: HashMap<String, caerus_core::Transaction>,
     tokens: HashMap<String, u64>,
     handles: HashMap<String, Background>,
+    watches: HashMap<String, KeyWatch>,
 }
 
 impl Scenario {
     pub fn new(client: DlsClient, ns: String) -> Scenario {
-        Scenario { client, ns, txns: HashMap::new(), tokens: HashMap::new(), handles: HashMap::new() }
+        Scenario {
+            client,
+            ns,
+            txns: HashMap::new(),
+            tokens: HashMap::new(),
+            handles: HashMap::new(),
+            watches: HashMap::new(),
+        }
     }
 
     /// Runs every step; on the first failure says which step and why.
@@ -42,6 +53,7 @@ impl Scenario {
         for h in self.handles.values() {
             h.abandon();
         }
+        self.watches.clear();
         for tx in self.txns.values() {
             let _ = tx.abort().await;
         }
@@ -87,6 +99,9 @@ impl Scenario {
                 }
                 if step.get("max_duration_ms").is_some() {
                     opts = opts.with_max_duration_ms(millis(step, "max_duration_ms", 0)?);
+                }
+                if step.get("lost_stream").and_then(Value::as_bool) == Some(true) {
+                    opts = opts.with_lost_stream(true);
                 }
                 let result = self.client.begin_transaction(opts).await;
                 if let Some(checks) = expect::outcome(step, &result)? {
@@ -230,7 +245,76 @@ impl Scenario {
             "sleep_ms" => {
                 tokio::time::sleep(Duration::from_millis(step.get("ms").and_then(Value::as_u64).context("ms")?)).await
             }
+            "watch" => {
+                if step.get("resume").is_some() {
+                    bail!("a watch cursor cannot be expressed through the core client (raw-only)");
+                }
+                let handle = str_of(step, "handle")?.to_string();
+                let result = self
+                    .client
+                    .watch_key(&field(step, "namespace", "${ns}", &ns)?, &field(step, "key", "", &ns)?)
+                    .await;
+                if let Some(checks) = expect::outcome(step, &result)? {
+                    let mut w = result.expect("checked ok");
+                    let first = watch::next(&mut w).await?;
+                    if let Some(initial) = checks.get("initial").and_then(Value::as_bool) {
+                        eq("initial", first.initial, initial)?;
+                    }
+                    Self::no_cursor(checks)?;
+                    self.names().check(checks, &first.holders, &first.changes)?;
+                    self.watches.insert(handle, w);
+                }
+            }
+            "expect_watch" => {
+                let handle = str_of(step, "handle")?;
+                let checks = step.get("expect").and_then(|e| e.get("ok")).and_then(Value::as_object).cloned();
+                let checks = checks.unwrap_or_default();
+                Self::no_cursor(&checks)?;
+                let w = self.watches.get_mut(handle).ok_or_else(|| anyhow!("no watch {handle:?}"))?;
+                let (changes, last) = watch::read_changes(w, &checks).await?;
+                self.names().check(&checks, &last.holders, &changes)?;
+            }
+            "unwatch" => {
+                let handle = str_of(step, "handle")?;
+                self.watches.remove(handle).ok_or_else(|| anyhow!("no watch {handle:?}"))?;
+            }
+            "expect_lost" => {
+                let tx = self.txn(step)?;
+                let within = Duration::from_millis(millis(step, "within_ms", PATIENCE.as_millis() as u64)?);
+                let started = Instant::now();
+                let reason = tokio::time::timeout(within, tx.lost())
+                    .await
+                    .map_err(|_| anyhow!("the transaction was not reported lost within {within:?}"))?;
+                let checks = step.get("expect").and_then(|e| e.get("ok")).and_then(Value::as_object);
+                if let Some(kind) = checks.and_then(|c| c.get("lost_kind")).and_then(Value::as_str) {
+                    eq("lost kind", reason.kind.as_str(), kind)
+                        .with_context(|| format!("lost after {:?}: {}", started.elapsed(), reason.message))?;
+                }
+                // end_cause (the LockStreamLost message's) is not visible through the core client.
+            }
+            "expect_streams_closed" => {
+                // The core client shows no stream; it must not have reported the transaction lost.
+                if let Some(reason) = self.txn(step)?.lost_reason() {
+                    bail!("the transaction was reported lost: {reason}");
+                }
+            }
             other => bail!("unknown op {other:?}"),
+        }
+        Ok(())
+    }
+
+    /// The names a watch comparison uses: transactions' ids and saved tokens.
+    fn names(&self) -> watch::Names<'_> {
+        watch::Names {
+            ns: &self.ns,
+            txn_ids: self.txns.iter().map(|(name, tx)| (name.clone(), tx.id())).collect(),
+            tokens: &self.tokens,
+        }
+    }
+
+    fn no_cursor(checks: &Map<String, Value>) -> Result<()> {
+        if checks.contains_key("save_cursor") {
+            bail!("a watch cursor cannot be expressed through the core client (raw-only)");
         }
         Ok(())
     }

@@ -15,9 +15,13 @@ import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.SupervisorJob
 import kotlinx.coroutines.async
 import kotlinx.coroutines.cancel
+import kotlinx.coroutines.channels.ClosedReceiveChannelException
+import kotlinx.coroutines.channels.ReceiveChannel
 import kotlinx.coroutines.delay
+import kotlinx.coroutines.flow.produceIn
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
+import kotlinx.coroutines.withTimeoutOrNull
 import org.junit.jupiter.api.AfterAll
 import org.junit.jupiter.api.Assumptions.assumeTrue
 import org.junit.jupiter.api.BeforeAll
@@ -161,6 +165,8 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
     private val txns = LinkedHashMap<String, Transaction>()
     private val tokens = HashMap<String, ULong>()
     private val handles = HashMap<String, Background>()
+    /** Key watches: client.keyUpdates collected into a channel, read update by update. */
+    private val watches = HashMap<String, ReceiveChannel<KeyUpdate>>()
     private val background = CoroutineScope(SupervisorJob() + Dispatchers.Default)
 
     private fun text(value: Any?): String {
@@ -236,6 +242,7 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
                     long(step, "priority", 0).toInt(),
                     name.ifEmpty { null },
                     (step["max_duration_ms"] as Long?)?.toULong(),
+                    step["lost_stream"] == true,
                 )
                 val outcome = outcomeOf { client.beginTransaction(options) }
                 val checks = expectOutcome(step, outcome) ?: return
@@ -338,7 +345,87 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
                 checks["state"]?.let { checkEq("state", if (commit) "COMMITTED" else "ABORTED", it) }
             }
             "sleep_ms" -> delay(step["ms"] as Long)
+            "watch" -> {
+                if (step.containsKey("resume")) throw StepFailed("a watch cursor cannot be expressed through the SDK (raw-only)")
+                val updates = client.keyUpdates(field(step, "namespace", "\${ns}"), field(step, "key", "")).produceIn(background)
+                watches[step["handle"] as String] = updates
+                // The flow is cold: the watch is made (or refused) when the first update is read.
+                val outcome = outcomeOf { nextUpdate(updates) }
+                val checks = expectOutcome(step, outcome) ?: return
+                val first = (outcome as Outcome.Ok).value
+                checks["initial"]?.let { checkEq("initial", first.initial, it) }
+                checkWatch(checks, first.holders, first.changes)
+            }
+            "expect_watch" -> {
+                val updates = watches[step["handle"]] ?: throw StepFailed("no watch ${step["handle"]}")
+                val checks = (step["expect"] as Map<String, Any?>?)?.get("ok") as Map<String, Any?>? ?: emptyMap()
+                val want = (checks["changes"] as List<Any?>?)?.size ?: 0
+                val changes = ArrayList<KeyChange>()
+                var update: KeyUpdate
+                do {
+                    update = nextUpdate(updates)
+                    changes += update.changes
+                } while (changes.size < want)
+                checkWatch(checks, update.holders, changes)
+            }
+            "unwatch" -> {
+                val updates = watches.remove(step["handle"]) ?: throw StepFailed("no watch ${step["handle"]}")
+                updates.cancel()
+            }
+            "expect_lost" -> {
+                val tx = txn(step)
+                val within = long(step, "within_ms", PATIENCE_MS)
+                val reason = withTimeoutOrNull(within) { tx.awaitLost() }
+                    ?: throw StepFailed("the transaction was not reported lost within $within ms")
+                // end_cause (the server's LockStreamLost) is not visible through the SDK: its kind is.
+                val checks = (step["expect"] as Map<String, Any?>?)?.get("ok") as Map<String, Any?>? ?: emptyMap()
+                checks["lost_kind"]?.let { checkEq("lost kind", reason.kind.name, it) }
+            }
+            "expect_streams_closed" -> {
+                // The SDK shows no stream; it must not have reported the transaction lost.
+                txn(step).lostReason()?.let { throw StepFailed("the transaction was reported lost: ${it.kind}: ${it.message}") }
+            }
             else -> throw StepFailed("unknown op $op")
+        }
+    }
+
+    private suspend fun nextUpdate(updates: ReceiveChannel<KeyUpdate>): KeyUpdate =
+        try {
+            withTimeoutOrNull(PATIENCE_MS) { updates.receive() }
+                ?: throw StepFailed("no key watch update within $PATIENCE_MS ms")
+        } catch (e: ClosedReceiveChannelException) {
+            throw StepFailed("the key watch ended", e)
+        }
+
+    private fun showHolder(h: KeyHolder) = "txn ${h.transactionId} \"${h.transactionName}\" ${h.mode.name}#${h.fencingToken}"
+
+    private fun checkHolder(what: String, w: Map<String, Any?>, h: KeyHolder) {
+        w["txn"]?.let { checkEq("$what transaction (want $it)", h.transactionId, txn(w).id()) }
+        if (w.containsKey("name")) checkEq("$what transaction_name", h.transactionName, text(w["name"]))
+        w["mode"]?.let { checkEq("$what mode", h.mode.name, it) }
+        w["token"]?.let { checkEq("$what fencing token (want $it)", h.fencingToken, token(it)) }
+    }
+
+    /** `holders` in order, exactly; `changes` in order, exactly. */
+    private fun checkWatch(checks: Map<String, Any?>, holders: List<KeyHolder>, changes: List<KeyChange>) {
+        if (checks.containsKey("save_cursor")) throw StepFailed("a watch cursor cannot be expressed through the SDK (raw-only)")
+        try {
+            (checks["holders"] as List<Map<String, Any?>>?)?.let { want ->
+                checkEq("number of holders", holders.size, want.size)
+                for ((i, w) in want.withIndex()) checkHolder("holders[$i]", w, holders[i])
+            }
+            (checks["changes"] as List<Map<String, Any?>>?)?.let { want ->
+                checkEq("number of changes", changes.size, want.size)
+                for ((i, w) in want.withIndex()) {
+                    val c = changes[i]
+                    w["kind"]?.let { checkEq("changes[$i] kind", c.kind.name, it) }
+                    w["end_cause"]?.let { checkEq("changes[$i] end_cause", c.endCause?.name ?: "none", it) }
+                    checkHolder("changes[$i]", w, c.holder)
+                }
+            }
+        } catch (e: StepFailed) {
+            val shown = changes.map { "${it.kind.name} ${showHolder(it.holder)} (${it.endCause?.name})" }
+            throw StepFailed("${e.message}; holders ${holders.map(::showHolder)}, changes $shown", e)
         }
     }
 

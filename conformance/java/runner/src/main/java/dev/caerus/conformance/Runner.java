@@ -21,6 +21,11 @@ import dev.caerus.dls.v1.Granted;
 import dev.caerus.dls.v1.HeartbeatRequest;
 import dev.caerus.dls.v1.HeartbeatResponse;
 import dev.caerus.dls.v1.HeldLock;
+import dev.caerus.dls.v1.KeyChange;
+import dev.caerus.dls.v1.KeyChangeKind;
+import dev.caerus.dls.v1.KeyHolder;
+import dev.caerus.dls.v1.KeyHolders;
+import dev.caerus.dls.v1.LockStreamLost;
 import dev.caerus.dls.v1.LockMode;
 import dev.caerus.dls.v1.LockRequest;
 import dev.caerus.dls.v1.LockServiceGrpc;
@@ -30,6 +35,8 @@ import dev.caerus.dls.v1.ReleaseLockRequest;
 import dev.caerus.dls.v1.ReleaseLockResponse;
 import dev.caerus.dls.v1.VerifyFencingTokenRequest;
 import dev.caerus.dls.v1.VerifyFencingTokenResponse;
+import dev.caerus.dls.v1.WatchKeyRequest;
+import io.grpc.Context;
 import io.grpc.ManagedChannel;
 import io.grpc.ManagedChannelBuilder;
 import io.grpc.Metadata;
@@ -235,24 +242,29 @@ public final class Runner {
             }
         }
 
-        /** Follows the AcquireLock stream to its grant (a Granted) or final status. */
-        Outcome acquire(AcquireLockRequest request, Consumer<Queued> onQueued) {
+        /**
+         * Follows the AcquireLock stream to its grant (a Granted) or final status; a stay_open
+         * stream is handed to {@code onStayOpen} after its grant.
+         */
+        Outcome acquire(AcquireLockRequest request, Consumer<Queued> onQueued, Consumer<StayOpen> onStayOpen) {
             return follow(request.getTimeoutMs(), stub -> stub.acquireLock(request), (AcquireLockResponse msg) ->
                     switch (msg.getEventCase()) {
                         case QUEUED -> msg.getQueued();
                         case GRANTED -> msg.getGranted();
+                        case LOST -> msg.getLost();
                         default -> null;
-                    }, onQueued);
+                    }, onQueued, request.getStayOpen() ? onStayOpen : null);
         }
 
         /** Follows the AcquireLocks stream to its grants (a LocksGranted) or final status. */
-        Outcome acquireAll(AcquireLocksRequest request, Consumer<Queued> onQueued) {
+        Outcome acquireAll(AcquireLocksRequest request, Consumer<Queued> onQueued, Consumer<StayOpen> onStayOpen) {
             return follow(request.getTimeoutMs(), stub -> stub.acquireLocks(request), (AcquireLocksResponse msg) ->
                     switch (msg.getEventCase()) {
                         case QUEUED -> msg.getQueued();
                         case GRANTED -> msg.getGranted();
+                        case LOST -> msg.getLost();
                         default -> null;
-                    }, onQueued);
+                    }, onQueued, request.getStayOpen() ? onStayOpen : null);
         }
 
         /**
@@ -261,16 +273,28 @@ public final class Runner {
          * re-attaching with the same request (same request_id) when the serving node stops leading.
          */
         <M> Outcome follow(long timeoutMs, Function<LockServiceGrpc.LockServiceBlockingStub, Iterator<M>> open,
-                Function<M, Object> read, Consumer<Queued> onQueued) {
+                Function<M, Object> read, Consumer<Queued> onQueued, Consumer<StayOpen> onStayOpen) {
             long deadline = System.currentTimeMillis() + timeoutMs + PATIENCE_MS;
             while (true) {
+                Context.CancellableContext call = Context.current().withCancellation();
                 try {
-                    Iterator<M> stream = open.apply(stub());
+                    Context previous = call.attach();
+                    Iterator<M> stream;
+                    try {
+                        stream = open.apply(stub());
+                    } finally {
+                        call.detach(previous);
+                    }
                     while (stream.hasNext()) {
                         Object event = read.apply(stream.next());
                         if (event instanceof Queued q) {
                             onQueued.accept(q);
-                        } else if (event != null) {
+                        } else if (event != null && !(event instanceof LockStreamLost)) {
+                            if (onStayOpen != null) {
+                                onStayOpen.accept(new StayOpen(stream, read, call));
+                            } else {
+                                call.cancel(null);
+                            }
                             return Outcome.ok(event);
                         }
                     }
@@ -281,6 +305,138 @@ public final class Runner {
                     }
                 }
             }
+        }
+    }
+
+    /**
+     * A granted stay_open acquire stream, read on by a thread until it ends: the `lost` message
+     * if one came, and the status it ended with ("OK" or the error).
+     */
+    static final class StayOpen {
+        LockStreamLost lost;
+        String ended;
+        int extra;
+        private final Context.CancellableContext call;
+
+        <M> StayOpen(Iterator<M> stream, Function<M, Object> read, Context.CancellableContext call) {
+            this.call = call;
+            Thread thread = new Thread(() -> {
+                String end = "OK";
+                try {
+                    while (stream.hasNext()) {
+                        Object event = read.apply(stream.next());
+                        synchronized (this) {
+                            if (event instanceof LockStreamLost l) {
+                                lost = l;
+                            } else {
+                                extra++;
+                            }
+                        }
+                    }
+                } catch (StatusRuntimeException e) {
+                    end = Outcome.error(e).describe();
+                }
+                synchronized (this) {
+                    ended = end;
+                }
+            }, "stay-open");
+            thread.setDaemon(true);
+            thread.start();
+        }
+
+        synchronized LockStreamLost lost() {
+            return lost;
+        }
+
+        synchronized String ended() {
+            return ended;
+        }
+
+        synchronized int extra() {
+            return extra;
+        }
+
+        void cancel() {
+            call.cancel(null);
+        }
+    }
+
+    /** A WatchKey stream read by a thread: its messages in order, and how it ended. */
+    static final class Watch {
+        private final List<KeyHolders> messages = new ArrayList<>();
+        private int consumed;
+        private String ended;
+        private final Context.CancellableContext call = Context.current().withCancellation();
+
+        Watch(Connection conn, WatchKeyRequest request) {
+            Thread thread = new Thread(() -> {
+                long deadline = System.currentTimeMillis() + PATIENCE_MS;
+                String end;
+                while (true) {
+                    try {
+                        Context previous = call.attach();
+                        Iterator<KeyHolders> stream;
+                        try {
+                            stream = conn.stub().watchKey(request);
+                        } finally {
+                            call.detach(previous);
+                        }
+                        while (stream.hasNext()) {
+                            KeyHolders m = stream.next();
+                            synchronized (this) {
+                                messages.add(m);
+                                notifyAll();
+                            }
+                        }
+                        end = "the watch ended (OK)";
+                    } catch (StatusRuntimeException e) {
+                        boolean none;
+                        synchronized (this) {
+                            none = messages.isEmpty();
+                        }
+                        if (none && conn.shouldRetry(e, deadline)) {
+                            continue;
+                        }
+                        end = "the watch ended: " + Outcome.error(e).describe();
+                    }
+                    break;
+                }
+                synchronized (this) {
+                    ended = end;
+                    notifyAll();
+                }
+            }, "watch");
+            thread.setDaemon(true);
+            thread.start();
+        }
+
+        /** The next message not yet consumed (waits for it). */
+        synchronized KeyHolders next() throws StepFailed {
+            long deadline = System.currentTimeMillis() + PATIENCE_MS;
+            while (consumed >= messages.size()) {
+                if (ended != null) {
+                    throw new StepFailed(ended);
+                }
+                long left = deadline - System.currentTimeMillis();
+                if (left <= 0) {
+                    throw new StepFailed("no key watch message within " + PATIENCE_MS / 1000 + "s");
+                }
+                try {
+                    wait(left);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IllegalStateException("interrupted", e);
+                }
+            }
+            return messages.get(consumed++);
+        }
+
+        synchronized String ended() {
+            return ended;
+        }
+
+        void cancel() {
+            call.cancel(null);
         }
     }
 
@@ -382,6 +538,12 @@ public final class Runner {
         private final Map<String, Long> txns = new LinkedHashMap<>();
         private final Map<String, Long> tokens = new HashMap<>();
         private final Map<String, Background> handles = new HashMap<>();
+        private final Map<String, Watch> watches = new HashMap<>();
+        private final Map<String, String> cursors = new HashMap<>();
+        /** Transactions begun with lost_stream: their acquires stay open. */
+        private final Set<String> lostStream = new HashSet<>();
+        /** Each transaction's granted stay_open streams (background acquires add to it). */
+        private final Map<String, List<StayOpen>> streams = new HashMap<>();
 
         Scenario(Connection conn, JsonObject spec, String ns) {
             this.conn = conn;
@@ -618,8 +780,170 @@ public final class Runner {
             return mode.getAsJsonPrimitive().isNumber() ? mode.getAsInt() : LockMode.valueOf(mode.getAsString()).getNumber();
         }
 
+        boolean staysOpen(JsonObject step) {
+            return step.has("txn") && lostStream.contains(step.get("txn").getAsString());
+        }
+
+        /** Where a granted stay_open stream of the step's transaction is kept. */
+        Consumer<StayOpen> onStayOpen(JsonObject step) {
+            String name = step.has("txn") ? step.get("txn").getAsString() : "";
+            return so -> {
+                synchronized (streams) {
+                    streams.computeIfAbsent(name, k -> new ArrayList<>()).add(so);
+                }
+            };
+        }
+
+        List<StayOpen> txnStreams(JsonObject step) {
+            synchronized (streams) {
+                return new ArrayList<>(streams.getOrDefault(step.get("txn").getAsString(), List.of()));
+            }
+        }
+
+        // ---- key watches and lost streams ---------------------------------------------------
+        static String kindName(KeyChangeKind k) {
+            return k.name().replaceFirst("^KEY_CHANGE_KIND_", "");
+        }
+
+        static String showHolder(KeyHolder h) {
+            return "txn " + h.getTransactionId() + " '" + h.getTransactionName() + "' " + modeName(h.getModeValue())
+                    + "#" + Long.toUnsignedString(h.getFencingToken());
+        }
+
+        void checkHolder(String what, JsonObject w, KeyHolder h) throws StepFailed {
+            if (w.has("txn")) {
+                String n = w.get("txn").getAsString();
+                Long id = txns.get(n);
+                if (id == null) {
+                    throw new StepFailed("no transaction '" + n + "'");
+                }
+                eq(what + " transaction (want " + n + ")", h.getTransactionId(), (long) id);
+            }
+            if (w.has("name")) {
+                eq(what + " transaction_name", h.getTransactionName(), text(w.get("name")));
+            }
+            if (w.has("mode")) {
+                eq(what + " mode", modeName(h.getModeValue()), w.get("mode").getAsString());
+            }
+            if (w.has("token")) {
+                String t = w.get("token").getAsString();
+                eq(what + " fencing token (want " + t + ")", Long.toUnsignedString(h.getFencingToken()),
+                        Long.toUnsignedString(token(t)));
+            }
+        }
+
+        void checkWatch(JsonObject checks, List<KeyHolder> holders, List<KeyChange> changes, String cursor) throws StepFailed {
+            try {
+                if (checks.has("holders")) {
+                    JsonArray want = checks.getAsJsonArray("holders");
+                    if (want.size() != holders.size()) {
+                        throw new StepFailed("holders: expected " + want.size());
+                    }
+                    for (int i = 0; i < want.size(); i++) {
+                        checkHolder("holders[" + i + "]", want.get(i).getAsJsonObject(), holders.get(i));
+                    }
+                }
+                if (checks.has("changes")) {
+                    JsonArray want = checks.getAsJsonArray("changes");
+                    if (want.size() != changes.size()) {
+                        throw new StepFailed("changes: expected " + want.size());
+                    }
+                    for (int i = 0; i < want.size(); i++) {
+                        JsonObject w = want.get(i).getAsJsonObject();
+                        KeyChange c = changes.get(i);
+                        if (w.has("kind")) {
+                            eq("changes[" + i + "] kind", kindName(c.getKind()), w.get("kind").getAsString());
+                        }
+                        if (w.has("end_cause")) {
+                            eq("changes[" + i + "] end_cause", c.getEndCause().name().replaceFirst("^END_CAUSE_", ""),
+                                    w.get("end_cause").getAsString());
+                        }
+                        checkHolder("changes[" + i + "]", w, c.getHolder());
+                    }
+                }
+            } catch (StepFailed e) {
+                throw new StepFailed(e.getMessage() + "; holders " + holders.stream().map(Scenario::showHolder).toList()
+                        + ", changes " + changes.stream().map(c -> kindName(c.getKind()) + " " + showHolder(c.getHolder())
+                                + " (" + c.getEndCause().name() + ")").toList());
+            }
+            if (checks.has("save_cursor")) {
+                cursors.put(checks.get("save_cursor").getAsString(), cursor);
+            }
+        }
+
+        Watch watch(JsonObject step) throws StepFailed {
+            Watch w = watches.get(step.get("handle").getAsString());
+            if (w == null) {
+                throw new StepFailed("no watch '" + step.get("handle").getAsString() + "'");
+            }
+            return w;
+        }
+
+        void expectLost(JsonObject step) throws StepFailed {
+            long within = step.has("within_ms") ? step.get("within_ms").getAsLong() : PATIENCE_MS;
+            long deadline = System.currentTimeMillis() + within;
+            LockStreamLost lost = null;
+            while (lost == null) {
+                List<StayOpen> all = txnStreams(step);
+                if (all.isEmpty()) {
+                    throw new StepFailed("the transaction has no granted stay_open stream");
+                }
+                boolean allEnded = true;
+                List<String> endings = new ArrayList<>();
+                for (StayOpen so : all) {
+                    if (so.lost() != null) {
+                        lost = so.lost();
+                    }
+                    allEnded &= so.ended() != null;
+                    endings.add(so.ended());
+                }
+                if (lost != null) {
+                    break;
+                }
+                if (allEnded) {
+                    throw new StepFailed("every stay_open stream ended without lost: " + endings);
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    throw new StepFailed("no lost message within " + within + " ms");
+                }
+                sleep(10);
+            }
+            JsonObject checks = checkOutcome(step, Outcome.ok(lost));
+            eq("lost.transaction_id", lost.getTransactionId(), txnId(step));
+            if (checks != null && checks.has("end_cause")) {
+                eq("lost.end_cause", lost.getEndCause().name().replaceFirst("^END_CAUSE_", ""), checks.get("end_cause").getAsString());
+            }
+        }
+
+        void expectStreamsClosed(JsonObject step) throws StepFailed {
+            List<StayOpen> all = txnStreams(step);
+            if (all.isEmpty()) {
+                throw new StepFailed("the transaction has no granted stay_open stream");
+            }
+            long deadline = System.currentTimeMillis() + PATIENCE_MS;
+            for (int i = 0; i < all.size(); i++) {
+                StayOpen so = all.get(i);
+                while (so.ended() == null) {
+                    if (System.currentTimeMillis() > deadline) {
+                        throw new StepFailed("stay_open stream " + i + " is still open after " + PATIENCE_MS / 1000 + "s");
+                    }
+                    sleep(10);
+                }
+                if (so.lost() != null) {
+                    throw new StepFailed("stay_open stream " + i + " sent lost (" + so.lost().getEndCause().name() + ")");
+                }
+                if (so.extra() > 0) {
+                    throw new StepFailed("stay_open stream " + i + " sent " + so.extra() + " other messages after its grant");
+                }
+                if (!so.ended().equals("OK")) {
+                    throw new StepFailed("stay_open stream " + i + " ended with " + so.ended());
+                }
+            }
+        }
+
         AcquireLockRequest acquireRequest(JsonObject step) throws StepFailed {
             return AcquireLockRequest.newBuilder()
+                    .setStayOpen(staysOpen(step))
                     .setTransactionId(txnId(step))
                     .setNamespace(field(step, "namespace", "${ns}"))
                     .setKey(field(step, "key", ""))
@@ -631,6 +955,7 @@ public final class Runner {
 
         AcquireLocksRequest acquireAllRequest(JsonObject step) throws StepFailed {
             AcquireLocksRequest.Builder b = AcquireLocksRequest.newBuilder()
+                    .setStayOpen(staysOpen(step))
                     .setTransactionId(txnId(step))
                     .setTimeoutMs(step.has("timeout_ms") ? step.get("timeout_ms").getAsLong() : 10_000)
                     .setRequestId(requestId(step));
@@ -668,6 +993,9 @@ public final class Runner {
                     if (checks != null) {
                         BeginTransactionResponse r = (BeginTransactionResponse) out.value();
                         txns.put(step.get("txn").getAsString(), r.getTransactionId());
+                        if (step.has("lost_stream") && step.get("lost_stream").getAsBoolean()) {
+                            lostStream.add(step.get("txn").getAsString());
+                        }
                         if (checks.has("lease_timeout_ms")) {
                             eq("lease_timeout_ms", r.getLeaseTimeoutMs(), checks.get("lease_timeout_ms").getAsLong());
                         }
@@ -680,10 +1008,10 @@ public final class Runner {
                     Function<Consumer<Queued>, Outcome> acquire;
                     if (op.equals("acquire")) {
                         AcquireLockRequest req = acquireRequest(step);
-                        acquire = q -> conn.acquire(req, q);
+                        acquire = q -> conn.acquire(req, q, onStayOpen(step));
                     } else {
                         AcquireLocksRequest req = acquireAllRequest(step);
-                        acquire = q -> conn.acquireAll(req, q);
+                        acquire = q -> conn.acquireAll(req, q, onStayOpen(step));
                     }
                     if (step.has("wait") && !step.get("wait").getAsBoolean()) {
                         String handle = step.get("handle").getAsString();
@@ -793,6 +1121,56 @@ public final class Runner {
                     }
                 }
                 case "sleep_ms" -> sleep(step.get("ms").getAsLong());
+                case "watch" -> {
+                    WatchKeyRequest.Builder req = WatchKeyRequest.newBuilder()
+                            .setNamespace(field(step, "namespace", "${ns}"))
+                            .setKey(field(step, "key", ""));
+                    if (step.has("resume")) {
+                        String c = cursors.get(step.get("resume").getAsString());
+                        if (c == null) {
+                            throw new StepFailed("no saved cursor '" + step.get("resume").getAsString() + "'");
+                        }
+                        req.setCursor(c);
+                    }
+                    Watch w = new Watch(conn, req.build());
+                    watches.put(step.get("handle").getAsString(), w);
+                    Outcome first;
+                    try {
+                        first = Outcome.ok(w.next());
+                    } catch (StepFailed e) {
+                        if (w.ended() == null) {
+                            throw e;
+                        }
+                        first = new Outcome(null, "WATCH", null, w.ended());
+                    }
+                    JsonObject checks = checkOutcome(step, first);
+                    if (checks != null) {
+                        KeyHolders m = (KeyHolders) first.value();
+                        if (checks.has("initial")) {
+                            eq("initial", m.getInitial(), checks.get("initial").getAsBoolean());
+                        }
+                        checkWatch(checks, m.getHoldersList(), m.getChangesList(), m.getCursor());
+                    }
+                }
+                case "expect_watch" -> {
+                    Watch w = watch(step);
+                    JsonObject expect = step.has("expect") ? step.getAsJsonObject("expect") : new JsonObject();
+                    JsonObject checks = expect.has("ok") ? expect.getAsJsonObject("ok") : new JsonObject();
+                    int want = checks.has("changes") ? checks.getAsJsonArray("changes").size() : 0;
+                    List<KeyChange> changes = new ArrayList<>();
+                    KeyHolders m;
+                    do {
+                        m = w.next();
+                        changes.addAll(m.getChangesList());
+                    } while (changes.size() < want);
+                    checkWatch(checks, m.getHoldersList(), changes, m.getCursor());
+                }
+                case "unwatch" -> {
+                    watch(step).cancel();
+                    watches.remove(step.get("handle").getAsString());
+                }
+                case "expect_lost" -> expectLost(step);
+                case "expect_streams_closed" -> expectStreamsClosed(step);
                 default -> throw new StepFailed("unknown op '" + op + "'");
             }
         }
@@ -823,6 +1201,10 @@ public final class Runner {
             for (long txn : txns.values()) {
                 EndTransactionRequest req = EndTransactionRequest.newBuilder().setTransactionId(txn).setCommit(false).build();
                 conn.unary(stub -> stub.endTransaction(req));
+            }
+            watches.values().forEach(Watch::cancel);
+            synchronized (streams) {
+                streams.values().forEach(l -> l.forEach(StayOpen::cancel));
             }
         }
     }
