@@ -154,6 +154,33 @@ for (const locale of ['en-US', 'es-ES']) describe(`playground page on a real dls
     await page.close();
   });
 
+  test('a semaphore admits its permit count; the next in line gets a freed permit', async () => {
+    const page = await open();
+    const ids = [];
+    for (const name of ['slot-a', 'slot-b', 'slot-c']) {
+      await page.fill('#new-txn input[name=name]', `${name}-${lang}`);
+      await page.click('#new-txn button[type=submit]');
+      const card = page.locator(`.txn[data-name=${name}-${lang}]`);
+      await card.waitFor();
+      ids.push(await card.getAttribute('data-txn-id'));
+      await card.locator('input[name=key]').fill(`pool-${lang}`);
+      await card.locator('select[name=mode]').selectOption('SEMAPHORE');
+      await card.locator('input[name=permits]').fill('2');
+      await card.locator('button[type=submit]').click();
+    }
+    const key = page.locator(`#locks [data-key="playground/pool-${lang}"]`);
+    await key.locator(`.waiter[data-txn-id="${ids[2]}"]`).waitFor();
+    assert.equal(await key.getAttribute('data-permits'), '2');
+    assert.equal(await key.locator('.holder').count(), 2);
+    await page.screenshot({ path: `${ARTIFACTS}semaphore-${lang}.png`, fullPage: true });
+    await page.locator(`.txn[data-txn-id="${ids[0]}"] button.quiet`, { hasText: WORDS[lang]['txn.commit'] }).click();
+    await key.locator(`.holder[data-txn-id="${ids[2]}"]`).waitFor();
+    const listed = (await api(dls.base, 'GET', '/api/v1/locks?namespace_prefix=playground')).locks.find((k) => k.key === `pool-${lang}`);
+    assert.deepEqual(listed.holders.map((h) => h.mode), ['SEMAPHORE', 'SEMAPHORE']);
+    for (const id of ids.slice(1)) await api(dls.base, 'POST', `/api/v1/transactions/${id}/end`, { commit: true });
+    await page.close();
+  });
+
   test('GC pause: the stale token is rejected by the fenced store', async () => {
     const page = await open({ width: 375, height: 812 });
     await page.selectOption('#scenario', 'gcpause');

@@ -10,6 +10,8 @@ import { log } from './timeline.js';
 import { acquire, end, release, startHeartbeat } from './transactions.js';
 
 const NS_DEFAULT = 'playground';
+/** X for exclusive, S for shared, P for a semaphore permit. */
+const letter = (mode) => ({ EXCLUSIVE: 'X', SHARED_READ: 'S', SEMAPHORE: 'P' })[mode] || '?';
 
 let txnsSig = '';
 function renderTxns() {
@@ -50,7 +52,7 @@ function renderTxns() {
     }
     const heldRow = h('div', { class: 'held' });
     for (const { k, hd } of held) {
-      heldRow.append(h('span', { class: `chip ${hd.mode}` }, `${hd.mode === 'EXCLUSIVE' ? 'X' : 'S'} ${k.namespace}/${k.key} `,
+      heldRow.append(h('span', { class: `chip ${hd.mode}` }, `${letter(hd.mode)} ${k.namespace}/${k.key} `,
         h('span', { class: 'token' }, tr('txn.token', { token: hd.fencing_token })),
         t.state === 'ACTIVE' ? h('button', { type: 'button', class: 'quiet', onclick: () => release(t, k.namespace, k.key) }, tr('txn.release')) : null));
     }
@@ -60,7 +62,8 @@ function renderTxns() {
       const form = h('form', { class: 'row acq' },
         h('input', { name: 'namespace', value: NS_DEFAULT, 'aria-label': tr('txn.namespace'), size: 10 }),
         h('input', { name: 'key', placeholder: tr('txn.key'), title: tr('txn.keyHint'), required: '', 'aria-label': tr('txn.key') }),
-        h('select', { name: 'mode', 'aria-label': tr('txn.mode') }, h('option', { value: 'EXCLUSIVE' }, 'EXCLUSIVE'), h('option', { value: 'SHARED_READ' }, 'SHARED_READ')),
+        h('select', { name: 'mode', 'aria-label': tr('txn.mode') }, h('option', { value: 'EXCLUSIVE' }, 'EXCLUSIVE'), h('option', { value: 'SHARED_READ' }, 'SHARED_READ'), h('option', { value: 'SEMAPHORE' }, 'SEMAPHORE')),
+        h('input', { name: 'permits', type: 'number', min: '1', max: '100000', value: '2', size: 3, title: tr('txn.permitsHint'), 'aria-label': tr('txn.permits') }),
         h('button', { type: 'submit' }, tr('txn.acquire')),
         h('button', { type: 'button', class: 'quiet', onclick: () => end(t, true) }, tr('txn.commit')),
         h('button', { type: 'button', class: 'danger', onclick: () => end(t, false) }, tr('txn.abort')),
@@ -68,7 +71,7 @@ function renderTxns() {
       form.addEventListener('submit', (ev) => {
         ev.preventDefault();
         const f = new FormData(form);
-        acquire(t, f.get('namespace'), f.get('key'), f.get('mode'));
+        acquire(t, f.get('namespace'), f.get('key'), f.get('mode'), undefined, Number(f.get('permits')) || 1);
       });
       card.append(form);
     }
@@ -91,13 +94,14 @@ function renderLocks() {
     }
     for (const hd of k.holders) {
       q.append(h('span', { class: `holder ${hd.mode}`, dataset: { txnId: hd.transaction_id } },
-        `${nameOf(hd.transaction_id)} ${hd.mode === 'EXCLUSIVE' ? 'X' : 'S'} `, h('span', { class: 'token' }, `#${hd.fencing_token}`)));
+        `${nameOf(hd.transaction_id)} ${letter(hd.mode)} `, h('span', { class: 'token' }, `#${hd.fencing_token}`)));
     }
     for (const w of k.waiters) {
       q.append(h('span', { class: 'arrow' }, '←'),
-        h('span', { class: 'waiter', dataset: { txnId: w.transaction_id } }, `${w.position}. ${nameOf(w.transaction_id)} ${w.mode === 'EXCLUSIVE' ? 'X' : 'S'}${w.upgrade ? tr('locks.upgrade') : ''}`));
+        h('span', { class: 'waiter', dataset: { txnId: w.transaction_id } }, `${w.position}. ${nameOf(w.transaction_id)} ${letter(w.mode)}${w.upgrade ? tr('locks.upgrade') : ''}`));
     }
-    box.append(h('div', { class: 'key', dataset: { key: `${k.namespace}/${k.key}` } }, h('div', { class: 'title' }, `${k.namespace}/${k.key}`), q));
+    const title = k.permits ? `${k.namespace}/${k.key} ${tr('locks.semaphore', { n: k.permits, used: k.holders.length })}` : `${k.namespace}/${k.key}`;
+    box.append(h('div', { class: 'key', dataset: { key: `${k.namespace}/${k.key}`, permits: k.permits || 0 } }, h('div', { class: 'title' }, title), q));
   }
 }
 

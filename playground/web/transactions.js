@@ -64,15 +64,17 @@ export function ended(t, state, reason) {
   changed();
 }
 
-export async function acquire(t, namespace, key, mode, timeoutMs = ACQUIRE_WAIT_MS) {
+export async function acquire(t, namespace, key, mode, timeoutMs = ACQUIRE_WAIT_MS, permits = 0) {
   // "a, b, c" asks for every key at once, all or nothing (one AcquireLocks request).
   const keys = key.split(',').map((k) => k.trim()).filter(Boolean);
   if (keys.length > 1) return acquireAll(t, namespace, keys, mode, timeoutMs);
   t.pending = { namespace, key, mode, keys: [key] };
   changed();
   try {
+    // A SEMAPHORE request names the semaphore's permit count; the others send none.
     const r = await api('POST', `/api/v1/transactions/${t.id}/locks`, {
       namespace, key, mode, timeout_ms: timeoutMs, return_when_queued: true,
+      ...(mode === 'SEMAPHORE' ? { permits } : {}),
     });
     return answered(t, r, () => granted(t, namespace, key, mode, r.fencing_token));
   } catch (e) {

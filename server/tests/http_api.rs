@@ -352,6 +352,28 @@ async fn lock_delay_rules_are_set_and_listed_and_a_delayed_key_is_shown() {
 }
 
 #[tokio::test]
+async fn a_semaphore_permit_over_http() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+    let body = json!({"namespace": "ns", "key": "pool", "mode": "SEMAPHORE", "permits": 2, "timeout_ms": 1_000});
+    let mut tokens = Vec::new();
+    for name in ["p1", "p2"] {
+        let t = begin(&h, name, 0).await;
+        let g = ok(&h, "POST", &format!("/api/v1/transactions/{t}/locks"), body.clone()).await;
+        assert_eq!((&g["status"], &g["mode"]), (&json!("granted"), &json!("SEMAPHORE")), "{g}");
+        tokens.push(g["fencing_token"].clone());
+    }
+    assert_ne!(tokens[0], tokens[1]);
+    let locks = ok(&h, "GET", "/api/v1/locks", Value::Null).await;
+    assert_eq!((&locks["locks"][0]["permits"], locks["locks"][0]["holders"].as_array().unwrap().len()), (&json!(2), 2));
+    let t = begin(&h, "p3", 0).await;
+    let x = json!({"namespace": "ns", "key": "pool", "mode": "EXCLUSIVE", "timeout_ms": 1_000});
+    let (code, e) = call(&h, "POST", &format!("/api/v1/transactions/{t}/locks"), x, None).await;
+    assert_eq!((code, &e["error"]["code"]), (400, &json!("INVALID_ARGUMENT")), "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("semaphore with 2 permits"), "{e}");
+}
+
+#[tokio::test]
 async fn the_playground_and_openapi_are_served_by_the_binary() {
     let cluster = Cluster::start(1).await;
     let h = cluster.http_addr(1);

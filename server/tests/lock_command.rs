@@ -128,6 +128,46 @@ async fn a_held_lock_gives_exit_75_or_a_skip_with_skip_if_locked() {
     assert!(marker.exists());
 }
 
+/// `--permits 2`: at most two commands run at once across hosts; a third waits for a permit
+/// (or skips with --skip-if-locked), and each command sees its own fencing token.
+#[tokio::test]
+async fn permits_let_n_commands_run_at_once() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("tokens");
+    let job = format!("echo $DLS_FENCING_TOKEN >> {}; sleep 2", log.display());
+    let args = |extra: &[&'static str]| {
+        let mut a = vec!["lock", "--permits", "2"];
+        a.extend_from_slice(extra);
+        a.extend(["backups", "slots", "--", "sh", "-c"]);
+        a
+    };
+    let mut running = Vec::new();
+    for _ in 0..2 {
+        let mut a = args(&[]);
+        a.push(&job);
+        running.push(dls_command(&cluster, &a).spawn().unwrap());
+    }
+    eventually(PATIENCE, "two commands to run", || read(&log).filter(|t| t.lines().count() == 2)).await;
+    let mut a = args(&["--skip-if-locked"]);
+    a.push(&job);
+    let third = dls(&cluster, &a).await;
+    assert_eq!(third.code, 0, "{third:?}");
+    assert!(third.stderr.contains("every one of the 2 permits of backups/slots is locked; skipping"), "{third:?}");
+    let mut a = args(&["--wait-timeout", "20s"]);
+    a.push(&job);
+    let waiter = dls_command(&cluster, &a).spawn().unwrap();
+    for child in running {
+        assert_eq!(finish(child).await.code, 0);
+    }
+    assert_eq!(finish(waiter).await.code, 0, "the third ran once a permit was free");
+    let tokens: Vec<u64> = read(&log).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(tokens.len(), 3, "{tokens:?}");
+    assert!(tokens[0] != tokens[1] && tokens[2] > tokens[0].max(tokens[1]), "a token each: {tokens:?}");
+    let run = dls(&cluster, &["lock", "--permits", "2", "--shared", "backups", "slots", "--", "true"]).await;
+    assert_eq!(run.code, 2, "--shared and --permits do not mix: {run:?}");
+}
+
 /// The README's crontab line for `job`.
 fn cron(job: &str) -> Vec<&str> {
     vec!["lock", "--skip-if-locked", "--ttl", "30s", "reports", "nightly", "--", "sh", "-c", job]

@@ -6,6 +6,9 @@
 //! it, and the transaction is committed (the lock released) when it exits. If the lock is
 //! lost meanwhile, the command gets SIGTERM, then SIGKILL after `--kill-grace`.
 //!
+//! With `--permits N` the lock is one permit of a counted semaphore: at most N commands
+//! run at once across every host (e.g. `--permits 3` for "at most three backups").
+//!
 //! For cron on several hosts, `--skip-if-locked` tries the lock once and skips the command
 //! at once when it is held (a waiting host would run the job again right after the first),
 //! and `--min-hold` keeps the lock for a while after a short job, so a host whose cron
@@ -51,8 +54,12 @@ if their cron fires up to a minute later):\n  \
 dls lock --skip-if-locked --min-hold 1m --ttl 30s jobs nightly-report -- ./report.sh")]
 pub struct LockArgs {
     /// Take a shared (read) lock instead of an exclusive one.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "permits")]
     pub shared: bool,
+    /// Take one permit of a counted semaphore of N permits instead: at most N commands hold
+    /// the key at once (every user of the key must say the same N).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub permits: Option<u32>,
     /// How long to wait for the lock, like 500ms, 30s, 5m [default: 30s; with
     /// --skip-if-locked the lock is tried once, without waiting, unless this is given].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -125,7 +132,13 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         (None, true) => TRY_ONCE_WAIT_MS,
         (None, false) => DEFAULT_WAIT.as_millis() as u64,
     };
-    let acquire = tx.acquire_lock(&args.namespace, &args.key, mode, AcquireOptions::new().with_timeout_ms(wait_ms));
+    let opts = AcquireOptions::new().with_timeout_ms(wait_ms);
+    let acquire = async {
+        match args.permits {
+            Some(n) => tx.acquire_permit(&args.namespace, &args.key, n, opts).await,
+            None => tx.acquire_lock(&args.namespace, &args.key, mode, opts).await,
+        }
+    };
     let lock = tokio::select! {
         r = acquire => r,
         _ = sigint.recv() => { let _ = tx.abort().await; return Ok(128 + 2); }
@@ -135,10 +148,14 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         Ok(lock) => lock,
         Err(Error::LockTimeout { .. }) => {
             let _ = tx.abort().await;
+            let held = match args.permits {
+                Some(n) => format!("every one of the {n} permits of "),
+                None => String::new(),
+            };
             let what = match wait_ms {
-                TRY_ONCE_WAIT_MS => format!("{}/{} is locked", args.namespace, args.key),
+                TRY_ONCE_WAIT_MS => format!("{held}{}/{} is locked", args.namespace, args.key),
                 ms => format!(
-                    "{}/{} is locked (not acquired within {:?})",
+                    "{held}{}/{} is locked (not acquired within {:?})",
                     args.namespace,
                     args.key,
                     Duration::from_millis(ms)
