@@ -151,6 +151,7 @@ for (const locale of ['en-US', 'es-ES']) describe(`playground page on a real dls
     await page.fill('#lock-delay input[name=ms]', '0');
     await page.click('#lock-delay button[type=submit]');
     await page.locator(`#lock-delay-rules [data-prefix="${ns}"]`).waitFor({ state: 'detached' });
+    await api(dls.base, 'POST', `/api/v1/transactions/${next.id}/end`, { commit: true });
     await page.close();
   });
 
@@ -178,6 +179,23 @@ for (const locale of ['en-US', 'es-ES']) describe(`playground page on a real dls
     const listed = (await api(dls.base, 'GET', '/api/v1/locks?namespace_prefix=playground')).locks.find((k) => k.key === `pool-${lang}`);
     assert.deepEqual(listed.holders.map((h) => h.mode), ['SEMAPHORE', 'SEMAPHORE']);
     for (const id of ids.slice(1)) await api(dls.base, 'POST', `/api/v1/transactions/${id}/end`, { commit: true });
+    await page.close();
+  });
+
+  test('leader election: the watched key shows each leader, with a higher term after a crash', async () => {
+    const page = await open();
+    await page.selectOption('#scenario', 'election');
+    await page.click('#run-scenario');
+    const leader = (name) => page.locator(`#election[data-leader-name="${name}"]`);
+    await leader('node-a').waitFor({ timeout: 15000 });
+    const termA = BigInt(await page.getAttribute('#election', 'data-term'));
+    await leader('node-b').waitFor({ timeout: 20000 });
+    const termB = BigInt(await page.getAttribute('#election', 'data-term'));
+    assert.ok(termB > termA, `the new leader's term ${termB} is above ${termA}`);
+    await page.screenshot({ path: `${ARTIFACTS}election-${lang}.png`, fullPage: true });
+    await leader('node-c').waitFor({ timeout: 20000 });
+    assert.ok(BigInt(await page.getAttribute('#election', 'data-term')) > termB);
+    await page.locator('#run-scenario:not([disabled])').waitFor({ timeout: 20000 });
     await page.close();
   });
 

@@ -5,6 +5,7 @@ import { authHeaders } from './api.js';
 import { sleep } from './dom.js';
 import { t } from './i18n.js';
 import { changed, nameOf, names, txns, view } from './state.js';
+import { ensureOk, readFrames } from './sse.js';
 import { log } from './timeline.js';
 import { ended, pollLocks } from './transactions.js';
 
@@ -36,14 +37,10 @@ function onEvent(e) {
   changed();
 }
 
-function handleFrame(frame) {
-  let data = '';
-  let type = 'message';
-  for (const line of frame.split('\n')) {
-    const m = /^: caerus-dls events from sequence (\d+)/.exec(line);
+function handleFrame({ type, data, comments }) {
+  for (const c of comments) {
+    const m = /^caerus-dls events from sequence (\d+)/.exec(c);
     if (m && view.lastSeq === null) view.lastSeq = (BigInt(m[1]) - 1n).toString();
-    if (line.startsWith('data: ')) data += line.slice(6);
-    if (line.startsWith('event: ')) type = line.slice(7);
   }
   if (!data) return;
   const obj = JSON.parse(data);
@@ -56,24 +53,8 @@ export async function followEvents() {
     try {
       const q = view.lastSeq === null ? 'only_new=true' : `after=${view.lastSeq}`;
       const res = await fetch(`/api/v1/events?${q}`, { headers: authHeaders() });
-      if (!res.ok) {
-        const body = await res.json().catch(() => ({}));
-        throw new Error((body.error && body.error.message) || `HTTP ${res.status}`);
-      }
-      const reader = res.body.getReader();
-      const dec = new TextDecoder();
-      let buf = '';
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += dec.decode(value, { stream: true });
-        let i;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const frame = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          handleFrame(frame);
-        }
-      }
+      await ensureOk(res);
+      await readFrames(res, handleFrame);
     } catch (err) {
       log(t('log.streamRetry', { msg: err.message }), 'bad');
     }

@@ -2,6 +2,7 @@
 // are in i18n.js (`note.<name>`).
 
 import { sleep } from './dom.js';
+import { watchLeader } from './election.js';
 import { t } from './i18n.js';
 import { changed } from './state.js';
 import { writeStore } from './store.js';
@@ -48,6 +49,31 @@ export const scenarios = {
       r2.commitWhenGranted = true;
       await sleep(3000);
       await end(r1, true);
+    },
+  },
+  election: {
+    async run(ns) {
+      const watch = new AbortController();
+      watchLeader(ns, 'leader', watch.signal);
+      // Three instances campaign: the first leads, the others wait in line.
+      const nodes = [await begin('node-a', 0, 3000), await begin('node-b', 0, 3000), await begin('node-c', 0, 3000)];
+      for (const n of nodes) await acquire(n, ns, 'leader', 'EXCLUSIVE');
+      await sleep(2000);
+      // The leader crashes (its heartbeats stop): when its lease lapses the next one leads,
+      // with a higher term.
+      const [a, b, c] = nodes;
+      a.heartbeat = false;
+      startHeartbeat(a);
+      log(t('log.leaderCrash', { name: a.name }));
+      changed();
+      for (let i = 0; i < 100 && a.state === 'ACTIVE'; i++) await sleep(100);
+      await sleep(2000);
+      // The new leader resigns: the last one takes over at once.
+      log(t('log.resign', { name: b.name }));
+      await end(b, true);
+      await sleep(2500);
+      watch.abort();
+      await end(c, true);
     },
   },
   gcpause: {
