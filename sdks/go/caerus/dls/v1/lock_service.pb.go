@@ -2395,7 +2395,9 @@ type GetTransactionStatusResponse struct {
 	LeaseRemainingMs int64 `protobuf:"varint,6,opt,name=lease_remaining_ms,json=leaseRemainingMs,proto3" json:"lease_remaining_ms,omitempty"`
 	// Locks held now (empty once the transaction ended).
 	Locks []*HeldLock `protobuf:"bytes,7,rep,name=locks,proto3" json:"locks,omitempty"`
-	// The pending lock request, if the transaction is waiting.
+	// The pending lock request, if the transaction is waiting. For an all-or-nothing
+	// AcquireLocks request: the first of its keys it still waits for, the mode asked there,
+	// its furthest position over those keys and its blockers on all of them.
 	Waiting *PendingLock `protobuf:"bytes,8,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	// Why a finished transaction ended, in words for people, e.g. "committed", "lease
 	// expired". Programs read `end_cause`.
