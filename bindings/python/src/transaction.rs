@@ -73,6 +73,19 @@ fn acquire_fut(
     }
 }
 
+fn permit_fut(
+    tx: core::Transaction,
+    (namespace, key, permits): (String, String, u32),
+    timeout_ms: Option<u64>,
+    on_queued: Option<Py<PyAny>>,
+) -> impl std::future::Future<Output = Result<Lock, core::Error>> + Send {
+    let opts = acquire_options(timeout_ms);
+    async move {
+        let progress = queued_callback(on_queued);
+        tx.acquire_permit_with_progress(&namespace, &key, permits, opts, progress).await.map(Lock::from)
+    }
+}
+
 /// The locks of an all-or-nothing acquire: each `(namespace, key)` (EXCLUSIVE) or
 /// `(namespace, key, mode)`.
 fn lock_requests(locks: &Bound<'_, PyAny>) -> PyResult<Vec<core::LockRequest>> {
@@ -169,6 +182,18 @@ pymethods_with_twins! {
             on_queued: Option<Py<PyAny>>,
         ) -> Lock {
             acquire_fut(self.tx(), (namespace, key, parse_mode(mode)?), timeout_ms, on_queued)
+        }
+
+        #[pyo3(signature = (namespace, key, permits, timeout_ms=None, on_queued=None))]
+        fn acquire_permit / acquire_permit_blocking(
+            &self,
+            namespace: String,
+            key: String,
+            permits: u32,
+            timeout_ms: Option<u64>,
+            on_queued: Option<Py<PyAny>>,
+        ) -> Lock {
+            permit_fut(self.tx(), (namespace, key, permits), timeout_ms, on_queued)
         }
 
         #[pyo3(signature = (locks, timeout_ms=None, on_queued=None))]

@@ -65,6 +65,24 @@ class Transaction(TransactionView):
         """
         return await self._tx.acquire_lock(namespace, key, mode, timeout_ms, _on_loop(on_queued))
 
+    async def acquire_permit(
+        self,
+        namespace: str,
+        key: str,
+        permits: int,
+        *,
+        timeout_ms: Optional[int] = None,
+        on_queued: Optional[OnQueued] = None,
+    ) -> Lock:
+        """Takes one permit of the counted semaphore ``namespace/key`` of ``permits``
+        permits: up to that many transactions hold it at once, each with its own fencing
+        token (the lock comes back in mode ``LockMode.SEMAPHORE``); the others wait in
+        arrival order. Everyone on the key must name the same count while it is in use, and
+        a semaphore key takes no EXCLUSIVE or SHARED_READ request (:class:`InvalidArgument`
+        either way). Release it like a lock. ``timeout_ms`` and ``on_queued`` as in
+        :meth:`acquire_lock`; raises like it."""
+        return await self._tx.acquire_permit(namespace, key, permits, timeout_ms, _on_loop(on_queued))
+
     async def acquire_locks(
         self, locks: Iterable[LockSpec], *, timeout_ms: Optional[int] = None, on_queued: Optional[OnQueued] = None
     ) -> List[Lock]:

@@ -4,10 +4,12 @@ import os
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 class LockMode:
-    """How a lock is held: EXCLUSIVE (one holder) or SHARED_READ (readers only)."""
+    """How a lock is held: EXCLUSIVE (one holder), SHARED_READ (readers only) or SEMAPHORE
+    (one permit of a counted semaphore, see ``Transaction.acquire_permit``)."""
 
     EXCLUSIVE: "LockMode"
     SHARED_READ: "LockMode"
+    SEMAPHORE: "LockMode"
     @property
     def value(self) -> str: ...
 
@@ -154,6 +156,12 @@ class NativeTransaction:
     ) -> Awaitable[Lock]: ...
     def acquire_lock_blocking(
         self, namespace: str, key: str, mode: _Mode, timeout_ms: Optional[int] = None, on_queued: _OnQueued = None
+    ) -> Lock: ...
+    def acquire_permit(
+        self, namespace: str, key: str, permits: int, timeout_ms: Optional[int] = None, on_queued: _OnQueued = None
+    ) -> Awaitable[Lock]: ...
+    def acquire_permit_blocking(
+        self, namespace: str, key: str, permits: int, timeout_ms: Optional[int] = None, on_queued: _OnQueued = None
     ) -> Lock: ...
     def acquire_locks(
         self, locks: Iterable[LockSpec], timeout_ms: Optional[int] = None, on_queued: _OnQueued = None

@@ -61,6 +61,20 @@ class Transaction(TransactionView):
         each time the request's place in the queue changes."""
         return self._tx.acquire_lock_blocking(namespace, key, mode, timeout_ms, on_queued)
 
+    def acquire_permit(
+        self,
+        namespace: str,
+        key: str,
+        permits: int,
+        *,
+        timeout_ms: Optional[int] = None,
+        on_queued: Optional[Callable[[QueuePosition], Any]] = None,
+    ) -> Lock:
+        """Takes one permit of the counted semaphore ``namespace/key`` of ``permits``
+        permits (see :meth:`caerus.Transaction.acquire_permit`): up to that many holders at
+        once, a fencing token each, the others in arrival order."""
+        return self._tx.acquire_permit_blocking(namespace, key, permits, timeout_ms, on_queued)
+
     def acquire_locks(
         self,
         locks: Iterable[LockSpec],
