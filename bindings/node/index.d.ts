@@ -209,6 +209,61 @@ export declare namespace Dls {
     cause?: EndCause;
   }
 
+  /** A transaction holding a listed key (`listLocks`). */
+  interface LockHolder {
+    transactionId: bigint;
+    /** Its label ("" if none). */
+    transactionName: string;
+    mode: LockMode;
+    fencingToken: bigint;
+    /** When it was granted (leader clock, ms since the Unix epoch). */
+    sinceMs: number;
+  }
+
+  /** A request waiting in a listed key's queue (`listLocks`). */
+  interface LockWaiter {
+    transactionId: bigint;
+    transactionName: string;
+    mode: LockMode;
+    /** 1 = next in line. */
+    position: number;
+    /** The transactions it waits for directly. */
+    blockingTransactionIds: bigint[];
+    /** When it started waiting (leader clock, ms since the Unix epoch). */
+    sinceMs: number;
+    /** A SHARED_READ holder waiting to become EXCLUSIVE. */
+    upgrade: boolean;
+  }
+
+  /** Why and until when a listed key grants nothing: its holder was revoked under a lock-delay. */
+  interface KeyDelay {
+    /** When the key may be granted again (leader clock, ms since the Unix epoch). */
+    untilMs: number;
+    /** The revoked holder whose end started the delay. */
+    transactionId: bigint;
+    /** How it ended (LEASE_EXPIRED, OPERATOR_ABORT, DEADLOCK_VICTIM, MAX_DURATION_EXCEEDED); undefined if unknown. */
+    cause?: EndCause;
+  }
+
+  /** One key of `listLocks`: held, waited for, or under a lock-delay. */
+  interface KeyLocks {
+    namespace: string;
+    key: string;
+    holders: LockHolder[];
+    /** The FIFO queue, first in line first. */
+    waiters: LockWaiter[];
+    /** The lock-delay keeping the key from granting anything; undefined if none. */
+    delay?: KeyDelay;
+  }
+
+  /** A lock-delay rule (`lockDelays`). */
+  interface LockDelayRule {
+    /** Namespaces starting with this prefix ("" = every namespace). */
+    namespacePrefix: string;
+    /** How long a revoked holder's keys grant nothing, in ms. */
+    delayMs: number;
+  }
+
   /** Options of `lock` and `withLock`: the lock's and its transaction's. */
   interface LockOptions {
     /** Default EXCLUSIVE. */
@@ -336,6 +391,17 @@ export declare namespace Dls {
     verifyFencingToken(namespace: string, key: string, fencingToken: bigint | number): Promise<TokenCheck>;
     /** Operator call (admin key on a server with keys): aborts a transaction; resolves with its final state. */
     abortTransaction(id: bigint | number, reason?: string): Promise<TransactionState>;
+    /** Operator call: every key held, waited for or under a lock-delay in namespaces starting with the prefix ("" = all). */
+    listLocks(namespacePrefix?: string): Promise<KeyLocks[]>;
+    /**
+     * Operator call: a revoked holder's keys (lease expired, operator abort, deadlock victim,
+     * max duration) in namespaces starting with the prefix grant nothing for `delayMs`; a
+     * release never waits. 0 removes the rule; at most 10 minutes and 256 rules (else
+     * InvalidArgumentError / ResourceExhaustedError). Resolves with the previous delay in ms.
+     */
+    setLockDelay(namespacePrefix: string, delayMs: number): Promise<number>;
+    /** Operator call: the lock-delay rules, sorted by prefix. */
+    lockDelays(): Promise<LockDelayRule[]>;
     /** Follows the event log from a cursor, across leader changes: `for await (const e of dls.watchEvents())`. */
     watchEvents(options?: WatchOptions): EventWatch;
   }
@@ -456,3 +522,8 @@ export type LockOptions = Dls.LockOptions;
 export type ErrorCode = Dls.ErrorCode;
 export type Event = Dls.Event;
 export type TransactionStatus = Dls.TransactionStatus;
+export type KeyLocks = Dls.KeyLocks;
+export type LockHolder = Dls.LockHolder;
+export type LockWaiter = Dls.LockWaiter;
+export type KeyDelay = Dls.KeyDelay;
+export type LockDelayRule = Dls.LockDelayRule;

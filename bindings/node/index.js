@@ -630,6 +630,29 @@ class DlsClient {
   }
 
   /**
+   * Operator call: every key held, waited for or under a lock-delay in namespaces starting
+   * with `namespacePrefix` ('' = all): `{ namespace, key, holders, waiters, delay }`.
+   */
+  listLocks(namespacePrefix = '') {
+    return call(Promise.resolve().then(() => this.#native.listLocks(namespacePrefix)));
+  }
+
+  /**
+   * Operator call: when a holder in a namespace starting with `namespacePrefix` is revoked
+   * (lease expired, operator abort, deadlock victim, max duration), its keys grant nothing
+   * for `delayMs`; a release or commit is never delayed. 0 removes the rule (at most 10
+   * minutes, 256 rules). Resolves with the prefix's previous delay in ms (0: none).
+   */
+  setLockDelay(namespacePrefix, delayMs) {
+    return call(Promise.resolve().then(() => this.#native.setLockDelay(namespacePrefix, delayMs)));
+  }
+
+  /** Operator call: the lock-delay rules `{ namespacePrefix, delayMs }`, sorted by prefix. */
+  lockDelays() {
+    return call(Promise.resolve().then(() => this.#native.lockDelays()));
+  }
+
+  /**
    * Follows the cluster's event log from `fromSequence` (default: oldest retained); an
    * async iterator: `for await (const event of dls.watchEvents({ fromSequence: 1n }))`.
    */

@@ -333,6 +333,96 @@ impl From<Event> for JsEvent {
     }
 }
 
+/// A transaction holding a listed key (`listLocks`).
+#[napi(object)]
+pub struct JsLockHolder {
+    pub transaction_id: BigInt,
+    pub transaction_name: String,
+    pub mode: String,
+    pub fencing_token: BigInt,
+    pub since_ms: f64,
+}
+
+/// A request waiting in a listed key's queue (`listLocks`).
+#[napi(object)]
+pub struct JsLockWaiter {
+    pub transaction_id: BigInt,
+    pub transaction_name: String,
+    pub mode: String,
+    /// 1 = next in line.
+    pub position: u32,
+    pub blocking_transaction_ids: Vec<BigInt>,
+    pub since_ms: f64,
+    /// A SHARED_READ holder waiting to become EXCLUSIVE.
+    pub upgrade: bool,
+}
+
+/// Why and until when a listed key grants nothing (its holder was revoked under a lock-delay).
+#[napi(object)]
+pub struct JsKeyDelay {
+    /// Leader clock, ms since the Unix epoch.
+    pub until_ms: f64,
+    pub transaction_id: BigInt,
+    /// How the revoked holder ended (`LEASE_EXPIRED`, `OPERATOR_ABORT`, ...); undefined if unknown.
+    pub cause: Option<String>,
+}
+
+/// One key of `listLocks`: its holders, its queue and its lock-delay.
+#[napi(object)]
+pub struct JsKeyLocks {
+    pub namespace: String,
+    pub key: String,
+    pub holders: Vec<JsLockHolder>,
+    pub waiters: Vec<JsLockWaiter>,
+    pub delay: Option<JsKeyDelay>,
+}
+
+impl From<caerus_core::KeyLocks> for JsKeyLocks {
+    fn from(k: caerus_core::KeyLocks) -> Self {
+        JsKeyLocks {
+            namespace: k.namespace,
+            key: k.key,
+            holders: k
+                .holders
+                .into_iter()
+                .map(|h| JsLockHolder {
+                    transaction_id: BigInt::from(h.transaction_id),
+                    transaction_name: h.transaction_name,
+                    mode: h.mode.as_str().to_string(),
+                    fencing_token: BigInt::from(h.fencing_token),
+                    since_ms: h.since_ms as f64,
+                })
+                .collect(),
+            waiters: k
+                .waiters
+                .into_iter()
+                .map(|w| JsLockWaiter {
+                    transaction_id: BigInt::from(w.transaction_id),
+                    transaction_name: w.transaction_name,
+                    mode: w.mode.as_str().to_string(),
+                    position: w.position,
+                    blocking_transaction_ids: w.blocking_transaction_ids.into_iter().map(BigInt::from).collect(),
+                    since_ms: w.since_ms as f64,
+                    upgrade: w.upgrade,
+                })
+                .collect(),
+            delay: k.delay.map(|d| JsKeyDelay {
+                until_ms: d.until_ms as f64,
+                transaction_id: BigInt::from(d.transaction_id),
+                cause: d.cause.map(|c| c.as_str().to_string()),
+            }),
+        }
+    }
+}
+
+/// A lock-delay rule (`lockDelays`).
+#[napi(object)]
+pub struct JsLockDelayRule {
+    /// Namespaces starting with this prefix ("" = every namespace).
+    pub namespace_prefix: String,
+    pub delay_ms: f64,
+}
+
 fn tx_options(opts: Option<TxOptions>) -> Result<TransactionOptions> {
     let mut out = TransactionOptions::default();
     if let Some(o) = opts {
@@ -443,6 +533,46 @@ impl NativeClient {
         promise(env, async move {
             let state = client.abort_transaction(id?, &reason).await.map_err(to_js)?;
             Ok(state.as_str().to_string())
+        })
+    }
+
+    /// Operator call: holders, waiters and lock-delays of every key under the prefix.
+    #[napi(ts_return_type = "Promise<JsKeyLocks[]>")]
+    pub fn list_locks<'env>(&self, env: &'env Env, namespace_prefix: Option<String>) -> Result<Unknown<'env>> {
+        let client = self.client.clone();
+        promise(env, async move {
+            let locks = client.list_locks(namespace_prefix.as_deref().unwrap_or("")).await.map_err(to_js)?;
+            Ok(locks.into_iter().map(JsKeyLocks::from).collect::<Vec<_>>())
+        })
+    }
+
+    /// Operator call: sets the lock-delay of namespaces starting with the prefix (0 removes
+    /// the rule); resolves with the prefix's previous delay in ms.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn set_lock_delay<'env>(
+        &self,
+        env: &'env Env,
+        namespace_prefix: String,
+        delay_ms: f64,
+    ) -> Result<Unknown<'env>> {
+        let (client, delay_ms) = (self.client.clone(), ms_of(Some(delay_ms), "delayMs"));
+        promise(env, async move {
+            let delay = std::time::Duration::from_millis(delay_ms?.unwrap_or(0));
+            let previous = client.set_lock_delay(&namespace_prefix, delay).await.map_err(to_js)?;
+            Ok(previous.as_millis() as f64)
+        })
+    }
+
+    /// Operator call: the lock-delay rules, sorted by prefix.
+    #[napi(ts_return_type = "Promise<JsLockDelayRule[]>")]
+    pub fn lock_delays<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
+        let client = self.client.clone();
+        promise(env, async move {
+            let rules = client.lock_delays().await.map_err(to_js)?;
+            Ok(rules
+                .into_iter()
+                .map(|r| JsLockDelayRule { namespace_prefix: r.namespace_prefix, delay_ms: r.delay.as_millis() as f64 })
+                .collect::<Vec<_>>())
         })
     }
 

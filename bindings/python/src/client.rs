@@ -1,6 +1,7 @@
 //! The native client behind `caerus.DlsClient` and `caerus.sync.DlsClient`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use caerus_core as core;
 use pyo3::prelude::*;
@@ -11,7 +12,7 @@ use crate::key_watch::NativeKeyWatch;
 use crate::runtime::blocking;
 use crate::transaction::NativeTransaction;
 use crate::twins::pymethods_with_twins;
-use crate::types::{millis, KeyLocksOut, TokenCheck, TransactionStatus};
+use crate::types::{duration_ms, millis, KeyLocksOut, LockDelayRule, TokenCheck, TransactionStatus};
 
 /// A native client. Use `caerus.DlsClient` / `caerus.sync.DlsClient`.
 #[pyclass(frozen, module = "caerus._native")]
@@ -163,6 +164,19 @@ pymethods_with_twins! {
         fn abort_transaction / abort_transaction_blocking(&self, id: u64, reason: String) -> &'static str {
             let client = self.client.clone();
             async move { client.abort_transaction(id, &reason).await.map(|s| s.as_str()) }
+        }
+
+        /// Operator call: sets the lock-delay of namespaces starting with `namespace_prefix`
+        /// (`delay_ms=0` removes the rule); resolves to the prefix's previous delay in ms.
+        fn set_lock_delay / set_lock_delay_blocking(&self, namespace_prefix: String, delay_ms: u64) -> u64 {
+            let client = self.client.clone();
+            async move { client.set_lock_delay(&namespace_prefix, Duration::from_millis(delay_ms)).await.map(duration_ms) }
+        }
+
+        /// Operator call: the lock-delay rules, sorted by prefix.
+        fn lock_delays / lock_delays_blocking(&self) -> Vec<LockDelayRule> {
+            let client = self.client.clone();
+            async move { Ok(client.lock_delays().await?.into_iter().map(LockDelayRule::from).collect::<Vec<_>>()) }
         }
     }
 }

@@ -30,6 +30,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::LostReason>()?;
     m.add_class::<events::Event>()?;
     m.add_class::<types::KeyLocks>()?;
+    m.add_class::<types::KeyDelay>()?;
+    m.add_class::<types::LockDelayRule>()?;
     m.add_class::<transaction::NativeTransaction>()?;
     m.add_class::<events::NativeEventStream>()?;
     m.add_class::<key_watch::KeyHolder>()?;

@@ -221,7 +221,67 @@ impl From<core::LostReason> for LostReason {
     }
 }
 
-/// Holders and waiters of one key (from `list_locks`).
+/// Why and until when a listed key grants nothing: its holder was revoked in a namespace
+/// with a lock-delay (see `DlsClient.set_lock_delay`).
+#[pyclass(frozen, get_all, module = "caerus")]
+#[derive(Clone)]
+pub struct KeyDelay {
+    /// When the key may be granted again (leader clock, ms since the Unix epoch).
+    until_ms: i64,
+    /// The revoked holder whose end started the delay.
+    transaction_id: u64,
+    /// How that holder ended: `"LEASE_EXPIRED"`, `"OPERATOR_ABORT"`, `"DEADLOCK_VICTIM"` or
+    /// `"MAX_DURATION_EXCEEDED"`; None if the server sent a cause this SDK does not know.
+    cause: Option<&'static str>,
+}
+
+#[pymethods]
+impl KeyDelay {
+    fn __repr__(&self) -> String {
+        format!(
+            "KeyDelay(until_ms={}, transaction_id={}, cause={})",
+            self.until_ms,
+            self.transaction_id,
+            self.cause.map_or("None".to_string(), |c| format!("{c:?}"))
+        )
+    }
+}
+
+impl From<core::KeyDelay> for KeyDelay {
+    fn from(d: core::KeyDelay) -> Self {
+        KeyDelay { until_ms: d.until_ms, transaction_id: d.transaction_id, cause: d.cause.map(|c| c.as_str()) }
+    }
+}
+
+/// A lock-delay rule (from `lock_delays`).
+#[pyclass(frozen, get_all, module = "caerus")]
+#[derive(Clone)]
+pub struct LockDelayRule {
+    /// Namespaces starting with this prefix (`""` = every namespace).
+    namespace_prefix: String,
+    /// How long a revoked holder's keys grant nothing, in ms.
+    delay_ms: u64,
+}
+
+#[pymethods]
+impl LockDelayRule {
+    fn __repr__(&self) -> String {
+        format!("LockDelayRule(namespace_prefix={:?}, delay_ms={})", self.namespace_prefix, self.delay_ms)
+    }
+}
+
+impl From<core::LockDelayRule> for LockDelayRule {
+    fn from(r: core::LockDelayRule) -> Self {
+        LockDelayRule { namespace_prefix: r.namespace_prefix, delay_ms: duration_ms(r.delay) }
+    }
+}
+
+/// A duration as whole milliseconds (saturating).
+pub(crate) fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Holders, waiters and lock-delay of one key (from `list_locks`).
 #[pyclass(frozen, get_all, module = "caerus")]
 pub struct KeyLocks {
     /// The namespace.
@@ -233,6 +293,8 @@ pub struct KeyLocks {
     /// Waiters as dicts: transaction_id, transaction_name, mode, position,
     /// blocking_transaction_ids, since_ms, upgrade.
     waiters: Py<PyAny>,
+    /// The lock-delay keeping the key from granting anything, or None.
+    delay: Option<KeyDelay>,
 }
 
 /// One key of a core lock listing on its way to Python: its dicts are built when the
@@ -283,5 +345,6 @@ fn key_locks_to_py(py: Python<'_>, k: core::KeyLocks) -> PyResult<KeyLocks> {
         key: k.key,
         holders: holders.into_pyobject(py)?.into_any().unbind(),
         waiters: waiters.into_pyobject(py)?.into_any().unbind(),
+        delay: k.delay.map(KeyDelay::from),
     })
 }

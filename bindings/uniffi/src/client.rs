@@ -10,7 +10,7 @@ use crate::key_watch::KeyWatch;
 use crate::options::{ClientConfig, TransactionOptions};
 use crate::runtime::{block_on, on_runtime};
 use crate::transaction::Transaction;
-use crate::types::{TokenCheck, TransactionState, TransactionStatus};
+use crate::types::{millis, KeyLocks, LockDelayRule, TokenCheck, TransactionState, TransactionStatus};
 
 /// Connection to a cluster.
 #[derive(uniffi::Object)]
@@ -71,6 +71,36 @@ impl DlsClient {
     pub async fn abort_transaction(&self, id: u64, reason: String) -> Result<TransactionState, DlsError> {
         let client = self.client.clone();
         on_runtime(async move { Ok(client.abort_transaction(id, &reason).await?) }).await
+    }
+
+    /// Operator call: every key held, waited for or under a lock-delay in namespaces
+    /// starting with `namespace_prefix` ("" = all), sorted by namespace then key.
+    pub async fn list_locks(&self, namespace_prefix: String) -> Result<Vec<KeyLocks>, DlsError> {
+        let client = self.client.clone();
+        on_runtime(
+            async move { Ok(client.list_locks(&namespace_prefix).await?.into_iter().map(KeyLocks::from).collect()) },
+        )
+        .await
+    }
+
+    /// Operator call: when a holder in a namespace starting with `namespace_prefix` ("" =
+    /// all) is revoked (lease expired, operator abort, deadlock victim, maximum duration),
+    /// its keys grant nothing for `delay_ms`; a release or commit is never delayed. 0
+    /// removes the rule; at most 10 minutes and 256 rules. Returns the prefix's previous
+    /// delay in ms (0: none).
+    pub async fn set_lock_delay(&self, namespace_prefix: String, delay_ms: u64) -> Result<u64, DlsError> {
+        let client = self.client.clone();
+        on_runtime(async move {
+            let delay = std::time::Duration::from_millis(delay_ms);
+            Ok(millis(client.set_lock_delay(&namespace_prefix, delay).await?))
+        })
+        .await
+    }
+
+    /// Operator call: the lock-delay rules, sorted by prefix.
+    pub async fn lock_delays(&self) -> Result<Vec<LockDelayRule>, DlsError> {
+        let client = self.client.clone();
+        on_runtime(async move { Ok(client.lock_delays().await?.into_iter().map(LockDelayRule::from).collect()) }).await
     }
 
     /// Follows who holds `namespace`/`key`: the holders now, then one update per change;

@@ -1,4 +1,5 @@
-//! The values a call returns: locks, transaction states and statuses, lost reasons.
+//! The values a call returns: locks, transaction states and statuses, lost reasons, lock
+//! listings and lock-delay rules.
 
 use caerus_core as core;
 
@@ -183,4 +184,111 @@ impl From<core::LostReason> for LostReason {
         };
         LostReason { kind, message: r.message }
     }
+}
+
+/// A transaction holding a listed key (`list_locks`).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct LockHolder {
+    pub transaction_id: u64,
+    /// Its label ("" if it has none).
+    pub transaction_name: String,
+    pub mode: LockMode,
+    pub fencing_token: u64,
+    /// When it was granted (leader clock, ms since the Unix epoch).
+    pub since_ms: i64,
+}
+
+/// A request waiting in a listed key's queue (`list_locks`).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct LockWaiter {
+    pub transaction_id: u64,
+    pub transaction_name: String,
+    pub mode: LockMode,
+    /// 1 = next in line.
+    pub position: u32,
+    /// The transactions it waits for directly.
+    pub blocking_transaction_ids: Vec<u64>,
+    /// When it started waiting (leader clock, ms since the Unix epoch).
+    pub since_ms: i64,
+    /// True for a SHARED_READ holder waiting to become EXCLUSIVE.
+    pub upgrade: bool,
+}
+
+/// Why and until when a listed key grants nothing: its holder was revoked in a namespace
+/// with a lock-delay (`set_lock_delay`).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct KeyDelay {
+    /// When the key may be granted again (leader clock, ms since the Unix epoch).
+    pub until_ms: i64,
+    /// The revoked holder whose end started the delay.
+    pub transaction_id: u64,
+    /// How that holder ended (lease expired, operator abort, deadlock victim, maximum
+    /// duration); null if the server sent a cause this SDK does not know.
+    pub cause: Option<EndCause>,
+}
+
+/// One key of `list_locks`: held, waited for, or under a lock-delay.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct KeyLocks {
+    pub namespace: String,
+    pub key: String,
+    pub holders: Vec<LockHolder>,
+    /// The FIFO queue, first in line first.
+    pub waiters: Vec<LockWaiter>,
+    /// The lock-delay keeping the key from granting anything; null if none.
+    pub delay: Option<KeyDelay>,
+}
+
+impl From<core::KeyLocks> for KeyLocks {
+    fn from(k: core::KeyLocks) -> Self {
+        KeyLocks {
+            namespace: k.namespace,
+            key: k.key,
+            holders: k
+                .holders
+                .into_iter()
+                .map(|h| LockHolder {
+                    transaction_id: h.transaction_id,
+                    transaction_name: h.transaction_name,
+                    mode: h.mode,
+                    fencing_token: h.fencing_token,
+                    since_ms: h.since_ms,
+                })
+                .collect(),
+            waiters: k
+                .waiters
+                .into_iter()
+                .map(|w| LockWaiter {
+                    transaction_id: w.transaction_id,
+                    transaction_name: w.transaction_name,
+                    mode: w.mode,
+                    position: w.position,
+                    blocking_transaction_ids: w.blocking_transaction_ids,
+                    since_ms: w.since_ms,
+                    upgrade: w.upgrade,
+                })
+                .collect(),
+            delay: k.delay.map(|d| KeyDelay { until_ms: d.until_ms, transaction_id: d.transaction_id, cause: d.cause }),
+        }
+    }
+}
+
+/// A lock-delay rule (`lock_delays`).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct LockDelayRule {
+    /// Namespaces starting with this prefix ("" = every namespace).
+    pub namespace_prefix: String,
+    /// How long a revoked holder's keys grant nothing, in ms.
+    pub delay_ms: u64,
+}
+
+impl From<core::LockDelayRule> for LockDelayRule {
+    fn from(r: core::LockDelayRule) -> Self {
+        LockDelayRule { namespace_prefix: r.namespace_prefix, delay_ms: millis(r.delay) }
+    }
+}
+
+/// A duration as whole milliseconds (saturating).
+pub(crate) fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

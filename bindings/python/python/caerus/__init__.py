@@ -20,8 +20,10 @@ Errors are :class:`DlsError` subclasses with ``.code`` and ``.message`` (see :mo
 
 from ._native import (
     Event,
+    KeyDelay,
     KeyLocks,
     Lock,
+    LockDelayRule,
     LockMode,
     LostReason,
     KeyChange,
@@ -71,6 +73,8 @@ __all__ = [
     "LostReason",
     "Event",
     "KeyLocks",
+    "KeyDelay",
+    "LockDelayRule",
     "sync",
     *errors.__all__,
 ]

@@ -13,6 +13,7 @@ from ._native import (
     KeyHolder,
     KeyLocks,
     KeyUpdate,
+    LockDelayRule,
     Lock,
     LockMode,
     LostReason,
@@ -510,3 +511,15 @@ class DlsClient:
     async def abort_transaction(self, id: int, reason: str = "") -> str:
         """Operator call: aborts any transaction; returns its final state name (admin key)."""
         return await self._native.abort_transaction(id, reason)
+
+    async def set_lock_delay(self, namespace_prefix: str, delay_ms: int) -> int:
+        """Operator call (admin key): when a holder in a namespace starting with the prefix
+        is revoked (lease expired, operator abort, deadlock victim, maximum duration), its
+        keys grant nothing for ``delay_ms``; a release or commit is never delayed.
+        ``delay_ms=0`` removes the rule; at most 10 minutes and 256 rules. Returns the
+        prefix's previous delay in ms (0: none)."""
+        return await self._native.set_lock_delay(namespace_prefix, delay_ms)
+
+    async def lock_delays(self) -> List[LockDelayRule]:
+        """Operator call: the lock-delay rules, sorted by prefix (admin key)."""
+        return await self._native.lock_delays()

@@ -25,6 +25,7 @@ from ._native import (
     KeyHolder,
     KeyLocks,
     KeyUpdate,
+    LockDelayRule,
     Lock,
     LockMode,
     LostReason,
@@ -406,3 +407,13 @@ class DlsClient:
     def abort_transaction(self, id: int, reason: str = "") -> str:
         """Operator call: aborts any transaction; returns its final state name (admin key)."""
         return self._native.abort_transaction_blocking(id, reason)
+
+    def set_lock_delay(self, namespace_prefix: str, delay_ms: int) -> int:
+        """Operator call (admin key): a revoked holder's keys in namespaces starting with the
+        prefix grant nothing for ``delay_ms`` (0 removes the rule; at most 10 minutes);
+        returns the prefix's previous delay in ms."""
+        return self._native.set_lock_delay_blocking(namespace_prefix, delay_ms)
+
+    def lock_delays(self) -> List[LockDelayRule]:
+        """Operator call: the lock-delay rules, sorted by prefix (admin key)."""
+        return self._native.lock_delays_blocking()

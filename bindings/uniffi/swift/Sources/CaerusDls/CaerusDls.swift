@@ -622,6 +622,26 @@ public protocol DlsClientProtocol: AnyObject, Sendable {
     func beginTransaction(options: TransactionOptions) async throws  -> Transaction
     
     /**
+     * Operator call: every key held, waited for or under a lock-delay in namespaces
+     * starting with `namespace_prefix` ("" = all), sorted by namespace then key.
+     */
+    func listLocks(namespacePrefix: String) async throws  -> [KeyLocks]
+    
+    /**
+     * Operator call: the lock-delay rules, sorted by prefix.
+     */
+    func lockDelays() async throws  -> [LockDelayRule]
+    
+    /**
+     * Operator call: when a holder in a namespace starting with `namespace_prefix` ("" =
+     * all) is revoked (lease expired, operator abort, deadlock victim, maximum duration),
+     * its keys grant nothing for `delay_ms`; a release or commit is never delayed. 0
+     * removes the rule; at most 10 minutes and 256 rules. Returns the prefix's previous
+     * delay in ms (0: none).
+     */
+    func setLockDelay(namespacePrefix: String, delayMs: UInt64) async throws  -> UInt64
+    
+    /**
      * A transaction that begins with its first call (nothing is sent here): when that
      * call is an acquire, the begin and the lock go in one request. Its id is 0 until then.
      */
@@ -764,6 +784,68 @@ open func beginTransaction(options: TransactionOptions)async throws  -> Transact
             completeFunc: ffi_caerus_uniffi_rust_future_complete_u64,
             freeFunc: ffi_caerus_uniffi_rust_future_free_u64,
             liftFunc: FfiConverterTypeTransaction_lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
+     * Operator call: every key held, waited for or under a lock-delay in namespaces
+     * starting with `namespace_prefix` ("" = all), sorted by namespace then key.
+     */
+open func listLocks(namespacePrefix: String)async throws  -> [KeyLocks]  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_dlsclient_list_locks(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(namespacePrefix)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterSequenceTypeKeyLocks.lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
+     * Operator call: the lock-delay rules, sorted by prefix.
+     */
+open func lockDelays()async throws  -> [LockDelayRule]  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_dlsclient_lock_delays(
+                        self.uniffiCloneHandle()
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterSequenceTypeLockDelayRule.lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
+     * Operator call: when a holder in a namespace starting with `namespace_prefix` ("" =
+     * all) is revoked (lease expired, operator abort, deadlock victim, maximum duration),
+     * its keys grant nothing for `delay_ms`; a release or commit is never delayed. 0
+     * removes the rule; at most 10 minutes and 256 rules. Returns the prefix's previous
+     * delay in ms (0: none).
+     */
+open func setLockDelay(namespacePrefix: String, delayMs: UInt64)async throws  -> UInt64  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_dlsclient_set_lock_delay(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(namespacePrefix),FfiConverterUInt64.lower(delayMs)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_u64,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_u64,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_u64,
+            liftFunc: FfiConverterUInt64.lift,
             errorHandler: FfiConverterTypeDlsError_lift
         )
 }
@@ -2362,6 +2444,88 @@ public func FfiConverterTypeKeyChange_lower(_ value: KeyChange) -> RustBuffer {
 
 
 /**
+ * Why and until when a listed key grants nothing: its holder was revoked in a namespace
+ * with a lock-delay (`set_lock_delay`).
+ */
+public struct KeyDelay: Equatable, Hashable {
+    /**
+     * When the key may be granted again (leader clock, ms since the Unix epoch).
+     */
+    public var untilMs: Int64
+    /**
+     * The revoked holder whose end started the delay.
+     */
+    public var transactionId: UInt64
+    /**
+     * How that holder ended (lease expired, operator abort, deadlock victim, maximum
+     * duration); null if the server sent a cause this SDK does not know.
+     */
+    public var cause: EndCause?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * When the key may be granted again (leader clock, ms since the Unix epoch).
+         */untilMs: Int64, 
+        /**
+         * The revoked holder whose end started the delay.
+         */transactionId: UInt64, 
+        /**
+         * How that holder ended (lease expired, operator abort, deadlock victim, maximum
+         * duration); null if the server sent a cause this SDK does not know.
+         */cause: EndCause?) {
+        self.untilMs = untilMs
+        self.transactionId = transactionId
+        self.cause = cause
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension KeyDelay: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeKeyDelay: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> KeyDelay {
+        return
+            try KeyDelay(
+                untilMs: FfiConverterInt64.read(from: &buf), 
+                transactionId: FfiConverterUInt64.read(from: &buf), 
+                cause: FfiConverterOptionTypeEndCause.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: KeyDelay, into buf: inout [UInt8]) {
+        FfiConverterInt64.write(value.untilMs, into: &buf)
+        FfiConverterUInt64.write(value.transactionId, into: &buf)
+        FfiConverterOptionTypeEndCause.write(value.cause, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyDelay_lift(_ buf: RustBuffer) throws -> KeyDelay {
+    return try FfiConverterTypeKeyDelay.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyDelay_lower(_ value: KeyDelay) -> RustBuffer {
+    return FfiConverterTypeKeyDelay.lower(value)
+}
+
+
+/**
  * A transaction holding a watched key.
  */
 public struct KeyHolder: Equatable, Hashable {
@@ -2433,6 +2597,87 @@ public func FfiConverterTypeKeyHolder_lift(_ buf: RustBuffer) throws -> KeyHolde
 #endif
 public func FfiConverterTypeKeyHolder_lower(_ value: KeyHolder) -> RustBuffer {
     return FfiConverterTypeKeyHolder.lower(value)
+}
+
+
+/**
+ * One key of `list_locks`: held, waited for, or under a lock-delay.
+ */
+public struct KeyLocks: Equatable, Hashable {
+    public var namespace: String
+    public var key: String
+    public var holders: [LockHolder]
+    /**
+     * The FIFO queue, first in line first.
+     */
+    public var waiters: [LockWaiter]
+    /**
+     * The lock-delay keeping the key from granting anything; null if none.
+     */
+    public var delay: KeyDelay?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(namespace: String, key: String, holders: [LockHolder], 
+        /**
+         * The FIFO queue, first in line first.
+         */waiters: [LockWaiter], 
+        /**
+         * The lock-delay keeping the key from granting anything; null if none.
+         */delay: KeyDelay?) {
+        self.namespace = namespace
+        self.key = key
+        self.holders = holders
+        self.waiters = waiters
+        self.delay = delay
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension KeyLocks: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeKeyLocks: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> KeyLocks {
+        return
+            try KeyLocks(
+                namespace: FfiConverterString.read(from: &buf), 
+                key: FfiConverterString.read(from: &buf), 
+                holders: FfiConverterSequenceTypeLockHolder.read(from: &buf), 
+                waiters: FfiConverterSequenceTypeLockWaiter.read(from: &buf), 
+                delay: FfiConverterOptionTypeKeyDelay.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: KeyLocks, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.namespace, into: &buf)
+        FfiConverterString.write(value.key, into: &buf)
+        FfiConverterSequenceTypeLockHolder.write(value.holders, into: &buf)
+        FfiConverterSequenceTypeLockWaiter.write(value.waiters, into: &buf)
+        FfiConverterOptionTypeKeyDelay.write(value.delay, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyLocks_lift(_ buf: RustBuffer) throws -> KeyLocks {
+    return try FfiConverterTypeKeyLocks.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeKeyLocks_lower(_ value: KeyLocks) -> RustBuffer {
+    return FfiConverterTypeKeyLocks.lower(value)
 }
 
 
@@ -2581,6 +2826,156 @@ public func FfiConverterTypeLock_lower(_ value: Lock) -> RustBuffer {
 
 
 /**
+ * A lock-delay rule (`lock_delays`).
+ */
+public struct LockDelayRule: Equatable, Hashable {
+    /**
+     * Namespaces starting with this prefix ("" = every namespace).
+     */
+    public var namespacePrefix: String
+    /**
+     * How long a revoked holder's keys grant nothing, in ms.
+     */
+    public var delayMs: UInt64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Namespaces starting with this prefix ("" = every namespace).
+         */namespacePrefix: String, 
+        /**
+         * How long a revoked holder's keys grant nothing, in ms.
+         */delayMs: UInt64) {
+        self.namespacePrefix = namespacePrefix
+        self.delayMs = delayMs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension LockDelayRule: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeLockDelayRule: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> LockDelayRule {
+        return
+            try LockDelayRule(
+                namespacePrefix: FfiConverterString.read(from: &buf), 
+                delayMs: FfiConverterUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: LockDelayRule, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.namespacePrefix, into: &buf)
+        FfiConverterUInt64.write(value.delayMs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLockDelayRule_lift(_ buf: RustBuffer) throws -> LockDelayRule {
+    return try FfiConverterTypeLockDelayRule.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLockDelayRule_lower(_ value: LockDelayRule) -> RustBuffer {
+    return FfiConverterTypeLockDelayRule.lower(value)
+}
+
+
+/**
+ * A transaction holding a listed key (`list_locks`).
+ */
+public struct LockHolder: Equatable, Hashable {
+    public var transactionId: UInt64
+    /**
+     * Its label ("" if it has none).
+     */
+    public var transactionName: String
+    public var mode: LockMode
+    public var fencingToken: UInt64
+    /**
+     * When it was granted (leader clock, ms since the Unix epoch).
+     */
+    public var sinceMs: Int64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(transactionId: UInt64, 
+        /**
+         * Its label ("" if it has none).
+         */transactionName: String, mode: LockMode, fencingToken: UInt64, 
+        /**
+         * When it was granted (leader clock, ms since the Unix epoch).
+         */sinceMs: Int64) {
+        self.transactionId = transactionId
+        self.transactionName = transactionName
+        self.mode = mode
+        self.fencingToken = fencingToken
+        self.sinceMs = sinceMs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension LockHolder: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeLockHolder: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> LockHolder {
+        return
+            try LockHolder(
+                transactionId: FfiConverterUInt64.read(from: &buf), 
+                transactionName: FfiConverterString.read(from: &buf), 
+                mode: FfiConverterTypeLockMode.read(from: &buf), 
+                fencingToken: FfiConverterUInt64.read(from: &buf), 
+                sinceMs: FfiConverterInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: LockHolder, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.transactionId, into: &buf)
+        FfiConverterString.write(value.transactionName, into: &buf)
+        FfiConverterTypeLockMode.write(value.mode, into: &buf)
+        FfiConverterUInt64.write(value.fencingToken, into: &buf)
+        FfiConverterInt64.write(value.sinceMs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLockHolder_lift(_ buf: RustBuffer) throws -> LockHolder {
+    return try FfiConverterTypeLockHolder.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLockHolder_lower(_ value: LockHolder) -> RustBuffer {
+    return FfiConverterTypeLockHolder.lower(value)
+}
+
+
+/**
  * One lock of an all-or-nothing `acquire_locks`.
  */
 public struct LockRequest: Equatable, Hashable {
@@ -2638,6 +3033,107 @@ public func FfiConverterTypeLockRequest_lift(_ buf: RustBuffer) throws -> LockRe
 #endif
 public func FfiConverterTypeLockRequest_lower(_ value: LockRequest) -> RustBuffer {
     return FfiConverterTypeLockRequest.lower(value)
+}
+
+
+/**
+ * A request waiting in a listed key's queue (`list_locks`).
+ */
+public struct LockWaiter: Equatable, Hashable {
+    public var transactionId: UInt64
+    public var transactionName: String
+    public var mode: LockMode
+    /**
+     * 1 = next in line.
+     */
+    public var position: UInt32
+    /**
+     * The transactions it waits for directly.
+     */
+    public var blockingTransactionIds: [UInt64]
+    /**
+     * When it started waiting (leader clock, ms since the Unix epoch).
+     */
+    public var sinceMs: Int64
+    /**
+     * True for a SHARED_READ holder waiting to become EXCLUSIVE.
+     */
+    public var upgrade: Bool
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(transactionId: UInt64, transactionName: String, mode: LockMode, 
+        /**
+         * 1 = next in line.
+         */position: UInt32, 
+        /**
+         * The transactions it waits for directly.
+         */blockingTransactionIds: [UInt64], 
+        /**
+         * When it started waiting (leader clock, ms since the Unix epoch).
+         */sinceMs: Int64, 
+        /**
+         * True for a SHARED_READ holder waiting to become EXCLUSIVE.
+         */upgrade: Bool) {
+        self.transactionId = transactionId
+        self.transactionName = transactionName
+        self.mode = mode
+        self.position = position
+        self.blockingTransactionIds = blockingTransactionIds
+        self.sinceMs = sinceMs
+        self.upgrade = upgrade
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension LockWaiter: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeLockWaiter: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> LockWaiter {
+        return
+            try LockWaiter(
+                transactionId: FfiConverterUInt64.read(from: &buf), 
+                transactionName: FfiConverterString.read(from: &buf), 
+                mode: FfiConverterTypeLockMode.read(from: &buf), 
+                position: FfiConverterUInt32.read(from: &buf), 
+                blockingTransactionIds: FfiConverterSequenceUInt64.read(from: &buf), 
+                sinceMs: FfiConverterInt64.read(from: &buf), 
+                upgrade: FfiConverterBool.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: LockWaiter, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.transactionId, into: &buf)
+        FfiConverterString.write(value.transactionName, into: &buf)
+        FfiConverterTypeLockMode.write(value.mode, into: &buf)
+        FfiConverterUInt32.write(value.position, into: &buf)
+        FfiConverterSequenceUInt64.write(value.blockingTransactionIds, into: &buf)
+        FfiConverterInt64.write(value.sinceMs, into: &buf)
+        FfiConverterBool.write(value.upgrade, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLockWaiter_lift(_ buf: RustBuffer) throws -> LockWaiter {
+    return try FfiConverterTypeLockWaiter.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLockWaiter_lower(_ value: LockWaiter) -> RustBuffer {
+    return FfiConverterTypeLockWaiter.lower(value)
 }
 
 
@@ -4201,6 +4697,30 @@ fileprivate struct FfiConverterOptionTypeEvent: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeKeyDelay: FfiConverterRustBuffer {
+    typealias SwiftType = KeyDelay?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeKeyDelay.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeKeyDelay.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeKeyUpdate: FfiConverterRustBuffer {
     typealias SwiftType = KeyUpdate?
 
@@ -4446,6 +4966,31 @@ fileprivate struct FfiConverterSequenceTypeKeyHolder: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeKeyLocks: FfiConverterRustBuffer {
+    typealias SwiftType = [KeyLocks]
+
+    public static func write(_ value: [KeyLocks], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeKeyLocks.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [KeyLocks] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [KeyLocks]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeKeyLocks.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeLock: FfiConverterRustBuffer {
     typealias SwiftType = [Lock]
 
@@ -4471,6 +5016,56 @@ fileprivate struct FfiConverterSequenceTypeLock: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeLockDelayRule: FfiConverterRustBuffer {
+    typealias SwiftType = [LockDelayRule]
+
+    public static func write(_ value: [LockDelayRule], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeLockDelayRule.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [LockDelayRule] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [LockDelayRule]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeLockDelayRule.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeLockHolder: FfiConverterRustBuffer {
+    typealias SwiftType = [LockHolder]
+
+    public static func write(_ value: [LockHolder], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeLockHolder.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [LockHolder] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [LockHolder]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeLockHolder.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeLockRequest: FfiConverterRustBuffer {
     typealias SwiftType = [LockRequest]
 
@@ -4488,6 +5083,31 @@ fileprivate struct FfiConverterSequenceTypeLockRequest: FfiConverterRustBuffer {
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeLockRequest.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeLockWaiter: FfiConverterRustBuffer {
+    typealias SwiftType = [LockWaiter]
+
+    public static func write(_ value: [LockWaiter], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeLockWaiter.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [LockWaiter] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [LockWaiter]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeLockWaiter.read(from: &buf))
         }
         return seq
     }
@@ -4585,6 +5205,15 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_begin_transaction() != 9485) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_list_locks() != 16207) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_lock_delays() != 22282) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_set_lock_delay() != 42543) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_transaction() != 5338) {

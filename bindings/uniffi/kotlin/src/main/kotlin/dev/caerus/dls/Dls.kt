@@ -196,6 +196,15 @@ suspend fun DlsClient.verifyFencingToken(namespace: String, key: String, fencing
     return verifyFencingToken(namespace, key, fencingToken.toULong())
 }
 
+/**
+ * [DlsClient.setLockDelay] with the delay as a plain `Long` of milliseconds (0 removes the
+ * rule; at most 10 minutes): returns the prefix's previous delay in ms.
+ */
+suspend fun DlsClient.setLockDelay(namespacePrefix: String, delayMs: Long): Long {
+    require(delayMs >= 0) { "delayMs must not be negative" }
+    return setLockDelay(namespacePrefix, delayMs.toULong()).toLong()
+}
+
 /** Calls [listener] once if the transaction is lost (never after commit or abort). */
 fun Transaction.onLost(listener: (LostReason) -> Unit) {
     setLostListener(object : LostListener {

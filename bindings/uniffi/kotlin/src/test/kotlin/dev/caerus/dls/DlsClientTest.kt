@@ -569,4 +569,73 @@ class DlsClientTest {
         }
         Unit
     }
+
+    /** The listing of [ns]/[key], if the key is held, waited for or under a lock-delay. */
+    private suspend fun listed(ns: String, key: String): KeyLocks? =
+        client.listLocks(ns).firstOrNull { it.key == key }
+
+    private suspend fun <T : Any> eventually(what: String, probe: suspend () -> T?): T {
+        val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
+        while (true) {
+            probe()?.let { return it }
+            check(System.nanoTime() < deadline) { "timed out waiting until $what" }
+            delay(50)
+        }
+    }
+
+    @Test
+    fun `lock-delay keeps an aborted holder's key from the queued waiter until it ends`() = runBlocking {
+        val ns = ns()
+        assertTrue(client.lockDelays().none { it.namespacePrefix == ns })
+        assertEquals(0L, client.setLockDelay(ns, 3000L))
+        assertEquals(listOf(LockDelayRule(ns, 3000uL)), client.lockDelays().filter { it.namespacePrefix == ns })
+        val holder = client.beginTransaction(TransactionOptions(timeoutMs = 30000u))
+        val next = client.beginTransaction(TransactionOptions(timeoutMs = 30000u))
+        try {
+            holder.acquireLock(ns, "k", timeoutMs = 2000)
+            val waiting = async(Dispatchers.IO) { next.acquireLock(ns, "k", timeoutMs = 30_000) }
+            eventually("the waiter is queued") { listed(ns, "k")?.takeIf { it.waiters.isNotEmpty() } }
+            assertNull(listed(ns, "k")?.delay, "no delay while held")
+
+            assertEquals(TransactionState.ABORTED, client.abortTransaction(holder.id(), "maintenance"))
+            val k = eventually("the key is under a lock-delay") { listed(ns, "k")?.takeIf { it.delay != null } }
+            val d = k.delay!!
+            assertEquals(holder.id() to EndCause.OPERATOR_ABORT, d.transactionId to d.cause)
+            assertTrue(k.holders.isEmpty())
+            assertEquals(listOf(next.id()), k.waiters.map { it.transactionId })
+            // The node runs on this machine: its clock is ours.
+            if (System.currentTimeMillis() < d.untilMs - 500) {
+                client.beginTransaction(TransactionOptions(timeoutMs = 30000u)).use { other ->
+                    assertThrows<DlsException.LockTimeout> { runBlocking { other.acquireLock(ns, "k", timeoutMs = 0) } }
+                    other.abort()
+                }
+                assertFalse(waiting.isCompleted, "granted during the delay")
+            }
+
+            val lock = withTimeout(30_000) { waiting.await() }
+            assertTrue(lock.fencingToken > 0u)
+            val now = listed(ns, "k")!!
+            assertNull(now.delay)
+            assertEquals(next.id(), now.holders.single().transactionId)
+            assertTrue(now.holders.single().sinceMs >= d.untilMs, "granted before the delay ended")
+            next.commit()
+        } finally {
+            holder.close()
+            next.close()
+            client.setLockDelay(ns, 0L)
+        }
+        assertTrue(client.lockDelays().none { it.namespacePrefix == ns }, "removed")
+    }
+
+    @Test
+    fun `a lock-delay above 10 minutes is refused as InvalidArgument`() = runBlocking {
+        val ns = ns()
+        val e = assertThrows<DlsException.InvalidArgument> { runBlocking { client.setLockDelay(ns, 600_001L) } }
+        assertEquals("INVALID_ARGUMENT", e.code)
+        assertTrue("${e.message}".contains("delay_ms"), "${e.message}")
+        assertTrue(client.lockDelays().none { it.namespacePrefix == ns }, "a refused rule is not stored")
+        assertEquals(0uL, client.setLockDelay(ns, 600_000uL))
+        assertEquals(600_000L, client.setLockDelay(ns, 0L))
+        assertTrue(client.lockDelays().none { it.namespacePrefix == ns })
+    }
 }
