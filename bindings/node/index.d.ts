@@ -6,7 +6,7 @@
 
 export declare namespace Dls {
   /** `EXCLUSIVE`: one holder. `SHARED_READ`: any number of readers, no writer. */
-  type LockMode = 'EXCLUSIVE' | 'SHARED_READ';
+  type LockMode = 'EXCLUSIVE' | 'SHARED_READ' | 'SEMAPHORE';
 
   /** Stable error codes of the SDK (core's `Error::code()`). */
   type ErrorCode =
@@ -254,6 +254,8 @@ export declare namespace Dls {
     waiters: LockWaiter[];
     /** The lock-delay keeping the key from granting anything; undefined if none. */
     delay?: KeyDelay;
+    /** A semaphore's permit count (holders and waiters are all SEMAPHORE); 0 for a lock. */
+    permits: number;
   }
 
   /** A lock-delay rule (`lockDelays`). */
@@ -425,6 +427,11 @@ export declare namespace Dls {
     readonly lostReason: LostReason | null;
     /** Takes a lock, waiting in the key's FIFO queue up to `options.timeoutMs` (0: a try-lock, answered at once). */
     acquireLock(namespace: string, key: string, mode?: LockMode, options?: AcquireOptions): Promise<Lock>;
+    /**
+     * Takes one permit of the counted semaphore of `permits` permits (mode 'SEMAPHORE'): up to
+     * that many holders at once, a token each, the others in arrival order.
+     */
+    acquirePermit(namespace: string, key: string, permits: number, options?: AcquireOptions): Promise<Lock>;
     /** Takes every lock together or none (one request, one token per lock), in the order given. */
     acquireLocks(locks: LockRequest[], options?: AcquireOptions): Promise<Lock[]>;
     /** EXCLUSIVE -> SHARED_READ in place, keeping the fencing token; null if the lock was not held. */

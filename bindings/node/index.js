@@ -233,6 +233,23 @@ class Transaction {
   }
 
   /**
+   * Takes one permit of the counted semaphore `namespace/key` of `permits` permits: up to
+   * that many transactions hold it at once, a fencing token each (mode 'SEMAPHORE'); the
+   * others wait in arrival order. Everyone on the key must name the same count, and a
+   * semaphore key takes no EXCLUSIVE or SHARED_READ request (InvalidArgumentError). Release
+   * it like a lock. `opts` as in `acquireLock`.
+   */
+  async acquirePermit(namespace, key, permits, opts = {}) {
+    if (!Number.isInteger(permits) || permits < 1) {
+      throw new InvalidArgumentError(`acquirePermit needs permits, a positive integer (got ${permits})`);
+    }
+    const lock = await call(
+      this.#native.acquirePermit(namespace, key, permits, opts?.timeoutMs ?? null, queuedCallback(opts?.onQueued)),
+    );
+    return jsonable(lock);
+  }
+
+  /**
    * Takes every lock of `locks` (`[{ namespace, key, mode }]`, mode default EXCLUSIVE)
    * together or none of them; resolves with the granted locks in the order asked.
    */

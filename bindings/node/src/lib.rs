@@ -375,6 +375,8 @@ pub struct JsKeyLocks {
     pub holders: Vec<JsLockHolder>,
     pub waiters: Vec<JsLockWaiter>,
     pub delay: Option<JsKeyDelay>,
+    /// A semaphore's permit count; 0 for a lock.
+    pub permits: u32,
 }
 
 impl From<caerus_core::KeyLocks> for JsKeyLocks {
@@ -406,6 +408,7 @@ impl From<caerus_core::KeyLocks> for JsKeyLocks {
                     upgrade: w.upgrade,
                 })
                 .collect(),
+            permits: k.permits,
             delay: k.delay.map(|d| JsKeyDelay {
                 until_ms: d.until_ms as f64,
                 transaction_id: BigInt::from(d.transaction_id),
@@ -654,6 +657,26 @@ impl NativeTransaction {
         promise(env, async move {
             let progress = queued_callback(on_queued);
             let lock = tx.acquire_lock_with_progress(&namespace, &key, mode?, opts?, progress).await;
+            lock.map(JsLock::from).map_err(to_js)
+        })
+    }
+
+    /// One permit of the semaphore `namespace`/`key` of `permits` permits.
+    #[napi(ts_return_type = "Promise<JsLock>")]
+    pub fn acquire_permit<'env>(
+        &self,
+        env: &'env Env,
+        namespace: String,
+        key: String,
+        permits: u32,
+        timeout_ms: Option<f64>,
+        on_queued: Option<Callback<JsQueuePosition>>,
+    ) -> Result<Unknown<'env>> {
+        let tx = self.tx.clone();
+        let opts = acquire_options(timeout_ms);
+        promise(env, async move {
+            let progress = queued_callback(on_queued);
+            let lock = tx.acquire_permit_with_progress(&namespace, &key, permits, opts?, progress).await;
             lock.map(JsLock::from).map_err(to_js)
         })
     }

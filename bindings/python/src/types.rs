@@ -295,6 +295,8 @@ pub struct KeyLocks {
     waiters: Py<PyAny>,
     /// The lock-delay keeping the key from granting anything, or None.
     delay: Option<KeyDelay>,
+    /// A semaphore's permit count (holders and waiters all SEMAPHORE); 0 for a lock.
+    permits: u32,
 }
 
 /// One key of a core lock listing on its way to Python: its dicts are built when the
@@ -346,5 +348,6 @@ fn key_locks_to_py(py: Python<'_>, k: core::KeyLocks) -> PyResult<KeyLocks> {
         holders: holders.into_pyobject(py)?.into_any().unbind(),
         waiters: waiters.into_pyobject(py)?.into_any().unbind(),
         delay: k.delay.map(KeyDelay::from),
+        permits: k.permits,
     })
 }

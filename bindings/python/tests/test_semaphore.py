@@ -33,6 +33,8 @@ async def test_up_to_n_permits_then_fifo_and_no_mixing(client):
             break
         await asyncio.sleep(0.01)
     assert positions[0] == 1
+    (listed,) = await client.list_locks(n)
+    assert listed.permits == 2 and [h["mode"] for h in listed.holders] == [LockMode.SEMAPHORE] * 2
     other = await client.begin_transaction()
     with pytest.raises(LockTimeout):
         await other.acquire_permit(n, "pool", 2, timeout_ms=0)

@@ -90,6 +90,28 @@ impl Transaction {
         .await
     }
 
+    /// Takes one permit of the counted semaphore `namespace`/`key` of `permits` permits: up
+    /// to that many transactions hold it at once, a fencing token each (mode SEMAPHORE), the
+    /// others wait in arrival order. Everyone on the key must name the same count, and a
+    /// semaphore key takes no EXCLUSIVE or SHARED_READ request (`InvalidArgument`). Release it
+    /// like a lock. `timeout_ms` and `on_queued` as for `acquire_lock`.
+    #[uniffi::method(default(timeout_ms = None, on_queued = None))]
+    pub async fn acquire_permit(
+        &self,
+        namespace: String,
+        key: String,
+        permits: u32,
+        timeout_ms: Option<u64>,
+        on_queued: Option<Arc<dyn QueueListener>>,
+    ) -> Result<Lock, DlsError> {
+        let tx = self.tx.clone();
+        on_runtime(async move {
+            let (opts, progress) = (acquire_options(timeout_ms), queued_callback(on_queued));
+            Ok(tx.acquire_permit_with_progress(&namespace, &key, permits, opts, progress).await?.into())
+        })
+        .await
+    }
+
     /// Takes every lock of `locks` together or none of them (all-or-nothing, one fencing
     /// token per lock, in the order given), waiting in each key's FIFO queue up to
     /// `timeout_ms` (0: a try-lock; null: the server's default). Throws `LockTimeout` (the

@@ -237,6 +237,8 @@ pub struct KeyLocks {
     pub waiters: Vec<LockWaiter>,
     /// The lock-delay keeping the key from granting anything; null if none.
     pub delay: Option<KeyDelay>,
+    /// A semaphore's permit count (holders and waiters all SEMAPHORE); 0 for a lock.
+    pub permits: u32,
 }
 
 impl From<core::KeyLocks> for KeyLocks {
@@ -269,6 +271,7 @@ impl From<core::KeyLocks> for KeyLocks {
                 })
                 .collect(),
             delay: k.delay.map(|d| KeyDelay { until_ms: d.until_ms, transaction_id: d.transaction_id, cause: d.cause }),
+            permits: k.permits,
         }
     }
 }

@@ -451,6 +451,11 @@ uint64_t uniffi_caerus_uniffi_fn_method_transaction_acquire_lock(uint64_t ptr, R
 uint64_t uniffi_caerus_uniffi_fn_method_transaction_acquire_locks(uint64_t ptr, RustBuffer locks, RustBuffer timeout_ms, RustBuffer on_queued
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_ACQUIRE_PERMIT
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_ACQUIRE_PERMIT
+uint64_t uniffi_caerus_uniffi_fn_method_transaction_acquire_permit(uint64_t ptr, RustBuffer namespace, RustBuffer key, uint32_t permits, RustBuffer timeout_ms, RustBuffer on_queued
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_AWAIT_LOST
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_AWAIT_LOST
 uint64_t uniffi_caerus_uniffi_fn_method_transaction_await_lost(uint64_t ptr
@@ -872,6 +877,12 @@ uint16_t uniffi_caerus_uniffi_checksum_method_transaction_acquire_lock(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_ACQUIRE_LOCKS
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_ACQUIRE_LOCKS
 uint16_t uniffi_caerus_uniffi_checksum_method_transaction_acquire_locks(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_ACQUIRE_PERMIT
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_ACQUIRE_PERMIT
+uint16_t uniffi_caerus_uniffi_checksum_method_transaction_acquire_permit(void
     
 );
 #endif

@@ -1747,6 +1747,15 @@ public protocol TransactionProtocol: AnyObject, Sendable {
     func acquireLocks(locks: [LockRequest], timeoutMs: UInt64?, onQueued: QueueListener?) async throws  -> [Lock]
     
     /**
+     * Takes one permit of the counted semaphore `namespace`/`key` of `permits` permits: up
+     * to that many transactions hold it at once, a fencing token each (mode SEMAPHORE), the
+     * others wait in arrival order. Everyone on the key must name the same count, and a
+     * semaphore key takes no EXCLUSIVE or SHARED_READ request (`InvalidArgument`). Release it
+     * like a lock. `timeout_ms` and `on_queued` as for `acquire_lock`.
+     */
+    func acquirePermit(namespace: String, key: String, permits: UInt32, timeoutMs: UInt64?, onQueued: QueueListener?) async throws  -> Lock
+    
+    /**
      * Returns when the transaction is lost; never if it ends normally, so race it against
      * the work it guards (cancel the call to stop waiting).
      */
@@ -1917,6 +1926,29 @@ open func acquireLocks(locks: [LockRequest], timeoutMs: UInt64? = nil, onQueued:
             completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
             freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
             liftFunc: FfiConverterSequenceTypeLock.lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
+     * Takes one permit of the counted semaphore `namespace`/`key` of `permits` permits: up
+     * to that many transactions hold it at once, a fencing token each (mode SEMAPHORE), the
+     * others wait in arrival order. Everyone on the key must name the same count, and a
+     * semaphore key takes no EXCLUSIVE or SHARED_READ request (`InvalidArgument`). Release it
+     * like a lock. `timeout_ms` and `on_queued` as for `acquire_lock`.
+     */
+open func acquirePermit(namespace: String, key: String, permits: UInt32, timeoutMs: UInt64? = nil, onQueued: QueueListener? = nil)async throws  -> Lock  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_transaction_acquire_permit(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(namespace),FfiConverterString.lower(key),FfiConverterUInt32.lower(permits),FfiConverterOptionUInt64.lower(timeoutMs),FfiConverterOptionTypeQueueListener.lower(onQueued)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeLock_lift,
             errorHandler: FfiConverterTypeDlsError_lift
         )
 }
@@ -2615,6 +2647,10 @@ public struct KeyLocks: Equatable, Hashable {
      * The lock-delay keeping the key from granting anything; null if none.
      */
     public var delay: KeyDelay?
+    /**
+     * A semaphore's permit count (holders and waiters all SEMAPHORE); 0 for a lock.
+     */
+    public var permits: UInt32
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2624,12 +2660,16 @@ public struct KeyLocks: Equatable, Hashable {
          */waiters: [LockWaiter], 
         /**
          * The lock-delay keeping the key from granting anything; null if none.
-         */delay: KeyDelay?) {
+         */delay: KeyDelay?, 
+        /**
+         * A semaphore's permit count (holders and waiters all SEMAPHORE); 0 for a lock.
+         */permits: UInt32) {
         self.namespace = namespace
         self.key = key
         self.holders = holders
         self.waiters = waiters
         self.delay = delay
+        self.permits = permits
     }
 
     
@@ -2652,7 +2692,8 @@ public struct FfiConverterTypeKeyLocks: FfiConverterRustBuffer {
                 key: FfiConverterString.read(from: &buf), 
                 holders: FfiConverterSequenceTypeLockHolder.read(from: &buf), 
                 waiters: FfiConverterSequenceTypeLockWaiter.read(from: &buf), 
-                delay: FfiConverterOptionTypeKeyDelay.read(from: &buf)
+                delay: FfiConverterOptionTypeKeyDelay.read(from: &buf), 
+                permits: FfiConverterUInt32.read(from: &buf)
         )
     }
 
@@ -2662,6 +2703,7 @@ public struct FfiConverterTypeKeyLocks: FfiConverterRustBuffer {
         FfiConverterSequenceTypeLockHolder.write(value.holders, into: &buf)
         FfiConverterSequenceTypeLockWaiter.write(value.waiters, into: &buf)
         FfiConverterOptionTypeKeyDelay.write(value.delay, into: &buf)
+        FfiConverterUInt32.write(value.permits, into: &buf)
     }
 }
 
@@ -4341,6 +4383,10 @@ public enum LockMode: Equatable, Hashable {
      * Any number of SHARED_READ holders, no EXCLUSIVE one.
      */
     case sharedRead
+    /**
+     * One permit of a counted semaphore (up to its permit count at once).
+     */
+    case semaphore
 
 
 
@@ -4366,6 +4412,8 @@ public struct FfiConverterTypeLockMode: FfiConverterRustBuffer {
         
         case 2: return .sharedRead
         
+        case 3: return .semaphore
+        
         default: throw UniffiInternalError.unexpectedEnumCase
         }
     }
@@ -4380,6 +4428,10 @@ public struct FfiConverterTypeLockMode: FfiConverterRustBuffer {
         
         case .sharedRead:
             writeInt(&buf, Int32(2))
+        
+        
+        case .semaphore:
+            writeInt(&buf, Int32(3))
         
         }
     }
@@ -5256,6 +5308,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_transaction_acquire_locks() != 11122) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_method_transaction_acquire_permit() != 35888) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_transaction_await_lost() != 22953) {

@@ -180,6 +180,22 @@ suspend fun Transaction.acquireLock(
     return acquireLock(namespace, key, mode, timeoutMs.toULong(), onQueued?.asQueueListener())
 }
 
+/**
+ * [Transaction.acquirePermit] with the count as an `Int` and the timeout as a plain `Long` of
+ * milliseconds (0: try once): one permit of a counted semaphore of [permits] permits.
+ */
+suspend fun Transaction.acquirePermit(
+    namespace: String,
+    key: String,
+    permits: Int,
+    timeoutMs: Long,
+    onQueued: ((QueuePosition) -> Unit)? = null,
+): Lock {
+    require(permits >= 1) { "permits must be at least 1" }
+    require(timeoutMs >= 0) { "timeoutMs must not be negative" }
+    return acquirePermit(namespace, key, permits.toUInt(), timeoutMs.toULong(), onQueued?.asQueueListener())
+}
+
 /** [Transaction.acquireLocks] with the timeout as a plain `Long` of milliseconds (0: try-lock). */
 suspend fun Transaction.acquireLocks(
     locks: List<LockRequest>,

@@ -628,6 +628,31 @@ class DlsClientTest {
     }
 
     @Test
+    fun `a semaphore admits its permit count, queues the rest and refuses a lock mode`() = runBlocking {
+        val ns = ns()
+        val txs = (1..4).map { client.beginTransaction(TransactionOptions(timeoutMs = 30000u)) }
+        try {
+            val a = txs[0].acquirePermit(ns, "pool", 2, timeoutMs = 2000)
+            val b = txs[1].acquirePermit(ns, "pool", 2, timeoutMs = 2000)
+            assertEquals(LockMode.SEMAPHORE, a.mode)
+            assertTrue(b.fencingToken > a.fencingToken)
+            val waiting = async(Dispatchers.IO) { txs[2].acquirePermit(ns, "pool", 2, timeoutMs = 30_000) }
+            val k = eventually("the third is queued") { listed(ns, "pool")?.takeIf { it.waiters.isNotEmpty() } }
+            assertEquals(2u, k.permits)
+            assertThrows<DlsException.LockTimeout> { runBlocking { txs[3].acquirePermit(ns, "pool", 2, timeoutMs = 0) } }
+            val e = assertThrows<DlsException.InvalidArgument> {
+                runBlocking { txs[3].acquireLock(ns, "pool", LockMode.EXCLUSIVE, timeoutMs = 0) }
+            }
+            assertTrue("${e.message}".contains("semaphore with 2 permits"), "${e.message}")
+            assertTrue(txs[0].release(ns, "pool"))
+            val got = withTimeout(30_000) { waiting.await() }
+            assertTrue(got.fencingToken > b.fencingToken)
+        } finally {
+            txs.forEach { it.close() }
+        }
+    }
+
+    @Test
     fun `a lock-delay above 10 minutes is refused as InvalidArgument`() = runBlocking {
         val ns = ns()
         val e = assertThrows<DlsException.InvalidArgument> { runBlocking { client.setLockDelay(ns, 600_001L) } }
