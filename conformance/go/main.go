@@ -29,6 +29,10 @@ import (
 // patience bounds how long a step waits for the server: a hang guard, not a timing assertion.
 const patience = 30 * time.Second
 
+// capabilities are what this runner can express of the scenarios' `needs` (README
+// "Capabilities"): a raw client sends every field, so it has every capability the file names.
+var capabilities = map[string]bool{"permits": true}
+
 func main() {
 	_, self, _, _ := runtime.Caller(0)
 	endpoint := flag.String("endpoint", "127.0.0.1:7070", "HOST:PORT of any node (leader redirects are followed)")
@@ -59,10 +63,22 @@ func main() {
 
 	conn := newConnection(*endpoint, *apiKey)
 	run := fmt.Sprintf("cf-go-%06x", time.Now().UnixNano()&0xffffff)
-	passed, failed := 0, 0
+	passed, failed, skipped := 0, 0, 0
 	for i, sc := range spec.Scenarios {
 		name, _ := sc["name"].(string)
 		if len(only) > 0 && !only.has(name) {
+			continue
+		}
+		var lacking []string
+		needs, _ := sc["needs"].([]any)
+		for _, n := range needs {
+			if c, _ := n.(string); !capabilities[c] {
+				lacking = append(lacking, fmt.Sprint(n))
+			}
+		}
+		if len(lacking) > 0 {
+			skipped++
+			fmt.Printf("SKIP %s (needs %s: not implemented by this runner)\n", name, strings.Join(lacking, ", "))
 			continue
 		}
 		s := &scenario{conn: conn, ns: fmt.Sprintf("%s-%02d", run, i), txns: map[string]uint64{},
@@ -76,7 +92,7 @@ func main() {
 			fmt.Printf("PASS %s\n", name)
 		}
 	}
-	fmt.Printf("go raw grpc runner: %d passed, %d failed, 0 skipped (%s)\n", passed, failed, *endpoint)
+	fmt.Printf("go raw grpc runner: %d passed, %d failed, %d skipped (%s)\n", passed, failed, skipped, *endpoint)
 	if failed > 0 {
 		os.Exit(1)
 	}
@@ -788,6 +804,9 @@ func checkOutcome(step map[string]any, o *outcome) (map[string]any, error) {
 		if o.code != want["code"] || o.kind != want["kind"] {
 			return nil, fmt.Errorf("expected error %v/%v, got %s", want["code"], want["kind"], o)
 		}
+		if words, ok := want["message_contains"].(string); ok && !strings.Contains(o.message, words) {
+			return nil, fmt.Errorf("expected error %v/%v saying %q, got %s", want["code"], want["kind"], words, o)
+		}
 		return nil, nil
 	}
 	if o != nil {
@@ -1035,7 +1054,7 @@ func (s *scenario) step(step map[string]any) error {
 		}
 		req := &dlsv1.AcquireLockRequest{TransactionId: id, Namespace: s.field(step, "namespace", "${ns}"),
 			Key: s.field(step, "key", ""), Mode: mode(step), TimeoutMs: num(step, "timeout_ms", 10000),
-			RequestId: s.requestID(step), StayOpen: s.staysOpen(step)}
+			RequestId: s.requestID(step), StayOpen: s.staysOpen(step), Permits: uint32(num(step, "permits", 0))}
 		if wait, ok := step["wait"].(bool); ok && !wait {
 			h, _ := step["handle"].(string)
 			s.handles[h] = startBackground(op, func(q func(*dlsv1.Queued)) (*grant, *outcome) {

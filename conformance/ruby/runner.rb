@@ -44,6 +44,9 @@ CODE_NAMES = GRPC::Core::StatusCodes.constants.to_h { |c| [GRPC::Core::StatusCod
 UNKNOWN = Object.new.freeze
 # The ok checks made on a granted lock (acquire, await, downgrade, each acquire_all entry).
 GRANT_CHECKS = %w[mode token_equals token_greater_than save_token].freeze
+# What this runner can express of the scenarios' `needs` (README "Capabilities"): a raw
+# client sends every field, so it has every capability the file names.
+CAPABILITIES = %w[permits].freeze
 
 class StepFailed < StandardError; end
 
@@ -420,6 +423,10 @@ class Scenario
       if outcome.code != want['code'] || outcome.kind != want['kind']
         raise StepFailed, "expected error #{want['code']}/#{want['kind']}, got #{outcome.describe}"
       end
+      if want.key?('message_contains') && !outcome.message.to_s.include?(want['message_contains'])
+        raise StepFailed, "expected error #{want['code']}/#{want['kind']} saying #{want['message_contains'].inspect}, " \
+                          "got #{outcome.describe}"
+      end
 
       return nil
     end
@@ -639,7 +646,7 @@ class Scenario
     V1::AcquireLockRequest.new(
       transaction_id: txn_id(step), namespace: field(step, 'namespace', '${ns}'), key: field(step, 'key'),
       mode: Scenario.mode(step), timeout_ms: step.fetch('timeout_ms', 10_000), request_id: request_id(step),
-      stay_open: stays_open(step)
+      stay_open: stays_open(step), permits: step.fetch('permits', 0)
     )
   end
 
@@ -807,6 +814,13 @@ def main
   spec.fetch('scenarios').each_with_index do |scenario, index|
     name = scenario.fetch('name')
     next if !ARGS[:only].empty? && !ARGS[:only].include?(name)
+
+    lacking = scenario.fetch('needs', []).reject { |n| CAPABILITIES.include?(n) }
+    unless lacking.empty?
+      counts['SKIP'] += 1
+      puts "SKIP #{name} (needs #{lacking.join(', ')}: not implemented by this runner)"
+      next
+    end
 
     error = Scenario.new(conn, scenario, format('%<run>s-%<index>02d', run: run, index: index)).run
     verdict = error ? 'FAIL' : 'PASS'

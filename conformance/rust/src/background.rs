@@ -13,9 +13,11 @@ use tokio::task::JoinHandle;
 pub const PATIENCE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(10);
 
-/// What an acquire step asks for: one lock (`acquire`) or several at once (`acquire_all`).
+/// What an acquire step asks for: one lock (`acquire`), one semaphore permit (`acquire` in
+/// mode SEMAPHORE, with `permits`) or several locks at once (`acquire_all`).
 pub enum Wanted {
     One { namespace: String, key: String, mode: LockMode },
+    Permit { namespace: String, key: String, permits: u32 },
     All(Vec<LockRequest>),
 }
 
@@ -39,6 +41,9 @@ impl Wanted {
         match self {
             Wanted::One { namespace, key, mode } => {
                 tx.acquire_lock_with_progress(namespace, key, *mode, opts, on_queued).await.map(Acquired::One)
+            }
+            Wanted::Permit { namespace, key, permits } => {
+                tx.acquire_permit_with_progress(namespace, key, *permits, opts, on_queued).await.map(Acquired::One)
             }
             Wanted::All(locks) => tx.acquire_locks_with_progress(locks, opts, on_queued).await.map(Acquired::All),
         }

@@ -1,7 +1,8 @@
 //! Comparing a call's outcome with a step's `expect`.
 //!
-//! Through the core client only the error kind is visible (`Error::code()`, the
-//! `x-dls-error` names); the gRPC status code is a raw-client check and is not compared.
+//! Through the core client the error kind (`Error::code()`, the `x-dls-error` names) and the
+//! server's message (`Error::message()`, for `message_contains`) are visible; the gRPC
+//! status code is a raw-client check and is not compared.
 
 use anyhow::{bail, Result};
 use caerus_core::Error;
@@ -17,6 +18,11 @@ pub fn outcome<'a, T>(step: &'a Value, result: &Result<T, Error>) -> Result<Opti
         (Some(want), Err(e)) => {
             if want.get("kind").and_then(Value::as_str) != Some(e.code()) {
                 bail!("expected error {}, got {}: {}", describe(want), e.code(), e.message());
+            }
+            if let Some(words) = want.get("message_contains").and_then(Value::as_str) {
+                if !e.message().contains(words) {
+                    bail!("expected error {} saying {words:?}, got {}: {}", describe(want), e.code(), e.message());
+                }
             }
             Ok(None)
         }

@@ -80,6 +80,7 @@ impl Scenario {
             None => Ok(LockMode::Exclusive),
             Some(Value::String(m)) if m == "EXCLUSIVE" => Ok(LockMode::Exclusive),
             Some(Value::String(m)) if m == "SHARED_READ" => Ok(LockMode::SharedRead),
+            Some(Value::String(m)) if m == "SEMAPHORE" => Ok(LockMode::Semaphore),
             Some(other) => bail!("mode {other} cannot be expressed through the core client (raw-only)"),
         }
     }
@@ -119,10 +120,13 @@ impl Scenario {
             "acquire" | "acquire_all" => {
                 let tx = self.txn(step)?.clone();
                 let wanted = if op == "acquire" {
-                    Wanted::One {
-                        namespace: field(step, "namespace", "${ns}", &ns)?,
-                        key: field(step, "key", "", &ns)?,
-                        mode: Self::mode(step)?,
+                    let (namespace, key) = (field(step, "namespace", "${ns}", &ns)?, field(step, "key", "", &ns)?);
+                    let permits = u32::try_from(millis(step, "permits", 0)?).context("permits")?;
+                    match Self::mode(step)? {
+                        // A permit, of any count (the server judges it): acquire_permit.
+                        LockMode::Semaphore => Wanted::Permit { namespace, key, permits },
+                        mode if permits == 0 => Wanted::One { namespace, key, mode },
+                        _ => bail!("permits with a lock mode cannot be expressed through the core client (raw-only)"),
                     }
                 } else {
                     let locks = step.get("locks").and_then(Value::as_array).context("step has no \"locks\" list")?;

@@ -74,6 +74,12 @@ public final class Runner {
     /** The ok checks made on a granted lock (acquire, await, downgrade, each acquire_all entry). */
     static final List<String> GRANT_CHECKS = List.of("mode", "token_equals", "token_greater_than", "save_token");
 
+    /**
+     * What this runner can express of the scenarios' {@code needs} (README "Capabilities"): a raw
+     * client sends every field, so it has every capability the file names.
+     */
+    static final Set<String> CAPABILITIES = Set.of("permits");
+
     static final Metadata.Key<String> ERROR_KIND = Metadata.Key.of("x-dls-error", Metadata.ASCII_STRING_MARSHALLER);
     static final Metadata.Key<String> LEADER = Metadata.Key.of("x-dls-leader-addr", Metadata.ASCII_STRING_MARSHALLER);
     static final Metadata.Key<String> AUTHORIZATION = Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER);
@@ -119,11 +125,25 @@ public final class Runner {
         String run = "cf-java-" + UUID.randomUUID().toString().substring(0, 6);
         int passed = 0;
         int failed = 0;
+        int skipped = 0;
         JsonArray scenarios = spec.getAsJsonArray("scenarios");
         for (int index = 0; index < scenarios.size(); index++) {
             JsonObject scenario = scenarios.get(index).getAsJsonObject();
             String name = scenario.get("name").getAsString();
             if (!only.isEmpty() && !only.contains(name)) {
+                continue;
+            }
+            List<String> lacking = new ArrayList<>();
+            if (scenario.has("needs")) {
+                for (JsonElement n : scenario.getAsJsonArray("needs")) {
+                    if (!CAPABILITIES.contains(n.getAsString())) {
+                        lacking.add(n.getAsString());
+                    }
+                }
+            }
+            if (!lacking.isEmpty()) {
+                skipped++;
+                System.out.println("SKIP " + name + " (needs " + String.join(", ", lacking) + ": not implemented by this runner)");
                 continue;
             }
             String error = new Scenario(conn, scenario, String.format("%s-%02d", run, index)).run();
@@ -136,7 +156,7 @@ public final class Runner {
             }
             System.out.flush();
         }
-        System.out.printf("java raw grpc-java runner: %d passed, %d failed, 0 skipped (%s)%n", passed, failed, endpoint);
+        System.out.printf("java raw grpc-java runner: %d passed, %d failed, %d skipped (%s)%n", passed, failed, skipped, endpoint);
         System.out.flush();
         conn.close();
         // Abandoned background acquires may still be blocked on their streams.
@@ -608,6 +628,13 @@ public final class Runner {
                 if (!code.equals(outcome.code()) || !kind.equals(outcome.kind())) {
                     throw new StepFailed("expected error " + code + "/" + kind + ", got " + outcome.describe());
                 }
+                if (want.has("message_contains")) {
+                    String words = want.get("message_contains").getAsString();
+                    if (outcome.message() == null || !outcome.message().contains(words)) {
+                        throw new StepFailed("expected error " + code + "/" + kind + " saying \"" + words + "\", got "
+                                + outcome.describe());
+                    }
+                }
                 return null;
             }
             if (!outcome.isOk()) {
@@ -950,6 +977,7 @@ public final class Runner {
                     .setModeValue(modeValue(step))
                     .setTimeoutMs(step.has("timeout_ms") ? step.get("timeout_ms").getAsLong() : 10_000)
                     .setRequestId(requestId(step))
+                    .setPermits(step.has("permits") ? step.get("permits").getAsInt() : 0)
                     .build();
         }
 
