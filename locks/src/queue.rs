@@ -70,13 +70,7 @@ impl KeyLock {
     pub fn can_grant_now(&self, txn: TxnId, mode: LockMode) -> bool {
         self.compatible_with_holders(txn, mode)
             && self.queue.values().all(|w| w.mode.compatible_with(mode))
-            && self.has_permit_after(self.queue.len(), |_| false)
-    }
-
-    /// Whether a semaphore has a permit left once its holders and `ahead` more have one,
-    /// not counting the holders `gone` says will have left (always true for a lock).
-    fn has_permit_after(&self, ahead: usize, gone: impl Fn(TxnId) -> bool) -> bool {
-        self.permits == 0 || self.holders.keys().filter(|h| !gone(**h)).count() + ahead < self.permits as usize
+            && (self.permits == 0 || self.holders.len() + self.queue.len() < self.permits as usize)
     }
 
     /// Whether the waiter in `slot` may have this key now: compatible with every holder and
@@ -92,12 +86,27 @@ impl KeyLock {
     /// [`KeyLock::ready_at`], for deadlock detection's "what if they all finished".
     pub fn ready_without(&self, slot: Slot, gone: impl Fn(TxnId) -> bool) -> bool {
         let Some(w) = self.queue.get(&slot) else { return false };
-        let holders_fit =
-            self.holders.iter().all(|(&h, held)| h == w.txn || gone(h) || held.mode.compatible_with(w.mode));
-        let ahead: Vec<&Waiter> = self.queue.range(..slot).map(|(_, e)| e).filter(|e| !gone(e.txn)).collect();
-        holders_fit
-            && ahead.iter().all(|earlier| earlier.mode.compatible_with(w.mode))
-            && self.has_permit_after(ahead.len(), |h| h == w.txn || gone(h))
+        if !self.holders.iter().all(|(&h, held)| h == w.txn || gone(h) || held.mode.compatible_with(w.mode)) {
+            return false;
+        }
+        // Permits taken by the holders that stay and the waiters ahead that stay; the scan
+        // stops at the first conflicting waiter, or once no permit is left.
+        let permits = self.permits as usize;
+        let mut taken =
+            if permits > 0 { self.holders.keys().filter(|h| **h != w.txn && !gone(**h)).count() } else { 0 };
+        for (_, earlier) in self.queue.range(..slot) {
+            if gone(earlier.txn) {
+                continue;
+            }
+            if !earlier.mode.compatible_with(w.mode) {
+                return false;
+            }
+            taken += 1;
+            if permits > 0 && taken >= permits {
+                return false;
+            }
+        }
+        permits == 0 || taken < permits
     }
 
     /// The waiters that may have this key now, in queue order: each compatible with the
