@@ -138,6 +138,85 @@ async function startServer({ port, certs, args = [] } = {}) {
   };
 }
 
+/** GET a JSON document over plain HTTP. */
+function httpJson(url) {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, { timeout: 2000 }, (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => {
+          try {
+            resolve(JSON.parse(body));
+          } catch (e) {
+            reject(e);
+          }
+        });
+      })
+      .on('error', reject)
+      .on('timeout', function () {
+        this.destroy(new Error('timeout'));
+      });
+  });
+}
+
+/**
+ * Three real nodes on free ports (client, peer and HTTP port each), authenticated to each
+ * other with a cluster secret, fast elections; resolves once a leader is elected.
+ * `leader()` names the node that leads now.
+ */
+async function startThreeNodes() {
+  const bin = requireBin();
+  const ports = [];
+  for (let i = 0; i < 9; i++) ports.push(await freePort());
+  const peers = [0, 1, 2].map((i) => `${i + 1}=127.0.0.1:${ports[3 * i]}/127.0.0.1:${ports[3 * i + 1]}`).join(',');
+  const secret = `node-secret-${Math.random().toString(16).slice(2)}${Date.now()}`;
+  const nodes = [0, 1, 2].map((i) => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `caerus-node3-${i + 1}-`));
+    const log = fs.openSync(path.join(dataDir, 'server.log'), 'a');
+    const child = spawn(
+      bin,
+      ['serve', '--node-id', String(i + 1), '--peers', peers, '--http-listen', `127.0.0.1:${ports[3 * i + 2]}`,
+        '--data-dir', path.join(dataDir, 'data'), '--heartbeat-ms', '50', '--election-timeout-ms', '300', '--log', 'warn'],
+      { stdio: ['ignore', log, log], env: { ...process.env, DLS_CLUSTER_SECRET: secret } },
+    );
+    return { id: i + 1, endpoint: `127.0.0.1:${ports[3 * i]}`, httpAddr: `127.0.0.1:${ports[3 * i + 2]}`, child, log, dataDir };
+  });
+  const cluster = {
+    nodes,
+    endpoints: nodes.map((n) => n.endpoint),
+    async leader() {
+      const deadline = Date.now() + 30_000;
+      while (Date.now() < deadline) {
+        for (const n of nodes) {
+          try {
+            const c = await httpJson(`http://${n.httpAddr}/api/v1/cluster`);
+            if (c.leader_id === c.node_id) return n;
+          } catch {
+            // not up yet
+          }
+        }
+        await sleep(100);
+      }
+      throw new Error('no leader within 30 s');
+    },
+    async stop() {
+      for (const n of nodes) {
+        n.child.kill('SIGKILL');
+        fs.closeSync(n.log);
+        fs.rmSync(n.dataDir, { recursive: true, force: true });
+      }
+    },
+  };
+  try {
+    await cluster.leader();
+  } catch (e) {
+    await cluster.stop();
+    throw e;
+  }
+  return cluster;
+}
+
 /** An unlabelled counter or gauge from the server's /metrics. */
 function metric(server, name) {
   return new Promise((resolve, reject) => {
@@ -213,4 +292,4 @@ async function startPostgres() {
   };
 }
 
-module.exports = { metric, startServer, startPostgres, makeCerts, freePort, portIsFree, dlsCli, aborted, sleep, requireBin };
+module.exports = { metric, startServer, startThreeNodes, startPostgres, makeCerts, freePort, portIsFree, dlsCli, aborted, sleep, requireBin };

@@ -4,6 +4,7 @@ directories, killed at the end. Nothing is mocked."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import socket
@@ -124,6 +125,71 @@ def start_server(
             server.stop()
             raise RuntimeError(f"dls not ready within 30 s; log in {directory}/dls.log")
         time.sleep(0.1)
+
+
+@dataclass
+class ThreeNodes:
+    """A three-node cluster: ``servers[i]`` is node i+1; ``leader()`` asks the nodes."""
+
+    servers: List[Server]
+
+    @property
+    def endpoints(self) -> List[str]:
+        return [s.endpoint for s in self.servers]
+
+    def leader(self) -> Server:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for s in self.servers:
+                try:
+                    with urllib.request.urlopen(f"http://{s.http}/api/v1/cluster", timeout=1) as r:
+                        body = json.loads(r.read())
+                        if body.get("leader_id") == body.get("node_id"):
+                            return s
+                except OSError:
+                    pass
+            time.sleep(0.1)
+        raise RuntimeError("no leader within 30 s")
+
+    def stop(self) -> None:
+        for s in self.servers:
+            s.stop()
+
+
+def start_three_nodes() -> ThreeNodes:
+    """Three real nodes on free ports (client, peer and HTTP port each), authenticated to
+    each other with a cluster secret, fast elections; returns once a leader is elected."""
+    ports = free_ports(9)
+    peers = ",".join(f"{i + 1}=127.0.0.1:{ports[3 * i]}/127.0.0.1:{ports[3 * i + 1]}" for i in range(3))
+    secret = f"py-secret-{os.urandom(16).hex()}"
+    servers = []
+    for i in range(3):
+        directory = tempfile.mkdtemp(prefix=f"caerus-py-node{i + 1}-")
+        log = open(os.path.join(directory, "dls.log"), "ab")
+        proc = subprocess.Popen(
+            [
+                dls_bin(), "serve", "--node-id", str(i + 1), "--peers", peers,
+                "--http-listen", f"127.0.0.1:{ports[3 * i + 2]}",
+                "--data-dir", os.path.join(directory, "data"),
+                "--heartbeat-ms", "50", "--election-timeout-ms", "300",
+            ],
+            stdout=log, stderr=log, env={**os.environ, "DLS_LOG": "info", "DLS_CLUSTER_SECRET": secret},
+        )
+        servers.append(Server(f"127.0.0.1:{ports[3 * i]}", f"127.0.0.1:{ports[3 * i + 2]}", proc, directory))
+    cluster = ThreeNodes(servers)
+    try:
+        cluster.leader()
+    except Exception:
+        cluster.stop()
+        raise
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def three_nodes():
+    c = start_three_nodes()
+    yield c
+    c.stop()
 
 
 @pytest.fixture(scope="session")
