@@ -270,6 +270,10 @@ async fn write(raft: &Raft, batch: Vec<Pending>, timeout: Duration) {
         Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(WriteError::NotLeader),
         Ok(Err(e)) => Err(WriteError::Failed(e.to_string())),
     };
+    // Applied (or failed): the table now counts what the commands asked for, so what they
+    // held is given back before anyone hears the answer. Afterwards, a caller that read its
+    // grant and at once asked again could be counted twice by the limits.
+    drop(holds);
     match result {
         Ok(outcome) if single => {
             let _ = replies.into_iter().next().expect("one reply").send(Ok(outcome));
@@ -291,6 +295,4 @@ async fn write(raft: &Raft, batch: Vec<Pending>, timeout: Duration) {
             }
         }
     }
-    // Applied (or failed) and answered: now what the commands held may be given back.
-    drop(holds);
 }
