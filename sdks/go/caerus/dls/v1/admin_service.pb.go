@@ -273,7 +273,8 @@ type KeyLocks struct {
 	// The revoked holder whose end started the delay (0 when not delayed).
 	DelayedByTransactionId uint64 `protobuf:"varint,6,opt,name=delayed_by_transaction_id,json=delayedByTransactionId,proto3" json:"delayed_by_transaction_id,omitempty"`
 	// How that holder ended (END_CAUSE_UNSPECIFIED when not delayed).
-	DelayCause EndCause `protobuf:"varint,7,opt,name=delay_cause,json=delayCause,proto3,enum=caerus.dls.v1.EndCause" json:"delay_cause,omitempty"` // A semaphore key: how many permits it has (its holders and waiters are all SEMAPHORE);
+	DelayCause EndCause `protobuf:"varint,7,opt,name=delay_cause,json=delayCause,proto3,enum=caerus.dls.v1.EndCause" json:"delay_cause,omitempty"`
+	// A semaphore key: how many permits it has (its holders and waiters are all SEMAPHORE);
 	// 0 for a lock.
 	Permits       uint32 `protobuf:"varint,8,opt,name=permits,proto3" json:"permits,omitempty"`
 	unknownFields protoimpl.UnknownFields
