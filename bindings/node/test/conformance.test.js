@@ -3,10 +3,10 @@
 // real dls server: one test per scenario, raw-only ones skipped, and so are those needing a
 // capability this runner lacks (see CAPABILITIES).
 //
-// Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says. The
-// SDK's acquireLock has no progress callback and the SDK has no lock listing, so
-// `expect_queued` polls the waiting transaction's status() for its queue position, and
-// `blocked_by` (not visible through this SDK) is not compared.
+// Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says.
+// `expect_queued` polls the waiting transaction's status() for its queue position (not the
+// acquire's onQueued callback), and `blocked_by` is not compared. Mode SEMAPHORE goes to
+// tx.acquirePermit.
 const { test, before, after } = require('node:test');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -23,8 +23,9 @@ const POLL_MS = 10;
 const RUN_ID = crypto.randomBytes(3).toString('hex');
 // What this runner can express of the scenarios' `needs` (conformance/README.md
 // "Capabilities"); a scenario needing anything else is skipped, saying why.
-const CAPABILITIES = new Set();
-const WHY_NOT = { permits: 'the Node SDK has no semaphore permit API yet' };
+const CAPABILITIES = new Set(['permits']);
+// Why each capability missing from CAPABILITIES is missing (none is, so far).
+const WHY_NOT = {};
 
 /** Why `spec` is skipped here (raw only, or a capability this runner lacks), or undefined. */
 function skipReason(spec) {
@@ -97,7 +98,7 @@ class Scenario {
 
   static mode(step) {
     const mode = step.mode ?? 'EXCLUSIVE';
-    if (mode !== 'EXCLUSIVE' && mode !== 'SHARED_READ') {
+    if (mode !== 'EXCLUSIVE' && mode !== 'SHARED_READ' && mode !== 'SEMAPHORE') {
       throw new StepFailed(`mode ${JSON.stringify(mode)} cannot be expressed through the SDK (raw-only)`);
     }
     return mode;
@@ -106,7 +107,8 @@ class Scenario {
   /**
    * Compares a call's outcome with the step's `expect`: resolves with `{ checks, value }`
    * when it succeeded as expected, `{ checks: null }` when the expected error happened.
-   * Only the error kind is visible through an SDK; the gRPC code is a raw-client check.
+   * Only the error kind and message are visible through an SDK; the gRPC code is a
+   * raw-client check.
    */
   static async call(step, promise) {
     const expect = step.expect ?? { ok: {} };
@@ -116,7 +118,11 @@ class Scenario {
     } catch (e) {
       if (!(e instanceof Dls.DlsError)) throw e;
       if (!expect.error) throw new StepFailed(`expected ok, got ${e.code}: ${e.message}`);
-      check('error kind', e.code, expect.error.kind);
+      const want = expect.error;
+      if (e.code !== want.kind) throw new StepFailed(`expected error ${want.kind}, got ${e.code}: ${e.message}`);
+      if ('message_contains' in want && !e.message.includes(want.message_contains)) {
+        throw new StepFailed(`expected error ${want.kind} saying ${JSON.stringify(want.message_contains)}, got ${e.code}: ${e.message}`);
+      }
       return { checks: null };
     }
     if (expect.error) throw new StepFailed(`expected error ${expect.error.code}/${expect.error.kind}, got ok`);
@@ -165,7 +171,15 @@ class Scenario {
         const key = this.field(step, 'key', '');
         const mode = Scenario.mode(step);
         const timeoutMs = step.timeout_ms ?? 10000;
-        const promise = tx.acquireLock(namespace, key, mode, { timeoutMs });
+        const permits = step.permits ?? 0;
+        if (mode !== 'SEMAPHORE' && permits !== 0) {
+          throw new StepFailed('permits with a lock mode cannot be expressed through the SDK (raw-only)');
+        }
+        // A permit, of any count (the server judges it).
+        const promise =
+          mode === 'SEMAPHORE'
+            ? tx.acquirePermit(namespace, key, permits, { timeoutMs })
+            : tx.acquireLock(namespace, key, mode, { timeoutMs });
         if (step.wait === false) {
           this.handles.set(step.handle, new Background(tx, step.op, [{ namespace, key }], promise));
           return;

@@ -3,9 +3,10 @@ against the suite's real dls server: one test per scenario, raw-only ones skippe
 are those needing a capability this runner lacks (see CAPABILITIES).
 
 The mapping of each op onto the SDK follows "Writing an SDK runner" in
-conformance/README.md. The SDK's acquire has no progress callback, so ``expect_queued``
-reads the queue from ``client.list_locks`` (the server computes the waiter's position and
-blockers there from the same queue as the acquire stream's ``queued`` messages).
+conformance/README.md. ``expect_queued`` reads the queue from ``client.list_locks`` rather
+than the acquire's ``on_queued`` callback (the server computes the waiter's position and
+blockers there from the same queue as the acquire stream's ``queued`` messages). Mode
+SEMAPHORE goes to ``tx.acquire_permit``.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ POLL_S = 0.01
 RUN_ID = uuid.uuid4().hex[:6]
 # What this runner can express of the scenarios' `needs` (conformance/README.md
 # "Capabilities"); a scenario needing anything else is skipped, saying why.
-CAPABILITIES: frozenset = frozenset()
-WHY_NOT = {"permits": "the Python SDK has no semaphore permit API yet"}
+CAPABILITIES: frozenset = frozenset({"permits"})
+# Why each capability missing from CAPABILITIES is missing (none is, so far).
+WHY_NOT: Dict[str, str] = {}
 
 
 class StepFailed(AssertionError):
@@ -100,7 +102,7 @@ class Scenario:
     @staticmethod
     def mode(step: dict) -> str:
         mode = step.get("mode", "EXCLUSIVE")
-        if mode not in ("EXCLUSIVE", "SHARED_READ"):
+        if mode not in ("EXCLUSIVE", "SHARED_READ", "SEMAPHORE"):
             raise StepFailed(f"mode {mode!r} cannot be expressed through the SDK (raw-only)")
         return mode
 
@@ -114,8 +116,14 @@ class Scenario:
         except DlsError as e:
             if "error" not in expect:
                 raise StepFailed(f"expected ok, got {e.code}: {e.message}") from e
-            # Only the kind is visible through an SDK; the gRPC code is a raw-client check.
-            check("error kind", e.code, expect["error"]["kind"])
+            # Only the kind and the message are visible through an SDK; the gRPC code is a
+            # raw-client check.
+            want = expect["error"]
+            if e.code != want["kind"]:
+                raise StepFailed(f"expected error {want['kind']}, got {e.code}: {e.message}") from e
+            words = want.get("message_contains")
+            if words is not None and words not in e.message:
+                raise StepFailed(f"expected error {want['kind']} saying {words!r}, got {e.code}: {e.message}") from e
             return None, None
         if "error" in expect:
             want = expect["error"]
@@ -165,8 +173,14 @@ class Scenario:
         elif op == "acquire":
             tx = self.txn(step)
             namespace, key = self.field(step, "namespace", "${ns}"), self.field(step, "key", "")
-            mode, timeout_ms = self.mode(step), step.get("timeout_ms", 10000)
-            coro = tx.acquire_lock(namespace, key, mode, timeout_ms=timeout_ms)
+            mode, timeout_ms, permits = self.mode(step), step.get("timeout_ms", 10000), step.get("permits", 0)
+            if mode == "SEMAPHORE":
+                # A permit, of any count (the server judges it).
+                coro = tx.acquire_permit(namespace, key, permits, timeout_ms=timeout_ms)
+            elif permits:
+                raise StepFailed("permits with a lock mode cannot be expressed through the SDK (raw-only)")
+            else:
+                coro = tx.acquire_lock(namespace, key, mode, timeout_ms=timeout_ms)
             if step.get("wait", True) is False:
                 self.handles[step["handle"]] = Background(tx, op, [(namespace, key)], coro)
                 return

@@ -35,10 +35,10 @@ import org.junit.jupiter.api.TestInstance
  * raw-only ones skipped, and so are those needing a capability this runner lacks (see
  * [CAPABILITIES]).
  *
- * Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says. The
- * SDK's acquireLock has no progress callback and the SDK has no lock listing, so
- * `expect_queued` polls the waiting transaction's status() for its queue position, and
- * `blocked_by` (not visible through this SDK) is not compared.
+ * Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says.
+ * `expect_queued` polls the waiting transaction's status() for its queue position (not the
+ * acquire's onQueued callback), and `blocked_by` is not compared. Mode SEMAPHORE goes to
+ * tx.acquirePermit.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ConformanceTest {
@@ -137,8 +137,10 @@ private const val PATIENCE_MS = 30_000L
  * What this runner can express of the scenarios' `needs` (conformance/README.md
  * "Capabilities"); a scenario needing anything else is skipped, saying why.
  */
-private val CAPABILITIES: Set<String> = emptySet()
-private val WHY_NOT = mapOf("permits" to "the Kotlin SDK has no semaphore permit API yet")
+private val CAPABILITIES: Set<String> = setOf("permits")
+
+/** Why each capability missing from [CAPABILITIES] is missing (none is, so far). */
+private val WHY_NOT = emptyMap<String, String>()
 
 private class StepFailed(message: String, cause: Throwable? = null) : AssertionError(message, cause)
 
@@ -204,21 +206,29 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
     private fun mode(step: Map<String, Any?>): LockMode = when (val m = step["mode"] ?: "EXCLUSIVE") {
         "EXCLUSIVE" -> LockMode.EXCLUSIVE
         "SHARED_READ" -> LockMode.SHARED_READ
+        "SEMAPHORE" -> LockMode.SEMAPHORE
         else -> throw StepFailed("mode $m cannot be expressed through the SDK (raw-only)")
     }
 
     /**
      * Compares an outcome with the step's `expect`: the `ok` checks when it succeeded as
-     * expected, null when the expected error happened. Only the error kind is visible
-     * through an SDK (`DlsException.code`); the gRPC code is a raw-client check.
+     * expected, null when the expected error happened. Only the error kind
+     * (`DlsException.code`) and message are visible through an SDK; the gRPC code is a
+     * raw-client check.
      */
     private fun <T> expectOutcome(step: Map<String, Any?>, outcome: Outcome<T>): Map<String, Any?>? {
         val expect = step["expect"] as Map<String, Any?>? ?: mapOf("ok" to emptyMap<String, Any?>())
         val want = expect["error"] as Map<String, Any?>?
         return when (outcome) {
             is Outcome.Err -> {
-                if (want == null) throw StepFailed("expected ok, got ${outcome.error.code}: ${outcome.error.message}")
-                checkEq("error kind", outcome.error.code, want["kind"])
+                val e = outcome.error
+                if (want == null) throw StepFailed("expected ok, got ${e.code}: ${e.message}")
+                if (e.code != want["kind"]) throw StepFailed("expected error ${want["kind"]}, got ${e.code}: ${e.message}")
+                (want["message_contains"] as String?)?.let { words ->
+                    if (!(e.message ?: "").contains(words)) {
+                        throw StepFailed("expected error ${want["kind"]} saying \"$words\", got ${e.code}: ${e.message}")
+                    }
+                }
                 null
             }
             is Outcome.Ok -> {
@@ -271,12 +281,23 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
                 val key = field(step, "key", "")
                 val mode = mode(step)
                 val timeoutMs = long(step, "timeout_ms", 10000).toULong()
+                val permits = long(step, "permits", 0)
+                if (mode != LockMode.SEMAPHORE && permits != 0L) {
+                    throw StepFailed("permits with a lock mode cannot be expressed through the SDK (raw-only)")
+                }
+                // A permit, of any count (the server judges it): the generated acquirePermit
+                // with the UInt count (the Int wrapper refuses a count below 1 itself).
+                val acquire: suspend () -> Lock = if (mode == LockMode.SEMAPHORE) {
+                    { tx.acquirePermit(namespace, key, permits.toUInt(), timeoutMs, null) }
+                } else {
+                    { tx.acquireLock(namespace, key, mode, timeoutMs) }
+                }
                 if (step["wait"] == false) {
-                    val job = background.async { outcomeOf { tx.acquireLock(namespace, key, mode, timeoutMs) } }
+                    val job = background.async { outcomeOf { acquire() } }
                     handles[step["handle"] as String] = Background(tx, "acquire", listOf(namespace to key), job)
                     return
                 }
-                checkGrant(step, outcomeOf { tx.acquireLock(namespace, key, mode, timeoutMs) })
+                checkGrant(step, outcomeOf { acquire() })
             }
             "acquire_all" -> {
                 val tx = txn(step)
