@@ -120,8 +120,9 @@ class Scenario {
       if (!expect.error) throw new StepFailed(`expected ok, got ${e.code}: ${e.message}`);
       const want = expect.error;
       if (e.code !== want.kind) throw new StepFailed(`expected error ${want.kind}, got ${e.code}: ${e.message}`);
-      if ('message_contains' in want && !e.message.includes(want.message_contains)) {
-        throw new StepFailed(`expected error ${want.kind} saying ${JSON.stringify(want.message_contains)}, got ${e.code}: ${e.message}`);
+      const words = want.message_contains;
+      if (words !== undefined && !e.message.includes(words)) {
+        throw new StepFailed(`expected error ${want.kind} saying ${JSON.stringify(words)}, got ${e.code}: ${e.message}`);
       }
       return { checks: null };
     }
@@ -330,6 +331,38 @@ class Scenario {
         if ('lost_kind' in checks) check('lost kind', reason.kind, checks.lost_kind);
         return;
       }
+      case 'set_lock_delay': {
+        const prefix = this.field(step, 'namespace_prefix', '${ns}');
+        const { checks, value } = await Scenario.call(step, this.dls.setLockDelay(prefix, step.delay_ms ?? 0));
+        if (checks && 'previous_delay_ms' in checks) check('previous_delay_ms', value, checks.previous_delay_ms);
+        return;
+      }
+      case 'lock_delays': {
+        const { checks, value } = await Scenario.call(step, this.dls.lockDelays());
+        if (checks && 'rules' in checks) {
+          // Only this scenario's rules: other runs may share the server.
+          const got = value
+            .filter((r) => r.namespacePrefix.startsWith(this.ns))
+            .map((r) => `${r.namespacePrefix}=${r.delayMs}`);
+          const want = checks.rules.map((w) => `${this.field(w, 'namespace_prefix', '')}=${w.delay_ms ?? 0}`);
+          check('rules', JSON.stringify(got), JSON.stringify(want));
+        }
+        return;
+      }
+      case 'operator_abort': {
+        const tx = this.txn(step);
+        const reason = this.field(step, 'reason', '');
+        const { checks, value } = await Scenario.call(step, this.dls.abortTransaction(tx.id, reason));
+        if (checks && 'state' in checks) check('state', value, checks.state);
+        return;
+      }
+      case 'list_key': {
+        const namespace = this.field(step, 'namespace', '${ns}');
+        const key = this.field(step, 'key', '');
+        const { checks, value } = await Scenario.call(step, this.dls.listLocks(namespace));
+        if (checks) this.checkListed(checks, value.find((k) => k.namespace === namespace && k.key === key));
+        return;
+      }
       case 'expect_streams_closed': {
         // The SDK shows no stream; it must not have reported the transaction lost.
         const reason = this.txn(step).lostReason;
@@ -382,6 +415,41 @@ class Scenario {
     } catch (e) {
       const shown = changes.map((c) => `${c.kind} ${Scenario.showHolder(c.holder)} (${c.endCause})`);
       throw new StepFailed(`${e.message}; holders [${holders.map(Scenario.showHolder)}], changes [${shown}]`);
+    }
+  }
+
+  /**
+   * list_key's checks on the key's listLocks entry (undefined: the key is not listed, so it
+   * has no holders, waiters or delay).
+   */
+  checkListed(checks, k) {
+    if ('listed' in checks) check('listed', k !== undefined, checks.listed);
+    for (const field of ['holders', 'waiters']) {
+      if (!(field in checks)) continue;
+      const got = k?.[field] ?? [];
+      const shown = got.map((e) => `txn ${e.transactionId} ${e.mode}`);
+      if (got.length !== checks[field].length) {
+        throw new StepFailed(`number of ${field}: expected ${checks[field].length}, got [${shown}]`);
+      }
+      for (const [i, w] of checks[field].entries()) {
+        const e = got[i];
+        if ('txn' in w) check(`${field}[${i}] transaction (want ${w.txn})`, e.transactionId, this.txn(w).id);
+        if ('mode' in w) check(`${field}[${i}] mode`, e.mode, w.mode);
+        if ('token' in w) check(`${field}[${i}] fencing token (want ${w.token})`, e.fencingToken, this.token(w.token));
+      }
+    }
+    if ('delay' in checks) {
+      const d = k?.delay;
+      const w = checks.delay;
+      const shown = d && `until ${d.untilMs} ms by txn ${d.transactionId} (${d.cause})`;
+      if (w === null) {
+        if (d) throw new StepFailed(`expected no delay, got ${shown}`);
+      } else if (!d) {
+        throw new StepFailed('expected a delay, got none');
+      } else {
+        if ('txn' in w) check(`delay transaction (want ${w.txn})`, d.transactionId, this.txn(w).id);
+        if ('cause' in w) check('delay cause', d.cause, w.cause);
+      }
     }
   }
 

@@ -416,6 +416,35 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
                 val checks = (step["expect"] as Map<String, Any?>?)?.get("ok") as Map<String, Any?>? ?: emptyMap()
                 checks["lost_kind"]?.let { checkEq("lost kind", reason.kind.name, it) }
             }
+            "set_lock_delay" -> {
+                val prefix = field(step, "namespace_prefix", "\${ns}")
+                val outcome = outcomeOf { client.setLockDelay(prefix, long(step, "delay_ms", 0)) }
+                val checks = expectOutcome(step, outcome) ?: return
+                checks["previous_delay_ms"]?.let { checkEq("previous_delay_ms", (outcome as Outcome.Ok).value, it) }
+            }
+            "lock_delays" -> {
+                val outcome = outcomeOf { client.lockDelays() }
+                val checks = expectOutcome(step, outcome) ?: return
+                (checks["rules"] as List<Map<String, Any?>>?)?.let { want ->
+                    // Only this scenario's rules: other runs may share the server.
+                    val got = (outcome as Outcome.Ok).value.filter { it.namespacePrefix.startsWith(ns) }
+                        .map { it.namespacePrefix to it.delayMs.toLong() }
+                    checkEq("rules", got, want.map { field(it, "namespace_prefix", "") to long(it, "delay_ms", 0) })
+                }
+            }
+            "operator_abort" -> {
+                val id = txn(step).id()
+                val outcome = outcomeOf { client.abortTransaction(id, field(step, "reason", "")) }
+                val checks = expectOutcome(step, outcome) ?: return
+                checks["state"]?.let { checkEq("state", (outcome as Outcome.Ok).value.name, it) }
+            }
+            "list_key" -> {
+                val namespace = field(step, "namespace", "\${ns}")
+                val key = field(step, "key", "")
+                val outcome = outcomeOf { client.listLocks(namespace) }
+                val checks = expectOutcome(step, outcome) ?: return
+                checkListed(checks, (outcome as Outcome.Ok).value.find { it.namespace == namespace && it.key == key })
+            }
             "expect_streams_closed" -> {
                 // The SDK shows no stream; it must not have reported the transaction lost.
                 txn(step).lostReason()?.let { throw StepFailed("the transaction was reported lost: ${it.kind}: ${it.message}") }
@@ -461,6 +490,44 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
         } catch (e: StepFailed) {
             val shown = changes.map { "${it.kind.name} ${showHolder(it.holder)} (${it.endCause?.name})" }
             throw StepFailed("${e.message}; holders ${holders.map(::showHolder)}, changes $shown", e)
+        }
+    }
+
+    /**
+     * list_key's checks on the key's listLocks entry (null: the key is not listed, so it has
+     * no holders, waiters or delay).
+     */
+    private fun checkListed(checks: Map<String, Any?>, k: KeyLocks?) {
+        checks["listed"]?.let { checkEq("listed", k != null, it) }
+        // (transaction id, mode, fencing token: null for a waiter) of each holder and waiter.
+        val entries = mapOf(
+            "holders" to (k?.holders ?: emptyList()).map { Triple(it.transactionId, it.mode.name, it.fencingToken) },
+            "waiters" to (k?.waiters ?: emptyList()).map { Triple(it.transactionId, it.mode.name, null as ULong?) },
+        )
+        for ((name, got) in entries) {
+            val want = checks[name] as List<Map<String, Any?>>? ?: continue
+            val shown = got.map { "txn ${it.first} ${it.second}" }
+            if (got.size != want.size) throw StepFailed("number of $name: expected ${want.size}, got $shown")
+            for ((i, w) in want.withIndex()) {
+                val (id, mode, held) = got[i]
+                w["txn"]?.let { checkEq("$name[$i] transaction (want $it)", id, txn(w).id()) }
+                w["mode"]?.let { checkEq("$name[$i] mode", mode, it) }
+                w["token"]?.let { checkEq("$name[$i] fencing token (want $it)", held, token(it)) }
+            }
+        }
+        if (checks.containsKey("delay")) {
+            val d = k?.delay
+            val w = checks["delay"] as Map<String, Any?>?
+            when {
+                w == null && d != null ->
+                    throw StepFailed("expected no delay, got until ${d.untilMs} ms by txn ${d.transactionId} (${d.cause})")
+                w == null -> {}
+                d == null -> throw StepFailed("expected a delay, got none")
+                else -> {
+                    w["txn"]?.let { checkEq("delay transaction (want $it)", d.transactionId, txn(w).id()) }
+                    w["cause"]?.let { checkEq("delay cause", d.cause?.name ?: "none", it) }
+                }
+            }
         }
     }
 
