@@ -241,7 +241,7 @@ class Transaction {
    */
   async acquirePermit(namespace, key, permits, opts = {}) {
     if (!Number.isInteger(permits) || permits < 1) {
-      throw new InvalidArgumentError(`acquirePermit needs permits, a positive integer (got ${permits})`);
+      throw new InvalidArgumentError(`acquirePermit needs permits, an integer between 1 and 100000 (got ${permits})`);
     }
     const lock = await call(
       this.#native.acquirePermit(namespace, key, permits, opts?.timeoutMs ?? null, queuedCallback(opts?.onQueued)),

@@ -117,6 +117,7 @@ type connection struct {
 	endpoint string
 	conn     *grpc.ClientConn
 	stub     dlsv1.LockServiceClient
+	admin    dlsv1.AdminServiceClient
 	md       metadata.MD
 }
 
@@ -140,13 +141,19 @@ func (c *connection) connect(endpoint string) {
 		fmt.Fprintf(os.Stderr, "conformance: bad endpoint %q: %v\n", endpoint, err)
 		os.Exit(2)
 	}
-	c.endpoint, c.conn, c.stub = endpoint, conn, dlsv1.NewLockServiceClient(conn)
+	c.endpoint, c.conn, c.stub, c.admin = endpoint, conn, dlsv1.NewLockServiceClient(conn), dlsv1.NewAdminServiceClient(conn)
 }
 
 func (c *connection) client() dlsv1.LockServiceClient {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stub
+}
+
+func (c *connection) adminClient() dlsv1.AdminServiceClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.admin
 }
 
 // outcome is what a call ended with: an error code and kind, or success.
@@ -200,11 +207,20 @@ func codeName(c codes.Code) string {
 
 // unary calls fn with retries across leader changes; fn gets the stub and a trailer sink.
 func unary[T any](c *connection, fn func(ctx context.Context, stub dlsv1.LockServiceClient, opts ...grpc.CallOption) (T, error)) (T, *outcome) {
+	return unaryOn(c, (*connection).client, fn)
+}
+
+// adminUnary is unary on the AdminService (the operator calls).
+func adminUnary[T any](c *connection, fn func(ctx context.Context, stub dlsv1.AdminServiceClient, opts ...grpc.CallOption) (T, error)) (T, *outcome) {
+	return unaryOn(c, (*connection).adminClient, fn)
+}
+
+func unaryOn[S, T any](c *connection, stub func(*connection) S, fn func(ctx context.Context, stub S, opts ...grpc.CallOption) (T, error)) (T, *outcome) {
 	deadline := time.Now().Add(patience)
 	for {
 		ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.Background(), c.md), patience)
 		var trailer metadata.MD
-		v, err := fn(ctx, c.client(), grpc.Trailer(&trailer))
+		v, err := fn(ctx, stub(c), grpc.Trailer(&trailer))
 		cancel()
 		if err == nil {
 			return v, nil
@@ -1240,6 +1256,72 @@ func (s *scenario) step(step map[string]any) error {
 		}
 	case "sleep_ms":
 		time.Sleep(time.Duration(num(step, "ms", 0)) * time.Millisecond)
+	case "set_lock_delay":
+		req := &dlsv1.SetLockDelayRequest{NamespacePrefix: s.field(step, "namespace_prefix", "${ns}"), DelayMs: num(step, "delay_ms", 0)}
+		resp, o := adminUnary(s.conn, func(ctx context.Context, c dlsv1.AdminServiceClient, opts ...grpc.CallOption) (*dlsv1.SetLockDelayResponse, error) {
+			return c.SetLockDelay(ctx, req, opts...)
+		})
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		if v, ok := checks["previous_delay_ms"]; ok {
+			return eq("previous_delay_ms", resp.PreviousDelayMs, v)
+		}
+	case "lock_delays":
+		resp, o := adminUnary(s.conn, func(ctx context.Context, c dlsv1.AdminServiceClient, opts ...grpc.CallOption) (*dlsv1.ListLockDelaysResponse, error) {
+			return c.ListLockDelays(ctx, &dlsv1.ListLockDelaysRequest{}, opts...)
+		})
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		if want, ok := checks["rules"].([]any); ok {
+			// Only this scenario's rules: other runs may share the server.
+			got, exp := []string{}, []string{}
+			for _, r := range resp.Rules {
+				if strings.HasPrefix(r.NamespacePrefix, s.ns) {
+					got = append(got, fmt.Sprintf("%q=%d", r.NamespacePrefix, r.DelayMs))
+				}
+			}
+			for _, raw := range want {
+				w, _ := raw.(map[string]any)
+				exp = append(exp, fmt.Sprintf("%q=%d", s.field(w, "namespace_prefix", ""), num(w, "delay_ms", 0)))
+			}
+			return eq("rules", got, exp)
+		}
+	case "operator_abort":
+		id, err := s.txnID(step)
+		if err != nil {
+			return err
+		}
+		req := &dlsv1.AbortTransactionRequest{TransactionId: id, Reason: s.field(step, "reason", ""), RequestId: s.requestID(step)}
+		resp, o := adminUnary(s.conn, func(ctx context.Context, c dlsv1.AdminServiceClient, opts ...grpc.CallOption) (*dlsv1.AbortTransactionResponse, error) {
+			return c.AbortTransaction(ctx, req, opts...)
+		})
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		if v, ok := checks["state"]; ok {
+			return eq("state", resp.State.String(), v)
+		}
+	case "list_key":
+		namespace, key := s.field(step, "namespace", "${ns}"), s.field(step, "key", "")
+		resp, o := adminUnary(s.conn, func(ctx context.Context, c dlsv1.AdminServiceClient, opts ...grpc.CallOption) (*dlsv1.ListLocksResponse, error) {
+			return c.ListLocks(ctx, &dlsv1.ListLocksRequest{NamespacePrefix: namespace}, opts...)
+		})
+		checks, err := checkOutcome(step, o)
+		if err != nil || checks == nil {
+			return err
+		}
+		var listed *dlsv1.KeyLocks
+		for _, k := range resp.Locks {
+			if k.Namespace == namespace && k.Key == key {
+				listed = k
+			}
+		}
+		return s.checkListed(checks, listed)
 	case "watch":
 		req := &dlsv1.WatchKeyRequest{Namespace: s.field(step, "namespace", "${ns}"), Key: s.field(step, "key", "")}
 		if n, ok := step["resume"].(string); ok {
@@ -1300,6 +1382,91 @@ func (s *scenario) step(step map[string]any) error {
 		return s.expectStreamsClosed(step)
 	default:
 		return fmt.Errorf("unknown op %q", op)
+	}
+	return nil
+}
+
+// checkListed makes list_key's checks on the key's ListLocks entry (nil: the key is not
+// listed, so it has no holders, waiters or delay).
+func (s *scenario) checkListed(checks map[string]any, k *dlsv1.KeyLocks) error {
+	if v, ok := checks["listed"]; ok {
+		if err := eq("listed", k != nil, v); err != nil {
+			return err
+		}
+	}
+	entry := func(what string, w map[string]any, id uint64, m dlsv1.LockMode) error {
+		if name, ok := w["txn"]; ok {
+			want, err := s.txnID(map[string]any{"txn": name})
+			if err != nil {
+				return err
+			}
+			if err := eq(fmt.Sprintf("%s transaction (want %v)", what, name), id, want); err != nil {
+				return err
+			}
+		}
+		if v, ok := w["mode"]; ok {
+			return eq(what+" mode", m.String(), v)
+		}
+		return nil
+	}
+	if want, ok := checks["holders"].([]any); ok {
+		hs := k.GetHolders()
+		if len(hs) != len(want) {
+			return fmt.Errorf("number of holders: expected %d, got %v", len(want), hs)
+		}
+		for i, raw := range want {
+			w, _ := raw.(map[string]any)
+			what := fmt.Sprintf("holders[%d]", i)
+			if err := entry(what, w, hs[i].TransactionId, hs[i].Mode); err != nil {
+				return err
+			}
+			if name, ok := w["token"]; ok {
+				t, err := s.token(name)
+				if err != nil {
+					return err
+				}
+				if err := eq(what+" fencing token", hs[i].FencingToken, t); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if want, ok := checks["waiters"].([]any); ok {
+		ws := k.GetWaiters()
+		if len(ws) != len(want) {
+			return fmt.Errorf("number of waiters: expected %d, got %v", len(want), ws)
+		}
+		for i, raw := range want {
+			w, _ := raw.(map[string]any)
+			if err := entry(fmt.Sprintf("waiters[%d]", i), w, ws[i].TransactionId, ws[i].Mode); err != nil {
+				return err
+			}
+		}
+	}
+	if want, ok := checks["delay"]; ok {
+		shown := fmt.Sprintf("until %d ms by txn %d (%s)", k.GetDelayedUntilMs(), k.GetDelayedByTransactionId(), k.GetDelayCause())
+		if want == nil {
+			if k.GetDelayedUntilMs() != 0 || k.GetDelayedByTransactionId() != 0 {
+				return fmt.Errorf("expected no delay, got %s", shown)
+			}
+			return nil
+		}
+		if k.GetDelayedUntilMs() <= 0 {
+			return fmt.Errorf("expected a delay, got %s", shown)
+		}
+		w, _ := want.(map[string]any)
+		if name, ok := w["txn"]; ok {
+			id, err := s.txnID(map[string]any{"txn": name})
+			if err != nil {
+				return err
+			}
+			if err := eq(fmt.Sprintf("delay transaction (want %v)", name), k.GetDelayedByTransactionId(), id); err != nil {
+				return err
+			}
+		}
+		if v, ok := w["cause"]; ok {
+			return eq("delay cause", causeName(k.GetDelayCause()), v)
+		}
 	}
 	return nil
 }

@@ -44,6 +44,8 @@ sys.path.insert(0, ARGS.sdk_path)
 import grpc  # noqa: E402
 from caerus.dls.v1 import lock_service_pb2 as pb  # noqa: E402
 from caerus.dls.v1 import lock_service_pb2_grpc as pb_grpc  # noqa: E402
+from caerus.dls.v1 import admin_service_pb2 as admin_pb  # noqa: E402
+from caerus.dls.v1 import admin_service_pb2_grpc as admin_grpc  # noqa: E402
 
 
 class StepFailed(Exception):
@@ -89,6 +91,7 @@ class Connection:
             self.endpoint = endpoint
             self.channel = grpc.insecure_channel(endpoint)
             self.stub = pb_grpc.LockServiceStub(self.channel)
+            self.admin = admin_grpc.AdminServiceStub(self.channel)
 
     def should_retry(self, err, deadline):
         """UNAVAILABLE means not the leader (follow the hint) or no leader yet (back off)."""
@@ -101,11 +104,13 @@ class Connection:
             time.sleep(0.1)
         return True
 
-    def unary(self, method, request):
+    def unary(self, method, request, admin=False):
+        """A LockService call, or an AdminService one (`admin`), following leader changes."""
         deadline = time.monotonic() + PATIENCE_S
         while True:
             try:
-                value = getattr(self.stub, method)(request, metadata=self.metadata, timeout=PATIENCE_S)
+                stub = self.admin if admin else self.stub
+                value = getattr(stub, method)(request, metadata=self.metadata, timeout=PATIENCE_S)
                 return Outcome(value)
             except grpc.RpcError as err:
                 if self.should_retry(err, deadline):
@@ -447,6 +452,42 @@ class Scenario:
         streams = self.streams.setdefault(step.get("txn"), [])
         return streams.append
 
+    def check_listed(self, checks, k):
+        """list_key's checks on the key's ListLocks entry (None: the key is not listed, so it
+        has no holders, waiters or delay)."""
+        if "listed" in checks:
+            self.eq("listed", k is not None, checks["listed"])
+        for field in ("holders", "waiters"):
+            if field not in checks:
+                continue
+            got = list(getattr(k, field)) if k is not None else []
+            shown = [f"txn {e.transaction_id} {pb.LockMode.Name(e.mode)}" for e in got]
+            if len(got) != len(checks[field]):
+                raise StepFailed(f"number of {field}: expected {len(checks[field])}, got {shown}")
+            for i, (w, e) in enumerate(zip(checks[field], got)):
+                what = f"{field}[{i}]"
+                if "txn" in w:
+                    self.eq(f"{what} transaction (want {w['txn']})", e.transaction_id, self.txn_id(w))
+                if "mode" in w:
+                    self.eq(f"{what} mode", pb.LockMode.Name(e.mode), w["mode"])
+                if "token" in w:
+                    self.eq(f"{what} fencing token (want {w['token']})", e.fencing_token, self.token(w["token"]))
+        if "delay" in checks:
+            until, by = (k.delayed_until_ms, k.delayed_by_transaction_id) if k is not None else (0, 0)
+            cause = pb.EndCause.Name(k.delay_cause).removeprefix("END_CAUSE_") if k is not None else "UNSPECIFIED"
+            shown = f"until {until} ms by txn {by} ({cause})"
+            w = checks["delay"]
+            if w is None:
+                if until != 0 or by != 0:
+                    raise StepFailed(f"expected no delay, got {shown}")
+            elif until <= 0:
+                raise StepFailed(f"expected a delay, got {shown}")
+            else:
+                if "txn" in w:
+                    self.eq(f"delay transaction (want {w['txn']})", by, self.txn_id(w))
+                if "cause" in w:
+                    self.eq("delay cause", cause, w["cause"])
+
     # ---- key watches and lost streams ---------------------------------------------------
     def check_holder(self, what, w, h):
         if "txn" in w:
@@ -622,6 +663,36 @@ class Scenario:
                     self.eq("released_locks", out.value.released_locks, checks["released_locks"])
         elif op == "sleep_ms":
             time.sleep(step["ms"] / 1000.0)
+        elif op == "set_lock_delay":
+            req = admin_pb.SetLockDelayRequest(namespace_prefix=self.field(step, "namespace_prefix", "${ns}"),
+                                               delay_ms=step.get("delay_ms", 0))
+            out = self.conn.unary("SetLockDelay", req, admin=True)
+            checks = self.check_outcome(step, out)
+            if checks is not None and "previous_delay_ms" in checks:
+                self.eq("previous_delay_ms", out.value.previous_delay_ms, checks["previous_delay_ms"])
+        elif op == "lock_delays":
+            out = self.conn.unary("ListLockDelays", admin_pb.ListLockDelaysRequest(), admin=True)
+            checks = self.check_outcome(step, out)
+            if checks is not None and "rules" in checks:
+                # Only this scenario's rules: other runs may share the server.
+                got = [(r.namespace_prefix, r.delay_ms) for r in out.value.rules
+                       if r.namespace_prefix.startswith(self.ns)]
+                want = [(self.field(w, "namespace_prefix"), w.get("delay_ms", 0)) for w in checks["rules"]]
+                self.eq("rules", got, want)
+        elif op == "operator_abort":
+            req = admin_pb.AbortTransactionRequest(transaction_id=self.txn_id(step), reason=self.field(step, "reason"),
+                                                   request_id=self.request_id(step))
+            out = self.conn.unary("AbortTransaction", req, admin=True)
+            checks = self.check_outcome(step, out)
+            if checks is not None and "state" in checks:
+                self.eq("state", pb.TransactionState.Name(out.value.state), checks["state"])
+        elif op == "list_key":
+            namespace, key = self.field(step, "namespace", "${ns}"), self.field(step, "key")
+            out = self.conn.unary("ListLocks", admin_pb.ListLocksRequest(namespace_prefix=namespace), admin=True)
+            checks = self.check_outcome(step, out)
+            if checks is not None:
+                listed = [k for k in out.value.locks if k.namespace == namespace and k.key == key]
+                self.check_listed(checks, listed[0] if listed else None)
         elif op == "watch":
             cursor = self.cursors[step["resume"]] if "resume" in step else ""
             req = pb.WatchKeyRequest(namespace=self.field(step, "namespace", "${ns}"), key=self.field(step, "key"),

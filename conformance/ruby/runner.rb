@@ -38,6 +38,7 @@ ARGS = options.freeze
 $LOAD_PATH.unshift(ARGS[:sdk_path])
 require 'grpc'
 require 'caerus/dls/v1/lock_service_services_pb'
+require 'caerus/dls/v1/admin_service_services_pb'
 
 V1 = Caerus::Dls::V1
 CODE_NAMES = GRPC::Core::StatusCodes.constants.to_h { |c| [GRPC::Core::StatusCodes.const_get(c), c.to_s] }.freeze
@@ -80,11 +81,16 @@ class Connection
 
       @endpoint = endpoint
       @stub = V1::LockService::Stub.new(endpoint, :this_channel_is_insecure)
+      @admin = V1::AdminService::Stub.new(endpoint, :this_channel_is_insecure)
     end
   end
 
   def stub
     @lock.synchronize { @stub }
+  end
+
+  def admin
+    @lock.synchronize { @admin }
   end
 
   # UNAVAILABLE means not the leader (follow the hint) or no leader yet (back off).
@@ -100,10 +106,12 @@ class Connection
     true
   end
 
-  def unary(method, request)
+  # A LockService call, or an AdminService one (admin: true), following leader changes.
+  def unary(method, request, admin: false)
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + PATIENCE_S
     begin
-      Outcome.new(stub.public_send(method, request, metadata: @metadata, deadline: Time.now + PATIENCE_S))
+      service = admin ? self.admin : stub
+      Outcome.new(service.public_send(method, request, metadata: @metadata, deadline: Time.now + PATIENCE_S))
     rescue GRPC::BadStatus => e
       retry if retry?(e, deadline)
       Outcome.error(e)
@@ -537,6 +545,41 @@ class Scenario
     locks.map { |_, k, m, t| "#{k}:#{m}#{t.equal?(UNKNOWN) ? '' : "##{t}"}" }
   end
 
+  # list_key's checks on the key's ListLocks entry (nil: the key is not listed, so it has no
+  # holders, waiters or delay).
+  def check_listed(checks, key)
+    eq('listed', !key.nil?, checks['listed']) if checks.key?('listed')
+    %w[holders waiters].each do |field|
+      next unless checks.key?(field)
+
+      got = key ? key.public_send(field).to_a : []
+      shown = got.map { |e| "txn #{e.transaction_id} #{Scenario.name_of(e.mode)}" }
+      raise StepFailed, "number of #{field}: expected #{checks[field].size}, got #{shown}" if got.size != checks[field].size
+
+      checks[field].zip(got).each_with_index do |(want, entry), i|
+        what = "#{field}[#{i}]"
+        eq("#{what} transaction (want #{want['txn']})", entry.transaction_id, txn_id(want)) if want.key?('txn')
+        eq("#{what} mode", Scenario.name_of(entry.mode), want['mode']) if want.key?('mode')
+        eq("#{what} fencing token (want #{want['token']})", entry.fencing_token, token(want['token'])) if want.key?('token')
+      end
+    end
+    return unless checks.key?('delay')
+
+    until_ms = key ? key.delayed_until_ms : 0
+    by = key ? key.delayed_by_transaction_id : 0
+    cause = key ? Scenario.name_of(key.delay_cause).delete_prefix('END_CAUSE_') : 'UNSPECIFIED'
+    shown = "until #{until_ms} ms by txn #{by} (#{cause})"
+    want = checks['delay']
+    if want.nil?
+      raise StepFailed, "expected no delay, got #{shown}" if until_ms != 0 || by != 0
+    elsif until_ms <= 0
+      raise StepFailed, "expected a delay, got #{shown}"
+    else
+      eq("delay transaction (want #{want['txn']})", by, txn_id(want)) if want.key?('txn')
+      eq('delay cause', cause, want['cause']) if want.key?('cause')
+    end
+  end
+
   # ---- key watches and lost streams -------------------------------------------------------
   def show_holder(holder)
     "txn #{holder.transaction_id} #{holder.transaction_name.inspect} #{Scenario.name_of(holder.mode)}##{holder.fencing_token}"
@@ -738,6 +781,34 @@ class Scenario
       eq('released_locks', out.value.released_locks, checks['released_locks']) if checks.key?('released_locks')
     when 'sleep_ms'
       sleep step.fetch('ms') / 1000.0
+    when 'set_lock_delay'
+      req = V1::SetLockDelayRequest.new(namespace_prefix: field(step, 'namespace_prefix', '${ns}'),
+                                        delay_ms: step.fetch('delay_ms', 0))
+      out = @conn.unary(:set_lock_delay, req, admin: true)
+      checks = check_outcome(step, out)
+      if checks&.key?('previous_delay_ms')
+        eq('previous_delay_ms', out.value.previous_delay_ms, checks['previous_delay_ms'])
+      end
+    when 'lock_delays'
+      out = @conn.unary(:list_lock_delays, V1::ListLockDelaysRequest.new, admin: true)
+      checks = check_outcome(step, out)
+      if checks&.key?('rules')
+        # Only this scenario's rules: other runs may share the server.
+        got = out.value.rules.select { |r| r.namespace_prefix.start_with?(@ns) }.map { |r| [r.namespace_prefix, r.delay_ms] }
+        eq('rules', got, checks['rules'].map { |w| [field(w, 'namespace_prefix'), w.fetch('delay_ms', 0)] })
+      end
+    when 'operator_abort'
+      req = V1::AbortTransactionRequest.new(transaction_id: txn_id(step), reason: field(step, 'reason'),
+                                            request_id: request_id(step))
+      out = @conn.unary(:abort_transaction, req, admin: true)
+      checks = check_outcome(step, out)
+      eq('state', Scenario.name_of(out.value.state), checks['state']) if checks&.key?('state')
+    when 'list_key'
+      namespace = field(step, 'namespace', '${ns}')
+      key = field(step, 'key')
+      out = @conn.unary(:list_locks, V1::ListLocksRequest.new(namespace_prefix: namespace), admin: true)
+      checks = check_outcome(step, out)
+      check_listed(checks, out.value.locks.find { |k| k.namespace == namespace && k.key == key }) unless checks.nil?
     when 'watch'
       cursor = ''
       if step.key?('resume')

@@ -3,10 +3,10 @@
 // real dls server: one test per scenario, raw-only ones skipped, and so are those needing a
 // capability this runner lacks (see CAPABILITIES).
 //
-// Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says. The
-// SDK's acquireLock has no progress callback and the SDK has no lock listing, so
-// `expect_queued` polls the waiting transaction's status() for its queue position, and
-// `blocked_by` (not visible through this SDK) is not compared.
+// Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says.
+// `expect_queued` polls the waiting transaction's status() for its queue position (not the
+// acquire's onQueued callback), and `blocked_by` is not compared. Mode SEMAPHORE goes to
+// tx.acquirePermit.
 const { test, before, after } = require('node:test');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -23,8 +23,9 @@ const POLL_MS = 10;
 const RUN_ID = crypto.randomBytes(3).toString('hex');
 // What this runner can express of the scenarios' `needs` (conformance/README.md
 // "Capabilities"); a scenario needing anything else is skipped, saying why.
-const CAPABILITIES = new Set();
-const WHY_NOT = { permits: 'the Node SDK has no semaphore permit API yet' };
+const CAPABILITIES = new Set(['permits']);
+// Why each capability missing from CAPABILITIES is missing (none is, so far).
+const WHY_NOT = {};
 
 /** Why `spec` is skipped here (raw only, or a capability this runner lacks), or undefined. */
 function skipReason(spec) {
@@ -97,7 +98,7 @@ class Scenario {
 
   static mode(step) {
     const mode = step.mode ?? 'EXCLUSIVE';
-    if (mode !== 'EXCLUSIVE' && mode !== 'SHARED_READ') {
+    if (mode !== 'EXCLUSIVE' && mode !== 'SHARED_READ' && mode !== 'SEMAPHORE') {
       throw new StepFailed(`mode ${JSON.stringify(mode)} cannot be expressed through the SDK (raw-only)`);
     }
     return mode;
@@ -106,7 +107,8 @@ class Scenario {
   /**
    * Compares a call's outcome with the step's `expect`: resolves with `{ checks, value }`
    * when it succeeded as expected, `{ checks: null }` when the expected error happened.
-   * Only the error kind is visible through an SDK; the gRPC code is a raw-client check.
+   * Only the error kind and message are visible through an SDK; the gRPC code is a
+   * raw-client check.
    */
   static async call(step, promise) {
     const expect = step.expect ?? { ok: {} };
@@ -116,7 +118,12 @@ class Scenario {
     } catch (e) {
       if (!(e instanceof Dls.DlsError)) throw e;
       if (!expect.error) throw new StepFailed(`expected ok, got ${e.code}: ${e.message}`);
-      check('error kind', e.code, expect.error.kind);
+      const want = expect.error;
+      if (e.code !== want.kind) throw new StepFailed(`expected error ${want.kind}, got ${e.code}: ${e.message}`);
+      const words = want.message_contains;
+      if (words !== undefined && !e.message.includes(words)) {
+        throw new StepFailed(`expected error ${want.kind} saying ${JSON.stringify(words)}, got ${e.code}: ${e.message}`);
+      }
       return { checks: null };
     }
     if (expect.error) throw new StepFailed(`expected error ${expect.error.code}/${expect.error.kind}, got ok`);
@@ -165,7 +172,15 @@ class Scenario {
         const key = this.field(step, 'key', '');
         const mode = Scenario.mode(step);
         const timeoutMs = step.timeout_ms ?? 10000;
-        const promise = tx.acquireLock(namespace, key, mode, { timeoutMs });
+        const permits = step.permits ?? 0;
+        if (mode !== 'SEMAPHORE' && permits !== 0) {
+          throw new StepFailed('permits with a lock mode cannot be expressed through the SDK (raw-only)');
+        }
+        // A permit, of any count (the server judges it).
+        const promise =
+          mode === 'SEMAPHORE'
+            ? tx.acquirePermit(namespace, key, permits, { timeoutMs })
+            : tx.acquireLock(namespace, key, mode, { timeoutMs });
         if (step.wait === false) {
           this.handles.set(step.handle, new Background(tx, step.op, [{ namespace, key }], promise));
           return;
@@ -316,6 +331,38 @@ class Scenario {
         if ('lost_kind' in checks) check('lost kind', reason.kind, checks.lost_kind);
         return;
       }
+      case 'set_lock_delay': {
+        const prefix = this.field(step, 'namespace_prefix', '${ns}');
+        const { checks, value } = await Scenario.call(step, this.dls.setLockDelay(prefix, step.delay_ms ?? 0));
+        if (checks && 'previous_delay_ms' in checks) check('previous_delay_ms', value, checks.previous_delay_ms);
+        return;
+      }
+      case 'lock_delays': {
+        const { checks, value } = await Scenario.call(step, this.dls.lockDelays());
+        if (checks && 'rules' in checks) {
+          // Only this scenario's rules: other runs may share the server.
+          const got = value
+            .filter((r) => r.namespacePrefix.startsWith(this.ns))
+            .map((r) => `${r.namespacePrefix}=${r.delayMs}`);
+          const want = checks.rules.map((w) => `${this.field(w, 'namespace_prefix', '')}=${w.delay_ms ?? 0}`);
+          check('rules', JSON.stringify(got), JSON.stringify(want));
+        }
+        return;
+      }
+      case 'operator_abort': {
+        const tx = this.txn(step);
+        const reason = this.field(step, 'reason', '');
+        const { checks, value } = await Scenario.call(step, this.dls.abortTransaction(tx.id, reason));
+        if (checks && 'state' in checks) check('state', value, checks.state);
+        return;
+      }
+      case 'list_key': {
+        const namespace = this.field(step, 'namespace', '${ns}');
+        const key = this.field(step, 'key', '');
+        const { checks, value } = await Scenario.call(step, this.dls.listLocks(namespace));
+        if (checks) this.checkListed(checks, value.find((k) => k.namespace === namespace && k.key === key));
+        return;
+      }
       case 'expect_streams_closed': {
         // The SDK shows no stream; it must not have reported the transaction lost.
         const reason = this.txn(step).lostReason;
@@ -368,6 +415,41 @@ class Scenario {
     } catch (e) {
       const shown = changes.map((c) => `${c.kind} ${Scenario.showHolder(c.holder)} (${c.endCause})`);
       throw new StepFailed(`${e.message}; holders [${holders.map(Scenario.showHolder)}], changes [${shown}]`);
+    }
+  }
+
+  /**
+   * list_key's checks on the key's listLocks entry (undefined: the key is not listed, so it
+   * has no holders, waiters or delay).
+   */
+  checkListed(checks, k) {
+    if ('listed' in checks) check('listed', k !== undefined, checks.listed);
+    for (const field of ['holders', 'waiters']) {
+      if (!(field in checks)) continue;
+      const got = k?.[field] ?? [];
+      const shown = got.map((e) => `txn ${e.transactionId} ${e.mode}`);
+      if (got.length !== checks[field].length) {
+        throw new StepFailed(`number of ${field}: expected ${checks[field].length}, got [${shown}]`);
+      }
+      for (const [i, w] of checks[field].entries()) {
+        const e = got[i];
+        if ('txn' in w) check(`${field}[${i}] transaction (want ${w.txn})`, e.transactionId, this.txn(w).id);
+        if ('mode' in w) check(`${field}[${i}] mode`, e.mode, w.mode);
+        if ('token' in w) check(`${field}[${i}] fencing token (want ${w.token})`, e.fencingToken, this.token(w.token));
+      }
+    }
+    if ('delay' in checks) {
+      const d = k?.delay;
+      const w = checks.delay;
+      const shown = d && `until ${d.untilMs} ms by txn ${d.transactionId} (${d.cause})`;
+      if (w === null) {
+        if (d) throw new StepFailed(`expected no delay, got ${shown}`);
+      } else if (!d) {
+        throw new StepFailed('expected a delay, got none');
+      } else {
+        if ('txn' in w) check(`delay transaction (want ${w.txn})`, d.transactionId, this.txn(w).id);
+        if ('cause' in w) check('delay cause', d.cause, w.cause);
+      }
     }
   }
 

@@ -3,9 +3,10 @@ against the suite's real dls server: one test per scenario, raw-only ones skippe
 are those needing a capability this runner lacks (see CAPABILITIES).
 
 The mapping of each op onto the SDK follows "Writing an SDK runner" in
-conformance/README.md. The SDK's acquire has no progress callback, so ``expect_queued``
-reads the queue from ``client.list_locks`` (the server computes the waiter's position and
-blockers there from the same queue as the acquire stream's ``queued`` messages).
+conformance/README.md. ``expect_queued`` reads the queue from ``client.list_locks`` rather
+than the acquire's ``on_queued`` callback (the server computes the waiter's position and
+blockers there from the same queue as the acquire stream's ``queued`` messages). Mode
+SEMAPHORE goes to ``tx.acquire_permit``.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ POLL_S = 0.01
 RUN_ID = uuid.uuid4().hex[:6]
 # What this runner can express of the scenarios' `needs` (conformance/README.md
 # "Capabilities"); a scenario needing anything else is skipped, saying why.
-CAPABILITIES: frozenset = frozenset()
-WHY_NOT = {"permits": "the Python SDK has no semaphore permit API yet"}
+CAPABILITIES: frozenset = frozenset({"permits"})
+# Why each capability missing from CAPABILITIES is missing (none is, so far).
+WHY_NOT: Dict[str, str] = {}
 
 
 class StepFailed(AssertionError):
@@ -100,7 +102,7 @@ class Scenario:
     @staticmethod
     def mode(step: dict) -> str:
         mode = step.get("mode", "EXCLUSIVE")
-        if mode not in ("EXCLUSIVE", "SHARED_READ"):
+        if mode not in ("EXCLUSIVE", "SHARED_READ", "SEMAPHORE"):
             raise StepFailed(f"mode {mode!r} cannot be expressed through the SDK (raw-only)")
         return mode
 
@@ -114,8 +116,14 @@ class Scenario:
         except DlsError as e:
             if "error" not in expect:
                 raise StepFailed(f"expected ok, got {e.code}: {e.message}") from e
-            # Only the kind is visible through an SDK; the gRPC code is a raw-client check.
-            check("error kind", e.code, expect["error"]["kind"])
+            # Only the kind and the message are visible through an SDK; the gRPC code is a
+            # raw-client check.
+            want = expect["error"]
+            if e.code != want["kind"]:
+                raise StepFailed(f"expected error {want['kind']}, got {e.code}: {e.message}") from e
+            words = want.get("message_contains")
+            if words is not None and words not in e.message:
+                raise StepFailed(f"expected error {want['kind']} saying {words!r}, got {e.code}: {e.message}") from e
             return None, None
         if "error" in expect:
             want = expect["error"]
@@ -165,8 +173,14 @@ class Scenario:
         elif op == "acquire":
             tx = self.txn(step)
             namespace, key = self.field(step, "namespace", "${ns}"), self.field(step, "key", "")
-            mode, timeout_ms = self.mode(step), step.get("timeout_ms", 10000)
-            coro = tx.acquire_lock(namespace, key, mode, timeout_ms=timeout_ms)
+            mode, timeout_ms, permits = self.mode(step), step.get("timeout_ms", 10000), step.get("permits", 0)
+            if mode == "SEMAPHORE":
+                # A permit, of any count (the server judges it).
+                coro = tx.acquire_permit(namespace, key, permits, timeout_ms=timeout_ms)
+            elif permits:
+                raise StepFailed("permits with a lock mode cannot be expressed through the SDK (raw-only)")
+            else:
+                coro = tx.acquire_lock(namespace, key, mode, timeout_ms=timeout_ms)
             if step.get("wait", True) is False:
                 self.handles[step["handle"]] = Background(tx, op, [(namespace, key)], coro)
                 return
@@ -291,6 +305,31 @@ class Scenario:
             # end_cause (the server's LockStreamLost) is not visible through the SDK: its kind is.
             if "lost_kind" in checks:
                 check("lost kind", reason.kind, checks["lost_kind"])
+        elif op == "set_lock_delay":
+            checks, previous = await self.call(
+                step, self.client.set_lock_delay(self.field(step, "namespace_prefix", "${ns}"), step.get("delay_ms", 0))
+            )
+            if checks is not None and "previous_delay_ms" in checks:
+                check("previous_delay_ms", previous, checks["previous_delay_ms"])
+        elif op == "lock_delays":
+            checks, rules = await self.call(step, self.client.lock_delays())
+            if checks is not None and "rules" in checks:
+                # Only this scenario's rules: other runs may share the server.
+                got = [(r.namespace_prefix, r.delay_ms) for r in rules if r.namespace_prefix.startswith(self.ns)]
+                want = [(self.field(w, "namespace_prefix", ""), w.get("delay_ms", 0)) for w in checks["rules"]]
+                check("rules", got, want)
+        elif op == "operator_abort":
+            checks, state = await self.call(
+                step, self.client.abort_transaction(self.txn(step).id, self.field(step, "reason", ""))
+            )
+            if checks is not None and "state" in checks:
+                check("state", state, checks["state"])
+        elif op == "list_key":
+            namespace, key = self.field(step, "namespace", "${ns}"), self.field(step, "key", "")
+            checks, listing = await self.call(step, self.client.list_locks(namespace))
+            if checks is not None:
+                listed = [k for k in listing if k.namespace == namespace and k.key == key]
+                self.check_listed(checks, listed[0] if listed else None)
         elif op == "expect_streams_closed":
             # The SDK shows no stream; it must not have reported the transaction lost.
             reason = self.txn(step).lost_reason
@@ -298,6 +337,41 @@ class Scenario:
                 raise StepFailed(f"the transaction was reported lost: {reason.kind}: {reason.message}")
         else:
             raise StepFailed(f"unknown op {op!r}")
+
+    def check_listed(self, checks: dict, k) -> None:
+        """list_key's checks on the key's ``list_locks`` entry (None: the key is not listed,
+        so it has no holders, waiters or delay)."""
+        if "listed" in checks:
+            check("listed", k is not None, checks["listed"])
+        mode = lambda e: getattr(e["mode"], "value", e["mode"])  # noqa: E731
+        for field in ("holders", "waiters"):
+            if field not in checks:
+                continue
+            got = getattr(k, field) if k is not None else []
+            shown = [f"txn {e['transaction_id']} {mode(e)}" for e in got]
+            if len(got) != len(checks[field]):
+                raise StepFailed(f"number of {field}: expected {len(checks[field])}, got {shown}")
+            for i, (w, e) in enumerate(zip(checks[field], got)):
+                what = f"{field}[{i}]"
+                if "txn" in w:
+                    check(f"{what} transaction (want {w['txn']})", e["transaction_id"], self.txn(w).id)
+                if "mode" in w:
+                    check(f"{what} mode", mode(e), w["mode"])
+                if "token" in w:
+                    check(f"{what} fencing token (want {w['token']})", e["fencing_token"], self.token(w["token"]))
+        if "delay" in checks:
+            d, w = (k.delay if k is not None else None), checks["delay"]
+            shown = d and f"until {d.until_ms} ms by txn {d.transaction_id} ({d.cause})"
+            if w is None:
+                if d is not None:
+                    raise StepFailed(f"expected no delay, got {shown}")
+            elif d is None:
+                raise StepFailed("expected a delay, got none")
+            else:
+                if "txn" in w:
+                    check(f"delay transaction (want {w['txn']})", d.transaction_id, self.txn(w).id)
+                if "cause" in w:
+                    check("delay cause", d.cause, w["cause"])
 
     @staticmethod
     async def next_update(watch):

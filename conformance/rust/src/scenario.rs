@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use caerus_core::{
-    DlsClient, KeyWatch, Lock, LockMode, LockRequest, TokenCheck, TransactionOptions, TransactionStatus,
+    DlsClient, KeyLocks, KeyWatch, Lock, LockMode, LockRequest, TokenCheck, TransactionOptions, TransactionStatus,
 };
 use serde_json::{Map, Value};
 
@@ -302,7 +302,120 @@ impl Scenario {
                     bail!("the transaction was reported lost: {reason}");
                 }
             }
+            "set_lock_delay" => {
+                let prefix = field(step, "namespace_prefix", "${ns}", &ns)?;
+                let delay = Duration::from_millis(millis(step, "delay_ms", 0)?);
+                let result = self.client.set_lock_delay(&prefix, delay).await;
+                if let Some(checks) = expect::outcome(step, &result)? {
+                    if let Some(ms) = checks.get("previous_delay_ms").and_then(Value::as_u64) {
+                        eq("previous_delay_ms", result.expect("checked ok"), Duration::from_millis(ms))?;
+                    }
+                }
+            }
+            "lock_delays" => {
+                let result = self.client.lock_delays().await;
+                if let Some(checks) = expect::outcome(step, &result)? {
+                    if let Some(want) = checks.get("rules").and_then(Value::as_array) {
+                        // Only this scenario's rules: other runs may share the server.
+                        let got: Vec<(String, Duration)> = result
+                            .expect("checked ok")
+                            .into_iter()
+                            .filter(|r| r.namespace_prefix.starts_with(&ns))
+                            .map(|r| (r.namespace_prefix, r.delay))
+                            .collect();
+                        let want = want
+                            .iter()
+                            .map(|w| {
+                                let prefix = field(w, "namespace_prefix", "", &ns)?;
+                                Ok((prefix, Duration::from_millis(millis(w, "delay_ms", 0)?)))
+                            })
+                            .collect::<Result<Vec<_>>>()?;
+                        eq("rules", got, want)?;
+                    }
+                }
+            }
+            "operator_abort" => {
+                let id = match step.get("txn_id") {
+                    Some(id) => id.as_u64().context("txn_id")?,
+                    None => self.txn(step)?.id(),
+                };
+                let result = self.client.abort_transaction(id, &field(step, "reason", "", &ns)?).await;
+                if let Some(checks) = expect::outcome(step, &result)? {
+                    if let Some(state) = checks.get("state").and_then(Value::as_str) {
+                        eq("state", result.expect("checked ok").as_str(), state)?;
+                    }
+                }
+            }
+            "list_key" => {
+                let (namespace, key) = (field(step, "namespace", "${ns}", &ns)?, field(step, "key", "", &ns)?);
+                let result = self.client.list_locks(&namespace).await;
+                if let Some(checks) = expect::outcome(step, &result)? {
+                    let listed =
+                        result.expect("checked ok").into_iter().find(|k| k.namespace == namespace && k.key == key);
+                    self.check_listed(checks, listed.as_ref())?;
+                }
+            }
             other => bail!("unknown op {other:?}"),
+        }
+        Ok(())
+    }
+
+    /// The id of the scenario's transaction `name` (a holder, waiter or delay entry's `txn`).
+    fn txn_id(&self, name: &Value) -> Result<u64> {
+        let name = name.as_str().context("txn names a transaction")?;
+        Ok(self.txns.get(name).ok_or_else(|| anyhow!("no transaction {name:?}"))?.id())
+    }
+
+    /// `list_key`'s checks on the key's ListLocks entry (`None`: the key is not listed, so it
+    /// has no holders, waiters or delay).
+    fn check_listed(&self, checks: &Map<String, Value>, k: Option<&KeyLocks>) -> Result<()> {
+        if let Some(want) = checks.get("listed").and_then(Value::as_bool) {
+            eq("listed", k.is_some(), want)?;
+        }
+        let (holders, waiters) = k.map_or((&[][..], &[][..]), |k| (&k.holders[..], &k.waiters[..]));
+        let show = |id: u64, mode: LockMode| format!("txn {id} {mode}");
+        if let Some(want) = checks.get("holders").and_then(Value::as_array) {
+            let got: Vec<String> = holders.iter().map(|h| show(h.transaction_id, h.mode)).collect();
+            eq("number of holders", holders.len(), want.len()).with_context(|| format!("holders {got:?}"))?;
+            for (i, (w, h)) in want.iter().zip(holders).enumerate() {
+                if let Some(name) = w.get("txn") {
+                    eq(&format!("holders[{i}] transaction (want {name})"), h.transaction_id, self.txn_id(name)?)?;
+                }
+                if let Some(mode) = w.get("mode").and_then(Value::as_str) {
+                    eq(&format!("holders[{i}] mode"), h.mode.as_str(), mode)?;
+                }
+                if let Some(t) = self.token(w.as_object().context("a holder entry is an object")?, "token")? {
+                    eq(&format!("holders[{i}] fencing token"), h.fencing_token, t)?;
+                }
+            }
+        }
+        if let Some(want) = checks.get("waiters").and_then(Value::as_array) {
+            let got: Vec<String> = waiters.iter().map(|w| show(w.transaction_id, w.mode)).collect();
+            eq("number of waiters", waiters.len(), want.len()).with_context(|| format!("waiters {got:?}"))?;
+            for (i, (w, q)) in want.iter().zip(waiters).enumerate() {
+                if let Some(name) = w.get("txn") {
+                    eq(&format!("waiters[{i}] transaction (want {name})"), q.transaction_id, self.txn_id(name)?)?;
+                }
+                if let Some(mode) = w.get("mode").and_then(Value::as_str) {
+                    eq(&format!("waiters[{i}] mode"), q.mode.as_str(), mode)?;
+                }
+            }
+        }
+        match (checks.get("delay"), k.and_then(|k| k.delay.as_ref())) {
+            (None, _) | (Some(Value::Null), None) => {}
+            (Some(Value::Null), Some(d)) => bail!("expected no delay, got {d:?}"),
+            (Some(_), None) => bail!("expected a delay, got none"),
+            (Some(w), Some(d)) => {
+                if d.until_ms <= 0 {
+                    bail!("delayed until {} ms", d.until_ms);
+                }
+                if let Some(name) = w.get("txn") {
+                    eq(&format!("delay transaction (want {name})"), d.transaction_id, self.txn_id(name)?)?;
+                }
+                if let Some(cause) = w.get("cause").and_then(Value::as_str) {
+                    eq("delay cause", d.cause.map_or("none", |c| c.as_str()), cause)?;
+                }
+            }
         }
         Ok(())
     }

@@ -35,10 +35,10 @@ import org.junit.jupiter.api.TestInstance
  * raw-only ones skipped, and so are those needing a capability this runner lacks (see
  * [CAPABILITIES]).
  *
- * Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says. The
- * SDK's acquireLock has no progress callback and the SDK has no lock listing, so
- * `expect_queued` polls the waiting transaction's status() for its queue position, and
- * `blocked_by` (not visible through this SDK) is not compared.
+ * Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says.
+ * `expect_queued` polls the waiting transaction's status() for its queue position (not the
+ * acquire's onQueued callback), and `blocked_by` is not compared. Mode SEMAPHORE goes to
+ * tx.acquirePermit.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ConformanceTest {
@@ -137,8 +137,10 @@ private const val PATIENCE_MS = 30_000L
  * What this runner can express of the scenarios' `needs` (conformance/README.md
  * "Capabilities"); a scenario needing anything else is skipped, saying why.
  */
-private val CAPABILITIES: Set<String> = emptySet()
-private val WHY_NOT = mapOf("permits" to "the Kotlin SDK has no semaphore permit API yet")
+private val CAPABILITIES: Set<String> = setOf("permits")
+
+/** Why each capability missing from [CAPABILITIES] is missing (none is, so far). */
+private val WHY_NOT = emptyMap<String, String>()
 
 private class StepFailed(message: String, cause: Throwable? = null) : AssertionError(message, cause)
 
@@ -204,21 +206,29 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
     private fun mode(step: Map<String, Any?>): LockMode = when (val m = step["mode"] ?: "EXCLUSIVE") {
         "EXCLUSIVE" -> LockMode.EXCLUSIVE
         "SHARED_READ" -> LockMode.SHARED_READ
+        "SEMAPHORE" -> LockMode.SEMAPHORE
         else -> throw StepFailed("mode $m cannot be expressed through the SDK (raw-only)")
     }
 
     /**
      * Compares an outcome with the step's `expect`: the `ok` checks when it succeeded as
-     * expected, null when the expected error happened. Only the error kind is visible
-     * through an SDK (`DlsException.code`); the gRPC code is a raw-client check.
+     * expected, null when the expected error happened. Only the error kind
+     * (`DlsException.code`) and message are visible through an SDK; the gRPC code is a
+     * raw-client check.
      */
     private fun <T> expectOutcome(step: Map<String, Any?>, outcome: Outcome<T>): Map<String, Any?>? {
         val expect = step["expect"] as Map<String, Any?>? ?: mapOf("ok" to emptyMap<String, Any?>())
         val want = expect["error"] as Map<String, Any?>?
         return when (outcome) {
             is Outcome.Err -> {
-                if (want == null) throw StepFailed("expected ok, got ${outcome.error.code}: ${outcome.error.message}")
-                checkEq("error kind", outcome.error.code, want["kind"])
+                val e = outcome.error
+                if (want == null) throw StepFailed("expected ok, got ${e.code}: ${e.message}")
+                if (e.code != want["kind"]) throw StepFailed("expected error ${want["kind"]}, got ${e.code}: ${e.message}")
+                (want["message_contains"] as String?)?.let { words ->
+                    if (!(e.message ?: "").contains(words)) {
+                        throw StepFailed("expected error ${want["kind"]} saying \"$words\", got ${e.code}: ${e.message}")
+                    }
+                }
                 null
             }
             is Outcome.Ok -> {
@@ -271,12 +281,23 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
                 val key = field(step, "key", "")
                 val mode = mode(step)
                 val timeoutMs = long(step, "timeout_ms", 10000).toULong()
+                val permits = long(step, "permits", 0)
+                if (mode != LockMode.SEMAPHORE && permits != 0L) {
+                    throw StepFailed("permits with a lock mode cannot be expressed through the SDK (raw-only)")
+                }
+                // A permit, of any count (the server judges it): the generated acquirePermit
+                // with the UInt count (the Int wrapper refuses a count below 1 itself).
+                val acquire: suspend () -> Lock = if (mode == LockMode.SEMAPHORE) {
+                    { tx.acquirePermit(namespace, key, permits.toUInt(), timeoutMs, null) }
+                } else {
+                    { tx.acquireLock(namespace, key, mode, timeoutMs) }
+                }
                 if (step["wait"] == false) {
-                    val job = background.async { outcomeOf { tx.acquireLock(namespace, key, mode, timeoutMs) } }
+                    val job = background.async { outcomeOf { acquire() } }
                     handles[step["handle"] as String] = Background(tx, "acquire", listOf(namespace to key), job)
                     return
                 }
-                checkGrant(step, outcomeOf { tx.acquireLock(namespace, key, mode, timeoutMs) })
+                checkGrant(step, outcomeOf { acquire() })
             }
             "acquire_all" -> {
                 val tx = txn(step)
@@ -395,6 +416,35 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
                 val checks = (step["expect"] as Map<String, Any?>?)?.get("ok") as Map<String, Any?>? ?: emptyMap()
                 checks["lost_kind"]?.let { checkEq("lost kind", reason.kind.name, it) }
             }
+            "set_lock_delay" -> {
+                val prefix = field(step, "namespace_prefix", "\${ns}")
+                val outcome = outcomeOf { client.setLockDelay(prefix, long(step, "delay_ms", 0)) }
+                val checks = expectOutcome(step, outcome) ?: return
+                checks["previous_delay_ms"]?.let { checkEq("previous_delay_ms", (outcome as Outcome.Ok).value, it) }
+            }
+            "lock_delays" -> {
+                val outcome = outcomeOf { client.lockDelays() }
+                val checks = expectOutcome(step, outcome) ?: return
+                (checks["rules"] as List<Map<String, Any?>>?)?.let { want ->
+                    // Only this scenario's rules: other runs may share the server.
+                    val got = (outcome as Outcome.Ok).value.filter { it.namespacePrefix.startsWith(ns) }
+                        .map { it.namespacePrefix to it.delayMs.toLong() }
+                    checkEq("rules", got, want.map { field(it, "namespace_prefix", "") to long(it, "delay_ms", 0) })
+                }
+            }
+            "operator_abort" -> {
+                val id = txn(step).id()
+                val outcome = outcomeOf { client.abortTransaction(id, field(step, "reason", "")) }
+                val checks = expectOutcome(step, outcome) ?: return
+                checks["state"]?.let { checkEq("state", (outcome as Outcome.Ok).value.name, it) }
+            }
+            "list_key" -> {
+                val namespace = field(step, "namespace", "\${ns}")
+                val key = field(step, "key", "")
+                val outcome = outcomeOf { client.listLocks(namespace) }
+                val checks = expectOutcome(step, outcome) ?: return
+                checkListed(checks, (outcome as Outcome.Ok).value.find { it.namespace == namespace && it.key == key })
+            }
             "expect_streams_closed" -> {
                 // The SDK shows no stream; it must not have reported the transaction lost.
                 txn(step).lostReason()?.let { throw StepFailed("the transaction was reported lost: ${it.kind}: ${it.message}") }
@@ -440,6 +490,44 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
         } catch (e: StepFailed) {
             val shown = changes.map { "${it.kind.name} ${showHolder(it.holder)} (${it.endCause?.name})" }
             throw StepFailed("${e.message}; holders ${holders.map(::showHolder)}, changes $shown", e)
+        }
+    }
+
+    /**
+     * list_key's checks on the key's listLocks entry (null: the key is not listed, so it has
+     * no holders, waiters or delay).
+     */
+    private fun checkListed(checks: Map<String, Any?>, k: KeyLocks?) {
+        checks["listed"]?.let { checkEq("listed", k != null, it) }
+        // (transaction id, mode, fencing token: null for a waiter) of each holder and waiter.
+        val entries = mapOf(
+            "holders" to (k?.holders ?: emptyList()).map { Triple(it.transactionId, it.mode.name, it.fencingToken) },
+            "waiters" to (k?.waiters ?: emptyList()).map { Triple(it.transactionId, it.mode.name, null as ULong?) },
+        )
+        for ((name, got) in entries) {
+            val want = checks[name] as List<Map<String, Any?>>? ?: continue
+            val shown = got.map { "txn ${it.first} ${it.second}" }
+            if (got.size != want.size) throw StepFailed("number of $name: expected ${want.size}, got $shown")
+            for ((i, w) in want.withIndex()) {
+                val (id, mode, held) = got[i]
+                w["txn"]?.let { checkEq("$name[$i] transaction (want $it)", id, txn(w).id()) }
+                w["mode"]?.let { checkEq("$name[$i] mode", mode, it) }
+                w["token"]?.let { checkEq("$name[$i] fencing token (want $it)", held, token(it)) }
+            }
+        }
+        if (checks.containsKey("delay")) {
+            val d = k?.delay
+            val w = checks["delay"] as Map<String, Any?>?
+            when {
+                w == null && d != null ->
+                    throw StepFailed("expected no delay, got until ${d.untilMs} ms by txn ${d.transactionId} (${d.cause})")
+                w == null -> {}
+                d == null -> throw StepFailed("expected a delay, got none")
+                else -> {
+                    w["txn"]?.let { checkEq("delay transaction (want $it)", d.transactionId, txn(w).id()) }
+                    w["cause"]?.let { checkEq("delay cause", d.cause?.name ?: "none", it) }
+                }
+            }
         }
     }
 

@@ -5,10 +5,13 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import com.google.gson.JsonPrimitive;
+import dev.caerus.dls.v1.AbortTransactionRequest;
+import dev.caerus.dls.v1.AbortTransactionResponse;
 import dev.caerus.dls.v1.AcquireLockRequest;
 import dev.caerus.dls.v1.AcquireLockResponse;
 import dev.caerus.dls.v1.AcquireLocksRequest;
 import dev.caerus.dls.v1.AcquireLocksResponse;
+import dev.caerus.dls.v1.AdminServiceGrpc;
 import dev.caerus.dls.v1.BeginTransactionRequest;
 import dev.caerus.dls.v1.BeginTransactionResponse;
 import dev.caerus.dls.v1.DowngradeLockRequest;
@@ -25,6 +28,12 @@ import dev.caerus.dls.v1.KeyChange;
 import dev.caerus.dls.v1.KeyChangeKind;
 import dev.caerus.dls.v1.KeyHolder;
 import dev.caerus.dls.v1.KeyHolders;
+import dev.caerus.dls.v1.KeyLocks;
+import dev.caerus.dls.v1.ListLockDelaysRequest;
+import dev.caerus.dls.v1.ListLockDelaysResponse;
+import dev.caerus.dls.v1.ListLocksRequest;
+import dev.caerus.dls.v1.ListLocksResponse;
+import dev.caerus.dls.v1.LockDelayRule;
 import dev.caerus.dls.v1.LockStreamLost;
 import dev.caerus.dls.v1.LockMode;
 import dev.caerus.dls.v1.LockRequest;
@@ -33,6 +42,8 @@ import dev.caerus.dls.v1.LocksGranted;
 import dev.caerus.dls.v1.Queued;
 import dev.caerus.dls.v1.ReleaseLockRequest;
 import dev.caerus.dls.v1.ReleaseLockResponse;
+import dev.caerus.dls.v1.SetLockDelayRequest;
+import dev.caerus.dls.v1.SetLockDelayResponse;
 import dev.caerus.dls.v1.VerifyFencingTokenRequest;
 import dev.caerus.dls.v1.VerifyFencingTokenResponse;
 import dev.caerus.dls.v1.WatchKeyRequest;
@@ -42,6 +53,7 @@ import io.grpc.ManagedChannelBuilder;
 import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
+import io.grpc.stub.AbstractStub;
 import io.grpc.stub.MetadataUtils;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -60,6 +72,7 @@ import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 import java.util.function.Function;
+import java.util.function.Supplier;
 
 /**
  * Conformance runner for the raw grpc-java client generated from proto/ by sdks/java.
@@ -202,6 +215,7 @@ public final class Runner {
         private String endpoint;
         private ManagedChannel channel;
         private LockServiceGrpc.LockServiceBlockingStub stub;
+        private AdminServiceGrpc.AdminServiceBlockingStub admin;
         private final List<ManagedChannel> old = new ArrayList<>();
 
         Connection(String endpoint, String apiKey) {
@@ -223,10 +237,16 @@ public final class Runner {
             channel = ManagedChannelBuilder.forTarget(target).usePlaintext().build();
             stub = LockServiceGrpc.newBlockingStub(channel)
                     .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(headers));
+            admin = AdminServiceGrpc.newBlockingStub(channel)
+                    .withInterceptors(MetadataUtils.newAttachHeadersInterceptor(headers));
         }
 
         synchronized LockServiceGrpc.LockServiceBlockingStub stub() {
             return stub;
+        }
+
+        synchronized AdminServiceGrpc.AdminServiceBlockingStub admin() {
+            return admin;
         }
 
         synchronized void close() {
@@ -250,10 +270,19 @@ public final class Runner {
         }
 
         <T> Outcome unary(Function<LockServiceGrpc.LockServiceBlockingStub, T> call) {
+            return unaryOn(this::stub, call);
+        }
+
+        /** An AdminService call (the operator calls), as {@link #unary}. */
+        <T> Outcome adminUnary(Function<AdminServiceGrpc.AdminServiceBlockingStub, T> call) {
+            return unaryOn(this::admin, call);
+        }
+
+        <S extends AbstractStub<S>, T> Outcome unaryOn(Supplier<S> stub, Function<S, T> call) {
             long deadline = System.currentTimeMillis() + PATIENCE_MS;
             while (true) {
                 try {
-                    return Outcome.ok(call.apply(stub().withDeadlineAfter(PATIENCE_MS, TimeUnit.MILLISECONDS)));
+                    return Outcome.ok(call.apply(stub.get().withDeadlineAfter(PATIENCE_MS, TimeUnit.MILLISECONDS)));
                 } catch (StatusRuntimeException e) {
                     if (!shouldRetry(e, deadline)) {
                         return Outcome.error(e);
@@ -681,6 +710,79 @@ public final class Runner {
                     checkGrant(w, g);
                 } catch (StepFailed e) {
                     throw new StepFailed("locks[" + i + "]: " + e.getMessage());
+                }
+            }
+        }
+
+        /** One holder or waiter entry of list_key: its transaction and mode (and a holder's token). */
+        void checkListedEntry(String what, JsonObject w, long id, int mode, Long token) throws StepFailed {
+            if (w.has("txn")) {
+                eq(what + " transaction (want " + w.get("txn").getAsString() + ")", id, txnId(w));
+            }
+            if (w.has("mode")) {
+                eq(what + " mode", modeName(mode), w.get("mode").getAsString());
+            }
+            if (w.has("token")) {
+                if (token == null) {
+                    throw new StepFailed(what + ": a waiter has no fencing token");
+                }
+                eq(what + " fencing token (want " + w.get("token").getAsString() + ")", token, token(w.get("token").getAsString()));
+            }
+        }
+
+        /**
+         * list_key's checks on the key's ListLocks entry (null: the key is not listed, so it has
+         * no holders, waiters or delay).
+         */
+        void checkListed(JsonObject checks, KeyLocks k) throws StepFailed {
+            if (checks.has("listed")) {
+                eq("listed", k != null, checks.get("listed").getAsBoolean());
+            }
+            KeyLocks key = k == null ? KeyLocks.getDefaultInstance() : k;
+            if (checks.has("holders")) {
+                JsonArray want = checks.getAsJsonArray("holders");
+                List<String> shown = key.getHoldersList().stream()
+                        .map(h -> "txn " + h.getTransactionId() + " " + modeName(h.getModeValue())).toList();
+                if (want.size() != key.getHoldersCount()) {
+                    throw new StepFailed("number of holders: expected " + want.size() + ", got " + shown);
+                }
+                for (int i = 0; i < want.size(); i++) {
+                    var h = key.getHolders(i);
+                    checkListedEntry("holders[" + i + "]", want.get(i).getAsJsonObject(), h.getTransactionId(),
+                            h.getModeValue(), h.getFencingToken());
+                }
+            }
+            if (checks.has("waiters")) {
+                JsonArray want = checks.getAsJsonArray("waiters");
+                List<String> shown = key.getWaitersList().stream()
+                        .map(w -> "txn " + w.getTransactionId() + " " + modeName(w.getModeValue())).toList();
+                if (want.size() != key.getWaitersCount()) {
+                    throw new StepFailed("number of waiters: expected " + want.size() + ", got " + shown);
+                }
+                for (int i = 0; i < want.size(); i++) {
+                    var w = key.getWaiters(i);
+                    checkListedEntry("waiters[" + i + "]", want.get(i).getAsJsonObject(), w.getTransactionId(),
+                            w.getModeValue(), null);
+                }
+            }
+            if (checks.has("delay")) {
+                String cause = key.getDelayCause().name().replaceFirst("^END_CAUSE_", "");
+                String shown = "until " + key.getDelayedUntilMs() + " ms by txn " + key.getDelayedByTransactionId() + " (" + cause + ")";
+                JsonElement want = checks.get("delay");
+                if (want.isJsonNull()) {
+                    if (key.getDelayedUntilMs() != 0 || key.getDelayedByTransactionId() != 0) {
+                        throw new StepFailed("expected no delay, got " + shown);
+                    }
+                } else if (key.getDelayedUntilMs() <= 0) {
+                    throw new StepFailed("expected a delay, got " + shown);
+                } else {
+                    JsonObject w = want.getAsJsonObject();
+                    if (w.has("txn")) {
+                        eq("delay transaction (want " + w.get("txn").getAsString() + ")", key.getDelayedByTransactionId(), txnId(w));
+                    }
+                    if (w.has("cause")) {
+                        eq("delay cause", cause, w.get("cause").getAsString());
+                    }
                 }
             }
         }
@@ -1149,6 +1251,65 @@ public final class Runner {
                     }
                 }
                 case "sleep_ms" -> sleep(step.get("ms").getAsLong());
+                case "set_lock_delay" -> {
+                    SetLockDelayRequest req = SetLockDelayRequest.newBuilder()
+                            .setNamespacePrefix(field(step, "namespace_prefix", "${ns}"))
+                            .setDelayMs(step.has("delay_ms") ? step.get("delay_ms").getAsLong() : 0)
+                            .build();
+                    Outcome out = conn.adminUnary(stub -> stub.setLockDelay(req));
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null && checks.has("previous_delay_ms")) {
+                        eq("previous_delay_ms", ((SetLockDelayResponse) out.value()).getPreviousDelayMs(),
+                                checks.get("previous_delay_ms").getAsLong());
+                    }
+                }
+                case "lock_delays" -> {
+                    Outcome out = conn.adminUnary(stub -> stub.listLockDelays(ListLockDelaysRequest.getDefaultInstance()));
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null && checks.has("rules")) {
+                        // Only this scenario's rules: other runs may share the server.
+                        List<String> got = new ArrayList<>();
+                        for (LockDelayRule r : ((ListLockDelaysResponse) out.value()).getRulesList()) {
+                            if (r.getNamespacePrefix().startsWith(ns)) {
+                                got.add(r.getNamespacePrefix() + "=" + r.getDelayMs());
+                            }
+                        }
+                        List<String> want = new ArrayList<>();
+                        for (JsonElement e : checks.getAsJsonArray("rules")) {
+                            JsonObject w = e.getAsJsonObject();
+                            want.add(field(w, "namespace_prefix", "") + "=" + (w.has("delay_ms") ? w.get("delay_ms").getAsLong() : 0));
+                        }
+                        eq("rules", got, want);
+                    }
+                }
+                case "operator_abort" -> {
+                    AbortTransactionRequest req = AbortTransactionRequest.newBuilder()
+                            .setTransactionId(txnId(step))
+                            .setReason(field(step, "reason", ""))
+                            .setRequestId(requestId(step))
+                            .build();
+                    Outcome out = conn.adminUnary(stub -> stub.abortTransaction(req));
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null && checks.has("state")) {
+                        eq("state", ((AbortTransactionResponse) out.value()).getState().name(), checks.get("state").getAsString());
+                    }
+                }
+                case "list_key" -> {
+                    String namespace = field(step, "namespace", "${ns}");
+                    String key = field(step, "key", "");
+                    ListLocksRequest req = ListLocksRequest.newBuilder().setNamespacePrefix(namespace).build();
+                    Outcome out = conn.adminUnary(stub -> stub.listLocks(req));
+                    JsonObject checks = checkOutcome(step, out);
+                    if (checks != null) {
+                        KeyLocks listed = null;
+                        for (KeyLocks k : ((ListLocksResponse) out.value()).getLocksList()) {
+                            if (k.getNamespace().equals(namespace) && k.getKey().equals(key)) {
+                                listed = k;
+                            }
+                        }
+                        checkListed(checks, listed);
+                    }
+                }
                 case "watch" -> {
                     WatchKeyRequest.Builder req = WatchKeyRequest.newBuilder()
                             .setNamespace(field(step, "namespace", "${ns}"))
