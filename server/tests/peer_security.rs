@@ -12,7 +12,7 @@ use caerus_proto::raft::raft_service_client::RaftServiceClient;
 use caerus_proto::raft::RaftPayload;
 use caerus_proto::v1::admin_service_client::AdminServiceClient;
 use caerus_proto::v1::ClusterStatusRequest;
-use common::{opts, wait, Cluster, Spec, PATIENCE};
+use common::{eventually_async, opts, wait, Cluster, Spec, PATIENCE};
 use tonic::transport::{Channel, ClientTlsConfig};
 use tonic::{Code, Request};
 
@@ -143,7 +143,13 @@ async fn forged_raft_messages_are_refused_on_every_port_and_the_cluster_goes_on(
     let node = cluster.nodes.iter().find(|n| n.id == follower).unwrap();
     let answers = forge(&node.peer_addr, None, &creds[..]).await;
     assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|p| !p.is_error)), "{answers:?}");
-    assert_eq!(term_of(&node.addr, None).await, u64::MAX, "the authenticated forgery took effect");
+    // The term a node reports follows raft's published metrics, a moment after the answer.
+    let addr = node.addr.clone();
+    eventually_async(PATIENCE, "the authenticated forgery to take effect", || {
+        let addr = addr.clone();
+        async move { (term_of(&addr, None).await == u64::MAX).then_some(()) }
+    })
+    .await;
 }
 
 #[tokio::test]
