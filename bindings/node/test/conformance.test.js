@@ -4,8 +4,8 @@
 // capability this runner lacks (see CAPABILITIES).
 //
 // Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says.
-// `expect_queued` polls the waiting transaction's status() for its queue position (not the
-// acquire's onQueued callback), and `blocked_by` is not compared. Mode SEMAPHORE goes to
+// `expect_queued` polls listLocks for the waiting transaction's place and blockers (not the
+// acquire's onQueued callback), as the Python runner does. Mode SEMAPHORE goes to
 // tx.acquirePermit.
 const { test, before, after } = require('node:test');
 const crypto = require('node:crypto');
@@ -461,16 +461,37 @@ class Scenario {
 
   async expectQueued(step) {
     const h = this.handle(step);
+    const blockers = (step.blocked_by ?? []).map((name) => {
+      const tx = this.txns.get(name);
+      if (!tx) throw new StepFailed(`blocked_by names ${name}, which was never begun`);
+      return tx.id;
+    });
     const deadline = Date.now() + PATIENCE_MS;
     let seen = 'nothing';
     for (;;) {
-      // Read the status first, then whether the acquire ended: a wait seen in the status
-      // was real even if the grant came right after. An acquire_all's wait names one of its
-      // keys, at its furthest position over them.
-      const { waiting } = await h.tx.status();
-      const asked = waiting && h.keys.some((k) => k.namespace === waiting.namespace && k.key === waiting.key);
-      if (asked && waiting.position === step.position) return;
-      seen = waiting ? `${waiting.key} at ${waiting.position}` : 'no wait';
+      // The transaction's entries in the queues of the keys it asked for (listLocks): like its
+      // queued messages, an acquire_all takes the furthest position and every blocker. Read
+      // the queues first, then whether the acquire ended: a wait seen there was real even if
+      // the grant came right after.
+      const waiters = [];
+      for (const namespace of new Set(h.keys.map((k) => k.namespace))) {
+        for (const k of await this.dls.listLocks(namespace)) {
+          if (!h.keys.some((w) => w.namespace === k.namespace && w.key === k.key)) continue;
+          waiters.push(...k.waiters.filter((w) => w.transactionId === h.tx.id));
+        }
+      }
+      if (waiters.length) {
+        const position = Math.max(...waiters.map((w) => w.position));
+        const blocking = [...new Set(waiters.flatMap((w) => w.blockingTransactionIds))];
+        seen = `position ${position}, blocked by ${blocking}`;
+        if (position === step.position) {
+          const missing = blockers.filter((b) => !blocking.includes(b));
+          if (missing.length) throw new StepFailed(`queued at ${position} but not blocked by ${missing}; blockers ${blocking}`);
+          return;
+        }
+      } else {
+        seen = 'no wait';
+      }
       if (h.outcome) {
         const how = h.outcome.error ? `error ${h.outcome.error.code}: ${h.outcome.error.message}` : 'granted';
         throw new StepFailed(`acquire ended (${how}) before queued position ${step.position}; last seen ${seen}`);

@@ -36,8 +36,8 @@ import org.junit.jupiter.api.TestInstance
  * [CAPABILITIES]).
  *
  * Each op maps onto the SDK as "Writing an SDK runner" in conformance/README.md says.
- * `expect_queued` polls the waiting transaction's status() for its queue position (not the
- * acquire's onQueued callback), and `blocked_by` is not compared. Mode SEMAPHORE goes to
+ * `expect_queued` polls listLocks for the waiting transaction's place and blockers (not the
+ * acquire's onQueued callback), as the Python runner does. Mode SEMAPHORE goes to
  * tx.acquirePermit.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
@@ -537,16 +537,30 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
     private suspend fun expectQueued(step: Map<String, Any?>) {
         val h = handle(step)
         val position = (step["position"] as Long).toUInt()
+        @Suppress("UNCHECKED_CAST")
+        val blockers = ((step["blocked_by"] as List<String>?) ?: emptyList()).map { name ->
+            (txns[name] ?: throw StepFailed("blocked_by names $name, which was never begun")).id()
+        }
         val deadline = System.nanoTime() + PATIENCE_MS * 1_000_000
         while (true) {
-            // Status first, then whether the acquire ended: a wait seen in the status was
-            // real even if the grant came right after. An acquire_all's wait names one of its
-            // keys, at its furthest position over them.
-            val waiting = h.tx.status().waiting
-            if (waiting != null && (waiting.namespace to waiting.key) in h.keys && waiting.position == position) {
-                return
+            // The transaction's entries in the queues of the keys it asked for (listLocks):
+            // like its queued messages, an acquire_all takes the furthest position and every
+            // blocker. Queues first, then whether the acquire ended: a wait seen there was
+            // real even if the grant came right after.
+            val waiters = h.keys.map { it.first }.toSet().flatMap { namespace ->
+                client.listLocks(namespace).filter { (it.namespace to it.key) in h.keys }
+                    .flatMap { k -> k.waiters.filter { it.transactionId == h.tx.id() } }
             }
-            val seen = waiting?.let { "${it.key} at ${it.position}" } ?: "no wait"
+            val seen = if (waiters.isEmpty()) "no wait" else {
+                val at = waiters.maxOf { it.position }
+                val blocking = waiters.flatMap { it.blockingTransactionIds }.toSet()
+                if (at == position) {
+                    val missing = blockers.filter { it !in blocking }
+                    if (missing.isNotEmpty()) throw StepFailed("queued at $position but not blocked by $missing; blockers $blocking")
+                    return
+                }
+                "position $at, blocked by $blocking"
+            }
             if (h.job.isCompleted) {
                 val how = when (val o = h.job.await()) {
                     is Outcome.Ok -> "granted"
