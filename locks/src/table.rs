@@ -472,9 +472,12 @@ impl LockTable {
         let already = t.held.get(lock).copied();
         // A key under a lock-delay grants nothing new (a covering hold still answers).
         let open = !self.is_delayed(lock);
-        self.keys.entry(lock.clone()).or_default();
-        self.declare(lock, mode, permits);
-        let key = &self.keys[lock];
+        let key = self.keys.entry(lock.clone()).or_default();
+        if key.is_idle() {
+            // The request that finds the key idle declares what it is: a lock, or a
+            // semaphore of `permits` (`check_key_kind` passed; see `semaphores`).
+            key.permits = if mode == LockMode::Semaphore { permits } else { 0 };
+        }
         let record = match already {
             // Re-entrant: the existing grant already covers the request.
             Some(held) if held.mode.covers(mode) => AcquireRecord::Granted { token: held.token, mode: held.mode },
@@ -488,7 +491,7 @@ impl LockTable {
             None => self.wait(txn, request_id, lock, mode, NORMAL_CLASS, wait_ms),
         };
         let waiting = record == AcquireRecord::Waiting;
-        if self.keys.get(lock).is_some_and(KeyLock::is_idle) {
+        if matches!(record, AcquireRecord::Ended(_)) && self.keys.get(lock).is_some_and(KeyLock::is_idle) {
             // A refused try-lock on a free key (a lock-delay) leaves nothing behind.
             self.keys.remove(lock);
         }

@@ -524,25 +524,8 @@ fn check_table(t: &LockTable) -> Result<(), TestCaseError> {
 /// waits for nothing finishes, and then every waiter that could then be granted, nobody is
 /// left waiting (Holt's reduction, over the whole table, by the grant rule itself).
 fn check_no_deadlock(t: &LockTable) -> Result<(), TestCaseError> {
-    let waiting: Vec<TxnId> = t.active_txns().filter(|x| x.waiting.is_some()).map(|x| x.id).collect();
-    let mut done: BTreeSet<TxnId> = t.active_txns().filter(|x| x.waiting.is_none()).map(|x| x.id).collect();
-    loop {
-        let ready: Vec<TxnId> = waiting
-            .iter()
-            .copied()
-            .filter(|w| !done.contains(w))
-            .filter(|w| {
-                t.pending_slots(*w)
-                    .iter()
-                    .all(|(lock, slot)| t.key(lock).is_some_and(|k| k.ready_without(*slot, |h| done.contains(&h))))
-            })
-            .collect();
-        if ready.is_empty() {
-            break;
-        }
-        done.extend(ready);
-    }
-    let stuck: Vec<&TxnId> = waiting.iter().filter(|w| !done.contains(w)).collect();
+    let active: BTreeSet<TxnId> = t.active_txns().map(|x| x.id).collect();
+    let stuck = t.stuck_among(&active);
     prop_assert!(stuck.is_empty(), "deadlocked and left standing: {stuck:?}");
     Ok(())
 }

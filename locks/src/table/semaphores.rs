@@ -61,14 +61,6 @@ impl LockTable {
         }
     }
 
-    /// Declares `lock` a semaphore of `permits` if the request is a permit and the key has
-    /// no holder or waiter yet (`check_key_kind` passed).
-    pub(super) fn declare(&mut self, lock: &LockKey, mode: LockMode, permits: u32) {
-        if let Some(k) = self.keys.get_mut(lock).filter(|k| k.is_idle()) {
-            k.permits = if mode == LockMode::Semaphore { permits } else { 0 };
-        }
-    }
-
     /// Whether any of these transactions waits for a semaphore permit.
     pub(super) fn waits_for_a_permit(&self, txns: &[TxnId]) -> bool {
         txns.iter().any(|t| {
@@ -93,11 +85,26 @@ impl LockTable {
                 }
             }
         }
-        // Those that wait for nothing will finish; then whoever could be granted.
+        let stuck = self.stuck_among(&reach);
+        if !stuck.contains(&txn) {
+            return None;
+        }
+        let within = |t: TxnId| self.waits_for(t).into_iter().filter(|b| stuck.contains(b)).collect::<Vec<_>>();
+        // Every stuck transaction is stuck because of `txn`'s new wait (there was no deadlock
+        // before it), so a cycle through it exists; should it not, `txn` alone is the victim
+        // rather than leaving a deadlock standing.
+        Some(find_cycle(txn, within).unwrap_or_else(|| vec![txn]))
+    }
+
+    /// Those of `txns` that can never go on (Holt's reduction): every one that waits for
+    /// nothing will finish and let go; so will every waiter the grant rule would admit once
+    /// those are gone; repeat. What is left waits, directly or not, on itself. `txns` must
+    /// hold everything its waiters wait for (a holder outside it counts as staying).
+    pub fn stuck_among(&self, txns: &BTreeSet<TxnId>) -> BTreeSet<TxnId> {
         let waiting = |t: &TxnId| self.txns.get(t).is_some_and(|x| x.waiting.is_some());
-        let mut done: BTreeSet<TxnId> = reach.iter().copied().filter(|t| !waiting(t)).collect();
+        let mut done: BTreeSet<TxnId> = txns.iter().copied().filter(|t| !waiting(t)).collect();
         loop {
-            let ready: Vec<TxnId> = reach
+            let ready: Vec<TxnId> = txns
                 .iter()
                 .copied()
                 .filter(|t| !done.contains(t))
@@ -108,19 +115,10 @@ impl LockTable {
                 })
                 .collect();
             if ready.is_empty() {
-                break;
+                return txns.difference(&done).copied().collect();
             }
             done.extend(ready);
         }
-        if done.contains(&txn) {
-            return None;
-        }
-        let stuck: BTreeSet<TxnId> = reach.difference(&done).copied().collect();
-        let within = |t: TxnId| self.waits_for(t).into_iter().filter(|b| stuck.contains(b)).collect::<Vec<_>>();
-        // Every stuck transaction is stuck because of `txn`'s new wait (there was no deadlock
-        // before it), so a cycle through it exists; should it not, `txn` alone is the victim
-        // rather than leaving a deadlock standing.
-        Some(find_cycle(txn, within).unwrap_or_else(|| vec![txn]))
     }
 
     /// The permit counts of the semaphores in use, as a snapshot section (none when no
