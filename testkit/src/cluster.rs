@@ -178,7 +178,23 @@ impl Cluster {
     pub async fn start_spec(spec: Spec) -> Cluster {
         let c = Self::spawn_spec(spec);
         c.wait_for_leader(Duration::from_secs(20)).await;
+        // A majority suffices to elect; a test may turn to the slowest node at once.
+        c.wait_serving(Duration::from_secs(20)).await;
         c
+    }
+
+    /// Waits until every running node accepts connections on its client port.
+    pub async fn wait_serving(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        for n in self.nodes.iter().filter(|n| n.child.is_some()) {
+            while tokio::net::TcpStream::connect(&n.listen).await.is_err() {
+                if Instant::now() > deadline {
+                    self.dump_logs();
+                    panic!("node {} does not accept connections on {} within {within:?}", n.id, n.listen);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
     }
 
     /// Starts the processes without waiting for a leader (for tests of a refused start).
