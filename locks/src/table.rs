@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 
 use super::command::{AcquireRequest, AcquireStatus, Begin, Command, LogCommand, Outcome, Rejection};
 use super::deadlock::{choose_victim, find_cycle, Candidate};
@@ -122,14 +123,22 @@ pub struct LockTable {
     next_ticket: u64,
     /// Highest leader clock seen in the log; only ever moves forward.
     clock_ms: u64,
-    txns: BTreeMap<TxnId, Txn>,
-    keys: BTreeMap<LockKey, KeyLock>,
+    /// Transactions and keys sit behind `Arc`s, changed through `Arc::make_mut`: a snapshot
+    /// clones the table under the state's read lock in a few milliseconds (pointers, not
+    /// records) and encodes the copy after the lock is released, while applies go on; a
+    /// record is copied only when it changes during that encoding. Encoding under the lock
+    /// stalled every apply for the whole encoding: 100–270 ms with 100,000 remembered
+    /// transactions (figures in docs/bench.md). Serde encodes an `Arc` as its contents, so
+    /// snapshot files keep their format.
+    txns: BTreeMap<TxnId, Arc<Txn>>,
+    keys: BTreeMap<LockKey, Arc<KeyLock>>,
     /// Begin request ids of the remembered transactions (up to `MAX_FINISHED` finished
     /// ones plus the active): looked up on every begin, so hashed rather than searched
     /// through a tree of strings (figures in docs/bench.md). Only ever looked up, never
     /// iterated, so its order (which may differ between replicas and in snapshots) decides
     /// nothing; a snapshot encodes it as a map either way.
-    begin_requests: HashMap<String, TxnId>,
+    /// Shared strings, so a snapshot's clone copies no text (see `txns`).
+    begin_requests: HashMap<Arc<str>, TxnId>,
     /// Finished transactions in the order they ended, for retention.
     finished: VecDeque<TxnId>,
     events: EventLog,
@@ -242,11 +251,11 @@ impl LockTable {
     }
 
     pub fn txn(&self, id: TxnId) -> Option<&Txn> {
-        self.txns.get(&id)
+        self.txns.get(&id).map(Arc::as_ref)
     }
 
     pub fn active_txns(&self) -> impl Iterator<Item = &Txn> {
-        self.txns.values().filter(|t| t.state == TxnState::Active)
+        self.txns.values().map(Arc::as_ref).filter(|t| t.state == TxnState::Active)
     }
 
     /// How many active transactions `owner` (an API key's name) has.
@@ -276,12 +285,12 @@ impl LockTable {
     }
 
     pub fn key(&self, lock: &LockKey) -> Option<&KeyLock> {
-        self.keys.get(lock)
+        self.keys.get(lock).map(Arc::as_ref)
     }
 
     /// Every lock that is held or waited for, in (namespace, key) order.
     pub fn keys(&self) -> impl Iterator<Item = (&LockKey, &KeyLock)> {
-        self.keys.iter()
+        self.keys.iter().map(|(l, k)| (l, k.as_ref()))
     }
 
     pub fn events(&self) -> &EventLog {
@@ -403,17 +412,17 @@ impl LockTable {
         name: &str,
         owner: &str,
     ) -> (TxnId, u64) {
-        if let Some(id) = request_id.as_ref().and_then(|r| self.begin_requests.get(r)) {
+        if let Some(id) = request_id.as_deref().and_then(|r| self.begin_requests.get(r)) {
             return (*id, self.txns[id].lease_ms);
         }
         self.next_txn += 1;
         let id = self.next_txn;
         if let Some(r) = &request_id {
-            self.begin_requests.insert(r.clone(), id);
+            self.begin_requests.insert(r.as_str().into(), id);
         }
         self.txns.insert(
             id,
-            Txn {
+            Arc::new(Txn {
                 id,
                 name: name.to_string(),
                 priority,
@@ -429,7 +438,7 @@ impl LockTable {
                 requests: RequestLog::default(),
                 begin_request_id: request_id,
                 end_request: None,
-            },
+            }),
         );
         self.active_by_owner.add(owner);
         self.effects.push(Effect::TxnBegun { txn: id, lease_ms });
@@ -472,7 +481,7 @@ impl LockTable {
         let already = t.held.get(lock).copied();
         // A key under a lock-delay grants nothing new (a covering hold still answers).
         let open = !self.is_delayed(lock);
-        let key = self.keys.entry(lock.clone()).or_default();
+        let key = self.key_entry(lock);
         if key.is_idle() {
             // The request that finds the key idle declares what it is: a lock, or a
             // semaphore of `permits` (`check_key_kind` passed; see `semaphores`).
@@ -491,7 +500,7 @@ impl LockTable {
             None => self.wait(txn, request_id, lock, mode, NORMAL_CLASS, wait_ms),
         };
         let waiting = record == AcquireRecord::Waiting;
-        if matches!(record, AcquireRecord::Ended(_)) && self.keys.get(lock).is_some_and(KeyLock::is_idle) {
+        if matches!(record, AcquireRecord::Ended(_)) && self.keys.get(lock).is_some_and(|k| k.is_idle()) {
             // A refused try-lock on a free key (a lock-delay) leaves nothing behind.
             self.keys.remove(lock);
         }
@@ -509,7 +518,7 @@ impl LockTable {
     fn grant(&mut self, txn: TxnId, lock: &LockKey, mode: LockMode) -> AcquireRecord {
         self.last_token += 1;
         let held = Held { mode, token: FencingToken(self.last_token), since_ms: self.clock_ms };
-        self.keys.entry(lock.clone()).or_default().holders.insert(txn, held);
+        self.key_entry(lock).holders.insert(txn, held);
         self.txn_mut(txn).held.insert(lock.clone(), held);
         self.effects.push(Effect::Granted { txn });
         self.effects.push(Effect::KeyChanged { key: lock.clone() });
@@ -528,7 +537,7 @@ impl LockTable {
         self.next_ticket += 1;
         let slot = (class, self.next_ticket);
         let waiter = Waiter { txn, mode, request_id: request_id.to_string(), wait_ms, since_ms: self.clock_ms };
-        self.keys.entry(lock.clone()).or_default().queue.insert(slot, waiter);
+        self.key_entry(lock).queue.insert(slot, waiter);
         if class == UPGRADE_CLASS {
             // Queued ahead of others: their positions moved.
             self.notify_waiters(lock);
@@ -653,7 +662,7 @@ impl LockTable {
         }
         if holds {
             self.txn_mut(txn).held.remove(lock);
-            if let Some(k) = self.keys.get_mut(lock) {
+            if let Some(k) = self.key_mut(lock) {
                 k.holders.remove(&txn);
             }
             self.effects.push(Effect::KeyChanged { key: lock.clone() });
@@ -697,7 +706,7 @@ impl LockTable {
         });
         if let Some(h) = held {
             self.txn_mut(txn).held.insert(lock.clone(), h);
-            if let Some(k) = self.keys.get_mut(lock) {
+            if let Some(k) = self.key_mut(lock) {
                 k.holders.insert(txn, h);
             }
             self.effects.push(Effect::KeyChanged { key: lock.clone() });
@@ -791,7 +800,7 @@ impl LockTable {
                 let detail = EventDetail::LockRevoked { txn, lock: lock.clone(), held: *h, cause };
                 self.events.push(clock, detail);
             }
-            if let Some(k) = self.keys.get_mut(lock) {
+            if let Some(k) = self.key_mut(lock) {
                 k.holders.remove(&txn);
             }
             self.effects.push(Effect::KeyChanged { key: lock.clone() });
@@ -820,7 +829,7 @@ impl LockTable {
             _ => {}
         }
         for (lock, slot) in &slots {
-            if let Some(k) = self.keys.get_mut(lock) {
+            if let Some(k) = self.key_mut(lock) {
                 k.queue.remove(slot);
             }
         }
@@ -855,7 +864,7 @@ impl LockTable {
                 }
                 continue;
             }
-            let w = self.keys.get_mut(lock).and_then(|k| k.queue.remove(&slot)).expect("a candidate is queued");
+            let w = self.key_mut(lock).and_then(|k| k.queue.remove(&slot)).expect("a candidate is queued");
             let record = self.grant(txn, lock, w.mode);
             let t = self.txn_mut(txn);
             t.waiting = None;
@@ -868,7 +877,7 @@ impl LockTable {
         if granted_any {
             self.notify_waiters(lock);
         }
-        if self.keys.get(lock).is_some_and(KeyLock::is_idle) {
+        if self.keys.get(lock).is_some_and(|k| k.is_idle()) {
             self.keys.remove(lock);
         }
     }
@@ -895,7 +904,17 @@ impl LockTable {
     }
 
     fn txn_mut(&mut self, txn: TxnId) -> &mut Txn {
-        self.txns.get_mut(&txn).expect("transaction checked by the caller")
+        Arc::make_mut(self.txns.get_mut(&txn).expect("transaction checked by the caller"))
+    }
+
+    /// The key's record, to change (see `txns` on why through `make_mut`).
+    fn key_mut(&mut self, lock: &LockKey) -> Option<&mut KeyLock> {
+        self.keys.get_mut(lock).map(Arc::make_mut)
+    }
+
+    /// The key's record, created empty if the key has none.
+    fn key_entry(&mut self, lock: &LockKey) -> &mut KeyLock {
+        Arc::make_mut(self.keys.entry(lock.clone()).or_default())
     }
 
     /// Drops finished transactions past the retention window or over the cap. Uses only
@@ -909,8 +928,8 @@ impl LockTable {
             }
             self.finished.pop_front();
             if let Some(t) = self.txns.remove(&oldest) {
-                if let Some(r) = t.begin_request_id {
-                    self.begin_requests.remove(&r);
+                if let Some(r) = &t.begin_request_id {
+                    self.begin_requests.remove(r.as_str());
                 }
             }
         }

@@ -141,7 +141,7 @@ impl LockTable {
             let slot = (class, ticket);
             let waiter =
                 Waiter { txn, mode: *mode, request_id: request_id.to_string(), wait_ms, since_ms: self.clock_ms };
-            self.keys.entry(lock.clone()).or_default().queue.insert(slot, waiter);
+            self.key_entry(lock).queue.insert(slot, waiter);
             if class == UPGRADE_CLASS {
                 self.notify_waiters(lock);
             }
@@ -183,7 +183,7 @@ impl LockTable {
             return Vec::new();
         };
         for (lock, slot) in &slots {
-            if let Some(k) = self.keys.get_mut(lock) {
+            if let Some(k) = self.key_mut(lock) {
                 k.queue.remove(slot);
             }
         }

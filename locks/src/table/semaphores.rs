@@ -138,7 +138,7 @@ impl LockTable {
         let permits: BTreeMap<LockKey, u32> = bincode::deserialize(bytes)
             .map_err(|e| Rejection::Invalid(format!("snapshot section {name:?} does not decode: {e}")))?;
         for (lock, n) in permits {
-            match self.keys.get_mut(&lock) {
+            match self.key_mut(&lock) {
                 Some(k) => k.permits = n,
                 None => {
                     return Err(Rejection::Invalid(format!("snapshot section {name:?} names {lock}, which is idle")))

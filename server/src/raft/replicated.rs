@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 use super::types::{LogId, StoredMembership};
 use crate::locks::LockTable;
 
-/// The replicated state: the lock table plus raft's bookkeeping.
-#[derive(Default, Serialize, Deserialize)]
+/// The replicated state: the lock table plus raft's bookkeeping. Cloned by a snapshot
+/// (cheap: the table's records are shared, see `LockTable`).
+#[derive(Clone, Default, Serialize, Deserialize)]
 pub struct Replicated {
     pub last_applied: Option<LogId>,
     pub membership: StoredMembership,

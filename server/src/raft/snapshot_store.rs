@@ -180,25 +180,13 @@ impl SnapshotStore {
     }
 
     /// Writes a snapshot of `state` and makes it the current one. The read lock is held
-    /// only while the state is encoded into the file (through a 1 MiB buffer): the encoding
-    /// must see one consistent state, and encoding it straight into the file costs no
-    /// memory. The fsyncs and the rename run after the lock is released.
-    /// Cloning the table under the lock to encode it outside would hold the lock longer
-    /// (the clone costs more than the encoding) and double the memory.
+    /// only while the state is copied (see [`frozen`]); the encoding, the fsyncs and the
+    /// rename run after it is released, while applies go on.
     pub fn save(&self, state: &RwLock<Replicated>) -> io::Result<Saved> {
         let started = Instant::now();
+        let (meta, copy, lock_held) = frozen(state);
         let (tmp, file) = self.create_tmp()?;
-        let mut out = Summing::new(BufWriter::with_capacity(IO_BUF, file));
-        let (meta, lock_held) = {
-            let st = state.read().expect("state lock");
-            let locked = Instant::now();
-            let meta = meta_of(&st);
-            write_header(&mut out, &meta)
-                .and_then(|_| write_state(&mut out, &st))
-                .map_err(|e| file_err("cannot write", &tmp.0, e))?;
-            (meta, locked.elapsed())
-        };
-        let file = out.finish().map_err(|e| file_err("cannot write", &tmp.0, e))?;
+        let file = encode(file, &meta, &copy).map_err(|e| file_err("cannot write", &tmp.0, e))?;
         let bytes = file.metadata().map_err(|e| file_err("cannot stat", &tmp.0, e))?.len();
         let file = self.commit(tmp, file, &meta)?;
         Ok(Saved { meta, file, bytes, lock_held, total: started.elapsed() })
@@ -207,17 +195,9 @@ impl SnapshotStore {
     /// Encodes `state` into a snapshot file that is never made current (a backup): an
     /// unnamed file (its `.tmp` name is removed at once), open at its start, with the meta.
     pub fn backup(&self, state: &RwLock<Replicated>) -> io::Result<(SnapshotMeta, File)> {
+        let (meta, copy, _) = frozen(state);
         let (tmp, file) = self.create_tmp()?;
-        let mut out = Summing::new(BufWriter::with_capacity(IO_BUF, file));
-        let meta = {
-            let st = state.read().expect("state lock");
-            let meta = meta_of(&st);
-            write_header(&mut out, &meta)
-                .and_then(|_| write_state(&mut out, &st))
-                .map_err(|e| file_err("cannot write", &tmp.0, e))?;
-            meta
-        };
-        let mut file = out.finish().map_err(|e| file_err("cannot write", &tmp.0, e))?;
+        let mut file = encode(file, &meta, &copy).map_err(|e| file_err("cannot write", &tmp.0, e))?;
         drop(tmp);
         file.seek(SeekFrom::Start(0))?;
         Ok((meta, file))
@@ -326,6 +306,26 @@ fn file_stem(snapshot_id: &str) -> String {
     snapshot_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
+/// One consistent state to encode, its meta, and how long the read lock was held. The
+/// copy is cheap: the table's records are shared (`Arc`), so it costs the maps' nodes, not
+/// the records (a few ms for 100,000 transactions); a record changed by an apply while the
+/// copy is encoded is copied then, alone.
+fn frozen(state: &RwLock<Replicated>) -> (SnapshotMeta, Replicated, Duration) {
+    let st = state.read().expect("state lock");
+    let locked = Instant::now();
+    let meta = meta_of(&st);
+    let copy = st.clone();
+    (meta, copy, locked.elapsed())
+}
+
+/// Writes a whole snapshot file: header, state, sections, trailer.
+fn encode(file: File, meta: &SnapshotMeta, st: &Replicated) -> io::Result<File> {
+    let mut out = summed_writer(file);
+    write_header(&mut out, meta)?;
+    write_state(&mut out, st)?;
+    finish(out)
+}
+
 fn write_header(out: &mut impl Write, meta: &SnapshotMeta) -> io::Result<()> {
     out.write_all(MAGIC)?;
     bincode::serialize_into(out, meta).map_err(io::Error::other)
@@ -404,16 +404,25 @@ impl<T> Summing<T> {
     }
 }
 
-impl<W: Write> Summing<BufWriter<W>> {
-    /// Writes the trailer and returns the file.
-    fn finish(mut self) -> io::Result<W> {
-        let mut trailer = Vec::with_capacity(TRAILER);
-        trailer.extend_from_slice(&self.len.to_le_bytes());
-        trailer.extend_from_slice(&self.crc.clone().finalize().to_le_bytes());
-        trailer.extend_from_slice(END);
-        self.inner.write_all(&trailer)?;
-        self.inner.into_inner().map_err(|e| e.into_error())
-    }
+/// A snapshot file being written: the buffer sits *outside* the checksum, so the encoder's
+/// many small writes are plain copies and the checksum runs over whole 1 MiB blocks (with
+/// the checksum outside, every field's write updated it on its own: 70–90 ms against
+/// 34–43 ms to encode a 33 MB table; figures in docs/bench.md).
+type SummedWriter<W> = BufWriter<Summing<W>>;
+
+fn summed_writer<W: Write>(file: W) -> SummedWriter<W> {
+    BufWriter::with_capacity(IO_BUF, Summing::new(file))
+}
+
+/// Writes the trailer (length and checksum of everything before it) and returns the file.
+fn finish<W: Write>(out: SummedWriter<W>) -> io::Result<W> {
+    let mut summed = out.into_inner().map_err(|e| e.into_error())?;
+    let mut trailer = Vec::with_capacity(TRAILER);
+    trailer.extend_from_slice(&summed.len.to_le_bytes());
+    trailer.extend_from_slice(&summed.crc.clone().finalize().to_le_bytes());
+    trailer.extend_from_slice(END);
+    summed.inner.write_all(&trailer)?;
+    Ok(summed.inner)
 }
 
 impl<W: Write> Write for Summing<W> {
@@ -523,14 +532,68 @@ mod tests {
 
         // A file of the previous format: no sections after the state.
         let path = dir.path().join("v3.snap");
-        let mut out = Summing::new(BufWriter::new(File::create(&path).unwrap()));
+        let mut out = summed_writer(File::create(&path).unwrap());
         out.write_all(MAGIC_V3).unwrap();
         bincode::serialize_into(&mut out, &saved.meta).unwrap();
         bincode::serialize_into(&mut out, &*state.read().unwrap()).unwrap();
-        out.finish().unwrap();
+        finish(out).unwrap();
         let (meta, read) = read_snapshot(&path).unwrap();
         assert_eq!(meta.last_log_id, saved.meta.last_log_id);
         assert!(read.table.txn(1).is_some() && read.table.deadline(1).is_none());
+    }
+
+    /// A snapshot is the state at the moment it was copied: applies that run while the copy
+    /// is encoded (they share its records until they change one) change neither the file
+    /// nor, through the copy, the live table.
+    #[test]
+    fn a_snapshot_holds_the_state_it_copied_while_applies_go_on() {
+        use crate::locks::{AcquireStatus, Command, LockKey, LockMode, LogCommand, Outcome, TxnState, VictimPolicy};
+        let dir = tempfile::tempdir().unwrap();
+        let state = state_at(10);
+        let apply = |cmd| state.write().unwrap().table.apply(&LogCommand { now_ms: 1_000, cmd });
+        let begin = || Command::Begin {
+            request_id: Some("b1".into()),
+            lease_ms: 5_000,
+            priority: 0,
+            name: "".into(),
+            owner: "".into(),
+        };
+        let Outcome::Begun { txn, .. } = apply(begin()) else { panic!("begun") };
+        let lock = LockKey::new("ns", "k");
+        let acquire = Command::Acquire {
+            txn,
+            request_id: "a1".into(),
+            lock: lock.clone(),
+            mode: LockMode::Exclusive,
+            wait_ms: 0,
+            victim_policy: VictimPolicy::default(),
+        };
+        assert!(matches!(apply(acquire), Outcome::Acquire(AcquireStatus::Granted { .. })));
+
+        let (meta, copy, _) = frozen(&state);
+        // While the copy is being encoded: the holder commits and a new transaction begins.
+        apply(Command::End { txn, request_id: None, commit: true });
+        let Outcome::Begun { txn: later, .. } = apply(Command::Begin {
+            request_id: Some("b2".into()),
+            lease_ms: 5_000,
+            priority: 0,
+            name: "".into(),
+            owner: "".into(),
+        }) else {
+            panic!("begun")
+        };
+        let path = dir.path().join("copy.snap");
+        encode(File::create(&path).unwrap(), &meta, &copy).unwrap();
+        let (_, read) = read_snapshot(&path).unwrap();
+        assert_eq!(read.table.txn(txn).unwrap().state, TxnState::Active, "the file has the holder as it was copied");
+        assert!(read.table.key(&lock).is_some_and(|k| k.holders.contains_key(&txn)), "and its lock");
+        assert!(read.table.txn(later).is_none(), "nothing begun after the copy");
+        assert!(read.table.knows_begin("b1") && !read.table.knows_begin("b2"));
+
+        let live = state.read().unwrap();
+        assert_eq!(live.table.txn(txn).unwrap().state, TxnState::Committed, "the live table kept its changes");
+        assert!(live.table.key(&lock).is_none_or(|k| k.holders.is_empty()));
+        assert!(live.table.knows_begin("b2"));
     }
 
     #[test]

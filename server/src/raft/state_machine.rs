@@ -118,7 +118,8 @@ impl StateMachine {
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     /// Runs alongside `apply` (openraft spawns it): applies wait only while the state is
-    /// encoded under the read lock (`lock_held_ms` in the log line), not for the fsyncs.
+    /// copied under the read lock (`lock_held_ms` in the log line), not for its encoding
+    /// or the fsyncs.
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
         let (state, store) = (self.state.clone(), self.snapshots.clone());
         let saved = blocking(move || store.save(&state)).await?;
