@@ -180,13 +180,17 @@ impl SnapshotStore {
     }
 
     /// Writes a snapshot of `state` and makes it the current one. The read lock is held
-    /// only while the state is copied (see [`frozen`]); the encoding, the fsyncs and the
+    /// only while the state is copied (see [`freeze`]); the encoding, the fsyncs and the
     /// rename run after it is released, while applies go on.
     pub fn save(&self, state: &RwLock<Replicated>) -> io::Result<Saved> {
-        let started = Instant::now();
-        let (meta, copy, lock_held) = frozen(state);
+        self.write(freeze(state))
+    }
+
+    /// Writes a copy taken by [`freeze`] and makes it the current snapshot.
+    pub fn write(&self, frozen: Frozen) -> io::Result<Saved> {
+        let Frozen { meta, state, lock_held, started } = frozen;
         let (tmp, file) = self.create_tmp()?;
-        let file = encode(file, &meta, &copy).map_err(|e| file_err("cannot write", &tmp.0, e))?;
+        let file = encode(file, &meta, &state).map_err(|e| file_err("cannot write", &tmp.0, e))?;
         let bytes = file.metadata().map_err(|e| file_err("cannot stat", &tmp.0, e))?.len();
         let file = self.commit(tmp, file, &meta)?;
         Ok(Saved { meta, file, bytes, lock_held, total: started.elapsed() })
@@ -195,9 +199,9 @@ impl SnapshotStore {
     /// Encodes `state` into a snapshot file that is never made current (a backup): an
     /// unnamed file (its `.tmp` name is removed at once), open at its start, with the meta.
     pub fn backup(&self, state: &RwLock<Replicated>) -> io::Result<(SnapshotMeta, File)> {
-        let (meta, copy, _) = frozen(state);
+        let Frozen { meta, state, .. } = freeze(state);
         let (tmp, file) = self.create_tmp()?;
-        let mut file = encode(file, &meta, &copy).map_err(|e| file_err("cannot write", &tmp.0, e))?;
+        let mut file = encode(file, &meta, &state).map_err(|e| file_err("cannot write", &tmp.0, e))?;
         drop(tmp);
         file.seek(SeekFrom::Start(0))?;
         Ok((meta, file))
@@ -306,16 +310,26 @@ fn file_stem(snapshot_id: &str) -> String {
     snapshot_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
-/// One consistent state to encode, its meta, and how long the read lock was held. The
-/// copy is cheap: the table's records are shared (`Arc`), so it costs the maps' nodes, not
-/// the records (a few ms for 100,000 transactions); a record changed by an apply while the
-/// copy is encoded is copied then, alone.
-fn frozen(state: &RwLock<Replicated>) -> (SnapshotMeta, Replicated, Duration) {
+/// One consistent state to encode, with its meta; see [`freeze`].
+pub struct Frozen {
+    meta: SnapshotMeta,
+    state: Replicated,
+    /// How long the state's read lock was held to copy it.
+    lock_held: Duration,
+    started: Instant,
+}
+
+/// Copies `state` under its read lock. The copy is cheap: the table's records are shared
+/// (`Arc`), so it costs the maps' nodes, not the records (a few ms for 100,000
+/// transactions); a record an apply changes while the copy is encoded is copied then,
+/// alone.
+pub fn freeze(state: &RwLock<Replicated>) -> Frozen {
+    let started = Instant::now();
     let st = state.read().expect("state lock");
     let locked = Instant::now();
     let meta = meta_of(&st);
     let copy = st.clone();
-    (meta, copy, locked.elapsed())
+    Frozen { meta, state: copy, lock_held: locked.elapsed(), started }
 }
 
 /// Writes a whole snapshot file: header, state, sections, trailer.
@@ -570,7 +584,7 @@ mod tests {
         };
         assert!(matches!(apply(acquire), Outcome::Acquire(AcquireStatus::Granted { .. })));
 
-        let (meta, copy, _) = frozen(&state);
+        let Frozen { meta, state: copy, .. } = freeze(&state);
         // While the copy is being encoded: the holder commits and a new transaction begins.
         apply(Command::End { txn, request_id: None, commit: true });
         let Outcome::Begun { txn: later, .. } = apply(Command::Begin {
