@@ -127,7 +127,7 @@ pub struct LockTable {
     /// clones the table under the state's read lock in a few milliseconds (pointers, not
     /// records) and encodes the copy after the lock is released, while applies go on; a
     /// record is copied only when it changes during that encoding. Encoding under the lock
-    /// stalled every apply for the whole encoding: 100–270 ms with 100,000 remembered
+    /// stalled every apply for the whole encoding: 85–260 ms with 100,000 remembered
     /// transactions (figures in docs/bench.md). Serde encodes an `Arc` as its contents, so
     /// snapshot files keep their format.
     txns: BTreeMap<TxnId, Arc<Txn>>,

@@ -12,8 +12,8 @@ use caerus_server::config_file;
 
 /// jemalloc rather than glibc's malloc: a gRPC call and a raft entry allocate and free
 /// many small buffers across threads (10 % of the leader's CPU was malloc/free). Measured
-/// side by side, 7 runs each: 0.85–0.94× the leader CPU per client write in 6 of 7 and
-/// 1.03–1.15× the uncontended cycles/s (docs/bench.md). mimalloc gained as much but held
+/// side by side in 7 pairs of runs: medians 0.93× the leader CPU per client write and
+/// 1.05× the uncontended cycles/s, 6 of 7 pairs better (docs/bench.md). mimalloc gained as much but held
 /// the state lock longer while a snapshot copied the table (fresh pages for every copy).
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -565,14 +565,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let state = state_at(10);
         let apply = |cmd| state.write().unwrap().table.apply(&LogCommand { now_ms: 1_000, cmd });
-        let begin = || Command::Begin {
-            request_id: Some("b1".into()),
+        let begin = |request_id: &str| Command::Begin {
+            request_id: Some(request_id.into()),
             lease_ms: 5_000,
             priority: 0,
             name: "".into(),
             owner: "".into(),
         };
-        let Outcome::Begun { txn, .. } = apply(begin()) else { panic!("begun") };
+        let Outcome::Begun { txn, .. } = apply(begin("b1")) else { panic!("begun") };
         let lock = LockKey::new("ns", "k");
         let acquire = Command::Acquire {
             txn,
@@ -587,15 +587,7 @@ mod tests {
         let Frozen { meta, state: copy, .. } = freeze(&state);
         // While the copy is being encoded: the holder commits and a new transaction begins.
         apply(Command::End { txn, request_id: None, commit: true });
-        let Outcome::Begun { txn: later, .. } = apply(Command::Begin {
-            request_id: Some("b2".into()),
-            lease_ms: 5_000,
-            priority: 0,
-            name: "".into(),
-            owner: "".into(),
-        }) else {
-            panic!("begun")
-        };
+        let Outcome::Begun { txn: later, .. } = apply(begin("b2")) else { panic!("begun") };
         let path = dir.path().join("copy.snap");
         encode(File::create(&path).unwrap(), &meta, &copy).unwrap();
         let (_, read) = read_snapshot(&path).unwrap();
