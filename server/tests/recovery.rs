@@ -120,17 +120,26 @@ async fn a_truncated_snapshot_file_is_never_served_in_part() {
     grant_many(&c, "k", 30, 0).await;
     cluster.kill(1);
 
+    // A kill can land between writing a new snapshot and deleting the one before it (the
+    // encoding runs on its own thread), so cut every snapshot file: with one left whole, the
+    // node could rightly start from it and the log.
     let snapshots = data_dir(&cluster).join("snapshots");
-    let snap = std::fs::read_dir(&snapshots)
+    let snaps: Vec<PathBuf> = std::fs::read_dir(&snapshots)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "snap"))
-        .expect("a snapshot file");
-    let len = std::fs::metadata(&snap).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&snap).unwrap().set_len(len * 2 / 3).unwrap();
+        .filter(|p| p.extension().is_some_and(|e| e == "snap"))
+        .collect();
+    assert!(!snaps.is_empty(), "a snapshot file");
+    for snap in &snaps {
+        let len = std::fs::metadata(snap).unwrap().len();
+        std::fs::OpenOptions::new().write(true).open(snap).unwrap().set_len(len * 2 / 3).unwrap();
+    }
 
     // The log was purged past the snapshot's start (every 10 entries, 5 kept), so no older
-    // state and the log hold everything: refused, with the file named.
-    expect_refusal(&mut cluster, &[&snap.display().to_string(), "does not start", "dls members remove"]).await;
-    assert!(snap.exists(), "the refusal leaves the file for inspection");
+    // state and the log hold everything: refused, with every file named.
+    let names: Vec<String> = snaps.iter().map(|p| p.display().to_string()).collect();
+    let mut needles: Vec<&str> = names.iter().map(String::as_str).collect();
+    needles.extend(["does not start", "dls members remove"]);
+    expect_refusal(&mut cluster, &needles).await;
+    assert!(snaps.iter().all(|p| p.exists()), "the refusal leaves the files for inspection");
 }
