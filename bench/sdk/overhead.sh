@@ -73,7 +73,7 @@ for r in $(seq 1 "$REPEAT"); do
   for lang in $LANGS; do
     case $lang in
     rust)
-      for rt in current-thread multi-thread; do
+      for rt in current-thread multi-thread foreign; do
         one "rust $rt" "$CALL_BIN" --runtime "$rt" --endpoints "$DLS_ENDPOINTS" --calls "$CALLS" --warmup "$WARMUP"
       done ;;
     python)

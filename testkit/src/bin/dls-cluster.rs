@@ -15,6 +15,18 @@ use tokio::signal::unix::{signal, SignalKind};
 
 const USAGE: &str = "usage: dls-cluster --dls PATH [--nodes N] [--dir DIR] [--fast-elections] [-- EXTRA SERVE FLAGS]";
 
+const HELP: &str = "\
+Starts a local DLS cluster on free 127.0.0.1 ports, waits for a leader, prints
+DLS_ENDPOINTS, DLS_HTTP, DLS_PIDS and DLS_DIR as shell assignments, then runs until
+SIGTERM or SIGINT and kills its nodes.
+
+  --dls PATH          the dls binary to run (required)
+  --nodes N           how many nodes (default 1)
+  --dir DIR           where the nodes' data directories go (default: a new temporary one)
+  --fast-elections    short election timeouts (for tests that change leaders)
+  -- FLAGS...         passed on to every `dls serve`
+  -h, --help          this text";
+
 fn parse(args: &[String]) -> Result<Spec, String> {
     let mut spec = Spec { fast_elections: false, ..Spec::default() };
     let mut it = args.iter();
@@ -41,6 +53,10 @@ fn parse(args: &[String]) -> Result<Spec, String> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}\n\n{HELP}");
+        return ExitCode::SUCCESS;
+    }
     let spec = match parse(&args) {
         Ok(spec) => spec,
         Err(e) => {
@@ -74,4 +90,36 @@ async fn main() -> ExitCode {
         _ = int.recv() => {}
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn error(a: &[&str]) -> String {
+        parse(&args(a)).err().expect("an error")
+    }
+
+    #[test]
+    fn flags_fill_the_spec_and_mistakes_are_named() {
+        let Ok(spec) = parse(&args(&["--dls", "/bin/dls", "--nodes", "3", "--", "--snapshot-every", "10"])) else {
+            panic!("a valid command line")
+        };
+        assert_eq!((spec.nodes, spec.extra.clone()), (3, args(&["--snapshot-every", "10"])));
+        assert_eq!(error(&["--nodes", "3"]), "--dls is required");
+        assert_eq!(error(&["--dls"]), "--dls needs a value");
+        assert!(error(&["--dls", "x", "--nodes", "many"]).starts_with("--nodes: "));
+        assert_eq!(error(&["--dls", "x", "--bogus"]), "unknown argument \"--bogus\"");
+    }
+
+    #[test]
+    fn help_names_every_flag() {
+        for flag in ["--dls", "--nodes", "--dir", "--fast-elections", "--help"] {
+            assert!(HELP.contains(flag), "{flag} missing from --help");
+        }
+    }
 }
