@@ -65,7 +65,8 @@ pub struct ServeArgs {
     /// load (docs/bench.md). Raise it on slow or distant links.
     #[arg(long, env = "DLS_ELECTION_TIMEOUT_MS", default_value_t = 150)]
     pub election_timeout_ms: u64,
-    /// Take a snapshot and compact the log every this many log entries.
+    /// Take a snapshot and compact the log every this many log entries. A large snapshot
+    /// (over 1 KiB per entry of this) waits one entry per KiB of it, at most 16 times this.
     #[arg(long, env = "DLS_SNAPSHOT_EVERY", default_value_t = 10_000)]
     pub snapshot_every: u64,
     /// Which member of a deadlock cycle to abort: lowest-priority-then-youngest, youngest or oldest.

@@ -27,6 +27,7 @@ use crate::raft::peer_auth::PeerAuth;
 use crate::raft::proposer::{Hold, Proposer, WriteError};
 use crate::raft::quorum_clock::QuorumClock;
 use crate::raft::replicated::SharedState;
+use crate::raft::snapshot_schedule::SnapshotSchedule;
 use crate::raft::snapshot_store::SnapshotStore;
 use crate::raft::state_machine::{ApplyObserver, StateMachine};
 use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft, RaftMetrics, SnapshotMeta};
@@ -209,16 +210,20 @@ impl Node {
         let log_io = log_store.io_stats();
         let pristine = log_store.is_pristine()?;
         let state_machine =
-            StateMachine::open(&cfg.data_dir, observer, durable.clone(), log_store.first_index()).await?;
+            StateMachine::open(&cfg.data_dir, observer, durable.clone(), log_store.first_index(), cfg.snapshot_every)
+                .await?;
         let state = state_machine.shared();
         let snapshots = state_machine.snapshot_store();
+        let schedule = state_machine.schedule();
 
         let raft_config = openraft::Config {
             cluster_name: "caerus-dls".into(),
             heartbeat_interval: cfg.heartbeat_ms,
             election_timeout_min: cfg.election_timeout_ms,
             election_timeout_max: cfg.election_timeout_ms * 2,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(cfg.snapshot_every),
+            // Asked for by the node instead: openraft's policy only counts entries, ours also
+            // weighs the last snapshot's size (raft::snapshot_schedule).
+            snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: cfg.snapshot_every / 2,
             ..Default::default()
         }
@@ -288,6 +293,7 @@ impl Node {
         node.spawn_leadership_watch(leader_tx);
         node.spawn_timers();
         node.spawn_joint_finisher();
+        node.spawn_snapshot_trigger(schedule);
         Ok(node)
     }
 
@@ -723,6 +729,22 @@ impl Node {
                 tokio::time::sleep(TICK).await;
                 let Some(node) = node.upgrade() else { return };
                 node.members().finish_stuck_joint(&mut seen).await;
+            }
+        });
+    }
+
+    /// Builds a snapshot whenever the state machine finds one due (see
+    /// `raft::snapshot_schedule`), while this node lives.
+    fn spawn_snapshot_trigger(self: &Arc<Self>, schedule: Arc<SnapshotSchedule>) {
+        let node = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                schedule.asked().await;
+                let Some(node) = node.upgrade() else { return };
+                if let Err(e) = node.raft.trigger().snapshot().await {
+                    tracing::debug!("snapshot not triggered, raft has stopped: {e}");
+                    return;
+                }
             }
         });
     }

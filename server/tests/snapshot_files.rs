@@ -162,3 +162,35 @@ async fn a_follower_behind_the_purged_log_catches_up_through_install_snapshot() 
     t.commit().await.unwrap();
     keeper.commit().await.unwrap();
 }
+
+/// The "snapshot built" lines of a node's log: (last index, file size).
+fn snapshots_built(log: &str) -> Vec<(u64, u64)> {
+    log.lines()
+        .filter(|l| l.contains("snapshot built"))
+        .map(|l| {
+            let index = l.split("index: ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+            let bytes = l.split("bytes=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().parse().unwrap();
+            (index, bytes)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_large_table_is_written_again_less_often_than_every_so_many_entries() {
+    // Every 10 entries while a snapshot is under 10 KiB; a larger one is due only after
+    // one entry per KiB of it (raft::snapshot_schedule).
+    let cluster = Cluster::start_with(1, &["--snapshot-every", "10"]).await;
+    let c = client(&cluster).await;
+    grant_many(&c, "k", 300).await; // 300 finished transactions: tens of KiB of table
+
+    let built = snapshots_built(&log_text(&cluster, 1));
+    assert!(built.len() >= 5, "snapshots were built: {built:?}");
+    for pair in built.windows(2) {
+        let ((from, bytes), (to, _)) = (pair[0], pair[1]);
+        let due = 10u64.max(bytes / 1024);
+        assert!(to - from >= due, "a snapshot at {to}, {} entries after one of {bytes} bytes at {from}", to - from);
+    }
+    let stretched = built.windows(2).filter(|p| p[1].0 - p[0].0 >= 20).count();
+    assert!(stretched >= 3, "the larger snapshots came further apart: {built:?}");
+    assert!(built.last().unwrap().1 > 20 * 1024, "the table grew past 20 KiB: {built:?}");
+}

@@ -41,7 +41,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, Dir> for Builder {
         // The suite applies entries it never appended to this log: in a node the state
         // machine waits until the log has them on disk; here every index counts as durable.
         let durable = Arc::new(Durable::new(u64::MAX));
-        let sm = StateMachine::open(dir.path(), Arc::new(Unobserved), durable, log.first_index())
+        let sm = StateMachine::open(dir.path(), Arc::new(Unobserved), durable, log.first_index(), 10_000)
             .await
             .map_err(|e| build_err("state machine", e))?;
         Ok((Dir { _dir: dir }, log, sm))

@@ -13,6 +13,7 @@ pub mod quorum_clock;
 pub mod replicated;
 pub mod restore;
 pub mod snapshot_file;
+pub mod snapshot_schedule;
 pub mod snapshot_store;
 pub mod state_machine;
 pub mod types;

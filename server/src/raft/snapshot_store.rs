@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use super::replicated::Replicated;
 use super::snapshot_file::{file_err, SnapshotFile, TmpFile};
+use super::snapshot_schedule::LastSnapshot;
 use super::types::SnapshotMeta;
 
 /// Marks a snapshot file of this format; bump the digit if the layout ever changes.
@@ -65,6 +66,12 @@ pub struct SnapshotStore {
 struct Current {
     meta: SnapshotMeta,
     path: PathBuf,
+    /// The file's size, for the snapshot schedule.
+    bytes: u64,
+}
+
+fn file_len(path: &Path) -> u64 {
+    fs::metadata(path).map_or(0, |m| m.len())
 }
 
 /// A snapshot written by [`SnapshotStore::save`].
@@ -98,7 +105,7 @@ impl SnapshotStore {
                     // A file whose header cannot be read is judged by `load_current`.
                     let Ok(meta) = read_header(&mut BufReader::new(open_read(&path)?)) else { continue };
                     if newest.as_ref().is_none_or(|n| meta.last_log_id >= n.meta.last_log_id) {
-                        newest = Some(Current { meta, path });
+                        newest = Some(Current { meta, bytes: file_len(&path), path });
                     }
                 }
                 _ => {}
@@ -109,6 +116,14 @@ impl SnapshotStore {
 
     pub fn current_meta(&self) -> Option<SnapshotMeta> {
         self.lock_current().as_ref().map(|c| c.meta.clone())
+    }
+
+    /// The current snapshot's last index and size (zeros when there is none).
+    pub fn last(&self) -> LastSnapshot {
+        self.lock_current().as_ref().map_or_else(LastSnapshot::default, |c| LastSnapshot {
+            index: c.meta.last_log_id.map_or(0, |l| l.index),
+            bytes: c.bytes,
+        })
     }
 
     /// Decodes the newest snapshot that reads back whole, streaming from its file, makes it
@@ -141,7 +156,7 @@ impl SnapshotStore {
                         return Err(refusal(&why, &damaged));
                     }
                     self.set_aside(&damaged, &meta)?;
-                    *self.lock_current() = Some(Current { meta, path: path.clone() });
+                    *self.lock_current() = Some(Current { meta, path: path.clone(), bytes: file_len(&path) });
                     self.remove_all_but(&path);
                     return Ok(Some(state));
                 }
@@ -273,7 +288,8 @@ impl SnapshotStore {
         } else {
             fs::rename(&tmp.0, &path).map_err(|e| file_err("cannot rename into place", &tmp.0, e))?;
             sync_dir(&self.dir)?;
-            let previous = current.replace(Current { meta: meta.clone(), path: path.clone() });
+            let bytes = file.metadata().map_or(0, |m| m.len());
+            let previous = current.replace(Current { meta: meta.clone(), path: path.clone(), bytes });
             if let Some(previous) = previous.filter(|p| p.path != path) {
                 if let Err(e) = fs::remove_file(&previous.path) {
                     tracing::warn!(file = %previous.path.display(), error = %e, "cannot delete an old snapshot file");

@@ -17,6 +17,7 @@ use openraft::{EntryPayload, RaftSnapshotBuilder, StorageIOError};
 use super::durable::Durable;
 use super::replicated::{Replicated, SharedState};
 use super::snapshot_file::{SnapshotFile, TmpFile};
+use super::snapshot_schedule::SnapshotSchedule;
 use super::snapshot_store::{freeze, SnapshotStore};
 use super::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::locks::{Effect, LockTable, Outcome};
@@ -41,6 +42,8 @@ pub struct StateMachine {
     observer: Arc<dyn ApplyObserver>,
     /// An entry is applied only once it is on this node's disk (see [`Durable`]).
     durable: Arc<Durable>,
+    /// When to ask raft for the next snapshot.
+    schedule: Arc<SnapshotSchedule>,
 }
 
 /// How long applying waits for the local log to reach the disk before it gives up and
@@ -93,11 +96,14 @@ fn lower_priority() {
 impl StateMachine {
     /// Opens the state machine, restoring the table from the newest whole snapshot file in
     /// `<data_dir>/snapshots` that reaches `log_first`, the first index the raft log holds.
+    /// Snapshots are due every `snapshot_every` entries, less often when large (see
+    /// [`SnapshotSchedule`]).
     pub async fn open(
         data_dir: &Path,
         observer: Arc<dyn ApplyObserver>,
         durable: Arc<Durable>,
         log_first: u64,
+        snapshot_every: u64,
     ) -> anyhow::Result<Self> {
         let data_dir = data_dir.to_path_buf();
         let (store, restored) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
@@ -114,7 +120,18 @@ impl StateMachine {
             None => Replicated::default(),
         };
         observer.reset(&state.table);
-        Ok(StateMachine { state: Arc::new(RwLock::new(state)), snapshots: Arc::new(store), observer, durable })
+        Ok(StateMachine {
+            state: Arc::new(RwLock::new(state)),
+            snapshots: Arc::new(store),
+            observer,
+            durable,
+            schedule: Arc::new(SnapshotSchedule::new(snapshot_every)),
+        })
+    }
+
+    /// When snapshots are due; the node triggers them (openraft's own policy is off).
+    pub fn schedule(&self) -> Arc<SnapshotSchedule> {
+        self.schedule.clone()
     }
 
     /// The snapshot files (for backups).
@@ -183,11 +200,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry> + Send,
     {
         let entries: Vec<Entry> = entries.into_iter().collect();
-        if let Some(last) = entries.last() {
-            self.durable
-                .wait_for(last.log_id.index, DISK_STALL_LIMIT)
-                .await
-                .map_err(|e| StorageIOError::<u64>::write_logs(&e))?;
+        let last_index = entries.last().map(|e| e.log_id.index);
+        if let Some(index) = last_index {
+            self.durable.wait_for(index, DISK_STALL_LIMIT).await.map_err(|e| StorageIOError::<u64>::write_logs(&e))?;
         }
         let mut outcomes = Vec::new();
         let effects = {
@@ -209,6 +224,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         };
         if !effects.is_empty() {
             self.observer.applied(effects);
+        }
+        if let Some(index) = last_index {
+            self.schedule.applied(index, self.snapshots.last());
         }
         Ok(outcomes)
     }
@@ -299,7 +317,8 @@ mod tests {
     async fn lease_timers_follow_an_apply_before_readers_see_the_new_table() {
         let dir = tempfile::tempdir().unwrap();
         let probe = Arc::new(LockProbe::default());
-        let mut sm = StateMachine::open(dir.path(), probe.clone(), Arc::new(Durable::new(u64::MAX)), 0).await.unwrap();
+        let mut sm =
+            StateMachine::open(dir.path(), probe.clone(), Arc::new(Durable::new(u64::MAX)), 0, 10_000).await.unwrap();
         probe.state.set(sm.shared()).ok().unwrap();
         let begin =
             Command::Begin { request_id: None, lease_ms: 10_000, priority: 0, name: "t".into(), owner: "o".into() };
@@ -325,8 +344,9 @@ mod tests {
     #[tokio::test]
     async fn a_built_snapshot_replaces_the_previous_file_and_is_restored() {
         let dir = tempfile::tempdir().unwrap();
-        let mut sm =
-            StateMachine::open(dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0).await.unwrap();
+        let mut sm = StateMachine::open(dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0, 10_000)
+            .await
+            .unwrap();
         let first = sm.build_snapshot().await.unwrap().meta;
         sm.shared().write().unwrap().table = table_with_one_txn();
         let second = sm.build_snapshot().await.unwrap().meta;
@@ -337,7 +357,9 @@ mod tests {
         assert_eq!(sm.get_current_snapshot().await.unwrap().unwrap().meta, second);
 
         let restored =
-            StateMachine::open(dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0).await.unwrap();
+            StateMachine::open(dir.path(), Arc::new(NoObserver), Arc::new(Durable::new(u64::MAX)), 0, 10_000)
+                .await
+                .unwrap();
         assert_eq!(restored.shared().read().unwrap().table, table_with_one_txn());
     }
 }
