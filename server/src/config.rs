@@ -118,7 +118,7 @@ impl VictimPolicies {
 /// Parses `1=10.0.0.1:7070/7080,2=10.0.0.2:7070/7080`: per member, the client address and
 /// the peer address (a bare port after `/` means the client address's host).
 pub fn parse_peers(raw: &str) -> anyhow::Result<BTreeMap<NodeId, Member>> {
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<NodeId, Member> = BTreeMap::new();
     for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (id, addrs) = part
             .split_once('=')
@@ -144,6 +144,19 @@ pub fn parse_peers(raw: &str) -> anyhow::Result<BTreeMap<NodeId, Member>> {
         }
         if peer_addr == addr {
             anyhow::bail!("--peers entry {part:?}: the peer port must differ from the client port");
+        }
+        // Two members told the same address would answer for each other: a node could
+        // count its own vote twice, or replicate to itself as if to a peer.
+        for (other, m) in &out {
+            for (mine, theirs) in
+                [(addr, &m.addr), (addr, &m.peer_addr), (&peer_addr, &m.addr), (&peer_addr, &m.peer_addr)]
+            {
+                if mine == theirs.as_str() && *other != id {
+                    anyhow::bail!(
+                        "--peers gives {mine} to node {other} and to node {id}: every node needs its own client and peer port"
+                    );
+                }
+            }
         }
         if out.insert(id, Member { addr: addr.to_string(), peer_addr }).is_some() {
             anyhow::bail!("--peers names node {id} twice");
@@ -243,6 +256,11 @@ mod tests {
         assert!(parse_peers("x=a:1/2").is_err());
         assert!(parse_peers("0=a:1/2").is_err());
         assert!(parse_peers("1=a:1/a:1").is_err(), "peer and client port must differ");
+        for shared in ["1=a:1/2,2=a:1/3", "1=a:1/2,2=a:3/2", "1=a:1/2,2=a:2/3", "1=a:1/2,2=a:3/1"] {
+            let err = parse_peers(shared).unwrap_err().to_string();
+            assert!(err.contains("to node 1 and to node 2") && err.contains("its own"), "{shared}: {err}");
+        }
+        assert!(parse_peers("1=a:1/2,2=b:1/2").is_ok(), "the same ports on other hosts");
         assert!(parse_peers("1=a:1/x").is_err());
         assert!(parse_peers("127.0.0.1:7070").is_err());
     }

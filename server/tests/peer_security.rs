@@ -117,6 +117,18 @@ async fn forged_raft_messages_are_refused_on_every_port_and_the_cluster_goes_on(
         assert_refused(&forge(&n.peer_addr, None, &guess).await, Code::Unauthenticated, "peer port, wrong secret");
         let foreign = [("x-dls-peer-secret", cluster.secret.clone()), ("x-dls-cluster-id", "another".to_string())];
         assert_refused(&forge(&n.peer_addr, None, &foreign).await, Code::PermissionDenied, "peer port, other cluster");
+        // Every credential right, but meant for another node (an address two --peers
+        // entries share): refused, so no node answers for a peer.
+        let elsewhere = [
+            ("x-dls-peer-secret", cluster.secret.clone()),
+            ("x-dls-cluster-id", id.clone()),
+            ("x-dls-to-node", (n.id % 3 + 1).to_string()),
+        ];
+        assert_refused(
+            &forge(&n.peer_addr, None, &elsewhere).await,
+            Code::PermissionDenied,
+            "peer port, another node's",
+        );
         // The HTTP port speaks HTTP/1.1 JSON only: a gRPC call does not get through.
         for answer in forge(&n.http_addr, None, &[]).await {
             assert!(answer.is_err(), "HTTP port answered a raft call: {answer:?}");
@@ -139,7 +151,11 @@ async fn forged_raft_messages_are_refused_on_every_port_and_the_cluster_goes_on(
     // Control: the very same bytes, with this cluster's credentials, are taken by raft (the
     // follower adopts the forged term). Only the gate stood between them and the cluster.
     let follower = (1..=3).find(|&n| n != leader).unwrap();
-    let creds = [("x-dls-peer-secret", cluster.secret.clone()), ("x-dls-cluster-id", id)];
+    let creds = [
+        ("x-dls-peer-secret", cluster.secret.clone()),
+        ("x-dls-cluster-id", id),
+        ("x-dls-to-node", follower.to_string()),
+    ];
     let node = cluster.nodes.iter().find(|n| n.id == follower).unwrap();
     let answers = forge(&node.peer_addr, None, &creds[..]).await;
     assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|p| !p.is_error)), "{answers:?}");

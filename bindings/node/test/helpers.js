@@ -20,16 +20,29 @@ function requireBin() {
   return DLS_BIN;
 }
 
-function freePort() {
+/** A listener on a port the kernel picked, kept open until `release`. */
+function holdPort() {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.unref();
     srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
+    srv.listen(0, '127.0.0.1', () => resolve(srv));
   });
+}
+
+/**
+ * `n` distinct ports that were free a moment ago. They are held together before any is
+ * let go: picked one at a time, the kernel may hand out a port it just freed again, and two
+ * nodes told the same port make a cluster that is not the one the test meant.
+ */
+async function freePorts(n) {
+  const held = [];
+  try {
+    for (let i = 0; i < n; i++) held.push(await holdPort());
+    return held.map((srv) => srv.address().port);
+  } finally {
+    await Promise.all(held.map((srv) => new Promise((r) => srv.close(r))));
+  }
 }
 
 function portIsFree(port) {
@@ -84,8 +97,8 @@ function httpGetStatus(url, certs) {
  */
 async function startServer({ port, certs, args = [] } = {}) {
   const bin = requireBin();
-  const grpcPort = port ?? (await freePort());
-  const httpPort = await freePort();
+  const [picked, httpPort] = await freePorts(2);
+  const grpcPort = port ?? picked;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'caerus-node-test-'));
   const endpoint = `127.0.0.1:${grpcPort}`;
   const logPath = path.join(dataDir, 'server.log');
@@ -167,8 +180,7 @@ function httpJson(url) {
  */
 async function startThreeNodes() {
   const bin = requireBin();
-  const ports = [];
-  for (let i = 0; i < 9; i++) ports.push(await freePort());
+  const ports = await freePorts(9);
   const peers = [0, 1, 2].map((i) => `${i + 1}=127.0.0.1:${ports[3 * i]}/127.0.0.1:${ports[3 * i + 1]}`).join(',');
   const secret = `node-secret-${Math.random().toString(16).slice(2)}${Date.now()}`;
   const nodes = [0, 1, 2].map((i) => {
@@ -180,7 +192,16 @@ async function startThreeNodes() {
         '--data-dir', path.join(dataDir, 'data'), '--heartbeat-ms', '50', '--election-timeout-ms', '300', '--log', 'warn'],
       { stdio: ['ignore', log, log], env: { ...process.env, DLS_CLUSTER_SECRET: secret } },
     );
-    return { id: i + 1, endpoint: `127.0.0.1:${ports[3 * i]}`, httpAddr: `127.0.0.1:${ports[3 * i + 2]}`, child, log, dataDir };
+    const node = { id: i + 1, endpoint: `127.0.0.1:${ports[3 * i]}`, httpAddr: `127.0.0.1:${ports[3 * i + 2]}`, child, log, dataDir };
+    // A node that dies on its own takes its log with it when the directory is removed:
+    // say so, with the log, so a failing test shows why.
+    child.on('exit', (code, signal) => {
+      if (!node.stopping) {
+        const text = fs.readFileSync(path.join(dataDir, 'server.log'), 'utf8');
+        process.stderr.write(`dls node ${i + 1} exited on its own (code ${code}, signal ${signal}):\n${text}\n`);
+      }
+    });
+    return node;
   });
   const cluster = {
     nodes,
@@ -202,6 +223,7 @@ async function startThreeNodes() {
     },
     async stop() {
       for (const n of nodes) {
+        n.stopping = true;
         n.child.kill('SIGKILL');
         fs.closeSync(n.log);
         fs.rmSync(n.dataDir, { recursive: true, force: true });
@@ -269,7 +291,7 @@ async function startPostgres() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'caerus-node-pg-'));
   if (root) execFileSync('chown', ['postgres:', dir]);
   const data = path.join(dir, 'data');
-  const port = await freePort();
+  const [port] = await freePorts(1);
   try {
     run('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '-N']);
     const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
@@ -292,4 +314,4 @@ async function startPostgres() {
   };
 }
 
-module.exports = { metric, startServer, startThreeNodes, startPostgres, makeCerts, freePort, portIsFree, dlsCli, aborted, sleep, requireBin };
+module.exports = { metric, startServer, startThreeNodes, startPostgres, makeCerts, freePorts, portIsFree, dlsCli, aborted, sleep, requireBin };

@@ -148,7 +148,7 @@ mod tests {
         );
         let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap().connect_lazy();
         let auth = crate::raft::peer_auth::PeerAuth::new(1, "test", Some("a-test-secret-of-16+"), false).unwrap();
-        RaftServiceClient::with_interceptor(channel, crate::raft::peer_auth::Stamp(auth))
+        RaftServiceClient::with_interceptor(channel, crate::raft::peer_auth::Stamp::to(auth, 2))
     }
 
     fn payload(s: &str) -> RaftPayload {

@@ -190,10 +190,20 @@ pub async fn decide(transport: &PeerTransport, asker: &Asker<'_>) -> Decision {
             .iter()
             .filter(|(&n, _)| n != asker.id)
             .map(|(&n, m)| ask(transport, asker.id, n, m, asker.join));
-        let answers: Vec<PeerView> = futures::future::join_all(asks).await.into_iter().flatten().collect();
+        let mut answers = Vec::new();
+        let mut misaddressed = Vec::new();
+        for answer in futures::future::join_all(asks).await.into_iter().flatten() {
+            match answer {
+                Ok(view) => answers.push(view),
+                Err(wrong) => misaddressed.push(wrong),
+            }
+        }
         match asker.decide(&answers, started.elapsed()) {
             Decision::Wait(why) => {
                 if reported.elapsed() >= REPORT_EVERY {
+                    for wrong in &misaddressed {
+                        tracing::warn!(node = asker.id, "{wrong}");
+                    }
                     tracing::info!(node = asker.id, "not taking part in raft yet: {why}");
                     reported = Instant::now();
                 }
@@ -204,12 +214,31 @@ pub async fn decide(transport: &PeerTransport, asker: &Asker<'_>) -> Decision {
     }
 }
 
-async fn ask(transport: &PeerTransport, me: NodeId, peer: NodeId, member: &Member, joining: bool) -> Option<PeerView> {
+/// Asks one peer for its view: `None` when it cannot be reached, an error when another
+/// node answers at its address (that answer must not count as the peer's).
+async fn ask(
+    transport: &PeerTransport,
+    me: NodeId,
+    peer: NodeId,
+    member: &Member,
+    joining: bool,
+) -> Option<Result<PeerView, String>> {
     let mut client = transport.discovery(&member.peer_addr).ok()?;
     let mut request = Request::new(ClusterStateRequest { node_id: me, joining });
     request.set_timeout(ASK_TIMEOUT);
     match tokio::time::timeout(ASK_TIMEOUT, client.cluster_state(request)).await {
-        Ok(Ok(answer)) => Some(answer.into_inner().into()),
+        Ok(Ok(answer)) => {
+            let view = PeerView::from(answer.into_inner());
+            Some(if view.node_id == peer {
+                Ok(view)
+            } else {
+                Err(format!(
+                    "node {} answered at {}, the peer address --peers gives node {peer}: counted as unreachable; \
+                     every node needs its own address in --peers",
+                    view.node_id, member.peer_addr
+                ))
+            })
+        }
         Ok(Err(status)) => {
             tracing::debug!(peer, "discovery call refused: {}", status.message());
             None

@@ -105,9 +105,10 @@ impl PeerTransport {
         Ok(channel)
     }
 
-    /// Stamps outgoing calls with this node's peer credentials.
+    /// Stamps outgoing calls with this node's peer credentials (for calls that name no
+    /// receiving node).
     pub fn stamp(&self) -> Stamp {
-        Stamp(self.auth.clone())
+        Stamp::any(self.auth.clone())
     }
 
     /// A client of a peer's discovery call (asked before this node takes part in raft).
@@ -116,9 +117,11 @@ impl PeerTransport {
         Ok(PeerDiscoveryServiceClient::with_interceptor(channel, self.stamp()))
     }
 
-    fn client(&self, addr: &str) -> Result<PeerRpc, Unreachable> {
+    /// A raft client of node `target` at `addr`; its calls name `target`, which refuses
+    /// them if it is another node.
+    fn client(&self, target: NodeId, addr: &str) -> Result<PeerRpc, Unreachable> {
         let channel = self.channel(Lane::Raft, addr)?;
-        Ok(RaftServiceClient::with_interceptor(channel, Stamp(self.auth.clone()))
+        Ok(RaftServiceClient::with_interceptor(channel, Stamp::to(self.auth.clone(), target))
             .max_decoding_message_size(MAX_RAFT_MESSAGE)
             .max_encoding_message_size(MAX_RAFT_MESSAGE))
     }
@@ -168,7 +171,7 @@ impl RaftNetworkFactory<TypeConfig> for PeerNetwork {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> PeerClient {
-        let client = self.transport.client(&node.peer_addr);
+        let client = self.transport.client(target, &node.peer_addr);
         PeerClient {
             target,
             client,

@@ -10,7 +10,11 @@
 //! - every call names its cluster (`x-dls-cluster-id`); a node of another cluster (a
 //!   copied config, a reused address) is refused. Only the discovery call asked before a
 //!   node takes part in raft ([`CredentialsGate`]) skips this check: a node started with
-//!   `--join` learns its cluster's id from that answer.
+//!   `--join` learns its cluster's id from that answer;
+//! - a raft call names the node it is meant for (`x-dls-to-node`); a node refuses a call
+//!   meant for another one. Otherwise two members' `--peers` entries that point at one
+//!   address (a reused port, a stale list on one node) would let a node answer for a peer:
+//!   a candidate could count its own vote twice, a leader replicate to itself.
 
 use std::sync::{Arc, RwLock};
 
@@ -35,6 +39,7 @@ pub type DiscoveryRpc = PeerDiscoveryServiceClient<InterceptedService<Channel, S
 const CLUSTER_ID: &str = "x-dls-cluster-id";
 const PEER_SECRET: &str = "x-dls-peer-secret";
 const FROM_NODE: &str = "x-dls-from-node";
+const TO_NODE: &str = "x-dls-to-node";
 
 /// Shortest accepted cluster secret: it is the only thing between a loopback dev cluster
 /// and a forged raft message.
@@ -101,18 +106,35 @@ impl PeerAuth {
         self.cluster_id.read().expect("cluster id lock").clone()
     }
 
-    /// Adds this node's credentials to an outgoing peer call.
-    fn stamp(&self, md: &mut MetadataMap) {
+    /// Adds this node's credentials to an outgoing peer call, and the node it is meant for
+    /// when the caller knows it.
+    fn stamp(&self, md: &mut MetadataMap, to: Option<NodeId>) {
         md.insert(CLUSTER_ID, self.cluster_id());
         md.insert(FROM_NODE, self.node_id.into());
+        if let Some(to) = to {
+            md.insert(TO_NODE, to.into());
+        }
         if let Some((value, _)) = &self.secret {
             md.insert(PEER_SECRET, value.clone());
         }
     }
 
-    /// Refuses a peer call that does not come from a node of this cluster.
+    /// Refuses a peer call that does not come from a node of this cluster, or that is
+    /// meant for another node (a call without `x-dls-to-node`, from a node of an earlier
+    /// version, is taken).
     pub fn check<T>(&self, req: &Request<T>) -> Result<(), Status> {
         self.check_credentials(req)?;
+        if let Some(to) = req.metadata().get(TO_NODE) {
+            if to.to_str().ok().and_then(|t| t.parse::<NodeId>().ok()) != Some(self.node_id) {
+                return Err(Status::permission_denied(format!(
+                    "this is node {}, but the call was meant for node {}: the caller's --peers (or member list) \
+                     gives node {} this node's address; every node needs its own address",
+                    self.node_id,
+                    to.to_str().unwrap_or("?"),
+                    to.to_str().unwrap_or("?"),
+                )));
+            }
+        }
         let own = self.cluster_id();
         match req.metadata().get(CLUSTER_ID) {
             Some(id) if *id == own => Ok(()),
@@ -165,13 +187,29 @@ fn digest(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// Outgoing side: stamps every raft call with this node's credentials.
+/// Outgoing side: stamps every peer call with this node's credentials and, on raft
+/// calls, the node they are meant for.
 #[derive(Clone)]
-pub struct Stamp(pub Arc<PeerAuth>);
+pub struct Stamp {
+    auth: Arc<PeerAuth>,
+    to: Option<NodeId>,
+}
+
+impl Stamp {
+    /// For calls to node `to`.
+    pub fn to(auth: Arc<PeerAuth>, to: NodeId) -> Stamp {
+        Stamp { auth, to: Some(to) }
+    }
+
+    /// For calls that name no receiving node (discovery, forwarded client calls).
+    pub fn any(auth: Arc<PeerAuth>) -> Stamp {
+        Stamp { auth, to: None }
+    }
+}
 
 impl Interceptor for Stamp {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        self.0.stamp(req.metadata_mut());
+        self.auth.stamp(req.metadata_mut(), self.to);
         Ok(req)
     }
 }
@@ -212,9 +250,27 @@ mod tests {
     use super::*;
 
     fn stamped(auth: &PeerAuth) -> Request<()> {
+        stamped_to(auth, None)
+    }
+
+    fn stamped_to(auth: &PeerAuth, to: Option<NodeId>) -> Request<()> {
         let mut req = Request::new(());
-        auth.stamp(req.metadata_mut());
+        auth.stamp(req.metadata_mut(), to);
         req
+    }
+
+    #[test]
+    fn a_call_meant_for_another_node_is_refused() {
+        let one = PeerAuth::new(1, "c-1", Some("0123456789abcdef-secret"), false).unwrap();
+        let two = PeerAuth::new(2, "c-1", Some("0123456789abcdef-secret"), false).unwrap();
+        assert!(one.check(&stamped_to(&two, Some(1))).is_ok());
+        let err = one.check(&stamped_to(&two, Some(3))).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied);
+        assert!(err.message().contains("this is node 1, but the call was meant for node 3"), "{err}");
+        // A node sending to itself through an address listed for a peer.
+        assert!(one.check(&stamped_to(&one, Some(2))).is_err());
+        // A call that names no node (an earlier version's) is judged by its credentials.
+        assert!(one.check(&stamped(&two)).is_ok());
     }
 
     #[test]

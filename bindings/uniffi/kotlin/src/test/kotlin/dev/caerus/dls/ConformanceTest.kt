@@ -1,7 +1,6 @@
 package dev.caerus.dls
 
 import java.io.File
-import java.net.ServerSocket
 import java.net.URI
 import java.net.http.HttpClient
 import java.net.http.HttpRequest
@@ -48,14 +47,13 @@ class ConformanceTest {
     private lateinit var client: DlsClient
     private val runId = UUID.randomUUID().toString().take(6)
 
-    private fun freePort(): Int = ServerSocket(0).use { it.localPort }
 
     @BeforeAll
     fun startServer() {
         val bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
         require(!bin.isNullOrBlank()) { "pass -Ddls.bin=/path/to/dls (make test-kotlin does)" }
-        val httpPort = freePort()
-        endpoint = "127.0.0.1:${freePort()}"
+        val (httpPort, grpcPort) = freePorts(2)
+        endpoint = "127.0.0.1:$grpcPort"
         dataDir = Files.createTempDirectory("dls-kotlin-conformance-").toFile()
         server = ProcessBuilder(
             bin, "serve",

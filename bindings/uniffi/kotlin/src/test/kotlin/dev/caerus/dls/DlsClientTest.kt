@@ -1,7 +1,6 @@
 package dev.caerus.dls
 
 import java.io.File
-import java.net.ServerSocket
 import java.net.URI
 import java.net.http.HttpClient
 import java.net.http.HttpRequest
@@ -58,7 +57,6 @@ class DlsClientTest {
         return line.substringAfter(' ').trim().toDouble().toLong()
     }
 
-    private fun freePort(): Int = ServerSocket(0).use { it.localPort }
 
     /** A namespace of its own per test, so tests never share keys. */
     private fun ns(): String = "kt-" + UUID.randomUUID().toString().take(8)
@@ -67,8 +65,7 @@ class DlsClientTest {
     fun startServer() {
         val bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
         require(!bin.isNullOrBlank()) { "pass -Ddls.bin=/path/to/dls (make test-kotlin does)" }
-        val grpcPort = freePort()
-        val httpPort = freePort()
+        val (grpcPort, httpPort) = freePorts(2)
         endpoint = "127.0.0.1:$grpcPort"
         dataDir = Files.createTempDirectory("dls-kotlin-").toFile()
         server = ProcessBuilder(

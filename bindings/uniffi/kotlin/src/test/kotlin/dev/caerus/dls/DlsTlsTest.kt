@@ -1,7 +1,6 @@
 package dev.caerus.dls
 
 import java.io.File
-import java.net.ServerSocket
 import java.nio.file.Files
 import java.time.Duration
 import java.util.UUID
@@ -30,7 +29,6 @@ class DlsTlsTest {
     private val clientCert get() = certs("client-app.pem")
     private val clientKey get() = certs("client-app-key.pem")
 
-    private fun freePort(): Int = ServerSocket(0).use { it.localPort }
 
     /** Runs `dls ARGS`; returns its exit code (output appended to cli.log). */
     private fun dls(vararg args: String): Int =
@@ -51,11 +49,12 @@ class DlsTlsTest {
         dir = Files.createTempDirectory("dls-kotlin-tls-").toFile()
         makeCerts("certs")
         makeCerts("other")
-        endpoint = "127.0.0.1:${freePort()}"
+        val (grpcPort, httpPort) = freePorts(2)
+        endpoint = "127.0.0.1:$grpcPort"
         server = ProcessBuilder(
             bin, "serve",
             "--listen", endpoint,
-            "--http-listen", "127.0.0.1:${freePort()}",
+            "--http-listen", "127.0.0.1:$httpPort",
             "--data-dir", File(dir, "data").absolutePath,
             "--tls-cert", certs("node-1.pem"), "--tls-key", certs("node-1-key.pem"), "--tls-client-ca", ca,
             "--log", "warn",

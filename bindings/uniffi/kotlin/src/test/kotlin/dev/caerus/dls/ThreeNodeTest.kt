@@ -1,7 +1,6 @@
 package dev.caerus.dls
 
 import java.io.File
-import java.net.ServerSocket
 import java.net.URI
 import java.net.http.HttpClient
 import java.net.http.HttpRequest
@@ -38,7 +37,6 @@ class ThreeNodeTest {
     private val clients = mutableMapOf<String, DlsClient>()
     private val http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build()
 
-    private fun freePort(): Int = ServerSocket(0).use { it.localPort }
 
     private fun ns(): String = "kt3-" + UUID.randomUUID().toString().take(8)
 
@@ -65,7 +63,7 @@ class ThreeNodeTest {
     fun startCluster() {
         val bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
         require(!bin.isNullOrBlank()) { "pass -Ddls.bin=/path/to/dls (make test-kotlin does)" }
-        val ports = (0 until 9).map { freePort() }
+        val ports = freePorts(9)
         val peers = (0 until 3).joinToString(",") { "${it + 1}=127.0.0.1:${ports[3 * it]}/127.0.0.1:${ports[3 * it + 1]}" }
         val secret = "kt-secret-" + UUID.randomUUID()
         for (i in 0 until 3) {
