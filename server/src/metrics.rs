@@ -131,6 +131,8 @@ pub struct Gauges {
     /// Client proposals waiting for a write, and those shed because the queue was full.
     pub queued_proposals: u64,
     pub shed_proposals: u64,
+    /// Acquires that would queue, parked to ride with the next write.
+    pub parked_proposals: u64,
     /// Client calls this node has open on the leader (forwarded).
     pub forwarded_open: u64,
     /// Requests refused by each limit (in `Limit::ALL` order).
@@ -357,6 +359,13 @@ fn render_gauges(out: &mut String, g: &Gauges) {
         "Client proposals shed with UNAVAILABLE because the queue was full (--max-queued-proposals).",
         "counter",
         g.shed_proposals,
+    );
+    metric(
+        out,
+        "dls_parked_proposals_total",
+        "Acquires that would queue, written with the next entry instead of one of their own (up to 2 ms later).",
+        "counter",
+        g.parked_proposals,
     );
     let name = "dls_refused_total";
     header(

@@ -24,7 +24,7 @@ use crate::raft::identity::{self, Identity};
 use crate::raft::log_store::{LogIoStats, LogStore};
 use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
 use crate::raft::peer_auth::PeerAuth;
-use crate::raft::proposer::{Hold, Proposer, WriteError};
+use crate::raft::proposer::{Hold, Proposer, Timing, WriteError};
 use crate::raft::quorum_clock::QuorumClock;
 use crate::raft::replicated::SharedState;
 use crate::raft::snapshot_schedule::SnapshotSchedule;
@@ -486,17 +486,23 @@ impl Node {
     /// `raft::proposer`) and returns its outcome once applied here. A client's command is
     /// shed at once while the proposal queue is full.
     pub(crate) async fn propose(&self, cmd: Command) -> Result<Outcome, EngineError> {
-        self.propose_holding(cmd, None).await
+        self.propose_holding(cmd, None, Timing::Now).await
     }
 
     /// [`Node::propose`] for a request the limits admitted: its admission counts until
-    /// the command is applied (or failed), even if the caller stops waiting.
-    pub(crate) async fn propose_admitted(&self, cmd: Command, admission: Admission) -> Result<Outcome, EngineError> {
-        self.propose_holding(cmd, Some(Box::new(admission))).await
+    /// the command is applied (or failed), even if the caller stops waiting. `timing` may
+    /// park an acquire that will queue anyway (see `raft::proposer`).
+    pub(crate) async fn propose_admitted(
+        &self,
+        cmd: Command,
+        admission: Admission,
+        timing: Timing,
+    ) -> Result<Outcome, EngineError> {
+        self.propose_holding(cmd, Some(Box::new(admission)), timing).await
     }
 
-    async fn propose_holding(&self, cmd: Command, hold: Option<Hold>) -> Result<Outcome, EngineError> {
-        self.proposer.propose(cmd, hold).await.map_err(|e| match e {
+    async fn propose_holding(&self, cmd: Command, hold: Option<Hold>, timing: Timing) -> Result<Outcome, EngineError> {
+        self.proposer.propose(cmd, hold, timing).await.map_err(|e| match e {
             WriteError::NotLeader => self.not_leader(),
             WriteError::Overloaded { queued, limit, retry_after } => EngineError::Overloaded {
                 message: format!(

@@ -14,7 +14,7 @@ use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
 use caerus_proto::v1::admin_service_client::AdminServiceClient;
 use caerus_proto::v1::event::Detail;
 use caerus_proto::v1::{self as pb, lock_service_client::LockServiceClient};
-use common::{add_key, http_get, opts, queued, raw_client, wait, Cluster, Proxies, Spec, PATIENCE};
+use common::{add_key, opts, queued, raw_client, wait, Cluster, Proxies, Spec, PATIENCE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tonic::transport::Channel;
@@ -24,7 +24,7 @@ use tonic::{Code, Request, Status, Streaming};
 /// answers NOT_LEADER itself, as it should).
 async fn followers_of(cluster: &Cluster, leader: u64) -> Vec<u64> {
     let ids: Vec<u64> = cluster.nodes.iter().map(|n| n.id).filter(|id| *id != leader).collect();
-    let knows = || ids.iter().all(|id| metric(cluster, *id, "dls_leader_id") == leader).then_some(());
+    let knows = || ids.iter().all(|id| (cluster.metric(*id, "dls_leader_id") as u64) == leader).then_some(());
     common::eventually(PATIENCE, "the followers to know the leader", knows).await;
     ids
 }
@@ -82,13 +82,6 @@ async fn waiting(c: &mut LockServiceClient<Channel>, txn: u64, key: &str) -> Str
 }
 
 /// A counter of `/metrics` (the unlabelled line `name value`, or a labelled one in full).
-fn metric(cluster: &Cluster, id: u64, line: &str) -> u64 {
-    let (_, body) = http_get(&cluster.http_addr(id), "/metrics").unwrap();
-    body.lines()
-        .find_map(|l| l.strip_prefix(line)?.strip_prefix(' ')?.parse::<f64>().ok())
-        .unwrap_or_else(|| panic!("no {line} in the metrics of node {id}")) as u64
-}
-
 #[tokio::test]
 async fn followers_serve_every_call_by_forwarding_it_and_a_waiter_gets_its_grant_through_them() {
     let cluster = Cluster::start(3).await;
@@ -122,19 +115,19 @@ async fn followers_serve_every_call_by_forwarding_it_and_a_waiter_gets_its_grant
             c.end_transaction(pb::EndTransactionRequest { transaction_id: txn, commit: true, ..Default::default() });
         assert_eq!(end.await.unwrap().into_inner().state, pb::TransactionState::Committed as i32);
     }
-    assert!(fs.iter().all(|id| metric(&cluster, *id, "dls_forwarded_calls_total") >= 3));
-    assert_eq!(metric(&cluster, leader, "dls_forwarded_calls_total"), 0, "the leader serves, never forwards");
+    assert!(fs.iter().all(|id| (cluster.metric(*id, "dls_forwarded_calls_total") as u64) >= 3));
+    assert_eq!(cluster.metric(leader, "dls_forwarded_calls_total") as u64, 0, "the leader serves, never forwards");
 
     // The core client given only a follower learns the leader from the relayed answer and
     // goes there directly (it can reach it here): the follower forwards nothing more.
     let c = DlsClient::connect(ClientConfig::new([cluster.addr(fs[0])]).without_api_key()).await.unwrap();
     let tx = c.begin_transaction(opts(5_000)).await.unwrap();
-    let before = metric(&cluster, fs[0], "dls_forwarded_calls_total");
+    let before = cluster.metric(fs[0], "dls_forwarded_calls_total") as u64;
     let lock = tx.acquire_lock("ns", "k", LockMode::Exclusive, wait(1_000)).await.unwrap();
     assert!(lock.fencing_token > next);
     assert!(tx.release("ns", "k").await.unwrap());
     tx.commit().await.unwrap();
-    assert_eq!(metric(&cluster, fs[0], "dls_forwarded_calls_total"), before);
+    assert_eq!(cluster.metric(fs[0], "dls_forwarded_calls_total") as u64, before);
 }
 
 #[tokio::test]
@@ -197,7 +190,7 @@ async fn a_follower_bounds_its_forwarded_calls_and_frees_a_place_when_the_client
 
     let holder = begin(&mut f, "").await.unwrap();
     grant(&mut f, holder, "k", "h").await;
-    let idle = || (metric(&cluster, follower, "dls_forwarded_calls_open") == 0).then_some(());
+    let idle = || ((cluster.metric(follower, "dls_forwarded_calls_open") as u64) == 0).then_some(());
     common::eventually(PATIENCE, "the granted stream's place freed", idle).await;
     let (w1, w2) = (begin(&mut f, "").await.unwrap(), begin(&mut f, "").await.unwrap());
     let first = waiting(&mut f, w1, "k").await;
@@ -210,8 +203,8 @@ async fn a_follower_bounds_its_forwarded_calls_and_frees_a_place_when_the_client
     assert!(err.metadata().get("x-dls-forwarded-to").is_none(), "refused by the follower itself");
     let err = f.acquire_lock(acquire_req(w1, "x", "x")).await.unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
-    assert_eq!(metric(&cluster, follower, "dls_forwarded_calls_open"), 2);
-    assert!(metric(&cluster, follower, "dls_refused_total{limit=\"max-forwarded-calls\"}") >= 2);
+    assert_eq!(cluster.metric(follower, "dls_forwarded_calls_open") as u64, 2);
+    assert!((cluster.metric(follower, "dls_refused_total{limit=\"max-forwarded-calls\"}") as u64) >= 2);
     // The bound is the follower's own: the leader serves the same call. Nothing was
     // proposed for the refused begin: its request id starts a new transaction now.
     let other = begin(&mut direct, "").await.unwrap();
@@ -220,7 +213,7 @@ async fn a_follower_bounds_its_forwarded_calls_and_frees_a_place_when_the_client
     // The client hangs up one stream: the follower drops its forwarded stream and the place.
     drop(first);
     common::eventually(PATIENCE, "a freed forwarding place", || {
-        (metric(&cluster, follower, "dls_forwarded_calls_open") == 1).then_some(())
+        ((cluster.metric(follower, "dls_forwarded_calls_open") as u64) == 1).then_some(())
     })
     .await;
     begin(&mut f, "").await.unwrap();

@@ -10,7 +10,7 @@ use std::time::Duration;
 use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::*;
-use common::{add_key, http_get, http_post, raw_client, Cluster, PATIENCE};
+use common::{add_key, http_post, raw_client, Cluster, PATIENCE};
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 
@@ -220,18 +220,10 @@ async fn watch_streams_are_bounded_per_key_and_per_connection_and_a_dropped_stre
     assert!(again.is_ok(), "the dropped stream's place was not freed within {PATIENCE:?}");
 }
 
-/// The leader's `dls_<name>` gauge or counter.
-fn metric(http: &str, name: &str) -> f64 {
-    let (_, text) = http_get(http, "/metrics").unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} not in /metrics"))
-}
-
 #[tokio::test]
 async fn a_full_proposal_queue_sheds_new_work_with_a_retry_hint_and_proposes_none_of_it() {
     let cluster = Cluster::start_with(1, &["--max-queued-proposals", "1"]).await;
-    let (addr, http) = (cluster.endpoints()[0].clone(), cluster.http_addr(1));
+    let addr = cluster.endpoints()[0].clone();
     let channels: Vec<Channel> = (0..8).map(|_| channel(&addr)).collect();
     let (mut begun, mut shed) = (Vec::new(), Vec::new());
     // Bursts of concurrent begins until some are shed (the first burst almost always does).
@@ -261,11 +253,11 @@ async fn a_full_proposal_queue_sheds_new_work_with_a_retry_hint_and_proposes_non
     }
     assert!(!shed.is_empty(), "4,000 concurrent begins never filled a queue of 1");
     // Nothing shed was proposed: exactly the answered begins are active.
-    assert_eq!(metric(&http, "dls_active_transactions"), begun.len() as f64);
-    assert_eq!(metric(&http, "dls_shed_proposals_total"), shed.len() as f64);
+    assert_eq!(cluster.metric(1, "dls_active_transactions"), begun.len() as f64);
+    assert_eq!(cluster.metric(1, "dls_shed_proposals_total"), shed.len() as f64);
     // Retried later with the same request id, a shed begin goes through as a new transaction.
     let mut c = raw_client(&addr).await;
     let retried = begin(&mut c, None, &shed[0]).await.unwrap();
     assert!(!begun.contains(&retried));
-    assert_eq!(metric(&http, "dls_active_transactions"), begun.len() as f64 + 1.0);
+    assert_eq!(cluster.metric(1, "dls_active_transactions"), begun.len() as f64 + 1.0);
 }

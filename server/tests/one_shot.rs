@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use caerus_core::{ClientConfig, DlsClient, Error, LockMode, TransactionOptions, TransactionState};
 use caerus_proto::v1 as pb;
-use common::{http_get, raw_client, wait, Cluster, PATIENCE};
+use common::{raw_client, wait, Cluster, PATIENCE};
 use tonic::Code;
 
 async fn client(cluster: &Cluster) -> DlsClient {
@@ -239,19 +239,11 @@ async fn many_transactions_of_one_client_stay_alive_on_shared_heartbeats() {
 }
 
 /// Commands the node proposed so far (as leader): each is one replicated write.
-fn proposed_commands(cluster: &Cluster) -> u64 {
-    let (status, text) = http_get(&cluster.http_addr(1), "/metrics").unwrap();
-    assert_eq!(status, 200, "/metrics answered {status}");
-    text.lines()
-        .find_map(|l| l.strip_prefix("dls_proposed_commands_total ")?.parse::<f64>().ok())
-        .expect("dls_proposed_commands_total in /metrics") as u64
-}
-
 #[tokio::test]
 async fn with_transaction_and_with_lock_begin_in_their_first_acquire() {
     let cluster = Cluster::start(1).await;
     let c = client(&cluster).await;
-    let before = proposed_commands(&cluster);
+    let before = cluster.metric(1, "dls_proposed_commands_total") as u64;
     let mut tokens = Vec::new();
     for _ in 0..5 {
         let token = c
@@ -276,7 +268,7 @@ async fn with_transaction_and_with_lock_begin_in_their_first_acquire() {
     tokens.push(token);
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "tokens must increase: {tokens:?}");
     // Begin + acquire in one write, commit in another: two per cycle, not three.
-    assert_eq!(proposed_commands(&cluster) - before, 2 * 6);
+    assert_eq!(cluster.metric(1, "dls_proposed_commands_total") as u64 - before, 2 * 6);
     // The key is free again: every cycle committed.
     let free = c.list_locks("ns").await.unwrap();
     assert!(free.iter().all(|k| k.holders.is_empty()), "{free:?}");
@@ -323,4 +315,69 @@ async fn a_deferred_transaction_keeps_the_usual_semantics() {
     tx.acquire_lock("ns", "k", LockMode::Exclusive, wait(1_000)).await.unwrap();
     tx.commit().await.unwrap();
     holder.commit().await.unwrap();
+}
+
+/// Reads a raw one-shot AcquireLock stream's first message: the stream, the transaction
+/// begun, and its queue position if queued.
+async fn first_position(
+    c: &mut pb::lock_service_client::LockServiceClient<tonic::transport::Channel>,
+    req: pb::AcquireLockRequest,
+) -> (tonic::Streaming<pb::AcquireLockResponse>, u64, Option<u32>) {
+    let mut stream = c.acquire_lock(req).await.unwrap().into_inner();
+    let first = stream.message().await.unwrap().expect("a first message");
+    let txn = first.begun.expect("a one-shot names its transaction first").transaction_id;
+    let position = match first.event {
+        Some(pb::acquire_lock_response::Event::Queued(q)) => Some(q.position),
+        _ => None,
+    };
+    (stream, txn, position)
+}
+
+/// An acquire the table would queue is parked to ride with the next write (see
+/// `raft::proposer`); with no other write coming it is still written, queues in order and
+/// gets its grant. Acquires that would be granted, and try-locks, are never parked.
+#[tokio::test]
+async fn an_acquire_that_would_queue_rides_with_the_next_write_and_keeps_its_place() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let parked = || cluster.metric(1, "dls_parked_proposals_total") as u64;
+    let (holder, _) = c.begin_with_lock(lease(10_000), "ns", "hot", LockMode::Exclusive, wait(1_000)).await.unwrap();
+    let (free, _) = c.begin_with_lock(lease(10_000), "ns", "free", LockMode::Exclusive, wait(1_000)).await.unwrap();
+    let err = c.begin_with_lock(lease(10_000), "ns", "hot", LockMode::Exclusive, wait(0)).await.unwrap_err();
+    assert!(matches!(err, Error::LockTimeout { .. }), "{err:?}");
+    assert_eq!(parked(), 0, "granted acquires and try-locks go at once");
+
+    // Two waiters, one a one-shot start, one in a transaction: both parked, both queued (in
+    // order) although nothing else was written after them.
+    let mut raw = raw_client(&cluster.endpoints()[0]).await;
+    let (mut first, first_txn, position) = first_position(&mut raw, one_shot("hot", "w1", "w1-acquire")).await;
+    assert_eq!(position, Some(1));
+    let waiter = c.begin_transaction(lease(10_000)).await.unwrap();
+    let second = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.acquire_lock("ns", "hot", LockMode::Exclusive, wait(10_000)).await }
+    });
+    common::eventually_async(PATIENCE, "the second waiter to queue", || async {
+        let locks = c.list_locks("ns").await.ok()?;
+        (locks.iter().find(|k| k.key == "hot")?.waiters.len() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(parked(), 2);
+
+    // The holder's commit hands the key to the first waiter, then the next.
+    holder.commit().await.unwrap();
+    let granted = loop {
+        match first.message().await.unwrap().expect("a grant").event {
+            Some(pb::acquire_lock_response::Event::Granted(g)) => break g,
+            _ => continue,
+        }
+    };
+    assert!(granted.fencing_token > 0);
+    assert!(!second.is_finished(), "the second waiter must wait for the first");
+    let end = pb::EndTransactionRequest { transaction_id: first_txn, commit: true, request_id: "w1-end".into() };
+    raw.end_transaction(end).await.unwrap();
+    let lock = tokio::time::timeout(PATIENCE, second).await.unwrap().unwrap().unwrap();
+    assert!(lock.fencing_token > granted.fencing_token);
+    waiter.commit().await.unwrap();
+    free.commit().await.unwrap();
 }

@@ -305,6 +305,17 @@ impl Cluster {
         self.node(id).http_addr.clone()
     }
 
+    /// Node `id`'s unlabelled `/metrics` value named `name` (or a labelled one, given as
+    /// `name{label="value"}`). Panics if the node does not answer or lacks it.
+    pub fn metric(&self, id: u64, name: &str) -> f64 {
+        let (status, text) = crate::http::http_get(&self.http_addr(id), "/metrics")
+            .unwrap_or_else(|e| panic!("node {id}'s /metrics: {e}"));
+        assert_eq!(status, 200, "node {id}'s /metrics answered {status}");
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in node {id}'s /metrics"))
+    }
+
     /// Process id of node `id`, while it runs.
     pub fn pid(&self, id: u64) -> Option<u32> {
         self.node(id).child.as_ref().map(Child::id)

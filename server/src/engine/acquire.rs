@@ -13,6 +13,7 @@ use crate::locks::{
     Outcome, Rejection, TxnId, TxnState, VictimPolicy, WaitEnd,
 };
 use crate::node::Node;
+use crate::raft::proposer::Timing;
 
 /// At most this often a waiting stream reads its new queue position after requests ahead
 /// of it left the queue: every grant on a key with N waiters would otherwise cost N table
@@ -136,6 +137,22 @@ impl Wanted {
         }
     }
 
+    /// When to propose it: parked to ride with the next write when the table would queue
+    /// it now (its key is held or others wait), so a hot key's hand-over and the last
+    /// holder's next acquire share one entry (see `raft::proposer`). `txn` is `None` for a
+    /// one-shot start (no transaction yet). A try-lock, or a request the apply will refuse,
+    /// goes at once.
+    fn timing(&self, table: &LockTable, txn: Option<TxnId>) -> Timing {
+        let idle = txn.is_none_or(|t| table.txn(t).is_some_and(|t| t.state == TxnState::Active && t.waiting.is_none()));
+        // No transaction holds anything under this id: a one-shot start's view of the key.
+        let who = txn.unwrap_or(TxnId::MAX);
+        if self.wait_ms() == 0 || !idle || self.mismatched(table) || self.grantable_now(table, who) {
+            Timing::Now
+        } else {
+            Timing::WithNextWrite
+        }
+    }
+
     fn command(&self, txn: TxnId) -> Command {
         match self.clone() {
             Wanted::One { acquire: a, permits } if permits > 0 => Command::AcquirePermit {
@@ -240,7 +257,8 @@ impl Acquisition {
                     return Ok((txn, None, AcquireStatus::Ended(WaitEnd::TimedOut)));
                 }
                 let admitted = node.limits().admit_acquire(node.state(), txn, &wanted.locks())?;
-                return match node.propose_admitted(wanted.command(txn), admitted).await? {
+                let timing = wanted.timing(&node.state().read().expect("state lock").table, Some(txn));
+                return match node.propose_admitted(wanted.command(txn), admitted, timing).await? {
                     Outcome::Acquire(status) => Ok((txn, None, status)),
                     Outcome::Rejected(r) => Err(r.into()),
                     o => Err(unexpected(o)),
@@ -256,7 +274,8 @@ impl Acquisition {
         } else {
             Command::BeginWith { begin: begin.clone(), options: options.clone(), acquire: Some(a.clone()) }
         };
-        match node.propose_admitted(cmd, admitted).await? {
+        let timing = wanted.timing(&node.state().read().expect("state lock").table, None);
+        match node.propose_admitted(cmd, admitted, timing).await? {
             Outcome::BegunAcquire { txn, lease_ms, acquire } => {
                 // A retried begin request id answers only the caller that started it.
                 touch(node, &self.who, txn)?;

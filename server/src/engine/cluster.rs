@@ -157,6 +157,7 @@ impl Engine {
             proposed_entries: proposer.stats.entries.load(Relaxed),
             queued_proposals: proposer.queued() as u64,
             shed_proposals: proposer.stats.shed.load(Relaxed),
+            parked_proposals: proposer.stats.parked.load(Relaxed),
             forwarded_open: limits.forwarded(),
             refused: Limit::ALL.map(|l| limits.refused(l)),
             ..Gauges::default()

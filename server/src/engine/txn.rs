@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use super::{touch, unexpected, Engine, EngineError, EngineResult, Principal};
 use crate::lease::RenewError;
 use crate::locks::{Begin, BeginOption, Command, EndCause, Held, LockKey, LockMode, Outcome, TxnId, TxnState};
+use crate::raft::proposer::Timing;
 
 /// A transaction begun.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +71,7 @@ impl Engine {
         } else {
             Command::BeginWith { begin, options, acquire: None }
         };
-        match node.propose_admitted(cmd, admitted).await? {
+        match node.propose_admitted(cmd, admitted, Timing::Now).await? {
             Outcome::Begun { txn, lease_ms } => {
                 touch(&self.node, who, txn)?;
                 Ok(Begun { txn, lease_ms })

@@ -15,7 +15,17 @@
 //! timeouts and memory. The leader's own proposals (expiries, wait cancels, webhook
 //! cursors) have their own queue, are never shed and go first into every entry: a flood
 //! of someone else's requests must not delay the expiry or the cleanup it triggers.
+//!
+//! An acquire that will wait in a queue anyway (its key is held) may be *parked*
+//! ([`Timing::WithNextWrite`]): it goes into the next entry written for anything else, or
+//! after [`PARK_LIMIT`]. On a hot key the last holder's next acquire and the commit that
+//! hands the key on are answers to the same apply and reach the leader together; written
+//! as two entries, each a replication round (openraft 0.9 sends a follower one
+//! AppendEntries at a time), a hand-over took two rounds. Parked, the acquire rides with
+//! the commit. Nothing it could be granted is delayed: its key is released only by a
+//! write, which takes it along.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -33,6 +43,9 @@ use crate::locks::{Command, LogCommand, Outcome};
 const MAX_IN_FLIGHT: usize = 2;
 /// Upper bound on commands per entry, to keep entries (and apply pauses) small.
 const MAX_BATCH: usize = 512;
+
+/// The longest a parked proposal waits for another write to ride with.
+pub const PARK_LIMIT: Duration = Duration::from_millis(2);
 
 /// Shortest and longest retry hint given to shed proposals.
 const MIN_RETRY_AFTER: Duration = Duration::from_millis(20);
@@ -77,6 +90,16 @@ impl Origin {
     }
 }
 
+/// When a proposal goes into an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// In the next entry.
+    Now,
+    /// Parked: with the next entry written for another proposal, or after [`PARK_LIMIT`].
+    /// Only for a client's acquire that the table would queue now.
+    WithNextWrite,
+}
+
 /// Why a proposal was not committed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WriteError {
@@ -109,12 +132,15 @@ pub struct ProposerStats {
     pub entries: AtomicU64,
     /// Client proposals shed because the queue was full.
     pub shed: AtomicU64,
+    /// Proposals parked to ride with the next write (see [`Timing`]).
+    pub parked: AtomicU64,
     /// Moving average of how long one entry takes to commit, in microseconds: with the
     /// queue length it estimates when a shed client should come back.
     write_micros: AtomicU64,
 }
 
-/// The two queues: the leader's own proposals and the clients' (counted, bounded).
+/// The two queues: the leader's own proposals and the clients' (counted, bounded; the
+/// clients' parked proposals, on a channel of their own, are counted with them).
 struct Queues {
     leader: mpsc::UnboundedReceiver<Pending>,
     clients: mpsc::UnboundedReceiver<Pending>,
@@ -150,6 +176,7 @@ impl Queues {
 pub struct Proposer {
     leader: mpsc::UnboundedSender<Pending>,
     clients: mpsc::UnboundedSender<Pending>,
+    parked: mpsc::UnboundedSender<Pending>,
     queued: Arc<AtomicUsize>,
     max_queued: usize,
     timeout: Duration,
@@ -162,11 +189,12 @@ impl Proposer {
     pub fn start(raft: Raft, timeout: Duration, max_queued: usize) -> Proposer {
         let (leader, leader_rx) = mpsc::unbounded_channel();
         let (clients, clients_rx) = mpsc::unbounded_channel();
+        let (parked, parked_rx) = mpsc::unbounded_channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(ProposerStats::default());
         let queues = Queues { leader: leader_rx, clients: clients_rx, queued: queued.clone() };
-        tokio::spawn(run(raft, queues, timeout, stats.clone()));
-        Proposer { leader, clients, queued, max_queued, timeout, stats }
+        tokio::spawn(run(raft, queues, parked_rx, timeout, stats.clone()));
+        Proposer { leader, clients, parked, queued, max_queued, timeout, stats }
     }
 
     /// Client proposals waiting for a write now.
@@ -201,7 +229,7 @@ impl Proposer {
 
     /// Proposes one command and waits for its outcome once applied on this node; `hold`
     /// is dropped only after that (or once the command failed or was shed).
-    pub async fn propose(&self, cmd: Command, hold: Option<Hold>) -> Result<Outcome, WriteError> {
+    pub async fn propose(&self, cmd: Command, hold: Option<Hold>, timing: Timing) -> Result<Outcome, WriteError> {
         let origin = Origin::of(&cmd);
         let (reply, answer) = oneshot::channel();
         let pending = Pending { cmd, reply, hold };
@@ -209,7 +237,14 @@ impl Proposer {
             self.leader.send(pending)
         } else {
             self.enqueue(origin)?;
-            self.clients.send(pending).inspect_err(|_| {
+            let queue = match timing {
+                Timing::Now => &self.clients,
+                Timing::WithNextWrite => {
+                    self.stats.parked.fetch_add(1, Relaxed);
+                    &self.parked
+                }
+            };
+            queue.send(pending).inspect_err(|_| {
                 self.queued.fetch_sub(1, Relaxed);
             })
         };
@@ -223,12 +258,44 @@ impl Proposer {
     }
 }
 
-async fn run(raft: Raft, mut queues: Queues, timeout: Duration, stats: Arc<ProposerStats>) {
+async fn run(
+    raft: Raft,
+    mut queues: Queues,
+    mut parked_rx: mpsc::UnboundedReceiver<Pending>,
+    timeout: Duration,
+    stats: Arc<ProposerStats>,
+) {
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    while let Some(first) = queues.next().await {
+    // Parked proposals taken off their channel, with when they arrived.
+    let mut parked: VecDeque<(Instant, Pending)> = VecDeque::new();
+    loop {
+        let due = parked.front().map(|(at, _)| tokio::time::Instant::from_std(*at + PARK_LIMIT));
+        // The next proposal to write now; `None` when the oldest parked one is due.
+        let first = tokio::select! {
+            biased;
+            next = queues.next() => match next {
+                Some(p) => Some(p),
+                None => return,
+            },
+            p = parked_rx.recv() => {
+                let Some(p) = p else { return };
+                parked.push_back((Instant::now(), p));
+                continue;
+            }
+            () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => None,
+        };
         let Ok(slot) = slots.clone().acquire_owned().await else { return };
-        // Everything that arrived while waiting for a slot goes into this entry.
-        let mut batch = vec![first];
+        // Everything that arrived while waiting for a slot goes into this entry, the
+        // parked proposals right after the one that opened it.
+        let mut batch: Vec<Pending> = first.into_iter().collect();
+        while let Ok(p) = parked_rx.try_recv() {
+            parked.push_back((Instant::now(), p));
+        }
+        while batch.len() < MAX_BATCH {
+            let Some((_, p)) = parked.pop_front() else { break };
+            queues.queued.fetch_sub(1, Relaxed);
+            batch.push(p);
+        }
         while batch.len() < MAX_BATCH {
             match queues.try_next() {
                 Some(p) => batch.push(p),
