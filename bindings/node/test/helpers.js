@@ -20,25 +20,39 @@ function requireBin() {
   return DLS_BIN;
 }
 
-/** A listener on a port the kernel picked, kept open until `release`. */
-function holdPort() {
-  return new Promise((resolve, reject) => {
+/** A listener on `port`, or null when the port is taken. */
+function holdPort(port) {
+  return new Promise((resolve) => {
     const srv = net.createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => resolve(srv));
+    srv.once('error', () => resolve(null));
+    srv.listen(port, '127.0.0.1', () => resolve(srv));
   });
 }
 
+// Test ports come from below Linux's ephemeral range (32768-60999), where outgoing
+// connections take their local ports and could take a picked port before the server binds
+// it; a port is handed out at most once per test process (as the Rust test kit does).
+const PORT_RANGE = [20000, 32768];
+const handedOut = new Set();
+
 /**
  * `n` distinct ports that were free a moment ago. They are held together before any is
- * let go: picked one at a time, the kernel may hand out a port it just freed again, and two
- * nodes told the same port make a cluster that is not the one the test meant.
+ * let go, and never handed out twice: two nodes told the same port make a cluster that is
+ * not the one the test meant.
  */
 async function freePorts(n) {
   const held = [];
   try {
-    for (let i = 0; i < n; i++) held.push(await holdPort());
+    for (let tries = 0; held.length < n && tries < 50_000; tries++) {
+      const port = PORT_RANGE[0] + Math.floor(Math.random() * (PORT_RANGE[1] - PORT_RANGE[0]));
+      if (handedOut.has(port)) continue;
+      const srv = await holdPort(port);
+      if (!srv) continue;
+      handedOut.add(port);
+      held.push(srv);
+    }
+    if (held.length < n) throw new Error(`no ${n} free loopback ports left in ${PORT_RANGE.join('..')}`);
     return held.map((srv) => srv.address().port);
   } finally {
     await Promise.all(held.map((srv) => new Promise((r) => srv.close(r))));

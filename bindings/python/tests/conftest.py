@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import random
 import shutil
 import socket
 import ssl
@@ -26,14 +27,35 @@ def dls_bin() -> str:
     return path
 
 
+# Test ports come from below Linux's ephemeral range (32768-60999), where outgoing
+# connections take their local ports and could take a picked port before the server binds
+# it; a port is handed out at most once per test process (as the Rust test kit does).
+PORT_RANGE = range(20000, 32768)
+_handed_out: set = set()
+
+
 def free_ports(n: int) -> List[int]:
-    socks = [socket.socket() for _ in range(n)]
+    """`n` distinct ports that were free a moment ago, none handed out before here."""
+    held = []
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
+        for _ in range(len(PORT_RANGE) * 4):
+            if len(held) == n:
+                break
+            port = random.choice(PORT_RANGE)
+            if port in _handed_out:
+                continue
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            _handed_out.add(port)
+            held.append(s)
+        assert len(held) == n, f"no {n} free loopback ports left in {PORT_RANGE}"
+        return [s.getsockname()[1] for s in held]
     finally:
-        for s in socks:
+        for s in held:
             s.close()
 
 
