@@ -136,11 +136,16 @@ impl Asker<'_> {
                         a.node_id
                     ));
                 }
-                return Decision::Refuse(lost_log(
+                let refusal = lost_log(
                     id,
                     self.data_dir,
                     self.own,
                     &format!("node {} (cluster {}) lists node {id} as a voter", a.node_id, a.cluster_id),
+                );
+                // The one case that looks the same (docs/storage.md, "Known limits").
+                return Decision::Refuse(format!(
+                    "{refusal} If this node never ran before, it started more than {MAJORITY_AFTER:?} after a \
+                     majority of its peers, which formed the cluster without it: the same commands bring it in."
                 ));
             }
         }
@@ -303,6 +308,7 @@ mod tests {
         let Decision::Refuse(msg) = d else { panic!("{d:?}") };
         assert!(msg.contains("its log and its vote were lost"), "{msg}");
         assert!(msg.contains("dls members remove 3") && msg.contains("dls members add 3 h:3/h:103"), "{msg}");
+        assert!(msg.contains("If this node never ran before, it started more than 5s after"), "{msg}");
         // --join does not make a listed voter safe either: it waits for the removal to
         // reach that member, then refuses.
         let d = decide(3, true, &[view(1, 0, VOTERS)], Duration::ZERO);
