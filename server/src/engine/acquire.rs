@@ -249,7 +249,11 @@ impl Acquisition {
             (AcquireStart::Begin(..), Wanted::All(_)) => unreachable!("refused by Engine::acquire"),
             (AcquireStart::Txn(txn), _) => {
                 let txn = *txn;
-                let known = wanted.recorded(&node.state().read().expect("state lock").table, txn)?;
+                // One read of the table: a retry's recorded answer, and when to propose.
+                let (known, timing) = {
+                    let st = node.state().read().expect("state lock");
+                    (wanted.recorded(&st.table, txn)?, wanted.timing(&st.table, Some(txn)))
+                };
                 if let Some(status) = known {
                     return Ok((txn, None, status));
                 }
@@ -257,7 +261,6 @@ impl Acquisition {
                     return Ok((txn, None, AcquireStatus::Ended(WaitEnd::TimedOut)));
                 }
                 let admitted = node.limits().admit_acquire(node.state(), txn, &wanted.locks())?;
-                let timing = wanted.timing(&node.state().read().expect("state lock").table, Some(txn));
                 return match node.propose_admitted(wanted.command(txn), admitted, timing).await? {
                     Outcome::Acquire(status) => Ok((txn, None, status)),
                     Outcome::Rejected(r) => Err(r.into()),

@@ -125,13 +125,12 @@ impl PeerAuth {
     pub fn check<T>(&self, req: &Request<T>) -> Result<(), Status> {
         self.check_credentials(req)?;
         if let Some(to) = req.metadata().get(TO_NODE) {
-            if to.to_str().ok().and_then(|t| t.parse::<NodeId>().ok()) != Some(self.node_id) {
+            let to = to.to_str().unwrap_or("?");
+            if to.parse::<NodeId>().ok() != Some(self.node_id) {
                 return Err(Status::permission_denied(format!(
-                    "this is node {}, but the call was meant for node {}: the caller's --peers (or member list) \
-                     gives node {} this node's address; every node needs its own address",
+                    "this is node {}, but the call was meant for node {to}: the caller's --peers (or member list) \
+                     gives node {to} this node's address; every node needs its own address",
                     self.node_id,
-                    to.to_str().unwrap_or("?"),
-                    to.to_str().unwrap_or("?"),
                 )));
             }
         }
