@@ -160,12 +160,7 @@ impl ApplyObserver for Observer {
                 _ => false,
             };
         }
-        for txn in &changed {
-            self.signals.notify(*txn);
-        }
-        for txn in moved.difference(&changed) {
-            self.signals.queue_moved(*txn);
-        }
+        self.signals.changed(changed.iter().copied(), moved.difference(&changed).copied());
     }
 
     fn reset(&self, table: &LockTable) {

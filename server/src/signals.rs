@@ -92,20 +92,20 @@ impl Signals {
         Some(HoldingSlot { txn, signals: self.clone() })
     }
 
-    /// The outcome of `txn`'s wait, or `txn` itself, changed.
-    pub fn notify(&self, txn: TxnId) {
-        self.bump(txn, |s| &s.outcome);
-    }
-
-    /// Requests ahead of `txn`'s wait left its queue.
-    pub fn queue_moved(&self, txn: TxnId) {
-        self.bump(txn, |s| &s.queue);
-    }
-
-    fn bump(&self, txn: TxnId, channel: impl FnOnce(&Senders) -> &watch::Sender<()>) {
+    /// The outcomes of `outcomes`' waits (or the transactions themselves) changed, and
+    /// requests ahead of `moves`' waits left their queues. One lock for an applied
+    /// batch: a grant on a busy key moves every waiter behind it.
+    pub fn changed(&self, outcomes: impl IntoIterator<Item = TxnId>, moves: impl IntoIterator<Item = TxnId>) {
         let s = self.senders.lock().expect("signals lock");
-        if let Some(senders) = s.get(&txn) {
-            channel(senders).send_replace(());
+        for txn in outcomes {
+            if let Some(senders) = s.get(&txn) {
+                senders.outcome.send_replace(());
+            }
+        }
+        for txn in moves {
+            if let Some(senders) = s.get(&txn) {
+                senders.queue.send_replace(());
+            }
         }
     }
 
@@ -125,14 +125,14 @@ mod tests {
     #[test]
     fn outcomes_and_queue_moves_reach_their_own_channel_and_only_subscribers() {
         let signals = Arc::new(Signals::default());
-        signals.notify(7); // nobody listens yet: nothing kept
+        signals.changed([7], []); // nobody listens yet: nothing kept
         assert!(signals.senders.lock().unwrap().is_empty());
         let mut sub = signals.subscribe(7);
-        signals.queue_moved(7);
+        signals.changed([], [7]);
         assert!(sub.queue.has_changed().unwrap());
         assert!(!sub.outcome.has_changed().unwrap());
         sub.queue.borrow_and_update();
-        signals.notify(7);
+        signals.changed([7], []);
         assert!(sub.outcome.has_changed().unwrap());
         assert!(!sub.queue.has_changed().unwrap());
         sub.outcome.borrow_and_update();
@@ -142,7 +142,7 @@ mod tests {
         // The channels go with the last subscription, not before.
         let second = signals.subscribe(7);
         drop(sub);
-        signals.notify(7);
+        signals.changed([7], []);
         assert!(second.outcome.has_changed().unwrap(), "the remaining subscription still hears");
         drop(second);
         assert!(signals.senders.lock().unwrap().is_empty(), "an entry nobody listens to is dropped");
