@@ -30,6 +30,12 @@ use crate::error::{error_kind, leader_addr, retry_after, Error, Result};
 use crate::tls_hint::tls_hint;
 
 /// A fresh request id. A retried call carries the same one, so the server applies it once.
+///
+/// Every id comes from the kernel (one `getrandom` call), never from a generator kept in
+/// the process: the server takes two begins with one id for one transaction, and a
+/// user-space generator copied by a `fork` or a VM snapshot would hand two processes the
+/// same ids, and so the same lock. uuid's `fast-rng` (rand's `ThreadRng`, not reseeded
+/// on fork) was measured and dropped for this (docs/bench.md, sixth round).
 pub(crate) fn new_request_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
