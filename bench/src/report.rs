@@ -131,19 +131,29 @@ fn lang_table(rows: &Rows, p50_ratio: bool) -> String {
     out
 }
 
-/// The DLS leader's group commit per run, where the run had `--metrics`.
+/// The DLS leader's group commit and CPU per run, where the run had `--metrics` (and
+/// `--pids` for the CPU columns).
 fn group_commit_table(rows: &Rows) -> String {
     let mut out = String::new();
     for ((wi, clients), by_target) in rows {
-        let Some(g) = by_target.get("dls").map(|d| &d["group_commit"]).filter(|g| g.is_object()) else { continue };
+        let Some(dls) = by_target.get("dls") else { continue };
+        let g = &dls["group_commit"];
+        if !g.is_object() {
+            continue;
+        }
         if out.is_empty() {
             out += "\nGroup commit on the DLS leader over each measured window (from its /metrics): client \
-                    writes and raft entries per fsync of its log.\n\n\
-                    | workload | clients | writes per fsync | raft entries per fsync | fsyncs |\n|---|---:|---:|---:|---:|\n";
+                    writes and raft entries per fsync of its log; the leader's CPU (from /proc) per client \
+                    write and in all. CPU figures depend on the host's speed at the hour of the run: \
+                    compare them within one run.\n\n\
+                    | workload | clients | writes per fsync | raft entries per fsync | fsyncs | leader CPU per write | leader CPU |\n\
+                    |---|---:|---:|---:|---:|---:|---:|\n";
         }
         let w = WORKLOADS.get(*wi).copied().unwrap_or("?");
+        let per_write = dls["leader_cpu_us_per_write"].as_f64().map_or("–".into(), |us| format!("{us:.1} µs"));
+        let busy = dls["leader_cpu_pct"].as_f64().map_or("–".into(), |pct| format!("{pct:.0} %"));
         out += &format!(
-            "| {w} | {clients} | {:.1} | {:.2} | {:.0} |\n",
+            "| {w} | {clients} | {:.1} | {:.2} | {:.0} | {per_write} | {busy} |\n",
             f(g, "commands_per_fsync"),
             f(g, "entries_per_fsync"),
             f(g, "fsyncs")
@@ -187,5 +197,29 @@ mod tests {
         );
         let node = md.split("Node SDK drivers").nth(1).expect("a Node table");
         assert!(node.contains("| contended | 32 | 900/s · 1.0/4.0 ms | – | – | – |"), "{md}");
+    }
+
+    #[test]
+    fn the_group_commit_table_carries_the_leaders_cpu_per_write_where_measured() {
+        let gc = r#"{"commands_per_fsync":19.2,"entries_per_fsync":1.1,"fsyncs":4546}"#;
+        let lines = [
+            format!(
+                r#"{{"target":"dls","workload":"uncontended","clients":64,"throughput":8715,"p50_ms":7,"p99_ms":10,"group_commit":{gc},"leader_cpu_us_per_write":37.24,"leader_cpu_pct":65.0}}"#
+            ),
+            // Without --pids: the group commit is known, the CPU is not.
+            format!(
+                r#"{{"target":"dls","workload":"contended","clients":64,"throughput":1570,"p50_ms":40,"p99_ms":66,"group_commit":{gc},"leader_cpu_us_per_write":null,"leader_cpu_pct":null}}"#
+            ),
+            // Without --metrics: no row at all.
+            r#"{"target":"dls","workload":"shared","clients":64,"throughput":7784,"p50_ms":7,"p99_ms":19,"group_commit":null,"leader_cpu_us_per_write":30.0,"leader_cpu_pct":50.0}"#.to_string(),
+        ];
+        let file = std::env::temp_dir().join(format!("dls-bench-report-gc-{}.jsonl", std::process::id()));
+        std::fs::write(&file, lines.join("\n")).unwrap();
+        let md = table(&file).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        let gc_table = md.split("Group commit on the DLS leader").nth(1).expect("a group-commit table");
+        assert!(gc_table.contains("| uncontended | 64 | 19.2 | 1.10 | 4546 | 37.2 µs | 65 % |"), "{md}");
+        assert!(gc_table.contains("| contended | 64 | 19.2 | 1.10 | 4546 | – | – |"), "{md}");
+        assert!(!gc_table.contains("| shared |"), "{md}");
     }
 }
