@@ -136,11 +136,10 @@ fn lang_table(rows: &Rows, p50_ratio: bool) -> String {
 fn group_commit_table(rows: &Rows) -> String {
     let mut out = String::new();
     for ((wi, clients), by_target) in rows {
-        let Some(dls) = by_target.get("dls") else { continue };
-        let g = &dls["group_commit"];
-        if !g.is_object() {
+        let Some((dls, g)) = by_target.get("dls").map(|d| (d, &d["group_commit"])).filter(|(_, g)| g.is_object())
+        else {
             continue;
-        }
+        };
         if out.is_empty() {
             out += "\nGroup commit on the DLS leader over each measured window (from its /metrics): client \
                     writes and raft entries per fsync of its log; the leader's CPU (from /proc) per client \
