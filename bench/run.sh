@@ -110,6 +110,32 @@ bench() {
   fi
 }
 
+# check_host_cpu: every Rust-harness DLS run in the results measured its host (the CPU
+# states add up to 100 %), and each lock-cycle run has a CPU cost per cycle for its clients
+# and for the DLS node, so `make bench`'s host columns cannot go silently empty.
+check_host_cpu() {
+  python3 - "$RESULTS_JSONL" <<'PY' || FAILURES+=("host CPU figures")
+import json, sys
+bad = []
+for line in open(sys.argv[1]):
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    if r.get("target") != "dls" or "language" in r:
+        continue
+    h = r.get("host_cpu") or {}
+    shares = sum(h.get(k) or 0 for k in ("busy_pct", "idle_pct", "steal_pct"))
+    ok = (h.get("cpus") or 0) >= 1 and abs(shares - 100) < 1
+    if r["workload"] != "heartbeat":
+        ok = ok and (h.get("clients_us_per_cycle") or 0) > 0 and (h.get("servers_us_per_cycle") or 0) > 0
+    if not ok:
+        bad.append(f"{r['workload']}: {h}")
+if bad:
+    sys.exit("dls-bench's host_cpu is missing or does not add up: " + "; ".join(bad))
+print("host CPU figures present in every DLS run", file=sys.stderr)
+PY
+}
+
 ensure_pkg() { # ensure_pkg COMMAND DEBIAN_PACKAGE
   command -v "$1" >/dev/null && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -140,6 +166,24 @@ start_target() {
   *) log "unknown target $1"; exit 1 ;;
   esac
 }
+
+# start_targets → starts every one of $TARGETS that is installed, side by side, and lists
+# them in LIVE; use_target NAME then sets eps, pids, metrics and label to that one's. The runs
+# go target after target within each (workload, clients), so a change in the host's speed
+# (this guest's hypervisor takes CPU time in bursts: the `stolen` column) falls on every
+# target's figure in that row rather than on whichever target ran in that hour. The targets
+# not measured sit idle meanwhile (their heartbeats cost the host ~1–3 % of a core).
+declare -A T_EPS T_PIDS T_METRICS T_LABEL
+LIVE=()
+start_targets() {
+  local t
+  for t in $TARGETS; do
+    start_target "$t" || { [ $? -eq 3 ] || FAILURES+=("$t: did not start"); continue; }
+    T_EPS[$t]=$eps; T_PIDS[$t]=$pids; T_METRICS[$t]=$metrics; T_LABEL[$t]=$label
+    LIVE+=("$t")
+  done
+}
+use_target() { eps=${T_EPS[$1]}; pids=${T_PIDS[$1]}; metrics=${T_METRICS[$1]}; label=${T_LABEL[$1]}; }
 
 # sdk_bench LANG TARGET WORKLOAD CLIENTS → one driver run, its JSON line appended to $RESULTS_JSONL.
 # The drivers run with $SDK_PYTHON and $SDK_NODE_DRIVER (the copy next to its node_modules).
@@ -189,6 +233,7 @@ smoke)
   DURATION=${DURATION:-2}; WARMUP=${WARMUP:-0.5}
   start_dls 1
   for w in $WORKLOADS; do bench dls "$w" 4 "$DLS_ENDPOINTS" "$DLS_PIDS" "smoke" "$DLS_METRICS"; done
+  check_host_cpu
   # The SDK drivers against the same node, through the debug builds `make test-python` and
   # `make test-node` leave in the checkout; skipped (said so) where those are not built.
   eps=$DLS_ENDPOINTS; pids=$DLS_PIDS; label=smoke
@@ -216,13 +261,13 @@ all)
   TARGETS=${TARGETS:-dls redis etcd}
   RESULTS=${RESULTS:-$HERE/results/latest.md}
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  for t in $TARGETS; do
-    start_target "$t" || { [ $? -eq 3 ] || FAILURES+=("$t: did not start"); continue; }
-    for w in $WORKLOADS; do
-      for c in $CLIENTS; do bench "$t" "$w" "$c" "$eps" "$pids" "$label" "$metrics"; done
+  start_targets
+  for w in $WORKLOADS; do
+    for c in $CLIENTS; do
+      for t in "${LIVE[@]}"; do use_target "$t"; bench "$t" "$w" "$c" "$eps" "$pids" "$label" "$metrics"; done
     done
-    cleanup
   done
+  cleanup
   table=$("$BENCH_BIN" --report "$RESULTS_JSONL")
   echo
   echo "$table"
@@ -239,7 +284,8 @@ all)
     echo "Cells: lock cycles/s · p50/p99 latency of a whole cycle (begin, acquire, commit/release)."
     echo "deadlock: cycles that finished, and 'dl' = cycles broken by a victim abort (dls) or a 1 s"
     echo "wait timeout (redis, etcd). heartbeat: idle transactions still alive at the end and the"
-    echo "busiest server process's CPU. Ratios are throughput ratios."
+    echo "busiest server process's CPU. Ratios are throughput ratios. Every target runs for the whole"
+    echo "run, idle but for the one measured; each row's targets are measured one after the other."
   } | write_results
   ;;
 sdk)
@@ -256,15 +302,15 @@ sdk)
   RESULTS=${RESULTS:-$HERE/results/sdk.md}
   RUST_JSONL=${RUST_JSONL:-$HERE/results/latest.jsonl}
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  for t in $TARGETS; do
-    start_target "$t" || { [ $? -eq 3 ] || FAILURES+=("$t: did not start"); continue; }
-    for lang in $SDK_LANGS; do
-      for w in $SDK_WORKLOADS; do
-        for c in $SDK_CLIENTS; do sdk_bench "$lang" "$t" "$w" "$c"; done
+  start_targets
+  for lang in $SDK_LANGS; do
+    for w in $SDK_WORKLOADS; do
+      for c in $SDK_CLIENTS; do
+        for t in "${LIVE[@]}"; do use_target "$t"; sdk_bench "$lang" "$t" "$w" "$c"; done
       done
     done
-    cleanup
   done
+  cleanup
   combined="$RUN_DIR/combined.jsonl"
   rust_note="no Rust rows: $RUST_JSONL does not exist (make bench writes it)"
   if [ -f "$RUST_JSONL" ]; then

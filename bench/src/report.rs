@@ -61,6 +61,7 @@ pub fn table(file: &Path) -> anyhow::Result<String> {
         if lang == "rust" {
             out += &lang_table(rows, false);
             out += &group_commit_table(rows);
+            out += &host_cpu_table(rows);
         } else {
             out += &format!("\n{} SDK drivers (bench/sdk): {}\n\n", title(lang), drivers(rows));
             out += &lang_table(rows, true);
@@ -161,9 +162,52 @@ fn group_commit_table(rows: &Rows) -> String {
     out
 }
 
+/// The whole host's busy CPU per lock cycle, each target beside the others (servers,
+/// clients, kernel: all of it), where the runs measured their host. On a host the runs
+/// saturate, this is what decides the throughput ratios; it also says how much smaller a
+/// machine DLS needs for the same cycles.
+fn host_cpu_table(rows: &Rows) -> String {
+    let per_cycle = |r: &Value| r["host_cpu"]["us_per_cycle"].as_f64();
+    let mut out = String::new();
+    for ((wi, clients), by_target) in rows {
+        if !by_target.values().any(|r| per_cycle(r).is_some()) {
+            continue;
+        }
+        if out.is_empty() {
+            out += "\nThe whole host's busy CPU per lock cycle in each run (from /proc/stat: servers, clients \
+                    and kernel together), its ratio to DLS's, and the most of the host's CPU time its \
+                    hypervisor took in the row's runs (stolen).\n\n\
+                    | workload | clients | dls | redis | etcd | etcd/DLS | stolen |\n\
+                    |---|---:|---:|---:|---:|---:|---:|\n";
+        }
+        let w = WORKLOADS.get(*wi).copied().unwrap_or("?");
+        out += &format!("| {w} | {clients} |");
+        for t in TARGETS {
+            let us = by_target.get(t).and_then(per_cycle);
+            out += &us.map_or(" – |".into(), |us| format!(" {us:.0} µs |"));
+        }
+        let ratio = match (by_target.get("dls").and_then(per_cycle), by_target.get("etcd").and_then(per_cycle)) {
+            (Some(d), Some(e)) if d > 0.0 => format!("{:.2}×", e / d),
+            _ => "–".into(),
+        };
+        let stolen = by_target.values().filter_map(|r| r["host_cpu"]["steal_pct"].as_f64()).reduce(f64::max);
+        out += &format!(" {ratio} | {} |\n", stolen.map_or("–".into(), |s| format!("{s:.0} %")));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The report of `lines` (JSON result lines), through a file as `--report` reads it.
+    fn report_of(name: &str, lines: &[impl AsRef<str>]) -> String {
+        let file = std::env::temp_dir().join(format!("dls-bench-report-{name}-{}.jsonl", std::process::id()));
+        std::fs::write(&file, lines.iter().map(AsRef::as_ref).collect::<Vec<&str>>().join("\n")).unwrap();
+        let md = table(&file);
+        std::fs::remove_file(&file).unwrap();
+        md.unwrap()
+    }
 
     #[test]
     fn sdk_results_get_a_table_per_language_with_ratios() {
@@ -174,10 +218,7 @@ mod tests {
             r#"{"target":"etcd","workload":"uncontended","clients":1,"throughput":100,"p50_ms":8,"p99_ms":9,"language":"python","driver":"python-etcd3"}"#,
             r#"{"target":"redis","workload":"contended","clients":32,"throughput":900,"p50_ms":1,"p99_ms":4,"language":"node","driver":"ioredis"}"#,
         ];
-        let file = std::env::temp_dir().join(format!("dls-bench-report-{}.jsonl", std::process::id()));
-        std::fs::write(&file, lines.join("\n")).unwrap();
-        let md = table(&file).unwrap();
-        std::fs::remove_file(&file).unwrap();
+        let md = report_of("sdk", &lines);
         // The Rust rows keep their table, unchanged in shape (no p50 ratio column).
         let rust = md.split("\nPython").next().unwrap();
         assert!(
@@ -199,6 +240,33 @@ mod tests {
     }
 
     #[test]
+    fn the_host_cpu_table_compares_each_targets_cpu_per_cycle_where_measured() {
+        let host = |us: f64, steal: f64| format!(r#""host_cpu":{{"us_per_cycle":{us},"steal_pct":{steal}}}"#);
+        let lines = [
+            format!(
+                r#"{{"target":"dls","workload":"uncontended","clients":64,"throughput":6587,{}}}"#,
+                host(270.5, 0.0)
+            ),
+            format!(
+                r#"{{"target":"etcd","workload":"uncontended","clients":64,"throughput":1102,{}}}"#,
+                host(1734.9, 2.6)
+            ),
+            format!(
+                r#"{{"target":"redis","workload":"uncontended","clients":64,"throughput":30000,{}}}"#,
+                host(60.0, 0.4)
+            ),
+            // A DLS row without an etcd run, and a row from a dls-bench without host figures.
+            format!(r#"{{"target":"dls","workload":"contended","clients":64,"throughput":1570,{}}}"#, host(895.1, 0.1)),
+            r#"{"target":"dls","workload":"shared","clients":64,"throughput":7784}"#.to_string(),
+        ];
+        let md = report_of("host", &lines);
+        let host_table = md.split("The whole host's busy CPU per lock cycle").nth(1).expect("a host CPU table");
+        assert!(host_table.contains("| uncontended | 64 | 270 µs | 60 µs | 1735 µs | 6.41× | 3 % |"), "{md}");
+        assert!(host_table.contains("| contended | 64 | 895 µs | – | – | – | 0 % |"), "{md}");
+        assert!(!host_table.contains("| shared |"), "{md}");
+    }
+
+    #[test]
     fn the_group_commit_table_carries_the_leaders_cpu_per_write_where_measured() {
         let gc = r#"{"commands_per_fsync":19.2,"entries_per_fsync":1.1,"fsyncs":4546}"#;
         let lines = [
@@ -212,10 +280,7 @@ mod tests {
             // Without --metrics: no row at all.
             r#"{"target":"dls","workload":"shared","clients":64,"throughput":7784,"p50_ms":7,"p99_ms":19,"group_commit":null,"leader_cpu_us_per_write":30.0,"leader_cpu_pct":50.0}"#.to_string(),
         ];
-        let file = std::env::temp_dir().join(format!("dls-bench-report-gc-{}.jsonl", std::process::id()));
-        std::fs::write(&file, lines.join("\n")).unwrap();
-        let md = table(&file).unwrap();
-        std::fs::remove_file(&file).unwrap();
+        let md = report_of("gc", &lines);
         let gc_table = md.split("Group commit on the DLS leader").nth(1).expect("a group-commit table");
         assert!(gc_table.contains("| uncontended | 64 | 19.2 | 1.10 | 4546 | 37.2 µs | 65 % |"), "{md}");
         assert!(gc_table.contains("| contended | 64 | 19.2 | 1.10 | 4546 | – | – |"), "{md}");

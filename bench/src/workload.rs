@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::checker::{Checker, REVOKING_KINDS};
 use crate::group_commit;
-use crate::procstat::{cpu_ticks, CLOCK_TICKS};
+use crate::procstat::{cpu_ticks, HostTicks, HostWindow, CLOCK_TICKS};
 use crate::target::{Mode, OpError, Session, Target};
 
 /// What the clients do.
@@ -107,6 +107,7 @@ pub struct Summary {
     cpu: Vec<(u32, f64)>,
     group_commit: Option<group_commit::Window>,
     leader_cpu: Option<LeaderCpu>,
+    host_cpu: Option<HostCpu>,
 }
 
 /// The leader's CPU time over the measured window, per client write it proposed (from
@@ -155,6 +156,60 @@ impl LeaderCpu {
             "us_per_entry": self.us_per(self.entries).map(round),
             "us_per_cycle": self.us_per(self.cycles as f64).map(round),
         })
+    }
+}
+
+/// Where the whole host's CPU went over the measured window, per lock cycle: this
+/// benchmark's clients, the DLS nodes of `--pids`, and all that was busy. With the share
+/// the hypervisor took (`steal`), it tells a slow host from a slow change.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostCpu {
+    pub window: HostWindow,
+    /// utime + stime of this process (every client of the run), seconds.
+    pub clients_s: f64,
+    /// utime + stime of the `--pids` processes, seconds (None without `--pids`).
+    pub servers_s: Option<f64>,
+    pub cycles: u64,
+}
+
+impl HostCpu {
+    fn us_per_cycle(&self, s: f64) -> Option<f64> {
+        (self.cycles > 0).then(|| s * 1e6 / self.cycles as f64)
+    }
+
+    fn to_json(self) -> serde_json::Value {
+        let round = |x: f64| (x * 10.0).round() / 10.0;
+        json!({
+            "cpus": self.window.cpus,
+            "busy_pct": round(self.window.busy_pct()),
+            "idle_pct": round(self.window.idle_pct()),
+            "steal_pct": round(self.window.steal_pct()),
+            "us_per_cycle": self.us_per_cycle(self.window.busy_s).map(round),
+            "clients_us_per_cycle": self.us_per_cycle(self.clients_s).map(round),
+            "servers_us_per_cycle": self.servers_s.and_then(|s| self.us_per_cycle(s)).map(round),
+        })
+    }
+
+    fn to_text(self) -> String {
+        let w = self.window;
+        let mut s = format!(
+            "  host:       {} CPUs {:.0} % busy, {:.0} % stolen by the hypervisor, {:.0} % idle",
+            w.cpus,
+            w.busy_pct(),
+            w.steal_pct(),
+            w.idle_pct()
+        );
+        if let Some(total) = self.us_per_cycle(w.busy_s) {
+            s += &format!(
+                "; CPU per cycle {total:.0} µs (clients {:.0}",
+                self.us_per_cycle(self.clients_s).unwrap_or(0.0)
+            );
+            if let Some(servers) = self.servers_s.and_then(|x| self.us_per_cycle(x)) {
+                s += &format!(", DLS nodes {servers:.0}");
+            }
+            s += ")";
+        }
+        s + "\n"
     }
 }
 
@@ -211,6 +266,7 @@ impl Summary {
             "group_commit": self.group_commit.map(group_commit::Window::to_json),
             "leader_cpu_us_per_write": self.leader_cpu.map(|l| (l.us_per_write() * 10.0).round() / 10.0),
             "leader_cpu": self.leader_cpu.map(LeaderCpu::to_json),
+            "host_cpu": self.host_cpu.map(HostCpu::to_json),
         })
     }
 
@@ -265,6 +321,9 @@ impl Summary {
                 l.cycles
             );
         }
+        if let Some(h) = self.host_cpu {
+            s += &h.to_text();
+        }
         s += &format!("  violations: {}\n", self.violations);
         for v in &self.violation_samples {
             s += &format!("    {v}\n");
@@ -318,6 +377,8 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
 
     // Progress, one line a second; CPU sampled over the measured window.
     let mut cpu_start: Option<(Instant, Vec<Option<u64>>)> = None;
+    // The host's CPU states and this process's own CPU, at the start of the window.
+    let mut host_start: Option<(HostTicks, u64)> = None;
     let mut metrics_start = None;
     let mut last = 0u64;
     let mut tick =
@@ -326,6 +387,7 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
         let now = Instant::now();
         if now >= measure_from && !shared.measuring.swap(true, Ordering::SeqCst) {
             cpu_start = Some((now, cfg.pids.iter().map(|p| cpu_ticks(*p)).collect()));
+            host_start = HostTicks::now().zip(cpu_ticks(std::process::id()));
             metrics_start = Some(group_commit::sample(&cfg.metrics).await);
         }
         if now >= end {
@@ -368,6 +430,14 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
         None => Vec::new(),
     };
     let cycles = shared.cycles.load(Ordering::SeqCst);
+    let host_cpu = host_start.and_then(|(host, own)| {
+        Some(HostCpu {
+            window: HostWindow::between(host, HostTicks::now()?),
+            clients_s: cpu_ticks(std::process::id())?.saturating_sub(own) as f64 / CLOCK_TICKS,
+            servers_s: (!cfg.pids.is_empty()).then(|| cpu_s.iter().flatten().sum()),
+            cycles,
+        })
+    });
     shared.measuring.store(false, Ordering::SeqCst);
     let group_commit = match metrics_start {
         Some(before) => group_commit::Window::of_leader(&before, &group_commit::sample(&cfg.metrics).await),
@@ -414,6 +484,7 @@ pub async fn run<T: Target>(target: Arc<T>, cfg: &Config) -> anyhow::Result<Summ
         cpu,
         group_commit,
         leader_cpu,
+        host_cpu,
     })
 }
 
