@@ -172,7 +172,7 @@ start_target() {
 # go target after target within each (workload, clients), so a change in the host's speed
 # (this guest's hypervisor takes CPU time in bursts: the `stolen` column) falls on every
 # target's figure in that row rather than on whichever target ran in that hour. The targets
-# not measured sit idle meanwhile (their heartbeats cost the host ~1–3 % of a core).
+# not measured sit idle meanwhile (their heartbeats cost the host 1–4 % of its CPU, measured).
 declare -A T_EPS T_PIDS T_METRICS T_LABEL
 LIVE=()
 start_targets() {

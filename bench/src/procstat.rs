@@ -81,12 +81,12 @@ impl HostTicks {
 
     fn parse(stat: &str) -> Option<Self> {
         let total = stat.lines().find(|l| l.starts_with("cpu "))?;
+        // user nice system idle iowait irq softirq steal guest guest_nice (older kernels stop early)
         let n: Vec<u64> = total.split_whitespace().skip(1).map(|x| x.parse().unwrap_or(0)).collect();
-        let at = |i: usize| n.get(i).copied().unwrap_or(0);
-        // user nice system idle iowait irq softirq steal guest guest_nice
         if n.len() < 4 {
             return None;
         }
+        let at = |i: usize| n.get(i).copied().unwrap_or(0);
         let cpus = stat.lines().filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit));
         Some(HostTicks {
             busy: at(0) + at(1) + at(2) + at(5) + at(6),

@@ -160,7 +160,8 @@ impl LeaderCpu {
 }
 
 /// Where the whole host's CPU went over the measured window, per lock cycle: this
-/// benchmark's clients, the DLS nodes of `--pids`, and all that was busy. With the share
+/// benchmark's clients, the server processes of `--pids` (DLS, etcd or Redis), and all
+/// that was busy. With the share
 /// the hypervisor took (`steal`), it tells a slow host from a slow change.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HostCpu {
@@ -205,7 +206,7 @@ impl HostCpu {
                 self.us_per_cycle(self.clients_s).unwrap_or(0.0)
             );
             if let Some(servers) = self.servers_s.and_then(|x| self.us_per_cycle(x)) {
-                s += &format!(", DLS nodes {servers:.0}");
+                s += &format!(", servers {servers:.0}");
             }
             s += ")";
         }
