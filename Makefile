@@ -22,7 +22,7 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages
+.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages prebuild-packages prebuild-wait prebuild-stop
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -33,7 +33,7 @@ run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-da
 deps: ## Install what the tests and lint need beyond Rust (apt-get as root, else prints the command; Go from the Go proxy if too old)
 	@scripts/install-deps.sh
 
-test: deps test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke check-sdks test-go-sample test-conformance test-playground test-packages ## Run every test (after `make deps`): Rust, the SDKs, the samples' short demo, a short seeded fault run, generated-client checks, the Playground in headless Chromium, the packages installed without Rust
+test: deps prebuild-packages test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke check-sdks test-go-sample test-conformance test-playground test-packages ## Run every test (after `make deps`): Rust, the SDKs, the samples' short demo, a short seeded fault run, generated-client checks, the Playground in headless Chromium, the packages installed without Rust
 
 test-rust: ## Rust tests: unit tests and integration tests against real dls processes
 	$(CARGO) test --lib --bins --tests --examples
@@ -144,13 +144,28 @@ ZIGBUILD = PATH="$(ZIGBUILD_VENV)/bin:$$PATH" CARGO_ZIGBUILD_PYTHON_PATH=$(ZIGBU
 
 release-portable: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Release build for glibc >= 2.17 (zig linker) of what the packages ship: dls, the Node addon, the JVM library
 	@echo "==> release build of dls, caerus-node and caerus-uniffi for $(PORTABLE_TARGET) into $(PORTABLE_DIR)"
-	$(ZIGBUILD) -p caerus-server -p caerus-node -p caerus-uniffi --lib --bin dls
+	$(ZIGBUILD) -p caerus-server -p caerus-node -p caerus-uniffi --lib --bin dls --no-default-features
 	@for f in dls libcaerus_node.so libcaerus_uniffi.so; do scripts/test-packages/check-glibc.sh $(PORTABLE)/$$f || exit 1; done
 
 python-portable: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Release build for glibc >= 2.17 (zig linker) of the Python extension (abi3), in the release-portable tree
 	@echo "==> release build of caerus-python (abi3, CPython >= 3.9) for $(PORTABLE_TARGET) into $(PORTABLE_DIR)"
 	PYO3_PYTHON=python3 $(ZIGBUILD) -p caerus-python --lib --features pyo3/extension-module
 	scripts/test-packages/check-glibc.sh $(PORTABLE)/libcaerus_native.so
+
+# On a fresh machine release-portable and python-portable are ~9 minutes of both cores, the
+# longest step of `make test`, while the suites before test-packages leave about half the CPU
+# idle waiting on real servers: `make test` starts them first in the background at the idle CPU
+# class (scripts/prebuild-packages.sh), and test-packages waits for them.
+PREBUILD = scripts/prebuild-packages.sh $(abspath $(TARGET_DIR))
+
+prebuild-packages: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Start release-portable and python-portable in the background at idle CPU priority (make test does)
+	@$(PREBUILD) start
+
+prebuild-wait: ## Wait for a background build of prebuild-packages to end, printing its progress
+	@$(PREBUILD) wait
+
+prebuild-stop: ## End a background build of prebuild-packages
+	@$(PREBUILD) stop
 
 dls-kit: dls-debug ## Build the test kit's dls-cluster (starts nodes on free ports for the shell tests)
 	$(CARGO) build -q -p caerus-testkit --bin dls-cluster
@@ -181,7 +196,7 @@ test-maven-sample: maven-install dls-kit ## The Maven sample (samples/kotlin-loc
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) CAERUS_DLS_VERSION=$(DLS_VERSION) \
 	  scripts/test-packages/maven.sh
 
-test-packages: test-dist test-wheel test-npm-pack test-maven-sample ## Every package installed and used without Rust: server tarball, Python wheel, npm tarballs, Maven artifact
+test-packages: prebuild-wait test-dist test-wheel test-npm-pack test-maven-sample ## Every package installed and used without Rust: server tarball, Python wheel, npm tarballs, Maven artifact
 
 # ---- Benchmarks through the SDKs (issue 21): the lock cycle from Python and Node, binding overhead ----
 # Both use the packages as users get them (release wheel, npm tarballs, the Maven jar), installed

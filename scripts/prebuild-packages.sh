@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The release packaging build (`make release-portable python-portable`: dls, the Node addon, the
+# JVM library and the Python extension, optimized, linked by zig) in the background, at the idle
+# CPU class (`chrt --idle`: it runs only on CPU time no other process wants).
+#
+# On a fresh machine that build is ~9 minutes of both cores, the longest step of `make test`,
+# while the test suites before `make test-packages` leave about half the CPU idle waiting on real
+# servers. `make test` starts it first and `make test-packages` waits for it; when the target dir
+# is warm it is a no-op. A test process always wins the CPU over it: the idle class is preempted
+# at once and gets no share while anything else is runnable.
+#
+# Usage: scripts/prebuild-packages.sh TARGET_DIR start|wait|stop
+#   start  start the build unless it is running (log: TARGET_DIR/prebuild-packages.log)
+#   wait   wait for a started build to end, printing its progress; says how it ended (if it
+#          failed, the foreground `make` that follows builds again and shows the error)
+#   stop   end a running build (CI does on exit, so nothing outlives a failed run)
+set -euo pipefail
+
+dir=${1:?usage: prebuild-packages.sh TARGET_DIR start|wait|stop}
+action=${2:?usage: prebuild-packages.sh TARGET_DIR start|wait|stop}
+pidfile=$dir/prebuild-packages.pid
+rcfile=$dir/prebuild-packages.rc
+log=$dir/prebuild-packages.log
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+# The build's process group is still running (its leader is the pid in the file, from setsid).
+running() {
+  [[ -f $pidfile && ! -f $rcfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+}
+
+case $action in
+  start)
+    if running; then
+      echo "prebuild: the release packaging build is already running (pid $(cat "$pidfile"), log $log)"
+      exit 0
+    fi
+    mkdir -p "$dir"
+    rm -f "$rcfile"
+    # Its own session (stop kills the whole group) and no make jobserver of the caller's.
+    MAKEFLAGS= MFLAGS= setsid chrt --idle 0 bash -c \
+      'make -C "$1" --no-print-directory release-portable python-portable; echo $? > "$2"' \
+      prebuild "$root" "$rcfile" >"$log" 2>&1 </dev/null &
+    echo $! >"$pidfile"
+    echo "prebuild: release packaging build started in the background at idle CPU priority (pid $!, log $log)"
+    ;;
+  wait)
+    [[ -f $pidfile ]] || exit 0
+    start=$SECONDS
+    while running; do
+      echo "prebuild: waiting for the background release packaging build ($((SECONDS - start)) s): $(grep -a 'Compiling\|==>' "$log" | tail -n 1 | sed 's/^ *//')"
+      for _ in $(seq 30); do running || break; sleep 1; done
+    done
+    if [[ -f $rcfile && $(cat "$rcfile") == 0 ]]; then
+      echo "prebuild: the background release packaging build finished (log $log)"
+    else
+      echo "prebuild: the background release packaging build did not finish (exit $(cat "$rcfile" 2>/dev/null || echo '?')); last lines of $log:"
+      tail -n 20 "$log" | sed 's/^/  /'
+      echo "prebuild: building in the foreground instead"
+    fi
+    rm -f "$pidfile"
+    ;;
+  stop)
+    if running; then
+      kill -- "-$(cat "$pidfile")" 2>/dev/null || true
+      echo "prebuild: stopped the background release packaging build"
+    fi
+    rm -f "$pidfile"
+    ;;
+  *)
+    echo "prebuild-packages.sh: unknown action '$action' (start, wait or stop)" >&2
+    exit 2
+    ;;
+esac
