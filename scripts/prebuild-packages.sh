@@ -23,7 +23,7 @@ rcfile=$dir/prebuild-packages.rc
 log=$dir/prebuild-packages.log
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-# The build's process group is still running (its leader is the pid in the file, from setsid).
+# The build is still running (its process group's leader is the pid in the file).
 running() {
   [[ -f $pidfile && ! -f $rcfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null
 }
@@ -36,8 +36,12 @@ case $action in
     fi
     mkdir -p "$dir"
     rm -f "$rcfile"
-    # Its own session (stop kills the whole group) and no make jobserver of the caller's.
-    MAKEFLAGS= MFLAGS= setsid chrt --idle 0 bash -c \
+    # A process group of its own (job control), so stop ends all of it, but the caller's
+    # session: with the kernel's autogroup scheduling a new session (setsid) would be a new
+    # group that gets an equal share of the CPU whatever the idle class says. No make
+    # jobserver of the caller's either.
+    set -m
+    MAKEFLAGS= MFLAGS= chrt --idle 0 bash -c \
       'make -C "$1" --no-print-directory release-portable python-portable; echo $? > "$2"' \
       prebuild "$root" "$rcfile" >"$log" 2>&1 </dev/null &
     echo $! >"$pidfile"

@@ -81,6 +81,12 @@ pub enum Command {
         wait_ms: u64,
         victim_policy: VictimPolicy,
     },
+    /// An admin key (`key`) limited to namespace `prefixes` ends or aborts another key's
+    /// transaction: `cmd` (an `End` or an `Abort`) is applied only if the transaction is
+    /// still the key's own or inside the prefixes by this entry's state (`Txn::inside`).
+    /// The leader checks before proposing, but the owner can take a lock outside the
+    /// prefixes in between, and ending the transaction would release that lock too.
+    Scoped { key: String, prefixes: Vec<String>, cmd: Box<Command> },
     // New variants go last: bincode numbers variants in order, and logs written by an
     // older version must keep decoding.
 }
@@ -148,6 +154,8 @@ pub enum Rejection {
     /// A request the API checks at the edge, refused again here so a log entry can never
     /// put the table in a state it has no rule for (new variants go last).
     Invalid(String),
+    /// A `Scoped` command's transaction is not inside the admin key's prefixes (any more).
+    OutsideScope { txn: TxnId, key: String, prefixes: Vec<String> },
 }
 
 impl std::fmt::Display for Rejection {
@@ -165,6 +173,10 @@ impl std::fmt::Display for Rejection {
             ),
             Rejection::NestedBatch => f.write_str("a batch of commands cannot contain another batch"),
             Rejection::Invalid(why) => f.write_str(why),
+            Rejection::OutsideScope { txn, key, prefixes } => write!(
+                f,
+                "transaction {txn} was begun with another API key and is not inside the prefixes {prefixes:?} of admin key {key:?} (it must hold, wait for or have asked for only namespaces there)"
+            ),
         }
     }
 }

@@ -78,6 +78,16 @@ impl Txn {
     pub fn history_complete(&self) -> bool {
         !self.requests.forgot_any()
     }
+
+    /// Whether it is inside namespace `prefixes`: every namespace it holds, waits for or
+    /// has asked for starts with one of them, and there is at least one. One whose oldest
+    /// requests were forgotten may have asked for namespaces outside: it is not known to be.
+    pub fn inside(&self, prefixes: &[String]) -> bool {
+        let touched = self.namespaces();
+        self.history_complete()
+            && !touched.is_empty()
+            && touched.iter().all(|ns| prefixes.iter().any(|p| ns.starts_with(p.as_str())))
+    }
 }
 
 /// Something the node must act on after an apply. Not part of the replicated state.
@@ -232,6 +242,23 @@ impl LockTable {
             Command::SetLockDelay { prefix, delay_ms } => self.set_lock_delay(prefix, *delay_ms),
             Command::EndLockDelay { keys } => self.end_lock_delays(keys),
             Command::Batch(_) => Outcome::Rejected(Rejection::NestedBatch),
+            Command::Scoped { key, prefixes, cmd } => self.scoped(key, prefixes, cmd),
+        }
+    }
+
+    /// A limited admin key's `End` or `Abort` of a transaction (see `Command::Scoped`),
+    /// checked against the state it is applied to.
+    fn scoped(&mut self, key: &str, prefixes: &[String], cmd: &Command) -> Outcome {
+        let txn = match cmd {
+            Command::End { txn, .. } | Command::Abort { txn, .. } => *txn,
+            other => return Outcome::Rejected(Rejection::Invalid(format!("{other:?} cannot be scoped"))),
+        };
+        match self.txn(txn) {
+            Some(t) if t.owner != key && !t.inside(prefixes) => {
+                Outcome::Rejected(Rejection::OutsideScope { txn, key: key.to_string(), prefixes: prefixes.to_vec() })
+            }
+            // Unknown transactions get the command's own answer.
+            _ => self.apply_command(cmd),
         }
     }
 

@@ -920,3 +920,68 @@ fn a_downgrade_keeps_the_token_and_lets_queued_readers_in_not_writers() {
     let none = h.apply(Command::Downgrade { txn: w, request_id: None, lock: LockKey::new("ns", "nope") });
     assert_eq!(none, Outcome::Downgraded { held: None });
 }
+
+/// A limited admin's end or abort of another key's transaction (`Command::Scoped`) is decided
+/// on the state it is applied to: one that took a lock outside the admin's prefixes after the
+/// leader's check is refused and keeps every lock; one inside ends; the owner's own key and
+/// unknown transactions get the command's usual answer.
+#[test]
+fn a_scoped_end_applies_only_while_the_transaction_is_inside_the_admins_prefixes() {
+    let mut h = Harness::new();
+    let begin = |owner: &str, id: &str| Command::Begin {
+        request_id: Some(id.into()),
+        lease_ms: 5_000,
+        priority: 0,
+        name: String::new(),
+        owner: owner.into(),
+    };
+    let acquire = |txn, ns: &str, id: &str| Command::Acquire {
+        txn,
+        request_id: id.into(),
+        lock: LockKey::new(ns, "k"),
+        mode: X,
+        wait_ms: 0,
+        victim_policy: VictimPolicy::default(),
+    };
+    let abort = |txn, id: &str| Command::Abort {
+        txn,
+        request_id: Some(id.into()),
+        operator: "ops".into(),
+        reason: "test".into(),
+    };
+    let scoped =
+        |key: &str, cmd| Command::Scoped { key: key.into(), prefixes: vec!["billing-".into()], cmd: Box::new(cmd) };
+    let txn = |o| match o {
+        Outcome::Begun { txn, .. } => txn,
+        o => panic!("begin: {o:?}"),
+    };
+    let (a, b) = (txn(h.apply(begin("app", "b1"))), txn(h.apply(begin("app", "b2"))));
+    for (t, ns, id) in [(a, "billing-jobs", "a1"), (b, "billing-ops", "a2")] {
+        assert!(matches!(h.apply(acquire(t, ns, id)), Outcome::Acquire(AcquireStatus::Granted { .. })));
+    }
+
+    // `a` takes a lock outside after the leader checked it: the abort is refused, nothing moves.
+    assert!(matches!(h.apply(acquire(a, "reports", "a3")), Outcome::Acquire(AcquireStatus::Granted { .. })));
+    match h.apply(scoped("ops", abort(a, "x1"))) {
+        Outcome::Rejected(r @ Rejection::OutsideScope { .. }) => {
+            assert!(r.to_string().contains("not inside the prefixes [\"billing-\"] of admin key \"ops\""), "{r}")
+        }
+        o => panic!("scoped abort of a straddling transaction: {o:?}"),
+    }
+    let t = h.table.txn(a).unwrap();
+    assert_eq!((t.state, t.held.len()), (TxnState::Active, 2));
+
+    // `b` is inside: ended, and a retry answers as the first did.
+    for _ in 0..2 {
+        assert_eq!(h.apply(scoped("ops", abort(b, "x2"))), Outcome::Ended { state: TxnState::Aborted, released: 1 });
+    }
+    // The owner's own key ends its straddling transaction; unknown ones are not found.
+    let end = Command::End { txn: a, request_id: None, commit: true };
+    assert_eq!(h.apply(scoped("app", end)), Outcome::Ended { state: TxnState::Committed, released: 2 });
+    assert_eq!(h.apply(scoped("ops", abort(99, "x3"))), Outcome::Rejected(Rejection::NotFound(99)));
+    // Only ends are scoped.
+    assert!(matches!(
+        h.apply(scoped("ops", acquire(a, "billing-jobs", "a4"))),
+        Outcome::Rejected(Rejection::Invalid(_))
+    ));
+}

@@ -149,6 +149,7 @@ impl From<Rejection> for ApiError {
             r @ Rejection::AlreadyWaiting { .. } => ApiError::AlreadyWaiting(r.to_string()),
             r @ (Rejection::RequestIdReused(_) | Rejection::Invalid(_)) => ApiError::InvalidArgument(r.to_string()),
             r @ Rejection::NestedBatch => ApiError::Internal(r.to_string()),
+            r @ Rejection::OutsideScope { .. } => ApiError::PermissionDenied(r.to_string()),
         }
     }
 }

@@ -41,7 +41,7 @@ pub use locks_view::{KeyView, LockHolder, LockWaiter};
 pub use principal::Principal;
 pub use txn::{Begun, Ended, Heartbeat, PendingView, TxnStatus};
 
-use crate::locks::{Outcome, TxnId, TxnState};
+use crate::locks::{Command, Outcome, TxnId, TxnState};
 use crate::metrics::Metrics;
 use crate::node::Node;
 
@@ -86,6 +86,15 @@ fn touch(node: &Node, who: &Principal, txn: TxnId) -> EngineResult<()> {
         let _ = node.leases().renew(txn, Instant::now());
     }
     Ok(())
+}
+
+/// `cmd`, which ends transaction `txn`, as `who` may propose it (checked here, and for a
+/// limited admin again where it is applied: see `Principal::scoped`).
+fn scoped(node: &Node, who: &Principal, txn: TxnId, cmd: Command) -> EngineResult<Command> {
+    let st = node.state().read().expect("state lock");
+    let t = st.table.txn(txn).ok_or(EngineError::NotFound(txn))?;
+    who.check_txn(t)?;
+    Ok(who.scoped(t, cmd))
 }
 
 fn unexpected(o: Outcome) -> EngineError {

@@ -7,7 +7,9 @@
 //! - An admin key limited to prefixes acts on other keys' transactions only when they are
 //!   *inside* its prefixes: every namespace the transaction holds, waits for or has asked
 //!   for is inside, and there is at least one ([`Principal::may_use`]); a transaction that
-//!   made so many requests that the oldest were forgotten is not known to be inside.
+//!   made so many requests that the oldest were forgotten is not known to be inside. Its
+//!   end or abort is proposed `Scoped` ([`Principal::scoped`]): the state machine checks
+//!   the rule again on the state it applies it to.
 //!   Unlimited admin keys act on every transaction.
 //!
 //! docs/http-api.md "Keys and tenancy" says the same for users. `api::auth` finds the
@@ -16,7 +18,7 @@
 use std::borrow::Cow;
 
 use super::error::EngineError;
-use crate::locks::{Event, EventDetail, Txn};
+use crate::locks::{Command, Event, EventDetail, Txn};
 
 /// Who is calling.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,12 +68,20 @@ impl Principal {
         match (&self.namespaces, self.admin) {
             (_, false) => false,
             (None, true) => true,
-            (Some(_), true) => {
-                // A transaction whose oldest requests were forgotten may have asked for
-                // namespaces outside: it is not known to be inside.
-                let touched = t.namespaces();
-                t.history_complete() && !touched.is_empty() && touched.iter().all(|ns| self.sees_namespace(ns))
+            (Some(prefixes), true) => t.inside(prefixes),
+        }
+    }
+
+    /// `cmd` (an `End` or `Abort` of transaction `t`) as this key may propose it: a limited
+    /// admin ending another key's transaction proposes it `Scoped`, so the rule is checked
+    /// again on the state it is applied to (the owner may take a lock outside the prefixes
+    /// between this check and the commit).
+    pub fn scoped(&self, t: &Txn, cmd: Command) -> Command {
+        match &self.namespaces {
+            Some(prefixes) if self.admin && t.owner != self.name => {
+                Command::Scoped { key: self.name.clone(), prefixes: prefixes.clone(), cmd: Box::new(cmd) }
             }
+            _ => cmd,
         }
     }
 
@@ -175,6 +185,24 @@ mod tests {
             matches!(billing_admin.check_txn(straddling), Err(EngineError::PermissionDenied(m)) if m.contains("not inside the prefixes"))
         );
         assert!(admin.may_use(own) && admin.may_use(straddling) && admin.may_use(empty));
+    }
+
+    #[test]
+    fn only_a_limited_admin_ending_another_keys_transaction_proposes_it_scoped() {
+        use crate::locks::Command;
+        let t = table(&[("billing", &["billing-a"])]);
+        let own = t.txn(1).unwrap();
+        let end = || Command::End { txn: 1, request_id: None, commit: false };
+        let billing_admin = key("badmin", Some(&["billing-"]), true);
+        match billing_admin.scoped(own, end()) {
+            Command::Scoped { key, prefixes, cmd } => {
+                assert_eq!((key.as_str(), prefixes, *cmd), ("badmin", vec!["billing-".to_string()], end()))
+            }
+            c => panic!("not scoped: {c:?}"),
+        }
+        for who in [key("billing", Some(&["billing-"]), false), key("admin", None, true), key("billing", None, true)] {
+            assert_eq!(who.scoped(own, end()), end(), "{who:?}");
+        }
     }
 
     #[test]

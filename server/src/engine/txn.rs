@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{touch, unexpected, Engine, EngineError, EngineResult, Principal};
+use super::{scoped, touch, unexpected, Engine, EngineError, EngineResult, Principal};
 use crate::lease::RenewError;
 use crate::locks::{Begin, BeginOption, Command, EndCause, Held, LockKey, LockMode, Outcome, TxnId, TxnState};
 use crate::raft::proposer::Timing;
@@ -125,7 +125,8 @@ impl Engine {
     ) -> EngineResult<Ended> {
         self.node.require_leader()?;
         touch(&self.node, who, txn)?;
-        ended(self.node.propose(Command::End { txn, request_id, commit }).await?)
+        let cmd = scoped(&self.node, who, txn, Command::End { txn, request_id, commit })?;
+        ended(self.node.propose(cmd).await?)
     }
 
     /// An operator aborts a transaction (`who` must be allowed to act on it; see
@@ -138,12 +139,8 @@ impl Engine {
         reason: String,
     ) -> EngineResult<Ended> {
         self.node.require_leader()?;
-        {
-            let st = self.node.state().read().expect("state lock");
-            let t = st.table.txn(txn).ok_or(EngineError::NotFound(txn))?;
-            who.check_txn(t)?;
-        }
-        let cmd = Command::Abort { txn, request_id, operator: who.name.clone(), reason };
+        let abort = Command::Abort { txn, request_id, operator: who.name.clone(), reason };
+        let cmd = scoped(&self.node, who, txn, abort)?;
         ended(self.node.propose(cmd).await?)
     }
 

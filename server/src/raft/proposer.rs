@@ -86,6 +86,7 @@ impl Origin {
             | Command::BeginAcquire { .. }
             | Command::BeginWith { .. }
             | Command::Batch(_) => Origin::NewWork,
+            Command::Scoped { cmd, .. } => Origin::of(cmd),
         }
     }
 }
