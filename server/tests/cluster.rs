@@ -200,13 +200,24 @@ async fn followers_apply_the_last_write_of_a_burst_once_the_writes_stop() {
     let cluster = Cluster::start(3).await;
     let leader = cluster.wait_for_leader(Duration::from_secs(10)).await;
     let c = client(cluster.endpoints()).await;
+    let followers: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != leader).collect();
+    // First every follower hears from the leader: one that was still starting when the leader
+    // first called it is called again only after raft's back-off (500 ms), and a burst over
+    // by then would find it with no leader yet (seen once in CI).
+    for &follower in &followers {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while c.cluster_status_of(&cluster.addr(follower)).await.unwrap().leader_id != Some(leader) {
+            assert!(std::time::Instant::now() < deadline, "node {follower} never heard from leader {leader}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
     let mut token = 0;
     for i in 0..20 {
         let t = c.begin_transaction(opts(5_000)).await.unwrap();
         token = t.acquire_lock("ns", &format!("k{i}"), LockMode::Exclusive, wait(1000)).await.unwrap().fencing_token;
         t.commit().await.unwrap();
     }
-    for follower in cluster.ids().into_iter().filter(|id| *id != leader) {
+    for follower in followers {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         loop {
             let st = c.cluster_status_of(&cluster.addr(follower)).await.unwrap();
