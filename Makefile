@@ -33,7 +33,7 @@ run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-da
 deps: ## Install what the tests and lint need beyond Rust (apt-get as root, else prints the command; Go from the Go proxy if too old)
 	@scripts/install-deps.sh
 
-test: deps prebuild-packages test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke check-sdks test-go-sample test-conformance test-playground test-packages ## Run every test (after `make deps`): Rust, the SDKs, the samples' short demo, a short seeded fault run, generated-client checks, the Playground in headless Chromium, the packages installed without Rust
+test: deps test-rust test-python test-node test-kotlin test-samples test-chaos bench-smoke check-sdks test-go-sample test-conformance test-playground test-packages ## Run every test (after `make deps`): Rust, the SDKs, the samples' short demo, a short seeded fault run, generated-client checks, the Playground in headless Chromium, the packages installed without Rust
 
 test-rust: ## Rust tests: unit tests and integration tests against real dls processes
 	$(CARGO) test --lib --bins --tests --examples
@@ -152,13 +152,13 @@ python-portable: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Release build for glibc 
 	PYO3_PYTHON=python3 $(ZIGBUILD) -p caerus-python --lib --features pyo3/extension-module
 	scripts/test-packages/check-glibc.sh $(PORTABLE)/libcaerus_native.so
 
-# On a fresh machine release-portable and python-portable are ~9 minutes of both cores, the
-# longest step of `make test`, while the suites before test-packages leave about half the CPU
-# idle waiting on real servers: `make test` starts them first in the background at the idle CPU
-# class (scripts/prebuild-packages.sh), and test-packages waits for them.
+# On a fresh machine release-portable and python-portable are ~7 minutes of both cores. CI
+# starts them in the background at the idle CPU class before `make lint` and waits for them
+# before `make test` (scripts/prebuild-packages.sh), so they fill lint's downloads and the gaps
+# of its clippy run; never beside the suites, whose timing-bound tests it slows (measured).
 PREBUILD = scripts/prebuild-packages.sh $(abspath $(TARGET_DIR))
 
-prebuild-packages: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Start release-portable and python-portable in the background at idle CPU priority (make test does)
+prebuild-packages: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Start release-portable and python-portable in the background at idle CPU priority (CI does, before lint)
 	@$(PREBUILD) start
 
 prebuild-wait: ## Wait for a background build of prebuild-packages to end, printing its progress
@@ -196,7 +196,7 @@ test-maven-sample: maven-install dls-kit ## The Maven sample (samples/kotlin-loc
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) CAERUS_DLS_VERSION=$(DLS_VERSION) \
 	  scripts/test-packages/maven.sh
 
-test-packages: prebuild-wait test-dist test-wheel test-npm-pack test-maven-sample ## Every package installed and used without Rust: server tarball, Python wheel, npm tarballs, Maven artifact
+test-packages: test-dist test-wheel test-npm-pack test-maven-sample ## Every package installed and used without Rust: server tarball, Python wheel, npm tarballs, Maven artifact
 
 # ---- Benchmarks through the SDKs (issue 21): the lock cycle from Python and Node, binding overhead ----
 # Both use the packages as users get them (release wheel, npm tarballs, the Maven jar), installed

@@ -3,11 +3,11 @@
 # JVM library and the Python extension, optimized, linked by zig) in the background, at the idle
 # CPU class (`chrt --idle`: it runs only on CPU time no other process wants).
 #
-# On a fresh machine that build is ~9 minutes of both cores, the longest step of `make test`,
-# while the test suites before `make test-packages` leave about half the CPU idle waiting on real
-# servers. `make test` starts it first and `make test-packages` waits for it; when the target dir
-# is warm it is a no-op. A test process always wins the CPU over it: the idle class is preempted
-# at once and gets no share while anything else is runnable.
+# On a fresh machine that build is ~7 minutes of both cores. CI starts it before `make lint`,
+# whose downloads and clippy run leave gaps it fills, and waits for it before `make test`; when
+# the target dir is warm it is a no-op. Not beside the test suites: even at the idle class it
+# slowed their timing-bound tests (shared disk, caches and host threads), the overload test's
+# sustained rate from 280-300 to 186 cycles/s.
 #
 # Usage: scripts/prebuild-packages.sh TARGET_DIR start|wait|stop
 #   start  start the build unless it is running (log: TARGET_DIR/prebuild-packages.log)
