@@ -22,7 +22,7 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages prebuild-packages prebuild-wait prebuild-stop
+.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -151,21 +151,6 @@ python-portable: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Release build for glibc 
 	@echo "==> release build of caerus-python (abi3, CPython >= 3.9) for $(PORTABLE_TARGET) into $(PORTABLE_DIR)"
 	PYO3_PYTHON=python3 $(ZIGBUILD) -p caerus-python --lib --features pyo3/extension-module
 	scripts/test-packages/check-glibc.sh $(PORTABLE)/libcaerus_native.so
-
-# On a fresh machine release-portable and python-portable are ~7 minutes of both cores. CI
-# starts them in the background at the idle CPU class before `make lint` and waits for them
-# before `make test` (scripts/prebuild-packages.sh), so they fill lint's downloads and the gaps
-# of its clippy run; never beside the suites, whose timing-bound tests it slows (measured).
-PREBUILD = scripts/prebuild-packages.sh $(abspath $(TARGET_DIR))
-
-prebuild-packages: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Start release-portable and python-portable in the background at idle CPU priority (CI does, before lint)
-	@$(PREBUILD) start
-
-prebuild-wait: ## Wait for a background build of prebuild-packages to end, printing its progress
-	@$(PREBUILD) wait
-
-prebuild-stop: ## End a background build of prebuild-packages
-	@$(PREBUILD) stop
 
 dls-kit: dls-debug ## Build the test kit's dls-cluster (starts nodes on free ports for the shell tests)
 	$(CARGO) build -q -p caerus-testkit --bin dls-cluster
