@@ -41,7 +41,7 @@ pub use locks_view::{KeyView, LockHolder, LockWaiter};
 pub use principal::Principal;
 pub use txn::{Begun, Ended, Heartbeat, PendingView, TxnStatus};
 
-use crate::locks::{Command, Outcome, TxnId, TxnState};
+use crate::locks::{Outcome, Txn, TxnId, TxnState};
 use crate::metrics::Metrics;
 use crate::node::Node;
 
@@ -76,25 +76,23 @@ impl Engine {
 /// Looks the transaction up, checks `who` may use it, and renews its lease when it is
 /// active (every call of a transaction counts as a heartbeat).
 fn touch(node: &Node, who: &Principal, txn: TxnId) -> EngineResult<()> {
+    with_txn(node, who, txn, true, |_| ())
+}
+
+/// Looks the transaction up and checks `who` may use it; `renew` counts the call as a sign
+/// of life; `f` reads the transaction under the same hold of the state lock (an end is
+/// built there: see `Principal::scoped`).
+fn with_txn<R>(node: &Node, who: &Principal, txn: TxnId, renew: bool, f: impl FnOnce(&Txn) -> R) -> EngineResult<R> {
     let st = node.state().read().expect("state lock");
     let t = st.table.txn(txn).ok_or(EngineError::NotFound(txn))?;
     who.check_txn(t)?;
     // Only the owner's calls count as signs of life: an operator inspecting a stuck
     // transaction must not keep it alive. Renewed under the state lock, as in `renew`; an
     // expiring lease stays expiring (the command itself will be refused).
-    if t.state == TxnState::Active && t.owner == who.name {
+    if renew && t.state == TxnState::Active && t.owner == who.name {
         let _ = node.leases().renew(txn, Instant::now());
     }
-    Ok(())
-}
-
-/// `cmd`, which ends transaction `txn`, as `who` may propose it (checked here, and for a
-/// limited admin again where it is applied: see `Principal::scoped`).
-fn scoped(node: &Node, who: &Principal, txn: TxnId, cmd: Command) -> EngineResult<Command> {
-    let st = node.state().read().expect("state lock");
-    let t = st.table.txn(txn).ok_or(EngineError::NotFound(txn))?;
-    who.check_txn(t)?;
-    Ok(who.scoped(t, cmd))
+    Ok(f(t))
 }
 
 fn unexpected(o: Outcome) -> EngineError {

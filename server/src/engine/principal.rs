@@ -18,7 +18,7 @@
 use std::borrow::Cow;
 
 use super::error::EngineError;
-use crate::locks::{Command, Event, EventDetail, Txn};
+use crate::locks::{Command, Event, EventDetail, Rejection, Txn};
 
 /// Who is calling.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,10 +92,10 @@ impl Principal {
         }
         let txn = t.id;
         Err(EngineError::PermissionDenied(match &self.namespaces {
-            Some(prefixes) if self.admin => format!(
-                "transaction {txn} was begun with another API key and is not inside the prefixes {prefixes:?} of admin key {:?} (it must hold, wait for or have asked for only namespaces there)",
-                self.name
-            ),
+            // The words the state machine refuses a `Scoped` end with.
+            Some(prefixes) if self.admin => {
+                Rejection::OutsideScope { txn, key: self.name.clone(), prefixes: prefixes.clone() }.to_string()
+            }
             _ => format!("transaction {txn} was begun with another API key"),
         }))
     }

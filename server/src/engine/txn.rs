@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{scoped, touch, unexpected, Engine, EngineError, EngineResult, Principal};
+use super::{touch, unexpected, with_txn, Engine, EngineError, EngineResult, Principal};
 use crate::lease::RenewError;
 use crate::locks::{Begin, BeginOption, Command, EndCause, Held, LockKey, LockMode, Outcome, TxnId, TxnState};
 use crate::raft::proposer::Timing;
@@ -124,8 +124,7 @@ impl Engine {
         commit: bool,
     ) -> EngineResult<Ended> {
         self.node.require_leader()?;
-        touch(&self.node, who, txn)?;
-        let cmd = scoped(&self.node, who, txn, Command::End { txn, request_id, commit })?;
+        let cmd = with_txn(&self.node, who, txn, true, |t| who.scoped(t, Command::End { txn, request_id, commit }))?;
         ended(self.node.propose(cmd).await?)
     }
 
@@ -140,7 +139,7 @@ impl Engine {
     ) -> EngineResult<Ended> {
         self.node.require_leader()?;
         let abort = Command::Abort { txn, request_id, operator: who.name.clone(), reason };
-        let cmd = scoped(&self.node, who, txn, abort)?;
+        let cmd = with_txn(&self.node, who, txn, false, |t| who.scoped(t, abort))?;
         ended(self.node.propose(cmd).await?)
     }
 
