@@ -12,6 +12,7 @@ use tonic::transport::Channel;
 use tracing::debug;
 
 use crate::error::{Error, Result};
+use crate::lanes::StreamPlace;
 use crate::router::{attempt_timed_out, deadline_after, CallOptions, Router, BACKOFF_CAP};
 use crate::types::{Lock, QueuePosition};
 
@@ -107,15 +108,19 @@ impl AcquireCall {
     }
 }
 
-/// The rest of a `stay_open` acquire stream after its grant.
-pub(crate) struct AfterGrant(Steps);
+/// The rest of a `stay_open` acquire stream after its grant, with its place on its
+/// connection (`lanes`), held while the stream is.
+pub(crate) struct AfterGrant {
+    steps: Steps,
+    _place: StreamPlace,
+}
 
 impl AfterGrant {
     /// The server's report that it ended the transaction, or `None` when the stream ends
     /// any other way: OK (ended by the client, locks released) or an error (a leader
     /// change, a broken connection). Only the report counts; heartbeats decide the rest.
     pub(crate) async fn lost(mut self) -> Option<pb::LockStreamLost> {
-        while let Some(Ok(steps)) = self.0.next().await {
+        while let Some(Ok(steps)) = self.steps.next().await {
             if let Some(lost) = steps.into_iter().find_map(|step| match step {
                 Step::Lost(lost) => Some(lost),
                 _ => None,
@@ -149,10 +154,8 @@ pub(crate) async fn stream_acquire(
         .attempts(name, CallOptions { deadline, attempt_timeout: router.request_timeout, max_backoff: BACKOFF_CAP });
     let mut last_position: Option<QueuePosition> = None;
     'attach: loop {
-        let (uri, mut client) = match attempts.next() {
-            Ok((uri, channel)) => (uri, LockServiceClient::new(channel)),
-            Err(e) => return Err(e),
-        };
+        let (uri, channel, place) = attempts.next_stream()?;
+        let mut client = LockServiceClient::new(channel);
         // No gRPC timeout on the request: the stream legitimately lives as long as the
         // wait. Only opening it is bounded.
         let open_timeout = attempts.attempt_timeout();
@@ -208,7 +211,10 @@ pub(crate) async fn stream_acquire(
                             }
                             Step::Granted(grants) => {
                                 let locks = grants.into_iter().map(Lock::try_from).collect::<Result<_>>()?;
-                                return Ok((locks, call.stay_open().then(|| AfterGrant(stream))));
+                                return Ok((
+                                    locks,
+                                    call.stay_open().then(|| AfterGrant { steps: stream, _place: place }),
+                                ));
                             }
                             // Only sent after a grant, which ends this loop.
                             Step::Lost(_) | Step::Nothing => {}

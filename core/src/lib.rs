@@ -51,6 +51,7 @@ mod events;
 mod heartbeat;
 mod heartbeat_batch;
 mod key_watch;
+mod lanes;
 mod resume;
 mod router;
 mod tls_hint;

@@ -10,12 +10,13 @@ use tonic::{Response, Status, Streaming};
 use tracing::debug;
 
 use crate::error::Result;
+use crate::lanes::StreamPlace;
 use crate::router::{attempt_timed_out, Attempts, Router};
 
 /// The stream now open, and the node it comes from.
 pub(crate) struct Resuming<M> {
     rpc: &'static str,
-    attached: Option<(String, Streaming<M>)>,
+    attached: Option<(String, Streaming<M>, StreamPlace)>,
 }
 
 impl<M> Resuming<M> {
@@ -35,7 +36,7 @@ impl<M> Resuming<M> {
         Fut: Future<Output = std::result::Result<Response<Streaming<M>>, Status>>,
     {
         loop {
-            let (uri, channel) = attempts.next()?;
+            let (uri, channel, place) = attempts.next_stream()?;
             let timeout = attempts.attempt_timeout();
             // Only opening the stream is bounded: it legitimately lives for hours.
             let status = match tokio::time::timeout(timeout, open(channel)).await {
@@ -43,7 +44,7 @@ impl<M> Resuming<M> {
                     attempts.succeeded(&uri, response.metadata());
                     debug!(node = %uri, rpc = self.rpc, "stream attached");
                     let metadata = response.metadata().clone();
-                    self.attached = Some((uri, response.into_inner()));
+                    self.attached = Some((uri, response.into_inner(), place));
                     return Ok(metadata);
                 }
                 Ok(Err(status)) => status,
@@ -63,7 +64,7 @@ impl<M> Resuming<M> {
     {
         let mut attempts: Option<Attempts<'_>> = None;
         loop {
-            let Some((uri, messages)) = self.attached.as_mut() else {
+            let Some((uri, messages, _)) = self.attached.as_mut() else {
                 let attempts = attempts.get_or_insert_with(|| router.attempts(self.rpc, router.default_options()));
                 self.attach(attempts, &mut open).await?;
                 continue;

@@ -27,6 +27,7 @@ use tracing::debug;
 
 use crate::config::{normalize_endpoint, ClientConfig};
 use crate::error::{error_kind, leader_addr, retry_after, Error, Result};
+use crate::lanes::{Lanes, StreamPlace};
 use crate::tls_hint::tls_hint;
 
 /// A fresh request id. A retried call carries the same one, so the server applies it once.
@@ -150,6 +151,8 @@ pub(crate) struct Router {
     /// Whether this client presents a certificate (for the hint of a refused connection).
     client_cert: bool,
     channels: Mutex<HashMap<String, Channel>>,
+    /// Further connections for long-lived streams, past what a node's shared one carries.
+    lanes: Lanes,
     leader: Mutex<Option<String>>,
     /// Nodes whose last attempt got no answer at all (refused, reset, timed out), and when.
     /// A follower that relays the leader's answers names the leader; while the leader is in
@@ -197,6 +200,7 @@ impl Router {
             client_cert: config.client_cert.is_some(),
             seeds,
             channels: Mutex::new(HashMap::new()),
+            lanes: Lanes::default(),
             leader: Mutex::new(None),
             unreachable: Mutex::new(HashMap::new()),
             unreachable_memory: UNREACHABLE_MEMORY,
@@ -235,6 +239,13 @@ impl Router {
         if let Some(ch) = channels.get(uri) {
             return Ok(ch.clone());
         }
+        let ch = self.dial(uri)?;
+        channels.insert(uri.to_string(), ch.clone());
+        Ok(ch)
+    }
+
+    /// A new connection to `uri` (made lazily, on its first call).
+    fn dial(&self, uri: &str) -> Result<Channel> {
         let mut endpoint = Endpoint::from_shared(uri.to_string())
             .map_err(|e| Error::config(format!("endpoint {uri}: {e}")))?
             .connect_timeout(self.connect_timeout)
@@ -249,9 +260,7 @@ impl Router {
             let tls = self.tls.clone().unwrap_or_else(|| ClientTlsConfig::new().with_webpki_roots());
             endpoint = endpoint.tls_config(tls).map_err(|e| Error::config(format!("TLS for {uri}: {e}")))?;
         }
-        let ch = endpoint.connect_lazy();
-        channels.insert(uri.to_string(), ch.clone());
-        Ok(ch)
+        Ok(endpoint.connect_lazy())
     }
 
     /// The node to try next: the known leader, else the seed endpoints in turn.
@@ -441,6 +450,14 @@ impl Attempts<'_> {
         }
         self.current = Some(uri.clone());
         Ok((uri, channel))
+    }
+
+    /// [`Attempts::next`] for a stream that may stay open for long: a connection to the
+    /// node with room for it (`lanes`), and the place it holds there until dropped.
+    pub(crate) fn next_stream(&mut self) -> Result<(String, Channel, StreamPlace)> {
+        let (uri, shared) = self.next()?;
+        let (channel, place) = self.router.lanes.place(&uri, shared, || self.router.dial(&uri))?;
+        Ok((uri, channel, place))
     }
 
     /// `uri` answered the call (`answer`: the response's metadata). For leader-only calls

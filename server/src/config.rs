@@ -90,6 +90,8 @@ pub struct ServeArgs {
     pub http_access: crate::http::access::HttpAccessArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub connections: crate::conn::ConnectionArgs,
 }
 
 fn parse_namespace_policy(raw: &str) -> Result<(String, VictimPolicy), String> {

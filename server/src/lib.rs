@@ -3,7 +3,8 @@
 //! - `locks` (the `caerus-locks` crate): the lock semantics, a pure deterministic state machine.
 //! - `raft/`: openraft storage (sled), state-machine adapter and peer network.
 //! - `lease`: leader-side lease and acquire-timeout timers.
-//! - `limits`: the bounds on what clients can make a node hold, checked before proposing.
+//! - `limits`: the bounds on what clients can make a node hold, checked before proposing;
+//!   `conn`: the bounds on what anyone who reaches a port can hold before authenticating.
 //! - `node`: wires raft, storage and timers into one node; `members`: online membership
 //!   changes on it.
 //! - `engine/`: the one way into a node's lock table for clients (begin, acquire, release,
@@ -17,6 +18,7 @@ pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod config_file;
+pub mod conn;
 pub mod engine;
 pub mod exposition;
 pub mod http;

@@ -8,9 +8,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::conn::admit::Refusal;
+use crate::conn::{PortGuard, PortStats};
 use crate::exposition::{header, metric, render_histogram, Histogram, HistogramCounts};
 use crate::limits::Limit;
 use crate::locks::{Effect, EndCause, TxnId};
@@ -61,8 +63,8 @@ pub struct WebhookStats {
     pub last_sequence: u64,
 }
 
-/// A per-webhook metric family: name, help, type and the field it shows.
-type WebhookFamily = (&'static str, &'static str, &'static str, fn(&WebhookStats) -> u64);
+/// A labelled metric family: name, help, type and the field of `S` it shows.
+type Family<S> = (&'static str, &'static str, &'static str, fn(&S) -> u64);
 
 /// Counters and gauges fed by applied effects and raft metrics.
 pub struct Metrics {
@@ -83,6 +85,8 @@ pub struct Metrics {
     wait_seconds: Histogram,
     waiting_since: Mutex<HashMap<(TxnId, String), Instant>>,
     webhooks: Mutex<BTreeMap<String, WebhookStats>>,
+    /// The ports' connection counts (`conn`), set once they are open.
+    ports: Mutex<Vec<Arc<PortGuard>>>,
 }
 
 impl Default for Metrics {
@@ -101,6 +105,7 @@ impl Default for Metrics {
             wait_seconds: Histogram::new(&WAIT_BUCKETS),
             waiting_since: Mutex::default(),
             webhooks: Mutex::default(),
+            ports: Mutex::default(),
         }
     }
 }
@@ -188,6 +193,47 @@ impl Metrics {
         }
     }
 
+    /// Shows these ports' connections in `/metrics`.
+    pub fn watch_ports(&self, ports: Vec<Arc<PortGuard>>) {
+        *self.ports.lock().expect("metrics lock") = ports;
+    }
+
+    fn render_ports(&self, out: &mut String) {
+        let ports: Vec<(&str, PortStats)> =
+            self.ports.lock().expect("metrics lock").iter().map(|p| (p.port, p.stats())).collect();
+        let families: [Family<PortStats>; 3] = [
+            ("dls_connections_open", "Connections open on a port (handshakes included).", "gauge", |s| s.open),
+            ("dls_connections_handshaking", "Connections still in their TLS handshake or opening.", "gauge", |s| {
+                s.handshaking
+            }),
+            (
+                "dls_accept_errors_total",
+                "Failed accepts (out of descriptors, buffers); each backs off.",
+                "counter",
+                |s| s.accept_errors,
+            ),
+        ];
+        for (name, help, kind, value) in families {
+            header(out, name, help, kind);
+            for (port, s) in &ports {
+                let _ = writeln!(out, "{name}{{port=\"{port}\"}} {}", value(s));
+            }
+        }
+        let name = "dls_connections_refused_total";
+        header(
+            out,
+            name,
+            "Connections closed at once or in their handshake, by the bound that refused them.",
+            "counter",
+        );
+        for (port, s) in &ports {
+            for why in Refusal::ALL {
+                let _ =
+                    writeln!(out, "{name}{{port=\"{port}\",reason=\"{}\"}} {}", why.label(), s.refused[why as usize]);
+            }
+        }
+    }
+
     /// Updates the delivery counters of webhook `name`.
     pub fn webhook(&self, name: &str, update: impl FnOnce(&mut WebhookStats)) {
         let mut hooks = self.webhooks.lock().expect("metrics lock");
@@ -208,6 +254,7 @@ impl Metrics {
             "Time from queueing to the grant, for requests that had to wait (measured on this node).",
         );
         render_gauges(&mut out, g);
+        self.render_ports(&mut out);
         self.render_webhooks(&mut out, g.last_event_sequence);
         out
     }
@@ -247,7 +294,7 @@ impl Metrics {
 
     fn render_webhooks(&self, out: &mut String, last_event_sequence: u64) {
         let hooks = self.webhooks.lock().expect("metrics lock").clone();
-        let families: [WebhookFamily; 6] = [
+        let families: [Family<WebhookStats>; 6] = [
             ("dls_webhook_deliveries_total", "Events a webhook endpoint acknowledged.", "counter", |s| s.delivered),
             ("dls_webhook_failures_total", "Failed delivery attempts (each is retried).", "counter", |s| s.failed),
             ("dls_webhook_skipped_total", "Events the webhook's filter left out.", "counter", |s| s.skipped),

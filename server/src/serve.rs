@@ -11,26 +11,30 @@ use caerus_proto::raft::peer_discovery_service_server::PeerDiscoveryServiceServe
 use caerus_proto::raft::raft_service_server::RaftServiceServer;
 use caerus_proto::v1::admin_service_server::AdminServiceServer;
 use caerus_proto::v1::lock_service_server::LockServiceServer;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::server::{Router, TcpIncoming};
+use tonic::transport::server::Router;
+use tonic::transport::Server;
+use tower_layer::{Identity, Stack};
 
 use crate::api::admin_service::AdminApi;
 use crate::api::auth::KeyRing;
 use crate::api::caller::PeerCaller;
 use crate::api::discovery_service::Discovery;
 use crate::api::forward::{Forwarder, ForwardingAdmin, ForwardingLocks};
+use crate::api::key_check::KeyCheck;
 use crate::api::lock_service::LockApi;
 use crate::api::raft_service::RaftApi;
 use crate::config::ServeArgs;
+use crate::conn::{self, fd_limit, ConnectionArgs, PortGuard, RequestDeadline};
 use crate::engine::Engine;
 use crate::http;
 use crate::node::{Node, PeerSettings};
 use crate::raft::network::MAX_RAFT_MESSAGE;
 use crate::raft::peer_auth::{CredentialsGate, Gate};
 use crate::security::Security;
-use crate::tls::ServerTls;
+use crate::tls::{Protocol, ServerTls};
 use crate::webhooks::{self, Dispatcher};
 
 /// Largest client request accepted; real requests are well under 1 KiB.
@@ -49,6 +53,7 @@ const HTTP_DRAIN: Duration = Duration::from_secs(5);
 const GRPC_DRAIN: Duration = Duration::from_secs(3);
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let nofile = fd_limit::raise();
     let (listen, cfg) = args.node_config()?;
     let keys = match &args.api_keys_file {
         Some(path) => {
@@ -83,6 +88,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let members = cfg.members.len();
     let peers = PeerSettings { secret: security.cluster_secret.clone(), tls: security.peer_tls_files.clone() };
     let node = Node::start(cfg.clone(), peers).await?;
+    // After the node opened its log and stores, so what they hold is counted.
+    let ports = Ports::resolve(&args.connections, nofile);
+    node.metrics().watch_ports(ports.opened(listen.peer.is_some()));
 
     let (stop_tx, stop) = watch::channel(false);
     tokio::spawn(async move {
@@ -101,21 +109,36 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let gateway =
         Arc::new(http::gateway::Gateway::new(lock_api.clone(), admin_api.clone(), security.gateway_tls.clone()));
     let http_server = {
-        let (engine, stop, tls, access) =
-            (engine.clone(), stop.clone(), security.http_tls.clone(), args.http_access.clone());
-        // The HTTP port is for operators: if it fails, locks keep being served.
-        tokio::spawn(async move {
-            if let Err(e) = http::serve(http_listener, tls, engine, gateway, &access, stopped(stop)).await {
-                tracing::error!("{e:#}");
-            }
-        })
+        let port = http::Port {
+            listener: http_listener,
+            guard: ports.http.clone(),
+            tls: security.http_tls.clone(),
+            connections: args.connections.clone(),
+        };
+        let (engine, stop, access) = (engine.clone(), stop.clone(), args.http_access.clone());
+        tokio::spawn(async move { http::serve(port, engine, gateway, &access, stopped(stop)).await })
     };
+    let http_server = async move {
+        match http_server.await {
+            Ok(served) => served,
+            Err(e) => Err(anyhow::anyhow!("the HTTP port's task failed: {e}")),
+        }
+    };
+    tokio::pin!(http_server);
     // The client port: served here by the leader, passed on to it by followers (`api::forward`).
     let forwarder = Forwarder::new(node.clone());
     let client_locks = ForwardingLocks { local: lock_api.clone(), forwarder: forwarder.clone() };
     let client_admin = ForwardingAdmin { local: admin_api.clone(), forwarder };
-    let client_locks = LockServiceServer::new(client_locks).max_decoding_message_size(MAX_CLIENT_MESSAGE);
-    let client_admin = AdminServiceServer::new(client_admin).max_decoding_message_size(MAX_CLIENT_MESSAGE);
+    // The key is checked from the headers, before a body is read (`api::key_check`).
+    let key_check = KeyCheck(keys.clone());
+    let client_locks = InterceptedService::new(
+        LockServiceServer::new(client_locks).max_decoding_message_size(MAX_CLIENT_MESSAGE),
+        key_check.clone(),
+    );
+    let client_admin = InterceptedService::new(
+        AdminServiceServer::new(client_admin).max_decoding_message_size(MAX_CLIENT_MESSAGE),
+        key_check,
+    );
     let scheme = if security.grpc_tls.is_some() { "https" } else { "http" };
     tracing::info!(
         node = node.id(),
@@ -145,21 +168,23 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 LockServiceServer::from_arc(lock_api.clone()).max_decoding_message_size(MAX_CLIENT_MESSAGE);
             let forwarded_admin =
                 AdminServiceServer::from_arc(admin_api.clone()).max_decoding_message_size(MAX_CLIENT_MESSAGE);
-            // A follower's forwarding connection carries many clients' calls, and their
-            // cancellations: the same bound as on the client port.
-            let router = tonic::transport::Server::builder()
-                .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
+            // Raft messages may be large and slow to arrive (a snapshot): no request timeout
+            // here; nothing reaches a handler before the peer gate has passed the caller, so a
+            // stranger's streams are answered at once. A follower's one forwarding connection
+            // carries up to --max-forwarded-calls of its clients' calls.
+            let streams = u32::try_from(args.limits.max_forwarded_calls).unwrap_or(u32::MAX).saturating_add(256);
+            let router = grpc_server(streams, None)
                 .add_service(InterceptedService::new(raft_api, gate.clone()))
                 .add_service(discovery)
                 .add_service(InterceptedService::new(forwarded_locks, PeerCaller(gate.clone())))
                 .add_service(InterceptedService::new(forwarded_admin, PeerCaller(gate)));
-            tokio::spawn(serve_grpc(router, peer_listener, security.peer_tls.clone(), stop.clone())?)
+            tokio::spawn(serve_grpc(router, peer_listener, ports.peer.clone(), security.peer_tls.clone(), stop.clone()))
         }
-        None => tokio::spawn(std::future::pending::<Result<(), tonic::transport::Error>>()),
+        None => tokio::spawn(std::future::pending::<anyhow::Result<()>>()),
     };
     let peer_server = async move {
         match peer_server.await {
-            Ok(served) => served.map_err(anyhow::Error::from),
+            Ok(served) => served,
             Err(e) => Err(anyhow::anyhow!("the peer port's task failed: {e}")),
         }
     };
@@ -169,21 +194,30 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         // Asked to stop before the node took part in raft.
         served = &mut peer_server => {
             node.shutdown().await;
-            return served;
+            return ended("peer port", served, &stop);
+        }
+        served = &mut http_server => {
+            node.shutdown().await;
+            return ended("HTTP port", served, &stop);
         }
     }
-    let client_router = tonic::transport::Server::builder()
-        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
-        .add_service(client_locks)
-        .add_service(client_admin);
-    let client_server = serve_grpc(client_router, listener, security.grpc_tls.clone(), stop.clone())?;
-    let drain_over = async {
-        stopped(stop).await;
-        tokio::time::sleep(GRPC_DRAIN).await;
+    let client_router =
+        grpc_server(args.connections.max_streams_per_connection, Some(args.connections.request_timeout()))
+            .add_service(client_locks)
+            .add_service(client_admin);
+    let client_server =
+        serve_grpc(client_router, listener, ports.client.clone(), security.grpc_tls.clone(), stop.clone());
+    let drain_over = {
+        let stop = stop.clone();
+        async move {
+            stopped(stop).await;
+            tokio::time::sleep(GRPC_DRAIN).await;
+        }
     };
     tokio::select! {
-        served = client_server => served?,
-        served = &mut peer_server => served?,
+        served = client_server => ended("client port", served, &stop)?,
+        served = &mut peer_server => ended("peer port", served, &stop)?,
+        served = &mut http_server => ended("HTTP port", served, &stop)?,
         _ = drain_over => tracing::warn!("gRPC calls still open {GRPC_DRAIN:?} after the stop signal; closing them"),
         why = node.raft_failed() => {
             // Whatever this node holds in memory or in the page cache past the failed write
@@ -201,7 +235,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(d) = dispatcher {
         d.stop().await;
     }
-    if tokio::time::timeout(HTTP_DRAIN, http_server).await.is_err() {
+    if tokio::time::timeout(HTTP_DRAIN, &mut http_server).await.is_err() {
         tracing::warn!("HTTP port still busy after {HTTP_DRAIN:?}; closing it");
     }
     node.shutdown().await;
@@ -214,27 +248,86 @@ async fn bind(addr: SocketAddr, port: &str, flag: &str) -> anyhow::Result<TcpLis
     })
 }
 
-type Served = Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>>;
+type Served = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+type GrpcRouter = Router<Stack<RequestDeadline, Identity>>;
+
+/// The three ports' bounds on connections (see `conn`).
+struct Ports {
+    client: Arc<PortGuard>,
+    peer: Arc<PortGuard>,
+    http: Arc<PortGuard>,
+}
+
+impl Ports {
+    fn resolve(args: &ConnectionArgs, nofile: Option<u64>) -> Ports {
+        let (bounds, clipped) = fd_limit::bounds(args, nofile, fd_limit::open_now());
+        if let Some(warning) = clipped {
+            tracing::warn!("{warning}");
+        }
+        let guard = |port: &'static str| {
+            let (_, b) = bounds.iter().find(|(p, _)| *p == port).expect("every port has bounds");
+            PortGuard::new(port, b.clone())
+        };
+        Ports { client: guard("client"), peer: guard("peer"), http: guard("http") }
+    }
+
+    /// The ports this node opened (a single node has no peer port).
+    fn opened(&self, peer: bool) -> Vec<Arc<PortGuard>> {
+        let mut ports = vec![self.client.clone(), self.http.clone()];
+        if peer {
+            ports.push(self.peer.clone());
+        }
+        ports
+    }
+}
+
+/// A gRPC server with the bounds of `conn` on what one connection may hold: `streams`, header
+/// bytes, buffered request bytes, a request's time to arrive (`request_timeout`), and pings
+/// that free a vanished peer's connection.
+fn grpc_server(streams: u32, request_timeout: Option<Duration>) -> Server<Stack<RequestDeadline, Identity>> {
+    Server::builder()
+        .max_concurrent_streams(streams)
+        .http2_max_header_list_size(conn::MAX_HEADER_LIST_BYTES)
+        .initial_stream_window_size(conn::STREAM_WINDOW_BYTES)
+        .initial_connection_window_size(conn::CONNECTION_WINDOW_BYTES)
+        .http2_keepalive_interval(Some(conn::PING_INTERVAL))
+        .http2_keepalive_timeout(Some(conn::PING_TIMEOUT))
+        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
+        .layer(RequestDeadline(request_timeout))
+}
 
 /// Serves a gRPC router on a listener, over TLS when configured, until the stop signal.
 fn serve_grpc(
-    router: Router,
+    router: GrpcRouter,
     listener: TcpListener,
+    guard: Arc<PortGuard>,
     tls: Option<Arc<ServerTls>>,
     stop: watch::Receiver<bool>,
-) -> anyhow::Result<Served> {
-    Ok(match tls {
+) -> Served {
+    let port = guard.port;
+    let failed = move |e: tonic::transport::Error| anyhow::anyhow!("the {port} port failed: {e}");
+    match tls {
         None => {
-            // Nagle's algorithm off on every accepted connection: with it, a response's
-            // trailing HTTP/2 frame waits for the client's delayed ACK (~40 ms per call). The
-            // builder's own tcp_nodelay setting does not reach sockets accepted by our listener.
-            let addr = listener.local_addr()?;
-            let incoming = TcpIncoming::from_listener(listener, true, None)
-                .map_err(|e| anyhow::anyhow!("cannot serve on {addr}: {e}"))?;
-            Box::pin(router.serve_with_incoming_shutdown(incoming, stopped(stop)))
+            let plain = |tcp: TcpStream| async move { Ok(tcp) };
+            let incoming = conn::incoming(listener, guard, Protocol::Grpc, plain);
+            Box::pin(async move { router.serve_with_incoming_shutdown(incoming, stopped(stop)).await.map_err(failed) })
         }
-        Some(tls) => Box::pin(router.serve_with_incoming_shutdown(crate::tls::incoming(listener, tls), stopped(stop))),
-    })
+        Some(tls) => {
+            let incoming = conn::incoming(listener, guard, Protocol::Grpc, crate::tls::upgrade(tls));
+            Box::pin(async move { router.serve_with_incoming_shutdown(incoming, stopped(stop)).await.map_err(failed) })
+        }
+    }
+}
+
+/// A port's server returned. That is expected only after the stop signal: a port that stops
+/// serving by itself must end the node with an error (a non-zero exit a supervisor
+/// restarts), never look like a clean shutdown.
+fn ended(port: &str, served: anyhow::Result<()>, stop: &watch::Receiver<bool>) -> anyhow::Result<()> {
+    served?;
+    if *stop.borrow() {
+        return Ok(());
+    }
+    anyhow::bail!("the {port} stopped serving without being asked to; exiting so that the node is restarted")
 }
 
 /// SIGHUP reloads the API keys file and every certificate. A file that fails to load is

@@ -1,31 +1,19 @@
 //! TLS for the client, HTTP and peer ports: certificates and keys read from PEM files,
 //! client certificates optionally required, everything reloaded on SIGHUP.
 //!
-//! tonic's own TLS setting is fixed for the server's lifetime, so the handshake runs here
-//! and the servers are fed finished TLS streams: a reload swaps the configuration the next
-//! handshake uses, and connections already open keep theirs.
+//! tonic's own TLS setting is fixed for the server's lifetime, so the handshake runs in the
+//! ports' accept loop (`conn`) and the servers are fed finished TLS streams: a reload swaps
+//! the configuration the next handshake uses, and connections already open keep theirs.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
-use futures::Stream;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
-use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
-use tokio_stream::wrappers::ReceiverStream;
-
-/// A client that opens a connection and stalls must not hold a handshake slot for long.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Handshakes in progress per port; past this, new connections wait to be accepted, so a
-/// flood of half-open connections costs bounded memory.
-const MAX_HANDSHAKES: usize = 256;
+use tokio::net::TcpStream;
+use tokio_rustls::{Accept, TlsAcceptor};
 
 /// The PEM files of one TLS listener.
 #[derive(Clone, Debug)]
@@ -140,41 +128,8 @@ pub fn root_store(ca: &Path) -> anyhow::Result<RootCertStore> {
     Ok(roots)
 }
 
-/// Accepts connections on `listener` and completes their TLS handshakes off the accept
-/// loop (a slow client must not hold up the next one). Failed handshakes are logged and
-/// dropped; the stream ends when its reader is dropped.
-pub fn incoming(listener: TcpListener, tls: Arc<ServerTls>) -> impl Stream<Item = io::Result<TlsStream<TcpStream>>> {
-    let (tx, rx) = mpsc::channel(64);
-    tokio::spawn(async move {
-        let slots = Arc::new(Semaphore::new(MAX_HANDSHAKES));
-        loop {
-            let Ok(slot) = slots.clone().acquire_owned().await else { return };
-            let (tcp, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(c) => c,
-                    Err(e) => {
-                        // Out of file descriptors and the like: back off instead of spinning.
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-                _ = tx.closed() => return,
-            };
-            // Nagle off, as on the plain listener (see serve.rs).
-            let _ = tcp.set_nodelay(true);
-            let (acceptor, tx) = (tls.acceptor(), tx.clone());
-            tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => {
-                        let _ = tx.send(Ok(stream)).await;
-                    }
-                    Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
-                    Err(_) => tracing::debug!(%peer, "TLS handshake not finished within {HANDSHAKE_TIMEOUT:?}"),
-                }
-                drop(slot);
-            });
-        }
-    });
-    ReceiverStream::new(rx)
+/// How the ports' accept loop (`conn::incoming`) turns a TCP connection into a TLS stream:
+/// with the configuration current at that moment, so a reload applies to the next handshake.
+pub fn upgrade(tls: Arc<ServerTls>) -> impl Fn(TcpStream) -> Accept<TcpStream> + Send + Sync + 'static {
+    move |tcp| tls.acceptor().accept(tcp)
 }

@@ -148,23 +148,48 @@ async fn request_id_retries_through_two_followers_get_one_transaction_and_one_gr
 }
 
 #[tokio::test]
-async fn the_leader_authenticates_forwarded_calls_and_the_peer_port_still_wants_peer_credentials() {
+async fn both_the_follower_and_the_leader_authenticate_and_the_peer_port_still_wants_peer_credentials() {
+    // Every node starts with keys "app" and "stale"; the leader's file later loses "stale"
+    // (a revocation that reached the leader first).
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("keys.toml");
-    let key = add_key(&file, "app", &[], false);
-    let cluster = Cluster::start_full(3, &["--api-keys-file", file.to_str().unwrap()], Some(key.clone())).await;
+    let app_only = dir.path().join("app-only.toml");
+    let key = add_key(&app_only, "app", &[], false);
+    let both = dir.path().join("both.toml");
+    std::fs::copy(&app_only, &both).unwrap();
+    let stale = add_key(&both, "stale", &[], false);
+    for id in 1..=3 {
+        std::fs::copy(&both, dir.path().join(format!("keys-{id}.toml"))).unwrap();
+    }
+    let keys_flag = format!("--api-keys-file={}/keys-{{id}}.toml", dir.path().display());
+    let cluster = Cluster::start_full(3, &[&keys_flag], Some(key.clone())).await;
     let leader = cluster.wait_for_leader(PATIENCE).await;
     let follower = followers_of(&cluster, leader).await[0];
     let mut raw = raw_client(&cluster.addr(follower)).await;
 
+    // A bad key is refused by the follower itself, from the headers: nothing reaches the leader.
     let err = raw.begin_transaction(keyed(begin_req(""), Some("dls_not-a-key"))).await.unwrap_err();
     assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
     assert!(err.message().contains("unknown API key"), "{err:?}");
-    assert_eq!(err.metadata().get("x-dls-forwarded-to").unwrap().to_str().unwrap(), leader.to_string());
+    assert!(err.metadata().get("x-dls-forwarded-to").is_none(), "refused by the follower: {err:?}");
     let err = raw.begin_transaction(keyed(begin_req(""), None)).await.unwrap_err();
     assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
     let ok = raw.begin_transaction(keyed(begin_req(""), Some(&key))).await.unwrap();
     assert!(ok.into_inner().transaction_id > 0);
+
+    // The leader judges a forwarded call by its own keys: a key it revoked is refused even
+    // through a follower whose file still has it.
+    std::fs::copy(&app_only, dir.path().join(format!("keys-{leader}.toml"))).unwrap();
+    cluster.signal(leader, "HUP");
+    let refused = || async {
+        let err = raw_client(&cluster.addr(follower))
+            .await
+            .begin_transaction(keyed(begin_req(""), Some(&stale)))
+            .await
+            .err()?;
+        (err.code() == Code::Unauthenticated).then_some(err)
+    };
+    let err = common::eventually_async(PATIENCE, "the leader to refuse the revoked key", refused).await;
+    assert_eq!(err.metadata().get("x-dls-forwarded-to").unwrap().to_str().unwrap(), leader.to_string(), "{err:?}");
 
     // The client services on the peer port answer nodes of the cluster only, whatever the
     // API key: a client cannot skip the follower's hop to pose as one.

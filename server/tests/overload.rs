@@ -24,9 +24,11 @@ const FLOOD: Duration = Duration::from_secs(30);
 const BASELINE: Duration = Duration::from_secs(2);
 const BASELINE_LOOPS: u64 = 32;
 /// The flood starts cycles at this many times the sustained rate whatever the answers (an
-/// open loop: no backoff, no waiting for earlier cycles), over this many connections.
+/// open loop: no backoff, no waiting for earlier cycles), over this many connections: enough
+/// that the cycles in flight stay under a node's streams per connection (200 by default),
+/// so calls wait on the server, not in the client's queue for a stream.
 const OVERLOAD: f64 = 10.0;
-const CONNECTIONS: usize = 16;
+const CONNECTIONS: usize = 64;
 /// Cycles in flight on the client at most; past it the generator, not the server, would be
 /// the bottleneck, and the test says so instead of pretending the rate was offered.
 const MAX_IN_FLIGHT: usize = 8_192;

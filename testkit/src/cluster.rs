@@ -70,6 +70,8 @@ pub struct Spec {
     /// Each node's data directory on its own tmpfs of this size (mount(8) syntax, needs
     /// root), mounted before any node starts, so it can be filled up.
     pub tmpfs: Option<String>,
+    /// Start every node under this open-file limit, soft and hard (`prlimit`).
+    pub nofile: Option<u64>,
 }
 
 impl Default for Spec {
@@ -85,6 +87,7 @@ impl Default for Spec {
             fast_elections: true,
             proxies: Proxies::None,
             tmpfs: None,
+            nofile: None,
         }
     }
 }
@@ -122,6 +125,7 @@ pub struct Cluster {
     peers: String,
     extra: Vec<String>,
     fast_elections: bool,
+    nofile: Option<u64>,
     probe_key: Option<String>,
     probe_tls: Option<ClientTlsConfig>,
     links: Option<Arc<Links>>,
@@ -246,6 +250,7 @@ impl Cluster {
             peers,
             extra: spec.extra,
             fast_elections: spec.fast_elections,
+            nofile: spec.nofile,
             probe_key: spec.probe_key,
             probe_tls: spec.probe_tls,
             links,
@@ -340,8 +345,8 @@ impl Cluster {
     pub fn start_node(&mut self, id: u64) -> io::Result<Option<ExitStatus>> {
         let single = self.nodes.len() == 1;
         let extra: Vec<String> = self.extra.iter().map(|a| a.replace("{id}", &id.to_string())).collect();
-        let (bin, peers, secret, fast) =
-            (self.bin.clone(), self.peers.clone(), self.secret.clone(), self.fast_elections);
+        let (bin, peers, secret, fast, nofile) =
+            (self.bin.clone(), self.peers.clone(), self.secret.clone(), self.fast_elections, self.nofile);
         let links = self.links.clone();
         let n = self.node_mut(id);
         let mut exited = None;
@@ -354,7 +359,15 @@ impl Cluster {
         }
         let log = OpenOptions::new().create(true).append(true).open(&n.log)?;
         n.log_start = log.metadata()?.len();
-        let mut cmd = Command::new(&bin);
+        // prlimit sets the limit and execs the node: the pid is the node's.
+        let mut cmd = match nofile {
+            Some(n) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(&bin);
+                c
+            }
+            None => Command::new(&bin),
+        };
         cmd.arg("serve").args(["--node-id", &id.to_string()]).arg("--data-dir").arg(&n.data_dir);
         if fast {
             cmd.args(["--heartbeat-ms", "50", "--election-timeout-ms", "300"]);

@@ -53,7 +53,7 @@ fn stream_file(mut file: std::fs::File) -> SnapshotStream {
 
 impl AdminApi {
     fn admin<T>(&self, req: &Request<T>) -> ApiResult<Principal> {
-        let who = self.keys.authenticate(req.metadata())?;
+        let who = super::key_check::principal(&self.keys, req)?;
         who.require_admin()?;
         Ok(who)
     }

@@ -8,10 +8,11 @@
 //!   uses (`raft::peer_auth`), on connections of their own (`Lane::Forward`), one per
 //!   leader. The hop is as well protected as raft itself.
 //! - The leader serves it with the very same `LockApi`/`AdminApi` as its client port. The
-//!   follower checks nothing itself: it passes on the client's `authorization` and its
-//!   deadline, so authentication, authorization, validation, the limits and the request-id
-//!   rules live in one place (and a follower with an older keys file cannot let a revoked
-//!   key in). A retry with the same request id through another node reaches the same
+//!   follower checks only the API key, from the headers, as every node's client port does
+//!   before reading a body (`api::key_check`); it passes on the client's `authorization`
+//!   and its deadline, and the leader checks the key again with its own keys file (so a
+//!   follower with an older file cannot let a revoked key in). Authorization, validation,
+//!   the limits and the request-id rules live in one place, the leader's services. A retry with the same request id through another node reaches the same
 //!   table and gets the first attempt's outcome. What the client port checks below gRPC
 //!   (TLS, a client certificate under `--tls-client-ca`) the follower has checked, with the
 //!   flags every node of the cluster is started with.

@@ -35,7 +35,7 @@ type ApiResult<T> = Result<T, ApiError>;
 
 impl LockApi {
     fn principal<T>(&self, req: &Request<T>) -> ApiResult<Principal> {
-        self.keys.authenticate(req.metadata())
+        super::key_check::principal(&self.keys, req)
     }
 
     async fn begin(&self, req: Request<pb::BeginTransactionRequest>) -> ApiResult<pb::BeginTransactionResponse> {

@@ -9,6 +9,7 @@ pub mod convert;
 pub mod discovery_service;
 pub mod errors;
 pub mod forward;
+pub mod key_check;
 pub mod lock_service;
 pub mod raft_service;
 pub mod validate;

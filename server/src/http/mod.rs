@@ -16,20 +16,26 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::State;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
 use axum::http::{header, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use futures::{Stream, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::server::TlsStream;
 
 use self::access::{Access, HttpAccessArgs};
 use self::gateway::Gateway;
+use crate::conn::deadline::TimedBody;
+use crate::conn::{self, Conn, ConnectionArgs, PortGuard};
 use crate::engine::Engine;
 use crate::metrics::Gauges;
-use crate::tls::ServerTls;
+use crate::tls::{Protocol, ServerTls};
 
 /// A node is ready while it applies within this many entries of the commit index: a
 /// node replaying a long log (or a snapshot) would serve stale reads and should not get
@@ -58,42 +64,65 @@ pub fn router(engine: Arc<Engine>, gateway: Arc<Gateway>, access: Arc<Access>) -
         .merge(playground::routes())
 }
 
-/// Serves until `shutdown` resolves, over TLS when `tls` is set.
+/// The HTTP port as `serve` hands it over: bound, with its connection bounds.
+pub struct Port {
+    pub listener: TcpListener,
+    pub guard: Arc<PortGuard>,
+    pub tls: Option<Arc<ServerTls>>,
+    pub connections: ConnectionArgs,
+}
+
+/// The largest request body the HTTP API reads; its requests are a few hundred bytes.
+const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Serves until `shutdown` resolves, over TLS when the port has it. Each connection is
+/// HTTP/1.1 with a deadline for its headers (which is also its keep-alive idle timeout);
+/// each request's body must arrive within the request timeout (`conn::deadline`).
 pub async fn serve(
-    listener: TcpListener,
-    tls: Option<Arc<ServerTls>>,
+    port: Port,
     engine: Arc<Engine>,
     gateway: Arc<Gateway>,
     access: &HttpAccessArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let addr = listener.local_addr()?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
+    let addr = port.listener.local_addr()?;
+    let scheme = if port.tls.is_some() { "https" } else { "http" };
     tracing::info!("metrics on {scheme}://{addr}/metrics (health: /healthz, readiness: /readyz)");
     tracing::info!("HTTP/JSON API on {scheme}://{addr}/api/v1 (OpenAPI: {scheme}://{addr}/openapi.json)");
     tracing::info!("playground on {scheme}://{addr}/playground");
     let access = Arc::new(Access::new(access, addr));
-    let app = router(engine, gateway, access);
-    match tls {
-        None => axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|e| anyhow::anyhow!("HTTP port {addr} failed: {e}")),
+    let app = router(engine, gateway, access)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(port.connections.request_timeout(), time_request_bodies));
+    let header_timeout = port.connections.http_header_timeout();
+    match port.tls {
+        None => {
+            let plain = |tcp: TcpStream| async move { Ok(tcp) };
+            let incoming = conn::incoming(port.listener, port.guard, Protocol::Http1, plain);
+            serve_connections(incoming, app, header_timeout, shutdown).await
+        }
         Some(tls) => {
-            serve_tls(crate::tls::incoming(listener, tls), app, shutdown).await;
-            Ok(())
+            let incoming = conn::incoming(port.listener, port.guard, Protocol::Http1, crate::tls::upgrade(tls));
+            serve_connections(incoming, app, header_timeout, shutdown).await
         }
     }
+    Ok(())
 }
 
-/// The HTTP port over TLS: axum's `serve` takes plain TCP only, so each finished TLS
-/// stream gets its own HTTP/1.1 connection here, drained gracefully at shutdown.
-async fn serve_tls<S>(incoming: S, app: Router, shutdown: impl Future<Output = ()>)
-where
-    S: Stream<Item = std::io::Result<TlsStream<TcpStream>>>,
+/// Each connection gets its own HTTP/1.1 connection task, drained gracefully at shutdown;
+/// every request carries the client's address (`ConnectInfo`).
+async fn serve_connections<S, IO>(
+    incoming: S,
+    app: Router,
+    header_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+) where
+    S: Stream<Item = std::io::Result<Conn<IO>>>,
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let http = hyper::server::conn::http1::Builder::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_timeout);
     tokio::pin!(incoming, shutdown);
     loop {
         let stream = tokio::select! {
@@ -104,7 +133,13 @@ where
             },
             _ = &mut shutdown => break,
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let peer = ConnectInfo(stream.peer());
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(peer);
+            // A Router is always ready: no poll_ready needed before a call.
+            tower_service::Service::call(&mut app.clone(), req)
+        });
         let connection = graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
@@ -113,6 +148,11 @@ where
         });
     }
     graceful.shutdown().await;
+}
+
+/// Every request body must arrive within the request timeout (see `conn::deadline`).
+async fn time_request_bodies(State(limit): State<Duration>, req: Request, next: Next) -> Response {
+    next.run(req.map(|body| Body::new(TimedBody::new(body, limit)))).await
 }
 
 async fn metrics(State(engine): State<Arc<Engine>>) -> Response {

@@ -1,0 +1,277 @@
+//! The connections and handshakes one port holds, per port and per source address, and the
+//! decision to take one more. A place is held by a guard value and given back when it is
+//! dropped, so no path (a failed handshake, a panicking task, a closed connection) can leak it.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The bounds of one port, as resolved at start (see `fd_limit` for the clipping).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortBounds {
+    pub max_connections: u64,
+    pub max_connections_per_ip: u64,
+    pub max_handshakes: u64,
+    pub max_handshakes_per_ip: u64,
+    pub first_byte_timeout: Duration,
+    pub handshake_timeout: Duration,
+}
+
+/// Why a new connection was closed at once (a label of `dls_connections_refused_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `--max-connections` on this port.
+    PortFull,
+    /// `--max-connections-per-ip` on this port.
+    AddressFull,
+    /// Handshakes in progress on this port (`--max-connections` / 4).
+    HandshakesFull,
+    /// `--max-handshakes-per-ip`.
+    AddressHandshakesFull,
+    /// No first byte within `--first-byte-timeout-ms`, or no finished handshake within
+    /// `--handshake-timeout-ms`.
+    HandshakeTimeout,
+    /// The handshake failed (bad TLS, not the protocol this port speaks).
+    HandshakeFailed,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 6] = [
+        Refusal::PortFull,
+        Refusal::AddressFull,
+        Refusal::HandshakesFull,
+        Refusal::AddressHandshakesFull,
+        Refusal::HandshakeTimeout,
+        Refusal::HandshakeFailed,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::PortFull => "max_connections",
+            Refusal::AddressFull => "max_connections_per_ip",
+            Refusal::HandshakesFull => "max_handshakes",
+            Refusal::AddressHandshakesFull => "max_handshakes_per_ip",
+            Refusal::HandshakeTimeout => "handshake_timeout",
+            Refusal::HandshakeFailed => "handshake_failed",
+        }
+    }
+}
+
+/// The unit source addresses are counted in: one IPv4 address, or one IPv6 /64 (what one
+/// host or customer is normally given; counting single IPv6 addresses would give a host
+/// 2^64 shares). An IPv4 address mapped into IPv6 counts as the IPv4 address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Source(IpAddr);
+
+impl Source {
+    pub fn of(ip: IpAddr) -> Source {
+        match ip {
+            IpAddr::V4(_) => Source(ip),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Source(IpAddr::V4(v4)),
+                None => {
+                    let s = v6.segments();
+                    Source(IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0)))
+                }
+            },
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    connections: u64,
+    by_source: HashMap<Source, u64>,
+    handshakes: u64,
+    handshakes_by_source: HashMap<Source, u64>,
+}
+
+fn give_back(total: &mut u64, map: &mut HashMap<Source, u64>, source: Source) {
+    *total -= 1;
+    if let Some(n) = map.get_mut(&source) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(&source);
+        }
+    }
+}
+
+/// One port's counts against its bounds.
+pub struct PortGuard {
+    /// "client", "peer" or "http" (the metrics' label).
+    pub port: &'static str,
+    pub bounds: PortBounds,
+    counts: Mutex<Counts>,
+    refused: [AtomicU64; Refusal::ALL.len()],
+    accept_errors: AtomicU64,
+}
+
+/// What `/metrics` shows of a port.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub open: u64,
+    pub handshaking: u64,
+    pub refused: [u64; Refusal::ALL.len()],
+    pub accept_errors: u64,
+}
+
+impl PortGuard {
+    pub fn new(port: &'static str, bounds: PortBounds) -> Arc<PortGuard> {
+        Arc::new(PortGuard {
+            port,
+            bounds,
+            counts: Mutex::default(),
+            refused: Default::default(),
+            accept_errors: AtomicU64::new(0),
+        })
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts.lock().expect("port counts lock")
+    }
+
+    /// A place for a new connection from `ip`, held until the guard is dropped.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, Refusal> {
+        let source = Source::of(ip);
+        let mut c = self.counts();
+        if c.connections >= self.bounds.max_connections {
+            return Err(self.refuse(Refusal::PortFull));
+        }
+        let from_source = c.by_source.get(&source).copied().unwrap_or(0);
+        if from_source >= self.bounds.max_connections_per_ip {
+            return Err(self.refuse(Refusal::AddressFull));
+        }
+        c.connections += 1;
+        *c.by_source.entry(source).or_default() += 1;
+        Ok(ConnectionSlot { port: self.clone(), source })
+    }
+
+    /// A handshake place for a connection that holds `slot`, until dropped.
+    pub fn begin_handshake(self: &Arc<Self>, slot: &ConnectionSlot) -> Result<HandshakeSlot, Refusal> {
+        let source = slot.source;
+        let mut c = self.counts();
+        if c.handshakes >= self.bounds.max_handshakes {
+            return Err(self.refuse(Refusal::HandshakesFull));
+        }
+        if c.handshakes_by_source.get(&source).copied().unwrap_or(0) >= self.bounds.max_handshakes_per_ip {
+            return Err(self.refuse(Refusal::AddressHandshakesFull));
+        }
+        c.handshakes += 1;
+        *c.handshakes_by_source.entry(source).or_default() += 1;
+        Ok(HandshakeSlot { port: self.clone(), source })
+    }
+
+    pub fn refuse(&self, why: Refusal) -> Refusal {
+        self.refused[why as usize].fetch_add(1, Relaxed);
+        why
+    }
+
+    pub fn accept_failed(&self) {
+        self.accept_errors.fetch_add(1, Relaxed);
+    }
+
+    pub fn stats(&self) -> PortStats {
+        let c = self.counts();
+        PortStats {
+            open: c.connections,
+            handshaking: c.handshakes,
+            refused: std::array::from_fn(|i| self.refused[i].load(Relaxed)),
+            accept_errors: self.accept_errors.load(Relaxed),
+        }
+    }
+}
+
+/// A connection's place on its port.
+pub struct ConnectionSlot {
+    port: Arc<PortGuard>,
+    source: Source,
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut c = self.port.counts();
+        let c = &mut *c;
+        give_back(&mut c.connections, &mut c.by_source, self.source);
+    }
+}
+
+/// A handshake's place on its port.
+pub struct HandshakeSlot {
+    port: Arc<PortGuard>,
+    source: Source,
+}
+
+impl Drop for HandshakeSlot {
+    fn drop(&mut self) {
+        let mut c = self.port.counts();
+        let c = &mut *c;
+        give_back(&mut c.handshakes, &mut c.handshakes_by_source, self.source);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(max: u64, per_ip: u64, handshakes: u64, handshakes_per_ip: u64) -> Arc<PortGuard> {
+        PortGuard::new(
+            "client",
+            PortBounds {
+                max_connections: max,
+                max_connections_per_ip: per_ip,
+                max_handshakes: handshakes,
+                max_handshakes_per_ip: handshakes_per_ip,
+                first_byte_timeout: Duration::from_secs(1),
+                handshake_timeout: Duration::from_secs(1),
+            },
+        )
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn each_address_gets_its_share_and_the_port_its_total() {
+        let g = guard(3, 2, 10, 10);
+        let a1 = g.admit(ip("10.0.0.1")).unwrap();
+        let _a2 = g.admit(ip("10.0.0.1")).unwrap();
+        assert_eq!(g.admit(ip("10.0.0.1")).err(), Some(Refusal::AddressFull));
+        let _b = g.admit(ip("10.0.0.2")).unwrap();
+        assert_eq!(g.admit(ip("10.0.0.3")).err(), Some(Refusal::PortFull));
+        drop(a1);
+        assert!(g.admit(ip("10.0.0.3")).is_ok(), "a closed connection gives its place back");
+        let s = g.stats();
+        assert_eq!(s.refused[Refusal::AddressFull as usize], 1);
+        assert_eq!(s.refused[Refusal::PortFull as usize], 1);
+    }
+
+    #[test]
+    fn an_ipv6_slash_64_is_one_address_and_mapped_ipv4_is_ipv4() {
+        let g = guard(100, 2, 10, 10);
+        let _a = g.admit(ip("2001:db8:1:2::1")).unwrap();
+        let _b = g.admit(ip("2001:db8:1:2:ffff::9")).unwrap();
+        assert_eq!(g.admit(ip("2001:db8:1:2::abcd")).err(), Some(Refusal::AddressFull));
+        assert!(g.admit(ip("2001:db8:1:3::1")).is_ok(), "another /64 is another address");
+        let _c = g.admit(ip("10.1.1.1")).unwrap();
+        let _d = g.admit(ip("::ffff:10.1.1.1")).unwrap();
+        assert_eq!(g.admit(ip("10.1.1.1")).err(), Some(Refusal::AddressFull));
+    }
+
+    #[test]
+    fn handshakes_are_bounded_per_address_and_given_back() {
+        let g = guard(100, 100, 3, 2);
+        let conns: Vec<_> = (0..4).map(|i| g.admit(ip(&format!("10.0.0.{}", i / 2 + 1))).unwrap()).collect();
+        let h0 = g.begin_handshake(&conns[0]).unwrap();
+        let _h1 = g.begin_handshake(&conns[1]).unwrap();
+        let extra = g.admit(ip("10.0.0.1")).unwrap();
+        assert_eq!(g.begin_handshake(&extra).err(), Some(Refusal::AddressHandshakesFull));
+        let _h2 = g.begin_handshake(&conns[2]).unwrap();
+        assert_eq!(g.begin_handshake(&conns[3]).err(), Some(Refusal::HandshakesFull));
+        drop(h0);
+        assert!(g.begin_handshake(&conns[3]).is_ok());
+        assert_eq!(g.stats().handshaking, 2, "the refused and dropped ones hold nothing");
+    }
+}
