@@ -3,6 +3,8 @@
 //! wipes and restarts nodes, so a fix to start-up or port allocation lands once. Nothing is
 //! mocked: every node is a `dls serve` process.
 //!
+//! - [`attack`]: what a client without a key can send a port (half-open connections,
+//!   HTTP/2 frames by hand, calls without a body), and a process's memory.
 //! - [`cluster`]: [`Cluster`], [`Node`] and the [`Spec`] they start from.
 //! - [`probe`]: who leads, asked of the nodes; raw gRPC clients.
 //! - [`proxy`]: TCP proxies in front of the nodes whose links can be cut, delayed or
@@ -14,6 +16,7 @@
 //! - [`http`]: plain HTTP calls to a node's operator port.
 //! - [`ports`], [`poll`]: free ports; polling with a deadline.
 
+pub mod attack;
 pub mod cli;
 pub mod client;
 pub mod cluster;

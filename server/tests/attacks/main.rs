@@ -5,4 +5,3 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod ports;
-mod raw;

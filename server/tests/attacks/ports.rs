@@ -4,31 +4,16 @@
 
 use std::time::Duration;
 
+use super::common::attack::{self as raw, addr, attacker_ip, connect_from, half_open};
 use super::common::{
     assert_next_grant, eventually, eventually_async, http_get, make_certs, patient_client, Cluster, Spec, PATIENCE,
 };
-use super::raw::{self, addr, attacker_ip, connect_from};
 use tokio::io::AsyncWriteExt;
 
 const LOCK_PATH: &str = "/caerus.dls.v1.LockService/AcquireLock";
 
 fn metric(cluster: &Cluster, name: &str) -> f64 {
     cluster.metric(1, name)
-}
-
-/// Opens `per_address` connections from each of `addresses` attacker addresses to `to`,
-/// each sending `opening` and then nothing; returns the sockets (held open by the caller).
-async fn half_open(to: &str, addresses: u8, per_address: usize, opening: &[u8]) -> Vec<tokio::net::TcpStream> {
-    let mut held = Vec::new();
-    for a in 0..addresses {
-        for _ in 0..per_address {
-            if let Ok(mut s) = connect_from(attacker_ip(a), addr(to)).await {
-                let _ = s.write_all(opening).await;
-                held.push(s);
-            }
-        }
-    }
-    held
 }
 
 #[tokio::test]
@@ -105,23 +90,11 @@ async fn a_connection_of_body_less_streams_cannot_grow_memory_without_bound() {
     let cluster = Cluster::start(1).await;
     let pid = cluster.pid(1).unwrap();
     let before = raw::rss_mib(pid);
-    let tcp = connect_from(attacker_ip(0), addr(&cluster.addr(1))).await.unwrap();
-    let (r, mut w) = tcp.into_split();
-    let reader = tokio::spawn(raw::read_frames(r));
-    assert!(raw::write_until_closed(&mut w, &raw::client_preface()).await);
     // 100,000 calls opened, none with a body, without waiting for the server's settings:
     // the server refuses streams past its bound and closes a connection that keeps going.
-    let mut sent = 0u32;
-    for batch in 0..1_000u32 {
-        let frames: Vec<u8> = (0..100u32).flat_map(|i| raw::open_call(2 * (batch * 100 + i) + 1, LOCK_PATH)).collect();
-        if !raw::write_until_closed(&mut w, &frames).await {
-            break;
-        }
-        sent += 100;
-    }
-    let seen = tokio::time::timeout(PATIENCE, reader).await.expect("the node to close the connection").unwrap();
+    let seen = raw::body_less_streams(&cluster.addr(1), attacker_ip(0), LOCK_PATH, 100_000, PATIENCE).await;
     let grown = raw::rss_mib(pid) - before;
-    eprintln!("sent {sent} streams; the node answered {seen:?}; RSS {before:.1} MiB, grew {grown:.1} MiB");
+    eprintln!("the node answered {seen:?}; RSS {before:.1} MiB, grew {grown:.1} MiB");
     assert!(seen.resets > 0 || seen.goaways > 0, "streams past the bound are refused: {seen:?}");
     assert!(grown < 64.0, "the node's memory grew {grown:.1} MiB for one attacker's connection");
     let client = patient_client(vec![cluster.addr(1)]).await;

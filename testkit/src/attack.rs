@@ -1,7 +1,8 @@
-//! The attacker's tools: TCP connections from a chosen loopback address (so an attacker and
-//! a real client can be told apart by address, as on a network), HTTP/2 frames written by
-//! hand (to break the rules a real client library keeps), an HTTP/2 client whose request
-//! body never comes, and a node's resident memory.
+//! An attacker's tools, for the attack tests and `make soak`: TCP connections from a chosen
+//! loopback address (so an attacker and a real client can be told apart by address, as on
+//! a network), connections left half-open, HTTP/2 frames written by hand (to break the rules
+//! a real client library keeps), an HTTP/2 call whose request body never comes, and a
+//! process's resident memory and descriptors.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -126,6 +127,42 @@ pub async fn read_frames(mut r: tokio::net::tcp::OwnedReadHalf) -> Seen {
 /// Writes all of `bytes`, or stops at the first error (the server closed the connection).
 pub async fn write_until_closed(w: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8]) -> bool {
     w.write_all(bytes).await.is_ok()
+}
+
+/// Opens `per_address` connections from each of `addresses` attacker addresses to `to`,
+/// each sending `opening` and then nothing; returns the sockets (held open by the caller).
+pub async fn half_open(to: &str, addresses: u8, per_address: usize, opening: &[u8]) -> Vec<TcpStream> {
+    let mut held = Vec::new();
+    for a in 0..addresses {
+        for _ in 0..per_address {
+            if let Ok(mut s) = connect_from(attacker_ip(a), addr(to)).await {
+                let _ = s.write_all(opening).await;
+                held.push(s);
+            }
+        }
+    }
+    held
+}
+
+/// One connection that opens `streams` gRPC calls to `path` without ever sending a body,
+/// ignoring the server's stream bound; returns what the server sent back until it closed
+/// the connection (or `within` passed).
+pub async fn body_less_streams(to: &str, from: IpAddr, path: &str, streams: u32, within: Duration) -> Seen {
+    let Ok(tcp) = connect_from(from, addr(to)).await else { return Seen::default() };
+    let (r, mut w) = tcp.into_split();
+    let reader = tokio::spawn(read_frames(r));
+    if write_until_closed(&mut w, &client_preface()).await {
+        for batch in 0..streams.div_ceil(100) {
+            let frames: Vec<u8> = (0..100u32).flat_map(|i| open_call(2 * (batch * 100 + i) + 1, path)).collect();
+            if !write_until_closed(&mut w, &frames).await {
+                break;
+            }
+        }
+    }
+    match tokio::time::timeout(within, reader).await {
+        Ok(Ok(seen)) => seen,
+        _ => Seen::default(),
+    }
 }
 
 /// The response head to a gRPC call to `path` on `addr` (HTTP/2, with the `authorization`
