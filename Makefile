@@ -22,7 +22,7 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages
+.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -110,6 +110,11 @@ demo: release ## The billing demo: 3 nodes, a fenced ledger, workers in Rust/Pyt
 
 test-chaos: dls-debug ## A short, seeded fault-injection run (same checkers as `make chaos`)
 	$(MAKE) -C chaos short DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
+
+soak: release ## 10 minutes of legitimate churn beside every attack on the ports (and 10 without): node exits, RSS, the clients' p99 side by side; MINUTES=N (not in CI)
+	$(CARGO) build --release -p caerus-bench --bin dls-soak
+	ulimit -n 65536 2>/dev/null || ulimit -n $$(ulimit -Hn); \
+	  $(TARGET_DIR)/release/dls-soak --dls-bin $(abspath $(DLS_RELEASE)) --minutes $(or $(MINUTES),10)
 
 chaos: release ## The full fault-injection suite on 3 and 5 nodes (prints its seed; SEED=N replays)
 	$(MAKE) -C chaos full DLS_BIN=$(abspath $(DLS_RELEASE))

@@ -18,11 +18,14 @@ pub fn attacker_ip(n: u8) -> IpAddr {
     IpAddr::from([127, 0, 0, 2 + n])
 }
 
-/// A TCP connection to `to` from `from`.
+/// A TCP connection to `to` from `from`, or an error after 2 s (a node that stopped
+/// accepting leaves connections waiting in its full queue).
 pub async fn connect_from(from: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
     let socket = TcpSocket::new_v4()?;
     socket.bind(SocketAddr::new(from, 0))?;
-    socket.connect(to).await
+    tokio::time::timeout(Duration::from_secs(2), socket.connect(to))
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connect to {to}"))))
 }
 
 pub fn addr(s: &str) -> SocketAddr {
