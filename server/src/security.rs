@@ -14,6 +14,7 @@ use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 use crate::ports::Listeners;
 use crate::raft::network::PeerTlsFiles;
+use crate::secret_files::{self, Strictness};
 use crate::tls::{Protocol, ServerTls, TlsFiles};
 
 #[derive(Args, Debug, Clone, Default)]
@@ -41,6 +42,7 @@ pub struct SecurityArgs {
     pub peer_tls_ca: Option<PathBuf>,
     /// File holding the cluster secret every peer call carries (at least 16 printable
     /// characters; the same on every node). Enough on loopback; across machines use peer TLS.
+    /// Refused when its group or others may read it (`chmod 600`).
     #[arg(long, env = "DLS_CLUSTER_SECRET_FILE", conflicts_with = "cluster_secret")]
     pub cluster_secret_file: Option<PathBuf>,
     /// The cluster secret itself (prefer the environment variable or --cluster-secret-file:
@@ -85,7 +87,13 @@ impl SecurityArgs {
             ca: self.peer_tls_ca.clone().expect("clap requires --peer-tls-ca"),
         });
         let cluster_secret = self.cluster_secret()?;
-        let warnings = exposure(listeners, has_keys, client_files.is_some(), peer_tls_files.is_some(), self.insecure)?;
+        let mut warnings =
+            exposure(listeners, has_keys, client_files.is_some(), peer_tls_files.is_some(), self.insecure)?;
+        for (flag, key) in [("--tls-key", &self.tls_key), ("--peer-tls-key", &self.peer_tls_key)] {
+            if let Some(key) = key {
+                warnings.extend(secret_files::check_mode(key, flag, Strictness::NoOthers)?);
+            }
+        }
         if listeners.peer.is_some() && peer_tls_files.is_none() && cluster_secret.is_none() {
             anyhow::bail!(
                 "peers must authenticate each other: give every node --peer-tls-cert/--peer-tls-key/--peer-tls-ca \
@@ -113,12 +121,13 @@ impl SecurityArgs {
 
     fn cluster_secret(&self) -> anyhow::Result<Option<String>> {
         let secret = match (&self.cluster_secret_file, &self.cluster_secret) {
-            (Some(path), _) => Some(
+            (Some(path), _) => Some({
+                secret_files::check_mode(path, "--cluster-secret-file", Strictness::OwnerOnly)?;
                 std::fs::read_to_string(path)
                     .map_err(|e| anyhow::anyhow!("cannot read --cluster-secret-file {}: {e}", path.display()))?
                     .trim()
-                    .to_string(),
-            ),
+                    .to_string()
+            }),
             (None, Some(s)) => Some(s.trim().to_string()),
             (None, None) => None,
         };
