@@ -151,6 +151,14 @@ fn gateway_tls(client: &TlsFiles, cluster_ca: Option<&PathBuf>) -> anyhow::Resul
     Ok(tls)
 }
 
+/// Whether `addr` (HOST:PORT) names this machine: a loopback IP address or `localhost`.
+/// Any other host name may resolve anywhere, so it is not taken for loopback.
+pub fn is_loopback_host(addr: &str) -> bool {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Secure by default: a port reachable beyond this machine needs keys and TLS (client and
 /// HTTP ports) or mutual TLS (peer port), unless `--insecure` says the network is trusted.
 fn exposure(
@@ -208,6 +216,16 @@ mod tests {
             client: client.parse().unwrap(),
             peer: peer.map(|p| p.parse().unwrap()),
             http: http.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn only_loopback_addresses_and_localhost_are_taken_for_this_machine() {
+        for local in ["127.0.0.1:7080", "127.9.9.9:1", "[::1]:7080", "localhost:7080", "LOCALHOST:1"] {
+            assert!(is_loopback_host(local), "{local}");
+        }
+        for remote in ["10.0.0.2:7080", "[::2]:7080", "node-2.internal:7080", "localhost.evil.com:1", "0.0.0.0:1"] {
+            assert!(!is_loopback_host(remote), "{remote}");
         }
     }
 
