@@ -182,30 +182,20 @@ impl PeerAuth {
                 "this node has no peer credentials configured; it accepts no peer calls",
             ));
         }
-        let from =
-            req.metadata().get(FROM_NODE).and_then(|v| v.to_str().ok()?.parse::<NodeId>().ok()).ok_or_else(|| {
-                Status::unauthenticated("a peer call must name the node it comes from (x-dls-from-node)")
-            })?;
-        if self.mutual_tls {
+        // The credentials first: a caller without them learns nothing more.
+        let holder = if self.mutual_tls {
             let certs = req.peer_certs().ok_or_else(|| {
                 Status::unauthenticated("the peer port requires a node certificate signed by the cluster CA")
             })?;
-            match certs.first().and_then(|c| certs::node_id_of(c)) {
-                None => {
-                    return Err(Status::unauthenticated(
-                        "the peer port accepts node certificates only (made by `dls certs node`), not client \
-                         certificates",
-                    ))
-                }
-                Some(holder) if holder != from => {
-                    return Err(Status::unauthenticated(format!(
-                        "the caller presents node {holder}'s certificate but claims to be node {from}: a node \
-                         certificate speaks for its own node only"
-                    )))
-                }
-                Some(_) => {}
-            }
-        }
+            let holder = certs.first().and_then(|c| certs::node_id_of(c)).ok_or_else(|| {
+                Status::unauthenticated(
+                    "the peer port accepts node certificates only (made by `dls certs node`), not client certificates",
+                )
+            })?;
+            Some(holder)
+        } else {
+            None
+        };
         if let Some((_, expected)) = &self.secret {
             let given = req.metadata().get(PEER_SECRET).map(|v| digest(v.as_bytes()));
             // Digests of equal length, compared without an early exit: the time taken
@@ -215,7 +205,17 @@ impl PeerAuth {
                 return Err(Status::unauthenticated("missing or wrong cluster secret on a peer call"));
             }
         }
-        Ok(from)
+        let from =
+            req.metadata().get(FROM_NODE).and_then(|v| v.to_str().ok()?.parse::<NodeId>().ok()).ok_or_else(|| {
+                Status::unauthenticated("a peer call must name the node it comes from (x-dls-from-node)")
+            })?;
+        match holder {
+            Some(holder) if holder != from => Err(Status::unauthenticated(format!(
+                "the caller presents node {holder}'s certificate but claims to be node {from}: a node certificate \
+                 speaks for its own node only"
+            ))),
+            _ => Ok(from),
+        }
     }
 }
 
