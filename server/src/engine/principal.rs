@@ -24,8 +24,6 @@
 
 use std::borrow::Cow;
 
-use sha2::{Digest, Sha256};
-
 use super::error::EngineError;
 use crate::locks::{Command, Event, EventDetail, Rejection, Txn};
 
@@ -49,19 +47,15 @@ impl Principal {
     /// namespace for all of them: another key's retry would find (and reveal) this key's
     /// transaction, or claim the id first. Scoped, the same key gets the same id through
     /// any node and after a leader change (a retry finds its transaction), another key a
-    /// different one. A digest keeps it short whatever the name and id (the raft entry
-    /// stays bounded) and shows neither. Without keys every caller is one principal: the
-    /// id is kept as the client sent it.
+    /// different one: the name's length comes first, so no two (name, id) pairs give the
+    /// same text. The entry grows by the name, which it carries as the owner already; a
+    /// cheap concatenation rather than a digest, since every begin pays for it. Without
+    /// keys every caller is one principal: the id is kept as the client sent it.
     pub fn begin_request_id(&self, id: &str) -> String {
         if self.name.is_empty() {
             return id.to_string();
         }
-        let mut h = Sha256::new();
-        h.update(b"caerus-dls begin request id\0");
-        h.update(self.name.as_bytes());
-        h.update(b"\0");
-        h.update(id.as_bytes());
-        format!("{SCOPED_ID_PREFIX}{}", hex::encode(&h.finalize()[..16]))
+        format!("{SCOPED_ID_PREFIX}{}:{}:{id}", self.name.len(), self.name)
     }
 
     pub fn check_namespace(&self, namespace: &str) -> Result<(), EngineError> {
@@ -247,7 +241,7 @@ mod tests {
     }
 
     #[test]
-    fn begin_request_ids_are_scoped_to_the_key_deterministically_and_bounded() {
+    fn begin_request_ids_are_scoped_to_the_key_deterministically() {
         let billing = key("billing", None, false);
         let again = key("billing", Some(&["billing-"]), true);
         let reports = key("reports", None, false);
@@ -256,8 +250,9 @@ mod tests {
         assert_eq!(scoped, again.begin_request_id(&id), "the key's name decides, not its rights");
         assert_ne!(scoped, reports.begin_request_id(&id), "another key gets another id");
         assert_ne!(scoped, billing.begin_request_id("c"));
-        assert!(scoped.starts_with(SCOPED_ID_PREFIX) && scoped.len() == 35, "{scoped}");
-        // Name and id are not simply concatenated: ("ab", "c") and ("a", "bc") differ.
+        assert_eq!(billing.begin_request_id("r-1"), "k1:7:billing:r-1");
+        // The name's length comes first: ("a:1", "x") and ("a", "1:x") differ.
+        assert_ne!(key("a:1", None, false).begin_request_id("x"), key("a", None, false).begin_request_id("1:x"));
         assert_ne!(key("ab", None, false).begin_request_id("c"), key("a", None, false).begin_request_id("bc"));
         // Without keys the client's id is used as it is.
         assert_eq!(key("", None, true).begin_request_id("r-1"), "r-1");
