@@ -21,6 +21,7 @@
 //!   its copy of the secret, for the node it names) stops working. The discovery call
 //!   skips this too: a joining node asks before it is added.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 
 use caerus_proto::raft::peer_discovery_service_client::PeerDiscoveryServiceClient;
@@ -105,18 +106,8 @@ impl PeerAuth {
     }
 
     /// Takes the membership and the leader this node knows now (see [`PeerRoster`]).
-    pub fn observe_membership(&self, members: std::collections::BTreeSet<NodeId>, leader: Option<NodeId>) {
+    pub fn observe_membership(&self, members: BTreeSet<NodeId>, leader: Option<NodeId>) {
         self.roster.write().expect("roster lock").observe(members, leader);
-    }
-
-    /// Whether peers authenticate with mutual TLS (else with the cluster secret).
-    pub fn mutual_tls(&self) -> bool {
-        self.mutual_tls
-    }
-
-    /// Whether calls carry the cluster secret.
-    pub fn has_secret(&self) -> bool {
-        self.secret.is_some()
     }
 
     /// Takes the cluster id a joining node learned from its peers.
