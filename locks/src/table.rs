@@ -295,6 +295,11 @@ impl LockTable {
         self.begin_requests.contains_key(request_id)
     }
 
+    /// The transaction a Begin with this request id started, while it is remembered.
+    pub fn begun_by(&self, request_id: &str) -> Option<&Txn> {
+        self.begin_requests.get(request_id).and_then(|id| self.txn(*id))
+    }
+
     /// Makes every later fencing token larger than `floor` (a cluster restored from a
     /// backup must not repeat tokens the old cluster issued after the backup).
     pub fn raise_token_floor(&mut self, floor: u64) {

@@ -153,15 +153,13 @@ fn refuse_overwrite(common: &CertsArgs, paths: &[&Path]) -> anyhow::Result<()> {
     }
 }
 
-/// Writes a file; private keys are readable by their owner only.
+/// Writes a file; private keys are readable by their owner only, also when `--force`
+/// replaces a wider one.
 fn write(path: &Path, text: &str, private: bool) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true).mode(if private { 0o600 } else { 0o644 });
-    let mut file = options.open(path).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    file.write_all(text.as_bytes()).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    Ok(())
+    if private {
+        return crate::secret_files::write_private(path, text);
+    }
+    std::fs::write(path, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
 }
 
 /// The node id in a certificate made by `dls certs node`, or None for any other
@@ -214,8 +212,17 @@ mod tests {
             .verify_server_cert(&node, &[], &name, &[], rustls_pki_types::UnixTime::now())
             .expect("node certificate chains to the CA and names its host");
 
-        let mode = std::fs::metadata(dir.path().join("node-3-key.pem")).unwrap();
-        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777, 0o600);
+        let key_mode = || {
+            let meta = std::fs::metadata(dir.path().join("node-3-key.pem")).unwrap();
+            std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777
+        };
+        assert_eq!(key_mode(), 0o600);
+        // Replaced with --force over a key file someone opened up: owner-only again.
+        let wide = std::os::unix::fs::PermissionsExt::from_mode(0o644);
+        std::fs::set_permissions(dir.path().join("node-3-key.pem"), wide).unwrap();
+        let forced = CertsArgs { force: true, ..args(dir.path()) };
+        run(&CertsCommand::Node { id: 3, hosts: vec!["127.0.0.1".into()], common: forced }).unwrap();
+        assert_eq!(key_mode(), 0o600);
     }
 
     #[test]

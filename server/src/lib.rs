@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod node;
 pub mod ports;
 pub mod raft;
+pub mod secret_files;
 pub mod security;
 pub mod serve;
 pub mod signals;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::ChangeMembers;
 
+use crate::raft::network::PeerTransport;
 use crate::raft::types::{Member, NodeId, Raft};
 
 /// How long a new member may take to catch up when the caller does not say.
@@ -83,11 +84,14 @@ fn validate_new(id: NodeId, member: &Member) -> Result<()> {
 pub struct Members<'a> {
     raft: &'a Raft,
     id: NodeId,
+    /// How this node reaches peers: a new member's peer address must be one it may send
+    /// its credentials to.
+    transport: &'a PeerTransport,
 }
 
 impl<'a> Members<'a> {
-    pub fn new(raft: &'a Raft, id: NodeId) -> Self {
-        Members { raft, id }
+    pub fn new(raft: &'a Raft, id: NodeId, transport: &'a PeerTransport) -> Self {
+        Members { raft, id, transport }
     }
 
     /// The membership, read on the leader.
@@ -122,6 +126,9 @@ impl<'a> Members<'a> {
     /// the wait, so a retry after a lost answer or a timeout is safe.
     pub async fn add_member(&self, id: NodeId, member: Member, stay_learner: bool, catch_up: Duration) -> Result<()> {
         validate_new(id, &member)?;
+        // The leader replicates to a learner at once, with the cluster's credentials: an
+        // address they may not travel to is refused before anything is committed.
+        self.transport.may_send_credentials(&member.peer_addr).map_err(MembershipError::Refused)?;
         let current = self.membership()?;
         refuse_while_changing(&current)?;
         match current.members.iter().find(|m| m.id == id) {

@@ -66,6 +66,8 @@ pub struct NodeConfig {
 pub struct PeerSettings {
     pub secret: Option<String>,
     pub tls: Option<PeerTlsFiles>,
+    /// `--insecure`: the cluster secret may be sent beyond loopback.
+    pub insecure: bool,
 }
 
 pub struct Node {
@@ -179,7 +181,7 @@ impl Node {
         let derived = Identity { cluster_id: identity::derive_cluster_id(&cfg.members), node_id: cfg.id };
         let provisional = stored.clone().unwrap_or_else(|| derived.clone());
         let peer_auth = PeerAuth::new(cfg.id, &provisional.cluster_id, peers.secret.as_deref(), peers.tls.is_some())?;
-        let peer_transport = PeerTransport::new(peer_auth.clone(), peers.tls.clone())?;
+        let peer_transport = PeerTransport::new(peer_auth.clone(), peers.tls.clone(), peers.insecure)?;
         let db =
             sled::Config::new().path(cfg.data_dir.join("raft.sled")).cache_capacity(SLED_CACHE_BYTES).open().map_err(
                 |e| {
@@ -285,6 +287,7 @@ impl Node {
             peer_auth,
             peer_transport,
         });
+        node.spawn_roster_watch();
         node.spawn_leadership_watch(leader_tx);
         node.spawn_timers();
         node.spawn_joint_finisher();
@@ -357,7 +360,7 @@ impl Node {
 
     /// Membership changes through this node's raft (made on the leader).
     pub(crate) fn members(&self) -> Members<'_> {
-        Members::new(&self.raft, self.id)
+        Members::new(&self.raft, self.id, &self.peer_transport)
     }
 
     /// The replicated state (the lock table). Read by `engine` only: the services go
@@ -555,6 +558,24 @@ impl Node {
             Ok(Err(e)) => Err(EngineError::Unavailable(format!("leadership could not be confirmed: {e}"))),
             Err(_) => Err(EngineError::Unavailable("leadership could not be confirmed in time (no quorum?)".into())),
         }
+    }
+
+    /// Keeps the peer gate's view of the membership current (`raft::peer_roster`), from the
+    /// membership in the log as of now: before this returns, so the peer port never serves
+    /// with an empty view on a node that has a membership.
+    fn spawn_roster_watch(&self) {
+        let auth = self.peer_auth.clone();
+        let observe = move |m: &openraft::metrics::RaftServerMetrics<NodeId, Member>| {
+            let members = m.membership_config.membership().nodes().map(|(id, _)| *id).collect();
+            auth.observe_membership(members, m.current_leader);
+        };
+        let mut metrics = self.raft.server_metrics();
+        observe(&metrics.borrow_and_update());
+        tokio::spawn(async move {
+            while metrics.changed().await.is_ok() {
+                observe(&metrics.borrow_and_update());
+            }
+        });
     }
 
     /// Tracks leadership. A node serves as leader only once its table has caught up with

@@ -14,6 +14,7 @@ use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 use crate::ports::Listeners;
 use crate::raft::network::PeerTlsFiles;
+use crate::secret_files::{self, Strictness};
 use crate::tls::{Protocol, ServerTls, TlsFiles};
 
 #[derive(Args, Debug, Clone, Default)]
@@ -41,6 +42,7 @@ pub struct SecurityArgs {
     pub peer_tls_ca: Option<PathBuf>,
     /// File holding the cluster secret every peer call carries (at least 16 printable
     /// characters; the same on every node). Enough on loopback; across machines use peer TLS.
+    /// Refused when its group or others may read it (`chmod 600`).
     #[arg(long, env = "DLS_CLUSTER_SECRET_FILE", conflicts_with = "cluster_secret")]
     pub cluster_secret_file: Option<PathBuf>,
     /// The cluster secret itself (prefer the environment variable or --cluster-secret-file:
@@ -85,7 +87,13 @@ impl SecurityArgs {
             ca: self.peer_tls_ca.clone().expect("clap requires --peer-tls-ca"),
         });
         let cluster_secret = self.cluster_secret()?;
-        let warnings = exposure(listeners, has_keys, client_files.is_some(), peer_tls_files.is_some(), self.insecure)?;
+        let mut warnings =
+            exposure(listeners, has_keys, client_files.is_some(), peer_tls_files.is_some(), self.insecure)?;
+        for (flag, key) in [("--tls-key", &self.tls_key), ("--peer-tls-key", &self.peer_tls_key)] {
+            if let Some(key) = key {
+                warnings.extend(secret_files::check_mode(key, flag, Strictness::NoOthers)?);
+            }
+        }
         if listeners.peer.is_some() && peer_tls_files.is_none() && cluster_secret.is_none() {
             anyhow::bail!(
                 "peers must authenticate each other: give every node --peer-tls-cert/--peer-tls-key/--peer-tls-ca \
@@ -113,12 +121,13 @@ impl SecurityArgs {
 
     fn cluster_secret(&self) -> anyhow::Result<Option<String>> {
         let secret = match (&self.cluster_secret_file, &self.cluster_secret) {
-            (Some(path), _) => Some(
+            (Some(path), _) => Some({
+                secret_files::check_mode(path, "--cluster-secret-file", Strictness::OwnerOnly)?;
                 std::fs::read_to_string(path)
                     .map_err(|e| anyhow::anyhow!("cannot read --cluster-secret-file {}: {e}", path.display()))?
                     .trim()
-                    .to_string(),
-            ),
+                    .to_string()
+            }),
             (None, Some(s)) => Some(s.trim().to_string()),
             (None, None) => None,
         };
@@ -140,6 +149,14 @@ fn gateway_tls(client: &TlsFiles, cluster_ca: Option<&PathBuf>) -> anyhow::Resul
         tls = tls.identity(Identity::from_pem(read(&client.cert)?, read(&client.key)?));
     }
     Ok(tls)
+}
+
+/// Whether `addr` (HOST:PORT) names this machine: a loopback IP address or `localhost`.
+/// Any other host name may resolve anywhere, so it is not taken for loopback.
+pub fn is_loopback_host(addr: &str) -> bool {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Secure by default: a port reachable beyond this machine needs keys and TLS (client and
@@ -199,6 +216,16 @@ mod tests {
             client: client.parse().unwrap(),
             peer: peer.map(|p| p.parse().unwrap()),
             http: http.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn only_loopback_addresses_and_localhost_are_taken_for_this_machine() {
+        for local in ["127.0.0.1:7080", "127.9.9.9:1", "[::1]:7080", "localhost:7080", "LOCALHOST:1"] {
+            assert!(is_loopback_host(local), "{local}");
+        }
+        for remote in ["10.0.0.2:7080", "[::2]:7080", "node-2.internal:7080", "localhost.evil.com:1", "0.0.0.0:1"] {
+            assert!(!is_loopback_host(remote), "{remote}");
         }
     }
 

@@ -86,7 +86,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let http_listener = http::bind(listen.http).await?;
     let members = cfg.members.len();
-    let peers = PeerSettings { secret: security.cluster_secret.clone(), tls: security.peer_tls_files.clone() };
+    let peers = PeerSettings {
+        secret: security.cluster_secret.clone(),
+        tls: security.peer_tls_files.clone(),
+        insecure: args.security.insecure,
+    };
     let node = Node::start(cfg.clone(), peers).await?;
     // After the node opened its log and stores, so what they hold is counted.
     let ports = Ports::resolve(&args.connections, nofile);

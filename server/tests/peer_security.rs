@@ -115,7 +115,13 @@ async fn forged_raft_messages_are_refused_on_every_port_and_the_cluster_goes_on(
         assert_refused(&forge(&n.peer_addr, None, &[]).await, Code::Unauthenticated, "peer port, no secret");
         let guess = [("x-dls-peer-secret", "guessed-secret-1234".to_string()), ("x-dls-cluster-id", id.clone())];
         assert_refused(&forge(&n.peer_addr, None, &guess).await, Code::Unauthenticated, "peer port, wrong secret");
-        let foreign = [("x-dls-peer-secret", cluster.secret.clone()), ("x-dls-cluster-id", "another".to_string())];
+        // Every call names a member as the node it comes from; only the cluster id is off here.
+        let member = ("x-dls-from-node", leader.to_string());
+        let foreign = [
+            ("x-dls-peer-secret", cluster.secret.clone()),
+            ("x-dls-cluster-id", "another".to_string()),
+            member.clone(),
+        ];
         assert_refused(&forge(&n.peer_addr, None, &foreign).await, Code::PermissionDenied, "peer port, other cluster");
         // Every credential right, but meant for another node (an address two --peers
         // entries share): refused, so no node answers for a peer.
@@ -123,6 +129,7 @@ async fn forged_raft_messages_are_refused_on_every_port_and_the_cluster_goes_on(
             ("x-dls-peer-secret", cluster.secret.clone()),
             ("x-dls-cluster-id", id.clone()),
             ("x-dls-to-node", (n.id % 3 + 1).to_string()),
+            member,
         ];
         assert_refused(
             &forge(&n.peer_addr, None, &elsewhere).await,
@@ -155,6 +162,7 @@ async fn forged_raft_messages_are_refused_on_every_port_and_the_cluster_goes_on(
         ("x-dls-peer-secret", cluster.secret.clone()),
         ("x-dls-cluster-id", id),
         ("x-dls-to-node", follower.to_string()),
+        ("x-dls-from-node", leader.to_string()),
     ];
     let node = cluster.nodes.iter().find(|n| n.id == follower).unwrap();
     let answers = forge(&node.peer_addr, None, &creds[..]).await;

@@ -14,12 +14,16 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::pin::Pin;
+use std::sync::Arc;
 
+use futures::{Stream, StreamExt};
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tokio::sync::watch;
 use tonic::metadata::MetadataMap;
+use tonic::Status;
 
 use super::errors::ApiError;
 use crate::engine::principal::Principal;
@@ -42,11 +46,13 @@ struct KeysFile {
 }
 
 /// The loaded keys, or none (open server). Reloaded from its file on SIGHUP, so keys are
-/// added, revoked and rotated without a restart.
-#[derive(Debug, Default)]
+/// added, revoked and rotated without a restart; a stream opened with a key ends when the
+/// reload revokes it ([`KeyHold`]).
+#[derive(Debug)]
 pub struct KeyRing {
     source: Option<PathBuf>,
-    by_hash: RwLock<Option<Arc<Keys>>>,
+    /// Replaced whole by a reload; streams watch it.
+    by_hash: watch::Sender<Option<Arc<Keys>>>,
 }
 
 /// Principals by the SHA-256 of their key.
@@ -75,12 +81,12 @@ fn read_keys(path: &Path) -> anyhow::Result<Keys> {
 impl KeyRing {
     /// A server without keys: every call is allowed.
     pub fn open() -> Self {
-        KeyRing::default()
+        KeyRing { source: None, by_hash: watch::Sender::new(None) }
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let keys = read_keys(path)?;
-        Ok(KeyRing { source: Some(path.to_path_buf()), by_hash: RwLock::new(Some(Arc::new(keys))) })
+        Ok(KeyRing { source: Some(path.to_path_buf()), by_hash: watch::Sender::new(Some(Arc::new(keys))) })
     }
 
     /// Reads the keys file again and returns how many keys it holds. A file that cannot be
@@ -90,7 +96,7 @@ impl KeyRing {
         let Some(path) = &self.source else { return Ok(0) };
         let keys = read_keys(path)?;
         let count = keys.len();
-        *self.by_hash.write().expect("keys lock") = Some(Arc::new(keys));
+        self.by_hash.send_replace(Some(Arc::new(keys)));
         Ok(count)
     }
 
@@ -101,29 +107,117 @@ impl KeyRing {
 
     /// How many keys are loaded (0 for an open server).
     pub fn key_count(&self) -> usize {
-        self.by_hash.read().expect("keys lock").as_ref().map_or(0, |k| k.len())
+        self.by_hash.borrow().as_ref().map_or(0, |k| k.len())
     }
 
     /// Checks `authorization: Bearer <key>`.
     pub fn authenticate(&self, md: &MetadataMap) -> Result<Principal, ApiError> {
-        let keys = self.by_hash.read().expect("keys lock").clone();
-        let Some(keys) = keys else {
-            // An open server has no operators to tell apart: everyone may do everything.
-            return Ok(Principal { name: String::new(), namespaces: None, admin: true });
-        };
-        let header = md.get(caerus_proto::metadata::AUTHORIZATION).ok_or_else(|| {
-            ApiError::Unauthenticated("missing API key: send metadata `authorization: Bearer <key>`".into())
-        })?;
-        let key = header
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| ApiError::Unauthenticated("authorization metadata must be `Bearer <key>`".into()))?;
-        keys.get(&digest(key.trim())).cloned().ok_or_else(|| ApiError::Unauthenticated("unknown API key".into()))
+        let keys = self.by_hash.borrow().clone();
+        Ok(find(keys.as_deref(), md)?.0)
+    }
+
+    /// Checks the key of a call that opens a stream, and returns the hold that ends the
+    /// stream when a reload revokes the key ([`KeyHold::guard`]).
+    pub fn authenticate_stream(&self, md: &MetadataMap) -> Result<(Principal, KeyHold), ApiError> {
+        // Watched from the keys it is checked against: a reload between the check and the
+        // watch is not missed.
+        let mut keys = self.by_hash.subscribe();
+        let current = keys.borrow_and_update().clone();
+        let (who, hash) = find(current.as_deref(), md)?;
+        let hold = KeyHold { watched: hash.map(|hash| (keys, hash, who.clone())) };
+        Ok((who, hold))
+    }
+}
+
+/// The principal of `authorization: Bearer <key>` among `keys` (`None`: an open server),
+/// and the key's hash.
+fn find(keys: Option<&Keys>, md: &MetadataMap) -> Result<(Principal, Option<[u8; 32]>), ApiError> {
+    let Some(keys) = keys else {
+        // An open server has no operators to tell apart: everyone may do everything.
+        return Ok((Principal { name: String::new(), namespaces: None, admin: true }, None));
+    };
+    let header = md.get(caerus_proto::metadata::AUTHORIZATION).ok_or_else(|| {
+        ApiError::Unauthenticated("missing API key: send metadata `authorization: Bearer <key>`".into())
+    })?;
+    let key = header
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| ApiError::Unauthenticated("authorization metadata must be `Bearer <key>`".into()))?;
+    let hash = digest(key.trim());
+    let who = keys.get(&hash).cloned().ok_or_else(|| ApiError::Unauthenticated("unknown API key".into()))?;
+    Ok((who, Some(hash)))
+}
+
+/// The key a stream was opened with, watched for revocation: a reload that removes the key
+/// ends the stream with UNAUTHENTICATED, one that leaves it fewer rights than the stream
+/// was opened with (namespaces narrowed, admin taken away, renamed) with PERMISSION_DENIED.
+/// Streams forwarded by a follower are opened on the leader, so the leader's keys decide.
+pub struct KeyHold {
+    /// `None` on an open server: nothing to revoke.
+    watched: Option<Watched>,
+}
+
+/// The keys as reloads replace them, the hash of the stream's key, and what it was then.
+type Watched = (watch::Receiver<Option<Arc<Keys>>>, [u8; 32], Principal);
+
+type GuardedStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+impl KeyHold {
+    /// Resolves, with the error that ends the stream, once a reload revoked the key (see
+    /// [`KeyHold`]); never on an open server.
+    pub async fn revoked(self) -> ApiError {
+        let Some((mut keys, hash, opened_as)) = self.watched else { return std::future::pending().await };
+        loop {
+            if keys.changed().await.is_err() {
+                // The key ring is gone with the server.
+                return std::future::pending().await;
+            }
+            let current = keys.borrow_and_update().clone();
+            if let Err(e) = standing(current.as_deref(), &hash, &opened_as) {
+                tracing::info!(key = %opened_as.name, "a reload revoked an open stream's key: {e}");
+                return e;
+            }
+        }
+    }
+
+    /// `stream`, ended with the revocation's error as soon as the key is revoked.
+    pub fn guard<T: Send + 'static>(self, stream: GuardedStream<T>) -> GuardedStream<T> {
+        if self.watched.is_none() {
+            return stream;
+        }
+        let revoked = Box::pin(self.revoked());
+        Box::pin(futures::stream::unfold(Some((stream, revoked)), |open| async move {
+            let (mut stream, mut revoked) = open?;
+            tokio::select! {
+                item = stream.next() => item.map(|item| (item, Some((stream, revoked)))),
+                e = &mut revoked => Some((Err(Status::from(e)), None)),
+            }
+        }))
+    }
+}
+
+/// Whether a stream opened as `opened_as` with the key of `hash` may go on under `keys`.
+fn standing(keys: Option<&Keys>, hash: &[u8; 32], opened_as: &Principal) -> Result<(), ApiError> {
+    let Some(keys) = keys else { return Ok(()) };
+    match keys.get(hash) {
+        None => Err(ApiError::Unauthenticated(format!(
+            "API key {:?} was removed from the keys file; its open streams are closed",
+            opened_as.name
+        ))),
+        Some(now) if !now.covers(opened_as) => Err(ApiError::PermissionDenied(format!(
+            "the rights of API key {:?} changed (now: namespaces {}, admin {}); streams opened before are closed, \
+             open them again",
+            now.name,
+            now.namespaces.as_ref().map_or("all".to_string(), |p| format!("{p:?}")),
+            now.admin
+        ))),
+        Some(_) => Ok(()),
     }
 }
 
 /// Creates a random key, appends its hash to `path` (creating the file) and returns the key.
+/// The file is written readable by its owner only (`secret_files`), also over a wider one.
 pub fn add_key(path: &Path, name: &str, namespaces: Vec<String>, admin: bool) -> anyhow::Result<String> {
     let mut file: KeysFile = match std::fs::read_to_string(path) {
         Ok(text) => {
@@ -145,7 +239,7 @@ pub fn add_key(path: &Path, name: &str, namespaces: Vec<String>, admin: bool) ->
         admin,
     });
     let header = "# Caerus DLS API keys. Only SHA-256 hashes are stored here; the keys themselves\n# were shown once by `dls keys add`.\n";
-    std::fs::write(path, format!("{header}{}", toml::to_string(&file)?))?;
+    crate::secret_files::write_private(path, &format!("{header}{}", toml::to_string(&file)?))?;
     Ok(key)
 }
 
@@ -163,6 +257,8 @@ mod tests {
         assert!(add_key(&path, "admin", vec![], false).is_err());
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(!text.contains(&billing), "the file must not contain the key itself");
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o600, "the keys file is its owner's only");
 
         let ring = KeyRing::load(&path).unwrap();
         let mut md = MetadataMap::new();
@@ -177,5 +273,42 @@ mod tests {
         assert!(ring.authenticate(&md).unwrap().require_admin().is_ok());
         md.insert("authorization", "Bearer dls_wrong".parse().unwrap());
         assert!(matches!(ring.authenticate(&md), Err(ApiError::Unauthenticated(_))));
+    }
+
+    #[tokio::test]
+    async fn a_reload_ends_the_streams_of_a_removed_or_narrowed_key_only() {
+        use futures::FutureExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let billing = add_key(&path, "billing", vec!["billing-".into()], false).unwrap();
+        let ops = add_key(&path, "ops", vec![], true).unwrap();
+        let ring = KeyRing::load(&path).unwrap();
+        let hold = |key: &str| {
+            let mut md = MetadataMap::new();
+            md.insert("authorization", format!("Bearer {key}").parse().unwrap());
+            ring.authenticate_stream(&md).unwrap().1.revoked().boxed()
+        };
+        let (mut billing_hold, mut ops_hold) = (hold(&billing), hold(&ops));
+        // A key added, or rights widened: nothing ends.
+        let text = std::fs::read_to_string(&path).unwrap();
+        add_key(&path, "other", vec![], false).unwrap();
+        std::fs::write(&path, std::fs::read_to_string(&path).unwrap().replace("\"billing-\"", "\"billing\"")).unwrap();
+        ring.reload().unwrap();
+        assert!((&mut billing_hold).now_or_never().is_none() && (&mut ops_hold).now_or_never().is_none());
+        // ops loses admin: its stream ends with PERMISSION_DENIED; billing's goes on.
+        std::fs::write(&path, text.replace("admin = true\n", "")).unwrap();
+        ring.reload().unwrap();
+        assert!(matches!(ops_hold.await, ApiError::PermissionDenied(m) if m.contains("\"ops\"")));
+        assert!((&mut billing_hold).now_or_never().is_none());
+        // billing removed: UNAUTHENTICATED.
+        let without_billing = KeysFile {
+            keys: toml::from_str::<KeysFile>(&text).unwrap().keys.into_iter().filter(|k| k.name != "billing").collect(),
+        };
+        std::fs::write(&path, toml::to_string(&without_billing).unwrap()).unwrap();
+        ring.reload().unwrap();
+        assert!(matches!(billing_hold.await, ApiError::Unauthenticated(m) if m.contains("removed")));
+        // An open server has nothing to revoke.
+        let open = KeyRing::open().authenticate_stream(&MetadataMap::new()).unwrap().1;
+        assert!(open.revoked().now_or_never().is_none());
     }
 }

@@ -88,7 +88,7 @@ impl Forwarder {
             return Ok(None);
         }
         let slot = self.node.limits().admit_forward()?;
-        let channel = match self.node.peer_transport().channel(Lane::Forward, &member.peer_addr) {
+        let channel = match self.node.peer_transport().channel(Lane::Forward, leader, &member.peer_addr) {
             Ok(channel) => channel,
             Err(e) => {
                 tracing::debug!(leader, method, "cannot forward to the leader: {e}");

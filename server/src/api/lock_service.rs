@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::auth::KeyRing;
+use super::auth::{KeyHold, KeyRing};
 use super::errors::ApiError;
 use super::{caller, convert, validate};
 use crate::config::VictimPolicies;
@@ -36,6 +36,12 @@ type ApiResult<T> = Result<T, ApiError>;
 impl LockApi {
     fn principal<T>(&self, req: &Request<T>) -> ApiResult<Principal> {
         super::key_check::principal(&self.keys, req)
+    }
+
+    /// The principal of a call that opens a stream, and the hold that ends the stream when
+    /// the key is revoked (every stream answer goes through [`KeyHold::guard`]).
+    fn stream_principal<T>(&self, req: &Request<T>) -> ApiResult<(Principal, KeyHold)> {
+        self.keys.authenticate_stream(req.metadata())
     }
 
     async fn begin(&self, req: Request<pb::BeginTransactionRequest>) -> ApiResult<pb::BeginTransactionResponse> {
@@ -151,9 +157,13 @@ impl LockApi {
     }
 
     /// Validates an AcquireLock call and checks it with the engine; the wait itself runs
-    /// in the response stream ([`acquire_stream`]). Also returns the lock and `stay_open`.
-    fn prepare_acquire(&self, req: Request<pb::AcquireLockRequest>) -> ApiResult<(Acquisition, LockKey, bool)> {
-        let who = self.principal(&req)?;
+    /// in the response stream ([`acquire_stream`]). Also returns the lock, `stay_open` and
+    /// the key's hold.
+    fn prepare_acquire(
+        &self,
+        req: Request<pb::AcquireLockRequest>,
+    ) -> ApiResult<(Acquisition, LockKey, bool, KeyHold)> {
+        let (who, hold) = self.stream_principal(&req)?;
         let r = req.into_inner();
         // One-shot start: `begin` instead of a transaction id.
         let start = match (r.transaction_id, r.begin) {
@@ -182,13 +192,14 @@ impl LockApi {
         let request_id = validate::request_id(&r.request_id)?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let victim_policy = self.policies.for_namespace(&lock.namespace);
         let acquire = AcquireRequest { request_id, lock: lock.clone(), mode, wait_ms, victim_policy };
-        Ok((self.engine.acquire(who, start, Wanted::One { acquire, permits })?, lock, r.stay_open))
+        Ok((self.engine.acquire(who, start, Wanted::One { acquire, permits })?, lock, r.stay_open, hold))
     }
 
     /// Validates an AcquireLocks call and checks it with the engine. Deadlocks are broken
-    /// by the victim policy of the first lock's namespace. Also returns `stay_open`.
-    fn prepare_acquire_all(&self, req: Request<pb::AcquireLocksRequest>) -> ApiResult<(Acquisition, bool)> {
-        let who = self.principal(&req)?;
+    /// by the victim policy of the first lock's namespace. Also returns `stay_open` and the
+    /// key's hold.
+    fn prepare_acquire_all(&self, req: Request<pb::AcquireLocksRequest>) -> ApiResult<(Acquisition, bool, KeyHold)> {
+        let (who, hold) = self.stream_principal(&req)?;
         let r = req.into_inner();
         let txn = validate::txn_id(r.transaction_id)?;
         let locks = validate::lock_list(&r.locks)?;
@@ -199,7 +210,7 @@ impl LockApi {
         let request_id = validate::request_id(&r.request_id)?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let victim_policy = self.policies.for_namespace(&locks[0].0.namespace);
         let wanted = Wanted::All(AcquireAllRequest { request_id, locks, wait_ms, victim_policy });
-        Ok((self.engine.acquire(who, AcquireStart::Txn(txn), wanted)?, r.stay_open))
+        Ok((self.engine.acquire(who, AcquireStart::Txn(txn), wanted)?, r.stay_open, hold))
     }
 }
 
@@ -323,8 +334,8 @@ impl LockService for LockApi {
     type AcquireLockStream = AcquireStream;
 
     async fn acquire_lock(&self, req: Request<pb::AcquireLockRequest>) -> Result<Response<AcquireStream>, Status> {
-        let (acquisition, lock, stay_open) = self.prepare_acquire(req)?;
-        let updates = acquire_stream(acquisition, lock, stay_open);
+        let (acquisition, lock, stay_open, hold) = self.prepare_acquire(req)?;
+        let updates = hold.guard(acquire_stream(acquisition, lock, stay_open));
         // The first answer (the grant, the queue position or the error) comes once the
         // proposal is applied, within a millisecond or two: the response headers wait for
         // it and leave with it in one write to the client. Sent at once, they would cost
@@ -338,8 +349,8 @@ impl LockService for LockApi {
     type AcquireLocksStream = AcquireAllStream;
 
     async fn acquire_locks(&self, req: Request<pb::AcquireLocksRequest>) -> Result<Response<AcquireAllStream>, Status> {
-        let (acquisition, stay_open) = self.prepare_acquire_all(req)?;
-        with_first_answer(acquire_all_stream(acquisition, stay_open)).await
+        let (acquisition, stay_open, hold) = self.prepare_acquire_all(req)?;
+        with_first_answer(hold.guard(acquire_all_stream(acquisition, stay_open))).await
     }
 
     async fn release_lock(
@@ -396,7 +407,7 @@ impl LockService for LockApi {
     type WatchKeyStream = KeyHoldersStream;
 
     async fn watch_key(&self, req: Request<pb::WatchKeyRequest>) -> Result<Response<KeyHoldersStream>, Status> {
-        let who = self.principal(&req)?;
+        let (who, hold) = self.stream_principal(&req)?;
         let remote = caller::client_addr(&req);
         let r = req.into_inner();
         let lock = validate::lock_key(&r.namespace, &r.key)?;
@@ -404,11 +415,11 @@ impl LockService for LockApi {
             if r.cursor.is_empty() { None } else { Some(parse_cursor(&r.cursor).map_err(ApiError::from)?) };
         let states = self.engine.watch_key(who, remote, lock, resume_from).await.map_err(ApiError::from)?;
         let stream = states.map(|s| s.map(|s| convert::key_state(&s)).map_err(|e| Status::from(ApiError::from(e))));
-        Ok(Response::new(Box::pin(stream) as KeyHoldersStream))
+        Ok(Response::new(hold.guard(Box::pin(stream))))
     }
 
     async fn watch_events(&self, req: Request<pb::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
-        let who = self.principal(&req)?;
+        let (who, hold) = self.stream_principal(&req)?;
         let remote = caller::client_addr(&req);
         let r = req.into_inner();
         for p in &r.namespace_prefixes {
@@ -438,7 +449,8 @@ impl LockService for LockApi {
                 }
             }
         });
-        let mut response = Response::new(Box::pin(ReceiverStream::new(rx)) as EventStream);
+        // Ended when the key is revoked: the receiver goes, and the task with it.
+        let mut response = Response::new(hold.guard(Box::pin(ReceiverStream::new(rx))));
         let md = response.metadata_mut();
         md.insert(metadata::FIRST_SEQUENCE, from.into());
         md.insert(metadata::LAST_SEQUENCE, last.into());

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::Stream;
 
-use super::{touch, unexpected, Begun, Engine, EngineError, EngineResult, Principal};
+use super::{begin_request_id, touch, unexpected, Begun, Engine, EngineError, EngineResult, Principal};
 use crate::locks::{
     AcquireRequest, AcquireStatus, Begin, BeginOption, Command, CycleMember, EndCause, LockKey, LockMode, LockTable,
     Outcome, Rejection, TxnId, TxnState, VictimPolicy, WaitEnd,
@@ -207,7 +207,8 @@ impl Engine {
                 ))
             }
             (AcquireStart::Begin(begin, options), Wanted::One { .. }) => {
-                AcquireStart::Begin(Begin { owner: who.name.clone(), ..begin }, options)
+                let request_id = begin_request_id(&self.node, &who, begin.request_id);
+                AcquireStart::Begin(Begin { owner: who.name.clone(), request_id, ..begin }, options)
             }
             (AcquireStart::Begin(..), Wanted::All(_)) => {
                 return Err(EngineError::InvalidArgument(

@@ -86,13 +86,28 @@ fn with_txn<R>(node: &Node, who: &Principal, txn: TxnId, renew: bool, f: impl Fn
     let st = node.state().read().expect("state lock");
     let t = st.table.txn(txn).ok_or(EngineError::NotFound(txn))?;
     who.check_txn(t)?;
-    // Only the owner's calls count as signs of life: an operator inspecting a stuck
-    // transaction must not keep it alive. Renewed under the state lock, as in `renew`; an
-    // expiring lease stays expiring (the command itself will be refused).
-    if renew && t.state == TxnState::Active && t.owner == who.name {
+    // Only the owner's calls count as signs of life (`Principal::check_renewal`). Renewed
+    // under the state lock, as in `renew`; an expiring lease stays expiring (the command
+    // itself will be refused).
+    if renew && t.state == TxnState::Active && who.check_renewal(t).is_ok() {
         let _ = node.leases().renew(txn, Instant::now());
     }
     Ok(f(t))
+}
+
+/// The begin request id proposed for `who`'s client id ([`Principal::begin_request_id`]).
+/// A begin an earlier version recorded under the client's own id is still found when this
+/// key made it, so a retry across an upgrade gets its transaction; another key's record
+/// under that id is passed over.
+fn begin_request_id(node: &Node, who: &Principal, id: Option<String>) -> Option<String> {
+    let id = id?;
+    let scoped = who.begin_request_id(&id);
+    if scoped == id {
+        return Some(id);
+    }
+    let st = node.state().read().expect("state lock");
+    let earlier = st.table.begun_by(&scoped).is_none() && st.table.begun_by(&id).is_some_and(|t| t.owner == who.name);
+    Some(if earlier { id } else { scoped })
 }
 
 fn unexpected(o: Outcome) -> EngineError {

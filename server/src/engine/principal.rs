@@ -4,6 +4,10 @@
 //!   lists only its locks there, and events are cut to their parts there ([`Principal::redact`]).
 //! - A transaction is used (heartbeat, status, acquire, release, end) only with the key that
 //!   began it; other keys get PERMISSION_DENIED, admin keys excepted.
+//! - Only the owner's calls keep a transaction alive: an admin's calls on another key's
+//!   transaction never renew its lease, and its Heartbeat on one is refused
+//!   ([`Principal::check_renewal`]), so an operator looking at a stuck transaction cannot
+//!   keep it from expiring, and a heartbeat that answers "renewed" always means it.
 //! - An admin key limited to prefixes acts on other keys' transactions only when they are
 //!   *inside* its prefixes: every namespace the transaction holds, waits for or has asked
 //!   for is inside, and there is at least one ([`Principal::may_use`]); a transaction that
@@ -11,6 +15,9 @@
 //!   end or abort is proposed `Scoped` ([`Principal::scoped`]): the state machine checks
 //!   the rule again on the state it applies it to.
 //!   Unlimited admin keys act on every transaction.
+//!
+//! - Begin request ids are scoped to the key ([`Principal::begin_request_id`]): another key
+//!   sending the same id begins its own transaction and learns nothing about the first.
 //!
 //! docs/http-api.md "Keys and tenancy" says the same for users. `api::auth` finds the
 //! principal of a call from its API key.
@@ -31,7 +38,26 @@ pub struct Principal {
     pub admin: bool,
 }
 
+/// Marks a begin request id scoped to a key (see [`Principal::begin_request_id`]).
+const SCOPED_ID_PREFIX: &str = "k1:";
+
 impl Principal {
+    /// The request id a begin with the client's `id` is proposed and remembered under.
+    /// Transactions are one table for every key, so a client's own id would be one
+    /// namespace for all of them: another key's retry would find (and reveal) this key's
+    /// transaction, or claim the id first. Scoped, the same key gets the same id through
+    /// any node and after a leader change (a retry finds its transaction), another key a
+    /// different one: the name's length comes first, so no two (name, id) pairs give the
+    /// same text. The entry grows by the name, which it carries as the owner already; a
+    /// cheap concatenation rather than a digest, since every begin pays for it. Without
+    /// keys every caller is one principal: the id is kept as the client sent it.
+    pub fn begin_request_id(&self, id: &str) -> String {
+        if self.name.is_empty() {
+            return id.to_string();
+        }
+        format!("{SCOPED_ID_PREFIX}{}:{}:{id}", self.name.len(), self.name)
+    }
+
     pub fn check_namespace(&self, namespace: &str) -> Result<(), EngineError> {
         match &self.namespaces {
             Some(prefixes) if !prefixes.iter().any(|p| namespace.starts_with(p.as_str())) => {
@@ -42,6 +68,18 @@ impl Principal {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Whether this key (as a reload left it) may still do everything `earlier` could: the
+    /// same name (transactions belong to it), admin if it was, and every namespace it could
+    /// use. A stream opened as `earlier` goes on only then (`api::auth::KeyHold`).
+    pub fn covers(&self, earlier: &Principal) -> bool {
+        let namespaces = match (&self.namespaces, &earlier.namespaces) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(now), Some(before)) => before.iter().all(|b| now.iter().any(|n| b.starts_with(n.as_str()))),
+        };
+        self.name == earlier.name && (self.admin || !earlier.admin) && namespaces
     }
 
     /// Whether this key may see `namespace` (for filtering listings and events).
@@ -98,6 +136,21 @@ impl Principal {
             }
             _ => format!("transaction {txn} was begun with another API key"),
         }))
+    }
+
+    /// PERMISSION_DENIED unless this key began transaction `t`, the only key whose
+    /// heartbeats renew it. An answer with the lease left but no renewal would read as a
+    /// success to a client that keeps a lease; an admin reads a transaction with
+    /// GetTransactionStatus, which does not renew it either.
+    pub fn check_renewal(&self, t: &Txn) -> Result<(), EngineError> {
+        if t.owner == self.name {
+            return Ok(());
+        }
+        Err(EngineError::PermissionDenied(format!(
+            "transaction {} was begun with another API key: only heartbeats of the key that began a transaction \
+             renew its lease (an operator reads it with GetTransactionStatus and ends it with AbortTransaction)",
+            t.id
+        )))
     }
 
     /// The part of event `e` this key may see: other namespaces' parts removed, `None` when
@@ -185,6 +238,57 @@ mod tests {
             matches!(billing_admin.check_txn(straddling), Err(EngineError::PermissionDenied(m)) if m.contains("not inside the prefixes"))
         );
         assert!(admin.may_use(own) && admin.may_use(straddling) && admin.may_use(empty));
+    }
+
+    #[test]
+    fn begin_request_ids_are_scoped_to_the_key_deterministically() {
+        let billing = key("billing", None, false);
+        let again = key("billing", Some(&["billing-"]), true);
+        let reports = key("reports", None, false);
+        let id = "b".repeat(128);
+        let scoped = billing.begin_request_id(&id);
+        assert_eq!(scoped, again.begin_request_id(&id), "the key's name decides, not its rights");
+        assert_ne!(scoped, reports.begin_request_id(&id), "another key gets another id");
+        assert_ne!(scoped, billing.begin_request_id("c"));
+        assert_eq!(billing.begin_request_id("r-1"), "k1:7:billing:r-1");
+        // The name's length comes first: ("a:1", "x") and ("a", "1:x") differ.
+        assert_ne!(key("a:1", None, false).begin_request_id("x"), key("a", None, false).begin_request_id("1:x"));
+        assert_ne!(key("ab", None, false).begin_request_id("c"), key("a", None, false).begin_request_id("bc"));
+        // Without keys the client's id is used as it is.
+        assert_eq!(key("", None, true).begin_request_id("r-1"), "r-1");
+    }
+
+    #[test]
+    fn a_reloaded_key_covers_its_earlier_self_only_with_every_right_it_had() {
+        let billing = key("billing", Some(&["billing-", "reports-"]), true);
+        assert!(billing.covers(&billing));
+        assert!(key("billing", None, true).covers(&billing), "widened to every namespace");
+        assert!(key("billing", Some(&["billing", "reports-"]), true).covers(&billing), "a shorter prefix covers");
+        assert!(!key("billing", Some(&["billing-"]), true).covers(&billing), "a prefix taken away");
+        assert!(!key("billing", Some(&["billing-eu", "reports-"]), true).covers(&billing), "narrowed");
+        assert!(!key("billing", Some(&["billing-", "reports-"]), false).covers(&billing), "admin taken away");
+        assert!(key("billing", Some(&["billing-", "reports-"]), true).covers(&key(
+            "billing",
+            Some(&["billing-"]),
+            false
+        )));
+        assert!(!key("billing", Some(&["billing-"]), false).covers(&key("billing", None, false)), "limited now");
+        assert!(!key("billing2", Some(&["billing-", "reports-"]), true).covers(&billing), "renamed");
+    }
+
+    #[test]
+    fn only_the_owner_renews_a_lease() {
+        let t = table(&[("billing", &["billing-a"])]);
+        let own = t.txn(1).unwrap();
+        assert!(key("billing", Some(&["billing-"]), false).check_renewal(own).is_ok());
+        for admin in [key("admin", None, true), key("badmin", Some(&["billing-"]), true)] {
+            assert!(admin.may_use(own), "{admin:?} may act on it");
+            let err = admin.check_renewal(own).unwrap_err();
+            assert!(
+                matches!(&err, EngineError::PermissionDenied(m) if m.contains("only heartbeats of the key")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{touch, unexpected, with_txn, Engine, EngineError, EngineResult, Principal};
+use super::{begin_request_id, touch, unexpected, with_txn, Engine, EngineError, EngineResult, Principal};
 use crate::lease::RenewError;
 use crate::locks::{Begin, BeginOption, Command, EndCause, Held, LockKey, LockMode, Outcome, TxnId, TxnState};
 use crate::raft::proposer::Timing;
@@ -58,12 +58,13 @@ pub struct Heartbeat {
 
 impl Engine {
     /// Begins a transaction owned by `who` (`begin.owner` is set to it). A retried request
-    /// id returns its transaction only to the caller that began it.
+    /// id returns its transaction; request ids are scoped to the key (`begin_request_id`).
     pub async fn begin(&self, who: &Principal, begin: Begin, options: Vec<BeginOption>) -> EngineResult<Begun> {
         let node = &self.node;
         node.require_leader()?;
-        let admitted = node.limits().admit_begin(node.state(), who, begin.request_id.as_deref(), None)?;
-        let begin = Begin { owner: who.name.clone(), ..begin };
+        let request_id = begin_request_id(node, who, begin.request_id);
+        let admitted = node.limits().admit_begin(node.state(), who, request_id.as_deref(), None)?;
+        let begin = Begin { owner: who.name.clone(), request_id, ..begin };
         // Without options the command older nodes know (see `Acquisition::start`).
         let cmd = if options.is_empty() {
             let Begin { request_id, lease_ms, priority, name, owner } = begin;
@@ -204,6 +205,7 @@ impl Engine {
         let st = self.node.state().read().expect("state lock");
         let t = st.table.txn(txn).ok_or(EngineError::NotFound(txn))?;
         who.check_txn(t)?;
+        who.check_renewal(t)?;
         if t.state != TxnState::Active {
             let message = format!("transaction {txn} is {} ({})", t.state, t.end_reason);
             return Err(EngineError::TransactionLost { txn, cause: t.end_cause, message });

@@ -6,6 +6,7 @@
 pub mod access;
 pub mod api;
 pub mod gateway;
+pub mod headers;
 pub mod json;
 pub mod key_sse;
 pub mod playground;
@@ -62,6 +63,7 @@ pub fn router(engine: Arc<Engine>, gateway: Arc<Gateway>, access: Arc<Access>) -
         .with_state(engine)
         .merge(api::routes(gateway, access))
         .merge(playground::routes())
+        .layer(axum::middleware::map_response(headers::protect))
 }
 
 /// The HTTP port as `serve` hands it over: bound, with its connection bounds.

@@ -4,10 +4,12 @@
 //! each other by relative path, so each one is served here under `/playground/<name>`.
 
 use axum::extract::Path;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::Router;
+
+use super::headers::PLAYGROUND_CSP;
 
 const INDEX: &str = include_str!("../../../playground/web/index.html");
 const OPENAPI: &str = include_str!("../../assets/openapi.json");
@@ -42,6 +44,13 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
 }
 
+/// The page, with the policy that keeps other sites' scripts and frames away from it.
+async fn page() -> Response {
+    let mut page = asset("text/html; charset=utf-8", INDEX);
+    page.headers_mut().insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PLAYGROUND_CSP));
+    page
+}
+
 async fn file(Path(name): Path<String>) -> Response {
     match FILES.iter().find(|(n, _, _)| *n == name) {
         Some((_, content_type, body)) => asset(content_type, body),
@@ -52,7 +61,7 @@ async fn file(Path(name): Path<String>) -> Response {
 pub fn routes() -> Router {
     Router::new()
         .route("/", get(|| async { Redirect::temporary("/playground") }))
-        .route("/playground", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
+        .route("/playground", get(page))
         .route("/playground/", get(|| async { Redirect::permanent("/playground") }))
         .route("/playground/:file", get(file))
         .route("/openapi.json", get(|| async { asset("application/json", OPENAPI) }))

@@ -228,7 +228,7 @@ async fn ask(
     member: &Member,
     joining: bool,
 ) -> Option<Result<PeerView, String>> {
-    let mut client = transport.discovery(&member.peer_addr).ok()?;
+    let mut client = transport.discovery(peer, &member.peer_addr).ok()?;
     let mut request = Request::new(ClusterStateRequest { node_id: me, joining });
     request.set_timeout(ASK_TIMEOUT);
     match tokio::time::timeout(ASK_TIMEOUT, client.cluster_state(request)).await {

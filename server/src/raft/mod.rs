@@ -8,6 +8,8 @@ pub mod identity;
 pub mod log_store;
 pub mod network;
 pub mod peer_auth;
+pub mod peer_roster;
+pub mod peer_tls;
 pub mod proposer;
 pub mod quorum_clock;
 pub mod replicated;

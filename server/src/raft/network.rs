@@ -1,7 +1,10 @@
 //! The raft client side: sends AppendEntries, Vote and InstallSnapshot to peers' peer
 //! ports over the internal gRPC `RaftService`, with openraft messages encoded by [`codec`].
-//! Every call carries this node's credentials ([`Stamp`]); with peer TLS configured, the
-//! connection is mutual TLS against the cluster CA.
+//! Every call carries this node's credentials ([`Stamp`]), so they go only where they are
+//! safe: with peer TLS configured, the connection is mutual TLS against the cluster CA, to
+//! a peer that proves it is the node called (`peer_tls`); with a cluster secret alone, only
+//! to loopback addresses (the secret travels in clear), unless `--insecure` says the
+//! network is trusted.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -19,11 +22,12 @@ use openraft::raft::{
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::{Channel, Endpoint};
 
 use super::append_stream::AppendStream;
 use super::durable::Durable;
 use super::peer_auth::{DiscoveryRpc, PeerAuth, PeerRpc, Stamp};
+use super::peer_tls::PeerTlsClient;
 use super::quorum_clock::QuorumClock;
 use super::types::{codec, LogId, Node, NodeId, RPCError, RaftError, TypeConfig, Vote};
 
@@ -48,9 +52,11 @@ pub struct PeerTlsFiles {
 pub struct PeerTransport {
     auth: Arc<PeerAuth>,
     tls_files: Option<PeerTlsFiles>,
-    tls: Mutex<Option<ClientTlsConfig>>,
-    /// One channel per peer address and lane.
-    channels: Mutex<HashMap<(Lane, String), Channel>>,
+    tls: Mutex<Option<Arc<PeerTlsClient>>>,
+    /// `--insecure`: the cluster secret may travel in clear beyond loopback.
+    secret_beyond_loopback: bool,
+    /// One channel per lane, peer and address.
+    channels: Mutex<HashMap<(Lane, NodeId, String), Channel>>,
 }
 
 /// What a connection to a peer carries. Clients' forwarded calls get connections of their
@@ -64,31 +70,60 @@ pub enum Lane {
 }
 
 impl PeerTransport {
-    pub fn new(auth: Arc<PeerAuth>, tls_files: Option<PeerTlsFiles>) -> anyhow::Result<Arc<PeerTransport>> {
-        let tls = tls_files.as_ref().map(client_tls).transpose()?;
-        Ok(Arc::new(PeerTransport { auth, tls_files, tls: Mutex::new(tls), channels: Mutex::default() }))
+    /// `secret_beyond_loopback`: `--insecure` (see [`PeerTransport::may_send_credentials`]).
+    pub fn new(
+        auth: Arc<PeerAuth>,
+        tls_files: Option<PeerTlsFiles>,
+        secret_beyond_loopback: bool,
+    ) -> anyhow::Result<Arc<PeerTransport>> {
+        let tls = tls_files.as_ref().map(PeerTlsClient::load).transpose()?.map(Arc::new);
+        Ok(Arc::new(PeerTransport {
+            auth,
+            tls_files,
+            tls: Mutex::new(tls),
+            secret_beyond_loopback,
+            channels: Mutex::default(),
+        }))
     }
 
     /// Reads the TLS files again; the next calls open new connections with them (calls in
     /// flight finish on the old ones). A failed read keeps the old configuration.
     pub fn reload_tls(&self) -> anyhow::Result<()> {
         let Some(files) = &self.tls_files else { return Ok(()) };
-        let tls = client_tls(files)?;
-        *self.tls.lock().expect("peer tls lock") = Some(tls);
+        let tls = PeerTlsClient::load(files)?;
+        *self.tls.lock().expect("peer tls lock") = Some(Arc::new(tls));
         self.channels.lock().expect("channels lock").clear();
         Ok(())
     }
 
-    /// The channel to the peer at `addr` on `lane`, connected lazily and kept.
-    pub fn channel(&self, lane: Lane, addr: &str) -> Result<Channel, Unreachable> {
+    /// Whether this node's credentials may be sent to a peer at `addr`: always with peer
+    /// TLS (the peer proves it is the node called); with a cluster secret alone only to a
+    /// loopback address, as the start rules allow a secret-only peer port only there
+    /// (`security`), unless `--insecure`. The refusal names the rule and the fix. Checked
+    /// before a connection is made, and by `dls members add` before a member is added.
+    pub fn may_send_credentials(&self, addr: &str) -> Result<(), String> {
+        if self.tls_files.is_some() || self.secret_beyond_loopback || crate::security::is_loopback_host(addr) {
+            return Ok(());
+        }
+        Err(format!(
+            "peer address {addr} is not loopback, and this cluster's peers authenticate with the cluster secret alone, \
+             which would travel to it in clear: peers on other machines need mutual TLS (--peer-tls-cert, \
+             --peer-tls-key, --peer-tls-ca on every node; see `dls certs`), or every node started with --insecure on \
+             an isolated network"
+        ))
+    }
+
+    /// The channel to node `to` at `addr` on `lane`, connected lazily and kept.
+    pub fn channel(&self, lane: Lane, to: NodeId, addr: &str) -> Result<Channel, Unreachable> {
+        self.may_send_credentials(addr).map_err(|why| Unreachable::new(&std::io::Error::other(why)))?;
         let mut channels = self.channels.lock().expect("channels lock");
-        let key = (lane, addr.to_string());
+        let key = (lane, to, addr.to_string());
         if let Some(c) = channels.get(&key) {
             return Ok(c.clone());
         }
         let tls = self.tls.lock().expect("peer tls lock").clone();
-        let scheme = if tls.is_some() { "https" } else { "http" };
-        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
+        // With TLS the connector makes the TLS connection itself: the URI stays http.
+        let mut endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| Unreachable::new(&e))?
             .connect_timeout(Duration::from_millis(500))
             .tcp_nodelay(true);
@@ -97,10 +132,13 @@ impl PeerTransport {
             // notice a leader that vanished, so the stream ends and its client re-attaches.
             endpoint = endpoint.http2_keep_alive_interval(FORWARD_KEEPALIVE).keep_alive_timeout(FORWARD_KEEPALIVE);
         }
-        if let Some(tls) = tls {
-            endpoint = endpoint.tls_config(tls).map_err(|e| Unreachable::new(&e))?;
-        }
-        let channel = endpoint.connect_lazy();
+        let channel = match tls {
+            Some(tls) => {
+                let connector = tls.connector(to).map_err(|e| Unreachable::new(&std::io::Error::other(e)))?;
+                endpoint.connect_with_connector_lazy(connector)
+            }
+            None => endpoint.connect_lazy(),
+        };
         channels.insert(key, channel.clone());
         Ok(channel)
     }
@@ -111,31 +149,20 @@ impl PeerTransport {
         Stamp::any(self.auth.clone())
     }
 
-    /// A client of a peer's discovery call (asked before this node takes part in raft).
-    pub fn discovery(&self, addr: &str) -> Result<DiscoveryRpc, Unreachable> {
-        let channel = self.channel(Lane::Raft, addr)?;
+    /// A client of node `to`'s discovery call (asked before this node takes part in raft).
+    pub fn discovery(&self, to: NodeId, addr: &str) -> Result<DiscoveryRpc, Unreachable> {
+        let channel = self.channel(Lane::Raft, to, addr)?;
         Ok(PeerDiscoveryServiceClient::with_interceptor(channel, self.stamp()))
     }
 
     /// A raft client of node `target` at `addr`; its calls name `target`, which refuses
     /// them if it is another node.
     fn client(&self, target: NodeId, addr: &str) -> Result<PeerRpc, Unreachable> {
-        let channel = self.channel(Lane::Raft, addr)?;
+        let channel = self.channel(Lane::Raft, target, addr)?;
         Ok(RaftServiceClient::with_interceptor(channel, Stamp::to(self.auth.clone(), target))
             .max_decoding_message_size(MAX_RAFT_MESSAGE)
             .max_encoding_message_size(MAX_RAFT_MESSAGE))
     }
-}
-
-fn client_tls(files: &PeerTlsFiles) -> anyhow::Result<ClientTlsConfig> {
-    let read = |p: &PathBuf| std::fs::read(p).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()));
-    // Fail at start (or reload), not at the first raft call, when a file is not what it should be.
-    crate::tls::read_certs(&files.cert)?;
-    crate::tls::read_key(&files.key)?;
-    crate::tls::read_certs(&files.ca)?;
-    Ok(ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(read(&files.ca)?))
-        .identity(Identity::from_pem(read(&files.cert)?, read(&files.key)?)))
 }
 
 /// Creates raft clients for peers. openraft asks for a new client for every election
@@ -363,6 +390,23 @@ mod tests {
             entries: entries.iter().map(|&log_id| Entry { log_id, payload: EntryPayload::Blank }).collect(),
             leader_commit: commit,
         }
+    }
+
+    #[tokio::test]
+    async fn a_cluster_secret_is_sent_only_to_loopback_unless_insecure() {
+        let auth = PeerAuth::new(1, "c", Some("0123456789abcdef-secret"), false).unwrap();
+        let strict = PeerTransport::new(auth.clone(), None, false).unwrap();
+        for local in ["127.0.0.1:7080", "localhost:7080", "[::1]:7080"] {
+            assert!(strict.may_send_credentials(local).is_ok(), "{local}");
+            assert!(strict.channel(Lane::Raft, 2, local).is_ok(), "{local}");
+        }
+        for remote in ["10.0.0.2:7080", "node-2.example:7080"] {
+            let err = strict.may_send_credentials(remote).unwrap_err();
+            assert!(err.contains("in clear") && err.contains("--peer-tls-cert"), "{err}");
+            assert!(strict.channel(Lane::Forward, 2, remote).is_err(), "no connection is even made to {remote}");
+        }
+        let insecure = PeerTransport::new(auth, None, true).unwrap();
+        assert!(insecure.may_send_credentials("10.0.0.2:7080").is_ok());
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! disk, so the peer port refuses any call that does not prove it comes from a node of
 //! this cluster before the message is even decoded:
 //!
+//! - every call names the node it comes from (`x-dls-from-node`);
 //! - with mutual TLS, the TLS layer has checked the caller's certificate against the
 //!   cluster CA; here its common name must also say it is a node's (`dls certs node`), so
-//!   a client certificate of the same CA is not enough;
+//!   a client certificate of the same CA is not enough, and name the very node the call
+//!   claims to come from: a node's certificate speaks for that node only;
 //! - with a cluster secret, every call carries it (`x-dls-peer-secret`), compared in
-//!   constant time;
+//!   constant time (the node a call names is then only its word);
 //! - every call names its cluster (`x-dls-cluster-id`); a node of another cluster (a
 //!   copied config, a reused address) is refused. Only the discovery call asked before a
 //!   node takes part in raft ([`CredentialsGate`]) skips this check: a node started with
@@ -14,8 +16,12 @@
 //! - a raft call names the node it is meant for (`x-dls-to-node`); a node refuses a call
 //!   meant for another one. Otherwise two members' `--peers` entries that point at one
 //!   address (a reused port, a stale list on one node) would let a node answer for a peer:
-//!   a candidate could count its own vote twice, a leader replicate to itself.
+//!   a candidate could count its own vote twice, a leader replicate to itself;
+//! - the calling node must be a member ([`PeerRoster`]): a removed node's certificate (or
+//!   its copy of the secret, for the node it names) stops working. The discovery call
+//!   skips this too: a joining node asks before it is added.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 
 use caerus_proto::raft::peer_discovery_service_client::PeerDiscoveryServiceClient;
@@ -27,6 +33,7 @@ use tonic::service::Interceptor;
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 
+use super::peer_roster::PeerRoster;
 use super::types::NodeId;
 use crate::certs;
 
@@ -52,6 +59,8 @@ pub struct PeerAuth {
     cluster_id: RwLock<AsciiMetadataValue>,
     secret: Option<(AsciiMetadataValue, [u8; 32])>,
     mutual_tls: bool,
+    /// Which nodes may call (kept up to date from raft's membership by the node).
+    roster: RwLock<PeerRoster>,
 }
 
 impl std::fmt::Debug for PeerAuth {
@@ -93,7 +102,12 @@ impl PeerAuth {
             }
             None => None,
         };
-        Ok(Arc::new(PeerAuth { node_id, cluster_id, secret, mutual_tls }))
+        Ok(Arc::new(PeerAuth { node_id, cluster_id, secret, mutual_tls, roster: RwLock::default() }))
+    }
+
+    /// Takes the membership and the leader this node knows now (see [`PeerRoster`]).
+    pub fn observe_membership(&self, members: BTreeSet<NodeId>, leader: Option<NodeId>) {
+        self.roster.write().expect("roster lock").observe(members, leader);
     }
 
     /// Takes the cluster id a joining node learned from its peers.
@@ -119,11 +133,11 @@ impl PeerAuth {
         }
     }
 
-    /// Refuses a peer call that does not come from a node of this cluster, or that is
+    /// Refuses a peer call that does not come from a member of this cluster, or that is
     /// meant for another node (a call without `x-dls-to-node`, from a node of an earlier
     /// version, is taken).
     pub fn check<T>(&self, req: &Request<T>) -> Result<(), Status> {
-        self.check_credentials(req)?;
+        let from = self.check_credentials(req)?;
         if let Some(to) = req.metadata().get(TO_NODE) {
             let to = to.to_str().unwrap_or("?");
             if to.parse::<NodeId>().ok() != Some(self.node_id) {
@@ -136,35 +150,43 @@ impl PeerAuth {
         }
         let own = self.cluster_id();
         match req.metadata().get(CLUSTER_ID) {
-            Some(id) if *id == own => Ok(()),
-            Some(id) => Err(Status::permission_denied(format!(
-                "the caller belongs to cluster {:?}, this node to cluster {:?}; check --peers and the data directories",
-                id.to_str().unwrap_or("?"),
-                own.to_str().unwrap_or("?")
-            ))),
-            None => Err(Status::permission_denied("a peer call must name its cluster (x-dls-cluster-id)")),
+            Some(id) if *id == own => {}
+            Some(id) => {
+                return Err(Status::permission_denied(format!(
+                    "the caller belongs to cluster {:?}, this node to cluster {:?}; check --peers and the data \
+                     directories",
+                    id.to_str().unwrap_or("?"),
+                    own.to_str().unwrap_or("?")
+                )))
+            }
+            None => return Err(Status::permission_denied("a peer call must name its cluster (x-dls-cluster-id)")),
         }
+        self.roster.read().expect("roster lock").admit(from).map_err(Status::permission_denied)
     }
 
     /// Refuses a peer call without a node's credentials (cluster secret or node
-    /// certificate), whatever cluster it names.
-    pub fn check_credentials<T>(&self, req: &Request<T>) -> Result<(), Status> {
+    /// certificate), whatever cluster it names; the node it comes from.
+    pub fn check_credentials<T>(&self, req: &Request<T>) -> Result<NodeId, Status> {
         if !self.mutual_tls && self.secret.is_none() {
             // A node started without peer credentials (a lone node) trusts no caller.
             return Err(Status::unauthenticated(
                 "this node has no peer credentials configured; it accepts no peer calls",
             ));
         }
-        if self.mutual_tls {
+        // The credentials first: a caller without them learns nothing more.
+        let holder = if self.mutual_tls {
             let certs = req.peer_certs().ok_or_else(|| {
                 Status::unauthenticated("the peer port requires a node certificate signed by the cluster CA")
             })?;
-            if certs.first().and_then(|c| certs::node_id_of(c)).is_none() {
-                return Err(Status::unauthenticated(
+            let holder = certs.first().and_then(|c| certs::node_id_of(c)).ok_or_else(|| {
+                Status::unauthenticated(
                     "the peer port accepts node certificates only (made by `dls certs node`), not client certificates",
-                ));
-            }
-        }
+                )
+            })?;
+            Some(holder)
+        } else {
+            None
+        };
         if let Some((_, expected)) = &self.secret {
             let given = req.metadata().get(PEER_SECRET).map(|v| digest(v.as_bytes()));
             // Digests of equal length, compared without an early exit: the time taken
@@ -174,7 +196,17 @@ impl PeerAuth {
                 return Err(Status::unauthenticated("missing or wrong cluster secret on a peer call"));
             }
         }
-        Ok(())
+        let from =
+            req.metadata().get(FROM_NODE).and_then(|v| v.to_str().ok()?.parse::<NodeId>().ok()).ok_or_else(|| {
+                Status::unauthenticated("a peer call must name the node it comes from (x-dls-from-node)")
+            })?;
+        match holder {
+            Some(holder) if holder != from => Err(Status::unauthenticated(format!(
+                "the caller presents node {holder}'s certificate but claims to be node {from}: a node certificate \
+                 speaks for its own node only"
+            ))),
+            _ => Ok(from),
+        }
     }
 }
 
@@ -230,7 +262,7 @@ pub struct CredentialsGate(pub Arc<PeerAuth>);
 
 impl Interceptor for CredentialsGate {
     fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
-        let checked = self.0.check_credentials(&req);
+        let checked = self.0.check_credentials(&req).map(|_| ());
         admit_or_log(req, checked)
     }
 }
@@ -292,6 +324,27 @@ mod tests {
         // Once it adopts the id, its calls pass the full gate.
         other_cluster.adopt_cluster_id("c-1").unwrap();
         assert!(a.check(&stamped(&other_cluster)).is_ok());
+    }
+
+    #[test]
+    fn a_call_must_name_a_member_as_its_node() {
+        let one = PeerAuth::new(1, "c-1", Some("0123456789abcdef-secret"), false).unwrap();
+        let four = PeerAuth::new(4, "c-1", Some("0123456789abcdef-secret"), false).unwrap();
+        let mut anonymous = stamped(&four);
+        anonymous.metadata_mut().remove(FROM_NODE);
+        let err = one.check_credentials(&anonymous).unwrap_err();
+        assert!(err.code() == tonic::Code::Unauthenticated && err.message().contains("x-dls-from-node"), "{err}");
+        assert_eq!(one.check_credentials(&stamped(&four)).unwrap(), 4);
+
+        one.observe_membership([1, 2, 3].into(), Some(1));
+        let err = one.check(&stamped(&four)).unwrap_err();
+        assert!(err.code() == tonic::Code::PermissionDenied && err.message().contains("not a member"), "{err}");
+        // The discovery gate still answers it: a joining node asks before it is added.
+        assert!(one.check_credentials(&stamped(&four)).is_ok());
+        one.observe_membership([1, 2, 3, 4].into(), Some(1));
+        assert!(one.check(&stamped(&four)).is_ok());
+        one.observe_membership([1, 2, 3].into(), Some(1));
+        assert!(one.check(&stamped(&four)).unwrap_err().message().contains("was removed"));
     }
 
     #[test]

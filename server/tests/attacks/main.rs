@@ -1,7 +1,10 @@
 //! Attacks on a node by anyone who can reach its ports, each a test against real `dls`
-//! processes: what the attacker tries, and that the node stays up, bounded and fair.
-//! One test binary for all of them (one link, one process per `cargo test` run).
+//! processes: what a client without a key, a key of another tenant, or a node certificate of
+//! the cluster CA could do, and that it no longer can. One test binary (one link, one process
+//! per `cargo test` run), a module per area.
 
 #[path = "../common/mod.rs"]
 mod common;
+
+mod keys;
 mod ports;

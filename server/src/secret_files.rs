@@ -1,0 +1,148 @@
+//! Files that hold a secret: private keys, the cluster secret, the API keys file.
+//!
+//! - The ones `dls` writes (`dls keys add`, `dls certs`) are readable by their owner only
+//!   (0600), also when they replace a file that was readable by others: the new text goes
+//!   to a temporary file created 0600 and renamed over the old one, so there is no moment
+//!   when the secret is readable by others, and a reload never reads half a file. An
+//!   existing file keeps its owner and group (written by root for a service user, the
+//!   service can still read it).
+//! - The ones `dls serve` is given are checked at start, as ssh checks a private key: the
+//!   cluster secret must not be readable by group or others (refused: one read of it lets
+//!   anyone forge raft messages); a TLS private key must not be readable by others
+//!   (refused), and a group-readable one is reported (a group such as Kubernetes'
+//!   `fsGroup` or Debian's `ssl-cert` is how some deployments hand keys to a service).
+
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// Owner read and write, nothing for anyone else.
+pub const PRIVATE_MODE: u32 = 0o600;
+
+/// Writes `text` to `path` readable by its owner only (see the module).
+pub fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    let failed = |e: std::io::Error| anyhow::anyhow!("cannot write {}: {e}", path.display());
+    let name = path.file_name().ok_or_else(|| anyhow::anyhow!("{} is not a file name", path.display()))?;
+    let tmp = path.with_file_name(format!(".{}.tmp", name.to_string_lossy()));
+    // A temporary file left by a crash may be wider than 0600: start afresh.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failed(e)),
+        _ => {}
+    }
+    let mut file =
+        std::fs::OpenOptions::new().write(true).create_new(true).mode(PRIVATE_MODE).open(&tmp).map_err(failed)?;
+    // The mode given to open is narrowed by the umask, never widened; set it exactly.
+    file.set_permissions(std::fs::Permissions::from_mode(PRIVATE_MODE)).map_err(failed)?;
+    if let Ok(old) = std::fs::metadata(path) {
+        // Only root may give a file away; anyone else owns what it writes anyway.
+        let _ = std::os::unix::fs::fchown(&file, Some(old.uid()), Some(old.gid()));
+    }
+    let written = file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).and_then(|()| {
+        drop(file);
+        std::fs::rename(&tmp, path)
+    });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(failed(e));
+    }
+    // The rename itself survives a crash once the directory is synced.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+    Ok(())
+}
+
+/// What a secret file's mode lets others do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exposure {
+    /// Owner only.
+    Private,
+    /// The file's group may read or write it.
+    Group,
+    /// Every user of the machine may read or write it.
+    World,
+}
+
+impl Exposure {
+    pub fn of_mode(mode: u32) -> Exposure {
+        if mode & 0o007 != 0 {
+            Exposure::World
+        } else if mode & 0o070 != 0 {
+            Exposure::Group
+        } else {
+            Exposure::Private
+        }
+    }
+}
+
+/// How strictly a kind of secret file is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strictness {
+    /// Refused unless private (the cluster secret).
+    OwnerOnly,
+    /// Refused when others may read it, reported when its group may (TLS private keys).
+    NoOthers,
+}
+
+/// Checks the mode of secret file `path`, given with `flag`. `Ok(Some(warning))` for a
+/// file that is accepted but should be narrowed; `Err` names the file, its mode and the fix.
+pub fn check_mode(path: &Path, flag: &str, strictness: Strictness) -> anyhow::Result<Option<String>> {
+    let meta = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("cannot read {flag} {}: {e}", path.display()))?;
+    let mode = meta.mode() & 0o777;
+    let exposure = Exposure::of_mode(mode);
+    let fix = format!("`chmod 600 {}` (readable by the user dls runs as, and nobody else)", path.display());
+    let refused = match (exposure, strictness) {
+        (Exposure::Private, _) => return Ok(None),
+        (Exposure::World, _) | (Exposure::Group, Strictness::OwnerOnly) => true,
+        (Exposure::Group, Strictness::NoOthers) => false,
+    };
+    let who = if exposure == Exposure::World { "every user of this machine" } else { "its group" };
+    let problem = format!("{flag} {} has mode {mode:04o}: {who} has access to it", path.display());
+    if refused {
+        anyhow::bail!("refusing to start: {problem}; run {fix}")
+    }
+    Ok(Some(format!("{problem}; consider {fix}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().mode() & 0o777
+    }
+
+    #[test]
+    fn a_written_secret_is_owner_only_even_over_a_wider_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        write_private(&path, "first").unwrap();
+        assert_eq!(mode(&path), 0o600);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&path, "second").unwrap();
+        assert_eq!((mode(&path), std::fs::read_to_string(&path).unwrap().as_str()), (0o600, "second"));
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(leftovers, vec![std::ffi::OsString::from("keys.toml")], "no temporary file is left");
+    }
+
+    #[test]
+    fn secrets_readable_by_others_are_refused_and_a_group_readable_key_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, "x").unwrap();
+        let set = |m| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(m)).unwrap();
+        set(0o600);
+        assert_eq!(check_mode(&path, "--cluster-secret-file", Strictness::OwnerOnly).unwrap(), None);
+        set(0o640);
+        let err = check_mode(&path, "--cluster-secret-file", Strictness::OwnerOnly).unwrap_err().to_string();
+        assert!(err.contains("mode 0640") && err.contains("chmod 600") && err.contains("secret"), "{err}");
+        let warning = check_mode(&path, "--tls-key", Strictness::NoOthers).unwrap().expect("a warning");
+        assert!(warning.contains("its group"), "{warning}");
+        set(0o604);
+        let err = check_mode(&path, "--tls-key", Strictness::NoOthers).unwrap_err().to_string();
+        assert!(err.contains("every user") && err.contains("0604"), "{err}");
+        assert_eq!(Exposure::of_mode(0o400), Exposure::Private);
+        assert_eq!(Exposure::of_mode(0o620), Exposure::Group);
+        assert_eq!(Exposure::of_mode(0o602), Exposure::World);
+    }
+}
