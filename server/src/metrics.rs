@@ -201,11 +201,12 @@ impl Metrics {
     fn render_ports(&self, out: &mut String) {
         let ports: Vec<(&str, PortStats)> =
             self.ports.lock().expect("metrics lock").iter().map(|p| (p.port, p.stats())).collect();
-        let families: [Family<PortStats>; 3] = [
+        let families: [Family<PortStats>; 4] = [
             ("dls_connections_open", "Connections open on a port (handshakes included).", "gauge", |s| s.open),
             ("dls_connections_handshaking", "Connections still in their TLS handshake or opening.", "gauge", |s| {
                 s.handshaking
             }),
+            ("dls_requests_arriving", "Calls whose request has not all arrived yet.", "gauge", |s| s.pending_requests),
             (
                 "dls_accept_errors_total",
                 "Failed accepts (out of descriptors, buffers); each backs off.",

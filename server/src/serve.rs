@@ -177,7 +177,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             // stranger's streams are answered at once. A follower's one forwarding connection
             // carries up to --max-forwarded-calls of its clients' calls.
             let streams = u32::try_from(args.limits.max_forwarded_calls).unwrap_or(u32::MAX).saturating_add(256);
-            let router = grpc_server(streams, None)
+            let router = grpc_server(streams, RequestDeadline(None))
                 .add_service(InterceptedService::new(raft_api, gate.clone()))
                 .add_service(discovery)
                 .add_service(InterceptedService::new(forwarded_locks, PeerCaller(gate.clone())))
@@ -205,10 +205,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             return ended("HTTP port", served, &stop);
         }
     }
-    let client_router =
-        grpc_server(args.connections.max_streams_per_connection, Some(args.connections.request_timeout()))
-            .add_service(client_locks)
-            .add_service(client_admin);
+    let arrival = RequestDeadline(Some((args.connections.request_timeout(), ports.client.clone())));
+    let client_router = grpc_server(args.connections.max_streams_per_connection, arrival)
+        .add_service(client_locks)
+        .add_service(client_admin);
     let client_server =
         serve_grpc(client_router, listener, ports.client.clone(), security.grpc_tls.clone(), stop.clone());
     let drain_over = {
@@ -286,9 +286,9 @@ impl Ports {
 }
 
 /// A gRPC server with the bounds of `conn` on what one connection may hold: `streams`, header
-/// bytes, buffered request bytes, a request's time to arrive (`request_timeout`), and pings
-/// that free a vanished peer's connection.
-fn grpc_server(streams: u32, request_timeout: Option<Duration>) -> Server<Stack<RequestDeadline, Identity>> {
+/// bytes, buffered request bytes, the requests still arriving (`arrival`), and pings that
+/// free a vanished peer's connection.
+fn grpc_server(streams: u32, arrival: RequestDeadline) -> Server<Stack<RequestDeadline, Identity>> {
     Server::builder()
         .max_concurrent_streams(streams)
         .http2_max_header_list_size(conn::MAX_HEADER_LIST_BYTES)
@@ -297,7 +297,7 @@ fn grpc_server(streams: u32, request_timeout: Option<Duration>) -> Server<Stack<
         .http2_keepalive_interval(Some(conn::PING_INTERVAL))
         .http2_keepalive_timeout(Some(conn::PING_TIMEOUT))
         .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
-        .layer(RequestDeadline(request_timeout))
+        .layer(arrival)
 }
 
 /// Serves a gRPC router on a listener, over TLS when configured, until the stop signal.

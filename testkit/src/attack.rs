@@ -105,7 +105,13 @@ pub struct Seen {
 }
 
 /// Reads frames until EOF or an error, counting them.
-pub async fn read_frames(mut r: tokio::net::tcp::OwnedReadHalf) -> Seen {
+pub async fn read_frames(r: tokio::net::tcp::OwnedReadHalf) -> Seen {
+    let (tx, _) = tokio::sync::watch::channel(0);
+    count_frames(r, tx).await
+}
+
+/// [`read_frames`], telling `headers` each HEADERS frame's count as it comes.
+async fn count_frames(mut r: tokio::net::tcp::OwnedReadHalf, headers: tokio::sync::watch::Sender<u64>) -> Seen {
     let mut seen = Seen::default();
     let mut head = [0u8; 9];
     loop {
@@ -119,7 +125,10 @@ pub async fn read_frames(mut r: tokio::net::tcp::OwnedReadHalf) -> Seen {
         }
         seen.bytes += 9 + len as u64;
         match head[3] {
-            FRAME_HEADERS => seen.headers += 1,
+            FRAME_HEADERS => {
+                seen.headers += 1;
+                headers.send_replace(seen.headers);
+            }
             FRAME_RST_STREAM => seen.resets += 1,
             FRAME_GOAWAY => seen.goaways += 1,
             _ => {}
@@ -166,6 +175,24 @@ pub async fn body_less_streams(to: &str, from: IpAddr, path: &str, streams: u32,
         Ok(Ok(seen)) => seen,
         _ => Seen::default(),
     }
+}
+
+/// A connection with calls open on it that never send a body, kept open while this lives.
+pub struct HeldCalls {
+    _writer: tokio::net::tcp::OwnedWriteHalf,
+    /// HEADERS frames the server has sent back so far: each is one call answered.
+    pub answered: tokio::sync::watch::Receiver<u64>,
+}
+
+/// Opens `streams` calls to `path` on one connection from `from`, none with a body.
+pub async fn hold_calls(to: &str, from: IpAddr, path: &str, streams: u32) -> std::io::Result<HeldCalls> {
+    let (r, mut w) = connect_from(from, addr(to)).await?.into_split();
+    let (tx, answered) = tokio::sync::watch::channel(0);
+    tokio::spawn(count_frames(r, tx));
+    let mut bytes = client_preface();
+    bytes.extend((0..streams).flat_map(|i| open_call(2 * i + 1, path)));
+    w.write_all(&bytes).await?;
+    Ok(HeldCalls { _writer: w, answered })
 }
 
 /// The response head to a gRPC call to `path` on `addr` (HTTP/2, with the `authorization`

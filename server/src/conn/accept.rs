@@ -169,7 +169,9 @@ fn refused(guard: &PortGuard, peer: SocketAddr, why: Refusal) {
         Refusal::AddressFull => format!("--max-connections-per-ip {}", b.max_connections_per_ip),
         Refusal::HandshakesFull => format!("{} handshakes in progress on this port", b.max_handshakes),
         Refusal::AddressHandshakesFull => format!("--max-handshakes-per-ip {}", b.max_handshakes_per_ip),
-        Refusal::HandshakeTimeout | Refusal::HandshakeFailed => return,
+        Refusal::HandshakeTimeout | Refusal::HandshakeFailed | Refusal::PendingFull | Refusal::AddressPendingFull => {
+            return
+        }
     };
     tracing::warn!(port = guard.port, %peer, "refusing new connections: {bound} reached (more may follow unlogged for a while)");
 }

@@ -1,6 +1,7 @@
-//! The connections and handshakes one port holds, per port and per source address, and the
-//! decision to take one more. A place is held by a guard value and given back when it is
-//! dropped, so no path (a failed handshake, a panicking task, a closed connection) can leak it.
+//! The connections, handshakes and half-arrived requests one port holds, per port and per
+//! source address, and the decision to take one more. A place is held by a [`Slot`] and given
+//! back when it is dropped, so no path (a failed handshake, a panicking task, a closed
+//! connection, a cancelled call) can leak it.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
@@ -15,6 +16,9 @@ pub struct PortBounds {
     pub max_connections_per_ip: u64,
     pub max_handshakes: u64,
     pub max_handshakes_per_ip: u64,
+    /// Requests whose body has not all arrived yet.
+    pub max_pending_requests: u64,
+    pub max_pending_requests_per_ip: u64,
     pub first_byte_timeout: Duration,
     pub handshake_timeout: Duration,
 }
@@ -30,6 +34,10 @@ pub enum Refusal {
     HandshakesFull,
     /// `--max-handshakes-per-ip`.
     AddressHandshakesFull,
+    /// Requests still arriving on this port (4 × `--max-connections`).
+    PendingFull,
+    /// `--max-pending-requests-per-ip`.
+    AddressPendingFull,
     /// No first byte within `--first-byte-timeout-ms`, or no finished handshake within
     /// `--handshake-timeout-ms`.
     HandshakeTimeout,
@@ -38,11 +46,13 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 6] = [
+    pub const ALL: [Refusal; 8] = [
         Refusal::PortFull,
         Refusal::AddressFull,
         Refusal::HandshakesFull,
         Refusal::AddressHandshakesFull,
+        Refusal::PendingFull,
+        Refusal::AddressPendingFull,
         Refusal::HandshakeTimeout,
         Refusal::HandshakeFailed,
     ];
@@ -53,6 +63,8 @@ impl Refusal {
             Refusal::AddressFull => "max_connections_per_ip",
             Refusal::HandshakesFull => "max_handshakes",
             Refusal::AddressHandshakesFull => "max_handshakes_per_ip",
+            Refusal::PendingFull => "max_pending_requests",
+            Refusal::AddressPendingFull => "max_pending_requests_per_ip",
             Refusal::HandshakeTimeout => "handshake_timeout",
             Refusal::HandshakeFailed => "handshake_failed",
         }
@@ -80,20 +92,56 @@ impl Source {
     }
 }
 
-#[derive(Default)]
-struct Counts {
-    connections: u64,
-    by_source: HashMap<Source, u64>,
-    handshakes: u64,
-    handshakes_by_source: HashMap<Source, u64>,
+/// What a [`Slot`] holds a place of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Connection,
+    Handshake,
+    Request,
 }
 
-fn give_back(total: &mut u64, map: &mut HashMap<Source, u64>, source: Source) {
-    *total -= 1;
-    if let Some(n) = map.get_mut(&source) {
-        *n -= 1;
-        if *n == 0 {
-            map.remove(&source);
+/// One kind's places taken, in all and per source address.
+#[derive(Default)]
+struct Taken {
+    total: u64,
+    by_source: HashMap<Source, u64>,
+}
+
+impl Taken {
+    fn of(&self, source: Source) -> u64 {
+        self.by_source.get(&source).copied().unwrap_or(0)
+    }
+
+    fn take(&mut self, source: Source) {
+        self.total += 1;
+        *self.by_source.entry(source).or_default() += 1;
+    }
+
+    /// Gives one back; sources at zero are removed, so the map holds only what is open.
+    fn give_back(&mut self, source: Source) {
+        self.total -= 1;
+        if let Some(n) = self.by_source.get_mut(&source) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_source.remove(&source);
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    connections: Taken,
+    handshakes: Taken,
+    requests: Taken,
+}
+
+impl Counts {
+    fn of(&mut self, kind: Kind) -> &mut Taken {
+        match kind {
+            Kind::Connection => &mut self.connections,
+            Kind::Handshake => &mut self.handshakes,
+            Kind::Request => &mut self.requests,
         }
     }
 }
@@ -113,6 +161,7 @@ pub struct PortGuard {
 pub struct PortStats {
     pub open: u64,
     pub handshaking: u64,
+    pub pending_requests: u64,
     pub refused: [u64; Refusal::ALL.len()],
     pub accept_errors: u64,
 }
@@ -132,35 +181,46 @@ impl PortGuard {
         self.counts.lock().expect("port counts lock")
     }
 
-    /// A place for a new connection from `ip`, held until the guard is dropped.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, Refusal> {
-        let source = Source::of(ip);
-        let mut c = self.counts();
-        if c.connections >= self.bounds.max_connections {
-            return Err(self.refuse(Refusal::PortFull));
-        }
-        let from_source = c.by_source.get(&source).copied().unwrap_or(0);
-        if from_source >= self.bounds.max_connections_per_ip {
-            return Err(self.refuse(Refusal::AddressFull));
-        }
-        c.connections += 1;
-        *c.by_source.entry(source).or_default() += 1;
-        Ok(ConnectionSlot { port: self.clone(), source })
+    /// A place for a new connection from `ip`, held until the slot is dropped.
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, Refusal> {
+        let b = &self.bounds;
+        let limits = (b.max_connections, Refusal::PortFull, b.max_connections_per_ip, Refusal::AddressFull);
+        self.take(Kind::Connection, Source::of(ip), limits)
     }
 
-    /// A handshake place for a connection that holds `slot`, until dropped.
-    pub fn begin_handshake(self: &Arc<Self>, slot: &ConnectionSlot) -> Result<HandshakeSlot, Refusal> {
-        let source = slot.source;
-        let mut c = self.counts();
-        if c.handshakes >= self.bounds.max_handshakes {
-            return Err(self.refuse(Refusal::HandshakesFull));
+    /// A handshake place for the connection that holds `connection`.
+    pub fn begin_handshake(self: &Arc<Self>, connection: &Slot) -> Result<Slot, Refusal> {
+        let b = &self.bounds;
+        let limits =
+            (b.max_handshakes, Refusal::HandshakesFull, b.max_handshakes_per_ip, Refusal::AddressHandshakesFull);
+        self.take(Kind::Handshake, connection.source, limits)
+    }
+
+    /// A place for a request from `ip` whose body is still on its way.
+    pub fn begin_request(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, Refusal> {
+        let b = &self.bounds;
+        let limits =
+            (b.max_pending_requests, Refusal::PendingFull, b.max_pending_requests_per_ip, Refusal::AddressPendingFull);
+        self.take(Kind::Request, Source::of(ip), limits)
+    }
+
+    fn take(
+        self: &Arc<Self>,
+        kind: Kind,
+        source: Source,
+        limits: (u64, Refusal, u64, Refusal),
+    ) -> Result<Slot, Refusal> {
+        let (max, full, max_per_source, source_full) = limits;
+        let mut counts = self.counts();
+        let taken = counts.of(kind);
+        if taken.total >= max {
+            return Err(self.refuse(full));
         }
-        if c.handshakes_by_source.get(&source).copied().unwrap_or(0) >= self.bounds.max_handshakes_per_ip {
-            return Err(self.refuse(Refusal::AddressHandshakesFull));
+        if taken.of(source) >= max_per_source {
+            return Err(self.refuse(source_full));
         }
-        c.handshakes += 1;
-        *c.handshakes_by_source.entry(source).or_default() += 1;
-        Ok(HandshakeSlot { port: self.clone(), source })
+        taken.take(source);
+        Ok(Slot { port: self.clone(), source, kind })
     }
 
     pub fn refuse(&self, why: Refusal) -> Refusal {
@@ -175,39 +235,25 @@ impl PortGuard {
     pub fn stats(&self) -> PortStats {
         let c = self.counts();
         PortStats {
-            open: c.connections,
-            handshaking: c.handshakes,
+            open: c.connections.total,
+            handshaking: c.handshakes.total,
+            pending_requests: c.requests.total,
             refused: std::array::from_fn(|i| self.refused[i].load(Relaxed)),
             accept_errors: self.accept_errors.load(Relaxed),
         }
     }
 }
 
-/// A connection's place on its port.
-pub struct ConnectionSlot {
+/// A place on a port: a connection's, a handshake's or a request's.
+pub struct Slot {
     port: Arc<PortGuard>,
     source: Source,
+    kind: Kind,
 }
 
-impl Drop for ConnectionSlot {
+impl Drop for Slot {
     fn drop(&mut self) {
-        let mut c = self.port.counts();
-        let c = &mut *c;
-        give_back(&mut c.connections, &mut c.by_source, self.source);
-    }
-}
-
-/// A handshake's place on its port.
-pub struct HandshakeSlot {
-    port: Arc<PortGuard>,
-    source: Source,
-}
-
-impl Drop for HandshakeSlot {
-    fn drop(&mut self) {
-        let mut c = self.port.counts();
-        let c = &mut *c;
-        give_back(&mut c.handshakes, &mut c.handshakes_by_source, self.source);
+        self.port.counts().of(self.kind).give_back(self.source);
     }
 }
 
@@ -223,6 +269,8 @@ mod tests {
                 max_connections_per_ip: per_ip,
                 max_handshakes: handshakes,
                 max_handshakes_per_ip: handshakes_per_ip,
+                max_pending_requests: 4,
+                max_pending_requests_per_ip: 2,
                 first_byte_timeout: Duration::from_secs(1),
                 handshake_timeout: Duration::from_secs(1),
             },
@@ -273,5 +321,18 @@ mod tests {
         drop(h0);
         assert!(g.begin_handshake(&conns[3]).is_ok());
         assert_eq!(g.stats().handshaking, 2, "the refused and dropped ones hold nothing");
+    }
+
+    #[test]
+    fn requests_still_arriving_are_bounded_per_address() {
+        let g = guard(100, 100, 10, 10);
+        let a = g.begin_request(ip("10.0.0.1")).unwrap();
+        let _b = g.begin_request(ip("10.0.0.1")).unwrap();
+        assert_eq!(g.begin_request(ip("10.0.0.1")).err(), Some(Refusal::AddressPendingFull));
+        let _c = g.begin_request(ip("10.0.0.2")).unwrap();
+        drop(a);
+        let _d = g.begin_request(ip("10.0.0.3")).unwrap();
+        assert_eq!(g.begin_request(ip("10.0.0.4")).err(), Some(Refusal::PendingFull));
+        assert_eq!(g.stats().pending_requests, 4);
     }
 }

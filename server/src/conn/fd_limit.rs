@@ -64,6 +64,10 @@ pub fn bounds(
                 // connections that finished theirs.
                 max_handshakes: (max / 4).max(1),
                 max_handshakes_per_ip: args.max_handshakes_per_ip,
+                // A request's body follows its headers at once from any real client: these
+                // are only the calls someone started and never finished.
+                max_pending_requests: max.saturating_mul(4),
+                max_pending_requests_per_ip: args.max_pending_requests_per_ip,
                 first_byte_timeout: Duration::from_millis(args.first_byte_timeout_ms),
                 handshake_timeout: Duration::from_millis(args.handshake_timeout_ms),
             };

@@ -10,6 +10,9 @@
 //!   line) within `--handshake-timeout-ms`; handshakes in progress are bounded per port and
 //!   per source address, so idle sockets cannot take the slots real clients need
 //!   ([`accept`]);
+//! - a call whose request has not all arrived counts against its port and source address
+//!   until it has, and must arrive within `--request-timeout-ms` ([`deadline`]): headers
+//!   without a body cannot pile up;
 //! - `accept` errors (out of descriptors, buffers) back off and retry: a listener only ends
 //!   when the node is asked to stop ([`accept`]);
 //! - the open-file limit is raised to its hard maximum at start, and the connection bounds
@@ -63,8 +66,14 @@ pub struct ConnectionArgs {
     /// at least 100.
     #[arg(long, env = "DLS_MAX_STREAMS_PER_CONNECTION", default_value_t = 200, value_parser = at_least_100())]
     pub max_streams_per_connection: u32,
-    /// Time a client call on the client and HTTP ports has to send its request and get its
-    /// answer started (a waiting lock's stream, once started, is not cut by it).
+    /// Calls on the client and HTTP ports from one source address (IPv6: one /64) whose
+    /// request has not all arrived yet; past it a new call is refused at once
+    /// (RESOURCE_EXHAUSTED, HTTP 429). Each holds ~6 KiB until its request arrives or
+    /// --request-timeout-ms passes.
+    #[arg(long, env = "DLS_MAX_PENDING_REQUESTS_PER_IP", default_value_t = 256, value_parser = at_least_one())]
+    pub max_pending_requests_per_ip: u64,
+    /// Time a client call on the client and HTTP ports has to send its whole request (a
+    /// waiting lock's stream, once asked for, is not cut by it).
     #[arg(long, env = "DLS_REQUEST_TIMEOUT_MS", default_value_t = 30_000, value_parser = at_least_one())]
     pub request_timeout_ms: u64,
     /// Time an HTTP/1 client of the HTTP port has to send a request's headers, counted from
@@ -91,6 +100,7 @@ impl Default for ConnectionArgs {
             first_byte_timeout_ms: 3_000,
             handshake_timeout_ms: 5_000,
             max_streams_per_connection: 200,
+            max_pending_requests_per_ip: 256,
             request_timeout_ms: 30_000,
             http_header_timeout_ms: 10_000,
         }

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::transport::server::Connected;
 
-use super::admit::ConnectionSlot;
+use super::admit::Slot;
 
 pub struct Conn<IO> {
     io: IO,
@@ -19,11 +19,11 @@ pub struct Conn<IO> {
     /// Bytes read during the handshake that the server has not seen yet.
     opening: Vec<u8>,
     read: usize,
-    _slot: ConnectionSlot,
+    _slot: Slot,
 }
 
 impl<IO> Conn<IO> {
-    pub fn new(io: IO, peer: SocketAddr, opening: Vec<u8>, slot: ConnectionSlot) -> Conn<IO> {
+    pub fn new(io: IO, peer: SocketAddr, opening: Vec<u8>, slot: Slot) -> Conn<IO> {
         Conn { io, peer, opening, read: 0, _slot: slot }
     }
 

@@ -93,9 +93,12 @@ pub async fn serve(
     tracing::info!("HTTP/JSON API on {scheme}://{addr}/api/v1 (OpenAPI: {scheme}://{addr}/openapi.json)");
     tracing::info!("playground on {scheme}://{addr}/playground");
     let access = Arc::new(Access::new(access, addr));
-    let app = router(engine, gateway, access)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn_with_state(port.connections.request_timeout(), time_request_bodies));
+    let app = router(engine, gateway, access).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)).layer(
+        axum::middleware::from_fn_with_state(
+            (port.connections.request_timeout(), port.guard.clone()),
+            time_request_bodies,
+        ),
+    );
     let header_timeout = port.connections.http_header_timeout();
     match port.tls {
         None => {
@@ -152,9 +155,18 @@ async fn serve_connections<S, IO>(
     graceful.shutdown().await;
 }
 
-/// Every request body must arrive within the request timeout (see `conn::deadline`).
-async fn time_request_bodies(State(limit): State<Duration>, req: Request, next: Next) -> Response {
-    next.run(req.map(|body| Body::new(TimedBody::new(body, limit)))).await
+/// Every request body must arrive within the request timeout, and counts against the
+/// port's requests still arriving until it has (see `conn::deadline`).
+async fn time_request_bodies(
+    State((limit, guard)): State<(Duration, Arc<PortGuard>)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let peer = req.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| c.0);
+    match conn::deadline::arriving(&guard, req.body(), peer) {
+        Ok(slot) => next.run(req.map(|body| Body::new(TimedBody::new(body, limit, slot)))).await,
+        Err(message) => json::ApiFailure::from(tonic::Status::resource_exhausted(message)).into_response(),
+    }
 }
 
 async fn metrics(State(engine): State<Arc<Engine>>) -> Response {

@@ -102,6 +102,30 @@ async fn a_connection_of_body_less_streams_cannot_grow_memory_without_bound() {
 }
 
 #[tokio::test]
+async fn calls_that_never_send_their_request_are_bounded_per_address() {
+    // A server without keys (every call passes authentication) and a small share: 100 calls
+    // from one address may wait for their request, over any number of connections.
+    let cluster = Cluster::start_with(1, &["--max-pending-requests-per-ip", "100"]).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(raw::hold_calls(&cluster.addr(1), attacker_ip(0), LOCK_PATH, 50).await.unwrap());
+    }
+    // 150 calls, 100 may wait: the other 50 are answered at once (RESOURCE_EXHAUSTED).
+    eventually(PATIENCE, "the calls past the share to be answered", || {
+        let answered: u64 = held.iter().map(|h| *h.answered.borrow()).sum();
+        (answered >= 50).then_some(())
+    })
+    .await;
+    let refused =
+        metric(&cluster, "dls_connections_refused_total{port=\"client\",reason=\"max_pending_requests_per_ip\"}");
+    assert_eq!(refused, 50.0);
+    assert_eq!(metric(&cluster, "dls_requests_arriving{port=\"client\"}"), 100.0);
+    // Another address is not held back by this one's share.
+    let client = patient_client(vec![cluster.addr(1)]).await;
+    assert_next_grant(&client).await;
+}
+
+#[tokio::test]
 async fn a_call_without_a_key_is_refused_before_its_body_arrives() {
     let keys = tempfile::tempdir().unwrap();
     let file = keys.path().join("keys.toml");
