@@ -27,6 +27,13 @@
 //!   (a stream until it ends), so clients cannot make a follower hold unbounded streams;
 //!   past it the follower refuses the call itself (RESOURCE_EXHAUSTED). Unary and stream
 //!   calls share the bound: a waiting stream and a call in flight cost the follower alike.
+//!   Each API key holds at most its share of it (`--max-forwarded-calls-per-api-key`), and
+//!   calls with no key or one this node does not know share one small bucket
+//!   (`--max-forwarded-calls-unknown-keys`), so no key can refuse another's calls: the
+//!   follower finds the key from the call's headers with its own keys ([`caller::tenant`]),
+//!   only to count it; the leader still decides.
+//! - The HTTP port on a follower goes through the same hop (`http::gateway`): one way to
+//!   forward, under the same bounds, with the HTTP client as the client.
 //! - Where the leader counts per connection (event watches), it counts the client's
 //!   connection: the follower sends it as `x-dls-forwarded-for`, believed only from a
 //!   caller that passed the peer gate.
@@ -53,7 +60,8 @@ use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::admin_service::AdminApi;
-use super::caller::{FORWARDED_BY, FORWARDED_FOR};
+use super::auth::KeyRing;
+use super::caller::{self, FORWARDED_BY, FORWARDED_FOR};
 use super::errors::ApiError;
 use super::lock_service::LockApi;
 use crate::limits::ForwardSlot;
@@ -68,16 +76,18 @@ type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 /// Decides, per call, whether it is served here or forwarded, and opens the hop.
 pub struct Forwarder {
     node: Arc<Node>,
+    /// This node's API keys: whose share of the forwarded calls a call takes.
+    keys: Arc<KeyRing>,
 }
 
 impl Forwarder {
-    pub fn new(node: Arc<Node>) -> Arc<Forwarder> {
-        Arc::new(Forwarder { node })
+    pub fn new(node: Arc<Node>, keys: Arc<KeyRing>) -> Arc<Forwarder> {
+        Arc::new(Forwarder { node, keys })
     }
 
     /// `None`: serve the call here (this node leads, or knows no leader to send it to:
     /// then the local service answers NOT_LEADER as it always did).
-    fn hop(&self, method: &'static str) -> Result<Option<Hop>, Status> {
+    fn hop<T>(&self, method: &'static str, req: &Request<T>) -> Result<Option<Hop>, Status> {
         if *self.node.leadership().borrow() {
             return Ok(None);
         }
@@ -86,7 +96,7 @@ impl Forwarder {
             // Elected but not serving yet (catching up), or a leader without a peer port.
             return Ok(None);
         }
-        let slot = self.node.limits().admit_forward()?;
+        let slot = self.node.limits().admit_forward(&caller::tenant(&self.keys, req))?;
         let channel = match self.node.peer_transport().channel(Lane::Forward, &member.peer_addr) {
             Ok(channel) => channel,
             Err(e) => {
@@ -130,7 +140,7 @@ impl Hop {
     /// The request the leader gets: the client's message, credentials and deadline, the
     /// client's address and this node's mark. Nothing else the client sent is passed on.
     fn outgoing<T>(&self, req: Request<T>) -> Request<T> {
-        let client = req.remote_addr();
+        let client = caller::client_addr(&req);
         let auth = req.metadata().get(metadata::AUTHORIZATION).cloned();
         let deadline = req.metadata().get("grpc-timeout").and_then(|v| grpc_timeout(v.to_str().ok()?));
         let mut out = Request::new(req.into_inner());
@@ -244,7 +254,7 @@ pub struct ForwardingAdmin {
 /// `unary` or `stream`; `$client`: the hop's client of that service).
 macro_rules! route {
     ($self:ident, $req:ident, $trait:ident, $client:ident, $method:ident, $how:ident) => {
-        match $self.forwarder.hop(stringify!($method))? {
+        match $self.forwarder.hop(stringify!($method), &$req)? {
             None => $trait::$method(&*$self.local, $req).await,
             Some(hop) => {
                 let out = hop.outgoing($req);

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -74,8 +74,10 @@ pub async fn serve(
     tracing::info!("playground on {scheme}://{addr}/playground");
     let access = Arc::new(Access::new(access, addr));
     let app = router(engine, gateway, access);
+    // Handlers see the client's address (`ConnectInfo`): the HTTP API counts watches and
+    // forwarded calls against its client, not against the port.
     match tls {
-        None => axum::serve(listener, app)
+        None => axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(|e| anyhow::anyhow!("HTTP port {addr} failed: {e}")),
@@ -104,7 +106,12 @@ where
             },
             _ = &mut shutdown => break,
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let peer = stream.get_ref().0.peer_addr().ok();
+        let app = match peer {
+            Some(peer) => app.clone().layer(axum::Extension(ConnectInfo(peer))),
+            None => app.clone(),
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app);
         let connection = graceful.watch(http.serve_connection(hyper_util::rt::TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
