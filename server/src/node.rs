@@ -460,6 +460,38 @@ impl Node {
         Some((id, m.membership_config.membership().get_node(&id)?.clone()))
     }
 
+    /// Resolves once this node no longer takes `leader` for the leader: it stood for
+    /// election, voted for another node or heard from a new leader. Raft's own verdict that
+    /// `leader` went silent (or was replaced), about an election timeout after it did.
+    pub async fn leader_gone(&self, leader: NodeId) {
+        let mut server = self.raft.server_metrics();
+        while server.borrow_and_update().current_leader == Some(leader) {
+            if server.changed().await.is_err() {
+                // Raft stopped here: this node takes nobody for the leader any more.
+                return;
+            }
+        }
+    }
+
+    /// The leader, once this node knows one other than `gone`, waiting for it at most the
+    /// longest election timeout (and not past `until`): a client told where the new leader
+    /// is goes there at once instead of asking around while the election ends. `None` when
+    /// none is known by then.
+    pub async fn next_leader(&self, gone: NodeId, until: Option<Instant>) -> Option<(NodeId, String)> {
+        let mut server = self.raft.server_metrics();
+        let known = async {
+            while server.borrow_and_update().current_leader.is_none_or(|id| id == gone) {
+                if server.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let longest = Instant::now() + self.quorum_ack_window * 2;
+        let until = until.map_or(longest, |until| until.min(longest));
+        let _ = tokio::time::timeout_at(until.into(), known).await;
+        self.leader().filter(|(id, _)| *id != gone)
+    }
+
     pub fn not_leader(&self) -> EngineError {
         EngineError::NotLeader { leader: self.leader() }
     }
