@@ -26,7 +26,9 @@
 //!   longer takes it for the leader (raft's verdict, about an election timeout after the
 //!   leader went silent), every call and stream forwarded to it ends with NOT_LEADER, naming
 //!   the new leader when there is one, so clients move on within an election instead of
-//!   waiting out their own deadline on a paused or cut-off node.
+//!   waiting out their own deadline on a paused or cut-off node. A call the leader has not
+//!   answered is answered NOT_LEADER a little before the client's deadline, so the client
+//!   hears from this node, which answers, rather than taking it for silent too.
 //! - A forwarded call lives inside the client's call: when the client hangs up, its
 //!   future or stream is dropped here, which resets the stream to the leader, which drops
 //!   its side (the wait itself stays in the table, as for any broken stream).
@@ -78,13 +80,13 @@ use crate::raft::peer_auth::Stamp;
 use crate::raft::types::NodeId;
 
 type Upstream = InterceptedService<Channel, Stamp>;
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 /// How much sooner than the client's deadline a forwarded call is answered when the leader
 /// has not answered it: a tenth of the deadline, at most this. The client then hears
 /// NOT_LEADER from a node that answers, instead of timing out on it and taking it for a
 /// silent node.
 const ANSWER_BEFORE_CLIENT: Duration = Duration::from_millis(200);
-type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
 /// Decides, per call, whether it is served here or forwarded, and opens the hop.
 pub struct Forwarder {
@@ -193,10 +195,10 @@ impl Hop {
         }
     }
 
-    /// Runs `call` unless this node stops taking the hop's leader for the leader first, or
-    /// the leader has not answered by `answer_by`: then the call is dropped (which resets it
+    /// Runs `call` until this node stops taking the hop's leader for the leader, or until
+    /// `answer_by` if the leader has not answered: then the call is dropped (which resets it
     /// on the leader) and answers NOT_LEADER.
-    async fn unless_leader_gone<R>(&self, call: impl Future<Output = Result<R, Status>>) -> Result<R, Status> {
+    async fn while_leader_answers<R>(&self, call: impl Future<Output = Result<R, Status>>) -> Result<R, Status> {
         let answer_by = async {
             match self.answer_by {
                 Some(by) => tokio::time::sleep_until(by.into()).await,
@@ -219,7 +221,7 @@ impl Hop {
         self,
         call: impl Future<Output = Result<Response<Resp>, Status>>,
     ) -> Result<Response<Resp>, Status> {
-        let answer = self.unless_leader_gone(call).await;
+        let answer = self.while_leader_answers(call).await;
         self.answer(answer)
     }
 
@@ -230,7 +232,7 @@ impl Hop {
         self,
         call: impl Future<Output = Result<Response<Streaming<Item>>, Status>>,
     ) -> Result<Response<BoxStream<Item>>, Status> {
-        let answer = self.unless_leader_gone(call).await;
+        let answer = self.while_leader_answers(call).await;
         let (md, upstream, extensions) = self.answer(answer)?.into_parts();
         let Hop { node, leader, method, slot, .. } = self;
         let relayed = async_stream::stream! {

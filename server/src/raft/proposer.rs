@@ -15,9 +15,10 @@
 //! timeouts and memory. One API key may fill only its share of it (`max_queued_per_key`):
 //! past that its own proposals are shed the same way, so one key's flood cannot shed
 //! another key's work. Shed, not refused for good: the queue drains in milliseconds, and a
-//! client that comes back after the hint with the same request id is served. The leader's own proposals (expiries, wait cancels, webhook
-//! cursors) have their own queue, are never shed and go first into every entry: a flood
-//! of someone else's requests must not delay the expiry or the cleanup it triggers.
+//! client that comes back after the hint with the same request id is served. The leader's
+//! own proposals (expiries, wait cancels, webhook cursors) have their own queue, are never
+//! shed and go first into every entry: a flood of someone else's requests must not delay
+//! the expiry or the cleanup it triggers.
 //!
 //! An acquire that will wait in a queue anyway (its key is held) may be *parked*
 //! ([`Timing::WithNextWrite`]): it goes into the next entry written for anything else, or
