@@ -13,7 +13,7 @@ use tracing::debug;
 
 use crate::error::{Error, Result};
 use crate::lanes::StreamPlace;
-use crate::router::{attempt_timed_out, deadline_after, CallOptions, Router, BACKOFF_CAP};
+use crate::router::{attempt_timed_out, deadline_after, went_silent, CallOptions, Router, BACKOFF_CAP};
 use crate::types::{Lock, QueuePosition};
 
 /// What an acquire stream reports before its grant.
@@ -159,6 +159,7 @@ pub(crate) async fn stream_acquire(
         // No gRPC timeout on the request: the stream legitimately lives as long as the
         // wait. Only opening it is bounded.
         let open_timeout = attempts.attempt_timeout();
+        let opened_at = tokio::time::Instant::now();
         let opened = tokio::time::timeout(open_timeout, call.open(router, &mut client)).await;
         let mut stream = match opened {
             Ok(Ok(response)) => {
@@ -175,7 +176,14 @@ pub(crate) async fn stream_acquire(
             }
         };
         loop {
-            let next = match tokio::time::timeout_at(deadline, stream.next()).await {
+            let next = tokio::select! {
+                next = tokio::time::timeout_at(deadline, stream.next()) => next,
+                () = router.silent_since(&uri, opened_at) => {
+                    attempts.failed(went_silent(&uri)).await?;
+                    continue 'attach;
+                }
+            };
+            let next = match next {
                 Ok(next) => next,
                 Err(_) => {
                     return Err(Error::Unavailable {

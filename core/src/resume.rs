@@ -11,12 +11,12 @@ use tracing::debug;
 
 use crate::error::Result;
 use crate::lanes::StreamPlace;
-use crate::router::{attempt_timed_out, Attempts, Router};
+use crate::router::{attempt_timed_out, went_silent, Attempts, Router};
 
-/// The stream now open, and the node it comes from.
+/// The stream now open, the node it comes from and when it was opened.
 pub(crate) struct Resuming<M> {
     rpc: &'static str,
-    attached: Option<(String, Streaming<M>, StreamPlace)>,
+    attached: Option<(String, Streaming<M>, tokio::time::Instant, StreamPlace)>,
 }
 
 impl<M> Resuming<M> {
@@ -38,13 +38,14 @@ impl<M> Resuming<M> {
         loop {
             let (uri, channel, place) = attempts.next_stream()?;
             let timeout = attempts.attempt_timeout();
+            let opened_at = tokio::time::Instant::now();
             // Only opening the stream is bounded: it legitimately lives for hours.
             let status = match tokio::time::timeout(timeout, open(channel)).await {
                 Ok(Ok(response)) => {
                     attempts.succeeded(&uri, response.metadata());
                     debug!(node = %uri, rpc = self.rpc, "stream attached");
                     let metadata = response.metadata().clone();
-                    self.attached = Some((uri, response.into_inner(), place));
+                    self.attached = Some((uri, response.into_inner(), opened_at, place));
                     return Ok(metadata);
                 }
                 Ok(Err(status)) => status,
@@ -64,15 +65,18 @@ impl<M> Resuming<M> {
     {
         let mut attempts: Option<Attempts<'_>> = None;
         loop {
-            let Some((uri, messages, _)) = self.attached.as_mut() else {
+            let Some((uri, messages, opened_at, _)) = self.attached.as_mut() else {
                 let attempts = attempts.get_or_insert_with(|| router.attempts(self.rpc, router.default_options()));
                 self.attach(attempts, &mut open).await?;
                 continue;
             };
-            let status = match messages.message().await {
-                Ok(Some(message)) => return Ok(message),
-                Ok(None) => Status::unavailable(format!("{} stream from {uri} ended", self.rpc)),
-                Err(status) => status,
+            let status = tokio::select! {
+                message = messages.message() => match message {
+                    Ok(Some(message)) => return Ok(message),
+                    Ok(None) => Status::unavailable(format!("{} stream from {uri} ended", self.rpc)),
+                    Err(status) => status,
+                },
+                () = router.silent_since(uri, *opened_at) => went_silent(uri),
             };
             let uri = uri.clone();
             self.attached = None;

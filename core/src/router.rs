@@ -19,6 +19,7 @@ use caerus_proto::metadata;
 use caerus_proto::v1::admin_service_client::AdminServiceClient;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use rand::Rng;
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tonic::metadata::{Ascii, MetadataMap, MetadataValue};
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
@@ -161,6 +162,9 @@ pub(crate) struct Router {
     /// How long a node that gave no answer stays in `unreachable` ([`UNREACHABLE_MEMORY`];
     /// shorter in unit tests, which run on the real clock).
     unreachable_memory: Duration,
+    /// Bumped whenever a node is found silent: streams open on it move elsewhere
+    /// ([`Router::silent_since`]).
+    silenced: watch::Sender<u64>,
     next_seed: AtomicUsize,
     auth: Option<MetadataValue<Ascii>>,
     connect_timeout: Duration,
@@ -204,6 +208,7 @@ impl Router {
             leader: Mutex::new(None),
             unreachable: Mutex::new(HashMap::new()),
             unreachable_memory: UNREACHABLE_MEMORY,
+            silenced: watch::channel(0).0,
             next_seed: AtomicUsize::new(0),
             auth,
             connect_timeout: config.connect_timeout,
@@ -263,13 +268,22 @@ impl Router {
         Ok(endpoint.connect_lazy())
     }
 
-    /// The node to try next: the known leader, else the seed endpoints in turn.
+    /// The node to try next: the known leader, else the seed endpoints in turn, passing
+    /// over those that gave no answer lately while another may: a node that stopped
+    /// answering (paused, cut off) costs a whole attempt timeout each time it is tried.
     fn pick(&self) -> String {
         if let Some(leader) = lock(&self.leader).clone() {
             return leader;
         }
-        let i = self.next_seed.fetch_add(1, Ordering::Relaxed) % self.seeds.len();
-        self.seeds[i].clone()
+        let next = || self.seeds[self.next_seed.fetch_add(1, Ordering::Relaxed) % self.seeds.len()].clone();
+        for _ in 0..self.seeds.len() {
+            let seed = next();
+            if !self.recently_unreachable(&seed) {
+                return seed;
+            }
+        }
+        // None answered lately: in turn anyway.
+        next()
     }
 
     /// Records a node that just served a call (only the leader serves calls).
@@ -278,6 +292,25 @@ impl Router {
         if leader.as_deref() != Some(uri) {
             debug!(leader = uri, "leader found");
             *leader = Some(uri.to_string());
+        }
+    }
+
+    /// Notes that `uri` gave no answer at all to a call.
+    fn mark_silent(&self, uri: &str) {
+        lock(&self.unreachable).insert(uri.to_string(), Instant::now());
+        self.silenced.send_modify(|n| *n += 1);
+    }
+
+    /// Resolves once `uri` gives no answer to some call after `since`. A stream open on it
+    /// then gets nothing, not even a reset, from a paused or cut-off node until the
+    /// connection's keepalive gives up (10–15 s): the stream is given up at once instead and
+    /// re-attached elsewhere (same request id), so a wait granted by the new leader is heard.
+    pub(crate) async fn silent_since(&self, uri: &str, since: Instant) {
+        let mut silenced = self.silenced.subscribe();
+        while lock(&self.unreachable).get(uri).is_none_or(|at| *at < since) {
+            if silenced.changed().await.is_err() {
+                return std::future::pending().await;
+            }
         }
     }
 
@@ -382,10 +415,14 @@ impl Router {
             request.set_timeout(timeout);
             let sent_at = Instant::now();
             // The channel also enforces the gRPC timeout, but not while it is still
-            // connecting; this bound holds in every case.
-            let outcome = match tokio::time::timeout(timeout, call(connect(channel), request)).await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(attempt_timed_out(&uri, timeout)),
+            // connecting; this bound holds in every case. Another call that finds the node
+            // silent meanwhile ends this attempt too: it would only wait out its timeout.
+            let outcome = tokio::select! {
+                outcome = tokio::time::timeout(timeout, call(connect(channel), request)) => match outcome {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(attempt_timed_out(&uri, timeout)),
+                },
+                () = self.silent_since(&uri, sent_at) => Err(went_silent(&uri)),
             };
             match outcome {
                 Ok(response) => {
@@ -416,6 +453,12 @@ fn describe(status: &Status) -> String {
 
 pub(crate) fn attempt_timed_out(uri: &str, timeout: Duration) -> Status {
     Status::deadline_exceeded(format!("no answer from {uri} within {} ms", timeout.as_millis()))
+}
+
+/// An attempt or a stream given up because another call found its node silent
+/// ([`Router::silent_since`]).
+pub(crate) fn went_silent(uri: &str) -> Status {
+    Status::unavailable(format!("{uri} stopped answering (another call to it got no answer); trying elsewhere"))
 }
 
 /// The retry state of one logical call (possibly many attempts).
@@ -522,6 +565,14 @@ impl Attempts<'_> {
                     }
                 };
                 self.last_error = Some(format!("{current} is not the leader (leader: {addr}): {}", status.message()));
+                if target != current && self.router.recently_unreachable(&target) {
+                    // The node named gave this client no answer lately (it stopped, or the
+                    // route to it is cut, and the answering node does not know yet): going
+                    // there would cost another attempt timeout. Ask around again instead.
+                    debug!(op = self.op, from = %current, leader = %target, "not following a redirect to a silent node");
+                    self.router.forget_leader(&current);
+                    return self.back_off().await;
+                }
                 debug!(op = self.op, from = %current, leader = %target, "redirected to leader");
                 let pointed_at_itself = target == current;
                 *lock(&self.router.leader) = Some(target);
@@ -540,7 +591,7 @@ impl Attempts<'_> {
                 self.redirects_in_row = 0;
                 if error_kind(&status).is_none() {
                     // No answer from the node itself (every server answer names its kind).
-                    lock(&self.router.unreachable).insert(current.clone(), Instant::now());
+                    self.router.mark_silent(&current);
                 }
                 // An attempt that ran out of the call's budget (the deadline cut it short)
                 // says nothing about the node: the error before it (a refused handshake, a
@@ -880,6 +931,69 @@ mod tests {
         // The node whose stream broke is no longer taken for the leader.
         assert_eq!(*lock(&router.leader), None);
         assert!(attempts.give_up().message().contains("http://b:2"));
+    }
+
+    #[tokio::test]
+    async fn a_node_that_gave_no_answer_is_passed_over_while_another_may_answer() {
+        let config = ClientConfig::new(["a:1", "b:2", "c:3"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        router.confirm_leader("http://a:1");
+        // The leader stops answering (paused, cut off): the attempt times out.
+        let mut attempts = router.attempts("Test", router.default_options());
+        assert_eq!(attempts.next().unwrap().0, "http://a:1");
+        attempts.failed(attempt_timed_out("http://a:1", Duration::from_millis(5))).await.unwrap();
+        for _ in 0..6 {
+            assert_ne!(router.pick(), "http://a:1", "a silent node is not tried while others may answer");
+        }
+        for uri in ["http://b:2", "http://c:3"] {
+            lock(&router.unreachable).insert(uri.into(), Instant::now());
+        }
+        let picked: std::collections::BTreeSet<String> = (0..3).map(|_| router.pick()).collect();
+        assert_eq!(picked.len(), 3, "none answered lately: every node in turn");
+    }
+
+    #[tokio::test]
+    async fn a_redirect_to_a_node_that_gave_no_answer_is_not_followed() {
+        let config = ClientConfig::new(["a:1", "b:2", "c:3"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        router.confirm_leader("http://c:3");
+        let mut attempts = router.attempts("Test", router.default_options());
+        assert_eq!(attempts.next().unwrap().0, "http://c:3");
+        attempts.failed(attempt_timed_out("http://c:3", Duration::from_millis(5))).await.unwrap();
+        // A follower that has not noticed yet still names the silent node.
+        let (uri, _) = attempts.next().unwrap();
+        assert_ne!(uri, "http://c:3");
+        attempts.failed(status(Code::Unavailable, Some("NOT_LEADER"), Some("c:3"))).await.unwrap();
+        assert!(attempts.last_delay.is_some(), "backs off instead");
+        assert_ne!(attempts.next().unwrap().0, "http://c:3");
+        assert_eq!(*lock(&router.leader), None);
+        // A node that answers again is believed again.
+        attempts.succeeded("http://c:3", &MetadataMap::new());
+        assert_eq!(router.pick(), "http://c:3");
+    }
+
+    #[tokio::test]
+    async fn a_stream_hears_when_its_node_gives_no_answer_to_a_later_call() {
+        let config = ClientConfig::new(["a:1", "b:2"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        let before = Instant::now();
+        router.mark_silent("http://a:1");
+        let opened = Instant::now();
+        let silent = |uri: &'static str| {
+            let router = &router;
+            async move { tokio::time::timeout(Duration::from_millis(50), router.silent_since(uri, opened)).await }
+        };
+        assert!(silent("http://a:1").await.is_err(), "silent before the stream opened: nothing new");
+        let watching = router.silent_since("http://a:1", opened);
+        tokio::pin!(watching);
+        assert!(tokio::time::timeout(Duration::from_millis(20), &mut watching).await.is_err());
+        router.mark_silent("http://b:2");
+        assert!(tokio::time::timeout(Duration::from_millis(20), &mut watching).await.is_err(), "another node");
+        let mut attempts = router.attempts("Test", router.default_options());
+        attempts.adopt("http://a:1");
+        attempts.failed(attempt_timed_out("http://a:1", Duration::from_millis(5))).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(1), watching).await.expect("the stream's node fell silent");
+        assert!(silent("http://a:1").await.is_ok() && before < opened);
     }
 
     #[tokio::test]

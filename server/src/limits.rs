@@ -1,5 +1,9 @@
 //! Limits on what clients can make a node hold, and the one place they are checked.
 //!
+//! A node-wide bound that one API key could fill alone has a per-key share (forwarded
+//! calls here, the proposal queue in `raft::proposer`), so one key cannot refuse another:
+//! see [`Tenant`].
+//!
 //! Every limit is checked by the leader before it proposes anything, so a refusal
 //! (RESOURCE_EXHAUSTED, naming the limit and its flag) changes nothing. A check counts the
 //! table as applied plus the requests admitted but not yet applied, under one lock, so
@@ -46,11 +50,43 @@ pub struct LimitArgs {
     /// as many places; the leader's own expiries are never shed).
     #[arg(long, env = "DLS_MAX_QUEUED_PROPOSALS", default_value_t = 1_024, value_parser = at_least_one())]
     pub max_queued_proposals: u64,
+    /// Of --max-queued-proposals, how many one API key may have queued at once, so one key's
+    /// flood cannot shed another key's work (shed the same way, naming this flag). Default: a
+    /// quarter of --max-queued-proposals. Without API keys the one caller may use it all.
+    #[arg(long, env = "DLS_MAX_QUEUED_PROPOSALS_PER_API_KEY", value_parser = at_least_one())]
+    pub max_queued_proposals_per_api_key: Option<u64>,
     /// Client calls a follower may have open on the leader at once (forwarded unary calls in
-    /// flight and forwarded AcquireLock/WatchEvents streams); past it a call to this follower
-    /// is refused with RESOURCE_EXHAUSTED.
+    /// flight and forwarded AcquireLock/WatchEvents streams, gRPC and HTTP); past it a call to
+    /// this follower is refused with RESOURCE_EXHAUSTED.
     #[arg(long, env = "DLS_MAX_FORWARDED_CALLS", default_value_t = 4_096, value_parser = at_least_one())]
     pub max_forwarded_calls: u64,
+    /// Of --max-forwarded-calls, how many one API key may hold on a follower, so one key
+    /// cannot refuse another's calls. Default: a quarter of --max-forwarded-calls. Without
+    /// API keys the one caller may use it all.
+    #[arg(long, env = "DLS_MAX_FORWARDED_CALLS_PER_API_KEY", value_parser = at_least_one())]
+    pub max_forwarded_calls_per_api_key: Option<u64>,
+    /// Of --max-forwarded-calls, how many calls with no API key or one this follower does not
+    /// know may hold together (the leader decides on them; made-up keys must not take real
+    /// keys' room). Default: 1/64 of --max-forwarded-calls, at least 1.
+    #[arg(long, env = "DLS_MAX_FORWARDED_CALLS_UNKNOWN_KEYS", value_parser = at_least_one())]
+    pub max_forwarded_calls_unknown_keys: Option<u64>,
+}
+
+impl LimitArgs {
+    /// `--max-queued-proposals-per-api-key`, or its default.
+    pub fn queued_proposals_per_api_key(&self) -> u64 {
+        self.max_queued_proposals_per_api_key.unwrap_or((self.max_queued_proposals / 4).max(1))
+    }
+
+    /// `--max-forwarded-calls-per-api-key`, or its default.
+    pub fn forwarded_calls_per_api_key(&self) -> u64 {
+        self.max_forwarded_calls_per_api_key.unwrap_or((self.max_forwarded_calls / 4).max(1))
+    }
+
+    /// `--max-forwarded-calls-unknown-keys`, or its default.
+    pub fn forwarded_calls_unknown_keys(&self) -> u64 {
+        self.max_forwarded_calls_unknown_keys.unwrap_or((self.max_forwarded_calls / 64).max(1))
+    }
 }
 
 fn at_least_one() -> clap::builder::RangedU64ValueParser<u64> {
@@ -66,7 +102,45 @@ impl Default for LimitArgs {
             max_watches_per_api_key: 256,
             max_watches_per_connection: 64,
             max_queued_proposals: 1_024,
+            max_queued_proposals_per_api_key: None,
             max_forwarded_calls: 4_096,
+            max_forwarded_calls_per_api_key: None,
+            max_forwarded_calls_unknown_keys: None,
+        }
+    }
+}
+
+/// Whose share of a node-wide bound a request counts against.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Tenant {
+    /// The caller of a server without API keys: the one tenant there is, who may use the
+    /// whole bound (shares keep keys apart; without keys there is nobody to keep apart).
+    Open,
+    /// An API key this node knows, by name.
+    Key(String),
+    /// No API key, or one this node does not know (its keys file may be older than the
+    /// leader's, which decides): all such calls share one small bucket.
+    Unknown,
+}
+
+impl Tenant {
+    /// The tenant of an authenticated caller; "" is the caller of a server without keys
+    /// (the keys file refuses an empty name).
+    pub fn of(who: &Principal) -> Tenant {
+        if who.name.is_empty() {
+            Tenant::Open
+        } else {
+            Tenant::Key(who.name.clone())
+        }
+    }
+}
+
+impl std::fmt::Display for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tenant::Open => f.write_str("the server's one caller (no API keys)"),
+            Tenant::Key(name) => write!(f, "API key {name:?}"),
+            Tenant::Unknown => f.write_str("calls with no API key or one this node does not know"),
         }
     }
 }
@@ -80,16 +154,20 @@ pub enum Limit {
     WatchesPerApiKey,
     WatchesPerConnection,
     ForwardedCalls,
+    ForwardedCallsPerApiKey,
+    ForwardedCallsUnknownKeys,
 }
 
 impl Limit {
-    pub const ALL: [Limit; 6] = [
+    pub const ALL: [Limit; 8] = [
         Limit::TxnsPerApiKey,
         Limit::LocksPerTxn,
         Limit::WaitersPerLock,
         Limit::WatchesPerApiKey,
         Limit::WatchesPerConnection,
         Limit::ForwardedCalls,
+        Limit::ForwardedCallsPerApiKey,
+        Limit::ForwardedCallsUnknownKeys,
     ];
 
     /// The flag that sets it, without dashes.
@@ -101,6 +179,8 @@ impl Limit {
             Limit::WatchesPerApiKey => "max-watches-per-api-key",
             Limit::WatchesPerConnection => "max-watches-per-connection",
             Limit::ForwardedCalls => "max-forwarded-calls",
+            Limit::ForwardedCallsPerApiKey => "max-forwarded-calls-per-api-key",
+            Limit::ForwardedCallsUnknownKeys => "max-forwarded-calls-unknown-keys",
         }
     }
 }
@@ -133,18 +213,25 @@ fn get<K: std::hash::Hash + Eq>(map: &HashMap<K, u64>, key: &K) -> u64 {
     map.get(key).copied().unwrap_or(0)
 }
 
+/// Places taken under one node-wide bound, in all and by tenant.
+#[derive(Default)]
+struct Shares {
+    total: u64,
+    by_tenant: HashMap<Tenant, u64>,
+}
+
 /// The configured limits with what counts against them on this node.
 pub struct Limits {
     pub args: LimitArgs,
     counts: Mutex<Counts>,
     /// Client calls this node has open on the leader (see `api::forward`).
-    forwarded: AtomicU64,
+    forwarded: Mutex<Shares>,
     refused: [AtomicU64; Limit::ALL.len()],
 }
 
 impl Limits {
     pub fn new(args: LimitArgs) -> Arc<Limits> {
-        Arc::new(Limits { args, counts: Mutex::default(), forwarded: AtomicU64::new(0), refused: Default::default() })
+        Arc::new(Limits { args, counts: Mutex::default(), forwarded: Mutex::default(), refused: Default::default() })
     }
 
     /// Requests refused by `limit` since the node started.
@@ -304,25 +391,58 @@ impl Limits {
         Ok(WatchSlot { limits: self.clone(), key: who.name.clone(), from })
     }
 
-    /// Opens a client call forwarded to the leader. The place is freed when the returned
-    /// value is dropped: when a unary call has its answer, or a stream ends or is dropped.
-    pub fn admit_forward(self: &Arc<Self>) -> Result<ForwardSlot, EngineError> {
+    fn forwards(&self) -> std::sync::MutexGuard<'_, Shares> {
+        self.forwarded.lock().expect("forwarded calls lock")
+    }
+
+    /// Opens a client call of `tenant` forwarded to the leader: within the tenant's share
+    /// and the node-wide bound. The place is freed when the returned value is dropped: when
+    /// a unary call has its answer, or a stream ends or is dropped.
+    pub fn admit_forward(self: &Arc<Self>, tenant: &Tenant) -> Result<ForwardSlot, EngineError> {
+        let mut forwards = self.forwards();
+        let share = match tenant {
+            Tenant::Open => None,
+            Tenant::Key(_) => Some((Limit::ForwardedCallsPerApiKey, self.args.forwarded_calls_per_api_key())),
+            Tenant::Unknown => Some((Limit::ForwardedCallsUnknownKeys, self.args.forwarded_calls_unknown_keys())),
+        };
+        if let Some((limit, share)) = share {
+            let held = get(&forwards.by_tenant, tenant);
+            if held >= share {
+                let whose = match tenant {
+                    Tenant::Unknown => format!("{tenant} together have"),
+                    _ => format!("{tenant} has"),
+                };
+                return Err(self.refuse(
+                    limit,
+                    format!(
+                        "{whose} {held} client calls open on the leader through this follower (limit --{} {share}, \
+                         its share of --max-forwarded-calls {}); close some streams, call the leader directly, or \
+                         raise the limit",
+                        limit.flag(),
+                        self.args.max_forwarded_calls
+                    ),
+                ));
+            }
+        }
         let max = self.args.max_forwarded_calls;
-        match self.forwarded.fetch_update(Relaxed, Relaxed, |open| (open < max).then_some(open + 1)) {
-            Ok(_) => Ok(ForwardSlot { limits: self.clone() }),
-            Err(open) => Err(self.refuse(
+        if forwards.total >= max {
+            let open = forwards.total;
+            return Err(self.refuse(
                 Limit::ForwardedCalls,
                 format!(
                     "this follower has {open} client calls open on the leader (limit --max-forwarded-calls {max}); \
                      close some streams, call the leader directly, or raise the limit"
                 ),
-            )),
+            ));
         }
+        forwards.total += 1;
+        add(&mut forwards.by_tenant, tenant.clone());
+        Ok(ForwardSlot { limits: self.clone(), tenant: tenant.clone() })
     }
 
     /// Client calls this node has open on the leader right now.
     pub fn forwarded(&self) -> u64 {
-        self.forwarded.load(Relaxed)
+        self.forwards().total
     }
 
     /// Begins, acquires and watches counted right now (for tests and metrics).
@@ -389,14 +509,18 @@ impl Drop for WatchSlot {
     }
 }
 
-/// A forwarded call's place under `--max-forwarded-calls`; freed on drop.
+/// A forwarded call's place under `--max-forwarded-calls` and its tenant's share; freed on
+/// drop.
 pub struct ForwardSlot {
     limits: Arc<Limits>,
+    tenant: Tenant,
 }
 
 impl Drop for ForwardSlot {
     fn drop(&mut self) {
-        self.limits.forwarded.fetch_sub(1, Relaxed);
+        let mut forwards = self.limits.forwards();
+        forwards.total = forwards.total.saturating_sub(1);
+        sub(&mut forwards.by_tenant, &self.tenant);
     }
 }
 
@@ -442,7 +566,10 @@ mod tests {
             max_watches_per_api_key: 2,
             max_watches_per_connection: 1,
             max_queued_proposals: 1,
+            max_queued_proposals_per_api_key: None,
             max_forwarded_calls: 1,
+            max_forwarded_calls_per_api_key: None,
+            max_forwarded_calls_unknown_keys: None,
         })
     }
 
@@ -517,14 +644,47 @@ mod tests {
     #[test]
     fn forwarded_calls_are_bounded_until_their_slots_are_dropped() {
         let limits = small();
-        let open = limits.admit_forward().unwrap();
-        match limits.admit_forward() {
+        let open = limits.admit_forward(&Tenant::Open).unwrap();
+        match limits.admit_forward(&Tenant::Open) {
             Err(EngineError::ResourceExhausted(m)) => assert!(m.contains("--max-forwarded-calls 1"), "{m}"),
             _ => panic!("a second forwarded call must be refused"),
         }
         assert_eq!((limits.forwarded(), limits.refused(Limit::ForwardedCalls)), (1, 1));
         drop(open);
         assert_eq!(limits.forwarded(), 0);
-        assert!(limits.admit_forward().is_ok());
+        assert!(limits.admit_forward(&Tenant::Open).is_ok());
+    }
+
+    fn refused_forward(r: Result<ForwardSlot, EngineError>, flag: &str) {
+        refused_by(r.map(|_| Admission::none()), flag)
+    }
+
+    #[test]
+    fn each_key_and_the_unknown_keys_hold_at_most_their_share_of_the_forwarded_calls() {
+        let args = LimitArgs { max_forwarded_calls: 8, ..LimitArgs::default() };
+        assert_eq!((args.forwarded_calls_per_api_key(), args.forwarded_calls_unknown_keys()), (2, 1));
+        let limits = Limits::new(args);
+        let (a, b) = (Tenant::Key("a".into()), Tenant::Key("b".into()));
+        let held: Vec<ForwardSlot> = (0..2).map(|_| limits.admit_forward(&a).unwrap()).collect();
+        refused_forward(limits.admit_forward(&a), "API key \"a\" has 2 client calls open");
+        refused_forward(limits.admit_forward(&a), "--max-forwarded-calls-per-api-key 2");
+        // Another key has its own share; calls without a known key share one small bucket.
+        let other = limits.admit_forward(&b).unwrap();
+        let unknown = limits.admit_forward(&Tenant::Unknown).unwrap();
+        refused_forward(limits.admit_forward(&Tenant::Unknown), "--max-forwarded-calls-unknown-keys 1");
+        assert_eq!(limits.refused(Limit::ForwardedCallsPerApiKey), 2);
+        assert_eq!(limits.refused(Limit::ForwardedCallsUnknownKeys), 1);
+        assert_eq!(limits.forwarded(), 4);
+        drop((held, other, unknown));
+        assert_eq!(limits.forwarded(), 0);
+        assert!(limits.admit_forward(&a).is_ok() && limits.admit_forward(&Tenant::Unknown).is_ok());
+        // The node-wide bound still holds over the shares, and a server without keys has one
+        // tenant, who may fill it.
+        let shares =
+            LimitArgs { max_forwarded_calls: 3, max_forwarded_calls_per_api_key: Some(3), ..LimitArgs::default() };
+        let limits = Limits::new(shares);
+        let _two = [limits.admit_forward(&a).unwrap(), limits.admit_forward(&b).unwrap()];
+        let _three = limits.admit_forward(&Tenant::Open).unwrap();
+        refused_forward(limits.admit_forward(&b), "--max-forwarded-calls 3");
     }
 }

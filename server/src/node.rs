@@ -13,9 +13,10 @@ use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{watch, Mutex};
 
 use crate::engine::error::EngineError;
+use crate::engine::principal::Principal;
 use crate::key_watch::KeyWatchers;
 use crate::lease::Leases;
-use crate::limits::{Admission, LimitArgs, Limits};
+use crate::limits::{Admission, LimitArgs, Limits, Tenant};
 use crate::locks::{Command, Effect, LockTable, Outcome};
 use crate::members::Members;
 use crate::metrics::Metrics;
@@ -258,7 +259,12 @@ impl Node {
         };
         let admitted = AtomicBool::new(pending.is_none());
 
-        let proposer = Proposer::start(raft.clone(), PROPOSE_TIMEOUT, cfg.limits.max_queued_proposals as usize);
+        let proposer = Proposer::start(
+            raft.clone(),
+            PROPOSE_TIMEOUT,
+            cfg.limits.max_queued_proposals as usize,
+            cfg.limits.queued_proposals_per_api_key() as usize,
+        );
         let (leader_tx, is_leader) = watch::channel(false);
         let node = Arc::new(Node {
             id: cfg.id,
@@ -457,6 +463,38 @@ impl Node {
         Some((id, m.membership_config.membership().get_node(&id)?.clone()))
     }
 
+    /// Resolves once this node no longer takes `leader` for the leader: it stood for
+    /// election, voted for another node or heard from a new leader. Raft's own verdict that
+    /// `leader` went silent (or was replaced), about an election timeout after it did.
+    pub async fn leader_gone(&self, leader: NodeId) {
+        let mut server = self.raft.server_metrics();
+        while server.borrow_and_update().current_leader == Some(leader) {
+            if server.changed().await.is_err() {
+                // Raft stopped here: this node takes nobody for the leader any more.
+                return;
+            }
+        }
+    }
+
+    /// The leader, once this node knows one other than `gone`, waiting for it at most the
+    /// longest election timeout (and not past `until`): a client told where the new leader
+    /// is goes there at once instead of asking around while the election ends. `None` when
+    /// none is known by then.
+    pub async fn next_leader(&self, gone: NodeId, until: Option<Instant>) -> Option<(NodeId, String)> {
+        let mut server = self.raft.server_metrics();
+        let known = async {
+            while server.borrow_and_update().current_leader.is_none_or(|id| id == gone) {
+                if server.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let longest = Instant::now() + self.quorum_ack_window * 2;
+        let until = until.map_or(longest, |until| until.min(longest));
+        let _ = tokio::time::timeout_at(until.into(), known).await;
+        self.leader().filter(|(id, _)| *id != gone)
+    }
+
     pub fn not_leader(&self) -> EngineError {
         EngineError::NotLeader { leader: self.leader() }
     }
@@ -480,31 +518,52 @@ impl Node {
         self.is_leader.clone()
     }
 
-    /// Proposes a command through raft (batched with concurrent proposals, see
-    /// `raft::proposer`) and returns its outcome once applied here. A client's command is
-    /// shed at once while the proposal queue is full.
+    /// Proposes one of the leader's own commands through raft (batched with concurrent
+    /// proposals, see `raft::proposer`) and returns its outcome once applied here.
     pub(crate) async fn propose(&self, cmd: Command) -> Result<Outcome, EngineError> {
-        self.propose_holding(cmd, None, Timing::Now).await
+        self.propose_holding(cmd, None, Timing::Now, &Tenant::Open).await
     }
 
-    /// [`Node::propose`] for a request the limits admitted: its admission counts until
+    /// [`Node::propose`] for a client's command: shed at once while the proposal queue, or
+    /// `who`'s share of it, is full.
+    pub(crate) async fn propose_for(&self, who: &Principal, cmd: Command) -> Result<Outcome, EngineError> {
+        self.propose_holding(cmd, None, Timing::Now, &Tenant::of(who)).await
+    }
+
+    /// [`Node::propose_for`] a request the limits admitted: its admission counts until
     /// the command is applied (or failed), even if the caller stops waiting. `timing` may
     /// park an acquire that will queue anyway (see `raft::proposer`).
     pub(crate) async fn propose_admitted(
         &self,
+        who: &Principal,
         cmd: Command,
         admission: Admission,
         timing: Timing,
     ) -> Result<Outcome, EngineError> {
-        self.propose_holding(cmd, Some(Box::new(admission)), timing).await
+        self.propose_holding(cmd, Some(Box::new(admission)), timing, &Tenant::of(who)).await
     }
 
-    async fn propose_holding(&self, cmd: Command, hold: Option<Hold>, timing: Timing) -> Result<Outcome, EngineError> {
-        self.proposer.propose(cmd, hold, timing).await.map_err(|e| match e {
+    async fn propose_holding(
+        &self,
+        cmd: Command,
+        hold: Option<Hold>,
+        timing: Timing,
+        tenant: &Tenant,
+    ) -> Result<Outcome, EngineError> {
+        self.proposer.propose(cmd, hold, timing, tenant).await.map_err(|e| match e {
             WriteError::NotLeader => self.not_leader(),
             WriteError::Overloaded { queued, limit, retry_after } => EngineError::Overloaded {
                 message: format!(
                     "the leader is overloaded: {queued} proposals are queued (limit --max-queued-proposals {limit}); \
+                     retry after {} ms with the same request_id",
+                    retry_after.as_millis()
+                ),
+                retry_after,
+            },
+            WriteError::OverShare { key, queued, share, limit, retry_after } => EngineError::Overloaded {
+                message: format!(
+                    "API key {key:?} has {queued} proposals queued on the leader (limit \
+                     --max-queued-proposals-per-api-key {share}, its share of --max-queued-proposals {limit}); \
                      retry after {} ms with the same request_id",
                     retry_after.as_millis()
                 ),

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 use crate::ports::Listeners;
 use crate::raft::network::PeerTlsFiles;
@@ -66,10 +65,6 @@ pub struct Security {
     pub peer_tls: Option<Arc<ServerTls>>,
     pub peer_tls_files: Option<PeerTlsFiles>,
     pub cluster_secret: Option<String>,
-    /// How the HTTP gateway reaches the leader's client port when it runs TLS: trusting the
-    /// cluster CA (--peer-tls-ca, else --tls-client-ca, else the public roots) and, when the
-    /// port wants client certificates, presenting this node's own certificate.
-    pub gateway_tls: Option<ClientTlsConfig>,
 }
 
 impl SecurityArgs {
@@ -101,7 +96,6 @@ impl SecurityArgs {
             );
         }
         let server = |files: &TlsFiles, protocol| ServerTls::load(files.clone(), protocol).map(Arc::new);
-        let gateway_tls = client_files.as_ref().map(|f| gateway_tls(f, self.peer_tls_ca.as_ref())).transpose()?;
         let security = Security {
             grpc_tls: client_files.as_ref().map(|f| server(f, Protocol::Grpc)).transpose()?,
             http_tls: client_files.as_ref().map(|f| server(f, Protocol::Http1)).transpose()?,
@@ -114,7 +108,6 @@ impl SecurityArgs {
             },
             peer_tls_files,
             cluster_secret,
-            gateway_tls,
         };
         Ok((security, warnings))
     }
@@ -136,19 +129,6 @@ impl SecurityArgs {
         }
         Ok(secret)
     }
-}
-
-fn gateway_tls(client: &TlsFiles, cluster_ca: Option<&PathBuf>) -> anyhow::Result<ClientTlsConfig> {
-    let read = |p: &PathBuf| std::fs::read(p).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()));
-    let mut tls = ClientTlsConfig::new();
-    tls = match cluster_ca.or(client.client_ca.as_ref()) {
-        Some(ca) => tls.ca_certificate(Certificate::from_pem(read(ca)?)),
-        None => tls.with_webpki_roots(),
-    };
-    if client.client_ca.is_some() {
-        tls = tls.identity(Identity::from_pem(read(&client.cert)?, read(&client.key)?));
-    }
-    Ok(tls)
 }
 
 /// Whether `addr` (HOST:PORT) names this machine: a loopback IP address or `localhost`.

@@ -109,9 +109,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let lock_api =
         Arc::new(LockApi { engine: engine.clone(), keys: keys.clone(), policies: Arc::new(args.victim_policies()) });
     let admin_api = Arc::new(AdminApi { engine: engine.clone(), keys: keys.clone() });
-    // The HTTP API runs the very same service objects as gRPC.
-    let gateway =
-        Arc::new(http::gateway::Gateway::new(lock_api.clone(), admin_api.clone(), security.gateway_tls.clone()));
+    // The client port: served here by the leader, passed on to it by followers (`api::forward`).
+    let forwarder = Forwarder::new(node.clone(), keys.clone());
+    let client_locks = ForwardingLocks { local: lock_api.clone(), forwarder: forwarder.clone() };
+    let client_admin = ForwardingAdmin { local: admin_api.clone(), forwarder: forwarder.clone() };
+    // The HTTP API runs the very same services as the client port, forwarding included.
+    let gateway = Arc::new(http::gateway::Gateway {
+        lock: ForwardingLocks { local: lock_api.clone(), forwarder: forwarder.clone() },
+        admin: ForwardingAdmin { local: admin_api.clone(), forwarder },
+    });
     let http_server = {
         let port = http::Port {
             listener: http_listener,
@@ -129,10 +135,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     tokio::pin!(http_server);
-    // The client port: served here by the leader, passed on to it by followers (`api::forward`).
-    let forwarder = Forwarder::new(node.clone());
-    let client_locks = ForwardingLocks { local: lock_api.clone(), forwarder: forwarder.clone() };
-    let client_admin = ForwardingAdmin { local: admin_api.clone(), forwarder };
     // The key is checked from the headers, before a body is read (`api::key_check`).
     let key_check = KeyCheck(keys.clone());
     let client_locks = InterceptedService::new(

@@ -503,3 +503,131 @@ async fn with_the_route_to_the_leader_cut_grants_keep_coming_through_the_followe
     assert!(during.len() >= 5, "only {} grants while the leader was cut off for {cut_for:?}", during.len());
     assert_eq!(cluster.wait_for_leader(PATIENCE).await, leader, "the leader itself was never in trouble");
 }
+
+/// A follower's NOT_LEADER once its leader stopped answering: never sending the client
+/// back to `silent`.
+fn moved_on_from(err: &Status, silent: &str) {
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert_eq!(err.metadata().get("x-dls-error").unwrap(), "NOT_LEADER", "{err:?}");
+    let hint = err.metadata().get("x-dls-leader-addr").map(|v| v.to_str().unwrap().to_string());
+    assert_ne!(hint.as_deref(), Some(silent), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_call_and_a_stream_forwarded_to_a_paused_leader_end_with_not_leader_at_once() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let follower = followers_of(&cluster, leader).await[0];
+    let mut f = raw_client(&cluster.addr(follower)).await;
+    let holder = begin(&mut f, "").await.unwrap();
+    grant(&mut f, holder, "k", "h").await;
+    let waiter = begin(&mut f, "").await.unwrap();
+    let mut stream = waiting(&mut f, waiter, "k").await;
+
+    // The leader stops answering, its connections open (SIGSTOP): nothing is refused or
+    // reset, so only the follower's view of raft tells that it is gone.
+    cluster.pause(leader);
+    let paused_at = Instant::now();
+    let mut req = Request::new(begin_req(""));
+    req.set_timeout(Duration::from_secs(60));
+    let err = f.begin_transaction(req).await.unwrap_err();
+    let answered_after = paused_at.elapsed();
+    moved_on_from(&err, &cluster.addr(leader));
+    // Within an election (0.3–0.6 s in these clusters, and the follower's wait for the new
+    // leader's name), not at the client's deadline or the hop's keepalive (5–10 s).
+    assert!(answered_after < Duration::from_secs(4), "answered after {answered_after:?}");
+    // The waiting stream ends the same way; the wait itself lives on in the table.
+    moved_on_from(&stream.message().await.unwrap_err(), &cluster.addr(leader));
+    let new_leader = cluster.addr(cluster.wait_for_new_leader(leader, PATIENCE).await);
+    // Re-attached on the new leader with its request id, the wait is still there.
+    let again = common::eventually_async(PATIENCE, "the new leader to serve the re-attach", || {
+        let new_leader = new_leader.clone();
+        async move {
+            let mut next = raw_client(&new_leader).await;
+            next.acquire_lock(acquire_req(waiter, "k", &format!("w-{waiter}"))).await.ok()
+        }
+    })
+    .await;
+    let first = again.into_inner().message().await.unwrap().unwrap().event;
+    assert!(matches!(first, Some(AcquireEvent::Queued(_))), "{first:?}");
+    cluster.resume(leader);
+}
+
+#[tokio::test]
+async fn the_core_client_given_every_node_is_served_by_the_new_leader_after_the_old_one_is_paused() {
+    // The server's own raft timers (followers stand after 450–600 ms of silence): what a 2 s
+    // lease is measured against.
+    let mut cluster = Cluster::start_spec(Spec { nodes: 3, fast_elections: false, ..Spec::default() }).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let c = DlsClient::connect(config_for(cluster.endpoints())).await.unwrap();
+    let holder = c.begin_transaction(opts(2_000)).await.unwrap();
+    holder.acquire_lock("ns", "k", LockMode::Exclusive, wait(1_000)).await.unwrap();
+    let waiter = c.begin_transaction(opts(2_000)).await.unwrap();
+    let pending = queued(&waiter, "k").await;
+
+    // The leader stops answering with every connection open (SIGSTOP): nothing is refused
+    // or reset. The holder's commit finds the new leader.
+    cluster.pause(leader);
+    holder.commit().await.unwrap();
+    let committed = Instant::now();
+    // The waiter's stream, open on the silent node, moves to the new leader once the client
+    // has seen that node give no answer, instead of waiting for the connection's keepalive
+    // (10–15 s): it hears its grant, and both leases live on.
+    let lock = pending.await.unwrap().unwrap();
+    let heard_after = committed.elapsed();
+    assert!(heard_after < Duration::from_secs(5), "the waiter heard its grant {heard_after:?} after the commit");
+    assert!(lock.fencing_token > 0);
+    for _ in 0..5 {
+        let t = c.begin_transaction(opts(2_000)).await.unwrap();
+        t.commit().await.unwrap();
+    }
+    let status = c.transaction_status(waiter.id()).await.unwrap();
+    assert_eq!(status.state, caerus_core::TransactionState::Active, "{status:?}");
+    assert!(!waiter.is_lost(), "{:?}", waiter.lost_reason());
+    waiter.commit().await.unwrap();
+    cluster.resume(leader);
+}
+
+#[tokio::test]
+async fn with_the_leader_cut_off_silently_a_client_of_the_majority_keeps_its_transactions() {
+    // The server's own raft timers, as in the previous test.
+    let spec = Spec { nodes: 3, proxies: Proxies::Kit, fast_elections: false, ..Spec::default() };
+    let cluster = Cluster::start_spec(spec).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let others: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != leader).collect();
+    let c = DlsClient::connect(ClientConfig::new(cluster.endpoints()).without_api_key()).await.unwrap();
+    // Transactions with a 2 s lease, begun apart so that the cut finds their heartbeats at
+    // different points of their cycle.
+    let mut held = Vec::new();
+    for i in 0..4 {
+        let tx = c.begin_transaction(opts(2_000)).await.unwrap();
+        tx.acquire_lock("ns", &format!("k{i}"), LockMode::Exclusive, wait(1_000)).await.unwrap();
+        held.push(tx);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+
+    // The leader is cut off from the other nodes and from this client, as when its packets
+    // are dropped: its connections stay open, silent.
+    let links = cluster.links();
+    links.set_silent(true);
+    links.partition(&[leader], &others);
+    links.block(common::proxy::HARNESS, leader);
+    let new_leader = common::eventually_async(PATIENCE, "a new leader on the majority side", || {
+        let c = c.clone();
+        let cluster = &cluster;
+        async move { cluster.leader_by_term(&c).await.filter(|l| *l != leader) }
+    })
+    .await;
+    // Several leases later every transaction is still alive, on the new leader.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for tx in &held {
+        assert!(!tx.is_lost(), "transaction {} lost: {:?}", tx.id(), tx.lost_reason());
+        let status = c.transaction_status(tx.id()).await.unwrap();
+        assert_eq!(status.state, caerus_core::TransactionState::Active, "{status:?}");
+    }
+    eprintln!("node {new_leader} leads; the old leader {leader} stays cut off");
+    links.heal();
+    for tx in held {
+        tx.commit().await.unwrap();
+    }
+}

@@ -7,8 +7,11 @@
 //! only): the node processes, client subprocesses the harness routes through the proxies
 //! (ids from [`CLIENT_BASE`]) and the harness itself ([`HARNESS`]: its in-process clients
 //! following a leader redirect). Rules are per directed link (dialler → target): blocked
-//! (existing connections are closed, new ones are dropped) and an added delay per
-//! forwarded chunk (node links only).
+//! and an added delay per forwarded chunk (node links only). A blocked link is closed
+//! (existing connections are closed, new ones dropped: the dialler learns at once) or, with
+//! [`Links::set_silent`], silent (connections are held open and nothing passes either way,
+//! as when a firewall drops packets: the dialler learns only from its own timeouts; once
+//! the link heals, what was held is delivered).
 //!
 //! A connection whose dialler cannot be found among them is *unidentified*: it is
 //! counted, and it fails closed — while any link into its target is blocked it is
@@ -38,6 +41,8 @@ pub fn is_node(id: u64) -> bool {
 #[derive(Default)]
 pub struct Links {
     state: Mutex<LinkState>,
+    /// Blocked links hold their connections silent instead of closing them.
+    silent: std::sync::atomic::AtomicBool,
     /// Bumped on every rule change, so live connections re-check their link.
     epoch: Mutex<Option<watch::Sender<u64>>>,
     /// Node process id → node id.
@@ -112,6 +117,38 @@ impl Links {
         self.bump();
     }
 
+    /// How blocked links behave from now on: silent (held open, nothing passes, as when
+    /// packets are dropped) or, by default, closed (connections closed, new ones dropped).
+    pub fn set_silent(&self, silent: bool) {
+        self.silent.store(silent, std::sync::atomic::Ordering::Relaxed);
+        self.bump();
+    }
+
+    fn silent(&self) -> bool {
+        self.silent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits while the link `from` → `to` is cut and silent; whether it may carry traffic
+    /// now (false: the link is cut and closed, or the proxy stops).
+    async fn until_passable(&self, from: Option<u64>, to: u64, stop: &mut watch::Receiver<bool>) -> bool {
+        let mut epoch = self.subscribe();
+        if !self.cut(from, to) {
+            return true;
+        }
+        loop {
+            if !self.silent() {
+                return false;
+            }
+            tokio::select! {
+                _ = epoch.changed() => {}
+                _ = stop.changed() => return false,
+            }
+            if !self.blocks(from, to) {
+                return true;
+            }
+        }
+    }
+
     /// Adds `delay` to every chunk forwarded between nodes.
     pub fn set_delay(&self, delay: Duration) {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).delay = delay;
@@ -152,15 +189,18 @@ impl Links {
     /// Whether a connection from `from` (None: unidentified) to `to` must not carry
     /// traffic now. Unidentified connections fail closed.
     fn cut(&self, from: Option<u64>, to: u64) -> bool {
+        let cut = self.blocks(from, to);
+        if cut && from.is_none() {
+            self.unknown_cut.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        cut
+    }
+
+    /// [`Links::cut`] without counting.
+    fn blocks(&self, from: Option<u64>, to: u64) -> bool {
         match from {
             Some(f) => self.is_blocked(f, to),
-            None => {
-                let cut = self.any_blocked_into(to);
-                if cut {
-                    self.unknown_cut.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                cut
-            }
+            None => self.any_blocked_into(to),
         }
     }
 
@@ -288,7 +328,7 @@ pub async fn run(
         };
         let Ok((inbound, peer)) = accepted else { continue };
         let links = links.clone();
-        let stop = stop.clone();
+        let mut stop = stop.clone();
         tokio::spawn(async move {
             let accepted = std::time::Instant::now();
             // The /proc scan is blocking file I/O: keep it off the async workers, or with many
@@ -308,7 +348,10 @@ pub async fn run(
                     if from.is_none_or(|f| !is_node(f)) {
                         links.identified(scan, 0, peer, target_id);
                     }
-                    return; // dropped
+                    // Dropped, or held silent until the link heals.
+                    if !links.until_passable(from, target_id, &mut stop).await {
+                        return;
+                    }
                 }
                 (Some(scan), None, outbound)
             } else {
@@ -352,7 +395,7 @@ async fn forward(
                 ident = None;
                 from = links.identified(r.unwrap_or(Err(false)), setup_us, peer, to);
                 identified = true;
-                if links.cut(from, to) {
+                if !links.until_passable(from, to, &mut stop).await {
                     return;
                 }
             }
@@ -371,7 +414,7 @@ async fn forward(
             _ = epoch.changed() => {
                 // Until the scan answers the dialler may be anyone: a new block applies to
                 // it once known. Identified as no registered process: fail closed.
-                if identified && links.cut(from, to) { return; }
+                if identified && !links.until_passable(from, to, &mut stop).await { return; }
             }
             _ = stop.changed() => return,
         }
@@ -513,5 +556,37 @@ mod tests {
         links.heal();
         let mut e = TcpStream::connect(addr).await.unwrap();
         assert!(echoes(&mut e).await);
+    }
+
+    #[tokio::test]
+    async fn a_silent_cut_holds_connections_open_with_nothing_passing_until_it_heals() {
+        let links = Links::new();
+        let (addr, _stop) = echo_behind_proxy(links.clone()).await;
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        assert!(echoes(&mut c).await);
+        for _ in 0..100 {
+            if !links.setup_times().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(links.setup_times().len(), 1, "identified as node 1");
+        links.set_silent(true);
+        links.block(1, 9);
+        // Neither closed nor answered, on the live connection and on a new one.
+        let mut d = TcpStream::connect(addr).await.unwrap();
+        for s in [&mut c, &mut d] {
+            s.write_all(b"ping").await.unwrap();
+            let mut buf = [0u8; 4];
+            let read = tokio::time::timeout(Duration::from_millis(300), s.read_exact(&mut buf)).await;
+            assert!(read.is_err(), "nothing passes a silent cut: {read:?}");
+        }
+        // Healed: what was held is delivered.
+        links.heal();
+        for s in [&mut c, &mut d] {
+            let mut buf = [0u8; 4];
+            tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut buf)).await.unwrap().unwrap();
+            assert_eq!(&buf, b"ping");
+        }
     }
 }

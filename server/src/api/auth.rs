@@ -69,6 +69,11 @@ fn read_keys(path: &Path) -> anyhow::Result<Keys> {
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("API keys file {} is not valid: {e}", path.display()))?;
     let mut by_hash = HashMap::new();
     for k in file.keys {
+        if k.name.trim().is_empty() {
+            // "" is the one caller of a server without keys (the owner of its transactions,
+            // and one tenant with the whole of every node-wide bound): no key may pose as it.
+            anyhow::bail!("a key in {} has an empty name; give every key a name", path.display());
+        }
         let bytes = hex::decode(&k.sha256)
             .ok()
             .and_then(|b| <[u8; 32]>::try_from(b).ok())
@@ -310,5 +315,14 @@ mod tests {
         // An open server has nothing to revoke.
         let open = KeyRing::open().authenticate_stream(&MetadataMap::new()).unwrap().1;
         assert!(open.revoked().now_or_never().is_none());
+    }
+
+    #[test]
+    fn a_key_without_a_name_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        std::fs::write(&path, format!("[[keys]]\nname = \" \"\nsha256 = \"{}\"\n", "ab".repeat(32))).unwrap();
+        let err = KeyRing::load(&path).unwrap_err().to_string();
+        assert!(err.contains("empty name"), "{err}");
     }
 }

@@ -1,12 +1,15 @@
 //! The client behind a call. A call a follower forwarded (`forward`) comes from the
 //! follower's connection, which carries many clients' calls; the follower names the
-//! client's own address, believed only from a caller that passed the peer gate.
+//! client's own address, believed only from a caller that passed the peer gate. A call the
+//! HTTP port makes for its client names that client the same way ([`made_for`]).
 
 use std::net::SocketAddr;
 
 use tonic::service::Interceptor;
 use tonic::{Request, Status};
 
+use super::auth::KeyRing;
+use crate::limits::Tenant;
 use crate::raft::peer_auth::Gate;
 
 /// Marks a forwarded call with the id of the follower that sent it (for the leader's log).
@@ -16,7 +19,7 @@ pub const FORWARDED_FOR: &str = "x-dls-forwarded-for";
 
 /// The client connection behind a call that came through a follower (set by
 /// [`PeerCaller`] from `x-dls-forwarded-for`, so only an authenticated peer can set it;
-/// `None` when the follower did not know it).
+/// `None` when the follower did not know it), or that the HTTP port makes ([`made_for`]).
 #[derive(Clone, Copy, Debug)]
 struct ForwardedFor(Option<SocketAddr>);
 
@@ -27,6 +30,26 @@ pub fn client_addr<T>(req: &Request<T>) -> Option<SocketAddr> {
     match req.extensions().get::<ForwardedFor>() {
         Some(forwarded) => forwarded.0,
         None => req.remote_addr(),
+    }
+}
+
+/// A call the HTTP port makes for its client at `client`: counted against that client
+/// (here, and on the leader when it is forwarded), not against the HTTP port as a whole.
+pub fn made_for<T>(mut req: Request<T>, client: SocketAddr) -> Request<T> {
+    req.extensions_mut().insert(ForwardedFor(Some(client)));
+    req
+}
+
+/// Whose share of this node's bounds a call counts against (see [`Tenant`]): its API key as
+/// this node knows it. For calls this node passes on without serving them (a follower
+/// forwards them, and the leader authenticates them).
+pub fn tenant<T>(keys: &KeyRing, req: &Request<T>) -> Tenant {
+    if !keys.has_keys() {
+        return Tenant::Open;
+    }
+    match super::key_check::principal(keys, req) {
+        Ok(who) => Tenant::of(&who),
+        Err(_) => Tenant::Unknown,
     }
 }
 

@@ -19,8 +19,17 @@
 //! - One hop, so no loops: the peer port's client services never forward. A node that is
 //!   no longer the leader answers NOT_LEADER, which reaches the client unchanged.
 //! - A follower that knows no leader, or whose hop fails (connection refused, reset, the
-//!   leader gone mid-stream), answers NOT_LEADER naming the leader as it knows it: the
-//!   client's own discovery and retries take over, exactly as without forwarding.
+//!   leader gone mid-stream), answers NOT_LEADER: the client's own discovery and retries
+//!   take over, exactly as without forwarding. The answer names the leader only when this
+//!   node knows one other than the leader the hop failed to reach: a client sent back to a
+//!   leader that does not answer would only lose time there.
+//! - A leader that stops answering does not hold the forwarded calls: once this node no
+//!   longer takes it for the leader (raft's verdict, about an election timeout after the
+//!   leader went silent), every call and stream forwarded to it ends with NOT_LEADER, naming
+//!   the new leader when there is one, so clients move on within an election instead of
+//!   waiting out their own deadline on a paused or cut-off node. A call the leader has not
+//!   answered is answered NOT_LEADER a little before the client's deadline, so the client
+//!   hears from this node, which answers, rather than taking it for silent too.
 //! - A forwarded call lives inside the client's call: when the client hangs up, its
 //!   future or stream is dropped here, which resets the stream to the leader, which drops
 //!   its side (the wait itself stays in the table, as for any broken stream).
@@ -28,6 +37,13 @@
 //!   (a stream until it ends), so clients cannot make a follower hold unbounded streams;
 //!   past it the follower refuses the call itself (RESOURCE_EXHAUSTED). Unary and stream
 //!   calls share the bound: a waiting stream and a call in flight cost the follower alike.
+//!   Each API key holds at most its share of it (`--max-forwarded-calls-per-api-key`), and
+//!   calls with no key or one this node does not know share one small bucket
+//!   (`--max-forwarded-calls-unknown-keys`), so no key can refuse another's calls: the
+//!   follower finds the key from the call's headers with its own keys ([`caller::tenant`]),
+//!   only to count it; the leader still decides.
+//! - The HTTP port on a follower goes through the same hop (`http::gateway`): one way to
+//!   forward, under the same bounds, with the HTTP client as the client.
 //! - Where the leader counts per connection (event watches), it counts the client's
 //!   connection: the follower sends it as `x-dls-forwarded-for`, believed only from a
 //!   caller that passed the peer gate.
@@ -40,7 +56,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use caerus_proto::metadata;
 use caerus_proto::v1 as pb;
@@ -54,7 +70,8 @@ use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::admin_service::AdminApi;
-use super::caller::{FORWARDED_BY, FORWARDED_FOR};
+use super::auth::KeyRing;
+use super::caller::{self, FORWARDED_BY, FORWARDED_FOR};
 use super::errors::ApiError;
 use super::lock_service::LockApi;
 use crate::limits::ForwardSlot;
@@ -66,19 +83,27 @@ use crate::raft::types::NodeId;
 type Upstream = InterceptedService<Channel, Stamp>;
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
+/// How much sooner than the client's deadline a forwarded call is answered when the leader
+/// has not answered it: a tenth of the deadline, at most this. The client then hears
+/// NOT_LEADER from a node that answers, instead of timing out on it and taking it for a
+/// silent node.
+const ANSWER_BEFORE_CLIENT: Duration = Duration::from_millis(200);
+
 /// Decides, per call, whether it is served here or forwarded, and opens the hop.
 pub struct Forwarder {
     node: Arc<Node>,
+    /// This node's API keys: whose share of the forwarded calls a call takes.
+    keys: Arc<KeyRing>,
 }
 
 impl Forwarder {
-    pub fn new(node: Arc<Node>) -> Arc<Forwarder> {
-        Arc::new(Forwarder { node })
+    pub fn new(node: Arc<Node>, keys: Arc<KeyRing>) -> Arc<Forwarder> {
+        Arc::new(Forwarder { node, keys })
     }
 
     /// `None`: serve the call here (this node leads, or knows no leader to send it to:
     /// then the local service answers NOT_LEADER as it always did).
-    fn hop(&self, method: &'static str) -> Result<Option<Hop>, Status> {
+    fn hop<T>(&self, method: &'static str, req: &Request<T>) -> Result<Option<Hop>, Status> {
         if *self.node.leadership().borrow() {
             return Ok(None);
         }
@@ -87,7 +112,7 @@ impl Forwarder {
             // Elected but not serving yet (catching up), or a leader without a peer port.
             return Ok(None);
         }
-        let slot = self.node.limits().admit_forward()?;
+        let slot = self.node.limits().admit_forward(&caller::tenant(&self.keys, req))?;
         let channel = match self.node.peer_transport().channel(Lane::Forward, leader, &member.peer_addr) {
             Ok(channel) => channel,
             Err(e) => {
@@ -97,12 +122,15 @@ impl Forwarder {
         };
         self.node.metrics().forwarded_calls.fetch_add(1, Relaxed);
         tracing::debug!(leader, method, peer = %member.peer_addr, "forwarding a client call to the leader");
+        let client_timeout = req.metadata().get("grpc-timeout").and_then(|v| grpc_timeout(v.to_str().ok()?));
+        let answer_by = client_timeout.map(|t| Instant::now() + t - (t / 10).min(ANSWER_BEFORE_CLIENT));
         Ok(Some(Hop {
             node: self.node.clone(),
             leader,
             leader_addr: member.addr,
             method,
             upstream: InterceptedService::new(channel, self.node.peer_transport().stamp()),
+            answer_by,
             slot,
         }))
     }
@@ -116,6 +144,9 @@ struct Hop {
     leader_addr: String,
     method: &'static str,
     upstream: Upstream,
+    /// When the client must have its answer, a little before its own deadline (none for
+    /// calls without one, such as waiting streams).
+    answer_by: Option<Instant>,
     slot: ForwardSlot,
 }
 
@@ -128,12 +159,12 @@ impl Hop {
         AdminServiceClient::new(self.upstream.clone()).max_decoding_message_size(MAX_RAFT_MESSAGE)
     }
 
-    /// The request the leader gets: the client's message, credentials and deadline, the
-    /// client's address and this node's mark. Nothing else the client sent is passed on.
+    /// The request the leader gets: the client's message, credentials and deadline (see
+    /// `answer_by`), the client's address and this node's mark. Nothing else the client
+    /// sent is passed on.
     fn outgoing<T>(&self, req: Request<T>) -> Request<T> {
-        let client = req.remote_addr();
+        let client = caller::client_addr(&req);
         let auth = req.metadata().get(metadata::AUTHORIZATION).cloned();
-        let deadline = req.metadata().get("grpc-timeout").and_then(|v| grpc_timeout(v.to_str().ok()?));
         let mut out = Request::new(req.into_inner());
         let md = out.metadata_mut();
         if let Some(auth) = auth {
@@ -143,8 +174,8 @@ impl Hop {
         if let Some(v) = client.and_then(|a| a.to_string().parse().ok()) {
             md.insert(FORWARDED_FOR, v);
         }
-        if let Some(deadline) = deadline {
-            out.set_timeout(deadline);
+        if let Some(by) = self.answer_by {
+            out.set_timeout(by.saturating_duration_since(Instant::now()));
         }
         out
     }
@@ -165,34 +196,91 @@ impl Hop {
         }
     }
 
+    /// Runs `call` until this node stops taking the hop's leader for the leader, or until
+    /// `answer_by` if the leader has not answered: then the call is dropped (which resets it
+    /// on the leader) and answers NOT_LEADER.
+    async fn while_leader_answers<R>(&self, call: impl Future<Output = Result<R, Status>>) -> Result<R, Status> {
+        let answer_by = async {
+            match self.answer_by {
+                Some(by) => tokio::time::sleep_until(by.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            answer = call => answer,
+            () = self.node.leader_gone(self.leader) => {
+                Err(leader_gone(&self.node, self.leader, self.method, self.answer_by).await)
+            }
+            () = answer_by => {
+                let silent = Status::deadline_exceeded("the leader gave no answer before the client's deadline");
+                Err(relayed_error(&self.node, self.leader, self.method, silent))
+            }
+        }
+    }
+
     async fn unary<Resp>(
         self,
         call: impl Future<Output = Result<Response<Resp>, Status>>,
     ) -> Result<Response<Resp>, Status> {
-        let answer = call.await;
+        let answer = self.while_leader_answers(call).await;
         self.answer(answer)
     }
 
     /// Opens the stream on the leader and relays it; the place is held until the relayed
-    /// stream is dropped, which drops the leader's stream too.
+    /// stream is dropped, which drops the leader's stream too. The stream ends with
+    /// NOT_LEADER once this node stops taking the leader for the leader.
     async fn stream<Item: Send + 'static>(
         self,
         call: impl Future<Output = Result<Response<Streaming<Item>>, Status>>,
     ) -> Result<Response<BoxStream<Item>>, Status> {
-        let answer = call.await;
+        let answer = self.while_leader_answers(call).await;
         let (md, upstream, extensions) = self.answer(answer)?.into_parts();
         let Hop { node, leader, method, slot, .. } = self;
-        let relayed = upstream.map(move |item| {
-            let _open = &slot;
-            item.map_err(|status| relayed_error(&node, leader, method, status))
-        });
+        let relayed = async_stream::stream! {
+            let _open = slot;
+            let mut upstream = upstream;
+            let gone = node.leader_gone(leader);
+            tokio::pin!(gone);
+            loop {
+                tokio::select! {
+                    item = upstream.next() => match item {
+                        Some(Ok(message)) => yield Ok(message),
+                        Some(Err(status)) => {
+                            yield Err(relayed_error(&node, leader, method, status));
+                            return;
+                        }
+                        None => return,
+                    },
+                    () = &mut gone => {
+                        yield Err(leader_gone(&node, leader, method, None).await);
+                        return;
+                    }
+                }
+            }
+        };
         Ok(Response::from_parts(md, Box::pin(relayed) as BoxStream<Item>, extensions))
     }
 }
 
+/// The answer of a call or stream whose leader went silent or was replaced while it was
+/// forwarded: NOT_LEADER naming the new leader once it is known (see `Node::next_leader`),
+/// waiting for it no later than `answer_by`.
+async fn leader_gone(node: &Node, leader: NodeId, method: &str, answer_by: Option<Instant>) -> Status {
+    node.metrics().forward_failures.fetch_add(1, Relaxed);
+    tracing::debug!(leader, method, "the leader is gone; ending a forwarded call");
+    ApiError::NotLeader { leader: node.next_leader(leader, answer_by).await }.into()
+}
+
+/// NOT_LEADER naming the leader as this node knows it now, unless that is still `failed`
+/// (the leader a hop could not reach): the client then finds the leader itself.
+fn not_leader_but(node: &Node, failed: NodeId) -> Status {
+    let leader = node.leader().filter(|(id, _)| *id != failed);
+    ApiError::NotLeader { leader }.into()
+}
+
 /// Passes the leader's own answers on (marked as relayed); turns a failure of the hop into
-/// NOT_LEADER with the leader as this node knows it now (it may have moved), so the client
-/// retries.
+/// NOT_LEADER with the leader as this node knows it now (it may have moved, see
+/// [`not_leader_but`]), so the client retries.
 fn relayed_error(node: &Node, leader: NodeId, method: &str, mut status: Status) -> Status {
     if status.metadata().contains_key(metadata::ERROR_KIND) {
         status.metadata_mut().insert(metadata::FORWARDED_TO, leader.into());
@@ -206,7 +294,7 @@ fn relayed_error(node: &Node, leader: NodeId, method: &str, mut status: Status) 
     } else {
         tracing::debug!(leader, method, "forwarding to the leader failed: {status}");
     }
-    ApiError::NotLeader { leader: node.leader() }.into()
+    not_leader_but(node, leader)
 }
 
 /// Parses a `grpc-timeout` header value: up to 8 digits and a unit (H, M, S, m, u, n).
@@ -245,7 +333,7 @@ pub struct ForwardingAdmin {
 /// `unary` or `stream`; `$client`: the hop's client of that service).
 macro_rules! route {
     ($self:ident, $req:ident, $trait:ident, $client:ident, $method:ident, $how:ident) => {
-        match $self.forwarder.hop(stringify!($method))? {
+        match $self.forwarder.hop(stringify!($method), &$req)? {
             None => $trait::$method(&*$self.local, $req).await,
             Some(hop) => {
                 let out = hop.outgoing($req);

@@ -262,7 +262,7 @@ impl Acquisition {
                     return Ok((txn, None, AcquireStatus::Ended(WaitEnd::TimedOut)));
                 }
                 let admitted = node.limits().admit_acquire(node.state(), txn, &wanted.locks())?;
-                return match node.propose_admitted(wanted.command(txn), admitted, timing).await? {
+                return match node.propose_admitted(&self.who, wanted.command(txn), admitted, timing).await? {
                     Outcome::Acquire(status) => Ok((txn, None, status)),
                     Outcome::Rejected(r) => Err(r.into()),
                     o => Err(unexpected(o)),
@@ -279,7 +279,7 @@ impl Acquisition {
             Command::BeginWith { begin: begin.clone(), options: options.clone(), acquire: Some(a.clone()) }
         };
         let timing = wanted.timing(&node.state().read().expect("state lock").table, None);
-        match node.propose_admitted(cmd, admitted, timing).await? {
+        match node.propose_admitted(&self.who, cmd, admitted, timing).await? {
             Outcome::BegunAcquire { txn, lease_ms, acquire } => {
                 // A retried begin request id answers only the caller that started it.
                 touch(node, &self.who, txn)?;

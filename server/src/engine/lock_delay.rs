@@ -29,7 +29,7 @@ impl Engine {
                 });
             }
         }
-        match self.node.propose(Command::SetLockDelay { prefix, delay_ms }).await? {
+        match self.node.propose_for(who, Command::SetLockDelay { prefix, delay_ms }).await? {
             Outcome::LockDelaySet { previous_ms } => Ok(previous_ms),
             // Another operator filled the last free rule between the check and the apply.
             Outcome::Rejected(Rejection::Invalid(why)) => Err(EngineError::ResourceExhausted(why)),

@@ -72,7 +72,7 @@ impl Engine {
         } else {
             Command::BeginWith { begin, options, acquire: None }
         };
-        match node.propose_admitted(cmd, admitted, Timing::Now).await? {
+        match node.propose_admitted(who, cmd, admitted, Timing::Now).await? {
             Outcome::Begun { txn, lease_ms } => {
                 touch(&self.node, who, txn)?;
                 Ok(Begun { txn, lease_ms })
@@ -91,7 +91,7 @@ impl Engine {
     ) -> EngineResult<bool> {
         self.node.require_leader()?;
         touch(&self.node, who, txn)?;
-        match self.node.propose(Command::Release { txn, request_id, lock }).await? {
+        match self.node.propose_for(who, Command::Release { txn, request_id, lock }).await? {
             Outcome::Released { released } => Ok(released),
             Outcome::Rejected(r) => Err(r.into()),
             o => Err(unexpected(o)),
@@ -109,7 +109,7 @@ impl Engine {
     ) -> EngineResult<Option<Held>> {
         self.node.require_leader()?;
         touch(&self.node, who, txn)?;
-        match self.node.propose(Command::Downgrade { txn, request_id, lock }).await? {
+        match self.node.propose_for(who, Command::Downgrade { txn, request_id, lock }).await? {
             Outcome::Downgraded { held } => Ok(held),
             Outcome::Rejected(r) => Err(r.into()),
             o => Err(unexpected(o)),
@@ -126,7 +126,7 @@ impl Engine {
     ) -> EngineResult<Ended> {
         self.node.require_leader()?;
         let cmd = with_txn(&self.node, who, txn, true, |t| who.scoped(t, Command::End { txn, request_id, commit }))?;
-        ended(self.node.propose(cmd).await?)
+        ended(self.node.propose_for(who, cmd).await?)
     }
 
     /// An operator aborts a transaction (`who` must be allowed to act on it; see
@@ -141,7 +141,7 @@ impl Engine {
         self.node.require_leader()?;
         let abort = Command::Abort { txn, request_id, operator: who.name.clone(), reason };
         let cmd = with_txn(&self.node, who, txn, false, |t| who.scoped(t, abort))?;
-        ended(self.node.propose(cmd).await?)
+        ended(self.node.propose_for(who, cmd).await?)
     }
 
     /// The transaction as of everything committed before the call (a linearizable read).

@@ -7,15 +7,12 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
 use caerus_proto::v1::acquire_locks_response::Event as AcquireAllEvent;
-use caerus_proto::v1::admin_service_client::AdminServiceClient;
 use caerus_proto::v1::admin_service_server::AdminService;
-use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::lock_service_server::LockService;
 use caerus_proto::v1::{self as pb};
 use futures::StreamExt;
@@ -25,7 +22,7 @@ use serde_json::{json, Value};
 use tonic::Status;
 
 use super::access::{self, Access};
-use super::gateway::{Auth, BoxStream, Gateway, Target};
+use super::gateway::{BoxStream, Caller, Gateway};
 use super::json::{self, ok, ApiFailure};
 use super::query::query_pairs;
 use super::{key_sse, sse};
@@ -54,17 +51,11 @@ pub fn routes(gw: Arc<Gateway>, access: Arc<Access>) -> Router {
 
 /// Runs one unary RPC here or on the leader (see [`Gateway::call`]).
 macro_rules! unary {
-    ($gw:expr, $auth:expr, $msg:expr, $api:ident, $server:ident, $client:ident, $method:ident) => {{
-        let (gw, auth, msg) = (&$gw, &$auth, $msg);
-        gw.call(|target| {
-            let req = auth.request(msg.clone());
-            let api = gw.$api.clone();
-            async move {
-                match target {
-                    Target::Local => $server::$method(&*api, req).await.map(|r| r.into_inner()),
-                    Target::Leader(ch) => $client::new(ch).$method(req).await.map(|r| r.into_inner()),
-                }
-            }
+    ($gw:expr, $caller:expr, $msg:expr, $api:ident, $server:ident, $method:ident) => {{
+        let (gw, caller, msg) = (&$gw, &$caller, $msg);
+        gw.call(|| {
+            let req = caller.request(msg.clone());
+            async move { $server::$method(&gw.$api, req).await.map(|r| r.into_inner()) }
         })
         .await
         .map_err(ApiFailure::from)
@@ -111,7 +102,7 @@ struct BeginBody {
     max_duration_ms: i64,
 }
 
-async fn begin(State(gw): State<Arc<Gateway>>, headers: HeaderMap, raw: Bytes) -> HttpResult {
+async fn begin(State(gw): State<Arc<Gateway>>, caller: Caller, raw: Bytes) -> HttpResult {
     let b: BeginBody = body(&raw)?;
     let msg = pb::BeginTransactionRequest {
         timeout_ms: b.timeout_ms,
@@ -120,20 +111,19 @@ async fn begin(State(gw): State<Arc<Gateway>>, headers: HeaderMap, raw: Bytes) -
         request_id: request_id(b.request_id),
         max_duration_ms: b.max_duration_ms,
     };
-    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, begin_transaction)?;
+    let r = unary!(gw, caller, msg, lock, LockService, begin_transaction)?;
     Ok(ok(json!({"transaction_id": json::id_str(r.transaction_id), "lease_timeout_ms": r.lease_timeout_ms})))
 }
 
-async fn status(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> HttpResult {
+async fn status(State(gw): State<Arc<Gateway>>, caller: Caller, Path(id): Path<String>) -> HttpResult {
     let msg = pb::GetTransactionStatusRequest { transaction_id: path_id(&id)? };
-    let r =
-        unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, get_transaction_status)?;
+    let r = unary!(gw, caller, msg, lock, LockService, get_transaction_status)?;
     Ok(ok(json::status(&r)))
 }
 
-async fn heartbeat(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>) -> HttpResult {
+async fn heartbeat(State(gw): State<Arc<Gateway>>, caller: Caller, Path(id): Path<String>) -> HttpResult {
     let msg = pb::HeartbeatRequest { transaction_id: path_id(&id)?, more_transaction_ids: Vec::new() };
-    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, heartbeat)?;
+    let r = unary!(gw, caller, msg, lock, LockService, heartbeat)?;
     Ok(ok(json!({"lease_remaining_ms": r.lease_remaining_ms})))
 }
 
@@ -159,7 +149,7 @@ struct AcquireBody {
     permits: u32,
 }
 
-async fn acquire(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>, raw: Bytes) -> HttpResult {
+async fn acquire(State(gw): State<Arc<Gateway>>, caller: Caller, Path(id): Path<String>, raw: Bytes) -> HttpResult {
     let b: AcquireBody = body(&raw)?;
     let request_id = request_id(b.request_id);
     let msg = pb::AcquireLockRequest {
@@ -173,15 +163,14 @@ async fn acquire(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): P
         stay_open: false,
         permits: b.permits,
     };
-    let auth = Auth::from_headers(&headers);
     let quick = b.return_when_queued;
     // The whole wait is one attempt: if leadership moves mid-wait, the next attempt
     // re-attaches to the same queued request on the new leader (same request_id).
     let answer = gw
-        .call(|target| {
-            let req = auth.request(msg.clone());
+        .call(|| {
+            let req = caller.request(msg.clone());
             let gw = gw.clone();
-            async move { follow_acquire(&gw, target, req, quick).await }
+            async move { follow_acquire(&gw, req, quick).await }
         })
         .await?;
     let mut answer = answer;
@@ -191,14 +180,10 @@ async fn acquire(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): P
 
 async fn follow_acquire(
     gw: &Gateway,
-    target: Target,
     req: tonic::Request<pb::AcquireLockRequest>,
     return_when_queued: bool,
 ) -> Result<Value, Status> {
-    let stream: BoxStream<pb::AcquireLockResponse> = match target {
-        Target::Local => LockService::acquire_lock(&*gw.lock, req).await?.into_inner(),
-        Target::Leader(ch) => Box::pin(LockServiceClient::new(ch).acquire_lock(req).await?.into_inner()),
-    };
+    let stream = LockService::acquire_lock(&gw.lock, req).await?.into_inner();
     first_answer(stream, |item| match item.event {
         Some(AcquireEvent::Granted(g)) => Some(granted_json(&g, "granted")),
         Some(AcquireEvent::Queued(q)) if return_when_queued => Some(queued_json(&q)),
@@ -265,12 +250,7 @@ struct AcquireAllBody {
 }
 
 /// Several locks at once, all or nothing (`AcquireLocks`).
-async fn acquire_all(
-    State(gw): State<Arc<Gateway>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    raw: Bytes,
-) -> HttpResult {
+async fn acquire_all(State(gw): State<Arc<Gateway>>, caller: Caller, Path(id): Path<String>, raw: Bytes) -> HttpResult {
     let b: AcquireAllBody = body(&raw)?;
     let request_id = request_id(b.request_id);
     let mut locks = Vec::with_capacity(b.locks.len());
@@ -288,16 +268,13 @@ async fn acquire_all(
         request_id: request_id.clone(),
         stay_open: false,
     };
-    let (auth, quick) = (Auth::from_headers(&headers), b.return_when_queued);
+    let quick = b.return_when_queued;
     let mut answer = gw
-        .call(|target| {
-            let req = auth.request(msg.clone());
+        .call(|| {
+            let req = caller.request(msg.clone());
             let gw = gw.clone();
             async move {
-                let stream: BoxStream<pb::AcquireLocksResponse> = match target {
-                    Target::Local => LockService::acquire_locks(&*gw.lock, req).await?.into_inner(),
-                    Target::Leader(ch) => Box::pin(LockServiceClient::new(ch).acquire_locks(req).await?.into_inner()),
-                };
+                let stream = LockService::acquire_locks(&gw.lock, req).await?.into_inner();
                 first_answer(stream, |item| match item.event {
                     Some(AcquireAllEvent::Granted(g)) => Some(json!({
                         "status": "granted",
@@ -325,7 +302,7 @@ struct ReleaseBody {
     request_id: String,
 }
 
-async fn release(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>, raw: Bytes) -> HttpResult {
+async fn release(State(gw): State<Arc<Gateway>>, caller: Caller, Path(id): Path<String>, raw: Bytes) -> HttpResult {
     let b: ReleaseBody = body(&raw)?;
     let msg = pb::ReleaseLockRequest {
         transaction_id: path_id(&id)?,
@@ -333,16 +310,11 @@ async fn release(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): P
         key: b.key,
         request_id: request_id(b.request_id),
     };
-    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, release_lock)?;
+    let r = unary!(gw, caller, msg, lock, LockService, release_lock)?;
     Ok(ok(json!({"released": r.released})))
 }
 
-async fn downgrade(
-    State(gw): State<Arc<Gateway>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    raw: Bytes,
-) -> HttpResult {
+async fn downgrade(State(gw): State<Arc<Gateway>>, caller: Caller, Path(id): Path<String>, raw: Bytes) -> HttpResult {
     let b: ReleaseBody = body(&raw)?;
     let msg = pb::DowngradeLockRequest {
         transaction_id: path_id(&id)?,
@@ -350,7 +322,7 @@ async fn downgrade(
         key: b.key,
         request_id: request_id(b.request_id),
     };
-    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, downgrade_lock)?;
+    let r = unary!(gw, caller, msg, lock, LockService, downgrade_lock)?;
     let lock = r.lock.as_ref().filter(|_| r.held).map(|l| granted_json(l, ""));
     Ok(ok(json!({"held": r.held, "lock": lock})))
 }
@@ -366,7 +338,7 @@ struct VerifyBody {
     fencing_token: Value,
 }
 
-async fn verify_token(State(gw): State<Arc<Gateway>>, headers: HeaderMap, raw: Bytes) -> HttpResult {
+async fn verify_token(State(gw): State<Arc<Gateway>>, caller: Caller, raw: Bytes) -> HttpResult {
     let b: VerifyBody = body(&raw)?;
     let token = match &b.fencing_token {
         Value::String(s) => s.parse::<u64>().ok(),
@@ -380,7 +352,7 @@ async fn verify_token(State(gw): State<Arc<Gateway>>, headers: HeaderMap, raw: B
         ))
     })?;
     let msg = pb::VerifyFencingTokenRequest { namespace: b.namespace, key: b.key, fencing_token: token };
-    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, verify_fencing_token)?;
+    let r = unary!(gw, caller, msg, lock, LockService, verify_fencing_token)?;
     Ok(ok(json!({"current": r.current, "current_tokens": json::ids(&r.current_tokens)})))
 }
 
@@ -393,13 +365,13 @@ struct EndBody {
     request_id: String,
 }
 
-async fn end(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>, raw: Bytes) -> HttpResult {
+async fn end(State(gw): State<Arc<Gateway>>, caller: Caller, Path(id): Path<String>, raw: Bytes) -> HttpResult {
     let b: EndBody = body(&raw)?;
     let commit = b
         .commit
         .ok_or_else(|| ApiFailure::bad_request("commit must be given: true to commit, false to abort".into()))?;
     let msg = pb::EndTransactionRequest { transaction_id: path_id(&id)?, commit, request_id: request_id(b.request_id) };
-    let r = unary!(gw, Auth::from_headers(&headers), msg, lock, LockService, LockServiceClient, end_transaction)?;
+    let r = unary!(gw, caller, msg, lock, LockService, end_transaction)?;
     Ok(ok(json!({"state": json::state_name(r.state), "released_locks": r.released_locks})))
 }
 
@@ -412,18 +384,18 @@ struct AbortBody {
     request_id: String,
 }
 
-async fn abort(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Path(id): Path<String>, raw: Bytes) -> HttpResult {
+async fn abort(State(gw): State<Arc<Gateway>>, caller: Caller, Path(id): Path<String>, raw: Bytes) -> HttpResult {
     let b: AbortBody = body(&raw)?;
     let msg = pb::AbortTransactionRequest {
         transaction_id: path_id(&id)?,
         reason: b.reason,
         request_id: request_id(b.request_id),
     };
-    let r = unary!(gw, Auth::from_headers(&headers), msg, admin, AdminService, AdminServiceClient, abort_transaction)?;
+    let r = unary!(gw, caller, msg, admin, AdminService, abort_transaction)?;
     Ok(ok(json!({"state": json::state_name(r.state), "released_locks": r.released_locks})))
 }
 
-async fn list_locks(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery(q): RawQuery) -> HttpResult {
+async fn list_locks(State(gw): State<Arc<Gateway>>, caller: Caller, RawQuery(q): RawQuery) -> HttpResult {
     let mut prefix = String::new();
     for (k, v) in query_pairs(&q) {
         match k.as_str() {
@@ -434,7 +406,7 @@ async fn list_locks(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery
         }
     }
     let msg = pb::ListLocksRequest { namespace_prefix: prefix };
-    let r = unary!(gw, Auth::from_headers(&headers), msg, admin, AdminService, AdminServiceClient, list_locks)?;
+    let r = unary!(gw, caller, msg, admin, AdminService, list_locks)?;
     Ok(ok(json::locks(&r)))
 }
 
@@ -446,16 +418,16 @@ struct LockDelayBody {
     delay_ms: i64,
 }
 
-async fn set_lock_delay(State(gw): State<Arc<Gateway>>, headers: HeaderMap, raw: Bytes) -> HttpResult {
+async fn set_lock_delay(State(gw): State<Arc<Gateway>>, caller: Caller, raw: Bytes) -> HttpResult {
     let b: LockDelayBody = body(&raw)?;
     let msg = pb::SetLockDelayRequest { namespace_prefix: b.namespace_prefix, delay_ms: b.delay_ms };
-    let r = unary!(gw, Auth::from_headers(&headers), msg, admin, AdminService, AdminServiceClient, set_lock_delay)?;
+    let r = unary!(gw, caller, msg, admin, AdminService, set_lock_delay)?;
     Ok(ok(json!({"previous_delay_ms": r.previous_delay_ms})))
 }
 
-async fn lock_delays(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> HttpResult {
+async fn lock_delays(State(gw): State<Arc<Gateway>>, caller: Caller) -> HttpResult {
     let msg = pb::ListLockDelaysRequest {};
-    let r = unary!(gw, Auth::from_headers(&headers), msg, admin, AdminService, AdminServiceClient, list_lock_delays)?;
+    let r = unary!(gw, caller, msg, admin, AdminService, list_lock_delays)?;
     let rules: Vec<Value> =
         r.rules.iter().map(|r| json!({"namespace_prefix": r.namespace_prefix, "delay_ms": r.delay_ms})).collect();
     Ok(ok(json!({ "rules": rules })))
@@ -463,9 +435,9 @@ async fn lock_delays(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Http
 
 /// This node's view of the cluster (members, leader, term): answered here, not forwarded,
 /// so the page can show what each node believes.
-async fn cluster(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    let req = Auth::from_headers(&headers).request(pb::ClusterStatusRequest {});
-    match AdminService::cluster_status(&*gw.admin, req).await {
+async fn cluster(State(gw): State<Arc<Gateway>>, caller: Caller) -> Response {
+    let req = caller.request(pb::ClusterStatusRequest {});
+    match AdminService::cluster_status(&gw.admin, req).await {
         Ok(r) => ok(json::cluster(&r.into_inner())),
         Err(e) => ApiFailure::from(e).into_response(),
     }

@@ -1,147 +1,111 @@
-//! Runs a gRPC call for the HTTP API: first on this node's own `LockApi`/`AdminApi` (the
-//! same code gRPC clients reach), and when this node is not the leader, on the leader over
-//! gRPC with the caller's `authorization` copied. So the HTTP API works on every node and
-//! keeps working through a leader change, without a second copy of any lock logic.
+//! Runs a gRPC call for the HTTP API through the client port's own services
+//! (`api::forward`): this node's `LockApi`/`AdminApi` when it leads, the leader's over the
+//! follower's hop to its peer port otherwise, the same way, under the same bounds, as a
+//! gRPC client's call. The HTTP client is the client: its API key decides its share of a
+//! follower's forwarded calls, and the leader counts its watches against its own address,
+//! not against the node that relayed them. So the HTTP API works on every node, keeps
+//! working through a leader change and in the partitions the hop is built for, without a
+//! second copy of any lock logic or a second way to reach the leader.
 
-use std::collections::HashMap;
+use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
 use caerus_proto::metadata;
 use futures::Stream;
-use tonic::metadata::{MetadataMap, MetadataValue};
-use tonic::transport::{Channel, ClientTlsConfig};
+use tonic::metadata::{Ascii, MetadataValue};
 use tonic::{Code, Request, Status};
 
-use crate::api::admin_service::AdminApi;
-use crate::api::lock_service::LockApi;
+use crate::api::caller;
+use crate::api::forward::{ForwardingAdmin, ForwardingLocks};
 
 /// How long a call keeps retrying while no leader is known or the leader moves. Longer
 /// than an election, shorter than an HTTP client's patience.
 const LEADER_PATIENCE: Duration = Duration::from_secs(8);
-/// Pause between attempts while no leader is known.
+/// Pause between attempts while no leader answers.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// A server stream, the same type whether it runs here or on the leader.
 pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
-/// Where an attempt runs.
-#[derive(Clone, Debug)]
-pub enum Target {
-    Local,
-    Leader(Channel),
-}
-
+/// The client port's services, as the HTTP API calls them.
 pub struct Gateway {
-    pub lock: Arc<LockApi>,
-    pub admin: Arc<AdminApi>,
-    /// One lazily connected channel per leader address.
-    channels: Mutex<HashMap<String, Channel>>,
-    /// Set when the client port runs TLS: how to reach the leader's.
-    tls: Option<ClientTlsConfig>,
+    pub lock: ForwardingLocks,
+    pub admin: ForwardingAdmin,
 }
 
-/// The caller's credentials, copied onto every attempt.
+/// The HTTP client behind a request: its credentials and address, put on every attempt.
 #[derive(Clone, Default)]
-pub struct Auth(Option<MetadataValue<tonic::metadata::Ascii>>);
+pub struct Caller {
+    auth: Option<MetadataValue<Ascii>>,
+    addr: Option<SocketAddr>,
+}
 
-impl Auth {
-    pub fn from_headers(headers: &http::HeaderMap) -> Auth {
-        let value = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
-        Auth(value)
+impl Caller {
+    pub fn new(headers: &http::HeaderMap, addr: Option<SocketAddr>) -> Caller {
+        let auth = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+        Caller { auth, addr }
     }
 
     pub fn request<T>(&self, msg: T) -> Request<T> {
         let mut req = Request::new(msg);
-        if let Some(v) = &self.0 {
+        if let Some(v) = &self.auth {
             req.metadata_mut().insert(metadata::AUTHORIZATION, v.clone());
         }
-        req
+        match self.addr {
+            Some(addr) => caller::made_for(req, addr),
+            None => req,
+        }
     }
 }
 
-/// `Some(leader address)` when the status is a follower's NOT_LEADER answer naming one;
-/// `Some("")` when no leader is known yet.
-fn not_leader(s: &Status) -> Option<String> {
+#[axum::async_trait]
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let addr = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+        Ok(Caller::new(&parts.headers, addr))
+    }
+}
+
+/// Whether a status is a NOT_LEADER answer (this node knows no leader, the hop to the
+/// leader failed, or the leader stepped down).
+fn not_leader(s: &Status) -> bool {
     let kind = s.metadata().get(metadata::ERROR_KIND).and_then(|v| v.to_str().ok());
-    if s.code() != Code::Unavailable || kind != Some("NOT_LEADER") {
-        return None;
-    }
-    Some(leader_addr(s.metadata()).unwrap_or_default())
-}
-
-fn leader_addr(md: &MetadataMap) -> Option<String> {
-    md.get(metadata::LEADER_ADDR).and_then(|v| v.to_str().ok()).map(str::to_string)
+    s.code() == Code::Unavailable && kind == Some("NOT_LEADER")
 }
 
 impl Gateway {
-    pub fn new(lock: Arc<LockApi>, admin: Arc<AdminApi>, tls: Option<ClientTlsConfig>) -> Gateway {
-        Gateway { lock, admin, channels: Mutex::new(HashMap::new()), tls }
-    }
-
-    fn channel(&self, addr: &str) -> Result<Channel, Status> {
-        let mut map = self.channels.lock().expect("channels lock");
-        if let Some(ch) = map.get(addr) {
-            return Ok(ch.clone());
-        }
-        let scheme = if self.tls.is_some() { "https" } else { "http" };
-        let mut endpoint = Channel::from_shared(format!("{scheme}://{addr}"))
-            .map_err(|e| Status::internal(format!("bad leader address {addr:?}: {e}")))?
-            .connect_timeout(Duration::from_secs(2));
-        if let Some(tls) = &self.tls {
-            endpoint = endpoint
-                .tls_config(tls.clone())
-                .map_err(|e| Status::internal(format!("TLS to the leader at {addr}: {e}")))?;
-        }
-        let ch = endpoint.connect_lazy();
-        map.insert(addr.to_string(), ch.clone());
-        Ok(ch)
-    }
-
-    /// Runs `attempt` here, then wherever NOT_LEADER points, until it answers with anything
-    /// else or [`LEADER_PATIENCE`] passes. Callers give every state-changing request a
-    /// request id, so a repeated attempt is answered from the first one's record.
+    /// Runs `attempt` until it answers with anything but NOT_LEADER or [`LEADER_PATIENCE`]
+    /// passes: each attempt goes wherever the leader is then. Callers give every
+    /// state-changing request a request id, so a repeated attempt is answered from the
+    /// first one's record.
     pub async fn call<T, F, Fut>(&self, attempt: F) -> Result<T, Status>
     where
-        F: Fn(Target) -> Fut,
+        F: Fn() -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
         // Counted from the first failure, so a long lock wait still survives a leader change.
         let mut first_failure: Option<Instant> = None;
-        let mut target = Target::Local;
         loop {
-            let remote = matches!(target, Target::Leader(_));
-            let err = match attempt(target.clone()).await {
+            let err = match attempt().await {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
-            if first_failure.get_or_insert_with(Instant::now).elapsed() > LEADER_PATIENCE {
+            if !not_leader(&err) || first_failure.get_or_insert_with(Instant::now).elapsed() > LEADER_PATIENCE {
                 return Err(err);
             }
-            target = match not_leader(&err) {
-                Some(addr) if !addr.is_empty() => {
-                    tracing::debug!(leader = %addr, "HTTP API call forwarded to the leader");
-                    Target::Leader(self.channel(&addr)?)
-                }
-                Some(_) => {
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                    Target::Local
-                }
-                // The leader we forwarded to is gone (connection refused, reset): ask this
-                // node again who leads now.
-                None if remote && err.code() == Code::Unavailable => {
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                    Target::Local
-                }
-                None => return Err(err),
-            };
+            tokio::time::sleep(RETRY_PAUSE).await;
         }
     }
 
     /// Whether an error ends a stream only because leadership moved (resume elsewhere).
     pub fn is_leader_change(s: &Status) -> bool {
-        not_leader(s).is_some() || (s.code() == Code::Unavailable && s.metadata().get(metadata::ERROR_KIND).is_none())
+        not_leader(s) || (s.code() == Code::Unavailable && s.metadata().get(metadata::ERROR_KIND).is_none())
     }
 }

@@ -9,12 +9,11 @@ use std::sync::Arc;
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::lock_service_server::LockService;
 use caerus_proto::v1::{self as pb};
 use tonic::Status;
 
-use super::gateway::{Auth, BoxStream, Gateway, Target};
+use super::gateway::{BoxStream, Caller, Gateway};
 use super::json::{self, ApiFailure};
 use super::query::query_pairs;
 use super::sse::{relay, Resumable};
@@ -42,20 +41,13 @@ fn parse_request(headers: &HeaderMap, q: &Option<String>) -> Result<pb::WatchKey
 
 async fn attach(
     gw: &Arc<Gateway>,
-    auth: &Auth,
+    caller: &Caller,
     req: &pb::WatchKeyRequest,
 ) -> Result<BoxStream<pb::KeyHolders>, Status> {
-    gw.call(|target| {
-        let r = auth.request(req.clone());
+    gw.call(|| {
+        let r = caller.request(req.clone());
         let gw = gw.clone();
-        async move {
-            match target {
-                Target::Local => Ok(LockService::watch_key(&*gw.lock, r).await?.into_inner()),
-                Target::Leader(ch) => {
-                    Ok(Box::pin(LockServiceClient::new(ch).watch_key(r).await?.into_inner()) as BoxStream<_>)
-                }
-            }
-        }
+        async move { Ok(LockService::watch_key(&gw.lock, r).await?.into_inner()) }
     })
     .await
 }
@@ -63,7 +55,7 @@ async fn attach(
 /// The key watch as the relay resumes it: from the holders of the last frame sent.
 struct KeyRelay {
     gw: Arc<Gateway>,
-    auth: Auth,
+    caller: Caller,
     req: pb::WatchKeyRequest,
 }
 
@@ -76,20 +68,24 @@ impl Resumable for KeyRelay {
     }
 
     async fn reattach(&self) -> Result<BoxStream<pb::KeyHolders>, Status> {
-        attach(&self.gw, &self.auth, &self.req).await
+        attach(&self.gw, &self.caller, &self.req).await
     }
 }
 
-pub async fn watch_key(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery(q): RawQuery) -> Response {
+pub async fn watch_key(
+    State(gw): State<Arc<Gateway>>,
+    caller: Caller,
+    headers: HeaderMap,
+    RawQuery(q): RawQuery,
+) -> Response {
     let req = match parse_request(&headers, &q) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    let auth = Auth::from_headers(&headers);
     // Attach before answering, so a bad key or namespace is an HTTP error, not a broken stream.
-    let stream = match attach(&gw, &auth, &req).await {
+    let stream = match attach(&gw, &caller, &req).await {
         Ok(s) => s,
         Err(e) => return ApiFailure::from(e).into_response(),
     };
-    relay(KeyRelay { gw, auth, req }, stream, None)
+    relay(KeyRelay { gw, caller, req }, stream, None)
 }

@@ -162,7 +162,7 @@ async fn time_request_bodies(
     req: Request,
     next: Next,
 ) -> Response {
-    let peer = req.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| c.0);
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
     match conn::deadline::arriving(&guard, req.body(), peer) {
         Ok(slot) => next.run(req.map(|body| Body::new(TimedBody::new(body, limit, slot)))).await,
         Err(message) => json::ApiFailure::from(tonic::Status::resource_exhausted(message)).into_response(),

@@ -13,7 +13,6 @@ use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use caerus_proto::metadata;
-use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::lock_service_server::LockService;
 use caerus_proto::v1::{self as pb};
 use futures::StreamExt;
@@ -21,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
-use super::gateway::{Auth, BoxStream, Gateway, Target};
+use super::gateway::{BoxStream, Caller, Gateway};
 use super::json::{self, ApiFailure};
 use super::query::query_pairs;
 
@@ -79,35 +78,22 @@ fn parse_request(headers: &HeaderMap, q: &Option<String>) -> Result<pb::WatchEve
 /// Opens WatchEvents here or on the leader; returns the stream and the sequence it starts at.
 async fn open(
     gw: &Gateway,
-    target: Target,
     req: tonic::Request<pb::WatchEventsRequest>,
 ) -> Result<(BoxStream<pb::Event>, u64), Status> {
-    let first = |md: &tonic::metadata::MetadataMap| {
-        md.get(metadata::FIRST_SEQUENCE).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok()).unwrap_or(0)
-    };
-    match target {
-        Target::Local => {
-            let r = LockService::watch_events(&*gw.lock, req).await?;
-            let from = first(r.metadata());
-            Ok((r.into_inner(), from))
-        }
-        Target::Leader(ch) => {
-            let r = LockServiceClient::new(ch).watch_events(req).await?;
-            let from = first(r.metadata());
-            Ok((Box::pin(r.into_inner()), from))
-        }
-    }
+    let r = LockService::watch_events(&gw.lock, req).await?;
+    let from = r.metadata().get(metadata::FIRST_SEQUENCE).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+    Ok((r.into_inner(), from.unwrap_or(0)))
 }
 
 async fn attach(
     gw: &Arc<Gateway>,
-    auth: &Auth,
+    caller: &Caller,
     req: &pb::WatchEventsRequest,
 ) -> Result<(BoxStream<pb::Event>, u64), Status> {
-    gw.call(|target| {
-        let r = auth.request(req.clone());
+    gw.call(|| {
+        let r = caller.request(req.clone());
         let gw = gw.clone();
-        async move { open(&gw, target, r).await }
+        async move { open(&gw, r).await }
     })
     .await
 }
@@ -115,7 +101,7 @@ async fn attach(
 /// The event watch as the relay resumes it: from the event after the last one sent.
 struct EventRelay {
     gw: Arc<Gateway>,
-    auth: Auth,
+    caller: Caller,
     req: pb::WatchEventsRequest,
 }
 
@@ -129,18 +115,22 @@ impl Resumable for EventRelay {
     }
 
     async fn reattach(&self) -> Result<BoxStream<pb::Event>, Status> {
-        attach(&self.gw, &self.auth, &self.req).await.map(|(stream, _)| stream)
+        attach(&self.gw, &self.caller, &self.req).await.map(|(stream, _)| stream)
     }
 }
 
-pub async fn events(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery(q): RawQuery) -> Response {
+pub async fn events(
+    State(gw): State<Arc<Gateway>>,
+    caller: Caller,
+    headers: HeaderMap,
+    RawQuery(q): RawQuery,
+) -> Response {
     let mut req = match parse_request(&headers, &q) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    let auth = Auth::from_headers(&headers);
     // Attach before answering, so a bad key or prefix is an HTTP error, not a broken stream.
-    let (stream, from) = match attach(&gw, &auth, &req).await {
+    let (stream, from) = match attach(&gw, &caller, &req).await {
         Ok(s) => s,
         Err(e) => return ApiFailure::from(e).into_response(),
     };
@@ -148,7 +138,7 @@ pub async fn events(State(gw): State<Arc<Gateway>>, headers: HeaderMap, RawQuery
     req.from_sequence = from;
     req.only_new = false;
     let greeting = format!(": caerus-dls events from sequence {from}\n\n");
-    relay(EventRelay { gw, auth, req }, stream, Some(greeting))
+    relay(EventRelay { gw, caller, req }, stream, Some(greeting))
 }
 
 /// What [`relay`] needs of a watch: how to write one message as a frame (noting where a

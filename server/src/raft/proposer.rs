@@ -12,9 +12,13 @@
 //! The queue of client proposals is bounded: past `max_queued` a new client proposal is
 //! shed at once (the caller answers UNAVAILABLE with a retry hint) instead of waiting
 //! behind work the cluster cannot commit in time, which would only turn into client
-//! timeouts and memory. The leader's own proposals (expiries, wait cancels, webhook
-//! cursors) have their own queue, are never shed and go first into every entry: a flood
-//! of someone else's requests must not delay the expiry or the cleanup it triggers.
+//! timeouts and memory. One API key may fill only its share of it (`max_queued_per_key`):
+//! past that its own proposals are shed the same way, so one key's flood cannot shed
+//! another key's work. Shed, not refused for good: the queue drains in milliseconds, and a
+//! client that comes back after the hint with the same request id is served. The leader's
+//! own proposals (expiries, wait cancels, webhook cursors) have their own queue, are never
+//! shed and go first into every entry: a flood of someone else's requests must not delay
+//! the expiry or the cleanup it triggers.
 //!
 //! An acquire that will wait in a queue anyway (its key is held) may be *parked*
 //! ([`Timing::WithNextWrite`]): it goes into the next entry written for anything else, or
@@ -25,15 +29,16 @@
 //! the commit. Nothing it could be granted is delayed: its key is released only by a
 //! write, which takes it along.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use super::types::Raft;
+use crate::limits::Tenant;
 use crate::locks::{Command, LogCommand, Outcome};
 
 /// Batches written concurrently. Two keep the disk busy while the previous batch travels
@@ -108,6 +113,9 @@ pub enum WriteError {
     NotLeader,
     /// The queue of client proposals is full; nothing was proposed. Retry after the hint.
     Overloaded { queued: usize, limit: usize, retry_after: Duration },
+    /// The API key has its share of the queue waiting already; nothing was proposed. Retry
+    /// after the hint.
+    OverShare { key: String, queued: usize, share: usize, limit: usize, retry_after: Duration },
     /// Not committed within the deadline; it may still commit later.
     TimedOut(Duration),
     /// Raft refused or failed the write.
@@ -122,6 +130,42 @@ struct Pending {
     cmd: Command,
     reply: oneshot::Sender<Result<Outcome, WriteError>>,
     hold: Option<Hold>,
+    /// A client proposal's place in the queue, given back when it goes into an entry.
+    place: Option<Place>,
+}
+
+/// Client proposals waiting for a write: in all, and by API key.
+#[derive(Default)]
+struct Waiting {
+    total: AtomicUsize,
+    by_key: Mutex<HashMap<String, usize>>,
+}
+
+impl Waiting {
+    fn by_key(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.by_key.lock().expect("queue shares lock")
+    }
+}
+
+/// One client proposal's place in the queue (and in its key's share); given back on drop.
+struct Place {
+    waiting: Arc<Waiting>,
+    key: Option<String>,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.waiting.total.fetch_sub(1, Relaxed);
+        if let Some(key) = &self.key {
+            let mut by_key = self.waiting.by_key();
+            if let Some(n) = by_key.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    by_key.remove(key);
+                }
+            }
+        }
+    }
 }
 
 /// Counters for `/metrics`: commands per entry = `commands / entries`.
@@ -141,12 +185,17 @@ pub struct ProposerStats {
 }
 
 /// The two queues: the leader's own proposals and the clients' (counted, bounded; the
-/// clients' parked proposals, on a channel of their own, are counted with them).
+/// clients' parked proposals, on a channel of their own, are counted with them). A client
+/// proposal counts until it is taken into an entry.
 struct Queues {
     leader: mpsc::UnboundedReceiver<Pending>,
     clients: mpsc::UnboundedReceiver<Pending>,
-    /// Client proposals sent but not yet taken into an entry.
-    queued: Arc<AtomicUsize>,
+}
+
+/// A proposal taken into an entry: its place in the queue is given back.
+fn taken(mut p: Pending) -> Pending {
+    p.place = None;
+    p
 }
 
 impl Queues {
@@ -155,10 +204,7 @@ impl Queues {
         tokio::select! {
             biased;
             Some(p) = self.leader.recv() => Some(p),
-            Some(p) = self.clients.recv() => {
-                self.queued.fetch_sub(1, Relaxed);
-                Some(p)
-            }
+            Some(p) = self.clients.recv() => Some(taken(p)),
             else => None,
         }
     }
@@ -167,9 +213,7 @@ impl Queues {
         if let Ok(p) = self.leader.try_recv() {
             return Some(p);
         }
-        let p = self.clients.try_recv().ok()?;
-        self.queued.fetch_sub(1, Relaxed);
-        Some(p)
+        self.clients.try_recv().ok().map(taken)
     }
 }
 
@@ -178,46 +222,72 @@ pub struct Proposer {
     leader: mpsc::UnboundedSender<Pending>,
     clients: mpsc::UnboundedSender<Pending>,
     parked: mpsc::UnboundedSender<Pending>,
-    queued: Arc<AtomicUsize>,
+    waiting: Arc<Waiting>,
     max_queued: usize,
+    /// Of `max_queued`, how many one API key may have waiting.
+    max_queued_per_key: usize,
     timeout: Duration,
     pub stats: Arc<ProposerStats>,
 }
 
 impl Proposer {
     /// Starts the batching task; it stops when the proposer is dropped. At most
-    /// `max_queued` client proposals wait for a write (see [`Origin`]).
-    pub fn start(raft: Raft, timeout: Duration, max_queued: usize) -> Proposer {
+    /// `max_queued` client proposals wait for a write, `max_queued_per_key` of one API key
+    /// (see [`Origin`]).
+    pub fn start(raft: Raft, timeout: Duration, max_queued: usize, max_queued_per_key: usize) -> Proposer {
         let (leader, leader_rx) = mpsc::unbounded_channel();
         let (clients, clients_rx) = mpsc::unbounded_channel();
         let (parked, parked_rx) = mpsc::unbounded_channel();
-        let queued = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(ProposerStats::default());
-        let queues = Queues { leader: leader_rx, clients: clients_rx, queued: queued.clone() };
+        let queues = Queues { leader: leader_rx, clients: clients_rx };
         tokio::spawn(run(raft, queues, parked_rx, timeout, stats.clone()));
-        Proposer { leader, clients, parked, queued, max_queued, timeout, stats }
+        let waiting = Arc::default();
+        Proposer { leader, clients, parked, waiting, max_queued, max_queued_per_key, timeout, stats }
     }
 
     /// Client proposals waiting for a write now.
     pub fn queued(&self) -> usize {
-        self.queued.load(Relaxed)
+        self.waiting.total.load(Relaxed)
     }
 
-    /// Takes a place in the client queue, or says when to come back.
-    fn enqueue(&self, origin: Origin) -> Result<(), WriteError> {
-        let limit = match origin {
-            Origin::Leader => return Ok(()),
-            Origin::NewWork => self.max_queued,
-            Origin::Release => self.max_queued.saturating_mul(2),
+    /// Takes a place in the client queue for `tenant`, or says when to come back.
+    fn enqueue(&self, origin: Origin, tenant: &Tenant) -> Result<Option<Place>, WriteError> {
+        // Releases get twice the room: under a flood of new work clients can still let go.
+        let (limit, share) = match origin {
+            Origin::Leader => return Ok(None),
+            Origin::NewWork => (self.max_queued, self.max_queued_per_key),
+            Origin::Release => (self.max_queued.saturating_mul(2), self.max_queued_per_key.saturating_mul(2)),
         };
-        // Checked and taken in one step: concurrent callers cannot all pass at the bound.
-        match self.queued.fetch_update(Relaxed, Relaxed, |q| (q < limit).then_some(q + 1)) {
-            Ok(_) => Ok(()),
-            Err(queued) => {
-                self.stats.shed.fetch_add(1, Relaxed);
-                Err(WriteError::Overloaded { queued, limit: self.max_queued, retry_after: self.retry_after(queued) })
+        let shed = |e: WriteError| {
+            self.stats.shed.fetch_add(1, Relaxed);
+            Err(e)
+        };
+        // The key's share and the queue are checked and taken under the key's lock, so
+        // concurrent callers of one key cannot all pass at its share.
+        let mut by_key = match tenant {
+            Tenant::Key(_) => Some(self.waiting.by_key()),
+            Tenant::Open | Tenant::Unknown => None,
+        };
+        if let (Some(by_key), Tenant::Key(key)) = (&by_key, tenant) {
+            let queued = by_key.get(key).copied().unwrap_or(0);
+            if queued >= share {
+                let (key, limit, retry_after) = (key.clone(), self.max_queued, self.retry_after(self.queued()));
+                return shed(WriteError::OverShare { key, queued, share: self.max_queued_per_key, limit, retry_after });
             }
         }
+        // Checked and taken in one step: concurrent callers cannot all pass at the bound.
+        if let Err(queued) = self.waiting.total.fetch_update(Relaxed, Relaxed, |q| (q < limit).then_some(q + 1)) {
+            let retry_after = self.retry_after(queued);
+            return shed(WriteError::Overloaded { queued, limit: self.max_queued, retry_after });
+        }
+        let key = match (&mut by_key, tenant) {
+            (Some(by_key), Tenant::Key(key)) => {
+                *by_key.entry(key.clone()).or_default() += 1;
+                Some(key.clone())
+            }
+            _ => None,
+        };
+        Ok(Some(Place { waiting: self.waiting.clone(), key }))
     }
 
     /// About when the queue ahead will have drained: entries of up to `MAX_BATCH`
@@ -228,16 +298,23 @@ impl Proposer {
         per_entry.saturating_mul(rounds).clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)
     }
 
-    /// Proposes one command and waits for its outcome once applied on this node; `hold`
-    /// is dropped only after that (or once the command failed or was shed).
-    pub async fn propose(&self, cmd: Command, hold: Option<Hold>, timing: Timing) -> Result<Outcome, WriteError> {
+    /// Proposes one command of `tenant` and waits for its outcome once applied on this
+    /// node; `hold` is dropped only after that (or once the command failed or was shed).
+    pub async fn propose(
+        &self,
+        cmd: Command,
+        hold: Option<Hold>,
+        timing: Timing,
+        tenant: &Tenant,
+    ) -> Result<Outcome, WriteError> {
         let origin = Origin::of(&cmd);
         let (reply, answer) = oneshot::channel();
-        let pending = Pending { cmd, reply, hold };
+        let place = self.enqueue(origin, tenant)?;
+        let pending = Pending { cmd, reply, hold, place };
+        // A proposal that cannot be sent gives its place back as it is dropped.
         let sent = if origin == Origin::Leader {
             self.leader.send(pending)
         } else {
-            self.enqueue(origin)?;
             let queue = match timing {
                 Timing::Now => &self.clients,
                 Timing::WithNextWrite => {
@@ -245,9 +322,7 @@ impl Proposer {
                     &self.parked
                 }
             };
-            queue.send(pending).inspect_err(|_| {
-                self.queued.fetch_sub(1, Relaxed);
-            })
+            queue.send(pending)
         };
         sent.map_err(|_| WriteError::Failed("the node is shutting down".into()))?;
         // The write itself times out too; this also bounds the wait for a free slot.
@@ -294,8 +369,7 @@ async fn run(
         }
         while batch.len() < MAX_BATCH {
             let Some((_, p)) = parked.pop_front() else { break };
-            queues.queued.fetch_sub(1, Relaxed);
-            batch.push(p);
+            batch.push(taken(p));
         }
         while batch.len() < MAX_BATCH {
             match queues.try_next() {

@@ -8,3 +8,4 @@ mod common;
 
 mod keys;
 mod ports;
+mod shares;

@@ -7,16 +7,22 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use caerus_bench::scrape;
-use caerus_testkit::{Cluster, Spec};
+use caerus_testkit::{Cluster, Proxies, Spec};
 
 /// Starts three nodes under `dir` with `extra` flags and waits until every node is ready.
 pub async fn start(bin: &Path, dir: &Path, extra: &[String]) -> anyhow::Result<Cluster> {
+    start_with(bin, dir, extra, Proxies::None).await
+}
+
+/// [`start`] with `proxies` between the nodes' membership addresses and their ports.
+pub async fn start_with(bin: &Path, dir: &Path, extra: &[String], proxies: Proxies) -> anyhow::Result<Cluster> {
     let spec = Spec {
         nodes: 3,
         extra: extra.to_vec(),
         bin: Some(bin.to_path_buf()),
         dir: Some(dir.to_path_buf()),
         fast_elections: false,
+        proxies,
         ..Spec::default()
     };
     let mut c = Cluster::new(spec)?;

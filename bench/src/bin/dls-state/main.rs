@@ -6,7 +6,8 @@
 //! - `deadlock`:  cycle closed → victim notified, p50/p99;
 //! - `fill`:      RSS at 100,000 locks of 50,000 transactions + 10,000 waiters, snapshot
 //!   size, restart → restored / ready, one node and then the whole cluster;
-//! - `failover`:  leader SIGKILL → next grant, a few rounds;
+//! - `failover`:  leader SIGKILL → next grant, clients spread over the nodes, a few rounds;
+//! - `isolate`:   leader cut off → whether a client of the majority keeps its 2 s lease;
 //! - `revoke`:    operator abort → the client's lost signal, heartbeat only vs the lost stream.
 //!
 //! Progress goes to stderr; a markdown section goes to stdout and, with `--out`, is
@@ -34,6 +35,7 @@ enum Step {
     Deadlock,
     Fill,
     Failover,
+    Isolate,
     Revoke,
 }
 
@@ -46,7 +48,7 @@ pub struct Opts {
     #[arg(long, env = "DLS_BIN")]
     dls_bin: PathBuf,
     /// Steps to run, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "heartbeat,deadlock,fill,failover,revoke")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "heartbeat,deadlock,fill,failover,isolate,revoke")]
     steps: Vec<Step>,
     /// Directory for the nodes' data and logs (default: a new directory under /tmp, removed
     /// after a successful run).
@@ -104,8 +106,15 @@ pub struct Opts {
     #[arg(long, default_value_t = 2_000)]
     snapshot_every: u64,
     /// failover: leader kills.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 10)]
     fo_rounds: usize,
+    /// failover: every client on one key (a transaction of the killed node's client may
+    /// hold it: the others then wait for its lease, restarted by the new leader).
+    #[arg(long)]
+    fo_one_key: bool,
+    /// isolate: times the leader is cut off.
+    #[arg(long, default_value_t = 10)]
+    iso_rounds: usize,
     /// revoke: operator aborts per row (heartbeat only, lost stream).
     #[arg(long, default_value_t = 40)]
     rv_rounds: usize,
@@ -173,6 +182,7 @@ fn main() -> ExitCode {
                 Step::Deadlock => deadlock::run(&opts, &mut report).await,
                 Step::Fill => fill::run(&opts, &mut report).await,
                 Step::Failover => failover::run(&opts, &mut report).await,
+                Step::Isolate => failover::run_isolate(&opts, &mut report).await,
                 Step::Revoke => revoke::run(&opts, &mut report).await,
             }
         });
