@@ -1,10 +1,12 @@
 //! Requests on their way in. A call's body must be complete within `--request-timeout-ms`
-//! of its start, or reading it fails and the call is answered with an error; until it is
-//! complete the call holds a place of its port and source address
-//! (`--max-pending-requests-per-ip`), refused at once past it. So a client that opens calls
-//! and never finishes them cannot make the node hold their handlers and buffers (~6 KiB
-//! each) beyond those bounds. Only the request's arrival is timed and counted, never the
-//! handler: a lock wait, a membership change or a snapshot may take as long as they need.
+//! of its start, or reading it fails and the call is answered with an error. While its
+//! handler waits for body bytes that have not come, the call holds a place of its port and
+//! source address (`--max-pending-requests-per-ip`); past it, reading fails at once. So a
+//! client that opens calls and never finishes them cannot make the node hold their handlers
+//! and buffers (~6 KiB each) beyond those bounds, while a real client's request, whose
+//! bytes follow its headers at once, holds a place for a moment if at all. Only the
+//! request's arrival is timed and counted, never the handler: a lock wait, a membership
+//! change or a snapshot may take as long as they need.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -18,72 +20,90 @@ use tokio::time::Sleep;
 
 use super::admit::{PortGuard, Refusal, Slot};
 
-/// A request that was not complete in time.
+/// Why a request stopped arriving.
 #[derive(Debug, thiserror::Error)]
-#[error("the request did not arrive within --request-timeout-ms {}", .0.as_millis())]
-pub struct RequestTimeout(pub Duration);
+pub enum ArrivalError {
+    /// It was not complete in time.
+    #[error("the request did not arrive within --request-timeout-ms {}", .0.as_millis())]
+    Timeout(Duration),
+    /// Too many requests from its address (or on its port) were waiting for their bytes.
+    #[error("{0}")]
+    Refused(String),
+}
 
-impl From<RequestTimeout> for tonic::Status {
-    fn from(e: RequestTimeout) -> tonic::Status {
-        // Not CANCELLED: tonic reads a cancelled request body as one that ended.
-        tonic::Status::deadline_exceeded(e.to_string())
+impl From<ArrivalError> for tonic::Status {
+    fn from(e: ArrivalError) -> tonic::Status {
+        let mut status = match &e {
+            // Not CANCELLED: tonic reads a cancelled request body as one that ended.
+            ArrivalError::Timeout(_) => tonic::Status::deadline_exceeded(e.to_string()),
+            ArrivalError::Refused(_) => tonic::Status::resource_exhausted(e.to_string()),
+        };
+        if matches!(e, ArrivalError::Refused(_)) {
+            status.metadata_mut().insert(
+                caerus_proto::metadata::ERROR_KIND,
+                tonic::metadata::MetadataValue::from_static("RESOURCE_EXHAUSTED"),
+            );
+        }
+        status
     }
 }
 
-impl From<RequestTimeout> for axum::Error {
-    fn from(e: RequestTimeout) -> axum::Error {
+impl From<ArrivalError> for axum::Error {
+    fn from(e: ArrivalError) -> axum::Error {
         axum::Error::new(e)
     }
 }
 
-/// A request body that fails once its deadline passes before its end, holding its place
-/// among the port's requests still arriving until then.
+/// Where a request comes from, for its place among the port's requests waiting for bytes.
+#[derive(Clone)]
+pub struct Arrival {
+    pub guard: Arc<PortGuard>,
+    pub peer: SocketAddr,
+}
+
+impl Arrival {
+    fn wait(&self) -> Result<Slot, ArrivalError> {
+        self.guard.begin_request(self.peer.ip()).map_err(|why| {
+            let b = &self.guard.bounds;
+            ArrivalError::Refused(match why {
+                Refusal::AddressPendingFull => format!(
+                    "{} calls from {} are waiting for the rest of their request (limit --max-pending-requests-per-ip \
+                     {}); send whole requests",
+                    b.max_pending_requests_per_ip,
+                    self.peer.ip(),
+                    b.max_pending_requests_per_ip
+                ),
+                _ => format!(
+                    "{} calls on this port are waiting for the rest of their request (4 x --max-connections); try again",
+                    b.max_pending_requests
+                ),
+            })
+        })
+    }
+}
+
+/// A request body that fails once its deadline passes before its end, and holds a place
+/// among the port's requests waiting for bytes while its reader waits for some.
 pub struct TimedBody<B> {
     inner: B,
     /// None once the body ended: what the handler does afterwards is not timed.
     deadline: Option<Pin<Box<Sleep>>>,
     limit: Duration,
-    arriving: Option<Slot>,
+    arrival: Option<Arrival>,
+    waiting: Option<Slot>,
 }
 
 impl<B: Body> TimedBody<B> {
-    pub fn new(inner: B, limit: Duration, arriving: Option<Slot>) -> TimedBody<B> {
+    pub fn new(inner: B, limit: Duration, arrival: Option<Arrival>) -> TimedBody<B> {
         let deadline = (!inner.is_end_stream()).then(|| Box::pin(tokio::time::sleep(limit)));
-        TimedBody { inner, deadline, limit, arriving }
+        TimedBody { inner, deadline, limit, arrival, waiting: None }
     }
-
-    fn arrived(&mut self) {
-        self.deadline = None;
-        self.arriving = None;
-    }
-}
-
-/// Counts a request that is still arriving against `guard` (its port) and its source
-/// address; `None` when its body is already complete or the address is unknown.
-pub fn arriving<B: Body>(guard: &Arc<PortGuard>, body: &B, peer: Option<SocketAddr>) -> Result<Option<Slot>, String> {
-    let Some(peer) = peer.filter(|_| !body.is_end_stream()) else { return Ok(None) };
-    guard.begin_request(peer.ip()).map(Some).map_err(|why| {
-        let b = &guard.bounds;
-        match why {
-            Refusal::AddressPendingFull => format!(
-                "{} calls from {} have not sent their whole request yet (limit --max-pending-requests-per-ip {}); \
-                 finish them first",
-                b.max_pending_requests_per_ip,
-                peer.ip(),
-                b.max_pending_requests_per_ip
-            ),
-            _ => format!(
-                "{} calls on this port have not sent their whole request yet (4 x --max-connections); try again",
-                b.max_pending_requests
-            ),
-        }
-    })
 }
 
 impl<B> Body for TimedBody<B>
 where
     B: Body + Unpin,
-    B::Error: From<RequestTimeout>,
+    B::Error: From<ArrivalError>,
 {
     type Data = B::Data;
     type Error = B::Error;
@@ -92,18 +112,30 @@ where
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
+                this.waiting = None;
                 if frame.is_none() || this.inner.is_end_stream() {
-                    this.arrived();
+                    this.deadline = None;
                 }
                 Poll::Ready(frame)
             }
             Poll::Pending => {
-                let expired = this.deadline.as_mut().is_some_and(|d| d.as_mut().poll(cx).is_ready());
-                if !expired {
-                    return Poll::Pending;
+                if this.deadline.as_mut().is_some_and(|d| d.as_mut().poll(cx).is_ready()) {
+                    this.deadline = None;
+                    this.waiting = None;
+                    return Poll::Ready(Some(Err(ArrivalError::Timeout(this.limit).into())));
                 }
-                this.arrived();
-                Poll::Ready(Some(Err(RequestTimeout(this.limit).into())))
+                if this.waiting.is_none() {
+                    if let Some(arrival) = &this.arrival {
+                        match arrival.wait() {
+                            Ok(slot) => this.waiting = Some(slot),
+                            Err(refused) => {
+                                this.deadline = None;
+                                return Poll::Ready(Some(Err(refused.into())));
+                            }
+                        }
+                    }
+                }
+                Poll::Pending
             }
         }
     }
@@ -145,29 +177,16 @@ where
 {
     type Response = GrpcResponse;
     type Error = S::Error;
-    type Future = futures::future::Either<S::Future, std::future::Ready<Result<GrpcResponse, S::Error>>>;
+    type Future = S::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: GrpcRequest) -> Self::Future {
-        use futures::future::Either;
-        let Some((limit, guard)) = &self.bound else { return Either::Left(self.inner.call(req)) };
-        match arriving(guard, req.body(), grpc_peer(&req)) {
-            Ok(slot) => {
-                let limit = *limit;
-                Either::Left(self.inner.call(req.map(|b| tonic::body::boxed(TimedBody::new(b, limit, slot)))))
-            }
-            Err(message) => {
-                let mut refused = tonic::Status::resource_exhausted(message);
-                refused.metadata_mut().insert(
-                    caerus_proto::metadata::ERROR_KIND,
-                    tonic::metadata::MetadataValue::from_static("RESOURCE_EXHAUSTED"),
-                );
-                Either::Right(std::future::ready(Ok(refused.into_http())))
-            }
-        }
+    fn call(&mut self, req: GrpcRequest) -> S::Future {
+        let Some((limit, guard)) = &self.bound else { return self.inner.call(req) };
+        let (limit, arrival) = (*limit, grpc_peer(&req).map(|peer| Arrival { guard: guard.clone(), peer }));
+        self.inner.call(req.map(|b| tonic::body::boxed(TimedBody::new(b, limit, arrival))))
     }
 }
 
@@ -208,5 +227,46 @@ mod tests {
         assert_eq!(timed.frame().await.unwrap().unwrap().into_data().unwrap(), "x");
         assert!(timed.frame().await.is_none());
         assert!(timed.deadline.is_none(), "after its end, nothing is timed");
+    }
+
+    #[tokio::test]
+    async fn a_reader_waiting_for_bytes_holds_a_place_until_they_come_and_is_refused_past_the_bound() {
+        use super::super::admit::PortBounds;
+        let guard = PortGuard::new(
+            "client",
+            PortBounds {
+                max_connections: 10,
+                max_connections_per_ip: 10,
+                max_handshakes: 10,
+                max_handshakes_per_ip: 10,
+                max_pending_requests: 10,
+                max_pending_requests_per_ip: 1,
+                first_byte_timeout: Duration::from_secs(1),
+                handshake_timeout: Duration::from_secs(1),
+            },
+        );
+        let arrival = Arrival { guard: guard.clone(), peer: "10.0.0.1:5000".parse().unwrap() };
+        let channel = || {
+            let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<bytes::Bytes>, tonic::Status>>(1);
+            (tx, http_body_util::StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(rx)))
+        };
+        let (tx, first) = channel();
+        let mut first = TimedBody::new(first, Duration::from_secs(30), Some(arrival.clone()));
+        // Bytes already there: no place taken.
+        tx.send(Ok(Frame::data(bytes::Bytes::from_static(b"x")))).await.unwrap();
+        assert!(first.frame().await.unwrap().is_ok());
+        assert_eq!(guard.stats().pending_requests, 0);
+        // Nothing there: the reader waits and holds the address's one place.
+        assert!(futures::FutureExt::now_or_never(first.frame()).is_none());
+        assert_eq!(guard.stats().pending_requests, 1);
+        let (_tx2, second) = channel();
+        let mut second = TimedBody::new(second, Duration::from_secs(30), Some(arrival));
+        let refused = second.frame().await.unwrap().unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        assert!(refused.message().contains("--max-pending-requests-per-ip 1"), "{refused:?}");
+        // The bytes come: the place is given back.
+        tx.send(Ok(Frame::data(bytes::Bytes::from_static(b"y")))).await.unwrap();
+        assert!(first.frame().await.unwrap().is_ok());
+        assert_eq!(guard.stats().pending_requests, 0);
     }
 }

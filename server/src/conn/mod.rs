@@ -10,9 +10,9 @@
 //!   line) within `--handshake-timeout-ms`; handshakes in progress are bounded per port and
 //!   per source address, so idle sockets cannot take the slots real clients need
 //!   ([`accept`]);
-//! - a call whose request has not all arrived counts against its port and source address
-//!   until it has, and must arrive within `--request-timeout-ms` ([`deadline`]): headers
-//!   without a body cannot pile up;
+//! - a call whose handler waits for the rest of its request counts against its port and
+//!   source address while it waits, and the request must arrive within
+//!   `--request-timeout-ms` ([`deadline`]): headers without a body cannot pile up;
 //! - `accept` errors (out of descriptors, buffers) back off and retry: a listener only ends
 //!   when the node is asked to stop ([`accept`]);
 //! - the open-file limit is raised to its hard maximum at start, and the connection bounds
@@ -67,9 +67,9 @@ pub struct ConnectionArgs {
     #[arg(long, env = "DLS_MAX_STREAMS_PER_CONNECTION", default_value_t = 200, value_parser = at_least_100())]
     pub max_streams_per_connection: u32,
     /// Calls on the client and HTTP ports from one source address (IPv6: one /64) whose
-    /// request has not all arrived yet; past it a new call is refused at once
-    /// (RESOURCE_EXHAUSTED, HTTP 429). Each holds ~6 KiB until its request arrives or
-    /// --request-timeout-ms passes.
+    /// handler waits for the rest of their request; past it another call that has to wait
+    /// is refused at once (RESOURCE_EXHAUSTED). Each holds ~6 KiB until its request arrives
+    /// or --request-timeout-ms passes.
     #[arg(long, env = "DLS_MAX_PENDING_REQUESTS_PER_IP", default_value_t = 256, value_parser = at_least_one())]
     pub max_pending_requests_per_ip: u64,
     /// Time a client call on the client and HTTP ports has to send its whole request (a

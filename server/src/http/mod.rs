@@ -32,7 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use self::access::{Access, HttpAccessArgs};
 use self::gateway::Gateway;
-use crate::conn::deadline::TimedBody;
+use crate::conn::deadline::{Arrival, TimedBody};
 use crate::conn::{self, Conn, ConnectionArgs, PortGuard};
 use crate::engine::Engine;
 use crate::metrics::Gauges;
@@ -162,11 +162,8 @@ async fn time_request_bodies(
     req: Request,
     next: Next,
 ) -> Response {
-    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
-    match conn::deadline::arriving(&guard, req.body(), peer) {
-        Ok(slot) => next.run(req.map(|body| Body::new(TimedBody::new(body, limit, slot)))).await,
-        Err(message) => json::ApiFailure::from(tonic::Status::resource_exhausted(message)).into_response(),
-    }
+    let arrival = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| Arrival { guard, peer: c.0 });
+    next.run(req.map(|body| Body::new(TimedBody::new(body, limit, arrival)))).await
 }
 
 async fn metrics(State(engine): State<Arc<Engine>>) -> Response {
