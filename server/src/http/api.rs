@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -19,6 +20,7 @@ use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tonic::metadata::MetadataMap;
 use tonic::Status;
 
 use super::access::{self, Access};
@@ -26,6 +28,7 @@ use super::gateway::{BoxStream, Caller, Gateway};
 use super::json::{self, ok, ApiFailure};
 use super::query::query_pairs;
 use super::{key_sse, sse};
+use crate::api::auth::KeyRing;
 
 pub fn routes(gw: Arc<Gateway>, access: Arc<Access>) -> Router {
     Router::new()
@@ -44,9 +47,20 @@ pub fn routes(gw: Arc<Gateway>, access: Arc<Access>) -> Router {
         .route("/api/v1/cluster", get(cluster))
         .route("/api/v1/events", get(sse::events))
         .route("/api/v1/keys/watch", get(key_sse::watch_key))
-        .with_state(gw)
-        // Around every route, unknown methods (a preflight's OPTIONS) included.
+        .with_state(gw.clone())
+        // The key is checked from the headers before a body is read, as on the gRPC ports.
+        .layer(axum::middleware::from_fn_with_state(gw.lock.local.keys.clone(), check_key))
+        // Around every route, unknown methods (a preflight's OPTIONS, answered without a key)
+        // included.
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
+}
+
+/// Refuses a call without a valid API key before its body is read (`api::key_check`).
+async fn check_key(State(keys): State<Arc<KeyRing>>, req: axum::extract::Request, next: Next) -> Response {
+    match keys.authenticate(&MetadataMap::from_headers(req.headers().clone())) {
+        Ok(_) => next.run(req).await,
+        Err(refused) => ApiFailure::from(Status::from(refused)).into_response(),
+    }
 }
 
 /// Runs one unary RPC here or on the leader (see [`Gateway::call`]).

@@ -141,6 +141,21 @@ async fn a_call_without_a_key_is_refused_before_its_body_arrives() {
         .await
         .expect("an answer while the body is still to come");
     assert_eq!(raw::grpc_status(&head), Some(tonic::Code::Unauthenticated as i32), "{head:?}");
+
+    // The HTTP API too: a POST that announces a body and sends none is answered 401 at once.
+    let http = cluster.http_addr(1);
+    let mut post = connect_from(attacker_ip(0), addr(&http)).await.unwrap();
+    let head = format!(
+        "POST /api/v1/transactions HTTP/1.1\r\nHost: {http}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    );
+    post.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(10), tokio::io::AsyncReadExt::read(&mut post, &mut answer))
+        .await
+        .expect("an answer while the body is still to come")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer:?}");
 }
 
 #[tokio::test]
