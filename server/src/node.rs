@@ -21,7 +21,7 @@ use crate::members::Members;
 use crate::metrics::Metrics;
 use crate::raft::bootstrap;
 use crate::raft::identity::{self, Identity};
-use crate::raft::log_store::{LogIoStats, LogStore};
+use crate::raft::log_store::{LogIoStats, LogStore, OnDamage};
 use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
 use crate::raft::peer_auth::PeerAuth;
 use crate::raft::proposer::{Hold, Proposer, Timing, WriteError};
@@ -39,10 +39,6 @@ use crate::signals::Signals;
 const LEADERSHIP_CONFIRM_WINDOW: Duration = Duration::from_millis(50);
 /// A proposal that cannot commit in this time answers UNAVAILABLE (retry-safe).
 const PROPOSE_TIMEOUT: Duration = Duration::from_secs(5);
-/// sled's page cache. Its default (1 GiB) let a node holding 100,000 locks keep
-/// hundreds of MiB of log pages that raft reads back rarely (the table is in memory
-/// anyway); a small cache bounds that (measured: see docs/bench.md).
-const SLED_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 /// How often the leader looks for lapsed leases and acquire timeouts.
 const TIMER_TICK: Duration = Duration::from_millis(10);
 
@@ -87,7 +83,8 @@ pub struct Node {
     /// Bumped whenever events are appended (or the table is replaced): event watchers
     /// and webhook senders wait on it.
     events: watch::Receiver<u64>,
-    db: sled::Db,
+    /// The raft log and metadata (the commit index is stored at shutdown).
+    log_store: LogStore,
     /// When leadership was last confirmed by a quorum; the lock also makes concurrent
     /// heartbeats share one confirmation round.
     confirmed: Mutex<Option<Instant>>,
@@ -180,12 +177,6 @@ impl Node {
         let provisional = stored.clone().unwrap_or_else(|| derived.clone());
         let peer_auth = PeerAuth::new(cfg.id, &provisional.cluster_id, peers.secret.as_deref(), peers.tls.is_some())?;
         let peer_transport = PeerTransport::new(peer_auth.clone(), peers.tls.clone())?;
-        let db =
-            sled::Config::new().path(cfg.data_dir.join("raft.sled")).cache_capacity(SLED_CACHE_BYTES).open().map_err(
-                |e| {
-                    anyhow::anyhow!("cannot open storage in {} (is another dls using it?): {e}", cfg.data_dir.display())
-                },
-            )?;
         let leases = Arc::new(Leases::default());
         let signals = Arc::new(Signals::default());
         let key_watchers = Arc::new(KeyWatchers::default());
@@ -199,11 +190,11 @@ impl Node {
             events: events_tx,
         });
 
-        let log_store = LogStore::open(&db, &cfg.data_dir.join("raft-log"), cfg.id)?;
+        let log_store = LogStore::open(&cfg.data_dir, cfg.id, OnDamage::Refuse)?;
         let durable = log_store.durable();
         let committed = log_store.committed_index();
         let log_io = log_store.io_stats();
-        let pristine = log_store.is_pristine()?;
+        let pristine = log_store.is_pristine();
         let state_machine =
             StateMachine::open(&cfg.data_dir, observer, durable.clone(), log_store.first_index(), cfg.snapshot_every)
                 .await?;
@@ -228,7 +219,7 @@ impl Node {
             cfg.id,
             Arc::new(raft_config),
             PeerNetwork::new(peer_transport.clone(), durable, quorum_clock.clone()),
-            log_store,
+            log_store.clone(),
             state_machine,
         )
         .await?;
@@ -239,11 +230,20 @@ impl Node {
                 tracing::info!(data_dir = %cfg.data_dir.display(), "restarting from existing data");
                 None
             }
-            (false, None) => {
-                // A data directory from before identities were stored: its log is the proof.
+            (false, None) if single => {
+                // Nobody else checks a single node's cluster id: derive it again.
+                tracing::warn!("{} was missing: written again for this single node", identity::FILE);
                 identity::store(&cfg.data_dir, &derived)?;
                 None
             }
+            (false, None) => anyhow::bail!(
+                "{} is missing from {}, but the node has raft state: the file was lost (every version since v0.1.0 \
+                 writes it before the first vote). Copy it from another member (the same cluster_id, node_id = {}), \
+                 or restore the data directory from a backup",
+                identity::FILE,
+                cfg.data_dir.display(),
+                cfg.id
+            ),
             (true, Some(id)) if !cfg.join => anyhow::bail!(lost_log_refusal(&cfg, &id.cluster_id)),
             (true, None) if single => {
                 identity::store(&cfg.data_dir, &derived)?;
@@ -272,7 +272,7 @@ impl Node {
             limits: Limits::new(cfg.limits.clone()),
             committed,
             events,
-            db,
+            log_store,
             confirmed: Mutex::new(None),
             quorum_clock,
             serving_term: AtomicU64::new(0),
@@ -755,8 +755,8 @@ impl Node {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!("raft shutdown: {e}");
         }
-        if let Err(e) = crate::raft::log_store::flush_db(&self.db).await {
-            tracing::warn!("final flush: {e}");
+        if let Err(e) = self.log_store.save_commit_now().await {
+            tracing::warn!("cannot store the commit index at shutdown: {e}");
         }
     }
 }

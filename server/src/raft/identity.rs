@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::types::{Member, NodeId};
 
-const FILE: &str = "cluster-id.toml";
+pub const FILE: &str = "cluster-id.toml";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {

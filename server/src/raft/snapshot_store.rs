@@ -163,6 +163,15 @@ impl SnapshotStore {
                 Err(e) => damaged.push((path, e)),
             }
         }
+        if damaged.is_empty() && log_first > 0 {
+            // The log was purged (or moved forward by an installed snapshot): the state
+            // before it lived in a snapshot file that is gone.
+            let why = format!(
+                "there is no snapshot file in {} but the raft log starts at index {log_first}",
+                self.dir.display()
+            );
+            return Err(refusal(&why, &damaged));
+        }
         if damaged.is_empty() {
             return Ok(None);
         }
@@ -662,6 +671,16 @@ mod tests {
         let err = SnapshotStore::open(dir.path()).unwrap().load_current(12).err().expect("refused").to_string();
         assert!(err.contains(&newer.display().to_string()) && err.contains("raft log starts at index 12"), "{err}");
         assert!(newer.exists());
+    }
+
+    #[test]
+    fn a_missing_snapshot_refuses_when_the_log_does_not_start_at_the_beginning() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::open(dir.path()).unwrap();
+        assert!(store.load_current(0).unwrap().is_none(), "a new node has neither");
+        let err = store.load_current(11).err().expect("refused").to_string();
+        assert!(err.contains("there is no snapshot file in") && err.contains("starts at index 11"), "{err}");
+        assert!(err.contains("dls members remove"), "{err}");
     }
 
     #[test]
