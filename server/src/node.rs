@@ -85,6 +85,10 @@ pub struct Node {
     events: watch::Receiver<u64>,
     /// The raft log and metadata (the commit index is stored at shutdown).
     log_store: LogStore,
+    /// Protocol-aware recovery: the highest index this node acknowledged and then lost to
+    /// damage on its disk, until it has applied it again from a leader. Meanwhile it
+    /// neither votes nor stands for election (docs/storage.md, "Protocol-aware recovery").
+    owed: watch::Sender<Option<u64>>,
     /// When leadership was last confirmed by a quorum; the lock also makes concurrent
     /// heartbeats share one confirmation round.
     confirmed: Mutex<Option<Instant>>,
@@ -190,7 +194,12 @@ impl Node {
             events: events_tx,
         });
 
-        let log_store = LogStore::open(&cfg.data_dir, cfg.id, OnDamage::Refuse)?;
+        // With peers, acknowledged entries found damaged can be fetched again from a leader
+        // (protocol-aware recovery, see `spawn_owed_recovery`); a single node has nobody to
+        // fetch them from.
+        let on_damage = if cfg.members.len() > 1 || cfg.join { OnDamage::Fetch } else { OnDamage::Refuse };
+        let log_store = LogStore::open(&cfg.data_dir, cfg.id, on_damage)?;
+        let owed = log_store.owed();
         let durable = log_store.durable();
         let committed = log_store.committed_index();
         let log_io = log_store.io_stats();
@@ -211,6 +220,8 @@ impl Node {
             // weighs the last snapshot's size (raft::snapshot_schedule).
             snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: cfg.snapshot_every / 2,
+            // A node owing entries it lost must not stand for election (see `spawn_owed_recovery`).
+            enable_elect: owed.is_none(),
             ..Default::default()
         }
         .validate()?;
@@ -273,6 +284,7 @@ impl Node {
             committed,
             events,
             log_store,
+            owed: watch::channel(owed).0,
             confirmed: Mutex::new(None),
             quorum_clock,
             serving_term: AtomicU64::new(0),
@@ -289,6 +301,7 @@ impl Node {
         node.spawn_timers();
         node.spawn_joint_finisher();
         node.spawn_snapshot_trigger(schedule);
+        node.spawn_owed_recovery();
         Ok(node)
     }
 
@@ -717,6 +730,76 @@ impl Node {
                 }
             }
         });
+    }
+
+    /// Protocol-aware recovery (Alagappan et al., FAST'18). This node cut its log at damage
+    /// and owes the entries up to `owed`: it acknowledged them, and a commit may have
+    /// counted on its copy. Voting, or leading, with the shortened log could help elect a
+    /// leader without them and hand their fencing tokens out again. So until it has applied
+    /// them from a leader (one whose commit covers them, which has every committed entry)
+    /// it casts no vote (the raft service refuses vote requests) and stands for no election;
+    /// it still accepts the leader's entries and snapshots, which is how it gets them back.
+    /// The others elect among themselves: every entry committed with this node's copy is
+    /// also on one of them. If no such leader ever comes, it says so and what to do.
+    fn spawn_owed_recovery(self: &Arc<Self>) {
+        const REPORT_EVERY: Duration = Duration::from_secs(10);
+        let Some(owed) = *self.owed.borrow() else { return };
+        let node = Arc::downgrade(self);
+        let mut metrics = self.raft.metrics();
+        let (id, addr) = (self.id, self.member_addresses(self.id));
+        tokio::spawn(async move {
+            let mut reported: Option<Instant> = None;
+            loop {
+                let applied = metrics.borrow_and_update().last_applied.map(|l| l.index);
+                if applied.is_some_and(|a| a >= owed) {
+                    break;
+                }
+                if reported.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
+                    tracing::warn!(
+                        owed,
+                        applied = ?applied,
+                        "not voting or standing for election: this node acknowledged raft log entries up to index \
+                         {owed} and lost some to damage on its disk; waiting for a leader whose commit covers them. \
+                         If none comes back (the nodes holding them are gone), re-add this node empty: on a running \
+                         member `dls members remove {id}` and `dls members add {id} {addr}`, then start it with an \
+                         empty --data-dir and --join"
+                    );
+                    reported = Some(Instant::now());
+                }
+                tokio::select! {
+                    changed = metrics.changed() => if changed.is_err() { return },
+                    _ = tokio::time::sleep(REPORT_EVERY) => {}
+                }
+            }
+            let Some(node) = node.upgrade() else { return };
+            if let Err(e) = node.log_store.settle_owed().await {
+                // Still owing on disk: it stays out of elections until the next start retries.
+                tracing::error!("cannot record that the lost entries were fetched again: {e}");
+                return;
+            }
+            node.owed.send_replace(None);
+            node.raft.runtime_config().elect(true);
+            tracing::info!(
+                owed,
+                "fetched again every entry this node had lost; it votes and stands for election again"
+            );
+        });
+    }
+
+    /// Node `id`'s addresses as `dls members add` takes them, if the membership knows it.
+    fn member_addresses(&self, id: NodeId) -> String {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        m.membership_config
+            .membership()
+            .get_node(&id)
+            .map_or_else(|| "HOST:PORT/PEER_PORT".into(), |n| format!("{}/{}", n.addr, n.peer_addr))
+    }
+
+    /// The highest index this node lost to damage and has not applied again (see
+    /// `spawn_owed_recovery`): it does not vote meanwhile.
+    pub fn owed(&self) -> Option<u64> {
+        *self.owed.borrow()
     }
 
     /// Finishes a joint configuration that nobody is finishing (see

@@ -248,12 +248,21 @@ impl LogStore {
                 // owing what it acknowledged.
                 let acknowledged = stored.durable.and_then(|w| w.next_index.checked_sub(1));
                 let owed = stored.owed.max(acknowledged);
-                meta.write(RaftMeta { owed, ..stored.clone() })?;
+                // A leader's own committed vote would restore it as the leader of that term
+                // at once, with the shortened log (openraft's start-up): kept as a vote for
+                // itself not yet granted, so it votes no other node in that term either and
+                // leads again only if elected.
+                let vote = stored.vote.map(|v| match v.leader_id().voted_for() {
+                    Some(me) if me == id && v.is_committed() => Vote::new(v.leader_id().get_term(), id),
+                    _ => v,
+                });
+                meta.write_both(RaftMeta { owed, vote, ..stored.clone() })?;
                 recovery.cut_damage = true;
                 Wal::open(&log_dir, &recovery)?
             }
             Err(e) => return Err(refusal(e, id)),
         };
+        let stored = meta.get().clone();
         let wal = recovered.wal;
         let last = match wal.last_index() {
             Some(i) => Some(decode_entry(&wal, i).map_err(|e| anyhow::anyhow!("{e}"))?.log_id),
@@ -261,7 +270,7 @@ impl LogStore {
         };
         let mut committed = stored.committed;
         check_against_log(&stored, last, recovered.cut.is_some(), &mut committed).map_err(|e| refusal(e, id))?;
-        let owed = meta.get().owed;
+        let owed = stored.owed;
         if let Some(cut) = &recovered.cut {
             tracing::warn!(
                 owed = ?owed,

@@ -15,7 +15,9 @@ use caerus_core::LockMode;
 use caerus_testkit::disk::{self, Record};
 use futures::StreamExt;
 
-use crate::common::{grant_many, http_get, opts, patient_client, wait, Cluster, Spec};
+use crate::common::{
+    eventually_async as eventually, grant_many, http_get, opts, patient_client, wait, Cluster, Spec, PATIENCE,
+};
 
 /// How long a restarted node may take to refuse or to serve.
 const START: Duration = Duration::from_secs(20);
@@ -339,4 +341,83 @@ fn read_v010_vote(data_dir: &Path) -> Option<caerus_server::raft::types::Vote> {
     let db = sled::open(data_dir.join("raft.sled")).unwrap();
     let v = db.open_tree(V010_TREE).unwrap().get("vote").unwrap()?;
     Some(caerus_server::raft::types::codec::decode(&v).unwrap())
+}
+
+/// Issue 38's three-node case: leader A, followers B and C; C paused; a token granted
+/// (committed on A and B); power lost on all three; one byte of B's last record flipped;
+/// B and C start first, A later. B trimmed the entry, B and C elected a leader without it,
+/// and the token was handed out again. Now B cuts its log at the damage but neither votes
+/// nor stands for election until a leader whose commit covers what it lost has given it
+/// back (protocol-aware recovery): B and C cannot elect without A, A leads with the entry.
+#[tokio::test]
+async fn three_nodes_one_damaged_record_and_a_power_loss_hand_out_no_token_twice() {
+    let mut cluster = Cluster::start(3).await;
+    let a = cluster.wait_for_leader(START).await;
+    let others: Vec<u64> = cluster.ids().into_iter().filter(|&n| n != a).collect();
+    let (b, c) = (others[0], others[1]);
+    let client = patient_client(cluster.endpoints()).await;
+    let before = grant_many(&client, "k", 5, 0).await;
+    cluster.pause(c);
+    let holder = client.begin_transaction(opts(600_000)).await.unwrap();
+    let held = holder.acquire_lock("ns", "held", LockMode::Exclusive, wait(5000)).await.unwrap();
+    assert!(held.fencing_token > before);
+    cluster.kill_all();
+
+    let (segment, last) = disk::last_record(&cluster.node(b).data_dir).unwrap();
+    flip(&segment, last.offset + 24 + last.len / 2);
+    cluster.start_node(b).unwrap();
+    cluster.start_node(c).unwrap();
+    // B and C have had their chance: B said it does not vote, or (as before) they elected.
+    eventually(PATIENCE, "B to stand aside, or B and C to elect a leader", || async {
+        let aside = cluster.log_since_start(b).contains("not voting or standing for election");
+        (aside || cluster.leader_now().await.is_some()).then_some(())
+    })
+    .await;
+    cluster.start_node(a).unwrap();
+
+    let client = patient_client(cluster.endpoints()).await;
+    let t = client.begin_transaction(opts(10_000)).await.unwrap();
+    let next = t.acquire_lock("ns", "fresh", LockMode::Exclusive, wait(10_000)).await.unwrap();
+    assert!(
+        next.fencing_token > held.fencing_token,
+        "token {} handed out again (granted and held before the power loss: {})",
+        next.fencing_token,
+        held.fencing_token
+    );
+    let again = t.acquire_lock("ns", "held", LockMode::Exclusive, wait(300)).await;
+    assert!(again.is_err(), "ns/held, still held, was granted again: {again:?}");
+    // B got the entries back and takes part again.
+    eventually(PATIENCE, "B to fetch what it lost", || async {
+        cluster.log_since_start(b).contains("fetched again every entry this node had lost").then_some(())
+    })
+    .await;
+    let log = cluster.log_since_start(b);
+    assert!(log.contains(&format!("{} is damaged at byte {}", segment.display(), last.offset)), "{log}");
+}
+
+/// A leader that finds its own last record damaged after a power loss: openraft restores
+/// a node whose saved vote is its own committed one as the leader of that term at once,
+/// which with the shortened log would have its followers cut the entry too. It comes back
+/// as a follower that owes the entry; the others lead.
+#[tokio::test]
+async fn a_leader_with_a_damaged_last_record_does_not_lead_its_followers_back_without_it() {
+    let mut cluster = Cluster::start(3).await;
+    let a = cluster.wait_for_leader(START).await;
+    let client = patient_client(cluster.endpoints()).await;
+    let holder = client.begin_transaction(opts(600_000)).await.unwrap();
+    let held = holder.acquire_lock("ns", "held", LockMode::Exclusive, wait(5000)).await.unwrap();
+    cluster.kill_all();
+    let (segment, last) = disk::last_record(&cluster.node(a).data_dir).unwrap();
+    flip(&segment, last.offset + 1);
+    cluster.start_all().unwrap();
+
+    let client = patient_client(cluster.endpoints()).await;
+    let t = client.begin_transaction(opts(10_000)).await.unwrap();
+    let next = t.acquire_lock("ns", "fresh", LockMode::Exclusive, wait(10_000)).await.unwrap();
+    assert!(next.fencing_token > held.fencing_token, "token {} handed out again", next.fencing_token);
+    assert!(t.acquire_lock("ns", "held", LockMode::Exclusive, wait(300)).await.is_err(), "ns/held granted again");
+    eventually(PATIENCE, "the old leader to fetch what it lost", || async {
+        cluster.log_since_start(a).contains("fetched again every entry this node had lost").then_some(())
+    })
+    .await;
 }
