@@ -373,6 +373,7 @@ async fn three_nodes_one_damaged_record_and_a_power_loss_hand_out_no_token_twice
         (aside || cluster.leader_now().await.is_some()).then_some(())
     })
     .await;
+    let readyz_aside = http_get(&cluster.http_addr(b), "/readyz").unwrap();
     cluster.start_node(a).unwrap();
 
     let client = patient_client(cluster.endpoints()).await;
@@ -393,6 +394,13 @@ async fn three_nodes_one_damaged_record_and_a_power_loss_hand_out_no_token_twice
     .await;
     let log = cluster.log_since_start(b);
     assert!(log.contains(&format!("{} is damaged at byte {}", segment.display(), last.offset)), "{log}");
+    // While it owed them it said it could not serve.
+    assert_eq!(readyz_aside.0, 503, "{readyz_aside:?}");
+    assert!(readyz_aside.1.contains("recovering raft log entries up to index"), "{readyz_aside:?}");
+    eventually(PATIENCE, "B to be ready once it caught up", || async {
+        http_get(&cluster.http_addr(b), "/readyz").ok().filter(|(status, _)| *status == 200)
+    })
+    .await;
 }
 
 /// A leader that finds its own last record damaged after a power loss: openraft restores
