@@ -21,6 +21,7 @@ use crate::members::Members;
 use crate::metrics::Metrics;
 use crate::raft::bootstrap;
 use crate::raft::identity::{self, Identity};
+use crate::raft::log_clock::LogClock;
 use crate::raft::log_store::{LogIoStats, LogStore, OnDamage};
 use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
 use crate::raft::peer_auth::PeerAuth;
@@ -71,6 +72,8 @@ pub struct Node {
     /// The snapshot files (backups are written through it).
     snapshots: Arc<SnapshotStore>,
     leases: Arc<Leases>,
+    /// The log's time on this node: what new entries are stamped with.
+    log_clock: Arc<LogClock>,
     signals: Arc<Signals>,
     key_watchers: Arc<KeyWatchers>,
     metrics: Arc<Metrics>,
@@ -129,6 +132,7 @@ struct Pending {
 /// Feeds applied effects to the timers, the waiting streams, the metrics and the event
 /// watchers.
 struct Observer {
+    clock: Arc<LogClock>,
     leases: Arc<Leases>,
     signals: Arc<Signals>,
     key_watchers: Arc<KeyWatchers>,
@@ -137,10 +141,13 @@ struct Observer {
 }
 
 impl ApplyObserver for Observer {
-    fn tracked(&self, effects: &[Effect]) {
+    fn tracked(&self, effects: &[Effect], clock_ms: u64) {
+        let now = Instant::now();
+        // Before the timers read it: a delay written with this batch ends by its time.
+        self.clock.observe(clock_ms, now);
         // Under the state lock: a heartbeat that finds its transaction active in the table
         // finds its lease tracked too, and one that ends is untracked in the same instant.
-        self.leases.observe(effects, Instant::now());
+        self.leases.observe(effects, now);
     }
 
     fn applied(&self, effects: Vec<Effect>) {
@@ -165,7 +172,9 @@ impl ApplyObserver for Observer {
     }
 
     fn reset(&self, table: &LockTable) {
-        self.leases.reset(table, Instant::now());
+        let now = Instant::now();
+        self.clock.observe(table.clock_ms(), now);
+        self.leases.reset(table, now);
         self.signals.notify_all();
         self.key_watchers.notify_all();
         self.events.send_modify(|v| *v += 1);
@@ -181,12 +190,14 @@ impl Node {
         let provisional = stored.clone().unwrap_or_else(|| derived.clone());
         let peer_auth = PeerAuth::new(cfg.id, &provisional.cluster_id, peers.secret.as_deref(), peers.tls.is_some())?;
         let peer_transport = PeerTransport::new(peer_auth.clone(), peers.tls.clone())?;
-        let leases = Arc::new(Leases::default());
+        let log_clock = Arc::new(LogClock::default());
+        let leases = Arc::new(Leases::new(log_clock.clone()));
         let signals = Arc::new(Signals::default());
         let key_watchers = Arc::new(KeyWatchers::default());
         let metrics = Arc::new(Metrics::default());
         let (events_tx, events) = watch::channel(0);
         let observer = Arc::new(Observer {
+            clock: log_clock.clone(),
             leases: leases.clone(),
             signals: signals.clone(),
             key_watchers: key_watchers.clone(),
@@ -267,7 +278,8 @@ impl Node {
         };
         let admitted = AtomicBool::new(pending.is_none());
 
-        let proposer = Proposer::start(raft.clone(), PROPOSE_TIMEOUT, cfg.limits.max_queued_proposals as usize);
+        let max_queued = cfg.limits.max_queued_proposals as usize;
+        let proposer = Proposer::start(raft.clone(), PROPOSE_TIMEOUT, max_queued, log_clock.clone());
         let (leader_tx, is_leader) = watch::channel(false);
         let node = Arc::new(Node {
             id: cfg.id,
@@ -275,6 +287,7 @@ impl Node {
             state,
             snapshots,
             leases,
+            log_clock,
             signals,
             key_watchers,
             metrics,
@@ -377,6 +390,11 @@ impl Node {
     /// through it.
     pub(crate) fn state(&self) -> &SharedState {
         &self.state
+    }
+
+    /// The log's time on this node (see `raft::log_clock`).
+    pub(crate) fn log_clock(&self) -> &LogClock {
+        &self.log_clock
     }
 
     pub(crate) fn leases(&self) -> &Leases {

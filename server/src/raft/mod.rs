@@ -5,6 +5,7 @@ pub mod append_stream;
 pub mod bootstrap;
 pub mod durable;
 pub mod identity;
+pub mod log_clock;
 pub mod log_store;
 pub mod meta;
 pub mod network;

@@ -28,11 +28,12 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use super::log_clock::LogClock;
 use super::types::Raft;
 use crate::locks::{Command, LogCommand, Outcome};
 
@@ -187,14 +188,15 @@ pub struct Proposer {
 impl Proposer {
     /// Starts the batching task; it stops when the proposer is dropped. At most
     /// `max_queued` client proposals wait for a write (see [`Origin`]).
-    pub fn start(raft: Raft, timeout: Duration, max_queued: usize) -> Proposer {
+    /// Starts the proposer of `raft`; entries are stamped with `clock`'s time.
+    pub fn start(raft: Raft, timeout: Duration, max_queued: usize, clock: Arc<LogClock>) -> Proposer {
         let (leader, leader_rx) = mpsc::unbounded_channel();
         let (clients, clients_rx) = mpsc::unbounded_channel();
         let (parked, parked_rx) = mpsc::unbounded_channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let stats = Arc::new(ProposerStats::default());
         let queues = Queues { leader: leader_rx, clients: clients_rx, queued: queued.clone() };
-        tokio::spawn(run(raft, queues, parked_rx, timeout, stats.clone()));
+        tokio::spawn(run(raft, queues, parked_rx, timeout, stats.clone(), clock));
         Proposer { leader, clients, parked, queued, max_queued, timeout, stats }
     }
 
@@ -265,6 +267,7 @@ async fn run(
     mut parked_rx: mpsc::UnboundedReceiver<Pending>,
     timeout: Duration,
     stats: Arc<ProposerStats>,
+    clock: Arc<LogClock>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     // Parked proposals taken off their channel, with when they arrived.
@@ -305,10 +308,10 @@ async fn run(
         }
         stats.commands.fetch_add(batch.len() as u64, Relaxed);
         stats.entries.fetch_add(1, Relaxed);
-        let (raft, stats) = (raft.clone(), stats.clone());
+        let (raft, stats, now_ms) = (raft.clone(), stats.clone(), clock.now_ms());
         tokio::spawn(async move {
             let started = Instant::now();
-            write(&raft, batch, timeout).await;
+            write(&raft, batch, timeout, now_ms).await;
             let took = started.elapsed().as_micros() as u64;
             // An average over the last few entries: one slow fsync does not set the hint.
             let _ = stats.write_micros.fetch_update(Relaxed, Relaxed, |avg| Some((avg * 7 + took) / 8));
@@ -317,12 +320,9 @@ async fn run(
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
-
-/// Writes one entry for the batch and answers every command in it.
-async fn write(raft: &Raft, batch: Vec<Pending>, timeout: Duration) {
+/// Writes one entry for the batch, stamped with the log's time `now_ms` (see
+/// `log_clock`), and answers every command in it.
+async fn write(raft: &Raft, batch: Vec<Pending>, timeout: Duration, now_ms: u64) {
     let (mut cmds, mut replies, mut holds) = (Vec::new(), Vec::new(), Vec::new());
     for p in batch {
         cmds.push(p.cmd);
@@ -331,7 +331,7 @@ async fn write(raft: &Raft, batch: Vec<Pending>, timeout: Duration) {
     }
     let single = cmds.len() == 1;
     let cmd = if single { cmds.pop().expect("one command") } else { Command::Batch(cmds) };
-    let entry = LogCommand { now_ms: now_ms(), cmd };
+    let entry = LogCommand { now_ms, cmd };
     let result = match tokio::time::timeout(timeout, raft.client_write(entry)).await {
         Err(_) => Err(WriteError::TimedOut(timeout)),
         Ok(Ok(resp)) => Ok(resp.data),
