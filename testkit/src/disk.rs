@@ -75,6 +75,9 @@ pub const RECORD_HEADER: u64 = 24;
 pub struct Record {
     pub offset: u64,
     pub len: u64,
+    /// The log position (segment seq << 32 | byte offset) up to which the log was on disk,
+    /// and recorded so, when the record was written.
+    pub durable: u64,
 }
 
 impl Record {
@@ -110,11 +113,27 @@ pub fn records(segment: &Path) -> std::io::Result<Vec<Record>> {
         if len == 0 {
             break;
         }
-        let record = Record { offset: at, len };
+        let durable = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
+        let record = Record { offset: at, len, durable };
         out.push(record);
         at = record.end();
     }
     Ok(out)
+}
+
+/// The records of `segment` that were acknowledged for sure: those before the highest
+/// position a record of it says was on disk (a later record's `durable` mark vouches for
+/// them). Damage to one of these must never be trimmed as a torn tail.
+pub fn acknowledged(segment: &Path) -> std::io::Result<Vec<Record>> {
+    let seq: u64 = segment
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.split('-').next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("{} is not a log segment", segment.display())))?;
+    let records = records(segment)?;
+    let vouched = records.iter().map(|r| r.durable).max().unwrap_or(0);
+    Ok(records.into_iter().filter(|r| (seq << 32) | r.end() <= vouched).collect())
 }
 
 /// The newest segment that holds records, and its last record.

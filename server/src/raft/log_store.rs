@@ -238,6 +238,7 @@ impl LogStore {
             None => sled_migration::migrate_or_create(data_dir, &log_dir).map_err(|e| refusal(e, id))?,
         };
         sled_migration::set_aside(data_dir)?;
+        step_down(&mut meta, id)?;
         let stored = meta.get().clone();
         let mut recovery =
             Recovery { purged: stored.purged.map(|p| p.index), watermark: stored.durable, cut_damage: false };
@@ -248,15 +249,7 @@ impl LogStore {
                 // owing what it acknowledged.
                 let acknowledged = stored.durable.and_then(|w| w.next_index.checked_sub(1));
                 let owed = stored.owed.max(acknowledged);
-                // A leader's own committed vote would restore it as the leader of that term
-                // at once, with the shortened log (openraft's start-up): kept as a vote for
-                // itself not yet granted, so it votes no other node in that term either and
-                // leads again only if elected.
-                let vote = stored.vote.map(|v| match v.leader_id().voted_for() {
-                    Some(me) if me == id && v.is_committed() => Vote::new(v.leader_id().get_term(), id),
-                    _ => v,
-                });
-                meta.write_both(RaftMeta { owed, vote, ..stored.clone() })?;
+                meta.write(RaftMeta { owed, ..stored.clone() })?;
                 recovery.cut_damage = true;
                 Wal::open(&log_dir, &recovery)?
             }
@@ -413,6 +406,25 @@ impl LogStore {
     fn read_entries(&self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
         let records = self.disk.wal.lock().expect("wal lock").locate(start, end);
         records.iter().map(|r| codec::decode::<Entry>(&r.read().map_err(read_err)?).map_err(read_err)).collect()
+    }
+}
+
+/// A leader restarts as a follower. openraft restores a node whose saved vote is its own
+/// committed one as the leader of that term at once, with the log it finds. But a leader
+/// reports its appends done before they are on its own disk, so a crash can take entries its
+/// followers already hold (a torn tail, trimmed; or a log cut at damage); appending again in
+/// the same term would give two different entries one log id, and followers holding the old
+/// one would keep it (raft's log matching check passes): their tables would part. Kept as a
+/// vote for itself not yet granted, the node votes for no other in that term and leads again
+/// only once elected, in a new term.
+fn step_down(meta: &mut MetaFile, id: NodeId) -> io::Result<()> {
+    let stored = meta.get().clone();
+    match stored.vote {
+        Some(v) if v.is_committed() && v.leader_id().voted_for() == Some(id) => {
+            let vote = Some(Vote::new(v.leader_id().get_term(), id));
+            meta.write_both(RaftMeta { vote, ..stored })
+        }
+        _ => Ok(()),
     }
 }
 
@@ -635,8 +647,16 @@ mod tests {
         store.save_commit_now().await.unwrap();
         drop(store);
         let mut store = LogStore::open(dir.path(), 1, OnDamage::Refuse).unwrap();
-        assert_eq!(store.read_vote().await.unwrap(), Some(vote));
+        // Its own committed vote comes back as a vote for itself in that term, not granted:
+        // it leads again only once elected (see `step_down`).
+        assert_eq!(store.read_vote().await.unwrap(), Some(Vote::new(1, 1)));
         assert_eq!(store.read_committed().await.unwrap(), committed);
+        // Another node's vote comes back as it was.
+        let other = Vote::new_committed(2, 3);
+        store.save_vote(&other).await.unwrap();
+        drop(store);
+        let mut store = LogStore::open(dir.path(), 1, OnDamage::Refuse).unwrap();
+        assert_eq!(store.read_vote().await.unwrap(), Some(other));
     }
 
     /// Metadata that contradicts the log: a vote older than the leader of the last entry
