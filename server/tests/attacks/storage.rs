@@ -611,6 +611,14 @@ async fn a_leader_that_lost_its_unsynced_last_entry_does_not_lead_again_in_the_s
     let holder = client.begin_transaction(opts(600_000)).await.unwrap();
     let held = holder.acquire_lock("ns", "held", LockMode::Exclusive, wait(5000)).await.unwrap();
     assert!(held.fencing_token > before);
+    // Both followers hold the grant (a majority without A): losing it on A alone is what a
+    // crash before A's own sync leaves (A would not have answered the client then; the
+    // answer here only names the token).
+    let applied = cluster.metric(a, "dls_applied_index");
+    eventually(PATIENCE, "both followers to apply the grant", || async {
+        cluster.ids().iter().all(|&n| cluster.metric(n, "dls_applied_index") >= applied).then_some(())
+    })
+    .await;
     cluster.kill_all();
     // On A, the grant's record never reached the disk: zeros where it was, and the watermark
     // before it (the crash came before A's sync).
