@@ -48,6 +48,7 @@ need "systemd-analyze (make test-dist verifies the unit)" "command -v systemd-an
 need "zsh and fish (make test-dist checks their completion scripts)" "command -v zsh && command -v fish" zsh fish
 need "binutils (objdump, strip: the packages' glibc check)" "command -v objdump && command -v strip" binutils
 need "kill (procps: the test kit pauses and signals nodes)" "test -x /bin/kill || test -x /usr/bin/kill" procps
+need "libfaketime (a node run on a clock an hour ahead: attacks/storage.rs)" "test -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1" faketime
 need "curl" "command -v curl" curl
 need "CA certificates (https downloads)" "test -e /etc/ssl/certs/ca-certificates.crt" ca-certificates
 need "unzip" "command -v unzip" unzip

@@ -20,6 +20,7 @@ pub enum Fault {
     MembershipPartition,
     DiskFull,
     TornTail,
+    DamagedRecord,
     ClockJump,
 }
 
@@ -42,7 +43,7 @@ impl Fault {
         CrashAfterWrite,
     ];
     /// Faults of the cluster's life cycle: in `all`; `one-new` picks one by the seed.
-    pub const LIFECYCLE: [Fault; 4] = [WipeRejoin, MembershipPartition, DiskFull, TornTail];
+    pub const LIFECYCLE: [Fault; 5] = [WipeRejoin, MembershipPartition, DiskFull, TornTail, DamagedRecord];
     /// Only when named (needs libfaketime).
     pub const OPTIONAL: [Fault; 1] = [ClockJump];
 
@@ -64,6 +65,7 @@ impl Fault {
             MembershipPartition => "membership-partition",
             DiskFull => "disk-full",
             TornTail => "torn-tail",
+            DamagedRecord => "damaged-record",
             ClockJump => "clock-jump",
         }
     }
@@ -112,10 +114,10 @@ mod tests {
     #[test]
     fn groups_and_names_parse_and_one_new_follows_the_seed() {
         assert_eq!(Fault::parse_list("none", 1).unwrap(), vec![]);
-        assert_eq!(Fault::parse_list("all", 1).unwrap().len(), 16);
+        assert_eq!(Fault::parse_list("all", 1).unwrap().len(), 17);
         assert_eq!(Fault::parse_list("kill-leader, torn-tail", 1).unwrap(), vec![KillLeader, TornTail]);
-        let picked: Vec<Fault> = (0..4).map(|seed| Fault::parse_list("one-new", seed).unwrap()[0]).collect();
-        assert_eq!(picked, Fault::LIFECYCLE.to_vec(), "each seed modulo 4 picks another life-cycle fault");
+        let picked: Vec<Fault> = (0..5).map(|seed| Fault::parse_list("one-new", seed).unwrap()[0]).collect();
+        assert_eq!(picked, Fault::LIFECYCLE.to_vec(), "each seed modulo 5 picks another life-cycle fault");
         let classic = Fault::parse_list("classic,one-new", 7).unwrap();
         assert_eq!(classic.len(), 13);
         assert!(!classic.contains(&ClockJump));

@@ -166,16 +166,16 @@ pub async fn inject(
                 figs.extra_violations.push(Violation { checker: "membership", message });
             }
         }
-        Fault::DiskFull | Fault::TornTail => {
+        Fault::DiskFull | Fault::TornTail | Fault::DamagedRecord => {
             // Mostly the leader (the node that must stop acknowledging), sometimes a follower.
             let n = match leader {
                 Some(l) if rng.gen_bool(0.7) => l,
                 _ => *c.ids().choose(rng).expect("nodes"),
             };
-            let broken = if fault == Fault::DiskFull {
-                storage_faults::disk_full(c, n, Some(n) == leader, hold, h).await?
-            } else {
-                storage_faults::torn_tail(c, n, Some(n) == leader, rng, h).await?
+            let broken = match fault {
+                Fault::DiskFull => storage_faults::disk_full(c, n, Some(n) == leader, hold, h).await?,
+                Fault::TornTail => storage_faults::torn_tail(c, n, Some(n) == leader, rng, h).await?,
+                _ => storage_faults::damaged_record(c, n, Some(n) == leader, rng, h).await?,
             };
             if Some(n) == leader {
                 figs.leader_kills_us.push(h.now_us());

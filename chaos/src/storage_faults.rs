@@ -6,6 +6,14 @@
 //!   what a power cut in the middle of a write leaves (a record's first bytes and no
 //!   more). It must trim exactly that, say so, and rejoin.
 //!
+//! - `damaged-record`: a node is SIGKILLed and an acknowledged part of its newest log
+//!   segment is damaged, the kind drawn by the seed (a byte of one of its last records
+//!   flipped: payload, checksum or length; the page holding its last record zeroed; the
+//!   file cut at a record). A member of a cluster must not trim that as a torn tail: it
+//!   cuts its log at the damage, stays out of votes and elections, fetches what it lost
+//!   from the leader and takes part again (protocol-aware recovery, docs/storage.md). The
+//!   history checkers then find whether any token was handed out twice.
+//!
 //! Each returns the broken promises it saw (besides what the history checkers find).
 
 use std::time::{Duration, Instant};
@@ -99,6 +107,109 @@ pub async fn torn_tail(
         }
         if Instant::now() > deadline {
             broken.push(format!("node {n} did not report trimming the torn tail at byte {offset}"));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(broken)
+}
+
+/// How long a node that cut its log at damage may take to fetch what it lost.
+const REFETCH: Duration = Duration::from_secs(20);
+
+/// The damage `damaged_record` draws.
+#[derive(Clone, Copy, Debug)]
+enum RecordDamage {
+    Payload,
+    Checksum,
+    Length,
+    LastPageZeroed,
+    CutAtRecord,
+}
+
+pub async fn damaged_record(
+    c: &mut Cluster,
+    n: u64,
+    leader: bool,
+    rng: &mut StdRng,
+    h: &History,
+) -> anyhow::Result<Vec<String>> {
+    c.kill(n);
+    let data_dir = c.node(n).data_dir.clone();
+    // Only records a later one vouches for were surely acknowledged (past the watermark a
+    // trim is right): the newest segment that has such records.
+    let found = disk::segments(&data_dir)?.into_iter().rev().find_map(|p| {
+        let records = disk::acknowledged(&p).ok().filter(|r| !r.is_empty())?;
+        Some((p, records))
+    });
+    let Some((segment, records)) = found else {
+        h.log(format!("damaged-record: node {n} has no acknowledged log record to damage; restarted as it was"));
+        ensure_running(c, n)?;
+        return Ok(vec![]);
+    };
+    // One of the last few: the tail is where a trim would hide the damage.
+    let record = records[records.len() - 1 - rng.gen_range(0..records.len().min(3))];
+    let kinds = [
+        RecordDamage::Payload,
+        RecordDamage::Checksum,
+        RecordDamage::Length,
+        RecordDamage::LastPageZeroed,
+        RecordDamage::CutAtRecord,
+    ];
+    let kind = kinds[rng.gen_range(0..kinds.len())];
+    let last = *records.last().expect("records");
+    let at = match kind {
+        RecordDamage::Payload => {
+            let at = record.offset + disk::RECORD_HEADER + rng.gen_range(0..record.len);
+            disk::flip_byte(&segment, at)?;
+            at
+        }
+        RecordDamage::Checksum => {
+            disk::flip_byte(&segment, record.offset + rng.gen_range(0..4))?;
+            record.offset
+        }
+        RecordDamage::Length => {
+            disk::flip_byte(&segment, record.offset + 4)?;
+            record.offset
+        }
+        RecordDamage::LastPageZeroed => {
+            let page = (last.end() - 1) / 4096 * 4096;
+            disk::zero(&segment, page, 4096)?;
+            page
+        }
+        RecordDamage::CutAtRecord => {
+            std::fs::OpenOptions::new().write(true).open(&segment)?.set_len(record.offset)?;
+            record.offset
+        }
+    };
+    h.log(format!(
+        "damaged-record: SIGKILL node {n}{}, {kind:?} at byte {at} of {}, restart",
+        if leader { " (leader)" } else { "" },
+        segment.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+    ));
+    ensure_running(c, n)?;
+    let mut broken = Vec::new();
+    let deadline = Instant::now() + REFETCH;
+    loop {
+        let log = c.log_since_start(n);
+        if let Some(status) = c.exited(n) {
+            broken.push(format!("node {n} stopped after {kind:?} damage ({status}) instead of fetching it again"));
+            break;
+        }
+        if log.contains("trimmed a torn tail") {
+            broken.push(format!("node {n} trimmed {kind:?} damage to acknowledged records as a torn tail"));
+            break;
+        }
+        if log.contains("fetched again every entry this node had lost") {
+            h.log(format!("damaged-record: node {n} cut its log at the damage and fetched it again"));
+            break;
+        }
+        if Instant::now() > deadline {
+            let cut = log.contains("cutting the raft log here");
+            broken.push(format!(
+                "node {n} {} within {REFETCH:?} after {kind:?} damage",
+                if cut { "cut its log but did not fetch it again" } else { "did not report the damage" }
+            ));
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -84,8 +84,11 @@ pub struct KeyLocks {
 /// lock-delay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyDelay {
-    /// When the key may be granted again (leader clock, ms since the Unix epoch).
+    /// When the key may be granted again (the cluster's clock: the raft log's time, ms since
+    /// the Unix epoch; it need not match this machine's clock).
     pub until_ms: i64,
+    /// How long the delay still lasts, by the cluster's clock (0 from servers before v0.2).
+    pub remaining_ms: i64,
     /// The revoked holder whose end started the delay.
     pub transaction_id: u64,
     /// How that holder ended (lease expired, operator abort, deadlock victim, maximum
@@ -135,6 +138,7 @@ impl TryFrom<pb::KeyLocks> for KeyLocks {
             .collect::<Result<_>>()?;
         let delay = (k.delayed_until_ms > 0).then(|| KeyDelay {
             until_ms: k.delayed_until_ms,
+            remaining_ms: k.delay_remaining_ms,
             transaction_id: k.delayed_by_transaction_id,
             cause: EndCause::from_wire(k.delay_cause),
         });
@@ -547,9 +551,12 @@ mod tests {
             delayed_by_transaction_id: 3,
             delay_cause: pb::EndCause::LeaseExpired as i32,
             permits: 0,
+            delay_remaining_ms: 1_500,
         };
         let k = KeyLocks::try_from(wire).unwrap();
-        assert_eq!(k.delay, Some(KeyDelay { until_ms: 5_000, transaction_id: 3, cause: Some(EndCause::LeaseExpired) }));
+        let delay =
+            KeyDelay { until_ms: 5_000, remaining_ms: 1_500, transaction_id: 3, cause: Some(EndCause::LeaseExpired) };
+        assert_eq!(k.delay, Some(delay));
         assert_eq!(k.holders[0].mode, LockMode::SharedRead);
         assert_eq!(k.holders[0].fencing_token, 9);
         assert_eq!(k.waiters[0].blocking_transaction_ids, vec![1]);

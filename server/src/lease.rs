@@ -8,10 +8,11 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::locks::{Effect, LockKey, LockTable, TxnId};
+use crate::raft::log_clock::LogClock;
 
 /// Deadlines keyed by `K`, cheap to renew and to pop in deadline order.
 #[derive(Debug)]
@@ -136,18 +137,19 @@ struct Timers {
     delays: DeadlineQueue<LockKey>,
 }
 
-/// The instant of `deadline_ms` (ms since the Unix epoch) on this node's clocks.
-fn instant_of(deadline_ms: u64, now: Instant) -> Instant {
-    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    now + Duration::from_millis(deadline_ms).saturating_sub(wall)
-}
-
 #[derive(Default)]
 pub struct Leases {
     timers: Mutex<Timers>,
+    /// Converts the table's times (lock-delay ends, maximum durations) to instants: the
+    /// log's time, never this node's wall clock (see `log_clock`).
+    clock: Arc<LogClock>,
 }
 
 impl Leases {
+    pub fn new(clock: Arc<LogClock>) -> Leases {
+        Leases { timers: Mutex::default(), clock }
+    }
+
     /// Follows the applied log: start and stop timers. Called under the state write lock,
     /// so whoever reads the table under its read lock sees timers that agree with it.
     pub fn observe(&self, effects: &[Effect], now: Instant) {
@@ -156,10 +158,10 @@ impl Leases {
             match e {
                 Effect::TxnBegun { txn, lease_ms } => t.leases.start(*txn, Duration::from_millis(*lease_ms), now),
                 Effect::DeadlineSet { txn, deadline_ms } => {
-                    t.overdue.set(*txn, instant_of(*deadline_ms, now), Duration::ZERO)
+                    t.overdue.set(*txn, self.clock.instant_of(*deadline_ms, now), Duration::ZERO)
                 }
                 Effect::LockDelayed { key, until_ms } => {
-                    t.delays.set(key.clone(), instant_of(*until_ms, now), Duration::ZERO)
+                    t.delays.set(key.clone(), self.clock.instant_of(*until_ms, now), Duration::ZERO)
                 }
                 Effect::TxnFinished { txn, .. } => {
                     t.overdue.remove(txn);
@@ -193,10 +195,10 @@ impl Leases {
         t.overdue.clear();
         t.delays.clear();
         for (txn, deadline_ms) in table.deadlines() {
-            t.overdue.set(txn, instant_of(deadline_ms, now), Duration::ZERO);
+            t.overdue.set(txn, self.clock.instant_of(deadline_ms, now), Duration::ZERO);
         }
         for (key, delay) in table.delayed_keys() {
-            t.delays.set(key.clone(), instant_of(delay.until_ms, now), Duration::ZERO);
+            t.delays.set(key.clone(), self.clock.instant_of(delay.until_ms, now), Duration::ZERO);
         }
         for txn in table.active_txns() {
             t.leases.start(txn.id, Duration::from_millis(txn.lease_ms), now);

@@ -1,7 +1,7 @@
 //! Caerus DLS lock server library; the `dls` binary is a thin CLI over it.
 //!
 //! - `locks` (the `caerus-locks` crate): the lock semantics, a pure deterministic state machine.
-//! - `raft/`: openraft storage (sled), state-machine adapter and peer network.
+//! - `raft/`: openraft storage (log segments, checked metadata, snapshot files), state-machine adapter and peer network.
 //! - `lease`: leader-side lease and acquire-timeout timers.
 //! - `limits`: the bounds on what clients can make a node hold, checked before proposing;
 //!   `conn`: the bounds on what anyone who reaches a port can hold before authenticating.

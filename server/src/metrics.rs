@@ -124,6 +124,11 @@ pub struct Gauges {
     pub leader_id: u64,
     pub commit_index: u64,
     pub applied_index: u64,
+    /// Voters in the membership this node knows (0: none, an empty or lost log).
+    pub voters: u64,
+    /// Raft log entries up to this index were lost to disk damage and are being fetched
+    /// again from the leader (protocol-aware recovery).
+    pub owed_index: Option<u64>,
     /// Counters of this node's raft log writes since it started.
     pub log_append_flushes: u64,
     pub log_entries_appended: u64,

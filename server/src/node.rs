@@ -22,7 +22,8 @@ use crate::members::Members;
 use crate::metrics::Metrics;
 use crate::raft::bootstrap;
 use crate::raft::identity::{self, Identity};
-use crate::raft::log_store::{LogIoStats, LogStore};
+use crate::raft::log_clock::LogClock;
+use crate::raft::log_store::{LogIoStats, LogStore, OnDamage};
 use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
 use crate::raft::peer_auth::PeerAuth;
 use crate::raft::proposer::{Hold, Proposer, Timing, WriteError};
@@ -40,10 +41,6 @@ use crate::signals::Signals;
 const LEADERSHIP_CONFIRM_WINDOW: Duration = Duration::from_millis(50);
 /// A proposal that cannot commit in this time answers UNAVAILABLE (retry-safe).
 const PROPOSE_TIMEOUT: Duration = Duration::from_secs(5);
-/// sled's page cache. Its default (1 GiB) let a node holding 100,000 locks keep
-/// hundreds of MiB of log pages that raft reads back rarely (the table is in memory
-/// anyway); a small cache bounds that (measured: see docs/bench.md).
-const SLED_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 /// How often the leader looks for lapsed leases and acquire timeouts.
 const TIMER_TICK: Duration = Duration::from_millis(10);
 
@@ -78,6 +75,8 @@ pub struct Node {
     /// The snapshot files (backups are written through it).
     snapshots: Arc<SnapshotStore>,
     leases: Arc<Leases>,
+    /// The log's time on this node: what new entries are stamped with.
+    log_clock: Arc<LogClock>,
     signals: Arc<Signals>,
     key_watchers: Arc<KeyWatchers>,
     metrics: Arc<Metrics>,
@@ -90,7 +89,12 @@ pub struct Node {
     /// Bumped whenever events are appended (or the table is replaced): event watchers
     /// and webhook senders wait on it.
     events: watch::Receiver<u64>,
-    db: sled::Db,
+    /// The raft log and metadata (the commit index is stored at shutdown).
+    log_store: LogStore,
+    /// Protocol-aware recovery: the highest index this node acknowledged and then lost to
+    /// damage on its disk, until it has applied it again from a leader. Meanwhile it
+    /// neither votes nor stands for election (docs/storage.md, "Protocol-aware recovery").
+    owed: watch::Sender<Option<u64>>,
     /// When leadership was last confirmed by a quorum; the lock also makes concurrent
     /// heartbeats share one confirmation round.
     confirmed: Mutex<Option<Instant>>,
@@ -131,6 +135,7 @@ struct Pending {
 /// Feeds applied effects to the timers, the waiting streams, the metrics and the event
 /// watchers.
 struct Observer {
+    clock: Arc<LogClock>,
     leases: Arc<Leases>,
     signals: Arc<Signals>,
     key_watchers: Arc<KeyWatchers>,
@@ -139,10 +144,13 @@ struct Observer {
 }
 
 impl ApplyObserver for Observer {
-    fn tracked(&self, effects: &[Effect]) {
+    fn tracked(&self, effects: &[Effect], clock_ms: u64) {
+        let now = Instant::now();
+        // Before the timers read it: a delay written with this batch ends by its time.
+        self.clock.observe(clock_ms, now);
         // Under the state lock: a heartbeat that finds its transaction active in the table
         // finds its lease tracked too, and one that ends is untracked in the same instant.
-        self.leases.observe(effects, Instant::now());
+        self.leases.observe(effects, now);
     }
 
     fn applied(&self, effects: Vec<Effect>) {
@@ -167,7 +175,9 @@ impl ApplyObserver for Observer {
     }
 
     fn reset(&self, table: &LockTable) {
-        self.leases.reset(table, Instant::now());
+        let now = Instant::now();
+        self.clock.observe(table.clock_ms(), now);
+        self.leases.reset(table, now);
         self.signals.notify_all();
         self.key_watchers.notify_all();
         self.events.send_modify(|v| *v += 1);
@@ -183,18 +193,14 @@ impl Node {
         let provisional = stored.clone().unwrap_or_else(|| derived.clone());
         let peer_auth = PeerAuth::new(cfg.id, &provisional.cluster_id, peers.secret.as_deref(), peers.tls.is_some())?;
         let peer_transport = PeerTransport::new(peer_auth.clone(), peers.tls.clone(), peers.insecure)?;
-        let db =
-            sled::Config::new().path(cfg.data_dir.join("raft.sled")).cache_capacity(SLED_CACHE_BYTES).open().map_err(
-                |e| {
-                    anyhow::anyhow!("cannot open storage in {} (is another dls using it?): {e}", cfg.data_dir.display())
-                },
-            )?;
-        let leases = Arc::new(Leases::default());
+        let log_clock = Arc::new(LogClock::default());
+        let leases = Arc::new(Leases::new(log_clock.clone()));
         let signals = Arc::new(Signals::default());
         let key_watchers = Arc::new(KeyWatchers::default());
         let metrics = Arc::new(Metrics::default());
         let (events_tx, events) = watch::channel(0);
         let observer = Arc::new(Observer {
+            clock: log_clock.clone(),
             leases: leases.clone(),
             signals: signals.clone(),
             key_watchers: key_watchers.clone(),
@@ -202,11 +208,16 @@ impl Node {
             events: events_tx,
         });
 
-        let log_store = LogStore::open(&db, &cfg.data_dir.join("raft-log"), cfg.id)?;
+        // With peers, acknowledged entries found damaged can be fetched again from a leader
+        // (protocol-aware recovery, see `spawn_owed_recovery`); a single node has nobody to
+        // fetch them from.
+        let on_damage = if cfg.members.len() > 1 || cfg.join { OnDamage::Fetch } else { OnDamage::Refuse };
+        let log_store = LogStore::open(&cfg.data_dir, cfg.id, on_damage)?;
+        let owed = log_store.owed();
         let durable = log_store.durable();
         let committed = log_store.committed_index();
         let log_io = log_store.io_stats();
-        let pristine = log_store.is_pristine()?;
+        let pristine = log_store.is_pristine();
         let state_machine =
             StateMachine::open(&cfg.data_dir, observer, durable.clone(), log_store.first_index(), cfg.snapshot_every)
                 .await?;
@@ -223,6 +234,8 @@ impl Node {
             // weighs the last snapshot's size (raft::snapshot_schedule).
             snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: cfg.snapshot_every / 2,
+            // A node owing entries it lost must not stand for election (see `spawn_owed_recovery`).
+            enable_elect: owed.is_none(),
             ..Default::default()
         }
         .validate()?;
@@ -231,7 +244,7 @@ impl Node {
             cfg.id,
             Arc::new(raft_config),
             PeerNetwork::new(peer_transport.clone(), durable, quorum_clock.clone()),
-            log_store,
+            log_store.clone(),
             state_machine,
         )
         .await?;
@@ -242,11 +255,20 @@ impl Node {
                 tracing::info!(data_dir = %cfg.data_dir.display(), "restarting from existing data");
                 None
             }
-            (false, None) => {
-                // A data directory from before identities were stored: its log is the proof.
+            (false, None) if single => {
+                // Nobody else checks a single node's cluster id: derive it again.
+                tracing::warn!("{} was missing: written again for this single node", identity::FILE);
                 identity::store(&cfg.data_dir, &derived)?;
                 None
             }
+            (false, None) => anyhow::bail!(
+                "{} is missing from {}, but the node has raft state: the file was lost (every version since v0.1.0 \
+                 writes it before the first vote). Copy it from another member (the same cluster_id, node_id = {}), \
+                 or restore the data directory from a backup",
+                identity::FILE,
+                cfg.data_dir.display(),
+                cfg.id
+            ),
             (true, Some(id)) if !cfg.join => anyhow::bail!(lost_log_refusal(&cfg, &id.cluster_id)),
             (true, None) if single => {
                 identity::store(&cfg.data_dir, &derived)?;
@@ -264,6 +286,7 @@ impl Node {
             PROPOSE_TIMEOUT,
             cfg.limits.max_queued_proposals as usize,
             cfg.limits.queued_proposals_per_api_key() as usize,
+            log_clock.clone(),
         );
         let (leader_tx, is_leader) = watch::channel(false);
         let node = Arc::new(Node {
@@ -272,6 +295,7 @@ impl Node {
             state,
             snapshots,
             leases,
+            log_clock,
             signals,
             key_watchers,
             metrics,
@@ -280,7 +304,8 @@ impl Node {
             limits: Limits::new(cfg.limits.clone()),
             committed,
             events,
-            db,
+            log_store,
+            owed: watch::channel(owed).0,
             confirmed: Mutex::new(None),
             quorum_clock,
             serving_term: AtomicU64::new(0),
@@ -298,6 +323,7 @@ impl Node {
         node.spawn_timers();
         node.spawn_joint_finisher();
         node.spawn_snapshot_trigger(schedule);
+        node.spawn_owed_recovery();
         Ok(node)
     }
 
@@ -373,6 +399,11 @@ impl Node {
     /// through it.
     pub(crate) fn state(&self) -> &SharedState {
         &self.state
+    }
+
+    /// The log's time on this node (see `raft::log_clock`).
+    pub(crate) fn log_clock(&self) -> &LogClock {
+        &self.log_clock
     }
 
     pub(crate) fn leases(&self) -> &Leases {
@@ -799,6 +830,76 @@ impl Node {
         });
     }
 
+    /// Protocol-aware recovery (Alagappan et al., FAST'18). This node cut its log at damage
+    /// and owes the entries up to `owed`: it acknowledged them, and a commit may have
+    /// counted on its copy. Voting, or leading, with the shortened log could help elect a
+    /// leader without them and hand their fencing tokens out again. So until it has applied
+    /// them from a leader (one whose commit covers them, which has every committed entry)
+    /// it casts no vote (the raft service refuses vote requests) and stands for no election;
+    /// it still accepts the leader's entries and snapshots, which is how it gets them back.
+    /// The others elect among themselves: every entry committed with this node's copy is
+    /// also on one of them. If no such leader ever comes, it says so and what to do.
+    fn spawn_owed_recovery(self: &Arc<Self>) {
+        const REPORT_EVERY: Duration = Duration::from_secs(10);
+        let Some(owed) = *self.owed.borrow() else { return };
+        let node = Arc::downgrade(self);
+        let mut metrics = self.raft.metrics();
+        let (id, addr) = (self.id, self.member_addresses(self.id));
+        tokio::spawn(async move {
+            let mut reported: Option<Instant> = None;
+            loop {
+                let applied = metrics.borrow_and_update().last_applied.map(|l| l.index);
+                if applied.is_some_and(|a| a >= owed) {
+                    break;
+                }
+                if reported.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
+                    tracing::warn!(
+                        owed,
+                        applied = ?applied,
+                        "not voting or standing for election: this node acknowledged raft log entries up to index \
+                         {owed} and lost some to damage on its disk; waiting for a leader whose commit covers them. \
+                         If none comes back (the nodes holding them are gone), re-add this node empty: on a running \
+                         member `dls members remove {id}` and `dls members add {id} {addr}`, then start it with an \
+                         empty --data-dir and --join"
+                    );
+                    reported = Some(Instant::now());
+                }
+                tokio::select! {
+                    changed = metrics.changed() => if changed.is_err() { return },
+                    _ = tokio::time::sleep(REPORT_EVERY) => {}
+                }
+            }
+            let Some(node) = node.upgrade() else { return };
+            if let Err(e) = node.log_store.settle_owed().await {
+                // Still owing on disk: it stays out of elections until the next start retries.
+                tracing::error!("cannot record that the lost entries were fetched again: {e}");
+                return;
+            }
+            node.owed.send_replace(None);
+            node.raft.runtime_config().elect(true);
+            tracing::info!(
+                owed,
+                "fetched again every entry this node had lost; it votes and stands for election again"
+            );
+        });
+    }
+
+    /// Node `id`'s addresses as `dls members add` takes them, if the membership knows it.
+    fn member_addresses(&self, id: NodeId) -> String {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        m.membership_config
+            .membership()
+            .get_node(&id)
+            .map_or_else(|| "HOST:PORT/PEER_PORT".into(), |n| format!("{}/{}", n.addr, n.peer_addr))
+    }
+
+    /// The highest index this node lost to damage and has not applied again (see
+    /// `spawn_owed_recovery`): it does not vote meanwhile.
+    pub fn owed(&self) -> Option<u64> {
+        *self.owed.borrow()
+    }
+
     /// Finishes a joint configuration that nobody is finishing (see
     /// `Members::finish_stuck_joint`), while this node lives.
     fn spawn_joint_finisher(self: &Arc<Self>) {
@@ -835,8 +936,8 @@ impl Node {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!("raft shutdown: {e}");
         }
-        if let Err(e) = crate::raft::log_store::flush_db(&self.db).await {
-            tracing::warn!("final flush: {e}");
+        if let Err(e) = self.log_store.save_commit_now().await {
+            tracing::warn!("cannot store the commit index at shutdown: {e}");
         }
     }
 }

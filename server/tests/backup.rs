@@ -78,7 +78,7 @@ async fn a_saved_snapshot_restores_into_a_new_cluster_whose_tokens_rise_above_th
     // A token floor below the backup's last token is refused, and writes nothing.
     let out = restore_into(&new, 1, &file, &["--token-floor", "3"]);
     assert!(!out.status.success() && text(&out).contains("--token-floor 3 is below"), "{}", text(&out));
-    assert!(!new.nodes[0].data_dir.join("raft.sled").exists());
+    assert!(!new.nodes[0].data_dir.join("raft-meta").exists());
     for id in 1..=3 {
         let out = restore_into(&new, id, &file, &[]);
         assert!(out.status.success(), "{}", text(&out));

@@ -122,6 +122,17 @@ async fn every_node_of_a_cluster_is_ready_and_agrees_on_one_leader() {
     assert_eq!(leaders, vec![leader], "only the agreed leader says it leads");
 }
 
+#[tokio::test]
+async fn a_node_waiting_to_be_added_is_not_ready_for_want_of_a_membership() {
+    let mut cluster = Cluster::start(3).await;
+    cluster.spawn_joining_node(4);
+    let http = cluster.http_addr(4);
+    let (status, body) =
+        eventually(Duration::from_secs(10), "node 4's /readyz", || http_get(&http, "/readyz").ok()).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("no cluster membership"), "{body}");
+}
+
 #[test]
 fn a_busy_http_port_stops_the_server_with_an_error_naming_the_flag() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

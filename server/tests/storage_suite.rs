@@ -1,5 +1,5 @@
 //! openraft's storage conformance suite (`openraft::testing::Suite`) against the real log
-//! store (segment files + sled) and state machine (snapshot files), each case on a fresh
+//! store (segment files + raft-meta) and state machine (snapshot files), each case on a fresh
 //! data directory. It checks what raft relies on and our own tests might miss: log ids and
 //! membership read back after purges and truncations, the vote kept, snapshots
 //! transferred and installed.
@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use caerus_server::locks::{Effect, LockTable};
 use caerus_server::raft::durable::Durable;
-use caerus_server::raft::log_store::LogStore;
+use caerus_server::raft::log_store::{LogStore, OnDamage};
 use caerus_server::raft::state_machine::{ApplyObserver, StateMachine};
 use caerus_server::raft::types::{NodeId, StorageError, TypeConfig};
 use openraft::testing::{StoreBuilder, Suite};
@@ -36,8 +36,7 @@ struct Dir {
 impl StoreBuilder<TypeConfig, LogStore, StateMachine, Dir> for Builder {
     async fn build(&self) -> Result<(Dir, LogStore, StateMachine), StorageError> {
         let dir = tempfile::tempdir().map_err(|e| build_err("temp dir", e))?;
-        let db = sled::Config::new().path(dir.path().join("raft.sled")).open().map_err(|e| build_err("sled", e))?;
-        let log = LogStore::open(&db, &dir.path().join("raft-log"), 0).map_err(|e| build_err("log store", e))?;
+        let log = LogStore::open(dir.path(), 0, OnDamage::Refuse).map_err(|e| build_err("log store", e))?;
         // The suite applies entries it never appended to this log: in a node the state
         // machine waits until the log has them on disk; here every index counts as durable.
         let durable = Arc::new(Durable::new(u64::MAX));

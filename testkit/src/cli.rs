@@ -5,9 +5,13 @@ use std::process::Command;
 
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
-/// The `dls` binary: the one cargo built next to the running test (`target/<profile>/dls`;
-/// test executables live in `target/<profile>/deps/`), else `DLS_BIN`.
+/// The `dls` binary: `DLS_BIN_UNDER_TEST` when set (to run a suite against another build,
+/// e.g. an older release), else the one cargo built next to the running test
+/// (`target/<profile>/dls`; test executables live in `target/<profile>/deps/`), else `DLS_BIN`.
 pub fn dls_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("DLS_BIN_UNDER_TEST") {
+        return bin.into();
+    }
     let exe = std::env::current_exe().expect("the running executable");
     let mut dir = exe.parent().expect("its directory");
     if dir.ends_with("deps") {

@@ -261,6 +261,11 @@ impl Cluster {
         })
     }
 
+    /// The binary of every later start (an upgrade in place: stop a node, start it again).
+    pub fn set_bin(&mut self, bin: PathBuf) {
+        self.bin = bin;
+    }
+
     /// Starts every node that does not run.
     pub fn start_all(&mut self) -> io::Result<()> {
         for id in self.ids() {
@@ -571,6 +576,16 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// A node that serves as leader right now, if one answers (one round of asking).
+    pub async fn leader_now(&self) -> Option<u64> {
+        for n in self.nodes.iter().filter(|n| n.child.is_some() && !n.paused) {
+            if probe::is_leader(&n.addr, self.probe_key.as_deref(), self.probe_tls.as_ref()).await {
+                return Some(n.id);
+            }
+        }
+        None
     }
 
     /// Waits for a leader other than `old`.

@@ -95,6 +95,7 @@ impl AdminApi {
                 delayed_by_transaction_id: k.delay.map_or(0, |d| d.txn),
                 delay_cause: k.delay.map_or(0, |d| convert::cause(Some(d.cause))),
                 permits: k.permits,
+                delay_remaining_ms: k.delay_remaining_ms as i64,
             })
             .collect();
         Ok(pb::ListLocksResponse { locks })

@@ -91,6 +91,14 @@ impl RaftService for RaftApi {
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         admitted(&self.node)?;
+        if let Some(owed) = self.node.owed() {
+            // Its shortened log could help elect a leader without them (see `Node::owed`).
+            return Err(Status::unavailable(format!(
+                "node {} lost acknowledged raft log entries (up to index {owed}) to disk damage and votes again once \
+                 it has fetched them from a leader",
+                self.node.id()
+            )));
+        }
         encode(self.node.raft().vote(decode(req)?).await)
     }
 

@@ -65,7 +65,9 @@ fn render(lock: &KeyLocks) -> Vec<String> {
         lines.push(format!(
             "  lock-delay: nothing is granted until {} (in {}): holder {} {cause}",
             rfc3339(d.until_ms),
-            duration_ms(d.until_ms - now_ms()),
+            // By the cluster's clock, which need not match this machine's (older servers
+            // send no remaining time).
+            duration_ms(if d.remaining_ms > 0 { d.remaining_ms } else { d.until_ms - now_ms() }),
             d.transaction_id
         ));
     }
@@ -131,6 +133,7 @@ fn to_json(lock: &KeyLocks) -> serde_json::Value {
         "permits": lock.permits,
         "delay": lock.delay.map(|d| json!({
             "until_ms": d.until_ms,
+            "remaining_ms": d.remaining_ms,
             "transaction_id": d.transaction_id,
             "cause": d.cause.map(|c| c.as_str()),
         })),
@@ -184,13 +187,14 @@ mod tests {
             waiters: vec![],
             delay: Some(caerus_core::KeyDelay {
                 until_ms: 1_764_770_400_000,
+                remaining_ms: 10_000,
                 transaction_id: 9,
                 cause: Some(caerus_core::EndCause::LeaseExpired),
             }),
             permits: 3,
         };
         let text = render(&lock).join("\n");
-        assert!(text.contains("lock-delay: nothing is granted until 2025-12-03T14:00:00Z"), "{text}");
+        assert!(text.contains("lock-delay: nothing is granted until 2025-12-03T14:00:00Z (in 10.0s)"), "{text}");
         assert!(text.contains("holder 9 lease expired"), "{text}");
         assert!(text.starts_with("ns/k  (semaphore of 3 permits, 0 holders, 0 waiters)"), "{text}");
         assert_eq!(to_json(&lock)["delay"]["cause"], json!("LEASE_EXPIRED"));

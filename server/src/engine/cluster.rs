@@ -149,6 +149,8 @@ impl Engine {
             // The stored commit index can trail what this node applied from a snapshot.
             commit_index: node.committed_index().max(applied_index),
             applied_index,
+            voters: m.membership_config.membership().voter_ids().count() as u64,
+            owed_index: node.owed(),
             log_append_flushes: log_io.append_flushes.load(Relaxed),
             log_entries_appended: log_io.entries_appended.load(Relaxed),
             log_flush_micros: log_io.flush_micros.load(Relaxed),

@@ -14,6 +14,8 @@ pub struct KeyView {
     pub waiters: Vec<LockWaiter>,
     /// The lock-delay that keeps it from granting anything, if any.
     pub delay: Option<KeyDelay>,
+    /// How long that delay still lasts, by the log's time (see `raft::log_clock`).
+    pub delay_remaining_ms: u64,
     /// A semaphore's permit count (0 for a lock).
     pub permits: u32,
 }
@@ -48,12 +50,14 @@ impl Engine {
         let st = self.node.state().read().expect("state lock");
         let name = |txn| st.table.txn(txn).map(|t| t.name.clone()).unwrap_or_default();
         let shown = |lock: &LockKey| lock.namespace.starts_with(prefix) && who.sees_namespace(&lock.namespace);
+        let log_now = self.node.log_clock().now_ms();
         let mut views: BTreeMap<LockKey, KeyView> = st
             .table
             .keys()
             .filter(|(lock, _)| shown(lock))
             .map(|(lock, k)| KeyView {
                 delay: st.table.key_delay(lock).copied(),
+                delay_remaining_ms: st.table.key_delay(lock).map_or(0, |d| d.until_ms.saturating_sub(log_now)),
                 permits: k.permits,
                 lock: lock.clone(),
                 holders: k
@@ -85,6 +89,7 @@ impl Engine {
                 holders: Vec::new(),
                 waiters: Vec::new(),
                 delay: Some(*delay),
+                delay_remaining_ms: delay.until_ms.saturating_sub(log_now),
                 permits: 0,
             });
         }

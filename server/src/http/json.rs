@@ -113,6 +113,7 @@ pub fn locks(r: &pb::ListLocksResponse) -> Value {
                 "permits": k.permits,
                 "delay": (k.delayed_until_ms > 0).then(|| json!({
                     "until_ms": k.delayed_until_ms,
+                    "remaining_ms": k.delay_remaining_ms,
                     "transaction_id": id_str(k.delayed_by_transaction_id),
                     "cause": cause_name(k.delay_cause),
                 })),

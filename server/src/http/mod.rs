@@ -178,9 +178,20 @@ async fn readyz(State(engine): State<Arc<Engine>>) -> Response {
     }
 }
 
-/// Ready = a leader is known (requests can be served or redirected) and this node's
-/// table is nearly caught up with the log.
+/// Ready = this node can serve: it is a member of a cluster, it is not fetching entries it
+/// lost to disk damage (it does not vote meanwhile), a leader is known (requests can be
+/// served or redirected), and its table is nearly caught up with the log.
 pub fn readiness(g: &Gauges) -> Result<(), String> {
+    if g.voters == 0 {
+        return Err("not ready: no cluster membership (a node not yet added, or an empty log)".into());
+    }
+    if let Some(owed) = g.owed_index {
+        return Err(format!(
+            "not ready: recovering raft log entries up to index {owed}, lost to disk damage, from the leader \
+             (applied index {}); not voting until then",
+            g.applied_index
+        ));
+    }
     if g.leader_id == 0 {
         return Err(format!("not ready: no leader known (term {})", g.raft_term));
     }
@@ -199,12 +210,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ready_needs_a_leader_and_a_small_apply_lag() {
-        let mut g = Gauges { leader_id: 0, commit_index: 5, applied_index: 5, raft_term: 3, ..Gauges::default() };
+    fn ready_needs_membership_no_debt_a_leader_and_a_small_apply_lag() {
+        let mut g =
+            Gauges { voters: 3, leader_id: 0, commit_index: 5, applied_index: 5, raft_term: 3, ..Gauges::default() };
         assert_eq!(readiness(&g).unwrap_err(), "not ready: no leader known (term 3)");
         g.leader_id = 2;
         assert_eq!(readiness(&g), Ok(()));
         g.commit_index = 5 + MAX_READY_LAG + 1;
         assert!(readiness(&g).unwrap_err().contains("entries behind commit index"));
+        g.commit_index = 5;
+        // A node that came up with no membership (it says who leads: its own old vote).
+        g.voters = 0;
+        assert!(readiness(&g).unwrap_err().contains("no cluster membership"));
+        g.voters = 3;
+        g.owed_index = Some(9);
+        assert!(readiness(&g).unwrap_err().contains("recovering raft log entries up to index 9"));
     }
 }

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::types::{Member, NodeId};
 
-const FILE: &str = "cluster-id.toml";
+pub const FILE: &str = "cluster-id.toml";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
@@ -40,11 +40,16 @@ fn path(data_dir: &Path) -> PathBuf {
 /// id is refused.
 pub fn load(data_dir: &Path, node_id: NodeId) -> anyhow::Result<Option<Identity>> {
     let file = path(data_dir);
+    let damaged = |e: &dyn std::fmt::Display| {
+        anyhow::anyhow!(
+            "{} is damaged ({e}). Restore its data directory from a backup, or copy the file from another member \
+             (the same cluster_id, node_id = {node_id})",
+            file.display()
+        )
+    };
     match std::fs::read_to_string(&file) {
         Ok(text) => {
-            let stored: Identity = toml::from_str(&text).map_err(|e| {
-                anyhow::anyhow!("{} is damaged ({e}); restore it or the data directory", file.display())
-            })?;
+            let stored: Identity = toml::from_str(&text).map_err(|e| damaged(&e))?;
             if stored.node_id != node_id {
                 anyhow::bail!(
                     "data directory {} belongs to node {} of cluster {}, but this is --node-id {node_id}; \
@@ -58,6 +63,7 @@ pub fn load(data_dir: &Path, node_id: NodeId) -> anyhow::Result<Option<Identity>
             Ok(Some(stored))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(damaged(&e)),
         Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", file.display())),
     }
 }

@@ -1,4 +1,5 @@
-//! The raft log (segment files, see [`super::wal`]) and the vote (sled).
+//! The raft log (segment files, see [`super::wal`]) and the vote, the commit index and the
+//! purge point (`raft-meta`, see [`super::meta`]).
 //!
 //! An entry counts as durable only after an `fdatasync` that covers it: a crash must not
 //! take an acknowledged grant with it. Appends are written at once (readable right away).
@@ -10,8 +11,15 @@
 //!   AppendEntries at a time, so there is nothing to group, and the thread hand-offs
 //!   would sit on every write's critical path.
 //!
-//! The vote and the purge point live in sled and are flushed before they are reported
-//! done.
+//! Each sync round then records how far the log is on disk (the watermark) in `raft-meta`,
+//! and only after that does anyone act on the entries it covers. Recovery checks the log
+//! against it: bytes before the watermark were acknowledged, so damage there is never
+//! trimmed as a torn tail (see `wal.rs`). That costs a second, small `fdatasync` per round:
+//! without something written durably after the log's own sync, a damaged last record and a
+//! record a crash cut short look the same.
+//!
+//! The vote and the purge point are written to `raft-meta` before they are reported done;
+//! the commit index rides along with the next sync round (it is a hint: raft finds it again).
 
 use std::fmt::Debug;
 use std::io;
@@ -24,15 +32,14 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
 
 use super::durable::Durable;
+use super::meta::{MetaFile, RaftMeta, Watermark};
+use super::sled_migration;
 use super::types::{codec, Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
-use super::wal::Wal;
+use super::wal::{Damaged, Recovery, Wal};
 use crate::exposition::Histogram;
 
-/// The sled tree of the vote, the commit index and the purge point.
-const META_TREE: &str = "raft_meta";
-const VOTE: &[u8] = b"vote";
-const COMMITTED: &[u8] = b"committed";
-const LAST_PURGED: &[u8] = b"last_purged";
+/// The log's directory inside the data directory.
+pub const LOG_DIR: &str = "raft-log";
 
 /// Upper bounds (seconds) of the fsync histogram: from a battery-backed cache (tens of
 /// microseconds) to a disk in trouble (seconds, when elections start to fail).
@@ -43,13 +50,13 @@ pub const FSYNC_BUCKETS: [f64; 14] =
 /// figure.
 #[derive(Debug)]
 pub struct LogIoStats {
-    /// Syncs (fdatasync rounds) of appended entries.
+    /// Sync rounds of appended entries (the log's fdatasync, then the watermark's).
     pub append_flushes: AtomicU64,
     /// Entries appended.
     pub entries_appended: AtomicU64,
-    /// Time spent in those syncs, in microseconds.
+    /// Time spent in those rounds, in microseconds.
     pub flush_micros: AtomicU64,
-    /// Each sync's duration.
+    /// Each round's duration.
     pub flush_seconds: Histogram,
 }
 
@@ -64,27 +71,43 @@ impl Default for LogIoStats {
     }
 }
 
+/// What a node does when recovery finds acknowledged entries damaged or missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnDamage {
+    /// Refuse to start (a single node: nobody else holds the entries).
+    Refuse,
+    /// Cut the log there, record what this node owes, and fetch it from a leader before
+    /// voting again (protocol-aware recovery; see `node.rs`).
+    Fetch,
+}
+
 /// Told the outcome of the next sync; `None` when only the [`Durable`] mark waits (the
 /// leader's own appends).
 type Waiter = Option<Box<dyn FnOnce(io::Result<()>) + Send>>;
 
+/// The files and what the sync rounds share.
+struct Disk {
+    wal: Mutex<Wal>,
+    meta: Mutex<MetaFile>,
+    /// The newest commit raft reported; the first sync round that covers it stores it.
+    latest_commit: Mutex<Option<LogId>>,
+    stats: Arc<LogIoStats>,
+    durable: Arc<Durable>,
+    /// Held for the whole of a sync round (see [`Disk::sync_now`]).
+    round: Mutex<()>,
+}
+
 #[derive(Clone)]
 pub struct LogStore {
-    db: sled::Db,
-    wal: Arc<Mutex<Wal>>,
+    disk: Arc<Disk>,
     /// Requests to the sync thread; it stops when the last `LogStore` clone is dropped.
     sync: mpsc::Sender<Waiter>,
-    meta: sled::Tree,
     /// The commit index raft last reported, for status and metrics.
     committed: Arc<AtomicU64>,
-    stats: Arc<LogIoStats>,
     id: NodeId,
     /// The last vote saved is this node's own committed vote: it is the leader, and every
     /// append is its own.
     leading: Arc<AtomicBool>,
-    durable: Arc<Durable>,
-    /// Held for the whole of a sync round (see [`sync_now`]).
-    round: Arc<Mutex<()>>,
 }
 
 fn io_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -95,74 +118,107 @@ fn read_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::<NodeId>::read_logs(&e).into()
 }
 
+fn vote_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::<NodeId>::write_vote(&e).into()
+}
+
 /// The sync thread is gone (it stops only when the node shuts down or it panicked).
 fn sync_stopped() -> StorageError {
     io_err(io::Error::other("the raft log sync thread stopped"))
 }
 
-/// One `fdatasync` round for everything written so far, then the durable mark. Rounds
-/// run one at a time (`round`): a follower's append and the sync thread may both sync,
-/// and a round that finds the files already taken by another still in progress must
-/// wait for it, or it would report entries durable that are not on disk yet.
-///
-/// After one failed sync every later one fails too (fsyncgate): the kernel may have
-/// dropped the pages it could not write and marked them clean, so a later `fdatasync`
-/// that succeeds says nothing about them.
-fn sync_now(round: &Mutex<()>, wal: &Mutex<Wal>, stats: &LogIoStats, durable: &Durable) -> io::Result<()> {
-    let _round = round.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if durable.failed() {
-        return Err(io::Error::other(
-            "an earlier sync of the raft log failed; nothing written since counts as on disk",
-        ));
-    }
-    let job = wal.lock().expect("wal lock").sync_job();
-    let (epoch, next) = job.covers;
-    let upto = job.upto;
-    let result = if job.is_empty() {
-        Ok(())
-    } else {
-        let started = std::time::Instant::now();
-        let result = job.run();
-        stats.append_flushes.fetch_add(1, Ordering::Relaxed);
-        let took = started.elapsed();
-        stats.flush_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-        stats.flush_seconds.observe(took);
-        result
-    };
-    match &result {
-        Ok(()) => {
-            // Under the lock, so that a truncation cannot slip in between.
-            let mut wal = wal.lock().expect("wal lock");
-            wal.synced(upto);
-            if wal.epoch() == epoch {
-                durable.advance(next);
+/// Runs file work on the blocking pool.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| io::Error::other(format!("storage task failed: {e}")))?
+}
+
+impl Disk {
+    /// One `fdatasync` round for everything written so far, the watermark recorded, then
+    /// the durable mark. Rounds run one at a time (`round`): a follower's append and the
+    /// sync thread may both sync, and a round that finds the files already taken by another
+    /// still in progress must wait for it, or it would report entries durable that are not
+    /// on disk yet.
+    ///
+    /// After one failed sync every later one fails too (fsyncgate): the kernel may have
+    /// dropped the pages it could not write and marked them clean, so a later `fdatasync`
+    /// that succeeds says nothing about them.
+    fn sync_now(&self) -> io::Result<()> {
+        let _round = self.round.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if self.durable.failed() {
+            return Err(io::Error::other(
+                "an earlier sync of the raft log failed; nothing written since counts as on disk",
+            ));
+        }
+        let job = self.wal.lock().expect("wal lock").sync_job();
+        let (epoch, next) = job.covers;
+        let result = if job.is_empty() {
+            Ok(())
+        } else {
+            let started = std::time::Instant::now();
+            let result = job.run().and_then(|()| self.record(job.watermark()));
+            self.stats.append_flushes.fetch_add(1, Ordering::Relaxed);
+            let took = started.elapsed();
+            self.stats.flush_micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+            self.stats.flush_seconds.observe(took);
+            result
+        };
+        match &result {
+            Ok(()) => {
+                // Under the lock, so that a truncation cannot slip in between.
+                let mut wal = self.wal.lock().expect("wal lock");
+                wal.synced(job.upto);
+                if wal.epoch() == epoch {
+                    self.durable.advance(next);
+                }
+            }
+            Err(e) => {
+                tracing::error!("cannot sync the raft log: {e}");
+                self.durable.fail();
             }
         }
-        Err(e) => {
-            tracing::error!("cannot sync the raft log: {e}");
-            durable.fail();
+        result
+    }
+
+    /// Stores the watermark `w`, and the newest commit index if the log on disk holds it.
+    fn record(&self, w: Watermark) -> io::Result<()> {
+        let commit = *self.latest_commit.lock().expect("commit lock");
+        let mut meta = self.meta.lock().expect("meta lock");
+        let mut m = meta.get().clone();
+        m.durable = Some(w);
+        if let Some(c) = commit.filter(|c| c.index < w.next_index) {
+            m.committed = Some(c);
+        }
+        meta.write(m)
+    }
+
+    /// Writes a change of the metadata (a vote to both copies).
+    fn change_meta(&self, both: bool, change: impl FnOnce(&mut RaftMeta)) -> io::Result<()> {
+        let mut meta = self.meta.lock().expect("meta lock");
+        let mut m = meta.get().clone();
+        change(&mut m);
+        if both {
+            meta.write_both(m)
+        } else {
+            meta.write(m)
         }
     }
-    result
+
+    fn meta(&self) -> RaftMeta {
+        self.meta.lock().expect("meta lock").get().clone()
+    }
 }
 
 /// The sync thread: one sync round for everything queued, then every waiter in order,
 /// then zeros ahead of the write position.
-fn run_sync(
-    round: Arc<Mutex<()>>,
-    wal: Arc<Mutex<Wal>>,
-    rx: mpsc::Receiver<Waiter>,
-    stats: Arc<LogIoStats>,
-    durable: Arc<Durable>,
-) {
+fn run_sync(disk: Arc<Disk>, rx: mpsc::Receiver<Waiter>) {
     while let Ok(first) = rx.recv() {
         let mut waiters = vec![first];
         waiters.extend(rx.try_iter());
-        let result = sync_now(&round, &wal, &stats, &durable);
+        let result = disk.sync_now();
         for waiter in waiters.into_iter().flatten() {
             waiter(result.as_ref().map(|_| ()).map_err(|e| io::Error::new(e.kind(), e.to_string())));
         }
-        let zeroed = wal.lock().expect("wal lock").zero_ahead();
+        let zeroed = disk.wal.lock().expect("wal lock").zero_ahead();
         if let Err(e) = zeroed.and_then(|f| f.map_or(Ok(()), |f| f.sync_data())) {
             tracing::warn!("cannot preallocate the raft log: {e}");
         }
@@ -170,44 +226,78 @@ fn run_sync(
 }
 
 impl LogStore {
-    /// Opens node `id`'s log in `dir` (segment files) with the vote and purge point in
-    /// `db`.
-    pub fn open(db: &sled::Db, dir: &Path, id: NodeId) -> anyhow::Result<Self> {
-        let meta = db.open_tree(META_TREE)?;
-        let purged = match meta.get(LAST_PURGED)? {
-            Some(v) => {
-                Some(codec::decode::<LogId>(&v).map_err(|e| anyhow::anyhow!("cannot read the purge point: {e}"))?)
+    /// Opens node `id`'s log in `<data_dir>/raft-log` and its metadata in
+    /// `<data_dir>/raft-meta` (a data directory of v0.1.0 is migrated from sled first),
+    /// checks them against each other, and records where the log now ends. Acknowledged
+    /// entries found damaged or missing refuse the start, or with [`OnDamage::Fetch`] cut
+    /// the log there and leave the node owing them (see [`LogStore::owed`]).
+    pub fn open(data_dir: &Path, id: NodeId, on_damage: OnDamage) -> anyhow::Result<Self> {
+        let log_dir = data_dir.join(LOG_DIR);
+        let mut meta = match MetaFile::open(data_dir).map_err(|e| refusal(e, id))? {
+            Some(m) => m,
+            None => sled_migration::migrate_or_create(data_dir, &log_dir).map_err(|e| refusal(e, id))?,
+        };
+        sled_migration::set_aside(data_dir)?;
+        step_down(&mut meta, id)?;
+        let stored = meta.get().clone();
+        let mut recovery =
+            Recovery { purged: stored.purged.map(|p| p.index), watermark: stored.durable, cut_damage: false };
+        let recovered = match Wal::open(&log_dir, &recovery) {
+            Ok(r) => r,
+            Err(e) if on_damage == OnDamage::Fetch && Damaged::of(&e).is_some_and(|d| d.cuttable) => {
+                // Recorded before anything is cut: a crash from here on still finds the node
+                // owing what it acknowledged.
+                let acknowledged = stored.durable.and_then(|w| w.next_index.checked_sub(1));
+                let owed = stored.owed.max(acknowledged);
+                meta.write(RaftMeta { owed, ..stored.clone() })?;
+                recovery.cut_damage = true;
+                Wal::open(&log_dir, &recovery)?
             }
+            Err(e) => return Err(refusal(e, id)),
+        };
+        let stored = meta.get().clone();
+        let wal = recovered.wal;
+        let last = match wal.last_index() {
+            Some(i) => Some(decode_entry(&wal, i).map_err(|e| anyhow::anyhow!("{e}"))?.log_id),
             None => None,
         };
-        let wal = Wal::open(dir, purged.map(|p| p.index)).map_err(|e| refuse_damaged(e.into(), id))?;
+        let mut committed = stored.committed;
+        check_against_log(&stored, last, recovered.cut.is_some(), &mut committed).map_err(|e| refusal(e, id))?;
+        let owed = stored.owed;
+        if let Some(cut) = &recovered.cut {
+            tracing::warn!(
+                owed = ?owed,
+                last_index = ?last.map(|l| l.index),
+                "{cut}. The raft log was cut there: this node acknowledged entries up to index {} and lost them. It \
+                 will not vote or stand for election until it has fetched them again from a leader whose commit \
+                 covers them.",
+                owed.map_or("-".into(), |o| o.to_string())
+            );
+        }
+        // The log as opened (a fresh segment, everything found synced) is what is on disk now.
+        meta.write(RaftMeta { durable: Some(recovered.watermark), committed, ..meta.get().clone() })?;
+
         let durable = Arc::new(Durable::new(wal.next_index()));
-        let stats: Arc<LogIoStats> = Arc::default();
-        let wal = Arc::new(Mutex::new(wal));
-        let (sync, rx) = mpsc::channel();
-        let round: Arc<Mutex<()>> = Arc::default();
-        let (r, w, s, d) = (round.clone(), wal.clone(), stats.clone(), durable.clone());
-        std::thread::Builder::new().name("raft-log-sync".into()).spawn(move || run_sync(r, w, rx, s, d))?;
-        let store = LogStore {
-            db: db.clone(),
-            wal,
-            sync,
-            meta,
-            committed: Arc::new(AtomicU64::new(0)),
-            stats,
-            id,
-            leading: Arc::default(),
+        let disk = Arc::new(Disk {
+            wal: Mutex::new(wal),
+            meta: Mutex::new(meta),
+            latest_commit: Mutex::new(committed),
+            stats: Arc::default(),
             durable,
-            round,
-        };
-        if let Some(vote) = store.get_meta::<Vote>(VOTE)? {
+            round: Mutex::new(()),
+        });
+        let (sync, rx) = mpsc::channel();
+        let d = disk.clone();
+        std::thread::Builder::new().name("raft-log-sync".into()).spawn(move || run_sync(d, rx))?;
+        let store = LogStore { disk, sync, committed: Arc::new(AtomicU64::new(0)), id, leading: Arc::default() };
+        if let Some(vote) = stored.vote {
             store.note_vote(&vote);
         }
-        if let Some(purged) = purged {
-            let wal = store.wal.lock().expect("wal lock");
-            if !wal.is_empty() && wal.first_index() > purged.index + 1 {
+        if let Some(purged) = stored.purged {
+            let first = store.first_index();
+            if store.disk.wal.lock().expect("wal lock").last_index().is_some() && first > purged.index + 1 {
                 tracing::warn!(
-                    first = wal.first_index(),
+                    first,
                     purged = purged.index,
                     "the raft log starts after a gap; raft will fetch what it misses from the leader"
                 );
@@ -218,7 +308,7 @@ impl LogStore {
 
     /// The first index the log holds (the next one to come when it is empty).
     pub fn first_index(&self) -> u64 {
-        self.wal.lock().expect("wal lock").first_index()
+        self.disk.wal.lock().expect("wal lock").first_index()
     }
 
     /// A live view of the commit index.
@@ -228,7 +318,7 @@ impl LogStore {
 
     /// How far the log is on disk (the leader's appends are reported before they are).
     pub fn durable(&self) -> Arc<Durable> {
-        self.durable.clone()
+        self.disk.durable.clone()
     }
 
     fn note_vote(&self, vote: &Vote) {
@@ -238,24 +328,32 @@ impl LogStore {
 
     /// Live counters of appends and flushes.
     pub fn io_stats(&self) -> Arc<LogIoStats> {
-        self.stats.clone()
+        self.disk.stats.clone()
     }
 
-    fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageError> {
-        match self.meta.get(key).map_err(read_err)? {
-            None => Ok(None),
-            Some(v) => codec::decode(&v).map(Some).map_err(read_err),
-        }
+    /// The highest index this node acknowledged and lost to damage, while it has not applied
+    /// it again (see [`OnDamage::Fetch`]).
+    pub fn owed(&self) -> Option<u64> {
+        self.disk.meta().owed
     }
 
-    fn put_meta<T: serde::Serialize>(&self, key: &[u8], v: &T) -> Result<(), StorageError> {
-        let bytes = codec::encode(v).map_err(io_err)?;
-        self.meta.insert(key, bytes).map_err(io_err)?;
-        Ok(())
+    /// The node has applied everything it owed, from a leader: it may vote again.
+    pub async fn settle_owed(&self) -> io::Result<()> {
+        let disk = self.disk.clone();
+        blocking(move || disk.change_meta(false, |m| m.owed = None)).await
     }
 
-    async fn flush_meta(&self) -> Result<(), StorageError> {
-        flush_db(&self.db).await.map_err(io_err)
+    /// Stores the commit index as far as the log on disk holds it (at shutdown).
+    pub async fn save_commit_now(&self) -> io::Result<()> {
+        let disk = self.disk.clone();
+        blocking(move || {
+            let _round = disk.round.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            match disk.meta().durable {
+                Some(w) if !disk.durable.failed() => disk.record(w),
+                _ => Ok(()),
+            }
+        })
+        .await
     }
 
     /// Waits until everything written to the log so far is on disk.
@@ -269,9 +367,10 @@ impl LogStore {
     }
 
     /// Whether this node has never stored anything raft-related (a pristine node).
-    pub fn is_pristine(&self) -> Result<bool, sled::Error> {
-        let empty = self.wal.lock().expect("wal lock").is_empty();
-        Ok(empty && self.meta.get(VOTE)?.is_none() && self.meta.get(LAST_PURGED)?.is_none())
+    pub fn is_pristine(&self) -> bool {
+        let empty = self.disk.wal.lock().expect("wal lock").is_empty();
+        let meta = self.disk.meta();
+        empty && meta.vote.is_none() && meta.purged.is_none()
     }
 
     /// Appends `entries` and calls `done` once they count as stored: after a sync that
@@ -286,16 +385,16 @@ impl LogStore {
             .map(|e| Ok((e.log_id.index, codec::encode(&e).map_err(io_err)?)))
             .collect::<Result<Vec<_>, StorageError>>()?;
         let wants_zeros = {
-            let mut wal = self.wal.lock().expect("wal lock");
+            let mut wal = self.disk.wal.lock().expect("wal lock");
             wal.append(&encoded).map_err(io_err)?;
             wal.wants_zeros()
         };
-        self.stats.entries_appended.fetch_add(encoded.len() as u64, Ordering::Relaxed);
+        self.disk.stats.entries_appended.fetch_add(encoded.len() as u64, Ordering::Relaxed);
         if self.leading.load(Ordering::Relaxed) {
             self.sync.send(None).map_err(|_| sync_stopped())?;
             done(Ok(()));
         } else {
-            done(sync_now(&self.round, &self.wal, &self.stats, &self.durable));
+            done(self.disk.sync_now());
             if wants_zeros {
                 // The sync thread writes them, off this path.
                 self.sync.send(None).map_err(|_| sync_stopped())?;
@@ -305,32 +404,86 @@ impl LogStore {
     }
 
     fn read_entries(&self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
-        let records = self.wal.lock().expect("wal lock").locate(start, end);
+        let records = self.disk.wal.lock().expect("wal lock").locate(start, end);
         records.iter().map(|r| codec::decode::<Entry>(&r.read().map_err(read_err)?).map_err(read_err)).collect()
     }
 }
 
-/// Marks the log of a new data directory purged up to `at`: its history before that lives
-/// in a snapshot only (a restore from a backup, see `restore`).
-pub fn seed_purged(db: &sled::Db, at: LogId) -> anyhow::Result<()> {
-    let meta = db.open_tree(META_TREE)?;
-    meta.insert(LAST_PURGED, codec::encode(&at)?)?;
-    db.flush()?;
+/// A leader restarts as a follower. openraft restores a node whose saved vote is its own
+/// committed one as the leader of that term at once, with the log it finds. But a leader
+/// reports its appends done before they are on its own disk, so a crash can take entries its
+/// followers already hold (a torn tail, trimmed; or a log cut at damage); appending again in
+/// the same term would give two different entries one log id, and followers holding the old
+/// one would keep it (raft's log matching check passes): their tables would part. Kept as a
+/// vote for itself not yet granted, the node votes for no other in that term and leads again
+/// only once elected, in a new term.
+fn step_down(meta: &mut MetaFile, id: NodeId) -> io::Result<()> {
+    let stored = meta.get().clone();
+    match stored.vote {
+        Some(v) if v.is_committed() && v.leader_id().voted_for() == Some(id) => {
+            let vote = Some(Vote::new(v.leader_id().get_term(), id));
+            meta.write_both(RaftMeta { vote, ..stored })
+        }
+        _ => Ok(()),
+    }
+}
+
+fn decode_entry(wal: &Wal, index: u64) -> io::Result<Entry> {
+    let record = wal.locate(index, index + 1).pop().ok_or_else(|| io::Error::other(format!("no entry {index}")))?;
+    codec::decode(&record.read()?).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Refuses metadata that contradicts the log (docs/storage.md, "Raft metadata"): a vote
+/// older than the leader of the last entry (the vote was rolled back: it could be cast
+/// twice), a commit index past everything the log and the purge point hold. After a cut at
+/// damage the commit index is brought down to the log instead: raft learns it again.
+fn check_against_log(meta: &RaftMeta, last: Option<LogId>, cut: bool, committed: &mut Option<LogId>) -> io::Result<()> {
+    let refuse = |what: String| Err(io::Error::new(io::ErrorKind::InvalidData, what));
+    let vote_term = meta.vote.map_or(0, |v| v.leader_id().get_term());
+    if let Some(last) = last.filter(|l| l.leader_id.term > vote_term) {
+        return refuse(format!(
+            "the raft metadata holds {}, older than the leader of the last log entry ({last}): the vote was rolled \
+             back (a lost write, or an older copy of raft-meta put back) and could be cast twice",
+            meta.vote.map_or("no vote".into(), |v| format!("the vote {v}"))
+        ));
+    }
+    let held = [last, meta.purged].into_iter().flatten().max_by_key(|l| l.index);
+    if let Some(c) = *committed {
+        if held.is_none_or(|h| c.index > h.index) {
+            if !cut {
+                return refuse(format!(
+                    "the raft metadata says entry {} is committed, but the log and the purge point hold entries only \
+                     up to {}: committed entries are missing",
+                    c.index,
+                    held.map_or("none".into(), |h| h.index.to_string())
+                ));
+            }
+            *committed = held.filter(|h| h.index <= c.index);
+        }
+    }
     Ok(())
 }
 
-/// A log that [`Wal::open`] found damaged becomes a refusal to start that says what the
+/// Marks the log of a new data directory purged up to `at`: its history before that lives
+/// in a snapshot only (a restore from a backup, see `restore`).
+pub fn seed_purged(data_dir: &Path, at: LogId) -> io::Result<()> {
+    let durable = Some(Watermark { pos: 0, next_index: at.index + 1 });
+    MetaFile::create(data_dir, RaftMeta { purged: Some(at), durable, ..RaftMeta::default() })?;
+    Ok(())
+}
+
+/// Damage to the log or its metadata becomes a refusal to start that says what the
 /// operator can do; other errors pass through.
-fn refuse_damaged(e: anyhow::Error, id: NodeId) -> anyhow::Error {
-    let damaged = e.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::InvalidData);
-    if !damaged {
-        return e;
+fn refusal(e: io::Error, id: NodeId) -> anyhow::Error {
+    if e.kind() != io::ErrorKind::InvalidData {
+        return e.into();
     }
     anyhow::anyhow!(
-        "{e}. This node's raft log cannot be trusted, so it does not start (serving a shortened log could hand \
-         out fencing tokens twice). Restore its data directory from a backup, or re-add it empty: on a running \
-         member `dls members remove {id}` and `dls members add {id} HOST:PORT/PEER_PORT`, then start this node \
-         with an empty --data-dir and --join; it catches up from the leader. See docs/storage.md."
+        "{e}. This node's raft log cannot be trusted, so it does not start (serving a shortened log or a \
+         rolled-back vote could hand out fencing tokens twice). Restore its data directory from a backup, or \
+         re-add it empty: on a running member `dls members remove {id}` and `dls members add {id} \
+         HOST:PORT/PEER_PORT`, then start this node with an empty --data-dir and --join; it catches up from the \
+         leader. See docs/storage.md."
     )
 }
 
@@ -357,8 +510,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
-        let last_purged_log_id: Option<LogId> = self.get_meta(LAST_PURGED)?;
-        let last_index = self.wal.lock().expect("wal lock").last_index();
+        let last_purged_log_id = self.disk.meta().purged;
+        let last_index = self.disk.wal.lock().expect("wal lock").last_index();
         let last = match last_index {
             Some(i) => self.read_entries(i, i + 1)?.pop().map(|e| e.log_id),
             None => None,
@@ -371,33 +524,31 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
-        self.put_meta(VOTE, vote)?;
-        // A vote forgotten in a crash could let this node vote twice in one term.
-        self.flush_meta().await?;
+        // A vote forgotten in a crash, or rolled back by damage to one copy, could let this
+        // node vote twice in one term: both copies hold it before it counts.
+        let (disk, v) = (self.disk.clone(), *vote);
+        blocking(move || disk.change_meta(true, |m| m.vote = Some(v))).await.map_err(vote_err)?;
         // openraft runs storage commands one at a time: appends after this carry this vote.
         self.note_vote(vote);
         Ok(())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
-        self.get_meta(VOTE)
+        Ok(self.disk.meta().vote)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         if let Some(c) = committed {
             self.committed.fetch_max(c.index, Ordering::Relaxed);
-            // A restart must not find a commit index past the entries it has on disk; the
-            // next save covers this one.
-            if !self.durable.covers(c.index) {
-                return Ok(());
-            }
         }
-        // Not flushed on purpose: losing it only means re-discovering the commit index.
-        self.put_meta(COMMITTED, &committed)
+        // Stored by the next sync round, and only once the log on disk holds it: a restart
+        // must not find a commit index past the entries it has.
+        *self.disk.latest_commit.lock().expect("commit lock") = committed;
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
-        Ok(self.get_meta::<Option<LogId>>(COMMITTED)?.flatten())
+        Ok(self.disk.meta().committed)
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
@@ -410,9 +561,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         {
-            let mut wal = self.wal.lock().expect("wal lock");
+            let mut wal = self.disk.wal.lock().expect("wal lock");
             wal.truncate(log_id.index).map_err(io_err)?;
-            self.durable.cut(log_id.index);
+            self.disk.durable.cut(log_id.index);
         }
         self.sync_log().await
     }
@@ -420,18 +571,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         // Record the purge point first: entries at or below it are ignored from then on,
         // so a crash half-way through deleting segments leaves a consistent log.
-        self.put_meta(LAST_PURGED, &log_id)?;
-        self.flush_meta().await?;
-        self.wal.lock().expect("wal lock").purge(log_id.index).map_err(io_err)
-    }
-}
-
-/// Writes everything sled buffered to disk and fsyncs it, on the blocking pool.
-pub async fn flush_db(db: &sled::Db) -> Result<(), sled::Error> {
-    let db = db.clone();
-    match tokio::task::spawn_blocking(move || db.flush()).await {
-        Ok(flushed) => flushed.map(|_| ()),
-        Err(e) => Err(sled::Error::Io(std::io::Error::other(format!("flush task failed: {e}")))),
+        let disk = self.disk.clone();
+        blocking(move || disk.change_meta(false, |m| m.purged = Some(log_id))).await.map_err(io_err)?;
+        self.disk.wal.lock().expect("wal lock").purge(log_id.index).map_err(io_err)
     }
 }
 
@@ -465,8 +607,7 @@ mod tests {
     #[tokio::test]
     async fn a_follower_reports_appends_stored_only_once_synced_and_the_leader_at_once() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path().join("db")).unwrap();
-        let mut store = LogStore::open(&db, &dir.path().join("log"), 1).unwrap();
+        let mut store = LogStore::open(dir.path(), 1, OnDamage::Refuse).unwrap();
         let durable = store.durable();
         store.save_vote(&Vote::new_committed(1, 2)).await.unwrap();
         for i in 0..20 {
@@ -493,15 +634,72 @@ mod tests {
         assert!(!durable.covers(252));
     }
 
+    #[tokio::test]
+    async fn the_vote_and_the_commit_index_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = LogStore::open(dir.path(), 1, OnDamage::Refuse).unwrap();
+        let vote = Vote::new_committed(1, 1);
+        store.save_vote(&vote).await.unwrap();
+        append(&store, 0..5).await;
+        store.durable().wait_for(4, Duration::from_secs(5)).await.unwrap();
+        let committed = Some(entry(4).log_id);
+        store.save_committed(committed).await.unwrap();
+        store.save_commit_now().await.unwrap();
+        drop(store);
+        let mut store = LogStore::open(dir.path(), 1, OnDamage::Refuse).unwrap();
+        // Its own committed vote comes back as a vote for itself in that term, not granted:
+        // it leads again only once elected (see `step_down`).
+        assert_eq!(store.read_vote().await.unwrap(), Some(Vote::new(1, 1)));
+        assert_eq!(store.read_committed().await.unwrap(), committed);
+        // Another node's vote comes back as it was.
+        let other = Vote::new_committed(2, 3);
+        store.save_vote(&other).await.unwrap();
+        drop(store);
+        let mut store = LogStore::open(dir.path(), 1, OnDamage::Refuse).unwrap();
+        assert_eq!(store.read_vote().await.unwrap(), Some(other));
+    }
+
+    /// Metadata that contradicts the log: a vote older than the leader of the last entry
+    /// (rolled back), a commit index past the log.
+    #[tokio::test]
+    async fn metadata_that_contradicts_the_log_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = LogStore::open(dir.path(), 1, OnDamage::Refuse).unwrap();
+        store.save_vote(&Vote::new_committed(1, 1)).await.unwrap();
+        append(&store, 0..5).await;
+        store.durable().wait_for(4, Duration::from_secs(5)).await.unwrap();
+        drop(store);
+        let rewrite = |change: &dyn Fn(&mut RaftMeta)| {
+            let mut file = MetaFile::open(dir.path()).unwrap().unwrap();
+            let mut m = file.get().clone();
+            change(&mut m);
+            file.write_both(m).unwrap();
+        };
+        let refusal = || LogStore::open(dir.path(), 1, OnDamage::Refuse).err().expect("refused").to_string();
+        rewrite(&|m| m.vote = Some(Vote::new_committed(0, 1)));
+        let msg = refusal();
+        assert!(msg.contains("the vote was rolled back"), "{msg}");
+        rewrite(&|m| m.vote = None);
+        assert!(refusal().contains("holds no vote, older than the leader of the last log entry"));
+        rewrite(&|m| {
+            m.vote = Some(Vote::new_committed(1, 1));
+            m.committed = Some(entry(9).log_id);
+        });
+        let msg = refusal();
+        assert!(
+            msg.contains("entry 9 is committed, but the log and the purge point hold entries only up to 4"),
+            "{msg}"
+        );
+    }
+
     #[test]
     fn a_follower_append_waits_for_a_sync_round_already_under_way() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path().join("db")).unwrap();
-        let store = LogStore::open(&db, &dir.path().join("log"), 1).unwrap();
+        let store = LogStore::open(dir.path(), 1, OnDamage::Refuse).unwrap();
         // Play the sync thread: it has taken the files and is in the middle of its fsync
         // when the follower's entry 0 is written; the follower's own round finds nothing
         // left to take.
-        let round = store.round.lock().unwrap();
+        let round = store.disk.round.lock().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let writer = {
             let store = store.clone();
@@ -510,7 +708,7 @@ mod tests {
             })
         };
         std::thread::sleep(Duration::from_millis(50));
-        let job = store.wal.lock().unwrap().sync_job();
+        let job = store.disk.wal.lock().unwrap().sync_job();
         assert!(rx.try_recv().is_err(), "acknowledged while another round was still syncing the entry");
         job.run().unwrap();
         drop(round);
@@ -522,8 +720,7 @@ mod tests {
     #[tokio::test]
     async fn after_a_failed_sync_no_later_sync_counts() {
         let dir = tempfile::tempdir().unwrap();
-        let db = sled::open(dir.path().join("db")).unwrap();
-        let store = LogStore::open(&db, &dir.path().join("log"), 1).unwrap();
+        let store = LogStore::open(dir.path(), 1, OnDamage::Refuse).unwrap();
         assert!(append(&store, 0..2).await);
         // As the sync thread does when fdatasync fails.
         store.durable().fail();

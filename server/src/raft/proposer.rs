@@ -32,11 +32,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use super::log_clock::LogClock;
 use super::types::Raft;
 use crate::limits::Tenant;
 use crate::locks::{Command, LogCommand, Outcome};
@@ -233,14 +234,20 @@ pub struct Proposer {
 impl Proposer {
     /// Starts the batching task; it stops when the proposer is dropped. At most
     /// `max_queued` client proposals wait for a write, `max_queued_per_key` of one API key
-    /// (see [`Origin`]).
-    pub fn start(raft: Raft, timeout: Duration, max_queued: usize, max_queued_per_key: usize) -> Proposer {
+    /// (see [`Origin`]). Entries are stamped with `clock`'s time.
+    pub fn start(
+        raft: Raft,
+        timeout: Duration,
+        max_queued: usize,
+        max_queued_per_key: usize,
+        clock: Arc<LogClock>,
+    ) -> Proposer {
         let (leader, leader_rx) = mpsc::unbounded_channel();
         let (clients, clients_rx) = mpsc::unbounded_channel();
         let (parked, parked_rx) = mpsc::unbounded_channel();
         let stats = Arc::new(ProposerStats::default());
         let queues = Queues { leader: leader_rx, clients: clients_rx };
-        tokio::spawn(run(raft, queues, parked_rx, timeout, stats.clone()));
+        tokio::spawn(run(raft, queues, parked_rx, timeout, stats.clone(), clock));
         let waiting = Arc::default();
         Proposer { leader, clients, parked, waiting, max_queued, max_queued_per_key, timeout, stats }
     }
@@ -340,6 +347,7 @@ async fn run(
     mut parked_rx: mpsc::UnboundedReceiver<Pending>,
     timeout: Duration,
     stats: Arc<ProposerStats>,
+    clock: Arc<LogClock>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     // Parked proposals taken off their channel, with when they arrived.
@@ -379,10 +387,10 @@ async fn run(
         }
         stats.commands.fetch_add(batch.len() as u64, Relaxed);
         stats.entries.fetch_add(1, Relaxed);
-        let (raft, stats) = (raft.clone(), stats.clone());
+        let (raft, stats, now_ms) = (raft.clone(), stats.clone(), clock.now_ms());
         tokio::spawn(async move {
             let started = Instant::now();
-            write(&raft, batch, timeout).await;
+            write(&raft, batch, timeout, now_ms).await;
             let took = started.elapsed().as_micros() as u64;
             // An average over the last few entries: one slow fsync does not set the hint.
             let _ = stats.write_micros.fetch_update(Relaxed, Relaxed, |avg| Some((avg * 7 + took) / 8));
@@ -391,12 +399,9 @@ async fn run(
     }
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
-
-/// Writes one entry for the batch and answers every command in it.
-async fn write(raft: &Raft, batch: Vec<Pending>, timeout: Duration) {
+/// Writes one entry for the batch, stamped with the log's time `now_ms` (see
+/// `log_clock`), and answers every command in it.
+async fn write(raft: &Raft, batch: Vec<Pending>, timeout: Duration, now_ms: u64) {
     let (mut cmds, mut replies, mut holds) = (Vec::new(), Vec::new(), Vec::new());
     for p in batch {
         cmds.push(p.cmd);
@@ -405,7 +410,7 @@ async fn write(raft: &Raft, batch: Vec<Pending>, timeout: Duration) {
     }
     let single = cmds.len() == 1;
     let cmd = if single { cmds.pop().expect("one command") } else { Command::Batch(cmds) };
-    let entry = LogCommand { now_ms: now_ms(), cmd };
+    let entry = LogCommand { now_ms, cmd };
     let result = match tokio::time::timeout(timeout, raft.client_write(entry)).await {
         Err(_) => Err(WriteError::TimedOut(timeout)),
         Ok(Ok(resp)) => Ok(resp.data),

@@ -81,8 +81,7 @@ pub fn restore(
     std::fs::create_dir_all(data_dir)
         .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", data_dir.display()))?;
     SnapshotStore::open(data_dir)?.save(&RwLock::new(state))?;
-    let db = sled::open(data_dir.join("raft.sled"))?;
-    log_store::seed_purged(&db, at)?;
+    log_store::seed_purged(data_dir, at)?;
     let cluster_id = restored_cluster_id(members, &meta.snapshot_id);
     identity::store(data_dir, &Identity { cluster_id: cluster_id.clone(), node_id })?;
     Ok(Restored { index, backup_token, token_floor: floor, cluster_id })

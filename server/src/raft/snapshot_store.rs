@@ -33,6 +33,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use bincode::Options;
+
 use super::replicated::Replicated;
 use super::snapshot_file::{file_err, SnapshotFile, TmpFile};
 use super::snapshot_schedule::LastSnapshot;
@@ -47,6 +49,8 @@ const MAGIC_V3: &[u8; 8] = b"CDLSNAP3";
 /// Ends the trailer.
 const END: &[u8; 4] = b"CDLE";
 const TRAILER: usize = 16;
+/// Most bytes a snapshot's header (its meta: ids and the membership) may decode from.
+const MAX_HEADER: u64 = 1 << 20;
 const DAMAGED_EXT: &str = "damaged";
 const SNAP_EXT: &str = "snap";
 const TMP_EXT: &str = "tmp";
@@ -162,6 +166,15 @@ impl SnapshotStore {
                 }
                 Err(e) => damaged.push((path, e)),
             }
+        }
+        if damaged.is_empty() && log_first > 0 {
+            // The log was purged (or moved forward by an installed snapshot): the state
+            // before it lived in a snapshot file that is gone.
+            let why = format!(
+                "there is no snapshot file in {} but the raft log starts at index {log_first}",
+                self.dir.display()
+            );
+            return Err(refusal(&why, &damaged));
         }
         if damaged.is_empty() {
             return Ok(None);
@@ -379,7 +392,38 @@ fn read_header_versioned(input: &mut impl Read) -> io::Result<(SnapshotMeta, boo
             return Err(io::Error::other("not a Caerus snapshot file of a version this dls reads (wrong magic bytes)"))
         }
     };
-    Ok((bincode::deserialize_from(input).map_err(io::Error::other)?, sections))
+    // A header is small: a damaged length in it must not make the decoder allocate (the
+    // options are those of `bincode::deserialize_from`, with a limit).
+    let options = bincode::DefaultOptions::new().with_fixint_encoding().allow_trailing_bytes().with_limit(MAX_HEADER);
+    Ok((options.deserialize_from(input).map_err(io::Error::other)?, sections))
+}
+
+/// Checks a snapshot file's trailer and checksum before anything in it is decoded: a
+/// damaged length inside could otherwise send the decoder after gigabytes that are not
+/// there (it allocates what the length says) long before the trailer is reached.
+fn verify(path: &Path) -> io::Result<()> {
+    let mut file = open_read(path)?;
+    let size = file.metadata().map_err(|e| file_err("cannot stat", path, e))?.len();
+    let refuse = |what: &str| Err(file_err("refusing", path, what));
+    if size < (MAGIC.len() + TRAILER) as u64 {
+        return refuse("shorter than a header and a trailer (cut short)");
+    }
+    let body = size - TRAILER as u64;
+    let mut trailer = [0u8; TRAILER];
+    file.seek(SeekFrom::Start(body)).and_then(|_| file.read_exact(&mut trailer))?;
+    if &trailer[12..16] != END {
+        return refuse("no end marker where the trailer belongs (cut short or damaged)");
+    }
+    if u64::from_le_bytes(trailer[0..8].try_into().expect("8 bytes")) != body {
+        return refuse("the trailer gives another length (damaged)");
+    }
+    file.seek(SeekFrom::Start(0))?;
+    let mut summed = Summing::new(BufReader::with_capacity(IO_BUF, file.take(body)));
+    io::copy(&mut summed, &mut io::sink()).map_err(|e| file_err("cannot read", path, e))?;
+    if u32::from_le_bytes(trailer[8..12].try_into().expect("4 bytes")) != summed.crc.finalize() {
+        return refuse("checksum mismatch (damaged)");
+    }
+    Ok(())
 }
 
 fn read_header(input: &mut impl Read) -> io::Result<SnapshotMeta> {
@@ -389,6 +433,7 @@ fn read_header(input: &mut impl Read) -> io::Result<SnapshotMeta> {
 /// Decodes a whole snapshot file through a small buffer and checks its trailer: the
 /// state is returned only if every byte of the file is as written.
 pub fn read_snapshot(path: &Path) -> io::Result<(SnapshotMeta, Replicated)> {
+    verify(path)?;
     let mut input = Summing::new(BufReader::with_capacity(IO_BUF, open_read(path)?));
     let (meta, has_sections) = read_header_versioned(&mut input).map_err(|e| file_err("cannot read", path, e))?;
     let mut state: Replicated = bincode::deserialize_from(&mut input)
@@ -662,6 +707,16 @@ mod tests {
         let err = SnapshotStore::open(dir.path()).unwrap().load_current(12).err().expect("refused").to_string();
         assert!(err.contains(&newer.display().to_string()) && err.contains("raft log starts at index 12"), "{err}");
         assert!(newer.exists());
+    }
+
+    #[test]
+    fn a_missing_snapshot_refuses_when_the_log_does_not_start_at_the_beginning() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::open(dir.path()).unwrap();
+        assert!(store.load_current(0).unwrap().is_none(), "a new node has neither");
+        let err = store.load_current(11).err().expect("refused").to_string();
+        assert!(err.contains("there is no snapshot file in") && err.contains("starts at index 11"), "{err}");
+        assert!(err.contains("dls members remove"), "{err}");
     }
 
     #[test]

@@ -25,9 +25,9 @@ use crate::locks::{Effect, LockTable, Outcome};
 /// Receives what the node must act on after entries are applied.
 pub trait ApplyObserver: Send + Sync + 'static {
     /// Effects of one applied batch, in order, while the state write lock is still held:
-    /// bookkeeping that readers must find in step with the table (lease timers). Keep it
-    /// short; every reader waits.
-    fn tracked(&self, _effects: &[Effect]) {}
+    /// bookkeeping that readers must find in step with the table (lease timers), and the
+    /// log's time after it (`LockTable::clock_ms`). Keep it short; every reader waits.
+    fn tracked(&self, _effects: &[Effect], _clock_ms: u64) {}
     /// Effects of one applied batch, in order, after the lock is released.
     fn applied(&self, effects: Vec<Effect>);
     /// The whole table was replaced (snapshot installed or restored at start); called
@@ -219,7 +219,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 });
             }
             let effects = st.table.take_effects();
-            self.observer.tracked(&effects);
+            self.observer.tracked(&effects, st.table.clock_ms());
             effects
         };
         if !effects.is_empty() {
@@ -305,7 +305,7 @@ mod tests {
         locked: std::sync::Mutex<Vec<bool>>,
     }
     impl ApplyObserver for LockProbe {
-        fn tracked(&self, _: &[Effect]) {
+        fn tracked(&self, _: &[Effect], _: u64) {
             let locked = self.state.get().is_some_and(|s| s.try_read().is_err());
             self.locked.lock().unwrap().push(locked);
         }

@@ -18,11 +18,12 @@
 //!
 //! little endian, the CRC over `len`, `index`, `durable` and the payload. `durable` is the
 //! log position (segment seq, byte offset) up to which every byte of the log was known to
-//! be on disk (an `fdatasync` had returned) when the record was written. `log_start` is
-//! the first index the log still held when the segment was created: a segment that starts
-//! past the end of the previous one is legitimate only when its `log_start` says nothing
-//! before it was needed any more (a snapshot moved the log forward) or the purge point
-//! (kept in sled, made durable before any segment is deleted) covers the gap.
+//! be on disk (an `fdatasync` had returned, and the watermark saying so was recorded) when
+//! the record was written. `log_start` is the first index the log still held when the
+//! segment was created: a segment that starts past the end of the previous one is
+//! legitimate only when its `log_start` says nothing before it was needed any more (a
+//! snapshot moved the log forward) or the purge point (in `raft-meta`, made durable before
+//! any segment is deleted) covers the gap.
 //!
 //! Bytes once written are never overwritten. Whenever the next entry does not simply
 //! follow the last record of the active segment (after a truncation, after a snapshot
@@ -35,24 +36,35 @@
 //! Writes after the last completed `fdatasync` may reach the disk in any order, page by
 //! page: after a crash, that region holds any mix of the bytes written and the zeros that
 //! were there before. Everything before it is intact, unless the disk or someone damaged
-//! it. Each segment is read record by record; reading stops at the first record that is
-//! not valid (a short or oversized record, a bad checksum, an unexpected index). The stop
-//! is
+//! it. After each sync the log store records the *watermark* outside the segments
+//! (`raft-meta`: the log position synced, the next index, so also the newest segment), and
+//! only then acts on the entries: every byte before the watermark may have been
+//! acknowledged, no byte after it was.
+//!
+//! Each segment is read record by record; reading stops at the first record that is not
+//! valid (a short or oversized record, a bad checksum, an unexpected index). The stop is
 //! - a *clean end* when the record header and everything after it to the end of the file
 //!   are zeros: the segment simply ends there;
-//! - a *torn tail* when no valid record anywhere in the log (read in order, or found past
-//!   the damage at an aligned offset) carries a `durable` mark past the stop: the damaged
-//!   bytes were never known to be on disk, so nothing at or after them was ever
-//!   acknowledged. The tail is cut (zeros written over it and synced, later segments
-//!   removed) and a warning names the file, the offset and the bytes dropped;
-//! - *damage* otherwise: some record written later says the log was on disk past this
-//!   point, so the bytes were synced and have changed since. The node refuses to start.
+//! - a *torn tail* when it lies at or past the watermark: those bytes were written after
+//!   the last completed sync, so nothing at or after them was acknowledged. The tail is cut
+//!   (zeros written over it and synced, later segments removed) and a warning names the
+//!   file, the offset and the bytes dropped;
+//! - *damage* when it lies before the watermark: the bytes were synced and have changed
+//!   since. The node refuses to start (or, with [`Recovery::cut_damage`], cuts the log
+//!   there and fetches the rest from a leader; see `log_store.rs`).
 //!
-//! A bad segment header is a stop at byte 0 of that segment, judged the same way. A gap in
-//! the indexes between segments that neither a purge nor the segment's `log_start`
-//! explains (a missing segment file) refuses too. A crash can only leave a torn tail, so a
-//! crash always recovers; what it cannot tell apart is a synced record damaged at the very
-//! end of the log with no later record to vouch for it: that is cut like a torn tail.
+//! The watermark also catches what leaves no bad record behind: the segment it names must
+//! exist and its records reach it (a zeroed last page, a file cut at a record boundary, a
+//! deleted newest segment); a segment created before it must have its full preallocated
+//! size and a whole header (no crash shortens a file whose size was synced). A bad segment
+//! header is a stop at byte 0 of that segment. A gap in the indexes between segments that
+//! neither a purge nor the segment's `log_start` explains (a missing segment file) refuses
+//! too. A record whose `durable` mark lies past the watermark means `raft-meta` is older
+//! than the log (a lost write, an old copy put back): refused, and never cut.
+//!
+//! A data directory of v0.1.0 has no watermark yet: its first start judges a stop by the
+//! records' own marks (damage when a valid record anywhere vouches past it, else a torn
+//! tail), as v0.1.0 did, and records one.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -60,6 +72,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use super::meta::Watermark;
 
 /// Segments are preallocated to this size (sparse) and rolled over past it.
 const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
@@ -118,6 +132,8 @@ pub struct Wal {
     /// Log position (see [`position`]) before which everything is known on disk; every
     /// record carries it, which is what tells damage from a torn tail at recovery.
     durable_pos: u64,
+    /// The sequence number the next segment gets (at least).
+    next_seq: u64,
     /// A write failed: what the file holds past `write_pos` is unknown, so nothing more is
     /// appended (the node stops; recovery at the next start sorts it out).
     broken: bool,
@@ -139,6 +155,11 @@ impl SyncJob {
     /// Whether there is nothing to sync.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty() && self.dir.is_none()
+    }
+
+    /// How far the log is on disk once the job has run.
+    pub fn watermark(&self) -> Watermark {
+        Watermark { pos: self.upto, next_index: self.covers.1 }
     }
 
     pub fn run(&self) -> io::Result<()> {
@@ -270,6 +291,8 @@ struct Scan {
     path: PathBuf,
     file: Arc<File>,
     header: Result<SegmentHeader, String>,
+    /// The file's size.
+    size: u64,
     /// `(index, offset, len)` of the valid records, in order.
     records: Vec<(u64, u64, u32)>,
     /// The highest `durable` mark among `records`.
@@ -350,7 +373,7 @@ fn scan(seq: u64, path: &Path) -> io::Result<Scan> {
         Ok(h) => read_records(&file, seq, h.first, size)?,
         Err(e) => (Vec::new(), 0, e.clone()),
     };
-    let mut out = Scan { seq, path: path.to_path_buf(), file, header, records, max_durable, stop: None };
+    let mut out = Scan { seq, path: path.to_path_buf(), file, header, size, records, max_durable, stop: None };
     let mut offset = if out.header.is_ok() { SEGMENT_HEADER } else { 0 };
     if let Some(&(_, at, len)) = out.records.last() {
         offset = at + padded(HEADER as u64 + len as u64);
@@ -440,16 +463,82 @@ fn zero_range(file: &File, from: u64, to: u64) -> io::Result<()> {
     file.sync_data()
 }
 
+/// What recovery checks the log against, and what it does with damage.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Recovery {
+    /// The index up to which the log was purged, if it ever was.
+    pub purged: Option<u64>,
+    /// How far the log was on disk when the node last recorded it (`raft-meta`). `None`
+    /// for a data directory of v0.1.0, which kept none: then the records' own `durable`
+    /// marks are the only proof of what was synced (the rule v0.1.0 applied).
+    pub watermark: Option<Watermark>,
+    /// Cut the log at the first damage instead of refusing (protocol-aware recovery: the
+    /// caller has recorded what this node acknowledged and fetches it again from a leader).
+    pub cut_damage: bool,
+}
+
+/// A log opened by [`Wal::open`].
+pub struct Recovered {
+    pub wal: Wal,
+    /// The damage the log was cut at ([`Recovery::cut_damage`]).
+    pub cut: Option<Damaged>,
+    /// How far the log is on disk as opened: record it before anything is appended.
+    pub watermark: Watermark,
+}
+
+/// Damage found at recovery: bytes that were on disk once have changed or are gone.
+#[derive(Clone, Debug)]
+pub struct Damaged {
+    pub message: String,
+    /// Whether cutting the log there and fetching the rest from a leader recovers: false
+    /// when the node's metadata is older than its log (its vote may be older too).
+    pub cuttable: bool,
+}
+
+impl std::fmt::Display for Damaged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Damaged {}
+
+impl From<Damaged> for io::Error {
+    fn from(d: Damaged) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, d)
+    }
+}
+
+impl Damaged {
+    fn at(path: &Path, offset: u64, what: &str) -> Damaged {
+        Damaged {
+            message: format!("raft log file {} is damaged at byte {offset}: {what}", path.display()),
+            cuttable: true,
+        }
+    }
+
+    /// The damage an error of [`Wal::open`] reports, if it is one.
+    pub fn of(e: &io::Error) -> Option<&Damaged> {
+        e.get_ref().and_then(|inner| inner.downcast_ref::<Damaged>())
+    }
+}
+
+/// The position before which every byte of the log was synced, and who says so.
+struct Limit {
+    pos: u64,
+    /// From `raft-meta` (else from the records' own marks).
+    recorded: bool,
+}
+
 impl Wal {
     /// Opens (or creates) the log in `dir`, replaying every segment (see the module doc for
     /// what is trimmed and what refused), and starts a fresh segment for what comes next;
-    /// everything found is synced before this returns. `purged` is the index up to which
-    /// the log was purged, if it ever was.
-    pub fn open(dir: &Path, purged: Option<u64>) -> io::Result<Wal> {
-        Wal::open_with(dir, purged, SEGMENT_BYTES)
+    /// everything found is synced before this returns.
+    pub fn open(dir: &Path, recovery: &Recovery) -> io::Result<Recovered> {
+        Wal::open_with(dir, recovery, SEGMENT_BYTES)
     }
 
-    fn open_with(dir: &Path, purged: Option<u64>, segment_bytes: u64) -> io::Result<Wal> {
+    fn open_with(dir: &Path, recovery: &Recovery, segment_bytes: u64) -> io::Result<Recovered> {
         std::fs::create_dir_all(dir)?;
         let mut found = Vec::new();
         for item in std::fs::read_dir(dir)? {
@@ -460,6 +549,7 @@ impl Wal {
             }
         }
         found.sort();
+        let watermark = recovery.watermark;
         let mut wal = Wal {
             dir: dir.to_path_buf(),
             segments: Vec::new(),
@@ -474,103 +564,221 @@ impl Wal {
             segment_bytes,
             epoch: 0,
             durable_pos: 0,
+            // Positions only ever grow, even when the segments the watermark names are gone.
+            next_seq: watermark.map_or(1, |w| w.segment() + 1),
             broken: false,
         };
         let scans = found.iter().map(|(seq, _, path)| scan(*seq, path)).collect::<io::Result<Vec<_>>>()?;
-        // Every byte before this position was on disk at some point.
-        let vouched = scans.iter().map(Scan::vouches_to).max().unwrap_or(0);
+        // Every byte before this position was on disk at some point, by the records' word.
+        let (vouched, vouched_in) =
+            scans.iter().map(|s| (s.vouches_to(), Some(&s.path))).max_by_key(|(v, _)| *v).unwrap_or((0, None));
+        let limit = match watermark {
+            Some(w) => {
+                if vouched > w.pos && !recovery.cut_damage {
+                    return Err(Damaged {
+                        message: format!(
+                            "the raft metadata is older than the raft log: a record in {} says the log was on disk \
+                             up to {}, raft-meta only up to {} (a lost write, or an older copy of raft-meta put \
+                             back), so the vote and commit index it holds cannot be trusted either",
+                            vouched_in.map_or("a segment".into(), |p| p.display().to_string()),
+                            describe_position(vouched),
+                            describe_position(w.pos)
+                        ),
+                        cuttable: false,
+                    }
+                    .into());
+                }
+                Limit { pos: w.pos, recorded: true }
+            }
+            None => Limit { pos: vouched, recorded: false },
+        };
+        let mut cut: Option<Damaged> = None;
+        // Refuses, or in cut mode keeps the first damage and lets the caller cut the log there.
+        let mut damage = |d: Damaged| -> io::Result<()> {
+            if recovery.cut_damage {
+                tracing::warn!("{d}: cutting the raft log here");
+                cut.get_or_insert(d);
+                Ok(())
+            } else {
+                Err(d.into())
+            }
+        };
+        let mut saw_watermark_segment = false;
         let mut torn = false;
         for (s, (_, name_first, _)) in scans.into_iter().zip(&found) {
             if torn {
-                // Everything after a torn tail was written after it, so never synced.
-                tracing::warn!(file = %s.path.display(), "removing a raft log segment written after a torn tail");
-                std::fs::remove_file(&s.path)?;
-                wal.dir_dirty = true;
+                // Everything after a cut was written after it: never synced, or cut too.
+                tracing::warn!(file = %s.path.display(), "removing a raft log segment written after the end of the log");
+                wal.remove(&s.path)?;
                 continue;
+            }
+            // Created before the last recorded sync: every sync since covered its size and header.
+            let synced = watermark.is_some_and(|w| s.seq <= w.segment());
+            saw_watermark_segment |= watermark.is_some_and(|w| w.segment() == s.seq);
+            let short = synced && s.size < segment_bytes;
+            if short {
+                damage(Damaged::at(
+                    &s.path,
+                    s.size,
+                    &format!(
+                        "the file is {} bytes, shorter than the {segment_bytes} every segment is created with, \
+                         and it was synced since (raft-meta): the file was cut short, which no crash does",
+                        s.size
+                    ),
+                ))?;
             }
             let header = match &s.header {
                 Ok(h) => h,
-                Err(_) if s.stop.is_none() => {
+                Err(_) if s.stop.is_none() && !synced => {
                     tracing::warn!(file = %s.path.display(), "removing an empty raft log segment never synced");
-                    std::fs::remove_file(&s.path)?;
-                    wal.dir_dirty = true;
+                    wal.remove(&s.path)?;
                     continue;
                 }
-                Err(_) => {
-                    wal.check_torn(&s, vouched)?;
-                    tracing::warn!(file = %s.path.display(), "removing a raft log segment whose header never reached the disk whole (a torn tail)");
-                    std::fs::remove_file(&s.path)?;
-                    wal.dir_dirty = true;
+                Err(why) => {
+                    if s.stop.is_none() {
+                        damage(Damaged::at(&s.path, 0, &format!("{why}, in a segment synced since (raft-meta)")))?;
+                    } else if let Err(d) = wal.check_torn(&s, &limit) {
+                        damage(d)?;
+                    } else {
+                        tracing::warn!(file = %s.path.display(), "removing a raft log segment whose header never reached the disk whole (a torn tail past the last sync)");
+                    }
+                    wal.remove(&s.path)?;
                     torn = true;
                     continue;
                 }
             };
-            if header.seq != s.seq || header.first != *name_first {
-                return Err(damaged(
+            let misnamed = (header.seq != s.seq || header.first != *name_first).then(|| {
+                Damaged::at(
                     &s.path,
                     0,
                     &format!(
                         "the header says segment {} from index {}, the file name otherwise",
                         header.seq, header.first
                     ),
-                ));
+                )
+            });
+            if let Some(d) = misnamed.or_else(|| wal.check_continuity(&s.path, header, recovery.purged).err()) {
+                damage(d)?;
+                wal.remove(&s.path)?;
+                torn = true;
+                continue;
             }
-            wal.check_continuity(&s.path, header, purged)?;
             wal.cut_from(header.first);
             for &(index, offset, len) in &s.records {
                 wal.push_loc(index, Loc { file: s.file.clone(), offset, len });
             }
+            let records_end =
+                s.records.last().map_or(SEGMENT_HEADER, |&(_, at, len)| at + padded(HEADER as u64 + len as u64));
             if let Some(stop) = &s.stop {
-                wal.check_torn(&s, vouched)?;
-                tracing::warn!(
-                    file = %s.path.display(),
-                    offset = stop.offset,
-                    dropped_bytes = stop.written_end - stop.offset,
-                    last_index = ?wal.last_index(),
-                    "trimmed a torn tail off the raft log ({}): a write cut short by a crash, never acknowledged",
-                    stop.what
-                );
+                match wal.check_torn(&s, &limit) {
+                    Err(d) => damage(d)?,
+                    Ok(()) => tracing::warn!(
+                        file = %s.path.display(),
+                        offset = stop.offset,
+                        dropped_bytes = stop.written_end - stop.offset,
+                        last_index = ?wal.last_index(),
+                        "trimmed a torn tail off the raft log ({}): {}",
+                        stop.what,
+                        if limit.recorded {
+                            format!(
+                                "it lies past the last completed sync recorded in raft-meta ({}), so nothing in it \
+                                 was acknowledged",
+                                describe_position(limit.pos)
+                            )
+                        } else {
+                            "no record vouches for it being on disk (no watermark recorded yet: a data directory of \
+                             v0.1.0 is judged by its records' own marks)"
+                                .into()
+                        }
+                    ),
+                }
                 zero_range(&s.file, stop.offset, stop.written_end)?;
+                torn = true;
+            } else if let Some(w) = watermark.filter(|w| w.segment() == s.seq && records_end < w.offset()) {
+                damage(Damaged::at(
+                    &s.path,
+                    records_end,
+                    &format!(
+                        "the records end here, but raft-meta says this segment was on disk up to byte {}: synced \
+                         records are gone (zeroed or cut off)",
+                        w.offset()
+                    ),
+                ))?;
+                torn = true;
+            }
+            if short {
+                // Cut mode: the log ends here, in a segment of its normal size again.
+                s.file.set_len(segment_bytes)?;
                 torn = true;
             }
             wal.unsynced.push(s.file.clone());
             wal.segments.push(Segment { seq: s.seq, first: header.first, path: s.path, file: s.file });
         }
-        if let Some(p) = purged {
+        if let Some(w) = watermark {
+            // Nothing on disk was ever needed, or a purge deleted it all (a snapshot has it).
+            let all_purged = recovery.purged.map_or(w.next_index == 0, |p| w.next_index <= p.saturating_add(1));
+            if !saw_watermark_segment && !all_purged {
+                damage(Damaged {
+                    message: format!(
+                        "raft log segment {seq} ({dir}/{seq:016}-*.wal) is missing: raft-meta says the log was on \
+                         disk in it up to index {last} (a deleted or lost file)",
+                        seq = w.segment(),
+                        dir = dir.display(),
+                        last = w.next_index - 1
+                    ),
+                    cuttable: true,
+                })?;
+            }
+        }
+        if let Some(p) = recovery.purged {
             wal.purge(p)?;
         }
         let next = wal.next_index();
         wal.start_segment(next)?;
         // What a crashed process wrote may still be only in the page cache.
-        wal.sync()?;
-        Ok(wal)
+        let watermark = wal.sync()?;
+        Ok(Recovered { wal, cut, watermark })
     }
 
-    /// Refuses a stop in `s` that some record shows was on disk once (see the module doc).
-    fn check_torn(&self, s: &Scan, vouched: u64) -> io::Result<()> {
+    fn remove(&mut self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)?;
+        self.dir_dirty = true;
+        Ok(())
+    }
+
+    /// Refuses a stop in `s` before `limit`: those bytes were on disk once (see the module doc).
+    fn check_torn(&self, s: &Scan, limit: &Limit) -> Result<(), Damaged> {
         let stop = s.stop.as_ref().expect("a stop");
         let at = position(s.seq, stop.offset);
-        if vouched <= at {
+        if limit.pos <= at {
             return Ok(());
         }
-        let (proof, upto) = match stop.vouched {
-            Some((d, offset)) if d > at => (format!("the record at byte {offset} of the same file"), d),
-            _ => ("a record in a later segment".to_string(), vouched),
+        let proof = if limit.recorded {
+            format!("raft-meta says the log was on disk up to {}", describe_position(limit.pos))
+        } else {
+            match stop.vouched {
+                Some((d, offset)) if d > at => {
+                    format!(
+                        "the record at byte {offset} of the same file says the log was on disk up to {}",
+                        describe_position(d)
+                    )
+                }
+                _ => format!(
+                    "a record in a later segment says the log was on disk up to {}",
+                    describe_position(limit.pos)
+                ),
+            }
         };
-        Err(damaged(
+        Err(Damaged::at(
             &s.path,
             stop.offset,
-            &format!(
-                "{}; {proof} says the log was on disk up to {}, so this is not a write cut short by a crash",
-                stop.what,
-                describe_position(upto)
-            ),
+            &format!("{}; {proof}, so this is not a write cut short by a crash", stop.what),
         ))
     }
 
     /// Refuses a segment that starts past the end of the log read so far when nothing
     /// explains the jump.
-    fn check_continuity(&self, path: &Path, header: &SegmentHeader, purged: Option<u64>) -> io::Result<()> {
+    fn check_continuity(&self, path: &Path, header: &SegmentHeader, purged: Option<u64>) -> Result<(), Damaged> {
         let next = self.next_index();
         let explained = header.first <= next
             || header.log_start == header.first
@@ -583,7 +791,7 @@ impl Wal {
         } else {
             format!("the segments before it end at index {}", next.saturating_sub(1))
         };
-        Err(damaged(
+        Err(Damaged::at(
             path,
             0,
             &format!(
@@ -645,7 +853,8 @@ impl Wal {
     /// where the log starts: at `first` itself when the log jumps forward past its end
     /// (only a snapshot does that), else where it started already.
     fn start_segment(&mut self, first: u64) -> io::Result<()> {
-        let seq = self.segments.last().map_or(1, |s| s.seq + 1);
+        let seq = self.segments.last().map_or(1, |s| s.seq + 1).max(self.next_seq);
+        self.next_seq = seq + 1;
         let log_start = if first > self.next_index() || self.is_empty() { first } else { self.first };
         let path = self.dir.join(segment_name(seq, first));
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
@@ -738,18 +947,22 @@ impl Wal {
         }
     }
 
-    /// A sync job taken at log position `upto` has run: the records written from now on
-    /// say so.
+    /// A sync job taken at log position `upto` has run and the watermark it gives is
+    /// recorded (`raft-meta`): the records written from now on say so. Never before the
+    /// watermark is recorded: a record vouching for more than `raft-meta` holds would make
+    /// the metadata look older than the log (a lost write) at the next start.
     pub fn synced(&mut self, upto: u64) {
         self.durable_pos = self.durable_pos.max(upto);
     }
 
-    /// Syncs everything written so far, here and now.
-    pub fn sync(&mut self) -> io::Result<()> {
+    /// Syncs everything written so far, here and now, and returns how far the log is on
+    /// disk. Records written from now on say so: call it only where nothing is appended
+    /// before the caller has recorded the watermark (see [`Wal::synced`]).
+    pub fn sync(&mut self) -> io::Result<Watermark> {
         let job = self.sync_job();
         job.run()?;
         self.synced(job.upto);
-        Ok(())
+        Ok(job.watermark())
     }
 
     /// Removes entries at and after `index`: they are dropped from the map and a new
@@ -803,11 +1016,6 @@ impl Wal {
     }
 }
 
-/// An error naming a damaged log file and the byte where the damage starts.
-fn damaged(path: &Path, offset: u64, what: &str) -> io::Error {
-    corrupt(format!("raft log file {} is damaged at byte {offset}: {what}", path.display()))
-}
-
 /// A record to read: see [`Wal::locate`].
 pub struct RecordRef {
     index: u64,
@@ -836,10 +1044,40 @@ mod tests {
         format!("{tag}-{index}").into_bytes()
     }
 
-    /// Appends `range` in one batch and syncs it.
+    /// Where the tests keep the watermark of the last sync (the log store keeps it in
+    /// `raft-meta`); not a segment name, so the log ignores it.
+    const WATERMARK: &str = "watermark.test";
+
+    fn record(wal: &Wal, w: Watermark) {
+        std::fs::write(wal.dir.join(WATERMARK), format!("{} {}", w.pos, w.next_index)).unwrap();
+    }
+
+    fn recorded(dir: &Path) -> Option<Watermark> {
+        let text = std::fs::read_to_string(dir.join(WATERMARK)).ok()?;
+        let (pos, next) = text.split_once(' ').unwrap();
+        Some(Watermark { pos: pos.parse().unwrap(), next_index: next.parse().unwrap() })
+    }
+
+    fn recovery(dir: &Path, purged: Option<u64>) -> Recovery {
+        Recovery { purged, watermark: recorded(dir), cut_damage: false }
+    }
+
+    /// Opens the log as the log store does: against the recorded watermark, recording the new one.
+    fn open(dir: &Path, purged: Option<u64>) -> io::Result<Wal> {
+        open_sized(dir, purged, SEGMENT_BYTES)
+    }
+
+    fn open_sized(dir: &Path, purged: Option<u64>, segment_bytes: u64) -> io::Result<Wal> {
+        let r = Wal::open_with(dir, &recovery(dir, purged), segment_bytes)?;
+        record(&r.wal, r.watermark);
+        Ok(r.wal)
+    }
+
+    /// Appends `range` in one batch and syncs it, recording the watermark.
     fn append(wal: &mut Wal, range: std::ops::RangeInclusive<u64>, tag: &str) {
         append_unsynced(wal, range, tag);
-        wal.sync().unwrap();
+        let w = wal.sync().unwrap();
+        record(wal, w);
     }
 
     /// Appends `range` in one batch (one pwrite) without syncing it.
@@ -885,10 +1123,15 @@ mod tests {
     }
 
     fn refusal(dir: &Path) -> String {
-        match Wal::open(dir, None) {
+        refusal_sized(dir, SEGMENT_BYTES)
+    }
+
+    fn refusal_sized(dir: &Path, segment_bytes: u64) -> String {
+        match Wal::open_with(dir, &recovery(dir, None), segment_bytes) {
             Ok(_) => panic!("a damaged log was opened"),
             Err(e) => {
                 assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+                assert!(Damaged::of(&e).is_some(), "{e}");
                 e.to_string()
             }
         }
@@ -896,7 +1139,7 @@ mod tests {
 
     /// A log of ten entries, synced batch by batch (as a follower writes it).
     fn ten_synced(dir: &Path) -> Wal {
-        let mut wal = Wal::open(dir, None).unwrap();
+        let mut wal = open(dir, None).unwrap();
         for i in 1..=10 {
             append(&mut wal, i..=i, "a");
         }
@@ -906,16 +1149,16 @@ mod tests {
     #[test]
     fn entries_survive_reopen_and_new_ones_follow() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path(), None).unwrap();
+        let mut wal = open(dir.path(), None).unwrap();
         assert!(wal.is_empty());
         append(&mut wal, 1..=10, "a");
         drop(wal);
-        let mut wal = Wal::open(dir.path(), None).unwrap();
+        let mut wal = open(dir.path(), None).unwrap();
         assert_eq!((wal.first_index(), wal.last_index()), (1, Some(10)));
         assert_eq!(contents(&wal), expect(1..=10, "a"));
         append(&mut wal, 11..=12, "b");
         drop(wal);
-        let wal = Wal::open(dir.path(), None).unwrap();
+        let wal = open(dir.path(), None).unwrap();
         let mut want = expect(1..=10, "a");
         want.extend(expect(11..=12, "b"));
         assert_eq!(contents(&wal), want);
@@ -924,7 +1167,7 @@ mod tests {
     #[test]
     fn a_torn_batch_is_dropped_and_never_meets_new_records() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path(), None).unwrap();
+        let mut wal = open(dir.path(), None).unwrap();
         append(&mut wal, 1..=4, "old");
         // One batch not yet synced: record 7 in it is damaged, as a crash in the middle
         // of writing it back would leave it; record 8 after it reached the disk.
@@ -932,37 +1175,166 @@ mod tests {
         let (path, at) = where_is(&wal, 7);
         drop(wal);
         write_at(&path, at + HEADER as u64, b"X");
-        let mut wal = Wal::open(dir.path(), None).unwrap();
+        let mut wal = open(dir.path(), None).unwrap();
         assert_eq!(contents(&wal), expect(1..=6, "old"), "records from the bad one on are gone");
         // A new record 7 of the same size: the old record 8 behind the tear must stay dead.
         append(&mut wal, 7..=7, "new");
         drop(wal);
-        let wal = Wal::open(dir.path(), None).unwrap();
+        let wal = open(dir.path(), None).unwrap();
         let mut want = expect(1..=6, "old");
         want.push((7, "new-7".into()));
         assert_eq!(contents(&wal), want);
     }
 
     #[test]
-    fn a_record_cut_short_at_the_end_is_trimmed() {
+    fn an_unsynced_record_cut_short_at_the_end_is_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = ten_synced(dir.path());
+        append_unsynced(&mut wal, 11..=11, "b");
+        let (path, at) = where_is(&wal, 11);
+        drop(wal);
+        // Only the first bytes of record 11 reached the disk.
+        write_at(&path, at + HEADER as u64 + 2, &[0u8; 6]);
+        let wal = open(dir.path(), None).unwrap();
+        assert_eq!(contents(&wal), expect(1..=10, "a"));
+        // The trimmed bytes are zeros now: a second start finds a clean log.
+        drop(wal);
+        let wal = open(dir.path(), None).unwrap();
+        assert_eq!(contents(&wal), expect(1..=10, "a"));
+    }
+
+    /// The damage issue 38 found trimmed as a torn tail (and the fencing tokens in it handed
+    /// out again): every kind of it to the last, acknowledged record refuses.
+    #[test]
+    fn damage_to_the_last_synced_record_refuses() {
+        type Damage = fn(&Path, u64, u64);
+        let cases: [(&str, Damage); 7] = [
+            ("a payload byte", |p, at, _| flip_bit(p, at + HEADER as u64 + 1)),
+            ("the checksum", |p, at, _| flip_bit(p, at)),
+            ("the length", |p, at, _| flip_bit(p, at + 4)),
+            ("the last 4 KiB page zeroed", |p, _, end| {
+                write_at(p, end.saturating_sub(4096).max(SEGMENT_HEADER), &[0u8; 4096])
+            }),
+            ("the file cut to half its written size", |p, _, end| {
+                OpenOptions::new().write(true).open(p).unwrap().set_len(end / 2).unwrap()
+            }),
+            ("the file cut at a record boundary", |p, at, _| {
+                OpenOptions::new().write(true).open(p).unwrap().set_len(at).unwrap()
+            }),
+            ("the first page (the header) zeroed", |p, _, _| write_at(p, 0, &[0u8; 4096])),
+        ];
+        for (what, damage) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let mut wal = open(dir.path(), None).unwrap();
+            for i in 1..=200 {
+                append(&mut wal, i..=i, "a");
+            }
+            let (path, at) = where_is(&wal, 200);
+            let end = at + padded(HEADER as u64 + payload(200, "a").len() as u64);
+            drop(wal);
+            damage(&path, at, end);
+            let msg = refusal(dir.path());
+            assert!(msg.contains(&path.display().to_string()), "{what}: {msg}");
+        }
+    }
+
+    #[test]
+    fn a_missing_newest_segment_refuses_unless_a_purge_took_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = open_sized(dir.path(), None, 256).unwrap();
+        for i in 1..=40 {
+            append(&mut wal, i..=i, "a");
+        }
+        drop(wal);
+        let files = segment_files(dir.path());
+        std::fs::remove_file(dir.path().join(files.last().unwrap())).unwrap();
+        let msg = refusal_sized(dir.path(), 256);
+        assert!(msg.contains("is missing: raft-meta says the log was on disk in it up to index 40"), "{msg}");
+        // The whole log directory gone: the same.
+        for f in &files {
+            let _ = std::fs::remove_file(dir.path().join(f));
+        }
+        let msg = refusal_sized(dir.path(), 256);
+        assert!(msg.contains("is missing"), "{msg}");
+        // Every entry purged (a snapshot holds them): nothing on disk was needed.
+        let wal = open_sized(dir.path(), Some(40), 256).unwrap();
+        assert!(wal.is_empty() && wal.next_index() == 41);
+    }
+
+    #[test]
+    fn metadata_older_than_the_log_refuses_and_cannot_be_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = ten_synced(dir.path());
+        let old = recorded(dir.path()).unwrap();
+        append(&mut wal, 11..=12, "a");
+        append(&mut wal, 13..=14, "a");
+        drop(wal);
+        record_at(dir.path(), old);
+        let err = Wal::open(dir.path(), &recovery(dir.path(), None)).err().expect("refused");
+        let damaged = Damaged::of(&err).unwrap();
+        assert!(!damaged.cuttable);
+        assert!(damaged.message.contains("older than the raft log"), "{damaged}");
+    }
+
+    fn record_at(dir: &Path, w: Watermark) {
+        std::fs::write(dir.join(WATERMARK), format!("{} {}", w.pos, w.next_index)).unwrap();
+    }
+
+    #[test]
+    fn without_a_watermark_the_last_record_is_judged_as_v010_did() {
         let dir = tempfile::tempdir().unwrap();
         let wal = ten_synced(dir.path());
         let (path, at) = where_is(&wal, 10);
         drop(wal);
-        // The file ends in the middle of record 10 (its length points past the end).
-        OpenOptions::new().write(true).open(&path).unwrap().set_len(at + HEADER as u64 + 2).unwrap();
-        let wal = Wal::open(dir.path(), None).unwrap();
+        std::fs::remove_file(dir.path().join(WATERMARK)).unwrap();
+        flip_bit(&path, at + HEADER as u64);
+        let wal = open(dir.path(), None).unwrap();
         assert_eq!(contents(&wal), expect(1..=9, "a"));
-        // The trimmed bytes are zeros now: a second start finds a clean log.
+    }
+
+    /// Protocol-aware recovery: the log is cut at the first damage, what follows removed,
+    /// and the next start finds a clean, shorter log.
+    #[test]
+    fn cut_mode_cuts_at_the_first_damage_and_leaves_a_clean_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = open_sized(dir.path(), None, 256).unwrap();
+        for i in 1..=40 {
+            append(&mut wal, i..=i, "a");
+        }
+        let (path, at) = where_is(&wal, 7);
         drop(wal);
-        let wal = Wal::open(dir.path(), None).unwrap();
-        assert_eq!(contents(&wal), expect(1..=9, "a"));
+        flip_bit(&path, at + HEADER as u64);
+        let mut r = recovery(dir.path(), None);
+        r.cut_damage = true;
+        let opened = Wal::open_with(dir.path(), &r, 256).unwrap();
+        let cut = opened.cut.as_ref().expect("the damage reported");
+        assert!(cut.message.contains(&format!("damaged at byte {at}")), "{cut}");
+        assert_eq!(contents(&opened.wal), expect(1..=6, "a"));
+        record(&opened.wal, opened.watermark);
+        drop(opened);
+        let wal = open_sized(dir.path(), None, 256).unwrap();
+        assert_eq!(contents(&wal), expect(1..=6, "a"));
+
+        // A segment cut short: it gets its size back and the log ends at its last record.
+        let dir = tempfile::tempdir().unwrap();
+        let wal = ten_synced(dir.path());
+        let (path, at) = where_is(&wal, 8);
+        drop(wal);
+        OpenOptions::new().write(true).open(&path).unwrap().set_len(at).unwrap();
+        let mut r = recovery(dir.path(), None);
+        r.cut_damage = true;
+        let opened = Wal::open(dir.path(), &r).unwrap();
+        assert!(opened.cut.is_some());
+        assert_eq!(contents(&opened.wal), expect(1..=7, "a"));
+        record(&opened.wal, opened.watermark);
+        drop(opened);
+        assert_eq!(contents(&open(dir.path(), None).unwrap()), expect(1..=7, "a"));
     }
 
     #[test]
     fn a_hole_in_an_unsynced_batch_with_data_after_it_recovers() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path(), None).unwrap();
+        let mut wal = open(dir.path(), None).unwrap();
         append(&mut wal, 1..=3, "a");
         // Pages of one unsynced write reach the disk in any order: the middle of the batch
         // is still zeros, records after it were written.
@@ -971,7 +1343,7 @@ mod tests {
         let (_, to) = where_is(&wal, 20);
         drop(wal);
         write_at(&path, from, &vec![0u8; (to - from) as usize]);
-        let wal = Wal::open(dir.path(), None).unwrap();
+        let wal = open(dir.path(), None).unwrap();
         let mut want = expect(1..=3, "a");
         want.extend(expect(4..=9, "b"));
         assert_eq!(contents(&wal), want);
@@ -1026,7 +1398,7 @@ mod tests {
     #[test]
     fn a_damaged_record_followed_by_later_synced_segments_refuses() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open_with(dir.path(), None, 256).unwrap();
+        let mut wal = open_sized(dir.path(), None, 256).unwrap();
         for i in 1..=40 {
             append(&mut wal, i..=i, "a");
         }
@@ -1037,15 +1409,19 @@ mod tests {
         let (_, at) = where_is(&wal, last_there);
         drop(wal);
         flip_bit(&first_path, at + HEADER as u64);
-        let msg = refusal(dir.path());
+        let msg = refusal_sized(dir.path(), 256);
         assert!(msg.contains(&format!("{} is damaged at byte {at}", first_path.display())), "{msg}");
+        assert!(msg.contains("raft-meta says the log was on disk up to"), "{msg}");
+        // Without a recorded watermark (v0.1.0), the later records' own marks say the same.
+        std::fs::remove_file(dir.path().join(WATERMARK)).unwrap();
+        let msg = refusal_sized(dir.path(), 256);
         assert!(msg.contains("a record in a later segment"), "{msg}");
     }
 
     #[test]
     fn a_missing_middle_segment_refuses() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open_with(dir.path(), None, 256).unwrap();
+        let mut wal = open_sized(dir.path(), None, 256).unwrap();
         for i in 1..=40 {
             append(&mut wal, i..=i, "a");
         }
@@ -1053,12 +1429,12 @@ mod tests {
         let files = segment_files(dir.path());
         assert!(files.len() > 3, "{files:?}");
         std::fs::remove_file(dir.path().join(&files[1])).unwrap();
-        let msg = refusal(dir.path());
+        let msg = refusal_sized(dir.path(), 256);
         assert!(msg.contains(&files[2]), "names the segment after the gap: {msg}");
         assert!(msg.contains("missing"), "{msg}");
         // The first one missing too: the log does not start at its start.
         std::fs::remove_file(dir.path().join(&files[0])).unwrap();
-        let msg = refusal(dir.path());
+        let msg = refusal_sized(dir.path(), 256);
         assert!(msg.contains(&files[2]) && msg.contains("missing"), "{msg}");
     }
 
@@ -1079,7 +1455,7 @@ mod tests {
     #[test]
     fn an_unsynced_segment_after_a_rollover_is_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open_with(dir.path(), None, 256).unwrap();
+        let mut wal = open_sized(dir.path(), None, 256).unwrap();
         append(&mut wal, 1..=2, "a");
         // Unsynced writes roll over into a new segment; its header never reached the disk,
         // nor did the end of the first segment's last batch.
@@ -1091,7 +1467,7 @@ mod tests {
         drop(wal);
         write_at(&path, at + 3, b"\0\0\0");
         write_at(&last, 0, &[0u8; SEGMENT_HEADER as usize]);
-        let wal = Wal::open_with(dir.path(), None, 256).unwrap();
+        let wal = open_sized(dir.path(), None, 256).unwrap();
         assert_eq!(contents(&wal), expect(1..=2, "a"));
         assert!(!last.exists(), "the segment after the torn tail is removed");
     }
@@ -1103,7 +1479,7 @@ mod tests {
         drop(wal);
         let empty = dir.path().join(segment_name(99, 11));
         std::fs::write(&empty, vec![0u8; 4096]).unwrap();
-        let wal = Wal::open(dir.path(), None).unwrap();
+        let wal = open(dir.path(), None).unwrap();
         assert_eq!(contents(&wal), expect(1..=10, "a"));
         assert!(!empty.exists());
     }
@@ -1111,19 +1487,19 @@ mod tests {
     #[test]
     fn truncated_entries_do_not_come_back_after_a_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path(), None).unwrap();
+        let mut wal = open(dir.path(), None).unwrap();
         append(&mut wal, 1..=10, "a");
         wal.truncate(6).unwrap();
         wal.sync().unwrap();
         assert_eq!(wal.last_index(), Some(5));
         drop(wal);
-        let mut wal = Wal::open(dir.path(), None).unwrap();
+        let mut wal = open(dir.path(), None).unwrap();
         assert_eq!(contents(&wal), expect(1..=5, "a"));
         append(&mut wal, 6..=7, "b");
         wal.truncate(3).unwrap();
         append(&mut wal, 3..=3, "c");
         drop(wal);
-        let wal = Wal::open(dir.path(), None).unwrap();
+        let wal = open(dir.path(), None).unwrap();
         let mut want = expect(1..=2, "a");
         want.push((3, "c-3".into()));
         assert_eq!(contents(&wal), want);
@@ -1132,7 +1508,7 @@ mod tests {
     #[test]
     fn segments_roll_over_and_purge_deletes_covered_ones() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open_with(dir.path(), None, 256).unwrap();
+        let mut wal = open_sized(dir.path(), None, 256).unwrap();
         for i in 1..=40 {
             append(&mut wal, i..=i, "a");
         }
@@ -1144,45 +1520,45 @@ mod tests {
         assert_eq!(contents(&wal), expect(31..=40, "a"));
         drop(wal);
         // The purge point explains why the log starts late.
-        let wal = Wal::open_with(dir.path(), Some(30), 256).unwrap();
+        let wal = open_sized(dir.path(), Some(30), 256).unwrap();
         assert_eq!(contents(&wal), expect(31..=40, "a"));
         drop(wal);
-        let msg = Wal::open_with(dir.path(), Some(10), 256).err().expect("refused").to_string();
+        let msg = open_sized(dir.path(), Some(10), 256).err().expect("refused").to_string();
         assert!(msg.contains("missing"), "{msg}");
     }
 
     #[test]
     fn the_first_entry_has_index_zero() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path(), None).unwrap();
+        let mut wal = open(dir.path(), None).unwrap();
         append(&mut wal, 0..=3, "a");
         wal.purge(1).unwrap();
         drop(wal);
-        let wal = Wal::open(dir.path(), Some(1)).unwrap();
+        let wal = open(dir.path(), Some(1)).unwrap();
         assert_eq!(contents(&wal), expect(2..=3, "a"));
     }
 
     #[test]
     fn the_log_can_jump_forward_past_a_snapshot() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path(), None).unwrap();
+        let mut wal = open(dir.path(), None).unwrap();
         append(&mut wal, 1..=3, "a");
         wal.purge(100).unwrap();
         assert!(wal.is_empty());
         append(&mut wal, 101..=102, "b");
         drop(wal);
-        let wal = Wal::open(dir.path(), Some(100)).unwrap();
+        let wal = open(dir.path(), Some(100)).unwrap();
         assert_eq!((wal.first_index(), wal.last_index()), (101, Some(102)));
         assert_eq!(contents(&wal), expect(101..=102, "b"));
         drop(wal);
         // A follower told to jump (a snapshot installed) before the purge was recorded:
         // the new segment's header says the log starts there.
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path(), None).unwrap();
+        let mut wal = open(dir.path(), None).unwrap();
         append(&mut wal, 1..=3, "a");
         append(&mut wal, 50..=51, "b");
         drop(wal);
-        let wal = Wal::open(dir.path(), None).unwrap();
+        let wal = open(dir.path(), None).unwrap();
         assert_eq!(contents(&wal), expect(50..=51, "b"));
     }
 
@@ -1200,7 +1576,7 @@ mod tests {
         }
         let unmount = || std::process::Command::new("umount").arg("-l").arg(dir.path()).status();
         let result = std::panic::catch_unwind(|| {
-            let mut wal = Wal::open_with(dir.path(), None, 4 << 20).unwrap();
+            let mut wal = open_sized(dir.path(), None, 4 << 20).unwrap();
             append(&mut wal, 1..=1, "a");
             let filler = dir.path().join("filler");
             let mut f = File::create(&filler).unwrap();
@@ -1219,7 +1595,7 @@ mod tests {
     #[test]
     fn a_record_with_a_wrong_checksum_is_reported_on_read() {
         let dir = tempfile::tempdir().unwrap();
-        let mut wal = Wal::open(dir.path(), None).unwrap();
+        let mut wal = open(dir.path(), None).unwrap();
         append(&mut wal, 1..=2, "a");
         let r = &wal.locate(2, 3)[0];
         r.loc.file.write_all_at(b"Z", r.loc.offset + HEADER as u64).unwrap();

@@ -1,11 +1,13 @@
-//! Attacks on a node by anyone who can reach its ports, each a test against real `dls`
-//! processes: what a client without a key, a key of another tenant, or a node certificate of
-//! the cluster CA could do, and that it no longer can. One test binary (one link, one process
-//! per `cargo test` run), a module per area.
+//! Attacks on a node by anyone who can reach its ports or its disk, each a test against real
+//! `dls` processes: what a client without a key, a key of another tenant, a node certificate
+//! of the cluster CA, a damaged file or a stepped clock could do, and that it no longer can.
+//! One test binary (one link, one process per `cargo test` run), a module per area.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod clock;
 mod keys;
 mod ports;
 mod shares;
+mod storage;
