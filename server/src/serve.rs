@@ -11,6 +11,7 @@ use caerus_proto::raft::peer_discovery_service_server::PeerDiscoveryServiceServe
 use caerus_proto::raft::raft_service_server::RaftServiceServer;
 use caerus_proto::v1::admin_service_server::AdminServiceServer;
 use caerus_proto::v1::lock_service_server::LockServiceServer;
+use futures::future::{FusedFuture, FutureExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tonic::service::interceptor::InterceptedService;
@@ -128,12 +129,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let (engine, stop, access) = (engine.clone(), stop.clone(), args.http_access.clone());
         tokio::spawn(async move { http::serve(port, engine, gateway, &access, stopped(stop)).await })
     };
+    // Fused: at shutdown it may already have ended in the select below, and is drained only
+    // if it has not.
     let http_server = async move {
         match http_server.await {
             Ok(served) => served,
             Err(e) => Err(anyhow::anyhow!("the HTTP port's task failed: {e}")),
         }
-    };
+    }
+    .fuse();
     tokio::pin!(http_server);
     // The key is checked from the headers, before a body is read (`api::key_check`).
     let key_check = KeyCheck(keys.clone());
@@ -241,7 +245,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(d) = dispatcher {
         d.stop().await;
     }
-    if tokio::time::timeout(HTTP_DRAIN, &mut http_server).await.is_err() {
+    if !http_server.is_terminated() && tokio::time::timeout(HTTP_DRAIN, &mut http_server).await.is_err() {
         tracing::warn!("HTTP port still busy after {HTTP_DRAIN:?}; closing it");
     }
     node.shutdown().await;
