@@ -76,9 +76,8 @@ where
                 },
                 _ = tx.closed() => return,
             };
-            let admitted = guard.admit(peer.ip()).and_then(|slot| Ok((guard.begin_handshake(&slot)?, slot)));
-            let (handshake_slot, slot) = match admitted {
-                Ok(places) => places,
+            let slot = match guard.admit(peer.ip()) {
+                Ok(slot) => slot,
                 Err(why) => {
                     warn.every(|| refused(&guard, peer, why));
                     continue;
@@ -89,9 +88,13 @@ where
             let _ = tcp.set_nodelay(true);
             let (guard, upgrade, tx) = (guard.clone(), upgrade.clone(), tx.clone());
             tokio::spawn(async move {
-                match handshake(tcp, &guard, protocol, &*upgrade).await {
-                    Ok((io, opening)) => {
-                        drop(handshake_slot);
+                let deadline = tokio::time::Instant::now() + guard.bounds.handshake_timeout;
+                let shaken = match tokio::time::timeout_at(deadline, guard.handshake_turn(&slot)).await {
+                    Ok(turn) => handshake(tcp, &guard, protocol, &*upgrade, deadline).await.map(|done| (done, turn)),
+                    Err(_) => Err(Refusal::HandshakeTimeout),
+                };
+                match shaken {
+                    Ok(((io, opening), _turn)) => {
                         let _ = tx.send(Ok(Conn::new(io, peer, opening, slot))).await;
                     }
                     Err(why) => {
@@ -106,21 +109,22 @@ where
 }
 
 /// The first byte within the first-byte timeout; the TLS handshake (if any) and the
-/// protocol's opening within the handshake timeout, both counted from the accept. Returns
-/// the stream and the opening bytes it read.
+/// protocol's opening by `deadline` (the handshake timeout counted from the accept).
+/// Returns the stream and the opening bytes it read.
 async fn handshake<IO, U>(
     tcp: TcpStream,
     guard: &PortGuard,
     protocol: Protocol,
     upgrade: &U,
+    deadline: tokio::time::Instant,
 ) -> Result<(IO, Vec<u8>), Refusal>
 where
     IO: AsyncRead + Unpin,
     U: Upgrade<IO>,
 {
-    let deadline = tokio::time::Instant::now() + guard.bounds.handshake_timeout;
     let mut first = [0u8; 1];
-    match tokio::time::timeout(guard.bounds.first_byte_timeout, tcp.peek(&mut first)).await {
+    let first_byte_by = deadline.min(tokio::time::Instant::now() + guard.bounds.first_byte_timeout);
+    match tokio::time::timeout_at(first_byte_by, tcp.peek(&mut first)).await {
         Ok(Ok(1..)) => {}
         Ok(_) => return Err(Refusal::HandshakeFailed),
         Err(_) => return Err(Refusal::HandshakeTimeout),
@@ -167,8 +171,6 @@ fn refused(guard: &PortGuard, peer: SocketAddr, why: Refusal) {
     let bound = match why {
         Refusal::PortFull => format!("--max-connections ({} on this port)", b.max_connections),
         Refusal::AddressFull => format!("--max-connections-per-ip {}", b.max_connections_per_ip),
-        Refusal::HandshakesFull => format!("{} handshakes in progress on this port", b.max_handshakes),
-        Refusal::AddressHandshakesFull => format!("--max-handshakes-per-ip {}", b.max_handshakes_per_ip),
         Refusal::HandshakeTimeout | Refusal::HandshakeFailed | Refusal::PendingFull | Refusal::AddressPendingFull => {
             return
         }

@@ -30,27 +30,21 @@ pub enum Refusal {
     PortFull,
     /// `--max-connections-per-ip` on this port.
     AddressFull,
-    /// Handshakes in progress on this port (`--max-connections` / 4).
-    HandshakesFull,
-    /// `--max-handshakes-per-ip`.
-    AddressHandshakesFull,
     /// Requests still arriving on this port (4 × `--max-connections`).
     PendingFull,
     /// `--max-pending-requests-per-ip`.
     AddressPendingFull,
     /// No first byte within `--first-byte-timeout-ms`, or no finished handshake within
-    /// `--handshake-timeout-ms`.
+    /// `--handshake-timeout-ms` (a wait for a handshake place included).
     HandshakeTimeout,
     /// The handshake failed (bad TLS, not the protocol this port speaks).
     HandshakeFailed,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 8] = [
+    pub const ALL: [Refusal; 6] = [
         Refusal::PortFull,
         Refusal::AddressFull,
-        Refusal::HandshakesFull,
-        Refusal::AddressHandshakesFull,
         Refusal::PendingFull,
         Refusal::AddressPendingFull,
         Refusal::HandshakeTimeout,
@@ -61,8 +55,6 @@ impl Refusal {
         match self {
             Refusal::PortFull => "max_connections",
             Refusal::AddressFull => "max_connections_per_ip",
-            Refusal::HandshakesFull => "max_handshakes",
-            Refusal::AddressHandshakesFull => "max_handshakes_per_ip",
             Refusal::PendingFull => "max_pending_requests",
             Refusal::AddressPendingFull => "max_pending_requests_per_ip",
             Refusal::HandshakeTimeout => "handshake_timeout",
@@ -98,6 +90,21 @@ enum Kind {
     Connection,
     Handshake,
     Request,
+}
+
+/// Which bound a place was not found under.
+enum Full {
+    Port,
+    Source,
+}
+
+impl Full {
+    fn pick(self, port: Refusal, source: Refusal) -> Refusal {
+        match self {
+            Full::Port => port,
+            Full::Source => source,
+        }
+    }
 }
 
 /// One kind's places taken, in all and per source address.
@@ -152,6 +159,8 @@ pub struct PortGuard {
     pub port: &'static str,
     pub bounds: PortBounds,
     counts: Mutex<Counts>,
+    /// Told whenever a handshake place is given back, for those waiting for one.
+    handshake_freed: tokio::sync::Notify,
     refused: [AtomicU64; Refusal::ALL.len()],
     accept_errors: AtomicU64,
 }
@@ -172,6 +181,7 @@ impl PortGuard {
             port,
             bounds,
             counts: Mutex::default(),
+            handshake_freed: tokio::sync::Notify::new(),
             refused: Default::default(),
             accept_errors: AtomicU64::new(0),
         })
@@ -184,40 +194,44 @@ impl PortGuard {
     /// A place for a new connection from `ip`, held until the slot is dropped.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, Refusal> {
         let b = &self.bounds;
-        let limits = (b.max_connections, Refusal::PortFull, b.max_connections_per_ip, Refusal::AddressFull);
-        self.take(Kind::Connection, Source::of(ip), limits)
+        self.take(Kind::Connection, Source::of(ip), b.max_connections, b.max_connections_per_ip)
+            .map_err(|full| self.refuse(full.pick(Refusal::PortFull, Refusal::AddressFull)))
     }
 
-    /// A handshake place for the connection that holds `connection`.
-    pub fn begin_handshake(self: &Arc<Self>, connection: &Slot) -> Result<Slot, Refusal> {
+    /// A handshake place for the connection that holds `connection`, once one is free
+    /// (`--max-handshakes-per-ip`, a quarter of `--max-connections` per port): a burst of
+    /// connections from one address (a client opening its pool, processes behind one NAT)
+    /// takes its turns instead of being refused. The caller bounds the wait with the
+    /// handshake deadline; every waiter holds a connection place meanwhile.
+    pub async fn handshake_turn(self: &Arc<Self>, connection: &Slot) -> Slot {
         let b = &self.bounds;
-        let limits =
-            (b.max_handshakes, Refusal::HandshakesFull, b.max_handshakes_per_ip, Refusal::AddressHandshakesFull);
-        self.take(Kind::Handshake, connection.source, limits)
+        loop {
+            let freed = self.handshake_freed.notified();
+            tokio::pin!(freed);
+            // Registered before the check, so a place given back in between is not missed.
+            freed.as_mut().enable();
+            if let Ok(slot) = self.take(Kind::Handshake, connection.source, b.max_handshakes, b.max_handshakes_per_ip) {
+                return slot;
+            }
+            freed.await;
+        }
     }
 
-    /// A place for a request from `ip` whose body is still on its way.
+    /// A place for a request from `ip` whose handler waits for the rest of it.
     pub fn begin_request(self: &Arc<Self>, ip: IpAddr) -> Result<Slot, Refusal> {
         let b = &self.bounds;
-        let limits =
-            (b.max_pending_requests, Refusal::PendingFull, b.max_pending_requests_per_ip, Refusal::AddressPendingFull);
-        self.take(Kind::Request, Source::of(ip), limits)
+        self.take(Kind::Request, Source::of(ip), b.max_pending_requests, b.max_pending_requests_per_ip)
+            .map_err(|full| self.refuse(full.pick(Refusal::PendingFull, Refusal::AddressPendingFull)))
     }
 
-    fn take(
-        self: &Arc<Self>,
-        kind: Kind,
-        source: Source,
-        limits: (u64, Refusal, u64, Refusal),
-    ) -> Result<Slot, Refusal> {
-        let (max, full, max_per_source, source_full) = limits;
+    fn take(self: &Arc<Self>, kind: Kind, source: Source, max: u64, max_per_source: u64) -> Result<Slot, Full> {
         let mut counts = self.counts();
         let taken = counts.of(kind);
         if taken.total >= max {
-            return Err(self.refuse(full));
+            return Err(Full::Port);
         }
         if taken.of(source) >= max_per_source {
-            return Err(self.refuse(source_full));
+            return Err(Full::Source);
         }
         taken.take(source);
         Ok(Slot { port: self.clone(), source, kind })
@@ -254,6 +268,9 @@ pub struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         self.port.counts().of(self.kind).give_back(self.source);
+        if self.kind == Kind::Handshake {
+            self.port.handshake_freed.notify_waiters();
+        }
     }
 }
 
@@ -308,19 +325,22 @@ mod tests {
         assert_eq!(g.admit(ip("10.1.1.1")).err(), Some(Refusal::AddressFull));
     }
 
-    #[test]
-    fn handshakes_are_bounded_per_address_and_given_back() {
+    #[tokio::test]
+    async fn handshakes_are_bounded_per_address_and_a_connection_waits_its_turn() {
+        use futures::FutureExt;
         let g = guard(100, 100, 3, 2);
         let conns: Vec<_> = (0..4).map(|i| g.admit(ip(&format!("10.0.0.{}", i / 2 + 1))).unwrap()).collect();
-        let h0 = g.begin_handshake(&conns[0]).unwrap();
-        let _h1 = g.begin_handshake(&conns[1]).unwrap();
+        let h0 = g.handshake_turn(&conns[0]).await;
+        let _h1 = g.handshake_turn(&conns[1]).await;
         let extra = g.admit(ip("10.0.0.1")).unwrap();
-        assert_eq!(g.begin_handshake(&extra).err(), Some(Refusal::AddressHandshakesFull));
-        let _h2 = g.begin_handshake(&conns[2]).unwrap();
-        assert_eq!(g.begin_handshake(&conns[3]).err(), Some(Refusal::HandshakesFull));
+        assert!(g.handshake_turn(&extra).now_or_never().is_none(), "the address has its two: it waits");
+        let _h2 = g.handshake_turn(&conns[2]).await;
+        let mut waiting = Box::pin(g.handshake_turn(&conns[3]));
+        assert!(waiting.as_mut().now_or_never().is_none(), "the port has its three: it waits");
         drop(h0);
-        assert!(g.begin_handshake(&conns[3]).is_ok());
-        assert_eq!(g.stats().handshaking, 2, "the refused and dropped ones hold nothing");
+        let _h3 = waiting.await;
+        assert_eq!(g.stats().handshaking, 3);
+        assert_eq!(g.stats().refused, [0; Refusal::ALL.len()], "waiting for a turn is no refusal");
     }
 
     #[test]

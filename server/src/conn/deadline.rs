@@ -1,12 +1,13 @@
 //! Requests on their way in. A call's body must be complete within `--request-timeout-ms`
-//! of its start, or reading it fails and the call is answered with an error. While its
-//! handler waits for body bytes that have not come, the call holds a place of its port and
-//! source address (`--max-pending-requests-per-ip`); past it, reading fails at once. So a
-//! client that opens calls and never finishes them cannot make the node hold their handlers
-//! and buffers (~6 KiB each) beyond those bounds, while a real client's request, whose
-//! bytes follow its headers at once, holds a place for a moment if at all. Only the
-//! request's arrival is timed and counted, never the handler: a lock wait, a membership
-//! change or a snapshot may take as long as they need.
+//! of its start, or reading it fails and the call is answered with an error. Once its
+//! handler has waited [`ARRIVAL_GRACE`] for body bytes that have not come, the call holds a
+//! place of its port and source address (`--max-pending-requests-per-ip`) until they come;
+//! past that bound, reading fails at once. So a client that opens calls and never finishes
+//! them cannot make the node hold their handlers and buffers (~6 KiB each) beyond those
+//! bounds, while a real client's request, whose bytes follow its headers at once (or after
+//! a moment on a busy node), never holds one. Only the request's arrival is timed and
+//! counted, never the handler: a lock wait, a membership change or a snapshot may take as
+//! long as they need.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -19,6 +20,11 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::time::Sleep;
 
 use super::admit::{PortGuard, Refusal, Slot};
+
+/// How long a handler may wait for the rest of a request before the call counts as one
+/// still arriving. A real client sends its body right after its headers; on a node busy
+/// with thousands of calls its handler may still find the bytes not yet read for a while.
+pub const ARRIVAL_GRACE: Duration = Duration::from_secs(1);
 
 /// Why a request stopped arriving.
 #[derive(Debug, thiserror::Error)]
@@ -90,13 +96,15 @@ pub struct TimedBody<B> {
     deadline: Option<Pin<Box<Sleep>>>,
     limit: Duration,
     arrival: Option<Arrival>,
+    /// Set while the reader waits for bytes: when the wait began to count.
+    grace: Option<Pin<Box<Sleep>>>,
     waiting: Option<Slot>,
 }
 
 impl<B: Body> TimedBody<B> {
     pub fn new(inner: B, limit: Duration, arrival: Option<Arrival>) -> TimedBody<B> {
         let deadline = (!inner.is_end_stream()).then(|| Box::pin(tokio::time::sleep(limit)));
-        TimedBody { inner, deadline, limit, arrival, waiting: None }
+        TimedBody { inner, deadline, limit, arrival, grace: None, waiting: None }
     }
 }
 
@@ -112,6 +120,7 @@ where
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
+                this.grace = None;
                 this.waiting = None;
                 if frame.is_none() || this.inner.is_end_stream() {
                     this.deadline = None;
@@ -124,14 +133,14 @@ where
                     this.waiting = None;
                     return Poll::Ready(Some(Err(ArrivalError::Timeout(this.limit).into())));
                 }
-                if this.waiting.is_none() {
-                    if let Some(arrival) = &this.arrival {
-                        match arrival.wait() {
-                            Ok(slot) => this.waiting = Some(slot),
-                            Err(refused) => {
-                                this.deadline = None;
-                                return Poll::Ready(Some(Err(refused.into())));
-                            }
+                let Some(arrival) = &this.arrival else { return Poll::Pending };
+                let grace = this.grace.get_or_insert_with(|| Box::pin(tokio::time::sleep(ARRIVAL_GRACE)));
+                if this.waiting.is_none() && grace.as_mut().poll(cx).is_ready() {
+                    match arrival.wait() {
+                        Ok(slot) => this.waiting = Some(slot),
+                        Err(refused) => {
+                            this.deadline = None;
+                            return Poll::Ready(Some(Err(refused.into())));
                         }
                     }
                 }
@@ -256,8 +265,8 @@ mod tests {
         tx.send(Ok(Frame::data(bytes::Bytes::from_static(b"x")))).await.unwrap();
         assert!(first.frame().await.unwrap().is_ok());
         assert_eq!(guard.stats().pending_requests, 0);
-        // Nothing there: the reader waits and holds the address's one place.
-        assert!(futures::FutureExt::now_or_never(first.frame()).is_none());
+        // Nothing there: past the grace the waiting reader holds the address's one place.
+        assert!(tokio::time::timeout(ARRIVAL_GRACE * 2, first.frame()).await.is_err());
         assert_eq!(guard.stats().pending_requests, 1);
         let (_tx2, second) = channel();
         let mut second = TimedBody::new(second, Duration::from_secs(30), Some(arrival));

@@ -8,10 +8,10 @@
 //! - each connection must send its first byte within `--first-byte-timeout-ms`, and finish
 //!   its TLS handshake and its protocol's opening (the HTTP/2 preface, or an HTTP/1 request
 //!   line) within `--handshake-timeout-ms`; handshakes in progress are bounded per port and
-//!   per source address, so idle sockets cannot take the slots real clients need
-//!   ([`accept`]);
-//! - a call whose handler waits for the rest of its request counts against its port and
-//!   source address while it waits, and the request must arrive within
+//!   per source address (more wait their turn), so idle sockets cannot take the places real
+//!   clients need ([`accept`]);
+//! - a call whose handler has waited a while for the rest of its request counts against its
+//!   port and source address until it comes, and the request must arrive within
 //!   `--request-timeout-ms` ([`deadline`]): headers without a body cannot pile up;
 //! - `accept` errors (out of descriptors, buffers) back off and retry: a listener only ends
 //!   when the node is asked to stop ([`accept`]);
@@ -49,8 +49,9 @@ pub struct ConnectionArgs {
     /// Connections open at once on each port from one source address (IPv6: one /64).
     #[arg(long, env = "DLS_MAX_CONNECTIONS_PER_IP", default_value_t = 256, value_parser = at_least_one())]
     pub max_connections_per_ip: u64,
-    /// Connections from one source address (IPv6: one /64) still in their handshake (TLS and
-    /// the protocol's opening) on each port; past it a new one is closed at once.
+    /// Connections from one source address (IPv6: one /64) in their handshake (TLS and the
+    /// protocol's opening) at once on each port; more wait their turn, within
+    /// --handshake-timeout-ms.
     #[arg(long, env = "DLS_MAX_HANDSHAKES_PER_IP", default_value_t = 16, value_parser = at_least_one())]
     pub max_handshakes_per_ip: u64,
     /// Time a new connection has to send its first byte.
@@ -67,9 +68,9 @@ pub struct ConnectionArgs {
     #[arg(long, env = "DLS_MAX_STREAMS_PER_CONNECTION", default_value_t = 200, value_parser = at_least_100())]
     pub max_streams_per_connection: u32,
     /// Calls on the client and HTTP ports from one source address (IPv6: one /64) whose
-    /// handler waits for the rest of their request; past it another call that has to wait
-    /// is refused at once (RESOURCE_EXHAUSTED). Each holds ~6 KiB until its request arrives
-    /// or --request-timeout-ms passes.
+    /// handler has waited over a second for the rest of their request; past it another such
+    /// call is refused (RESOURCE_EXHAUSTED). Each holds ~6 KiB until its request arrives or
+    /// --request-timeout-ms passes.
     #[arg(long, env = "DLS_MAX_PENDING_REQUESTS_PER_IP", default_value_t = 256, value_parser = at_least_one())]
     pub max_pending_requests_per_ip: u64,
     /// Time a client call on the client and HTTP ports has to send its whole request (a
