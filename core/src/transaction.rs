@@ -13,6 +13,7 @@ use tracing::debug;
 use crate::acquire_stream::{stream_acquire, AcquireCall, AcquireProgress, AfterGrant};
 use crate::error::{Error, Result};
 use crate::heartbeat_batch::Heartbeats;
+use crate::lease_budget::LeaseBudget;
 use crate::router::{new_request_id, Router};
 use crate::tx_shared::{lock, EndingGuard, Phase, TxShared};
 use crate::types::{
@@ -121,17 +122,25 @@ pub(crate) struct Deferred {
     pub(crate) begin: pb::BeginTransactionRequest,
     /// [`TransactionOptions::lost_stream`].
     pub(crate) lost_stream: bool,
+    /// [`TransactionOptions::stop_grace_ms`], checked against the lease.
+    pub(crate) stop_grace: Duration,
 }
 
 impl std::fmt::Debug for Transaction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("Transaction");
         match self.started() {
-            Some(shared) => d.field("id", &shared.id).field("lease", &shared.lease).field("phase", &shared.phase()),
+            Some(shared) => d.field("id", &shared.id).field("lease", &shared.budget).field("phase", &shared.phase()),
             None => d.field("id", &0).field("deferred", &true).field("ended", &*lock(&self.inner.ended_unstarted)),
         };
         d.finish()
     }
+}
+
+/// The holder's grace of `opts`, refused unless the lease can honour it.
+pub(crate) fn stop_grace(opts: &TransactionOptions) -> Result<Duration> {
+    let budget = LeaseBudget::new(Duration::from_millis(opts.timeout_ms), Duration::from_millis(opts.stop_grace_ms))?;
+    Ok(budget.stop_grace())
 }
 
 /// The begin request for `opts` (validated here, before anything is sent).
@@ -219,7 +228,7 @@ impl Transaction {
             begun.transaction_id,
             Arc::clone(&deferred.router),
             Arc::clone(&deferred.heartbeats),
-            Duration::from_millis(lease_ms),
+            LeaseBudget::clamped(Duration::from_millis(lease_ms), deferred.stop_grace),
             sent_at,
             self.inner.lost_tx.clone(),
         );
@@ -268,10 +277,29 @@ impl Transaction {
     /// begun a deferred transaction).
     pub fn lease(&self) -> Duration {
         match (self.started(), &self.inner.deferred) {
-            (Some(shared), _) => shared.lease,
+            (Some(shared), _) => shared.budget.lease(),
             (None, Some(deferred)) => Duration::from_millis(deferred.begin.timeout_ms.max(0) as u64),
             (None, None) => Duration::ZERO,
         }
+    }
+
+    /// How the lease is spent ([`LeaseBudget`]): when the lost signal fires and when the
+    /// holder must have stopped, counted from the last acknowledged heartbeat.
+    pub fn lease_budget(&self) -> LeaseBudget {
+        match (self.started(), &self.inner.deferred) {
+            (Some(shared), _) => shared.budget,
+            (None, Some(deferred)) => LeaseBudget::clamped(self.lease(), deferred.stop_grace),
+            (None, None) => LeaseBudget::clamped(Duration::ZERO, Duration::ZERO),
+        }
+    }
+
+    /// The instant by which the holder must have stopped the work its locks protect unless
+    /// a heartbeat is acknowledged first: the renew deadline ([`LeaseBudget`]), a margin
+    /// before the server can expire the lease. It no longer moves once the transaction is
+    /// lost (`dls lock` kills its command by then, whatever its grace). `None` while a
+    /// deferred transaction has not begun.
+    pub fn renew_deadline(&self) -> Option<std::time::Instant> {
+        self.started().map(|shared| shared.renew_deadline().into_std())
     }
 
     /// Fails unless the transaction is active as far as this client knows.
@@ -713,6 +741,7 @@ pub(crate) mod tests {
             router,
             begin: begin_request(opts).unwrap(),
             lost_stream: false,
+            stop_grace: Duration::ZERO,
         })
     }
 
@@ -737,6 +766,16 @@ pub(crate) mod tests {
         assert_eq!(tx.status().await.unwrap_err().code(), "TRANSACTION_LOST");
     }
 
+    #[test]
+    fn a_stop_grace_the_lease_cannot_honour_is_refused_before_anything_is_sent() {
+        let opts = TransactionOptions::default().with_stop_grace(Duration::from_secs(10));
+        let err = stop_grace(&opts).unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "{err}");
+        assert!(err.message().contains("the largest grace for this lease is 8.85s"), "{err}");
+        let opts = TransactionOptions::default().with_stop_grace(Duration::from_millis(8_850));
+        assert_eq!(stop_grace(&opts).unwrap(), Duration::from_millis(8_850));
+    }
+
     #[tokio::test]
     async fn a_deferred_transactions_first_call_begins_it_and_reports_failures() {
         // The first acquire (one-shot) and a status (plain begin) both reach for the
@@ -757,7 +796,7 @@ pub(crate) mod tests {
             7,
             Arc::clone(&router),
             Arc::new(Heartbeats::new(&router)),
-            lease,
+            LeaseBudget::clamped(lease, Duration::ZERO),
             Instant::now(),
             watch::Sender::new(None),
         ))
@@ -773,8 +812,11 @@ pub(crate) mod tests {
         let after = started.elapsed();
         assert_eq!(reason.kind, LostKind::LeaseUnconfirmed);
         assert!(reason.message.contains("lease could not be renewed"), "{reason}");
-        // Never before the lease could have run out, and promptly after.
-        assert!(after >= lease, "{after:?}");
+        // At the renew deadline (a margin before the server could expire the lease), never
+        // before it, and promptly.
+        let deadline = LeaseBudget::new(lease, Duration::ZERO).unwrap().renew_deadline();
+        assert!(deadline < lease);
+        assert!(after >= deadline, "{after:?}");
         assert!(after < lease + Duration::from_secs(1), "{after:?}");
         assert!(tx.is_lost());
         assert_eq!(tx.lost_reason(), Some(reason.clone()));
