@@ -59,6 +59,7 @@ mod tls_hint;
 mod transaction;
 mod tx_shared;
 mod types;
+mod withdraw;
 
 pub use admin::{
     AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyDelay, KeyLocks, LockDelayRule, LockHolder,

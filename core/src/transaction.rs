@@ -20,6 +20,7 @@ use crate::types::{
     ms_to_wire, AcquireOptions, EndCause, Lock, LockMode, LockRequest, LostKind, LostReason, QueuePosition,
     TransactionOptions, TransactionState, TransactionStatus,
 };
+use crate::withdraw::{Holds, PendingAcquire, Withdrawals};
 
 /// The error a call reports for a lost transaction: [`Error::DeadlockVictim`] when a
 /// deadlock cost it its locks, else [`Error::TransactionLost`].
@@ -111,6 +112,10 @@ struct TxInner {
     /// Acquires keep their stream open to hear at once that the server ended the
     /// transaction ([`TransactionOptions::lost_stream`]).
     lost_stream: bool,
+    /// Given-up acquires being withdrawn: lock calls wait for them (`withdraw`).
+    withdrawals: Withdrawals,
+    /// What the transaction holds, as its calls saw it (what a withdrawal gives back).
+    holds: Holds,
 }
 
 /// What a deferred transaction needs to begin.
@@ -165,6 +170,8 @@ impl Transaction {
                 begin_gate: tokio::sync::Mutex::new(()),
                 ended_unstarted: Mutex::new(None),
                 lost_tx: watch::Sender::new(None),
+                withdrawals: Withdrawals::default(),
+                holds: Holds::default(),
             }),
         }
     }
@@ -183,6 +190,8 @@ impl Transaction {
                 ended_unstarted: Mutex::new(None),
                 lost_tx,
                 lost_stream: false,
+                withdrawals: Withdrawals::default(),
+                holds: Holds::default(),
             }),
         }
     }
@@ -190,6 +199,38 @@ impl Transaction {
     /// The server's transaction, if it has begun.
     fn started(&self) -> Option<&TxShared> {
         self.inner.started.get().map(|handle| &*handle.shared)
+    }
+
+    /// The router its calls go through.
+    pub(crate) fn router(&self) -> Option<&Arc<Router>> {
+        match (self.started(), &self.inner.deferred) {
+            (Some(shared), _) => Some(&shared.router),
+            (None, Some(deferred)) => Some(&deferred.router),
+            (None, None) => None,
+        }
+    }
+
+    pub(crate) fn withdrawals(&self) -> &Withdrawals {
+        &self.inner.withdrawals
+    }
+
+    pub(crate) fn holds(&self) -> &Holds {
+        &self.inner.holds
+    }
+
+    /// Held while a call may begin the transaction.
+    pub(crate) async fn begin_gate(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.inner.begin_gate.lock().await
+    }
+
+    /// A withdrawal heard the server name the transaction its given-up first acquire began
+    /// (`sent_at`: when that acquire was sent). Call with the begin gate held.
+    pub(crate) fn begun_elsewhere(&self, begun: &pb::BeginTransactionResponse, sent_at: Instant) {
+        if self.started().is_none() {
+            if let Err(e) = self.set_started(begun, sent_at) {
+                debug!(error = %e, "a given-up one-shot acquire began a transaction this client cannot follow");
+            }
+        }
     }
 
     /// Whether the next acquire should keep its stream open: the lost stream is on and no
@@ -398,6 +439,7 @@ impl Transaction {
     ) -> Result<Lock> {
         self.ensure_active()?;
         let timeout_ms = ms_to_wire("acquire timeout_ms", opts.timeout_ms)?;
+        self.inner.withdrawals.settled().await;
         // A deferred transaction that has not begun takes its first lock in the begin
         // request; the gate keeps other calls from beginning it meanwhile and opens as soon
         // as the server names the transaction (the wait may go on long after).
@@ -426,6 +468,8 @@ impl Transaction {
             permits,
         });
         let sent_at = Instant::now();
+        // Withdrawn in the background if this call is given up before its answer.
+        let pending = PendingAcquire::new(self, &message, sent_at);
         let mut start_error = None;
         let attach = stream_acquire(router, message, opts.timeout_ms, |progress| match progress {
             AcquireProgress::Begun(begun) => {
@@ -433,16 +477,25 @@ impl Transaction {
                     start_error = self.set_started(begun, sent_at).err();
                 }
             }
-            AcquireProgress::Queued(position) => on_queued(position),
+            AcquireProgress::Queued(position) => {
+                pending.queued();
+                on_queued(position)
+            }
         });
         // A lost transaction's wait is pointless and its grant worthless: stop at once
         // rather than when the server (or a broken stream) says so.
         let result = tokio::select! {
-            result = attach => result,
-            reason = self.lost() => Err(lost_error(
-                &reason,
-                format!("transaction {} was lost while waiting for {namespace}/{key}: {reason}", self.id()),
-            )),
+            result = attach => {
+                pending.settle(&result);
+                result
+            }
+            reason = self.lost() => {
+                pending.disarm();
+                Err(lost_error(
+                    &reason,
+                    format!("transaction {} was lost while waiting for {namespace}/{key}: {reason}", self.id()),
+                ))
+            }
         };
         if let Some(e) = start_error {
             return Err(e);
@@ -450,6 +503,7 @@ impl Transaction {
         match (result, self.started()) {
             // The lease may have lapsed while the grant was on its way.
             (Ok((locks, after_grant)), Some(_)) => {
+                self.inner.holds.granted(&locks);
                 self.follow_lost_stream(after_grant);
                 self.ensure_active()
                     .and_then(|()| locks.into_iter().next().ok_or_else(|| Error::internal("a grant without a lock")))
@@ -484,6 +538,7 @@ impl Transaction {
     ) -> Result<Vec<Lock>> {
         self.ensure_active()?;
         let timeout_ms = ms_to_wire("acquire timeout_ms", opts.timeout_ms)?;
+        self.inner.withdrawals.settled().await;
         let shared = self.begun().await?;
         let call = AcquireCall::All(pb::AcquireLocksRequest {
             transaction_id: shared.id,
@@ -495,20 +550,30 @@ impl Transaction {
             request_id: new_request_id(),
             stay_open: self.stay_open(),
         });
+        // Withdrawn in the background if this call is given up before its answer.
+        let pending = PendingAcquire::new(self, &call, Instant::now());
         let attach = stream_acquire(&shared.router, call, opts.timeout_ms, |progress| {
             if let AcquireProgress::Queued(position) = progress {
+                pending.queued();
                 on_queued(position)
             }
         });
         let result = tokio::select! {
-            result = attach => result,
-            reason = self.lost() => Err(lost_error(
-                &reason,
-                format!("transaction {} was lost while waiting for {} locks: {reason}", shared.id, locks.len()),
-            )),
+            result = attach => {
+                pending.settle(&result);
+                result
+            }
+            reason = self.lost() => {
+                pending.disarm();
+                Err(lost_error(
+                    &reason,
+                    format!("transaction {} was lost while waiting for {} locks: {reason}", shared.id, locks.len()),
+                ))
+            }
         };
         match result {
             Ok((granted, after_grant)) => {
+                self.inner.holds.granted(&granted);
                 self.follow_lost_stream(after_grant);
                 self.ensure_active().map(|()| granted)
             }
@@ -520,6 +585,7 @@ impl Transaction {
     /// it: the wait is then withdrawn and its acquire fails with [`Error::WaitCancelled`]).
     pub async fn release(&self, namespace: &str, key: &str) -> Result<bool> {
         self.ensure_active()?;
+        self.inner.withdrawals.settled().await;
         let shared = match self.started() {
             Some(shared) => shared,
             None => {
@@ -544,7 +610,10 @@ impl Transaction {
             })
             .await;
         match result {
-            Ok(routed) => Ok(routed.value.released),
+            Ok(routed) => {
+                self.inner.holds.released(namespace, key);
+                Ok(routed.value.released)
+            }
             Err(e) => Err(shared.observe(e).await),
         }
     }
@@ -555,6 +624,7 @@ impl Transaction {
     /// transaction does not hold it. A SHARED_READ hold is returned as it is.
     pub async fn downgrade(&self, namespace: &str, key: &str) -> Result<Option<Lock>> {
         self.ensure_active()?;
+        self.inner.withdrawals.settled().await;
         let Some(shared) = self.started() else {
             // Nothing was ever acquired: nothing to downgrade.
             return Ok(None);
@@ -572,7 +642,11 @@ impl Transaction {
             })
             .await;
         match result {
-            Ok(routed) => routed.value.lock.filter(|_| routed.value.held).map(Lock::try_from).transpose(),
+            Ok(routed) => {
+                let held = routed.value.lock.filter(|_| routed.value.held).map(Lock::try_from).transpose()?;
+                self.inner.holds.granted(held.as_slice());
+                Ok(held)
+            }
             Err(e) => Err(shared.observe(e).await),
         }
     }

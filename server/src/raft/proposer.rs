@@ -231,7 +231,18 @@ impl Proposer {
     /// Proposes one command and waits for its outcome once applied on this node; `hold`
     /// is dropped only after that (or once the command failed or was shed).
     pub async fn propose(&self, cmd: Command, hold: Option<Hold>, timing: Timing) -> Result<Outcome, WriteError> {
-        let origin = Origin::of(&cmd);
+        self.propose_as(Origin::of(&cmd), cmd, hold, timing).await
+    }
+
+    /// [`Proposer::propose`] shed as `origin`: a command the leader proposes on its own (a
+    /// wait's cancel) is shed like a client's when a client asks for it.
+    pub async fn propose_as(
+        &self,
+        origin: Origin,
+        cmd: Command,
+        hold: Option<Hold>,
+        timing: Timing,
+    ) -> Result<Outcome, WriteError> {
         let (reply, answer) = oneshot::channel();
         let pending = Pending { cmd, reply, hold };
         let sent = if origin == Origin::Leader {
