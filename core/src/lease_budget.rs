@@ -101,7 +101,7 @@ impl LeaseBudget {
 /// A duration for people: whole milliseconds, in seconds when round enough.
 fn show(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms >= 1000 && ms % 10 == 0 {
+    if ms >= 1000 && ms.is_multiple_of(10) {
         format!("{}s", ms as f64 / 1000.0)
     } else {
         format!("{ms}ms")

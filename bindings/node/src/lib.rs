@@ -683,6 +683,8 @@ impl NativeTransaction {
     }
 
     #[napi(ts_return_type = "Promise<JsLock>")]
+    // One positional argument per option: index.js is the only caller.
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire_lock<'env>(
         &self,
         env: &'env Env,
@@ -708,6 +710,8 @@ impl NativeTransaction {
 
     /// One permit of the semaphore `namespace`/`key` of `permits` permits.
     #[napi(ts_return_type = "Promise<JsLock>")]
+    // One positional argument per option: index.js is the only caller.
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire_permit<'env>(
         &self,
         env: &'env Env,

@@ -321,6 +321,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_default_grace_fits_the_ttl_and_a_grace_that_does_not_is_refused() {
+        let secs = Duration::from_secs;
+        assert_eq!(lease_budget(secs(15), None).unwrap().stop_grace(), DEFAULT_KILL_GRACE);
+        // A 5 s lease allows at most 2.28 s: the default shrinks to it.
+        let short = lease_budget(secs(5), None).unwrap();
+        assert_eq!(short.stop_grace(), LeaseBudget::max_stop_grace(secs(5)));
+        assert!(short.stop_grace() < DEFAULT_KILL_GRACE);
+        let err = lease_budget(secs(15), Some(secs(10))).unwrap_err();
+        assert_eq!(err.exit_code, 2);
+        assert!(err.message.contains("the largest --kill-grace for --ttl 15s is 8.85s"), "{}", err.message);
+    }
+
+    #[test]
     fn durations_parse() {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
