@@ -153,16 +153,32 @@ impl Drop for PendingAcquire {
             asked: std::mem::take(&mut self.asked),
             answered: self.queued.load(Ordering::Relaxed),
         };
-        // Counted now, before the caller can make its next call.
-        self.tx.withdrawals().start();
+        // Counted now, before the caller can make its next call; uncounted when the task
+        // ends, or is dropped unrun (a runtime shutting down).
+        let settling = Settling::start(self.tx.clone());
         runtime.spawn(async move {
-            let tx = withdrawal.tx.clone();
+            let tx = &settling.0;
             let budget = tx.router().map_or(Duration::ZERO, |r| r.retry_deadline);
             if tokio::time::timeout(budget, withdrawal.run()).await.is_err() {
                 debug!(transaction_id = tx.id(), "withdrawing a given-up acquire took too long; its timeout ends it");
             }
-            tx.withdrawals().finish();
         });
+    }
+}
+
+/// One withdrawal under way, counted in its transaction's [`Withdrawals`] while it lives.
+struct Settling(Transaction);
+
+impl Settling {
+    fn start(tx: Transaction) -> Settling {
+        tx.withdrawals().start();
+        Settling(tx)
+    }
+}
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        self.0.withdrawals().finish();
     }
 }
 
@@ -316,5 +332,39 @@ fn requested(call: &AcquireCall) -> Vec<(String, String, LockMode)> {
     match call {
         AcquireCall::One(m) => vec![(m.namespace.clone(), m.key.clone(), mode(m.mode))],
         AcquireCall::All(m) => m.locks.iter().map(|l| (l.namespace.clone(), l.key.clone(), mode(l.mode))).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lock_calls_wait_until_every_withdrawal_settled() {
+        let w = std::sync::Arc::new(Withdrawals::default());
+        w.settled().await;
+        w.start();
+        w.start();
+        let waiting = tokio::spawn({
+            let w = w.clone();
+            async move { w.settled().await }
+        });
+        w.finish();
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "one withdrawal is still under way");
+        w.finish();
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("settled").unwrap();
+    }
+
+    #[test]
+    fn holds_follow_grants_releases_and_downgrades() {
+        let holds = Holds::default();
+        let lock = |mode| Lock { namespace: "n".into(), key: "k".into(), mode, fencing_token: 1 };
+        holds.granted(&[lock(LockMode::Exclusive)]);
+        assert_eq!(holds.mode("n", "k"), Some(LockMode::Exclusive));
+        holds.granted(&[lock(LockMode::SharedRead)]);
+        assert_eq!(holds.mode("n", "k"), Some(LockMode::SharedRead));
+        holds.released("n", "k");
+        assert_eq!(holds.mode("n", "k"), None);
     }
 }
