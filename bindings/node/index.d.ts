@@ -82,6 +82,12 @@ export declare namespace Dls {
     timeoutMs?: number;
     /** Called each time the request's place in the queue changes (on the event loop). */
     onQueued?: (position: QueuePosition) => void;
+    /**
+     * Gives the wait up when it aborts: the request is withdrawn on the server (never granted
+     * to nobody; a grant that won the race is given back) and the call rejects with
+     * `signal.reason`. An already aborted signal rejects before anything is sent.
+     */
+    signal?: AbortSignal;
   }
 
   /** Where a waiting acquire stands in its key's queue. */
@@ -272,6 +278,8 @@ export declare namespace Dls {
     mode?: LockMode;
     /** How long to wait in the key's queue, in ms (default 10000). */
     timeoutMs?: number;
+    /** `lock` only: gives the wait up when it aborts (see AcquireOptions.signal). */
+    signal?: AbortSignal;
     /** The transaction's lease, in ms (default 15000). */
     leaseMs?: number;
     /** Deadlock-victim preference: higher is less likely to be aborted. */

@@ -171,6 +171,31 @@ function queuedCallback(onQueued) {
   return onQueued;
 }
 
+/**
+ * Runs `start(nativeAbort)` (a native acquire) under the caller's `opts.signal`: when the
+ * signal aborts, the native call is dropped, which withdraws a waiting request on the
+ * server (so it is never granted to nobody), and the promise rejects with `signal.reason`,
+ * as `fetch` does. An already aborted signal rejects before anything is sent.
+ */
+async function abortable(signal, start) {
+  if (signal == null) return call(start(null));
+  if (typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
+    throw new InvalidArgumentError('signal must be an AbortSignal');
+  }
+  signal.throwIfAborted();
+  const abort = new native.NativeAbort();
+  const onAbort = () => abort.abort();
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    return await call(start(abort));
+  } catch (e) {
+    if (signal.aborted) throw signal.reason;
+    throw e;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
 /** Aborts and stops the heartbeat even if the abort fails: the caller owns the transaction's life. */
 async function abortQuietly(tx) {
   try {
@@ -223,11 +248,14 @@ class Transaction {
   /**
    * Takes a lock; resolves with `{ namespace, key, mode, fencingToken }` (fencingToken:
    * bigint). `opts.onQueued({ position, blockingTransactionIds })` is called each time the
-   * request's place in the key's queue changes (1 = next).
+   * request's place in the key's queue changes (1 = next). `opts.signal` (an AbortSignal)
+   * gives the wait up: the request is withdrawn on the server and this rejects with
+   * `signal.reason`.
    */
   async acquireLock(namespace, key, mode = 'EXCLUSIVE', opts = {}) {
-    const lock = await call(
-      this.#native.acquireLock(namespace, key, mode, opts?.timeoutMs ?? null, queuedCallback(opts?.onQueued)),
+    const onQueued = queuedCallback(opts?.onQueued);
+    const lock = await abortable(opts?.signal, (abort) =>
+      this.#native.acquireLock(namespace, key, mode, opts?.timeoutMs ?? null, onQueued, abort),
     );
     return jsonable(lock);
   }
@@ -243,8 +271,9 @@ class Transaction {
     if (!Number.isInteger(permits) || permits < 1) {
       throw new InvalidArgumentError(`acquirePermit needs permits, an integer between 1 and 100000 (got ${permits})`);
     }
-    const lock = await call(
-      this.#native.acquirePermit(namespace, key, permits, opts?.timeoutMs ?? null, queuedCallback(opts?.onQueued)),
+    const onQueued = queuedCallback(opts?.onQueued);
+    const lock = await abortable(opts?.signal, (abort) =>
+      this.#native.acquirePermit(namespace, key, permits, opts?.timeoutMs ?? null, onQueued, abort),
     );
     return jsonable(lock);
   }
@@ -257,9 +286,9 @@ class Transaction {
     if (!Array.isArray(locks)) throw new InvalidArgumentError('acquireLocks needs an array of { namespace, key, mode }');
     const wanted = locks.map((l) => ({ namespace: l?.namespace, key: l?.key, mode: l?.mode ?? 'EXCLUSIVE' }));
     const onQueued = queuedCallback(opts?.onQueued);
-    return call(Promise.resolve().then(() => this.#native.acquireLocks(wanted, opts?.timeoutMs ?? null, onQueued))).then(
-      (granted) => granted.map(jsonable),
-    );
+    return abortable(opts?.signal, (abort) =>
+      Promise.resolve().then(() => this.#native.acquireLocks(wanted, opts?.timeoutMs ?? null, onQueued, abort)),
+    ).then((granted) => granted.map(jsonable));
   }
 
   /** EXCLUSIVE -> SHARED_READ in place, keeping the fencing token; resolves with the lock, or null if not held. */
@@ -505,7 +534,8 @@ class DlsClient {
    * `{ namespace, key, mode, fencingToken, transaction, signal, release() }`; `release()`
    * commits the transaction (frees the lock). Works with `await using` (it is
    * AsyncDisposable). Options: `mode` (EXCLUSIVE), `timeoutMs` (the wait, default
-   * 10000), `leaseMs` (default 15000), `priority`, `name`, `maxDurationMs`, `lostStream`. A failed acquire leaves nothing held.
+   * 10000), `signal` (an AbortSignal that gives the wait up), `leaseMs` (default 15000),
+   * `priority`, `name`, `maxDurationMs`, `lostStream`. A failed acquire leaves nothing held.
    */
   async lock(namespace, key, opts = {}) {
     const o = opts ?? {};
@@ -518,7 +548,7 @@ class DlsClient {
     });
     let lock;
     try {
-      lock = await tx.acquireLock(namespace, key, o.mode ?? 'EXCLUSIVE', { timeoutMs: o.timeoutMs });
+      lock = await tx.acquireLock(namespace, key, o.mode ?? 'EXCLUSIVE', { timeoutMs: o.timeoutMs, signal: o.signal });
     } catch (e) {
       await abortQuietly(tx);
       throw e;

@@ -12,7 +12,7 @@ use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use crate::heartbeat_batch::Heartbeats;
 use crate::router::Router;
-use crate::transaction::{begin_request, lost_error, Deferred, Transaction};
+use crate::transaction::{begin_request, lost_error, stop_grace, Deferred, Transaction};
 use crate::types::{
     AcquireOptions, Lock, LockMode, LostKind, LostReason, TokenCheck, TransactionOptions, TransactionStatus,
 };
@@ -66,6 +66,7 @@ impl DlsClient {
             router: Arc::clone(&self.router),
             heartbeats: Arc::clone(&self.heartbeats),
             lost_stream: opts.lost_stream,
+            stop_grace: stop_grace(&opts)?,
             begin: begin_request(opts)?,
         }))
     }

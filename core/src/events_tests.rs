@@ -206,6 +206,9 @@ impl pb::lock_service_server::LockService for Scripted {
     async fn release_lock(&self, _: tonic::Request<pb::ReleaseLockRequest>) -> Reply<pb::ReleaseLockResponse> {
         Err(Status::unimplemented("scripted"))
     }
+    async fn cancel_wait(&self, _: tonic::Request<pb::CancelWaitRequest>) -> Reply<pb::CancelWaitResponse> {
+        Err(Status::unimplemented("scripted"))
+    }
     async fn get_transaction_status(
         &self,
         _: tonic::Request<pb::GetTransactionStatusRequest>,

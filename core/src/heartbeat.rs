@@ -8,32 +8,33 @@ use tracing::debug;
 
 use crate::error::Error;
 use crate::router::CallOptions;
-use crate::tx_shared::{lease_unconfirmed, TxShared};
+use crate::tx_shared::TxShared;
 use crate::types::{LostKind, LostReason};
 
 /// Floor of the retry interval after a failed heartbeat.
 const MIN_RETRY_INTERVAL: Duration = Duration::from_millis(50);
 
-/// Intervals derived from the lease.
+/// Intervals derived from the time heartbeats have before the lost signal (the renew
+/// window: [`LeaseBudget::lost_after`](crate::LeaseBudget::lost_after)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Schedule {
-    /// Between acknowledged heartbeats: a third of the lease leaves two more chances.
+    /// Between acknowledged heartbeats: a third of the window leaves two more chances.
     pub interval: Duration,
-    /// After a failed heartbeat: sooner, so a short election costs little of the lease.
+    /// After a failed heartbeat: sooner, so a short election costs little of the window.
     pub retry_interval: Duration,
-    /// Bound of one attempt, so a hung node cannot eat the whole lease.
+    /// Bound of one attempt, so a hung node cannot eat the whole window.
     pub attempt_timeout: Duration,
     /// How long a due heartbeat may wait to share its call with others of the same client
-    /// (`heartbeat_batch`): an eighth of the interval keeps well over two chances per lease.
+    /// (`heartbeat_batch`): an eighth of the interval keeps well over two chances per window.
     pub gather: Duration,
 }
 
 impl Schedule {
-    pub(crate) fn new(lease: Duration, request_timeout: Duration) -> Self {
-        let interval = (lease / 3).max(Duration::from_millis(1));
+    pub(crate) fn new(window: Duration, request_timeout: Duration) -> Self {
+        let interval = (window / 3).max(Duration::from_millis(1));
         Schedule {
             interval,
-            retry_interval: (lease / 10).max(MIN_RETRY_INTERVAL),
+            retry_interval: (window / 10).max(MIN_RETRY_INTERVAL),
             attempt_timeout: request_timeout.min(interval.max(MIN_RETRY_INTERVAL)),
             gather: interval / 8,
         }
@@ -42,8 +43,7 @@ impl Schedule {
 
 /// Runs until the transaction ends or is lost; aborted when the last handle drops.
 pub(crate) async fn run(shared: Arc<TxShared>) {
-    let lease = shared.lease;
-    let schedule = Schedule::new(lease, shared.router.request_timeout);
+    let schedule = Schedule::new(shared.budget.lost_after(), shared.router.request_timeout);
     let mut next = shared.last_ack() + schedule.interval;
     loop {
         tokio::select! {
@@ -53,26 +53,25 @@ pub(crate) async fn run(shared: Arc<TxShared>) {
         if !shared.is_active() {
             return;
         }
-        let lease_end = shared.last_ack() + lease;
-        if Instant::now() >= lease_end {
+        let lost_at = shared.lost_at();
+        if Instant::now() >= lost_at {
             if shared.is_ending() {
                 // A commit/abort is deciding the outcome right now; its answer wins.
                 next = Instant::now() + schedule.retry_interval;
                 continue;
             }
-            let silent = Instant::now().saturating_duration_since(shared.last_ack());
-            shared.mark_lost(lease_unconfirmed(silent, None));
+            shared.mark_lost(shared.lease_unconfirmed(None));
             return;
         }
         let options = CallOptions {
-            deadline: lease_end,
+            deadline: lost_at,
             attempt_timeout: schedule.attempt_timeout,
             max_backoff: schedule.retry_interval,
         };
         let call = shared.heartbeats.renew(shared.id, schedule.gather, options);
-        // Never wait past the lease: by then the answer no longer matters.
+        // Never wait past the lost signal: by then the answer no longer matters.
         let result = tokio::select! {
-            r = tokio::time::timeout_at(lease_end, call) => r.ok(),
+            r = tokio::time::timeout_at(lost_at, call) => r.ok(),
             _ = shared.stop.notified() => return,
         };
         if !shared.is_active() {
@@ -108,8 +107,8 @@ pub(crate) async fn run(shared: Arc<TxShared>) {
             _ => {}
         }
         let silent = now.saturating_duration_since(shared.last_ack());
-        if silent >= lease {
-            shared.mark_lost(lease_unconfirmed(silent, error.as_ref()));
+        if now >= shared.lost_at() {
+            shared.mark_lost(shared.lease_unconfirmed(error.as_ref()));
             return;
         }
         debug!(
@@ -118,9 +117,9 @@ pub(crate) async fn run(shared: Arc<TxShared>) {
             silent_ms = silent.as_millis() as u64,
             "heartbeat not acknowledged; retrying soon"
         );
-        // Retry soon, and at the latest exactly when the lease runs out, so the loss is
-        // reported the moment it may have happened.
-        next = (now + schedule.retry_interval).min(shared.last_ack() + lease);
+        // Retry soon, and at the latest exactly at the lost signal, so the holder gets all
+        // of its grace.
+        next = (now + schedule.retry_interval).min(shared.lost_at());
     }
 }
 

@@ -8,8 +8,8 @@
 //! The client finds the raft leader by itself, follows redirects, and retries across
 //! elections with request ids that make retries safe (the server returns the first
 //! outcome instead of doing the work twice). If the lease can no longer be confirmed, the
-//! transaction is reported lost ([`Transaction::lost`]) no later than the server could
-//! have expired it.
+//! transaction is reported lost ([`Transaction::lost`]) at its renew deadline, a margin
+//! before the server can expire it ([`LeaseBudget`]).
 //!
 //! ```no_run
 //! use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions};
@@ -52,12 +52,14 @@ mod heartbeat;
 mod heartbeat_batch;
 mod key_watch;
 mod lanes;
+mod lease_budget;
 mod resume;
 mod router;
 mod tls_hint;
 mod transaction;
 mod tx_shared;
 mod types;
+mod withdraw;
 
 pub use admin::{
     AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyDelay, KeyLocks, LockDelayRule, LockHolder,
@@ -71,6 +73,7 @@ pub use deadlock::{CycleMember, Deadlock};
 pub use error::{Error, Result};
 pub use events::{Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
 pub use key_watch::{Election, KeyChange, KeyChangeKind, KeyHolder, KeyUpdate, KeyWatch, Leadership};
+pub use lease_budget::LeaseBudget;
 pub use transaction::Transaction;
 pub use types::{
     AcquireOptions, EndCause, Lock, LockMode, LockRequest, LostKind, LostReason, PendingLock, QueuePosition,

@@ -13,12 +13,14 @@ use tracing::debug;
 use crate::acquire_stream::{stream_acquire, AcquireCall, AcquireProgress, AfterGrant};
 use crate::error::{Error, Result};
 use crate::heartbeat_batch::Heartbeats;
+use crate::lease_budget::LeaseBudget;
 use crate::router::{new_request_id, Router};
 use crate::tx_shared::{lock, EndingGuard, Phase, TxShared};
 use crate::types::{
     ms_to_wire, AcquireOptions, EndCause, Lock, LockMode, LockRequest, LostKind, LostReason, QueuePosition,
     TransactionOptions, TransactionState, TransactionStatus,
 };
+use crate::withdraw::{Holds, PendingAcquire, Withdrawals};
 
 /// The error a call reports for a lost transaction: [`Error::DeadlockVictim`] when a
 /// deadlock cost it its locks, else [`Error::TransactionLost`].
@@ -110,6 +112,10 @@ struct TxInner {
     /// Acquires keep their stream open to hear at once that the server ended the
     /// transaction ([`TransactionOptions::lost_stream`]).
     lost_stream: bool,
+    /// Given-up acquires being withdrawn: lock calls wait for them (`withdraw`).
+    withdrawals: Withdrawals,
+    /// What the transaction holds, as its calls saw it (what a withdrawal gives back).
+    holds: Holds,
 }
 
 /// What a deferred transaction needs to begin.
@@ -121,17 +127,25 @@ pub(crate) struct Deferred {
     pub(crate) begin: pb::BeginTransactionRequest,
     /// [`TransactionOptions::lost_stream`].
     pub(crate) lost_stream: bool,
+    /// [`TransactionOptions::stop_grace_ms`], checked against the lease.
+    pub(crate) stop_grace: Duration,
 }
 
 impl std::fmt::Debug for Transaction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("Transaction");
         match self.started() {
-            Some(shared) => d.field("id", &shared.id).field("lease", &shared.lease).field("phase", &shared.phase()),
+            Some(shared) => d.field("id", &shared.id).field("lease", &shared.budget).field("phase", &shared.phase()),
             None => d.field("id", &0).field("deferred", &true).field("ended", &*lock(&self.inner.ended_unstarted)),
         };
         d.finish()
     }
+}
+
+/// The holder's grace of `opts`, refused unless the lease can honour it.
+pub(crate) fn stop_grace(opts: &TransactionOptions) -> Result<Duration> {
+    let budget = LeaseBudget::new(Duration::from_millis(opts.timeout_ms), Duration::from_millis(opts.stop_grace_ms))?;
+    Ok(budget.stop_grace())
 }
 
 /// The begin request for `opts` (validated here, before anything is sent).
@@ -156,6 +170,8 @@ impl Transaction {
                 begin_gate: tokio::sync::Mutex::new(()),
                 ended_unstarted: Mutex::new(None),
                 lost_tx: watch::Sender::new(None),
+                withdrawals: Withdrawals::default(),
+                holds: Holds::default(),
             }),
         }
     }
@@ -174,6 +190,8 @@ impl Transaction {
                 ended_unstarted: Mutex::new(None),
                 lost_tx,
                 lost_stream: false,
+                withdrawals: Withdrawals::default(),
+                holds: Holds::default(),
             }),
         }
     }
@@ -181,6 +199,38 @@ impl Transaction {
     /// The server's transaction, if it has begun.
     fn started(&self) -> Option<&TxShared> {
         self.inner.started.get().map(|handle| &*handle.shared)
+    }
+
+    /// The router its calls go through.
+    pub(crate) fn router(&self) -> Option<&Arc<Router>> {
+        match (self.started(), &self.inner.deferred) {
+            (Some(shared), _) => Some(&shared.router),
+            (None, Some(deferred)) => Some(&deferred.router),
+            (None, None) => None,
+        }
+    }
+
+    pub(crate) fn withdrawals(&self) -> &Withdrawals {
+        &self.inner.withdrawals
+    }
+
+    pub(crate) fn holds(&self) -> &Holds {
+        &self.inner.holds
+    }
+
+    /// Held while a call may begin the transaction.
+    pub(crate) async fn begin_gate(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.inner.begin_gate.lock().await
+    }
+
+    /// A withdrawal heard the server name the transaction its given-up first acquire began
+    /// (`sent_at`: when that acquire was sent). Call with the begin gate held.
+    pub(crate) fn begun_elsewhere(&self, begun: &pb::BeginTransactionResponse, sent_at: Instant) {
+        if self.started().is_none() {
+            if let Err(e) = self.set_started(begun, sent_at) {
+                debug!(error = %e, "a given-up one-shot acquire began a transaction this client cannot follow");
+            }
+        }
     }
 
     /// Whether the next acquire should keep its stream open: the lost stream is on and no
@@ -219,7 +269,7 @@ impl Transaction {
             begun.transaction_id,
             Arc::clone(&deferred.router),
             Arc::clone(&deferred.heartbeats),
-            Duration::from_millis(lease_ms),
+            LeaseBudget::clamped(Duration::from_millis(lease_ms), deferred.stop_grace),
             sent_at,
             self.inner.lost_tx.clone(),
         );
@@ -268,10 +318,29 @@ impl Transaction {
     /// begun a deferred transaction).
     pub fn lease(&self) -> Duration {
         match (self.started(), &self.inner.deferred) {
-            (Some(shared), _) => shared.lease,
+            (Some(shared), _) => shared.budget.lease(),
             (None, Some(deferred)) => Duration::from_millis(deferred.begin.timeout_ms.max(0) as u64),
             (None, None) => Duration::ZERO,
         }
+    }
+
+    /// How the lease is spent ([`LeaseBudget`]): when the lost signal fires and when the
+    /// holder must have stopped, counted from the last acknowledged heartbeat.
+    pub fn lease_budget(&self) -> LeaseBudget {
+        match (self.started(), &self.inner.deferred) {
+            (Some(shared), _) => shared.budget,
+            (None, Some(deferred)) => LeaseBudget::clamped(self.lease(), deferred.stop_grace),
+            (None, None) => LeaseBudget::clamped(Duration::ZERO, Duration::ZERO),
+        }
+    }
+
+    /// The instant by which the holder must have stopped the work its locks protect unless
+    /// a heartbeat is acknowledged first: the renew deadline ([`LeaseBudget`]), a margin
+    /// before the server can expire the lease. It no longer moves once the transaction is
+    /// lost (`dls lock` kills its command by then, whatever its grace). `None` while a
+    /// deferred transaction has not begun.
+    pub fn renew_deadline(&self) -> Option<std::time::Instant> {
+        self.started().map(|shared| shared.renew_deadline().into_std())
     }
 
     /// Fails unless the transaction is active as far as this client knows.
@@ -370,6 +439,7 @@ impl Transaction {
     ) -> Result<Lock> {
         self.ensure_active()?;
         let timeout_ms = ms_to_wire("acquire timeout_ms", opts.timeout_ms)?;
+        self.inner.withdrawals.settled().await;
         // A deferred transaction that has not begun takes its first lock in the begin
         // request; the gate keeps other calls from beginning it meanwhile and opens as soon
         // as the server names the transaction (the wait may go on long after).
@@ -398,6 +468,8 @@ impl Transaction {
             permits,
         });
         let sent_at = Instant::now();
+        // Withdrawn in the background if this call is given up before its answer.
+        let pending = PendingAcquire::new(self, &message, sent_at);
         let mut start_error = None;
         let attach = stream_acquire(router, message, opts.timeout_ms, |progress| match progress {
             AcquireProgress::Begun(begun) => {
@@ -405,16 +477,25 @@ impl Transaction {
                     start_error = self.set_started(begun, sent_at).err();
                 }
             }
-            AcquireProgress::Queued(position) => on_queued(position),
+            AcquireProgress::Queued(position) => {
+                pending.queued();
+                on_queued(position)
+            }
         });
         // A lost transaction's wait is pointless and its grant worthless: stop at once
         // rather than when the server (or a broken stream) says so.
         let result = tokio::select! {
-            result = attach => result,
-            reason = self.lost() => Err(lost_error(
-                &reason,
-                format!("transaction {} was lost while waiting for {namespace}/{key}: {reason}", self.id()),
-            )),
+            result = attach => {
+                pending.settle(&result);
+                result
+            }
+            reason = self.lost() => {
+                pending.disarm();
+                Err(lost_error(
+                    &reason,
+                    format!("transaction {} was lost while waiting for {namespace}/{key}: {reason}", self.id()),
+                ))
+            }
         };
         if let Some(e) = start_error {
             return Err(e);
@@ -422,6 +503,7 @@ impl Transaction {
         match (result, self.started()) {
             // The lease may have lapsed while the grant was on its way.
             (Ok((locks, after_grant)), Some(_)) => {
+                self.inner.holds.granted(&locks);
                 self.follow_lost_stream(after_grant);
                 self.ensure_active()
                     .and_then(|()| locks.into_iter().next().ok_or_else(|| Error::internal("a grant without a lock")))
@@ -456,6 +538,7 @@ impl Transaction {
     ) -> Result<Vec<Lock>> {
         self.ensure_active()?;
         let timeout_ms = ms_to_wire("acquire timeout_ms", opts.timeout_ms)?;
+        self.inner.withdrawals.settled().await;
         let shared = self.begun().await?;
         let call = AcquireCall::All(pb::AcquireLocksRequest {
             transaction_id: shared.id,
@@ -467,20 +550,30 @@ impl Transaction {
             request_id: new_request_id(),
             stay_open: self.stay_open(),
         });
+        // Withdrawn in the background if this call is given up before its answer.
+        let pending = PendingAcquire::new(self, &call, Instant::now());
         let attach = stream_acquire(&shared.router, call, opts.timeout_ms, |progress| {
             if let AcquireProgress::Queued(position) = progress {
+                pending.queued();
                 on_queued(position)
             }
         });
         let result = tokio::select! {
-            result = attach => result,
-            reason = self.lost() => Err(lost_error(
-                &reason,
-                format!("transaction {} was lost while waiting for {} locks: {reason}", shared.id, locks.len()),
-            )),
+            result = attach => {
+                pending.settle(&result);
+                result
+            }
+            reason = self.lost() => {
+                pending.disarm();
+                Err(lost_error(
+                    &reason,
+                    format!("transaction {} was lost while waiting for {} locks: {reason}", shared.id, locks.len()),
+                ))
+            }
         };
         match result {
             Ok((granted, after_grant)) => {
+                self.inner.holds.granted(&granted);
                 self.follow_lost_stream(after_grant);
                 self.ensure_active().map(|()| granted)
             }
@@ -492,6 +585,7 @@ impl Transaction {
     /// it: the wait is then withdrawn and its acquire fails with [`Error::WaitCancelled`]).
     pub async fn release(&self, namespace: &str, key: &str) -> Result<bool> {
         self.ensure_active()?;
+        self.inner.withdrawals.settled().await;
         let shared = match self.started() {
             Some(shared) => shared,
             None => {
@@ -516,7 +610,10 @@ impl Transaction {
             })
             .await;
         match result {
-            Ok(routed) => Ok(routed.value.released),
+            Ok(routed) => {
+                self.inner.holds.released(namespace, key);
+                Ok(routed.value.released)
+            }
             Err(e) => Err(shared.observe(e).await),
         }
     }
@@ -527,6 +624,7 @@ impl Transaction {
     /// transaction does not hold it. A SHARED_READ hold is returned as it is.
     pub async fn downgrade(&self, namespace: &str, key: &str) -> Result<Option<Lock>> {
         self.ensure_active()?;
+        self.inner.withdrawals.settled().await;
         let Some(shared) = self.started() else {
             // Nothing was ever acquired: nothing to downgrade.
             return Ok(None);
@@ -544,7 +642,11 @@ impl Transaction {
             })
             .await;
         match result {
-            Ok(routed) => routed.value.lock.filter(|_| routed.value.held).map(Lock::try_from).transpose(),
+            Ok(routed) => {
+                let held = routed.value.lock.filter(|_| routed.value.held).map(Lock::try_from).transpose()?;
+                self.inner.holds.granted(held.as_slice());
+                Ok(held)
+            }
             Err(e) => Err(shared.observe(e).await),
         }
     }
@@ -713,6 +815,7 @@ pub(crate) mod tests {
             router,
             begin: begin_request(opts).unwrap(),
             lost_stream: false,
+            stop_grace: Duration::ZERO,
         })
     }
 
@@ -737,6 +840,16 @@ pub(crate) mod tests {
         assert_eq!(tx.status().await.unwrap_err().code(), "TRANSACTION_LOST");
     }
 
+    #[test]
+    fn a_stop_grace_the_lease_cannot_honour_is_refused_before_anything_is_sent() {
+        let opts = TransactionOptions::default().with_stop_grace(Duration::from_secs(10));
+        let err = stop_grace(&opts).unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "{err}");
+        assert!(err.message().contains("the largest grace for this lease is 8.85s"), "{err}");
+        let opts = TransactionOptions::default().with_stop_grace(Duration::from_millis(8_850));
+        assert_eq!(stop_grace(&opts).unwrap(), Duration::from_millis(8_850));
+    }
+
     #[tokio::test]
     async fn a_deferred_transactions_first_call_begins_it_and_reports_failures() {
         // The first acquire (one-shot) and a status (plain begin) both reach for the
@@ -757,7 +870,7 @@ pub(crate) mod tests {
             7,
             Arc::clone(&router),
             Arc::new(Heartbeats::new(&router)),
-            lease,
+            LeaseBudget::clamped(lease, Duration::ZERO),
             Instant::now(),
             watch::Sender::new(None),
         ))
@@ -773,8 +886,11 @@ pub(crate) mod tests {
         let after = started.elapsed();
         assert_eq!(reason.kind, LostKind::LeaseUnconfirmed);
         assert!(reason.message.contains("lease could not be renewed"), "{reason}");
-        // Never before the lease could have run out, and promptly after.
-        assert!(after >= lease, "{after:?}");
+        // At the renew deadline (a margin before the server could expire the lease), never
+        // before it, and promptly.
+        let deadline = LeaseBudget::new(lease, Duration::ZERO).unwrap().renew_deadline();
+        assert!(deadline < lease);
+        assert!(after >= deadline, "{after:?}");
         assert!(after < lease + Duration::from_secs(1), "{after:?}");
         assert!(tx.is_lost());
         assert_eq!(tx.lost_reason(), Some(reason.clone()));

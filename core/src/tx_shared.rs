@@ -15,6 +15,7 @@ use tracing::warn;
 use crate::acquire_stream::AfterGrant;
 use crate::error::{Error, Result};
 use crate::heartbeat_batch::Heartbeats;
+use crate::lease_budget::LeaseBudget;
 use crate::router::{new_request_id, CallOptions, Router};
 use crate::types::{EndCause, LostKind, LostReason, TransactionStatus};
 
@@ -33,7 +34,9 @@ pub(crate) struct TxShared {
     pub(crate) router: Arc<Router>,
     /// The client's heartbeat queue this transaction's renewals go through.
     pub(crate) heartbeats: Arc<Heartbeats>,
-    pub(crate) lease: Duration,
+    /// The lease and how it is spent: the lost signal at `last_ack + lost_after`, the holder
+    /// stopped by `last_ack + renew_deadline`.
+    pub(crate) budget: LeaseBudget,
     pub(crate) phase: Mutex<Phase>,
     /// Send time of the last heartbeat the leader acknowledged (at first: of the begin
     /// call). The server's lease runs from a later instant, so `last_ack + lease` is a
@@ -64,7 +67,7 @@ impl TxShared {
         id: u64,
         router: Arc<Router>,
         heartbeats: Arc<Heartbeats>,
-        lease: Duration,
+        budget: LeaseBudget,
         begun_at: Instant,
         lost_tx: watch::Sender<Option<LostReason>>,
     ) -> Self {
@@ -72,7 +75,7 @@ impl TxShared {
             id,
             router,
             heartbeats,
-            lease,
+            budget,
             phase: Mutex::new(Phase::Active),
             last_ack: Mutex::new(begun_at),
             ending: AtomicUsize::new(0),
@@ -98,6 +101,17 @@ impl TxShared {
 
     pub(crate) fn last_ack(&self) -> Instant {
         *lock(&self.last_ack)
+    }
+
+    /// When the holder must have stopped: the renew deadline from the last acknowledged
+    /// heartbeat (it no longer moves once the transaction is lost).
+    pub(crate) fn renew_deadline(&self) -> Instant {
+        self.last_ack() + self.budget.renew_deadline()
+    }
+
+    /// When the lost signal fires unless a heartbeat is acknowledged first.
+    pub(crate) fn lost_at(&self) -> Instant {
+        self.last_ack() + self.budget.lost_after()
     }
 
     pub(crate) fn acknowledged(&self, sent_at: Instant) {
@@ -177,17 +191,34 @@ impl TxShared {
         }
     }
 
-    /// Declares the transaction lost once a whole lease passed without an acknowledged
-    /// heartbeat, even if the heartbeat task has not run yet (busy runtime): the server
-    /// may already have expired it.
+    /// Declares the transaction lost once its lost signal is due, even if the heartbeat
+    /// task has not run yet (busy runtime): the holder's time to stop is running out.
     pub(crate) fn check_lease(&self) {
         if !self.is_active() || self.is_ending() {
             return;
         }
-        let silent = Instant::now().saturating_duration_since(self.last_ack());
-        if silent >= self.lease {
-            self.mark_lost(lease_unconfirmed(silent, None));
+        if Instant::now() >= self.lost_at() {
+            self.mark_lost(self.lease_unconfirmed(None));
         }
+    }
+
+    /// The loss of a lease no heartbeat could renew in time.
+    pub(crate) fn lease_unconfirmed(&self, last_error: Option<&Error>) -> LostReason {
+        let now = Instant::now();
+        let silent = now.saturating_duration_since(self.last_ack());
+        let stop_within = self.renew_deadline().saturating_duration_since(now);
+        let mut message = format!(
+            "lease could not be renewed for {} ms (heartbeats have {} ms of the {} ms lease); stop within {} ms, \
+             before the server can expire it",
+            silent.as_millis(),
+            self.budget.lost_after().as_millis(),
+            self.budget.lease().as_millis(),
+            stop_within.as_millis(),
+        );
+        if let Some(e) = last_error {
+            message.push_str(&format!(" (last error: {e})"));
+        }
+        LostReason { kind: LostKind::LeaseUnconfirmed, message }
     }
 
     /// Short budget for the status query that classifies a loss: the lost signal waits
@@ -274,15 +305,6 @@ impl TxShared {
             .await?;
         Ok(routed.value)
     }
-}
-
-pub(crate) fn lease_unconfirmed(silent: Duration, last_error: Option<&Error>) -> LostReason {
-    let mut message =
-        format!("lease could not be renewed for {} ms; the server may have expired it", silent.as_millis());
-    if let Some(e) = last_error {
-        message.push_str(&format!(" (last error: {e})"));
-    }
-    LostReason { kind: LostKind::LeaseUnconfirmed, message }
 }
 
 /// Marks an end call in flight for as long as it lives, also when its future is dropped.

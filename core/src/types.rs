@@ -254,8 +254,8 @@ impl fmt::Display for LostKind {
 /// Options of [`DlsClient::begin_transaction`](crate::DlsClient::begin_transaction).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TransactionOptions {
-    /// Lease length in milliseconds (100..=3600000); the client heartbeats every third of it.
-    /// Default 15000.
+    /// Lease length in milliseconds (100..=3600000). The client heartbeats every third of
+    /// the time it has before its lost signal (see `stop_grace_ms`). Default 15000.
     pub timeout_ms: u64,
     /// Deadlock-victim preference: higher is less likely to be aborted. Default 0.
     pub priority: i32,
@@ -272,11 +272,25 @@ pub struct TransactionOptions {
     /// locks. Heartbeats run as before and stay the authority (the stream ends without a
     /// signal on a leader change). Default false.
     pub lost_stream: bool,
+    /// How long the holder needs to stop its work once told the lock is lost, in
+    /// milliseconds: the lost signal fires this much before the renew deadline, so the
+    /// signal plus this grace still ends a margin before the server can expire the lease
+    /// ([`LeaseBudget`](crate::LeaseBudget)). At most
+    /// [`LeaseBudget::max_stop_grace`](crate::LeaseBudget::max_stop_grace) of the lease
+    /// (`INVALID_ARGUMENT` otherwise, before anything is sent). Default 0.
+    pub stop_grace_ms: u64,
 }
 
 impl Default for TransactionOptions {
     fn default() -> Self {
-        TransactionOptions { timeout_ms: 15_000, priority: 0, name: None, max_duration_ms: None, lost_stream: false }
+        TransactionOptions {
+            timeout_ms: 15_000,
+            priority: 0,
+            name: None,
+            max_duration_ms: None,
+            lost_stream: false,
+            stop_grace_ms: 0,
+        }
     }
 }
 
@@ -318,6 +332,12 @@ impl TransactionOptions {
     /// Turns the lost stream on or off (see the field).
     pub fn with_lost_stream(mut self, lost_stream: bool) -> Self {
         self.lost_stream = lost_stream;
+        self
+    }
+
+    /// Sets the holder's grace to stop after the lost signal (see the field).
+    pub fn with_stop_grace(mut self, grace: Duration) -> Self {
+        self.stop_grace_ms = duration_ms(grace);
         self
     }
 }

@@ -26,7 +26,7 @@ use crate::raft::log_clock::LogClock;
 use crate::raft::log_store::{LogIoStats, LogStore, OnDamage};
 use crate::raft::network::{PeerNetwork, PeerTlsFiles, PeerTransport};
 use crate::raft::peer_auth::PeerAuth;
-use crate::raft::proposer::{Hold, Proposer, Timing, WriteError};
+use crate::raft::proposer::{Hold, Origin, Proposer, Timing, WriteError};
 use crate::raft::quorum_clock::QuorumClock;
 use crate::raft::replicated::SharedState;
 use crate::raft::snapshot_schedule::SnapshotSchedule;
@@ -561,6 +561,14 @@ impl Node {
         self.propose_holding(cmd, None, Timing::Now, &Tenant::of(who)).await
     }
 
+    /// [`Node::propose_for`] of a command the leader also proposes on its own (a wait's
+    /// cancel) when a client asks for it: shed like a release, so no client skips the queue
+    /// bound or its share.
+    pub(crate) async fn propose_for_client(&self, who: &Principal, cmd: Command) -> Result<Outcome, EngineError> {
+        let outcome = self.proposer.propose_as(Origin::Release, cmd, None, Timing::Now, &Tenant::of(who)).await;
+        outcome.map_err(|e| self.write_error(e))
+    }
+
     /// [`Node::propose_for`] a request the limits admitted: its admission counts until
     /// the command is applied (or failed), even if the caller stops waiting. `timing` may
     /// park an acquire that will queue anyway (see `raft::proposer`).
@@ -581,7 +589,11 @@ impl Node {
         timing: Timing,
         tenant: &Tenant,
     ) -> Result<Outcome, EngineError> {
-        self.proposer.propose(cmd, hold, timing, tenant).await.map_err(|e| match e {
+        self.proposer.propose(cmd, hold, timing, tenant).await.map_err(|e| self.write_error(e))
+    }
+
+    fn write_error(&self, e: WriteError) -> EngineError {
+        match e {
             WriteError::NotLeader => self.not_leader(),
             WriteError::Overloaded { queued, limit, retry_after } => EngineError::Overloaded {
                 message: format!(
@@ -604,7 +616,7 @@ impl Node {
                 "the cluster did not commit the request within {after:?}; retry with the same request_id"
             )),
             WriteError::Failed(why) => EngineError::Unavailable(format!("raft could not commit the request: {why}")),
-        })
+        }
     }
 
     /// When a quorum last acknowledged this node as the leader it serves as (its current

@@ -269,7 +269,7 @@ async fn a_lost_lock_stops_the_command_with_sigterm_then_sigkill() {
         );
         let child = dls_command(
             &cluster,
-            &["lock", "--ttl", "1s", "--kill-grace", "700ms", "jobs", "lost", "--", "sh", "-c", &script],
+            &["lock", "--ttl", "3s", "--kill-grace", "700ms", "jobs", "lost", "--", "sh", "-c", &script],
         )
         .spawn()
         .unwrap();
@@ -285,5 +285,136 @@ async fn a_lost_lock_stops_the_command_with_sigterm_then_sigkill() {
             assert!(run.stderr.contains("SIGKILL"), "{run:?}");
             assert!(started.elapsed() >= Duration::from_millis(600), "waited for the grace period");
         }
+    }
+}
+
+#[tokio::test]
+async fn a_kill_grace_the_lease_cannot_honour_is_refused_naming_the_largest() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let job = format!("touch {}", ran.display());
+    // The old defaults: SIGKILL would come 10 s after a loss declared at the end of the lease.
+    let run =
+        dls(&cluster, &["lock", "--ttl", "15s", "--kill-grace", "10s", "jobs", "grace", "--", "sh", "-c", &job]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("the largest --kill-grace for --ttl 15s is 8.85s"), "{run:?}");
+    assert!(!ran.exists(), "nothing ran");
+    let run =
+        dls(&cluster, &["lock", "--ttl", "15s", "--kill-grace", "8850ms", "jobs", "grace", "--", "sh", "-c", &job])
+            .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(ran.exists());
+}
+
+/// Nanoseconds since the Unix epoch: the clock the jobs below stamp their actions with.
+fn epoch_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+/// Whether process `pid` still runs (a zombie has stopped running).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+}
+
+/// The scenario: `dls lock` runs a job that ignores SIGTERM on the raft leader's
+/// host, and that host is cut off from the other two nodes (the holder still reaches the
+/// old leader, which can no longer confirm its leadership). Another host waits for the
+/// lock. The job must be dead before the other host gets the lock, with the default flags
+/// and with the largest grace the default lease allows; the margin between the old job's
+/// last action and the new holder's grant is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_holder_has_killed_its_job_before_another_host_gets_the_lock() {
+    use caerus_core::LeaseBudget;
+    use common::proxy::{CLIENT_BASE, HARNESS};
+    use common::{Proxies, Spec};
+
+    let cluster = Cluster::start_spec(Spec { nodes: 3, proxies: Proxies::Kit, ..Spec::default() }).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let others: Vec<u64> = cluster.ids().into_iter().filter(|&n| n != leader).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let largest = LeaseBudget::max_stop_grace(Duration::from_secs(15));
+    let cases = [
+        ("defaults", vec![]),
+        ("largest grace", vec!["--kill-grace".to_string(), format!("{}ms", largest.as_millis())]),
+    ];
+
+    let mut holders = Vec::new();
+    for (i, (case, flags)) in cases.iter().enumerate() {
+        let actions = dir.path().join(format!("actions-{i}"));
+        let pid_file = dir.path().join(format!("pid-{i}"));
+        // Ignores SIGTERM, as a job finishing its current item would, and stamps every action.
+        let job = format!(
+            "trap '' TERM; echo $$ > {pid}; while true; do date +%s%N >> {actions}; sleep 0.02; done",
+            pid = pid_file.display(),
+            actions = actions.display()
+        );
+        let key = format!("cut-{i}");
+        let mut args = vec!["lock".to_string()];
+        args.extend(flags.iter().cloned());
+        args.extend(["jobs".to_string(), key.clone(), "--".into(), "sh".into(), "-c".into(), job]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let child = dls_command(&cluster, &args).spawn().unwrap();
+        // Its connections through the kit's proxies are told apart by its pid.
+        cluster.links().set_pid(child.id().unwrap(), CLIENT_BASE + i as u64);
+        holders.push((*case, key, actions, pid_file, child));
+    }
+    let mut jobs = Vec::new();
+    for (case, _, actions, pid_file, _) in &holders {
+        let pid = eventually(PATIENCE, "the job runs under the lock", || read(pid_file)).await;
+        eventually(PATIENCE, "the job's first action", || read(actions)).await;
+        jobs.push(pid.trim().parse::<u32>().unwrap_or_else(|e| panic!("{case}: pid {pid:?}: {e}")));
+    }
+
+    // Cut the leader's host off: the leader from its peers, the holders from the other nodes.
+    cluster.links().partition(&[leader], &others);
+    for i in 0..holders.len() as u64 {
+        for &n in &others {
+            cluster.links().block(CLIENT_BASE + i, n);
+        }
+    }
+    cluster.links().block(HARNESS, leader);
+
+    // Another host, reaching only the other two nodes, waits for each lock.
+    let other_host = DlsClient::connect(
+        ClientConfig::new(others.iter().map(|&n| cluster.node(n).listen.clone()))
+            .with_retry_deadline(PATIENCE)
+            .without_api_key(),
+    )
+    .await
+    .unwrap();
+    let waits = holders.iter().zip(&jobs).map(|((_, key, ..), &job)| {
+        let c = other_host.clone();
+        let key = key.clone();
+        async move {
+            let tx = c.transaction(TransactionOptions::default()).unwrap();
+            let lock =
+                tx.acquire_lock("jobs", &key, LockMode::Exclusive, AcquireOptions::new().with_timeout_ms(60_000));
+            let lock = lock.await.unwrap_or_else(|e| panic!("{key}: {e}"));
+            (epoch_ns(), alive(job), tx, lock)
+        }
+    });
+    let grants = futures::future::join_all(waits).await;
+
+    let mut outcomes = Vec::new();
+    for ((case, _, actions, _, child), (granted_ns, job_alive, ..)) in holders.into_iter().zip(grants) {
+        // The old holder has exited (its job is dead) before its last action is read.
+        let run = finish(child).await;
+        let last_ns: u128 = std::fs::read_to_string(&actions)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .max()
+            .expect("stamped actions");
+        let margin_ms = (granted_ns as i128 - last_ns as i128) as f64 / 1e6;
+        println!("{case}: the old job's last action came {margin_ms:.0} ms before the new holder's grant");
+        outcomes.push((case, margin_ms, job_alive, run));
+    }
+    for (case, margin_ms, job_alive, run) in outcomes {
+        assert!(!job_alive, "{case}: the job still ran when another host got the lock\n{run:?}");
+        assert!(margin_ms > 0.0, "{case}: the old job acted {:.0} ms after the new grant\n{run:?}", -margin_ms);
+        assert_eq!(run.code, 76, "{case}: {run:?}");
+        assert!(run.stderr.contains("SIGKILL"), "{case}: the job ignored SIGTERM and was killed\n{run:?}");
     }
 }

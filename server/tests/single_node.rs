@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use caerus_core::{ClientConfig, DlsClient, EndCause, Error, LockMode, LostKind, TransactionState};
 use caerus_proto::v1 as pb;
-use common::{opts, raw_client, wait, Cluster};
+use common::{eventually_async, opts, raw_client, wait, Cluster, PATIENCE};
 use tokio::sync::mpsc;
 
 async fn client(cluster: &Cluster) -> DlsClient {
@@ -135,6 +135,97 @@ async fn acquire_timeout_ends_the_wait_but_keeps_the_transaction() {
     assert_eq!(st.locks.len(), 1);
     assert_eq!(st.locks[0].key, "other");
     b.commit().await.unwrap();
+}
+
+/// An acquire that would wait far longer than any test: only a withdrawal ends it early.
+fn wait_for_ever(
+    tx: &caerus_core::Transaction,
+    key: &'static str,
+    mode: LockMode,
+) -> (mpsc::UnboundedReceiver<u32>, tokio::task::JoinHandle<Result<caerus_core::Lock, Error>>) {
+    let (pos_tx, pos_rx) = mpsc::unbounded_channel();
+    let tx = tx.clone();
+    let handle = tokio::spawn(async move {
+        tx.acquire_lock_with_progress("ns", key, mode, wait(3_600_000), move |q| {
+            let _ = pos_tx.send(q.position);
+        })
+        .await
+    });
+    (pos_rx, handle)
+}
+
+/// Who waits for `ns/key`, by the leader's table.
+async fn waiters(c: &DlsClient, key: &str) -> Vec<(u64, bool)> {
+    let locks = c.list_locks("ns").await.unwrap();
+    let found = locks.into_iter().find(|k| k.key == key);
+    found.map(|k| k.waiters.iter().map(|w| (w.transaction_id, w.upgrade)).collect()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_dropped_acquire_is_withdrawn_and_never_granted_to_nobody() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let holder = c.begin_transaction(opts(10_000)).await.unwrap();
+    holder.acquire_lock("ns", "dropped", LockMode::Exclusive, wait(1000)).await.unwrap();
+    // A fresh wait, given up by dropping its future (as a cancelled task does).
+    let waiter = c.begin_transaction(opts(10_000)).await.unwrap();
+    let (mut pos, wait_task) = wait_for_ever(&waiter, "dropped", LockMode::Exclusive);
+    assert_eq!(pos.recv().await, Some(1));
+    assert_eq!(waiters(&c, "dropped").await, vec![(waiter.id(), false)]);
+    wait_task.abort();
+    eventually_async(PATIENCE, "the dropped wait leaves the queue", || async {
+        waiters(&c, "dropped").await.is_empty().then_some(())
+    })
+    .await;
+    // The holder lets go: the key is free, nobody got it, and the waiter's transaction
+    // goes on holding nothing.
+    holder.commit().await.unwrap();
+    let st = waiter.status().await.unwrap();
+    assert_eq!(st.state, TransactionState::Active);
+    assert!(st.locks.is_empty() && st.waiting.is_none(), "{st:?}");
+    assert!(c.list_locks("ns").await.unwrap().iter().all(|k| k.key != "dropped"), "the key is free");
+    // A later acquire of the same key by the same transaction is not taken back.
+    let lock = waiter.acquire_lock("ns", "dropped", LockMode::Exclusive, wait(1000)).await.unwrap();
+    assert_eq!(waiter.status().await.unwrap().locks[0].fencing_token, lock.fencing_token);
+    waiter.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dropped_upgrade_is_withdrawn_and_keeps_the_shared_hold() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let a = c.begin_transaction(opts(10_000)).await.unwrap();
+    let b = c.begin_transaction(opts(10_000)).await.unwrap();
+    let shared = a.acquire_lock("ns", "up", LockMode::SharedRead, wait(1000)).await.unwrap();
+    b.acquire_lock("ns", "up", LockMode::SharedRead, wait(1000)).await.unwrap();
+    let (mut pos, up) = wait_for_ever(&a, "up", LockMode::Exclusive);
+    assert_eq!(pos.recv().await, Some(1));
+    assert_eq!(waiters(&c, "up").await, vec![(a.id(), true)]);
+    up.abort();
+    eventually_async(PATIENCE, "the dropped upgrade leaves the queue", || async {
+        waiters(&c, "up").await.is_empty().then_some(())
+    })
+    .await;
+    b.commit().await.unwrap();
+    let st = a.status().await.unwrap();
+    assert_eq!(st.locks.len(), 1, "{st:?}");
+    assert_eq!((st.locks[0].mode, st.locks[0].fencing_token), (LockMode::SharedRead, shared.fencing_token));
+    a.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn cancel_wait_names_a_request_of_an_active_transaction() {
+    let cluster = Cluster::start(1).await;
+    let mut raw = raw_client(&cluster.addr(1)).await;
+    let begun = raw.begin_transaction(pb::BeginTransactionRequest { timeout_ms: 10_000, ..Default::default() }).await;
+    let txn = begun.unwrap().into_inner().transaction_id;
+    let err = raw.cancel_wait(pb::CancelWaitRequest { transaction_id: txn, request_id: String::new() }).await;
+    assert_eq!(err.unwrap_err().code(), tonic::Code::InvalidArgument);
+    let err = raw.cancel_wait(pb::CancelWaitRequest { transaction_id: txn + 100, request_id: "r1".into() }).await;
+    assert_eq!(err.unwrap_err().code(), tonic::Code::NotFound);
+    // A request it never made: nothing waits, nothing was granted.
+    let answer = raw.cancel_wait(pb::CancelWaitRequest { transaction_id: txn, request_id: "r1".into() }).await;
+    assert_eq!(answer.unwrap().into_inner(), pb::CancelWaitResponse { cancelled: false, granted: false });
 }
 
 #[tokio::test]

@@ -646,7 +646,8 @@ fn start_proxies(nodes: &[Node]) -> io::Result<(Arc<Links>, watch::Sender<bool>)
     links.set_pid(std::process::id(), proxy::HARNESS);
     for n in nodes {
         for (at, target) in [(&n.addr, &n.listen), (&n.peer_addr, &n.peer_listen)] {
-            let listener = std::net::TcpListener::bind(at)?;
+            let listener =
+                std::net::TcpListener::bind(at).map_err(|e| io::Error::new(e.kind(), format!("{at}: {e}")))?;
             listener.set_nonblocking(true)?;
             let listener = tokio::net::TcpListener::from_std(listener)?;
             let target = target.parse().map_err(io::Error::other)?;

@@ -165,6 +165,46 @@ fn queued_callback(on_queued: Option<Callback<JsQueuePosition>>) -> impl FnMut(&
     }
 }
 
+/// Cancels the call it is handed to: `index.js` calls `abort()` when the caller's
+/// `AbortSignal` fires. The call's core future is dropped, which withdraws a waiting
+/// acquire on the server (core's `withdraw`).
+#[napi]
+pub struct NativeAbort {
+    aborted: watch::Sender<bool>,
+}
+
+#[napi]
+impl NativeAbort {
+    #[napi(constructor)]
+    pub fn new() -> Self {
+        NativeAbort { aborted: watch::channel(false).0 }
+    }
+
+    #[napi]
+    pub fn abort(&self) {
+        self.aborted.send_replace(true);
+    }
+}
+
+impl Default for NativeAbort {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Runs `call` until it ends or `abort` fires; then drops it (`ABORTED`; `index.js` rejects
+/// with the signal's reason instead).
+async fn abortable<T>(
+    abort: Option<watch::Receiver<bool>>,
+    call: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let Some(mut abort) = abort else { return call.await };
+    tokio::select! {
+        result = call => result,
+        _ = abort.wait_for(|aborted| *aborted) => Err(coded("ABORTED", "the call was aborted by its AbortSignal")),
+    }
+}
+
 fn acquire_options(timeout_ms: Option<f64>) -> Result<AcquireOptions> {
     let mut opts = AcquireOptions::default();
     if let Some(ms) = ms_of(timeout_ms, "timeoutMs")? {
@@ -643,6 +683,8 @@ impl NativeTransaction {
     }
 
     #[napi(ts_return_type = "Promise<JsLock>")]
+    // One positional argument per option: index.js is the only caller.
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire_lock<'env>(
         &self,
         env: &'env Env,
@@ -651,18 +693,25 @@ impl NativeTransaction {
         mode: Option<String>,
         timeout_ms: Option<f64>,
         on_queued: Option<Callback<JsQueuePosition>>,
+        abort: Option<&NativeAbort>,
     ) -> Result<Unknown<'env>> {
         let tx = self.tx.clone();
         let (mode, opts) = (mode_of(mode), acquire_options(timeout_ms));
+        let abort = abort.map(|a| a.aborted.subscribe());
         promise(env, async move {
             let progress = queued_callback(on_queued);
-            let lock = tx.acquire_lock_with_progress(&namespace, &key, mode?, opts?, progress).await;
-            lock.map(JsLock::from).map_err(to_js)
+            abortable(abort, async {
+                let lock = tx.acquire_lock_with_progress(&namespace, &key, mode?, opts?, progress).await;
+                lock.map(JsLock::from).map_err(to_js)
+            })
+            .await
         })
     }
 
     /// One permit of the semaphore `namespace`/`key` of `permits` permits.
     #[napi(ts_return_type = "Promise<JsLock>")]
+    // One positional argument per option: index.js is the only caller.
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire_permit<'env>(
         &self,
         env: &'env Env,
@@ -671,13 +720,18 @@ impl NativeTransaction {
         permits: u32,
         timeout_ms: Option<f64>,
         on_queued: Option<Callback<JsQueuePosition>>,
+        abort: Option<&NativeAbort>,
     ) -> Result<Unknown<'env>> {
         let tx = self.tx.clone();
         let opts = acquire_options(timeout_ms);
+        let abort = abort.map(|a| a.aborted.subscribe());
         promise(env, async move {
             let progress = queued_callback(on_queued);
-            let lock = tx.acquire_permit_with_progress(&namespace, &key, permits, opts?, progress).await;
-            lock.map(JsLock::from).map_err(to_js)
+            abortable(abort, async {
+                let lock = tx.acquire_permit_with_progress(&namespace, &key, permits, opts?, progress).await;
+                lock.map(JsLock::from).map_err(to_js)
+            })
+            .await
         })
     }
 
@@ -689,15 +743,20 @@ impl NativeTransaction {
         locks: Vec<JsLockRequest>,
         timeout_ms: Option<f64>,
         on_queued: Option<Callback<JsQueuePosition>>,
+        abort: Option<&NativeAbort>,
     ) -> Result<Unknown<'env>> {
         let tx = self.tx.clone();
         let wanted: Result<Vec<LockRequest>> =
             locks.into_iter().map(|l| Ok(LockRequest::new(l.namespace, l.key, mode_of(l.mode)?))).collect();
         let opts = acquire_options(timeout_ms);
+        let abort = abort.map(|a| a.aborted.subscribe());
         promise(env, async move {
             let progress = queued_callback(on_queued);
-            let granted = tx.acquire_locks_with_progress(&wanted?, opts?, progress).await.map_err(to_js)?;
-            Ok(granted.into_iter().map(JsLock::from).collect::<Vec<_>>())
+            abortable(abort, async {
+                let granted = tx.acquire_locks_with_progress(&wanted?, opts?, progress).await.map_err(to_js)?;
+                Ok(granted.into_iter().map(JsLock::from).collect::<Vec<_>>())
+            })
+            .await
         })
     }
 

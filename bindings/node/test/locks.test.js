@@ -241,3 +241,71 @@ test('a pending call keeps Node running, and nothing keeps it running once every
   assert.equal(code, 0, out);
   assert.equal(out, 'granted true\nreleased\n');
 });
+
+/** The transactions waiting for `ns/key`, by the leader's table (upgrade flag with each). */
+async function waiters(ns, key) {
+  const entry = (await dls.listLocks(ns)).find((k) => k.key === key);
+  return (entry?.waiters ?? []).map((w) => [w.transactionId, w.upgrade]);
+}
+
+/** Polls `check` until it holds (or fails after `ms`), as the Rust kit's `eventually`. */
+async function eventually(what, check, ms = 20000) {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+test('an AbortSignal withdraws a waiting acquire: the queue empties and nobody gets the lock', { timeout: 30_000 }, async () => {
+  const holder = await dls.beginTransaction({ name: 'holder' });
+  const waiter = await dls.beginTransaction({ name: 'waiter' });
+  try {
+    await holder.acquireLock('abort', 'k', 'EXCLUSIVE');
+    const controller = new AbortController();
+    const pending = waiter.acquireLock('abort', 'k', 'EXCLUSIVE', { timeoutMs: 3_600_000, signal: controller.signal });
+    await eventually('the waiter in the queue', async () => (await waiters('abort', 'k')).length === 1);
+    assert.deepEqual(await waiters('abort', 'k'), [[waiter.id, false]]);
+    const reason = new Error('the caller gave up');
+    controller.abort(reason);
+    await assert.rejects(pending, (e) => e === reason);
+    await eventually('the withdrawn wait leaves the queue', async () => (await waiters('abort', 'k')).length === 0);
+    await holder.commit();
+    const st = await waiter.status();
+    assert.equal(st.state, 'ACTIVE');
+    assert.deepEqual([st.locks.length, st.waiting ?? null], [0, null]);
+    assert.ok(!(await dls.listLocks('abort')).some((k) => k.key === 'k'), 'nobody holds the key');
+    // An aborted signal rejects at once, and the options are checked.
+    await assert.rejects(waiter.acquireLock('abort', 'k', 'EXCLUSIVE', { signal: AbortSignal.abort(reason) }), (e) => e === reason);
+    await assert.rejects(waiter.acquireLock('abort', 'k', 'EXCLUSIVE', { signal: {} }), Dls.InvalidArgumentError);
+    // A later acquire of the same key is granted and kept.
+    const lock = await waiter.acquireLock('abort', 'k', 'EXCLUSIVE', { signal: new AbortController().signal });
+    assert.equal((await waiter.status()).locks[0].fencingToken, lock.fencingToken);
+  } finally {
+    await Promise.all([holder.abort(), waiter.abort()]);
+  }
+});
+
+test('an AbortSignal withdraws a waiting upgrade and the shared hold stays', { timeout: 30_000 }, async () => {
+  const a = await dls.beginTransaction();
+  const b = await dls.beginTransaction();
+  try {
+    const shared = await a.acquireLock('abort', 'up', 'SHARED_READ');
+    await b.acquireLock('abort', 'up', 'SHARED_READ');
+    const controller = new AbortController();
+    const upgrade = a.acquireLock('abort', 'up', 'EXCLUSIVE', { timeoutMs: 3_600_000, signal: controller.signal });
+    await eventually('the upgrade in the queue', async () => (await waiters('abort', 'up')).length === 1);
+    assert.deepEqual(await waiters('abort', 'up'), [[a.id, true]]);
+    controller.abort();
+    await assert.rejects(upgrade, (e) => e.name === 'AbortError');
+    await eventually('the withdrawn upgrade leaves the queue', async () => (await waiters('abort', 'up')).length === 0);
+    await b.commit();
+    const st = await a.status();
+    assert.deepEqual(
+      st.locks.map((l) => [l.mode, l.fencingToken]),
+      [['SHARED_READ', shared.fencingToken]],
+    );
+  } finally {
+    await Promise.all([a.abort(), b.abort()]);
+  }
+});

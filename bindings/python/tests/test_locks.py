@@ -549,3 +549,103 @@ def test_asyncio_programs_exit_cleanly(server):
     for attempt in range(10):
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
         assert done.returncode == 0, f"run {attempt}: exit {done.returncode}: {done.stderr.decode()[-2000:]}"
+
+
+def _waiters(listing, key):
+    """(transaction id, upgrade) of each waiter of ``key`` in a ``list_locks`` answer."""
+    entry = next((k for k in listing if k.key == key), None)
+    return [(w["transaction_id"], w["upgrade"]) for w in entry.waiters] if entry else []
+
+
+async def _until(what, check, within=20.0):
+    deadline = time.monotonic() + within
+    while not await check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_cancelled_acquire_is_withdrawn_and_never_granted_to_nobody(client):
+    n = ns()
+    holder = await client.begin_transaction(name="holder")
+    waiter = await client.begin_transaction(name="waiter")
+    await holder.acquire_lock(n, "k")
+
+    async def queue():
+        return _waiters(await client.list_locks(n), "k")
+
+    # Task cancellation, and asyncio.wait_for's timeout (which cancels too).
+    task = asyncio.ensure_future(waiter.acquire_lock(n, "k", timeout_ms=3_600_000))
+    await _until("the waiter in the queue", lambda: _eq(queue(), [(waiter.id, False)]))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await _until("the cancelled wait leaves the queue", lambda: _eq(queue(), []))
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(waiter.acquire_lock(n, "k", timeout_ms=3_600_000), 0.5)
+    await _until("the timed-out wait leaves the queue", lambda: _eq(queue(), []))
+
+    await holder.commit()
+    status = await waiter.status()
+    assert (status.state, status.locks, status.waiting) == ("ACTIVE", [], None)
+    assert not any(k.key == "k" for k in await client.list_locks(n)), "nobody holds the key"
+    lock = await waiter.acquire_lock(n, "k")
+    assert [l.fencing_token for l in (await waiter.status()).locks] == [lock.fencing_token]
+    await waiter.commit()
+
+
+async def test_a_cancelled_upgrade_is_withdrawn_and_keeps_the_shared_hold(client):
+    n = ns()
+    a = await client.begin_transaction()
+    b = await client.begin_transaction()
+    shared = await a.acquire_lock(n, "up", LockMode.SHARED_READ)
+    await b.acquire_lock(n, "up", LockMode.SHARED_READ)
+
+    async def queue():
+        return _waiters(await client.list_locks(n), "up")
+
+    task = asyncio.ensure_future(a.acquire_lock(n, "up", LockMode.EXCLUSIVE, timeout_ms=3_600_000))
+    await _until("the upgrade in the queue", lambda: _eq(queue(), [(a.id, True)]))
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await _until("the cancelled upgrade leaves the queue", lambda: _eq(queue(), []))
+    await b.commit()
+    held = (await a.status()).locks
+    assert [(l.mode, l.fencing_token) for l in held] == [(LockMode.SHARED_READ, shared.fencing_token)]
+    await a.commit()
+
+
+async def _eq(value, expected):
+    return await value == expected
+
+
+def test_a_blocking_acquire_given_up_by_a_timeout_is_withdrawn(sclient):
+    n = ns()
+    holder = sclient.begin_transaction(name="holder")
+    waiter = sclient.begin_transaction(name="waiter")
+    holder.acquire_lock(n, "k")
+    seen = []
+
+    def give_up(signum, frame):
+        # The wait is in the queue by now (its place was reported); give it up.
+        seen.append(_waiters(sclient.list_locks(n), "k"))
+        raise TimeoutError("gave up waiting")
+
+    previous = signal.signal(signal.SIGALRM, give_up)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    try:
+        with pytest.raises(TimeoutError):
+            waiter.acquire_lock(n, "k", timeout_ms=3_600_000)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert seen == [[(waiter.id, False)]]
+    deadline = time.monotonic() + 20
+    while _waiters(sclient.list_locks(n), "k"):
+        assert time.monotonic() < deadline, "the given-up wait stayed in the queue"
+        time.sleep(0.05)
+    holder.commit()
+    status = waiter.status()
+    assert (status.state, status.locks, status.waiting) == ("ACTIVE", [], None)
+    assert not any(k.key == "k" for k in sclient.list_locks(n)), "nobody holds the key"
+    waiter.commit()

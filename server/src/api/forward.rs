@@ -385,6 +385,13 @@ impl LockService for ForwardingLocks {
         route!(self, req, LockService, locks, release_lock, unary)
     }
 
+    async fn cancel_wait(
+        &self,
+        req: Request<pb::CancelWaitRequest>,
+    ) -> Result<Response<pb::CancelWaitResponse>, Status> {
+        route!(self, req, LockService, locks, cancel_wait, unary)
+    }
+
     async fn downgrade_lock(
         &self,
         req: Request<pb::DowngradeLockRequest>,

@@ -21,7 +21,7 @@ use super::{caller, convert, validate};
 use crate::config::VictimPolicies;
 use crate::engine::{
     parse_cursor, AcquireAllRequest, AcquireStart, Acquisition, Engine, EventStart, Followed, Principal, TxnLost,
-    Wanted,
+    WaitCancel, Wanted,
 };
 use crate::locks::{AcquireRequest, AcquireStatus, Begin, CycleMember, LockKey, TxnId, VictimPolicy, WaitEnd};
 
@@ -65,6 +65,16 @@ impl LockApi {
         let request_id = validate::request_id(&r.request_id)?;
         let released = self.engine.release(&who, txn, lock, request_id).await?;
         Ok(pb::ReleaseLockResponse { released })
+    }
+
+    async fn cancel_wait(&self, req: Request<pb::CancelWaitRequest>) -> ApiResult<pb::CancelWaitResponse> {
+        let who = self.principal(&req)?;
+        let r = req.into_inner();
+        let txn = validate::txn_id(r.transaction_id)?;
+        let request_id = validate::request_id(&r.request_id)?
+            .ok_or_else(|| ApiError::InvalidArgument("request_id names the acquire to withdraw; it is empty".into()))?;
+        let found = self.engine.cancel_wait(&who, txn, request_id).await?;
+        Ok(pb::CancelWaitResponse { cancelled: found == WaitCancel::Cancelled, granted: found == WaitCancel::Granted })
     }
 
     async fn downgrade(&self, req: Request<pb::DowngradeLockRequest>) -> ApiResult<pb::DowngradeLockResponse> {
@@ -358,6 +368,13 @@ impl LockService for LockApi {
         req: Request<pb::ReleaseLockRequest>,
     ) -> Result<Response<pb::ReleaseLockResponse>, Status> {
         Ok(Response::new(self.release(req).await?))
+    }
+
+    async fn cancel_wait(
+        &self,
+        req: Request<pb::CancelWaitRequest>,
+    ) -> Result<Response<pb::CancelWaitResponse>, Status> {
+        Ok(Response::new(self.cancel_wait(req).await?))
     }
 
     async fn downgrade_lock(

@@ -3,8 +3,14 @@
 //! The lock is taken in a transaction whose lease the client heartbeats while the command
 //! runs. The command sees the lock in its environment (`DLS_FENCING_TOKEN`,
 //! `DLS_NAMESPACE`, `DLS_KEY`, `DLS_TRANSACTION_ID`), SIGINT and SIGTERM are forwarded to
-//! it, and the transaction is committed (the lock released) when it exits. If the lock is
-//! lost meanwhile, the command gets SIGTERM, then SIGKILL after `--kill-grace`.
+//! it, and the transaction is committed (the lock released) when it exits.
+//!
+//! The command must have stopped before the server can expire the lease and grant the lock
+//! to another host. When no heartbeat has been acknowledged for the lease's renew window,
+//! the command's process group gets SIGTERM, and SIGKILL `--kill-grace` later, at the
+//! lease's renew deadline: a margin before the server can expire the lease (see
+//! `docs/leases.md`). A grace the lease cannot honour is refused before anything starts.
+//! The command runs in a process group of its own, so the processes it starts stop too.
 //!
 //! With `--permits N` the lock is one permit of a counted semaphore: at most N commands
 //! run at once across every host (e.g. `--permits 3` for "at most three backups").
@@ -22,7 +28,7 @@
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use caerus_core::{AcquireOptions, Error, LockMode, TransactionOptions};
+use caerus_core::{AcquireOptions, Error, LeaseBudget, LockMode, TransactionOptions};
 use clap::Args;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
@@ -37,6 +43,9 @@ pub const EXIT_LOCK_LOST: i32 = 76;
 pub const EXIT_CANNOT_RUN: i32 = 126;
 /// Exit code when the command was not found (as shells use it).
 pub const EXIT_NOT_FOUND: i32 = 127;
+/// The command's time to stop after a lost lock when `--kill-grace` is not given (less when
+/// the `--ttl` is too short for it): enough to finish the current item of a job.
+const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 /// How long to wait for the lock by default, unless `--skip-if-locked` is given.
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 /// `--skip-if-locked` without `--wait-timeout`: a try-lock, answered at once (granted, or
@@ -46,7 +55,8 @@ const TRY_ONCE_WAIT_MS: u64 = 0;
 #[derive(Args, Debug)]
 #[command(after_help = "Exit codes: the command's status (128+N if it died of signal N); \
 75 if the lock was not had within --wait-timeout (0 with --skip-if-locked); 76 if the lock \
-was lost while the command ran (it got SIGTERM, then SIGKILL after --kill-grace); 126/127 if \
+was lost while the command ran (its process group got SIGTERM, then SIGKILL after --kill-grace, \
+before the server could expire the lease); 126/127 if \
 the command could not be run / was not found; 1 if the cluster could not be reached.\n\n\
 The command's environment gets DLS_FENCING_TOKEN, DLS_NAMESPACE, DLS_KEY and DLS_TRANSACTION_ID.\n\n\
 Example (cron on every host: the job runs on one host only; the others skip at once, even \
@@ -76,9 +86,13 @@ pub struct LockArgs {
     /// a few seconds apart still skip. SIGINT/SIGTERM release it early.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub min_hold: Option<Duration>,
-    /// After a lost lock, how long the command has to exit after SIGTERM before SIGKILL.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
-    pub kill_grace: Duration,
+    /// After a lost lock, how long the command has to exit after SIGTERM before SIGKILL. The
+    /// lock is declared lost this long before the lease's renew deadline, so SIGKILL comes
+    /// before the server can expire the lease: at most the --ttl less a margin (1% and up to
+    /// 1s) less a third of it for heartbeats (8.85s for --ttl 15s; a larger grace is refused)
+    /// [default: 5s, or the largest the --ttl allows when that is less].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub kill_grace: Option<Duration>,
     /// The lock's namespace.
     pub namespace: String,
     /// The lock's key.
@@ -118,12 +132,14 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
     let mut sigint = signal(SignalKind::interrupt()).map_err(|e| CliError::failure(format!("signal handler: {e}")))?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(|e| CliError::failure(format!("signal handler: {e}")))?;
 
-    let client = args.cluster.client().await?;
     let ttl_ms = args.ttl.as_millis().clamp(100, 3_600_000) as u64;
+    let budget = lease_budget(Duration::from_millis(ttl_ms), args.kill_grace)?;
+    let client = args.cluster.client().await?;
     // Begins with the acquire below, in the same request.
     let tx = client.transaction(
         TransactionOptions::new()
             .with_timeout_ms(ttl_ms)
+            .with_stop_grace(budget.stop_grace())
             .with_name(format!("dls lock {}/{}: {}", args.namespace, args.key, args.command[0])),
     )?;
     let mode = if args.shared { LockMode::SharedRead } else { LockMode::Exclusive };
@@ -181,6 +197,8 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         .env("DLS_KEY", &args.key)
         .env("DLS_TRANSACTION_ID", tx.id().to_string())
         .stdin(Stdio::inherit())
+        // Its own process group: a lost lock stops whatever the command started as well.
+        .process_group(0)
         .spawn()
     {
         Ok(child) => child,
@@ -199,11 +217,15 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
             _ = sigint.recv() => send_signal(pid, "INT").await,
             _ = sigterm.recv() => send_signal(pid, "TERM").await,
             reason = tx.lost() => {
+                // SIGKILL at the renew deadline at the latest, whatever the grace (the
+                // deadline no longer moves once the lock is lost).
+                let now = Instant::now();
+                let kill_at = tx.renew_deadline().map_or(now, |deadline| deadline.min(now + budget.stop_grace()));
                 eprintln!(
                     "dls: lock {}/{} lost while the command ran ({reason}); stopping it (SIGTERM, SIGKILL after {:?})",
-                    args.namespace, args.key, args.kill_grace
+                    args.namespace, args.key, kill_at.saturating_duration_since(now)
                 );
-                stop_child(&mut child, pid, args.kill_grace).await;
+                stop_child(&mut child, pid, kill_at).await;
                 eprintln!("dls: the command was stopped because the lock was lost; its work may be incomplete");
                 return Ok(EXIT_LOCK_LOST);
             }
@@ -234,23 +256,51 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
     }
 }
 
-/// SIGTERM, then SIGKILL if the child is still there after `grace`.
-async fn stop_child(child: &mut Child, pid: u32, grace: Duration) {
+/// The lease's budget for `--kill-grace`, or the usage error naming the largest grace the
+/// lease allows. Without the flag: [`DEFAULT_KILL_GRACE`], or less if the lease is short.
+fn lease_budget(ttl: Duration, kill_grace: Option<Duration>) -> Result<LeaseBudget, CliError> {
+    let Some(kill_grace) = kill_grace else {
+        return Ok(LeaseBudget::new(ttl, DEFAULT_KILL_GRACE.min(LeaseBudget::max_stop_grace(ttl)))?);
+    };
+    LeaseBudget::new(ttl, kill_grace).map_err(|_| {
+        let max = LeaseBudget::max_stop_grace(ttl);
+        CliError::usage(format!(
+            "--kill-grace {kill_grace:?} does not fit --ttl {ttl:?}: the command must be killed {:?} before the \
+             server can expire the lease, and heartbeats need a third of it; the largest --kill-grace for \
+             --ttl {ttl:?} is {max:?} (or raise --ttl)",
+            LeaseBudget::margin(ttl),
+        ))
+    })
+}
+
+/// SIGTERM to the command's process group, then SIGKILL at `kill_at` if the command is still
+/// there.
+async fn stop_child(child: &mut Child, pid: u32, kill_at: Instant) {
+    let started = Instant::now();
     send_signal(pid, "TERM").await;
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        eprintln!("dls: the command did not exit within {grace:?} of SIGTERM; sending SIGKILL");
-        let _ = child.kill().await;
+    if tokio::time::timeout_at(tokio::time::Instant::from_std(kill_at), child.wait()).await.is_err() {
+        // The command first (no process to start), then the rest of its group; the command
+        // is not reaped before, so its group id cannot be reused in between.
+        let _ = child.start_kill();
+        send_signal(pid, "KILL").await;
+        eprintln!(
+            "dls: the command did not exit within {:?} of SIGTERM; sent SIGKILL",
+            kill_at.saturating_duration_since(started)
+        );
+        let _ = child.wait().await;
     }
 }
 
-/// Sends a signal with kill(1): the workspace forbids `unsafe`, so no direct kill(2).
+/// Sends a signal to the command's process group (its pid: it leads the group) with
+/// kill(1): the workspace forbids `unsafe`, so no direct kill(2).
 async fn send_signal(pid: u32, signal: &str) {
     if pid == 0 {
         return;
     }
     let sent = Command::new("kill")
         .arg(format!("-{signal}"))
-        .arg(pid.to_string())
+        .arg("--")
+        .arg(format!("-{pid}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -269,6 +319,19 @@ fn exit_code(status: ExitStatus) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_grace_fits_the_ttl_and_a_grace_that_does_not_is_refused() {
+        let secs = Duration::from_secs;
+        assert_eq!(lease_budget(secs(15), None).unwrap().stop_grace(), DEFAULT_KILL_GRACE);
+        // A 5 s lease allows at most 2.28 s: the default shrinks to it.
+        let short = lease_budget(secs(5), None).unwrap();
+        assert_eq!(short.stop_grace(), LeaseBudget::max_stop_grace(secs(5)));
+        assert!(short.stop_grace() < DEFAULT_KILL_GRACE);
+        let err = lease_budget(secs(15), Some(secs(10))).unwrap_err();
+        assert_eq!(err.exit_code, 2);
+        assert!(err.message.contains("the largest --kill-grace for --ttl 15s is 8.85s"), "{}", err.message);
+    }
 
     #[test]
     fn durations_parse() {

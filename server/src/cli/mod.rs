@@ -151,7 +151,7 @@ mod tests {
         assert!(l.shared && !l.skip_if_locked);
         assert_eq!(l.wait_timeout, Some(std::time::Duration::from_millis(500)));
         assert_eq!(l.min_hold, None);
-        assert_eq!(l.kill_grace, std::time::Duration::from_secs(10));
+        assert_eq!(l.kill_grace, None, "fitted to --ttl when dls lock runs");
         assert_eq!((l.namespace.as_str(), l.key.as_str()), ("jobs", "nightly"));
         assert_eq!(l.command, vec!["sh", "-c", "exit 3"]);
         assert!(Cli::try_parse_from(["dls", "lock", "jobs", "nightly"]).is_err(), "a command is required");

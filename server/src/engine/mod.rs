@@ -39,7 +39,7 @@ pub use fencing::TokenCheck;
 pub use key_watch::{parse_cursor, KeyChange, KeyChangeKind, KeyHolder, KeyState, KeyStates};
 pub use locks_view::{KeyView, LockHolder, LockWaiter};
 pub use principal::Principal;
-pub use txn::{Begun, Ended, Heartbeat, PendingView, TxnStatus};
+pub use txn::{Begun, Ended, Heartbeat, PendingView, TxnStatus, WaitCancel};
 
 use crate::locks::{Outcome, Txn, TxnId, TxnState};
 use crate::metrics::Metrics;

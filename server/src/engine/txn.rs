@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use super::{begin_request_id, touch, unexpected, with_txn, Engine, EngineError, EngineResult, Principal};
 use crate::lease::RenewError;
-use crate::locks::{Begin, BeginOption, Command, EndCause, Held, LockKey, LockMode, Outcome, TxnId, TxnState};
+use crate::locks::{
+    AcquireStatus, Begin, BeginOption, Command, EndCause, Held, LockKey, LockMode, Outcome, TxnId, TxnState, WaitEnd,
+};
 use crate::raft::proposer::Timing;
 
 /// A transaction begun.
@@ -20,6 +22,17 @@ pub struct Begun {
 pub struct Ended {
     pub state: TxnState,
     pub released: u32,
+}
+
+/// What withdrawing a waiting acquire request found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitCancel {
+    /// It waited and is withdrawn now.
+    Cancelled,
+    /// It had been granted: the transaction holds its locks.
+    Granted,
+    /// It ended otherwise before (timed out, withdrawn), or this leader never saw it.
+    NotWaiting,
 }
 
 /// The lock a transaction waits for, and where it stands in the queue.
@@ -93,6 +106,31 @@ impl Engine {
         touch(&self.node, who, txn)?;
         match self.node.propose_for(who, Command::Release { txn, request_id, lock }).await? {
             Outcome::Released { released } => Ok(released),
+            Outcome::Rejected(r) => Err(r.into()),
+            o => Err(unexpected(o)),
+        }
+    }
+
+    /// Withdraws the transaction's acquire `request_id` while it waits, with the command the
+    /// acquire timeout uses: nothing the transaction holds changes (a waiting upgrade keeps
+    /// its SHARED_READ hold), and no later request for the same key is touched, unlike a
+    /// release of the key.
+    pub async fn cancel_wait(&self, who: &Principal, txn: TxnId, request_id: String) -> EngineResult<WaitCancel> {
+        self.node.require_leader()?;
+        let waiting = with_txn(&self.node, who, txn, true, |t| match t.state {
+            TxnState::Active => Ok(t.waiting.as_ref().is_some_and(|p| p.request_id == request_id)),
+            state => Err(EngineError::TransactionLost {
+                txn,
+                cause: t.end_cause,
+                message: format!("transaction {txn} is {state} ({})", t.end_reason),
+            }),
+        })??;
+        match self.node.propose_for_client(who, Command::CancelWait { txn, request_id }).await? {
+            Outcome::Acquire(AcquireStatus::Ended(WaitEnd::TimedOut)) if waiting => Ok(WaitCancel::Cancelled),
+            Outcome::Acquire(AcquireStatus::Granted { .. } | AcquireStatus::GrantedAll { .. }) => {
+                Ok(WaitCancel::Granted)
+            }
+            Outcome::Acquire(_) | Outcome::None => Ok(WaitCancel::NotWaiting),
             Outcome::Rejected(r) => Err(r.into()),
             o => Err(unexpected(o)),
         }

@@ -314,7 +314,19 @@ impl Proposer {
         timing: Timing,
         tenant: &Tenant,
     ) -> Result<Outcome, WriteError> {
-        let origin = Origin::of(&cmd);
+        self.propose_as(Origin::of(&cmd), cmd, hold, timing, tenant).await
+    }
+
+    /// [`Proposer::propose`] shed as `origin`: a command the leader proposes on its own (a
+    /// wait's cancel) is shed like a client's when a client asks for it.
+    pub async fn propose_as(
+        &self,
+        origin: Origin,
+        cmd: Command,
+        hold: Option<Hold>,
+        timing: Timing,
+        tenant: &Tenant,
+    ) -> Result<Outcome, WriteError> {
         let (reply, answer) = oneshot::channel();
         let place = self.enqueue(origin, tenant)?;
         let pending = Pending { cmd, reply, hold, place };

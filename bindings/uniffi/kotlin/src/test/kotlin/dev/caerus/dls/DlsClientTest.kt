@@ -13,6 +13,7 @@ import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.async
 import kotlinx.coroutines.awaitAll
+import kotlinx.coroutines.cancelAndJoin
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.flow.first
 import kotlinx.coroutines.runBlocking
@@ -578,6 +579,60 @@ class DlsClientTest {
             check(System.nanoTime() < deadline) { "timed out waiting until $what" }
             delay(50)
         }
+    }
+
+    @Test
+    fun `cancelling a waiting acquire's coroutine withdraws it and nobody gets the lock`() = runBlocking {
+        val ns = ns()
+        val holder = client.beginTransaction(TransactionOptions(timeoutMs = 30000u))
+        val waiter = client.beginTransaction(TransactionOptions(timeoutMs = 30000u))
+        try {
+            holder.acquireLock(ns, "k", timeoutMs = 2000)
+            val waiting = async(Dispatchers.IO) { waiter.acquireLock(ns, "k", timeoutMs = 3_600_000) }
+            val queued = eventually("the waiter is queued") { listed(ns, "k")?.takeIf { it.waiters.isNotEmpty() } }
+            assertEquals(listOf(waiter.id() to false), queued.waiters.map { it.transactionId to it.upgrade })
+            waiting.cancelAndJoin()
+            eventually("the cancelled wait leaves the queue") { listed(ns, "k")?.takeIf { it.waiters.isEmpty() } }
+
+            holder.commit()
+            val status = waiter.status()
+            assertEquals(TransactionState.ACTIVE, status.state)
+            assertTrue(status.locks.isEmpty() && status.waiting == null, "$status")
+            assertNull(listed(ns, "k"), "nobody holds the key")
+        } finally {
+            holder.abort()
+            waiter.abort()
+            holder.close()
+            waiter.close()
+        }
+        Unit
+    }
+
+    @Test
+    fun `cancelling a waiting upgrade withdraws it and the shared hold stays`() = runBlocking {
+        val ns = ns()
+        val a = client.beginTransaction(TransactionOptions(timeoutMs = 30000u))
+        val b = client.beginTransaction(TransactionOptions(timeoutMs = 30000u))
+        try {
+            val shared = a.acquireLock(ns, "up", LockMode.SHARED_READ, timeoutMs = 2000)
+            b.acquireLock(ns, "up", LockMode.SHARED_READ, timeoutMs = 2000)
+            val upgrade = async(Dispatchers.IO) { a.acquireLock(ns, "up", LockMode.EXCLUSIVE, timeoutMs = 3_600_000) }
+            val queued = eventually("the upgrade is queued") { listed(ns, "up")?.takeIf { it.waiters.isNotEmpty() } }
+            assertEquals(listOf(a.id() to true), queued.waiters.map { it.transactionId to it.upgrade })
+            upgrade.cancelAndJoin()
+            eventually("the cancelled upgrade leaves the queue") { listed(ns, "up")?.takeIf { it.waiters.isEmpty() } }
+            b.commit()
+            assertEquals(
+                listOf(LockMode.SHARED_READ to shared.fencingToken),
+                a.status().locks.map { it.mode to it.fencingToken },
+            )
+        } finally {
+            a.abort()
+            b.abort()
+            a.close()
+            b.close()
+        }
+        Unit
     }
 
     @Test
