@@ -20,7 +20,7 @@ use crate::types::{
     ms_to_wire, AcquireOptions, EndCause, Lock, LockMode, LockRequest, LostKind, LostReason, QueuePosition,
     TransactionOptions, TransactionState, TransactionStatus,
 };
-use crate::withdraw::{Holds, PendingAcquire, Withdrawals};
+use crate::withdraw::{Holds, PendingAcquire, Withdrawals, Withdrawn};
 
 /// The error a call reports for a lost transaction: [`Error::DeadlockVictim`] when a
 /// deadlock cost it its locks, else [`Error::TransactionLost`].
@@ -131,6 +131,36 @@ pub(crate) struct Deferred {
     pub(crate) stop_grace: Duration,
 }
 
+impl Withdrawn for Transaction {
+    fn calls(&self) -> Option<&Arc<Router>> {
+        self.router()
+    }
+
+    fn txn_id(&self) -> u64 {
+        self.id()
+    }
+
+    fn holds(&self) -> &Holds {
+        &self.inner.holds
+    }
+
+    fn withdrawals(&self) -> &Withdrawals {
+        &self.inner.withdrawals
+    }
+
+    fn begin_gate(&self) -> &tokio::sync::Mutex<()> {
+        &self.inner.begin_gate
+    }
+
+    fn begun_elsewhere(&self, begun: &pb::BeginTransactionResponse, sent_at: Instant) {
+        if self.started().is_none() {
+            if let Err(e) = self.set_started(begun, sent_at) {
+                debug!(error = %e, "a given-up one-shot acquire began a transaction this client cannot follow");
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for Transaction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("Transaction");
@@ -207,29 +237,6 @@ impl Transaction {
             (Some(shared), _) => Some(&shared.router),
             (None, Some(deferred)) => Some(&deferred.router),
             (None, None) => None,
-        }
-    }
-
-    pub(crate) fn withdrawals(&self) -> &Withdrawals {
-        &self.inner.withdrawals
-    }
-
-    pub(crate) fn holds(&self) -> &Holds {
-        &self.inner.holds
-    }
-
-    /// Held while a call may begin the transaction.
-    pub(crate) async fn begin_gate(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.inner.begin_gate.lock().await
-    }
-
-    /// A withdrawal heard the server name the transaction its given-up first acquire began
-    /// (`sent_at`: when that acquire was sent). Call with the begin gate held.
-    pub(crate) fn begun_elsewhere(&self, begun: &pb::BeginTransactionResponse, sent_at: Instant) {
-        if self.started().is_none() {
-            if let Err(e) = self.set_started(begun, sent_at) {
-                debug!(error = %e, "a given-up one-shot acquire began a transaction this client cannot follow");
-            }
         }
     }
 

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use caerus_proto::v1 as pb;
@@ -24,9 +24,24 @@ use tracing::debug;
 use crate::acquire_stream::{stream_acquire, AcquireCall, AcquireProgress};
 use crate::error::Error;
 use crate::router::{new_request_id, Router};
-use crate::transaction::Transaction;
 use crate::tx_shared::lock;
 use crate::types::{Lock, LockMode};
+
+/// What a withdrawal needs of the transaction it works for (the `Transaction` handle):
+/// named here, so that the transaction can use withdrawals without a circle between them.
+pub(crate) trait Withdrawn: Clone + Send + Sync + 'static {
+    /// Where the transaction's calls go (`None`: it has none).
+    fn calls(&self) -> Option<&Arc<Router>>;
+    /// The server's id of the transaction (0: not begun yet).
+    fn txn_id(&self) -> u64;
+    fn holds(&self) -> &Holds;
+    fn withdrawals(&self) -> &Withdrawals;
+    /// Held while a call may begin the transaction.
+    fn begin_gate(&self) -> &tokio::sync::Mutex<()>;
+    /// The server named the transaction a given-up first acquire began (`sent_at`: when
+    /// that acquire was sent). Called with the begin gate held.
+    fn begun_elsewhere(&self, begun: &pb::BeginTransactionResponse, sent_at: Instant);
+}
 
 /// Withdrawals of a transaction still under way; its lock calls wait until there are none.
 #[derive(Default)]
@@ -90,8 +105,8 @@ struct Asked {
 }
 
 /// An acquire on its way. Dropped while armed, it withdraws the request in the background.
-pub(crate) struct PendingAcquire {
-    tx: Transaction,
+pub(crate) struct PendingAcquire<T: Withdrawn> {
+    tx: T,
     call: AcquireCall,
     /// When the request was first sent (a one-shot start's lease counts from it).
     sent_at: Instant,
@@ -102,8 +117,8 @@ pub(crate) struct PendingAcquire {
     armed: bool,
 }
 
-impl PendingAcquire {
-    pub(crate) fn new(tx: &Transaction, call: &AcquireCall, sent_at: Instant) -> PendingAcquire {
+impl<T: Withdrawn> PendingAcquire<T> {
+    pub(crate) fn new(tx: &T, call: &AcquireCall, sent_at: Instant) -> PendingAcquire<T> {
         let holds = tx.holds();
         let asked = requested(call)
             .into_iter()
@@ -127,7 +142,7 @@ impl PendingAcquire {
 
     /// The call ends with `result`: nothing to withdraw unless the request may still wait
     /// (no final answer was heard).
-    pub(crate) fn settle<T>(mut self, result: &Result<T, Error>) {
+    pub(crate) fn settle<R>(mut self, result: &Result<R, Error>) {
         self.armed = matches!(result, Err(Error::Unavailable { .. } | Error::Internal { .. }));
     }
 
@@ -137,7 +152,7 @@ impl PendingAcquire {
     }
 }
 
-impl Drop for PendingAcquire {
+impl<T: Withdrawn> Drop for PendingAcquire<T> {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -158,32 +173,35 @@ impl Drop for PendingAcquire {
         let settling = Settling::start(self.tx.clone());
         runtime.spawn(async move {
             let tx = &settling.0;
-            let budget = tx.router().map_or(Duration::ZERO, |r| r.retry_deadline);
+            let budget = tx.calls().map_or(Duration::ZERO, |r| r.retry_deadline);
             if tokio::time::timeout(budget, withdrawal.run()).await.is_err() {
-                debug!(transaction_id = tx.id(), "withdrawing a given-up acquire took too long; its timeout ends it");
+                debug!(
+                    transaction_id = tx.txn_id(),
+                    "withdrawing a given-up acquire took too long; its timeout ends it"
+                );
             }
         });
     }
 }
 
 /// One withdrawal under way, counted in its transaction's [`Withdrawals`] while it lives.
-struct Settling(Transaction);
+struct Settling<T: Withdrawn>(T);
 
-impl Settling {
-    fn start(tx: Transaction) -> Settling {
+impl<T: Withdrawn> Settling<T> {
+    fn start(tx: T) -> Settling<T> {
         tx.withdrawals().start();
         Settling(tx)
     }
 }
 
-impl Drop for Settling {
+impl<T: Withdrawn> Drop for Settling<T> {
     fn drop(&mut self) {
         self.0.withdrawals().finish();
     }
 }
 
-struct Withdrawal {
-    tx: Transaction,
+struct Withdrawal<T: Withdrawn> {
+    tx: T,
     call: AcquireCall,
     sent_at: Instant,
     asked: Vec<Asked>,
@@ -197,9 +215,9 @@ enum Found {
     Over,
 }
 
-impl Withdrawal {
+impl<T: Withdrawn> Withdrawal<T> {
     async fn run(mut self) {
-        let Some(router) = self.tx.router() else { return };
+        let Some(router) = self.tx.calls() else { return };
         let router = router.clone();
         let mut found = Found::Waiting;
         if !self.answered {
@@ -208,7 +226,7 @@ impl Withdrawal {
                 None => return,
             };
         }
-        let txn = self.tx.id();
+        let txn = self.tx.txn_id();
         if txn == 0 {
             return;
         }
@@ -247,8 +265,8 @@ impl Withdrawal {
         let mut _gate = None;
         if let AcquireCall::One(m) = &mut self.call {
             if m.begin.is_some() {
-                let gate = self.tx.begin_gate().await;
-                match self.tx.id() {
+                let gate = self.tx.begin_gate().lock().await;
+                match self.tx.txn_id() {
                     0 => _gate = Some(gate),
                     txn => {
                         m.transaction_id = txn;

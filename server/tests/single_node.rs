@@ -21,10 +21,28 @@ fn acquire_in_background(
     key: &'static str,
     mode: LockMode,
 ) -> (mpsc::UnboundedReceiver<u32>, tokio::task::JoinHandle<Result<caerus_core::Lock, Error>>) {
+    acquire_waiting(tx, key, mode, 20_000)
+}
+
+/// An acquire that would wait far longer than any test: only a withdrawal ends it early.
+fn wait_for_ever(
+    tx: &caerus_core::Transaction,
+    key: &'static str,
+    mode: LockMode,
+) -> (mpsc::UnboundedReceiver<u32>, tokio::task::JoinHandle<Result<caerus_core::Lock, Error>>) {
+    acquire_waiting(tx, key, mode, 3_600_000)
+}
+
+fn acquire_waiting(
+    tx: &caerus_core::Transaction,
+    key: &'static str,
+    mode: LockMode,
+    wait_ms: u64,
+) -> (mpsc::UnboundedReceiver<u32>, tokio::task::JoinHandle<Result<caerus_core::Lock, Error>>) {
     let (pos_tx, pos_rx) = mpsc::unbounded_channel();
     let tx = tx.clone();
     let handle = tokio::spawn(async move {
-        tx.acquire_lock_with_progress("ns", key, mode, wait(20_000), move |q| {
+        tx.acquire_lock_with_progress("ns", key, mode, wait(wait_ms), move |q| {
             let _ = pos_tx.send(q.position);
         })
         .await
@@ -135,23 +153,6 @@ async fn acquire_timeout_ends_the_wait_but_keeps_the_transaction() {
     assert_eq!(st.locks.len(), 1);
     assert_eq!(st.locks[0].key, "other");
     b.commit().await.unwrap();
-}
-
-/// An acquire that would wait far longer than any test: only a withdrawal ends it early.
-fn wait_for_ever(
-    tx: &caerus_core::Transaction,
-    key: &'static str,
-    mode: LockMode,
-) -> (mpsc::UnboundedReceiver<u32>, tokio::task::JoinHandle<Result<caerus_core::Lock, Error>>) {
-    let (pos_tx, pos_rx) = mpsc::unbounded_channel();
-    let tx = tx.clone();
-    let handle = tokio::spawn(async move {
-        tx.acquire_lock_with_progress("ns", key, mode, wait(3_600_000), move |q| {
-            let _ = pos_tx.send(q.position);
-        })
-        .await
-    });
-    (pos_rx, handle)
 }
 
 /// Who waits for `ns/key`, by the leader's table.

@@ -7,7 +7,6 @@
 //! network is trusted.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,7 +26,7 @@ use tonic::transport::{Channel, Endpoint};
 use super::append_stream::AppendStream;
 use super::durable::Durable;
 use super::peer_auth::{DiscoveryRpc, PeerAuth, PeerRpc, Stamp};
-use super::peer_tls::PeerTlsClient;
+use super::peer_tls::{PeerTlsClient, PeerTlsFiles};
 use super::quorum_clock::QuorumClock;
 use super::types::{codec, LogId, Node, NodeId, RPCError, RaftError, TypeConfig, Vote};
 
@@ -36,16 +35,6 @@ pub const MAX_RAFT_MESSAGE: usize = 64 * 1024 * 1024;
 
 /// Ping interval (and the answer's patience) on connections carrying forwarded client calls.
 const FORWARD_KEEPALIVE: Duration = Duration::from_secs(5);
-
-/// The PEM files of mutual TLS between nodes.
-#[derive(Clone, Debug)]
-pub struct PeerTlsFiles {
-    /// This node's certificate (`dls certs node`), presented to the peers it calls.
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    /// The cluster CA: peers' certificates must chain to it.
-    pub ca: PathBuf,
-}
 
 /// How to reach peers: credentials, TLS and the connections made so far. Shared by every
 /// raft client of the node, and kept by the node so SIGHUP can reload the certificates.

@@ -11,6 +11,7 @@
 
 use std::future::Future;
 use std::io;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -25,9 +26,18 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use super::network::PeerTlsFiles;
 use super::types::NodeId;
 use crate::certs;
+
+/// The PEM files of mutual TLS between nodes.
+#[derive(Clone, Debug)]
+pub struct PeerTlsFiles {
+    /// This node's certificate (`dls certs node`), presented to the peers it calls.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The cluster CA: peers' certificates must chain to it.
+    pub ca: PathBuf,
+}
 
 /// This node's certificate and the cluster CA, read from [`PeerTlsFiles`].
 pub struct PeerTlsClient {

@@ -20,13 +20,8 @@ use tokio::net::TcpStream;
 use tonic::transport::{Channel, ClientTlsConfig};
 use tonic::{Code, Request, Status, Streaming};
 
+use crate::calls::{exclusive, keyed};
 use crate::common::{self, add_key, eventually, eventually_async, raw_client, Cluster, Spec, PATIENCE};
-
-fn keyed<T>(msg: T, key: &str) -> Request<T> {
-    let mut req = Request::new(msg);
-    req.metadata_mut().insert("authorization", format!("Bearer {key}").parse().unwrap());
-    req
-}
 
 fn begin_req(request_id: &str, lease_ms: i64) -> pb::BeginTransactionRequest {
     pb::BeginTransactionRequest { timeout_ms: lease_ms, request_id: request_id.into(), ..Default::default() }
@@ -34,17 +29,6 @@ fn begin_req(request_id: &str, lease_ms: i64) -> pb::BeginTransactionRequest {
 
 async fn begin(c: &mut LockServiceClient<Channel>, key: &str, request_id: &str) -> Result<u64, Status> {
     Ok(c.begin_transaction(keyed(begin_req(request_id, 10_000), key)).await?.into_inner().transaction_id)
-}
-
-fn acquire_req(txn: u64, lock: &str) -> pb::AcquireLockRequest {
-    pb::AcquireLockRequest {
-        transaction_id: txn,
-        namespace: "ns".into(),
-        key: lock.into(),
-        mode: pb::LockMode::Exclusive as i32,
-        timeout_ms: 60_000,
-        ..Default::default()
-    }
 }
 
 /// The first message of an acquire stream.
@@ -134,10 +118,10 @@ async fn a_revoked_key_s_open_streams_end_and_other_keys_streams_go_on() {
     // The watcher's every kind of stream: a wait behind another key's hold, an event watch,
     // a key watch, and both SSE streams of the HTTP port.
     let held = begin(&mut c, &holder, "").await.unwrap();
-    let mut grant = c.acquire_lock(keyed(acquire_req(held, "k"), &holder)).await.unwrap().into_inner();
+    let mut grant = c.acquire_lock(keyed(exclusive(held, "k"), &holder)).await.unwrap().into_inner();
     assert!(matches!(first(&mut grant).await.event, Some(AcquireEvent::Granted(_))));
     let waiter = begin(&mut c, &watcher, "").await.unwrap();
-    let mut waiting = c.acquire_lock(keyed(acquire_req(waiter, "k"), &watcher)).await.unwrap().into_inner();
+    let mut waiting = c.acquire_lock(keyed(exclusive(waiter, "k"), &watcher)).await.unwrap().into_inner();
     assert!(matches!(first(&mut waiting).await.event, Some(AcquireEvent::Queued(_))));
     let new_events = || pb::WatchEventsRequest { only_new: true, ..Default::default() };
     let events = c.watch_events(keyed(new_events(), &watcher)).await.unwrap().into_inner();
@@ -239,7 +223,7 @@ async fn begin_request_ids_belong_to_their_key_through_any_node_and_after_a_lead
     assert_eq!(begin(&mut f1, &b, "nightly-job").await.unwrap(), tb);
 
     // A one-shot begin + acquire: the same, and a retry gets the same grant.
-    let once = |lock: &str| pb::AcquireLockRequest { begin: Some(begin_req("once", 10_000)), ..acquire_req(0, lock) };
+    let once = |lock: &str| pb::AcquireLockRequest { begin: Some(begin_req("once", 10_000)), ..exclusive(0, lock) };
     let granted = |r: pb::AcquireLockResponse| match (r.event, r.begun) {
         (Some(AcquireEvent::Granted(g)), Some(begun)) => (begun.transaction_id, g.fencing_token),
         other => panic!("no grant: {other:?}"),
@@ -429,7 +413,7 @@ async fn a_node_with_another_node_s_certificate_is_refused_both_ways() {
     let probe = common::client_tls(certs.path(), None);
     let mut c = LockServiceClient::new(tls_channel(&cluster.addr(leader), probe));
     let txn = c.begin_transaction(begin_req("", 5_000)).await.unwrap().into_inner().transaction_id;
-    let mut s = c.acquire_lock(acquire_req(txn, "k")).await.unwrap().into_inner();
+    let mut s = c.acquire_lock(exclusive(txn, "k")).await.unwrap().into_inner();
     assert!(matches!(first(&mut s).await.event, Some(AcquireEvent::Granted(_))));
 }
 

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod calls;
 mod clock;
 mod keys;
 mod ports;

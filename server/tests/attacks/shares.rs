@@ -5,12 +5,13 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
+use crate::calls::{exclusive, keyed};
 use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::{self as pb};
 use caerus_testkit::{add_key, eventually, eventually_async, raw_client, Cluster, PATIENCE};
 use tonic::transport::Channel;
-use tonic::{Code, Request, Status, Streaming};
+use tonic::{Code, Status, Streaming};
 
 /// A cluster of three that requires keys, and two ordinary keys of it, "a" and "b".
 async fn keyed_cluster(flags: &[&str]) -> (Cluster, String, String, tempfile::TempDir) {
@@ -32,27 +33,13 @@ async fn leader_and_follower(cluster: &Cluster) -> (u64, u64) {
     (leader, follower)
 }
 
-fn keyed<T>(msg: T, key: &str) -> Request<T> {
-    let mut req = Request::new(msg);
-    req.metadata_mut().insert("authorization", format!("Bearer {key}").parse().unwrap());
-    req
-}
-
 async fn begin(c: &mut LockServiceClient<Channel>, key: &str) -> Result<u64, Status> {
     let msg = pb::BeginTransactionRequest { timeout_ms: 60_000, ..Default::default() };
     Ok(c.begin_transaction(keyed(msg, key)).await?.into_inner().transaction_id)
 }
 
 fn acquire(txn: u64, lock: &str) -> pb::AcquireLockRequest {
-    pb::AcquireLockRequest {
-        transaction_id: txn,
-        namespace: "ns".into(),
-        key: lock.into(),
-        mode: pb::LockMode::Exclusive as i32,
-        timeout_ms: 60_000,
-        request_id: format!("acquire-{txn}-{lock}"),
-        ..Default::default()
-    }
+    pb::AcquireLockRequest { request_id: format!("acquire-{txn}-{lock}"), ..exclusive(txn, lock) }
 }
 
 /// Opens an acquire of `lock` by `txn` and reads its first message: the stream when it
