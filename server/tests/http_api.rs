@@ -295,9 +295,13 @@ async fn a_followers_http_port_serves_through_the_leader() {
     let follower = (1..=3).find(|&id| id != leader).unwrap();
     let h = cluster.http_addr(follower);
 
-    let cl = ok(&h, "GET", "/api/v1/cluster", Value::Null).await;
+    // The follower names the leader once it has heard from it.
+    let cl = common::eventually_async(PATIENCE, "the follower to know its leader", || async {
+        let cl = ok(&h, "GET", "/api/v1/cluster", Value::Null).await;
+        (cl["leader_id"] == json!(leader.to_string())).then_some(cl)
+    })
+    .await;
     assert_eq!(cl["node_id"], json!(follower.to_string()));
-    assert_eq!(cl["leader_id"], json!(leader.to_string()));
     assert_eq!(cl["members"].as_array().unwrap().len(), 3);
 
     let t = begin(&h, "via-follower", 0).await;
