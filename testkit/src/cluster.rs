@@ -182,9 +182,25 @@ impl Cluster {
     pub async fn start_spec(spec: Spec) -> Cluster {
         let c = Self::spawn_spec(spec);
         c.wait_for_leader(Duration::from_secs(20)).await;
-        // A majority suffices to elect; a test may turn to the slowest node at once.
+        // A majority suffices to elect, and a follower knows the leader only once it has
+        // heard from it; a test may turn to the slowest node at once.
         c.wait_serving(Duration::from_secs(20)).await;
+        c.wait_all_serve(Duration::from_secs(20)).await;
         c
+    }
+
+    /// Waits until every running node serves calls: the leader, and followers that know it.
+    pub async fn wait_all_serve(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        for n in self.nodes.iter().filter(|n| n.child.is_some()) {
+            while !probe::serves(&n.addr, self.probe_key.as_deref(), self.probe_tls.as_ref()).await {
+                if Instant::now() > deadline {
+                    self.dump_logs();
+                    panic!("node {} does not serve (knows no leader) within {within:?}", n.id);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
     }
 
     /// Waits until every running node accepts connections on its client port.

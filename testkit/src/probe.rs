@@ -23,6 +23,16 @@ pub fn raw_tls_client(addr: &str, tls: &ClientTlsConfig) -> LockServiceClient<Ch
 /// A leader answers a heartbeat for an unknown transaction with NOT_FOUND; candidates
 /// answer UNAVAILABLE, and followers relay the leader's answer marked `x-dls-forwarded-to`.
 pub(crate) async fn is_leader(addr: &str, key: Option<&str>, tls: Option<&ClientTlsConfig>) -> bool {
+    matches!(probe(addr, key, tls).await, Err(s) if s.code() == tonic::Code::NotFound && !s.metadata().contains_key("x-dls-forwarded-to"))
+}
+
+/// Whether the node at `addr` serves calls: it leads, or it knows the leader and relays the
+/// leader's answer (a follower that has not heard from a leader yet answers NOT_LEADER).
+pub(crate) async fn serves(addr: &str, key: Option<&str>, tls: Option<&ClientTlsConfig>) -> bool {
+    matches!(probe(addr, key, tls).await, Err(s) if s.code() == tonic::Code::NotFound)
+}
+
+async fn probe(addr: &str, key: Option<&str>, tls: Option<&ClientTlsConfig>) -> Result<(), tonic::Status> {
     let mut c = match tls {
         Some(tls) => raw_tls_client(addr, tls),
         None => raw_client(addr).await,
@@ -32,7 +42,7 @@ pub(crate) async fn is_leader(addr: &str, key: Option<&str>, tls: Option<&Client
         req.metadata_mut().insert("authorization", format!("Bearer {k}").parse().unwrap());
     }
     req.set_timeout(Duration::from_millis(500));
-    matches!(c.heartbeat(req).await, Err(s) if s.code() == tonic::Code::NotFound && !s.metadata().contains_key("x-dls-forwarded-to"))
+    c.heartbeat(req).await.map(|_| ())
 }
 
 impl Cluster {
