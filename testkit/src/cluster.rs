@@ -238,21 +238,27 @@ impl Cluster {
             }
         };
         let per_node = spec.proxies.ports_per_node();
-        let ports = free_ports(per_node * spec.nodes);
-        let nodes: Vec<Node> = (1..=spec.nodes as u64)
-            .zip(ports.chunks(per_node))
-            .map(|(id, p)| Node::new(id, &dir, p, spec.proxies))
-            .collect();
+        // A port is free when picked and bound a moment later (`ports`): the kit's own
+        // proxies bind theirs here, and lay the cluster out again on ports taken meanwhile.
+        let mut attempts = 0;
+        let (nodes, links, stop) = loop {
+            let ports = free_ports(per_node * spec.nodes);
+            let nodes: Vec<Node> = (1..=spec.nodes as u64)
+                .zip(ports.chunks(per_node))
+                .map(|(id, p)| Node::new(id, &dir, p, spec.proxies))
+                .collect();
+            if spec.proxies != Proxies::Kit {
+                break (nodes, None, None);
+            }
+            match start_proxies(&nodes) {
+                Ok((links, stop)) => break (nodes, Some(links), Some(stop)),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && attempts < 5 => attempts += 1,
+                Err(e) => return Err(e),
+            }
+        };
         let peers = nodes.iter().map(|n| format!("{}={}/{}", n.id, n.addr, n.peer_addr)).collect::<Vec<_>>().join(",");
         let secret =
             if spec.no_secret { String::new() } else { format!("test-secret-{:032x}", rand::random::<u128>()) };
-        let (links, stop) = match spec.proxies {
-            Proxies::Kit => {
-                let (links, stop) = start_proxies(&nodes)?;
-                (Some(links), Some(stop))
-            }
-            _ => (None, None),
-        };
         let mut disks = Vec::new();
         if let Some(size) = &spec.tmpfs {
             for node in &nodes {
