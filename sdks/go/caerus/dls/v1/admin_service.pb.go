@@ -266,8 +266,9 @@ type KeyLocks struct {
 	Holders []*LockHolder `protobuf:"bytes,3,rep,name=holders,proto3" json:"holders,omitempty"`
 	// The FIFO queue, first in line first.
 	Waiters []*LockWaiter `protobuf:"bytes,4,rep,name=waiters,proto3" json:"waiters,omitempty"`
-	// Under a lock-delay: nothing is granted until then (leader clock, ms since the Unix
-	// epoch); 0 when the key is not delayed. A delayed key is listed even with no holder or
+	// Under a lock-delay: nothing is granted until then (the cluster's clock: the raft
+	// log's time, ms since the Unix epoch; see delay_remaining_ms); 0 when the key is not
+	// delayed. A delayed key is listed even with no holder or
 	// waiter.
 	DelayedUntilMs int64 `protobuf:"varint,5,opt,name=delayed_until_ms,json=delayedUntilMs,proto3" json:"delayed_until_ms,omitempty"`
 	// The revoked holder whose end started the delay (0 when not delayed).
@@ -276,9 +277,13 @@ type KeyLocks struct {
 	DelayCause EndCause `protobuf:"varint,7,opt,name=delay_cause,json=delayCause,proto3,enum=caerus.dls.v1.EndCause" json:"delay_cause,omitempty"`
 	// A semaphore key: how many permits it has (its holders and waiters are all SEMAPHORE);
 	// 0 for a lock.
-	Permits       uint32 `protobuf:"varint,8,opt,name=permits,proto3" json:"permits,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Permits uint32 `protobuf:"varint,8,opt,name=permits,proto3" json:"permits,omitempty"`
+	// How long the lock-delay still lasts by the cluster's clock (the raft log's time, which
+	// `delayed_until_ms` is in and which need not match the caller's clock); 0 when not
+	// delayed or when it has just ended.
+	DelayRemainingMs int64 `protobuf:"varint,9,opt,name=delay_remaining_ms,json=delayRemainingMs,proto3" json:"delay_remaining_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *KeyLocks) Reset() {
@@ -363,6 +368,13 @@ func (x *KeyLocks) GetDelayCause() EndCause {
 func (x *KeyLocks) GetPermits() uint32 {
 	if x != nil {
 		return x.Permits
+	}
+	return 0
+}
+
+func (x *KeyLocks) GetDelayRemainingMs() int64 {
+	if x != nil {
+		return x.DelayRemainingMs
 	}
 	return 0
 }
@@ -1637,7 +1649,7 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\bposition\x18\x04 \x01(\rR\bposition\x128\n" +
 	"\x18blocking_transaction_ids\x18\x05 \x03(\x04R\x16blockingTransactionIds\x12\x19\n" +
 	"\bsince_ms\x18\x06 \x01(\x03R\asinceMs\x12\x18\n" +
-	"\aupgrade\x18\a \x01(\bR\aupgrade\"\xdd\x02\n" +
+	"\aupgrade\x18\a \x01(\bR\aupgrade\"\x8b\x03\n" +
 	"\bKeyLocks\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x123\n" +
@@ -1647,7 +1659,8 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\x19delayed_by_transaction_id\x18\x06 \x01(\x04R\x16delayedByTransactionId\x128\n" +
 	"\vdelay_cause\x18\a \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\n" +
 	"delayCause\x12\x18\n" +
-	"\apermits\x18\b \x01(\rR\apermits\"B\n" +
+	"\apermits\x18\b \x01(\rR\apermits\x12,\n" +
+	"\x12delay_remaining_ms\x18\t \x01(\x03R\x10delayRemainingMs\"B\n" +
 	"\x11ListLocksResponse\x12-\n" +
 	"\x05locks\x18\x01 \x03(\v2\x17.caerus.dls.v1.KeyLocksR\x05locks\"w\n" +
 	"\x17AbortTransactionRequest\x12%\n" +

@@ -2177,6 +2177,116 @@ func (x *ReleaseLockResponse) GetReleased() bool {
 	return false
 }
 
+// Withdraws a waiting acquire request. See LockService.CancelWait.
+type CancelWaitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transaction that made the request.
+	TransactionId uint64 `protobuf:"varint,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// The request_id of the AcquireLock or AcquireLocks request to withdraw.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelWaitRequest) Reset() {
+	*x = CancelWaitRequest{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelWaitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelWaitRequest) ProtoMessage() {}
+
+func (x *CancelWaitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelWaitRequest.ProtoReflect.Descriptor instead.
+func (*CancelWaitRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CancelWaitRequest) GetTransactionId() uint64 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return 0
+}
+
+func (x *CancelWaitRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// Result of CancelWait.
+type CancelWaitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True if the request was waiting and is withdrawn now.
+	Cancelled bool `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// True if the request had already been granted: the transaction holds its locks.
+	Granted       bool `protobuf:"varint,2,opt,name=granted,proto3" json:"granted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelWaitResponse) Reset() {
+	*x = CancelWaitResponse{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelWaitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelWaitResponse) ProtoMessage() {}
+
+func (x *CancelWaitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelWaitResponse.ProtoReflect.Descriptor instead.
+func (*CancelWaitResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *CancelWaitResponse) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
+}
+
+func (x *CancelWaitResponse) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
 // Reads a transaction.
 type GetTransactionStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2188,7 +2298,7 @@ type GetTransactionStatusRequest struct {
 
 func (x *GetTransactionStatusRequest) Reset() {
 	*x = GetTransactionStatusRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2310,7 @@ func (x *GetTransactionStatusRequest) String() string {
 func (*GetTransactionStatusRequest) ProtoMessage() {}
 
 func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2323,7 @@ func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{22}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetTransactionStatusRequest) GetTransactionId() uint64 {
@@ -2240,7 +2350,7 @@ type HeldLock struct {
 
 func (x *HeldLock) Reset() {
 	*x = HeldLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2362,7 @@ func (x *HeldLock) String() string {
 func (*HeldLock) ProtoMessage() {}
 
 func (x *HeldLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2375,7 @@ func (x *HeldLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldLock.ProtoReflect.Descriptor instead.
 func (*HeldLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{23}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HeldLock) GetNamespace() string {
@@ -2315,7 +2425,7 @@ type PendingLock struct {
 
 func (x *PendingLock) Reset() {
 	*x = PendingLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2437,7 @@ func (x *PendingLock) String() string {
 func (*PendingLock) ProtoMessage() {}
 
 func (x *PendingLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2450,7 @@ func (x *PendingLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingLock.ProtoReflect.Descriptor instead.
 func (*PendingLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PendingLock) GetNamespace() string {
@@ -2410,7 +2520,7 @@ type GetTransactionStatusResponse struct {
 
 func (x *GetTransactionStatusResponse) Reset() {
 	*x = GetTransactionStatusResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2532,7 @@ func (x *GetTransactionStatusResponse) String() string {
 func (*GetTransactionStatusResponse) ProtoMessage() {}
 
 func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2545,7 @@ func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetTransactionStatusResponse) GetTransactionId() uint64 {
@@ -2523,7 +2633,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2645,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2658,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HeartbeatRequest) GetTransactionId() uint64 {
@@ -2579,7 +2689,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2701,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2714,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *HeartbeatResponse) GetLeaseRemainingMs() int64 {
@@ -2642,7 +2752,7 @@ type HeartbeatResult struct {
 
 func (x *HeartbeatResult) Reset() {
 	*x = HeartbeatResult{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +2764,7 @@ func (x *HeartbeatResult) String() string {
 func (*HeartbeatResult) ProtoMessage() {}
 
 func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2667,7 +2777,7 @@ func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResult.ProtoReflect.Descriptor instead.
 func (*HeartbeatResult) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HeartbeatResult) GetTransactionId() uint64 {
@@ -2721,7 +2831,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2733,7 +2843,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +2856,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *EndTransactionRequest) GetTransactionId() uint64 {
@@ -2783,7 +2893,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +2905,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +2918,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EndTransactionResponse) GetState() TransactionState {
@@ -2842,7 +2952,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2854,7 +2964,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2867,7 +2977,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{31}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -2924,7 +3034,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3046,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3059,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{32}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -3076,7 +3186,7 @@ type CycleMember struct {
 
 func (x *CycleMember) Reset() {
 	*x = CycleMember{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3198,7 @@ func (x *CycleMember) String() string {
 func (*CycleMember) ProtoMessage() {}
 
 func (x *CycleMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3211,7 @@ func (x *CycleMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleMember.ProtoReflect.Descriptor instead.
 func (*CycleMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{33}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CycleMember) GetTransactionId() uint64 {
@@ -3161,7 +3271,7 @@ type DeadlockResolved struct {
 
 func (x *DeadlockResolved) Reset() {
 	*x = DeadlockResolved{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3283,7 @@ func (x *DeadlockResolved) String() string {
 func (*DeadlockResolved) ProtoMessage() {}
 
 func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3296,7 @@ func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockResolved.ProtoReflect.Descriptor instead.
 func (*DeadlockResolved) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{34}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeadlockResolved) GetCycle() []*CycleMember {
@@ -3225,7 +3335,7 @@ type TransactionExpired struct {
 
 func (x *TransactionExpired) Reset() {
 	*x = TransactionExpired{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3347,7 @@ func (x *TransactionExpired) String() string {
 func (*TransactionExpired) ProtoMessage() {}
 
 func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3360,7 @@ func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionExpired.ProtoReflect.Descriptor instead.
 func (*TransactionExpired) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{35}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TransactionExpired) GetTransactionId() uint64 {
@@ -3293,7 +3403,7 @@ type TransactionAborted struct {
 
 func (x *TransactionAborted) Reset() {
 	*x = TransactionAborted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3415,7 @@ func (x *TransactionAborted) String() string {
 func (*TransactionAborted) ProtoMessage() {}
 
 func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3428,7 @@ func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionAborted.ProtoReflect.Descriptor instead.
 func (*TransactionAborted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{36}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TransactionAborted) GetTransactionId() uint64 {
@@ -3381,7 +3491,7 @@ type LockRevoked struct {
 
 func (x *LockRevoked) Reset() {
 	*x = LockRevoked{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[37]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3503,7 @@ func (x *LockRevoked) String() string {
 func (*LockRevoked) ProtoMessage() {}
 
 func (x *LockRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[37]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3516,7 @@ func (x *LockRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRevoked.ProtoReflect.Descriptor instead.
 func (*LockRevoked) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{37}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LockRevoked) GetTransactionId() uint64 {
@@ -3571,7 +3681,14 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\"1\n" +
 	"\x13ReleaseLockResponse\x12\x1a\n" +
-	"\breleased\x18\x01 \x01(\bR\breleased\"D\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased\"Y\n" +
+	"\x11CancelWaitRequest\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"L\n" +
+	"\x12CancelWaitResponse\x12\x1c\n" +
+	"\tcancelled\x18\x01 \x01(\bR\tcancelled\x12\x18\n" +
+	"\agranted\x18\x02 \x01(\bR\agranted\"D\n" +
 	"\x1bGetTransactionStatusRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\"\x8c\x01\n" +
 	"\bHeldLock\x12\x1c\n" +
@@ -3724,12 +3841,14 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x11DEADLOCK_RESOLVED\x10\x01\x12\x17\n" +
 	"\x13TRANSACTION_EXPIRED\x10\x02\x12\x17\n" +
 	"\x13TRANSACTION_ABORTED\x10\x03\x12\x10\n" +
-	"\fLOCK_REVOKED\x10\x042\xf5\a\n" +
+	"\fLOCK_REVOKED\x10\x042\xc8\b\n" +
 	"\vLockService\x12c\n" +
 	"\x10BeginTransaction\x12&.caerus.dls.v1.BeginTransactionRequest\x1a'.caerus.dls.v1.BeginTransactionResponse\x12V\n" +
 	"\vAcquireLock\x12!.caerus.dls.v1.AcquireLockRequest\x1a\".caerus.dls.v1.AcquireLockResponse0\x01\x12Y\n" +
 	"\fAcquireLocks\x12\".caerus.dls.v1.AcquireLocksRequest\x1a#.caerus.dls.v1.AcquireLocksResponse0\x01\x12T\n" +
-	"\vReleaseLock\x12!.caerus.dls.v1.ReleaseLockRequest\x1a\".caerus.dls.v1.ReleaseLockResponse\x12Z\n" +
+	"\vReleaseLock\x12!.caerus.dls.v1.ReleaseLockRequest\x1a\".caerus.dls.v1.ReleaseLockResponse\x12Q\n" +
+	"\n" +
+	"CancelWait\x12 .caerus.dls.v1.CancelWaitRequest\x1a!.caerus.dls.v1.CancelWaitResponse\x12Z\n" +
 	"\rDowngradeLock\x12#.caerus.dls.v1.DowngradeLockRequest\x1a$.caerus.dls.v1.DowngradeLockResponse\x12o\n" +
 	"\x14GetTransactionStatus\x12*.caerus.dls.v1.GetTransactionStatusRequest\x1a+.caerus.dls.v1.GetTransactionStatusResponse\x12N\n" +
 	"\tHeartbeat\x12\x1f.caerus.dls.v1.HeartbeatRequest\x1a .caerus.dls.v1.HeartbeatResponse\x12]\n" +
@@ -3752,7 +3871,7 @@ func file_caerus_dls_v1_lock_service_proto_rawDescGZIP() []byte {
 }
 
 var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(KeyChangeKind)(0),                   // 0: caerus.dls.v1.KeyChangeKind
 	(LockMode)(0),                        // 1: caerus.dls.v1.LockMode
@@ -3783,22 +3902,24 @@ var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(*VerifyFencingTokenResponse)(nil),   // 26: caerus.dls.v1.VerifyFencingTokenResponse
 	(*ReleaseLockRequest)(nil),           // 27: caerus.dls.v1.ReleaseLockRequest
 	(*ReleaseLockResponse)(nil),          // 28: caerus.dls.v1.ReleaseLockResponse
-	(*GetTransactionStatusRequest)(nil),  // 29: caerus.dls.v1.GetTransactionStatusRequest
-	(*HeldLock)(nil),                     // 30: caerus.dls.v1.HeldLock
-	(*PendingLock)(nil),                  // 31: caerus.dls.v1.PendingLock
-	(*GetTransactionStatusResponse)(nil), // 32: caerus.dls.v1.GetTransactionStatusResponse
-	(*HeartbeatRequest)(nil),             // 33: caerus.dls.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 34: caerus.dls.v1.HeartbeatResponse
-	(*HeartbeatResult)(nil),              // 35: caerus.dls.v1.HeartbeatResult
-	(*EndTransactionRequest)(nil),        // 36: caerus.dls.v1.EndTransactionRequest
-	(*EndTransactionResponse)(nil),       // 37: caerus.dls.v1.EndTransactionResponse
-	(*WatchEventsRequest)(nil),           // 38: caerus.dls.v1.WatchEventsRequest
-	(*Event)(nil),                        // 39: caerus.dls.v1.Event
-	(*CycleMember)(nil),                  // 40: caerus.dls.v1.CycleMember
-	(*DeadlockResolved)(nil),             // 41: caerus.dls.v1.DeadlockResolved
-	(*TransactionExpired)(nil),           // 42: caerus.dls.v1.TransactionExpired
-	(*TransactionAborted)(nil),           // 43: caerus.dls.v1.TransactionAborted
-	(*LockRevoked)(nil),                  // 44: caerus.dls.v1.LockRevoked
+	(*CancelWaitRequest)(nil),            // 29: caerus.dls.v1.CancelWaitRequest
+	(*CancelWaitResponse)(nil),           // 30: caerus.dls.v1.CancelWaitResponse
+	(*GetTransactionStatusRequest)(nil),  // 31: caerus.dls.v1.GetTransactionStatusRequest
+	(*HeldLock)(nil),                     // 32: caerus.dls.v1.HeldLock
+	(*PendingLock)(nil),                  // 33: caerus.dls.v1.PendingLock
+	(*GetTransactionStatusResponse)(nil), // 34: caerus.dls.v1.GetTransactionStatusResponse
+	(*HeartbeatRequest)(nil),             // 35: caerus.dls.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 36: caerus.dls.v1.HeartbeatResponse
+	(*HeartbeatResult)(nil),              // 37: caerus.dls.v1.HeartbeatResult
+	(*EndTransactionRequest)(nil),        // 38: caerus.dls.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),       // 39: caerus.dls.v1.EndTransactionResponse
+	(*WatchEventsRequest)(nil),           // 40: caerus.dls.v1.WatchEventsRequest
+	(*Event)(nil),                        // 41: caerus.dls.v1.Event
+	(*CycleMember)(nil),                  // 42: caerus.dls.v1.CycleMember
+	(*DeadlockResolved)(nil),             // 43: caerus.dls.v1.DeadlockResolved
+	(*TransactionExpired)(nil),           // 44: caerus.dls.v1.TransactionExpired
+	(*TransactionAborted)(nil),           // 45: caerus.dls.v1.TransactionAborted
+	(*LockRevoked)(nil),                  // 46: caerus.dls.v1.LockRevoked
 }
 var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
 	9,  // 0: caerus.dls.v1.KeyHolders.holders:type_name -> caerus.dls.v1.KeyHolder
@@ -3809,7 +3930,7 @@ var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
 	4,  // 5: caerus.dls.v1.KeyChange.end_cause:type_name -> caerus.dls.v1.EndCause
 	3,  // 6: caerus.dls.v1.ErrorDetail.kind:type_name -> caerus.dls.v1.ErrorKind
 	4,  // 7: caerus.dls.v1.ErrorDetail.end_cause:type_name -> caerus.dls.v1.EndCause
-	41, // 8: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
+	43, // 8: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
 	1,  // 9: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
 	12, // 10: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
 	16, // 11: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
@@ -3828,49 +3949,51 @@ var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
 	1,  // 24: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
 	1,  // 25: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
 	2,  // 26: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
-	30, // 27: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
-	31, // 28: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
+	32, // 27: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
+	33, // 28: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
 	4,  // 29: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
-	35, // 30: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
+	37, // 30: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
 	11, // 31: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
 	2,  // 32: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
 	6,  // 33: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
 	6,  // 34: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
-	41, // 35: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
-	42, // 36: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
-	43, // 37: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
-	44, // 38: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
+	43, // 35: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
+	44, // 36: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
+	45, // 37: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
+	46, // 38: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
 	1,  // 39: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
-	40, // 40: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
+	42, // 40: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
 	5,  // 41: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
-	30, // 42: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
-	30, // 43: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
+	32, // 42: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
+	32, // 43: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
 	1,  // 44: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
 	4,  // 45: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
 	12, // 46: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
 	14, // 47: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
 	19, // 48: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
 	27, // 49: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
-	23, // 50: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
-	29, // 51: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
-	33, // 52: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
-	36, // 53: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
-	38, // 54: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
-	25, // 55: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
-	7,  // 56: caerus.dls.v1.LockService.WatchKey:input_type -> caerus.dls.v1.WatchKeyRequest
-	13, // 57: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
-	15, // 58: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
-	20, // 59: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
-	28, // 60: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
-	24, // 61: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
-	32, // 62: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
-	34, // 63: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
-	37, // 64: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
-	39, // 65: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
-	26, // 66: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
-	8,  // 67: caerus.dls.v1.LockService.WatchKey:output_type -> caerus.dls.v1.KeyHolders
-	57, // [57:68] is the sub-list for method output_type
-	46, // [46:57] is the sub-list for method input_type
+	29, // 50: caerus.dls.v1.LockService.CancelWait:input_type -> caerus.dls.v1.CancelWaitRequest
+	23, // 51: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
+	31, // 52: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
+	35, // 53: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
+	38, // 54: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
+	40, // 55: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
+	25, // 56: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
+	7,  // 57: caerus.dls.v1.LockService.WatchKey:input_type -> caerus.dls.v1.WatchKeyRequest
+	13, // 58: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
+	15, // 59: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
+	20, // 60: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
+	28, // 61: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
+	30, // 62: caerus.dls.v1.LockService.CancelWait:output_type -> caerus.dls.v1.CancelWaitResponse
+	24, // 63: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
+	34, // 64: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
+	36, // 65: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
+	39, // 66: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
+	41, // 67: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
+	26, // 68: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
+	8,  // 69: caerus.dls.v1.LockService.WatchKey:output_type -> caerus.dls.v1.KeyHolders
+	58, // [58:70] is the sub-list for method output_type
+	46, // [46:58] is the sub-list for method input_type
 	46, // [46:46] is the sub-list for extension type_name
 	46, // [46:46] is the sub-list for extension extendee
 	0,  // [0:46] is the sub-list for field type_name
@@ -3891,7 +4014,7 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 		(*AcquireLocksResponse_Granted)(nil),
 		(*AcquireLocksResponse_Lost)(nil),
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[32].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[34].OneofWrappers = []any{
 		(*Event_DeadlockResolved)(nil),
 		(*Event_TransactionExpired)(nil),
 		(*Event_TransactionAborted)(nil),
@@ -3903,7 +4026,7 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_lock_service_proto_rawDesc), len(file_caerus_dls_v1_lock_service_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -67,6 +67,7 @@ const (
 	LockService_AcquireLock_FullMethodName          = "/caerus.dls.v1.LockService/AcquireLock"
 	LockService_AcquireLocks_FullMethodName         = "/caerus.dls.v1.LockService/AcquireLocks"
 	LockService_ReleaseLock_FullMethodName          = "/caerus.dls.v1.LockService/ReleaseLock"
+	LockService_CancelWait_FullMethodName           = "/caerus.dls.v1.LockService/CancelWait"
 	LockService_DowngradeLock_FullMethodName        = "/caerus.dls.v1.LockService/DowngradeLock"
 	LockService_GetTransactionStatus_FullMethodName = "/caerus.dls.v1.LockService/GetTransactionStatus"
 	LockService_Heartbeat_FullMethodName            = "/caerus.dls.v1.LockService/Heartbeat"
@@ -139,6 +140,16 @@ type LockServiceClient interface {
 	// transaction does not hold is not an error (released = false). If the transaction is
 	// still waiting for that key, the wait is withdrawn (its stream ends with CANCELLED).
 	ReleaseLock(ctx context.Context, in *ReleaseLockRequest, opts ...grpc.CallOption) (*ReleaseLockResponse, error)
+	// Withdraws one acquire request of the transaction (AcquireLock or AcquireLocks, named by
+	// its request_id) while it still waits, as its acquire timeout would: its stream ends
+	// with DEADLINE_EXCEEDED (x-dls-error LOCK_TIMEOUT) and the queues move on. For a client
+	// that gave up waiting (a cancelled call). Unlike ReleaseLock it touches nothing the
+	// transaction holds (a waiting upgrade keeps its SHARED_READ hold) and no later request
+	// for the same key. cancelled = false when the request does not wait: granted = true if
+	// it was granted (the transaction holds its locks; release those nobody wants), else it
+	// already ended or was never received (re-attach with AcquireLock first to be sure it
+	// exists). FAILED_PRECONDITION (TRANSACTION_LOST) when the transaction is not active.
+	CancelWait(ctx context.Context, in *CancelWaitRequest, opts ...grpc.CallOption) (*CancelWaitResponse, error)
 	// Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
 	// fencing token (no gap in which another writer could take the key), and lets the
 	// readers queued behind it in; writers keep waiting. A SHARED_READ hold is left as it is.
@@ -249,6 +260,16 @@ func (c *lockServiceClient) ReleaseLock(ctx context.Context, in *ReleaseLockRequ
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReleaseLockResponse)
 	err := c.cc.Invoke(ctx, LockService_ReleaseLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) CancelWait(ctx context.Context, in *CancelWaitRequest, opts ...grpc.CallOption) (*CancelWaitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelWaitResponse)
+	err := c.cc.Invoke(ctx, LockService_CancelWait_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -406,6 +427,16 @@ type LockServiceServer interface {
 	// transaction does not hold is not an error (released = false). If the transaction is
 	// still waiting for that key, the wait is withdrawn (its stream ends with CANCELLED).
 	ReleaseLock(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error)
+	// Withdraws one acquire request of the transaction (AcquireLock or AcquireLocks, named by
+	// its request_id) while it still waits, as its acquire timeout would: its stream ends
+	// with DEADLINE_EXCEEDED (x-dls-error LOCK_TIMEOUT) and the queues move on. For a client
+	// that gave up waiting (a cancelled call). Unlike ReleaseLock it touches nothing the
+	// transaction holds (a waiting upgrade keeps its SHARED_READ hold) and no later request
+	// for the same key. cancelled = false when the request does not wait: granted = true if
+	// it was granted (the transaction holds its locks; release those nobody wants), else it
+	// already ended or was never received (re-attach with AcquireLock first to be sure it
+	// exists). FAILED_PRECONDITION (TRANSACTION_LOST) when the transaction is not active.
+	CancelWait(context.Context, *CancelWaitRequest) (*CancelWaitResponse, error)
 	// Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
 	// fencing token (no gap in which another writer could take the key), and lets the
 	// readers queued behind it in; writers keep waiting. A SHARED_READ hold is left as it is.
@@ -475,6 +506,9 @@ func (UnimplementedLockServiceServer) AcquireLocks(*AcquireLocksRequest, grpc.Se
 }
 func (UnimplementedLockServiceServer) ReleaseLock(context.Context, *ReleaseLockRequest) (*ReleaseLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseLock not implemented")
+}
+func (UnimplementedLockServiceServer) CancelWait(context.Context, *CancelWaitRequest) (*CancelWaitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelWait not implemented")
 }
 func (UnimplementedLockServiceServer) DowngradeLock(context.Context, *DowngradeLockRequest) (*DowngradeLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DowngradeLock not implemented")
@@ -572,6 +606,24 @@ func _LockService_ReleaseLock_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LockServiceServer).ReleaseLock(ctx, req.(*ReleaseLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_CancelWait_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelWaitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).CancelWait(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_CancelWait_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).CancelWait(ctx, req.(*CancelWaitRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -702,6 +754,10 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseLock",
 			Handler:    _LockService_ReleaseLock_Handler,
+		},
+		{
+			MethodName: "CancelWait",
+			Handler:    _LockService_CancelWait_Handler,
 		},
 		{
 			MethodName: "DowngradeLock",

@@ -46,7 +46,7 @@ class LockWaiter(_message.Message):
     def __init__(self, transaction_id: _Optional[int] = ..., transaction_name: _Optional[str] = ..., mode: _Optional[_Union[_lock_service_pb2.LockMode, str]] = ..., position: _Optional[int] = ..., blocking_transaction_ids: _Optional[_Iterable[int]] = ..., since_ms: _Optional[int] = ..., upgrade: _Optional[bool] = ...) -> None: ...
 
 class KeyLocks(_message.Message):
-    __slots__ = ("namespace", "key", "holders", "waiters", "delayed_until_ms", "delayed_by_transaction_id", "delay_cause", "permits")
+    __slots__ = ("namespace", "key", "holders", "waiters", "delayed_until_ms", "delayed_by_transaction_id", "delay_cause", "permits", "delay_remaining_ms")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     HOLDERS_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,7 @@ class KeyLocks(_message.Message):
     DELAYED_BY_TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     DELAY_CAUSE_FIELD_NUMBER: _ClassVar[int]
     PERMITS_FIELD_NUMBER: _ClassVar[int]
+    DELAY_REMAINING_MS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     key: str
     holders: _containers.RepeatedCompositeFieldContainer[LockHolder]
@@ -63,7 +64,8 @@ class KeyLocks(_message.Message):
     delayed_by_transaction_id: int
     delay_cause: _lock_service_pb2.EndCause
     permits: int
-    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[LockHolder, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[LockWaiter, _Mapping]]] = ..., delayed_until_ms: _Optional[int] = ..., delayed_by_transaction_id: _Optional[int] = ..., delay_cause: _Optional[_Union[_lock_service_pb2.EndCause, str]] = ..., permits: _Optional[int] = ...) -> None: ...
+    delay_remaining_ms: int
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[LockHolder, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[LockWaiter, _Mapping]]] = ..., delayed_until_ms: _Optional[int] = ..., delayed_by_transaction_id: _Optional[int] = ..., delay_cause: _Optional[_Union[_lock_service_pb2.EndCause, str]] = ..., permits: _Optional[int] = ..., delay_remaining_ms: _Optional[int] = ...) -> None: ...
 
 class ListLocksResponse(_message.Message):
     __slots__ = ("locks",)

@@ -362,6 +362,22 @@ class ReleaseLockResponse(_message.Message):
     released: bool
     def __init__(self, released: _Optional[bool] = ...) -> None: ...
 
+class CancelWaitRequest(_message.Message):
+    __slots__ = ("transaction_id", "request_id")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    request_id: str
+    def __init__(self, transaction_id: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CancelWaitResponse(_message.Message):
+    __slots__ = ("cancelled", "granted")
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    cancelled: bool
+    granted: bool
+    def __init__(self, cancelled: _Optional[bool] = ..., granted: _Optional[bool] = ...) -> None: ...
+
 class GetTransactionStatusRequest(_message.Message):
     __slots__ = ("transaction_id",)
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]

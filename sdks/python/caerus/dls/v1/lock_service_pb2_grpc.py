@@ -55,6 +55,11 @@ class LockServiceStub:
                 request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockRequest.SerializeToString,
                 response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockResponse.FromString,
                 _registered_method=True)
+        self.CancelWait = channel.unary_unary(
+                '/caerus.dls.v1.LockService/CancelWait',
+                request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitResponse.FromString,
+                _registered_method=True)
         self.DowngradeLock = channel.unary_unary(
                 '/caerus.dls.v1.LockService/DowngradeLock',
                 request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.DowngradeLockRequest.SerializeToString,
@@ -172,6 +177,21 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelWait(self, request, context):
+        """Withdraws one acquire request of the transaction (AcquireLock or AcquireLocks, named by
+        its request_id) while it still waits, as its acquire timeout would: its stream ends
+        with DEADLINE_EXCEEDED (x-dls-error LOCK_TIMEOUT) and the queues move on. For a client
+        that gave up waiting (a cancelled call). Unlike ReleaseLock it touches nothing the
+        transaction holds (a waiting upgrade keeps its SHARED_READ hold) and no later request
+        for the same key. cancelled = false when the request does not wait: granted = true if
+        it was granted (the transaction holds its locks; release those nobody wants), else it
+        already ended or was never received (re-attach with AcquireLock first to be sure it
+        exists). FAILED_PRECONDITION (TRANSACTION_LOST) when the transaction is not active.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DowngradeLock(self, request, context):
         """Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
         fencing token (no gap in which another writer could take the key), and lets the
@@ -277,6 +297,11 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.ReleaseLock,
                     request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockRequest.FromString,
                     response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockResponse.SerializeToString,
+            ),
+            'CancelWait': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelWait,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitResponse.SerializeToString,
             ),
             'DowngradeLock': grpc.unary_unary_rpc_method_handler(
                     servicer.DowngradeLock,
@@ -423,6 +448,33 @@ class LockService:
             '/caerus.dls.v1.LockService/ReleaseLock',
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockRequest.SerializeToString,
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.ReleaseLockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelWait(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.LockService/CancelWait',
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -117,6 +117,16 @@ module Caerus
           # transaction does not hold is not an error (released = false). If the transaction is
           # still waiting for that key, the wait is withdrawn (its stream ends with CANCELLED).
           rpc :ReleaseLock, ::Caerus::Dls::V1::ReleaseLockRequest, ::Caerus::Dls::V1::ReleaseLockResponse
+          # Withdraws one acquire request of the transaction (AcquireLock or AcquireLocks, named by
+          # its request_id) while it still waits, as its acquire timeout would: its stream ends
+          # with DEADLINE_EXCEEDED (x-dls-error LOCK_TIMEOUT) and the queues move on. For a client
+          # that gave up waiting (a cancelled call). Unlike ReleaseLock it touches nothing the
+          # transaction holds (a waiting upgrade keeps its SHARED_READ hold) and no later request
+          # for the same key. cancelled = false when the request does not wait: granted = true if
+          # it was granted (the transaction holds its locks; release those nobody wants), else it
+          # already ended or was never received (re-attach with AcquireLock first to be sure it
+          # exists). FAILED_PRECONDITION (TRANSACTION_LOST) when the transaction is not active.
+          rpc :CancelWait, ::Caerus::Dls::V1::CancelWaitRequest, ::Caerus::Dls::V1::CancelWaitResponse
           # Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
           # fencing token (no gap in which another writer could take the key), and lets the
           # readers queued behind it in; writers keep waiting. A SHARED_READ hold is left as it is.
