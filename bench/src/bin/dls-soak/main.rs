@@ -18,7 +18,12 @@ use clap::Parser;
 
 /// Legitimate churn beside every attack the attack suite knows, against a real cluster.
 #[derive(Parser, Debug)]
-#[command(name = "dls-soak", version, about, long_about = None)]
+#[command(
+    name = "dls-soak",
+    version,
+    about = "dls-soak: legitimate churn on a keyed 3-node cluster, alone and beside every port attack",
+    long_about = None
+)]
 struct Opts {
     /// The `dls` binary to run (a release build for meaningful numbers).
     #[arg(long, env = "DLS_BIN")]

@@ -42,7 +42,12 @@ enum Step {
 /// Heartbeat cost, deadlock resolution latency, memory at 100k locks and snapshot restore
 /// time of a real 3-node Caerus DLS cluster started by this tool.
 #[derive(Parser, Debug)]
-#[command(name = "dls-state", version, about, long_about = None)]
+#[command(
+    name = "dls-state",
+    version,
+    about = "dls-state: state size, restore, failover and overhead figures of a real 3-node cluster",
+    long_about = None
+)]
 pub struct Opts {
     /// The `dls` binary to run (a release build for meaningful numbers).
     #[arg(long, env = "DLS_BIN")]
