@@ -533,11 +533,8 @@ mod tests {
             && &buf == b"ping"
     }
 
-    #[tokio::test]
-    async fn a_node_link_is_identified_and_cut_when_blocked() {
-        let links = Links::new();
-        let (addr, _stop) = echo_behind_proxy(links.clone()).await;
-        // No rules: forwarded at once, the dialler learnt on the way.
+    /// A connection through the proxy that echoes, once the proxy has learnt its dialler.
+    async fn identified_connection(addr: SocketAddr, links: &Links) -> TcpStream {
         let mut c = TcpStream::connect(addr).await.unwrap();
         assert!(echoes(&mut c).await);
         for _ in 0..100 {
@@ -547,6 +544,15 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(links.setup_times().len(), 1, "identified as node 1");
+        c
+    }
+
+    #[tokio::test]
+    async fn a_node_link_is_identified_and_cut_when_blocked() {
+        let links = Links::new();
+        let (addr, _stop) = echo_behind_proxy(links.clone()).await;
+        // No rules: forwarded at once, the dialler learnt on the way.
+        let mut c = identified_connection(addr, &links).await;
         // Blocking 1 → 9 closes the live connection and drops new ones.
         links.block(1, 9);
         assert!(!echoes(&mut c).await);
@@ -562,15 +568,7 @@ mod tests {
     async fn a_silent_cut_holds_connections_open_with_nothing_passing_until_it_heals() {
         let links = Links::new();
         let (addr, _stop) = echo_behind_proxy(links.clone()).await;
-        let mut c = TcpStream::connect(addr).await.unwrap();
-        assert!(echoes(&mut c).await);
-        for _ in 0..100 {
-            if !links.setup_times().is_empty() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert_eq!(links.setup_times().len(), 1, "identified as node 1");
+        let mut c = identified_connection(addr, &links).await;
         links.set_silent(true);
         links.block(1, 9);
         // Neither closed nor answered, on the live connection and on a new one.
