@@ -58,6 +58,8 @@ pub struct NodeConfig {
     pub snapshot_every: u64,
     /// Bounds on what clients can make this node hold (see `limits`).
     pub limits: LimitArgs,
+    /// Namespaces labelled in the per-namespace metrics (`--metrics-namespaces`).
+    pub metrics_namespaces: usize,
 }
 
 /// How this node authenticates to its peers and checks them.
@@ -198,7 +200,7 @@ impl Node {
         let leases = Arc::new(Leases::new(log_clock.clone()));
         let signals = Arc::new(Signals::default());
         let key_watchers = Arc::new(KeyWatchers::default());
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(Metrics::new(cfg.metrics_namespaces));
         let (events_tx, events) = watch::channel(0);
         let observer = Arc::new(Observer {
             clock: log_clock.clone(),

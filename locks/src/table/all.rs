@@ -148,8 +148,8 @@ impl LockTable {
             queued.push((lock.clone(), slot));
         }
         let (lock, slot) = queued.first().cloned().expect("a request that cannot be granted needs a key");
-        self.txn_mut(txn).waiting = Some(Pending { lock, request_id: request_id.to_string(), slot });
-        self.effects.push(Effect::WaitStarted { txn, request_id: request_id.to_string(), wait_ms });
+        self.txn_mut(txn).waiting = Some(Pending { lock: lock.clone(), request_id: request_id.to_string(), slot });
+        self.effects.push(Effect::WaitStarted { txn, request_id: request_id.to_string(), wait_ms, lock });
         AllRecord::Waiting { queued }
     }
 
