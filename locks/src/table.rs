@@ -107,8 +107,8 @@ pub enum Effect {
     WaitStarted { txn: TxnId, request_id: String, wait_ms: u64, lock: LockKey },
     /// A wait ended; `granted` tells a grant from a timeout or an abort.
     WaitEnded { txn: TxnId, request_id: String, granted: bool },
-    /// A lock was granted.
-    Granted { txn: TxnId, lock: LockKey },
+    /// A lock was granted, for the request `request_id`.
+    Granted { txn: TxnId, request_id: String, lock: LockKey },
     /// The holders of this key changed (a grant, a release, an end, a downgrade): its
     /// watchers read it again.
     KeyChanged { key: LockKey },
@@ -528,8 +528,8 @@ impl LockTable {
             // Re-entrant: the existing grant already covers the request.
             Some(held) if held.mode.covers(mode) => AcquireRecord::Granted { token: held.token, mode: held.mode },
             // Upgrade SHARED_READ -> EXCLUSIVE: immediate only as the sole holder.
-            Some(_) if open && key.compatible_with_holders(txn, mode) => self.grant(txn, lock, mode),
-            None if open && key.can_grant_now(txn, mode) => self.grant(txn, lock, mode),
+            Some(_) if open && key.compatible_with_holders(txn, mode) => self.grant(txn, request_id, lock, mode),
+            None if open && key.can_grant_now(txn, mode) => self.grant(txn, request_id, lock, mode),
             // A try-lock (no wait allowed) never queues: nobody behind it moves, no deadlock
             // search, and the transaction stays active.
             _ if wait_ms == 0 => AcquireRecord::Ended(WaitEnd::TimedOut),
@@ -551,13 +551,14 @@ impl LockTable {
         }
     }
 
-    /// Issues the next fencing token and makes `txn` a holder of `lock` in `mode`.
-    fn grant(&mut self, txn: TxnId, lock: &LockKey, mode: LockMode) -> AcquireRecord {
+    /// Issues the next fencing token and makes `txn` a holder of `lock` in `mode`, for its
+    /// request `request_id`.
+    fn grant(&mut self, txn: TxnId, request_id: &str, lock: &LockKey, mode: LockMode) -> AcquireRecord {
         self.last_token += 1;
         let held = Held { mode, token: FencingToken(self.last_token), since_ms: self.clock_ms };
         self.key_entry(lock).holders.insert(txn, held);
         self.txn_mut(txn).held.insert(lock.clone(), held);
-        self.effects.push(Effect::Granted { txn, lock: lock.clone() });
+        self.effects.push(Effect::Granted { txn, request_id: request_id.to_string(), lock: lock.clone() });
         self.effects.push(Effect::KeyChanged { key: lock.clone() });
         AcquireRecord::Granted { token: held.token, mode }
     }
@@ -909,7 +910,7 @@ impl LockTable {
                 continue;
             }
             let w = self.key_mut(lock).and_then(|k| k.queue.remove(&slot)).expect("a candidate is queued");
-            let record = self.grant(txn, lock, w.mode);
+            let record = self.grant(txn, &request_id, lock, w.mode);
             let t = self.txn_mut(txn);
             t.waiting = None;
             if let Some(RequestRecord::Acquire { status, .. }) = t.requests.get_mut(&request_id) {

@@ -241,6 +241,7 @@ impl ServeArgs {
             snapshot_every: self.snapshot_every,
             limits: self.limits.clone(),
             metrics_namespaces: self.telemetry.metrics_namespaces,
+            otlp_traces: self.telemetry.otlp_endpoint.clone(),
         };
         Ok((listeners, cfg))
     }

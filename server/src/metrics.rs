@@ -160,6 +160,11 @@ pub struct Gauges {
     pub forwarded_open: u64,
     /// Requests refused by each limit (in `Limit::ALL` order).
     pub refused: [u64; Limit::ALL.len()],
+    /// Spans exported to `--otlp-endpoint`, dropped (queue full or export failed), and
+    /// failed export requests.
+    pub spans_exported: u64,
+    pub spans_dropped: u64,
+    pub span_export_failures: u64,
 }
 
 impl Gauges {
@@ -453,6 +458,18 @@ fn render_gauges(out: &mut String, g: &Gauges) {
         "counter",
         g.parked_proposals,
     );
+    let spans: [(&str, &str, u64); 3] = [
+        ("dls_trace_spans_exported_total", "Spans the --otlp-endpoint collector accepted.", g.spans_exported),
+        (
+            "dls_trace_spans_dropped_total",
+            "Spans dropped: the export queue was full (collector slow or down) or their request failed.",
+            g.spans_dropped,
+        ),
+        ("dls_trace_export_failures_total", "Span export requests that failed.", g.span_export_failures),
+    ];
+    for (name, help, value) in spans {
+        metric(out, name, help, "counter", value);
+    }
     let name = "dls_refused_total";
     header(
         out,
@@ -484,7 +501,7 @@ mod tests {
         let rid = "r1".to_string();
         m.observe(&[
             Effect::TxnBegun { txn: 1, lease_ms: 1000 },
-            Effect::Granted { txn: 1, lock: key("a") },
+            Effect::Granted { txn: 1, request_id: rid.clone(), lock: key("a") },
             Effect::WaitStarted { txn: 2, request_id: rid.clone(), wait_ms: 100, lock: key("a") },
             Effect::WaitStarted { txn: 3, request_id: rid.clone(), wait_ms: 100, lock: key("b") },
         ]);
@@ -493,7 +510,7 @@ mod tests {
             Effect::WaitEnded { txn: 3, request_id: rid.clone(), granted: false },
             Effect::TxnFinished { txn: 3, cause: EndCause::DeadlockVictim },
             Effect::TxnFinished { txn: 4, cause: EndCause::LeaseExpired },
-            Effect::Granted { txn: 2, lock: key("a") },
+            Effect::Granted { txn: 2, request_id: rid.clone(), lock: key("a") },
             Effect::WaitEnded { txn: 2, request_id: rid, granted: true },
         ]);
         let text = m.render(&Gauges::default());

@@ -59,6 +59,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use caerus_proto::metadata;
+
+use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE};
 use caerus_proto::v1 as pb;
 use caerus_proto::v1::admin_service_client::AdminServiceClient;
 use caerus_proto::v1::admin_service_server::AdminService;
@@ -159,16 +161,19 @@ impl Hop {
         AdminServiceClient::new(self.upstream.clone()).max_decoding_message_size(MAX_RAFT_MESSAGE)
     }
 
-    /// The request the leader gets: the client's message, credentials and deadline (see
-    /// `answer_by`), the client's address and this node's mark. Nothing else the client
-    /// sent is passed on.
+    /// The request the leader gets: the client's message, credentials, trace context and
+    /// deadline (see `answer_by`), the client's address and this node's mark. Nothing else
+    /// the client sent is passed on.
     fn outgoing<T>(&self, req: Request<T>) -> Request<T> {
         let client = caller::client_addr(&req);
-        let auth = req.metadata().get(metadata::AUTHORIZATION).cloned();
+        let passed_on: Vec<_> = [metadata::AUTHORIZATION, TRACEPARENT, TRACESTATE]
+            .into_iter()
+            .filter_map(|name| Some((name, req.metadata().get(name)?.clone())))
+            .collect();
         let mut out = Request::new(req.into_inner());
         let md = out.metadata_mut();
-        if let Some(auth) = auth {
-            md.insert(metadata::AUTHORIZATION, auth);
+        for (name, value) in passed_on {
+            md.insert(name, value);
         }
         md.insert(FORWARDED_BY, self.node.id().into());
         if let Some(v) = client.and_then(|a| a.to_string().parse().ok()) {

@@ -1,11 +1,17 @@
 //! Per-namespace visibility: lock metrics labelled by namespace, with a label set no client
-//! can grow past `--metrics-namespaces` plus "other", counted alike on every node.
+//! can grow past `--metrics-namespaces` plus "other", counted alike on every node; and the
+//! spans of a client's traced lock (W3C `traceparent`) at an OTLP collector the test runs.
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use caerus_core::{ClientConfig, DlsClient, Error, LockMode};
 use caerus_proto::v1 as pb;
-use caerus_testkit::{add_key, eventually, http_get, opts, patient_client, raw_client, wait, Cluster, PATIENCE};
+use caerus_proto::v1::lock_service_client::LockServiceClient;
+use caerus_testkit::{
+    add_key, eventually, free_port, http_get, opts, patient_client, raw_client, wait, Cluster, PATIENCE,
+};
+use tonic::transport::Channel;
 
 fn scrape(http_addr: &str) -> String {
     let (status, body) = http_get(http_addr, "/metrics").unwrap();
@@ -142,4 +148,208 @@ async fn waits_holds_revocations_and_deadlocks_are_counted_by_namespace_on_every
         })
         .await;
     }
+}
+
+/// A collector for the test: records the body of every OTLP/HTTP JSON export it gets.
+struct Collector {
+    addr: String,
+    exports: Arc<Mutex<Vec<serde_json::Value>>>,
+}
+
+impl Collector {
+    async fn start() -> Collector {
+        let exports = Arc::new(Mutex::new(Vec::new()));
+        let seen = exports.clone();
+        let app = axum::Router::new().route(
+            "/v1/traces",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(serde_json::from_slice(&body).expect("the export is JSON"));
+                    "{}"
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Collector { addr, exports }
+    }
+
+    /// Every span received so far.
+    fn spans(&self) -> Vec<serde_json::Value> {
+        let exports = self.exports.lock().unwrap();
+        let mut out = Vec::new();
+        for e in exports.iter() {
+            for rs in e["resourceSpans"].as_array().into_iter().flatten() {
+                for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
+                    out.extend(ss["spans"].as_array().into_iter().flatten().cloned());
+                }
+            }
+        }
+        out
+    }
+
+    /// The spans of trace `trace_id`, by name.
+    fn trace(&self, trace_id: &str) -> Vec<(String, serde_json::Value)> {
+        let spans = self.spans().into_iter().filter(|s| s["traceId"] == trace_id);
+        spans.map(|s| (s["name"].as_str().unwrap().to_string(), s)).collect()
+    }
+}
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+fn traced<T>(msg: T, traceparent: &str) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(msg);
+    req.metadata_mut().insert("traceparent", traceparent.parse().unwrap());
+    req.metadata_mut().insert("tracestate", "vendor=abc".parse().unwrap());
+    req
+}
+
+fn acquire_of(txn: u64, namespace: &str, request_id: &str, timeout_ms: i64) -> pb::AcquireLockRequest {
+    pb::AcquireLockRequest {
+        transaction_id: txn,
+        request_id: request_id.into(),
+        namespace: namespace.into(),
+        key: "k".into(),
+        mode: pb::LockMode::Exclusive as i32,
+        timeout_ms,
+        ..Default::default()
+    }
+}
+
+async fn begin_raw(c: &mut LockServiceClient<Channel>, lease_ms: i64) -> u64 {
+    let begin = pb::BeginTransactionRequest { timeout_ms: lease_ms, ..Default::default() };
+    c.begin_transaction(begin).await.unwrap().into_inner().transaction_id
+}
+
+/// Reads an acquire stream until its grant.
+async fn granted(mut stream: tonic::Streaming<pb::AcquireLockResponse>) {
+    while let Some(m) = stream.message().await.unwrap() {
+        if matches!(m.event, Some(pb::acquire_lock_response::Event::Granted(_))) {
+            return;
+        }
+    }
+    panic!("the acquire ended without a grant");
+}
+
+#[tokio::test]
+async fn a_traced_acquire_through_a_follower_exports_wait_grant_and_release_spans_in_the_clients_trace() {
+    let collector = Collector::start().await;
+    let endpoint = format!("http://{}", collector.addr);
+    let cluster = Cluster::start_with(3, &["--otlp-endpoint", &endpoint]).await;
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    let follower = cluster.ids().into_iter().find(|id| *id != leader).unwrap();
+    eventually(PATIENCE, "the follower to know the leader", || {
+        (cluster.metric(follower, "dls_leader_id") as u64 == leader).then_some(())
+    })
+    .await;
+    let mut on_leader = raw_client(&cluster.addr(leader)).await;
+    let mut on_follower = raw_client(&cluster.addr(follower)).await;
+
+    // A holder, then a traced waiter (through the follower) granted when the holder ends.
+    let holder = begin_raw(&mut on_leader, 30_000).await;
+    granted(on_leader.acquire_lock(acquire_of(holder, "traced", "h", 5_000)).await.unwrap().into_inner()).await;
+    let waiter = begin_raw(&mut on_follower, 30_000).await;
+    let traceparent = format!("00-{TRACE}-{CLIENT_SPAN}-01");
+    let wait = on_follower.acquire_lock(traced(acquire_of(waiter, "traced", "w", 10_000), &traceparent)).await.unwrap();
+    eventually(PATIENCE, "the traced request to queue", || {
+        sample(&scrape(&cluster.http_addr(leader)), "dls_namespace_waits_total{namespace=\"traced\"}")
+            .filter(|v| *v >= 1.0)
+    })
+    .await;
+    let end = |txn| pb::EndTransactionRequest { transaction_id: txn, commit: true, ..Default::default() };
+    on_leader.end_transaction(end(holder)).await.unwrap();
+    granted(wait.into_inner()).await;
+    let release = pb::ReleaseLockRequest {
+        transaction_id: waiter,
+        namespace: "traced".into(),
+        key: "k".into(),
+        ..Default::default()
+    };
+    on_follower.release_lock(release).await.unwrap();
+
+    // A bad traceparent is ignored: the call works and starts no trace.
+    let other = begin_raw(&mut on_leader, 30_000).await;
+    let bad = traced(acquire_of(other, "untraced", "b", 1_000), "00-nonsense-01");
+    granted(on_leader.acquire_lock(bad).await.unwrap().into_inner()).await;
+    on_leader.end_transaction(end(other)).await.unwrap();
+
+    let spans = eventually(PATIENCE, "wait, grant and release spans at the collector", || {
+        let spans = collector.trace(TRACE);
+        let names: BTreeSet<&str> = spans.iter().map(|(n, _)| n.as_str()).collect();
+        names.is_superset(&BTreeSet::from(["dls.lock.wait", "dls.lock.grant", "dls.lock.release"])).then_some(spans)
+    })
+    .await;
+    assert_eq!(spans.len(), 3, "one span each: {spans:?}");
+    for (name, s) in &spans {
+        assert_eq!(s["parentSpanId"], CLIENT_SPAN, "{name} is a child of the client's span");
+        assert_eq!(s["traceState"], "vendor=abc", "{name} keeps the tracestate");
+        let attrs = s["attributes"].to_string();
+        assert!(attrs.contains("\"traced\"") && attrs.contains(&format!("\"{waiter}\"")), "{name}: {attrs}");
+    }
+    let wait_span = &spans.iter().find(|(n, _)| n == "dls.lock.wait").unwrap().1;
+    assert!(wait_span["attributes"].to_string().contains("\"boolValue\":true"), "queued: {wait_span}");
+    let grant_span = &spans.iter().find(|(n, _)| n == "dls.lock.grant").unwrap().1;
+    let start = |s: &serde_json::Value, f: &str| s[f].as_str().unwrap().parse::<u128>().unwrap();
+    assert!(start(wait_span, "endTimeUnixNano") <= start(grant_span, "startTimeUnixNano") + 1_000_000);
+    assert!(collector.spans().iter().all(|s| s["traceId"] == TRACE), "only the valid context made spans");
+}
+
+/// `POST path` of `json` on an HTTP port with a `traceparent` header: the status.
+fn post_traced(addr: &str, path: &str, json: &str, traceparent: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\ntraceparent: {traceparent}\r\n\
+         Content-Length: {}\r\n\r\n{json}",
+        json.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_lock_traced_over_http_whose_lease_lapses_ends_in_a_revoke_span() {
+    let collector = Collector::start().await;
+    let endpoint = format!("http://{}", collector.addr);
+    let cluster = Cluster::start_with(1, &["--otlp-endpoint", &endpoint]).await;
+    let mut c = raw_client(&cluster.addr(1)).await;
+    let txn = begin_raw(&mut c, 1_000).await;
+    let traceparent = format!("00-{TRACE}-{CLIENT_SPAN}-01");
+    let body = r#"{"namespace": "leased", "key": "k", "mode": "EXCLUSIVE", "timeout_ms": 1000}"#;
+    let path = format!("/api/v1/transactions/{txn}/locks");
+    assert_eq!(post_traced(&cluster.http_addr(1), &path, body, &traceparent), 200);
+    let revoke = eventually(PATIENCE, "the revoke span at the collector", || {
+        collector.trace(TRACE).into_iter().find(|(n, _)| n == "dls.lock.revoke").map(|(_, s)| s)
+    })
+    .await;
+    assert_eq!(revoke["status"]["code"], 2, "a revocation is an error: {revoke}");
+    assert!(revoke["attributes"].to_string().contains("lease_expired"), "{revoke}");
+}
+
+#[tokio::test]
+async fn with_the_collector_down_the_node_keeps_serving_and_counts_the_dropped_spans() {
+    let endpoint = format!("http://127.0.0.1:{}", free_port());
+    let cluster = Cluster::start_with(1, &["--otlp-endpoint", &endpoint]).await;
+    let mut c = raw_client(&cluster.addr(1)).await;
+    for i in 0..20 {
+        let txn = begin_raw(&mut c, 10_000).await;
+        let traceparent = format!("00-{TRACE}-{CLIENT_SPAN}-01");
+        let acquire = traced(acquire_of(txn, "down", &format!("r{i}"), 1_000), &traceparent);
+        granted(c.acquire_lock(acquire).await.unwrap().into_inner()).await;
+        let end = pb::EndTransactionRequest { transaction_id: txn, commit: true, ..Default::default() };
+        c.end_transaction(end).await.unwrap();
+    }
+    let http = cluster.http_addr(1);
+    eventually(PATIENCE, "the spans of 20 locks to be dropped and counted", || {
+        let text = scrape(&http);
+        let dropped = sample(&text, "dls_trace_spans_dropped_total")?;
+        (dropped >= 60.0 && sample(&text, "dls_trace_export_failures_total")? >= 1.0).then_some(())
+    })
+    .await;
+    assert_eq!(sample(&scrape(&http), "dls_trace_spans_exported_total"), Some(0.0));
 }
