@@ -353,3 +353,25 @@ async fn with_the_collector_down_the_node_keeps_serving_and_counts_the_dropped_s
     .await;
     assert_eq!(sample(&scrape(&http), "dls_trace_spans_exported_total"), Some(0.0));
 }
+
+#[tokio::test]
+async fn the_core_clients_traceparent_option_puts_the_lock_in_the_callers_trace() {
+    let collector = Collector::start().await;
+    let endpoint = format!("http://{}", collector.addr);
+    let cluster = Cluster::start_with(1, &["--otlp-endpoint", &endpoint]).await;
+    let client = patient_client(cluster.endpoints()).await;
+    let trace = "0af7651916cd43dd8448eb211c80319c";
+    let traceparent = format!("00-{trace}-b7ad6b7169203331-01");
+    let tx = client.begin_transaction(opts(10_000)).await.unwrap();
+    let traced = wait(2_000).with_traceparent(traceparent, Some("app=billing".into()));
+    tx.acquire_lock("core", "k", LockMode::Exclusive, traced).await.unwrap();
+    tx.commit().await.unwrap();
+    let spans = eventually(PATIENCE, "the lock's spans in the caller's trace", || {
+        let spans = collector.trace(trace);
+        (spans.len() >= 3).then_some(spans)
+    })
+    .await;
+    let names: BTreeSet<&str> = spans.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, BTreeSet::from(["dls.lock.wait", "dls.lock.grant", "dls.lock.release"]));
+    assert!(spans.iter().all(|(_, s)| s["parentSpanId"] == "b7ad6b7169203331" && s["traceState"] == "app=billing"));
+}
