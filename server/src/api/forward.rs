@@ -59,8 +59,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use caerus_proto::metadata;
-
-use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE};
 use caerus_proto::v1 as pb;
 use caerus_proto::v1::admin_service_client::AdminServiceClient;
 use caerus_proto::v1::admin_service_server::AdminService;
@@ -81,6 +79,7 @@ use crate::node::Node;
 use crate::raft::network::{Lane, MAX_RAFT_MESSAGE};
 use crate::raft::peer_auth::Stamp;
 use crate::raft::types::NodeId;
+use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE};
 
 type Upstream = InterceptedService<Channel, Stamp>;
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;

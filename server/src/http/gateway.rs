@@ -16,14 +16,13 @@ use std::time::{Duration, Instant};
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use caerus_proto::metadata;
-
-use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE};
 use futures::Stream;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::{Code, Request, Status};
 
 use crate::api::caller;
 use crate::api::forward::{ForwardingAdmin, ForwardingLocks};
+use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE};
 
 /// How long a call keeps retrying while no leader is known or the leader moves. Longer
 /// than an election, shorter than an HTTP client's patience.
