@@ -205,7 +205,7 @@ impl LockApi {
         let victim_policy = self.policies.for_namespace(&lock.namespace);
         if let Some(ctx) = trace {
             // Before proposing: the grant may be applied before `acquire` returns.
-            self.engine.trace_acquire(&request_id, &lock, ctx);
+            self.engine.trace_acquire(&who, &request_id, &lock, ctx);
         }
         let acquire =
             AcquireRequest { request_id: request_id.clone(), lock: lock.clone(), mode, wait_ms, victim_policy };

@@ -73,11 +73,11 @@ impl Engine {
         self.node.metrics()
     }
 
-    /// Follows the acquire `request_id` of `lock` in the client's trace, when spans are
-    /// exported (`--otlp-endpoint`); a no-op otherwise.
-    pub fn trace_acquire(&self, request_id: &str, lock: &LockKey, ctx: TraceContext) {
+    /// Follows the acquire `request_id` of `lock` by `who` in the client's trace, when spans
+    /// are exported (`--otlp-endpoint`); a no-op otherwise.
+    pub fn trace_acquire(&self, who: &Principal, request_id: &str, lock: &LockKey, ctx: TraceContext) {
         if let Some(t) = self.node.tracer() {
-            t.register(request_id, lock, ctx);
+            t.register(&who.name, request_id, lock, ctx);
         }
     }
 

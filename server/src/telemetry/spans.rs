@@ -8,7 +8,9 @@
 //! call) registers the context and exports the spans; the other nodes apply the same
 //! effects with nothing registered and export nothing. A lock granted under one leader and
 //! released under the next has no release span (the next leader never saw the context).
-//! What is followed at once is bounded (`MAX_TRACED`); past it new acquires go untraced.
+//! What is followed at once is bounded (`MAX_TRACED`, of which one API key may hold
+//! `MAX_TRACED_PER_KEY`, so one key's traced locks cannot leave the others untraced); past
+//! it new acquires go untraced (the call itself is served as ever).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -20,12 +22,15 @@ use crate::locks::{Effect, EndCause, LockKey, TxnId};
 
 /// Acquires followed at once (registered and not yet bound, plus locks waited for or held).
 pub const MAX_TRACED: usize = 10_000;
+/// Of those, the acquires of one API key (without keys, the one caller may use them all).
+pub const MAX_TRACED_PER_KEY: usize = MAX_TRACED / 4;
 /// A registered acquire that no effect claimed in this long (refused before it reached the
 /// table, a try-lock that found the key taken) is forgotten.
 const UNCLAIMED: Duration = Duration::from_secs(60);
 
 /// An acquire whose context arrived and whose effects have not been seen yet.
 struct Registered {
+    owner: Arc<str>,
     ctx: TraceContext,
     lock: LockKey,
     at: SystemTime,
@@ -34,6 +39,7 @@ struct Registered {
 
 /// A lock of a transaction being followed.
 struct Followed {
+    owner: Arc<str>,
     ctx: TraceContext,
     request_id: String,
     phase: Phase,
@@ -51,6 +57,52 @@ struct Traced {
     /// By request id, until the acquire's first effect.
     registered: HashMap<String, Registered>,
     followed: BTreeMap<(TxnId, LockKey), Followed>,
+    /// Entries of `registered` and `followed` per API key name.
+    by_owner: HashMap<Arc<str>, usize>,
+}
+
+impl Traced {
+    fn len(&self) -> usize {
+        self.registered.len() + self.followed.len()
+    }
+
+    /// Whether `owner` may have one more acquire followed.
+    fn admits(&self, owner: &str) -> bool {
+        self.len() < MAX_TRACED
+            && (owner.is_empty() || self.by_owner.get(owner).copied().unwrap_or(0) < MAX_TRACED_PER_KEY)
+    }
+
+    fn counted(&mut self, owner: &Arc<str>) {
+        *self.by_owner.entry(owner.clone()).or_default() += 1;
+    }
+
+    fn uncounted(&mut self, owner: &str) {
+        if let Some(n) = self.by_owner.get_mut(owner) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_owner.remove(owner);
+            }
+        }
+    }
+
+    fn unregister(&mut self, request_id: &str) -> Option<Registered> {
+        let r = self.registered.remove(request_id)?;
+        self.uncounted(&r.owner);
+        Some(r)
+    }
+
+    /// Follows `key` (already counted for its owner), replacing what followed it before.
+    fn follow(&mut self, key: (TxnId, LockKey), f: Followed) {
+        if let Some(old) = self.followed.insert(key, f) {
+            self.uncounted(&old.owner);
+        }
+    }
+
+    fn unfollow(&mut self, key: &(TxnId, LockKey)) -> Option<Followed> {
+        let f = self.followed.remove(key)?;
+        self.uncounted(&f.owner);
+        Some(f)
+    }
 }
 
 /// Follows traced acquires and exports their spans.
@@ -72,28 +124,38 @@ impl Tracer {
         &self.exporter.stats
     }
 
-    /// Follows the acquire `request_id` of `lock` in the trace of `ctx` (an unsampled
-    /// context is not followed).
-    pub fn register(&self, request_id: &str, lock: &LockKey, ctx: TraceContext) {
+    /// Follows the acquire `request_id` of `lock` by API key `owner` ("" without keys) in
+    /// the trace of `ctx` (an unsampled context is not followed).
+    pub fn register(&self, owner: &str, request_id: &str, lock: &LockKey, ctx: TraceContext) {
         if !ctx.sampled {
             return;
         }
         let mut t = self.traced.lock().expect("tracer lock");
         let now = Instant::now();
-        if t.registered.len() + t.followed.len() >= MAX_TRACED {
-            t.registered.retain(|_, r| now.duration_since(r.seen) < UNCLAIMED);
+        if !t.admits(owner) {
+            let stale: Vec<String> = t
+                .registered
+                .iter()
+                .filter(|(_, r)| now.duration_since(r.seen) >= UNCLAIMED)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in stale {
+                t.unregister(&id);
+            }
         }
         // A re-attached acquire (same request id) keeps its first registration.
-        if t.registered.len() + t.followed.len() >= MAX_TRACED || t.registered.contains_key(request_id) {
+        if !t.admits(owner) || t.registered.contains_key(request_id) {
             return;
         }
-        let r = Registered { ctx, lock: lock.clone(), at: SystemTime::now(), seen: now };
+        let owner: Arc<str> = owner.into();
+        t.counted(&owner);
+        let r = Registered { owner, ctx, lock: lock.clone(), at: SystemTime::now(), seen: now };
         t.registered.insert(request_id.to_string(), r);
     }
 
     /// Forgets an acquire refused before it reached the log.
     pub fn unregister(&self, request_id: &str) {
-        self.traced.lock().expect("tracer lock").registered.remove(request_id);
+        self.traced.lock().expect("tracer lock").unregister(request_id);
     }
 
     /// Follows the applied effects (on every node; only registered acquires make spans).
@@ -107,20 +169,20 @@ impl Tracer {
             match e {
                 Effect::WaitStarted { txn, request_id, lock, .. } => {
                     if let Some(r) = claim(&mut t, request_id, lock) {
-                        let f = Followed {
-                            ctx: r.ctx,
-                            request_id: request_id.clone(),
-                            phase: Phase::Waiting { since: r.at },
-                        };
-                        t.followed.insert((*txn, lock.clone()), f);
+                        let phase = Phase::Waiting { since: r.at };
+                        let f = Followed { owner: r.owner, ctx: r.ctx, request_id: request_id.clone(), phase };
+                        t.follow((*txn, lock.clone()), f);
                     }
                 }
                 Effect::Granted { txn, request_id, lock } => {
                     let key = (*txn, lock.clone());
-                    let (ctx, since, queued) = match claim(&mut t, request_id, lock) {
-                        Some(r) => (r.ctx, r.at, false),
+                    // Moved from registered or waiting to held: its owner's count stays.
+                    let (owner, ctx, since, queued) = match claim(&mut t, request_id, lock) {
+                        Some(r) => (r.owner, r.ctx, r.at, false),
                         None => match t.followed.remove(&key) {
-                            Some(Followed { ctx, phase: Phase::Waiting { since }, .. }) => (ctx, since, true),
+                            Some(Followed { owner, ctx, phase: Phase::Waiting { since }, .. }) => {
+                                (owner, ctx, since, true)
+                            }
                             // An upgrade of a followed hold: its grant span goes on.
                             Some(held) => {
                                 t.followed.insert(key, held);
@@ -132,8 +194,8 @@ impl Tracer {
                     let mut attrs = lock_attrs(*txn, lock);
                     attrs.push(("dls.queued", Attr::Bool(queued)));
                     self.exporter.send(span(&ctx, "dls.lock.wait", since, now, attrs, None));
-                    let f = Followed { ctx, request_id: request_id.clone(), phase: Phase::Held { since: now } };
-                    t.followed.insert(key, f);
+                    let phase = Phase::Held { since: now };
+                    t.follow(key, Followed { owner, ctx, request_id: request_id.clone(), phase });
                 }
                 Effect::WaitEnded { txn, request_id, granted: false } => {
                     let waiting = t
@@ -143,7 +205,7 @@ impl Tracer {
                         .find(|(_, f)| f.request_id == *request_id && matches!(f.phase, Phase::Waiting { .. }))
                         .map(|(k, _)| k.clone());
                     if let Some((lock, Followed { ctx, phase: Phase::Waiting { since }, .. })) =
-                        waiting.and_then(|k| t.followed.remove(&k).map(|f| (k.1, f)))
+                        waiting.and_then(|k| t.unfollow(&k).map(|f| (k.1, f)))
                     {
                         let mut attrs = lock_attrs(*txn, &lock);
                         attrs.push(("dls.queued", Attr::Bool(true)));
@@ -152,8 +214,7 @@ impl Tracer {
                     }
                 }
                 Effect::Released { txn, lock, ended_by, .. } => {
-                    let Some(Followed { ctx, phase: Phase::Held { since }, .. }) =
-                        t.followed.remove(&(*txn, lock.clone()))
+                    let Some(Followed { ctx, phase: Phase::Held { since }, .. }) = t.unfollow(&(*txn, lock.clone()))
                     else {
                         continue;
                     };
@@ -167,7 +228,7 @@ impl Tracer {
                         .map(|(k, _)| k.clone())
                         .collect();
                     for k in gone {
-                        t.followed.remove(&k);
+                        t.unfollow(&k);
                     }
                 }
                 _ => {}
@@ -263,12 +324,12 @@ mod tests {
         let (queue, mut spans) = mpsc::channel(64);
         let tracer = Tracer::new(Exporter::to_queue(queue));
         let lock = LockKey::new("jobs", "k");
-        tracer.register("r1", &lock, ctx(true));
+        tracer.register("", "r1", &lock, ctx(true));
         tracer.observe(&[Effect::WaitStarted { txn: 1, request_id: "r1".into(), wait_ms: 10, lock: lock.clone() }]);
         tracer.observe(&[Effect::WaitEnded { txn: 1, request_id: "r1".into(), granted: false }]);
         assert_eq!(names(&mut spans), [("dls.lock.wait", true)]);
 
-        tracer.register("r2", &lock, ctx(true));
+        tracer.register("", "r2", &lock, ctx(true));
         tracer.observe(&[Effect::Granted { txn: 2, request_id: "r2".into(), lock: lock.clone() }]);
         let released = Effect::Released { txn: 2, lock: lock.clone(), held_ms: 5, ended_by: Some(EndCause::Committed) };
         tracer.observe(&[released]);
@@ -278,11 +339,35 @@ mod tests {
         );
 
         // Unsampled contexts, and effects of acquires nobody registered, make nothing.
-        tracer.register("r3", &lock, ctx(false));
+        tracer.register("", "r3", &lock, ctx(false));
         tracer.observe(&[Effect::Granted { txn: 3, request_id: "r3".into(), lock: lock.clone() }]);
         tracer.observe(&[Effect::Granted { txn: 4, request_id: "r4".into(), lock }]);
         assert!(names(&mut spans).is_empty());
         let t = tracer.traced.lock().unwrap();
-        assert!(t.registered.is_empty() && t.followed.is_empty());
+        assert!(t.registered.is_empty() && t.followed.is_empty() && t.by_owner.is_empty());
+    }
+
+    #[test]
+    fn one_key_has_a_share_of_the_followed_acquires_and_gets_it_back_as_they_end() {
+        let (queue, _spans) = mpsc::channel(1);
+        let tracer = Tracer::new(Exporter::to_queue(queue));
+        let lock = |i: usize| LockKey::new("jobs", format!("k{i}"));
+        for i in 0..MAX_TRACED_PER_KEY + 10 {
+            tracer.register("greedy", &format!("g{i}"), &lock(i), ctx(true));
+        }
+        tracer.register("other", "o1", &lock(0), ctx(true));
+        tracer.register("", "open", &lock(0), ctx(true));
+        {
+            let t = tracer.traced.lock().unwrap();
+            assert_eq!(t.by_owner["greedy"], MAX_TRACED_PER_KEY);
+            assert_eq!(t.by_owner["other"], 1);
+            assert_eq!(t.registered.len(), MAX_TRACED_PER_KEY + 2);
+        }
+        // Granted, then released: the key's count goes down again.
+        tracer.observe(&[Effect::Granted { txn: 1, request_id: "g0".into(), lock: lock(0) }]);
+        assert_eq!(tracer.traced.lock().unwrap().by_owner["greedy"], MAX_TRACED_PER_KEY);
+        tracer.observe(&[Effect::Released { txn: 1, lock: lock(0), held_ms: 1, ended_by: None }]);
+        tracer.unregister("g1");
+        assert_eq!(tracer.traced.lock().unwrap().by_owner["greedy"], MAX_TRACED_PER_KEY - 2);
     }
 }
