@@ -152,7 +152,7 @@ if command -v promtool > /dev/null; then
 import json, sys
 d = json.load(open(sys.argv[1]))
 exprs = [t["expr"] for p in d["panels"] for t in p.get("targets", [])] + [a["expr"] for a in d["annotations"]["list"]]
-subst = {"$__rate_interval": "1m", "$__range": "1h", "$job": "caerus-dls", "$instance": ".*"}
+subst = {"$__rate_interval": "1m", "$__range": "1h", "$job": "caerus-dls", "$instance": ".*", "$namespace": ".*"}
 rules = []
 for i, e in enumerate(exprs):
     for k, v in subst.items():

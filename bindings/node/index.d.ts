@@ -88,6 +88,15 @@ export declare namespace Dls {
      * `signal.reason`. An already aborted signal rejects before anything is sent.
      */
     signal?: AbortSignal;
+    /**
+     * W3C trace context of the caller's span (`00-<trace id>-<span id>-<flags>`): a node
+     * started with `--otlp-endpoint` exports the lock's wait, grant and release spans as its
+     * children. Default: the active OpenTelemetry span's, when `@opentelemetry/api` is
+     * installed (an optional import). A malformed one is ignored by the server.
+     */
+    traceparent?: string;
+    /** The `tracestate` sent with `traceparent` (vendor data, passed along unchanged). */
+    tracestate?: string;
   }
 
   /** Where a waiting acquire stands in its key's queue. */

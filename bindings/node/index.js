@@ -165,6 +165,43 @@ function lostError(reason) {
 }
 
 /** The `onQueued` option checked here, so a wrong type fails the call instead of the runtime. */
+// The OpenTelemetry API package, when the application has it (an optional import: never a
+// dependency of this package); null when it is not installed.
+let otelApi;
+function otel() {
+  if (otelApi === undefined) {
+    try {
+      otelApi = require('@opentelemetry/api');
+    } catch {
+      otelApi = null;
+    }
+  }
+  return otelApi;
+}
+
+/**
+ * The W3C trace context to send with an acquire: `opts.traceparent` / `opts.tracestate`,
+ * or else the active OpenTelemetry span's (when `@opentelemetry/api` is installed). Read from
+ * the span context itself, so it works whatever propagator the application registered.
+ * Tracing never fails a call: anything unexpected sends nothing.
+ */
+function traceContext(opts) {
+  if (typeof opts?.traceparent === 'string') {
+    return { traceparent: opts.traceparent, tracestate: opts.tracestate ?? null };
+  }
+  const api = otel();
+  if (!api) return { traceparent: null, tracestate: null };
+  try {
+    const sc = api.trace.getSpanContext(api.context.active());
+    if (!sc || !api.trace.isSpanContextValid(sc)) return { traceparent: null, tracestate: null };
+    const flags = (sc.traceFlags & 1) === 1 ? '01' : '00';
+    const state = sc.traceState?.serialize?.() || null;
+    return { traceparent: `00-${sc.traceId}-${sc.spanId}-${flags}`, tracestate: state };
+  } catch {
+    return { traceparent: null, tracestate: null };
+  }
+}
+
 function queuedCallback(onQueued) {
   if (onQueued == null) return null;
   if (typeof onQueued !== 'function') throw new InvalidArgumentError('onQueued must be a function');
@@ -250,12 +287,16 @@ class Transaction {
    * bigint). `opts.onQueued({ position, blockingTransactionIds })` is called each time the
    * request's place in the key's queue changes (1 = next). `opts.signal` (an AbortSignal)
    * gives the wait up: the request is withdrawn on the server and this rejects with
-   * `signal.reason`.
+   * `signal.reason`. `opts.traceparent` (and `opts.tracestate`), a W3C trace context, puts
+   * the lock's wait, grant and release spans in that trace on a node that exports spans;
+   * without it the active OpenTelemetry span's context is sent when `@opentelemetry/api`
+   * is installed.
    */
   async acquireLock(namespace, key, mode = 'EXCLUSIVE', opts = {}) {
     const onQueued = queuedCallback(opts?.onQueued);
+    const { traceparent, tracestate } = traceContext(opts);
     const lock = await abortable(opts?.signal, (abort) =>
-      this.#native.acquireLock(namespace, key, mode, opts?.timeoutMs ?? null, onQueued, abort),
+      this.#native.acquireLock(namespace, key, mode, opts?.timeoutMs ?? null, onQueued, abort, traceparent, tracestate),
     );
     return jsonable(lock);
   }

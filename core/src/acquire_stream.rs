@@ -14,7 +14,7 @@ use tracing::debug;
 use crate::error::{Error, Result};
 use crate::lanes::StreamPlace;
 use crate::router::{attempt_timed_out, deadline_after, went_silent, CallOptions, Router, BACKOFF_CAP};
-use crate::types::{Lock, QueuePosition};
+use crate::types::{Lock, QueuePosition, TraceParent};
 
 /// What an acquire stream reports before its grant.
 pub(crate) enum AcquireProgress<'a> {
@@ -28,7 +28,8 @@ pub(crate) enum AcquireProgress<'a> {
 /// nothing.
 #[derive(Clone)]
 pub(crate) enum AcquireCall {
-    One(pb::AcquireLockRequest),
+    /// One lock, with the caller's trace context (sent as metadata on every attempt).
+    One(pb::AcquireLockRequest, Option<TraceParent>),
     All(pb::AcquireLocksRequest),
 }
 
@@ -47,14 +48,14 @@ type Steps = Pin<Box<dyn Stream<Item = std::result::Result<Vec<Step>, tonic::Sta
 impl AcquireCall {
     fn stay_open(&self) -> bool {
         match self {
-            AcquireCall::One(m) => m.stay_open,
+            AcquireCall::One(m, ..) => m.stay_open,
             AcquireCall::All(m) => m.stay_open,
         }
     }
 
     fn transaction_id(&self) -> u64 {
         match self {
-            AcquireCall::One(m) => m.transaction_id,
+            AcquireCall::One(m, ..) => m.transaction_id,
             AcquireCall::All(m) => m.transaction_id,
         }
     }
@@ -62,7 +63,7 @@ impl AcquireCall {
     /// The locks asked for, for messages.
     fn describe(&self) -> String {
         match self {
-            AcquireCall::One(m) => format!("{}/{}", m.namespace, m.key),
+            AcquireCall::One(m, ..) => format!("{}/{}", m.namespace, m.key),
             AcquireCall::All(m) => {
                 m.locks.iter().map(|l| format!("{}/{}", l.namespace, l.key)).collect::<Vec<_>>().join(", ")
             }
@@ -77,20 +78,22 @@ impl AcquireCall {
     ) -> std::result::Result<tonic::Response<Steps>, tonic::Status> {
         use pb::{acquire_lock_response::Event as One, acquire_locks_response::Event as All};
         Ok(match self {
-            AcquireCall::One(m) => client.acquire_lock(router.request(m.clone())).await?.map(|s| {
-                let steps = s.map(|r| {
-                    r.map(|r| {
-                        let event = match r.event {
-                            Some(One::Queued(q)) => Step::Queued(q),
-                            Some(One::Granted(g)) => Step::Granted(vec![g]),
-                            Some(One::Lost(l)) => Step::Lost(l),
-                            None => Step::Nothing,
-                        };
-                        r.begun.map(Step::Begun).into_iter().chain([event]).collect()
-                    })
-                });
-                Box::pin(steps) as Steps
-            }),
+            AcquireCall::One(m, trace) => {
+                client.acquire_lock(traced(router.request(m.clone()), trace)).await?.map(|s| {
+                    let steps = s.map(|r| {
+                        r.map(|r| {
+                            let event = match r.event {
+                                Some(One::Queued(q)) => Step::Queued(q),
+                                Some(One::Granted(g)) => Step::Granted(vec![g]),
+                                Some(One::Lost(l)) => Step::Lost(l),
+                                None => Step::Nothing,
+                            };
+                            r.begun.map(Step::Begun).into_iter().chain([event]).collect()
+                        })
+                    });
+                    Box::pin(steps) as Steps
+                })
+            }
             AcquireCall::All(m) => client.acquire_locks(router.request(m.clone())).await?.map(|s| {
                 let steps = s.map(|r| {
                     r.map(|r| {
@@ -106,6 +109,20 @@ impl AcquireCall {
             }),
         })
     }
+}
+
+/// `req` with the W3C trace context as `traceparent` / `tracestate` metadata (a value that
+/// is not valid metadata is left out: tracing never fails a call).
+fn traced<T>(mut req: tonic::Request<T>, trace: &Option<TraceParent>) -> tonic::Request<T> {
+    let Some(t) = trace else { return req };
+    let md = req.metadata_mut();
+    if let Ok(v) = t.traceparent.parse() {
+        md.insert("traceparent", v);
+        if let Some(Ok(state)) = t.tracestate.as_deref().map(str::parse) {
+            md.insert("tracestate", state);
+        }
+    }
+    req
 }
 
 /// The rest of a `stay_open` acquire stream after its grant, with its place on its
@@ -144,7 +161,7 @@ pub(crate) async fn stream_acquire(
 ) -> Result<(Vec<Lock>, Option<AfterGrant>)> {
     let what = call.describe();
     let name = match call {
-        AcquireCall::One(_) => "AcquireLock",
+        AcquireCall::One(..) => "AcquireLock",
         AcquireCall::All(_) => "AcquireLocks",
     };
     // The server ends the wait itself after timeout_ms; the extra retry budget covers
@@ -200,7 +217,7 @@ pub(crate) async fn stream_acquire(
                     for step in steps {
                         match step {
                             Step::Begun(begun) => {
-                                if let AcquireCall::One(m) = &mut call {
+                                if let AcquireCall::One(m, ..) = &mut call {
                                     if m.begin.is_some() {
                                         on_progress(AcquireProgress::Begun(&begun));
                                         m.transaction_id = begun.transaction_id;

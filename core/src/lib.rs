@@ -77,7 +77,7 @@ pub use lease_budget::LeaseBudget;
 pub use transaction::Transaction;
 pub use types::{
     AcquireOptions, EndCause, Lock, LockMode, LockRequest, LostKind, LostReason, PendingLock, QueuePosition,
-    TokenCheck, TransactionOptions, TransactionState, TransactionStatus,
+    TokenCheck, TraceParent, TransactionOptions, TransactionState, TransactionStatus,
 };
 
 #[cfg(test)]

@@ -463,17 +463,20 @@ impl Transaction {
             (None, Some(deferred)) => (&deferred.router, 0, Some(deferred.begin.clone())),
             (None, None) => return Err(Error::internal("transaction without a begin")),
         };
-        let message = AcquireCall::One(pb::AcquireLockRequest {
-            transaction_id,
-            namespace: namespace.to_string(),
-            key: key.to_string(),
-            mode: mode.to_wire(),
-            timeout_ms,
-            request_id: new_request_id(),
-            begin,
-            stay_open: self.stay_open(),
-            permits,
-        });
+        let message = AcquireCall::One(
+            pb::AcquireLockRequest {
+                transaction_id,
+                namespace: namespace.to_string(),
+                key: key.to_string(),
+                mode: mode.to_wire(),
+                timeout_ms,
+                request_id: new_request_id(),
+                begin,
+                stay_open: self.stay_open(),
+                permits,
+            },
+            opts.trace.clone(),
+        );
         let sent_at = Instant::now();
         // Withdrawn in the background if this call is given up before its answer.
         let pending = PendingAcquire::new(self, &message, sent_at);

@@ -348,11 +348,24 @@ pub struct AcquireOptions {
     /// How long to wait in the queue, in milliseconds (0..=3600000; 0 answers at once
     /// without queueing: a try-lock). Default 10000.
     pub timeout_ms: u64,
+    /// W3C Trace Context of the caller's span (`traceparent`, optionally `tracestate`),
+    /// sent with the acquire: a node exporting spans (`--otlp-endpoint`) makes its wait,
+    /// grant and release spans children of it. The server ignores a malformed one.
+    pub trace: Option<TraceParent>,
+}
+
+/// A W3C `traceparent` (`00-<trace id>-<parent span id>-<flags>`) and its `tracestate`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceParent {
+    /// The `traceparent` value, e.g. `00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01`.
+    pub traceparent: String,
+    /// The `tracestate` value (vendor data), passed along unchanged.
+    pub tracestate: Option<String>,
 }
 
 impl Default for AcquireOptions {
     fn default() -> Self {
-        AcquireOptions { timeout_ms: 10_000 }
+        AcquireOptions { timeout_ms: 10_000, trace: None }
     }
 }
 
@@ -371,6 +384,13 @@ impl AcquireOptions {
     /// Sets the wait timeout (rounded down to milliseconds).
     pub fn with_timeout(self, timeout: Duration) -> Self {
         self.with_timeout_ms(duration_ms(timeout))
+    }
+
+    /// Sends the caller's W3C trace context with the acquire (see [`AcquireOptions::trace`]).
+    /// Values that are not valid in gRPC metadata are not sent.
+    pub fn with_traceparent(mut self, traceparent: impl Into<String>, tracestate: Option<String>) -> Self {
+        self.trace = Some(TraceParent { traceparent: traceparent.into(), tracestate });
+        self
     }
 }
 

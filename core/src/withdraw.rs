@@ -263,7 +263,7 @@ impl<T: Withdrawn> Withdrawal<T> {
         // A one-shot start the server named already re-attaches to its transaction; one it
         // has not named yet keeps the begin gate, as the first call of a transaction does.
         let mut _gate = None;
-        if let AcquireCall::One(m) = &mut self.call {
+        if let AcquireCall::One(m, ..) = &mut self.call {
             if m.begin.is_some() {
                 let gate = self.tx.begin_gate().lock().await;
                 match self.tx.txn_id() {
@@ -279,7 +279,7 @@ impl<T: Withdrawn> Withdrawal<T> {
         let mut queued_tx = Some(queued_tx);
         let (tx, sent_at) = (&self.tx, self.sent_at);
         let timeout_ms = match &self.call {
-            AcquireCall::One(m) => m.timeout_ms,
+            AcquireCall::One(m, ..) => m.timeout_ms,
             AcquireCall::All(m) => m.timeout_ms,
         };
         let follow = stream_acquire(router, self.call.clone(), timeout_ms.max(0) as u64, |progress| match progress {
@@ -304,7 +304,7 @@ impl<T: Withdrawn> Withdrawal<T> {
 
     fn request_id(&self) -> String {
         match &self.call {
-            AcquireCall::One(m) => m.request_id.clone(),
+            AcquireCall::One(m, ..) => m.request_id.clone(),
             AcquireCall::All(m) => m.request_id.clone(),
         }
     }
@@ -348,7 +348,7 @@ impl<T: Withdrawn> Withdrawal<T> {
 fn requested(call: &AcquireCall) -> Vec<(String, String, LockMode)> {
     let mode = |raw: i32| LockMode::from_wire(raw).unwrap_or(LockMode::Exclusive);
     match call {
-        AcquireCall::One(m) => vec![(m.namespace.clone(), m.key.clone(), mode(m.mode))],
+        AcquireCall::One(m, ..) => vec![(m.namespace.clone(), m.key.clone(), mode(m.mode))],
         AcquireCall::All(m) => m.locks.iter().map(|l| (l.namespace.clone(), l.key.clone(), mode(l.mode))).collect(),
     }
 }

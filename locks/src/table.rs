@@ -102,12 +102,13 @@ pub enum Effect {
     LockDelayed { key: LockKey, until_ms: u64 },
     /// A transaction ended: stop its timers, wake its streams.
     TxnFinished { txn: TxnId, cause: EndCause },
-    /// A request started waiting: start its acquire timer.
-    WaitStarted { txn: TxnId, request_id: String, wait_ms: u64 },
+    /// A request started waiting: start its acquire timer. `lock` is the (first) key it
+    /// waits for.
+    WaitStarted { txn: TxnId, request_id: String, wait_ms: u64, lock: LockKey },
     /// A wait ended; `granted` tells a grant from a timeout or an abort.
     WaitEnded { txn: TxnId, request_id: String, granted: bool },
-    /// A lock was granted.
-    Granted { txn: TxnId },
+    /// A lock was granted, for the request `request_id`.
+    Granted { txn: TxnId, request_id: String, lock: LockKey },
     /// The holders of this key changed (a grant, a release, an end, a downgrade): its
     /// watchers read it again.
     KeyChanged { key: LockKey },
@@ -118,10 +119,14 @@ pub enum Effect {
     /// blockers) may differ. Streams coalesce these (one read per interval), since every
     /// grant on a busy key moves every waiter behind it.
     QueueMoved { txn: TxnId },
-    /// A deadlock was broken.
-    DeadlockResolved,
+    /// A deadlock was broken; `lock` is the key its victim was waiting for.
+    DeadlockResolved { lock: LockKey },
     /// New events were appended to the event log.
     EventsAppended,
+    /// A holder let go of `lock` after `held_ms` of the log's clock: released by its client
+    /// (`ended_by: None`) or because its transaction ended (with that cause; a revocation
+    /// when the cause `revokes`).
+    Released { txn: TxnId, lock: LockKey, held_ms: u64, ended_by: Option<EndCause> },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -523,8 +528,8 @@ impl LockTable {
             // Re-entrant: the existing grant already covers the request.
             Some(held) if held.mode.covers(mode) => AcquireRecord::Granted { token: held.token, mode: held.mode },
             // Upgrade SHARED_READ -> EXCLUSIVE: immediate only as the sole holder.
-            Some(_) if open && key.compatible_with_holders(txn, mode) => self.grant(txn, lock, mode),
-            None if open && key.can_grant_now(txn, mode) => self.grant(txn, lock, mode),
+            Some(_) if open && key.compatible_with_holders(txn, mode) => self.grant(txn, request_id, lock, mode),
+            None if open && key.can_grant_now(txn, mode) => self.grant(txn, request_id, lock, mode),
             // A try-lock (no wait allowed) never queues: nobody behind it moves, no deadlock
             // search, and the transaction stays active.
             _ if wait_ms == 0 => AcquireRecord::Ended(WaitEnd::TimedOut),
@@ -546,13 +551,14 @@ impl LockTable {
         }
     }
 
-    /// Issues the next fencing token and makes `txn` a holder of `lock` in `mode`.
-    fn grant(&mut self, txn: TxnId, lock: &LockKey, mode: LockMode) -> AcquireRecord {
+    /// Issues the next fencing token and makes `txn` a holder of `lock` in `mode`, for its
+    /// request `request_id`.
+    fn grant(&mut self, txn: TxnId, request_id: &str, lock: &LockKey, mode: LockMode) -> AcquireRecord {
         self.last_token += 1;
         let held = Held { mode, token: FencingToken(self.last_token), since_ms: self.clock_ms };
         self.key_entry(lock).holders.insert(txn, held);
         self.txn_mut(txn).held.insert(lock.clone(), held);
-        self.effects.push(Effect::Granted { txn });
+        self.effects.push(Effect::Granted { txn, request_id: request_id.to_string(), lock: lock.clone() });
         self.effects.push(Effect::KeyChanged { key: lock.clone() });
         AcquireRecord::Granted { token: held.token, mode }
     }
@@ -575,7 +581,7 @@ impl LockTable {
             self.notify_waiters(lock);
         }
         self.txn_mut(txn).waiting = Some(Pending { lock: lock.clone(), request_id: request_id.to_string(), slot });
-        self.effects.push(Effect::WaitStarted { txn, request_id: request_id.to_string(), wait_ms });
+        self.effects.push(Effect::WaitStarted { txn, request_id: request_id.to_string(), wait_ms, lock: lock.clone() });
         AcquireRecord::Waiting
     }
 
@@ -644,10 +650,12 @@ impl LockTable {
         let candidates: Vec<Candidate> =
             members.iter().map(|m| Candidate { txn: m.txn, priority: m.priority }).collect();
         let victim = choose_victim(policy, &candidates);
+        let victim_lock =
+            members.iter().find(|m| m.txn == victim).map(|m| m.lock.clone()).expect("the victim is a member");
         let path = members.iter().map(|m| format!("{} waits for {}", m.txn, m.lock)).collect::<Vec<_>>().join(", ");
         let reason = format!("deadlock victim (policy {}): cycle {path}", policy.config_name());
         self.events.push(self.clock_ms, EventDetail::DeadlockResolved { cycle: members, victim, policy });
-        self.effects.push(Effect::DeadlockResolved);
+        self.effects.push(Effect::DeadlockResolved { lock: victim_lock });
         self.finish(victim, EndCause::DeadlockVictim, &reason);
     }
 
@@ -693,7 +701,10 @@ impl LockTable {
             left = self.end_wait(txn, WaitEnd::Cancelled);
         }
         if holds {
-            self.txn_mut(txn).held.remove(lock);
+            if let Some(h) = self.txn_mut(txn).held.remove(lock) {
+                let held_ms = self.clock_ms.saturating_sub(h.since_ms);
+                self.effects.push(Effect::Released { txn, lock: lock.clone(), held_ms, ended_by: None });
+            }
             if let Some(k) = self.key_mut(lock) {
                 k.holders.remove(&txn);
             }
@@ -835,6 +846,8 @@ impl LockTable {
             if let Some(k) = self.key_mut(lock) {
                 k.holders.remove(&txn);
             }
+            let held_ms = clock.saturating_sub(h.since_ms);
+            self.effects.push(Effect::Released { txn, lock: lock.clone(), held_ms, ended_by: Some(cause) });
             self.effects.push(Effect::KeyChanged { key: lock.clone() });
             self.promote(lock);
         }
@@ -897,7 +910,7 @@ impl LockTable {
                 continue;
             }
             let w = self.key_mut(lock).and_then(|k| k.queue.remove(&slot)).expect("a candidate is queued");
-            let record = self.grant(txn, lock, w.mode);
+            let record = self.grant(txn, &request_id, lock, w.mode);
             let t = self.txn_mut(txn);
             t.waiting = None;
             if let Some(RequestRecord::Acquire { status, .. }) = t.requests.get_mut(&request_id) {

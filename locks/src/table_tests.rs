@@ -985,3 +985,26 @@ fn a_scoped_end_applies_only_while_the_transaction_is_inside_the_admins_prefixes
         Outcome::Rejected(Rejection::Invalid(_))
     ));
 }
+
+#[test]
+fn releases_and_revocations_report_the_key_and_how_long_it_was_held_by_the_log_clock() {
+    let mut h = Harness::new();
+    let a = h.begin();
+    let b = h.begin();
+    token(&h.acquire(a, "k1", X));
+    token(&h.acquire(b, "k2", X));
+    h.table.take_effects();
+    h.now += 250;
+    h.release(a, "k1");
+    let released = Effect::Released { txn: a, lock: LockKey::new("ns", "k1"), held_ms: 250, ended_by: None };
+    assert!(h.table.take_effects().contains(&released));
+    h.now += 100;
+    h.apply(Command::Expire { txn: b });
+    let revoked = Effect::Released {
+        txn: b,
+        lock: LockKey::new("ns", "k2"),
+        held_ms: 350,
+        ended_by: Some(EndCause::LeaseExpired),
+    };
+    assert!(h.table.take_effects().contains(&revoked));
+}

@@ -92,6 +92,8 @@ pub struct ServeArgs {
     pub limits: LimitArgs,
     #[command(flatten)]
     pub connections: crate::conn::ConnectionArgs,
+    #[command(flatten)]
+    pub telemetry: crate::telemetry::TelemetryArgs,
 }
 
 fn parse_namespace_policy(raw: &str) -> Result<(String, VictimPolicy), String> {
@@ -238,6 +240,8 @@ impl ServeArgs {
             election_timeout_ms: self.election_timeout_ms,
             snapshot_every: self.snapshot_every,
             limits: self.limits.clone(),
+            metrics_namespaces: self.telemetry.metrics_namespaces,
+            otlp_traces: self.telemetry.otlp_endpoint.clone(),
         };
         Ok((listeners, cfg))
     }

@@ -47,17 +47,45 @@ impl Histogram {
     }
 }
 
+impl HistogramCounts {
+    /// Empty counts for a histogram with `bounds`.
+    pub fn zero(bounds: &[f64]) -> Self {
+        HistogramCounts { per_bucket: vec![0; bounds.len() + 1], sum_micros: 0 }
+    }
+
+    /// Counts one observation (for counts kept under a lock rather than in atomics).
+    pub fn observe(&mut self, bounds: &[f64], d: Duration) {
+        let secs = d.as_secs_f64();
+        let i = bounds.iter().position(|b| secs <= *b).unwrap_or(bounds.len());
+        if self.per_bucket.len() <= bounds.len() {
+            self.per_bucket.resize(bounds.len() + 1, 0);
+        }
+        self.per_bucket[i] += 1;
+        self.sum_micros = self.sum_micros.saturating_add(d.as_micros().min(u64::MAX as u128) as u64);
+    }
+}
+
 /// Writes a histogram family; `counts` from a histogram with these `bounds` (or empty).
 pub fn render_histogram(out: &mut String, name: &str, help: &str, bounds: &[f64], counts: &HistogramCounts) {
     header(out, name, help, "histogram");
+    histogram_samples(out, name, "", bounds, counts);
+}
+
+/// The samples of one histogram series; `labels` are written before `le` (`a="b",`, or
+/// empty), so one family can hold a series per label value.
+pub fn histogram_samples(out: &mut String, name: &str, labels: &str, bounds: &[f64], counts: &HistogramCounts) {
     let mut cumulative = 0;
     for i in 0..=bounds.len() {
         cumulative += counts.per_bucket.get(i).copied().unwrap_or(0);
         let le = bounds.get(i).map_or_else(|| "+Inf".to_string(), |b| b.to_string());
-        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{le}\"}} {cumulative}");
     }
-    let _ = writeln!(out, "{name}_sum {}", counts.sum_micros as f64 / 1e6);
-    let _ = writeln!(out, "{name}_count {cumulative}");
+    let (open, close) = match labels.strip_suffix(',') {
+        Some(l) => (format!("{{{l}"), "}"),
+        None => (String::new(), ""),
+    };
+    let _ = writeln!(out, "{name}_sum{open}{close} {}", counts.sum_micros as f64 / 1e6);
+    let _ = writeln!(out, "{name}_count{open}{close} {cumulative}");
 }
 
 pub fn header(out: &mut String, name: &str, help: &str, kind: &str) {

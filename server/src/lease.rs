@@ -169,7 +169,7 @@ impl Leases {
                     t.expiring.remove(txn);
                     t.expiry_retries.remove(txn);
                 }
-                Effect::WaitStarted { txn, request_id, wait_ms } => {
+                Effect::WaitStarted { txn, request_id, wait_ms, .. } => {
                     t.waits.start((*txn, request_id.clone()), Duration::from_millis(*wait_ms), now)
                 }
                 Effect::WaitEnded { txn, request_id, .. } => {
@@ -179,7 +179,8 @@ impl Leases {
                 | Effect::QueueMoved { .. }
                 | Effect::Granted { .. }
                 | Effect::KeyChanged { .. }
-                | Effect::DeadlockResolved
+                | Effect::DeadlockResolved { .. }
+                | Effect::Released { .. }
                 | Effect::EventsAppended => {}
             }
         }

@@ -12,6 +12,7 @@
 //! - `api/`: gRPC services (the edge: authentication, validation, translation to the
 //!   wire, the error-to-status mapping); `http/` serves the same services as JSON.
 //! - `webhooks/`: the leader POSTs events to HTTP endpoints.
+//! - `metrics` (cluster-wide and per namespace), `telemetry/`: what operators see of a node.
 
 pub mod api;
 pub mod certs;
@@ -34,6 +35,7 @@ pub mod secret_files;
 pub mod security;
 pub mod serve;
 pub mod signals;
+pub mod telemetry;
 pub mod tls;
 pub mod webhooks;
 

@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+pub mod namespaces;
 
 use crate::conn::admit::Refusal;
 use crate::conn::{PortGuard, PortStats};
@@ -17,6 +19,7 @@ use crate::exposition::{header, metric, render_histogram, Histogram, HistogramCo
 use crate::limits::Limit;
 use crate::locks::{Effect, EndCause, TxnId};
 use crate::raft::log_store::FSYNC_BUCKETS;
+use namespaces::{Activity, NamespaceCounts};
 
 /// Upper bounds (seconds) of the wait histogram: lock waits range from a few
 /// milliseconds (a short critical section) to minutes (a batch job holding a key).
@@ -83,7 +86,9 @@ pub struct Metrics {
     begun: AtomicU64,
     finished: [AtomicU64; END_CAUSES.len()],
     wait_seconds: Histogram,
-    waiting_since: Mutex<HashMap<(TxnId, String), Instant>>,
+    /// When each wait began, and the namespace of its key.
+    waiting_since: Mutex<HashMap<(TxnId, String), (Instant, String)>>,
+    by_namespace: Mutex<NamespaceCounts>,
     webhooks: Mutex<BTreeMap<String, WebhookStats>>,
     /// The ports' connection counts (`conn`), set once they are open.
     ports: Mutex<Vec<Arc<PortGuard>>>,
@@ -91,6 +96,13 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
+        Metrics::new(namespaces::DEFAULT_LABELLED)
+    }
+}
+
+impl Metrics {
+    /// Metrics that label up to `labelled_namespaces` namespaces (`--metrics-namespaces`).
+    pub fn new(labelled_namespaces: usize) -> Self {
         Metrics {
             heartbeat_calls: 0.into(),
             heartbeat_renewals: 0.into(),
@@ -104,6 +116,7 @@ impl Default for Metrics {
             finished: Default::default(),
             wait_seconds: Histogram::new(&WAIT_BUCKETS),
             waiting_since: Mutex::default(),
+            by_namespace: Mutex::new(NamespaceCounts::new(labelled_namespaces)),
             webhooks: Mutex::default(),
             ports: Mutex::default(),
         }
@@ -147,6 +160,11 @@ pub struct Gauges {
     pub forwarded_open: u64,
     /// Requests refused by each limit (in `Limit::ALL` order).
     pub refused: [u64; Limit::ALL.len()],
+    /// Spans exported to `--otlp-endpoint`, dropped (queue full or export failed), and
+    /// failed export requests.
+    pub spans_exported: u64,
+    pub spans_dropped: u64,
+    pub span_export_failures: u64,
 }
 
 impl Gauges {
@@ -158,18 +176,35 @@ impl Gauges {
 impl Metrics {
     /// Follows the applied log (called on every node for every applied batch).
     pub fn observe(&self, effects: &[Effect]) {
+        let now = Instant::now();
+        let mut by_namespace = self.by_namespace.lock().expect("metrics lock");
         for e in effects {
             match e {
-                Effect::Granted { .. } => self.bump(&self.grants),
+                Effect::Granted { lock, .. } => {
+                    self.bump(&self.grants);
+                    by_namespace.count(&lock.namespace, Activity::Grant, now);
+                }
                 Effect::TxnBegun { .. } => self.bump(&self.begun),
-                Effect::DeadlockResolved => self.bump(&self.deadlocks),
+                Effect::DeadlockResolved { lock } => {
+                    self.bump(&self.deadlocks);
+                    by_namespace.count(&lock.namespace, Activity::Deadlock, now);
+                }
                 Effect::LockDelayed { .. } => self.bump(&self.lock_delays),
                 Effect::TxnFinished { cause, .. } => self.bump(&self.finished[cause_index(*cause)]),
-                Effect::WaitStarted { txn, request_id, .. } => {
+                Effect::WaitStarted { txn, request_id, lock, .. } => {
                     self.bump(&self.waits);
-                    self.wait_started(*txn, request_id);
+                    self.wait_started(*txn, request_id, &lock.namespace, now);
+                    by_namespace.count(&lock.namespace, Activity::Wait, now);
                 }
-                Effect::WaitEnded { txn, request_id, granted } => self.wait_ended(*txn, request_id, *granted),
+                Effect::WaitEnded { txn, request_id, granted } => {
+                    if let Some((namespace, waited)) = self.wait_ended(*txn, request_id, *granted, now) {
+                        by_namespace.count(&namespace, Activity::Waited(waited), now);
+                    }
+                }
+                Effect::Released { lock, held_ms, ended_by, .. } => {
+                    let held = Duration::from_millis(*held_ms);
+                    by_namespace.count(&lock.namespace, Activity::Released { held, ended_by: *ended_by }, now);
+                }
                 Effect::TxnChanged { .. }
                 | Effect::QueueMoved { .. }
                 | Effect::EventsAppended
@@ -183,19 +218,21 @@ impl Metrics {
         counter.fetch_add(1, Relaxed);
     }
 
-    fn wait_started(&self, txn: TxnId, request_id: &str) {
+    fn wait_started(&self, txn: TxnId, request_id: &str, namespace: &str, now: Instant) {
         let mut waits = self.waiting_since.lock().expect("metrics lock");
         if waits.len() < MAX_TRACKED_WAITS {
-            waits.insert((txn, request_id.to_string()), Instant::now());
+            waits.insert((txn, request_id.to_string()), (now, namespace.to_string()));
         }
     }
 
-    fn wait_ended(&self, txn: TxnId, request_id: &str, granted: bool) {
+    /// Ends the timing of a wait; a granted one gives its namespace and how long it took.
+    fn wait_ended(&self, txn: TxnId, request_id: &str, granted: bool, now: Instant) -> Option<(String, Duration)> {
         let started = self.waiting_since.lock().expect("metrics lock").remove(&(txn, request_id.to_string()));
         // Only waits that ended in a grant tell how long a lock takes to get.
-        if let (Some(started), true) = (started, granted) {
-            self.wait_seconds.observe(started.elapsed());
-        }
+        let (since, namespace) = started.filter(|_| granted)?;
+        let waited = now.saturating_duration_since(since);
+        self.wait_seconds.observe(waited);
+        Some((namespace, waited))
     }
 
     /// Shows these ports' connections in `/metrics`.
@@ -259,6 +296,7 @@ impl Metrics {
             "dls_wait_seconds",
             "Time from queueing to the grant, for requests that had to wait (measured on this node).",
         );
+        self.by_namespace.lock().expect("metrics lock").render(&mut out);
         render_gauges(&mut out, g);
         self.render_ports(&mut out);
         self.render_webhooks(&mut out, g.last_event_sequence);
@@ -420,6 +458,18 @@ fn render_gauges(out: &mut String, g: &Gauges) {
         "counter",
         g.parked_proposals,
     );
+    let spans: [(&str, &str, u64); 3] = [
+        ("dls_trace_spans_exported_total", "Spans the --otlp-endpoint collector accepted.", g.spans_exported),
+        (
+            "dls_trace_spans_dropped_total",
+            "Spans dropped: the export queue was full (collector slow or down) or their request failed.",
+            g.spans_dropped,
+        ),
+        ("dls_trace_export_failures_total", "Span export requests that failed.", g.span_export_failures),
+    ];
+    for (name, help, value) in spans {
+        metric(out, name, help, "counter", value);
+    }
     let name = "dls_refused_total";
     header(
         out,
@@ -451,16 +501,16 @@ mod tests {
         let rid = "r1".to_string();
         m.observe(&[
             Effect::TxnBegun { txn: 1, lease_ms: 1000 },
-            Effect::Granted { txn: 1 },
-            Effect::WaitStarted { txn: 2, request_id: rid.clone(), wait_ms: 100 },
-            Effect::WaitStarted { txn: 3, request_id: rid.clone(), wait_ms: 100 },
+            Effect::Granted { txn: 1, request_id: rid.clone(), lock: key("a") },
+            Effect::WaitStarted { txn: 2, request_id: rid.clone(), wait_ms: 100, lock: key("a") },
+            Effect::WaitStarted { txn: 3, request_id: rid.clone(), wait_ms: 100, lock: key("b") },
         ]);
         m.observe(&[
-            Effect::DeadlockResolved,
+            Effect::DeadlockResolved { lock: key("b") },
             Effect::WaitEnded { txn: 3, request_id: rid.clone(), granted: false },
             Effect::TxnFinished { txn: 3, cause: EndCause::DeadlockVictim },
             Effect::TxnFinished { txn: 4, cause: EndCause::LeaseExpired },
-            Effect::Granted { txn: 2 },
+            Effect::Granted { txn: 2, request_id: rid.clone(), lock: key("a") },
             Effect::WaitEnded { txn: 2, request_id: rid, granted: true },
         ]);
         let text = m.render(&Gauges::default());
@@ -474,6 +524,15 @@ mod tests {
         // Only the granted wait is timed; the victim's wait is not.
         assert_eq!(value(&text, "dls_wait_seconds_count").as_deref(), Some("1"));
         assert!(m.waiting_since.lock().unwrap().is_empty());
+        assert_eq!(value(&text, "dls_namespace_grants_total{namespace=\"jobs-a\"}").as_deref(), Some("2"));
+        assert_eq!(value(&text, "dls_namespace_waits_total{namespace=\"jobs-b\"}").as_deref(), Some("1"));
+        assert_eq!(value(&text, "dls_namespace_deadlocks_total{namespace=\"jobs-b\"}").as_deref(), Some("1"));
+        assert_eq!(value(&text, "dls_namespace_wait_seconds_count{namespace=\"jobs-a\"}").as_deref(), Some("1"));
+        assert_eq!(value(&text, "dls_namespace_wait_seconds_count{namespace=\"jobs-b\"}").as_deref(), Some("0"));
+    }
+
+    fn key(ns: &str) -> crate::locks::LockKey {
+        crate::locks::LockKey::new(format!("jobs-{ns}"), "k")
     }
 
     #[test]

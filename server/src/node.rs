@@ -35,6 +35,7 @@ use crate::raft::snapshot_store::SnapshotStore;
 use crate::raft::state_machine::{ApplyObserver, StateMachine};
 use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft, RaftMetrics, SnapshotMeta};
 use crate::signals::Signals;
+use crate::telemetry::spans::Tracer;
 
 /// How long one confirmation of leadership (a quorum round) vouches for heartbeats.
 /// Far below any lease (>= 100 ms), so a deposed leader stops acknowledging heartbeats
@@ -58,6 +59,10 @@ pub struct NodeConfig {
     pub snapshot_every: u64,
     /// Bounds on what clients can make this node hold (see `limits`).
     pub limits: LimitArgs,
+    /// Namespaces labelled in the per-namespace metrics (`--metrics-namespaces`).
+    pub metrics_namespaces: usize,
+    /// Where spans of traced lock calls go (`--otlp-endpoint`, with the traces path).
+    pub otlp_traces: Option<http::Uri>,
 }
 
 /// How this node authenticates to its peers and checks them.
@@ -81,6 +86,8 @@ pub struct Node {
     signals: Arc<Signals>,
     key_watchers: Arc<KeyWatchers>,
     metrics: Arc<Metrics>,
+    /// Follows traced acquires and exports their spans (`--otlp-endpoint`).
+    tracer: Option<Arc<Tracer>>,
     /// Appends and flushes of this node's raft log.
     log_io: Arc<LogIoStats>,
     proposer: Proposer,
@@ -141,6 +148,7 @@ struct Observer {
     signals: Arc<Signals>,
     key_watchers: Arc<KeyWatchers>,
     metrics: Arc<Metrics>,
+    tracer: Option<Arc<Tracer>>,
     events: watch::Sender<u64>,
 }
 
@@ -156,6 +164,9 @@ impl ApplyObserver for Observer {
 
     fn applied(&self, effects: Vec<Effect>) {
         self.metrics.observe(&effects);
+        if let Some(tracer) = &self.tracer {
+            tracer.observe(&effects);
+        }
         if effects.contains(&Effect::EventsAppended) {
             self.events.send_modify(|v| *v += 1);
         }
@@ -198,7 +209,8 @@ impl Node {
         let leases = Arc::new(Leases::new(log_clock.clone()));
         let signals = Arc::new(Signals::default());
         let key_watchers = Arc::new(KeyWatchers::default());
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(Metrics::new(cfg.metrics_namespaces));
+        let tracer = cfg.otlp_traces.clone().map(|uri| Arc::new(Tracer::start(uri, cfg.id)));
         let (events_tx, events) = watch::channel(0);
         let observer = Arc::new(Observer {
             clock: log_clock.clone(),
@@ -206,6 +218,7 @@ impl Node {
             signals: signals.clone(),
             key_watchers: key_watchers.clone(),
             metrics: metrics.clone(),
+            tracer: tracer.clone(),
             events: events_tx,
         });
 
@@ -300,6 +313,7 @@ impl Node {
             signals,
             key_watchers,
             metrics,
+            tracer,
             log_io,
             proposer,
             limits: Limits::new(cfg.limits.clone()),
@@ -421,6 +435,10 @@ impl Node {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    pub fn tracer(&self) -> Option<&Arc<Tracer>> {
+        self.tracer.as_ref()
     }
 
     pub fn limits(&self) -> &Arc<Limits> {

@@ -694,9 +694,15 @@ impl NativeTransaction {
         timeout_ms: Option<f64>,
         on_queued: Option<Callback<JsQueuePosition>>,
         abort: Option<&NativeAbort>,
+        traceparent: Option<String>,
+        tracestate: Option<String>,
     ) -> Result<Unknown<'env>> {
         let tx = self.tx.clone();
-        let (mode, opts) = (mode_of(mode), acquire_options(timeout_ms));
+        let opts = acquire_options(timeout_ms).map(|o| match traceparent {
+            Some(tp) => o.with_traceparent(tp, tracestate),
+            None => o,
+        });
+        let mode = mode_of(mode);
         let abort = abort.map(|a| a.aborted.subscribe());
         promise(env, async move {
             let progress = queued_callback(on_queued);

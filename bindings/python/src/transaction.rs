@@ -45,6 +45,9 @@ fn acquire_options(timeout_ms: Option<u64>) -> core::AcquireOptions {
     opts
 }
 
+/// The caller's W3C trace context (`traceparent`, `tracestate`), sent with an acquire.
+type Trace = (Option<String>, Option<String>);
+
 /// Core's progress callback calling the Python `on_queued(QueuePosition)` (if any) on the
 /// runtime thread that read the `queued` message. The asyncio wrapper hands it over to the
 /// event loop; an exception in it is reported as unraisable and does not end the wait.
@@ -65,8 +68,12 @@ fn acquire_fut(
     (namespace, key, mode): (String, String, core::LockMode),
     timeout_ms: Option<u64>,
     on_queued: Option<Py<PyAny>>,
+    (traceparent, tracestate): Trace,
 ) -> impl std::future::Future<Output = Result<Lock, core::Error>> + Send {
-    let opts = acquire_options(timeout_ms);
+    let mut opts = acquire_options(timeout_ms);
+    if let Some(traceparent) = traceparent {
+        opts = opts.with_traceparent(traceparent, tracestate);
+    }
     async move {
         let progress = queued_callback(on_queued);
         tx.acquire_lock_with_progress(&namespace, &key, mode, opts, progress).await.map(Lock::from)
@@ -172,7 +179,7 @@ pymethods_with_twins! {
         }
     }
     twins {
-        #[pyo3(signature = (namespace, key, mode, timeout_ms=None, on_queued=None))]
+        #[pyo3(signature = (namespace, key, mode, timeout_ms=None, on_queued=None, traceparent=None, tracestate=None))]
         fn acquire_lock / acquire_lock_blocking(
             &self,
             namespace: String,
@@ -180,8 +187,11 @@ pymethods_with_twins! {
             mode: &Bound<'_, PyAny>,
             timeout_ms: Option<u64>,
             on_queued: Option<Py<PyAny>>,
+            traceparent: Option<String>,
+            tracestate: Option<String>,
         ) -> Lock {
-            acquire_fut(self.tx(), (namespace, key, parse_mode(mode)?), timeout_ms, on_queued)
+            let trace = (traceparent, tracestate);
+            acquire_fut(self.tx(), (namespace, key, parse_mode(mode)?), timeout_ms, on_queued, trace)
         }
 
         #[pyo3(signature = (namespace, key, permits, timeout_ms=None, on_queued=None))]

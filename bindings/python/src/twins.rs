@@ -22,6 +22,8 @@ macro_rules! pymethods_with_twins {
 
             $(
                 $(#[$attr])*
+                // A Python method's keyword arguments are its options, however many.
+                #[allow(clippy::too_many_arguments)]
                 fn $name<'py>(
                     &$self,
                     py: pyo3::Python<'py>,
@@ -31,6 +33,7 @@ macro_rules! pymethods_with_twins {
                 }
 
                 $(#[$attr])*
+                #[allow(clippy::too_many_arguments)]
                 fn $blocking(&$self, py: pyo3::Python<'_>, $($arg: $argty),*) -> pyo3::PyResult<$out> {
                     $crate::runtime::blocking(py, $body)
                 }

@@ -52,7 +52,7 @@ impl LockTable {
             return Outcome::Rejected(r);
         }
         let status = if self.all_grantable_now(txn, locks) {
-            AllRecord::Granted(self.grant_all(txn, locks))
+            AllRecord::Granted(self.grant_all(txn, request_id, locks))
         } else if wait_ms == 0 {
             // A try-lock: nothing queued, nothing granted.
             AllRecord::Ended(WaitEnd::TimedOut)
@@ -110,14 +110,14 @@ impl LockTable {
 
     /// Grants every lock of the request that `txn` does not hold in a covering mode (a new
     /// token each, upgrades included) and returns the grants in the order asked.
-    fn grant_all(&mut self, txn: TxnId, locks: &[(LockKey, LockMode)]) -> Vec<Grant> {
+    fn grant_all(&mut self, txn: TxnId, request_id: &str, locks: &[(LockKey, LockMode)]) -> Vec<Grant> {
         let mut grants = Vec::with_capacity(locks.len());
         for (lock, mode) in locks {
             let held = self.txns[&txn].held.get(lock).copied();
             let (mode, token) = match held {
                 Some(h) if h.mode.covers(*mode) => (h.mode, h.token),
                 _ => {
-                    self.grant(txn, lock, *mode);
+                    self.grant(txn, request_id, lock, *mode);
                     (*mode, self.txns[&txn].held.get(lock).expect("just granted").token)
                 }
             };
@@ -148,8 +148,8 @@ impl LockTable {
             queued.push((lock.clone(), slot));
         }
         let (lock, slot) = queued.first().cloned().expect("a request that cannot be granted needs a key");
-        self.txn_mut(txn).waiting = Some(Pending { lock, request_id: request_id.to_string(), slot });
-        self.effects.push(Effect::WaitStarted { txn, request_id: request_id.to_string(), wait_ms });
+        self.txn_mut(txn).waiting = Some(Pending { lock: lock.clone(), request_id: request_id.to_string(), slot });
+        self.effects.push(Effect::WaitStarted { txn, request_id: request_id.to_string(), wait_ms, lock });
         AllRecord::Waiting { queued }
     }
 
@@ -187,7 +187,7 @@ impl LockTable {
                 k.queue.remove(slot);
             }
         }
-        let grants = self.grant_all(txn, &locks);
+        let grants = self.grant_all(txn, &p.request_id, &locks);
         let t = self.txn_mut(txn);
         t.waiting = None;
         if let Some(RequestRecord::AcquireAll { status, .. }) = t.requests.get_mut(&p.request_id) {

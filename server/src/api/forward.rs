@@ -79,6 +79,7 @@ use crate::node::Node;
 use crate::raft::network::{Lane, MAX_RAFT_MESSAGE};
 use crate::raft::peer_auth::Stamp;
 use crate::raft::types::NodeId;
+use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE};
 
 type Upstream = InterceptedService<Channel, Stamp>;
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -159,16 +160,19 @@ impl Hop {
         AdminServiceClient::new(self.upstream.clone()).max_decoding_message_size(MAX_RAFT_MESSAGE)
     }
 
-    /// The request the leader gets: the client's message, credentials and deadline (see
-    /// `answer_by`), the client's address and this node's mark. Nothing else the client
-    /// sent is passed on.
+    /// The request the leader gets: the client's message, credentials, trace context and
+    /// deadline (see `answer_by`), the client's address and this node's mark. Nothing else
+    /// the client sent is passed on.
     fn outgoing<T>(&self, req: Request<T>) -> Request<T> {
         let client = caller::client_addr(&req);
-        let auth = req.metadata().get(metadata::AUTHORIZATION).cloned();
+        let passed_on: Vec<_> = [metadata::AUTHORIZATION, TRACEPARENT, TRACESTATE]
+            .into_iter()
+            .filter_map(|name| Some((name, req.metadata().get(name)?.clone())))
+            .collect();
         let mut out = Request::new(req.into_inner());
         let md = out.metadata_mut();
-        if let Some(auth) = auth {
-            md.insert(metadata::AUTHORIZATION, auth);
+        for (name, value) in passed_on {
+            md.insert(name, value);
         }
         md.insert(FORWARDED_BY, self.node.id().into());
         if let Some(v) = client.and_then(|a| a.to_string().parse().ok()) {

@@ -24,6 +24,7 @@ use crate::engine::{
     WaitCancel, Wanted,
 };
 use crate::locks::{AcquireRequest, AcquireStatus, Begin, CycleMember, LockKey, TxnId, VictimPolicy, WaitEnd};
+use crate::telemetry::trace_context::{TraceContext, TRACEPARENT, TRACESTATE};
 
 pub struct LockApi {
     pub engine: Arc<Engine>,
@@ -174,6 +175,7 @@ impl LockApi {
         req: Request<pb::AcquireLockRequest>,
     ) -> ApiResult<(Acquisition, LockKey, bool, KeyHold)> {
         let (who, hold) = self.stream_principal(&req)?;
+        let trace = self.trace_context(&req);
         let r = req.into_inner();
         // One-shot start: `begin` instead of a transaction id.
         let start = match (r.transaction_id, r.begin) {
@@ -201,8 +203,27 @@ impl LockApi {
         let wait_ms = validate::wait_ms(r.timeout_ms)?;
         let request_id = validate::request_id(&r.request_id)?.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let victim_policy = self.policies.for_namespace(&lock.namespace);
-        let acquire = AcquireRequest { request_id, lock: lock.clone(), mode, wait_ms, victim_policy };
-        Ok((self.engine.acquire(who, start, Wanted::One { acquire, permits })?, lock, r.stay_open, hold))
+        if let Some(ctx) = trace {
+            // Before proposing: the grant may be applied before `acquire` returns.
+            self.engine.trace_acquire(&who, &request_id, &lock, ctx);
+        }
+        let acquire =
+            AcquireRequest { request_id: request_id.clone(), lock: lock.clone(), mode, wait_ms, victim_policy };
+        let acquisition = self.engine.acquire(who, start, Wanted::One { acquire, permits }).inspect_err(|_| {
+            self.engine.untrace_acquire(&request_id);
+        })?;
+        Ok((acquisition, lock, r.stay_open, hold))
+    }
+
+    /// The caller's W3C trace context, read only when spans are exported; a malformed one
+    /// is ignored.
+    fn trace_context<T>(&self, req: &Request<T>) -> Option<TraceContext> {
+        if !self.engine.traces() {
+            return None;
+        }
+        let md = req.metadata();
+        let get = |name| md.get(name).and_then(|v| v.to_str().ok());
+        TraceContext::parse(get(TRACEPARENT), get(TRACESTATE))
     }
 
     /// Validates an AcquireLocks call and checks it with the engine. Deadlocks are broken

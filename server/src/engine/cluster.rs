@@ -164,6 +164,11 @@ impl Engine {
             refused: Limit::ALL.map(|l| limits.refused(l)),
             ..Gauges::default()
         };
+        if let Some(stats) = node.tracer().map(|t| t.stats()) {
+            g.spans_exported = stats.exported.load(Relaxed);
+            g.spans_dropped = stats.dropped.load(Relaxed);
+            g.span_export_failures = stats.failed_requests.load(Relaxed);
+        }
         let st = node.state().read().expect("state lock");
         let table = &st.table;
         g.active_transactions = table.active_txns().count() as u64;

@@ -41,9 +41,10 @@ pub use locks_view::{KeyView, LockHolder, LockWaiter};
 pub use principal::Principal;
 pub use txn::{Begun, Ended, Heartbeat, PendingView, TxnStatus, WaitCancel};
 
-use crate::locks::{Outcome, Txn, TxnId, TxnState};
+use crate::locks::{LockKey, Outcome, Txn, TxnId, TxnState};
 use crate::metrics::Metrics;
 use crate::node::Node;
+use crate::telemetry::trace_context::TraceContext;
 
 pub type EngineResult<T> = Result<T, EngineError>;
 
@@ -70,6 +71,26 @@ impl Engine {
     /// This node's counters (webhooks report their deliveries there).
     pub fn metrics(&self) -> &Metrics {
         self.node.metrics()
+    }
+
+    /// Follows the acquire `request_id` of `lock` by `who` in the client's trace, when spans
+    /// are exported (`--otlp-endpoint`); a no-op otherwise.
+    pub fn trace_acquire(&self, who: &Principal, request_id: &str, lock: &LockKey, ctx: TraceContext) {
+        if let Some(t) = self.node.tracer() {
+            t.register(&who.name, request_id, lock, ctx);
+        }
+    }
+
+    /// Stops following an acquire refused before it was proposed.
+    pub fn untrace_acquire(&self, request_id: &str) {
+        if let Some(t) = self.node.tracer() {
+            t.unregister(request_id);
+        }
+    }
+
+    /// Whether spans are exported: only then is a client's trace context worth reading.
+    pub fn traces(&self) -> bool {
+        self.node.tracer().is_some()
     }
 }
 

@@ -22,6 +22,7 @@ use tonic::{Code, Request, Status};
 
 use crate::api::caller;
 use crate::api::forward::{ForwardingAdmin, ForwardingLocks};
+use crate::telemetry::trace_context::{TRACEPARENT, TRACESTATE};
 
 /// How long a call keeps retrying while no leader is known or the leader moves. Longer
 /// than an election, shorter than an HTTP client's patience.
@@ -38,23 +39,28 @@ pub struct Gateway {
     pub admin: ForwardingAdmin,
 }
 
-/// The HTTP client behind a request: its credentials and address, put on every attempt.
+/// The HTTP client behind a request: its credentials, trace context and address, put on
+/// every attempt.
 #[derive(Clone, Default)]
 pub struct Caller {
-    auth: Option<MetadataValue<Ascii>>,
+    /// `authorization`, `traceparent` and `tracestate`, those the request had.
+    passed_on: Vec<(&'static str, MetadataValue<Ascii>)>,
     addr: Option<SocketAddr>,
 }
 
 impl Caller {
     pub fn new(headers: &http::HeaderMap, addr: Option<SocketAddr>) -> Caller {
-        let auth = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
-        Caller { auth, addr }
+        let passed_on = [metadata::AUTHORIZATION, TRACEPARENT, TRACESTATE]
+            .into_iter()
+            .filter_map(|name| Some((name, headers.get(name)?.to_str().ok()?.parse().ok()?)))
+            .collect();
+        Caller { passed_on, addr }
     }
 
     pub fn request<T>(&self, msg: T) -> Request<T> {
         let mut req = Request::new(msg);
-        if let Some(v) = &self.auth {
-            req.metadata_mut().insert(metadata::AUTHORIZATION, v.clone());
+        for (name, value) in &self.passed_on {
+            req.metadata_mut().insert(*name, value.clone());
         }
         match self.addr {
             Some(addr) => caller::made_for(req, addr),

@@ -12,3 +12,4 @@ mod keys;
 mod ports;
 mod shares;
 mod storage;
+mod visibility;

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, List, Optional, Sequence, TypeVar, Union
 
 from . import _native
-from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client
+from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client, trace_context
 from .errors import LockTimeout, TransactionLost
 from ._native import (
     Event,
@@ -54,9 +54,16 @@ class Transaction(TransactionView):
         *,
         timeout_ms: Optional[int] = None,
         on_queued: Optional[OnQueued] = None,
+        traceparent: Optional[str] = None,
+        tracestate: Optional[str] = None,
     ) -> Lock:
         """Takes a lock, waiting up to ``timeout_ms`` (default 10000; 0 tries once without
         queueing) in the key's queue.
+
+        ``traceparent`` / ``tracestate`` (W3C Trace Context) put the lock's wait, grant and
+        release spans in the caller's trace on a node that exports spans; without them the
+        current OpenTelemetry span's context is sent when the ``opentelemetry`` package is
+        installed. A malformed one is ignored by the server.
 
         ``on_queued(QueuePosition)`` is called on the event loop each time the request's
         place in the queue changes (``position``: 1 = next; ``blocking_transaction_ids``:
@@ -64,7 +71,8 @@ class Transaction(TransactionView):
         :class:`LockTimeout` (the transaction stays active), :class:`DeadlockVictim` or
         :class:`TransactionLost`.
         """
-        return await self._tx.acquire_lock(namespace, key, mode, timeout_ms, _on_loop(on_queued))
+        traceparent, tracestate = trace_context(traceparent, tracestate)
+        return await self._tx.acquire_lock(namespace, key, mode, timeout_ms, _on_loop(on_queued), traceparent, tracestate)
 
     async def acquire_permit(
         self,

@@ -15,6 +15,34 @@ LockSpec = Union[Tuple[str, str], Tuple[str, str, ModeLike]]
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+_NOT_LOOKED_UP = object()
+_otel_inject = _NOT_LOOKED_UP
+
+
+def trace_context(traceparent: Optional[str], tracestate: Optional[str]) -> Tuple[Optional[str], Optional[str]]:
+    """The W3C trace context to send with an acquire: the caller's, or else, when the
+    OpenTelemetry API package (``opentelemetry``) is importable, the current span's. It is
+    an optional import: without the package nothing is sent. A node started with
+    ``--otlp-endpoint`` puts the lock's wait, grant and release spans in that trace."""
+    global _otel_inject
+    if traceparent is not None:
+        return traceparent, tracestate
+    if _otel_inject is _NOT_LOOKED_UP:
+        try:
+            from opentelemetry.propagate import inject
+        except ImportError:
+            inject = None
+        _otel_inject = inject
+    if _otel_inject is None:
+        return None, None
+    carrier: dict = {}
+    try:
+        _otel_inject(carrier)
+    except Exception:  # tracing must never fail a lock call
+        return None, None
+    return carrier.get("traceparent"), carrier.get("tracestate")
+
+
 class TransactionView:
     """Properties common to :class:`caerus.Transaction` and :class:`caerus.sync.Transaction`."""
 

@@ -175,10 +175,24 @@ class NativeTransaction:
     @property
     def lost_reason(self) -> Optional[LostReason]: ...
     def acquire_lock(
-        self, namespace: str, key: str, mode: _Mode, timeout_ms: Optional[int] = None, on_queued: _OnQueued = None
+        self,
+        namespace: str,
+        key: str,
+        mode: _Mode,
+        timeout_ms: Optional[int] = None,
+        on_queued: _OnQueued = None,
+        traceparent: Optional[str] = None,
+        tracestate: Optional[str] = None,
     ) -> Awaitable[Lock]: ...
     def acquire_lock_blocking(
-        self, namespace: str, key: str, mode: _Mode, timeout_ms: Optional[int] = None, on_queued: _OnQueued = None
+        self,
+        namespace: str,
+        key: str,
+        mode: _Mode,
+        timeout_ms: Optional[int] = None,
+        on_queued: _OnQueued = None,
+        traceparent: Optional[str] = None,
+        tracestate: Optional[str] = None,
     ) -> Lock: ...
     def acquire_permit(
         self, namespace: str, key: str, permits: int, timeout_ms: Optional[int] = None, on_queued: _OnQueued = None

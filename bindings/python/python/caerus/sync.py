@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union
 
 from . import _native
-from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client
+from ._base import LockContextBase, LockSpec, ModeLike, PathLike, TransactionView, native_client, trace_context
 from ._native import (
     Event,
     KeyHolder,
@@ -55,12 +55,17 @@ class Transaction(TransactionView):
         *,
         timeout_ms: Optional[int] = None,
         on_queued: Optional[Callable[[QueuePosition], Any]] = None,
+        traceparent: Optional[str] = None,
+        tracestate: Optional[str] = None,
     ) -> Lock:
         """Takes a lock, waiting up to ``timeout_ms`` (default 10000; 0 tries once). Raises
         :class:`~caerus.LockTimeout`, :class:`~caerus.DeadlockVictim`, :class:`~caerus.TransactionLost`.
         ``on_queued(QueuePosition)`` is called (on an SDK thread, while this call blocks)
-        each time the request's place in the queue changes."""
-        return self._tx.acquire_lock_blocking(namespace, key, mode, timeout_ms, on_queued)
+        each time the request's place in the queue changes. ``traceparent``/``tracestate``
+        as in :meth:`caerus.Transaction.acquire_lock` (the current OpenTelemetry span's by
+        default, when the package is installed)."""
+        traceparent, tracestate = trace_context(traceparent, tracestate)
+        return self._tx.acquire_lock_blocking(namespace, key, mode, timeout_ms, on_queued, traceparent, tracestate)
 
     def acquire_permit(
         self,
