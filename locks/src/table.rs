@@ -23,9 +23,14 @@ mod bounds;
 mod lock_delay;
 mod sections;
 mod semaphores;
+mod slots;
 
 pub use lock_delay::{invalid_lock_delay, KeyDelay, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES};
 pub use semaphores::MAX_PERMITS;
+pub use slots::{
+    invalid_slot_period, RunResult, RunState, SlotClaim, SlotRun, MAX_SLOT_PERIOD_MS, MIN_SLOT_PERIOD_MS,
+    SLOT_KEEP_MIN_MS, SLOT_KEEP_PERIODS,
+};
 
 /// Finished transactions are remembered this long (by the leaders' clocks carried in the
 /// log) so late status queries and retries get true answers.
@@ -162,6 +167,10 @@ pub struct LockTable {
     /// sections, like `deadlines`.
     #[serde(skip)]
     lock_delays: lock_delay::LockDelays,
+    /// The last run of each key claimed per schedule slot (see `slots`); in snapshot files
+    /// as a section, like `deadlines`.
+    #[serde(skip)]
+    slot_runs: slots::SlotRuns,
     /// Derived from `txns`, for the leader's per-key limit; not part of snapshots.
     #[serde(skip)]
     active_by_owner: ActiveByOwner,
@@ -183,6 +192,7 @@ impl LockTable {
             cmd => self.apply_command(cmd),
         };
         self.forget_old_transactions();
+        self.forget_old_slot_runs();
         outcome
     }
 
@@ -243,6 +253,12 @@ impl LockTable {
             Command::EndLockDelay { keys } => self.end_lock_delays(keys),
             Command::Batch(_) => Outcome::Rejected(Rejection::NestedBatch),
             Command::Scoped { key, prefixes, cmd } => self.scoped(key, prefixes, cmd),
+            Command::ClaimSlot { txn, request_id, lock, period_ms, retry_failed } => {
+                self.claim_slot(*txn, request_id, lock, *period_ms, *retry_failed)
+            }
+            Command::FinishSlot { txn, request_id, lock, slot, result } => {
+                self.finish_slot(*txn, request_id, lock, *slot, *result)
+            }
         }
     }
 
@@ -693,6 +709,7 @@ impl LockTable {
             left = self.end_wait(txn, WaitEnd::Cancelled);
         }
         if holds {
+            self.lose_slot_runs(txn, Some(lock), "its lock was released");
             self.txn_mut(txn).held.remove(lock);
             if let Some(k) = self.key_mut(lock) {
                 k.holders.remove(&txn);
@@ -816,6 +833,7 @@ impl LockTable {
             self.promote(&lock);
         }
         let clock = self.clock_ms;
+        self.lose_slot_runs(txn, None, &format!("its transaction ended ({reason})"));
         self.deadlines.remove(&txn);
         self.active_by_owner.remove(&self.txns[&txn].owner);
         let t = self.txn_mut(txn);
