@@ -11,4 +11,5 @@ mod clock;
 mod keys;
 mod ports;
 mod shares;
+mod slots;
 mod storage;
