@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::table::{RunResult, SlotClaim, SlotRun};
+use super::schedule::{RunResult, SlotClaim, SlotRun};
 use super::types::{EndCause, FencingToken, Grant, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 /// A command with the leader's wall clock at proposal time.

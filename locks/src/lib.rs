@@ -7,6 +7,7 @@ pub mod events;
 mod owners;
 pub mod queue;
 pub mod requests;
+pub mod schedule;
 pub mod table;
 pub mod types;
 pub mod vec_map;

@@ -25,12 +25,12 @@ mod sections;
 mod semaphores;
 mod slots;
 
-pub use lock_delay::{invalid_lock_delay, KeyDelay, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES};
-pub use semaphores::MAX_PERMITS;
-pub use slots::{
+pub use super::schedule::{
     invalid_slot_period, RunResult, RunState, SlotClaim, SlotRun, MAX_SLOT_PERIOD_MS, MIN_SLOT_PERIOD_MS,
     SLOT_KEEP_MIN_MS, SLOT_KEEP_PERIODS,
 };
+pub use lock_delay::{invalid_lock_delay, KeyDelay, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES};
+pub use semaphores::MAX_PERMITS;
 
 /// Finished transactions are remembered this long (by the leaders' clocks carried in the
 /// log) so late status queries and retries get true answers.
