@@ -17,7 +17,7 @@ use std::time::Duration;
 use caerus_core::{
     AcquireOptions, ClientConfig, DlsClient, Error, LockMode, SlotOutcome, SlotRunState, TransactionOptions,
 };
-use caerus_testkit::{add_key, dls_bin, eventually_async, Cluster, PATIENCE};
+use caerus_testkit::{add_key, dls_bin, eventually_async, grant_many, patient_client, Cluster, PATIENCE};
 
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
@@ -274,4 +274,48 @@ async fn slot_records_are_bounded_per_node_and_per_api_key() {
         matches!(&full, Error::ResourceExhausted { message, .. } if message.contains("--max-slot-records ")),
         "{full:?}"
     );
+}
+
+#[tokio::test]
+async fn a_slot_record_survives_a_new_leader_and_a_restart_from_a_snapshot() {
+    let mut cluster = Cluster::start_with(3, &["--snapshot-every", "10"]).await;
+    let c = patient_client(cluster.endpoints()).await;
+    let hour = Duration::from_secs(3600);
+    let tx = c.begin_transaction(TransactionOptions::new().with_timeout_ms(10_000)).await.unwrap();
+    tx.acquire_lock("jobs", "nightly", LockMode::Exclusive, AcquireOptions::new()).await.unwrap();
+    let claim = tx.claim_slot("jobs", "nightly", hour, false).await.unwrap();
+    assert!(claim.run, "{claim:?}");
+    tx.finish_slot(&claim, SlotOutcome::Succeeded).await.unwrap();
+    tx.commit().await.unwrap();
+    // Enough entries after it that a snapshot holds the record and the log before it goes.
+    grant_many(&c, "filler", 25, 0).await;
+
+    // Another leader: the record was replicated.
+    let leader = cluster.wait_for_leader(PATIENCE).await;
+    cluster.kill(leader);
+    let again = claim_after_restart(&cluster, hour).await;
+    assert_eq!(again.1.as_ref().map(|r| r.state), Some(SlotRunState::Succeeded), "{again:?}");
+    // Every node restarted: from their snapshot files (section "slot-runs") and log tails.
+    cluster.kill_all();
+    cluster.start_all().unwrap();
+    let restarted = claim_after_restart(&cluster, hour).await;
+    assert_eq!(restarted.1.as_ref().map(|r| (r.state, r.transaction_id)), Some((SlotRunState::Succeeded, tx.id())));
+    if restarted.0 == claim.slot {
+        assert!(!restarted.2, "slot {} ran again after the restart", claim.slot);
+    }
+}
+
+/// A fresh host's claim of jobs/nightly once a leader serves: (slot, its last run, run?).
+async fn claim_after_restart(cluster: &Cluster, period: Duration) -> (u64, Option<caerus_core::SlotRun>, bool) {
+    cluster.wait_for_leader(PATIENCE).await;
+    let c = patient_client(cluster.endpoints()).await;
+    let tx = c.begin_transaction(TransactionOptions::new().with_timeout_ms(10_000)).await.unwrap();
+    tx.acquire_lock("jobs", "nightly", LockMode::Exclusive, AcquireOptions::new()).await.unwrap();
+    let claim = tx.claim_slot("jobs", "nightly", period, false).await.unwrap();
+    if claim.run {
+        tx.finish_slot(&claim, SlotOutcome::Succeeded).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let last = c.list_slot_runs("jobs").await.unwrap().into_iter().next();
+    (claim.slot, if claim.run { last } else { claim.last_run }, claim.run)
 }
