@@ -83,10 +83,17 @@ impl SlotRun {
         self.started_ms >= start && self.started_ms < start.saturating_add(period_ms)
     }
 
-    /// When the record may be forgotten (the log's clock).
-    pub(crate) fn expires_at(&self) -> u64 {
+    /// When the record may be forgotten (the log's clock): its slot's end plus the keep time,
+    /// and at least `SLOT_KEEP_MIN_MS` after it ended; never while it runs (None). A function
+    /// of the record alone, so a replica restored from a snapshot forgets it at the same entry
+    /// as one that applied the whole log.
+    pub(crate) fn expires_at(&self) -> Option<u64> {
+        if self.state == RunState::Running {
+            return None;
+        }
         let slot_end = self.slot.saturating_add(1).saturating_mul(self.period_ms);
-        slot_end.saturating_add(self.period_ms.saturating_mul(SLOT_KEEP_PERIODS).max(SLOT_KEEP_MIN_MS))
+        let kept = slot_end.saturating_add(self.period_ms.saturating_mul(SLOT_KEEP_PERIODS).max(SLOT_KEEP_MIN_MS));
+        Some(kept.max(self.finished_ms.saturating_add(SLOT_KEEP_MIN_MS)))
     }
 }
 

@@ -17,8 +17,8 @@
 //! choice (`retry_failed`); a succeeded slot never runs twice.
 //!
 //! One record per key (its last run), forgotten once its slot is over plus
-//! `max(SLOT_KEEP_PERIODS periods, SLOT_KEEP_MIN_MS)` by the log's clock, and never while
-//! running. How many records a node keeps (and an API key's share) is bounded by the
+//! `max(SLOT_KEEP_PERIODS periods, SLOT_KEEP_MIN_MS)` by the log's clock (and at least
+//! `SLOT_KEEP_MIN_MS` after it ended), never while running. How many records a node keeps (and an API key's share) is bounded by the
 //! leader before it proposes a claim that adds one (see `server::limits`).
 //!
 //! The records are not part of the table's serde form: snapshot files carry them as a
@@ -28,7 +28,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::super::command::{Outcome, Rejection};
-use super::super::schedule::{invalid_slot_period, RunResult, RunState, SlotClaim, SlotRun, SLOT_KEEP_MIN_MS};
+use super::super::schedule::{invalid_slot_period, RunResult, RunState, SlotClaim, SlotRun};
 use super::super::types::{LockKey, LockMode, TxnId};
 use super::LockTable;
 
@@ -38,8 +38,8 @@ pub(super) struct SlotRuns {
     runs: BTreeMap<LockKey, SlotRun>,
     /// Derived: running claims by transaction, so its end finds them without a scan.
     running: BTreeMap<TxnId, BTreeSet<LockKey>>,
-    /// Derived: (expiry, key) in expiry order, and each key's entry in it (a running
-    /// record's entry moves past its expiry).
+    /// Derived: (expiry, key) in expiry order, and each key's entry in it (a running record
+    /// has none).
     expiries: BTreeSet<(u64, LockKey)>,
     expiry_of: BTreeMap<LockKey, u64>,
     /// Derived: records per owner, for the leader's per-key share.
@@ -55,7 +55,9 @@ impl SlotRuns {
         if run.state == RunState::Running {
             self.running.entry(run.txn).or_default().insert(lock.clone());
         }
-        self.set_expiry(&lock, run.expires_at());
+        if let Some(at) = run.expires_at() {
+            self.set_expiry(&lock, at);
+        }
         *self.by_owner.entry(run.owner.clone()).or_default() += 1;
         self.runs.insert(lock, run);
     }
@@ -98,21 +100,18 @@ impl SlotRuns {
         run.exit_code = exit_code;
         run.reason = reason;
         run.finished_ms = now_ms;
-        let txn = run.txn;
+        let (txn, expiry) = (run.txn, run.expires_at());
         self.not_running(txn, lock);
+        if let Some(at) = expiry {
+            self.set_expiry(lock, at);
+        }
     }
 
-    /// Forgets the records past their expiry by `now_ms`; a running one stays until it ends
-    /// (it is looked at again one keep-time later).
+    /// Forgets the records past their expiry by `now_ms` (a running one has none).
     fn forget_expired(&mut self, now_ms: u64) {
         while let Some((at, lock)) = self.expiries.first().cloned() {
             if at >= now_ms {
                 break;
-            }
-            if self.runs.get(&lock).is_some_and(|r| r.state == RunState::Running) {
-                // Not forgotten while running: it still decides its slot.
-                self.set_expiry(&lock, now_ms.saturating_add(SLOT_KEEP_MIN_MS));
-                continue;
             }
             self.remove(&lock);
         }
