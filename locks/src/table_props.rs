@@ -363,15 +363,17 @@ fn check_slot_claim(before: &LockTable, entry: &LogCommand, outcome: &Outcome) -
     };
     // Only a claim alone in its entry is checked against `before` (a batch changes it in
     // between).
-    if let [(Command::ClaimSlot { txn, request_id, lock, period_ms, retry_failed }, outcome)] = claims[..] {
-        if let Outcome::SlotClaimed(SlotClaim::Run { slot, .. }) = outcome {
-            let now = before.clock_ms().max(entry.now_ms);
-            if let Some(r) = before.slot_run(lock) {
-                let retried = r.txn == *txn && r.request_id == *request_id;
-                let same_slot = r.started_ms / period_ms == now / period_ms;
-                let may_rerun = *retry_failed && matches!(r.state, RunState::Failed | RunState::Lost);
-                prop_assert!(retried || !same_slot || may_rerun, "slot {slot} of {lock} ran twice: {r:?}");
-            }
+    if let [(
+        Command::ClaimSlot { txn, request_id, lock, period_ms, retry_failed },
+        Outcome::SlotClaimed(SlotClaim::Run { slot, .. }),
+    )] = claims[..]
+    {
+        let now = before.clock_ms().max(entry.now_ms);
+        if let Some(r) = before.slot_run(lock) {
+            let retried = r.txn == *txn && r.request_id == *request_id;
+            let same_slot = r.started_ms / period_ms == now / period_ms;
+            let may_rerun = *retry_failed && matches!(r.state, RunState::Failed | RunState::Lost);
+            prop_assert!(retried || !same_slot || may_rerun, "slot {slot} of {lock} ran twice: {r:?}");
         }
     }
     Ok(())
