@@ -198,3 +198,28 @@ fn a_running_record_is_not_forgotten() {
     h.apply(Command::Expire { txn: 999 });
     assert!(h.table.slot_run(&job()).is_none());
 }
+
+#[test]
+fn a_replica_restored_from_a_snapshot_forgets_a_long_runs_record_at_the_same_entry() {
+    let mut h = Harness::new();
+    let txn = h.holder("");
+    h.claim(txn, false);
+    // The run outlasts its slot's keep time (the record stays while it runs), then ends.
+    h.now += 10 * PERIOD;
+    h.apply(Command::Expire { txn: 999 });
+    h.now += PERIOD;
+    assert!(matches!(h.finish(txn, 1000, RunResult::Succeeded), Outcome::SlotFinished(_)));
+    // A replica restored from a snapshot here keeps or forgets the record at every later
+    // entry exactly as the table that applied the whole log.
+    let mut copy = LockTable::new();
+    copy.restore_sections(h.table.sections()).unwrap();
+    let mut copy = Harness { table: copy, now: h.now, seq: 1_000 };
+    for step in [1, SLOT_KEEP_MIN_MS / 2, SLOT_KEEP_MIN_MS / 2, 1] {
+        h.now += step;
+        copy.now = h.now;
+        h.apply(Command::Expire { txn: 999 });
+        copy.apply(Command::Expire { txn: 999 });
+        assert_eq!(h.table.slot_run(&job()).is_some(), copy.table.slot_run(&job()).is_some(), "at {}", h.now);
+    }
+    assert!(h.table.slot_run(&job()).is_none(), "forgotten 10 minutes after it ended");
+}
