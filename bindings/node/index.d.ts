@@ -125,6 +125,40 @@ export declare namespace Dls {
     fencingToken: bigint;
   }
 
+  /** A key's run for a schedule slot, as the cluster remembers it. */
+  interface SlotRun {
+    namespace: string;
+    key: string;
+    periodMs: number;
+    /** floor(startedAtMs / periodMs). */
+    slot: number;
+    transactionId: bigint;
+    /** Who ran it (its transaction's name). */
+    transactionName: string;
+    apiKey: string;
+    /** The cluster's clock, ms since the Unix epoch. */
+    startedAtMs: number;
+    /** 0 while running. */
+    finishedAtMs: number;
+    state: 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'LOST';
+    exitCode?: number | null;
+    /** Why it was lost. */
+    reason: string;
+    /** Runs of this slot so far, this one included. */
+    attempt: number;
+  }
+
+  /** The cluster's answer to `claimSlot`: run the job only when `run` is true. */
+  interface SlotClaim {
+    namespace: string;
+    key: string;
+    slot: number;
+    run: boolean;
+    attempt: number;
+    /** When not run: the run that has the slot. */
+    lastRun?: SlotRun | null;
+  }
+
   /** One lock of `acquireLocks`. */
   interface LockRequest {
     namespace: string;
@@ -451,6 +485,15 @@ export declare namespace Dls {
     acquirePermit(namespace: string, key: string, permits: number, options?: AcquireOptions): Promise<Lock>;
     /** Takes every lock together or none (one request, one token per lock), in the order given. */
     acquireLocks(locks: LockRequest[], options?: AcquireOptions): Promise<Lock[]>;
+    /**
+     * Claims the schedule slot of a lock this transaction holds EXCLUSIVE: at most once per slot
+     * of `periodMs` (aligned to the Unix epoch), decided by the cluster's clock, so a host whose
+     * clock is off or whose cron fired late finds the slot already ran. Run the job only when
+     * `run` is true, then `finishSlot`. `retryFailed`: a failed or lost slot may run again.
+     */
+    claimSlot(namespace: string, key: string, periodMs: number, options?: { retryFailed?: boolean }): Promise<SlotClaim>;
+    /** Records how a claimed run ended (before the lock is released: a run whose lock goes first is LOST). */
+    finishSlot(claim: SlotClaim, outcome: 'SUCCEEDED' | 'FAILED' | 'LOST', exitCode?: number | null): Promise<SlotRun>;
     /** EXCLUSIVE -> SHARED_READ in place, keeping the fencing token; null if the lock was not held. */
     downgrade(namespace: string, key: string): Promise<Lock | null>;
     /** Releases one lock early; resolves with whether it was held (or waited for). */

@@ -332,6 +332,21 @@ class Transaction {
     ).then((granted) => granted.map(jsonable));
   }
 
+  /**
+   * Claims the schedule slot of a lock this transaction holds EXCLUSIVE: at most once per slot
+   * of `periodMs` (aligned to the Unix epoch), decided by the cluster's clock. Run the job only
+   * when the claim's `run` is true, then `finishSlot`. `opts.retryFailed`: a slot whose run
+   * failed or was lost may run again.
+   */
+  claimSlot(namespace, key, periodMs, opts = {}) {
+    return call(Promise.resolve().then(() => this.#native.claimSlot(namespace, key, periodMs, Boolean(opts?.retryFailed))));
+  }
+
+  /** Records how a claimed run ended: 'SUCCEEDED', 'FAILED' (with `exitCode`) or 'LOST'; resolves with the record. */
+  finishSlot(claim, outcome, exitCode = null) {
+    return call(Promise.resolve().then(() => this.#native.finishSlot(claim, outcome, exitCode)));
+  }
+
   /** EXCLUSIVE -> SHARED_READ in place, keeping the fencing token; resolves with the lock, or null if not held. */
   async downgrade(namespace, key) {
     return jsonable(await call(this.#native.downgrade(namespace, key)));

@@ -407,6 +407,20 @@ impl DlsClient {
         routed.value.locks.into_iter().map(KeyLocks::try_from).collect()
     }
 
+    /// The last run of every key claimed per schedule slot ([`crate::Transaction::claim_slot`],
+    /// `dls lock --once-per`) in namespaces starting with `namespace_prefix`, while the
+    /// cluster remembers it: who ran it, when, and how it ended. Sorted by namespace and key.
+    pub async fn list_slot_runs(&self, namespace_prefix: &str) -> Result<Vec<crate::SlotRun>> {
+        let request = pb::ListLocksRequest { namespace_prefix: namespace_prefix.to_string() };
+        let router = self.router();
+        let routed = router
+            .admin_unary("ListLocks", Route::Leader, request, router.default_options(), |mut c, r| async move {
+                c.list_locks(r).await
+            })
+            .await?;
+        routed.value.slot_runs.into_iter().map(crate::SlotRun::try_from).collect()
+    }
+
     /// Sets the lock-delay of every namespace starting with `namespace_prefix` ("" = all;
     /// `Duration::ZERO` removes the rule), as in Chubby and Consul: when a holder of a key
     /// there is revoked (lease expired, operator abort, deadlock victim, maximum duration),

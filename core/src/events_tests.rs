@@ -209,6 +209,12 @@ impl pb::lock_service_server::LockService for Scripted {
     async fn cancel_wait(&self, _: tonic::Request<pb::CancelWaitRequest>) -> Reply<pb::CancelWaitResponse> {
         Err(Status::unimplemented("scripted"))
     }
+    async fn claim_slot(&self, _: tonic::Request<pb::ClaimSlotRequest>) -> Reply<pb::ClaimSlotResponse> {
+        Err(Status::unimplemented("scripted"))
+    }
+    async fn finish_slot(&self, _: tonic::Request<pb::FinishSlotRequest>) -> Reply<pb::FinishSlotResponse> {
+        Err(Status::unimplemented("scripted"))
+    }
     async fn get_transaction_status(
         &self,
         _: tonic::Request<pb::GetTransactionStatusRequest>,

@@ -55,6 +55,7 @@ mod lanes;
 mod lease_budget;
 mod resume;
 mod router;
+mod slots;
 mod tls_hint;
 mod transaction;
 mod tx_shared;
@@ -74,6 +75,7 @@ pub use error::{Error, Result};
 pub use events::{Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
 pub use key_watch::{Election, KeyChange, KeyChangeKind, KeyHolder, KeyUpdate, KeyWatch, Leadership};
 pub use lease_budget::LeaseBudget;
+pub use slots::{SlotClaim, SlotOutcome, SlotRun, SlotRunState};
 pub use transaction::Transaction;
 pub use types::{
     AcquireOptions, EndCause, Lock, LockMode, LockRequest, LostKind, LostReason, PendingLock, QueuePosition,

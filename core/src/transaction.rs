@@ -227,7 +227,7 @@ impl Transaction {
     }
 
     /// The server's transaction, if it has begun.
-    fn started(&self) -> Option<&TxShared> {
+    pub(crate) fn started(&self) -> Option<&TxShared> {
         self.inner.started.get().map(|handle| &*handle.shared)
     }
 

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::schedule::{RunResult, SlotClaim, SlotRun};
 use super::types::{EndCause, FencingToken, Grant, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 /// A command with the leader's wall clock at proposal time.
@@ -87,6 +88,12 @@ pub enum Command {
     /// The leader checks before proposing, but the owner can take a lock outside the
     /// prefixes in between, and ending the transaction would release that lock too.
     Scoped { key: String, prefixes: Vec<String>, cmd: Box<Command> },
+    /// Claim the schedule slot of `lock` (of `period_ms`, aligned to the epoch) that the
+    /// log's clock is in, for a job `txn` runs while holding `lock` EXCLUSIVE: answered
+    /// with the slot and whether to run (see `table::slots`). Idempotent by `request_id`.
+    ClaimSlot { txn: TxnId, request_id: String, lock: LockKey, period_ms: u64, retry_failed: bool },
+    /// Record how `txn`'s run of slot `slot` of `lock` ended. Idempotent by `request_id`.
+    FinishSlot { txn: TxnId, request_id: String, lock: LockKey, slot: u64, result: RunResult },
     // New variants go last: bincode numbers variants in order, and logs written by an
     // older version must keep decoding.
 }
@@ -156,6 +163,8 @@ pub enum Rejection {
     Invalid(String),
     /// A `Scoped` command's transaction is not inside the admin key's prefixes (any more).
     OutsideScope { txn: TxnId, key: String, prefixes: Vec<String> },
+    /// A slot claim by a transaction that does not hold the lock EXCLUSIVE.
+    NotHeldExclusive { txn: TxnId, lock: LockKey },
 }
 
 impl std::fmt::Display for Rejection {
@@ -173,6 +182,10 @@ impl std::fmt::Display for Rejection {
             ),
             Rejection::NestedBatch => f.write_str("a batch of commands cannot contain another batch"),
             Rejection::Invalid(why) => f.write_str(why),
+            Rejection::NotHeldExclusive { txn, lock } => write!(
+                f,
+                "transaction {txn} does not hold {lock} EXCLUSIVE; a schedule slot is claimed while holding its lock"
+            ),
             Rejection::OutsideScope { txn, key, prefixes } => write!(
                 f,
                 "transaction {txn} was begun with another API key and is not inside the prefixes {prefixes:?} of admin key {key:?} (it must hold, wait for or have asked for only namespaces there)"
@@ -223,4 +236,8 @@ pub enum Outcome {
     LockDelaysEnded {
         ended: u32,
     },
+    /// The answer to a `ClaimSlot`.
+    SlotClaimed(SlotClaim),
+    /// A `FinishSlot`: the run's record after it.
+    SlotFinished(SlotRun),
 }

@@ -7,6 +7,7 @@ pub mod events;
 mod owners;
 pub mod queue;
 pub mod requests;
+pub mod schedule;
 pub mod table;
 pub mod types;
 pub mod vec_map;
@@ -20,11 +21,14 @@ mod table_props;
 #[cfg(test)]
 mod table_semaphore_tests;
 #[cfg(test)]
+mod table_slot_tests;
+#[cfg(test)]
 mod table_tests;
 
 pub use command::{AcquireRequest, AcquireStatus, Begin, BeginOption, Command, LogCommand, Outcome, Rejection};
 pub use events::{revoke_cause, CycleMember, Event, EventDetail, EventKind};
 pub use table::{
-    invalid_lock_delay, Effect, KeyDelay, LockTable, Txn, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES, MAX_PERMITS,
+    invalid_lock_delay, invalid_slot_period, Effect, KeyDelay, LockTable, RunResult, RunState, SlotClaim, SlotRun, Txn,
+    MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES, MAX_PERMITS, MAX_SLOT_PERIOD_MS, MIN_SLOT_PERIOD_MS,
 };
 pub use types::{EndCause, FencingToken, Grant, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};

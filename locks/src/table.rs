@@ -23,7 +23,12 @@ mod bounds;
 mod lock_delay;
 mod sections;
 mod semaphores;
+mod slots;
 
+pub use super::schedule::{
+    invalid_slot_period, RunResult, RunState, SlotClaim, SlotRun, MAX_SLOT_PERIOD_MS, MIN_SLOT_PERIOD_MS,
+    SLOT_KEEP_MIN_MS, SLOT_KEEP_PERIODS,
+};
 pub use lock_delay::{invalid_lock_delay, KeyDelay, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES};
 pub use semaphores::MAX_PERMITS;
 
@@ -167,6 +172,10 @@ pub struct LockTable {
     /// sections, like `deadlines`.
     #[serde(skip)]
     lock_delays: lock_delay::LockDelays,
+    /// The last run of each key claimed per schedule slot (see `slots`); in snapshot files
+    /// as a section, like `deadlines`.
+    #[serde(skip)]
+    slot_runs: slots::SlotRuns,
     /// Derived from `txns`, for the leader's per-key limit; not part of snapshots.
     #[serde(skip)]
     active_by_owner: ActiveByOwner,
@@ -188,6 +197,7 @@ impl LockTable {
             cmd => self.apply_command(cmd),
         };
         self.forget_old_transactions();
+        self.forget_old_slot_runs();
         outcome
     }
 
@@ -248,6 +258,12 @@ impl LockTable {
             Command::EndLockDelay { keys } => self.end_lock_delays(keys),
             Command::Batch(_) => Outcome::Rejected(Rejection::NestedBatch),
             Command::Scoped { key, prefixes, cmd } => self.scoped(key, prefixes, cmd),
+            Command::ClaimSlot { txn, request_id, lock, period_ms, retry_failed } => {
+                self.claim_slot(*txn, request_id, lock, *period_ms, *retry_failed)
+            }
+            Command::FinishSlot { txn, request_id, lock, slot, result } => {
+                self.finish_slot(*txn, request_id, lock, *slot, *result)
+            }
         }
     }
 
@@ -701,6 +717,7 @@ impl LockTable {
             left = self.end_wait(txn, WaitEnd::Cancelled);
         }
         if holds {
+            self.lose_slot_runs(txn, Some(lock), "its lock was released");
             if let Some(h) = self.txn_mut(txn).held.remove(lock) {
                 let held_ms = self.clock_ms.saturating_sub(h.since_ms);
                 self.effects.push(Effect::Released { txn, lock: lock.clone(), held_ms, ended_by: None });
@@ -827,6 +844,7 @@ impl LockTable {
             self.promote(&lock);
         }
         let clock = self.clock_ms;
+        self.lose_slot_runs(txn, None, &format!("its transaction ended ({reason})"));
         self.deadlines.remove(&txn);
         self.active_by_owner.remove(&self.txns[&txn].owner);
         let t = self.txn_mut(txn);

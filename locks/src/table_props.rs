@@ -1,6 +1,6 @@
 //! Property tests of the lock table: random sequences of every command (begin, acquire in
 //! both modes including upgrades, try-locks and retried request ids, release, end, expire, operator
-//! abort, acquire timeouts, batches, the clock moving on) with the table's invariants
+//! abort, acquire timeouts, batches, schedule-slot claims and finishes, the clock moving on) with the table's invariants
 //! checked after every step, and replay from a snapshot compared with replay from the log.
 //!
 //! The examples in `table_tests` pin single behaviours; these look for the interleavings
@@ -12,6 +12,7 @@ use proptest::prelude::*;
 
 use super::command::{AcquireStatus, Begin, BeginOption, Command, LogCommand, Outcome};
 use super::queue::Waiter;
+use super::schedule::{RunResult, RunState, SlotClaim};
 use super::table::LockTable;
 use super::types::{LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
@@ -105,7 +106,30 @@ enum Op {
         t: usize,
         k: usize,
     },
+    /// A schedule-slot claim of `KEYS[k]` with `PERIODS[period]`.
+    Claim {
+        t: usize,
+        k: usize,
+        period: usize,
+        retry_failed: bool,
+    },
+    /// A finish of the key's running claim (or of a slot the transaction never claimed).
+    Finish {
+        t: usize,
+        k: usize,
+        result: usize,
+    },
 }
+
+/// Schedule periods: one under the ticks' size, one over it.
+const PERIODS: [u64; 2] = [1_000, 60_000];
+/// Finish results: succeeded, failed with a code, failed without, lost.
+const RESULTS: [RunResult; 4] = [
+    RunResult::Succeeded,
+    RunResult::Failed { exit_code: Some(3) },
+    RunResult::Failed { exit_code: None },
+    RunResult::Lost,
+];
 
 /// Lock-delay prefixes: every namespace, two that match "ns" (the longer wins), one that
 /// matches none.
@@ -134,6 +158,11 @@ fn single_op() -> impl Strategy<Value = Op> {
             .prop_map(|(t, k, try_lock, wrong)| Op::Permit { t, k, try_lock, wrong }),
         1 => (0..6usize, 0..PERMIT_KEYS.len()).prop_map(|(t, k)| Op::MixLock { t, k }),
         2 => (0..6usize, 0..PERMIT_KEYS.len()).prop_map(|(t, k)| Op::ReleasePermit { t, k }),
+        3 => (0..6usize, 0..KEYS.len(), 0..PERIODS.len(), any::<bool>())
+            .prop_map(|(t, k, period, retry_failed)| Op::Claim { t, k, period, retry_failed }),
+        2 => (0..6usize, 0..KEYS.len(), 0..RESULTS.len()).prop_map(|(t, k, result)| Op::Finish { t, k, result }),
+        // Long enough for finished transactions and slot records to be forgotten.
+        1 => (600_000..1_500_000u64).prop_map(|ms| Op::Tick { ms }),
     ]
 }
 
@@ -278,6 +307,24 @@ impl Run {
             Op::ReleasePermit { t, k } => {
                 Command::Release { txn: self.pick(*t)?, request_id: None, lock: LockKey::new("ns", PERMIT_KEYS[*k].0) }
             }
+            Op::Claim { t, k, period, retry_failed } => Command::ClaimSlot {
+                txn: self.pick(*t)?,
+                request_id: self.fresh_id("s"),
+                lock: key(*k),
+                period_ms: PERIODS[*period],
+                retry_failed: *retry_failed,
+            },
+            Op::Finish { t, k, result } => {
+                let txn = self.pick(*t)?;
+                let slot = self.table.slot_run(&key(*k)).map_or(self.now / 1_000, |r| r.slot);
+                Command::FinishSlot {
+                    txn,
+                    request_id: self.fresh_id("f"),
+                    lock: key(*k),
+                    slot,
+                    result: RESULTS[*result],
+                }
+            }
             Op::Tick { .. } => return None,
         })
     }
@@ -300,10 +347,49 @@ impl Run {
         check_try_lock(&before, &entry.cmd, &outcome)?;
         check_overdue(&before, &entry, &self.table)?;
         check_end_delay(&before, &entry, &self.table)?;
+        check_slot_claim(&before, &entry, &outcome)?;
         self.log.push(entry);
         self.outcomes.push(outcome);
         check_step(&before, &self.table)
     }
+}
+
+/// A claim is answered "run" only when its key's slot (by the entry's clock) has no run, or
+/// its run failed or was lost and the claim asked to retry.
+fn check_slot_claim(before: &LockTable, entry: &LogCommand, outcome: &Outcome) -> Result<(), TestCaseError> {
+    let claims: Vec<(&Command, &Outcome)> = match (&entry.cmd, outcome) {
+        (Command::Batch(cmds), Outcome::Batch(outs)) => cmds.iter().zip(outs).collect(),
+        (cmd, out) => vec![(cmd, out)],
+    };
+    // Only a claim alone in its entry is checked against `before` (a batch changes it in
+    // between).
+    if let [(
+        Command::ClaimSlot { txn, request_id, lock, period_ms, retry_failed },
+        Outcome::SlotClaimed(SlotClaim::Run { slot, .. }),
+    )] = claims[..]
+    {
+        let now = before.clock_ms().max(entry.now_ms);
+        if let Some(r) = before.slot_run(lock) {
+            let retried = r.txn == *txn && r.request_id == *request_id;
+            let same_slot = r.started_ms / period_ms == now / period_ms;
+            let may_rerun = *retry_failed && matches!(r.state, RunState::Failed | RunState::Lost);
+            prop_assert!(retried || !same_slot || may_rerun, "slot {slot} of {lock} ran twice: {r:?}");
+        }
+    }
+    Ok(())
+}
+
+/// A running record's transaction holds its key (claimed EXCLUSIVE, perhaps downgraded
+/// since: nobody else can claim while it holds it in any mode); its slot is its start's.
+fn check_slot_records(t: &LockTable) -> Result<(), TestCaseError> {
+    for (lock, r) in t.slot_runs() {
+        if r.state == RunState::Running {
+            let holds = t.txn(r.txn).is_some_and(|x| x.state == TxnState::Active && x.held.contains_key(lock));
+            prop_assert!(holds, "running {r:?} of {lock} without its transaction holding it");
+        }
+        prop_assert_eq!(r.slot, r.started_ms / r.period_ms);
+    }
+    Ok(())
 }
 
 /// A lock-delay ends exactly when it is due by the log's clock.
@@ -331,7 +417,9 @@ fn check_overdue(before: &LockTable, entry: &LogCommand, after: &LockTable) -> R
             t.state == TxnState::Expired && t.end_cause == Some(super::types::EndCause::MaxDurationExceeded)
         });
     prop_assert_eq!(ended, active && due, "overdue end of {}", txn);
-    if !ended {
+    // A finished transaction past its retention is forgotten at any entry (long ticks).
+    let forgotten = !active && after.txn(*txn).is_none();
+    if !ended && !forgotten {
         prop_assert!(before.txn(*txn) == after.txn(*txn), "an overdue end that is not due changed {}", txn);
         prop_assert_eq!(before.keys().count(), after.keys().count());
     }
@@ -430,6 +518,7 @@ fn check_step(before: &LockTable, after: &LockTable) -> Result<(), TestCaseError
 
 /// Invariants of one table on its own.
 fn check_table(t: &LockTable) -> Result<(), TestCaseError> {
+    check_slot_records(t)?;
     for (lock, k) in t.keys() {
         // A semaphore holds and queues only permits, at most its count held; a lock none.
         let permits = k.holders.iter().map(|(_, h)| h.mode).chain(k.queue.values().map(|w| w.mode));

@@ -70,6 +70,16 @@ pub struct LimitArgs {
     /// keys' room). Default: 1/64 of --max-forwarded-calls, at least 1.
     #[arg(long, env = "DLS_MAX_FORWARDED_CALLS_UNKNOWN_KEYS", value_parser = at_least_one())]
     pub max_forwarded_calls_unknown_keys: Option<u64>,
+    /// Schedule-slot records (`dls lock --once-per`: the last run of each key) the cluster
+    /// keeps at once; past it a claim on a key without a record is refused. A record is
+    /// forgotten two periods (at least 10 minutes) after its slot. ~300 bytes each.
+    #[arg(long, env = "DLS_MAX_SLOT_RECORDS", default_value_t = 100_000, value_parser = at_least_one())]
+    pub max_slot_records: u64,
+    /// Of --max-slot-records, how many one API key's transactions may hold, so one key
+    /// cannot refuse another's claims. Default: a quarter of --max-slot-records. Without API
+    /// keys the one caller may use it all.
+    #[arg(long, env = "DLS_MAX_SLOT_RECORDS_PER_API_KEY", value_parser = at_least_one())]
+    pub max_slot_records_per_api_key: Option<u64>,
 }
 
 impl LimitArgs {
@@ -81,6 +91,11 @@ impl LimitArgs {
     /// `--max-forwarded-calls-per-api-key`, or its default.
     pub fn forwarded_calls_per_api_key(&self) -> u64 {
         self.max_forwarded_calls_per_api_key.unwrap_or((self.max_forwarded_calls / 4).max(1))
+    }
+
+    /// `--max-slot-records-per-api-key`, or its default.
+    pub fn slot_records_per_api_key(&self) -> u64 {
+        self.max_slot_records_per_api_key.unwrap_or((self.max_slot_records / 4).max(1))
     }
 
     /// `--max-forwarded-calls-unknown-keys`, or its default.
@@ -106,6 +121,8 @@ impl Default for LimitArgs {
             max_forwarded_calls: 4_096,
             max_forwarded_calls_per_api_key: None,
             max_forwarded_calls_unknown_keys: None,
+            max_slot_records: 100_000,
+            max_slot_records_per_api_key: None,
         }
     }
 }
@@ -156,10 +173,12 @@ pub enum Limit {
     ForwardedCalls,
     ForwardedCallsPerApiKey,
     ForwardedCallsUnknownKeys,
+    SlotRecords,
+    SlotRecordsPerApiKey,
 }
 
 impl Limit {
-    pub const ALL: [Limit; 8] = [
+    pub const ALL: [Limit; 10] = [
         Limit::TxnsPerApiKey,
         Limit::LocksPerTxn,
         Limit::WaitersPerLock,
@@ -168,6 +187,8 @@ impl Limit {
         Limit::ForwardedCalls,
         Limit::ForwardedCallsPerApiKey,
         Limit::ForwardedCallsUnknownKeys,
+        Limit::SlotRecords,
+        Limit::SlotRecordsPerApiKey,
     ];
 
     /// The flag that sets it, without dashes.
@@ -181,6 +202,8 @@ impl Limit {
             Limit::ForwardedCalls => "max-forwarded-calls",
             Limit::ForwardedCallsPerApiKey => "max-forwarded-calls-per-api-key",
             Limit::ForwardedCallsUnknownKeys => "max-forwarded-calls-unknown-keys",
+            Limit::SlotRecords => "max-slot-records",
+            Limit::SlotRecordsPerApiKey => "max-slot-records-per-api-key",
         }
     }
 }
@@ -193,6 +216,8 @@ struct Counts {
     acquires_by_lock: HashMap<LockKey, u64>,
     watches_by_key: HashMap<String, u64>,
     watches_by_connection: HashMap<SocketAddr, u64>,
+    /// Slot claims in flight that would add a record, by the owner of their transaction.
+    slot_claims: HashMap<String, u64>,
 }
 
 fn add<K: std::hash::Hash + Eq>(map: &mut HashMap<K, u64>, key: K) {
@@ -293,6 +318,7 @@ impl Limits {
             owner: Some(who.name.clone()),
             txn: None,
             locks: first_lock.into_iter().cloned().collect(),
+            slot_claim: None,
         })
     }
 
@@ -334,7 +360,70 @@ impl Limits {
         for lock in locks {
             add(&mut counts.acquires_by_lock, lock.clone());
         }
-        Ok(Admission { limits: Some(self.clone()), owner: None, txn: Some((txn, new)), locks: locks.to_vec() })
+        Ok(Admission {
+            limits: Some(self.clone()),
+            owner: None,
+            txn: Some((txn, new)),
+            locks: locks.to_vec(),
+            slot_claim: None,
+        })
+    }
+
+    /// Admits a schedule-slot claim of `lock` by `txn`: one more record when the key has
+    /// none (a claim on a key with a record replaces it, or skips), counted against the
+    /// node's bound and the share of the transaction's API key. A retried claim adds nothing.
+    pub fn admit_slot_claim(
+        self: &Arc<Self>,
+        state: &RwLock<Replicated>,
+        txn: TxnId,
+        lock: &LockKey,
+        request_id: &str,
+    ) -> Result<Admission, EngineError> {
+        let mut counts = self.counts();
+        let st = state.read().expect("state lock");
+        let table = &st.table;
+        let Some(t) = table.txn(txn) else { return Ok(Admission::none()) };
+        let owner = t.owner.clone();
+        let record = table.slot_run(lock);
+        if record.is_some_and(|r| r.txn == txn && r.request_id == request_id) {
+            return Ok(Admission::none());
+        }
+        let in_flight: u64 = counts.slot_claims.values().sum();
+        let (total, of_owner) = table.slot_run_counts(&owner);
+        if record.is_none() {
+            let max = self.args.max_slot_records;
+            let held = total as u64 + in_flight;
+            if held >= max {
+                return Err(self.refuse(
+                    Limit::SlotRecords,
+                    format!(
+                        "the cluster keeps {held} schedule-slot records (limit --max-slot-records {max}); \
+                         records expire two periods (at least 10 minutes) after their slot, or raise the limit"
+                    ),
+                ));
+            }
+        }
+        let adds_to_owner = record.is_none_or(|r| r.owner != owner);
+        if adds_to_owner && !owner.is_empty() {
+            let share = self.args.slot_records_per_api_key();
+            let held = of_owner as u64 + get(&counts.slot_claims, &owner);
+            if held >= share {
+                return Err(self.refuse(
+                    Limit::SlotRecordsPerApiKey,
+                    format!(
+                        "API key {owner:?} has {held} schedule-slot records (limit --max-slot-records-per-api-key \
+                         {share}, its share of --max-slot-records {}); records expire two periods (at least 10 \
+                         minutes) after their slot, or raise the limit",
+                        self.args.max_slot_records
+                    ),
+                ));
+            }
+        }
+        if !adds_to_owner {
+            return Ok(Admission::none());
+        }
+        add(&mut counts.slot_claims, owner.clone());
+        Ok(Admission { limits: Some(self.clone()), owner: None, txn: None, locks: Vec::new(), slot_claim: Some(owner) })
     }
 
     /// A full queue refuses every new request of the key: none could be granted at once
@@ -462,12 +551,14 @@ pub struct Admission {
     /// The transaction and how many more locks it may come to hold.
     txn: Option<(TxnId, u64)>,
     locks: Vec<LockKey>,
+    /// A slot claim that adds a record of this owner's.
+    slot_claim: Option<String>,
 }
 
 impl Admission {
     /// Nothing counted (a retry or re-attach of a known request).
     pub fn none() -> Admission {
-        Admission { limits: None, owner: None, txn: None, locks: Vec::new() }
+        Admission { limits: None, owner: None, txn: None, locks: Vec::new(), slot_claim: None }
     }
 }
 
@@ -488,6 +579,9 @@ impl Drop for Admission {
         }
         for lock in &self.locks {
             sub(&mut counts.acquires_by_lock, lock);
+        }
+        if let Some(owner) = &self.slot_claim {
+            sub(&mut counts.slot_claims, owner);
         }
     }
 }
@@ -570,6 +664,8 @@ mod tests {
             max_forwarded_calls: 1,
             max_forwarded_calls_per_api_key: None,
             max_forwarded_calls_unknown_keys: None,
+            max_slot_records: 100_000,
+            max_slot_records_per_api_key: None,
         })
     }
 

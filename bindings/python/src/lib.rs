@@ -12,6 +12,7 @@ mod errors;
 mod events;
 mod key_watch;
 mod runtime;
+mod slots;
 mod transaction;
 mod twins;
 mod types;
@@ -32,6 +33,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::KeyLocks>()?;
     m.add_class::<types::KeyDelay>()?;
     m.add_class::<types::LockDelayRule>()?;
+    m.add_class::<slots::SlotClaim>()?;
+    m.add_class::<slots::SlotRun>()?;
     m.add_class::<transaction::NativeTransaction>()?;
     m.add_class::<events::NativeEventStream>()?;
     m.add_class::<key_watch::KeyHolder>()?;

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 use crate::asyncio_bridge::awaitable;
 use crate::runtime::{blocking, runtime};
+use crate::slots::{parse_outcome, SlotClaim, SlotRun};
 use crate::twins::pymethods_with_twins;
 use crate::types::{millis, parse_mode, Lock, LostReason, QueuePosition, TransactionStatus};
 
@@ -224,6 +225,37 @@ pymethods_with_twins! {
         fn downgrade / downgrade_blocking(&self, namespace: String, key: String) -> Option<Lock> {
             let tx = self.tx();
             async move { Ok(tx.downgrade(&namespace, &key).await?.map(Lock::from)) }
+        }
+
+        /// Claims the schedule slot (of `period_ms`, aligned to the Unix epoch, by the
+        /// cluster's clock) of a lock this transaction holds EXCLUSIVE: run the job only
+        /// when the claim's `run` is True, then `finish_slot`.
+        #[pyo3(signature = (namespace, key, period_ms, retry_failed=false))]
+        fn claim_slot / claim_slot_blocking(
+            &self,
+            namespace: String,
+            key: String,
+            period_ms: u64,
+            retry_failed: bool,
+        ) -> SlotClaim {
+            let tx = self.tx();
+            let period = Duration::from_millis(period_ms);
+            async move { Ok(SlotClaim::from(tx.claim_slot(&namespace, &key, period, retry_failed).await?)) }
+        }
+
+        /// Records how a claimed slot's run ended ("SUCCEEDED", "FAILED" with `exit_code`,
+        /// or "LOST"); returns the cluster's record.
+        #[pyo3(signature = (claim, outcome, exit_code=None))]
+        fn finish_slot / finish_slot_blocking(
+            &self,
+            claim: PyRef<'_, SlotClaim>,
+            outcome: String,
+            exit_code: Option<i32>,
+        ) -> SlotRun {
+            let tx = self.tx();
+            let claim = claim.to_core();
+            let outcome = parse_outcome(&outcome, exit_code)?;
+            async move { Ok(SlotRun::from(tx.finish_slot(&claim, outcome).await?)) }
         }
 
         fn status / status_blocking(&self) -> TransactionStatus {

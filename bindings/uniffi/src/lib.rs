@@ -16,6 +16,7 @@ mod events;
 mod key_watch;
 mod options;
 mod runtime;
+mod slots;
 mod transaction;
 mod types;
 
@@ -24,6 +25,7 @@ pub use errors::DlsError;
 pub use events::{CycleMember, Event, EventDetail, EventKind, EventStream, WatchOptions};
 pub use key_watch::{KeyChange, KeyChangeKind, KeyHolder, KeyUpdate, KeyWatch};
 pub use options::{ClientConfig, TransactionOptions};
+pub use slots::{SlotClaim, SlotOutcome, SlotRun, SlotRunState};
 pub use transaction::{LostListener, Transaction};
 pub use types::{Lock, LockMode, LostKind, LostReason, PendingLock, TransactionState, TransactionStatus};
 

@@ -7,6 +7,7 @@ use tokio::sync::watch;
 
 use crate::errors::DlsError;
 use crate::runtime::{on_runtime, RUNTIME};
+use crate::slots::{SlotClaim, SlotOutcome, SlotRun};
 use crate::types::{Lock, LockMode, LockRequest, LostKind, LostReason, QueuePosition, TransactionStatus};
 
 /// Told once when a transaction is lost (lease expired, aborted, deadlock victim, lease
@@ -138,6 +139,28 @@ impl Transaction {
     pub async fn downgrade(&self, namespace: String, key: String) -> Result<Option<Lock>, DlsError> {
         let tx = self.tx.clone();
         on_runtime(async move { Ok(tx.downgrade(&namespace, &key).await?.map(Lock::from)) }).await
+    }
+
+    /// Claims the schedule slot (of `period_ms`, aligned to the Unix epoch, by the cluster's
+    /// clock) of a lock this transaction holds EXCLUSIVE: run the job only when the claim's
+    /// `run` is true, then `finish_slot`. `retry_failed`: a failed or lost slot may run again.
+    pub async fn claim_slot(
+        &self,
+        namespace: String,
+        key: String,
+        period_ms: u64,
+        retry_failed: bool,
+    ) -> Result<SlotClaim, DlsError> {
+        let tx = self.tx.clone();
+        let period = std::time::Duration::from_millis(period_ms);
+        on_runtime(async move { Ok(tx.claim_slot(&namespace, &key, period, retry_failed).await?.into()) }).await
+    }
+
+    /// Records how a claimed run ended (before the lock is released: a run whose lock goes
+    /// first is recorded LOST); returns the cluster's record.
+    pub async fn finish_slot(&self, claim: SlotClaim, outcome: SlotOutcome) -> Result<SlotRun, DlsError> {
+        let tx = self.tx.clone();
+        on_runtime(async move { Ok(tx.finish_slot(&claim.into(), outcome.into()).await?.into()) }).await
     }
 
     /// Releases one lock (or withdraws the wait for it); false if it was not held.

@@ -11,6 +11,7 @@ impl LockTable {
         let mut out = vec![self.deadlines_section()];
         out.extend(self.lock_delays.sections());
         out.extend(self.permits_section());
+        out.extend(self.slot_runs_section());
         out
     }
 
@@ -20,7 +21,8 @@ impl LockTable {
         for (name, bytes) in sections {
             let known = self.restore_deadlines(&name, &bytes)?
                 || self.lock_delays.restore_section(&name, &bytes)?
-                || self.restore_permits(&name, &bytes)?;
+                || self.restore_permits(&name, &bytes)?
+                || self.restore_slot_runs(&name, &bytes)?;
             if !known {
                 return Err(Rejection::Invalid(format!(
                     "snapshot section {name:?} is unknown to this version (written by a newer dls?)"

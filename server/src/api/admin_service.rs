@@ -62,6 +62,8 @@ impl AdminApi {
         let who = self.admin(&req)?;
         let prefix = req.into_inner().namespace_prefix;
         let keys = self.engine.list_locks(&who, &prefix).await?;
+        let runs = self.engine.list_slot_runs(&who, &prefix).await?;
+        let slot_runs = runs.iter().map(|(lock, run)| convert::slot_run(lock, run)).collect();
         let locks = keys
             .into_iter()
             .map(|k| pb::KeyLocks {
@@ -98,7 +100,7 @@ impl AdminApi {
                 delay_remaining_ms: k.delay_remaining_ms as i64,
             })
             .collect();
-        Ok(pb::ListLocksResponse { locks })
+        Ok(pb::ListLocksResponse { locks, slot_runs })
     }
 
     async fn set_lock_delay(&self, req: Request<pb::SetLockDelayRequest>) -> ApiResult<pb::SetLockDelayResponse> {

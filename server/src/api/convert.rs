@@ -6,8 +6,8 @@ use caerus_proto::Wire;
 use crate::engine::{KeyChangeKind, KeyHolder, KeyState};
 
 use crate::locks::{
-    revoke_cause, CycleMember, EndCause, Event, EventDetail, EventKind, Held, LockKey, LockMode, TxnId, TxnState,
-    VictimPolicy,
+    revoke_cause, CycleMember, EndCause, Event, EventDetail, EventKind, Held, LockKey, LockMode, RunState, SlotRun,
+    TxnId, TxnState, VictimPolicy,
 };
 
 pub fn mode_wire(m: LockMode) -> pb::LockMode {
@@ -36,6 +36,34 @@ pub fn held_lock(lock: &LockKey, held: &Held) -> pb::HeldLock {
         key: lock.key.clone(),
         mode: mode(held.mode),
         fencing_token: held.token.0,
+    }
+}
+
+pub fn run_state(s: RunState) -> pb::SlotRunState {
+    match s {
+        RunState::Running => pb::SlotRunState::SlotRunRunning,
+        RunState::Succeeded => pb::SlotRunState::SlotRunSucceeded,
+        RunState::Failed => pb::SlotRunState::SlotRunFailed,
+        RunState::Lost => pb::SlotRunState::SlotRunLost,
+    }
+}
+
+/// A key's last run claimed per schedule slot.
+pub fn slot_run(lock: &LockKey, r: &SlotRun) -> pb::SlotRun {
+    pb::SlotRun {
+        namespace: lock.namespace.clone(),
+        key: lock.key.clone(),
+        period_ms: r.period_ms,
+        slot: r.slot,
+        transaction_id: r.txn,
+        transaction_name: r.holder.clone(),
+        api_key: r.owner.clone(),
+        started_at_ms: r.started_ms as i64,
+        finished_at_ms: r.finished_ms as i64,
+        state: run_state(r.state) as i32,
+        exit_code: r.exit_code,
+        reason: r.reason.clone(),
+        attempt: r.attempt,
     }
 }
 

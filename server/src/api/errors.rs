@@ -147,7 +147,11 @@ impl From<Rejection> for ApiError {
             Rejection::NotFound(txn) => ApiError::NotFound(txn),
             Rejection::NotActive { txn, cause, .. } => ApiError::not_active(txn, cause, r.to_string()),
             r @ Rejection::AlreadyWaiting { .. } => ApiError::AlreadyWaiting(r.to_string()),
-            r @ (Rejection::RequestIdReused(_) | Rejection::Invalid(_)) => ApiError::InvalidArgument(r.to_string()),
+            // A claim without holding the lock EXCLUSIVE is a misuse: a transaction that lost
+            // its lock is not active any more and is answered so first.
+            r @ (Rejection::RequestIdReused(_) | Rejection::Invalid(_) | Rejection::NotHeldExclusive { .. }) => {
+                ApiError::InvalidArgument(r.to_string())
+            }
             r @ Rejection::NestedBatch => ApiError::Internal(r.to_string()),
             r @ Rejection::OutsideScope { .. } => ApiError::PermissionDenied(r.to_string()),
         }

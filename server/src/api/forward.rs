@@ -396,6 +396,17 @@ impl LockService for ForwardingLocks {
         route!(self, req, LockService, locks, cancel_wait, unary)
     }
 
+    async fn claim_slot(&self, req: Request<pb::ClaimSlotRequest>) -> Result<Response<pb::ClaimSlotResponse>, Status> {
+        route!(self, req, LockService, locks, claim_slot, unary)
+    }
+
+    async fn finish_slot(
+        &self,
+        req: Request<pb::FinishSlotRequest>,
+    ) -> Result<Response<pb::FinishSlotResponse>, Status> {
+        route!(self, req, LockService, locks, finish_slot, unary)
+    }
+
     async fn downgrade_lock(
         &self,
         req: Request<pb::DowngradeLockRequest>,

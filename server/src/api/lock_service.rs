@@ -20,10 +20,12 @@ use super::errors::ApiError;
 use super::{caller, convert, validate};
 use crate::config::VictimPolicies;
 use crate::engine::{
-    parse_cursor, AcquireAllRequest, AcquireStart, Acquisition, Engine, EventStart, Followed, Principal, TxnLost,
-    WaitCancel, Wanted,
+    parse_cursor, AcquireAllRequest, AcquireStart, Acquisition, Engine, EventStart, Followed, Principal, SlotRequest,
+    TxnLost, WaitCancel, Wanted,
 };
-use crate::locks::{AcquireRequest, AcquireStatus, Begin, CycleMember, LockKey, TxnId, VictimPolicy, WaitEnd};
+use crate::locks::{
+    AcquireRequest, AcquireStatus, Begin, CycleMember, LockKey, SlotClaim, TxnId, VictimPolicy, WaitEnd,
+};
 use crate::telemetry::trace_context::{TraceContext, TRACEPARENT, TRACESTATE};
 
 pub struct LockApi {
@@ -76,6 +78,35 @@ impl LockApi {
             .ok_or_else(|| ApiError::InvalidArgument("request_id names the acquire to withdraw; it is empty".into()))?;
         let found = self.engine.cancel_wait(&who, txn, request_id).await?;
         Ok(pb::CancelWaitResponse { cancelled: found == WaitCancel::Cancelled, granted: found == WaitCancel::Granted })
+    }
+
+    async fn claim_slot(&self, req: Request<pb::ClaimSlotRequest>) -> ApiResult<pb::ClaimSlotResponse> {
+        let who = self.principal(&req)?;
+        let r = req.into_inner();
+        let txn = validate::txn_id(r.transaction_id)?;
+        let lock = validate::lock_key(&r.namespace, &r.key)?;
+        who.check_namespace(&lock.namespace)?;
+        let period_ms = validate::slot_period(r.period_ms)?;
+        let request_id = validate::required_request_id(&r.request_id, "the claim")?;
+        let req = SlotRequest { txn, lock: lock.clone(), period_ms, retry_failed: r.retry_failed, request_id };
+        Ok(match self.engine.claim_slot(&who, req).await? {
+            SlotClaim::Run { slot, attempt } => pb::ClaimSlotResponse { run: true, slot, attempt, last_run: None },
+            SlotClaim::Skip { slot, run } => {
+                pb::ClaimSlotResponse { run: false, slot, attempt: 0, last_run: Some(convert::slot_run(&lock, &run)) }
+            }
+        })
+    }
+
+    async fn finish_slot(&self, req: Request<pb::FinishSlotRequest>) -> ApiResult<pb::FinishSlotResponse> {
+        let who = self.principal(&req)?;
+        let r = req.into_inner();
+        let txn = validate::txn_id(r.transaction_id)?;
+        let lock = validate::lock_key(&r.namespace, &r.key)?;
+        who.check_namespace(&lock.namespace)?;
+        let result = validate::run_result(r.result, r.exit_code)?;
+        let request_id = validate::required_request_id(&r.request_id, "the finish")?;
+        let run = self.engine.finish_slot(&who, txn, lock.clone(), r.slot, result, request_id).await?;
+        Ok(pb::FinishSlotResponse { run: Some(convert::slot_run(&lock, &run)) })
     }
 
     async fn downgrade(&self, req: Request<pb::DowngradeLockRequest>) -> ApiResult<pb::DowngradeLockResponse> {
@@ -396,6 +427,17 @@ impl LockService for LockApi {
         req: Request<pb::CancelWaitRequest>,
     ) -> Result<Response<pb::CancelWaitResponse>, Status> {
         Ok(Response::new(self.cancel_wait(req).await?))
+    }
+
+    async fn claim_slot(&self, req: Request<pb::ClaimSlotRequest>) -> Result<Response<pb::ClaimSlotResponse>, Status> {
+        Ok(Response::new(self.claim_slot(req).await?))
+    }
+
+    async fn finish_slot(
+        &self,
+        req: Request<pb::FinishSlotRequest>,
+    ) -> Result<Response<pb::FinishSlotResponse>, Status> {
+        Ok(Response::new(self.finish_slot(req).await?))
     }
 
     async fn downgrade_lock(

@@ -183,6 +183,35 @@ pub fn heartbeat_batch(len: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A request id that must be there: `what` names the call that needs it for safe retries.
+pub fn required_request_id(raw: &str, what: &str) -> Result<String, ApiError> {
+    request_id(raw)?
+        .ok_or_else(|| bad(format!("request_id is empty; {what} needs one so a retry is not counted twice")))
+}
+
+/// A schedule period (see `locks::table::slots`).
+pub fn slot_period(period_ms: u64) -> Result<u64, ApiError> {
+    match crate::locks::invalid_slot_period(period_ms) {
+        Some(why) => Err(bad(format!("period_ms: {why}"))),
+        None => Ok(period_ms),
+    }
+}
+
+/// How a run ended, as FinishSlot reports it.
+pub fn run_result(state: i32, exit_code: Option<i32>) -> Result<crate::locks::RunResult, ApiError> {
+    use crate::locks::RunResult;
+    use caerus_proto::v1::SlotRunState as S;
+    match S::try_from(state) {
+        Ok(S::SlotRunSucceeded) if exit_code.is_none_or(|c| c == 0) => Ok(RunResult::Succeeded),
+        Ok(S::SlotRunSucceeded) => {
+            Err(bad(format!("result SLOT_RUN_SUCCEEDED with exit_code {exit_code:?}; a success exits 0")))
+        }
+        Ok(S::SlotRunFailed) => Ok(RunResult::Failed { exit_code }),
+        Ok(S::SlotRunLost) => Ok(RunResult::Lost),
+        _ => Err(bad(format!("result must be SLOT_RUN_SUCCEEDED, SLOT_RUN_FAILED or SLOT_RUN_LOST, got {state}"))),
+    }
+}
+
 pub fn txn_id(id: u64) -> Result<u64, ApiError> {
     if id == 0 {
         return Err(bad("transaction_id must be set (transaction ids start at 1)".into()));

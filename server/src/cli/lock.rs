@@ -20,6 +20,15 @@
 //! and `--min-hold` keeps the lock for a while after a short job, so a host whose cron
 //! fires a few seconds late still finds it held.
 //!
+//! With `--once-per PERIOD` the command runs at most once per schedule slot, decided by the
+//! cluster: holding the lock, `dls lock` claims the slot the cluster's clock is in (slots
+//! aligned to the Unix epoch, `floor(t / PERIOD)`), skips the command (exit 0) if that slot
+//! already ran on any host, and records how it ended. A host whose clock is off or whose
+//! cron fired late cannot run a slot again. A slot whose run failed (non-zero exit) or was
+//! lost (the lock was lost, `dls lock` was killed) is not run again unless
+//! `--retry-failed`: the run may have done part of its work, and only the job knows whether
+//! doing it twice is safe.
+//!
 //! Exit codes: the command's own status (128+N if it died of signal N); 75 if the lock
 //! could not be had within `--wait-timeout` (0 with `--skip-if-locked`); 76 if the lock was
 //! lost while the command ran; 126/127 if the command could not be started; 1 if the
@@ -28,7 +37,7 @@
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use caerus_core::{AcquireOptions, Error, LeaseBudget, LockMode, TransactionOptions};
+use caerus_core::{AcquireOptions, Error, LeaseBudget, LockMode, SlotClaim, SlotOutcome, TransactionOptions};
 use clap::Args;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
@@ -61,7 +70,10 @@ the command could not be run / was not found; 1 if the cluster could not be reac
 The command's environment gets DLS_FENCING_TOKEN, DLS_NAMESPACE, DLS_KEY and DLS_TRANSACTION_ID.\n\n\
 Example (cron on every host: the job runs on one host only; the others skip at once, even \
 if their cron fires up to a minute later):\n  \
-dls lock --skip-if-locked --min-hold 1m --ttl 30s jobs nightly-report -- ./report.sh")]
+dls lock --skip-if-locked --min-hold 1m --ttl 30s jobs nightly-report -- ./report.sh\n\n\
+Example (at most once per 5-minute slot, whatever the hosts' clocks say; the command gets \
+DLS_SLOT and DLS_SLOT_ATTEMPT):\n  \
+dls lock --once-per 5m jobs sync -- ./sync.sh")]
 pub struct LockArgs {
     /// Take a shared (read) lock instead of an exclusive one.
     #[arg(long, conflicts_with = "permits")]
@@ -93,6 +105,16 @@ pub struct LockArgs {
     /// [default: 5s, or the largest the --ttl allows when that is less].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub kill_grace: Option<Duration>,
+    /// Run the command at most once per schedule slot of this period (like 5m, 1h, 24h;
+    /// slots aligned to the Unix epoch by the cluster's clock, not this host's): exit 0
+    /// without running it when the slot already ran on any host. Needs every node of the
+    /// cluster upgraded to a version that knows it.
+    #[arg(long, value_name = "PERIOD", value_parser = parse_duration, conflicts_with_all = ["shared", "permits"])]
+    pub once_per: Option<Duration>,
+    /// With --once-per: a slot whose run failed (non-zero exit) or was lost may run again.
+    /// Off by default: a failed run may have done part of its work.
+    #[arg(long, requires = "once_per")]
+    pub retry_failed: bool,
     /// The lock's namespace.
     pub namespace: String,
     /// The lock's key.
@@ -132,6 +154,9 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
     let mut sigint = signal(SignalKind::interrupt()).map_err(|e| CliError::failure(format!("signal handler: {e}")))?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(|e| CliError::failure(format!("signal handler: {e}")))?;
 
+    if let Some(why) = args.once_per.and_then(once_per_refusal) {
+        return Err(CliError::usage(format!("--once-per: {why}")));
+    }
     let ttl_ms = args.ttl.as_millis().clamp(100, 3_600_000) as u64;
     let budget = lease_budget(Duration::from_millis(ttl_ms), args.kill_grace)?;
     let client = args.cluster.client().await?;
@@ -190,7 +215,18 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         }
     };
 
-    let mut child = match Command::new(&args.command[0])
+    let claim = match args.once_per {
+        Some(period) => match claim_slot(&tx, &args, period).await? {
+            Some(claim) => Some(claim),
+            None => return Ok(0),
+        },
+        None => None,
+    };
+    let mut command = Command::new(&args.command[0]);
+    if let Some(claim) = &claim {
+        command.env("DLS_SLOT", claim.slot.to_string()).env("DLS_SLOT_ATTEMPT", claim.attempt.to_string());
+    }
+    let mut child = match command
         .args(&args.command[1..])
         .env("DLS_FENCING_TOKEN", lock.fencing_token.to_string())
         .env("DLS_NAMESPACE", &args.namespace)
@@ -203,8 +239,13 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
     {
         Ok(child) => child,
         Err(e) => {
-            let _ = tx.abort().await;
             let code = if e.kind() == std::io::ErrorKind::NotFound { EXIT_NOT_FOUND } else { EXIT_CANNOT_RUN };
+            if let Some(claim) = &claim {
+                // The slot's run failed before it started: recorded as such, not left to
+                // look lost.
+                let _ = tx.finish_slot(claim, SlotOutcome::Failed { exit_code: Some(code) }).await;
+            }
+            let _ = tx.abort().await;
             eprintln!("dls: cannot run {:?}: {e}", args.command[0]);
             return Ok(code);
         }
@@ -232,6 +273,23 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         }
     };
     let code = exit_code(status.map_err(|e| CliError::failure(format!("waiting for the command: {e}")))?);
+    if let Some(claim) = &claim {
+        // Recorded while the lock is still held: a run whose lock goes first counts as lost.
+        let outcome = if code == 0 { SlotOutcome::Succeeded } else { SlotOutcome::Failed { exit_code: Some(code) } };
+        match tx.finish_slot(claim, outcome).await {
+            Ok(_) => {}
+            Err(
+                e @ (Error::TransactionLost { .. } | Error::DeadlockVictim { .. } | Error::TransactionNotFound { .. }),
+            ) => {
+                eprintln!("dls: the command finished but the lock was lost before its run was recorded: {e}");
+                return Ok(EXIT_LOCK_LOST);
+            }
+            Err(e) => {
+                let _ = tx.abort().await;
+                return Err(e.into());
+            }
+        }
+    }
     if let Some(hold) = args.min_hold {
         // The lock stays held (and heartbeated) after a short job, so a host whose cron fires
         // a little later still finds it held and skips.
@@ -254,6 +312,54 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Why `--once-per` cannot be used, or None (the server's bounds, checked before anything
+/// starts).
+fn once_per_refusal(period: Duration) -> Option<String> {
+    crate::locks::invalid_slot_period(u64::try_from(period.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Claims the slot for `--once-per`: the claim to run it under, or None when the slot
+/// already has a run (said on stderr; the transaction is ended).
+async fn claim_slot(
+    tx: &caerus_core::Transaction,
+    args: &LockArgs,
+    period: Duration,
+) -> Result<Option<SlotClaim>, CliError> {
+    let claim = match tx.claim_slot(&args.namespace, &args.key, period, args.retry_failed).await {
+        Ok(claim) => claim,
+        Err(e) => {
+            let _ = tx.abort().await;
+            return Err(e.into());
+        }
+    };
+    if claim.run {
+        return Ok(Some(claim));
+    }
+    let _ = tx.commit().await;
+    let how = match &claim.last_run {
+        Some(run) => format!(
+            "{} by {:?} (transaction {}, attempt {}{})",
+            run.state.as_str().to_lowercase(),
+            run.transaction_name,
+            run.transaction_id,
+            run.attempt,
+            run.exit_code.map(|c| format!(", exit {c}")).unwrap_or_default()
+        ),
+        None => "already".to_string(),
+    };
+    let retry = match claim.last_run.as_ref().map(|r| r.state) {
+        Some(caerus_core::SlotRunState::Failed | caerus_core::SlotRunState::Lost) if !args.retry_failed => {
+            "; --retry-failed would run it again"
+        }
+        _ => "",
+    };
+    eprintln!(
+        "dls: slot {} of {}/{} (every {:?}) ran {how}; skipping the command{retry}",
+        claim.slot, args.namespace, args.key, period
+    );
+    Ok(None)
 }
 
 /// The lease's budget for `--kill-grace`, or the usage error naming the largest grace the

@@ -1,6 +1,6 @@
 //! `dls locks`: who holds and who waits for which lock.
 
-use caerus_core::KeyLocks;
+use caerus_core::{KeyLocks, SlotRun};
 use clap::Args;
 use serde_json::json;
 
@@ -24,13 +24,17 @@ pub struct LocksArgs {
 pub async fn run(args: LocksArgs) -> Result<(), CliError> {
     let client = args.cluster.client().await?;
     let locks = client.list_locks(&args.namespace).await?;
+    let runs = client.list_slot_runs(&args.namespace).await?;
     if args.json {
-        return print_json(&json!({ "locks": locks.iter().map(to_json).collect::<Vec<_>>() }));
+        return print_json(&json!({
+            "locks": locks.iter().map(to_json).collect::<Vec<_>>(),
+            "slot_runs": runs.iter().map(run_json).collect::<Vec<_>>(),
+        }));
     }
     if locks.is_empty() {
         let scope =
             if args.namespace.is_empty() { String::new() } else { format!(" in namespaces {:?}*", args.namespace) };
-        return print_line(&format!("no lock is held, waited for or delayed{scope}"));
+        print_line(&format!("no lock is held, waited for or delayed{scope}"))?;
     }
     for (i, lock) in locks.iter().enumerate() {
         if i > 0 {
@@ -40,7 +44,62 @@ pub async fn run(args: LocksArgs) -> Result<(), CliError> {
             print_line(&line)?;
         }
     }
+    if !runs.is_empty() {
+        print_line("")?;
+        for line in render_runs(&runs) {
+            print_line(&line)?;
+        }
+    }
     Ok(())
+}
+
+/// The last run of each key claimed per schedule slot (`dls lock --once-per`).
+fn render_runs(runs: &[SlotRun]) -> Vec<String> {
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            let ended = if r.finished_at_ms > 0 { age(r.finished_at_ms) } else { "-".to_string() };
+            vec![
+                format!("{}/{}", r.namespace, r.key),
+                format!("{} (every {})", r.slot, duration_ms(r.period.as_millis() as i64)),
+                r.state.as_str().to_string(),
+                r.exit_code.map_or("-".to_string(), |c| c.to_string()),
+                r.attempt.to_string(),
+                r.transaction_id.to_string(),
+                or_dash(&r.transaction_name),
+                rfc3339(r.started_at_ms),
+                ended,
+            ]
+        })
+        .collect();
+    let mut lines = vec!["last run per schedule slot (dls lock --once-per):".to_string()];
+    lines.extend(table(
+        &["LOCK", "SLOT", "STATE", "EXIT", "ATTEMPT", "TXN", "RAN BY", "STARTED", "ENDED AGO"],
+        &rows,
+        "  ",
+    ));
+    lines.extend(
+        runs.iter().filter(|r| !r.reason.is_empty()).map(|r| format!("  {}/{}: {}", r.namespace, r.key, r.reason)),
+    );
+    lines
+}
+
+fn run_json(r: &SlotRun) -> serde_json::Value {
+    json!({
+        "namespace": r.namespace,
+        "key": r.key,
+        "period_ms": r.period.as_millis() as u64,
+        "slot": r.slot,
+        "transaction_id": r.transaction_id,
+        "transaction_name": r.transaction_name,
+        "api_key": r.api_key,
+        "started_at_ms": r.started_at_ms,
+        "finished_at_ms": r.finished_at_ms,
+        "state": r.state.as_str(),
+        "exit_code": r.exit_code,
+        "reason": r.reason,
+        "attempt": r.attempt,
+    })
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

@@ -10,6 +10,7 @@
 //! - `events`: the event log for watchers and webhooks.
 //! - `fencing`: whether a fencing token is the current grant of a key.
 //! - `locks_view`: the locks of the table as an operator lists them.
+//! - `slots`: claims of schedule slots, their finishes and the last runs.
 //! - `cluster`: the cluster's state, membership changes, backups, metrics gauges.
 //! - `principal`: who is calling and what it may do; `error`: [`EngineError`]. Both are
 //!   also used by `limits` and `api/`, which name them by their own paths: this file
@@ -24,6 +25,7 @@ mod key_watch;
 mod lock_delay;
 mod locks_view;
 pub mod principal;
+mod slots;
 mod txn;
 
 use std::sync::Arc;
@@ -39,6 +41,7 @@ pub use fencing::TokenCheck;
 pub use key_watch::{parse_cursor, KeyChange, KeyChangeKind, KeyHolder, KeyState, KeyStates};
 pub use locks_view::{KeyView, LockHolder, LockWaiter};
 pub use principal::Principal;
+pub use slots::SlotRequest;
 pub use txn::{Begun, Ended, Heartbeat, PendingView, TxnStatus, WaitCancel};
 
 use crate::locks::{LockKey, Outcome, Txn, TxnId, TxnState};

@@ -120,7 +120,34 @@ pub fn locks(r: &pb::ListLocksResponse) -> Value {
             })
         })
         .collect();
-    json!({ "locks": keys })
+    let runs: Vec<Value> = r.slot_runs.iter().map(slot_run).collect();
+    json!({ "locks": keys, "slot_runs": runs })
+}
+
+/// A key's last run claimed per schedule slot (`dls lock --once-per`).
+pub fn slot_run(r: &pb::SlotRun) -> Value {
+    let state = match pb::SlotRunState::try_from(r.state) {
+        Ok(pb::SlotRunState::SlotRunRunning) => "RUNNING",
+        Ok(pb::SlotRunState::SlotRunSucceeded) => "SUCCEEDED",
+        Ok(pb::SlotRunState::SlotRunFailed) => "FAILED",
+        Ok(pb::SlotRunState::SlotRunLost) => "LOST",
+        _ => "UNSPECIFIED",
+    };
+    json!({
+        "namespace": r.namespace,
+        "key": r.key,
+        "period_ms": id_str(r.period_ms),
+        "slot": id_str(r.slot),
+        "transaction_id": id_str(r.transaction_id),
+        "transaction_name": r.transaction_name,
+        "api_key": r.api_key,
+        "started_at_ms": r.started_at_ms,
+        "finished_at_ms": r.finished_at_ms,
+        "state": state,
+        "exit_code": r.exit_code,
+        "reason": r.reason,
+        "attempt": r.attempt,
+    })
 }
 
 pub fn cluster(c: &pb::ClusterStatusResponse) -> Value {

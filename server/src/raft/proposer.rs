@@ -79,8 +79,10 @@ impl Origin {
             | Command::EndLockDelay { .. }
             | Command::CancelWait { .. }
             | Command::WebhookDelivered { .. } => Origin::Leader,
-            // An operator's rule is shed like a release: it must get through a flood too.
+            // An operator's rule is shed like a release: it must get through a flood too, and
+            // so is a run's finish (it ends the run's record).
             Command::Release { .. }
+            | Command::FinishSlot { .. }
             | Command::Downgrade { .. }
             | Command::End { .. }
             | Command::Abort { .. }
@@ -91,6 +93,7 @@ impl Origin {
             | Command::AcquirePermit { .. }
             | Command::BeginAcquire { .. }
             | Command::BeginWith { .. }
+            | Command::ClaimSlot { .. }
             | Command::Batch(_) => Origin::NewWork,
             Command::Scoped { cmd, .. } => Origin::of(cmd),
         }

@@ -11,5 +11,6 @@ mod clock;
 mod keys;
 mod ports;
 mod shares;
+mod slots;
 mod storage;
 mod visibility;

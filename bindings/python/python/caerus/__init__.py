@@ -31,6 +31,8 @@ from ._native import (
     KeyUpdate,
     PendingLock,
     QueuePosition,
+    SlotClaim,
+    SlotRun,
     TokenCheck,
     TransactionStatus,
 )
@@ -63,6 +65,8 @@ __all__ = [
     "PendingLock",
     "TokenCheck",
     "QueuePosition",
+    "SlotClaim",
+    "SlotRun",
     "KeyWatch",
     "KeyUpdate",
     "KeyChange",

@@ -18,6 +18,8 @@ from ._native import (
     LockMode,
     LostReason,
     QueuePosition,
+    SlotClaim,
+    SlotRun,
     TokenCheck,
     TransactionStatus,
 )
@@ -116,6 +118,20 @@ class Transaction(TransactionView):
     async def release(self, namespace: str, key: str) -> bool:
         """Releases one lock early; returns whether the transaction held (or waited for) it."""
         return await self._tx.release(namespace, key)
+
+    async def claim_slot(self, namespace: str, key: str, period_ms: int, retry_failed: bool = False) -> SlotClaim:
+        """Claims the schedule slot of a lock this transaction holds EXCLUSIVE: at most once
+        per slot of ``period_ms`` (aligned to the Unix epoch), decided by the cluster's clock,
+        so a host whose clock is off or whose cron fired late finds the slot already ran.
+        Run the job only when the claim's ``run`` is True, then :meth:`finish_slot`. With
+        ``retry_failed`` a slot whose run failed or was lost may run again."""
+        return await self._tx.claim_slot(namespace, key, period_ms, retry_failed)
+
+    async def finish_slot(self, claim: SlotClaim, outcome: str, exit_code: Optional[int] = None) -> SlotRun:
+        """Records how a claimed run ended: ``"SUCCEEDED"``, ``"FAILED"`` (with ``exit_code``)
+        or ``"LOST"``. Call it before the lock is released: a run whose lock goes first is
+        recorded LOST."""
+        return await self._tx.finish_slot(claim, outcome, exit_code)
 
     async def status(self) -> TransactionStatus:
         """Reads the transaction from the leader: state, held locks, pending wait."""

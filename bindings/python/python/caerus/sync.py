@@ -30,6 +30,8 @@ from ._native import (
     LockMode,
     LostReason,
     QueuePosition,
+    SlotClaim,
+    SlotRun,
     TokenCheck,
     TransactionStatus,
 )
@@ -100,6 +102,14 @@ class Transaction(TransactionView):
     def release(self, namespace: str, key: str) -> bool:
         """Releases one lock early; returns whether the transaction held (or waited for) it."""
         return self._tx.release_blocking(namespace, key)
+
+    def claim_slot(self, namespace: str, key: str, period_ms: int, retry_failed: bool = False) -> SlotClaim:
+        """At most once per schedule slot (see :meth:`caerus.Transaction.claim_slot`)."""
+        return self._tx.claim_slot_blocking(namespace, key, period_ms, retry_failed)
+
+    def finish_slot(self, claim: SlotClaim, outcome: str, exit_code: Optional[int] = None) -> SlotRun:
+        """Records how a claimed run ended (see :meth:`caerus.Transaction.finish_slot`)."""
+        return self._tx.finish_slot_blocking(claim, outcome, exit_code)
 
     def status(self) -> TransactionStatus:
         """Reads the transaction from the leader."""

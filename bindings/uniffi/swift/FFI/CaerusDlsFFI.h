@@ -461,6 +461,11 @@ uint64_t uniffi_caerus_uniffi_fn_method_transaction_acquire_permit(uint64_t ptr,
 uint64_t uniffi_caerus_uniffi_fn_method_transaction_await_lost(uint64_t ptr
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_CLAIM_SLOT
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_CLAIM_SLOT
+uint64_t uniffi_caerus_uniffi_fn_method_transaction_claim_slot(uint64_t ptr, RustBuffer namespace, RustBuffer key, uint64_t period_ms, int8_t retry_failed
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_COMMIT
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_COMMIT
 uint64_t uniffi_caerus_uniffi_fn_method_transaction_commit(uint64_t ptr
@@ -469,6 +474,11 @@ uint64_t uniffi_caerus_uniffi_fn_method_transaction_commit(uint64_t ptr
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_DOWNGRADE
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_DOWNGRADE
 uint64_t uniffi_caerus_uniffi_fn_method_transaction_downgrade(uint64_t ptr, RustBuffer namespace, RustBuffer key
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_FINISH_SLOT
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_FINISH_SLOT
+uint64_t uniffi_caerus_uniffi_fn_method_transaction_finish_slot(uint64_t ptr, RustBuffer claim, RustBuffer outcome
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_TRANSACTION_ID
@@ -892,6 +902,12 @@ uint16_t uniffi_caerus_uniffi_checksum_method_transaction_await_lost(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_CLAIM_SLOT
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_CLAIM_SLOT
+uint16_t uniffi_caerus_uniffi_checksum_method_transaction_claim_slot(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_COMMIT
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_COMMIT
 uint16_t uniffi_caerus_uniffi_checksum_method_transaction_commit(void
@@ -901,6 +917,12 @@ uint16_t uniffi_caerus_uniffi_checksum_method_transaction_commit(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_DOWNGRADE
 #define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_DOWNGRADE
 uint16_t uniffi_caerus_uniffi_checksum_method_transaction_downgrade(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_FINISH_SLOT
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_TRANSACTION_FINISH_SLOT
+uint16_t uniffi_caerus_uniffi_checksum_method_transaction_finish_slot(void
     
 );
 #endif

@@ -1762,6 +1762,13 @@ public protocol TransactionProtocol: AnyObject, Sendable {
     func awaitLost() async  -> LostReason
     
     /**
+     * Claims the schedule slot (of `period_ms`, aligned to the Unix epoch, by the cluster's
+     * clock) of a lock this transaction holds EXCLUSIVE: run the job only when the claim's
+     * `run` is true, then `finish_slot`. `retry_failed`: a failed or lost slot may run again.
+     */
+    func claimSlot(namespace: String, key: String, periodMs: UInt64, retryFailed: Bool) async throws  -> SlotClaim
+    
+    /**
      * Commits: releases every lock and stops the heartbeat.
      */
     func commit() async throws 
@@ -1771,6 +1778,12 @@ public protocol TransactionProtocol: AnyObject, Sendable {
      * (queued readers come in). Returns the lock as now held, or null if it was not held.
      */
     func downgrade(namespace: String, key: String) async throws  -> Lock?
+    
+    /**
+     * Records how a claimed run ended (before the lock is released: a run whose lock goes
+     * first is recorded LOST); returns the cluster's record.
+     */
+    func finishSlot(claim: SlotClaim, outcome: SlotOutcome) async throws  -> SlotRun
     
     /**
      * The server's id of the transaction; 0 until its first call reached the server
@@ -1975,6 +1988,27 @@ open func awaitLost()async  -> LostReason  {
 }
     
     /**
+     * Claims the schedule slot (of `period_ms`, aligned to the Unix epoch, by the cluster's
+     * clock) of a lock this transaction holds EXCLUSIVE: run the job only when the claim's
+     * `run` is true, then `finish_slot`. `retry_failed`: a failed or lost slot may run again.
+     */
+open func claimSlot(namespace: String, key: String, periodMs: UInt64, retryFailed: Bool)async throws  -> SlotClaim  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_transaction_claim_slot(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(namespace),FfiConverterString.lower(key),FfiConverterUInt64.lower(periodMs),FfiConverterBool.lower(retryFailed)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeSlotClaim_lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
      * Commits: releases every lock and stops the heartbeat.
      */
 open func commit()async throws   {
@@ -2009,6 +2043,26 @@ open func downgrade(namespace: String, key: String)async throws  -> Lock?  {
             completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
             freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
             liftFunc: FfiConverterOptionTypeLock.lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
+     * Records how a claimed run ended (before the lock is released: a run whose lock goes
+     * first is recorded LOST); returns the cluster's record.
+     */
+open func finishSlot(claim: SlotClaim, outcome: SlotOutcome)async throws  -> SlotRun  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_transaction_finish_slot(
+                        self.uniffiCloneHandle(),FfiConverterTypeSlotClaim_lower(claim),FfiConverterTypeSlotOutcome_lower(outcome)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeSlotRun_lift,
             errorHandler: FfiConverterTypeDlsError_lift
         )
 }
@@ -3377,6 +3431,187 @@ public func FfiConverterTypeQueuePosition_lower(_ value: QueuePosition) -> RustB
 
 
 /**
+ * The cluster's answer to a claim: run the job only when `run` is true.
+ */
+public struct SlotClaim: Equatable, Hashable {
+    public var namespace: String
+    public var key: String
+    public var slot: UInt64
+    public var run: Bool
+    public var attempt: UInt32
+    /**
+     * When not run: the run that has the slot.
+     */
+    public var lastRun: SlotRun?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(namespace: String, key: String, slot: UInt64, run: Bool, attempt: UInt32, 
+        /**
+         * When not run: the run that has the slot.
+         */lastRun: SlotRun?) {
+        self.namespace = namespace
+        self.key = key
+        self.slot = slot
+        self.run = run
+        self.attempt = attempt
+        self.lastRun = lastRun
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension SlotClaim: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeSlotClaim: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SlotClaim {
+        return
+            try SlotClaim(
+                namespace: FfiConverterString.read(from: &buf), 
+                key: FfiConverterString.read(from: &buf), 
+                slot: FfiConverterUInt64.read(from: &buf), 
+                run: FfiConverterBool.read(from: &buf), 
+                attempt: FfiConverterUInt32.read(from: &buf), 
+                lastRun: FfiConverterOptionTypeSlotRun.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: SlotClaim, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.namespace, into: &buf)
+        FfiConverterString.write(value.key, into: &buf)
+        FfiConverterUInt64.write(value.slot, into: &buf)
+        FfiConverterBool.write(value.run, into: &buf)
+        FfiConverterUInt32.write(value.attempt, into: &buf)
+        FfiConverterOptionTypeSlotRun.write(value.lastRun, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSlotClaim_lift(_ buf: RustBuffer) throws -> SlotClaim {
+    return try FfiConverterTypeSlotClaim.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSlotClaim_lower(_ value: SlotClaim) -> RustBuffer {
+    return FfiConverterTypeSlotClaim.lower(value)
+}
+
+
+/**
+ * A key's run for a schedule slot, as the cluster remembers it (times: the cluster's clock,
+ * ms since the Unix epoch; `finished_at_ms` 0 while running).
+ */
+public struct SlotRun: Equatable, Hashable {
+    public var namespace: String
+    public var key: String
+    public var periodMs: UInt64
+    public var slot: UInt64
+    public var transactionId: UInt64
+    public var transactionName: String
+    public var apiKey: String
+    public var startedAtMs: Int64
+    public var finishedAtMs: Int64
+    public var state: SlotRunState
+    public var exitCode: Int32?
+    public var reason: String
+    public var attempt: UInt32
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(namespace: String, key: String, periodMs: UInt64, slot: UInt64, transactionId: UInt64, transactionName: String, apiKey: String, startedAtMs: Int64, finishedAtMs: Int64, state: SlotRunState, exitCode: Int32?, reason: String, attempt: UInt32) {
+        self.namespace = namespace
+        self.key = key
+        self.periodMs = periodMs
+        self.slot = slot
+        self.transactionId = transactionId
+        self.transactionName = transactionName
+        self.apiKey = apiKey
+        self.startedAtMs = startedAtMs
+        self.finishedAtMs = finishedAtMs
+        self.state = state
+        self.exitCode = exitCode
+        self.reason = reason
+        self.attempt = attempt
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension SlotRun: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeSlotRun: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SlotRun {
+        return
+            try SlotRun(
+                namespace: FfiConverterString.read(from: &buf), 
+                key: FfiConverterString.read(from: &buf), 
+                periodMs: FfiConverterUInt64.read(from: &buf), 
+                slot: FfiConverterUInt64.read(from: &buf), 
+                transactionId: FfiConverterUInt64.read(from: &buf), 
+                transactionName: FfiConverterString.read(from: &buf), 
+                apiKey: FfiConverterString.read(from: &buf), 
+                startedAtMs: FfiConverterInt64.read(from: &buf), 
+                finishedAtMs: FfiConverterInt64.read(from: &buf), 
+                state: FfiConverterTypeSlotRunState.read(from: &buf), 
+                exitCode: FfiConverterOptionInt32.read(from: &buf), 
+                reason: FfiConverterString.read(from: &buf), 
+                attempt: FfiConverterUInt32.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: SlotRun, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.namespace, into: &buf)
+        FfiConverterString.write(value.key, into: &buf)
+        FfiConverterUInt64.write(value.periodMs, into: &buf)
+        FfiConverterUInt64.write(value.slot, into: &buf)
+        FfiConverterUInt64.write(value.transactionId, into: &buf)
+        FfiConverterString.write(value.transactionName, into: &buf)
+        FfiConverterString.write(value.apiKey, into: &buf)
+        FfiConverterInt64.write(value.startedAtMs, into: &buf)
+        FfiConverterInt64.write(value.finishedAtMs, into: &buf)
+        FfiConverterTypeSlotRunState.write(value.state, into: &buf)
+        FfiConverterOptionInt32.write(value.exitCode, into: &buf)
+        FfiConverterString.write(value.reason, into: &buf)
+        FfiConverterUInt32.write(value.attempt, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSlotRun_lift(_ buf: RustBuffer) throws -> SlotRun {
+    return try FfiConverterTypeSlotRun.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSlotRun_lower(_ value: SlotRun) -> RustBuffer {
+    return FfiConverterTypeSlotRun.lower(value)
+}
+
+
+/**
  * The answer of `verify_fencing_token`.
  */
 public struct TokenCheck: Equatable, Hashable {
@@ -4547,6 +4782,186 @@ public func FfiConverterTypeLostKind_lower(_ value: LostKind) -> RustBuffer {
 
 
 
+/**
+ * How a claimed run ended, as its claimer reports it.
+ */
+
+public enum SlotOutcome: Equatable, Hashable {
+    
+    case succeeded
+    /**
+     * With the process's exit code when it had one.
+     */
+    case failed(exitCode: Int32?
+    )
+    /**
+     * The lock was lost while the job ran.
+     */
+    case lost
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension SlotOutcome: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeSlotOutcome: FfiConverterRustBuffer {
+    typealias SwiftType = SlotOutcome
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SlotOutcome {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .succeeded
+        
+        case 2: return .failed(exitCode: try FfiConverterOptionInt32.read(from: &buf)
+        )
+        
+        case 3: return .lost
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: SlotOutcome, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .succeeded:
+            writeInt(&buf, Int32(1))
+        
+        
+        case let .failed(exitCode):
+            writeInt(&buf, Int32(2))
+            FfiConverterOptionInt32.write(exitCode, into: &buf)
+            
+        
+        case .lost:
+            writeInt(&buf, Int32(3))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSlotOutcome_lift(_ buf: RustBuffer) throws -> SlotOutcome {
+    return try FfiConverterTypeSlotOutcome.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSlotOutcome_lower(_ value: SlotOutcome) -> RustBuffer {
+    return FfiConverterTypeSlotOutcome.lower(value)
+}
+
+
+
+/**
+ * Where a slot's run stands.
+ */
+
+public enum SlotRunState: Equatable, Hashable {
+    
+    /**
+     * Claimed; its transaction holds the lock and has not finished it.
+     */
+    case running
+    /**
+     * Finished with success.
+     */
+    case succeeded
+    /**
+     * Finished with a failure.
+     */
+    case failed
+    /**
+     * Its transaction let go of the lock before a finish, or the client lost the lock.
+     */
+    case lost
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension SlotRunState: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeSlotRunState: FfiConverterRustBuffer {
+    typealias SwiftType = SlotRunState
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SlotRunState {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .running
+        
+        case 2: return .succeeded
+        
+        case 3: return .failed
+        
+        case 4: return .lost
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: SlotRunState, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .running:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .succeeded:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .failed:
+            writeInt(&buf, Int32(3))
+        
+        
+        case .lost:
+            writeInt(&buf, Int32(4))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSlotRunState_lift(_ buf: RustBuffer) throws -> SlotRunState {
+    return try FfiConverterTypeSlotRunState.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSlotRunState_lower(_ value: SlotRunState) -> RustBuffer {
+    return FfiConverterTypeSlotRunState.lower(value)
+}
+
+
+
 
 public enum TransactionState: Equatable, Hashable {
     
@@ -4861,6 +5276,30 @@ fileprivate struct FfiConverterOptionTypePendingLock: FfiConverterRustBuffer {
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterTypePendingLock.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionTypeSlotRun: FfiConverterRustBuffer {
+    typealias SwiftType = SlotRun?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeSlotRun.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeSlotRun.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -5316,10 +5755,16 @@ private let initializationResult: InitializationResult = {
     if (uniffi_caerus_uniffi_checksum_method_transaction_await_lost() != 22953) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_caerus_uniffi_checksum_method_transaction_claim_slot() != 18112) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_caerus_uniffi_checksum_method_transaction_commit() != 59008) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_transaction_downgrade() != 11475) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_method_transaction_finish_slot() != 24753) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_transaction_id() != 17452) {

@@ -383,7 +383,10 @@ func (x *KeyLocks) GetDelayRemainingMs() int64 {
 type ListLocksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every lock that is held or waited for.
-	Locks         []*KeyLocks `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	Locks []*KeyLocks `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	// The last run of every key claimed per schedule slot (LockService.ClaimSlot) that the
+	// cluster still remembers, in (namespace, key) order.
+	SlotRuns      []*SlotRun `protobuf:"bytes,2,rep,name=slot_runs,json=slotRuns,proto3" json:"slot_runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -421,6 +424,13 @@ func (*ListLocksResponse) Descriptor() ([]byte, []int) {
 func (x *ListLocksResponse) GetLocks() []*KeyLocks {
 	if x != nil {
 		return x.Locks
+	}
+	return nil
+}
+
+func (x *ListLocksResponse) GetSlotRuns() []*SlotRun {
+	if x != nil {
+		return x.SlotRuns
 	}
 	return nil
 }
@@ -1660,9 +1670,10 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\vdelay_cause\x18\a \x01(\x0e2\x17.caerus.dls.v1.EndCauseR\n" +
 	"delayCause\x12\x18\n" +
 	"\apermits\x18\b \x01(\rR\apermits\x12,\n" +
-	"\x12delay_remaining_ms\x18\t \x01(\x03R\x10delayRemainingMs\"B\n" +
+	"\x12delay_remaining_ms\x18\t \x01(\x03R\x10delayRemainingMs\"w\n" +
 	"\x11ListLocksResponse\x12-\n" +
-	"\x05locks\x18\x01 \x03(\v2\x17.caerus.dls.v1.KeyLocksR\x05locks\"w\n" +
+	"\x05locks\x18\x01 \x03(\v2\x17.caerus.dls.v1.KeyLocksR\x05locks\x123\n" +
+	"\tslot_runs\x18\x02 \x03(\v2\x16.caerus.dls.v1.SlotRunR\bslotRuns\"w\n" +
 	"\x17AbortTransactionRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
@@ -1790,7 +1801,8 @@ var file_caerus_dls_v1_admin_service_proto_goTypes = []any{
 	(*ListLockDelaysResponse)(nil),   // 25: caerus.dls.v1.ListLockDelaysResponse
 	(LockMode)(0),                    // 26: caerus.dls.v1.LockMode
 	(EndCause)(0),                    // 27: caerus.dls.v1.EndCause
-	(TransactionState)(0),            // 28: caerus.dls.v1.TransactionState
+	(*SlotRun)(nil),                  // 28: caerus.dls.v1.SlotRun
+	(TransactionState)(0),            // 29: caerus.dls.v1.TransactionState
 }
 var file_caerus_dls_v1_admin_service_proto_depIdxs = []int32{
 	26, // 0: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
@@ -1799,38 +1811,39 @@ var file_caerus_dls_v1_admin_service_proto_depIdxs = []int32{
 	2,  // 3: caerus.dls.v1.KeyLocks.waiters:type_name -> caerus.dls.v1.LockWaiter
 	27, // 4: caerus.dls.v1.KeyLocks.delay_cause:type_name -> caerus.dls.v1.EndCause
 	3,  // 5: caerus.dls.v1.ListLocksResponse.locks:type_name -> caerus.dls.v1.KeyLocks
-	28, // 6: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	8,  // 7: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
-	11, // 8: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 9: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 10: caerus.dls.v1.RemoveMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 11: caerus.dls.v1.PromoteMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	24, // 12: caerus.dls.v1.ListLockDelaysResponse.rules:type_name -> caerus.dls.v1.LockDelayRule
-	0,  // 13: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
-	5,  // 14: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
-	7,  // 15: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
-	10, // 16: caerus.dls.v1.AdminService.ListMembers:input_type -> caerus.dls.v1.ListMembersRequest
-	13, // 17: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
-	15, // 18: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
-	17, // 19: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
-	19, // 20: caerus.dls.v1.AdminService.SaveSnapshot:input_type -> caerus.dls.v1.SaveSnapshotRequest
-	21, // 21: caerus.dls.v1.AdminService.SetLockDelay:input_type -> caerus.dls.v1.SetLockDelayRequest
-	23, // 22: caerus.dls.v1.AdminService.ListLockDelays:input_type -> caerus.dls.v1.ListLockDelaysRequest
-	4,  // 23: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
-	6,  // 24: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
-	9,  // 25: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
-	12, // 26: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
-	14, // 27: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
-	16, // 28: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
-	18, // 29: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
-	20, // 30: caerus.dls.v1.AdminService.SaveSnapshot:output_type -> caerus.dls.v1.SaveSnapshotResponse
-	22, // 31: caerus.dls.v1.AdminService.SetLockDelay:output_type -> caerus.dls.v1.SetLockDelayResponse
-	25, // 32: caerus.dls.v1.AdminService.ListLockDelays:output_type -> caerus.dls.v1.ListLockDelaysResponse
-	23, // [23:33] is the sub-list for method output_type
-	13, // [13:23] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	28, // 6: caerus.dls.v1.ListLocksResponse.slot_runs:type_name -> caerus.dls.v1.SlotRun
+	29, // 7: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	8,  // 8: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
+	11, // 9: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	11, // 10: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	11, // 11: caerus.dls.v1.RemoveMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	11, // 12: caerus.dls.v1.PromoteMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	24, // 13: caerus.dls.v1.ListLockDelaysResponse.rules:type_name -> caerus.dls.v1.LockDelayRule
+	0,  // 14: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
+	5,  // 15: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
+	7,  // 16: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
+	10, // 17: caerus.dls.v1.AdminService.ListMembers:input_type -> caerus.dls.v1.ListMembersRequest
+	13, // 18: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
+	15, // 19: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
+	17, // 20: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
+	19, // 21: caerus.dls.v1.AdminService.SaveSnapshot:input_type -> caerus.dls.v1.SaveSnapshotRequest
+	21, // 22: caerus.dls.v1.AdminService.SetLockDelay:input_type -> caerus.dls.v1.SetLockDelayRequest
+	23, // 23: caerus.dls.v1.AdminService.ListLockDelays:input_type -> caerus.dls.v1.ListLockDelaysRequest
+	4,  // 24: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
+	6,  // 25: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
+	9,  // 26: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
+	12, // 27: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
+	14, // 28: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
+	16, // 29: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
+	18, // 30: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
+	20, // 31: caerus.dls.v1.AdminService.SaveSnapshot:output_type -> caerus.dls.v1.SaveSnapshotResponse
+	22, // 32: caerus.dls.v1.AdminService.SetLockDelay:output_type -> caerus.dls.v1.SetLockDelayResponse
+	25, // 33: caerus.dls.v1.AdminService.ListLockDelays:output_type -> caerus.dls.v1.ListLockDelaysResponse
+	24, // [24:34] is the sub-list for method output_type
+	14, // [14:24] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_admin_service_proto_init() }

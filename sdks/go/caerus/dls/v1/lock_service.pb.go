@@ -289,8 +289,9 @@ const (
 	ErrorKind_CURSOR_EXPIRED ErrorKind = 12
 	// RESOURCE_EXHAUSTED: a server limit refused the request and nothing changed (active
 	// transactions of the API key, locks of the transaction, waiters of the lock, event
-	// watches of the key or the connection); the message names the limit and the `dls serve`
-	// flag that sets it. Retrying as is gets the same answer until something ends.
+	// watches of the key or the connection, schedule-slot records of the cluster or the key);
+	// the message names the limit and the `dls serve` flag that sets it. Retrying as is gets
+	// the same answer until something ends.
 	ErrorKind_RESOURCE_EXHAUSTED ErrorKind = 13
 	// FAILED_PRECONDITION: an AdminService membership change does not fit the current
 	// membership (the node is already a member, is not one, is the last voter, has not
@@ -439,6 +440,68 @@ func (EndCause) EnumDescriptor() ([]byte, []int) {
 	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{4}
 }
 
+// Where a job's run for a schedule slot stands.
+type SlotRunState int32
+
+const (
+	// Not set.
+	SlotRunState_SLOT_RUN_STATE_UNSPECIFIED SlotRunState = 0
+	// Claimed; its transaction holds the key and has not finished it.
+	SlotRunState_SLOT_RUN_RUNNING SlotRunState = 1
+	// Finished with success.
+	SlotRunState_SLOT_RUN_SUCCEEDED SlotRunState = 2
+	// Finished with a failure (exit_code when there was one).
+	SlotRunState_SLOT_RUN_FAILED SlotRunState = 3
+	// Its transaction let go of the key before a finish, or the client lost the lock: whether
+	// the job did its work is unknown.
+	SlotRunState_SLOT_RUN_LOST SlotRunState = 4
+)
+
+// Enum value maps for SlotRunState.
+var (
+	SlotRunState_name = map[int32]string{
+		0: "SLOT_RUN_STATE_UNSPECIFIED",
+		1: "SLOT_RUN_RUNNING",
+		2: "SLOT_RUN_SUCCEEDED",
+		3: "SLOT_RUN_FAILED",
+		4: "SLOT_RUN_LOST",
+	}
+	SlotRunState_value = map[string]int32{
+		"SLOT_RUN_STATE_UNSPECIFIED": 0,
+		"SLOT_RUN_RUNNING":           1,
+		"SLOT_RUN_SUCCEEDED":         2,
+		"SLOT_RUN_FAILED":            3,
+		"SLOT_RUN_LOST":              4,
+	}
+)
+
+func (x SlotRunState) Enum() *SlotRunState {
+	p := new(SlotRunState)
+	*p = x
+	return p
+}
+
+func (x SlotRunState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SlotRunState) Descriptor() protoreflect.EnumDescriptor {
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[5].Descriptor()
+}
+
+func (SlotRunState) Type() protoreflect.EnumType {
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[5]
+}
+
+func (x SlotRunState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SlotRunState.Descriptor instead.
+func (SlotRunState) EnumDescriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{5}
+}
+
 // Which member of a deadlock cycle is aborted.
 type VictimPolicy int32
 
@@ -480,11 +543,11 @@ func (x VictimPolicy) String() string {
 }
 
 func (VictimPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_caerus_dls_v1_lock_service_proto_enumTypes[5].Descriptor()
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[6].Descriptor()
 }
 
 func (VictimPolicy) Type() protoreflect.EnumType {
-	return &file_caerus_dls_v1_lock_service_proto_enumTypes[5]
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[6]
 }
 
 func (x VictimPolicy) Number() protoreflect.EnumNumber {
@@ -493,7 +556,7 @@ func (x VictimPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use VictimPolicy.Descriptor instead.
 func (VictimPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{5}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{6}
 }
 
 // Kinds of events, for filtering.
@@ -542,11 +605,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_caerus_dls_v1_lock_service_proto_enumTypes[6].Descriptor()
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[7].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_caerus_dls_v1_lock_service_proto_enumTypes[6]
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[7]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -555,7 +618,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{6}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{7}
 }
 
 // What to watch, and where to resume.
@@ -2287,6 +2350,471 @@ func (x *CancelWaitResponse) GetGranted() bool {
 	return false
 }
 
+// The last run of a key claimed per schedule slot.
+type SlotRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The key.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The schedule period it was claimed with.
+	PeriodMs uint64 `protobuf:"varint,3,opt,name=period_ms,json=periodMs,proto3" json:"period_ms,omitempty"`
+	// Its slot: floor(started_at_ms / period_ms).
+	Slot uint64 `protobuf:"varint,4,opt,name=slot,proto3" json:"slot,omitempty"`
+	// The transaction that ran it.
+	TransactionId uint64 `protobuf:"varint,5,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// That transaction's name (who ran it).
+	TransactionName string `protobuf:"bytes,6,opt,name=transaction_name,json=transactionName,proto3" json:"transaction_name,omitempty"`
+	// The API key that began it (empty on a server without keys).
+	ApiKey string `protobuf:"bytes,7,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	// When it was claimed and when it ended (leader clock, ms since the Unix epoch; 0 while
+	// running).
+	StartedAtMs int64 `protobuf:"varint,8,opt,name=started_at_ms,json=startedAtMs,proto3" json:"started_at_ms,omitempty"`
+	// See started_at_ms.
+	FinishedAtMs int64 `protobuf:"varint,9,opt,name=finished_at_ms,json=finishedAtMs,proto3" json:"finished_at_ms,omitempty"`
+	// Where it stands.
+	State SlotRunState `protobuf:"varint,10,opt,name=state,proto3,enum=caerus.dls.v1.SlotRunState" json:"state,omitempty"`
+	// The job's exit code, when it finished with one (0 for SLOT_RUN_SUCCEEDED).
+	ExitCode *int32 `protobuf:"varint,11,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	// Why it was lost, in words.
+	Reason string `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Runs of this slot so far, this one included (more than 1 after retries).
+	Attempt       uint32 `protobuf:"varint,13,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotRun) Reset() {
+	*x = SlotRun{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotRun) ProtoMessage() {}
+
+func (x *SlotRun) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotRun.ProtoReflect.Descriptor instead.
+func (*SlotRun) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SlotRun) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SlotRun) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SlotRun) GetPeriodMs() uint64 {
+	if x != nil {
+		return x.PeriodMs
+	}
+	return 0
+}
+
+func (x *SlotRun) GetSlot() uint64 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *SlotRun) GetTransactionId() uint64 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return 0
+}
+
+func (x *SlotRun) GetTransactionName() string {
+	if x != nil {
+		return x.TransactionName
+	}
+	return ""
+}
+
+func (x *SlotRun) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+func (x *SlotRun) GetStartedAtMs() int64 {
+	if x != nil {
+		return x.StartedAtMs
+	}
+	return 0
+}
+
+func (x *SlotRun) GetFinishedAtMs() int64 {
+	if x != nil {
+		return x.FinishedAtMs
+	}
+	return 0
+}
+
+func (x *SlotRun) GetState() SlotRunState {
+	if x != nil {
+		return x.State
+	}
+	return SlotRunState_SLOT_RUN_STATE_UNSPECIFIED
+}
+
+func (x *SlotRun) GetExitCode() int32 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
+func (x *SlotRun) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SlotRun) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+// Claims a schedule slot. See LockService.ClaimSlot.
+type ClaimSlotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transaction holding the lock EXCLUSIVE.
+	TransactionId uint64 `protobuf:"varint,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// The lock's namespace.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The lock's key.
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// The schedule period (1 s to 400 days); slots are aligned to the Unix epoch.
+	PeriodMs uint64 `protobuf:"varint,4,opt,name=period_ms,json=periodMs,proto3" json:"period_ms,omitempty"`
+	// Whether a slot whose run failed or was lost may run again.
+	RetryFailed bool `protobuf:"varint,5,opt,name=retry_failed,json=retryFailed,proto3" json:"retry_failed,omitempty"`
+	// Client-chosen id for safe retries.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimSlotRequest) Reset() {
+	*x = ClaimSlotRequest{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimSlotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimSlotRequest) ProtoMessage() {}
+
+func (x *ClaimSlotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimSlotRequest.ProtoReflect.Descriptor instead.
+func (*ClaimSlotRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ClaimSlotRequest) GetTransactionId() uint64 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return 0
+}
+
+func (x *ClaimSlotRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ClaimSlotRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ClaimSlotRequest) GetPeriodMs() uint64 {
+	if x != nil {
+		return x.PeriodMs
+	}
+	return 0
+}
+
+func (x *ClaimSlotRequest) GetRetryFailed() bool {
+	if x != nil {
+		return x.RetryFailed
+	}
+	return false
+}
+
+func (x *ClaimSlotRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// Result of ClaimSlot.
+type ClaimSlotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True: the slot is this transaction's; run the job and FinishSlot. False: skip it.
+	Run bool `protobuf:"varint,1,opt,name=run,proto3" json:"run,omitempty"`
+	// The slot (floor(leader clock / period_ms)).
+	Slot uint64 `protobuf:"varint,2,opt,name=slot,proto3" json:"slot,omitempty"`
+	// When run: runs of this slot so far, this one included.
+	Attempt uint32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// When not run: the run that has the slot.
+	LastRun       *SlotRun `protobuf:"bytes,4,opt,name=last_run,json=lastRun,proto3" json:"last_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimSlotResponse) Reset() {
+	*x = ClaimSlotResponse{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimSlotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimSlotResponse) ProtoMessage() {}
+
+func (x *ClaimSlotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimSlotResponse.ProtoReflect.Descriptor instead.
+func (*ClaimSlotResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ClaimSlotResponse) GetRun() bool {
+	if x != nil {
+		return x.Run
+	}
+	return false
+}
+
+func (x *ClaimSlotResponse) GetSlot() uint64 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *ClaimSlotResponse) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ClaimSlotResponse) GetLastRun() *SlotRun {
+	if x != nil {
+		return x.LastRun
+	}
+	return nil
+}
+
+// Records how a slot's run ended. See LockService.FinishSlot.
+type FinishSlotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transaction that claimed the slot.
+	TransactionId uint64 `protobuf:"varint,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// The lock's namespace.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The lock's key.
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// The slot ClaimSlot answered.
+	Slot uint64 `protobuf:"varint,4,opt,name=slot,proto3" json:"slot,omitempty"`
+	// SLOT_RUN_SUCCEEDED, SLOT_RUN_FAILED or SLOT_RUN_LOST.
+	Result SlotRunState `protobuf:"varint,5,opt,name=result,proto3,enum=caerus.dls.v1.SlotRunState" json:"result,omitempty"`
+	// The job's exit code, if it had one.
+	ExitCode *int32 `protobuf:"varint,6,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	// Client-chosen id for safe retries.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishSlotRequest) Reset() {
+	*x = FinishSlotRequest{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishSlotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishSlotRequest) ProtoMessage() {}
+
+func (x *FinishSlotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishSlotRequest.ProtoReflect.Descriptor instead.
+func (*FinishSlotRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *FinishSlotRequest) GetTransactionId() uint64 {
+	if x != nil {
+		return x.TransactionId
+	}
+	return 0
+}
+
+func (x *FinishSlotRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *FinishSlotRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *FinishSlotRequest) GetSlot() uint64 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *FinishSlotRequest) GetResult() SlotRunState {
+	if x != nil {
+		return x.Result
+	}
+	return SlotRunState_SLOT_RUN_STATE_UNSPECIFIED
+}
+
+func (x *FinishSlotRequest) GetExitCode() int32 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
+func (x *FinishSlotRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// Result of FinishSlot.
+type FinishSlotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run's record after it.
+	Run           *SlotRun `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishSlotResponse) Reset() {
+	*x = FinishSlotResponse{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishSlotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishSlotResponse) ProtoMessage() {}
+
+func (x *FinishSlotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishSlotResponse.ProtoReflect.Descriptor instead.
+func (*FinishSlotResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *FinishSlotResponse) GetRun() *SlotRun {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
 // Reads a transaction.
 type GetTransactionStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2298,7 +2826,7 @@ type GetTransactionStatusRequest struct {
 
 func (x *GetTransactionStatusRequest) Reset() {
 	*x = GetTransactionStatusRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2838,7 @@ func (x *GetTransactionStatusRequest) String() string {
 func (*GetTransactionStatusRequest) ProtoMessage() {}
 
 func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2851,7 @@ func (x *GetTransactionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{24}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetTransactionStatusRequest) GetTransactionId() uint64 {
@@ -2350,7 +2878,7 @@ type HeldLock struct {
 
 func (x *HeldLock) Reset() {
 	*x = HeldLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2890,7 @@ func (x *HeldLock) String() string {
 func (*HeldLock) ProtoMessage() {}
 
 func (x *HeldLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2903,7 @@ func (x *HeldLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldLock.ProtoReflect.Descriptor instead.
 func (*HeldLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{25}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HeldLock) GetNamespace() string {
@@ -2425,7 +2953,7 @@ type PendingLock struct {
 
 func (x *PendingLock) Reset() {
 	*x = PendingLock{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2437,7 +2965,7 @@ func (x *PendingLock) String() string {
 func (*PendingLock) ProtoMessage() {}
 
 func (x *PendingLock) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2450,7 +2978,7 @@ func (x *PendingLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingLock.ProtoReflect.Descriptor instead.
 func (*PendingLock) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{26}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PendingLock) GetNamespace() string {
@@ -2520,7 +3048,7 @@ type GetTransactionStatusResponse struct {
 
 func (x *GetTransactionStatusResponse) Reset() {
 	*x = GetTransactionStatusResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +3060,7 @@ func (x *GetTransactionStatusResponse) String() string {
 func (*GetTransactionStatusResponse) ProtoMessage() {}
 
 func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +3073,7 @@ func (x *GetTransactionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTransactionStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetTransactionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{27}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetTransactionStatusResponse) GetTransactionId() uint64 {
@@ -2633,7 +3161,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +3173,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +3186,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{28}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HeartbeatRequest) GetTransactionId() uint64 {
@@ -2689,7 +3217,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +3229,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +3242,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{29}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HeartbeatResponse) GetLeaseRemainingMs() int64 {
@@ -2752,7 +3280,7 @@ type HeartbeatResult struct {
 
 func (x *HeartbeatResult) Reset() {
 	*x = HeartbeatResult{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +3292,7 @@ func (x *HeartbeatResult) String() string {
 func (*HeartbeatResult) ProtoMessage() {}
 
 func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +3305,7 @@ func (x *HeartbeatResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResult.ProtoReflect.Descriptor instead.
 func (*HeartbeatResult) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{30}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HeartbeatResult) GetTransactionId() uint64 {
@@ -2831,7 +3359,7 @@ type EndTransactionRequest struct {
 
 func (x *EndTransactionRequest) Reset() {
 	*x = EndTransactionRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2843,7 +3371,7 @@ func (x *EndTransactionRequest) String() string {
 func (*EndTransactionRequest) ProtoMessage() {}
 
 func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2856,7 +3384,7 @@ func (x *EndTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionRequest.ProtoReflect.Descriptor instead.
 func (*EndTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{31}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *EndTransactionRequest) GetTransactionId() uint64 {
@@ -2893,7 +3421,7 @@ type EndTransactionResponse struct {
 
 func (x *EndTransactionResponse) Reset() {
 	*x = EndTransactionResponse{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +3433,7 @@ func (x *EndTransactionResponse) String() string {
 func (*EndTransactionResponse) ProtoMessage() {}
 
 func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3446,7 @@ func (x *EndTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTransactionResponse.ProtoReflect.Descriptor instead.
 func (*EndTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{32}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *EndTransactionResponse) GetState() TransactionState {
@@ -2952,7 +3480,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3492,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[33]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2977,7 +3505,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{33}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchEventsRequest) GetFromSequence() uint64 {
@@ -3034,7 +3562,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3046,7 +3574,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[34]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3059,7 +3587,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{34}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Event) GetSequence() uint64 {
@@ -3186,7 +3714,7 @@ type CycleMember struct {
 
 func (x *CycleMember) Reset() {
 	*x = CycleMember{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3726,7 @@ func (x *CycleMember) String() string {
 func (*CycleMember) ProtoMessage() {}
 
 func (x *CycleMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[35]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3739,7 @@ func (x *CycleMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CycleMember.ProtoReflect.Descriptor instead.
 func (*CycleMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{35}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CycleMember) GetTransactionId() uint64 {
@@ -3271,7 +3799,7 @@ type DeadlockResolved struct {
 
 func (x *DeadlockResolved) Reset() {
 	*x = DeadlockResolved{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3283,7 +3811,7 @@ func (x *DeadlockResolved) String() string {
 func (*DeadlockResolved) ProtoMessage() {}
 
 func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[36]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3296,7 +3824,7 @@ func (x *DeadlockResolved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadlockResolved.ProtoReflect.Descriptor instead.
 func (*DeadlockResolved) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{36}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeadlockResolved) GetCycle() []*CycleMember {
@@ -3335,7 +3863,7 @@ type TransactionExpired struct {
 
 func (x *TransactionExpired) Reset() {
 	*x = TransactionExpired{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[37]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3347,7 +3875,7 @@ func (x *TransactionExpired) String() string {
 func (*TransactionExpired) ProtoMessage() {}
 
 func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[37]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3360,7 +3888,7 @@ func (x *TransactionExpired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionExpired.ProtoReflect.Descriptor instead.
 func (*TransactionExpired) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{37}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TransactionExpired) GetTransactionId() uint64 {
@@ -3403,7 +3931,7 @@ type TransactionAborted struct {
 
 func (x *TransactionAborted) Reset() {
 	*x = TransactionAborted{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[38]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3415,7 +3943,7 @@ func (x *TransactionAborted) String() string {
 func (*TransactionAborted) ProtoMessage() {}
 
 func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[38]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3428,7 +3956,7 @@ func (x *TransactionAborted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionAborted.ProtoReflect.Descriptor instead.
 func (*TransactionAborted) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{38}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TransactionAborted) GetTransactionId() uint64 {
@@ -3491,7 +4019,7 @@ type LockRevoked struct {
 
 func (x *LockRevoked) Reset() {
 	*x = LockRevoked{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[39]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +4031,7 @@ func (x *LockRevoked) String() string {
 func (*LockRevoked) ProtoMessage() {}
 
 func (x *LockRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[39]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +4044,7 @@ func (x *LockRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRevoked.ProtoReflect.Descriptor instead.
 func (*LockRevoked) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{39}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LockRevoked) GetTransactionId() uint64 {
@@ -3688,7 +4216,50 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"request_id\x18\x02 \x01(\tR\trequestId\"L\n" +
 	"\x12CancelWaitResponse\x12\x1c\n" +
 	"\tcancelled\x18\x01 \x01(\bR\tcancelled\x12\x18\n" +
-	"\agranted\x18\x02 \x01(\bR\agranted\"D\n" +
+	"\agranted\x18\x02 \x01(\bR\agranted\"\xb4\x03\n" +
+	"\aSlotRun\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
+	"\tperiod_ms\x18\x03 \x01(\x04R\bperiodMs\x12\x12\n" +
+	"\x04slot\x18\x04 \x01(\x04R\x04slot\x12%\n" +
+	"\x0etransaction_id\x18\x05 \x01(\x04R\rtransactionId\x12)\n" +
+	"\x10transaction_name\x18\x06 \x01(\tR\x0ftransactionName\x12\x17\n" +
+	"\aapi_key\x18\a \x01(\tR\x06apiKey\x12\"\n" +
+	"\rstarted_at_ms\x18\b \x01(\x03R\vstartedAtMs\x12$\n" +
+	"\x0efinished_at_ms\x18\t \x01(\x03R\ffinishedAtMs\x121\n" +
+	"\x05state\x18\n" +
+	" \x01(\x0e2\x1b.caerus.dls.v1.SlotRunStateR\x05state\x12 \n" +
+	"\texit_code\x18\v \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\f \x01(\tR\x06reason\x12\x18\n" +
+	"\aattempt\x18\r \x01(\rR\aattemptB\f\n" +
+	"\n" +
+	"_exit_code\"\xc8\x01\n" +
+	"\x10ClaimSlotRequest\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x1b\n" +
+	"\tperiod_ms\x18\x04 \x01(\x04R\bperiodMs\x12!\n" +
+	"\fretry_failed\x18\x05 \x01(\bR\vretryFailed\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\x86\x01\n" +
+	"\x11ClaimSlotResponse\x12\x10\n" +
+	"\x03run\x18\x01 \x01(\bR\x03run\x12\x12\n" +
+	"\x04slot\x18\x02 \x01(\x04R\x04slot\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x121\n" +
+	"\blast_run\x18\x04 \x01(\v2\x16.caerus.dls.v1.SlotRunR\alastRun\"\x82\x02\n" +
+	"\x11FinishSlotRequest\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x12\n" +
+	"\x04slot\x18\x04 \x01(\x04R\x04slot\x123\n" +
+	"\x06result\x18\x05 \x01(\x0e2\x1b.caerus.dls.v1.SlotRunStateR\x06result\x12 \n" +
+	"\texit_code\x18\x06 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestIdB\f\n" +
+	"\n" +
+	"_exit_code\">\n" +
+	"\x12FinishSlotResponse\x12(\n" +
+	"\x03run\x18\x01 \x01(\v2\x16.caerus.dls.v1.SlotRunR\x03run\"D\n" +
 	"\x1bGetTransactionStatusRequest\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\"\x8c\x01\n" +
 	"\bHeldLock\x12\x1c\n" +
@@ -3829,7 +4400,13 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x17END_CAUSE_LEASE_EXPIRED\x10\x03\x12\x1d\n" +
 	"\x19END_CAUSE_DEADLOCK_VICTIM\x10\x04\x12\x1c\n" +
 	"\x18END_CAUSE_OPERATOR_ABORT\x10\x05\x12#\n" +
-	"\x1fEND_CAUSE_MAX_DURATION_EXCEEDED\x10\x06*j\n" +
+	"\x1fEND_CAUSE_MAX_DURATION_EXCEEDED\x10\x06*\x84\x01\n" +
+	"\fSlotRunState\x12\x1e\n" +
+	"\x1aSLOT_RUN_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10SLOT_RUN_RUNNING\x10\x01\x12\x16\n" +
+	"\x12SLOT_RUN_SUCCEEDED\x10\x02\x12\x13\n" +
+	"\x0fSLOT_RUN_FAILED\x10\x03\x12\x11\n" +
+	"\rSLOT_RUN_LOST\x10\x04*j\n" +
 	"\fVictimPolicy\x12\x1d\n" +
 	"\x19VICTIM_POLICY_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dLOWEST_PRIORITY_THEN_YOUNGEST\x10\x01\x12\f\n" +
@@ -3841,14 +4418,17 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x11DEADLOCK_RESOLVED\x10\x01\x12\x17\n" +
 	"\x13TRANSACTION_EXPIRED\x10\x02\x12\x17\n" +
 	"\x13TRANSACTION_ABORTED\x10\x03\x12\x10\n" +
-	"\fLOCK_REVOKED\x10\x042\xc8\b\n" +
+	"\fLOCK_REVOKED\x10\x042\xeb\t\n" +
 	"\vLockService\x12c\n" +
 	"\x10BeginTransaction\x12&.caerus.dls.v1.BeginTransactionRequest\x1a'.caerus.dls.v1.BeginTransactionResponse\x12V\n" +
 	"\vAcquireLock\x12!.caerus.dls.v1.AcquireLockRequest\x1a\".caerus.dls.v1.AcquireLockResponse0\x01\x12Y\n" +
 	"\fAcquireLocks\x12\".caerus.dls.v1.AcquireLocksRequest\x1a#.caerus.dls.v1.AcquireLocksResponse0\x01\x12T\n" +
 	"\vReleaseLock\x12!.caerus.dls.v1.ReleaseLockRequest\x1a\".caerus.dls.v1.ReleaseLockResponse\x12Q\n" +
 	"\n" +
-	"CancelWait\x12 .caerus.dls.v1.CancelWaitRequest\x1a!.caerus.dls.v1.CancelWaitResponse\x12Z\n" +
+	"CancelWait\x12 .caerus.dls.v1.CancelWaitRequest\x1a!.caerus.dls.v1.CancelWaitResponse\x12N\n" +
+	"\tClaimSlot\x12\x1f.caerus.dls.v1.ClaimSlotRequest\x1a .caerus.dls.v1.ClaimSlotResponse\x12Q\n" +
+	"\n" +
+	"FinishSlot\x12 .caerus.dls.v1.FinishSlotRequest\x1a!.caerus.dls.v1.FinishSlotResponse\x12Z\n" +
 	"\rDowngradeLock\x12#.caerus.dls.v1.DowngradeLockRequest\x1a$.caerus.dls.v1.DowngradeLockResponse\x12o\n" +
 	"\x14GetTransactionStatus\x12*.caerus.dls.v1.GetTransactionStatusRequest\x1a+.caerus.dls.v1.GetTransactionStatusResponse\x12N\n" +
 	"\tHeartbeat\x12\x1f.caerus.dls.v1.HeartbeatRequest\x1a .caerus.dls.v1.HeartbeatResponse\x12]\n" +
@@ -3870,133 +4450,147 @@ func file_caerus_dls_v1_lock_service_proto_rawDescGZIP() []byte {
 	return file_caerus_dls_v1_lock_service_proto_rawDescData
 }
 
-var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(KeyChangeKind)(0),                   // 0: caerus.dls.v1.KeyChangeKind
 	(LockMode)(0),                        // 1: caerus.dls.v1.LockMode
 	(TransactionState)(0),                // 2: caerus.dls.v1.TransactionState
 	(ErrorKind)(0),                       // 3: caerus.dls.v1.ErrorKind
 	(EndCause)(0),                        // 4: caerus.dls.v1.EndCause
-	(VictimPolicy)(0),                    // 5: caerus.dls.v1.VictimPolicy
-	(EventKind)(0),                       // 6: caerus.dls.v1.EventKind
-	(*WatchKeyRequest)(nil),              // 7: caerus.dls.v1.WatchKeyRequest
-	(*KeyHolders)(nil),                   // 8: caerus.dls.v1.KeyHolders
-	(*KeyHolder)(nil),                    // 9: caerus.dls.v1.KeyHolder
-	(*KeyChange)(nil),                    // 10: caerus.dls.v1.KeyChange
-	(*ErrorDetail)(nil),                  // 11: caerus.dls.v1.ErrorDetail
-	(*BeginTransactionRequest)(nil),      // 12: caerus.dls.v1.BeginTransactionRequest
-	(*BeginTransactionResponse)(nil),     // 13: caerus.dls.v1.BeginTransactionResponse
-	(*AcquireLockRequest)(nil),           // 14: caerus.dls.v1.AcquireLockRequest
-	(*AcquireLockResponse)(nil),          // 15: caerus.dls.v1.AcquireLockResponse
-	(*Queued)(nil),                       // 16: caerus.dls.v1.Queued
-	(*Granted)(nil),                      // 17: caerus.dls.v1.Granted
-	(*LockRequest)(nil),                  // 18: caerus.dls.v1.LockRequest
-	(*AcquireLocksRequest)(nil),          // 19: caerus.dls.v1.AcquireLocksRequest
-	(*AcquireLocksResponse)(nil),         // 20: caerus.dls.v1.AcquireLocksResponse
-	(*LockStreamLost)(nil),               // 21: caerus.dls.v1.LockStreamLost
-	(*LocksGranted)(nil),                 // 22: caerus.dls.v1.LocksGranted
-	(*DowngradeLockRequest)(nil),         // 23: caerus.dls.v1.DowngradeLockRequest
-	(*DowngradeLockResponse)(nil),        // 24: caerus.dls.v1.DowngradeLockResponse
-	(*VerifyFencingTokenRequest)(nil),    // 25: caerus.dls.v1.VerifyFencingTokenRequest
-	(*VerifyFencingTokenResponse)(nil),   // 26: caerus.dls.v1.VerifyFencingTokenResponse
-	(*ReleaseLockRequest)(nil),           // 27: caerus.dls.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),          // 28: caerus.dls.v1.ReleaseLockResponse
-	(*CancelWaitRequest)(nil),            // 29: caerus.dls.v1.CancelWaitRequest
-	(*CancelWaitResponse)(nil),           // 30: caerus.dls.v1.CancelWaitResponse
-	(*GetTransactionStatusRequest)(nil),  // 31: caerus.dls.v1.GetTransactionStatusRequest
-	(*HeldLock)(nil),                     // 32: caerus.dls.v1.HeldLock
-	(*PendingLock)(nil),                  // 33: caerus.dls.v1.PendingLock
-	(*GetTransactionStatusResponse)(nil), // 34: caerus.dls.v1.GetTransactionStatusResponse
-	(*HeartbeatRequest)(nil),             // 35: caerus.dls.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 36: caerus.dls.v1.HeartbeatResponse
-	(*HeartbeatResult)(nil),              // 37: caerus.dls.v1.HeartbeatResult
-	(*EndTransactionRequest)(nil),        // 38: caerus.dls.v1.EndTransactionRequest
-	(*EndTransactionResponse)(nil),       // 39: caerus.dls.v1.EndTransactionResponse
-	(*WatchEventsRequest)(nil),           // 40: caerus.dls.v1.WatchEventsRequest
-	(*Event)(nil),                        // 41: caerus.dls.v1.Event
-	(*CycleMember)(nil),                  // 42: caerus.dls.v1.CycleMember
-	(*DeadlockResolved)(nil),             // 43: caerus.dls.v1.DeadlockResolved
-	(*TransactionExpired)(nil),           // 44: caerus.dls.v1.TransactionExpired
-	(*TransactionAborted)(nil),           // 45: caerus.dls.v1.TransactionAborted
-	(*LockRevoked)(nil),                  // 46: caerus.dls.v1.LockRevoked
+	(SlotRunState)(0),                    // 5: caerus.dls.v1.SlotRunState
+	(VictimPolicy)(0),                    // 6: caerus.dls.v1.VictimPolicy
+	(EventKind)(0),                       // 7: caerus.dls.v1.EventKind
+	(*WatchKeyRequest)(nil),              // 8: caerus.dls.v1.WatchKeyRequest
+	(*KeyHolders)(nil),                   // 9: caerus.dls.v1.KeyHolders
+	(*KeyHolder)(nil),                    // 10: caerus.dls.v1.KeyHolder
+	(*KeyChange)(nil),                    // 11: caerus.dls.v1.KeyChange
+	(*ErrorDetail)(nil),                  // 12: caerus.dls.v1.ErrorDetail
+	(*BeginTransactionRequest)(nil),      // 13: caerus.dls.v1.BeginTransactionRequest
+	(*BeginTransactionResponse)(nil),     // 14: caerus.dls.v1.BeginTransactionResponse
+	(*AcquireLockRequest)(nil),           // 15: caerus.dls.v1.AcquireLockRequest
+	(*AcquireLockResponse)(nil),          // 16: caerus.dls.v1.AcquireLockResponse
+	(*Queued)(nil),                       // 17: caerus.dls.v1.Queued
+	(*Granted)(nil),                      // 18: caerus.dls.v1.Granted
+	(*LockRequest)(nil),                  // 19: caerus.dls.v1.LockRequest
+	(*AcquireLocksRequest)(nil),          // 20: caerus.dls.v1.AcquireLocksRequest
+	(*AcquireLocksResponse)(nil),         // 21: caerus.dls.v1.AcquireLocksResponse
+	(*LockStreamLost)(nil),               // 22: caerus.dls.v1.LockStreamLost
+	(*LocksGranted)(nil),                 // 23: caerus.dls.v1.LocksGranted
+	(*DowngradeLockRequest)(nil),         // 24: caerus.dls.v1.DowngradeLockRequest
+	(*DowngradeLockResponse)(nil),        // 25: caerus.dls.v1.DowngradeLockResponse
+	(*VerifyFencingTokenRequest)(nil),    // 26: caerus.dls.v1.VerifyFencingTokenRequest
+	(*VerifyFencingTokenResponse)(nil),   // 27: caerus.dls.v1.VerifyFencingTokenResponse
+	(*ReleaseLockRequest)(nil),           // 28: caerus.dls.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),          // 29: caerus.dls.v1.ReleaseLockResponse
+	(*CancelWaitRequest)(nil),            // 30: caerus.dls.v1.CancelWaitRequest
+	(*CancelWaitResponse)(nil),           // 31: caerus.dls.v1.CancelWaitResponse
+	(*SlotRun)(nil),                      // 32: caerus.dls.v1.SlotRun
+	(*ClaimSlotRequest)(nil),             // 33: caerus.dls.v1.ClaimSlotRequest
+	(*ClaimSlotResponse)(nil),            // 34: caerus.dls.v1.ClaimSlotResponse
+	(*FinishSlotRequest)(nil),            // 35: caerus.dls.v1.FinishSlotRequest
+	(*FinishSlotResponse)(nil),           // 36: caerus.dls.v1.FinishSlotResponse
+	(*GetTransactionStatusRequest)(nil),  // 37: caerus.dls.v1.GetTransactionStatusRequest
+	(*HeldLock)(nil),                     // 38: caerus.dls.v1.HeldLock
+	(*PendingLock)(nil),                  // 39: caerus.dls.v1.PendingLock
+	(*GetTransactionStatusResponse)(nil), // 40: caerus.dls.v1.GetTransactionStatusResponse
+	(*HeartbeatRequest)(nil),             // 41: caerus.dls.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 42: caerus.dls.v1.HeartbeatResponse
+	(*HeartbeatResult)(nil),              // 43: caerus.dls.v1.HeartbeatResult
+	(*EndTransactionRequest)(nil),        // 44: caerus.dls.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),       // 45: caerus.dls.v1.EndTransactionResponse
+	(*WatchEventsRequest)(nil),           // 46: caerus.dls.v1.WatchEventsRequest
+	(*Event)(nil),                        // 47: caerus.dls.v1.Event
+	(*CycleMember)(nil),                  // 48: caerus.dls.v1.CycleMember
+	(*DeadlockResolved)(nil),             // 49: caerus.dls.v1.DeadlockResolved
+	(*TransactionExpired)(nil),           // 50: caerus.dls.v1.TransactionExpired
+	(*TransactionAborted)(nil),           // 51: caerus.dls.v1.TransactionAborted
+	(*LockRevoked)(nil),                  // 52: caerus.dls.v1.LockRevoked
 }
 var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
-	9,  // 0: caerus.dls.v1.KeyHolders.holders:type_name -> caerus.dls.v1.KeyHolder
-	10, // 1: caerus.dls.v1.KeyHolders.changes:type_name -> caerus.dls.v1.KeyChange
+	10, // 0: caerus.dls.v1.KeyHolders.holders:type_name -> caerus.dls.v1.KeyHolder
+	11, // 1: caerus.dls.v1.KeyHolders.changes:type_name -> caerus.dls.v1.KeyChange
 	1,  // 2: caerus.dls.v1.KeyHolder.mode:type_name -> caerus.dls.v1.LockMode
 	0,  // 3: caerus.dls.v1.KeyChange.kind:type_name -> caerus.dls.v1.KeyChangeKind
-	9,  // 4: caerus.dls.v1.KeyChange.holder:type_name -> caerus.dls.v1.KeyHolder
+	10, // 4: caerus.dls.v1.KeyChange.holder:type_name -> caerus.dls.v1.KeyHolder
 	4,  // 5: caerus.dls.v1.KeyChange.end_cause:type_name -> caerus.dls.v1.EndCause
 	3,  // 6: caerus.dls.v1.ErrorDetail.kind:type_name -> caerus.dls.v1.ErrorKind
 	4,  // 7: caerus.dls.v1.ErrorDetail.end_cause:type_name -> caerus.dls.v1.EndCause
-	43, // 8: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
+	49, // 8: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
 	1,  // 9: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
-	12, // 10: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
-	16, // 11: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
-	17, // 12: caerus.dls.v1.AcquireLockResponse.granted:type_name -> caerus.dls.v1.Granted
-	21, // 13: caerus.dls.v1.AcquireLockResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
-	13, // 14: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
+	13, // 10: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
+	17, // 11: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
+	18, // 12: caerus.dls.v1.AcquireLockResponse.granted:type_name -> caerus.dls.v1.Granted
+	22, // 13: caerus.dls.v1.AcquireLockResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
+	14, // 14: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
 	1,  // 15: caerus.dls.v1.Granted.mode:type_name -> caerus.dls.v1.LockMode
 	1,  // 16: caerus.dls.v1.LockRequest.mode:type_name -> caerus.dls.v1.LockMode
-	18, // 17: caerus.dls.v1.AcquireLocksRequest.locks:type_name -> caerus.dls.v1.LockRequest
-	16, // 18: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
-	22, // 19: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
-	21, // 20: caerus.dls.v1.AcquireLocksResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
+	19, // 17: caerus.dls.v1.AcquireLocksRequest.locks:type_name -> caerus.dls.v1.LockRequest
+	17, // 18: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
+	23, // 19: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
+	22, // 20: caerus.dls.v1.AcquireLocksResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
 	4,  // 21: caerus.dls.v1.LockStreamLost.end_cause:type_name -> caerus.dls.v1.EndCause
-	17, // 22: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
-	17, // 23: caerus.dls.v1.DowngradeLockResponse.lock:type_name -> caerus.dls.v1.Granted
-	1,  // 24: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
-	1,  // 25: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
-	2,  // 26: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
-	32, // 27: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
-	33, // 28: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
-	4,  // 29: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
-	37, // 30: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
-	11, // 31: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
-	2,  // 32: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	6,  // 33: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
-	6,  // 34: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
-	43, // 35: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
-	44, // 36: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
-	45, // 37: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
-	46, // 38: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
-	1,  // 39: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
-	42, // 40: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
-	5,  // 41: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
-	32, // 42: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
-	32, // 43: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
-	1,  // 44: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
-	4,  // 45: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
-	12, // 46: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
-	14, // 47: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
-	19, // 48: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
-	27, // 49: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
-	29, // 50: caerus.dls.v1.LockService.CancelWait:input_type -> caerus.dls.v1.CancelWaitRequest
-	23, // 51: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
-	31, // 52: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
-	35, // 53: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
-	38, // 54: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
-	40, // 55: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
-	25, // 56: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
-	7,  // 57: caerus.dls.v1.LockService.WatchKey:input_type -> caerus.dls.v1.WatchKeyRequest
-	13, // 58: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
-	15, // 59: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
-	20, // 60: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
-	28, // 61: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
-	30, // 62: caerus.dls.v1.LockService.CancelWait:output_type -> caerus.dls.v1.CancelWaitResponse
-	24, // 63: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
-	34, // 64: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
-	36, // 65: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
-	39, // 66: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
-	41, // 67: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
-	26, // 68: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
-	8,  // 69: caerus.dls.v1.LockService.WatchKey:output_type -> caerus.dls.v1.KeyHolders
-	58, // [58:70] is the sub-list for method output_type
-	46, // [46:58] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	18, // 22: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
+	18, // 23: caerus.dls.v1.DowngradeLockResponse.lock:type_name -> caerus.dls.v1.Granted
+	5,  // 24: caerus.dls.v1.SlotRun.state:type_name -> caerus.dls.v1.SlotRunState
+	32, // 25: caerus.dls.v1.ClaimSlotResponse.last_run:type_name -> caerus.dls.v1.SlotRun
+	5,  // 26: caerus.dls.v1.FinishSlotRequest.result:type_name -> caerus.dls.v1.SlotRunState
+	32, // 27: caerus.dls.v1.FinishSlotResponse.run:type_name -> caerus.dls.v1.SlotRun
+	1,  // 28: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
+	1,  // 29: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
+	2,  // 30: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
+	38, // 31: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
+	39, // 32: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
+	4,  // 33: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
+	43, // 34: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
+	12, // 35: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
+	2,  // 36: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	7,  // 37: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
+	7,  // 38: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
+	49, // 39: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
+	50, // 40: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
+	51, // 41: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
+	52, // 42: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
+	1,  // 43: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
+	48, // 44: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
+	6,  // 45: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
+	38, // 46: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
+	38, // 47: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
+	1,  // 48: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
+	4,  // 49: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
+	13, // 50: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
+	15, // 51: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
+	20, // 52: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
+	28, // 53: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
+	30, // 54: caerus.dls.v1.LockService.CancelWait:input_type -> caerus.dls.v1.CancelWaitRequest
+	33, // 55: caerus.dls.v1.LockService.ClaimSlot:input_type -> caerus.dls.v1.ClaimSlotRequest
+	35, // 56: caerus.dls.v1.LockService.FinishSlot:input_type -> caerus.dls.v1.FinishSlotRequest
+	24, // 57: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
+	37, // 58: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
+	41, // 59: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
+	44, // 60: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
+	46, // 61: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
+	26, // 62: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
+	8,  // 63: caerus.dls.v1.LockService.WatchKey:input_type -> caerus.dls.v1.WatchKeyRequest
+	14, // 64: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
+	16, // 65: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
+	21, // 66: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
+	29, // 67: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
+	31, // 68: caerus.dls.v1.LockService.CancelWait:output_type -> caerus.dls.v1.CancelWaitResponse
+	34, // 69: caerus.dls.v1.LockService.ClaimSlot:output_type -> caerus.dls.v1.ClaimSlotResponse
+	36, // 70: caerus.dls.v1.LockService.FinishSlot:output_type -> caerus.dls.v1.FinishSlotResponse
+	25, // 71: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
+	40, // 72: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
+	42, // 73: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
+	45, // 74: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
+	47, // 75: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
+	27, // 76: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
+	9,  // 77: caerus.dls.v1.LockService.WatchKey:output_type -> caerus.dls.v1.KeyHolders
+	64, // [64:78] is the sub-list for method output_type
+	50, // [50:64] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_lock_service_proto_init() }
@@ -4014,7 +4608,9 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 		(*AcquireLocksResponse_Granted)(nil),
 		(*AcquireLocksResponse_Lost)(nil),
 	}
-	file_caerus_dls_v1_lock_service_proto_msgTypes[34].OneofWrappers = []any{
+	file_caerus_dls_v1_lock_service_proto_msgTypes[24].OneofWrappers = []any{}
+	file_caerus_dls_v1_lock_service_proto_msgTypes[27].OneofWrappers = []any{}
+	file_caerus_dls_v1_lock_service_proto_msgTypes[39].OneofWrappers = []any{
 		(*Event_DeadlockResolved)(nil),
 		(*Event_TransactionExpired)(nil),
 		(*Event_TransactionAborted)(nil),
@@ -4025,8 +4621,8 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_lock_service_proto_rawDesc), len(file_caerus_dls_v1_lock_service_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   40,
+			NumEnums:      8,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

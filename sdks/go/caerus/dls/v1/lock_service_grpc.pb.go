@@ -68,6 +68,8 @@ const (
 	LockService_AcquireLocks_FullMethodName         = "/caerus.dls.v1.LockService/AcquireLocks"
 	LockService_ReleaseLock_FullMethodName          = "/caerus.dls.v1.LockService/ReleaseLock"
 	LockService_CancelWait_FullMethodName           = "/caerus.dls.v1.LockService/CancelWait"
+	LockService_ClaimSlot_FullMethodName            = "/caerus.dls.v1.LockService/ClaimSlot"
+	LockService_FinishSlot_FullMethodName           = "/caerus.dls.v1.LockService/FinishSlot"
 	LockService_DowngradeLock_FullMethodName        = "/caerus.dls.v1.LockService/DowngradeLock"
 	LockService_GetTransactionStatus_FullMethodName = "/caerus.dls.v1.LockService/GetTransactionStatus"
 	LockService_Heartbeat_FullMethodName            = "/caerus.dls.v1.LockService/Heartbeat"
@@ -150,6 +152,26 @@ type LockServiceClient interface {
 	// already ended or was never received (re-attach with AcquireLock first to be sure it
 	// exists). FAILED_PRECONDITION (TRANSACTION_LOST) when the transaction is not active.
 	CancelWait(ctx context.Context, in *CancelWaitRequest, opts ...grpc.CallOption) (*CancelWaitResponse, error)
+	// Claims a schedule slot for a job the transaction runs while it holds `namespace/key`
+	// EXCLUSIVE: at most once per slot, decided by the cluster. Slots are aligned to the Unix
+	// epoch, slot = floor(t / period_ms), where t is the leader's clock when the claim is
+	// applied (never the caller's), so a host whose clock is off or whose cron fired late
+	// finds that the slot already ran. `run` = true: run the job, then FinishSlot with its
+	// result. `run` = false: skip it; `last_run` is the run that has the slot (running,
+	// succeeded, or failed/lost when retry_failed is false). A failed or lost run's slot is
+	// claimed again only with retry_failed. A run whose transaction releases the key or ends
+	// before FinishSlot is recorded as LOST. Retry-safe with request_id (a retry answers the
+	// first claim, even in a later slot). INVALID_ARGUMENT when the lock is not held
+	// EXCLUSIVE or the period is outside 1 s..400 days; FAILED_PRECONDITION
+	// (TRANSACTION_LOST) when the transaction is not active; RESOURCE_EXHAUSTED when the
+	// node keeps its maximum of slot records (--max-slot-records) or the API key its share
+	// (--max-slot-records-per-api-key). Needs every node at a version that knows it.
+	ClaimSlot(ctx context.Context, in *ClaimSlotRequest, opts ...grpc.CallOption) (*ClaimSlotResponse, error)
+	// Records how a claimed slot's run ended (SLOT_RUN_SUCCEEDED, SLOT_RUN_FAILED with its
+	// exit code, or SLOT_RUN_LOST when the client lost the lock). The first finish decides;
+	// retry-safe with request_id. FAILED_PRECONDITION (TRANSACTION_LOST) when the transaction
+	// has ended (its run is recorded LOST); INVALID_ARGUMENT when it has no claim on that slot.
+	FinishSlot(ctx context.Context, in *FinishSlotRequest, opts ...grpc.CallOption) (*FinishSlotResponse, error)
 	// Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
 	// fencing token (no gap in which another writer could take the key), and lets the
 	// readers queued behind it in; writers keep waiting. A SHARED_READ hold is left as it is.
@@ -270,6 +292,26 @@ func (c *lockServiceClient) CancelWait(ctx context.Context, in *CancelWaitReques
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CancelWaitResponse)
 	err := c.cc.Invoke(ctx, LockService_CancelWait_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) ClaimSlot(ctx context.Context, in *ClaimSlotRequest, opts ...grpc.CallOption) (*ClaimSlotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClaimSlotResponse)
+	err := c.cc.Invoke(ctx, LockService_ClaimSlot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lockServiceClient) FinishSlot(ctx context.Context, in *FinishSlotRequest, opts ...grpc.CallOption) (*FinishSlotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FinishSlotResponse)
+	err := c.cc.Invoke(ctx, LockService_FinishSlot_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -437,6 +479,26 @@ type LockServiceServer interface {
 	// already ended or was never received (re-attach with AcquireLock first to be sure it
 	// exists). FAILED_PRECONDITION (TRANSACTION_LOST) when the transaction is not active.
 	CancelWait(context.Context, *CancelWaitRequest) (*CancelWaitResponse, error)
+	// Claims a schedule slot for a job the transaction runs while it holds `namespace/key`
+	// EXCLUSIVE: at most once per slot, decided by the cluster. Slots are aligned to the Unix
+	// epoch, slot = floor(t / period_ms), where t is the leader's clock when the claim is
+	// applied (never the caller's), so a host whose clock is off or whose cron fired late
+	// finds that the slot already ran. `run` = true: run the job, then FinishSlot with its
+	// result. `run` = false: skip it; `last_run` is the run that has the slot (running,
+	// succeeded, or failed/lost when retry_failed is false). A failed or lost run's slot is
+	// claimed again only with retry_failed. A run whose transaction releases the key or ends
+	// before FinishSlot is recorded as LOST. Retry-safe with request_id (a retry answers the
+	// first claim, even in a later slot). INVALID_ARGUMENT when the lock is not held
+	// EXCLUSIVE or the period is outside 1 s..400 days; FAILED_PRECONDITION
+	// (TRANSACTION_LOST) when the transaction is not active; RESOURCE_EXHAUSTED when the
+	// node keeps its maximum of slot records (--max-slot-records) or the API key its share
+	// (--max-slot-records-per-api-key). Needs every node at a version that knows it.
+	ClaimSlot(context.Context, *ClaimSlotRequest) (*ClaimSlotResponse, error)
+	// Records how a claimed slot's run ended (SLOT_RUN_SUCCEEDED, SLOT_RUN_FAILED with its
+	// exit code, or SLOT_RUN_LOST when the client lost the lock). The first finish decides;
+	// retry-safe with request_id. FAILED_PRECONDITION (TRANSACTION_LOST) when the transaction
+	// has ended (its run is recorded LOST); INVALID_ARGUMENT when it has no claim on that slot.
+	FinishSlot(context.Context, *FinishSlotRequest) (*FinishSlotResponse, error)
 	// Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
 	// fencing token (no gap in which another writer could take the key), and lets the
 	// readers queued behind it in; writers keep waiting. A SHARED_READ hold is left as it is.
@@ -509,6 +571,12 @@ func (UnimplementedLockServiceServer) ReleaseLock(context.Context, *ReleaseLockR
 }
 func (UnimplementedLockServiceServer) CancelWait(context.Context, *CancelWaitRequest) (*CancelWaitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelWait not implemented")
+}
+func (UnimplementedLockServiceServer) ClaimSlot(context.Context, *ClaimSlotRequest) (*ClaimSlotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClaimSlot not implemented")
+}
+func (UnimplementedLockServiceServer) FinishSlot(context.Context, *FinishSlotRequest) (*FinishSlotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FinishSlot not implemented")
 }
 func (UnimplementedLockServiceServer) DowngradeLock(context.Context, *DowngradeLockRequest) (*DowngradeLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DowngradeLock not implemented")
@@ -624,6 +692,42 @@ func _LockService_CancelWait_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LockServiceServer).CancelWait(ctx, req.(*CancelWaitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_ClaimSlot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClaimSlotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).ClaimSlot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_ClaimSlot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).ClaimSlot(ctx, req.(*ClaimSlotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LockService_FinishSlot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FinishSlotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LockServiceServer).FinishSlot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LockService_FinishSlot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LockServiceServer).FinishSlot(ctx, req.(*FinishSlotRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -758,6 +862,14 @@ var LockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelWait",
 			Handler:    _LockService_CancelWait_Handler,
+		},
+		{
+			MethodName: "ClaimSlot",
+			Handler:    _LockService_ClaimSlot_Handler,
+		},
+		{
+			MethodName: "FinishSlot",
+			Handler:    _LockService_FinishSlot_Handler,
 		},
 		{
 			MethodName: "DowngradeLock",

@@ -68,10 +68,12 @@ class KeyLocks(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., holders: _Optional[_Iterable[_Union[LockHolder, _Mapping]]] = ..., waiters: _Optional[_Iterable[_Union[LockWaiter, _Mapping]]] = ..., delayed_until_ms: _Optional[int] = ..., delayed_by_transaction_id: _Optional[int] = ..., delay_cause: _Optional[_Union[_lock_service_pb2.EndCause, str]] = ..., permits: _Optional[int] = ..., delay_remaining_ms: _Optional[int] = ...) -> None: ...
 
 class ListLocksResponse(_message.Message):
-    __slots__ = ("locks",)
+    __slots__ = ("locks", "slot_runs")
     LOCKS_FIELD_NUMBER: _ClassVar[int]
+    SLOT_RUNS_FIELD_NUMBER: _ClassVar[int]
     locks: _containers.RepeatedCompositeFieldContainer[KeyLocks]
-    def __init__(self, locks: _Optional[_Iterable[_Union[KeyLocks, _Mapping]]] = ...) -> None: ...
+    slot_runs: _containers.RepeatedCompositeFieldContainer[_lock_service_pb2.SlotRun]
+    def __init__(self, locks: _Optional[_Iterable[_Union[KeyLocks, _Mapping]]] = ..., slot_runs: _Optional[_Iterable[_Union[_lock_service_pb2.SlotRun, _Mapping]]] = ...) -> None: ...
 
 class AbortTransactionRequest(_message.Message):
     __slots__ = ("transaction_id", "reason", "request_id")

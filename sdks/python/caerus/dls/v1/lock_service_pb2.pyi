@@ -60,6 +60,14 @@ class EndCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     END_CAUSE_OPERATOR_ABORT: _ClassVar[EndCause]
     END_CAUSE_MAX_DURATION_EXCEEDED: _ClassVar[EndCause]
 
+class SlotRunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SLOT_RUN_STATE_UNSPECIFIED: _ClassVar[SlotRunState]
+    SLOT_RUN_RUNNING: _ClassVar[SlotRunState]
+    SLOT_RUN_SUCCEEDED: _ClassVar[SlotRunState]
+    SLOT_RUN_FAILED: _ClassVar[SlotRunState]
+    SLOT_RUN_LOST: _ClassVar[SlotRunState]
+
 class VictimPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     VICTIM_POLICY_UNSPECIFIED: _ClassVar[VictimPolicy]
@@ -112,6 +120,11 @@ END_CAUSE_LEASE_EXPIRED: EndCause
 END_CAUSE_DEADLOCK_VICTIM: EndCause
 END_CAUSE_OPERATOR_ABORT: EndCause
 END_CAUSE_MAX_DURATION_EXCEEDED: EndCause
+SLOT_RUN_STATE_UNSPECIFIED: SlotRunState
+SLOT_RUN_RUNNING: SlotRunState
+SLOT_RUN_SUCCEEDED: SlotRunState
+SLOT_RUN_FAILED: SlotRunState
+SLOT_RUN_LOST: SlotRunState
 VICTIM_POLICY_UNSPECIFIED: VictimPolicy
 LOWEST_PRIORITY_THEN_YOUNGEST: VictimPolicy
 YOUNGEST: VictimPolicy
@@ -377,6 +390,88 @@ class CancelWaitResponse(_message.Message):
     cancelled: bool
     granted: bool
     def __init__(self, cancelled: _Optional[bool] = ..., granted: _Optional[bool] = ...) -> None: ...
+
+class SlotRun(_message.Message):
+    __slots__ = ("namespace", "key", "period_ms", "slot", "transaction_id", "transaction_name", "api_key", "started_at_ms", "finished_at_ms", "state", "exit_code", "reason", "attempt")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_MS_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    key: str
+    period_ms: int
+    slot: int
+    transaction_id: int
+    transaction_name: str
+    api_key: str
+    started_at_ms: int
+    finished_at_ms: int
+    state: SlotRunState
+    exit_code: int
+    reason: str
+    attempt: int
+    def __init__(self, namespace: _Optional[str] = ..., key: _Optional[str] = ..., period_ms: _Optional[int] = ..., slot: _Optional[int] = ..., transaction_id: _Optional[int] = ..., transaction_name: _Optional[str] = ..., api_key: _Optional[str] = ..., started_at_ms: _Optional[int] = ..., finished_at_ms: _Optional[int] = ..., state: _Optional[_Union[SlotRunState, str]] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class ClaimSlotRequest(_message.Message):
+    __slots__ = ("transaction_id", "namespace", "key", "period_ms", "retry_failed", "request_id")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_MS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FAILED_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    namespace: str
+    key: str
+    period_ms: int
+    retry_failed: bool
+    request_id: str
+    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., period_ms: _Optional[int] = ..., retry_failed: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ClaimSlotResponse(_message.Message):
+    __slots__ = ("run", "slot", "attempt", "last_run")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    LAST_RUN_FIELD_NUMBER: _ClassVar[int]
+    run: bool
+    slot: int
+    attempt: int
+    last_run: SlotRun
+    def __init__(self, run: _Optional[bool] = ..., slot: _Optional[int] = ..., attempt: _Optional[int] = ..., last_run: _Optional[_Union[SlotRun, _Mapping]] = ...) -> None: ...
+
+class FinishSlotRequest(_message.Message):
+    __slots__ = ("transaction_id", "namespace", "key", "slot", "result", "exit_code", "request_id")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    namespace: str
+    key: str
+    slot: int
+    result: SlotRunState
+    exit_code: int
+    request_id: str
+    def __init__(self, transaction_id: _Optional[int] = ..., namespace: _Optional[str] = ..., key: _Optional[str] = ..., slot: _Optional[int] = ..., result: _Optional[_Union[SlotRunState, str]] = ..., exit_code: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class FinishSlotResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: SlotRun
+    def __init__(self, run: _Optional[_Union[SlotRun, _Mapping]] = ...) -> None: ...
 
 class GetTransactionStatusRequest(_message.Message):
     __slots__ = ("transaction_id",)

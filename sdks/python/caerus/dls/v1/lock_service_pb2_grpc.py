@@ -60,6 +60,16 @@ class LockServiceStub:
                 request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitRequest.SerializeToString,
                 response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitResponse.FromString,
                 _registered_method=True)
+        self.ClaimSlot = channel.unary_unary(
+                '/caerus.dls.v1.LockService/ClaimSlot',
+                request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ClaimSlotRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ClaimSlotResponse.FromString,
+                _registered_method=True)
+        self.FinishSlot = channel.unary_unary(
+                '/caerus.dls.v1.LockService/FinishSlot',
+                request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.FinishSlotRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.FinishSlotResponse.FromString,
+                _registered_method=True)
         self.DowngradeLock = channel.unary_unary(
                 '/caerus.dls.v1.LockService/DowngradeLock',
                 request_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.DowngradeLockRequest.SerializeToString,
@@ -192,6 +202,36 @@ class LockServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClaimSlot(self, request, context):
+        """Claims a schedule slot for a job the transaction runs while it holds `namespace/key`
+        EXCLUSIVE: at most once per slot, decided by the cluster. Slots are aligned to the Unix
+        epoch, slot = floor(t / period_ms), where t is the leader's clock when the claim is
+        applied (never the caller's), so a host whose clock is off or whose cron fired late
+        finds that the slot already ran. `run` = true: run the job, then FinishSlot with its
+        result. `run` = false: skip it; `last_run` is the run that has the slot (running,
+        succeeded, or failed/lost when retry_failed is false). A failed or lost run's slot is
+        claimed again only with retry_failed. A run whose transaction releases the key or ends
+        before FinishSlot is recorded as LOST. Retry-safe with request_id (a retry answers the
+        first claim, even in a later slot). INVALID_ARGUMENT when the lock is not held
+        EXCLUSIVE or the period is outside 1 s..400 days; FAILED_PRECONDITION
+        (TRANSACTION_LOST) when the transaction is not active; RESOURCE_EXHAUSTED when the
+        node keeps its maximum of slot records (--max-slot-records) or the API key its share
+        (--max-slot-records-per-api-key). Needs every node at a version that knows it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FinishSlot(self, request, context):
+        """Records how a claimed slot's run ended (SLOT_RUN_SUCCEEDED, SLOT_RUN_FAILED with its
+        exit code, or SLOT_RUN_LOST when the client lost the lock). The first finish decides;
+        retry-safe with request_id. FAILED_PRECONDITION (TRANSACTION_LOST) when the transaction
+        has ended (its run is recorded LOST); INVALID_ARGUMENT when it has no claim on that slot.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DowngradeLock(self, request, context):
         """Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
         fencing token (no gap in which another writer could take the key), and lets the
@@ -302,6 +342,16 @@ def add_LockServiceServicer_to_server(servicer, server):
                     servicer.CancelWait,
                     request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitRequest.FromString,
                     response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitResponse.SerializeToString,
+            ),
+            'ClaimSlot': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClaimSlot,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ClaimSlotRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.ClaimSlotResponse.SerializeToString,
+            ),
+            'FinishSlot': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinishSlot,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.FinishSlotRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_lock__service__pb2.FinishSlotResponse.SerializeToString,
             ),
             'DowngradeLock': grpc.unary_unary_rpc_method_handler(
                     servicer.DowngradeLock,
@@ -475,6 +525,60 @@ class LockService:
             '/caerus.dls.v1.LockService/CancelWait',
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitRequest.SerializeToString,
             caerus_dot_dls_dot_v1_dot_lock__service__pb2.CancelWaitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClaimSlot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.LockService/ClaimSlot',
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.ClaimSlotRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.ClaimSlotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinishSlot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.LockService/FinishSlot',
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.FinishSlotRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_lock__service__pb2.FinishSlotResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -127,6 +127,26 @@ module Caerus
           # already ended or was never received (re-attach with AcquireLock first to be sure it
           # exists). FAILED_PRECONDITION (TRANSACTION_LOST) when the transaction is not active.
           rpc :CancelWait, ::Caerus::Dls::V1::CancelWaitRequest, ::Caerus::Dls::V1::CancelWaitResponse
+          # Claims a schedule slot for a job the transaction runs while it holds `namespace/key`
+          # EXCLUSIVE: at most once per slot, decided by the cluster. Slots are aligned to the Unix
+          # epoch, slot = floor(t / period_ms), where t is the leader's clock when the claim is
+          # applied (never the caller's), so a host whose clock is off or whose cron fired late
+          # finds that the slot already ran. `run` = true: run the job, then FinishSlot with its
+          # result. `run` = false: skip it; `last_run` is the run that has the slot (running,
+          # succeeded, or failed/lost when retry_failed is false). A failed or lost run's slot is
+          # claimed again only with retry_failed. A run whose transaction releases the key or ends
+          # before FinishSlot is recorded as LOST. Retry-safe with request_id (a retry answers the
+          # first claim, even in a later slot). INVALID_ARGUMENT when the lock is not held
+          # EXCLUSIVE or the period is outside 1 s..400 days; FAILED_PRECONDITION
+          # (TRANSACTION_LOST) when the transaction is not active; RESOURCE_EXHAUSTED when the
+          # node keeps its maximum of slot records (--max-slot-records) or the API key its share
+          # (--max-slot-records-per-api-key). Needs every node at a version that knows it.
+          rpc :ClaimSlot, ::Caerus::Dls::V1::ClaimSlotRequest, ::Caerus::Dls::V1::ClaimSlotResponse
+          # Records how a claimed slot's run ended (SLOT_RUN_SUCCEEDED, SLOT_RUN_FAILED with its
+          # exit code, or SLOT_RUN_LOST when the client lost the lock). The first finish decides;
+          # retry-safe with request_id. FAILED_PRECONDITION (TRANSACTION_LOST) when the transaction
+          # has ended (its run is recorded LOST); INVALID_ARGUMENT when it has no claim on that slot.
+          rpc :FinishSlot, ::Caerus::Dls::V1::FinishSlotRequest, ::Caerus::Dls::V1::FinishSlotResponse
           # Turns an EXCLUSIVE lock the transaction holds into SHARED_READ in place, keeping its
           # fencing token (no gap in which another writer could take the key), and lets the
           # readers queued behind it in; writers keep waiting. A SHARED_READ hold is left as it is.

@@ -492,6 +492,47 @@ class DlsClientTest {
     }
 
     @Test
+    fun `a schedule slot runs once and a failed one again only with retryFailed`() = runBlocking {
+        val ns = ns()
+        val hour = 3_600_000UL
+        suspend fun host(outcome: SlotOutcome, retryFailed: Boolean = false): SlotClaim {
+            val tx = client.beginTransaction(TransactionOptions())
+            try {
+                tx.acquireLock(ns, "job", timeoutMs = 1000)
+                val claim = tx.claimSlot(ns, "job", hour, retryFailed)
+                if (claim.run) {
+                    val run = tx.finishSlot(claim, outcome)
+                    assertEquals(claim.slot, run.slot)
+                }
+                tx.commit()
+                return claim
+            } finally {
+                tx.close()
+            }
+        }
+        val first = host(SlotOutcome.Failed(exitCode = 4))
+        assertTrue(first.run)
+        val skipped = host(SlotOutcome.Succeeded)
+        if (skipped.slot == first.slot) {
+            assertFalse(skipped.run)
+            assertEquals(SlotRunState.FAILED, skipped.lastRun?.state)
+            assertEquals(4, skipped.lastRun?.exitCode)
+            val retried = host(SlotOutcome.Succeeded, retryFailed = true)
+            assertTrue(retried.run)
+            assertEquals(2u, retried.attempt)
+            assertFalse(host(SlotOutcome.Succeeded, retryFailed = true).run)
+        }
+        val notHeld = client.beginTransaction(TransactionOptions())
+        try {
+            notHeld.acquireLock(ns, "other", timeoutMs = 1000)
+            assertThrows<DlsException.InvalidArgument> { runBlocking { notHeld.claimSlot(ns, "job", hour, false) } }
+        } finally {
+            notHeld.close()
+        }
+        Unit
+    }
+
+    @Test
     fun `maxDurationMs ends a heartbeating transaction and cancels the body`() = runBlocking {
         val ns = ns()
         val started = System.nanoTime()
