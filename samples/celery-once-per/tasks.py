@@ -22,7 +22,11 @@ SLOT = timedelta(seconds=6)
 app = Celery("sample", broker="filesystem://")
 broker_dir = os.environ.get("BROKER_DIR", "broker")
 os.makedirs(broker_dir, exist_ok=True)
-app.conf.broker_transport_options = {"data_folder_in": broker_dir, "data_folder_out": broker_dir}
+app.conf.broker_transport_options = {
+    "data_folder_in": broker_dir,
+    "data_folder_out": broker_dir,
+    "control_folder": os.path.join(broker_dir, "control"),
+}
 app.conf.beat_schedule = {"report": {"task": "tasks.report", "schedule": 2.0}}
 app.conf.worker_hijack_root_logger = False
 
