@@ -50,7 +50,14 @@ class DlsLockProvider @JvmOverloads constructor(
         require(oncePer == null || oncePer.toMillis() > 0) { "oncePer must be positive" }
     }
 
-    override fun lock(lockConfiguration: LockConfiguration): Optional<SimpleLock> = runBlocking {
+    override fun lock(lockConfiguration: LockConfiguration): Optional<SimpleLock> {
+        val lock = take(lockConfiguration)
+        // ShedLock runs the task on the thread that took the lock, and unlocks there.
+        lock.ifPresent { current.set((it as DlsLock).claim) }
+        return lock
+    }
+
+    private fun take(lockConfiguration: LockConfiguration): Optional<SimpleLock> = runBlocking {
         val key = lockConfiguration.name
         val atMostMs = lockConfiguration.lockAtMostFor.toMillis()
         val tx = client.beginTransaction(
@@ -81,29 +88,55 @@ class DlsLockProvider @JvmOverloads constructor(
 
     private class DlsLock(
         private val tx: Transaction,
-        private val claim: SlotClaim?,
+        val claim: SlotClaim?,
         private val lockAtLeastUntil: Instant,
     ) : SimpleLock {
         override fun unlock() {
-            runBlocking { claim?.let { tx.finishSlot(it, SlotOutcome.Succeeded) } }
+            current.remove()
+            try {
+                runBlocking { claim?.let { tx.finishSlot(it, SlotOutcome.Succeeded) } }
+            } catch (lost: DlsException.TransactionLost) {
+                // The cluster freed the lock first (lockAtMostFor passed, or the lease lapsed)
+                // and recorded the slot LOST; as in ShedLock, that is no error of the task.
+                runBlocking { end(tx, commit = false) }
+                return
+            }
             val holdMs = Duration.between(Instant.now(), lockAtLeastUntil).toMillis()
             if (holdMs <= 0) {
-                runBlocking { end(tx, commit = true) }
+                runBlocking { commitQuietly(tx) }
             } else {
                 // lockAtLeastFor: the lease stays heartbeated until then; the task's thread goes on.
-                releaser.schedule({ runBlocking { runCatching { end(tx, commit = true) } } }, holdMs, TimeUnit.MILLISECONDS)
+                releaser.schedule({ runBlocking { commitQuietly(tx) } }, holdMs, TimeUnit.MILLISECONDS)
+            }
+        }
+
+        /** Commits; a transaction the cluster already ended (lockAtMostFor) has freed the lock already. */
+        private suspend fun commitQuietly(tx: Transaction) {
+            try {
+                end(tx, commit = true)
+            } catch (lost: DlsException.TransactionLost) {
+                // Freed by the cluster: nothing left to release.
             }
         }
     }
 
-    private companion object {
+    companion object {
+        private val current = ThreadLocal<SlotClaim?>()
+
+        /**
+         * In a task run under a provider with `oncePer`: the slot's claim (`slot`, e.g. for an
+         * idempotency key; `attempt`); null elsewhere.
+         */
+        @JvmStatic
+        fun currentClaim(): SlotClaim? = current.get()
+
         /** Ends transactions whose lockAtLeastFor outlives the task; daemon, so it never keeps a JVM up. */
-        val releaser: ScheduledExecutorService = Executors.newSingleThreadScheduledExecutor { r ->
+        private val releaser: ScheduledExecutorService = Executors.newSingleThreadScheduledExecutor { r ->
             Thread(r, "caerus-shedlock-release").apply { isDaemon = true }
         }
 
         /** Commits (frees the lock) or aborts, and frees the handle; a lost transaction has nothing to free. */
-        suspend fun end(tx: Transaction, commit: Boolean) {
+        private suspend fun end(tx: Transaction, commit: Boolean) {
             try {
                 if (commit && !tx.isLost()) tx.commit() else tx.abort()
             } finally {

@@ -126,11 +126,15 @@ class DlsLockProviderTest {
 
         // A task that outruns lockAtMostFor loses the lock (the cluster ends its transaction), as in ShedLock.
         val done = CountDownLatch(1)
-        val stuck = thread { runs(a, config("stuck", atMost = Duration.ofMillis(800))) { done.await(30, TimeUnit.SECONDS) } }
+        var stuckRan: Result<Boolean>? = null
+        val stuck = thread {
+            stuckRan = runCatching { runs(a, config("stuck", atMost = Duration.ofMillis(800))) { done.await(30, TimeUnit.SECONDS) } }
+        }
         eventually("another instance gets the lock of a task past its lockAtMostFor") { runs(b, config("stuck")) }
         assertTrue(stuck.isAlive, "the first task still runs")
         done.countDown()
         stuck.join()
+        assertEquals(true, stuckRan?.getOrThrow(), "the task's lock lapsing is no error of the task")
     }
 
     @Test
@@ -139,7 +143,9 @@ class DlsLockProviderTest {
         val slot = Duration.ofDays(1)
         val (a, b) = List(2) { instance(ns, oncePer = slot) }
         val plain = instance(ns)
-        assertTrue(runs(a, config("daily")))
+        var claimed: Long? = null
+        assertTrue(runs(a, config("daily")) { claimed = DlsLockProvider.currentClaim()?.slot?.toLong() })
+        assertTrue(claimed != null && DlsLockProvider.currentClaim() == null, "the claim is seen in the task only")
         assertFalse(runs(b, config("daily")), "the lock is free, but the slot ran")
         assertFalse(runs(a, config("daily")))
         assertTrue(runs(plain, config("daily")), "without oncePer, only the lock counts")
