@@ -125,11 +125,15 @@ class DlsLockProviderTest {
         assertFalse(Instant.now().isBefore(atLeast.lockAtLeastUntil))
 
         // A task that outruns lockAtMostFor loses the lock (the cluster ends its transaction), as in ShedLock.
+        val started = CountDownLatch(1)
         val done = CountDownLatch(1)
         var stuckRan: Result<Boolean>? = null
         val stuck = thread {
-            stuckRan = runCatching { runs(a, config("stuck", atMost = Duration.ofMillis(800))) { done.await(30, TimeUnit.SECONDS) } }
+            stuckRan = runCatching {
+                runs(a, config("stuck", atMost = Duration.ofMillis(800))) { started.countDown(); done.await(30, TimeUnit.SECONDS) }
+            }
         }
+        assertTrue(started.await(15, TimeUnit.SECONDS), "the first task started")
         eventually("another instance gets the lock of a task past its lockAtMostFor") { runs(b, config("stuck")) }
         assertTrue(stuck.isAlive, "the first task still runs")
         done.countDown()
