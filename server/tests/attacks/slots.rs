@@ -319,3 +319,52 @@ async fn claim_after_restart(cluster: &Cluster, period: Duration) -> (u64, Optio
     let last = c.list_slot_runs("jobs").await.unwrap().into_iter().next();
     (claim.slot, if claim.run { last } else { claim.last_run }, claim.run)
 }
+
+#[tokio::test]
+async fn dls_lock_whose_lock_is_revoked_mid_run_records_the_slot_lost() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (txn_file, runs) = (dir.path().join("txn"), dir.path().join("runs"));
+    // The job tells its transaction, then works for a long time.
+    let (r, t) = (runs.display(), txn_file.display());
+    let slow = format!(
+        "echo \"$DLS_SLOT $DLS_SLOT_ATTEMPT\" >> {r}; echo $DLS_TRANSACTION_ID > {t}.tmp; mv {t}.tmp {t}; sleep 60"
+    );
+    let once = |script: &str, retry: bool| {
+        let mut args = vec!["lock", "--once-per", "1h", "--kill-grace", "1s"];
+        if retry {
+            args.push("--retry-failed");
+        }
+        args.extend(["jobs", "lossy", "--", "sh", "-c"]);
+        let mut args: Vec<String> = args.into_iter().map(String::from).collect();
+        args.push(script.to_string());
+        args
+    };
+    let args = once(&slow, false);
+    let first = dls_command(&cluster, &args.iter().map(String::as_str).collect::<Vec<_>>()).spawn().unwrap();
+    let c = client(&cluster, None).await;
+    let txn: u64 = eventually_async(PATIENCE, "the job to start", || async {
+        std::fs::read_to_string(&txn_file).ok()?.trim().parse().ok()
+    })
+    .await;
+    // An operator revokes the lock while the job runs: the job is stopped, the slot is LOST.
+    c.abort_transaction(txn, "stuck").await.unwrap();
+    let (first, _) = finish(first).await;
+    assert_eq!(first.code, 76, "{first:?}");
+    let lost = c.list_slot_runs("jobs").await.unwrap();
+    assert_eq!(lost.iter().map(|r| r.state).collect::<Vec<_>>(), [SlotRunState::Lost], "{lost:?}");
+    assert!(lost[0].reason.contains("stuck"), "{lost:?}");
+
+    let quick = job(&runs, 0.0, 0);
+    let args = once(&quick, false);
+    let skipped = dls(&cluster, &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let args = once(&quick, true);
+    let retried = dls(&cluster, &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    assert_eq!((skipped.code, retried.code), (0, 0), "{skipped:?} {retried:?}");
+    let ran = runs_of(&runs);
+    if ran.len() == 2 && ran[0].0 == ran[1].0 {
+        assert!(skipped.stderr.contains("ran lost") && skipped.stderr.contains("--retry-failed"), "{skipped:?}");
+        assert_eq!(ran[1].1, 2, "the retry is attempt 2: {ran:?}");
+    }
+    assert!(ran.len() <= 3, "{ran:?}");
+}

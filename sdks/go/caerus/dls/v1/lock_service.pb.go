@@ -289,8 +289,9 @@ const (
 	ErrorKind_CURSOR_EXPIRED ErrorKind = 12
 	// RESOURCE_EXHAUSTED: a server limit refused the request and nothing changed (active
 	// transactions of the API key, locks of the transaction, waiters of the lock, event
-	// watches of the key or the connection); the message names the limit and the `dls serve`
-	// flag that sets it. Retrying as is gets the same answer until something ends.
+	// watches of the key or the connection, schedule-slot records of the cluster or the key);
+	// the message names the limit and the `dls serve` flag that sets it. Retrying as is gets
+	// the same answer until something ends.
 	ErrorKind_RESOURCE_EXHAUSTED ErrorKind = 13
 	// FAILED_PRECONDITION: an AdminService membership change does not fit the current
 	// membership (the node is already a member, is not one, is the last voter, has not
