@@ -67,21 +67,24 @@ class DlsLockProvider @JvmOverloads constructor(
                 maxDurationMs = atMostMs.toULong(),
             ),
         )
+        var ended = false
         try {
             try {
                 tx.acquireLock(namespace, key, LockMode.EXCLUSIVE, timeoutMs = 0)
             } catch (held: DlsException.LockTimeout) {
+                ended = true
                 end(tx, commit = false)
                 return@runBlocking Optional.empty()
             }
             val claim = oncePer?.let { tx.claimSlot(namespace, key, it.toMillis().toULong(), false) }
             if (claim != null && !claim.run) {
+                ended = true
                 end(tx, commit = true)
                 return@runBlocking Optional.empty()
             }
             Optional.of<SimpleLock>(DlsLock(tx, claim, lockConfiguration.lockAtLeastUntil))
         } catch (e: Throwable) {
-            runCatching { end(tx, commit = false) }.exceptionOrNull()?.let { e.addSuppressed(it) }
+            if (!ended) runCatching { end(tx, commit = false) }.exceptionOrNull()?.let { e.addSuppressed(it) }
             throw e
         }
     }
