@@ -1,7 +1,8 @@
 // Three "instances" of an application, each with its own DLS client, ShedLock executor and
 // scheduler, fire the task `report` every 2 s; DlsLockProvider (oncePer 6 s) runs it once per
 // 6-second slot of the cluster's clock. Prints each run and checks no slot ran twice.
-//   mvn -q compile exec:java -Dexec.args="ENDPOINT [SECONDS]"
+// With `spring`, each instance is a Spring context with @Scheduled + @SchedulerLock (Spring.kt).
+//   mvn -q compile exec:java -Dexec.args="ENDPOINT [SECONDS [spring]]"
 package dev.caerus.samples.shedlock
 
 import dev.caerus.dls.dlsClient
@@ -16,29 +17,39 @@ import kotlin.system.exitProcess
 import net.javacrumbs.shedlock.core.DefaultLockingTaskExecutor
 import net.javacrumbs.shedlock.core.LockConfiguration
 
+private val runs = ConcurrentHashMap<Long, MutableList<String>>()
+
+/** Records a run of the task (called by the task on either kind of instance). */
+fun ranInSlot(name: String, slot: Long) {
+    runs.computeIfAbsent(slot) { CopyOnWriteArrayList() }.add(name)
+    println("[$name] RAN the report for slot $slot")
+}
+
 fun main(args: Array<String>) {
     val endpoint = args.getOrNull(0) ?: System.getenv("DLS_ENDPOINT") ?: "127.0.0.1:7070"
     val seconds = args.getOrNull(1)?.toLong() ?: 20
-    val runs = ConcurrentHashMap<Long, MutableList<String>>()
-    val schedulers = listOf("instance-a", "instance-b", "instance-c").map { name ->
-        val client = dlsClient(endpoint)
-        // What a Spring app declares as a @Bean LockProvider; @SchedulerLock(name = "report", ...) then uses it.
-        val executor = DefaultLockingTaskExecutor(DlsLockProvider(client, "samples", oncePer = Duration.ofSeconds(6)))
-        val scheduler = Executors.newSingleThreadScheduledExecutor()
-        scheduler.scheduleAtFixedRate({
-            val config = LockConfiguration(Instant.now(), "report", Duration.ofMinutes(1), Duration.ZERO)
-            executor.executeWithLock(Runnable {
-                // The job: whatever must not happen twice in a slot.
-                val slot = DlsLockProvider.currentClaim()!!.slot.toLong()
-                runs.computeIfAbsent(slot) { CopyOnWriteArrayList() }.add(name)
-                println("[$name] RAN the report for slot $slot")
-            }, config)
-        }, 0, 2, TimeUnit.SECONDS)
-        scheduler
+    val spring = args.getOrNull(2) == "spring"
+    val names = listOf("instance-a", "instance-b", "instance-c")
+    val stops: List<() -> Unit> = if (spring) {
+        names.map { name -> startSpringInstance(name, endpoint).let { ctx -> { ctx.close() } } }
+    } else {
+        names.map { name ->
+            val client = dlsClient(endpoint)
+            // What a Spring app declares as a @Bean LockProvider (the `spring` mode does).
+            val executor = DefaultLockingTaskExecutor(DlsLockProvider(client, "samples", oncePer = Duration.ofSeconds(6)))
+            val scheduler = Executors.newSingleThreadScheduledExecutor()
+            scheduler.scheduleAtFixedRate({
+                val config = LockConfiguration(Instant.now(), "report", Duration.ofMinutes(1), Duration.ZERO)
+                executor.executeWithLock(Runnable { ranInSlot(name, DlsLockProvider.currentClaim()!!.slot.toLong()) }, config)
+            }, 0, 2, TimeUnit.SECONDS)
+            val stop: () -> Unit = { scheduler.shutdown(); scheduler.awaitTermination(10, TimeUnit.SECONDS) }
+            stop
+        }
     }
-    println("[sample] 3 instances, ShedLock every 2 s, DlsLockProvider once per 6 s slot; running $seconds s")
+    val how = if (spring) "Spring @Scheduled + @SchedulerLock" else "ShedLock"
+    println("[sample] 3 instances, $how every 2 s, DlsLockProvider once per 6 s slot; running $seconds s")
     Thread.sleep(seconds * 1000)
-    schedulers.forEach { it.shutdown(); it.awaitTermination(10, TimeUnit.SECONDS) }
+    stops.forEach { it() }
     val twice = runs.filterValues { it.size > 1 }
     val ok = runs.size >= 2 && twice.isEmpty()
     println("[sample] ${runs.values.sumOf { it.size }} runs in ${runs.size} slots, slots run more than once: ${twice.ifEmpty { "none" }} -> ${if (ok) "PASS" else "FAIL"}")
