@@ -328,4 +328,15 @@ async function startPostgres() {
   };
 }
 
-module.exports = { metric, startServer, startThreeNodes, startPostgres, makeCerts, freePorts, portIsFree, dlsCli, aborted, sleep, requireBin };
+/** Polls `probe` (async) until it returns something truthy, which it returns; fails naming `what` after `timeoutMs`. */
+async function eventually(what, probe, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await sleep(50);
+  }
+}
+
+module.exports = { metric, eventually, startServer, startThreeNodes, startPostgres, makeCerts, freePorts, portIsFree, dlsCli, aborted, sleep, requireBin };

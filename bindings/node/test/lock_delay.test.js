@@ -10,7 +10,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { promisify } = require('node:util');
 const { Dls } = require('@caerus-dev/sdk');
-const { startServer, sleep } = require('./helpers');
+const { startServer, eventually } = require('./helpers');
 
 let server;
 let dls;
@@ -29,16 +29,6 @@ const ns = () => `node-delay-${randomUUID().slice(0, 8)}`;
 
 async function listed(namespace, key) {
   return (await dls.listLocks(namespace)).find((k) => k.key === key);
-}
-
-async function eventually(what, probe, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await sleep(50);
-  }
 }
 
 test('an aborted holder leaves its key under the lock-delay; the queued waiter gets it after', async () => {

@@ -4,7 +4,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { Dls } = require('@caerus-dev/sdk');
-const { metric, startServer, sleep } = require('./helpers');
+const { eventually, metric, startServer, sleep } = require('./helpers');
 
 let server;
 let dls;
@@ -246,15 +246,6 @@ test('a pending call keeps Node running, and nothing keeps it running once every
 async function waiters(ns, key) {
   const entry = (await dls.listLocks(ns)).find((k) => k.key === key);
   return (entry?.waiters ?? []).map((w) => [w.transactionId, w.upgrade]);
-}
-
-/** Polls `check` until it holds (or fails after `ms`), as the Rust kit's `eventually`. */
-async function eventually(what, check, ms = 20000) {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 test('an AbortSignal withdraws a waiting acquire: the queue empties and nobody gets the lock', { timeout: 30_000 }, async () => {

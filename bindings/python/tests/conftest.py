@@ -3,6 +3,7 @@ directories, killed at the end. Nothing is mocked."""
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import json
 import os
@@ -324,3 +325,16 @@ def postgres():
 def _no_env_key(monkeypatch):
     for name in ("CAERUS_API_KEY", "DLS_CA_FILE", "DLS_CLIENT_CERT_FILE", "DLS_CLIENT_KEY_FILE"):
         monkeypatch.delenv(name, raising=False)
+
+
+async def eventually(what: str, probe, timeout_s: float = 30.0):
+    """Polls ``probe`` (async) until it returns something true, which it returns; fails naming
+    ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        await asyncio.sleep(0.05)

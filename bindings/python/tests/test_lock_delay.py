@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from caerus import DlsClient, InvalidArgument, KeyDelay, LockDelayRule, LockTimeout, sync
-from conftest import start_server
+from conftest import eventually, start_server
 
 
 @pytest.fixture(scope="module")
@@ -28,17 +28,6 @@ def ns() -> str:
 
 async def listed(client: DlsClient, namespace: str, key: str):
     return next((k for k in await client.list_locks(namespace) if k.key == key), None)
-
-
-async def eventually(what: str, probe, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        await asyncio.sleep(0.05)
 
 
 async def test_an_aborted_holders_key_waits_out_the_delay(delay_server):

@@ -13,6 +13,7 @@ import urllib.request
 import uuid
 
 import pytest
+from conftest import eventually
 
 import caerus
 from caerus import (
@@ -557,13 +558,6 @@ def _waiters(listing, key):
     return [(w["transaction_id"], w["upgrade"]) for w in entry.waiters] if entry else []
 
 
-async def _until(what, check, within=20.0):
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
-
-
 async def test_a_cancelled_acquire_is_withdrawn_and_never_granted_to_nobody(client):
     n = ns()
     holder = await client.begin_transaction(name="holder")
@@ -575,14 +569,14 @@ async def test_a_cancelled_acquire_is_withdrawn_and_never_granted_to_nobody(clie
 
     # Task cancellation, and asyncio.wait_for's timeout (which cancels too).
     task = asyncio.ensure_future(waiter.acquire_lock(n, "k", timeout_ms=3_600_000))
-    await _until("the waiter in the queue", lambda: _eq(queue(), [(waiter.id, False)]))
+    await eventually("the waiter in the queue", lambda: _eq(queue(), [(waiter.id, False)]))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await _until("the cancelled wait leaves the queue", lambda: _eq(queue(), []))
+    await eventually("the cancelled wait leaves the queue", lambda: _eq(queue(), []))
     with pytest.raises(asyncio.TimeoutError):
         await asyncio.wait_for(waiter.acquire_lock(n, "k", timeout_ms=3_600_000), 0.5)
-    await _until("the timed-out wait leaves the queue", lambda: _eq(queue(), []))
+    await eventually("the timed-out wait leaves the queue", lambda: _eq(queue(), []))
 
     await holder.commit()
     status = await waiter.status()
@@ -604,11 +598,11 @@ async def test_a_cancelled_upgrade_is_withdrawn_and_keeps_the_shared_hold(client
         return _waiters(await client.list_locks(n), "up")
 
     task = asyncio.ensure_future(a.acquire_lock(n, "up", LockMode.EXCLUSIVE, timeout_ms=3_600_000))
-    await _until("the upgrade in the queue", lambda: _eq(queue(), [(a.id, True)]))
+    await eventually("the upgrade in the queue", lambda: _eq(queue(), [(a.id, True)]))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await _until("the cancelled upgrade leaves the queue", lambda: _eq(queue(), []))
+    await eventually("the cancelled upgrade leaves the queue", lambda: _eq(queue(), []))
     await b.commit()
     held = (await a.status()).locks
     assert [(l.mode, l.fencing_token) for l in held] == [(LockMode.SHARED_READ, shared.fencing_token)]
