@@ -64,7 +64,10 @@ pub async fn run(args: RollingArgs) -> anyhow::Result<bool> {
 
     r.replace(old_node, &new).await?;
     match level_raised(&client).await {
-        Ok(t) => println!("upgraded cluster: feature level 2 within {} ms of the last node's restart", t.as_millis()),
+        Ok(t) => println!(
+            "upgraded cluster: feature level 2 ({} ms after the settle period that follows the last restart)",
+            t.as_millis()
+        ),
         Err(e) => findings.push(format!("upgraded cluster: {e:#}")),
     }
     match claim(&client, "upgrade-done").await {

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use caerus_core::{ClientConfig, ClusterStatus, DlsClient, Error, LockMode, TransactionOptions};
-use caerus_testkit::{eventually_async, Cluster, Spec, PATIENCE};
+use caerus_testkit::{eventually_async, http_get, Cluster, Spec, PATIENCE};
 
 /// Starts three nodes, those in `old` with `--feature-level 1` (as an environment
 /// variable: it is the node's own, not every node's).
@@ -40,11 +40,22 @@ async fn restart_at(cluster: &mut Cluster, id: u64, level: Option<u32>) {
     cluster.start_again(id);
 }
 
-/// The leader's status once `check` holds for it.
-async fn status_when(client: &DlsClient, what: &str, check: impl Fn(&ClusterStatus) -> bool) -> ClusterStatus {
+/// The leader's status (asking every node: any may lead) once `check` holds for it.
+async fn status_when(
+    cluster: &Cluster,
+    client: &DlsClient,
+    what: &str,
+    check: impl Fn(&ClusterStatus) -> bool,
+) -> ClusterStatus {
     eventually_async(PATIENCE, what, || async {
-        let s = client.cluster_status().await.ok()?;
-        (s.is_leader() && check(&s)).then_some(s)
+        for addr in cluster.endpoints() {
+            if let Ok(s) = client.cluster_status_of(&addr).await {
+                if s.is_leader() && check(&s) {
+                    return Some(s);
+                }
+            }
+        }
+        None
     })
     .await
 }
@@ -73,7 +84,7 @@ fn assert_refused_naming(err: Error, node: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_feature_waits_for_every_member_and_then_the_data_directory_keeps_old_nodes_out() {
     let (mut cluster, client) = cluster_with_old(&[3]).await;
-    let s = status_when(&client, "every member reported its level", |s| level_of(s, 3) == Some(1)).await;
+    let s = status_when(&cluster, &client, "every member reported its level", |s| level_of(s, 3) == Some(1)).await;
     assert_eq!(s.feature_level, Some(1));
     assert!(s.members.iter().all(|m| m.version.as_deref().is_some_and(|v| v.starts_with("0."))), "{s:?}");
 
@@ -82,12 +93,16 @@ async fn a_feature_waits_for_every_member_and_then_the_data_directory_keeps_old_
     let text = caerus_testkit::dls(&["status", "--endpoints", &cluster.endpoints().join(",")]);
     assert!(text.contains("VERSION") && text.contains("feature level: 1 (highest used 1; members read"), "{text}");
     assert!(text.contains("3=1"), "{text}");
+    // The HTTP port shows the same (GET /api/v1/cluster, the node's own view).
+    let (code, body) = http_get(&cluster.http_addr(3), "/api/v1/cluster").unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("\"feature_level\":1") && body.contains("\"feature_level_used\":1"), "{body}");
 
     restart_at(&mut cluster, 3, None).await;
-    let s = status_when(&client, "the level raised to 2", |s| s.feature_level == Some(2)).await;
+    let s = status_when(&cluster, &client, "the level raised to 2", |s| s.feature_level == Some(2)).await;
     assert_eq!(level_of(&s, 3), Some(2));
     assert!(claim(&client, "nightly").await.unwrap(), "the slot runs once the level is 2");
-    let s = status_when(&client, "a level-2 entry applied", |s| s.feature_level_used == Some(2)).await;
+    let s = status_when(&cluster, &client, "a level-2 entry applied", |s| s.feature_level_used == Some(2)).await;
     assert_eq!(s.feature_level, Some(2));
 
     // Entries of level 2 are in node 3's log now: a level-1 node could not read them.
@@ -99,7 +114,7 @@ async fn a_feature_waits_for_every_member_and_then_the_data_directory_keeps_old_
     assert!(log.contains("without --feature-level 1"), "{log}");
     // And the level stays: the entries are in every log.
     restart_at_running(&mut cluster, 3).await;
-    let s = client.cluster_status().await.unwrap();
+    let s = status_when(&cluster, &client, "a leader after node 3's return", |_| true).await;
     assert_eq!((s.feature_level, s.feature_level_used), (Some(2), Some(2)));
 }
 
@@ -113,10 +128,10 @@ async fn restart_at_running(cluster: &mut Cluster, id: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_downgrade_lowers_the_level_while_nothing_of_it_was_used() {
     let (mut cluster, client) = cluster_with_old(&[]).await;
-    status_when(&client, "the level raised to 2", |s| s.feature_level == Some(2)).await;
+    status_when(&cluster, &client, "the level raised to 2", |s| s.feature_level == Some(2)).await;
 
     restart_at(&mut cluster, 2, Some(1)).await;
-    let s = status_when(&client, "the level lowered to 1", |s| s.feature_level == Some(1)).await;
+    let s = status_when(&cluster, &client, "the level lowered to 1", |s| s.feature_level == Some(1)).await;
     assert_eq!((level_of(&s, 2), s.feature_level_used), (Some(1), Some(1)));
     assert_refused_naming(claim(&client, "hourly").await.expect_err("node 2 reads level 1"), 2);
 }
