@@ -99,7 +99,9 @@ impl FeatureLevels {
         Ok(())
     }
 
-    /// The level a node needs to read a snapshot of this state.
+    /// The higher of the level and the highest used. Above 1, snapshots carry this
+    /// section, which v0.1.0 (refusing sections it does not know) could not read; every
+    /// later release can, and what it must be able to apply is `used`.
     pub fn needed(&self) -> u32 {
         self.level.max(self.used)
     }

@@ -241,8 +241,10 @@ impl Node {
         let pristine = log_store.is_pristine();
         let state_machine =
             StateMachine::open(&cfg.data_dir, observer, durable.clone(), log_store.first_index(), cfg.snapshot_every)
-                .await?;
+                .await?
+                .with_data_level(data_level.clone());
         let state = state_machine.shared();
+        data_level.restored(state.read().expect("state lock").table.feature_levels().used)?;
         let snapshots = state_machine.snapshot_store();
         let schedule = state_machine.schedule();
 

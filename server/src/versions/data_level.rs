@@ -7,7 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::locks::feature_level::BASE_LEVEL;
+use crate::locks::feature_level::{BASE_LEVEL, LEVEL};
 
 pub const FILE: &str = "feature-level";
 
@@ -31,18 +31,7 @@ impl DataLevel {
             Err(e) => anyhow::bail!("cannot read {}: {e}", path.display()),
         };
         if recorded > max {
-            anyhow::bail!(
-                "data directory {} holds raft entries or snapshots of feature level {recorded}, but this node reads \
-                 at most level {max} ({}): it could not apply them. Start a dls release that reads level {recorded} \
-                 (the one that wrote them, or later){}",
-                data_dir.display(),
-                if max < crate::locks::feature_level::LEVEL { "--feature-level" } else { "this release" },
-                if max < crate::locks::feature_level::LEVEL {
-                    format!(", or this one without --feature-level {max}")
-                } else {
-                    String::new()
-                }
-            );
+            return Err(refusal(data_dir, recorded, max));
         }
         Ok(DataLevel { path, recorded: Mutex::new(recorded), max })
     }
@@ -66,9 +55,33 @@ impl DataLevel {
         Ok(())
     }
 
+    /// At start, the level of the snapshot the table was restored from: a directory whose
+    /// snapshot was installed before its level was recorded refuses like [`DataLevel::open`].
+    pub fn restored(&self, level: u32) -> anyhow::Result<()> {
+        if level > self.max {
+            return Err(refusal(self.path.parent().unwrap_or(Path::new(".")), level, self.max));
+        }
+        self.admit(level)
+            .map_err(|e| anyhow::anyhow!("cannot record the feature level in {}: {e}", self.path.display()))
+    }
+
     pub fn recorded(&self) -> u32 {
         *self.recorded.lock().expect("data level lock")
     }
+}
+
+/// Why a node that reads at most `max` does not start on a directory of `level`, and what
+/// to run instead.
+fn refusal(data_dir: &Path, level: u32, max: u32) -> anyhow::Error {
+    let flag = max < LEVEL;
+    anyhow::anyhow!(
+        "data directory {} holds raft entries or snapshots of feature level {level}, but this node reads at most level \
+         {max} ({}): it could not apply them. Start a dls release that reads level {level} (the one that wrote them, or \
+         later){}",
+        data_dir.display(),
+        if flag { "--feature-level" } else { "this release" },
+        if flag { format!(", or this one without --feature-level {max}") } else { String::new() }
+    )
 }
 
 fn write_synced(path: &Path, level: u32) -> io::Result<()> {

@@ -10,12 +10,14 @@
 use std::time::Duration;
 
 use caerus_core::{ClientConfig, ClusterStatus, DlsClient, Error, LockMode, TransactionOptions};
-use caerus_testkit::{eventually_async, http_get, Cluster, Spec, PATIENCE};
+use caerus_testkit::{eventually, eventually_async, http_get, Cluster, Spec, PATIENCE};
 
 /// Starts three nodes, those in `old` with `--feature-level 1` (as an environment
 /// variable: it is the node's own, not every node's).
 async fn cluster_with_old(old: &[u64]) -> (Cluster, DlsClient) {
-    let mut cluster = Cluster::new(Spec { nodes: 3, ..Spec::default() }).unwrap();
+    // Snapshots early, so they carry the level too.
+    let extra = vec!["--snapshot-every".to_string(), "10".to_string()];
+    let mut cluster = Cluster::new(Spec { nodes: 3, extra, ..Spec::default() }).unwrap();
     for id in old {
         set_level(&mut cluster, *id, Some(1));
     }
@@ -129,6 +131,16 @@ async fn restart_at_running(cluster: &mut Cluster, id: u64) {
 async fn a_rolling_downgrade_lowers_the_level_while_nothing_of_it_was_used() {
     let (mut cluster, client) = cluster_with_old(&[]).await;
     status_when(&cluster, &client, "the level raised to 2", |s| s.feature_level == Some(2)).await;
+    // A snapshot of node 2 taken at level 2 (nothing of it used) must not keep it out.
+    for _ in 0..10 {
+        client.begin_transaction(TransactionOptions::default()).await.unwrap().commit().await.unwrap();
+    }
+    let snapshots = cluster.node(2).data_dir.join("snapshots");
+    eventually(PATIENCE, "a snapshot on node 2", || {
+        let files = std::fs::read_dir(&snapshots).ok()?;
+        files.flatten().any(|f| f.path().extension().is_some_and(|e| e == "snap")).then_some(())
+    })
+    .await;
 
     restart_at(&mut cluster, 2, Some(1)).await;
     let s = status_when(&cluster, &client, "the level lowered to 1", |s| s.feature_level == Some(1)).await;
