@@ -258,6 +258,10 @@ pub struct MemberInfo {
     pub voter: bool,
     /// The last log index the leader knows it holds (0 = none yet).
     pub matched_index: u64,
+    /// The version it runs, as the leader last heard it (`None` = unknown).
+    pub version: Option<String>,
+    /// The highest feature level it reads (`None` = unknown).
+    pub feature_level: Option<u32>,
 }
 
 /// The cluster's membership as the leader sees it.
@@ -291,6 +295,8 @@ fn member_infos(members: Vec<pb::MemberInfo>) -> Vec<MemberInfo> {
             peer_addr: m.peer_addr,
             voter: m.voter,
             matched_index: m.matched_index,
+            version: (!m.version.is_empty()).then_some(m.version),
+            feature_level: (m.feature_level > 0).then_some(m.feature_level),
         })
         .collect()
 }
