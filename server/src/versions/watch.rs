@@ -22,6 +22,9 @@ const ASK_TIMEOUT: Duration = Duration::from_millis(800);
 pub fn spawn(node: &Arc<Node>) {
     let weak = Arc::downgrade(node);
     let mut metrics = node.raft().server_metrics();
+    // A new leader moves the level as soon as it serves, not a poll later: a new
+    // cluster's first requests find it raised already.
+    let mut leading = node.leadership();
     tokio::spawn(async move {
         loop {
             if round(&weak).await.is_none() {
@@ -29,6 +32,7 @@ pub fn spawn(node: &Arc<Node>) {
             }
             tokio::select! {
                 changed = metrics.changed() => if changed.is_err() { return },
+                changed = leading.changed() => if changed.is_err() { return },
                 _ = tokio::time::sleep(POLL) => {}
             }
         }
