@@ -595,7 +595,7 @@ impl Node {
     /// cancel) when a client asks for it: shed like a release, so no client skips the queue
     /// bound or its share.
     pub(crate) async fn propose_for_client(&self, who: &Principal, cmd: Command) -> Result<Outcome, EngineError> {
-        self.check_feature_level(&cmd)?;
+        self.check_feature_level(&cmd).await?;
         let outcome = self.proposer.propose_as(Origin::Release, cmd, None, Timing::Now, &Tenant::of(who)).await;
         outcome.map_err(|e| self.write_error(e))
     }
@@ -620,16 +620,36 @@ impl Node {
         timing: Timing,
         tenant: &Tenant,
     ) -> Result<Outcome, EngineError> {
-        self.check_feature_level(&cmd)?;
+        self.check_feature_level(&cmd).await?;
         self.proposer.propose(cmd, hold, timing, tenant).await.map_err(|e| self.write_error(e))
     }
 
-    /// Refuses a command that some member could not apply (see `Versions::gate`).
-    fn check_feature_level(&self, cmd: &Command) -> Result<(), EngineError> {
-        let cluster = self.state.read().expect("state lock").table.feature_levels();
-        let m = self.raft.metrics();
-        let members: Vec<NodeId> = m.borrow().membership_config.membership().nodes().map(|(id, _)| *id).collect();
-        self.versions.gate(cmd, cluster, &members).map_err(EngineError::BelowFeatureLevel)
+    /// Refuses a command that some member could not apply (see `Versions::gate`). When
+    /// every member already said it reads the command's level and only the raise has not
+    /// committed yet (a new cluster's first seconds), waits for it a moment instead.
+    async fn check_feature_level(&self, cmd: &Command) -> Result<(), EngineError> {
+        if cmd.feature_level() <= crate::locks::feature_level::BASE_LEVEL {
+            // Every member reads it: no lock taken on the hot path.
+            return Ok(());
+        }
+        let deadline = Instant::now() + crate::versions::RAISE_WAIT;
+        loop {
+            let cluster = self.state.read().expect("state lock").table.feature_levels();
+            let members: Vec<NodeId> = {
+                let m = self.raft.metrics();
+                let m = m.borrow();
+                m.membership_config.membership().nodes().map(|(id, _)| *id).collect()
+            };
+            match self.versions.gate(cmd, cluster, &members) {
+                Ok(()) => return Ok(()),
+                Err(_)
+                    if Instant::now() < deadline && self.versions.raising(&members, cluster, cmd.feature_level()) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(why) => return Err(EngineError::BelowFeatureLevel(why)),
+            }
+        }
     }
 
     /// The members' versions and feature levels as this node last heard them.

@@ -20,6 +20,10 @@ use crate::raft::types::NodeId;
 pub use data_level::DataLevel;
 pub use reports::{Report, Reports};
 
+/// How long a request of a level every member reads waits for the leader to raise the
+/// cluster's level (see `watch`) before it is refused.
+pub const RAISE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// This build's version as peers and `dls status` show it.
 pub const VERSION: &str = crate::cli::VERSION;
 
@@ -43,6 +47,13 @@ pub struct Versions {
 impl Versions {
     pub fn new(own_level: u32, data: Arc<DataLevel>) -> Arc<Versions> {
         Arc::new(Versions { own_level, reports: RwLock::default(), data })
+    }
+
+    /// Whether the leader is about to raise the cluster's level to at least `level`: every
+    /// member said it reads it.
+    pub fn raising(&self, members: &[NodeId], cluster: FeatureLevels, level: u32) -> bool {
+        let reports = self.reports.read().expect("reports lock");
+        reports.target(members, cluster, std::time::Instant::now()).is_some_and(|t| t >= level)
     }
 
     /// Refuses `cmd` when the cluster's level is below the command's, or when a member said
