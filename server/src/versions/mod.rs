@@ -83,3 +83,53 @@ impl Versions {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::locks::LockKey;
+
+    fn claim() -> Command {
+        let lock = LockKey { namespace: "jobs".into(), key: "nightly".into() };
+        Command::ClaimSlot { txn: 1, request_id: "r".into(), lock, period_ms: 60_000, retry_failed: false }
+    }
+
+    fn versions(reports: &[(NodeId, Option<&str>, u32)]) -> Arc<Versions> {
+        let dir = tempfile::tempdir().unwrap();
+        let v = Versions::new(LEVEL, Arc::new(DataLevel::open(dir.path(), LEVEL).unwrap()));
+        for (id, version, level) in reports {
+            let report = Report { version: version.map(str::to_string), level: *level, at: Instant::now() };
+            v.reports.write().unwrap().record(*id, report);
+        }
+        v
+    }
+
+    const AT_1: FeatureLevels = FeatureLevels { level: 1, used: 1 };
+    const AT_2: FeatureLevels = FeatureLevels { level: 2, used: 1 };
+
+    #[test]
+    fn the_gate_names_each_node_below_the_level_and_lets_level_1_through() {
+        let v = versions(&[(1, Some("0.2.0"), 2), (2, None, 1)]);
+        let why = v.gate(&claim(), AT_1, &[1, 2, 3]).unwrap_err();
+        assert!(why.contains("needs cluster feature level 2, but the cluster runs at level 1"), "{why}");
+        assert!(why.contains("node 2 runs 0.1.0 or earlier (no version handshake) (level 1)"), "{why}");
+        assert!(why.contains("node 3 has not answered"), "{why}");
+        assert!(!why.contains("node 1"), "{why}");
+        assert!(v.gate(&Command::Expire { txn: 1 }, AT_1, &[1, 2, 3]).is_ok());
+        assert!(v.gate(&Command::SetFeatureLevel { level: 2 }, AT_1, &[1, 2, 3]).is_ok());
+    }
+
+    #[test]
+    fn at_level_2_only_a_member_that_answered_lower_closes_the_gate() {
+        let v = versions(&[(1, Some("0.2.0"), 2), (2, Some("0.2.0"), 2)]);
+        assert!(v.gate(&claim(), AT_2, &[1, 2, 3]).is_ok(), "node 3 is down, not older");
+        let v = versions(&[(1, Some("0.2.0"), 2), (2, Some("0.2.0 --feature-level 1"), 1)]);
+        let why = v.gate(&claim(), AT_2, &[1, 2]).unwrap_err();
+        assert!(why.contains("node 2 runs 0.2.0 --feature-level 1 (level 1)"), "{why}");
+        assert!(!v.raising(&[1, 2], AT_1, 2));
+        let v = versions(&[(1, Some("0.2.0"), 2), (2, Some("0.2.0"), 2)]);
+        assert!(v.raising(&[1, 2], AT_1, 2), "every member reads 2: the raise is coming");
+    }
+}
