@@ -32,6 +32,8 @@ put() { # source path-in-image mode
   install -D -m "$3" "$(realpath "$1")" "$root$2"
 }
 put "$bin" /usr/local/bin/dls 0755
+# As in the tarball (deploy/dist.sh): no debug sections, the symbol table kept for backtraces.
+if command -v strip > /dev/null; then strip --strip-debug "$root/usr/local/bin/dls"; fi
 put /bin/dash /bin/sh 0755
 # The libraries both need, each where the loader looks for it (the path ldd resolved).
 libs=$({ ldd "$bin"; ldd /bin/dash; } | sed -n -e 's/^.*=> \(\/[^ ]*\) (0x.*$/\1/p' -e 's/^[[:space:]]*\(\/[^ ]*\) (0x.*$/\1/p' | sort -u)
