@@ -37,7 +37,7 @@ if command -v strip > /dev/null; then strip --strip-debug "$root/usr/local/bin/d
 put /bin/dash /bin/sh 0755
 # The libraries both need, each where the loader looks for it (the path ldd resolved).
 libs=$({ ldd "$bin"; ldd /bin/dash; } | sed -n -e 's/^.*=> \(\/[^ ]*\) (0x.*$/\1/p' -e 's/^[[:space:]]*\(\/[^ ]*\) (0x.*$/\1/p' | sort -u)
-[ -n "$libs" ] || fail "ldd names no libraries for $bin (a static binary needs none, but this build is dynamic)"
+[ -n "$libs" ] || fail "ldd found no libraries for $bin or /bin/dash"
 for lib in $libs; do put "$lib" "$lib" 0755; done
 put /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt 0644
 put "$repo/deploy/docker.toml" /etc/dls/dls.toml 0644
