@@ -54,4 +54,5 @@ engine_down() {
   kill -9 "$engine_pid" 2> /dev/null || true
   wait "$engine_pid" 2> /dev/null || true
   engine_pid=
+  rm -f "$engine_log"
 }
