@@ -22,7 +22,7 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart test-upgrade demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages
+.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart test-upgrade demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages image test-image
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -186,6 +186,12 @@ maven-install: release-portable ## JVM: `mvn install` of dev.caerus:caerus-dls (
 test-dist: dist ## Unpack the distribution (no Rust on PATH), run its dls with the example config, take a lock; check metrics vs dashboard/alerts, unit, man, completions, K8s/Docker command lines
 	deploy/test-dist.sh $(DIST_TARBALL)
 
+image: release-portable ## Container image caerus-dls:<version> and :latest, no registry: FROM scratch, the dist binary, uid 10001, /data, HEALTHCHECK (starts Debian's Docker engine if none runs)
+	deploy/image.sh $(PORTABLE)/dls $(TARGET_DIR)/image
+
+test-image: release-portable ## Build the image, run a three-node cluster of it (host network), lock from the host, stop the leader's container, lock again; skipped (saying why) without an engine
+	deploy/test-image.sh $(PORTABLE)/dls
+
 test-wheel: wheel dls-kit ## Install the wheel into a fresh virtualenv (no Rust on PATH) and run the README quick start against a real node
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) scripts/test-packages/python.sh
 
@@ -196,7 +202,7 @@ test-maven-sample: maven-install dls-kit ## The Maven sample (samples/kotlin-loc
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) CAERUS_DLS_VERSION=$(DLS_VERSION) \
 	  scripts/test-packages/maven.sh
 
-test-packages: test-dist test-wheel test-npm-pack test-maven-sample ## Every package installed and used without Rust: server tarball, Python wheel, npm tarballs, Maven artifact
+test-packages: test-dist test-image test-wheel test-npm-pack test-maven-sample ## Every package installed and used without Rust: server tarball, container image, Python wheel, npm tarballs, Maven artifact
 
 # ---- Benchmarks through the SDKs (issue 21): the lock cycle from Python and Node, binding overhead ----
 # Both use the packages as users get them (release wheel, npm tarballs, the Maven jar), installed

@@ -6,7 +6,7 @@ use tracing_subscriber::EnvFilter;
 use caerus_server::api::auth::add_key;
 use caerus_server::cli::connect::CliError;
 use caerus_server::cli::{
-    events, lock, lock_delay, locks, members, snapshot, status, txn, Cli, CliCommand, KeysCommand, LogFormat,
+    events, health, lock, lock_delay, locks, members, snapshot, status, txn, Cli, CliCommand, KeysCommand, LogFormat,
 };
 use caerus_server::config_file;
 
@@ -71,6 +71,7 @@ async fn main() {
         CliCommand::Status(args) => status::run(args).await,
         CliCommand::Members(command) => members::run(command).await,
         CliCommand::Snapshot(command) => snapshot::run(command).await,
+        CliCommand::Health(args) => health::run(args).await,
         // Ends with the command's exit status (or the lock's own codes, see `dls lock --help`).
         CliCommand::Lock(args) => lock::run(args).await.map(|code| std::process::exit(code)),
         CliCommand::Completions { shell } => {

@@ -1,15 +1,17 @@
 //! What operators get around the server: `--version` with the commit, shell completions,
 //! the man page, JSON logs of a real `dls serve`, and the config file's place between the
-//! environment and the defaults (`--print-config`).
+//! environment and the defaults (`--print-config`), and `dls health` (the container image's
+//! HEALTHCHECK).
 
 mod common;
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{dls, dls_bin, free_ports};
+use common::{client_tls, dls, dls_bin, eventually, free_ports, make_certs, tls_flags, Cluster, Spec};
 
 const SUBCOMMANDS: [&str; 8] = ["serve", "lock", "locks", "status", "members", "snapshot", "completions", "man"];
 
@@ -172,4 +174,62 @@ fn the_environment_overrides_the_config_file_and_a_flag_overrides_both() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("\"snapshot_every\"") && err.contains("snapshot-every"), "{err}");
+}
+
+/// `dls health` with this environment: exit code, stdout, stderr.
+fn health(env: &[(&str, &OsStr)]) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(dls_bin());
+    cmd.arg("health").env_remove("DLS_CONFIG").env_remove("DLS_HTTP_LISTEN").env_remove("DLS_TLS_CERT");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run dls health");
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    (out.status.code(), text(out.stdout), text(out.stderr))
+}
+
+#[tokio::test]
+async fn health_finds_the_node_from_the_config_it_runs_with_and_says_ready_or_why_not() {
+    let certs = tempfile::tempdir().unwrap();
+    make_certs(certs.path(), 1);
+    let spec = Spec {
+        extra: tls_flags(certs.path()),
+        probe_tls: Some(client_tls(certs.path(), None)),
+        no_secret: true,
+        ..Spec::default()
+    };
+    let mut cluster = Cluster::start_spec(spec).await;
+    // The image's situation: the file says every interface and a certificate (so the port
+    // speaks https, whose certificate does not name 127.0.0.1 here: hosts are not checked).
+    let port = cluster.http_addr(1).rsplit(':').next().unwrap().to_string();
+    let file = certs.path().join("dls.toml");
+    let (cert, key) = (certs.path().join("node-1.pem"), certs.path().join("node-1-key.pem"));
+    std::fs::write(&file, format!("http-listen = \"0.0.0.0:{port}\"\ntls-cert = {cert:?}\ntls-key = {key:?}\n"))
+        .unwrap();
+    let url = format!("https://127.0.0.1:{port}/readyz");
+    let ready = eventually(Duration::from_secs(10), "dls health says ready", || {
+        let (code, out, _) = health(&[("DLS_CONFIG", file.as_os_str())]);
+        (code == Some(0)).then_some(out)
+    })
+    .await;
+    assert_eq!(ready.trim(), format!("{url}: 200 OK ready"));
+
+    cluster.kill(1);
+    let (code, _, err) = health(&[("DLS_CONFIG", file.as_os_str())]);
+    assert_eq!(code, Some(1), "a stopped node is unhealthy: {err}");
+    assert!(err.contains(&url) && err.contains("Connection refused"), "the cause is told: {err}");
+}
+
+#[tokio::test]
+async fn health_is_unhealthy_with_the_reason_while_a_node_waits_for_its_cluster() {
+    // One node of three started: it cannot bootstrap, so /readyz answers 503 with why.
+    let mut cluster = Cluster::new(Spec { nodes: 3, ..Spec::default() }).unwrap();
+    cluster.start_node(1).unwrap();
+    let http = cluster.http_addr(1);
+    let why = eventually(Duration::from_secs(10), "dls health answers 503", || {
+        let (code, _, err) = health(&[("DLS_HTTP_LISTEN", http.as_ref())]);
+        (code == Some(1) && err.contains("503")).then_some(err)
+    })
+    .await;
+    assert!(why.contains(&format!("http://{http}/readyz: 503 Service Unavailable not ready: ")), "{why}");
 }

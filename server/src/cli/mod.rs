@@ -4,6 +4,7 @@
 pub mod connect;
 pub mod events;
 mod format;
+pub mod health;
 pub mod lock;
 pub mod lock_delay;
 pub mod locks;
@@ -65,6 +66,8 @@ pub enum CliCommand {
     /// Back up the cluster's state to a file, or seed a new cluster's data directories from one.
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    /// Check that a node is ready: GET its /readyz (or --url), exit 0 on 2xx, else 1 (the container's HEALTHCHECK).
+    Health(health::HealthArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     ///
     /// bash: `dls completions bash > /etc/bash_completion.d/dls`; zsh: save it as `_dls` in a
