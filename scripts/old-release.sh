@@ -2,12 +2,17 @@
 # Builds the dls binary of an earlier release once and prints its path. The build is kept
 # in a cache outside the checkout, keyed by the commit, so `make test-upgrade` pays for it
 # only the first time:
-#   $CAERUS_CACHE_DIR/releases/<commit>/dls   (CAERUS_CACHE_DIR defaults to /var/cache/caerus-dls)
+#   $CAERUS_CACHE_DIR/releases/<commit>/dls   (CAERUS_CACHE_DIR defaults to /var/cache/caerus-dls,
+#   or ~/.cache/caerus-dls for a user who cannot write there)
 # Usage: scripts/old-release.sh COMMIT
 set -euo pipefail
 
 commit=${1:?usage: $0 COMMIT}
-cache=${CAERUS_CACHE_DIR:-/var/cache/caerus-dls}/releases/$commit
+default_cache=/var/cache/caerus-dls
+if ! mkdir -p "$default_cache" 2>/dev/null || [ ! -w "$default_cache" ]; then
+  default_cache=$HOME/.cache/caerus-dls
+fi
+cache=${CAERUS_CACHE_DIR:-$default_cache}/releases/$commit
 bin=$cache/dls
 if [ -x "$bin" ]; then
   echo "$bin"
