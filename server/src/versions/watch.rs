@@ -9,7 +9,7 @@ use caerus_proto::raft::ClusterStateRequest;
 use tonic::Request;
 
 use super::Report;
-use crate::locks::Command;
+use crate::locks::{Command, Outcome};
 use crate::node::Node;
 use crate::raft::types::{Member, NodeId};
 
@@ -74,7 +74,10 @@ async fn round(node: &Weak<Node>) -> Option<()> {
         let target = versions.reports.read().expect("reports lock").target(&ids, cluster, Instant::now());
         if let Some(level) = target {
             match node.propose(Command::SetFeatureLevel { level }).await {
-                Ok(_) => tracing::info!(from = cluster.level, to = level, "cluster feature level changed"),
+                Ok(Outcome::FeatureLevelSet { .. }) => {
+                    tracing::info!(from = cluster.level, to = level, "cluster feature level changed")
+                }
+                Ok(refused) => tracing::warn!(level, "feature level change refused: {refused:?}"),
                 Err(e) => tracing::warn!(level, "feature level change not committed, will retry: {e}"),
             }
         }
