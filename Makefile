@@ -22,7 +22,7 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages image test-image
+.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart test-upgrade demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages image test-image
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -119,8 +119,15 @@ soak: release ## 10 minutes of legitimate churn beside every attack on the ports
 rolling-restart: release ## Restart every node of a 3-node cluster in turn under a contending load (release build): the longest pause between grants around each stop; ROUNDS=N
 	$(MAKE) -C chaos rolling DLS_BIN=$(abspath $(DLS_RELEASE))
 
-chaos: release ## The full fault-injection suite on 3 and 5 nodes (prints its seed; SEED=N replays)
+chaos: release test-upgrade ## The full fault-injection suite on 3 and 5 nodes (prints its seed; SEED=N replays), and the upgrade from v0.1.0
 	$(MAKE) -C chaos full DLS_BIN=$(abspath $(DLS_RELEASE))
+
+# The release every later one upgrades from in place (v0.1.0).
+V0_1_0 = ca59f73
+
+test-upgrade: dls-debug ## Upgrade a loaded 3-node cluster from v0.1.0 (built once into CAERUS_CACHE_DIR/releases, default /var/cache/caerus-dls) to this build, a node at a time: the feature-level gate in the mixed state, then a level-2 feature
+	@old=$$(scripts/old-release.sh $(V0_1_0)) && \
+	  $(MAKE) -C chaos upgrade DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls FROM=$$old
 
 # ---- Packages: what users install, built as they get them and tested without Rust ------
 # `make test-packages` (part of `make test`) installs each package into a fresh directory

@@ -37,4 +37,5 @@ pub mod run;
 pub mod stall;
 pub mod stats;
 pub mod storage_faults;
+pub mod upgrade;
 pub mod workload;

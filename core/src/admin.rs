@@ -164,6 +164,11 @@ pub struct ClusterMember {
     pub addr: String,
     /// Whether it votes.
     pub voter: bool,
+    /// The version it runs, as the answering node last heard it (`None` = unknown: it has
+    /// not answered, or the answering node predates the version handshake).
+    pub version: Option<String>,
+    /// The highest feature level it reads (`None` = unknown).
+    pub feature_level: Option<u32>,
 }
 
 /// One node's view of the cluster.
@@ -193,6 +198,12 @@ pub struct ClusterStatus {
     pub active_transactions: u64,
     /// The last event sequence number (as of its applied index).
     pub last_event_sequence: u64,
+    /// The cluster's feature level (`None` from a node before the version handshake).
+    pub feature_level: Option<u32>,
+    /// The highest feature level used by an entry so far: the level cannot go below it.
+    pub feature_level_used: Option<u32>,
+    /// The answering node's version (`None` from a node before the version handshake).
+    pub version: Option<String>,
 }
 
 impl ClusterStatus {
@@ -216,11 +227,20 @@ impl From<pb::ClusterStatusResponse> for ClusterStatus {
             members: r
                 .members
                 .into_iter()
-                .map(|m| ClusterMember { node_id: m.node_id, addr: m.addr, voter: m.voter })
+                .map(|m| ClusterMember {
+                    node_id: m.node_id,
+                    addr: m.addr,
+                    voter: m.voter,
+                    version: (!m.version.is_empty()).then_some(m.version),
+                    feature_level: (m.feature_level > 0).then_some(m.feature_level),
+                })
                 .collect(),
             last_fencing_token: r.last_fencing_token,
             active_transactions: r.active_transactions,
             last_event_sequence: r.last_event_sequence,
+            feature_level: (r.feature_level > 0).then_some(r.feature_level),
+            feature_level_used: (r.feature_level_used > 0).then_some(r.feature_level_used),
+            version: (!r.version.is_empty()).then_some(r.version),
         }
     }
 }
@@ -238,6 +258,10 @@ pub struct MemberInfo {
     pub voter: bool,
     /// The last log index the leader knows it holds (0 = none yet).
     pub matched_index: u64,
+    /// The version it runs, as the leader last heard it (`None` = unknown).
+    pub version: Option<String>,
+    /// The highest feature level it reads (`None` = unknown).
+    pub feature_level: Option<u32>,
 }
 
 /// The cluster's membership as the leader sees it.
@@ -271,6 +295,8 @@ fn member_infos(members: Vec<pb::MemberInfo>) -> Vec<MemberInfo> {
             peer_addr: m.peer_addr,
             voter: m.voter,
             matched_index: m.matched_index,
+            version: (!m.version.is_empty()).then_some(m.version),
+            feature_level: (m.feature_level > 0).then_some(m.feature_level),
         })
         .collect()
 }

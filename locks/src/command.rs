@@ -94,6 +94,10 @@ pub enum Command {
     ClaimSlot { txn: TxnId, request_id: String, lock: LockKey, period_ms: u64, retry_failed: bool },
     /// Record how `txn`'s run of slot `slot` of `lock` ended. Idempotent by `request_id`.
     FinishSlot { txn: TxnId, request_id: String, lock: LockKey, slot: u64, result: RunResult },
+    /// The leader sets the cluster's feature level (see `feature_level`): raised once every
+    /// member said it reads the new level, lowered for a rolling downgrade while nothing of
+    /// the higher level was used. Answered `FeatureLevelSet` or refused.
+    SetFeatureLevel { level: u32 },
     // New variants go last: bincode numbers variants in order, and logs written by an
     // older version must keep decoding.
 }
@@ -240,4 +244,8 @@ pub enum Outcome {
     SlotClaimed(SlotClaim),
     /// A `FinishSlot`: the run's record after it.
     SlotFinished(SlotRun),
+    /// A `SetFeatureLevel`: the cluster's level after it.
+    FeatureLevelSet {
+        level: u32,
+    },
 }

@@ -4,6 +4,7 @@
 pub mod command;
 pub mod deadlock;
 pub mod events;
+pub mod feature_level;
 mod owners;
 pub mod queue;
 pub mod requests;
@@ -27,6 +28,7 @@ mod table_tests;
 
 pub use command::{AcquireRequest, AcquireStatus, Begin, BeginOption, Command, LogCommand, Outcome, Rejection};
 pub use events::{revoke_cause, CycleMember, Event, EventDetail, EventKind};
+pub use feature_level::FeatureLevels;
 pub use table::{
     invalid_lock_delay, invalid_slot_period, Effect, KeyDelay, LockTable, RunResult, RunState, SlotClaim, SlotRun, Txn,
     MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES, MAX_PERMITS, MAX_SLOT_PERIOD_MS, MIN_SLOT_PERIOD_MS,

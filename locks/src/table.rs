@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::command::{AcquireRequest, AcquireStatus, Begin, Command, LogCommand, Outcome, Rejection};
 use super::deadlock::{choose_victim, find_cycle, Candidate};
 use super::events::{CycleMember, EventDetail, EventLog};
+use super::feature_level::FeatureLevels;
 use super::owners::ActiveByOwner;
 use super::queue::{KeyLock, Slot, Waiter, NORMAL_CLASS, UPGRADE_CLASS};
 use super::requests::{AcquireRecord, AllRecord, RequestLog, RequestRecord};
@@ -176,6 +177,10 @@ pub struct LockTable {
     /// as a section, like `deadlines`.
     #[serde(skip)]
     slot_runs: slots::SlotRuns,
+    /// The cluster's feature level and the highest level used (see `feature_level`); in
+    /// snapshot files as a section, written only above level 1.
+    #[serde(skip)]
+    features: FeatureLevels,
     /// Derived from `txns`, for the leader's per-key limit; not part of snapshots.
     #[serde(skip)]
     active_by_owner: ActiveByOwner,
@@ -192,6 +197,9 @@ impl LockTable {
     /// nothing.
     pub fn apply(&mut self, entry: &LogCommand) -> Outcome {
         self.clock_ms = self.clock_ms.max(entry.now_ms);
+        // Every entry counts, refused or not: it is in the log, where a node of a lower
+        // level could not read it.
+        self.features.note(&entry.cmd);
         let outcome = match &entry.cmd {
             Command::Batch(cmds) => Outcome::Batch(cmds.iter().map(|cmd| self.apply_command(cmd)).collect()),
             cmd => self.apply_command(cmd),
@@ -264,6 +272,10 @@ impl LockTable {
             Command::FinishSlot { txn, request_id, lock, slot, result } => {
                 self.finish_slot(*txn, request_id, lock, *slot, *result)
             }
+            Command::SetFeatureLevel { level } => match self.features.set(*level) {
+                Ok(()) => Outcome::FeatureLevelSet { level: *level },
+                Err(r) => Outcome::Rejected(r),
+            },
         }
     }
 
@@ -314,6 +326,11 @@ impl LockTable {
     /// Whether a Begin with this request id was applied (and is still remembered).
     pub fn knows_begin(&self, request_id: &str) -> bool {
         self.begin_requests.contains_key(request_id)
+    }
+
+    /// The cluster's feature level and the highest level used, as of the last entry applied.
+    pub fn feature_levels(&self) -> FeatureLevels {
+        self.features
     }
 
     /// The transaction a Begin with this request id started, while it is remembered.

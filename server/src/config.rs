@@ -84,6 +84,12 @@ pub struct ServeArgs {
     /// each endpoint, signed, at least once. Give every node the same file.
     #[arg(long, env = "DLS_WEBHOOKS_FILE")]
     pub webhooks_file: Option<PathBuf>,
+    /// The highest feature level this node reads and advertises to its peers (default: all
+    /// this release reads). With a lower one the cluster's level stays there, so the
+    /// cluster can still be rolled back to the release of that level while this one is
+    /// tried; the node refuses to start on a data directory written at a higher level.
+    #[arg(long, env = "DLS_FEATURE_LEVEL", default_value_t = crate::locks::feature_level::LEVEL, value_parser = crate::versions::parse_level)]
+    pub feature_level: u32,
     #[command(flatten)]
     pub security: SecurityArgs,
     #[command(flatten)]
@@ -242,6 +248,7 @@ impl ServeArgs {
             limits: self.limits.clone(),
             metrics_namespaces: self.telemetry.metrics_namespaces,
             otlp_traces: self.telemetry.otlp_endpoint.clone(),
+            feature_level: self.feature_level,
         };
         Ok((listeners, cfg))
     }

@@ -12,6 +12,8 @@
 //! - `api/`: gRPC services (the edge: authentication, validation, translation to the
 //!   wire, the error-to-status mapping); `http/` serves the same services as JSON.
 //! - `webhooks/`: the leader POSTs events to HTTP endpoints.
+//! - `versions/`: the version handshake between nodes, the cluster's feature level and its
+//!   gate on new features, the data directory's level.
 //! - `metrics` (cluster-wide and per namespace), `telemetry/`: what operators see of a node.
 
 pub mod api;
@@ -37,6 +39,7 @@ pub mod serve;
 pub mod signals;
 pub mod telemetry;
 pub mod tls;
+pub mod versions;
 pub mod webhooks;
 
 /// The lock semantics live in their own crate (`caerus-locks`); the server applies them.

@@ -36,6 +36,7 @@ use crate::raft::state_machine::{ApplyObserver, StateMachine};
 use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft, RaftMetrics, SnapshotMeta};
 use crate::signals::Signals;
 use crate::telemetry::spans::Tracer;
+use crate::versions::{DataLevel, Versions};
 
 /// How long one confirmation of leadership (a quorum round) vouches for heartbeats.
 /// Far below any lease (>= 100 ms), so a deposed leader stops acknowledging heartbeats
@@ -63,6 +64,8 @@ pub struct NodeConfig {
     pub metrics_namespaces: usize,
     /// Where spans of traced lock calls go (`--otlp-endpoint`, with the traces path).
     pub otlp_traces: Option<http::Uri>,
+    /// The highest feature level this node reads and advertises (`--feature-level`).
+    pub feature_level: u32,
 }
 
 /// How this node authenticates to its peers and checks them.
@@ -133,6 +136,8 @@ pub struct Node {
     peer_auth: Arc<PeerAuth>,
     /// Outgoing peer connections; reloads their certificates on SIGHUP.
     peer_transport: Arc<PeerTransport>,
+    /// The members' versions and feature levels, and the gate on new features.
+    versions: Arc<Versions>,
 }
 
 /// A node with an empty log: it asks its peers before it bootstraps or joins.
@@ -226,7 +231,9 @@ impl Node {
         // (protocol-aware recovery, see `spawn_owed_recovery`); a single node has nobody to
         // fetch them from.
         let on_damage = if cfg.members.len() > 1 || cfg.join { OnDamage::Fetch } else { OnDamage::Refuse };
-        let log_store = LogStore::open(&cfg.data_dir, cfg.id, on_damage)?;
+        // Before anything of the log is read: a directory this node could not read refuses.
+        let data_level = Arc::new(DataLevel::open(&cfg.data_dir, cfg.feature_level)?);
+        let log_store = LogStore::open(&cfg.data_dir, cfg.id, on_damage)?.with_data_level(data_level.clone());
         let owed = log_store.owed();
         let durable = log_store.durable();
         let committed = log_store.committed_index();
@@ -234,8 +241,10 @@ impl Node {
         let pristine = log_store.is_pristine();
         let state_machine =
             StateMachine::open(&cfg.data_dir, observer, durable.clone(), log_store.first_index(), cfg.snapshot_every)
-                .await?;
+                .await?
+                .with_data_level(data_level.clone());
         let state = state_machine.shared();
+        data_level.restored(state.read().expect("state lock").table.feature_levels().used)?;
         let snapshots = state_machine.snapshot_store();
         let schedule = state_machine.schedule();
 
@@ -332,6 +341,7 @@ impl Node {
             pending: std::sync::Mutex::new(pending),
             peer_auth,
             peer_transport,
+            versions: Versions::new(cfg.feature_level, data_level),
         });
         node.spawn_roster_watch();
         node.spawn_leadership_watch(leader_tx);
@@ -339,6 +349,7 @@ impl Node {
         node.spawn_joint_finisher();
         node.spawn_snapshot_trigger(schedule);
         node.spawn_owed_recovery();
+        crate::versions::watch::spawn(&node);
         Ok(node)
     }
 
@@ -584,6 +595,7 @@ impl Node {
     /// cancel) when a client asks for it: shed like a release, so no client skips the queue
     /// bound or its share.
     pub(crate) async fn propose_for_client(&self, who: &Principal, cmd: Command) -> Result<Outcome, EngineError> {
+        self.check_feature_level(&cmd).await?;
         let outcome = self.proposer.propose_as(Origin::Release, cmd, None, Timing::Now, &Tenant::of(who)).await;
         outcome.map_err(|e| self.write_error(e))
     }
@@ -608,7 +620,41 @@ impl Node {
         timing: Timing,
         tenant: &Tenant,
     ) -> Result<Outcome, EngineError> {
+        self.check_feature_level(&cmd).await?;
         self.proposer.propose(cmd, hold, timing, tenant).await.map_err(|e| self.write_error(e))
+    }
+
+    /// Refuses a command that some member could not apply (see `Versions::gate`). When
+    /// every member already said it reads the command's level and only the raise has not
+    /// committed yet (a new cluster's first seconds), waits for it a moment instead.
+    async fn check_feature_level(&self, cmd: &Command) -> Result<(), EngineError> {
+        if cmd.feature_level() <= crate::locks::feature_level::BASE_LEVEL {
+            // Every member reads it: no lock taken on the hot path.
+            return Ok(());
+        }
+        let deadline = Instant::now() + crate::versions::RAISE_WAIT;
+        loop {
+            let cluster = self.state.read().expect("state lock").table.feature_levels();
+            let members: Vec<NodeId> = {
+                let m = self.raft.metrics();
+                let m = m.borrow();
+                m.membership_config.membership().nodes().map(|(id, _)| *id).collect()
+            };
+            match self.versions.gate(cmd, cluster, &members) {
+                Ok(()) => return Ok(()),
+                Err(_)
+                    if Instant::now() < deadline && self.versions.raising(&members, cluster, cmd.feature_level()) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(why) => return Err(EngineError::BelowFeatureLevel(why)),
+            }
+        }
+    }
+
+    /// The members' versions and feature levels as this node last heard them.
+    pub fn versions(&self) -> &Arc<Versions> {
+        &self.versions
     }
 
     fn write_error(&self, e: WriteError) -> EngineError {

@@ -1,10 +1,11 @@
 //! `dls-chaos`: runs a real `dls` cluster behind per-node TCP proxies, lets clients contend
 //! for a few keys in both modes while faults are injected, records every operation and
 //! checks the history. Exits non-zero on any violation. `dls-chaos rolling` restarts (or
-//! upgrades) every node in turn under load and reports the pauses. `dls-chaos check-history FILE`
+//! upgrades) every node in turn under load and reports the pauses; `dls-chaos upgrade --from OLD`
+//! upgrades from an earlier release and checks the feature-level gate on the way. `dls-chaos check-history FILE`
 //! re-checks a recorded history; `stall-client` is the subprocess some faults freeze.
 
-use caerus_chaos::{rolling, run, stall};
+use caerus_chaos::{rolling, run, stall, upgrade};
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
@@ -41,6 +42,10 @@ fn main() -> std::process::ExitCode {
     if argv.get(1).map(String::as_str) == Some("rolling") {
         let args = rolling::RollingArgs::parse_from(argv.iter().skip(1));
         return exit_code(rt.block_on(rolling::run(args)));
+    }
+    if argv.get(1).map(String::as_str) == Some("upgrade") {
+        let args = rolling::RollingArgs::parse_from(argv.iter().skip(1));
+        return exit_code(rt.block_on(upgrade::run(args)));
     }
     let args = run::Args::parse();
     exit_code(rt.block_on(run::run(args)))

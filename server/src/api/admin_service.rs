@@ -149,11 +149,20 @@ impl AdminApi {
             members: c
                 .members
                 .into_iter()
-                .map(|m| pb::ClusterMember { node_id: m.id, addr: m.addr, voter: m.voter })
+                .map(|m| pb::ClusterMember {
+                    node_id: m.id,
+                    addr: m.addr,
+                    voter: m.voter,
+                    version: m.version.version,
+                    feature_level: m.version.feature_level,
+                })
                 .collect(),
             last_fencing_token: c.last_fencing_token,
             active_transactions: c.active_transactions,
             last_event_sequence: c.last_event_sequence,
+            feature_level: c.feature_level,
+            feature_level_used: c.feature_level_used,
+            version: c.version,
         })
     }
 }
@@ -176,7 +185,7 @@ impl AdminApi {
         self.cluster_admin(&req)?;
         let m = self.engine.list_members()?;
         Ok(pb::ListMembersResponse {
-            members: member_infos(&m.members),
+            members: self.member_infos(&m.members),
             leader_id: m.leader,
             last_log_index: m.last_log_index,
             changing: m.changing,
@@ -189,13 +198,13 @@ impl AdminApi {
         let catch_up = catch_up_timeout(r.catch_up_timeout_ms)?;
         let member = Member { addr: r.addr, peer_addr: r.peer_addr };
         let m = self.engine.add_member(r.node_id, member, r.stay_learner, catch_up).await?;
-        Ok(pb::AddMemberResponse { members: member_infos(&m.members) })
+        Ok(pb::AddMemberResponse { members: self.member_infos(&m.members) })
     }
 
     async fn remove_member(&self, req: Request<pb::RemoveMemberRequest>) -> ApiResult<pb::RemoveMemberResponse> {
         self.cluster_admin(&req)?;
         let members = self.engine.remove_member(req.into_inner().node_id).await?;
-        Ok(pb::RemoveMemberResponse { members: member_infos(&members) })
+        Ok(pb::RemoveMemberResponse { members: self.member_infos(&members) })
     }
 
     async fn promote_member(&self, req: Request<pb::PromoteMemberRequest>) -> ApiResult<pb::PromoteMemberResponse> {
@@ -203,7 +212,7 @@ impl AdminApi {
         let r = req.into_inner();
         let catch_up = catch_up_timeout(r.catch_up_timeout_ms)?;
         let m = self.engine.promote_member(r.node_id, catch_up).await?;
-        Ok(pb::PromoteMemberResponse { members: member_infos(&m.members) })
+        Ok(pb::PromoteMemberResponse { members: self.member_infos(&m.members) })
     }
 }
 
@@ -218,17 +227,24 @@ fn catch_up_timeout(ms: u32) -> ApiResult<Duration> {
     Ok(d)
 }
 
-fn member_infos(members: &[MemberView]) -> Vec<pb::MemberInfo> {
-    members
-        .iter()
-        .map(|v| pb::MemberInfo {
-            node_id: v.id,
-            addr: v.member.addr.clone(),
-            peer_addr: v.member.peer_addr.clone(),
-            voter: v.voter,
-            matched_index: v.matched,
-        })
-        .collect()
+impl AdminApi {
+    fn member_infos(&self, members: &[MemberView]) -> Vec<pb::MemberInfo> {
+        members
+            .iter()
+            .map(|v| {
+                let version = self.engine.member_version(v.id);
+                pb::MemberInfo {
+                    node_id: v.id,
+                    addr: v.member.addr.clone(),
+                    peer_addr: v.member.peer_addr.clone(),
+                    voter: v.voter,
+                    matched_index: v.matched,
+                    version: version.version,
+                    feature_level: version.feature_level,
+                }
+            })
+            .collect()
+    }
 }
 
 #[tonic::async_trait]

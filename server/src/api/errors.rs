@@ -65,6 +65,11 @@ pub enum ApiError {
     /// A membership change does not fit the current membership; nothing changed.
     #[error("{0}")]
     MembershipRefused(String),
+    /// The request needs a feature level some member does not read yet; nothing changed.
+    /// FAILED_PRECONDITION with the kind MEMBERSHIP_REFUSED: the membership (its oldest
+    /// node) is what refuses, and it is the same answer once those nodes are upgraded.
+    #[error("{0}")]
+    BelowFeatureLevel(String),
     /// A bug or storage failure.
     #[error("internal error: {0}")]
     Internal(String),
@@ -87,7 +92,9 @@ impl ApiError {
             ApiError::NotLeader { .. } => (Code::Unavailable, ErrorKind::NotLeader),
             ApiError::Unavailable(_) | ApiError::Overloaded { .. } => (Code::Unavailable, ErrorKind::Unavailable),
             ApiError::ResourceExhausted(_) => (Code::ResourceExhausted, ErrorKind::ResourceExhausted),
-            ApiError::MembershipRefused(_) => (Code::FailedPrecondition, ErrorKind::MembershipRefused),
+            ApiError::MembershipRefused(_) | ApiError::BelowFeatureLevel(_) => {
+                (Code::FailedPrecondition, ErrorKind::MembershipRefused)
+            }
             ApiError::Internal(_) => (Code::Internal, ErrorKind::Internal),
         }
     }
@@ -172,6 +179,7 @@ impl From<EngineError> for ApiError {
             EngineError::ResourceExhausted(m) => ApiError::ResourceExhausted(m),
             EngineError::Overloaded { message, retry_after } => ApiError::Overloaded { message, retry_after },
             EngineError::MembershipRefused(m) => ApiError::MembershipRefused(m),
+            EngineError::BelowFeatureLevel(m) => ApiError::BelowFeatureLevel(m),
             EngineError::Internal(m) => ApiError::Internal(m),
         }
     }

@@ -142,10 +142,12 @@ fn render(members: &[MemberInfo]) -> Vec<String> {
                 m.peer_addr.clone(),
                 if m.voter { "voter" } else { "learner" }.to_string(),
                 m.matched_index.to_string(),
+                m.version.clone().unwrap_or_else(|| "?".into()),
+                m.feature_level.map_or("?".into(), |l| l.to_string()),
             ]
         })
         .collect();
-    table(&["NODE", "ADDRESS", "PEER ADDRESS", "ROLE", "MATCHED"], &rows, "")
+    table(&["NODE", "ADDRESS", "PEER ADDRESS", "ROLE", "MATCHED", "VERSION", "LEVEL"], &rows, "")
 }
 
 fn to_json(members: &[MemberInfo]) -> serde_json::Value {
@@ -158,6 +160,8 @@ fn to_json(members: &[MemberInfo]) -> serde_json::Value {
                 "peer_addr": m.peer_addr,
                 "voter": m.voter,
                 "matched_index": m.matched_index,
+                "version": m.version,
+                "feature_level": m.feature_level,
             })
         })
         .collect()
@@ -175,9 +179,11 @@ mod tests {
             peer_addr: format!("h:{}", id + 10),
             voter,
             matched_index: 7,
+            version: Some("0.2.0".into()),
+            feature_level: Some(2),
         };
         let text = render(&[m(1, true), m(4, false)]).join("\n");
         assert!(text.contains("NODE  ADDRESS  PEER ADDRESS  ROLE"), "{text}");
-        assert!(text.contains("4     h:4      h:14          learner  7"), "{text}");
+        assert!(text.contains("4     h:4      h:14          learner  7        0.2.0    2"), "{text}");
     }
 }

@@ -78,7 +78,20 @@ fn members(reports: &[NodeReport]) -> BTreeMap<u64, String> {
 }
 
 fn render(reports: &[NodeReport]) -> Vec<String> {
-    let header = ["NODE", "ADDRESS", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "LAST TOKEN", "ACTIVE TXNS"];
+    let header = [
+        "NODE",
+        "ADDRESS",
+        "ROLE",
+        "TERM",
+        "LEADER",
+        "COMMIT",
+        "APPLIED",
+        "LAST TOKEN",
+        "ACTIVE TXNS",
+        "VERSION",
+        "LEVEL",
+    ];
+    let levels = member_levels(reports);
     let rows: Vec<Vec<String>> = reports
         .iter()
         .map(|r| match &r.answer {
@@ -92,12 +105,15 @@ fn render(reports: &[NodeReport]) -> Vec<String> {
                 s.applied_index.to_string(),
                 s.last_fencing_token.to_string(),
                 s.active_transactions.to_string(),
+                s.version.clone().unwrap_or_else(|| OLD_VERSION.into()),
+                levels.get(&s.node_id).map_or("?".into(), |l| l.to_string()),
             ],
             Err(e) => vec!["-".into(), r.addr.clone(), format!("unreachable ({})", e.code())],
         })
         .collect();
     let mut lines = table(&header, &rows, "");
     lines.push(summary(reports));
+    lines.push(feature_summary(reports));
     for r in reports {
         if let Err(e) = &r.answer {
             lines.push(format!("{}: {e}", r.addr));
@@ -131,6 +147,43 @@ fn summary(reports: &[NodeReport]) -> String {
     format!("leader: {leader}; members: {member_list}; {} of {} nodes answered", answers.len(), reports.len())
 }
 
+/// How a node before the version handshake (v0.1.0) is shown: it answers no version.
+const OLD_VERSION: &str = "0.1.0 or earlier";
+
+/// Each member's feature level as the leader (else any answering node) heard it.
+fn member_levels(reports: &[NodeReport]) -> BTreeMap<u64, u32> {
+    let mut answers: Vec<&ClusterStatus> = reports.iter().filter_map(|r| r.answer.as_ref().ok()).collect();
+    answers.sort_by_key(|s| !s.is_leader());
+    let mut levels = BTreeMap::new();
+    for s in answers.iter().rev() {
+        for m in &s.members {
+            if let Some(level) = m.feature_level {
+                levels.insert(m.node_id, level);
+            }
+        }
+    }
+    levels
+}
+
+/// `feature level: 2 (highest used 1; members read 1=2, 2=2, 3=1)`
+fn feature_summary(reports: &[NodeReport]) -> String {
+    let leader = reports.iter().filter_map(|r| r.answer.as_ref().ok()).max_by_key(|s| s.is_leader());
+    let Some(s) = leader else { return "feature level: unknown".into() };
+    let Some(level) = s.feature_level else {
+        return format!("feature level: 1 (node {} runs {OLD_VERSION}, before the version handshake)", s.node_id);
+    };
+    let members = s
+        .members
+        .iter()
+        .map(|m| format!("{}={}", m.node_id, m.feature_level.map_or("?".into(), |l| l.to_string())))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "feature level: {level} (highest used {}; members read {members})",
+        s.feature_level_used.map_or("?".into(), |u| u.to_string())
+    )
+}
+
 fn to_json(reports: &[NodeReport]) -> serde_json::Value {
     let nodes: Vec<serde_json::Value> = reports
         .iter()
@@ -149,6 +202,12 @@ fn to_json(reports: &[NodeReport]) -> serde_json::Value {
                 "last_fencing_token": s.last_fencing_token,
                 "active_transactions": s.active_transactions,
                 "last_event_sequence": s.last_event_sequence,
+                "version": s.version,
+                "feature_level": s.feature_level,
+                "feature_level_used": s.feature_level_used,
+                "members": s.members.iter().map(|m| json!({
+                    "node_id": m.node_id, "version": m.version, "feature_level": m.feature_level,
+                })).collect::<Vec<_>>(),
             }),
             Err(e) => json!({
                 "address": r.addr,
@@ -177,10 +236,21 @@ mod tests {
             applied_index: 10,
             last_log_index: 10,
             role: role.into(),
-            members: (1..=3).map(|n| ClusterMember { node_id: n, addr: format!("h:{n}"), voter: true }).collect(),
+            members: (1..=3)
+                .map(|n| ClusterMember {
+                    node_id: n,
+                    addr: format!("h:{n}"),
+                    voter: true,
+                    version: Some("0.2.0".into()),
+                    feature_level: Some(if n == 3 { 1 } else { 2 }),
+                })
+                .collect(),
             last_fencing_token: 4,
             active_transactions: 1,
             last_event_sequence: 0,
+            feature_level: Some(1),
+            feature_level_used: Some(1),
+            version: Some("0.2.0".into()),
         }
     }
 
@@ -195,6 +265,7 @@ mod tests {
         assert!(text.contains("NODE  ADDRESS  ROLE"), "{text}");
         assert!(text.contains("-     h:3      unreachable (UNAVAILABLE)"), "{text}");
         assert!(text.contains("leader: node 1 (h:1); members: 1=h:1, 2=h:2, 3=h:3; 2 of 3 nodes answered"), "{text}");
+        assert!(text.contains("feature level: 1 (highest used 1; members read 1=2, 2=2, 3=1)"), "{text}");
         let j = to_json(&reports);
         assert_eq!(j["nodes"][2]["reachable"], false);
         assert_eq!(j["members"].as_array().unwrap().len(), 3);

@@ -18,6 +18,15 @@ pub struct ClusterMember {
     pub id: NodeId,
     pub addr: String,
     pub voter: bool,
+    /// Its version and feature level as this node last heard them (see `versions`).
+    pub version: MemberVersion,
+}
+
+/// A member's version and feature level; empty and 0 while it has not answered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberVersion {
+    pub version: String,
+    pub feature_level: u32,
 }
 
 /// This node's view of the cluster.
@@ -36,6 +45,11 @@ pub struct ClusterStatus {
     /// Active transactions the caller may act on (a limited admin key counts only those).
     pub active_transactions: u64,
     pub last_event_sequence: u64,
+    /// The cluster's feature level and the highest level used (as of the applied index).
+    pub feature_level: u32,
+    pub feature_level_used: u32,
+    /// This node's version.
+    pub version: String,
 }
 
 impl Engine {
@@ -47,10 +61,16 @@ impl Engine {
         let voters: Vec<u64> = membership.voter_ids().collect();
         let members = membership
             .nodes()
-            .map(|(&id, n)| ClusterMember { id, addr: n.addr.clone(), voter: voters.contains(&id) })
+            .map(|(&id, n)| ClusterMember {
+                id,
+                addr: n.addr.clone(),
+                voter: voters.contains(&id),
+                version: self.member_version(id),
+            })
             .collect();
         let applied_index = m.last_applied.map_or(0, |l| l.index);
         let st = node.state().read().expect("state lock");
+        let levels = st.table.feature_levels();
         ClusterStatus {
             node_id: node.id(),
             leader: node.leader(),
@@ -63,7 +83,19 @@ impl Engine {
             last_fencing_token: st.table.last_token(),
             active_transactions: st.table.active_txns().filter(|t| who.may_use(t)).count() as u64,
             last_event_sequence: st.table.events().last_seq(),
+            feature_level: levels.level,
+            feature_level_used: levels.used,
+            version: crate::versions::VERSION.to_string(),
         }
+    }
+
+    /// Member `id`'s version and feature level as this node last heard them.
+    pub fn member_version(&self, id: NodeId) -> MemberVersion {
+        let reports = self.node.versions().reports.read().expect("reports lock");
+        reports.get(id).map_or_else(MemberVersion::default, |r| MemberVersion {
+            version: r.version_text().to_string(),
+            feature_level: r.level,
+        })
     }
 
     /// The membership with each member's replication progress (leader only).

@@ -44,6 +44,10 @@ pub enum EngineError {
     /// A membership change does not fit the current membership; nothing changed.
     #[error("{0}")]
     MembershipRefused(String),
+    /// The request needs a feature level some member does not read; nothing was proposed.
+    /// The message names each node to upgrade.
+    #[error("{0}")]
+    BelowFeatureLevel(String),
     /// A bug or a storage failure.
     #[error("internal error: {0}")]
     Internal(String),

@@ -34,7 +34,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 pub use acquire::{AcquireAllRequest, AcquireStart, AcquireUpdate, Acquisition, Followed, TxnLost, Wanted};
-pub use cluster::{ClusterMember, ClusterStatus};
+pub use cluster::{ClusterMember, ClusterStatus, MemberVersion};
 pub use error::EngineError;
 pub use events::{EventStart, EventWatch};
 pub use fencing::TokenCheck;

@@ -160,10 +160,16 @@ pub fn cluster(c: &pb::ClusterStatusResponse) -> Value {
         "applied_index": id_str(c.applied_index),
         "last_log_index": id_str(c.last_log_index),
         "role": c.role,
-        "members": c.members.iter().map(|m| json!({"node_id": id_str(m.node_id), "addr": m.addr, "voter": m.voter})).collect::<Vec<_>>(),
+        "members": c.members.iter().map(|m| json!({
+            "node_id": id_str(m.node_id), "addr": m.addr, "voter": m.voter,
+            "version": m.version, "feature_level": m.feature_level,
+        })).collect::<Vec<_>>(),
         "last_fencing_token": id_str(c.last_fencing_token),
         "active_transactions": c.active_transactions,
         "last_event_sequence": id_str(c.last_event_sequence),
+        "version": c.version,
+        "feature_level": c.feature_level,
+        "feature_level_used": c.feature_level_used,
     })
 }
 

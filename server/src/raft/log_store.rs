@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{OptionalSend, RaftLogReader, StorageIOError};
+use openraft::{EntryPayload, OptionalSend, RaftLogReader, StorageIOError};
 
 use super::durable::Durable;
 use super::meta::{MetaFile, RaftMeta, Watermark};
@@ -37,6 +37,8 @@ use super::sled_migration;
 use super::types::{codec, Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
 use super::wal::{Damaged, Recovery, Wal};
 use crate::exposition::Histogram;
+use crate::locks::feature_level::BASE_LEVEL;
+use crate::versions::DataLevel;
 
 /// The log's directory inside the data directory.
 pub const LOG_DIR: &str = "raft-log";
@@ -108,6 +110,9 @@ pub struct LogStore {
     /// The last vote saved is this node's own committed vote: it is the leader, and every
     /// append is its own.
     leading: Arc<AtomicBool>,
+    /// The data directory's feature level: an entry above what this node reads is refused,
+    /// a higher one recorded before it is appended (see `versions::data_level`).
+    data_level: Option<Arc<DataLevel>>,
 }
 
 fn io_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -289,7 +294,14 @@ impl LogStore {
         let (sync, rx) = mpsc::channel();
         let d = disk.clone();
         std::thread::Builder::new().name("raft-log-sync".into()).spawn(move || run_sync(d, rx))?;
-        let store = LogStore { disk, sync, committed: Arc::new(AtomicU64::new(0)), id, leading: Arc::default() };
+        let store = LogStore {
+            disk,
+            sync,
+            committed: Arc::new(AtomicU64::new(0)),
+            id,
+            leading: Arc::default(),
+            data_level: None,
+        };
         if let Some(vote) = stored.vote {
             store.note_vote(&vote);
         }
@@ -304,6 +316,12 @@ impl LogStore {
             }
         }
         Ok(store)
+    }
+
+    /// Checks and records the feature level of every entry appended from now on.
+    pub fn with_data_level(mut self, level: Arc<DataLevel>) -> Self {
+        self.data_level = Some(level);
+        self
     }
 
     /// The first index the log holds (the next one to come when it is empty).
@@ -380,9 +398,14 @@ impl LogStore {
         entries: impl IntoIterator<Item = Entry>,
         done: impl FnOnce(io::Result<()>) + Send + 'static,
     ) -> Result<(), StorageError> {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        if let Some(data_level) = &self.data_level {
+            let level = entries.iter().map(entry_level).max().unwrap_or(BASE_LEVEL);
+            data_level.admit(level).map_err(io_err)?;
+        }
         let encoded = entries
-            .into_iter()
-            .map(|e| Ok((e.log_id.index, codec::encode(&e).map_err(io_err)?)))
+            .iter()
+            .map(|e| Ok((e.log_id.index, codec::encode(e).map_err(io_err)?)))
             .collect::<Result<Vec<_>, StorageError>>()?;
         let wants_zeros = {
             let mut wal = self.disk.wal.lock().expect("wal lock");
@@ -417,6 +440,14 @@ impl LogStore {
 /// one would keep it (raft's log matching check passes): their tables would part. Kept as a
 /// vote for itself not yet granted, the node votes for no other in that term and leads again
 /// only once elected, in a new term.
+/// The feature level a node needs to decode `entry`.
+fn entry_level(entry: &Entry) -> u32 {
+    match &entry.payload {
+        EntryPayload::Normal(c) => c.cmd.feature_level(),
+        EntryPayload::Blank | EntryPayload::Membership(_) => BASE_LEVEL,
+    }
+}
+
 fn step_down(meta: &mut MetaFile, id: NodeId) -> io::Result<()> {
     let stored = meta.get().clone();
     match stored.vote {

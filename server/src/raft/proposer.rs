@@ -78,7 +78,8 @@ impl Origin {
             | Command::EndOverdue { .. }
             | Command::EndLockDelay { .. }
             | Command::CancelWait { .. }
-            | Command::WebhookDelivered { .. } => Origin::Leader,
+            | Command::WebhookDelivered { .. }
+            | Command::SetFeatureLevel { .. } => Origin::Leader,
             // An operator's rule is shed like a release: it must get through a flood too, and
             // so is a run's finish (it ends the run's record).
             Command::Release { .. }

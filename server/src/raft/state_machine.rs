@@ -21,6 +21,7 @@ use super::snapshot_schedule::SnapshotSchedule;
 use super::snapshot_store::{freeze, SnapshotStore};
 use super::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::locks::{Effect, LockTable, Outcome};
+use crate::versions::DataLevel;
 
 /// Receives what the node must act on after entries are applied.
 pub trait ApplyObserver: Send + Sync + 'static {
@@ -44,6 +45,9 @@ pub struct StateMachine {
     durable: Arc<Durable>,
     /// When to ask raft for the next snapshot.
     schedule: Arc<SnapshotSchedule>,
+    /// The data directory's feature level, raised by a snapshot installed from the leader
+    /// (entries raise it in the log store).
+    data_level: Option<Arc<DataLevel>>,
 }
 
 /// How long applying waits for the local log to reach the disk before it gives up and
@@ -126,7 +130,14 @@ impl StateMachine {
             observer,
             durable,
             schedule: Arc::new(SnapshotSchedule::new(snapshot_every)),
+            data_level: None,
         })
+    }
+
+    /// Checks and records the feature level of every snapshot installed from now on.
+    pub fn with_data_level(mut self, level: Arc<DataLevel>) -> Self {
+        self.data_level = Some(level);
+        self
     }
 
     /// When snapshots are due; the node triggers them (openraft's own policy is off).
@@ -246,6 +257,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let received = self.received_file(*snapshot).await.map_err(snap_err)?;
         let (store, announced) = (self.snapshots.clone(), meta.clone());
         let new_state = blocking(move || store.install(received, &announced)).await?;
+        if let Some(data_level) = self.data_level.clone() {
+            // Recorded before the table is used; a level this node does not read stops raft
+            // here, as on a node of that release (which would not decode the section).
+            // `used`, not the cluster's level: the level itself is read by every release
+            // with the handshake, so a rolling downgrade still takes such a snapshot.
+            let level = new_state.table.feature_levels().used;
+            blocking(move || data_level.admit(level)).await?;
+        }
         let old_state = {
             let mut st = self.state.write().expect("state lock");
             let old = std::mem::replace(&mut *st, new_state);

@@ -13,4 +13,5 @@ mod ports;
 mod shares;
 mod slots;
 mod storage;
+mod upgrade;
 mod visibility;

@@ -599,7 +599,12 @@ type ClusterMember struct {
 	// Its address.
 	Addr string `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
 	// Whether it votes (all configured members do).
-	Voter         bool `protobuf:"varint,3,opt,name=voter,proto3" json:"voter,omitempty"`
+	Voter bool `protobuf:"varint,3,opt,name=voter,proto3" json:"voter,omitempty"`
+	// The version it runs, as the answering node last heard it on the peer port ("" =
+	// unknown: it has not answered; "0.1.0 or earlier ..." for a node before the handshake).
+	Version string `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	// The highest feature level it reads (0 = unknown).
+	FeatureLevel  uint32 `protobuf:"varint,5,opt,name=feature_level,json=featureLevel,proto3" json:"feature_level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -655,6 +660,20 @@ func (x *ClusterMember) GetVoter() bool {
 	return false
 }
 
+func (x *ClusterMember) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ClusterMember) GetFeatureLevel() uint32 {
+	if x != nil {
+		return x.FeatureLevel
+	}
+	return 0
+}
+
 // One node's view of the cluster.
 type ClusterStatusResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -682,8 +701,15 @@ type ClusterStatusResponse struct {
 	ActiveTransactions uint64 `protobuf:"varint,11,opt,name=active_transactions,json=activeTransactions,proto3" json:"active_transactions,omitempty"`
 	// The last event sequence number (as of its applied index).
 	LastEventSequence uint64 `protobuf:"varint,12,opt,name=last_event_sequence,json=lastEventSequence,proto3" json:"last_event_sequence,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The cluster's feature level (as of its applied index): what the leader may propose.
+	FeatureLevel uint32 `protobuf:"varint,13,opt,name=feature_level,json=featureLevel,proto3" json:"feature_level,omitempty"`
+	// The highest feature level of an entry applied so far: the level cannot be lowered
+	// below it (a rolling downgrade is possible while it is 1).
+	FeatureLevelUsed uint32 `protobuf:"varint,14,opt,name=feature_level_used,json=featureLevelUsed,proto3" json:"feature_level_used,omitempty"`
+	// The answering node's version.
+	Version       string `protobuf:"bytes,15,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterStatusResponse) Reset() {
@@ -800,6 +826,27 @@ func (x *ClusterStatusResponse) GetLastEventSequence() uint64 {
 	return 0
 }
 
+func (x *ClusterStatusResponse) GetFeatureLevel() uint32 {
+	if x != nil {
+		return x.FeatureLevel
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetFeatureLevelUsed() uint32 {
+	if x != nil {
+		return x.FeatureLevelUsed
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
 // Asks the leader for the membership.
 type ListMembersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -850,7 +897,11 @@ type MemberInfo struct {
 	Voter bool `protobuf:"varint,4,opt,name=voter,proto3" json:"voter,omitempty"`
 	// The last log index the leader knows it holds (0 = none yet). The leader's own entry
 	// is its last log index.
-	MatchedIndex  uint64 `protobuf:"varint,5,opt,name=matched_index,json=matchedIndex,proto3" json:"matched_index,omitempty"`
+	MatchedIndex uint64 `protobuf:"varint,5,opt,name=matched_index,json=matchedIndex,proto3" json:"matched_index,omitempty"`
+	// The version it runs, as the leader last heard it ("" = unknown).
+	Version string `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`
+	// The highest feature level it reads (0 = unknown).
+	FeatureLevel  uint32 `protobuf:"varint,7,opt,name=feature_level,json=featureLevel,proto3" json:"feature_level,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -916,6 +967,20 @@ func (x *MemberInfo) GetVoter() bool {
 func (x *MemberInfo) GetMatchedIndex() uint64 {
 	if x != nil {
 		return x.MatchedIndex
+	}
+	return 0
+}
+
+func (x *MemberInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *MemberInfo) GetFeatureLevel() uint32 {
+	if x != nil {
+		return x.FeatureLevel
 	}
 	return 0
 }
@@ -1682,11 +1747,13 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\x18AbortTransactionResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.caerus.dls.v1.TransactionStateR\x05state\x12%\n" +
 	"\x0ereleased_locks\x18\x02 \x01(\rR\rreleasedLocks\"\x16\n" +
-	"\x14ClusterStatusRequest\"R\n" +
+	"\x14ClusterStatusRequest\"\x91\x01\n" +
 	"\rClusterMember\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x14\n" +
-	"\x05voter\x18\x03 \x01(\bR\x05voter\"\xcb\x03\n" +
+	"\x05voter\x18\x03 \x01(\bR\x05voter\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\tR\aversion\x12#\n" +
+	"\rfeature_level\x18\x05 \x01(\rR\ffeatureLevel\"\xb8\x04\n" +
 	"\x15ClusterStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x04R\bleaderId\x12\x1f\n" +
@@ -1701,15 +1768,20 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\x12last_fencing_token\x18\n" +
 	" \x01(\x04R\x10lastFencingToken\x12/\n" +
 	"\x13active_transactions\x18\v \x01(\x04R\x12activeTransactions\x12.\n" +
-	"\x13last_event_sequence\x18\f \x01(\x04R\x11lastEventSequence\"\x14\n" +
-	"\x12ListMembersRequest\"\x91\x01\n" +
+	"\x13last_event_sequence\x18\f \x01(\x04R\x11lastEventSequence\x12#\n" +
+	"\rfeature_level\x18\r \x01(\rR\ffeatureLevel\x12,\n" +
+	"\x12feature_level_used\x18\x0e \x01(\rR\x10featureLevelUsed\x12\x18\n" +
+	"\aversion\x18\x0f \x01(\tR\aversion\"\x14\n" +
+	"\x12ListMembersRequest\"\xd0\x01\n" +
 	"\n" +
 	"MemberInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x1b\n" +
 	"\tpeer_addr\x18\x03 \x01(\tR\bpeerAddr\x12\x14\n" +
 	"\x05voter\x18\x04 \x01(\bR\x05voter\x12#\n" +
-	"\rmatched_index\x18\x05 \x01(\x04R\fmatchedIndex\"\xa9\x01\n" +
+	"\rmatched_index\x18\x05 \x01(\x04R\fmatchedIndex\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\tR\aversion\x12#\n" +
+	"\rfeature_level\x18\a \x01(\rR\ffeatureLevel\"\xa9\x01\n" +
 	"\x13ListMembersResponse\x123\n" +
 	"\amembers\x18\x01 \x03(\v2\x19.caerus.dls.v1.MemberInfoR\amembers\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x04R\bleaderId\x12$\n" +

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from caerus.dls.v1 import lock_service_pb2 as caerus_dot_dls_dot_v1_dot_lock__service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!caerus/dls/v1/admin_service.proto\x12\rcaerus.dls.v1\x1a caerus/dls/v1/lock_service.proto\",\n\x10ListLocksRequest\x12\x18\n\x10namespace_prefix\x18\x01 \x01(\t\"\x8e\x01\n\nLockHolder\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x04\x12\x18\n\x10transaction_name\x18\x02 \x01(\t\x12%\n\x04mode\x18\x03 \x01(\x0e\x32\x17.caerus.dls.v1.LockMode\x12\x15\n\rfencing_token\x18\x04 \x01(\x04\x12\x10\n\x08since_ms\x18\x05 \x01(\x03\"\xbc\x01\n\nLockWaiter\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x04\x12\x18\n\x10transaction_name\x18\x02 \x01(\t\x12%\n\x04mode\x18\x03 \x01(\x0e\x32\x17.caerus.dls.v1.LockMode\x12\x10\n\x08position\x18\x04 \x01(\r\x12 \n\x18\x62locking_transaction_ids\x18\x05 \x03(\x04\x12\x10\n\x08since_ms\x18\x06 \x01(\x03\x12\x0f\n\x07upgrade\x18\x07 \x01(\x08\"\x9a\x02\n\x08KeyLocks\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12*\n\x07holders\x18\x03 \x03(\x0b\x32\x19.caerus.dls.v1.LockHolder\x12*\n\x07waiters\x18\x04 \x03(\x0b\x32\x19.caerus.dls.v1.LockWaiter\x12\x18\n\x10\x64\x65layed_until_ms\x18\x05 \x01(\x03\x12!\n\x19\x64\x65layed_by_transaction_id\x18\x06 \x01(\x04\x12,\n\x0b\x64\x65lay_cause\x18\x07 \x01(\x0e\x32\x17.caerus.dls.v1.EndCause\x12\x0f\n\x07permits\x18\x08 \x01(\r\x12\x1a\n\x12\x64\x65lay_remaining_ms\x18\t \x01(\x03\"f\n\x11ListLocksResponse\x12&\n\x05locks\x18\x01 \x03(\x0b\x32\x17.caerus.dls.v1.KeyLocks\x12)\n\tslot_runs\x18\x02 \x03(\x0b\x32\x16.caerus.dls.v1.SlotRun\"U\n\x17\x41\x62ortTransactionRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x04\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"b\n\x18\x41\x62ortTransactionResponse\x12.\n\x05state\x18\x01 \x01(\x0e\x32\x1f.caerus.dls.v1.TransactionState\x12\x16\n\x0ereleased_locks\x18\x02 \x01(\r\"\x16\n\x14\x43lusterStatusRequest\"=\n\rClusterMember\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\r\n\x05voter\x18\x03 \x01(\x08\"\xb6\x02\n\x15\x43lusterStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x11\n\tleader_id\x18\x02 \x01(\x04\x12\x13\n\x0bleader_addr\x18\x03 \x01(\t\x12\x0c\n\x04term\x18\x04 \x01(\x04\x12\x14\n\x0c\x63ommit_index\x18\x05 \x01(\x04\x12\x15\n\rapplied_index\x18\x06 \x01(\x04\x12\x16\n\x0elast_log_index\x18\x07 \x01(\x04\x12\x0c\n\x04role\x18\x08 \x01(\t\x12-\n\x07members\x18\t \x03(\x0b\x32\x1c.caerus.dls.v1.ClusterMember\x12\x1a\n\x12last_fencing_token\x18\n \x01(\x04\x12\x1b\n\x13\x61\x63tive_transactions\x18\x0b \x01(\x04\x12\x1b\n\x13last_event_sequence\x18\x0c \x01(\x04\"\x14\n\x12ListMembersRequest\"d\n\nMemberInfo\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\x11\n\tpeer_addr\x18\x03 \x01(\t\x12\r\n\x05voter\x18\x04 \x01(\x08\x12\x15\n\rmatched_index\x18\x05 \x01(\x04\"~\n\x13ListMembersResponse\x12*\n\x07members\x18\x01 \x03(\x0b\x32\x19.caerus.dls.v1.MemberInfo\x12\x11\n\tleader_id\x18\x02 \x01(\x04\x12\x16\n\x0elast_log_index\x18\x03 \x01(\x04\x12\x10\n\x08\x63hanging\x18\x04 \x01(\x08\"w\n\x10\x41\x64\x64MemberRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\x11\n\tpeer_addr\x18\x03 \x01(\t\x12\x14\n\x0cstay_learner\x18\x04 \x01(\x08\x12\x1b\n\x13\x63\x61tch_up_timeout_ms\x18\x05 \x01(\r\"?\n\x11\x41\x64\x64MemberResponse\x12*\n\x07members\x18\x01 \x03(\x0b\x32\x19.caerus.dls.v1.MemberInfo\"&\n\x13RemoveMemberRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\"B\n\x14RemoveMemberResponse\x12*\n\x07members\x18\x01 \x03(\x0b\x32\x19.caerus.dls.v1.MemberInfo\"D\n\x14PromoteMemberRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x1b\n\x13\x63\x61tch_up_timeout_ms\x18\x02 \x01(\r\"C\n\x15PromoteMemberResponse\x12*\n\x07members\x18\x01 \x03(\x0b\x32\x19.caerus.dls.v1.MemberInfo\"\x15\n\x13SaveSnapshotRequest\"%\n\x14SaveSnapshotResponse\x12\r\n\x05\x63hunk\x18\x01 \x01(\x0c\"A\n\x13SetLockDelayRequest\x12\x18\n\x10namespace_prefix\x18\x01 \x01(\t\x12\x10\n\x08\x64\x65lay_ms\x18\x02 \x01(\x03\"1\n\x14SetLockDelayResponse\x12\x19\n\x11previous_delay_ms\x18\x01 \x01(\x03\"\x17\n\x15ListLockDelaysRequest\";\n\rLockDelayRule\x12\x18\n\x10namespace_prefix\x18\x01 \x01(\t\x12\x10\n\x08\x64\x65lay_ms\x18\x02 \x01(\x03\"E\n\x16ListLockDelaysResponse\x12+\n\x05rules\x18\x01 \x03(\x0b\x32\x1c.caerus.dls.v1.LockDelayRule2\x8d\x07\n\x0c\x41\x64minService\x12N\n\tListLocks\x12\x1f.caerus.dls.v1.ListLocksRequest\x1a .caerus.dls.v1.ListLocksResponse\x12\x63\n\x10\x41\x62ortTransaction\x12&.caerus.dls.v1.AbortTransactionRequest\x1a\'.caerus.dls.v1.AbortTransactionResponse\x12Z\n\rClusterStatus\x12#.caerus.dls.v1.ClusterStatusRequest\x1a$.caerus.dls.v1.ClusterStatusResponse\x12T\n\x0bListMembers\x12!.caerus.dls.v1.ListMembersRequest\x1a\".caerus.dls.v1.ListMembersResponse\x12N\n\tAddMember\x12\x1f.caerus.dls.v1.AddMemberRequest\x1a .caerus.dls.v1.AddMemberResponse\x12W\n\x0cRemoveMember\x12\".caerus.dls.v1.RemoveMemberRequest\x1a#.caerus.dls.v1.RemoveMemberResponse\x12Z\n\rPromoteMember\x12#.caerus.dls.v1.PromoteMemberRequest\x1a$.caerus.dls.v1.PromoteMemberResponse\x12Y\n\x0cSaveSnapshot\x12\".caerus.dls.v1.SaveSnapshotRequest\x1a#.caerus.dls.v1.SaveSnapshotResponse0\x01\x12W\n\x0cSetLockDelay\x12\".caerus.dls.v1.SetLockDelayRequest\x1a#.caerus.dls.v1.SetLockDelayResponse\x12]\n\x0eListLockDelays\x12$.caerus.dls.v1.ListLockDelaysRequest\x1a%.caerus.dls.v1.ListLockDelaysResponseB\x97\x01\n\x11\x64\x65v.caerus.dls.v1B\x11\x41\x64minServiceProtoP\x01Z5github.com/caerus-dev/dls/sdks/go/caerus/dls/v1;dlsv1\xa2\x02\x03\x43\x44X\xaa\x02\rCaerus.Dls.V1\xca\x02\rCaerus\\Dls\\V1\xea\x02\x0f\x43\x61\x65rus::Dls::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!caerus/dls/v1/admin_service.proto\x12\rcaerus.dls.v1\x1a caerus/dls/v1/lock_service.proto\",\n\x10ListLocksRequest\x12\x18\n\x10namespace_prefix\x18\x01 \x01(\t\"\x8e\x01\n\nLockHolder\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x04\x12\x18\n\x10transaction_name\x18\x02 \x01(\t\x12%\n\x04mode\x18\x03 \x01(\x0e\x32\x17.caerus.dls.v1.LockMode\x12\x15\n\rfencing_token\x18\x04 \x01(\x04\x12\x10\n\x08since_ms\x18\x05 \x01(\x03\"\xbc\x01\n\nLockWaiter\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x04\x12\x18\n\x10transaction_name\x18\x02 \x01(\t\x12%\n\x04mode\x18\x03 \x01(\x0e\x32\x17.caerus.dls.v1.LockMode\x12\x10\n\x08position\x18\x04 \x01(\r\x12 \n\x18\x62locking_transaction_ids\x18\x05 \x03(\x04\x12\x10\n\x08since_ms\x18\x06 \x01(\x03\x12\x0f\n\x07upgrade\x18\x07 \x01(\x08\"\x9a\x02\n\x08KeyLocks\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12*\n\x07holders\x18\x03 \x03(\x0b\x32\x19.caerus.dls.v1.LockHolder\x12*\n\x07waiters\x18\x04 \x03(\x0b\x32\x19.caerus.dls.v1.LockWaiter\x12\x18\n\x10\x64\x65layed_until_ms\x18\x05 \x01(\x03\x12!\n\x19\x64\x65layed_by_transaction_id\x18\x06 \x01(\x04\x12,\n\x0b\x64\x65lay_cause\x18\x07 \x01(\x0e\x32\x17.caerus.dls.v1.EndCause\x12\x0f\n\x07permits\x18\x08 \x01(\r\x12\x1a\n\x12\x64\x65lay_remaining_ms\x18\t \x01(\x03\"f\n\x11ListLocksResponse\x12&\n\x05locks\x18\x01 \x03(\x0b\x32\x17.caerus.dls.v1.KeyLocks\x12)\n\tslot_runs\x18\x02 \x03(\x0b\x32\x16.caerus.dls.v1.SlotRun\"U\n\x17\x41\x62ortTransactionRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x04\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"b\n\x18\x41\x62ortTransactionResponse\x12.\n\x05state\x18\x01 \x01(\x0e\x32\x1f.caerus.dls.v1.TransactionState\x12\x16\n\x0ereleased_locks\x18\x02 \x01(\r\"\x16\n\x14\x43lusterStatusRequest\"e\n\rClusterMember\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\r\n\x05voter\x18\x03 \x01(\x08\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x15\n\rfeature_level\x18\x05 \x01(\r\"\xfa\x02\n\x15\x43lusterStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x11\n\tleader_id\x18\x02 \x01(\x04\x12\x13\n\x0bleader_addr\x18\x03 \x01(\t\x12\x0c\n\x04term\x18\x04 \x01(\x04\x12\x14\n\x0c\x63ommit_index\x18\x05 \x01(\x04\x12\x15\n\rapplied_index\x18\x06 \x01(\x04\x12\x16\n\x0elast_log_index\x18\x07 \x01(\x04\x12\x0c\n\x04role\x18\x08 \x01(\t\x12-\n\x07members\x18\t \x03(\x0b\x32\x1c.caerus.dls.v1.ClusterMember\x12\x1a\n\x12last_fencing_token\x18\n \x01(\x04\x12\x1b\n\x13\x61\x63tive_transactions\x18\x0b \x01(\x04\x12\x1b\n\x13last_event_sequence\x18\x0c \x01(\x04\x12\x15\n\rfeature_level\x18\r \x01(\r\x12\x1a\n\x12\x66\x65\x61ture_level_used\x18\x0e \x01(\r\x12\x0f\n\x07version\x18\x0f \x01(\t\"\x14\n\x12ListMembersRequest\"\x8c\x01\n\nMemberInfo\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\x11\n\tpeer_addr\x18\x03 \x01(\t\x12\r\n\x05voter\x18\x04 \x01(\x08\x12\x15\n\rmatched_index\x18\x05 \x01(\x04\x12\x0f\n\x07version\x18\x06 \x01(\t\x12\x15\n\rfeature_level\x18\x07 \x01(\r\"~\n\x13ListMembersResponse\x12*\n\x07members\x18\x01 \x03(\x0b\x32\x19.caerus.dls.v1.MemberInfo\x12\x11\n\tleader_id\x18\x02 \x01(\x04\x12\x16\n\x0elast_log_index\x18\x03 \x01(\x04\x12\x10\n\x08\x63hanging\x18\x04 \x01(\x08\"w\n\x10\x41\x64\x64MemberRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\x12\x11\n\tpeer_addr\x18\x03 \x01(\t\x12\x14\n\x0cstay_learner\x18\x04 \x01(\x08\x12\x1b\n\x13\x63\x61tch_up_timeout_ms\x18\x05 \x01(\r\"?\n\x11\x41\x64\x64MemberResponse\x12*\n\x07members\x18\x01 \x03(\x0b\x32\x19.caerus.dls.v1.MemberInfo\"&\n\x13RemoveMemberRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\"B\n\x14RemoveMemberResponse\x12*\n\x07members\x18\x01 \x03(\x0b\x32\x19.caerus.dls.v1.MemberInfo\"D\n\x14PromoteMemberRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x1b\n\x13\x63\x61tch_up_timeout_ms\x18\x02 \x01(\r\"C\n\x15PromoteMemberResponse\x12*\n\x07members\x18\x01 \x03(\x0b\x32\x19.caerus.dls.v1.MemberInfo\"\x15\n\x13SaveSnapshotRequest\"%\n\x14SaveSnapshotResponse\x12\r\n\x05\x63hunk\x18\x01 \x01(\x0c\"A\n\x13SetLockDelayRequest\x12\x18\n\x10namespace_prefix\x18\x01 \x01(\t\x12\x10\n\x08\x64\x65lay_ms\x18\x02 \x01(\x03\"1\n\x14SetLockDelayResponse\x12\x19\n\x11previous_delay_ms\x18\x01 \x01(\x03\"\x17\n\x15ListLockDelaysRequest\";\n\rLockDelayRule\x12\x18\n\x10namespace_prefix\x18\x01 \x01(\t\x12\x10\n\x08\x64\x65lay_ms\x18\x02 \x01(\x03\"E\n\x16ListLockDelaysResponse\x12+\n\x05rules\x18\x01 \x03(\x0b\x32\x1c.caerus.dls.v1.LockDelayRule2\x8d\x07\n\x0c\x41\x64minService\x12N\n\tListLocks\x12\x1f.caerus.dls.v1.ListLocksRequest\x1a .caerus.dls.v1.ListLocksResponse\x12\x63\n\x10\x41\x62ortTransaction\x12&.caerus.dls.v1.AbortTransactionRequest\x1a\'.caerus.dls.v1.AbortTransactionResponse\x12Z\n\rClusterStatus\x12#.caerus.dls.v1.ClusterStatusRequest\x1a$.caerus.dls.v1.ClusterStatusResponse\x12T\n\x0bListMembers\x12!.caerus.dls.v1.ListMembersRequest\x1a\".caerus.dls.v1.ListMembersResponse\x12N\n\tAddMember\x12\x1f.caerus.dls.v1.AddMemberRequest\x1a .caerus.dls.v1.AddMemberResponse\x12W\n\x0cRemoveMember\x12\".caerus.dls.v1.RemoveMemberRequest\x1a#.caerus.dls.v1.RemoveMemberResponse\x12Z\n\rPromoteMember\x12#.caerus.dls.v1.PromoteMemberRequest\x1a$.caerus.dls.v1.PromoteMemberResponse\x12Y\n\x0cSaveSnapshot\x12\".caerus.dls.v1.SaveSnapshotRequest\x1a#.caerus.dls.v1.SaveSnapshotResponse0\x01\x12W\n\x0cSetLockDelay\x12\".caerus.dls.v1.SetLockDelayRequest\x1a#.caerus.dls.v1.SetLockDelayResponse\x12]\n\x0eListLockDelays\x12$.caerus.dls.v1.ListLockDelaysRequest\x1a%.caerus.dls.v1.ListLockDelaysResponseB\x97\x01\n\x11\x64\x65v.caerus.dls.v1B\x11\x41\x64minServiceProtoP\x01Z5github.com/caerus-dev/dls/sdks/go/caerus/dls/v1;dlsv1\xa2\x02\x03\x43\x44X\xaa\x02\rCaerus.Dls.V1\xca\x02\rCaerus\\Dls\\V1\xea\x02\x0f\x43\x61\x65rus::Dls::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -50,41 +50,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLUSTERSTATUSREQUEST']._serialized_start=1044
   _globals['_CLUSTERSTATUSREQUEST']._serialized_end=1066
   _globals['_CLUSTERMEMBER']._serialized_start=1068
-  _globals['_CLUSTERMEMBER']._serialized_end=1129
-  _globals['_CLUSTERSTATUSRESPONSE']._serialized_start=1132
-  _globals['_CLUSTERSTATUSRESPONSE']._serialized_end=1442
-  _globals['_LISTMEMBERSREQUEST']._serialized_start=1444
-  _globals['_LISTMEMBERSREQUEST']._serialized_end=1464
-  _globals['_MEMBERINFO']._serialized_start=1466
-  _globals['_MEMBERINFO']._serialized_end=1566
-  _globals['_LISTMEMBERSRESPONSE']._serialized_start=1568
-  _globals['_LISTMEMBERSRESPONSE']._serialized_end=1694
-  _globals['_ADDMEMBERREQUEST']._serialized_start=1696
-  _globals['_ADDMEMBERREQUEST']._serialized_end=1815
-  _globals['_ADDMEMBERRESPONSE']._serialized_start=1817
-  _globals['_ADDMEMBERRESPONSE']._serialized_end=1880
-  _globals['_REMOVEMEMBERREQUEST']._serialized_start=1882
-  _globals['_REMOVEMEMBERREQUEST']._serialized_end=1920
-  _globals['_REMOVEMEMBERRESPONSE']._serialized_start=1922
-  _globals['_REMOVEMEMBERRESPONSE']._serialized_end=1988
-  _globals['_PROMOTEMEMBERREQUEST']._serialized_start=1990
-  _globals['_PROMOTEMEMBERREQUEST']._serialized_end=2058
-  _globals['_PROMOTEMEMBERRESPONSE']._serialized_start=2060
-  _globals['_PROMOTEMEMBERRESPONSE']._serialized_end=2127
-  _globals['_SAVESNAPSHOTREQUEST']._serialized_start=2129
-  _globals['_SAVESNAPSHOTREQUEST']._serialized_end=2150
-  _globals['_SAVESNAPSHOTRESPONSE']._serialized_start=2152
-  _globals['_SAVESNAPSHOTRESPONSE']._serialized_end=2189
-  _globals['_SETLOCKDELAYREQUEST']._serialized_start=2191
-  _globals['_SETLOCKDELAYREQUEST']._serialized_end=2256
-  _globals['_SETLOCKDELAYRESPONSE']._serialized_start=2258
-  _globals['_SETLOCKDELAYRESPONSE']._serialized_end=2307
-  _globals['_LISTLOCKDELAYSREQUEST']._serialized_start=2309
-  _globals['_LISTLOCKDELAYSREQUEST']._serialized_end=2332
-  _globals['_LOCKDELAYRULE']._serialized_start=2334
-  _globals['_LOCKDELAYRULE']._serialized_end=2393
-  _globals['_LISTLOCKDELAYSRESPONSE']._serialized_start=2395
-  _globals['_LISTLOCKDELAYSRESPONSE']._serialized_end=2464
-  _globals['_ADMINSERVICE']._serialized_start=2467
-  _globals['_ADMINSERVICE']._serialized_end=3376
+  _globals['_CLUSTERMEMBER']._serialized_end=1169
+  _globals['_CLUSTERSTATUSRESPONSE']._serialized_start=1172
+  _globals['_CLUSTERSTATUSRESPONSE']._serialized_end=1550
+  _globals['_LISTMEMBERSREQUEST']._serialized_start=1552
+  _globals['_LISTMEMBERSREQUEST']._serialized_end=1572
+  _globals['_MEMBERINFO']._serialized_start=1575
+  _globals['_MEMBERINFO']._serialized_end=1715
+  _globals['_LISTMEMBERSRESPONSE']._serialized_start=1717
+  _globals['_LISTMEMBERSRESPONSE']._serialized_end=1843
+  _globals['_ADDMEMBERREQUEST']._serialized_start=1845
+  _globals['_ADDMEMBERREQUEST']._serialized_end=1964
+  _globals['_ADDMEMBERRESPONSE']._serialized_start=1966
+  _globals['_ADDMEMBERRESPONSE']._serialized_end=2029
+  _globals['_REMOVEMEMBERREQUEST']._serialized_start=2031
+  _globals['_REMOVEMEMBERREQUEST']._serialized_end=2069
+  _globals['_REMOVEMEMBERRESPONSE']._serialized_start=2071
+  _globals['_REMOVEMEMBERRESPONSE']._serialized_end=2137
+  _globals['_PROMOTEMEMBERREQUEST']._serialized_start=2139
+  _globals['_PROMOTEMEMBERREQUEST']._serialized_end=2207
+  _globals['_PROMOTEMEMBERRESPONSE']._serialized_start=2209
+  _globals['_PROMOTEMEMBERRESPONSE']._serialized_end=2276
+  _globals['_SAVESNAPSHOTREQUEST']._serialized_start=2278
+  _globals['_SAVESNAPSHOTREQUEST']._serialized_end=2299
+  _globals['_SAVESNAPSHOTRESPONSE']._serialized_start=2301
+  _globals['_SAVESNAPSHOTRESPONSE']._serialized_end=2338
+  _globals['_SETLOCKDELAYREQUEST']._serialized_start=2340
+  _globals['_SETLOCKDELAYREQUEST']._serialized_end=2405
+  _globals['_SETLOCKDELAYRESPONSE']._serialized_start=2407
+  _globals['_SETLOCKDELAYRESPONSE']._serialized_end=2456
+  _globals['_LISTLOCKDELAYSREQUEST']._serialized_start=2458
+  _globals['_LISTLOCKDELAYSREQUEST']._serialized_end=2481
+  _globals['_LOCKDELAYRULE']._serialized_start=2483
+  _globals['_LOCKDELAYRULE']._serialized_end=2542
+  _globals['_LISTLOCKDELAYSRESPONSE']._serialized_start=2544
+  _globals['_LISTLOCKDELAYSRESPONSE']._serialized_end=2613
+  _globals['_ADMINSERVICE']._serialized_start=2616
+  _globals['_ADMINSERVICE']._serialized_end=3525
 # @@protoc_insertion_point(module_scope)

@@ -98,17 +98,21 @@ class ClusterStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ClusterMember(_message.Message):
-    __slots__ = ("node_id", "addr", "voter")
+    __slots__ = ("node_id", "addr", "voter", "version", "feature_level")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     VOTER_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     addr: str
     voter: bool
-    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., voter: _Optional[bool] = ...) -> None: ...
+    version: str
+    feature_level: int
+    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., voter: _Optional[bool] = ..., version: _Optional[str] = ..., feature_level: _Optional[int] = ...) -> None: ...
 
 class ClusterStatusResponse(_message.Message):
-    __slots__ = ("node_id", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "last_log_index", "role", "members", "last_fencing_token", "active_transactions", "last_event_sequence")
+    __slots__ = ("node_id", "leader_id", "leader_addr", "term", "commit_index", "applied_index", "last_log_index", "role", "members", "last_fencing_token", "active_transactions", "last_event_sequence", "feature_level", "feature_level_used", "version")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ADDR_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +125,9 @@ class ClusterStatusResponse(_message.Message):
     LAST_FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
     LAST_EVENT_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_USED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     leader_id: int
     leader_addr: str
@@ -133,25 +140,32 @@ class ClusterStatusResponse(_message.Message):
     last_fencing_token: int
     active_transactions: int
     last_event_sequence: int
-    def __init__(self, node_id: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_addr: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_log_index: _Optional[int] = ..., role: _Optional[str] = ..., members: _Optional[_Iterable[_Union[ClusterMember, _Mapping]]] = ..., last_fencing_token: _Optional[int] = ..., active_transactions: _Optional[int] = ..., last_event_sequence: _Optional[int] = ...) -> None: ...
+    feature_level: int
+    feature_level_used: int
+    version: str
+    def __init__(self, node_id: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_addr: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_log_index: _Optional[int] = ..., role: _Optional[str] = ..., members: _Optional[_Iterable[_Union[ClusterMember, _Mapping]]] = ..., last_fencing_token: _Optional[int] = ..., active_transactions: _Optional[int] = ..., last_event_sequence: _Optional[int] = ..., feature_level: _Optional[int] = ..., feature_level_used: _Optional[int] = ..., version: _Optional[str] = ...) -> None: ...
 
 class ListMembersRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class MemberInfo(_message.Message):
-    __slots__ = ("node_id", "addr", "peer_addr", "voter", "matched_index")
+    __slots__ = ("node_id", "addr", "peer_addr", "voter", "matched_index", "version", "feature_level")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDR_FIELD_NUMBER: _ClassVar[int]
     PEER_ADDR_FIELD_NUMBER: _ClassVar[int]
     VOTER_FIELD_NUMBER: _ClassVar[int]
     MATCHED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     addr: str
     peer_addr: str
     voter: bool
     matched_index: int
-    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., peer_addr: _Optional[str] = ..., voter: _Optional[bool] = ..., matched_index: _Optional[int] = ...) -> None: ...
+    version: str
+    feature_level: int
+    def __init__(self, node_id: _Optional[int] = ..., addr: _Optional[str] = ..., peer_addr: _Optional[str] = ..., voter: _Optional[bool] = ..., matched_index: _Optional[int] = ..., version: _Optional[str] = ..., feature_level: _Optional[int] = ...) -> None: ...
 
 class ListMembersResponse(_message.Message):
     __slots__ = ("members", "leader_id", "last_log_index", "changing")
