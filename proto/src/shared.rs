@@ -53,6 +53,7 @@ wire_enum!(EventKind <=> EventKind {
     TransactionExpired = TransactionExpired,
     TransactionAborted = TransactionAborted,
     LockRevoked = LockRevoked,
+    ApiKeyChanged = ApiKeyChanged,
 });
 wire_enum!(VictimPolicy <=> VictimPolicy {
     LowestPriorityThenYoungest = LowestPriorityThenYoungest,

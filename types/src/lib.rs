@@ -213,15 +213,18 @@ pub enum EventKind {
     TransactionAborted,
     /// The server took a lock from its holder (expiry, deadlock victim, operator abort).
     LockRevoked,
+    /// A cluster API key was created, revoked, rotated or expired.
+    ApiKeyChanged,
 }
 
 impl EventKind {
     /// Every kind, in wire order.
-    pub const ALL: [EventKind; 4] = [
+    pub const ALL: [EventKind; 5] = [
         EventKind::DeadlockResolved,
         EventKind::TransactionExpired,
         EventKind::TransactionAborted,
         EventKind::LockRevoked,
+        EventKind::ApiKeyChanged,
     ];
 
     /// The wire name, e.g. `"DEADLOCK_RESOLVED"`.
@@ -231,6 +234,7 @@ impl EventKind {
             EventKind::TransactionExpired => "TRANSACTION_EXPIRED",
             EventKind::TransactionAborted => "TRANSACTION_ABORTED",
             EventKind::LockRevoked => "LOCK_REVOKED",
+            EventKind::ApiKeyChanged => "API_KEY_CHANGED",
         }
     }
 
@@ -241,6 +245,7 @@ impl EventKind {
             EventKind::TransactionExpired => "transaction_expired",
             EventKind::TransactionAborted => "transaction_aborted",
             EventKind::LockRevoked => "lock_revoked",
+            EventKind::ApiKeyChanged => "api_key_changed",
         }
     }
 }

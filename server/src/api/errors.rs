@@ -65,6 +65,15 @@ pub enum ApiError {
     /// A membership change does not fit the current membership; nothing changed.
     #[error("{0}")]
     MembershipRefused(String),
+    /// A cluster API key of that name exists already (in the cluster or the keys file).
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// No cluster API key of that name.
+    #[error("{0}")]
+    KeyNotFound(String),
+    /// The call needs something this node does not have (keys required).
+    #[error("{0}")]
+    FailedPrecondition(String),
     /// A bug or storage failure.
     #[error("internal error: {0}")]
     Internal(String),
@@ -88,6 +97,10 @@ impl ApiError {
             ApiError::Unavailable(_) | ApiError::Overloaded { .. } => (Code::Unavailable, ErrorKind::Unavailable),
             ApiError::ResourceExhausted(_) => (Code::ResourceExhausted, ErrorKind::ResourceExhausted),
             ApiError::MembershipRefused(_) => (Code::FailedPrecondition, ErrorKind::MembershipRefused),
+            // The codes say what happened; the kinds are the nearest the contract has.
+            ApiError::AlreadyExists(_) => (Code::AlreadyExists, ErrorKind::InvalidArgument),
+            ApiError::KeyNotFound(_) => (Code::NotFound, ErrorKind::InvalidArgument),
+            ApiError::FailedPrecondition(_) => (Code::FailedPrecondition, ErrorKind::InvalidArgument),
             ApiError::Internal(_) => (Code::Internal, ErrorKind::Internal),
         }
     }
@@ -153,7 +166,11 @@ impl From<Rejection> for ApiError {
                 ApiError::InvalidArgument(r.to_string())
             }
             r @ Rejection::NestedBatch => ApiError::Internal(r.to_string()),
-            r @ Rejection::OutsideScope { .. } => ApiError::PermissionDenied(r.to_string()),
+            r @ (Rejection::OutsideScope { .. } | Rejection::ApiKeyOutsideScope { .. }) => {
+                ApiError::PermissionDenied(r.to_string())
+            }
+            r @ Rejection::ApiKeyExists(_) => ApiError::AlreadyExists(r.to_string()),
+            r @ Rejection::ApiKeyNotFound(_) => ApiError::KeyNotFound(r.to_string()),
         }
     }
 }

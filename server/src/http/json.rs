@@ -210,6 +210,11 @@ pub fn event(e: &pb::Event) -> Value {
             "cause": x.cause,
             "end_cause": cause_name(x.end_cause),
         }),
+        Some(Detail::ApiKeyChanged(x)) => json!({
+            "change": pb::ApiKeyChangeKind::try_from(x.change).map_or("UNKNOWN", |c| c.as_str_name()),
+            "key_name": x.key_name,
+            "by": x.by,
+        }),
         None => Value::Null,
     };
     json!({

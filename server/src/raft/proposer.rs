@@ -78,6 +78,7 @@ impl Origin {
             | Command::EndOverdue { .. }
             | Command::EndLockDelay { .. }
             | Command::CancelWait { .. }
+            | Command::ExpireApiKeys { .. }
             | Command::WebhookDelivered { .. } => Origin::Leader,
             // An operator's rule is shed like a release: it must get through a flood too, and
             // so is a run's finish (it ends the run's record).
@@ -86,7 +87,10 @@ impl Origin {
             | Command::Downgrade { .. }
             | Command::End { .. }
             | Command::Abort { .. }
-            | Command::SetLockDelay { .. } => Origin::Release,
+            | Command::SetLockDelay { .. }
+            | Command::CreateApiKey { .. }
+            | Command::RevokeApiKey { .. }
+            | Command::RotateApiKey { .. } => Origin::Release,
             Command::Begin { .. }
             | Command::Acquire { .. }
             | Command::AcquireAll { .. }
