@@ -226,6 +226,28 @@ pub fn event(e: &pb::Event) -> Value {
     })
 }
 
+/// A cluster API key as listed (never its secret or hash); 0 times as null.
+pub fn api_key(k: &pb::ApiKeyInfo) -> Value {
+    let time = |ms: i64| if ms > 0 { json!(ms) } else { Value::Null };
+    let limit = |n: u64| if n > 0 { json!(n) } else { Value::Null };
+    let l = k.limits.clone().unwrap_or_default();
+    json!({
+        "name": k.name,
+        "namespace_prefixes": k.namespace_prefixes,
+        "admin": k.admin,
+        "expires_at_ms": time(k.expires_at_ms),
+        "created_by": k.created_by,
+        "created_at_ms": k.created_at_ms,
+        "rotated_at_ms": time(k.rotated_at_ms),
+        "previous_valid_until_ms": time(k.previous_valid_until_ms),
+        "limits": {
+            "max_transactions": limit(l.max_transactions),
+            "max_watches": limit(l.max_watches),
+            "max_slot_records": limit(l.max_slot_records),
+        },
+    })
+}
+
 /// The gRPC code's canonical name, as gRPC clients see it.
 pub fn code_name(c: Code) -> &'static str {
     match c {

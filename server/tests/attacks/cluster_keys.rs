@@ -272,3 +272,87 @@ async fn cluster_keys_survive_a_restart_of_every_node_and_a_key_also_in_a_file_s
     })
     .await;
 }
+
+/// An HTTP/1.0 call to the operator port with a bearer key: status and body.
+fn http(addr: &str, method: &str, path: &str, body: &str, key: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(PATIENCE)).unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw.as_str(), ""));
+    (head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0), body.to_string())
+}
+
+fn secret_of(json: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(json).unwrap()["key"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn the_cli_and_the_http_port_manage_cluster_keys_and_the_event_stream_shows_each_change() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let k = Keyed::start(&[]).await;
+    let http_addr = k.cluster.http_addr(2);
+    // The SSE event stream of a node, from the oldest retained event.
+    let mut sse = tokio::net::TcpStream::connect(&http_addr).await.unwrap();
+    let open = format!(
+        "GET /api/v1/events?kinds=API_KEY_CHANGED HTTP/1.1\r\nHost: {http_addr}\r\nAuthorization: Bearer {}\r\n\r\n",
+        k.admin
+    );
+    sse.write_all(open.as_bytes()).await.unwrap();
+
+    let endpoints = k.cluster.endpoints().join(",");
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--endpoints", &endpoints, "--api-key", &k.admin]);
+        crate::common::dls(&all)
+    };
+    let ci = cli(&["keys", "create", "ci", "--namespace", "ci-", "--expires", "1d", "--max-txns", "5"]);
+    let ci = ci.trim().to_string();
+    on_every_node(&k.cluster, &ci, true, "the key made with the CLI is taken").await;
+    let listed = cli(&["keys", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(listed.trim()).unwrap();
+    let key = &v["keys"][0];
+    assert_eq!((key["name"].as_str(), key["limits"]["max_transactions"].as_u64()), (Some("ci"), Some(5)), "{v}");
+    assert!(key["expires_at_ms"].as_i64().is_some() && !listed.contains(&ci[4..]), "{listed}");
+
+    let (status, body) =
+        http(&http_addr, "POST", "/api/v1/api-keys", r#"{"name":"web","namespace_prefixes":["web-"]}"#, &k.admin);
+    assert_eq!(status, 200, "{body}");
+    let web = secret_of(&body);
+    on_every_node(&k.cluster, &web, true, "the key made over HTTP is taken").await;
+    let (status, body) = http(&http_addr, "POST", "/api/v1/api-keys", r#"{"name":"web"}"#, &k.admin);
+    assert_eq!(status, 409, "{body}");
+    let (status, body) = http(&http_addr, "POST", "/api/v1/api-keys/web/rotate", r#"{"grace_ms":0}"#, &k.admin);
+    assert_eq!(status, 200, "{body}");
+    on_every_node(&k.cluster, &secret_of(&body), true, "the rotated secret is taken").await;
+    on_every_node(&k.cluster, &web, false, "the secret rotated away is refused").await;
+    let (status, body) = http(&http_addr, "GET", "/api/v1/api-keys", "", &k.admin);
+    assert!(status == 200 && body.contains("\"web\"") && body.contains("\"ci\""), "{status} {body}");
+    assert_eq!(http(&http_addr, "DELETE", "/api/v1/api-keys/web", "", &k.admin).0, 200);
+    assert_eq!(http(&http_addr, "DELETE", "/api/v1/api-keys/web", "", &k.admin).0, 404);
+    cli(&["keys", "revoke", "ci"]);
+    on_every_node(&k.cluster, &ci, false, "the key revoked with the CLI is refused").await;
+
+    let read = async {
+        let (mut seen, mut buf) = (String::new(), [0u8; 4096]);
+        while seen.matches("API_KEY_REVOKED").count() < 2 {
+            let n = sse.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the SSE stream closed: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        seen
+    };
+    let seen = tokio::time::timeout(PATIENCE, read).await.expect("both revocations on the SSE stream");
+    for change in
+        ["API_KEY_CREATED", "API_KEY_ROTATED", "\"key_name\":\"web\"", "\"key_name\":\"ci\"", "\"by\":\"admin\""]
+    {
+        assert!(seen.contains(change), "no {change} in {seen}");
+    }
+}
