@@ -230,7 +230,7 @@ pub fn event(e: &pb::Event) -> Value {
 pub fn api_key(k: &pb::ApiKeyInfo) -> Value {
     let time = |ms: i64| if ms > 0 { json!(ms) } else { Value::Null };
     let limit = |n: u64| if n > 0 { json!(n) } else { Value::Null };
-    let l = k.limits.clone().unwrap_or_default();
+    let l = k.limits.unwrap_or_default();
     json!({
         "name": k.name,
         "namespace_prefixes": k.namespace_prefixes,
