@@ -297,7 +297,10 @@ pub struct ApiKeyInfo {
 #[pymethods]
 impl ApiKeyInfo {
     fn __repr__(&self) -> String {
-        format!("ApiKeyInfo(name={:?}, namespace_prefixes={:?}, admin={})", self.name, self.namespace_prefixes, self.admin)
+        format!(
+            "ApiKeyInfo(name={:?}, namespace_prefixes={:?}, admin={})",
+            self.name, self.namespace_prefixes, self.admin
+        )
     }
 }
 

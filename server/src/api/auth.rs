@@ -24,7 +24,6 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
@@ -349,12 +348,10 @@ pub fn add_key(path: &Path, name: &str, namespaces: Vec<String>, admin: bool) ->
     if file.keys.iter().any(|k| k.name == name) {
         anyhow::bail!("a key named {name:?} already exists in {}", path.display());
     }
-    let mut raw = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut raw);
-    let key = format!("dls_{}", hex::encode(raw));
+    let (key, hash) = crate::engine::api_keys::new_secret();
     file.keys.push(KeyEntry {
         name: name.to_string(),
-        sha256: hex::encode(digest(&key)),
+        sha256: hex::encode(hash),
         namespaces: if namespaces.is_empty() { None } else { Some(namespaces) },
         admin,
     });
@@ -430,6 +427,58 @@ mod tests {
         // An open server has nothing to revoke.
         let open = KeyRing::open().authenticate_stream(&MetadataMap::new()).unwrap().1;
         assert!(open.revoked().now_or_never().is_none());
+    }
+
+    #[test]
+    fn cluster_keys_merge_with_the_file_and_a_key_in_both_is_refused() {
+        use crate::locks::KeyLimits;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let ops = add_key(&path, "ops", vec![], true).unwrap();
+        let ring = KeyRing::load(&path).unwrap();
+        let (secret, hash) = crate::engine::api_keys::new_secret();
+        let cluster_key = |name: &str, previous| ApiKey {
+            name: name.into(),
+            sha256: hash,
+            namespaces: Some(vec!["w-".into()]),
+            admin: false,
+            expires_at_ms: None,
+            created_by: "ops".into(),
+            created_at_ms: 1,
+            limits: KeyLimits { max_txns: Some(3), ..KeyLimits::default() },
+            request_id: "r".into(),
+            previous,
+            rotated_at_ms: 0,
+        };
+        let bearer = |key: &str| {
+            let mut md = MetadataMap::new();
+            md.insert("authorization", format!("Bearer {key}").parse().unwrap());
+            md
+        };
+        assert!(ring.set_cluster(Arc::new(vec![cluster_key("worker", None)])).is_empty());
+        let worker = ring.authenticate(&bearer(&secret)).unwrap();
+        assert_eq!((worker.name.as_str(), worker.limits.max_txns), ("worker", Some(3)));
+        assert!(ring.authenticate(&bearer(&ops)).unwrap().admin, "the file's keys stay");
+
+        // A rotated key's old secret works while its grace lasts.
+        let (old, old_hash) = crate::engine::api_keys::new_secret();
+        ring.set_cluster(Arc::new(vec![cluster_key("worker", Some((old_hash, 99)))]));
+        assert_eq!(ring.authenticate(&bearer(&old)).unwrap().name, "worker");
+
+        // A reload that brings a key of the cluster's name is refused, naming it.
+        add_key(&path, "worker", vec![], false).unwrap();
+        let err = ring.reload().unwrap_err().to_string();
+        assert!(err.contains("[\"worker\"]"), "{err}");
+        assert!(ring.authenticate(&bearer(&secret)).is_ok(), "the keys in force stay");
+
+        // A cluster key with the file's name is left out on this node.
+        let mut fresh = KeyRing::load(&path).unwrap();
+        assert_eq!(fresh.set_cluster(Arc::new(vec![cluster_key("worker", None)])), vec!["worker".to_string()]);
+        assert!(matches!(fresh.authenticate(&bearer(&secret)), Err(ApiError::Unauthenticated(_))));
+        // An open server stays open.
+        fresh = KeyRing::open();
+        assert!(fresh.set_cluster(Arc::new(vec![cluster_key("x", None)])).is_empty());
+        assert!(fresh.authenticate(&MetadataMap::new()).is_ok());
     }
 
     #[test]

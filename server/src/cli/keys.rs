@@ -178,3 +178,16 @@ pub async fn run(command: ClusterKeysCommand) -> Result<(), CliError> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiries_and_graces_take_days_too() {
+        assert_eq!(parse_long_duration("30d"), Ok(Duration::from_secs(30 * 86_400)));
+        assert_eq!(parse_long_duration("10m"), Ok(Duration::from_secs(600)));
+        assert!(parse_long_duration("9999d").is_err());
+        assert!(parse_long_duration("soon").is_err());
+    }
+}
