@@ -320,7 +320,7 @@ fn standing(keys: Option<&Keys>, hash: &[u8; 32], opened_as: &Principal) -> Resu
     let Some(keys) = keys else { return Ok(()) };
     match keys.get(hash) {
         None => Err(ApiError::Unauthenticated(format!(
-            "API key {:?} was removed (from the keys file, or revoked, expired or rotated in the cluster); its \
+            "API key {:?} was removed from the keys file (or revoked, expired or rotated in the cluster); its \
              open streams are closed",
             opened_as.name
         ))),
