@@ -76,6 +76,8 @@ wire_enum!(ErrorKind <=> ErrorKind {
     ResourceExhausted = ResourceExhausted,
     MembershipRefused = MembershipRefused,
     Internal = Internal,
+    ApiKeyExists = ApiKeyExists,
+    ApiKeyNotFound = ApiKeyNotFound,
 });
 
 /// The error detail of a status, from its `x-dls-error-detail-bin` metadata.

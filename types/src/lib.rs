@@ -361,11 +361,15 @@ pub enum ErrorKind {
     MembershipRefused,
     /// A server-side failure that is none of the above.
     Internal,
+    /// A cluster API key of that name exists already.
+    ApiKeyExists,
+    /// No cluster API key of that name.
+    ApiKeyNotFound,
 }
 
 impl ErrorKind {
     /// Every kind, in wire order.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 17] = [
         ErrorKind::LockTimeout,
         ErrorKind::DeadlockVictim,
         ErrorKind::TransactionLost,
@@ -381,6 +385,8 @@ impl ErrorKind {
         ErrorKind::ResourceExhausted,
         ErrorKind::MembershipRefused,
         ErrorKind::Internal,
+        ErrorKind::ApiKeyExists,
+        ErrorKind::ApiKeyNotFound,
     ];
 
     /// The wire name, e.g. `"LOCK_TIMEOUT"`.
@@ -401,6 +407,8 @@ impl ErrorKind {
             ErrorKind::ResourceExhausted => "RESOURCE_EXHAUSTED",
             ErrorKind::MembershipRefused => "MEMBERSHIP_REFUSED",
             ErrorKind::Internal => "INTERNAL",
+            ErrorKind::ApiKeyExists => "API_KEY_EXISTS",
+            ErrorKind::ApiKeyNotFound => "API_KEY_NOT_FOUND",
         }
     }
 }

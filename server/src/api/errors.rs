@@ -97,9 +97,9 @@ impl ApiError {
             ApiError::Unavailable(_) | ApiError::Overloaded { .. } => (Code::Unavailable, ErrorKind::Unavailable),
             ApiError::ResourceExhausted(_) => (Code::ResourceExhausted, ErrorKind::ResourceExhausted),
             ApiError::MembershipRefused(_) => (Code::FailedPrecondition, ErrorKind::MembershipRefused),
-            // The codes say what happened; the kinds are the nearest the contract has.
-            ApiError::AlreadyExists(_) => (Code::AlreadyExists, ErrorKind::InvalidArgument),
-            ApiError::KeyNotFound(_) => (Code::NotFound, ErrorKind::InvalidArgument),
+            ApiError::AlreadyExists(_) => (Code::AlreadyExists, ErrorKind::ApiKeyExists),
+            ApiError::KeyNotFound(_) => (Code::NotFound, ErrorKind::ApiKeyNotFound),
+            // Only a node without keys answers it (no cluster keys there): the nearest kind.
             ApiError::FailedPrecondition(_) => (Code::FailedPrecondition, ErrorKind::InvalidArgument),
             ApiError::Internal(_) => (Code::Internal, ErrorKind::Internal),
         }

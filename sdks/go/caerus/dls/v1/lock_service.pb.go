@@ -299,6 +299,11 @@ const (
 	ErrorKind_MEMBERSHIP_REFUSED ErrorKind = 14
 	// INTERNAL: a server-side failure that is none of the above (a bug or a storage fault).
 	ErrorKind_INTERNAL ErrorKind = 15
+	// ALREADY_EXISTS: AdminService.CreateApiKey with the name of a key the cluster (or the
+	// leader's keys file) has.
+	ErrorKind_API_KEY_EXISTS ErrorKind = 16
+	// NOT_FOUND: the cluster has no API key of that name.
+	ErrorKind_API_KEY_NOT_FOUND ErrorKind = 17
 )
 
 // Enum value maps for ErrorKind.
@@ -320,6 +325,8 @@ var (
 		13: "RESOURCE_EXHAUSTED",
 		14: "MEMBERSHIP_REFUSED",
 		15: "INTERNAL",
+		16: "API_KEY_EXISTS",
+		17: "API_KEY_NOT_FOUND",
 	}
 	ErrorKind_value = map[string]int32{
 		"ERROR_KIND_UNSPECIFIED": 0,
@@ -338,6 +345,8 @@ var (
 		"RESOURCE_EXHAUSTED":     13,
 		"MEMBERSHIP_REFUSED":     14,
 		"INTERNAL":               15,
+		"API_KEY_EXISTS":         16,
+		"API_KEY_NOT_FOUND":      17,
 	}
 )
 
@@ -4525,7 +4534,7 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x06ACTIVE\x10\x01\x12\r\n" +
 	"\tCOMMITTED\x10\x02\x12\v\n" +
 	"\aABORTED\x10\x03\x12\v\n" +
-	"\aEXPIRED\x10\x04*\xdd\x02\n" +
+	"\aEXPIRED\x10\x04*\x88\x03\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fLOCK_TIMEOUT\x10\x01\x12\x13\n" +
@@ -4544,7 +4553,9 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x0eCURSOR_EXPIRED\x10\f\x12\x16\n" +
 	"\x12RESOURCE_EXHAUSTED\x10\r\x12\x16\n" +
 	"\x12MEMBERSHIP_REFUSED\x10\x0e\x12\f\n" +
-	"\bINTERNAL\x10\x0f*\xd9\x01\n" +
+	"\bINTERNAL\x10\x0f\x12\x12\n" +
+	"\x0eAPI_KEY_EXISTS\x10\x10\x12\x15\n" +
+	"\x11API_KEY_NOT_FOUND\x10\x11*\xd9\x01\n" +
 	"\bEndCause\x12\x19\n" +
 	"\x15END_CAUSE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13END_CAUSE_COMMITTED\x10\x01\x12\x1a\n" +

@@ -49,6 +49,8 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RESOURCE_EXHAUSTED: _ClassVar[ErrorKind]
     MEMBERSHIP_REFUSED: _ClassVar[ErrorKind]
     INTERNAL: _ClassVar[ErrorKind]
+    API_KEY_EXISTS: _ClassVar[ErrorKind]
+    API_KEY_NOT_FOUND: _ClassVar[ErrorKind]
 
 class EndCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -122,6 +124,8 @@ CURSOR_EXPIRED: ErrorKind
 RESOURCE_EXHAUSTED: ErrorKind
 MEMBERSHIP_REFUSED: ErrorKind
 INTERNAL: ErrorKind
+API_KEY_EXISTS: ErrorKind
+API_KEY_NOT_FOUND: ErrorKind
 END_CAUSE_UNSPECIFIED: EndCause
 END_CAUSE_COMMITTED: EndCause
 END_CAUSE_CLIENT_ABORT: EndCause
