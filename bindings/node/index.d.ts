@@ -315,6 +315,29 @@ export declare namespace Dls {
     delayMs: number;
   }
 
+  /** An API key kept by the cluster (`listApiKeys`; never its secret). */
+  interface ApiKeyInfo {
+    name: string;
+    /** Allowed namespace prefixes (empty = every namespace). */
+    namespacePrefixes: string[];
+    admin: boolean;
+    /** When it stops working (the cluster's clock, ms since the epoch). */
+    expiresAtMs?: number;
+    /** The admin key that created it. */
+    createdBy: string;
+    createdAtMs: number;
+  }
+
+  /** What a new cluster API key may do (`createApiKey`). */
+  interface ApiKeyOptions {
+    /** Allowed namespace prefixes (default: every namespace). */
+    namespacePrefixes?: string[];
+    /** May call the operator API. */
+    admin?: boolean;
+    /** How long it works, by the cluster's clock (default: until revoked). */
+    expiresInMs?: number;
+  }
+
   /** Options of `lock` and `withLock`: the lock's and its transaction's. */
   interface LockOptions {
     /** Default EXCLUSIVE. */
@@ -455,6 +478,14 @@ export declare namespace Dls {
     setLockDelay(namespacePrefix: string, delayMs: number): Promise<number>;
     /** Operator call: the lock-delay rules, sorted by prefix. */
     lockDelays(): Promise<LockDelayRule[]>;
+    /** Operator call: creates an API key kept by the cluster; resolves with its secret (shown only here). */
+    createApiKey(name: string, options?: ApiKeyOptions): Promise<string>;
+    /** Operator call: the cluster's API keys this admin key may manage (never secrets). */
+    listApiKeys(): Promise<ApiKeyInfo[]>;
+    /** Operator call: revokes a cluster API key; its calls then fail with UnauthenticatedError on every node. */
+    revokeApiKey(name: string): Promise<void>;
+    /** Operator call: a new secret for a cluster API key (resolved); the old one works `graceMs` longer. */
+    rotateApiKey(name: string, graceMs?: number): Promise<string>;
     /** Follows the event log from a cursor, across leader changes: `for await (const e of dls.watchEvents())`. */
     watchEvents(options?: WatchOptions): EventWatch;
   }

@@ -756,6 +756,30 @@ class DlsClient {
   }
 
   /**
+   * Operator call: creates an API key kept by the cluster (`{ namespacePrefixes, admin,
+   * expiresInMs }`) and resolves with its secret, shown only here. Every node accepts it
+   * once it applied the change.
+   */
+  createApiKey(name, options) {
+    return call(Promise.resolve().then(() => this.#native.createApiKey(name, options)));
+  }
+
+  /** Operator call: the cluster's API keys this admin key may manage (never secrets). */
+  listApiKeys() {
+    return call(Promise.resolve().then(() => this.#native.listApiKeys()));
+  }
+
+  /** Operator call: revokes a cluster API key; its calls fail with UnauthenticatedError on every node. */
+  revokeApiKey(name) {
+    return call(Promise.resolve().then(() => this.#native.revokeApiKey(name)));
+  }
+
+  /** Operator call: a new secret for a cluster API key; the old one works `graceMs` longer. */
+  rotateApiKey(name, graceMs) {
+    return call(Promise.resolve().then(() => this.#native.rotateApiKey(name, graceMs)));
+  }
+
+  /**
    * Follows the cluster's event log from `fromSequence` (default: oldest retained); an
    * async iterator: `for await (const event of dls.watchEvents({ fromSequence: 1n }))`.
    */

@@ -277,6 +277,9 @@ impl Error {
             ErrorKind::CursorExpired => Error::CursorExpired { message },
             ErrorKind::ResourceExhausted => Error::ResourceExhausted { message },
             ErrorKind::MembershipRefused => Error::MembershipRefused { message },
+            // The SDKs' errors have no kinds of their own for these (yet): a wrong name is a
+            // wrong argument.
+            ErrorKind::ApiKeyExists | ErrorKind::ApiKeyNotFound => Error::InvalidArgument { message },
             ErrorKind::Internal => return None,
         })
     }

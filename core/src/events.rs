@@ -106,6 +106,50 @@ pub enum EventDetail {
         /// [`EndCause::OperatorAbort`] (`None` from a server older than this field).
         cause: Option<EndCause>,
     },
+    /// A cluster API key was created, revoked, rotated or expired (never a secret or a hash).
+    ApiKeyChanged {
+        /// What happened.
+        change: ApiKeyChange,
+        /// The key's name.
+        key_name: String,
+        /// The admin key that did it ("" for an expiry).
+        by: String,
+    },
+}
+
+/// What happened to a cluster API key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiKeyChange {
+    /// Created.
+    Created,
+    /// Revoked: refused everywhere, its streams ended.
+    Revoked,
+    /// Given a new secret.
+    Rotated,
+    /// Its expiry passed.
+    Expired,
+}
+
+impl ApiKeyChange {
+    /// The wire name without its prefix: `CREATED`, `REVOKED`, `ROTATED` or `EXPIRED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiKeyChange::Created => "CREATED",
+            ApiKeyChange::Revoked => "REVOKED",
+            ApiKeyChange::Rotated => "ROTATED",
+            ApiKeyChange::Expired => "EXPIRED",
+        }
+    }
+
+    fn from_wire(raw: i32) -> Option<Self> {
+        match pb::ApiKeyChangeKind::try_from(raw).ok()? {
+            pb::ApiKeyChangeKind::ApiKeyCreated => Some(ApiKeyChange::Created),
+            pb::ApiKeyChangeKind::ApiKeyRevoked => Some(ApiKeyChange::Revoked),
+            pb::ApiKeyChangeKind::ApiKeyRotated => Some(ApiKeyChange::Rotated),
+            pb::ApiKeyChangeKind::ApiKeyExpired => Some(ApiKeyChange::Expired),
+            pb::ApiKeyChangeKind::Unspecified => None,
+        }
+    }
 }
 
 impl EventDetail {
@@ -116,6 +160,7 @@ impl EventDetail {
             EventDetail::TransactionExpired { .. } => EventKind::TransactionExpired,
             EventDetail::TransactionAborted { .. } => EventKind::TransactionAborted,
             EventDetail::LockRevoked { .. } => EventKind::LockRevoked,
+            EventDetail::ApiKeyChanged { .. } => EventKind::ApiKeyChanged,
         }
     }
 }
@@ -172,6 +217,13 @@ impl TryFrom<pb::Event> for Event {
                 key: d.key,
                 fencing_token: d.fencing_token,
                 cause: EndCause::from_wire(d.end_cause),
+            },
+            Some(Detail::ApiKeyChanged(d)) => EventDetail::ApiKeyChanged {
+                change: ApiKeyChange::from_wire(d.change).ok_or_else(|| {
+                    Error::internal(format!("event {} has a key change this client does not know", e.sequence))
+                })?,
+                key_name: d.key_name,
+                by: d.by,
             },
             None => {
                 return Err(Error::internal(format!(

@@ -43,6 +43,7 @@
 
 mod acquire_stream;
 mod admin;
+mod api_keys;
 mod client;
 mod config;
 mod deadlock;
@@ -66,13 +67,14 @@ pub use admin::{
     AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyDelay, KeyLocks, LockDelayRule, LockHolder,
     LockWaiter, MemberInfo, Membership, SnapshotPieces,
 };
+pub use api_keys::{ApiKeyInfo, ApiKeyLimits, ApiKeySecret, NewApiKey};
 pub use client::DlsClient;
 pub use config::{
     ClientConfig, API_KEY_ENV, CA_FILE_ENV, CLIENT_CERT_FILE_ENV, CLIENT_KEY_FILE_ENV, DEFAULT_ENDPOINT, ENDPOINTS_ENV,
 };
 pub use deadlock::{CycleMember, Deadlock};
 pub use error::{Error, Result};
-pub use events::{Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
+pub use events::{ApiKeyChange, Event, EventDetail, EventKind, EventStream, VictimPolicy, WatchOptions};
 pub use key_watch::{Election, KeyChange, KeyChangeKind, KeyHolder, KeyUpdate, KeyWatch, Leadership};
 pub use lease_budget::LeaseBudget;
 pub use slots::{SlotClaim, SlotOutcome, SlotRun, SlotRunState};

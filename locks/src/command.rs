@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::schedule::{RunResult, SlotClaim, SlotRun};
+use super::table::{KeyActor, NewApiKey};
 use super::types::{EndCause, FencingToken, Grant, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 /// A command with the leader's wall clock at proposal time.
@@ -98,6 +99,18 @@ pub enum Command {
     /// member said it reads the new level, lowered for a rolling downgrade while nothing of
     /// the higher level was used. Answered `FeatureLevelSet` or refused.
     SetFeatureLevel { level: u32 },
+    /// An admin key (`by`) creates a cluster API key; only its hash is in the entry. A
+    /// retry with the same `request_id` by the same key replaces the hash (see
+    /// `table::api_keys`). Checked against `by`'s prefixes on the state it is applied to.
+    CreateApiKey { by: KeyActor, request_id: String, key: NewApiKey },
+    /// An admin key revokes a cluster API key: its next call anywhere is unauthenticated.
+    RevokeApiKey { by: KeyActor, name: String },
+    /// An admin key gives a cluster API key a new secret (its hash); the old one keeps
+    /// working for `grace_ms` of the log's clock (0 = stops at once).
+    RotateApiKey { by: KeyActor, name: String, sha256: [u8; 32], grace_ms: u64 },
+    /// The leader saw these keys' expiry (or their old secret's grace) pass; each ends only
+    /// if it really has by the log's clock.
+    ExpireApiKeys { names: Vec<String> },
     // New variants go last: bincode numbers variants in order, and logs written by an
     // older version must keep decoding.
 }
@@ -169,6 +182,13 @@ pub enum Rejection {
     OutsideScope { txn: TxnId, key: String, prefixes: Vec<String> },
     /// A slot claim by a transaction that does not hold the lock EXCLUSIVE.
     NotHeldExclusive { txn: TxnId, lock: LockKey },
+    /// A cluster API key of this name exists (made by another request).
+    ApiKeyExists(String),
+    /// No cluster API key of this name.
+    ApiKeyNotFound(String),
+    /// Admin key `by`, limited to `prefixes`, may not manage key `key` (its namespaces are
+    /// not all inside them, or it has every namespace).
+    ApiKeyOutsideScope { key: String, by: String, prefixes: Vec<String> },
 }
 
 impl std::fmt::Display for Rejection {
@@ -189,6 +209,13 @@ impl std::fmt::Display for Rejection {
             Rejection::NotHeldExclusive { txn, lock } => write!(
                 f,
                 "transaction {txn} does not hold {lock} EXCLUSIVE; a schedule slot is claimed while holding its lock"
+            ),
+            Rejection::ApiKeyExists(name) => write!(f, "an API key named {name:?} already exists in the cluster"),
+            Rejection::ApiKeyNotFound(name) => write!(f, "the cluster has no API key named {name:?}"),
+            Rejection::ApiKeyOutsideScope { key, by, prefixes } => write!(
+                f,
+                "admin key {by:?} is limited to namespace prefixes {prefixes:?}; API key {key:?} reaches beyond them \
+                 (a key of every namespace, or one with a namespace outside them)"
             ),
             Rejection::OutsideScope { txn, key, prefixes } => write!(
                 f,
@@ -247,5 +274,19 @@ pub enum Outcome {
     /// A `SetFeatureLevel`: the cluster's level after it.
     FeatureLevelSet {
         level: u32,
+    },
+    /// A cluster API key was created (`retried`: by a retry of the same request, which
+    /// replaced its hash).
+    ApiKeyCreated {
+        retried: bool,
+    },
+    ApiKeyRevoked,
+    /// Rotated; the old secret works until then (the log's clock; 0 = not at all).
+    ApiKeyRotated {
+        previous_until_ms: u64,
+    },
+    /// How many keys of an `ExpireApiKeys` expired.
+    ApiKeysExpired {
+        expired: u32,
     },
 }

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
+use super::table::ApiKeyChange;
 use super::types::{EndCause, Held, LockKey, LockMode, TxnId, VictimPolicy};
 
 /// How many events are retained.
@@ -49,6 +50,15 @@ pub enum EventDetail {
         held: Held,
         cause: String,
     },
+    /// A cluster API key was created, revoked, rotated or expired: `by` is the admin key
+    /// that did it ("" for an expiry, which the cluster does); never a secret or a hash.
+    /// `namespaces` are the key's prefixes (none for a key of every namespace).
+    ApiKeyChanged {
+        change: ApiKeyChange,
+        key: String,
+        by: String,
+        namespaces: Vec<String>,
+    },
 }
 
 /// What ended the holder of a revoked lock, from the stored `LockRevoked::cause`. Only the
@@ -77,6 +87,7 @@ impl Event {
             EventDetail::TransactionExpired { .. } => EventKind::TransactionExpired,
             EventDetail::TransactionAborted { .. } => EventKind::TransactionAborted,
             EventDetail::LockRevoked { .. } => EventKind::LockRevoked,
+            EventDetail::ApiKeyChanged { .. } => EventKind::ApiKeyChanged,
         }
     }
 
@@ -98,6 +109,7 @@ impl Event {
                 released.iter().map(|(l, _)| l.namespace.clone()).collect()
             }
             EventDetail::LockRevoked { lock, .. } => vec![lock.namespace.clone()],
+            EventDetail::ApiKeyChanged { namespaces, .. } => namespaces.clone(),
         };
         ns.sort();
         ns.dedup();

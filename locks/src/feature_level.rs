@@ -2,7 +2,8 @@
 //!
 //! Level 1 is v0.1.0 (commit ca59f73): every command up to `Scoped` and the snapshot
 //! sections it writes. Level 2 adds schedule slots (`ClaimSlot`, `FinishSlot`, the
-//! `slot-runs` section) and the cluster's own level (`SetFeatureLevel`, the
+//! `slot-runs` section), API keys kept by the cluster (their commands, the `api-keys`
+//! section and their events) and the cluster's own level (`SetFeatureLevel`, the
 //! `feature-level` section). A node that cannot decode an entry stops applying the log,
 //! so the leader proposes a command only once the cluster's level (decided through raft,
 //! see `FeatureLevels`) is at least the command's.
@@ -45,6 +46,10 @@ impl Command {
             Command::Scoped { cmd, .. } => cmd.feature_level(),
             Command::ClaimSlot { .. } => 2,
             Command::FinishSlot { .. } => 2,
+            Command::CreateApiKey { .. }
+            | Command::RevokeApiKey { .. }
+            | Command::RotateApiKey { .. }
+            | Command::ExpireApiKeys { .. } => 2,
             // Every release with the version handshake decodes it, and only those are ever
             // sent one (see `FeatureLevels`); it must not count as a use of level 2, or
             // raising the level would forbid lowering it again.

@@ -30,7 +30,8 @@ pub use command::{AcquireRequest, AcquireStatus, Begin, BeginOption, Command, Lo
 pub use events::{revoke_cause, CycleMember, Event, EventDetail, EventKind};
 pub use feature_level::FeatureLevels;
 pub use table::{
-    invalid_lock_delay, invalid_slot_period, Effect, KeyDelay, LockTable, RunResult, RunState, SlotClaim, SlotRun, Txn,
-    MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES, MAX_PERMITS, MAX_SLOT_PERIOD_MS, MIN_SLOT_PERIOD_MS,
+    invalid_lock_delay, invalid_new_key, invalid_slot_period, ApiKey, ApiKeyChange, Effect, KeyActor, KeyDelay,
+    KeyLimits, LockTable, NewApiKey, RunResult, RunState, SlotClaim, SlotRun, Txn, MAX_KEY_NAME, MAX_LOCK_DELAY_MS,
+    MAX_LOCK_DELAY_RULES, MAX_PERMITS, MAX_SLOT_PERIOD_MS, MIN_SLOT_PERIOD_MS,
 };
 pub use types::{EndCause, FencingToken, Grant, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};

@@ -20,6 +20,7 @@ use super::types::{EndCause, FencingToken, Held, LockKey, LockMode, TxnId, TxnSt
 use super::vec_map::VecMap;
 
 mod all;
+mod api_keys;
 mod bounds;
 mod lock_delay;
 mod sections;
@@ -29,6 +30,9 @@ mod slots;
 pub use super::schedule::{
     invalid_slot_period, RunResult, RunState, SlotClaim, SlotRun, MAX_SLOT_PERIOD_MS, MIN_SLOT_PERIOD_MS,
     SLOT_KEEP_MIN_MS, SLOT_KEEP_PERIODS,
+};
+pub use api_keys::{
+    invalid_new_key, ApiKey, ApiKeyChange, KeyActor, KeyLimits, NewApiKey, MAX_KEY_NAME, MAX_KEY_PREFIXES,
 };
 pub use lock_delay::{invalid_lock_delay, KeyDelay, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES};
 pub use semaphores::MAX_PERMITS;
@@ -133,6 +137,8 @@ pub enum Effect {
     /// (`ended_by: None`) or because its transaction ended (with that cause; a revocation
     /// when the cause `revokes`).
     Released { txn: TxnId, lock: LockKey, held_ms: u64, ended_by: Option<EndCause> },
+    /// The cluster's API keys changed: every node's key ring takes them over.
+    ApiKeysChanged,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -181,6 +187,10 @@ pub struct LockTable {
     /// snapshot files as a section, written only above level 1.
     #[serde(skip)]
     features: FeatureLevels,
+    /// The cluster's API keys (see `api_keys`); in snapshot files as a section, like
+    /// `deadlines`.
+    #[serde(skip)]
+    api_keys: api_keys::ApiKeys,
     /// Derived from `txns`, for the leader's per-key limit; not part of snapshots.
     #[serde(skip)]
     active_by_owner: ActiveByOwner,
@@ -276,6 +286,10 @@ impl LockTable {
                 Ok(()) => Outcome::FeatureLevelSet { level: *level },
                 Err(r) => Outcome::Rejected(r),
             },
+            Command::CreateApiKey { by, request_id, key } => self.create_api_key(by, request_id, key),
+            Command::RevokeApiKey { by, name } => self.revoke_api_key(by, name),
+            Command::RotateApiKey { by, name, sha256, grace_ms } => self.rotate_api_key(by, name, *sha256, *grace_ms),
+            Command::ExpireApiKeys { names } => self.expire_api_keys(names),
         }
     }
 

@@ -53,6 +53,7 @@ wire_enum!(EventKind <=> EventKind {
     TransactionExpired = TransactionExpired,
     TransactionAborted = TransactionAborted,
     LockRevoked = LockRevoked,
+    ApiKeyChanged = ApiKeyChanged,
 });
 wire_enum!(VictimPolicy <=> VictimPolicy {
     LowestPriorityThenYoungest = LowestPriorityThenYoungest,
@@ -75,6 +76,8 @@ wire_enum!(ErrorKind <=> ErrorKind {
     ResourceExhausted = ResourceExhausted,
     MembershipRefused = MembershipRefused,
     Internal = Internal,
+    ApiKeyExists = ApiKeyExists,
+    ApiKeyNotFound = ApiKeyNotFound,
 });
 
 /// The error detail of a status, from its `x-dls-error-detail-bin` metadata.

@@ -181,7 +181,8 @@ impl Leases {
                 | Effect::KeyChanged { .. }
                 | Effect::DeadlockResolved { .. }
                 | Effect::Released { .. }
-                | Effect::EventsAppended => {}
+                | Effect::EventsAppended
+                | Effect::ApiKeysChanged => {}
             }
         }
     }

@@ -80,6 +80,13 @@ pub struct LimitArgs {
     /// keys the one caller may use it all.
     #[arg(long, env = "DLS_MAX_SLOT_RECORDS_PER_API_KEY", value_parser = at_least_one())]
     pub max_slot_records_per_api_key: Option<u64>,
+    /// API keys the cluster keeps (`dls keys create`); past it a create is refused.
+    #[arg(long, env = "DLS_MAX_API_KEYS", default_value_t = 1_000, value_parser = at_least_one())]
+    pub max_api_keys: u64,
+    /// Of --max-api-keys, how many one admin key may have created (and not revoked), so one
+    /// admin cannot take every place. Default: a quarter of --max-api-keys.
+    #[arg(long, env = "DLS_MAX_API_KEYS_PER_ADMIN_KEY", value_parser = at_least_one())]
+    pub max_api_keys_per_admin_key: Option<u64>,
 }
 
 impl LimitArgs {
@@ -98,9 +105,22 @@ impl LimitArgs {
         self.max_slot_records_per_api_key.unwrap_or((self.max_slot_records / 4).max(1))
     }
 
+    /// `--max-api-keys-per-admin-key`, or its default.
+    pub fn api_keys_per_admin_key(&self) -> u64 {
+        self.max_api_keys_per_admin_key.unwrap_or((self.max_api_keys / 4).max(1))
+    }
+
     /// `--max-forwarded-calls-unknown-keys`, or its default.
     pub fn forwarded_calls_unknown_keys(&self) -> u64 {
         self.max_forwarded_calls_unknown_keys.unwrap_or((self.max_forwarded_calls / 64).max(1))
+    }
+}
+
+/// How a refusal names the limit: the node's flag, or the key's own override of it.
+fn limit_of(own: Option<u64>, flag: &str, max: u64) -> String {
+    match own {
+        Some(_) => format!("{max}, this cluster key's own override of --{flag}"),
+        None => format!("--{flag} {max}"),
     }
 }
 
@@ -123,6 +143,8 @@ impl Default for LimitArgs {
             max_forwarded_calls_unknown_keys: None,
             max_slot_records: 100_000,
             max_slot_records_per_api_key: None,
+            max_api_keys: 1_000,
+            max_api_keys_per_admin_key: None,
         }
     }
 }
@@ -175,10 +197,12 @@ pub enum Limit {
     ForwardedCallsUnknownKeys,
     SlotRecords,
     SlotRecordsPerApiKey,
+    ApiKeys,
+    ApiKeysPerAdminKey,
 }
 
 impl Limit {
-    pub const ALL: [Limit; 10] = [
+    pub const ALL: [Limit; 12] = [
         Limit::TxnsPerApiKey,
         Limit::LocksPerTxn,
         Limit::WaitersPerLock,
@@ -189,6 +213,8 @@ impl Limit {
         Limit::ForwardedCallsUnknownKeys,
         Limit::SlotRecords,
         Limit::SlotRecordsPerApiKey,
+        Limit::ApiKeys,
+        Limit::ApiKeysPerAdminKey,
     ];
 
     /// The flag that sets it, without dashes.
@@ -204,6 +230,8 @@ impl Limit {
             Limit::ForwardedCallsUnknownKeys => "max-forwarded-calls-unknown-keys",
             Limit::SlotRecords => "max-slot-records",
             Limit::SlotRecordsPerApiKey => "max-slot-records-per-api-key",
+            Limit::ApiKeys => "max-api-keys",
+            Limit::ApiKeysPerAdminKey => "max-api-keys-per-admin-key",
         }
     }
 }
@@ -293,7 +321,7 @@ impl Limits {
             return Ok(Admission::none());
         }
         let active = table.active_txns_of(&who.name) as u64 + get(&counts.begins, &who.name);
-        let max = self.args.max_txns_per_api_key;
+        let max = who.limits.max_txns.unwrap_or(self.args.max_txns_per_api_key);
         if active >= max {
             let whose = if who.name.is_empty() {
                 "the server (without API keys every caller shares one bound)".to_string()
@@ -303,8 +331,8 @@ impl Limits {
             return Err(self.refuse(
                 Limit::TxnsPerApiKey,
                 format!(
-                    "{whose} has {active} active transactions (limit --max-txns-per-api-key {max}); \
-                     end some or raise the limit"
+                    "{whose} has {active} active transactions (limit {}); end some or raise the limit",
+                    limit_of(who.limits.max_txns, "max-txns-per-api-key", max)
                 ),
             ));
         }
@@ -405,7 +433,9 @@ impl Limits {
         }
         let adds_to_owner = record.is_none_or(|r| r.owner != owner);
         if adds_to_owner && !owner.is_empty() {
-            let share = self.args.slot_records_per_api_key();
+            // A cluster key may carry its own share (`dls keys create --max-slot-records`).
+            let own = table.api_key(&owner).and_then(|k| k.limits.max_slot_records);
+            let share = own.unwrap_or_else(|| self.args.slot_records_per_api_key());
             let held = of_owner as u64 + get(&counts.slot_claims, &owner);
             if held >= share {
                 return Err(self.refuse(
@@ -424,6 +454,34 @@ impl Limits {
         }
         add(&mut counts.slot_claims, owner.clone());
         Ok(Admission { limits: Some(self.clone()), owner: None, txn: None, locks: Vec::new(), slot_claim: Some(owner) })
+    }
+
+    /// Admits one more cluster API key by admin key `by`, against the cluster's bound and
+    /// `by`'s share. Creates are serialized by the caller (`Engine::create_api_key`), so
+    /// the table as applied is the whole count.
+    pub fn admit_api_key(&self, table: &LockTable, by: &str) -> Result<(), EngineError> {
+        let (total, of_creator) = table.api_key_counts(by);
+        let (total, of_creator) = (total as u64, of_creator as u64);
+        let max = self.args.max_api_keys;
+        if total >= max {
+            return Err(self.refuse(
+                Limit::ApiKeys,
+                format!(
+                    "the cluster keeps {total} API keys (limit --max-api-keys {max}); revoke some or raise the limit"
+                ),
+            ));
+        }
+        let share = self.args.api_keys_per_admin_key();
+        if of_creator >= share {
+            return Err(self.refuse(
+                Limit::ApiKeysPerAdminKey,
+                format!(
+                    "admin key {by:?} has created {of_creator} API keys (limit --max-api-keys-per-admin-key {share}, \
+                     its share of --max-api-keys {max}); revoke some or raise the limit"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// A full queue refuses every new request of the key: none could be granted at once
@@ -451,14 +509,14 @@ impl Limits {
     pub fn admit_watch(self: &Arc<Self>, who: &Principal, from: Option<SocketAddr>) -> Result<WatchSlot, EngineError> {
         let mut counts = self.counts();
         let by_key = get(&counts.watches_by_key, &who.name);
-        let max = self.args.max_watches_per_api_key;
+        let max = who.limits.max_watches.unwrap_or(self.args.max_watches_per_api_key);
         if by_key >= max {
             let whose = if who.name.is_empty() { "the server".to_string() } else { format!("API key {:?}", who.name) };
             return Err(self.refuse(
                 Limit::WatchesPerApiKey,
                 format!(
-                    "{whose} has {by_key} open watches of events and keys (limit --max-watches-per-api-key {max}); \
-                     close some or raise the limit"
+                    "{whose} has {by_key} open watches of events and keys (limit {}); close some or raise the limit",
+                    limit_of(who.limits.max_watches, "max-watches-per-api-key", max)
                 ),
             ));
         }
@@ -624,7 +682,7 @@ mod tests {
     use crate::locks::{Command, LockMode, LogCommand, Outcome, VictimPolicy};
 
     fn who(name: &str) -> Principal {
-        Principal { name: name.into(), namespaces: None, admin: false }
+        Principal { name: name.into(), namespaces: None, admin: false, limits: Default::default() }
     }
 
     fn apply(state: &RwLock<Replicated>, cmd: Command) -> Outcome {
@@ -666,6 +724,8 @@ mod tests {
             max_forwarded_calls_unknown_keys: None,
             max_slot_records: 100_000,
             max_slot_records_per_api_key: None,
+            max_api_keys: 1_000,
+            max_api_keys_per_admin_key: None,
         })
     }
 
@@ -692,6 +752,25 @@ mod tests {
         drop(second);
         assert!(limits.admit_begin(&table, &who("a"), None, None).is_ok());
         assert_eq!(limits.refused(Limit::TxnsPerApiKey), 2);
+    }
+
+    #[test]
+    fn a_cluster_key_s_own_limits_replace_the_flags() {
+        let (limits, table) = (small(), RwLock::default());
+        let own = |txns, watches| Principal {
+            limits: crate::locks::KeyLimits { max_txns: txns, max_watches: watches, max_slot_records: None },
+            ..who("own")
+        };
+        let _one = limits.admit_begin(&table, &own(Some(1), None), None, None).unwrap();
+        refused_by(limits.admit_begin(&table, &own(Some(1), None), None, None), "this cluster key's own override");
+        // Raised above the flag's 2.
+        let raised = own(Some(4), Some(3));
+        let _more: Vec<_> = (0..3).map(|_| limits.admit_begin(&table, &raised, None, None).unwrap()).collect();
+        let _watches: Vec<_> = (0..3).map(|_| limits.admit_watch(&raised, None).unwrap()).collect();
+        refused_by(
+            limits.admit_watch(&raised, None).map(|_| Admission::none()),
+            "3, this cluster key's own override of --max-watches-per-api-key",
+        );
     }
 
     #[test]

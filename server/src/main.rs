@@ -6,7 +6,8 @@ use tracing_subscriber::EnvFilter;
 use caerus_server::api::auth::add_key;
 use caerus_server::cli::connect::CliError;
 use caerus_server::cli::{
-    events, health, lock, lock_delay, locks, members, snapshot, status, txn, Cli, CliCommand, KeysCommand, LogFormat,
+    events, health, keys, lock, lock_delay, locks, members, snapshot, status, txn, Cli, CliCommand, KeysCommand,
+    LogFormat,
 };
 use caerus_server::config_file;
 
@@ -57,6 +58,7 @@ async fn main() {
                 })
                 .map_err(failure)
         }
+        CliCommand::Keys(KeysCommand::Cluster(command)) => keys::run(command).await,
         CliCommand::Certs(command) => caerus_server::certs::run(&command)
             .map(|files| {
                 for f in files {

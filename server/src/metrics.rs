@@ -208,6 +208,7 @@ impl Metrics {
                 Effect::TxnChanged { .. }
                 | Effect::QueueMoved { .. }
                 | Effect::EventsAppended
+                | Effect::ApiKeysChanged
                 | Effect::DeadlineSet { .. }
                 | Effect::KeyChanged { .. } => {}
             }

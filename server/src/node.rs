@@ -17,7 +17,7 @@ use crate::engine::principal::Principal;
 use crate::key_watch::KeyWatchers;
 use crate::lease::Leases;
 use crate::limits::{Admission, LimitArgs, Limits, Tenant};
-use crate::locks::{Command, Effect, LockTable, Outcome};
+use crate::locks::{ApiKey, Command, Effect, LockTable, Outcome};
 use crate::members::Members;
 use crate::metrics::Metrics;
 use crate::raft::bootstrap;
@@ -100,6 +100,8 @@ pub struct Node {
     /// Bumped whenever events are appended (or the table is replaced): event watchers
     /// and webhook senders wait on it.
     events: watch::Receiver<u64>,
+    /// The cluster's API keys as of the last apply (the key ring follows them).
+    api_keys: watch::Receiver<Arc<Vec<ApiKey>>>,
     /// The raft log and metadata (the commit index is stored at shutdown).
     log_store: LogStore,
     /// Protocol-aware recovery: the highest index this node acknowledged and then lost to
@@ -155,9 +157,14 @@ struct Observer {
     metrics: Arc<Metrics>,
     tracer: Option<Arc<Tracer>>,
     events: watch::Sender<u64>,
+    api_keys: watch::Sender<Arc<Vec<ApiKey>>>,
 }
 
 impl ApplyObserver for Observer {
+    fn api_keys_changed(&self, table: &LockTable) {
+        self.api_keys.send_replace(Arc::new(table.api_keys().cloned().collect()));
+    }
+
     fn tracked(&self, effects: &[Effect], clock_ms: u64) {
         let now = Instant::now();
         // Before the timers read it: a delay written with this batch ends by its time.
@@ -198,6 +205,7 @@ impl ApplyObserver for Observer {
         self.signals.notify_all();
         self.key_watchers.notify_all();
         self.events.send_modify(|v| *v += 1);
+        self.api_keys_changed(table);
     }
 }
 
@@ -217,6 +225,7 @@ impl Node {
         let metrics = Arc::new(Metrics::new(cfg.metrics_namespaces));
         let tracer = cfg.otlp_traces.clone().map(|uri| Arc::new(Tracer::start(uri, cfg.id)));
         let (events_tx, events) = watch::channel(0);
+        let (api_keys_tx, api_keys) = watch::channel(Arc::new(Vec::new()));
         let observer = Arc::new(Observer {
             clock: log_clock.clone(),
             leases: leases.clone(),
@@ -225,6 +234,7 @@ impl Node {
             metrics: metrics.clone(),
             tracer: tracer.clone(),
             events: events_tx,
+            api_keys: api_keys_tx,
         });
 
         // With peers, acknowledged entries found damaged can be fetched again from a leader
@@ -328,6 +338,7 @@ impl Node {
             limits: Limits::new(cfg.limits.clone()),
             committed,
             events,
+            api_keys,
             log_store,
             owed: watch::channel(owed).0,
             confirmed: Mutex::new(None),
@@ -462,6 +473,11 @@ impl Node {
 
     pub(crate) fn proposer(&self) -> &Proposer {
         &self.proposer
+    }
+
+    /// The cluster's API keys, as this node applied them.
+    pub fn api_keys(&self) -> watch::Receiver<Arc<Vec<ApiKey>>> {
+        self.api_keys.clone()
     }
 
     /// Bumped whenever events are appended (or the table is replaced).
@@ -848,6 +864,8 @@ impl Node {
     /// The leader's clock: proposes expiries of lapsed leases and cancels timed-out waits.
     fn spawn_timers(self: &Arc<Self>) {
         let node = Arc::downgrade(self);
+        // One expiry of API keys in flight at a time: the next tick would find the same keys due.
+        let expiring_keys = Arc::new(AtomicBool::new(false));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(TIMER_TICK);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -892,6 +910,7 @@ impl Node {
                         n.leases.retry_delays(&st.table, keys, Duration::from_millis(200), Instant::now());
                     });
                 }
+                node.expire_api_keys(&expiring_keys);
                 for (txn, request_id) in due.cancel_waits {
                     let n = node.clone();
                     tokio::spawn(async move {
@@ -904,6 +923,31 @@ impl Node {
                     });
                 }
             }
+        });
+    }
+
+    /// Proposes the end of the API keys (or old secrets) whose time passed by the log's
+    /// clock; the apply checks again by the entry's own time.
+    fn expire_api_keys(self: &Arc<Self>, in_flight: &Arc<AtomicBool>) {
+        if in_flight.load(Ordering::Acquire) {
+            return;
+        }
+        let names = {
+            let st = self.state().read().expect("state lock");
+            st.table.api_keys_due(self.log_clock().now_ms()).0
+        };
+        if names.is_empty() {
+            return;
+        }
+        in_flight.store(true, Ordering::Release);
+        let (n, in_flight) = (self.clone(), in_flight.clone());
+        tokio::spawn(async move {
+            tracing::info!(keys = ?names, "API keys expired or their old secret's grace ended; proposing their end");
+            if let Err(e) = n.propose(Command::ExpireApiKeys { names }).await {
+                tracing::warn!("API key expiry not committed, will retry: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            in_flight.store(false, Ordering::Release);
         });
     }
 

@@ -106,6 +106,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let dispatcher = Dispatcher::start(engine.clone(), hooks);
 
     let keys = Arc::new(keys);
+    // Before any port serves: a key both in the file and in the cluster refuses the start.
+    keys.follow_cluster(node.api_keys())?;
     spawn_reloads(keys.clone(), &security, node.clone());
     let lock_api =
         Arc::new(LockApi { engine: engine.clone(), keys: keys.clone(), policies: Arc::new(args.victim_policies()) });

@@ -289,7 +289,7 @@ fn shown_namespaces(e: &pb::Event) -> Vec<String> {
         Some(Detail::TransactionExpired(x)) => ns.extend(x.released_locks.iter().map(|l| l.namespace.clone())),
         Some(Detail::TransactionAborted(x)) => ns.extend(x.released_locks.iter().map(|l| l.namespace.clone())),
         Some(Detail::LockRevoked(x)) => ns.push(x.namespace.clone()),
-        None => {}
+        Some(Detail::ApiKeyChanged(_)) | None => {}
     }
     ns
 }

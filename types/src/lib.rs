@@ -213,15 +213,18 @@ pub enum EventKind {
     TransactionAborted,
     /// The server took a lock from its holder (expiry, deadlock victim, operator abort).
     LockRevoked,
+    /// A cluster API key was created, revoked, rotated or expired.
+    ApiKeyChanged,
 }
 
 impl EventKind {
     /// Every kind, in wire order.
-    pub const ALL: [EventKind; 4] = [
+    pub const ALL: [EventKind; 5] = [
         EventKind::DeadlockResolved,
         EventKind::TransactionExpired,
         EventKind::TransactionAborted,
         EventKind::LockRevoked,
+        EventKind::ApiKeyChanged,
     ];
 
     /// The wire name, e.g. `"DEADLOCK_RESOLVED"`.
@@ -231,6 +234,7 @@ impl EventKind {
             EventKind::TransactionExpired => "TRANSACTION_EXPIRED",
             EventKind::TransactionAborted => "TRANSACTION_ABORTED",
             EventKind::LockRevoked => "LOCK_REVOKED",
+            EventKind::ApiKeyChanged => "API_KEY_CHANGED",
         }
     }
 
@@ -241,6 +245,7 @@ impl EventKind {
             EventKind::TransactionExpired => "transaction_expired",
             EventKind::TransactionAborted => "transaction_aborted",
             EventKind::LockRevoked => "lock_revoked",
+            EventKind::ApiKeyChanged => "api_key_changed",
         }
     }
 }
@@ -356,11 +361,15 @@ pub enum ErrorKind {
     MembershipRefused,
     /// A server-side failure that is none of the above.
     Internal,
+    /// A cluster API key of that name exists already.
+    ApiKeyExists,
+    /// No cluster API key of that name.
+    ApiKeyNotFound,
 }
 
 impl ErrorKind {
     /// Every kind, in wire order.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 17] = [
         ErrorKind::LockTimeout,
         ErrorKind::DeadlockVictim,
         ErrorKind::TransactionLost,
@@ -376,6 +385,8 @@ impl ErrorKind {
         ErrorKind::ResourceExhausted,
         ErrorKind::MembershipRefused,
         ErrorKind::Internal,
+        ErrorKind::ApiKeyExists,
+        ErrorKind::ApiKeyNotFound,
     ];
 
     /// The wire name, e.g. `"LOCK_TIMEOUT"`.
@@ -396,6 +407,8 @@ impl ErrorKind {
             ErrorKind::ResourceExhausted => "RESOURCE_EXHAUSTED",
             ErrorKind::MembershipRefused => "MEMBERSHIP_REFUSED",
             ErrorKind::Internal => "INTERNAL",
+            ErrorKind::ApiKeyExists => "API_KEY_EXISTS",
+            ErrorKind::ApiKeyNotFound => "API_KEY_NOT_FOUND",
         }
     }
 }

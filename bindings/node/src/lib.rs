@@ -543,6 +543,31 @@ pub struct JsLockDelayRule {
     pub delay_ms: f64,
 }
 
+/// An API key kept by the cluster (`listApiKeys`; never its secret).
+#[napi(object)]
+pub struct JsApiKeyInfo {
+    pub name: String,
+    /// Allowed namespace prefixes (empty = every namespace).
+    pub namespace_prefixes: Vec<String>,
+    pub admin: bool,
+    /// When it stops working (the cluster's clock, ms since the epoch).
+    pub expires_at_ms: Option<f64>,
+    /// The admin key that created it.
+    pub created_by: String,
+    pub created_at_ms: f64,
+}
+
+/// What a new cluster API key may do (`createApiKey`).
+#[napi(object)]
+pub struct ApiKeyOptions {
+    /// Allowed namespace prefixes (default: every namespace).
+    pub namespace_prefixes: Option<Vec<String>>,
+    /// May call the operator API.
+    pub admin: Option<bool>,
+    /// How long it works, by the cluster's clock (default: until revoked).
+    pub expires_in_ms: Option<f64>,
+}
+
 fn tx_options(opts: Option<TxOptions>) -> Result<TransactionOptions> {
     let mut out = TransactionOptions::default();
     if let Some(o) = opts {
@@ -680,6 +705,67 @@ impl NativeClient {
             let delay = std::time::Duration::from_millis(delay_ms?.unwrap_or(0));
             let previous = client.set_lock_delay(&namespace_prefix, delay).await.map_err(to_js)?;
             Ok(previous.as_millis() as f64)
+        })
+    }
+
+    /// Operator call: creates an API key kept by the cluster; resolves with its secret,
+    /// shown only here.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn create_api_key<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        opts: Option<ApiKeyOptions>,
+    ) -> Result<Unknown<'env>> {
+        let client = self.client.clone();
+        let o = opts.unwrap_or(ApiKeyOptions { namespace_prefixes: None, admin: None, expires_in_ms: None });
+        let expires_in = ms_of(o.expires_in_ms, "expiresInMs").map(|ms| ms.map(std::time::Duration::from_millis));
+        promise(env, async move {
+            let key = caerus_core::NewApiKey {
+                namespace_prefixes: o.namespace_prefixes.unwrap_or_default(),
+                admin: o.admin.unwrap_or(false),
+                expires_in: expires_in?,
+                ..Default::default()
+            };
+            Ok(client.create_api_key(&name, key).await.map_err(to_js)?.secret)
+        })
+    }
+
+    /// Operator call: the cluster's API keys this admin key may manage (no secrets).
+    #[napi(ts_return_type = "Promise<JsApiKeyInfo[]>")]
+    pub fn list_api_keys<'env>(&self, env: &'env Env) -> Result<Unknown<'env>> {
+        let client = self.client.clone();
+        promise(env, async move {
+            let keys = client.list_api_keys().await.map_err(to_js)?;
+            Ok(keys
+                .into_iter()
+                .map(|k| JsApiKeyInfo {
+                    name: k.name,
+                    namespace_prefixes: k.namespace_prefixes,
+                    admin: k.admin,
+                    expires_at_ms: k.expires_at_ms.map(|ms| ms as f64),
+                    created_by: k.created_by,
+                    created_at_ms: k.created_at_ms as f64,
+                })
+                .collect::<Vec<_>>())
+        })
+    }
+
+    /// Operator call: revokes a cluster API key; every node refuses it once applied.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn revoke_api_key<'env>(&self, env: &'env Env, name: String) -> Result<Unknown<'env>> {
+        let client = self.client.clone();
+        promise(env, async move { client.revoke_api_key(&name).await.map_err(to_js) })
+    }
+
+    /// Operator call: a new secret for a cluster API key (resolves with it); the old one
+    /// works `graceMs` longer.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn rotate_api_key<'env>(&self, env: &'env Env, name: String, grace_ms: Option<f64>) -> Result<Unknown<'env>> {
+        let (client, grace) = (self.client.clone(), ms_of(grace_ms, "graceMs"));
+        promise(env, async move {
+            let grace = std::time::Duration::from_millis(grace?.unwrap_or(0));
+            Ok(client.rotate_api_key(&name, grace).await.map_err(to_js)?.secret)
         })
     }
 

@@ -12,7 +12,7 @@ use crate::key_watch::NativeKeyWatch;
 use crate::runtime::blocking;
 use crate::transaction::NativeTransaction;
 use crate::twins::pymethods_with_twins;
-use crate::types::{duration_ms, millis, KeyLocksOut, LockDelayRule, TokenCheck, TransactionStatus};
+use crate::types::{duration_ms, millis, ApiKeyInfo, KeyLocksOut, LockDelayRule, TokenCheck, TransactionStatus};
 
 /// A native client. Use `caerus.DlsClient` / `caerus.sync.DlsClient`.
 #[pyclass(frozen, module = "caerus._native")]
@@ -171,6 +171,42 @@ pymethods_with_twins! {
         fn set_lock_delay / set_lock_delay_blocking(&self, namespace_prefix: String, delay_ms: u64) -> u64 {
             let client = self.client.clone();
             async move { client.set_lock_delay(&namespace_prefix, Duration::from_millis(delay_ms)).await.map(duration_ms) }
+        }
+
+        /// Operator call: creates an API key kept by the cluster; resolves to its secret,
+        /// shown only here. `expires_in_ms=0`: it never expires.
+        #[pyo3(signature = (name, namespace_prefixes=Vec::new(), admin=false, expires_in_ms=0))]
+        fn create_api_key / create_api_key_blocking(
+            &self,
+            name: String,
+            namespace_prefixes: Vec<String>,
+            admin: bool,
+            expires_in_ms: u64,
+        ) -> String {
+            let client = self.client.clone();
+            let expires_in = (expires_in_ms > 0).then(|| Duration::from_millis(expires_in_ms));
+            let key = core::NewApiKey { namespace_prefixes, admin, expires_in, ..Default::default() };
+            async move { Ok(client.create_api_key(&name, key).await?.secret) }
+        }
+
+        /// Operator call: the cluster's API keys this admin key may manage (no secrets).
+        fn list_api_keys / list_api_keys_blocking(&self) -> Vec<ApiKeyInfo> {
+            let client = self.client.clone();
+            async move { Ok(client.list_api_keys().await?.into_iter().map(ApiKeyInfo::from).collect::<Vec<_>>()) }
+        }
+
+        /// Operator call: revokes a cluster API key; every node refuses it once applied.
+        fn revoke_api_key / revoke_api_key_blocking(&self, name: String) -> () {
+            let client = self.client.clone();
+            async move { client.revoke_api_key(&name).await }
+        }
+
+        /// Operator call: a new secret for a cluster API key (resolves to it); the old one
+        /// works `grace_ms` longer.
+        #[pyo3(signature = (name, grace_ms=0))]
+        fn rotate_api_key / rotate_api_key_blocking(&self, name: String, grace_ms: u64) -> String {
+            let client = self.client.clone();
+            async move { Ok(client.rotate_api_key(&name, Duration::from_millis(grace_ms)).await?.secret) }
         }
 
         /// Operator call: the lock-delay rules, sorted by prefix.

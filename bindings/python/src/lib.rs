@@ -33,6 +33,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::KeyLocks>()?;
     m.add_class::<types::KeyDelay>()?;
     m.add_class::<types::LockDelayRule>()?;
+    m.add_class::<types::ApiKeyInfo>()?;
     m.add_class::<slots::SlotClaim>()?;
     m.add_class::<slots::SlotRun>()?;
     m.add_class::<transaction::NativeTransaction>()?;

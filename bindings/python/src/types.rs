@@ -276,6 +276,47 @@ impl From<core::LockDelayRule> for LockDelayRule {
     }
 }
 
+/// An API key kept by the cluster (from `list_api_keys`; never its secret).
+#[pyclass(frozen, get_all, module = "caerus")]
+#[derive(Clone)]
+pub struct ApiKeyInfo {
+    /// Its name.
+    name: String,
+    /// Allowed namespace prefixes (empty = every namespace).
+    namespace_prefixes: Vec<String>,
+    /// May call the operator API.
+    admin: bool,
+    /// When it stops working (the cluster's clock, ms since the epoch), or None.
+    expires_at_ms: Option<i64>,
+    /// The admin key that created it.
+    created_by: String,
+    /// When it was created (the cluster's clock, ms since the epoch).
+    created_at_ms: i64,
+}
+
+#[pymethods]
+impl ApiKeyInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "ApiKeyInfo(name={:?}, namespace_prefixes={:?}, admin={})",
+            self.name, self.namespace_prefixes, self.admin
+        )
+    }
+}
+
+impl From<core::ApiKeyInfo> for ApiKeyInfo {
+    fn from(k: core::ApiKeyInfo) -> Self {
+        ApiKeyInfo {
+            name: k.name,
+            namespace_prefixes: k.namespace_prefixes,
+            admin: k.admin,
+            expires_at_ms: k.expires_at_ms,
+            created_by: k.created_by,
+            created_at_ms: k.created_at_ms,
+        }
+    }
+}
+
 /// A duration as whole milliseconds (saturating).
 pub(crate) fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

@@ -10,7 +10,7 @@ use crate::key_watch::KeyWatch;
 use crate::options::{ClientConfig, TransactionOptions};
 use crate::runtime::{block_on, on_runtime};
 use crate::transaction::Transaction;
-use crate::types::{millis, KeyLocks, LockDelayRule, TokenCheck, TransactionState, TransactionStatus};
+use crate::types::{millis, ApiKeyInfo, KeyLocks, LockDelayRule, TokenCheck, TransactionState, TransactionStatus};
 
 /// Connection to a cluster.
 #[derive(uniffi::Object)]
@@ -95,6 +95,41 @@ impl DlsClient {
             Ok(millis(client.set_lock_delay(&namespace_prefix, delay).await?))
         })
         .await
+    }
+
+    /// Operator call: creates an API key kept by the cluster and returns its secret, shown
+    /// only here. `expires_in_ms` 0: until revoked.
+    pub async fn create_api_key(
+        &self,
+        name: String,
+        namespace_prefixes: Vec<String>,
+        admin: bool,
+        expires_in_ms: u64,
+    ) -> Result<String, DlsError> {
+        let client = self.client.clone();
+        let expires_in = (expires_in_ms > 0).then(|| std::time::Duration::from_millis(expires_in_ms));
+        let key = core::NewApiKey { namespace_prefixes, admin, expires_in, ..Default::default() };
+        on_runtime(async move { Ok(client.create_api_key(&name, key).await?.secret) }).await
+    }
+
+    /// Operator call: the cluster's API keys this admin key may manage (never secrets).
+    pub async fn list_api_keys(&self) -> Result<Vec<ApiKeyInfo>, DlsError> {
+        let client = self.client.clone();
+        on_runtime(async move { Ok(client.list_api_keys().await?.into_iter().map(ApiKeyInfo::from).collect()) }).await
+    }
+
+    /// Operator call: revokes a cluster API key; every node refuses it once applied.
+    pub async fn revoke_api_key(&self, name: String) -> Result<(), DlsError> {
+        let client = self.client.clone();
+        on_runtime(async move { Ok(client.revoke_api_key(&name).await?) }).await
+    }
+
+    /// Operator call: a new secret for a cluster API key (returned); the old one works
+    /// `grace_ms` longer.
+    pub async fn rotate_api_key(&self, name: String, grace_ms: u64) -> Result<String, DlsError> {
+        let client = self.client.clone();
+        let grace = std::time::Duration::from_millis(grace_ms);
+        on_runtime(async move { Ok(client.rotate_api_key(&name, grace).await?.secret) }).await
     }
 
     /// Operator call: the lock-delay rules, sorted by prefix.

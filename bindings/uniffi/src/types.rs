@@ -291,6 +291,33 @@ impl From<core::LockDelayRule> for LockDelayRule {
     }
 }
 
+/// An API key kept by the cluster (`list_api_keys`; never its secret).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct ApiKeyInfo {
+    pub name: String,
+    /// Allowed namespace prefixes (empty = every namespace).
+    pub namespace_prefixes: Vec<String>,
+    pub admin: bool,
+    /// When it stops working (the cluster's clock, ms since the epoch).
+    pub expires_at_ms: Option<i64>,
+    /// The admin key that created it.
+    pub created_by: String,
+    pub created_at_ms: i64,
+}
+
+impl From<core::ApiKeyInfo> for ApiKeyInfo {
+    fn from(k: core::ApiKeyInfo) -> Self {
+        ApiKeyInfo {
+            name: k.name,
+            namespace_prefixes: k.namespace_prefixes,
+            admin: k.admin,
+            expires_at_ms: k.expires_at_ms,
+            created_by: k.created_by,
+            created_at_ms: k.created_at_ms,
+        }
+    }
+}
+
 /// A duration as whole milliseconds (saturating).
 pub(crate) fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)

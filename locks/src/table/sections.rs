@@ -13,6 +13,7 @@ impl LockTable {
         out.extend(self.permits_section());
         out.extend(self.slot_runs_section());
         out.extend(self.features.section());
+        out.extend(self.api_keys_section());
         out
     }
 
@@ -24,7 +25,8 @@ impl LockTable {
                 || self.lock_delays.restore_section(&name, &bytes)?
                 || self.restore_permits(&name, &bytes)?
                 || self.restore_slot_runs(&name, &bytes)?
-                || self.features.restore_section(&name, &bytes)?;
+                || self.features.restore_section(&name, &bytes)?
+                || self.restore_api_keys(&name, &bytes)?;
             if !known {
                 return Err(Rejection::Invalid(format!(
                     "snapshot section {name:?} is unknown to this version (written by a newer dls?)"

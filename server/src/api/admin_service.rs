@@ -167,6 +167,52 @@ impl AdminApi {
     }
 }
 
+/// Cluster API keys (rules in `engine::api_keys`).
+impl AdminApi {
+    async fn create_api_key(&self, req: Request<pb::CreateApiKeyRequest>) -> ApiResult<pb::CreateApiKeyResponse> {
+        let who = self.admin(&req)?;
+        if !self.keys.has_keys() {
+            return Err(ApiError::FailedPrecondition(
+                "this node runs without --api-keys-file, so it enforces no keys; start the nodes with a keys file \
+                 (it may hold just the admin key that bootstraps the others) before creating cluster keys"
+                    .into(),
+            ));
+        }
+        let r = req.into_inner();
+        let key = validate::new_api_key(r)?;
+        if self.keys.file_has(&key.name) {
+            return Err(ApiError::AlreadyExists(format!(
+                "the leader's keys file has a key named {:?}; a key lives in one place",
+                key.name
+            )));
+        }
+        let (secret, key) = self.engine.create_api_key(&who, key).await?;
+        Ok(pb::CreateApiKeyResponse { key: secret, info: Some(convert::api_key(&key)) })
+    }
+
+    async fn list_api_keys(&self, req: Request<pb::ListApiKeysRequest>) -> ApiResult<pb::ListApiKeysResponse> {
+        let who = self.admin(&req)?;
+        let keys = self.engine.list_api_keys(&who).await?;
+        Ok(pb::ListApiKeysResponse { keys: keys.iter().map(convert::api_key).collect() })
+    }
+
+    async fn revoke_api_key(&self, req: Request<pb::RevokeApiKeyRequest>) -> ApiResult<pb::RevokeApiKeyResponse> {
+        let who = self.admin(&req)?;
+        let name = validate::api_key_name(req.into_inner().name)?;
+        self.engine.revoke_api_key(&who, name).await?;
+        Ok(pb::RevokeApiKeyResponse {})
+    }
+
+    async fn rotate_api_key(&self, req: Request<pb::RotateApiKeyRequest>) -> ApiResult<pb::RotateApiKeyResponse> {
+        let who = self.admin(&req)?;
+        let r = req.into_inner();
+        let name = validate::api_key_name(r.name)?;
+        let grace_ms = validate::key_grace(r.grace_ms)?;
+        let (secret, key) = self.engine.rotate_api_key(&who, name, grace_ms).await?;
+        Ok(pb::RotateApiKeyResponse { key: secret, info: Some(convert::api_key(&key)) })
+    }
+}
+
 impl AdminApi {
     /// Membership changes act on the whole cluster: only an admin key without namespace
     /// limits may make them.
@@ -249,6 +295,34 @@ impl AdminApi {
 
 #[tonic::async_trait]
 impl AdminService for AdminApi {
+    async fn create_api_key(
+        &self,
+        req: Request<pb::CreateApiKeyRequest>,
+    ) -> Result<Response<pb::CreateApiKeyResponse>, Status> {
+        Ok(Response::new(AdminApi::create_api_key(self, req).await?))
+    }
+
+    async fn list_api_keys(
+        &self,
+        req: Request<pb::ListApiKeysRequest>,
+    ) -> Result<Response<pb::ListApiKeysResponse>, Status> {
+        Ok(Response::new(AdminApi::list_api_keys(self, req).await?))
+    }
+
+    async fn revoke_api_key(
+        &self,
+        req: Request<pb::RevokeApiKeyRequest>,
+    ) -> Result<Response<pb::RevokeApiKeyResponse>, Status> {
+        Ok(Response::new(AdminApi::revoke_api_key(self, req).await?))
+    }
+
+    async fn rotate_api_key(
+        &self,
+        req: Request<pb::RotateApiKeyRequest>,
+    ) -> Result<Response<pb::RotateApiKeyResponse>, Status> {
+        Ok(Response::new(AdminApi::rotate_api_key(self, req).await?))
+    }
+
     async fn set_lock_delay(
         &self,
         req: Request<pb::SetLockDelayRequest>,

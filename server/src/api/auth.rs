@@ -11,14 +11,19 @@
 //! admin = true                     # optional: may call the operator API (AdminService)
 //! ```
 //! `dls keys add --file FILE --name NAME [--namespace PREFIX]...` creates a key.
+//!
+//! The file is for bootstrap; keys kept by the cluster (`dls keys create`, replicated
+//! through raft, see `locks::table::api_keys`) are merged in as each node applies them. A
+//! key in both (same name or same hash) is refused at start, naming it; a reload that adds
+//! one is refused; a cluster key that meets a file key later (another node's file) is left
+//! out on this node, with an error in its log, and the file's key stays.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
-use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
@@ -27,6 +32,7 @@ use tonic::Status;
 
 use super::errors::ApiError;
 use crate::engine::principal::Principal;
+use crate::locks::ApiKey;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct KeyEntry {
@@ -51,8 +57,42 @@ struct KeysFile {
 #[derive(Debug)]
 pub struct KeyRing {
     source: Option<PathBuf>,
-    /// Replaced whole by a reload; streams watch it.
+    /// The file's keys and the cluster's, as last read and applied.
+    parts: Mutex<Parts>,
+    /// The two merged, replaced whole by a reload or a change of the cluster's keys;
+    /// streams watch it.
     by_hash: watch::Sender<Option<Arc<Keys>>>,
+}
+
+#[derive(Debug, Default)]
+struct Parts {
+    file: Keys,
+    cluster: Arc<Vec<ApiKey>>,
+}
+
+/// A key both in the file and in the cluster.
+fn conflicts(file: &Keys, cluster: &[ApiKey]) -> Vec<String> {
+    cluster
+        .iter()
+        .filter(|c| file.contains_key(&c.sha256) || file.values().any(|f| f.name == c.name))
+        .map(|c| c.name.clone())
+        .collect()
+}
+
+/// The file's keys with the cluster's, minus those in both (see the module's doc); a
+/// rotated key's old secret is in too while its grace lasts.
+fn merge(file: &Keys, cluster: &[ApiKey]) -> Keys {
+    let skip = conflicts(file, cluster);
+    let mut keys = file.clone();
+    for k in cluster.iter().filter(|k| !skip.contains(&k.name)) {
+        let who =
+            Principal { name: k.name.clone(), namespaces: k.namespaces.clone(), admin: k.admin, limits: k.limits };
+        if let Some((old, _)) = k.previous {
+            keys.insert(old, who.clone());
+        }
+        keys.insert(k.sha256, who);
+    }
+    keys
 }
 
 /// Principals by the SHA-256 of their key.
@@ -78,7 +118,10 @@ fn read_keys(path: &Path) -> anyhow::Result<Keys> {
             .ok()
             .and_then(|b| <[u8; 32]>::try_from(b).ok())
             .ok_or_else(|| anyhow::anyhow!("key {:?} in {}: sha256 must be 64 hex digits", k.name, path.display()))?;
-        by_hash.insert(bytes, Principal { name: k.name, namespaces: k.namespaces, admin: k.admin });
+        by_hash.insert(
+            bytes,
+            Principal { name: k.name, namespaces: k.namespaces, admin: k.admin, limits: Default::default() },
+        );
     }
     Ok(by_hash)
 }
@@ -86,23 +129,90 @@ fn read_keys(path: &Path) -> anyhow::Result<Keys> {
 impl KeyRing {
     /// A server without keys: every call is allowed.
     pub fn open() -> Self {
-        KeyRing { source: None, by_hash: watch::Sender::new(None) }
+        KeyRing { source: None, parts: Mutex::default(), by_hash: watch::Sender::new(None) }
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let keys = read_keys(path)?;
-        Ok(KeyRing { source: Some(path.to_path_buf()), by_hash: watch::Sender::new(Some(Arc::new(keys))) })
+        Ok(KeyRing {
+            source: Some(path.to_path_buf()),
+            by_hash: watch::Sender::new(Some(Arc::new(keys.clone()))),
+            parts: Mutex::new(Parts { file: keys, cluster: Arc::default() }),
+        })
+    }
+
+    fn parts(&self) -> std::sync::MutexGuard<'_, Parts> {
+        self.parts.lock().expect("key ring lock")
     }
 
     /// Reads the keys file again and returns how many keys it holds. A file that cannot be
-    /// read or parsed leaves the keys as they were: a half-written file must not lock every
-    /// client out (or let everyone in).
+    /// read or parsed, or that has a key the cluster has too, leaves the keys as they were:
+    /// a half-written file must not lock every client out (or let everyone in).
     pub fn reload(&self) -> anyhow::Result<usize> {
         let Some(path) = &self.source else { return Ok(0) };
         let keys = read_keys(path)?;
         let count = keys.len();
-        self.by_hash.send_replace(Some(Arc::new(keys)));
+        let mut parts = self.parts();
+        let both = conflicts(&keys, &parts.cluster);
+        if !both.is_empty() {
+            anyhow::bail!(
+                "{} has keys the cluster keeps too: {both:?}; a key lives in one place (remove it from the file, or \
+                 revoke the cluster's with `dls keys revoke`)",
+                path.display()
+            );
+        }
+        self.by_hash.send_replace(Some(Arc::new(merge(&keys, &parts.cluster))));
+        parts.file = keys;
         Ok(count)
+    }
+
+    /// Takes the cluster's keys over (as this node applied them). Without a keys file the
+    /// server is open and stays so: cluster keys are enforced by nodes that require keys.
+    /// Answers the names left out because the file has them too.
+    pub fn set_cluster(&self, cluster: Arc<Vec<ApiKey>>) -> Vec<String> {
+        if self.source.is_none() {
+            return Vec::new();
+        }
+        let mut parts = self.parts();
+        let both = conflicts(&parts.file, &cluster);
+        self.by_hash.send_replace(Some(Arc::new(merge(&parts.file, &cluster))));
+        parts.cluster = cluster;
+        both
+    }
+
+    /// Follows the cluster's keys as this node applies them: the first set (restored from
+    /// the data directory) must not meet the file, later ones are merged as they come.
+    pub fn follow_cluster(self: &Arc<Self>, mut keys: watch::Receiver<Arc<Vec<ApiKey>>>) -> anyhow::Result<()> {
+        let first = keys.borrow_and_update().clone();
+        let both = self.set_cluster(first);
+        if let Some(path) = self.source.as_ref().filter(|_| !both.is_empty()) {
+            anyhow::bail!(
+                "API keys {both:?} are both in {} and kept by the cluster; a key lives in one place: remove it \
+                 from the file (or revoke the cluster's with `dls keys revoke`) and start again",
+                path.display()
+            );
+        }
+        let ring = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while keys.changed().await.is_ok() {
+                let Some(ring) = ring.upgrade() else { return };
+                let cluster = keys.borrow_and_update().clone();
+                let both = ring.set_cluster(cluster);
+                if !both.is_empty() {
+                    tracing::error!(
+                        keys = ?both,
+                        "cluster API keys with the name or secret of a key in this node's keys file are not accepted \
+                         here (the file's key is); remove them from the file"
+                    );
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Whether the keys file has a key of this name (a cluster key may not take it).
+    pub fn file_has(&self, name: &str) -> bool {
+        self.parts().file.values().any(|k| k.name == name)
     }
 
     /// Whether the server requires keys.
@@ -110,7 +220,7 @@ impl KeyRing {
         self.source.is_some()
     }
 
-    /// How many keys are loaded (0 for an open server).
+    /// How many keys are in force, the file's and the cluster's (0 for an open server).
     pub fn key_count(&self) -> usize {
         self.by_hash.borrow().as_ref().map_or(0, |k| k.len())
     }
@@ -139,7 +249,10 @@ impl KeyRing {
 fn find(keys: Option<&Keys>, md: &MetadataMap) -> Result<(Principal, Option<[u8; 32]>), ApiError> {
     let Some(keys) = keys else {
         // An open server has no operators to tell apart: everyone may do everything.
-        return Ok((Principal { name: String::new(), namespaces: None, admin: true }, None));
+        return Ok((
+            Principal { name: String::new(), namespaces: None, admin: true, limits: Default::default() },
+            None,
+        ));
     };
     let header = md.get(caerus_proto::metadata::AUTHORIZATION).ok_or_else(|| {
         ApiError::Unauthenticated("missing API key: send metadata `authorization: Bearer <key>`".into())
@@ -207,7 +320,8 @@ fn standing(keys: Option<&Keys>, hash: &[u8; 32], opened_as: &Principal) -> Resu
     let Some(keys) = keys else { return Ok(()) };
     match keys.get(hash) {
         None => Err(ApiError::Unauthenticated(format!(
-            "API key {:?} was removed from the keys file; its open streams are closed",
+            "API key {:?} was removed from the keys file (or revoked, expired or rotated in the cluster); its \
+             open streams are closed",
             opened_as.name
         ))),
         Some(now) if !now.covers(opened_as) => Err(ApiError::PermissionDenied(format!(
@@ -234,12 +348,10 @@ pub fn add_key(path: &Path, name: &str, namespaces: Vec<String>, admin: bool) ->
     if file.keys.iter().any(|k| k.name == name) {
         anyhow::bail!("a key named {name:?} already exists in {}", path.display());
     }
-    let mut raw = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut raw);
-    let key = format!("dls_{}", hex::encode(raw));
+    let (key, hash) = crate::engine::api_keys::new_secret();
     file.keys.push(KeyEntry {
         name: name.to_string(),
-        sha256: hex::encode(digest(&key)),
+        sha256: hex::encode(hash),
         namespaces: if namespaces.is_empty() { None } else { Some(namespaces) },
         admin,
     });
@@ -315,6 +427,58 @@ mod tests {
         // An open server has nothing to revoke.
         let open = KeyRing::open().authenticate_stream(&MetadataMap::new()).unwrap().1;
         assert!(open.revoked().now_or_never().is_none());
+    }
+
+    #[test]
+    fn cluster_keys_merge_with_the_file_and_a_key_in_both_is_refused() {
+        use crate::locks::KeyLimits;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let ops = add_key(&path, "ops", vec![], true).unwrap();
+        let ring = KeyRing::load(&path).unwrap();
+        let (secret, hash) = crate::engine::api_keys::new_secret();
+        let cluster_key = |name: &str, previous| ApiKey {
+            name: name.into(),
+            sha256: hash,
+            namespaces: Some(vec!["w-".into()]),
+            admin: false,
+            expires_at_ms: None,
+            created_by: "ops".into(),
+            created_at_ms: 1,
+            limits: KeyLimits { max_txns: Some(3), ..KeyLimits::default() },
+            request_id: "r".into(),
+            previous,
+            rotated_at_ms: 0,
+        };
+        let bearer = |key: &str| {
+            let mut md = MetadataMap::new();
+            md.insert("authorization", format!("Bearer {key}").parse().unwrap());
+            md
+        };
+        assert!(ring.set_cluster(Arc::new(vec![cluster_key("worker", None)])).is_empty());
+        let worker = ring.authenticate(&bearer(&secret)).unwrap();
+        assert_eq!((worker.name.as_str(), worker.limits.max_txns), ("worker", Some(3)));
+        assert!(ring.authenticate(&bearer(&ops)).unwrap().admin, "the file's keys stay");
+
+        // A rotated key's old secret works while its grace lasts.
+        let (old, old_hash) = crate::engine::api_keys::new_secret();
+        ring.set_cluster(Arc::new(vec![cluster_key("worker", Some((old_hash, 99)))]));
+        assert_eq!(ring.authenticate(&bearer(&old)).unwrap().name, "worker");
+
+        // A reload that brings a key of the cluster's name is refused, naming it.
+        add_key(&path, "worker", vec![], false).unwrap();
+        let err = ring.reload().unwrap_err().to_string();
+        assert!(err.contains("[\"worker\"]"), "{err}");
+        assert!(ring.authenticate(&bearer(&secret)).is_ok(), "the keys in force stay");
+
+        // A cluster key with the file's name is left out on this node.
+        let mut fresh = KeyRing::load(&path).unwrap();
+        assert_eq!(fresh.set_cluster(Arc::new(vec![cluster_key("worker", None)])), vec!["worker".to_string()]);
+        assert!(matches!(fresh.authenticate(&bearer(&secret)), Err(ApiError::Unauthenticated(_))));
+        // An open server stays open.
+        fresh = KeyRing::open();
+        assert!(fresh.set_cluster(Arc::new(vec![cluster_key("x", None)])).is_empty());
+        assert!(fresh.authenticate(&MetadataMap::new()).is_ok());
     }
 
     #[test]

@@ -6,8 +6,8 @@ use caerus_proto::Wire;
 use crate::engine::{KeyChangeKind, KeyHolder, KeyState};
 
 use crate::locks::{
-    revoke_cause, CycleMember, EndCause, Event, EventDetail, EventKind, Held, LockKey, LockMode, RunState, SlotRun,
-    TxnId, TxnState, VictimPolicy,
+    revoke_cause, ApiKeyChange, CycleMember, EndCause, Event, EventDetail, EventKind, Held, LockKey, LockMode,
+    RunState, SlotRun, TxnId, TxnState, VictimPolicy,
 };
 
 pub fn mode_wire(m: LockMode) -> pb::LockMode {
@@ -95,6 +95,15 @@ pub fn deadlock(cycle: &[CycleMember], victim: TxnId, p: VictimPolicy) -> pb::De
     }
 }
 
+fn key_change(c: ApiKeyChange) -> pb::ApiKeyChangeKind {
+    match c {
+        ApiKeyChange::Created => pb::ApiKeyChangeKind::ApiKeyCreated,
+        ApiKeyChange::Revoked => pb::ApiKeyChangeKind::ApiKeyRevoked,
+        ApiKeyChange::Rotated => pb::ApiKeyChangeKind::ApiKeyRotated,
+        ApiKeyChange::Expired => pb::ApiKeyChangeKind::ApiKeyExpired,
+    }
+}
+
 pub fn event(e: &Event) -> pb::Event {
     use pb::event::Detail;
     let detail = match &e.detail {
@@ -125,6 +134,11 @@ pub fn event(e: &Event) -> pb::Event {
             fencing_token: held.token.0,
             cause: cause.clone(),
             end_cause: self::cause(revoke_cause(cause)),
+        }),
+        EventDetail::ApiKeyChanged { change, key, by, .. } => Detail::ApiKeyChanged(pb::ApiKeyChanged {
+            change: key_change(*change) as i32,
+            key_name: key.clone(),
+            by: by.clone(),
         }),
     };
     pb::Event {
@@ -167,5 +181,25 @@ pub fn key_state(s: &KeyState) -> pb::KeyHolders {
             .collect(),
         cursor: s.cursor.clone(),
         initial: s.initial,
+    }
+}
+
+/// A cluster key as listed: never its secret or hash.
+pub fn api_key(k: &crate::locks::ApiKey) -> pb::ApiKeyInfo {
+    let n = |v: Option<u64>| v.unwrap_or(0);
+    pb::ApiKeyInfo {
+        name: k.name.clone(),
+        namespace_prefixes: k.namespaces.clone().unwrap_or_default(),
+        admin: k.admin,
+        expires_at_ms: n(k.expires_at_ms) as i64,
+        created_by: k.created_by.clone(),
+        created_at_ms: k.created_at_ms as i64,
+        limits: Some(pb::ApiKeyLimits {
+            max_transactions: n(k.limits.max_txns),
+            max_watches: n(k.limits.max_watches),
+            max_slot_records: n(k.limits.max_slot_records),
+        }),
+        rotated_at_ms: k.rotated_at_ms as i64,
+        previous_valid_until_ms: k.previous.map_or(0, |(_, until)| until as i64),
     }
 }

@@ -70,6 +70,15 @@ pub enum ApiError {
     /// node) is what refuses, and it is the same answer once those nodes are upgraded.
     #[error("{0}")]
     BelowFeatureLevel(String),
+    /// A cluster API key of that name exists already (in the cluster or the keys file).
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// No cluster API key of that name.
+    #[error("{0}")]
+    KeyNotFound(String),
+    /// The call needs something this node does not have (keys required).
+    #[error("{0}")]
+    FailedPrecondition(String),
     /// A bug or storage failure.
     #[error("internal error: {0}")]
     Internal(String),
@@ -95,6 +104,10 @@ impl ApiError {
             ApiError::MembershipRefused(_) | ApiError::BelowFeatureLevel(_) => {
                 (Code::FailedPrecondition, ErrorKind::MembershipRefused)
             }
+            ApiError::AlreadyExists(_) => (Code::AlreadyExists, ErrorKind::ApiKeyExists),
+            ApiError::KeyNotFound(_) => (Code::NotFound, ErrorKind::ApiKeyNotFound),
+            // Only a node without keys answers it (no cluster keys there): the nearest kind.
+            ApiError::FailedPrecondition(_) => (Code::FailedPrecondition, ErrorKind::InvalidArgument),
             ApiError::Internal(_) => (Code::Internal, ErrorKind::Internal),
         }
     }
@@ -160,7 +173,11 @@ impl From<Rejection> for ApiError {
                 ApiError::InvalidArgument(r.to_string())
             }
             r @ Rejection::NestedBatch => ApiError::Internal(r.to_string()),
-            r @ Rejection::OutsideScope { .. } => ApiError::PermissionDenied(r.to_string()),
+            r @ (Rejection::OutsideScope { .. } | Rejection::ApiKeyOutsideScope { .. }) => {
+                ApiError::PermissionDenied(r.to_string())
+            }
+            r @ Rejection::ApiKeyExists(_) => ApiError::AlreadyExists(r.to_string()),
+            r @ Rejection::ApiKeyNotFound(_) => ApiError::KeyNotFound(r.to_string()),
         }
     }
 }

@@ -450,6 +450,34 @@ impl LockService for ForwardingLocks {
 
 #[tonic::async_trait]
 impl AdminService for ForwardingAdmin {
+    async fn create_api_key(
+        &self,
+        req: Request<pb::CreateApiKeyRequest>,
+    ) -> Result<Response<pb::CreateApiKeyResponse>, Status> {
+        route!(self, req, AdminService, admin, create_api_key, unary)
+    }
+
+    async fn list_api_keys(
+        &self,
+        req: Request<pb::ListApiKeysRequest>,
+    ) -> Result<Response<pb::ListApiKeysResponse>, Status> {
+        route!(self, req, AdminService, admin, list_api_keys, unary)
+    }
+
+    async fn revoke_api_key(
+        &self,
+        req: Request<pb::RevokeApiKeyRequest>,
+    ) -> Result<Response<pb::RevokeApiKeyResponse>, Status> {
+        route!(self, req, AdminService, admin, revoke_api_key, unary)
+    }
+
+    async fn rotate_api_key(
+        &self,
+        req: Request<pb::RotateApiKeyRequest>,
+    ) -> Result<Response<pb::RotateApiKeyResponse>, Status> {
+        route!(self, req, AdminService, admin, rotate_api_key, unary)
+    }
+
     async fn set_lock_delay(
         &self,
         req: Request<pb::SetLockDelayRequest>,

@@ -3,7 +3,10 @@
 use caerus_proto::v1::LockMode as WireMode;
 
 use super::errors::ApiError;
-use crate::locks::{LockKey, LockMode};
+use caerus_proto::v1 as pb;
+
+use crate::engine::api_keys;
+use crate::locks::{self, LockKey, LockMode};
 
 /// Longest namespace, key or transaction name, in bytes.
 pub const MAX_NAME_BYTES: usize = 256;
@@ -217,6 +220,55 @@ pub fn txn_id(id: u64) -> Result<u64, ApiError> {
         return Err(bad("transaction_id must be set (transaction ids start at 1)".into()));
     }
     Ok(id)
+}
+
+/// A cluster API key's name as the lock table takes it.
+pub fn api_key_name(name: String) -> Result<String, ApiError> {
+    if name.trim().is_empty() || name.len() > locks::MAX_KEY_NAME || name.chars().any(char::is_control) {
+        return Err(ApiError::InvalidArgument(format!(
+            "name must be 1 to {} bytes without control characters",
+            locks::MAX_KEY_NAME
+        )));
+    }
+    Ok(name)
+}
+
+/// A rotation's grace: 0 to 30 days.
+pub fn key_grace(ms: i64) -> Result<u64, ApiError> {
+    u64::try_from(ms)
+        .ok()
+        .filter(|&g| g <= api_keys::MAX_GRACE_MS)
+        .ok_or_else(|| ApiError::InvalidArgument(format!("grace_ms must be 0 to {} (30 days)", api_keys::MAX_GRACE_MS)))
+}
+
+/// A `CreateApiKey` request, checked by the same rule the lock table applies.
+pub fn new_api_key(r: pb::CreateApiKeyRequest) -> Result<api_keys::KeyRequest, ApiError> {
+    let name = api_key_name(r.name)?;
+    let expires_in_ms = u64::try_from(r.expires_in_ms)
+        .ok()
+        .filter(|&e| e <= api_keys::MAX_EXPIRY_MS)
+        .ok_or_else(|| ApiError::InvalidArgument("expires_in_ms must be 0 (never) to 10 years".into()))?;
+    let request_id = request_id(&r.request_id)?.unwrap_or_default();
+    let l = r.limits.unwrap_or_default();
+    let some = |n: u64| (n > 0).then_some(n);
+    let limits = locks::KeyLimits {
+        max_txns: some(l.max_transactions),
+        max_watches: some(l.max_watches),
+        max_slot_records: some(l.max_slot_records),
+    };
+    let namespaces = (!r.namespace_prefixes.is_empty()).then_some(r.namespace_prefixes);
+    let check = locks::NewApiKey {
+        name: name.clone(),
+        sha256: [0; 32],
+        namespaces: namespaces.clone(),
+        admin: r.admin,
+        expires_at_ms: None,
+        limits,
+    };
+    if let Some(why) = locks::invalid_new_key(&check) {
+        return Err(ApiError::InvalidArgument(why));
+    }
+    Ok(api_keys::KeyRequest { name, namespaces, admin: r.admin, expires_in_ms, limits, request_id })
 }
 
 #[cfg(test)]

@@ -15,10 +15,12 @@ use super::format::rfc3339;
 const BACKLOG_QUIET: Duration = Duration::from_secs(1);
 
 #[derive(Args, Debug)]
-#[command(after_help = "Kinds: deadlock_resolved, transaction_expired, transaction_aborted, lock_revoked.\n\n\
+#[command(
+    after_help = "Kinds: deadlock_resolved, transaction_expired, transaction_aborted, lock_revoked, api_key_changed.\n\n\
 Without --follow, prints the retained events (from --from on) and exits once the server has sent them all.\n\
 With --follow, keeps printing new events until interrupted, across leader changes.\n\n\
-Example:\n  dls events --follow --kind deadlock_resolved --namespace billing-")]
+Example:\n  dls events --follow --kind deadlock_resolved --namespace billing-"
+)]
 pub struct EventsArgs {
     /// Keep streaming new events (until Ctrl-C).
     #[arg(long, short = 'f')]
@@ -131,6 +133,9 @@ fn line(e: &Event) -> String {
         EventDetail::LockRevoked { transaction_id, namespace, key, mode, fencing_token, cause } => {
             format!("txn={transaction_id} lock={namespace}/{key} mode={mode} token={fencing_token} cause={cause:?}")
         }
+        EventDetail::ApiKeyChanged { change, key_name, by } => {
+            format!("key={key_name:?} change={} by={by:?}", change.as_str())
+        }
         other => format!("{other:?}"),
     };
     format!("#{} {} {} {what}", e.sequence, rfc3339(e.time_ms), kind_name(e.kind()))
@@ -175,6 +180,11 @@ fn to_json(e: &Event) -> serde_json::Value {
             "mode": mode.as_str(),
             "fencing_token": fencing_token,
             "cause": cause,
+        }),
+        EventDetail::ApiKeyChanged { change, key_name, by } => json!({
+            "change": change.as_str(),
+            "key_name": key_name,
+            "by": by,
         }),
         other => json!(format!("{other:?}")),
     };

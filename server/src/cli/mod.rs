@@ -5,6 +5,7 @@ pub mod connect;
 pub mod events;
 mod format;
 pub mod health;
+pub mod keys;
 pub mod lock;
 pub mod lock_delay;
 pub mod locks;
@@ -94,7 +95,7 @@ pub enum LogFormat {
 
 #[derive(Subcommand, Debug)]
 pub enum KeysCommand {
-    /// Create a new API key, append its SHA-256 hash to FILE and print the key once.
+    /// Create a new API key in a node's keys file (for bootstrap: the first admin key), append its SHA-256 hash to FILE and print the key once.
     Add {
         /// The keys file (created if missing).
         #[arg(long)]
@@ -109,6 +110,8 @@ pub enum KeysCommand {
         #[arg(long)]
         admin: bool,
     },
+    #[command(flatten)]
+    Cluster(keys::ClusterKeysCommand),
 }
 
 #[cfg(test)]

@@ -11,12 +11,14 @@
 //! - `fencing`: whether a fencing token is the current grant of a key.
 //! - `locks_view`: the locks of the table as an operator lists them.
 //! - `slots`: claims of schedule slots, their finishes and the last runs.
+//! - `api_keys`: API keys kept by the cluster (create, list, revoke, rotate).
 //! - `cluster`: the cluster's state, membership changes, backups, metrics gauges.
 //! - `principal`: who is calling and what it may do; `error`: [`EngineError`]. Both are
 //!   also used by `limits` and `api/`, which name them by their own paths: this file
 //!   imports `node`, which imports them.
 
 mod acquire;
+pub mod api_keys;
 mod cluster;
 pub mod error;
 mod events;
@@ -54,11 +56,13 @@ pub type EngineResult<T> = Result<T, EngineError>;
 /// A node's lock service, as its clients see it.
 pub struct Engine {
     node: Arc<Node>,
+    /// Held by a key create from its count to its apply (see `api_keys`).
+    key_creates: tokio::sync::Mutex<()>,
 }
 
 impl Engine {
     pub fn new(node: Arc<Node>) -> Arc<Engine> {
-        Arc::new(Engine { node })
+        Arc::new(Engine { node, key_creates: tokio::sync::Mutex::new(()) })
     }
 
     /// Fails fast with the leader's address when this node cannot serve.

@@ -25,7 +25,7 @@
 use std::borrow::Cow;
 
 use super::error::EngineError;
-use crate::locks::{Command, Event, EventDetail, Rejection, Txn};
+use crate::locks::{Command, Event, EventDetail, KeyLimits, Rejection, Txn};
 
 /// Who is calling.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +36,8 @@ pub struct Principal {
     pub namespaces: Option<Vec<String>>,
     /// May call the operator API.
     pub admin: bool,
+    /// Its overrides of the per-key limits (a cluster key's; a file key has none).
+    pub limits: KeyLimits,
 }
 
 /// Marks a begin request id scoped to a key (see [`Principal::begin_request_id`]).
@@ -159,6 +161,10 @@ impl Principal {
     /// the visible released locks (and is dropped when none is visible, or it released
     /// none); a revoked lock is shown or dropped whole.
     pub fn redact<'e>(&self, e: &'e Event) -> Option<Cow<'e, Event>> {
+        // Key changes are for the operators who manage keys.
+        if matches!(e.detail, EventDetail::ApiKeyChanged { .. }) && !self.admin {
+            return None;
+        }
         let touched = e.namespaces();
         if self.namespaces.is_none() || (!touched.is_empty() && touched.iter().all(|ns| self.sees_namespace(ns))) {
             return Some(Cow::Borrowed(e));
@@ -176,7 +182,7 @@ impl Principal {
                 released.retain(|(lock, _)| self.sees_namespace(&lock.namespace));
                 (!released.is_empty()).then_some(())?;
             }
-            EventDetail::LockRevoked { .. } => return None,
+            EventDetail::LockRevoked { .. } | EventDetail::ApiKeyChanged { .. } => return None,
         }
         Some(Cow::Owned(e))
     }
@@ -187,7 +193,12 @@ mod tests {
     use super::*;
 
     fn key(name: &str, prefixes: Option<&[&str]>, admin: bool) -> Principal {
-        Principal { name: name.into(), namespaces: prefixes.map(|p| p.iter().map(|s| s.to_string()).collect()), admin }
+        Principal {
+            name: name.into(),
+            namespaces: prefixes.map(|p| p.iter().map(|s| s.to_string()).collect()),
+            admin,
+            limits: KeyLimits::default(),
+        }
     }
 
     /// A table with one transaction of `owner` per entry, holding the given locks.

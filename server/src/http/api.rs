@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use caerus_proto::v1::acquire_lock_response::Event as AcquireEvent;
 use caerus_proto::v1::acquire_locks_response::Event as AcquireAllEvent;
@@ -44,6 +44,9 @@ pub fn routes(gw: Arc<Gateway>, access: Arc<Access>) -> Router {
         .route("/api/v1/transactions/:id/abort", post(abort))
         .route("/api/v1/locks", get(list_locks))
         .route("/api/v1/lock-delays", get(lock_delays).post(set_lock_delay))
+        .route("/api/v1/api-keys", get(list_api_keys).post(create_api_key))
+        .route("/api/v1/api-keys/:name", delete(revoke_api_key))
+        .route("/api/v1/api-keys/:name/rotate", post(rotate_api_key))
         .route("/api/v1/cluster", get(cluster))
         .route("/api/v1/events", get(sse::events))
         .route("/api/v1/keys/watch", get(key_sse::watch_key))
@@ -445,6 +448,81 @@ async fn lock_delays(State(gw): State<Arc<Gateway>>, caller: Caller) -> HttpResu
     let rules: Vec<Value> =
         r.rules.iter().map(|r| json!({"namespace_prefix": r.namespace_prefix, "delay_ms": r.delay_ms})).collect();
     Ok(ok(json!({ "rules": rules })))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct KeyLimitsBody {
+    #[serde(default)]
+    max_transactions: u64,
+    #[serde(default)]
+    max_watches: u64,
+    #[serde(default)]
+    max_slot_records: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateKeyBody {
+    name: String,
+    #[serde(default)]
+    namespace_prefixes: Vec<String>,
+    #[serde(default)]
+    admin: bool,
+    #[serde(default)]
+    expires_in_ms: i64,
+    #[serde(default)]
+    request_id: String,
+    #[serde(default)]
+    limits: Option<KeyLimitsBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RotateKeyBody {
+    #[serde(default)]
+    grace_ms: i64,
+}
+
+async fn create_api_key(State(gw): State<Arc<Gateway>>, caller: Caller, raw: Bytes) -> HttpResult {
+    let b: CreateKeyBody = body(&raw)?;
+    let l = b.limits.unwrap_or_default();
+    let msg = pb::CreateApiKeyRequest {
+        name: b.name,
+        namespace_prefixes: b.namespace_prefixes,
+        admin: b.admin,
+        expires_in_ms: b.expires_in_ms,
+        request_id: b.request_id,
+        limits: Some(pb::ApiKeyLimits {
+            max_transactions: l.max_transactions,
+            max_watches: l.max_watches,
+            max_slot_records: l.max_slot_records,
+        }),
+    };
+    let r = unary!(gw, caller, msg, admin, AdminService, create_api_key)?;
+    Ok(ok(json!({"key": r.key, "info": r.info.as_ref().map(json::api_key)})))
+}
+
+async fn list_api_keys(State(gw): State<Arc<Gateway>>, caller: Caller) -> HttpResult {
+    let r = unary!(gw, caller, pb::ListApiKeysRequest {}, admin, AdminService, list_api_keys)?;
+    Ok(ok(json!({"keys": r.keys.iter().map(json::api_key).collect::<Vec<_>>()})))
+}
+
+async fn revoke_api_key(State(gw): State<Arc<Gateway>>, caller: Caller, Path(name): Path<String>) -> HttpResult {
+    unary!(gw, caller, pb::RevokeApiKeyRequest { name }, admin, AdminService, revoke_api_key)?;
+    Ok(ok(json!({})))
+}
+
+async fn rotate_api_key(
+    State(gw): State<Arc<Gateway>>,
+    caller: Caller,
+    Path(name): Path<String>,
+    raw: Bytes,
+) -> HttpResult {
+    let b: RotateKeyBody = if raw.is_empty() { RotateKeyBody { grace_ms: 0 } } else { body(&raw)? };
+    let msg = pb::RotateApiKeyRequest { name, grace_ms: b.grace_ms };
+    let r = unary!(gw, caller, msg, admin, AdminService, rotate_api_key)?;
+    Ok(ok(json!({"key": r.key, "info": r.info.as_ref().map(json::api_key)})))
 }
 
 /// This node's view of the cluster (members, leader, term): answered here, not forwarded,

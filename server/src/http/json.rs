@@ -216,6 +216,11 @@ pub fn event(e: &pb::Event) -> Value {
             "cause": x.cause,
             "end_cause": cause_name(x.end_cause),
         }),
+        Some(Detail::ApiKeyChanged(x)) => json!({
+            "change": pb::ApiKeyChangeKind::try_from(x.change).map_or("UNKNOWN", |c| c.as_str_name()),
+            "key_name": x.key_name,
+            "by": x.by,
+        }),
         None => Value::Null,
     };
     json!({
@@ -224,6 +229,28 @@ pub fn event(e: &pb::Event) -> Value {
         "kind": kind,
         "namespaces": e.namespaces,
         "detail": detail,
+    })
+}
+
+/// A cluster API key as listed (never its secret or hash); 0 times as null.
+pub fn api_key(k: &pb::ApiKeyInfo) -> Value {
+    let time = |ms: i64| if ms > 0 { json!(ms) } else { Value::Null };
+    let limit = |n: u64| if n > 0 { json!(n) } else { Value::Null };
+    let l = k.limits.unwrap_or_default();
+    json!({
+        "name": k.name,
+        "namespace_prefixes": k.namespace_prefixes,
+        "admin": k.admin,
+        "expires_at_ms": time(k.expires_at_ms),
+        "created_by": k.created_by,
+        "created_at_ms": k.created_at_ms,
+        "rotated_at_ms": time(k.rotated_at_ms),
+        "previous_valid_until_ms": time(k.previous_valid_until_ms),
+        "limits": {
+            "max_transactions": limit(l.max_transactions),
+            "max_watches": limit(l.max_watches),
+            "max_slot_records": limit(l.max_slot_records),
+        },
     })
 }
 

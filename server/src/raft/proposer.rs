@@ -78,6 +78,7 @@ impl Origin {
             | Command::EndOverdue { .. }
             | Command::EndLockDelay { .. }
             | Command::CancelWait { .. }
+            | Command::ExpireApiKeys { .. }
             | Command::WebhookDelivered { .. }
             | Command::SetFeatureLevel { .. } => Origin::Leader,
             // An operator's rule is shed like a release: it must get through a flood too, and
@@ -87,7 +88,10 @@ impl Origin {
             | Command::Downgrade { .. }
             | Command::End { .. }
             | Command::Abort { .. }
-            | Command::SetLockDelay { .. } => Origin::Release,
+            | Command::SetLockDelay { .. }
+            | Command::CreateApiKey { .. }
+            | Command::RevokeApiKey { .. }
+            | Command::RotateApiKey { .. } => Origin::Release,
             Command::Begin { .. }
             | Command::Acquire { .. }
             | Command::AcquireAll { .. }

@@ -29,6 +29,9 @@ pub trait ApplyObserver: Send + Sync + 'static {
     /// bookkeeping that readers must find in step with the table (lease timers), and the
     /// log's time after it (`LockTable::clock_ms`). Keep it short; every reader waits.
     fn tracked(&self, _effects: &[Effect], _clock_ms: u64) {}
+    /// The cluster's API keys changed in this batch; called under the state write lock, so
+    /// a key is enforced before any read sees the table that revoked it.
+    fn api_keys_changed(&self, _table: &LockTable) {}
     /// Effects of one applied batch, in order, after the lock is released.
     fn applied(&self, effects: Vec<Effect>);
     /// The whole table was replaced (snapshot installed or restored at start); called
@@ -231,6 +234,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             }
             let effects = st.table.take_effects();
             self.observer.tracked(&effects, st.table.clock_ms());
+            if effects.contains(&Effect::ApiKeysChanged) {
+                self.observer.api_keys_changed(&st.table);
+            }
             effects
         };
         if !effects.is_empty() {

@@ -24,6 +24,7 @@ from ._native import (
     KeyLocks,
     Lock,
     LockDelayRule,
+    ApiKeyInfo,
     LockMode,
     LostReason,
     KeyChange,
@@ -79,6 +80,7 @@ __all__ = [
     "KeyLocks",
     "KeyDelay",
     "LockDelayRule",
+    "ApiKeyInfo",
     "sync",
     *errors.__all__,
 ]

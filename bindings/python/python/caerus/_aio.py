@@ -14,6 +14,7 @@ from ._native import (
     KeyLocks,
     KeyUpdate,
     LockDelayRule,
+    ApiKeyInfo,
     Lock,
     LockMode,
     LostReason,
@@ -547,3 +548,24 @@ class DlsClient:
     async def lock_delays(self) -> List[LockDelayRule]:
         """Operator call: the lock-delay rules, sorted by prefix (admin key)."""
         return await self._native.lock_delays()
+
+    async def create_api_key(
+        self, name: str, namespace_prefixes: Sequence[str] = (), admin: bool = False, expires_in_ms: int = 0
+    ) -> str:
+        """Operator call (admin key): creates an API key kept by the cluster and returns its
+        secret, shown only here. Every node accepts it once it applied the change."""
+        return await self._native.create_api_key(name, list(namespace_prefixes), admin, expires_in_ms)
+
+    async def list_api_keys(self) -> List[ApiKeyInfo]:
+        """Operator call: the cluster's API keys this admin key may manage (never secrets)."""
+        return await self._native.list_api_keys()
+
+    async def revoke_api_key(self, name: str) -> None:
+        """Operator call: revokes a cluster API key; every node refuses it (Unauthenticated)
+        once it applied the change, and its open streams end."""
+        await self._native.revoke_api_key(name)
+
+    async def rotate_api_key(self, name: str, grace_ms: int = 0) -> str:
+        """Operator call: a new secret for a cluster API key (returned, shown only here); the
+        old one keeps working for ``grace_ms``."""
+        return await self._native.rotate_api_key(name, grace_ms)

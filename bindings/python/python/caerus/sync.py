@@ -26,6 +26,7 @@ from ._native import (
     KeyLocks,
     KeyUpdate,
     LockDelayRule,
+    ApiKeyInfo,
     Lock,
     LockMode,
     LostReason,
@@ -432,3 +433,21 @@ class DlsClient:
     def lock_delays(self) -> List[LockDelayRule]:
         """Operator call: the lock-delay rules, sorted by prefix (admin key)."""
         return self._native.lock_delays_blocking()
+
+    def create_api_key(
+        self, name: str, namespace_prefixes: Sequence[str] = (), admin: bool = False, expires_in_ms: int = 0
+    ) -> str:
+        """Operator call (admin key): creates an API key kept by the cluster; returns its secret."""
+        return self._native.create_api_key_blocking(name, list(namespace_prefixes), admin, expires_in_ms)
+
+    def list_api_keys(self) -> List[ApiKeyInfo]:
+        """Operator call: the cluster's API keys this admin key may manage (never secrets)."""
+        return self._native.list_api_keys_blocking()
+
+    def revoke_api_key(self, name: str) -> None:
+        """Operator call: revokes a cluster API key on every node; its open streams end."""
+        self._native.revoke_api_key_blocking(name)
+
+    def rotate_api_key(self, name: str, grace_ms: int = 0) -> str:
+        """Operator call: a new secret for a cluster API key; the old one works ``grace_ms`` longer."""
+        return self._native.rotate_api_key_blocking(name, grace_ms)

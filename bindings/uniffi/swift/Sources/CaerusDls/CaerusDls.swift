@@ -622,6 +622,17 @@ public protocol DlsClientProtocol: AnyObject, Sendable {
     func beginTransaction(options: TransactionOptions) async throws  -> Transaction
     
     /**
+     * Operator call: creates an API key kept by the cluster and returns its secret, shown
+     * only here. `expires_in_ms` 0: until revoked.
+     */
+    func createApiKey(name: String, namespacePrefixes: [String], admin: Bool, expiresInMs: UInt64) async throws  -> String
+    
+    /**
+     * Operator call: the cluster's API keys this admin key may manage (never secrets).
+     */
+    func listApiKeys() async throws  -> [ApiKeyInfo]
+    
+    /**
      * Operator call: every key held, waited for or under a lock-delay in namespaces
      * starting with `namespace_prefix` ("" = all), sorted by namespace then key.
      */
@@ -631,6 +642,17 @@ public protocol DlsClientProtocol: AnyObject, Sendable {
      * Operator call: the lock-delay rules, sorted by prefix.
      */
     func lockDelays() async throws  -> [LockDelayRule]
+    
+    /**
+     * Operator call: revokes a cluster API key; every node refuses it once applied.
+     */
+    func revokeApiKey(name: String) async throws 
+    
+    /**
+     * Operator call: a new secret for a cluster API key (returned); the old one works
+     * `grace_ms` longer.
+     */
+    func rotateApiKey(name: String, graceMs: UInt64) async throws  -> String
     
     /**
      * Operator call: when a holder in a namespace starting with `namespace_prefix` ("" =
@@ -789,6 +811,45 @@ open func beginTransaction(options: TransactionOptions)async throws  -> Transact
 }
     
     /**
+     * Operator call: creates an API key kept by the cluster and returns its secret, shown
+     * only here. `expires_in_ms` 0: until revoked.
+     */
+open func createApiKey(name: String, namespacePrefixes: [String], admin: Bool, expiresInMs: UInt64)async throws  -> String  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_dlsclient_create_api_key(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(name),FfiConverterSequenceString.lower(namespacePrefixes),FfiConverterBool.lower(admin),FfiConverterUInt64.lower(expiresInMs)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterString.lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
+     * Operator call: the cluster's API keys this admin key may manage (never secrets).
+     */
+open func listApiKeys()async throws  -> [ApiKeyInfo]  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_dlsclient_list_api_keys(
+                        self.uniffiCloneHandle()
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterSequenceTypeApiKeyInfo.lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
      * Operator call: every key held, waited for or under a lock-delay in namespaces
      * starting with `namespace_prefix` ("" = all), sorted by namespace then key.
      */
@@ -823,6 +884,45 @@ open func lockDelays()async throws  -> [LockDelayRule]  {
             completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
             freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
             liftFunc: FfiConverterSequenceTypeLockDelayRule.lift,
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
+     * Operator call: revokes a cluster API key; every node refuses it once applied.
+     */
+open func revokeApiKey(name: String)async throws   {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_dlsclient_revoke_api_key(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(name)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_void,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_void,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_void,
+            liftFunc: { $0 },
+            errorHandler: FfiConverterTypeDlsError_lift
+        )
+}
+    
+    /**
+     * Operator call: a new secret for a cluster API key (returned); the old one works
+     * `grace_ms` longer.
+     */
+open func rotateApiKey(name: String, graceMs: UInt64)async throws  -> String  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_caerus_uniffi_fn_method_dlsclient_rotate_api_key(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(name),FfiConverterUInt64.lower(graceMs)
+                )
+            },
+            pollFunc: ffi_caerus_uniffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_caerus_uniffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_caerus_uniffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterString.lift,
             errorHandler: FfiConverterTypeDlsError_lift
         )
 }
@@ -2213,6 +2313,97 @@ public func FfiConverterTypeTransaction_lower(_ value: Transaction) -> UInt64 {
 }
 
 
+
+
+/**
+ * An API key kept by the cluster (`list_api_keys`; never its secret).
+ */
+public struct ApiKeyInfo: Equatable, Hashable {
+    public var name: String
+    /**
+     * Allowed namespace prefixes (empty = every namespace).
+     */
+    public var namespacePrefixes: [String]
+    public var admin: Bool
+    /**
+     * When it stops working (the cluster's clock, ms since the epoch).
+     */
+    public var expiresAtMs: Int64?
+    /**
+     * The admin key that created it.
+     */
+    public var createdBy: String
+    public var createdAtMs: Int64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(name: String, 
+        /**
+         * Allowed namespace prefixes (empty = every namespace).
+         */namespacePrefixes: [String], admin: Bool, 
+        /**
+         * When it stops working (the cluster's clock, ms since the epoch).
+         */expiresAtMs: Int64?, 
+        /**
+         * The admin key that created it.
+         */createdBy: String, createdAtMs: Int64) {
+        self.name = name
+        self.namespacePrefixes = namespacePrefixes
+        self.admin = admin
+        self.expiresAtMs = expiresAtMs
+        self.createdBy = createdBy
+        self.createdAtMs = createdAtMs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ApiKeyInfo: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeApiKeyInfo: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ApiKeyInfo {
+        return
+            try ApiKeyInfo(
+                name: FfiConverterString.read(from: &buf), 
+                namespacePrefixes: FfiConverterSequenceString.read(from: &buf), 
+                admin: FfiConverterBool.read(from: &buf), 
+                expiresAtMs: FfiConverterOptionInt64.read(from: &buf), 
+                createdBy: FfiConverterString.read(from: &buf), 
+                createdAtMs: FfiConverterInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ApiKeyInfo, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.name, into: &buf)
+        FfiConverterSequenceString.write(value.namespacePrefixes, into: &buf)
+        FfiConverterBool.write(value.admin, into: &buf)
+        FfiConverterOptionInt64.write(value.expiresAtMs, into: &buf)
+        FfiConverterString.write(value.createdBy, into: &buf)
+        FfiConverterInt64.write(value.createdAtMs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeApiKeyInfo_lift(_ buf: RustBuffer) throws -> ApiKeyInfo {
+    return try FfiConverterTypeApiKeyInfo.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeApiKeyInfo_lower(_ value: ApiKeyInfo) -> RustBuffer {
+    return FfiConverterTypeApiKeyInfo.lower(value)
+}
 
 
 /**
@@ -5092,6 +5283,30 @@ fileprivate struct FfiConverterOptionUInt64: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionInt64: FfiConverterRustBuffer {
+    typealias SwiftType = Int64?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterInt64.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterInt64.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionString: FfiConverterRustBuffer {
     typealias SwiftType = String?
 
@@ -5374,6 +5589,31 @@ fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterString.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeApiKeyInfo: FfiConverterRustBuffer {
+    typealias SwiftType = [ApiKeyInfo]
+
+    public static func write(_ value: [ApiKeyInfo], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeApiKeyInfo.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [ApiKeyInfo] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [ApiKeyInfo]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeApiKeyInfo.read(from: &buf))
         }
         return seq
     }
@@ -5698,10 +5938,22 @@ private let initializationResult: InitializationResult = {
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_begin_transaction() != 9485) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_create_api_key() != 40081) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_list_api_keys() != 54214) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_list_locks() != 16207) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_lock_delays() != 22282) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_revoke_api_key() != 35770) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_method_dlsclient_rotate_api_key() != 7302) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_set_lock_delay() != 42543) {

@@ -27,6 +27,612 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Creates a cluster API key.
+type CreateApiKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its name: 1 to 128 bytes, no control characters; owner of the transactions it begins.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Allowed namespace prefixes (empty = every namespace).
+	NamespacePrefixes []string `protobuf:"bytes,2,rep,name=namespace_prefixes,json=namespacePrefixes,proto3" json:"namespace_prefixes,omitempty"`
+	// May call AdminService.
+	Admin bool `protobuf:"varint,3,opt,name=admin,proto3" json:"admin,omitempty"`
+	// How long it works, in milliseconds from its creation (the cluster's clock); 0 = no
+	// expiry.
+	ExpiresInMs int64 `protobuf:"varint,4,opt,name=expires_in_ms,json=expiresInMs,proto3" json:"expires_in_ms,omitempty"`
+	// Client-chosen id for safe retries (see CreateApiKey).
+	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Overrides of the node's per-key limits for this key (unset fields keep the flags).
+	Limits        *ApiKeyLimits `protobuf:"bytes,6,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateApiKeyRequest) Reset() {
+	*x = CreateApiKeyRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateApiKeyRequest) ProtoMessage() {}
+
+func (x *CreateApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*CreateApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CreateApiKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateApiKeyRequest) GetNamespacePrefixes() []string {
+	if x != nil {
+		return x.NamespacePrefixes
+	}
+	return nil
+}
+
+func (x *CreateApiKeyRequest) GetAdmin() bool {
+	if x != nil {
+		return x.Admin
+	}
+	return false
+}
+
+func (x *CreateApiKeyRequest) GetExpiresInMs() int64 {
+	if x != nil {
+		return x.ExpiresInMs
+	}
+	return 0
+}
+
+func (x *CreateApiKeyRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CreateApiKeyRequest) GetLimits() *ApiKeyLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// Per-key overrides of the per-key limits; 0 = the node's flag.
+type ApiKeyLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Active transactions (--max-txns-per-api-key).
+	MaxTransactions uint64 `protobuf:"varint,1,opt,name=max_transactions,json=maxTransactions,proto3" json:"max_transactions,omitempty"`
+	// Open event and key watches (--max-watches-per-api-key).
+	MaxWatches uint64 `protobuf:"varint,2,opt,name=max_watches,json=maxWatches,proto3" json:"max_watches,omitempty"`
+	// Schedule-slot records (--max-slot-records-per-api-key).
+	MaxSlotRecords uint64 `protobuf:"varint,3,opt,name=max_slot_records,json=maxSlotRecords,proto3" json:"max_slot_records,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ApiKeyLimits) Reset() {
+	*x = ApiKeyLimits{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApiKeyLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApiKeyLimits) ProtoMessage() {}
+
+func (x *ApiKeyLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApiKeyLimits.ProtoReflect.Descriptor instead.
+func (*ApiKeyLimits) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ApiKeyLimits) GetMaxTransactions() uint64 {
+	if x != nil {
+		return x.MaxTransactions
+	}
+	return 0
+}
+
+func (x *ApiKeyLimits) GetMaxWatches() uint64 {
+	if x != nil {
+		return x.MaxWatches
+	}
+	return 0
+}
+
+func (x *ApiKeyLimits) GetMaxSlotRecords() uint64 {
+	if x != nil {
+		return x.MaxSlotRecords
+	}
+	return 0
+}
+
+// The new key.
+type CreateApiKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The secret: send it as `authorization: Bearer <key>`. Shown only here.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The key as listed.
+	Info          *ApiKeyInfo `protobuf:"bytes,2,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateApiKeyResponse) Reset() {
+	*x = CreateApiKeyResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateApiKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateApiKeyResponse) ProtoMessage() {}
+
+func (x *CreateApiKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateApiKeyResponse.ProtoReflect.Descriptor instead.
+func (*CreateApiKeyResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CreateApiKeyResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CreateApiKeyResponse) GetInfo() *ApiKeyInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+// Asks for the cluster's API keys.
+type ListApiKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApiKeysRequest) Reset() {
+	*x = ListApiKeysRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApiKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApiKeysRequest) ProtoMessage() {}
+
+func (x *ListApiKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApiKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{3}
+}
+
+// A cluster API key as listed (never its secret or hash).
+type ApiKeyInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Allowed namespace prefixes (empty = every namespace).
+	NamespacePrefixes []string `protobuf:"bytes,2,rep,name=namespace_prefixes,json=namespacePrefixes,proto3" json:"namespace_prefixes,omitempty"`
+	// May call AdminService.
+	Admin bool `protobuf:"varint,3,opt,name=admin,proto3" json:"admin,omitempty"`
+	// When it stops working (the cluster's clock, ms since the Unix epoch); 0 = never.
+	ExpiresAtMs int64 `protobuf:"varint,4,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
+	// The admin key that created it ("" on a server without keys).
+	CreatedBy string `protobuf:"bytes,5,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// When (the cluster's clock, ms since the Unix epoch).
+	CreatedAtMs int64 `protobuf:"varint,6,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// Its overrides of the per-key limits (0 = the node's flag).
+	Limits *ApiKeyLimits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
+	// When it was last rotated (0 = never).
+	RotatedAtMs int64 `protobuf:"varint,8,opt,name=rotated_at_ms,json=rotatedAtMs,proto3" json:"rotated_at_ms,omitempty"`
+	// Until when its secret before the last rotation still works (0 = it does not).
+	PreviousValidUntilMs int64 `protobuf:"varint,9,opt,name=previous_valid_until_ms,json=previousValidUntilMs,proto3" json:"previous_valid_until_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ApiKeyInfo) Reset() {
+	*x = ApiKeyInfo{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApiKeyInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApiKeyInfo) ProtoMessage() {}
+
+func (x *ApiKeyInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApiKeyInfo.ProtoReflect.Descriptor instead.
+func (*ApiKeyInfo) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ApiKeyInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ApiKeyInfo) GetNamespacePrefixes() []string {
+	if x != nil {
+		return x.NamespacePrefixes
+	}
+	return nil
+}
+
+func (x *ApiKeyInfo) GetAdmin() bool {
+	if x != nil {
+		return x.Admin
+	}
+	return false
+}
+
+func (x *ApiKeyInfo) GetExpiresAtMs() int64 {
+	if x != nil {
+		return x.ExpiresAtMs
+	}
+	return 0
+}
+
+func (x *ApiKeyInfo) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *ApiKeyInfo) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *ApiKeyInfo) GetLimits() *ApiKeyLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *ApiKeyInfo) GetRotatedAtMs() int64 {
+	if x != nil {
+		return x.RotatedAtMs
+	}
+	return 0
+}
+
+func (x *ApiKeyInfo) GetPreviousValidUntilMs() int64 {
+	if x != nil {
+		return x.PreviousValidUntilMs
+	}
+	return 0
+}
+
+// The keys, sorted by name.
+type ListApiKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every key the caller may manage.
+	Keys          []*ApiKeyInfo `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApiKeysResponse) Reset() {
+	*x = ListApiKeysResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApiKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApiKeysResponse) ProtoMessage() {}
+
+func (x *ListApiKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApiKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListApiKeysResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListApiKeysResponse) GetKeys() []*ApiKeyInfo {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// Revokes a cluster API key.
+type RevokeApiKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeApiKeyRequest) Reset() {
+	*x = RevokeApiKeyRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeApiKeyRequest) ProtoMessage() {}
+
+func (x *RevokeApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*RevokeApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RevokeApiKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Result of RevokeApiKey.
+type RevokeApiKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeApiKeyResponse) Reset() {
+	*x = RevokeApiKeyResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeApiKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeApiKeyResponse) ProtoMessage() {}
+
+func (x *RevokeApiKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeApiKeyResponse.ProtoReflect.Descriptor instead.
+func (*RevokeApiKeyResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{7}
+}
+
+// Rotates a cluster API key.
+type RotateApiKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How long the old secret keeps working, in milliseconds (0 = not at all); at most
+	// 30 days.
+	GraceMs       int64 `protobuf:"varint,2,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateApiKeyRequest) Reset() {
+	*x = RotateApiKeyRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateApiKeyRequest) ProtoMessage() {}
+
+func (x *RotateApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*RotateApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RotateApiKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RotateApiKeyRequest) GetGraceMs() int64 {
+	if x != nil {
+		return x.GraceMs
+	}
+	return 0
+}
+
+// The new secret.
+type RotateApiKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new secret, shown only here.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The key as listed after the rotation.
+	Info          *ApiKeyInfo `protobuf:"bytes,2,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateApiKeyResponse) Reset() {
+	*x = RotateApiKeyResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateApiKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateApiKeyResponse) ProtoMessage() {}
+
+func (x *RotateApiKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateApiKeyResponse.ProtoReflect.Descriptor instead.
+func (*RotateApiKeyResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RotateApiKeyResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RotateApiKeyResponse) GetInfo() *ApiKeyInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
 // Which locks to list.
 type ListLocksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -38,7 +644,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[0]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +656,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[0]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +669,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{0}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListLocksRequest) GetNamespacePrefix() string {
@@ -92,7 +698,7 @@ type LockHolder struct {
 
 func (x *LockHolder) Reset() {
 	*x = LockHolder{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[1]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +710,7 @@ func (x *LockHolder) String() string {
 func (*LockHolder) ProtoMessage() {}
 
 func (x *LockHolder) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[1]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +723,7 @@ func (x *LockHolder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockHolder.ProtoReflect.Descriptor instead.
 func (*LockHolder) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{1}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LockHolder) GetTransactionId() uint64 {
@@ -178,7 +784,7 @@ type LockWaiter struct {
 
 func (x *LockWaiter) Reset() {
 	*x = LockWaiter{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[2]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -190,7 +796,7 @@ func (x *LockWaiter) String() string {
 func (*LockWaiter) ProtoMessage() {}
 
 func (x *LockWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[2]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -203,7 +809,7 @@ func (x *LockWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockWaiter.ProtoReflect.Descriptor instead.
 func (*LockWaiter) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{2}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LockWaiter) GetTransactionId() uint64 {
@@ -288,7 +894,7 @@ type KeyLocks struct {
 
 func (x *KeyLocks) Reset() {
 	*x = KeyLocks{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[3]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +906,7 @@ func (x *KeyLocks) String() string {
 func (*KeyLocks) ProtoMessage() {}
 
 func (x *KeyLocks) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[3]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +919,7 @@ func (x *KeyLocks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyLocks.ProtoReflect.Descriptor instead.
 func (*KeyLocks) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{3}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KeyLocks) GetNamespace() string {
@@ -393,7 +999,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[4]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +1011,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[4]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +1024,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{4}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListLocksResponse) GetLocks() []*KeyLocks {
@@ -450,7 +1056,7 @@ type AbortTransactionRequest struct {
 
 func (x *AbortTransactionRequest) Reset() {
 	*x = AbortTransactionRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[5]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +1068,7 @@ func (x *AbortTransactionRequest) String() string {
 func (*AbortTransactionRequest) ProtoMessage() {}
 
 func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[5]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +1081,7 @@ func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionRequest.ProtoReflect.Descriptor instead.
 func (*AbortTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{5}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AbortTransactionRequest) GetTransactionId() uint64 {
@@ -512,7 +1118,7 @@ type AbortTransactionResponse struct {
 
 func (x *AbortTransactionResponse) Reset() {
 	*x = AbortTransactionResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[6]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +1130,7 @@ func (x *AbortTransactionResponse) String() string {
 func (*AbortTransactionResponse) ProtoMessage() {}
 
 func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[6]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +1143,7 @@ func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionResponse.ProtoReflect.Descriptor instead.
 func (*AbortTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{6}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AbortTransactionResponse) GetState() TransactionState {
@@ -563,7 +1169,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[7]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +1181,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[7]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +1194,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{7}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 // A cluster member.
@@ -611,7 +1217,7 @@ type ClusterMember struct {
 
 func (x *ClusterMember) Reset() {
 	*x = ClusterMember{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[8]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +1229,7 @@ func (x *ClusterMember) String() string {
 func (*ClusterMember) ProtoMessage() {}
 
 func (x *ClusterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[8]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +1242,7 @@ func (x *ClusterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMember.ProtoReflect.Descriptor instead.
 func (*ClusterMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ClusterMember) GetNodeId() uint64 {
@@ -714,7 +1320,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[9]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +1332,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[9]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +1345,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ClusterStatusResponse) GetNodeId() uint64 {
@@ -856,7 +1462,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1474,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1487,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 // One member of the cluster.
@@ -908,7 +1514,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1526,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1539,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MemberInfo) GetNodeId() uint64 {
@@ -1002,7 +1608,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1620,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1633,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListMembersResponse) GetMembers() []*MemberInfo {
@@ -1077,7 +1683,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1695,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1708,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AddMemberRequest) GetNodeId() uint64 {
@@ -1151,7 +1757,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1769,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1782,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AddMemberResponse) GetMembers() []*MemberInfo {
@@ -1197,7 +1803,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1815,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1828,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveMemberRequest) GetNodeId() uint64 {
@@ -1243,7 +1849,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1861,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1874,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*MemberInfo {
@@ -1291,7 +1897,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1909,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1922,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PromoteMemberRequest) GetNodeId() uint64 {
@@ -1344,7 +1950,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1962,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1975,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*MemberInfo {
@@ -1388,7 +1994,7 @@ type SaveSnapshotRequest struct {
 
 func (x *SaveSnapshotRequest) Reset() {
 	*x = SaveSnapshotRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +2006,7 @@ func (x *SaveSnapshotRequest) String() string {
 func (*SaveSnapshotRequest) ProtoMessage() {}
 
 func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +2019,7 @@ func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 // One piece of the snapshot file, in order.
@@ -1427,7 +2033,7 @@ type SaveSnapshotResponse struct {
 
 func (x *SaveSnapshotResponse) Reset() {
 	*x = SaveSnapshotResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +2045,7 @@ func (x *SaveSnapshotResponse) String() string {
 func (*SaveSnapshotResponse) ProtoMessage() {}
 
 func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +2058,7 @@ func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SaveSnapshotResponse) GetChunk() []byte {
@@ -1476,7 +2082,7 @@ type SetLockDelayRequest struct {
 
 func (x *SetLockDelayRequest) Reset() {
 	*x = SetLockDelayRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +2094,7 @@ func (x *SetLockDelayRequest) String() string {
 func (*SetLockDelayRequest) ProtoMessage() {}
 
 func (x *SetLockDelayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +2107,7 @@ func (x *SetLockDelayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLockDelayRequest.ProtoReflect.Descriptor instead.
 func (*SetLockDelayRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetLockDelayRequest) GetNamespacePrefix() string {
@@ -1529,7 +2135,7 @@ type SetLockDelayResponse struct {
 
 func (x *SetLockDelayResponse) Reset() {
 	*x = SetLockDelayResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +2147,7 @@ func (x *SetLockDelayResponse) String() string {
 func (*SetLockDelayResponse) ProtoMessage() {}
 
 func (x *SetLockDelayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +2160,7 @@ func (x *SetLockDelayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLockDelayResponse.ProtoReflect.Descriptor instead.
 func (*SetLockDelayResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetLockDelayResponse) GetPreviousDelayMs() int64 {
@@ -1573,7 +2179,7 @@ type ListLockDelaysRequest struct {
 
 func (x *ListLockDelaysRequest) Reset() {
 	*x = ListLockDelaysRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +2191,7 @@ func (x *ListLockDelaysRequest) String() string {
 func (*ListLockDelaysRequest) ProtoMessage() {}
 
 func (x *ListLockDelaysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +2204,7 @@ func (x *ListLockDelaysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLockDelaysRequest.ProtoReflect.Descriptor instead.
 func (*ListLockDelaysRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 // One lock-delay rule.
@@ -1614,7 +2220,7 @@ type LockDelayRule struct {
 
 func (x *LockDelayRule) Reset() {
 	*x = LockDelayRule{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +2232,7 @@ func (x *LockDelayRule) String() string {
 func (*LockDelayRule) ProtoMessage() {}
 
 func (x *LockDelayRule) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +2245,7 @@ func (x *LockDelayRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDelayRule.ProtoReflect.Descriptor instead.
 func (*LockDelayRule) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LockDelayRule) GetNamespacePrefix() string {
@@ -1667,7 +2273,7 @@ type ListLockDelaysResponse struct {
 
 func (x *ListLockDelaysResponse) Reset() {
 	*x = ListLockDelaysResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +2285,7 @@ func (x *ListLockDelaysResponse) String() string {
 func (*ListLockDelaysResponse) ProtoMessage() {}
 
 func (x *ListLockDelaysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +2298,7 @@ func (x *ListLockDelaysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLockDelaysResponse.ProtoReflect.Descriptor instead.
 func (*ListLockDelaysResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListLockDelaysResponse) GetRules() []*LockDelayRule {
@@ -1706,7 +2312,47 @@ var File_caerus_dls_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
-	"!caerus/dls/v1/admin_service.proto\x12\rcaerus.dls.v1\x1a caerus/dls/v1/lock_service.proto\"=\n" +
+	"!caerus/dls/v1/admin_service.proto\x12\rcaerus.dls.v1\x1a caerus/dls/v1/lock_service.proto\"\xe6\x01\n" +
+	"\x13CreateApiKeyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
+	"\x12namespace_prefixes\x18\x02 \x03(\tR\x11namespacePrefixes\x12\x14\n" +
+	"\x05admin\x18\x03 \x01(\bR\x05admin\x12\"\n" +
+	"\rexpires_in_ms\x18\x04 \x01(\x03R\vexpiresInMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x123\n" +
+	"\x06limits\x18\x06 \x01(\v2\x1b.caerus.dls.v1.ApiKeyLimitsR\x06limits\"\x84\x01\n" +
+	"\fApiKeyLimits\x12)\n" +
+	"\x10max_transactions\x18\x01 \x01(\x04R\x0fmaxTransactions\x12\x1f\n" +
+	"\vmax_watches\x18\x02 \x01(\x04R\n" +
+	"maxWatches\x12(\n" +
+	"\x10max_slot_records\x18\x03 \x01(\x04R\x0emaxSlotRecords\"W\n" +
+	"\x14CreateApiKeyResponse\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x04info\x18\x02 \x01(\v2\x19.caerus.dls.v1.ApiKeyInfoR\x04info\"\x14\n" +
+	"\x12ListApiKeysRequest\"\xdc\x02\n" +
+	"\n" +
+	"ApiKeyInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
+	"\x12namespace_prefixes\x18\x02 \x03(\tR\x11namespacePrefixes\x12\x14\n" +
+	"\x05admin\x18\x03 \x01(\bR\x05admin\x12\"\n" +
+	"\rexpires_at_ms\x18\x04 \x01(\x03R\vexpiresAtMs\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x05 \x01(\tR\tcreatedBy\x12\"\n" +
+	"\rcreated_at_ms\x18\x06 \x01(\x03R\vcreatedAtMs\x123\n" +
+	"\x06limits\x18\a \x01(\v2\x1b.caerus.dls.v1.ApiKeyLimitsR\x06limits\x12\"\n" +
+	"\rrotated_at_ms\x18\b \x01(\x03R\vrotatedAtMs\x125\n" +
+	"\x17previous_valid_until_ms\x18\t \x01(\x03R\x14previousValidUntilMs\"D\n" +
+	"\x13ListApiKeysResponse\x12-\n" +
+	"\x04keys\x18\x01 \x03(\v2\x19.caerus.dls.v1.ApiKeyInfoR\x04keys\")\n" +
+	"\x13RevokeApiKeyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
+	"\x14RevokeApiKeyResponse\"D\n" +
+	"\x13RotateApiKeyRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
+	"\bgrace_ms\x18\x02 \x01(\x03R\agraceMs\"W\n" +
+	"\x14RotateApiKeyResponse\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x04info\x18\x02 \x01(\v2\x19.caerus.dls.v1.ApiKeyInfoR\x04info\"=\n" +
 	"\x10ListLocksRequest\x12)\n" +
 	"\x10namespace_prefix\x18\x01 \x01(\tR\x0fnamespacePrefix\"\xcb\x01\n" +
 	"\n" +
@@ -1817,7 +2463,7 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\x10namespace_prefix\x18\x01 \x01(\tR\x0fnamespacePrefix\x12\x19\n" +
 	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\"L\n" +
 	"\x16ListLockDelaysResponse\x122\n" +
-	"\x05rules\x18\x01 \x03(\v2\x1c.caerus.dls.v1.LockDelayRuleR\x05rules2\x8d\a\n" +
+	"\x05rules\x18\x01 \x03(\v2\x1c.caerus.dls.v1.LockDelayRuleR\x05rules2\xee\t\n" +
 	"\fAdminService\x12N\n" +
 	"\tListLocks\x12\x1f.caerus.dls.v1.ListLocksRequest\x1a .caerus.dls.v1.ListLocksResponse\x12c\n" +
 	"\x10AbortTransaction\x12&.caerus.dls.v1.AbortTransactionRequest\x1a'.caerus.dls.v1.AbortTransactionResponse\x12Z\n" +
@@ -1828,7 +2474,11 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\rPromoteMember\x12#.caerus.dls.v1.PromoteMemberRequest\x1a$.caerus.dls.v1.PromoteMemberResponse\x12Y\n" +
 	"\fSaveSnapshot\x12\".caerus.dls.v1.SaveSnapshotRequest\x1a#.caerus.dls.v1.SaveSnapshotResponse0\x01\x12W\n" +
 	"\fSetLockDelay\x12\".caerus.dls.v1.SetLockDelayRequest\x1a#.caerus.dls.v1.SetLockDelayResponse\x12]\n" +
-	"\x0eListLockDelays\x12$.caerus.dls.v1.ListLockDelaysRequest\x1a%.caerus.dls.v1.ListLockDelaysResponseB\x97\x01\n" +
+	"\x0eListLockDelays\x12$.caerus.dls.v1.ListLockDelaysRequest\x1a%.caerus.dls.v1.ListLockDelaysResponse\x12W\n" +
+	"\fCreateApiKey\x12\".caerus.dls.v1.CreateApiKeyRequest\x1a#.caerus.dls.v1.CreateApiKeyResponse\x12T\n" +
+	"\vListApiKeys\x12!.caerus.dls.v1.ListApiKeysRequest\x1a\".caerus.dls.v1.ListApiKeysResponse\x12W\n" +
+	"\fRevokeApiKey\x12\".caerus.dls.v1.RevokeApiKeyRequest\x1a#.caerus.dls.v1.RevokeApiKeyResponse\x12W\n" +
+	"\fRotateApiKey\x12\".caerus.dls.v1.RotateApiKeyRequest\x1a#.caerus.dls.v1.RotateApiKeyResponseB\x97\x01\n" +
 	"\x11dev.caerus.dls.v1B\x11AdminServiceProtoP\x01Z5github.com/caerus-dev/dls/sdks/go/caerus/dls/v1;dlsv1\xa2\x02\x03CDX\xaa\x02\rCaerus.Dls.V1\xca\x02\rCaerus\\Dls\\V1\xea\x02\x0fCaerus::Dls::V1b\x06proto3"
 
 var (
@@ -1843,79 +2493,102 @@ func file_caerus_dls_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_caerus_dls_v1_admin_service_proto_rawDescData
 }
 
-var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_caerus_dls_v1_admin_service_proto_goTypes = []any{
-	(*ListLocksRequest)(nil),         // 0: caerus.dls.v1.ListLocksRequest
-	(*LockHolder)(nil),               // 1: caerus.dls.v1.LockHolder
-	(*LockWaiter)(nil),               // 2: caerus.dls.v1.LockWaiter
-	(*KeyLocks)(nil),                 // 3: caerus.dls.v1.KeyLocks
-	(*ListLocksResponse)(nil),        // 4: caerus.dls.v1.ListLocksResponse
-	(*AbortTransactionRequest)(nil),  // 5: caerus.dls.v1.AbortTransactionRequest
-	(*AbortTransactionResponse)(nil), // 6: caerus.dls.v1.AbortTransactionResponse
-	(*ClusterStatusRequest)(nil),     // 7: caerus.dls.v1.ClusterStatusRequest
-	(*ClusterMember)(nil),            // 8: caerus.dls.v1.ClusterMember
-	(*ClusterStatusResponse)(nil),    // 9: caerus.dls.v1.ClusterStatusResponse
-	(*ListMembersRequest)(nil),       // 10: caerus.dls.v1.ListMembersRequest
-	(*MemberInfo)(nil),               // 11: caerus.dls.v1.MemberInfo
-	(*ListMembersResponse)(nil),      // 12: caerus.dls.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),         // 13: caerus.dls.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),        // 14: caerus.dls.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),      // 15: caerus.dls.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),     // 16: caerus.dls.v1.RemoveMemberResponse
-	(*PromoteMemberRequest)(nil),     // 17: caerus.dls.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),    // 18: caerus.dls.v1.PromoteMemberResponse
-	(*SaveSnapshotRequest)(nil),      // 19: caerus.dls.v1.SaveSnapshotRequest
-	(*SaveSnapshotResponse)(nil),     // 20: caerus.dls.v1.SaveSnapshotResponse
-	(*SetLockDelayRequest)(nil),      // 21: caerus.dls.v1.SetLockDelayRequest
-	(*SetLockDelayResponse)(nil),     // 22: caerus.dls.v1.SetLockDelayResponse
-	(*ListLockDelaysRequest)(nil),    // 23: caerus.dls.v1.ListLockDelaysRequest
-	(*LockDelayRule)(nil),            // 24: caerus.dls.v1.LockDelayRule
-	(*ListLockDelaysResponse)(nil),   // 25: caerus.dls.v1.ListLockDelaysResponse
-	(LockMode)(0),                    // 26: caerus.dls.v1.LockMode
-	(EndCause)(0),                    // 27: caerus.dls.v1.EndCause
-	(*SlotRun)(nil),                  // 28: caerus.dls.v1.SlotRun
-	(TransactionState)(0),            // 29: caerus.dls.v1.TransactionState
+	(*CreateApiKeyRequest)(nil),      // 0: caerus.dls.v1.CreateApiKeyRequest
+	(*ApiKeyLimits)(nil),             // 1: caerus.dls.v1.ApiKeyLimits
+	(*CreateApiKeyResponse)(nil),     // 2: caerus.dls.v1.CreateApiKeyResponse
+	(*ListApiKeysRequest)(nil),       // 3: caerus.dls.v1.ListApiKeysRequest
+	(*ApiKeyInfo)(nil),               // 4: caerus.dls.v1.ApiKeyInfo
+	(*ListApiKeysResponse)(nil),      // 5: caerus.dls.v1.ListApiKeysResponse
+	(*RevokeApiKeyRequest)(nil),      // 6: caerus.dls.v1.RevokeApiKeyRequest
+	(*RevokeApiKeyResponse)(nil),     // 7: caerus.dls.v1.RevokeApiKeyResponse
+	(*RotateApiKeyRequest)(nil),      // 8: caerus.dls.v1.RotateApiKeyRequest
+	(*RotateApiKeyResponse)(nil),     // 9: caerus.dls.v1.RotateApiKeyResponse
+	(*ListLocksRequest)(nil),         // 10: caerus.dls.v1.ListLocksRequest
+	(*LockHolder)(nil),               // 11: caerus.dls.v1.LockHolder
+	(*LockWaiter)(nil),               // 12: caerus.dls.v1.LockWaiter
+	(*KeyLocks)(nil),                 // 13: caerus.dls.v1.KeyLocks
+	(*ListLocksResponse)(nil),        // 14: caerus.dls.v1.ListLocksResponse
+	(*AbortTransactionRequest)(nil),  // 15: caerus.dls.v1.AbortTransactionRequest
+	(*AbortTransactionResponse)(nil), // 16: caerus.dls.v1.AbortTransactionResponse
+	(*ClusterStatusRequest)(nil),     // 17: caerus.dls.v1.ClusterStatusRequest
+	(*ClusterMember)(nil),            // 18: caerus.dls.v1.ClusterMember
+	(*ClusterStatusResponse)(nil),    // 19: caerus.dls.v1.ClusterStatusResponse
+	(*ListMembersRequest)(nil),       // 20: caerus.dls.v1.ListMembersRequest
+	(*MemberInfo)(nil),               // 21: caerus.dls.v1.MemberInfo
+	(*ListMembersResponse)(nil),      // 22: caerus.dls.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),         // 23: caerus.dls.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),        // 24: caerus.dls.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),      // 25: caerus.dls.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),     // 26: caerus.dls.v1.RemoveMemberResponse
+	(*PromoteMemberRequest)(nil),     // 27: caerus.dls.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),    // 28: caerus.dls.v1.PromoteMemberResponse
+	(*SaveSnapshotRequest)(nil),      // 29: caerus.dls.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),     // 30: caerus.dls.v1.SaveSnapshotResponse
+	(*SetLockDelayRequest)(nil),      // 31: caerus.dls.v1.SetLockDelayRequest
+	(*SetLockDelayResponse)(nil),     // 32: caerus.dls.v1.SetLockDelayResponse
+	(*ListLockDelaysRequest)(nil),    // 33: caerus.dls.v1.ListLockDelaysRequest
+	(*LockDelayRule)(nil),            // 34: caerus.dls.v1.LockDelayRule
+	(*ListLockDelaysResponse)(nil),   // 35: caerus.dls.v1.ListLockDelaysResponse
+	(LockMode)(0),                    // 36: caerus.dls.v1.LockMode
+	(EndCause)(0),                    // 37: caerus.dls.v1.EndCause
+	(*SlotRun)(nil),                  // 38: caerus.dls.v1.SlotRun
+	(TransactionState)(0),            // 39: caerus.dls.v1.TransactionState
 }
 var file_caerus_dls_v1_admin_service_proto_depIdxs = []int32{
-	26, // 0: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
-	26, // 1: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
-	1,  // 2: caerus.dls.v1.KeyLocks.holders:type_name -> caerus.dls.v1.LockHolder
-	2,  // 3: caerus.dls.v1.KeyLocks.waiters:type_name -> caerus.dls.v1.LockWaiter
-	27, // 4: caerus.dls.v1.KeyLocks.delay_cause:type_name -> caerus.dls.v1.EndCause
-	3,  // 5: caerus.dls.v1.ListLocksResponse.locks:type_name -> caerus.dls.v1.KeyLocks
-	28, // 6: caerus.dls.v1.ListLocksResponse.slot_runs:type_name -> caerus.dls.v1.SlotRun
-	29, // 7: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	8,  // 8: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
-	11, // 9: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 10: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 11: caerus.dls.v1.RemoveMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 12: caerus.dls.v1.PromoteMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	24, // 13: caerus.dls.v1.ListLockDelaysResponse.rules:type_name -> caerus.dls.v1.LockDelayRule
-	0,  // 14: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
-	5,  // 15: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
-	7,  // 16: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
-	10, // 17: caerus.dls.v1.AdminService.ListMembers:input_type -> caerus.dls.v1.ListMembersRequest
-	13, // 18: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
-	15, // 19: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
-	17, // 20: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
-	19, // 21: caerus.dls.v1.AdminService.SaveSnapshot:input_type -> caerus.dls.v1.SaveSnapshotRequest
-	21, // 22: caerus.dls.v1.AdminService.SetLockDelay:input_type -> caerus.dls.v1.SetLockDelayRequest
-	23, // 23: caerus.dls.v1.AdminService.ListLockDelays:input_type -> caerus.dls.v1.ListLockDelaysRequest
-	4,  // 24: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
-	6,  // 25: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
-	9,  // 26: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
-	12, // 27: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
-	14, // 28: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
-	16, // 29: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
-	18, // 30: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
-	20, // 31: caerus.dls.v1.AdminService.SaveSnapshot:output_type -> caerus.dls.v1.SaveSnapshotResponse
-	22, // 32: caerus.dls.v1.AdminService.SetLockDelay:output_type -> caerus.dls.v1.SetLockDelayResponse
-	25, // 33: caerus.dls.v1.AdminService.ListLockDelays:output_type -> caerus.dls.v1.ListLockDelaysResponse
-	24, // [24:34] is the sub-list for method output_type
-	14, // [14:24] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	1,  // 0: caerus.dls.v1.CreateApiKeyRequest.limits:type_name -> caerus.dls.v1.ApiKeyLimits
+	4,  // 1: caerus.dls.v1.CreateApiKeyResponse.info:type_name -> caerus.dls.v1.ApiKeyInfo
+	1,  // 2: caerus.dls.v1.ApiKeyInfo.limits:type_name -> caerus.dls.v1.ApiKeyLimits
+	4,  // 3: caerus.dls.v1.ListApiKeysResponse.keys:type_name -> caerus.dls.v1.ApiKeyInfo
+	4,  // 4: caerus.dls.v1.RotateApiKeyResponse.info:type_name -> caerus.dls.v1.ApiKeyInfo
+	36, // 5: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
+	36, // 6: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
+	11, // 7: caerus.dls.v1.KeyLocks.holders:type_name -> caerus.dls.v1.LockHolder
+	12, // 8: caerus.dls.v1.KeyLocks.waiters:type_name -> caerus.dls.v1.LockWaiter
+	37, // 9: caerus.dls.v1.KeyLocks.delay_cause:type_name -> caerus.dls.v1.EndCause
+	13, // 10: caerus.dls.v1.ListLocksResponse.locks:type_name -> caerus.dls.v1.KeyLocks
+	38, // 11: caerus.dls.v1.ListLocksResponse.slot_runs:type_name -> caerus.dls.v1.SlotRun
+	39, // 12: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	18, // 13: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
+	21, // 14: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	21, // 15: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	21, // 16: caerus.dls.v1.RemoveMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	21, // 17: caerus.dls.v1.PromoteMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	34, // 18: caerus.dls.v1.ListLockDelaysResponse.rules:type_name -> caerus.dls.v1.LockDelayRule
+	10, // 19: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
+	15, // 20: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
+	17, // 21: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
+	20, // 22: caerus.dls.v1.AdminService.ListMembers:input_type -> caerus.dls.v1.ListMembersRequest
+	23, // 23: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
+	25, // 24: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
+	27, // 25: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
+	29, // 26: caerus.dls.v1.AdminService.SaveSnapshot:input_type -> caerus.dls.v1.SaveSnapshotRequest
+	31, // 27: caerus.dls.v1.AdminService.SetLockDelay:input_type -> caerus.dls.v1.SetLockDelayRequest
+	33, // 28: caerus.dls.v1.AdminService.ListLockDelays:input_type -> caerus.dls.v1.ListLockDelaysRequest
+	0,  // 29: caerus.dls.v1.AdminService.CreateApiKey:input_type -> caerus.dls.v1.CreateApiKeyRequest
+	3,  // 30: caerus.dls.v1.AdminService.ListApiKeys:input_type -> caerus.dls.v1.ListApiKeysRequest
+	6,  // 31: caerus.dls.v1.AdminService.RevokeApiKey:input_type -> caerus.dls.v1.RevokeApiKeyRequest
+	8,  // 32: caerus.dls.v1.AdminService.RotateApiKey:input_type -> caerus.dls.v1.RotateApiKeyRequest
+	14, // 33: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
+	16, // 34: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
+	19, // 35: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
+	22, // 36: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
+	24, // 37: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
+	26, // 38: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
+	28, // 39: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
+	30, // 40: caerus.dls.v1.AdminService.SaveSnapshot:output_type -> caerus.dls.v1.SaveSnapshotResponse
+	32, // 41: caerus.dls.v1.AdminService.SetLockDelay:output_type -> caerus.dls.v1.SetLockDelayResponse
+	35, // 42: caerus.dls.v1.AdminService.ListLockDelays:output_type -> caerus.dls.v1.ListLockDelaysResponse
+	2,  // 43: caerus.dls.v1.AdminService.CreateApiKey:output_type -> caerus.dls.v1.CreateApiKeyResponse
+	5,  // 44: caerus.dls.v1.AdminService.ListApiKeys:output_type -> caerus.dls.v1.ListApiKeysResponse
+	7,  // 45: caerus.dls.v1.AdminService.RevokeApiKey:output_type -> caerus.dls.v1.RevokeApiKeyResponse
+	9,  // 46: caerus.dls.v1.AdminService.RotateApiKey:output_type -> caerus.dls.v1.RotateApiKeyResponse
+	33, // [33:47] is the sub-list for method output_type
+	19, // [19:33] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_admin_service_proto_init() }
@@ -1930,7 +2603,7 @@ func file_caerus_dls_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_admin_service_proto_rawDesc), len(file_caerus_dls_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,10 @@ const (
 	AdminService_SaveSnapshot_FullMethodName     = "/caerus.dls.v1.AdminService/SaveSnapshot"
 	AdminService_SetLockDelay_FullMethodName     = "/caerus.dls.v1.AdminService/SetLockDelay"
 	AdminService_ListLockDelays_FullMethodName   = "/caerus.dls.v1.AdminService/ListLockDelays"
+	AdminService_CreateApiKey_FullMethodName     = "/caerus.dls.v1.AdminService/CreateApiKey"
+	AdminService_ListApiKeys_FullMethodName      = "/caerus.dls.v1.AdminService/ListApiKeys"
+	AdminService_RevokeApiKey_FullMethodName     = "/caerus.dls.v1.AdminService/RevokeApiKey"
+	AdminService_RotateApiKey_FullMethodName     = "/caerus.dls.v1.AdminService/RotateApiKey"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -83,6 +87,26 @@ type AdminServiceClient interface {
 	SetLockDelay(ctx context.Context, in *SetLockDelayRequest, opts ...grpc.CallOption) (*SetLockDelayResponse, error)
 	// The lock-delay rules, linearizably (served by the leader).
 	ListLockDelays(ctx context.Context, in *ListLockDelaysRequest, opts ...grpc.CallOption) (*ListLockDelaysResponse, error)
+	// Creates an API key kept by the cluster: the leader makes the secret, replicates only
+	// its SHA-256 and returns the secret once. Every node accepts the key as soon as it
+	// applied the entry. An admin key limited to namespace prefixes creates only keys whose
+	// namespaces all lie inside them (PERMISSION_DENIED otherwise). ALREADY_EXISTS for a
+	// name the cluster or the answering leader's keys file has. A retry with the same
+	// request_id by the same admin key gets a new secret for the one key it created (the
+	// secret of the lost answer stops working), so a retry never leaves two keys or none.
+	// RESOURCE_EXHAUSTED past --max-api-keys or an admin key's share of it
+	// (--max-api-keys-per-admin-key).
+	CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreateApiKeyResponse, error)
+	// The cluster's API keys an admin key may manage, linearizably: names and rights, never
+	// a secret or a hash.
+	ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error)
+	// Revokes a cluster API key: every node refuses its next call (UNAUTHENTICATED) once it
+	// applied the entry, and its open streams end. NOT_FOUND for an unknown name.
+	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error)
+	// Gives a cluster API key a new secret (returned once). The old one keeps working for
+	// `grace_ms` (the cluster's clock; 0 = it stops at once), so clients can move over
+	// without downtime.
+	RotateApiKey(ctx context.Context, in *RotateApiKeyRequest, opts ...grpc.CallOption) (*RotateApiKeyResponse, error)
 }
 
 type adminServiceClient struct {
@@ -202,6 +226,46 @@ func (c *adminServiceClient) ListLockDelays(ctx context.Context, in *ListLockDel
 	return out, nil
 }
 
+func (c *adminServiceClient) CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreateApiKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateApiKeyResponse)
+	err := c.cc.Invoke(ctx, AdminService_CreateApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListApiKeysResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListApiKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeApiKeyResponse)
+	err := c.cc.Invoke(ctx, AdminService_RevokeApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RotateApiKey(ctx context.Context, in *RotateApiKeyRequest, opts ...grpc.CallOption) (*RotateApiKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateApiKeyResponse)
+	err := c.cc.Invoke(ctx, AdminService_RotateApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -248,6 +312,26 @@ type AdminServiceServer interface {
 	SetLockDelay(context.Context, *SetLockDelayRequest) (*SetLockDelayResponse, error)
 	// The lock-delay rules, linearizably (served by the leader).
 	ListLockDelays(context.Context, *ListLockDelaysRequest) (*ListLockDelaysResponse, error)
+	// Creates an API key kept by the cluster: the leader makes the secret, replicates only
+	// its SHA-256 and returns the secret once. Every node accepts the key as soon as it
+	// applied the entry. An admin key limited to namespace prefixes creates only keys whose
+	// namespaces all lie inside them (PERMISSION_DENIED otherwise). ALREADY_EXISTS for a
+	// name the cluster or the answering leader's keys file has. A retry with the same
+	// request_id by the same admin key gets a new secret for the one key it created (the
+	// secret of the lost answer stops working), so a retry never leaves two keys or none.
+	// RESOURCE_EXHAUSTED past --max-api-keys or an admin key's share of it
+	// (--max-api-keys-per-admin-key).
+	CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error)
+	// The cluster's API keys an admin key may manage, linearizably: names and rights, never
+	// a secret or a hash.
+	ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error)
+	// Revokes a cluster API key: every node refuses its next call (UNAUTHENTICATED) once it
+	// applied the entry, and its open streams end. NOT_FOUND for an unknown name.
+	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error)
+	// Gives a cluster API key a new secret (returned once). The old one keeps working for
+	// `grace_ms` (the cluster's clock; 0 = it stops at once), so clients can move over
+	// without downtime.
+	RotateApiKey(context.Context, *RotateApiKeyRequest) (*RotateApiKeyResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -287,6 +371,18 @@ func (UnimplementedAdminServiceServer) SetLockDelay(context.Context, *SetLockDel
 }
 func (UnimplementedAdminServiceServer) ListLockDelays(context.Context, *ListLockDelaysRequest) (*ListLockDelaysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListLockDelays not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateApiKey not implemented")
+}
+func (UnimplementedAdminServiceServer) ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListApiKeys not implemented")
+}
+func (UnimplementedAdminServiceServer) RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeApiKey not implemented")
+}
+func (UnimplementedAdminServiceServer) RotateApiKey(context.Context, *RotateApiKeyRequest) (*RotateApiKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateApiKey not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -482,6 +578,78 @@ func _AdminService_ListLockDelays_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_CreateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateApiKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateApiKey(ctx, req.(*CreateApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListApiKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListApiKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListApiKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListApiKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListApiKeys(ctx, req.(*ListApiKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RevokeApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RevokeApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RevokeApiKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RevokeApiKey(ctx, req.(*RevokeApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RotateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RotateApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RotateApiKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RotateApiKey(ctx, req.(*RotateApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -524,6 +692,22 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListLockDelays",
 			Handler:    _AdminService_ListLockDelays_Handler,
+		},
+		{
+			MethodName: "CreateApiKey",
+			Handler:    _AdminService_CreateApiKey_Handler,
+		},
+		{
+			MethodName: "ListApiKeys",
+			Handler:    _AdminService_ListApiKeys_Handler,
+		},
+		{
+			MethodName: "RevokeApiKey",
+			Handler:    _AdminService_RevokeApiKey_Handler,
+		},
+		{
+			MethodName: "RotateApiKey",
+			Handler:    _AdminService_RotateApiKey_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

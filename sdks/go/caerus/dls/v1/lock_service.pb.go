@@ -299,6 +299,11 @@ const (
 	ErrorKind_MEMBERSHIP_REFUSED ErrorKind = 14
 	// INTERNAL: a server-side failure that is none of the above (a bug or a storage fault).
 	ErrorKind_INTERNAL ErrorKind = 15
+	// ALREADY_EXISTS: AdminService.CreateApiKey with the name of a key the cluster (or the
+	// leader's keys file) has.
+	ErrorKind_API_KEY_EXISTS ErrorKind = 16
+	// NOT_FOUND: the cluster has no API key of that name.
+	ErrorKind_API_KEY_NOT_FOUND ErrorKind = 17
 )
 
 // Enum value maps for ErrorKind.
@@ -320,6 +325,8 @@ var (
 		13: "RESOURCE_EXHAUSTED",
 		14: "MEMBERSHIP_REFUSED",
 		15: "INTERNAL",
+		16: "API_KEY_EXISTS",
+		17: "API_KEY_NOT_FOUND",
 	}
 	ErrorKind_value = map[string]int32{
 		"ERROR_KIND_UNSPECIFIED": 0,
@@ -338,6 +345,8 @@ var (
 		"RESOURCE_EXHAUSTED":     13,
 		"MEMBERSHIP_REFUSED":     14,
 		"INTERNAL":               15,
+		"API_KEY_EXISTS":         16,
+		"API_KEY_NOT_FOUND":      17,
 	}
 )
 
@@ -574,6 +583,9 @@ const (
 	// A lock was taken from its holder by the server (expiry, deadlock victim, operator
 	// abort) rather than released by it.
 	EventKind_LOCK_REVOKED EventKind = 4
+	// A cluster API key was created, revoked, rotated or expired (AdminService.CreateApiKey
+	// and friends). Shown to admin keys only.
+	EventKind_API_KEY_CHANGED EventKind = 5
 )
 
 // Enum value maps for EventKind.
@@ -584,6 +596,7 @@ var (
 		2: "TRANSACTION_EXPIRED",
 		3: "TRANSACTION_ABORTED",
 		4: "LOCK_REVOKED",
+		5: "API_KEY_CHANGED",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED": 0,
@@ -591,6 +604,7 @@ var (
 		"TRANSACTION_EXPIRED":    2,
 		"TRANSACTION_ABORTED":    3,
 		"LOCK_REVOKED":           4,
+		"API_KEY_CHANGED":        5,
 	}
 )
 
@@ -619,6 +633,67 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
 	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{7}
+}
+
+// What happened to a cluster API key.
+type ApiKeyChangeKind int32
+
+const (
+	// Not sent.
+	ApiKeyChangeKind_API_KEY_CHANGE_KIND_UNSPECIFIED ApiKeyChangeKind = 0
+	// Created (AdminService.CreateApiKey).
+	ApiKeyChangeKind_API_KEY_CREATED ApiKeyChangeKind = 1
+	// Revoked: its calls are refused on every node from now on and its open streams end.
+	ApiKeyChangeKind_API_KEY_REVOKED ApiKeyChangeKind = 2
+	// Given a new secret (AdminService.RotateApiKey, or a retried CreateApiKey).
+	ApiKeyChangeKind_API_KEY_ROTATED ApiKeyChangeKind = 3
+	// Its expiry passed (the cluster's clock).
+	ApiKeyChangeKind_API_KEY_EXPIRED ApiKeyChangeKind = 4
+)
+
+// Enum value maps for ApiKeyChangeKind.
+var (
+	ApiKeyChangeKind_name = map[int32]string{
+		0: "API_KEY_CHANGE_KIND_UNSPECIFIED",
+		1: "API_KEY_CREATED",
+		2: "API_KEY_REVOKED",
+		3: "API_KEY_ROTATED",
+		4: "API_KEY_EXPIRED",
+	}
+	ApiKeyChangeKind_value = map[string]int32{
+		"API_KEY_CHANGE_KIND_UNSPECIFIED": 0,
+		"API_KEY_CREATED":                 1,
+		"API_KEY_REVOKED":                 2,
+		"API_KEY_ROTATED":                 3,
+		"API_KEY_EXPIRED":                 4,
+	}
+)
+
+func (x ApiKeyChangeKind) Enum() *ApiKeyChangeKind {
+	p := new(ApiKeyChangeKind)
+	*p = x
+	return p
+}
+
+func (x ApiKeyChangeKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApiKeyChangeKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_caerus_dls_v1_lock_service_proto_enumTypes[8].Descriptor()
+}
+
+func (ApiKeyChangeKind) Type() protoreflect.EnumType {
+	return &file_caerus_dls_v1_lock_service_proto_enumTypes[8]
+}
+
+func (x ApiKeyChangeKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApiKeyChangeKind.Descriptor instead.
+func (ApiKeyChangeKind) EnumDescriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{8}
 }
 
 // What to watch, and where to resume.
@@ -3555,6 +3630,7 @@ type Event struct {
 	//	*Event_TransactionExpired
 	//	*Event_TransactionAborted
 	//	*Event_LockRevoked
+	//	*Event_ApiKeyChanged
 	Detail        isEvent_Detail `protobuf_oneof:"detail"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3661,6 +3737,15 @@ func (x *Event) GetLockRevoked() *LockRevoked {
 	return nil
 }
 
+func (x *Event) GetApiKeyChanged() *ApiKeyChanged {
+	if x != nil {
+		if x, ok := x.Detail.(*Event_ApiKeyChanged); ok {
+			return x.ApiKeyChanged
+		}
+	}
+	return nil
+}
+
 type isEvent_Detail interface {
 	isEvent_Detail()
 }
@@ -3685,6 +3770,11 @@ type Event_LockRevoked struct {
 	LockRevoked *LockRevoked `protobuf:"bytes,13,opt,name=lock_revoked,json=lockRevoked,proto3,oneof"`
 }
 
+type Event_ApiKeyChanged struct {
+	// See API_KEY_CHANGED.
+	ApiKeyChanged *ApiKeyChanged `protobuf:"bytes,14,opt,name=api_key_changed,json=apiKeyChanged,proto3,oneof"`
+}
+
 func (*Event_DeadlockResolved) isEvent_Detail() {}
 
 func (*Event_TransactionExpired) isEvent_Detail() {}
@@ -3692,6 +3782,8 @@ func (*Event_TransactionExpired) isEvent_Detail() {}
 func (*Event_TransactionAborted) isEvent_Detail() {}
 
 func (*Event_LockRevoked) isEvent_Detail() {}
+
+func (*Event_ApiKeyChanged) isEvent_Detail() {}
 
 // A member of a wait-for cycle: the transaction and the lock it was waiting for.
 type CycleMember struct {
@@ -3994,6 +4086,70 @@ func (x *TransactionAborted) GetReleasedLocks() []*HeldLock {
 	return nil
 }
 
+// A cluster API key changed. Never carries a secret or a hash.
+type ApiKeyChanged struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened.
+	Change ApiKeyChangeKind `protobuf:"varint,1,opt,name=change,proto3,enum=caerus.dls.v1.ApiKeyChangeKind" json:"change,omitempty"`
+	// The key's name.
+	KeyName string `protobuf:"bytes,2,opt,name=key_name,json=keyName,proto3" json:"key_name,omitempty"`
+	// The admin key that did it ("" for an expiry, which the cluster does itself).
+	By            string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApiKeyChanged) Reset() {
+	*x = ApiKeyChanged{}
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApiKeyChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApiKeyChanged) ProtoMessage() {}
+
+func (x *ApiKeyChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApiKeyChanged.ProtoReflect.Descriptor instead.
+func (*ApiKeyChanged) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ApiKeyChanged) GetChange() ApiKeyChangeKind {
+	if x != nil {
+		return x.Change
+	}
+	return ApiKeyChangeKind_API_KEY_CHANGE_KIND_UNSPECIFIED
+}
+
+func (x *ApiKeyChanged) GetKeyName() string {
+	if x != nil {
+		return x.KeyName
+	}
+	return ""
+}
+
+func (x *ApiKeyChanged) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 // A lock was taken away from its holder by the server.
 type LockRevoked struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4019,7 +4175,7 @@ type LockRevoked struct {
 
 func (x *LockRevoked) Reset() {
 	*x = LockRevoked{}
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[44]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4031,7 +4187,7 @@ func (x *LockRevoked) String() string {
 func (*LockRevoked) ProtoMessage() {}
 
 func (x *LockRevoked) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[44]
+	mi := &file_caerus_dls_v1_lock_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4044,7 +4200,7 @@ func (x *LockRevoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRevoked.ProtoReflect.Descriptor instead.
 func (*LockRevoked) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{44}
+	return file_caerus_dls_v1_lock_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LockRevoked) GetTransactionId() uint64 {
@@ -4312,7 +4468,7 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\rfrom_sequence\x18\x01 \x01(\x04R\ffromSequence\x12-\n" +
 	"\x12namespace_prefixes\x18\x02 \x03(\tR\x11namespacePrefixes\x12.\n" +
 	"\x05kinds\x18\x03 \x03(\x0e2\x18.caerus.dls.v1.EventKindR\x05kinds\x12\x19\n" +
-	"\bonly_new\x18\x04 \x01(\bR\aonlyNew\"\xd1\x03\n" +
+	"\bonly_new\x18\x04 \x01(\bR\aonlyNew\"\x99\x04\n" +
 	"\x05Event\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12\x17\n" +
 	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\x12,\n" +
@@ -4324,7 +4480,8 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	" \x01(\v2\x1f.caerus.dls.v1.DeadlockResolvedH\x00R\x10deadlockResolved\x12T\n" +
 	"\x13transaction_expired\x18\v \x01(\v2!.caerus.dls.v1.TransactionExpiredH\x00R\x12transactionExpired\x12T\n" +
 	"\x13transaction_aborted\x18\f \x01(\v2!.caerus.dls.v1.TransactionAbortedH\x00R\x12transactionAborted\x12?\n" +
-	"\flock_revoked\x18\r \x01(\v2\x1a.caerus.dls.v1.LockRevokedH\x00R\vlockRevokedB\b\n" +
+	"\flock_revoked\x18\r \x01(\v2\x1a.caerus.dls.v1.LockRevokedH\x00R\vlockRevoked\x12F\n" +
+	"\x0fapi_key_changed\x18\x0e \x01(\v2\x1c.caerus.dls.v1.ApiKeyChangedH\x00R\rapiKeyChangedB\b\n" +
 	"\x06detail\"\xd8\x01\n" +
 	"\vCycleMember\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12)\n" +
@@ -4346,7 +4503,11 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x10transaction_name\x18\x02 \x01(\tR\x0ftransactionName\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
 	"\boperator\x18\x04 \x01(\tR\boperator\x12>\n" +
-	"\x0ereleased_locks\x18\x05 \x03(\v2\x17.caerus.dls.v1.HeldLockR\rreleasedLocks\"\x82\x02\n" +
+	"\x0ereleased_locks\x18\x05 \x03(\v2\x17.caerus.dls.v1.HeldLockR\rreleasedLocks\"s\n" +
+	"\rApiKeyChanged\x127\n" +
+	"\x06change\x18\x01 \x01(\x0e2\x1f.caerus.dls.v1.ApiKeyChangeKindR\x06change\x12\x19\n" +
+	"\bkey_name\x18\x02 \x01(\tR\akeyName\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\"\x82\x02\n" +
 	"\vLockRevoked\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\x04R\rtransactionId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
@@ -4373,7 +4534,7 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x06ACTIVE\x10\x01\x12\r\n" +
 	"\tCOMMITTED\x10\x02\x12\v\n" +
 	"\aABORTED\x10\x03\x12\v\n" +
-	"\aEXPIRED\x10\x04*\xdd\x02\n" +
+	"\aEXPIRED\x10\x04*\x88\x03\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fLOCK_TIMEOUT\x10\x01\x12\x13\n" +
@@ -4392,7 +4553,9 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x0eCURSOR_EXPIRED\x10\f\x12\x16\n" +
 	"\x12RESOURCE_EXHAUSTED\x10\r\x12\x16\n" +
 	"\x12MEMBERSHIP_REFUSED\x10\x0e\x12\f\n" +
-	"\bINTERNAL\x10\x0f*\xd9\x01\n" +
+	"\bINTERNAL\x10\x0f\x12\x12\n" +
+	"\x0eAPI_KEY_EXISTS\x10\x10\x12\x15\n" +
+	"\x11API_KEY_NOT_FOUND\x10\x11*\xd9\x01\n" +
 	"\bEndCause\x12\x19\n" +
 	"\x15END_CAUSE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13END_CAUSE_COMMITTED\x10\x01\x12\x1a\n" +
@@ -4412,13 +4575,20 @@ const file_caerus_dls_v1_lock_service_proto_rawDesc = "" +
 	"\x1dLOWEST_PRIORITY_THEN_YOUNGEST\x10\x01\x12\f\n" +
 	"\bYOUNGEST\x10\x02\x12\n" +
 	"\n" +
-	"\x06OLDEST\x10\x03*\x82\x01\n" +
+	"\x06OLDEST\x10\x03*\x97\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DEADLOCK_RESOLVED\x10\x01\x12\x17\n" +
 	"\x13TRANSACTION_EXPIRED\x10\x02\x12\x17\n" +
 	"\x13TRANSACTION_ABORTED\x10\x03\x12\x10\n" +
-	"\fLOCK_REVOKED\x10\x042\xeb\t\n" +
+	"\fLOCK_REVOKED\x10\x04\x12\x13\n" +
+	"\x0fAPI_KEY_CHANGED\x10\x05*\x8b\x01\n" +
+	"\x10ApiKeyChangeKind\x12#\n" +
+	"\x1fAPI_KEY_CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fAPI_KEY_CREATED\x10\x01\x12\x13\n" +
+	"\x0fAPI_KEY_REVOKED\x10\x02\x12\x13\n" +
+	"\x0fAPI_KEY_ROTATED\x10\x03\x12\x13\n" +
+	"\x0fAPI_KEY_EXPIRED\x10\x042\xeb\t\n" +
 	"\vLockService\x12c\n" +
 	"\x10BeginTransaction\x12&.caerus.dls.v1.BeginTransactionRequest\x1a'.caerus.dls.v1.BeginTransactionResponse\x12V\n" +
 	"\vAcquireLock\x12!.caerus.dls.v1.AcquireLockRequest\x1a\".caerus.dls.v1.AcquireLockResponse0\x01\x12Y\n" +
@@ -4450,8 +4620,8 @@ func file_caerus_dls_v1_lock_service_proto_rawDescGZIP() []byte {
 	return file_caerus_dls_v1_lock_service_proto_rawDescData
 }
 
-var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_caerus_dls_v1_lock_service_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_caerus_dls_v1_lock_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(KeyChangeKind)(0),                   // 0: caerus.dls.v1.KeyChangeKind
 	(LockMode)(0),                        // 1: caerus.dls.v1.LockMode
@@ -4461,136 +4631,140 @@ var file_caerus_dls_v1_lock_service_proto_goTypes = []any{
 	(SlotRunState)(0),                    // 5: caerus.dls.v1.SlotRunState
 	(VictimPolicy)(0),                    // 6: caerus.dls.v1.VictimPolicy
 	(EventKind)(0),                       // 7: caerus.dls.v1.EventKind
-	(*WatchKeyRequest)(nil),              // 8: caerus.dls.v1.WatchKeyRequest
-	(*KeyHolders)(nil),                   // 9: caerus.dls.v1.KeyHolders
-	(*KeyHolder)(nil),                    // 10: caerus.dls.v1.KeyHolder
-	(*KeyChange)(nil),                    // 11: caerus.dls.v1.KeyChange
-	(*ErrorDetail)(nil),                  // 12: caerus.dls.v1.ErrorDetail
-	(*BeginTransactionRequest)(nil),      // 13: caerus.dls.v1.BeginTransactionRequest
-	(*BeginTransactionResponse)(nil),     // 14: caerus.dls.v1.BeginTransactionResponse
-	(*AcquireLockRequest)(nil),           // 15: caerus.dls.v1.AcquireLockRequest
-	(*AcquireLockResponse)(nil),          // 16: caerus.dls.v1.AcquireLockResponse
-	(*Queued)(nil),                       // 17: caerus.dls.v1.Queued
-	(*Granted)(nil),                      // 18: caerus.dls.v1.Granted
-	(*LockRequest)(nil),                  // 19: caerus.dls.v1.LockRequest
-	(*AcquireLocksRequest)(nil),          // 20: caerus.dls.v1.AcquireLocksRequest
-	(*AcquireLocksResponse)(nil),         // 21: caerus.dls.v1.AcquireLocksResponse
-	(*LockStreamLost)(nil),               // 22: caerus.dls.v1.LockStreamLost
-	(*LocksGranted)(nil),                 // 23: caerus.dls.v1.LocksGranted
-	(*DowngradeLockRequest)(nil),         // 24: caerus.dls.v1.DowngradeLockRequest
-	(*DowngradeLockResponse)(nil),        // 25: caerus.dls.v1.DowngradeLockResponse
-	(*VerifyFencingTokenRequest)(nil),    // 26: caerus.dls.v1.VerifyFencingTokenRequest
-	(*VerifyFencingTokenResponse)(nil),   // 27: caerus.dls.v1.VerifyFencingTokenResponse
-	(*ReleaseLockRequest)(nil),           // 28: caerus.dls.v1.ReleaseLockRequest
-	(*ReleaseLockResponse)(nil),          // 29: caerus.dls.v1.ReleaseLockResponse
-	(*CancelWaitRequest)(nil),            // 30: caerus.dls.v1.CancelWaitRequest
-	(*CancelWaitResponse)(nil),           // 31: caerus.dls.v1.CancelWaitResponse
-	(*SlotRun)(nil),                      // 32: caerus.dls.v1.SlotRun
-	(*ClaimSlotRequest)(nil),             // 33: caerus.dls.v1.ClaimSlotRequest
-	(*ClaimSlotResponse)(nil),            // 34: caerus.dls.v1.ClaimSlotResponse
-	(*FinishSlotRequest)(nil),            // 35: caerus.dls.v1.FinishSlotRequest
-	(*FinishSlotResponse)(nil),           // 36: caerus.dls.v1.FinishSlotResponse
-	(*GetTransactionStatusRequest)(nil),  // 37: caerus.dls.v1.GetTransactionStatusRequest
-	(*HeldLock)(nil),                     // 38: caerus.dls.v1.HeldLock
-	(*PendingLock)(nil),                  // 39: caerus.dls.v1.PendingLock
-	(*GetTransactionStatusResponse)(nil), // 40: caerus.dls.v1.GetTransactionStatusResponse
-	(*HeartbeatRequest)(nil),             // 41: caerus.dls.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),            // 42: caerus.dls.v1.HeartbeatResponse
-	(*HeartbeatResult)(nil),              // 43: caerus.dls.v1.HeartbeatResult
-	(*EndTransactionRequest)(nil),        // 44: caerus.dls.v1.EndTransactionRequest
-	(*EndTransactionResponse)(nil),       // 45: caerus.dls.v1.EndTransactionResponse
-	(*WatchEventsRequest)(nil),           // 46: caerus.dls.v1.WatchEventsRequest
-	(*Event)(nil),                        // 47: caerus.dls.v1.Event
-	(*CycleMember)(nil),                  // 48: caerus.dls.v1.CycleMember
-	(*DeadlockResolved)(nil),             // 49: caerus.dls.v1.DeadlockResolved
-	(*TransactionExpired)(nil),           // 50: caerus.dls.v1.TransactionExpired
-	(*TransactionAborted)(nil),           // 51: caerus.dls.v1.TransactionAborted
-	(*LockRevoked)(nil),                  // 52: caerus.dls.v1.LockRevoked
+	(ApiKeyChangeKind)(0),                // 8: caerus.dls.v1.ApiKeyChangeKind
+	(*WatchKeyRequest)(nil),              // 9: caerus.dls.v1.WatchKeyRequest
+	(*KeyHolders)(nil),                   // 10: caerus.dls.v1.KeyHolders
+	(*KeyHolder)(nil),                    // 11: caerus.dls.v1.KeyHolder
+	(*KeyChange)(nil),                    // 12: caerus.dls.v1.KeyChange
+	(*ErrorDetail)(nil),                  // 13: caerus.dls.v1.ErrorDetail
+	(*BeginTransactionRequest)(nil),      // 14: caerus.dls.v1.BeginTransactionRequest
+	(*BeginTransactionResponse)(nil),     // 15: caerus.dls.v1.BeginTransactionResponse
+	(*AcquireLockRequest)(nil),           // 16: caerus.dls.v1.AcquireLockRequest
+	(*AcquireLockResponse)(nil),          // 17: caerus.dls.v1.AcquireLockResponse
+	(*Queued)(nil),                       // 18: caerus.dls.v1.Queued
+	(*Granted)(nil),                      // 19: caerus.dls.v1.Granted
+	(*LockRequest)(nil),                  // 20: caerus.dls.v1.LockRequest
+	(*AcquireLocksRequest)(nil),          // 21: caerus.dls.v1.AcquireLocksRequest
+	(*AcquireLocksResponse)(nil),         // 22: caerus.dls.v1.AcquireLocksResponse
+	(*LockStreamLost)(nil),               // 23: caerus.dls.v1.LockStreamLost
+	(*LocksGranted)(nil),                 // 24: caerus.dls.v1.LocksGranted
+	(*DowngradeLockRequest)(nil),         // 25: caerus.dls.v1.DowngradeLockRequest
+	(*DowngradeLockResponse)(nil),        // 26: caerus.dls.v1.DowngradeLockResponse
+	(*VerifyFencingTokenRequest)(nil),    // 27: caerus.dls.v1.VerifyFencingTokenRequest
+	(*VerifyFencingTokenResponse)(nil),   // 28: caerus.dls.v1.VerifyFencingTokenResponse
+	(*ReleaseLockRequest)(nil),           // 29: caerus.dls.v1.ReleaseLockRequest
+	(*ReleaseLockResponse)(nil),          // 30: caerus.dls.v1.ReleaseLockResponse
+	(*CancelWaitRequest)(nil),            // 31: caerus.dls.v1.CancelWaitRequest
+	(*CancelWaitResponse)(nil),           // 32: caerus.dls.v1.CancelWaitResponse
+	(*SlotRun)(nil),                      // 33: caerus.dls.v1.SlotRun
+	(*ClaimSlotRequest)(nil),             // 34: caerus.dls.v1.ClaimSlotRequest
+	(*ClaimSlotResponse)(nil),            // 35: caerus.dls.v1.ClaimSlotResponse
+	(*FinishSlotRequest)(nil),            // 36: caerus.dls.v1.FinishSlotRequest
+	(*FinishSlotResponse)(nil),           // 37: caerus.dls.v1.FinishSlotResponse
+	(*GetTransactionStatusRequest)(nil),  // 38: caerus.dls.v1.GetTransactionStatusRequest
+	(*HeldLock)(nil),                     // 39: caerus.dls.v1.HeldLock
+	(*PendingLock)(nil),                  // 40: caerus.dls.v1.PendingLock
+	(*GetTransactionStatusResponse)(nil), // 41: caerus.dls.v1.GetTransactionStatusResponse
+	(*HeartbeatRequest)(nil),             // 42: caerus.dls.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),            // 43: caerus.dls.v1.HeartbeatResponse
+	(*HeartbeatResult)(nil),              // 44: caerus.dls.v1.HeartbeatResult
+	(*EndTransactionRequest)(nil),        // 45: caerus.dls.v1.EndTransactionRequest
+	(*EndTransactionResponse)(nil),       // 46: caerus.dls.v1.EndTransactionResponse
+	(*WatchEventsRequest)(nil),           // 47: caerus.dls.v1.WatchEventsRequest
+	(*Event)(nil),                        // 48: caerus.dls.v1.Event
+	(*CycleMember)(nil),                  // 49: caerus.dls.v1.CycleMember
+	(*DeadlockResolved)(nil),             // 50: caerus.dls.v1.DeadlockResolved
+	(*TransactionExpired)(nil),           // 51: caerus.dls.v1.TransactionExpired
+	(*TransactionAborted)(nil),           // 52: caerus.dls.v1.TransactionAborted
+	(*ApiKeyChanged)(nil),                // 53: caerus.dls.v1.ApiKeyChanged
+	(*LockRevoked)(nil),                  // 54: caerus.dls.v1.LockRevoked
 }
 var file_caerus_dls_v1_lock_service_proto_depIdxs = []int32{
-	10, // 0: caerus.dls.v1.KeyHolders.holders:type_name -> caerus.dls.v1.KeyHolder
-	11, // 1: caerus.dls.v1.KeyHolders.changes:type_name -> caerus.dls.v1.KeyChange
+	11, // 0: caerus.dls.v1.KeyHolders.holders:type_name -> caerus.dls.v1.KeyHolder
+	12, // 1: caerus.dls.v1.KeyHolders.changes:type_name -> caerus.dls.v1.KeyChange
 	1,  // 2: caerus.dls.v1.KeyHolder.mode:type_name -> caerus.dls.v1.LockMode
 	0,  // 3: caerus.dls.v1.KeyChange.kind:type_name -> caerus.dls.v1.KeyChangeKind
-	10, // 4: caerus.dls.v1.KeyChange.holder:type_name -> caerus.dls.v1.KeyHolder
+	11, // 4: caerus.dls.v1.KeyChange.holder:type_name -> caerus.dls.v1.KeyHolder
 	4,  // 5: caerus.dls.v1.KeyChange.end_cause:type_name -> caerus.dls.v1.EndCause
 	3,  // 6: caerus.dls.v1.ErrorDetail.kind:type_name -> caerus.dls.v1.ErrorKind
 	4,  // 7: caerus.dls.v1.ErrorDetail.end_cause:type_name -> caerus.dls.v1.EndCause
-	49, // 8: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
+	50, // 8: caerus.dls.v1.ErrorDetail.deadlock:type_name -> caerus.dls.v1.DeadlockResolved
 	1,  // 9: caerus.dls.v1.AcquireLockRequest.mode:type_name -> caerus.dls.v1.LockMode
-	13, // 10: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
-	17, // 11: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
-	18, // 12: caerus.dls.v1.AcquireLockResponse.granted:type_name -> caerus.dls.v1.Granted
-	22, // 13: caerus.dls.v1.AcquireLockResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
-	14, // 14: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
+	14, // 10: caerus.dls.v1.AcquireLockRequest.begin:type_name -> caerus.dls.v1.BeginTransactionRequest
+	18, // 11: caerus.dls.v1.AcquireLockResponse.queued:type_name -> caerus.dls.v1.Queued
+	19, // 12: caerus.dls.v1.AcquireLockResponse.granted:type_name -> caerus.dls.v1.Granted
+	23, // 13: caerus.dls.v1.AcquireLockResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
+	15, // 14: caerus.dls.v1.AcquireLockResponse.begun:type_name -> caerus.dls.v1.BeginTransactionResponse
 	1,  // 15: caerus.dls.v1.Granted.mode:type_name -> caerus.dls.v1.LockMode
 	1,  // 16: caerus.dls.v1.LockRequest.mode:type_name -> caerus.dls.v1.LockMode
-	19, // 17: caerus.dls.v1.AcquireLocksRequest.locks:type_name -> caerus.dls.v1.LockRequest
-	17, // 18: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
-	23, // 19: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
-	22, // 20: caerus.dls.v1.AcquireLocksResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
+	20, // 17: caerus.dls.v1.AcquireLocksRequest.locks:type_name -> caerus.dls.v1.LockRequest
+	18, // 18: caerus.dls.v1.AcquireLocksResponse.queued:type_name -> caerus.dls.v1.Queued
+	24, // 19: caerus.dls.v1.AcquireLocksResponse.granted:type_name -> caerus.dls.v1.LocksGranted
+	23, // 20: caerus.dls.v1.AcquireLocksResponse.lost:type_name -> caerus.dls.v1.LockStreamLost
 	4,  // 21: caerus.dls.v1.LockStreamLost.end_cause:type_name -> caerus.dls.v1.EndCause
-	18, // 22: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
-	18, // 23: caerus.dls.v1.DowngradeLockResponse.lock:type_name -> caerus.dls.v1.Granted
+	19, // 22: caerus.dls.v1.LocksGranted.locks:type_name -> caerus.dls.v1.Granted
+	19, // 23: caerus.dls.v1.DowngradeLockResponse.lock:type_name -> caerus.dls.v1.Granted
 	5,  // 24: caerus.dls.v1.SlotRun.state:type_name -> caerus.dls.v1.SlotRunState
-	32, // 25: caerus.dls.v1.ClaimSlotResponse.last_run:type_name -> caerus.dls.v1.SlotRun
+	33, // 25: caerus.dls.v1.ClaimSlotResponse.last_run:type_name -> caerus.dls.v1.SlotRun
 	5,  // 26: caerus.dls.v1.FinishSlotRequest.result:type_name -> caerus.dls.v1.SlotRunState
-	32, // 27: caerus.dls.v1.FinishSlotResponse.run:type_name -> caerus.dls.v1.SlotRun
+	33, // 27: caerus.dls.v1.FinishSlotResponse.run:type_name -> caerus.dls.v1.SlotRun
 	1,  // 28: caerus.dls.v1.HeldLock.mode:type_name -> caerus.dls.v1.LockMode
 	1,  // 29: caerus.dls.v1.PendingLock.mode:type_name -> caerus.dls.v1.LockMode
 	2,  // 30: caerus.dls.v1.GetTransactionStatusResponse.state:type_name -> caerus.dls.v1.TransactionState
-	38, // 31: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
-	39, // 32: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
+	39, // 31: caerus.dls.v1.GetTransactionStatusResponse.locks:type_name -> caerus.dls.v1.HeldLock
+	40, // 32: caerus.dls.v1.GetTransactionStatusResponse.waiting:type_name -> caerus.dls.v1.PendingLock
 	4,  // 33: caerus.dls.v1.GetTransactionStatusResponse.end_cause:type_name -> caerus.dls.v1.EndCause
-	43, // 34: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
-	12, // 35: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
+	44, // 34: caerus.dls.v1.HeartbeatResponse.results:type_name -> caerus.dls.v1.HeartbeatResult
+	13, // 35: caerus.dls.v1.HeartbeatResult.error:type_name -> caerus.dls.v1.ErrorDetail
 	2,  // 36: caerus.dls.v1.EndTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
 	7,  // 37: caerus.dls.v1.WatchEventsRequest.kinds:type_name -> caerus.dls.v1.EventKind
 	7,  // 38: caerus.dls.v1.Event.kind:type_name -> caerus.dls.v1.EventKind
-	49, // 39: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
-	50, // 40: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
-	51, // 41: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
-	52, // 42: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
-	1,  // 43: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
-	48, // 44: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
-	6,  // 45: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
-	38, // 46: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
-	38, // 47: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
-	1,  // 48: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
-	4,  // 49: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
-	13, // 50: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
-	15, // 51: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
-	20, // 52: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
-	28, // 53: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
-	30, // 54: caerus.dls.v1.LockService.CancelWait:input_type -> caerus.dls.v1.CancelWaitRequest
-	33, // 55: caerus.dls.v1.LockService.ClaimSlot:input_type -> caerus.dls.v1.ClaimSlotRequest
-	35, // 56: caerus.dls.v1.LockService.FinishSlot:input_type -> caerus.dls.v1.FinishSlotRequest
-	24, // 57: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
-	37, // 58: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
-	41, // 59: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
-	44, // 60: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
-	46, // 61: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
-	26, // 62: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
-	8,  // 63: caerus.dls.v1.LockService.WatchKey:input_type -> caerus.dls.v1.WatchKeyRequest
-	14, // 64: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
-	16, // 65: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
-	21, // 66: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
-	29, // 67: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
-	31, // 68: caerus.dls.v1.LockService.CancelWait:output_type -> caerus.dls.v1.CancelWaitResponse
-	34, // 69: caerus.dls.v1.LockService.ClaimSlot:output_type -> caerus.dls.v1.ClaimSlotResponse
-	36, // 70: caerus.dls.v1.LockService.FinishSlot:output_type -> caerus.dls.v1.FinishSlotResponse
-	25, // 71: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
-	40, // 72: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
-	42, // 73: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
-	45, // 74: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
-	47, // 75: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
-	27, // 76: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
-	9,  // 77: caerus.dls.v1.LockService.WatchKey:output_type -> caerus.dls.v1.KeyHolders
-	64, // [64:78] is the sub-list for method output_type
-	50, // [50:64] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	50, // 39: caerus.dls.v1.Event.deadlock_resolved:type_name -> caerus.dls.v1.DeadlockResolved
+	51, // 40: caerus.dls.v1.Event.transaction_expired:type_name -> caerus.dls.v1.TransactionExpired
+	52, // 41: caerus.dls.v1.Event.transaction_aborted:type_name -> caerus.dls.v1.TransactionAborted
+	54, // 42: caerus.dls.v1.Event.lock_revoked:type_name -> caerus.dls.v1.LockRevoked
+	53, // 43: caerus.dls.v1.Event.api_key_changed:type_name -> caerus.dls.v1.ApiKeyChanged
+	1,  // 44: caerus.dls.v1.CycleMember.mode:type_name -> caerus.dls.v1.LockMode
+	49, // 45: caerus.dls.v1.DeadlockResolved.cycle:type_name -> caerus.dls.v1.CycleMember
+	6,  // 46: caerus.dls.v1.DeadlockResolved.policy:type_name -> caerus.dls.v1.VictimPolicy
+	39, // 47: caerus.dls.v1.TransactionExpired.released_locks:type_name -> caerus.dls.v1.HeldLock
+	39, // 48: caerus.dls.v1.TransactionAborted.released_locks:type_name -> caerus.dls.v1.HeldLock
+	8,  // 49: caerus.dls.v1.ApiKeyChanged.change:type_name -> caerus.dls.v1.ApiKeyChangeKind
+	1,  // 50: caerus.dls.v1.LockRevoked.mode:type_name -> caerus.dls.v1.LockMode
+	4,  // 51: caerus.dls.v1.LockRevoked.end_cause:type_name -> caerus.dls.v1.EndCause
+	14, // 52: caerus.dls.v1.LockService.BeginTransaction:input_type -> caerus.dls.v1.BeginTransactionRequest
+	16, // 53: caerus.dls.v1.LockService.AcquireLock:input_type -> caerus.dls.v1.AcquireLockRequest
+	21, // 54: caerus.dls.v1.LockService.AcquireLocks:input_type -> caerus.dls.v1.AcquireLocksRequest
+	29, // 55: caerus.dls.v1.LockService.ReleaseLock:input_type -> caerus.dls.v1.ReleaseLockRequest
+	31, // 56: caerus.dls.v1.LockService.CancelWait:input_type -> caerus.dls.v1.CancelWaitRequest
+	34, // 57: caerus.dls.v1.LockService.ClaimSlot:input_type -> caerus.dls.v1.ClaimSlotRequest
+	36, // 58: caerus.dls.v1.LockService.FinishSlot:input_type -> caerus.dls.v1.FinishSlotRequest
+	25, // 59: caerus.dls.v1.LockService.DowngradeLock:input_type -> caerus.dls.v1.DowngradeLockRequest
+	38, // 60: caerus.dls.v1.LockService.GetTransactionStatus:input_type -> caerus.dls.v1.GetTransactionStatusRequest
+	42, // 61: caerus.dls.v1.LockService.Heartbeat:input_type -> caerus.dls.v1.HeartbeatRequest
+	45, // 62: caerus.dls.v1.LockService.EndTransaction:input_type -> caerus.dls.v1.EndTransactionRequest
+	47, // 63: caerus.dls.v1.LockService.WatchEvents:input_type -> caerus.dls.v1.WatchEventsRequest
+	27, // 64: caerus.dls.v1.LockService.VerifyFencingToken:input_type -> caerus.dls.v1.VerifyFencingTokenRequest
+	9,  // 65: caerus.dls.v1.LockService.WatchKey:input_type -> caerus.dls.v1.WatchKeyRequest
+	15, // 66: caerus.dls.v1.LockService.BeginTransaction:output_type -> caerus.dls.v1.BeginTransactionResponse
+	17, // 67: caerus.dls.v1.LockService.AcquireLock:output_type -> caerus.dls.v1.AcquireLockResponse
+	22, // 68: caerus.dls.v1.LockService.AcquireLocks:output_type -> caerus.dls.v1.AcquireLocksResponse
+	30, // 69: caerus.dls.v1.LockService.ReleaseLock:output_type -> caerus.dls.v1.ReleaseLockResponse
+	32, // 70: caerus.dls.v1.LockService.CancelWait:output_type -> caerus.dls.v1.CancelWaitResponse
+	35, // 71: caerus.dls.v1.LockService.ClaimSlot:output_type -> caerus.dls.v1.ClaimSlotResponse
+	37, // 72: caerus.dls.v1.LockService.FinishSlot:output_type -> caerus.dls.v1.FinishSlotResponse
+	26, // 73: caerus.dls.v1.LockService.DowngradeLock:output_type -> caerus.dls.v1.DowngradeLockResponse
+	41, // 74: caerus.dls.v1.LockService.GetTransactionStatus:output_type -> caerus.dls.v1.GetTransactionStatusResponse
+	43, // 75: caerus.dls.v1.LockService.Heartbeat:output_type -> caerus.dls.v1.HeartbeatResponse
+	46, // 76: caerus.dls.v1.LockService.EndTransaction:output_type -> caerus.dls.v1.EndTransactionResponse
+	48, // 77: caerus.dls.v1.LockService.WatchEvents:output_type -> caerus.dls.v1.Event
+	28, // 78: caerus.dls.v1.LockService.VerifyFencingToken:output_type -> caerus.dls.v1.VerifyFencingTokenResponse
+	10, // 79: caerus.dls.v1.LockService.WatchKey:output_type -> caerus.dls.v1.KeyHolders
+	66, // [66:80] is the sub-list for method output_type
+	52, // [52:66] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_caerus_dls_v1_lock_service_proto_init() }
@@ -4615,14 +4789,15 @@ func file_caerus_dls_v1_lock_service_proto_init() {
 		(*Event_TransactionExpired)(nil),
 		(*Event_TransactionAborted)(nil),
 		(*Event_LockRevoked)(nil),
+		(*Event_ApiKeyChanged)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_lock_service_proto_rawDesc), len(file_caerus_dls_v1_lock_service_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   45,
+			NumEnums:      9,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -7,6 +7,98 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class CreateApiKeyRequest(_message.Message):
+    __slots__ = ("name", "namespace_prefixes", "admin", "expires_in_ms", "request_id", "limits")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_PREFIXES_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_IN_MS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    namespace_prefixes: _containers.RepeatedScalarFieldContainer[str]
+    admin: bool
+    expires_in_ms: int
+    request_id: str
+    limits: ApiKeyLimits
+    def __init__(self, name: _Optional[str] = ..., namespace_prefixes: _Optional[_Iterable[str]] = ..., admin: _Optional[bool] = ..., expires_in_ms: _Optional[int] = ..., request_id: _Optional[str] = ..., limits: _Optional[_Union[ApiKeyLimits, _Mapping]] = ...) -> None: ...
+
+class ApiKeyLimits(_message.Message):
+    __slots__ = ("max_transactions", "max_watches", "max_slot_records")
+    MAX_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_WATCHES_FIELD_NUMBER: _ClassVar[int]
+    MAX_SLOT_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    max_transactions: int
+    max_watches: int
+    max_slot_records: int
+    def __init__(self, max_transactions: _Optional[int] = ..., max_watches: _Optional[int] = ..., max_slot_records: _Optional[int] = ...) -> None: ...
+
+class CreateApiKeyResponse(_message.Message):
+    __slots__ = ("key", "info")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    info: ApiKeyInfo
+    def __init__(self, key: _Optional[str] = ..., info: _Optional[_Union[ApiKeyInfo, _Mapping]] = ...) -> None: ...
+
+class ListApiKeysRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ApiKeyInfo(_message.Message):
+    __slots__ = ("name", "namespace_prefixes", "admin", "expires_at_ms", "created_by", "created_at_ms", "limits", "rotated_at_ms", "previous_valid_until_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACE_PREFIXES_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    ROTATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_VALID_UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    namespace_prefixes: _containers.RepeatedScalarFieldContainer[str]
+    admin: bool
+    expires_at_ms: int
+    created_by: str
+    created_at_ms: int
+    limits: ApiKeyLimits
+    rotated_at_ms: int
+    previous_valid_until_ms: int
+    def __init__(self, name: _Optional[str] = ..., namespace_prefixes: _Optional[_Iterable[str]] = ..., admin: _Optional[bool] = ..., expires_at_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., limits: _Optional[_Union[ApiKeyLimits, _Mapping]] = ..., rotated_at_ms: _Optional[int] = ..., previous_valid_until_ms: _Optional[int] = ...) -> None: ...
+
+class ListApiKeysResponse(_message.Message):
+    __slots__ = ("keys",)
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedCompositeFieldContainer[ApiKeyInfo]
+    def __init__(self, keys: _Optional[_Iterable[_Union[ApiKeyInfo, _Mapping]]] = ...) -> None: ...
+
+class RevokeApiKeyRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class RevokeApiKeyResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RotateApiKeyRequest(_message.Message):
+    __slots__ = ("name", "grace_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GRACE_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    grace_ms: int
+    def __init__(self, name: _Optional[str] = ..., grace_ms: _Optional[int] = ...) -> None: ...
+
+class RotateApiKeyResponse(_message.Message):
+    __slots__ = ("key", "info")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    info: ApiKeyInfo
+    def __init__(self, key: _Optional[str] = ..., info: _Optional[_Union[ApiKeyInfo, _Mapping]] = ...) -> None: ...
+
 class ListLocksRequest(_message.Message):
     __slots__ = ("namespace_prefix",)
     NAMESPACE_PREFIX_FIELD_NUMBER: _ClassVar[int]

@@ -85,6 +85,26 @@ class AdminServiceStub:
                 request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysRequest.SerializeToString,
                 response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysResponse.FromString,
                 _registered_method=True)
+        self.CreateApiKey = channel.unary_unary(
+                '/caerus.dls.v1.AdminService/CreateApiKey',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.CreateApiKeyRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.CreateApiKeyResponse.FromString,
+                _registered_method=True)
+        self.ListApiKeys = channel.unary_unary(
+                '/caerus.dls.v1.AdminService/ListApiKeys',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListApiKeysRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListApiKeysResponse.FromString,
+                _registered_method=True)
+        self.RevokeApiKey = channel.unary_unary(
+                '/caerus.dls.v1.AdminService/RevokeApiKey',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RevokeApiKeyResponse.FromString,
+                _registered_method=True)
+        self.RotateApiKey = channel.unary_unary(
+                '/caerus.dls.v1.AdminService/RotateApiKey',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -181,6 +201,46 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateApiKey(self, request, context):
+        """Creates an API key kept by the cluster: the leader makes the secret, replicates only
+        its SHA-256 and returns the secret once. Every node accepts the key as soon as it
+        applied the entry. An admin key limited to namespace prefixes creates only keys whose
+        namespaces all lie inside them (PERMISSION_DENIED otherwise). ALREADY_EXISTS for a
+        name the cluster or the answering leader's keys file has. A retry with the same
+        request_id by the same admin key gets a new secret for the one key it created (the
+        secret of the lost answer stops working), so a retry never leaves two keys or none.
+        RESOURCE_EXHAUSTED past --max-api-keys or an admin key's share of it
+        (--max-api-keys-per-admin-key).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListApiKeys(self, request, context):
+        """The cluster's API keys an admin key may manage, linearizably: names and rights, never
+        a secret or a hash.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeApiKey(self, request, context):
+        """Revokes a cluster API key: every node refuses its next call (UNAUTHENTICATED) once it
+        applied the entry, and its open streams end. NOT_FOUND for an unknown name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RotateApiKey(self, request, context):
+        """Gives a cluster API key a new secret (returned once). The old one keeps working for
+        `grace_ms` (the cluster's clock; 0 = it stops at once), so clients can move over
+        without downtime.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -233,6 +293,26 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ListLockDelays,
                     request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysRequest.FromString,
                     response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysResponse.SerializeToString,
+            ),
+            'CreateApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateApiKey,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.CreateApiKeyRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.CreateApiKeyResponse.SerializeToString,
+            ),
+            'ListApiKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListApiKeys,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListApiKeysRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListApiKeysResponse.SerializeToString,
+            ),
+            'RevokeApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeApiKey,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RevokeApiKeyResponse.SerializeToString,
+            ),
+            'RotateApiKey': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateApiKey,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -506,6 +586,114 @@ class AdminService:
             '/caerus.dls.v1.AdminService/ListLockDelays',
             caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysRequest.SerializeToString,
             caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListLockDelaysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/CreateApiKey',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.CreateApiKeyRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.CreateApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListApiKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/ListApiKeys',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListApiKeysRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.ListApiKeysResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/RevokeApiKey',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.RevokeApiKeyRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.RevokeApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateApiKey(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/RotateApiKey',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyResponse.FromString,
             options,
             channel_credentials,
             insecure,

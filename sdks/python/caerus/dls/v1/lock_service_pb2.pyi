@@ -49,6 +49,8 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RESOURCE_EXHAUSTED: _ClassVar[ErrorKind]
     MEMBERSHIP_REFUSED: _ClassVar[ErrorKind]
     INTERNAL: _ClassVar[ErrorKind]
+    API_KEY_EXISTS: _ClassVar[ErrorKind]
+    API_KEY_NOT_FOUND: _ClassVar[ErrorKind]
 
 class EndCause(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -82,6 +84,15 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRANSACTION_EXPIRED: _ClassVar[EventKind]
     TRANSACTION_ABORTED: _ClassVar[EventKind]
     LOCK_REVOKED: _ClassVar[EventKind]
+    API_KEY_CHANGED: _ClassVar[EventKind]
+
+class ApiKeyChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    API_KEY_CHANGE_KIND_UNSPECIFIED: _ClassVar[ApiKeyChangeKind]
+    API_KEY_CREATED: _ClassVar[ApiKeyChangeKind]
+    API_KEY_REVOKED: _ClassVar[ApiKeyChangeKind]
+    API_KEY_ROTATED: _ClassVar[ApiKeyChangeKind]
+    API_KEY_EXPIRED: _ClassVar[ApiKeyChangeKind]
 KEY_CHANGE_KIND_UNSPECIFIED: KeyChangeKind
 KEY_CHANGE_KIND_GRANTED: KeyChangeKind
 KEY_CHANGE_KIND_RELEASED: KeyChangeKind
@@ -113,6 +124,8 @@ CURSOR_EXPIRED: ErrorKind
 RESOURCE_EXHAUSTED: ErrorKind
 MEMBERSHIP_REFUSED: ErrorKind
 INTERNAL: ErrorKind
+API_KEY_EXISTS: ErrorKind
+API_KEY_NOT_FOUND: ErrorKind
 END_CAUSE_UNSPECIFIED: EndCause
 END_CAUSE_COMMITTED: EndCause
 END_CAUSE_CLIENT_ABORT: EndCause
@@ -134,6 +147,12 @@ DEADLOCK_RESOLVED: EventKind
 TRANSACTION_EXPIRED: EventKind
 TRANSACTION_ABORTED: EventKind
 LOCK_REVOKED: EventKind
+API_KEY_CHANGED: EventKind
+API_KEY_CHANGE_KIND_UNSPECIFIED: ApiKeyChangeKind
+API_KEY_CREATED: ApiKeyChangeKind
+API_KEY_REVOKED: ApiKeyChangeKind
+API_KEY_ROTATED: ApiKeyChangeKind
+API_KEY_EXPIRED: ApiKeyChangeKind
 
 class WatchKeyRequest(_message.Message):
     __slots__ = ("namespace", "key", "cursor")
@@ -590,7 +609,7 @@ class WatchEventsRequest(_message.Message):
     def __init__(self, from_sequence: _Optional[int] = ..., namespace_prefixes: _Optional[_Iterable[str]] = ..., kinds: _Optional[_Iterable[_Union[EventKind, str]]] = ..., only_new: _Optional[bool] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("sequence", "time_ms", "kind", "namespaces", "deadlock_resolved", "transaction_expired", "transaction_aborted", "lock_revoked")
+    __slots__ = ("sequence", "time_ms", "kind", "namespaces", "deadlock_resolved", "transaction_expired", "transaction_aborted", "lock_revoked", "api_key_changed")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -599,6 +618,7 @@ class Event(_message.Message):
     TRANSACTION_EXPIRED_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_ABORTED_FIELD_NUMBER: _ClassVar[int]
     LOCK_REVOKED_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_CHANGED_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     time_ms: int
     kind: EventKind
@@ -607,7 +627,8 @@ class Event(_message.Message):
     transaction_expired: TransactionExpired
     transaction_aborted: TransactionAborted
     lock_revoked: LockRevoked
-    def __init__(self, sequence: _Optional[int] = ..., time_ms: _Optional[int] = ..., kind: _Optional[_Union[EventKind, str]] = ..., namespaces: _Optional[_Iterable[str]] = ..., deadlock_resolved: _Optional[_Union[DeadlockResolved, _Mapping]] = ..., transaction_expired: _Optional[_Union[TransactionExpired, _Mapping]] = ..., transaction_aborted: _Optional[_Union[TransactionAborted, _Mapping]] = ..., lock_revoked: _Optional[_Union[LockRevoked, _Mapping]] = ...) -> None: ...
+    api_key_changed: ApiKeyChanged
+    def __init__(self, sequence: _Optional[int] = ..., time_ms: _Optional[int] = ..., kind: _Optional[_Union[EventKind, str]] = ..., namespaces: _Optional[_Iterable[str]] = ..., deadlock_resolved: _Optional[_Union[DeadlockResolved, _Mapping]] = ..., transaction_expired: _Optional[_Union[TransactionExpired, _Mapping]] = ..., transaction_aborted: _Optional[_Union[TransactionAborted, _Mapping]] = ..., lock_revoked: _Optional[_Union[LockRevoked, _Mapping]] = ..., api_key_changed: _Optional[_Union[ApiKeyChanged, _Mapping]] = ...) -> None: ...
 
 class CycleMember(_message.Message):
     __slots__ = ("transaction_id", "transaction_name", "priority", "namespace", "key", "mode")
@@ -658,6 +679,16 @@ class TransactionAborted(_message.Message):
     operator: str
     released_locks: _containers.RepeatedCompositeFieldContainer[HeldLock]
     def __init__(self, transaction_id: _Optional[int] = ..., transaction_name: _Optional[str] = ..., reason: _Optional[str] = ..., operator: _Optional[str] = ..., released_locks: _Optional[_Iterable[_Union[HeldLock, _Mapping]]] = ...) -> None: ...
+
+class ApiKeyChanged(_message.Message):
+    __slots__ = ("change", "key_name", "by")
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    KEY_NAME_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    change: ApiKeyChangeKind
+    key_name: str
+    by: str
+    def __init__(self, change: _Optional[_Union[ApiKeyChangeKind, str]] = ..., key_name: _Optional[str] = ..., by: _Optional[str] = ...) -> None: ...
 
 class LockRevoked(_message.Message):
     __slots__ = ("transaction_id", "namespace", "key", "mode", "fencing_token", "cause", "end_cause")

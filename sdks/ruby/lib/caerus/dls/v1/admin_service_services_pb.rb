@@ -63,6 +63,26 @@ module Caerus
           rpc :SetLockDelay, ::Caerus::Dls::V1::SetLockDelayRequest, ::Caerus::Dls::V1::SetLockDelayResponse
           # The lock-delay rules, linearizably (served by the leader).
           rpc :ListLockDelays, ::Caerus::Dls::V1::ListLockDelaysRequest, ::Caerus::Dls::V1::ListLockDelaysResponse
+          # Creates an API key kept by the cluster: the leader makes the secret, replicates only
+          # its SHA-256 and returns the secret once. Every node accepts the key as soon as it
+          # applied the entry. An admin key limited to namespace prefixes creates only keys whose
+          # namespaces all lie inside them (PERMISSION_DENIED otherwise). ALREADY_EXISTS for a
+          # name the cluster or the answering leader's keys file has. A retry with the same
+          # request_id by the same admin key gets a new secret for the one key it created (the
+          # secret of the lost answer stops working), so a retry never leaves two keys or none.
+          # RESOURCE_EXHAUSTED past --max-api-keys or an admin key's share of it
+          # (--max-api-keys-per-admin-key).
+          rpc :CreateApiKey, ::Caerus::Dls::V1::CreateApiKeyRequest, ::Caerus::Dls::V1::CreateApiKeyResponse
+          # The cluster's API keys an admin key may manage, linearizably: names and rights, never
+          # a secret or a hash.
+          rpc :ListApiKeys, ::Caerus::Dls::V1::ListApiKeysRequest, ::Caerus::Dls::V1::ListApiKeysResponse
+          # Revokes a cluster API key: every node refuses its next call (UNAUTHENTICATED) once it
+          # applied the entry, and its open streams end. NOT_FOUND for an unknown name.
+          rpc :RevokeApiKey, ::Caerus::Dls::V1::RevokeApiKeyRequest, ::Caerus::Dls::V1::RevokeApiKeyResponse
+          # Gives a cluster API key a new secret (returned once). The old one keeps working for
+          # `grace_ms` (the cluster's clock; 0 = it stops at once), so clients can move over
+          # without downtime.
+          rpc :RotateApiKey, ::Caerus::Dls::V1::RotateApiKeyRequest, ::Caerus::Dls::V1::RotateApiKeyResponse
         end
 
         Stub = Service.rpc_stub_class

@@ -1,0 +1,99 @@
+package dev.caerus.dls
+
+import java.io.File
+import java.net.URI
+import java.net.http.HttpClient
+import java.net.http.HttpRequest
+import java.net.http.HttpResponse
+import java.nio.file.Files
+import java.time.Duration
+import kotlinx.coroutines.delay
+import kotlinx.coroutines.runBlocking
+import org.junit.jupiter.api.AfterAll
+import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertTrue
+import org.junit.jupiter.api.BeforeAll
+import org.junit.jupiter.api.Test
+import org.junit.jupiter.api.TestInstance
+
+/**
+ * API keys kept by the cluster through the SDK (`createApiKey`, `listApiKeys`,
+ * `revokeApiKey`) against a real `dls serve` with a keys file holding one admin key: a
+ * created key is usable, and once revoked its calls fail with UNAUTHENTICATED.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class ClusterKeysTest {
+    private lateinit var server: Process
+    private lateinit var dataDir: File
+    private lateinit var endpoint: String
+    private lateinit var adminKey: String
+
+    @BeforeAll
+    fun startServer() {
+        val bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
+        require(!bin.isNullOrBlank()) { "pass -Ddls.bin=/path/to/dls (make test-kotlin does)" }
+        dataDir = Files.createTempDirectory("dls-kotlin-keys-").toFile()
+        val keys = File(dataDir, "keys.toml")
+        val add = ProcessBuilder(bin, "keys", "add", "--file", keys.absolutePath, "--name", "admin", "--admin").start()
+        adminKey = add.inputStream.bufferedReader().readText().trim()
+        check(add.waitFor() == 0 && adminKey.startsWith("dls_")) { "dls keys add failed" }
+        val (grpcPort, httpPort) = freePorts(2)
+        endpoint = "127.0.0.1:$grpcPort"
+        server = ProcessBuilder(
+            bin, "serve",
+            "--listen", endpoint,
+            "--http-listen", "127.0.0.1:$httpPort",
+            "--data-dir", File(dataDir, "data").absolutePath,
+            "--log", "warn",
+            "--api-keys-file", keys.absolutePath,
+        ).redirectErrorStream(true).redirectOutput(File(dataDir, "server.log")).start()
+        val http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build()
+        val ready = URI("http://127.0.0.1:$httpPort/readyz")
+        val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
+        while (true) {
+            check(server.isAlive) { "dls exited early:\n" + File(dataDir, "server.log").readText() }
+            val ok = runCatching {
+                http.send(HttpRequest.newBuilder(ready).timeout(Duration.ofSeconds(1)).build(),
+                    HttpResponse.BodyHandlers.discarding()).statusCode() == 200
+            }.getOrDefault(false)
+            if (ok) break
+            check(System.nanoTime() < deadline) { "dls not ready after 30 s" }
+            Thread.sleep(100)
+        }
+    }
+
+    @AfterAll
+    fun stopServer() {
+        if (::server.isInitialized) {
+            server.destroy()
+            if (!server.waitFor(10, java.util.concurrent.TimeUnit.SECONDS)) server.destroyForcibly()
+        }
+        if (::dataDir.isInitialized) dataDir.deleteRecursively()
+    }
+
+    @Test
+    fun `a created key works until it is revoked`() = runBlocking {
+        val admin = dlsClient(endpoint, apiKey = adminKey)
+        val secret = admin.createApiKey("kt-worker", listOf("kt-"), false, 0uL)
+        assertTrue(secret.startsWith("dls_"))
+        val listed = admin.listApiKeys().filter { it.name == "kt-worker" }
+        assertEquals(listOf(listOf("kt-")), listed.map { it.namespacePrefixes })
+        assertEquals("admin", listed.single().createdBy)
+
+        val user = dlsClient(endpoint, apiKey = secret)
+        user.withTransaction(timeoutMs = 10000) { tx -> tx.acquireLock("kt-ns", "k", LockMode.EXCLUSIVE, timeoutMs = 5000) }
+
+        admin.revokeApiKey("kt-worker")
+        val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
+        while (true) {
+            val outcome = runCatching {
+                user.withTransaction(timeoutMs = 10000) { tx -> tx.acquireLock("kt-ns", "k", LockMode.EXCLUSIVE, timeoutMs = 5000) }
+            }.exceptionOrNull()
+            if (outcome is DlsException.Unauthenticated) break
+            check(System.nanoTime() < deadline) { "the revoked key was still accepted after 30 s: $outcome" }
+            delay(50)
+        }
+        user.close()
+        admin.close()
+    }
+}
