@@ -64,7 +64,7 @@ mod withdraw;
 
 pub use admin::{
     AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyDelay, KeyLocks, LockDelayRule, LockHolder,
-    LockWaiter, MemberInfo, Membership, SnapshotPieces,
+    LockWaiter, MemberInfo, Membership, NewLeader, SnapshotPieces,
 };
 pub use client::DlsClient;
 pub use config::{

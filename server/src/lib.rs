@@ -22,6 +22,7 @@ pub mod config_file;
 pub mod conn;
 pub mod engine;
 pub mod exposition;
+pub mod handoff;
 pub mod http;
 pub mod key_watch;
 pub mod lease;

@@ -8,6 +8,7 @@ mod common;
 
 mod calls;
 mod clock;
+mod handoff;
 mod keys;
 mod ports;
 mod shares;

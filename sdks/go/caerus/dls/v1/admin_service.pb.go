@@ -27,6 +27,107 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Which voter takes over.
+type TransferLeaderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The voter to hand leadership to (0 = the most caught-up voter).
+	NodeId        uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeaderRequest) Reset() {
+	*x = TransferLeaderRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeaderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeaderRequest) ProtoMessage() {}
+
+func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TransferLeaderRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+// The result of TransferLeader.
+type TransferLeaderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node that leads now.
+	LeaderId uint64 `protobuf:"varint,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// Its client address.
+	LeaderAddr    string `protobuf:"bytes,2,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeaderResponse) Reset() {
+	*x = TransferLeaderResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeaderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeaderResponse) ProtoMessage() {}
+
+func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TransferLeaderResponse) GetLeaderId() uint64 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *TransferLeaderResponse) GetLeaderAddr() string {
+	if x != nil {
+		return x.LeaderAddr
+	}
+	return ""
+}
+
 // Which locks to list.
 type ListLocksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -38,7 +139,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[0]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +151,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[0]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +164,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{0}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListLocksRequest) GetNamespacePrefix() string {
@@ -92,7 +193,7 @@ type LockHolder struct {
 
 func (x *LockHolder) Reset() {
 	*x = LockHolder{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[1]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +205,7 @@ func (x *LockHolder) String() string {
 func (*LockHolder) ProtoMessage() {}
 
 func (x *LockHolder) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[1]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +218,7 @@ func (x *LockHolder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockHolder.ProtoReflect.Descriptor instead.
 func (*LockHolder) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{1}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LockHolder) GetTransactionId() uint64 {
@@ -178,7 +279,7 @@ type LockWaiter struct {
 
 func (x *LockWaiter) Reset() {
 	*x = LockWaiter{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[2]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -190,7 +291,7 @@ func (x *LockWaiter) String() string {
 func (*LockWaiter) ProtoMessage() {}
 
 func (x *LockWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[2]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -203,7 +304,7 @@ func (x *LockWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockWaiter.ProtoReflect.Descriptor instead.
 func (*LockWaiter) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{2}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LockWaiter) GetTransactionId() uint64 {
@@ -288,7 +389,7 @@ type KeyLocks struct {
 
 func (x *KeyLocks) Reset() {
 	*x = KeyLocks{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[3]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +401,7 @@ func (x *KeyLocks) String() string {
 func (*KeyLocks) ProtoMessage() {}
 
 func (x *KeyLocks) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[3]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +414,7 @@ func (x *KeyLocks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyLocks.ProtoReflect.Descriptor instead.
 func (*KeyLocks) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{3}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *KeyLocks) GetNamespace() string {
@@ -393,7 +494,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[4]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +506,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[4]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +519,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{4}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListLocksResponse) GetLocks() []*KeyLocks {
@@ -450,7 +551,7 @@ type AbortTransactionRequest struct {
 
 func (x *AbortTransactionRequest) Reset() {
 	*x = AbortTransactionRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[5]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +563,7 @@ func (x *AbortTransactionRequest) String() string {
 func (*AbortTransactionRequest) ProtoMessage() {}
 
 func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[5]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +576,7 @@ func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionRequest.ProtoReflect.Descriptor instead.
 func (*AbortTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{5}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AbortTransactionRequest) GetTransactionId() uint64 {
@@ -512,7 +613,7 @@ type AbortTransactionResponse struct {
 
 func (x *AbortTransactionResponse) Reset() {
 	*x = AbortTransactionResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[6]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +625,7 @@ func (x *AbortTransactionResponse) String() string {
 func (*AbortTransactionResponse) ProtoMessage() {}
 
 func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[6]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +638,7 @@ func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionResponse.ProtoReflect.Descriptor instead.
 func (*AbortTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{6}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AbortTransactionResponse) GetState() TransactionState {
@@ -563,7 +664,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[7]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +676,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[7]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +689,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{7}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{9}
 }
 
 // A cluster member.
@@ -606,7 +707,7 @@ type ClusterMember struct {
 
 func (x *ClusterMember) Reset() {
 	*x = ClusterMember{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[8]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +719,7 @@ func (x *ClusterMember) String() string {
 func (*ClusterMember) ProtoMessage() {}
 
 func (x *ClusterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[8]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +732,7 @@ func (x *ClusterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMember.ProtoReflect.Descriptor instead.
 func (*ClusterMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ClusterMember) GetNodeId() uint64 {
@@ -688,7 +789,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[9]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +801,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[9]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +814,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ClusterStatusResponse) GetNodeId() uint64 {
@@ -809,7 +910,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +922,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +935,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{12}
 }
 
 // One member of the cluster.
@@ -857,7 +958,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +970,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +983,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MemberInfo) GetNodeId() uint64 {
@@ -937,7 +1038,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1050,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1063,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListMembersResponse) GetMembers() []*MemberInfo {
@@ -1012,7 +1113,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1125,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1138,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AddMemberRequest) GetNodeId() uint64 {
@@ -1086,7 +1187,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1199,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1212,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AddMemberResponse) GetMembers() []*MemberInfo {
@@ -1132,7 +1233,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1245,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1258,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RemoveMemberRequest) GetNodeId() uint64 {
@@ -1178,7 +1279,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1291,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1304,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*MemberInfo {
@@ -1226,7 +1327,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1339,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1352,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PromoteMemberRequest) GetNodeId() uint64 {
@@ -1279,7 +1380,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1392,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1405,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*MemberInfo {
@@ -1323,7 +1424,7 @@ type SaveSnapshotRequest struct {
 
 func (x *SaveSnapshotRequest) Reset() {
 	*x = SaveSnapshotRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1436,7 @@ func (x *SaveSnapshotRequest) String() string {
 func (*SaveSnapshotRequest) ProtoMessage() {}
 
 func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1449,7 @@ func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 // One piece of the snapshot file, in order.
@@ -1362,7 +1463,7 @@ type SaveSnapshotResponse struct {
 
 func (x *SaveSnapshotResponse) Reset() {
 	*x = SaveSnapshotResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1475,7 @@ func (x *SaveSnapshotResponse) String() string {
 func (*SaveSnapshotResponse) ProtoMessage() {}
 
 func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1488,7 @@ func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SaveSnapshotResponse) GetChunk() []byte {
@@ -1411,7 +1512,7 @@ type SetLockDelayRequest struct {
 
 func (x *SetLockDelayRequest) Reset() {
 	*x = SetLockDelayRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1524,7 @@ func (x *SetLockDelayRequest) String() string {
 func (*SetLockDelayRequest) ProtoMessage() {}
 
 func (x *SetLockDelayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1537,7 @@ func (x *SetLockDelayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLockDelayRequest.ProtoReflect.Descriptor instead.
 func (*SetLockDelayRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetLockDelayRequest) GetNamespacePrefix() string {
@@ -1464,7 +1565,7 @@ type SetLockDelayResponse struct {
 
 func (x *SetLockDelayResponse) Reset() {
 	*x = SetLockDelayResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1577,7 @@ func (x *SetLockDelayResponse) String() string {
 func (*SetLockDelayResponse) ProtoMessage() {}
 
 func (x *SetLockDelayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1590,7 @@ func (x *SetLockDelayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLockDelayResponse.ProtoReflect.Descriptor instead.
 func (*SetLockDelayResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetLockDelayResponse) GetPreviousDelayMs() int64 {
@@ -1508,7 +1609,7 @@ type ListLockDelaysRequest struct {
 
 func (x *ListLockDelaysRequest) Reset() {
 	*x = ListLockDelaysRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1621,7 @@ func (x *ListLockDelaysRequest) String() string {
 func (*ListLockDelaysRequest) ProtoMessage() {}
 
 func (x *ListLockDelaysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1634,7 @@ func (x *ListLockDelaysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLockDelaysRequest.ProtoReflect.Descriptor instead.
 func (*ListLockDelaysRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 // One lock-delay rule.
@@ -1549,7 +1650,7 @@ type LockDelayRule struct {
 
 func (x *LockDelayRule) Reset() {
 	*x = LockDelayRule{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1662,7 @@ func (x *LockDelayRule) String() string {
 func (*LockDelayRule) ProtoMessage() {}
 
 func (x *LockDelayRule) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1675,7 @@ func (x *LockDelayRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDelayRule.ProtoReflect.Descriptor instead.
 func (*LockDelayRule) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LockDelayRule) GetNamespacePrefix() string {
@@ -1602,7 +1703,7 @@ type ListLockDelaysResponse struct {
 
 func (x *ListLockDelaysResponse) Reset() {
 	*x = ListLockDelaysResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1715,7 @@ func (x *ListLockDelaysResponse) String() string {
 func (*ListLockDelaysResponse) ProtoMessage() {}
 
 func (x *ListLockDelaysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1728,7 @@ func (x *ListLockDelaysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLockDelaysResponse.ProtoReflect.Descriptor instead.
 func (*ListLockDelaysResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListLockDelaysResponse) GetRules() []*LockDelayRule {
@@ -1641,7 +1742,13 @@ var File_caerus_dls_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
-	"!caerus/dls/v1/admin_service.proto\x12\rcaerus.dls.v1\x1a caerus/dls/v1/lock_service.proto\"=\n" +
+	"!caerus/dls/v1/admin_service.proto\x12\rcaerus.dls.v1\x1a caerus/dls/v1/lock_service.proto\"0\n" +
+	"\x15TransferLeaderRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\"V\n" +
+	"\x16TransferLeaderResponse\x12\x1b\n" +
+	"\tleader_id\x18\x01 \x01(\x04R\bleaderId\x12\x1f\n" +
+	"\vleader_addr\x18\x02 \x01(\tR\n" +
+	"leaderAddr\"=\n" +
 	"\x10ListLocksRequest\x12)\n" +
 	"\x10namespace_prefix\x18\x01 \x01(\tR\x0fnamespacePrefix\"\xcb\x01\n" +
 	"\n" +
@@ -1745,7 +1852,7 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\x10namespace_prefix\x18\x01 \x01(\tR\x0fnamespacePrefix\x12\x19\n" +
 	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\"L\n" +
 	"\x16ListLockDelaysResponse\x122\n" +
-	"\x05rules\x18\x01 \x03(\v2\x1c.caerus.dls.v1.LockDelayRuleR\x05rules2\x8d\a\n" +
+	"\x05rules\x18\x01 \x03(\v2\x1c.caerus.dls.v1.LockDelayRuleR\x05rules2\xec\a\n" +
 	"\fAdminService\x12N\n" +
 	"\tListLocks\x12\x1f.caerus.dls.v1.ListLocksRequest\x1a .caerus.dls.v1.ListLocksResponse\x12c\n" +
 	"\x10AbortTransaction\x12&.caerus.dls.v1.AbortTransactionRequest\x1a'.caerus.dls.v1.AbortTransactionResponse\x12Z\n" +
@@ -1756,7 +1863,8 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\rPromoteMember\x12#.caerus.dls.v1.PromoteMemberRequest\x1a$.caerus.dls.v1.PromoteMemberResponse\x12Y\n" +
 	"\fSaveSnapshot\x12\".caerus.dls.v1.SaveSnapshotRequest\x1a#.caerus.dls.v1.SaveSnapshotResponse0\x01\x12W\n" +
 	"\fSetLockDelay\x12\".caerus.dls.v1.SetLockDelayRequest\x1a#.caerus.dls.v1.SetLockDelayResponse\x12]\n" +
-	"\x0eListLockDelays\x12$.caerus.dls.v1.ListLockDelaysRequest\x1a%.caerus.dls.v1.ListLockDelaysResponseB\x97\x01\n" +
+	"\x0eListLockDelays\x12$.caerus.dls.v1.ListLockDelaysRequest\x1a%.caerus.dls.v1.ListLockDelaysResponse\x12]\n" +
+	"\x0eTransferLeader\x12$.caerus.dls.v1.TransferLeaderRequest\x1a%.caerus.dls.v1.TransferLeaderResponseB\x97\x01\n" +
 	"\x11dev.caerus.dls.v1B\x11AdminServiceProtoP\x01Z5github.com/caerus-dev/dls/sdks/go/caerus/dls/v1;dlsv1\xa2\x02\x03CDX\xaa\x02\rCaerus.Dls.V1\xca\x02\rCaerus\\Dls\\V1\xea\x02\x0fCaerus::Dls::V1b\x06proto3"
 
 var (
@@ -1771,76 +1879,80 @@ func file_caerus_dls_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_caerus_dls_v1_admin_service_proto_rawDescData
 }
 
-var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_caerus_dls_v1_admin_service_proto_goTypes = []any{
-	(*ListLocksRequest)(nil),         // 0: caerus.dls.v1.ListLocksRequest
-	(*LockHolder)(nil),               // 1: caerus.dls.v1.LockHolder
-	(*LockWaiter)(nil),               // 2: caerus.dls.v1.LockWaiter
-	(*KeyLocks)(nil),                 // 3: caerus.dls.v1.KeyLocks
-	(*ListLocksResponse)(nil),        // 4: caerus.dls.v1.ListLocksResponse
-	(*AbortTransactionRequest)(nil),  // 5: caerus.dls.v1.AbortTransactionRequest
-	(*AbortTransactionResponse)(nil), // 6: caerus.dls.v1.AbortTransactionResponse
-	(*ClusterStatusRequest)(nil),     // 7: caerus.dls.v1.ClusterStatusRequest
-	(*ClusterMember)(nil),            // 8: caerus.dls.v1.ClusterMember
-	(*ClusterStatusResponse)(nil),    // 9: caerus.dls.v1.ClusterStatusResponse
-	(*ListMembersRequest)(nil),       // 10: caerus.dls.v1.ListMembersRequest
-	(*MemberInfo)(nil),               // 11: caerus.dls.v1.MemberInfo
-	(*ListMembersResponse)(nil),      // 12: caerus.dls.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),         // 13: caerus.dls.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),        // 14: caerus.dls.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),      // 15: caerus.dls.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),     // 16: caerus.dls.v1.RemoveMemberResponse
-	(*PromoteMemberRequest)(nil),     // 17: caerus.dls.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),    // 18: caerus.dls.v1.PromoteMemberResponse
-	(*SaveSnapshotRequest)(nil),      // 19: caerus.dls.v1.SaveSnapshotRequest
-	(*SaveSnapshotResponse)(nil),     // 20: caerus.dls.v1.SaveSnapshotResponse
-	(*SetLockDelayRequest)(nil),      // 21: caerus.dls.v1.SetLockDelayRequest
-	(*SetLockDelayResponse)(nil),     // 22: caerus.dls.v1.SetLockDelayResponse
-	(*ListLockDelaysRequest)(nil),    // 23: caerus.dls.v1.ListLockDelaysRequest
-	(*LockDelayRule)(nil),            // 24: caerus.dls.v1.LockDelayRule
-	(*ListLockDelaysResponse)(nil),   // 25: caerus.dls.v1.ListLockDelaysResponse
-	(LockMode)(0),                    // 26: caerus.dls.v1.LockMode
-	(EndCause)(0),                    // 27: caerus.dls.v1.EndCause
-	(*SlotRun)(nil),                  // 28: caerus.dls.v1.SlotRun
-	(TransactionState)(0),            // 29: caerus.dls.v1.TransactionState
+	(*TransferLeaderRequest)(nil),    // 0: caerus.dls.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),   // 1: caerus.dls.v1.TransferLeaderResponse
+	(*ListLocksRequest)(nil),         // 2: caerus.dls.v1.ListLocksRequest
+	(*LockHolder)(nil),               // 3: caerus.dls.v1.LockHolder
+	(*LockWaiter)(nil),               // 4: caerus.dls.v1.LockWaiter
+	(*KeyLocks)(nil),                 // 5: caerus.dls.v1.KeyLocks
+	(*ListLocksResponse)(nil),        // 6: caerus.dls.v1.ListLocksResponse
+	(*AbortTransactionRequest)(nil),  // 7: caerus.dls.v1.AbortTransactionRequest
+	(*AbortTransactionResponse)(nil), // 8: caerus.dls.v1.AbortTransactionResponse
+	(*ClusterStatusRequest)(nil),     // 9: caerus.dls.v1.ClusterStatusRequest
+	(*ClusterMember)(nil),            // 10: caerus.dls.v1.ClusterMember
+	(*ClusterStatusResponse)(nil),    // 11: caerus.dls.v1.ClusterStatusResponse
+	(*ListMembersRequest)(nil),       // 12: caerus.dls.v1.ListMembersRequest
+	(*MemberInfo)(nil),               // 13: caerus.dls.v1.MemberInfo
+	(*ListMembersResponse)(nil),      // 14: caerus.dls.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),         // 15: caerus.dls.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),        // 16: caerus.dls.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),      // 17: caerus.dls.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),     // 18: caerus.dls.v1.RemoveMemberResponse
+	(*PromoteMemberRequest)(nil),     // 19: caerus.dls.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),    // 20: caerus.dls.v1.PromoteMemberResponse
+	(*SaveSnapshotRequest)(nil),      // 21: caerus.dls.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),     // 22: caerus.dls.v1.SaveSnapshotResponse
+	(*SetLockDelayRequest)(nil),      // 23: caerus.dls.v1.SetLockDelayRequest
+	(*SetLockDelayResponse)(nil),     // 24: caerus.dls.v1.SetLockDelayResponse
+	(*ListLockDelaysRequest)(nil),    // 25: caerus.dls.v1.ListLockDelaysRequest
+	(*LockDelayRule)(nil),            // 26: caerus.dls.v1.LockDelayRule
+	(*ListLockDelaysResponse)(nil),   // 27: caerus.dls.v1.ListLockDelaysResponse
+	(LockMode)(0),                    // 28: caerus.dls.v1.LockMode
+	(EndCause)(0),                    // 29: caerus.dls.v1.EndCause
+	(*SlotRun)(nil),                  // 30: caerus.dls.v1.SlotRun
+	(TransactionState)(0),            // 31: caerus.dls.v1.TransactionState
 }
 var file_caerus_dls_v1_admin_service_proto_depIdxs = []int32{
-	26, // 0: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
-	26, // 1: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
-	1,  // 2: caerus.dls.v1.KeyLocks.holders:type_name -> caerus.dls.v1.LockHolder
-	2,  // 3: caerus.dls.v1.KeyLocks.waiters:type_name -> caerus.dls.v1.LockWaiter
-	27, // 4: caerus.dls.v1.KeyLocks.delay_cause:type_name -> caerus.dls.v1.EndCause
-	3,  // 5: caerus.dls.v1.ListLocksResponse.locks:type_name -> caerus.dls.v1.KeyLocks
-	28, // 6: caerus.dls.v1.ListLocksResponse.slot_runs:type_name -> caerus.dls.v1.SlotRun
-	29, // 7: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	8,  // 8: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
-	11, // 9: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 10: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 11: caerus.dls.v1.RemoveMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	11, // 12: caerus.dls.v1.PromoteMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	24, // 13: caerus.dls.v1.ListLockDelaysResponse.rules:type_name -> caerus.dls.v1.LockDelayRule
-	0,  // 14: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
-	5,  // 15: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
-	7,  // 16: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
-	10, // 17: caerus.dls.v1.AdminService.ListMembers:input_type -> caerus.dls.v1.ListMembersRequest
-	13, // 18: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
-	15, // 19: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
-	17, // 20: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
-	19, // 21: caerus.dls.v1.AdminService.SaveSnapshot:input_type -> caerus.dls.v1.SaveSnapshotRequest
-	21, // 22: caerus.dls.v1.AdminService.SetLockDelay:input_type -> caerus.dls.v1.SetLockDelayRequest
-	23, // 23: caerus.dls.v1.AdminService.ListLockDelays:input_type -> caerus.dls.v1.ListLockDelaysRequest
-	4,  // 24: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
-	6,  // 25: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
-	9,  // 26: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
-	12, // 27: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
-	14, // 28: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
-	16, // 29: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
-	18, // 30: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
-	20, // 31: caerus.dls.v1.AdminService.SaveSnapshot:output_type -> caerus.dls.v1.SaveSnapshotResponse
-	22, // 32: caerus.dls.v1.AdminService.SetLockDelay:output_type -> caerus.dls.v1.SetLockDelayResponse
-	25, // 33: caerus.dls.v1.AdminService.ListLockDelays:output_type -> caerus.dls.v1.ListLockDelaysResponse
-	24, // [24:34] is the sub-list for method output_type
-	14, // [14:24] is the sub-list for method input_type
+	28, // 0: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
+	28, // 1: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
+	3,  // 2: caerus.dls.v1.KeyLocks.holders:type_name -> caerus.dls.v1.LockHolder
+	4,  // 3: caerus.dls.v1.KeyLocks.waiters:type_name -> caerus.dls.v1.LockWaiter
+	29, // 4: caerus.dls.v1.KeyLocks.delay_cause:type_name -> caerus.dls.v1.EndCause
+	5,  // 5: caerus.dls.v1.ListLocksResponse.locks:type_name -> caerus.dls.v1.KeyLocks
+	30, // 6: caerus.dls.v1.ListLocksResponse.slot_runs:type_name -> caerus.dls.v1.SlotRun
+	31, // 7: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	10, // 8: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
+	13, // 9: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	13, // 10: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	13, // 11: caerus.dls.v1.RemoveMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	13, // 12: caerus.dls.v1.PromoteMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	26, // 13: caerus.dls.v1.ListLockDelaysResponse.rules:type_name -> caerus.dls.v1.LockDelayRule
+	2,  // 14: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
+	7,  // 15: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
+	9,  // 16: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
+	12, // 17: caerus.dls.v1.AdminService.ListMembers:input_type -> caerus.dls.v1.ListMembersRequest
+	15, // 18: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
+	17, // 19: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
+	19, // 20: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
+	21, // 21: caerus.dls.v1.AdminService.SaveSnapshot:input_type -> caerus.dls.v1.SaveSnapshotRequest
+	23, // 22: caerus.dls.v1.AdminService.SetLockDelay:input_type -> caerus.dls.v1.SetLockDelayRequest
+	25, // 23: caerus.dls.v1.AdminService.ListLockDelays:input_type -> caerus.dls.v1.ListLockDelaysRequest
+	0,  // 24: caerus.dls.v1.AdminService.TransferLeader:input_type -> caerus.dls.v1.TransferLeaderRequest
+	6,  // 25: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
+	8,  // 26: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
+	11, // 27: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
+	14, // 28: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
+	16, // 29: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
+	18, // 30: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
+	20, // 31: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
+	22, // 32: caerus.dls.v1.AdminService.SaveSnapshot:output_type -> caerus.dls.v1.SaveSnapshotResponse
+	24, // 33: caerus.dls.v1.AdminService.SetLockDelay:output_type -> caerus.dls.v1.SetLockDelayResponse
+	27, // 34: caerus.dls.v1.AdminService.ListLockDelays:output_type -> caerus.dls.v1.ListLockDelaysResponse
+	1,  // 35: caerus.dls.v1.AdminService.TransferLeader:output_type -> caerus.dls.v1.TransferLeaderResponse
+	25, // [25:36] is the sub-list for method output_type
+	14, // [14:25] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1858,7 +1970,7 @@ func file_caerus_dls_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_admin_service_proto_rawDesc), len(file_caerus_dls_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

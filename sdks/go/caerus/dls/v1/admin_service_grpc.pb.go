@@ -35,6 +35,7 @@ const (
 	AdminService_SaveSnapshot_FullMethodName     = "/caerus.dls.v1.AdminService/SaveSnapshot"
 	AdminService_SetLockDelay_FullMethodName     = "/caerus.dls.v1.AdminService/SetLockDelay"
 	AdminService_ListLockDelays_FullMethodName   = "/caerus.dls.v1.AdminService/ListLockDelays"
+	AdminService_TransferLeader_FullMethodName   = "/caerus.dls.v1.AdminService/TransferLeader"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -83,6 +84,14 @@ type AdminServiceClient interface {
 	SetLockDelay(ctx context.Context, in *SetLockDelayRequest, opts ...grpc.CallOption) (*SetLockDelayResponse, error)
 	// The lock-delay rules, linearizably (served by the leader).
 	ListLockDelays(ctx context.Context, in *ListLockDelaysRequest, opts ...grpc.CallOption) (*ListLockDelaysResponse, error)
+	// Hands leadership to another voter (as a leader does on SIGTERM): the most caught-up
+	// voter, or `node_id`. The leader stops taking new work for the moment of the hand-off,
+	// waits until the successor holds its whole log, and makes it stand for election; calls
+	// held meanwhile are answered NOT_LEADER naming the new leader. Needs an admin key without
+	// namespace limits. FAILED_PRECONDITION (MEMBERSHIP_REFUSED) when `node_id` is no member or
+	// a learner, or no other voter exists; UNAVAILABLE when the successor is unreachable, did not
+	// catch up or did not take over in time (then this node still leads).
+	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
 }
 
 type adminServiceClient struct {
@@ -202,6 +211,16 @@ func (c *adminServiceClient) ListLockDelays(ctx context.Context, in *ListLockDel
 	return out, nil
 }
 
+func (c *adminServiceClient) TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeaderResponse)
+	err := c.cc.Invoke(ctx, AdminService_TransferLeader_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -248,6 +267,14 @@ type AdminServiceServer interface {
 	SetLockDelay(context.Context, *SetLockDelayRequest) (*SetLockDelayResponse, error)
 	// The lock-delay rules, linearizably (served by the leader).
 	ListLockDelays(context.Context, *ListLockDelaysRequest) (*ListLockDelaysResponse, error)
+	// Hands leadership to another voter (as a leader does on SIGTERM): the most caught-up
+	// voter, or `node_id`. The leader stops taking new work for the moment of the hand-off,
+	// waits until the successor holds its whole log, and makes it stand for election; calls
+	// held meanwhile are answered NOT_LEADER naming the new leader. Needs an admin key without
+	// namespace limits. FAILED_PRECONDITION (MEMBERSHIP_REFUSED) when `node_id` is no member or
+	// a learner, or no other voter exists; UNAVAILABLE when the successor is unreachable, did not
+	// catch up or did not take over in time (then this node still leads).
+	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -287,6 +314,9 @@ func (UnimplementedAdminServiceServer) SetLockDelay(context.Context, *SetLockDel
 }
 func (UnimplementedAdminServiceServer) ListLockDelays(context.Context, *ListLockDelaysRequest) (*ListLockDelaysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListLockDelays not implemented")
+}
+func (UnimplementedAdminServiceServer) TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferLeader not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -482,6 +512,24 @@ func _AdminService_ListLockDelays_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_TransferLeader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeaderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).TransferLeader(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_TransferLeader_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).TransferLeader(ctx, req.(*TransferLeaderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -524,6 +572,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListLockDelays",
 			Handler:    _AdminService_ListLockDelays_Handler,
+		},
+		{
+			MethodName: "TransferLeader",
+			Handler:    _AdminService_TransferLeader_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
