@@ -22,7 +22,7 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages
+.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -115,6 +115,9 @@ soak: release ## 10 minutes of legitimate churn beside every attack on the ports
 	$(CARGO) build --release -p caerus-bench --bin dls-soak
 	ulimit -n 65536 2>/dev/null || ulimit -n $$(ulimit -Hn); \
 	  $(TARGET_DIR)/release/dls-soak --dls-bin $(abspath $(DLS_RELEASE)) --minutes $(or $(MINUTES),10)
+
+rolling-restart: release ## Restart every node of a 3-node cluster in turn under a contending load (release build): the longest pause between grants around each stop; ROUNDS=N
+	$(MAKE) -C chaos rolling DLS_BIN=$(abspath $(DLS_RELEASE))
 
 chaos: release ## The full fault-injection suite on 3 and 5 nodes (prints its seed; SEED=N replays)
 	$(MAKE) -C chaos full DLS_BIN=$(abspath $(DLS_RELEASE))

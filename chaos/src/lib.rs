@@ -9,6 +9,7 @@
 //! - [`inject`]: injects one [`fault::Fault`].
 //! - [`client_faults`]: a client frozen or cut off while it holds or awaits a lock.
 //! - [`stall`]: the stalled client subprocess and its line protocol.
+//! - [`rolling`]: a rolling restart or upgrade under load, and the pauses it causes.
 //! - [`membership`]: faults of the cluster's life cycle (a wiped follower, membership
 //!   changes during a partition).
 //! - [`storage_faults`]: faults of a node's storage (a full disk, a torn log tail).
@@ -31,6 +32,7 @@ pub mod linearizable;
 pub mod membership;
 pub mod register;
 pub mod report;
+pub mod rolling;
 pub mod run;
 pub mod stall;
 pub mod stats;

@@ -201,7 +201,7 @@ fn tmpfs_size(dir: &Path) -> Option<&'static str> {
 }
 
 /// The locks still held after `bound` of asking (empty: none), or why the last asking failed.
-async fn still_held_after(admin: &DlsClient, bound: Duration) -> String {
+pub(crate) async fn still_held_after(admin: &DlsClient, bound: Duration) -> String {
     let deadline = Instant::now() + bound;
     loop {
         let held = match admin.list_locks("").await {

@@ -1,9 +1,10 @@
 //! `dls-chaos`: runs a real `dls` cluster behind per-node TCP proxies, lets clients contend
 //! for a few keys in both modes while faults are injected, records every operation and
-//! checks the history. Exits non-zero on any violation. `dls-chaos check-history FILE`
+//! checks the history. Exits non-zero on any violation. `dls-chaos rolling` restarts (or
+//! upgrades) every node in turn under load and reports the pauses. `dls-chaos check-history FILE`
 //! re-checks a recorded history; `stall-client` is the subprocess some faults freeze.
 
-use caerus_chaos::{run, stall};
+use caerus_chaos::{rolling, run, stall};
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
@@ -37,8 +38,17 @@ fn main() -> std::process::ExitCode {
             }
         };
     }
+    if argv.get(1).map(String::as_str) == Some("rolling") {
+        let args = rolling::RollingArgs::parse_from(argv.iter().skip(1));
+        return exit_code(rt.block_on(rolling::run(args)));
+    }
     let args = run::Args::parse();
-    match rt.block_on(run::run(args)) {
+    exit_code(rt.block_on(run::run(args)))
+}
+
+/// 0 when a run found nothing, 1 when it found violations, 2 when it could not run.
+fn exit_code(verdict: anyhow::Result<bool>) -> std::process::ExitCode {
+    match verdict {
         Ok(true) => std::process::ExitCode::SUCCESS,
         Ok(false) => std::process::ExitCode::from(1),
         Err(e) => {
