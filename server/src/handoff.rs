@@ -152,8 +152,12 @@ pub async fn hand_off(node: &Node, wanted: Option<NodeId>, within: Duration) -> 
     if to == me {
         return Ok(me);
     }
+    let _gate = node.close_gate().await;
+    if node.require_leader().is_err() {
+        // Another hand-off (or an election) came first.
+        return Err(HandoffError::NotLeader);
+    }
     tracing::info!(node = me, successor = to, "handing leadership over");
-    let _gate = node.close_gate();
 
     // A leader grants a vote only once the lease of its own election has passed.
     if let Some(lease_over) = node.own_lease_over() {

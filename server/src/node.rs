@@ -136,6 +136,8 @@ pub struct Node {
     /// True while this leader hands leadership over (`handoff`): new proposals, lease
     /// renewals and linearizable reads wait at the gate until it is over.
     handing_off: watch::Sender<bool>,
+    /// One hand-off at a time (a SIGTERM during `transfer-leader` waits for it).
+    handoff_turn: Mutex<()>,
     /// When this node last started serving as leader: its own vote was refreshed then, and
     /// it grants another candidate's vote only a leader lease later.
     led_since: std::sync::Mutex<Option<Instant>>,
@@ -144,11 +146,14 @@ pub struct Node {
 }
 
 /// The hand-off gate while it is closed (see [`Node::close_gate`]); open again on drop.
-pub struct ClosedGate<'a>(&'a watch::Sender<bool>);
+pub struct ClosedGate<'a> {
+    gate: &'a watch::Sender<bool>,
+    _turn: tokio::sync::MutexGuard<'a, ()>,
+}
 
 impl Drop for ClosedGate<'_> {
     fn drop(&mut self) {
-        self.0.send_replace(false);
+        self.gate.send_replace(false);
     }
 }
 
@@ -350,6 +355,7 @@ impl Node {
             peer_auth,
             peer_transport,
             handing_off: watch::channel(false).0,
+            handoff_turn: Mutex::new(()),
             led_since: std::sync::Mutex::new(None),
             leader_lease: Duration::from_millis(cfg.election_timeout_ms * 2),
         });
@@ -576,10 +582,12 @@ impl Node {
         EngineError::NotLeader { leader: self.next_leader(self.id, None).await }
     }
 
-    /// Closes the hand-off gate until the returned guard is dropped (see `handoff`).
-    pub(crate) fn close_gate(&self) -> ClosedGate<'_> {
+    /// Closes the hand-off gate until the returned guard is dropped (see `handoff`), once
+    /// any other hand-off is over.
+    pub(crate) async fn close_gate(&self) -> ClosedGate<'_> {
+        let turn = self.handoff_turn.lock().await;
         self.handing_off.send_replace(true);
-        ClosedGate(&self.handing_off)
+        ClosedGate { gate: &self.handing_off, _turn: turn }
     }
 
     /// Waits while a hand-off is under way; then NOT_LEADER naming the new leader if it
