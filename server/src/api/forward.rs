@@ -257,7 +257,9 @@ impl Hop {
                 tokio::select! {
                     () = stopping(&mut stop) => {
                         tracing::debug!(leader, method, "this node stops; sending a relayed stream's client to the leader");
-                        yield Err(ApiError::NotLeader { leader: node.leader().filter(|(id, _)| *id != node.id()) }.into());
+                        // Waits for a leader if none is known this moment (an election under
+                        // way): a client told where to go does not have to ask around.
+                        yield Err(ApiError::NotLeader { leader: node.next_leader(node.id(), None).await }.into());
                         return;
                     }
                     item = upstream.next() => match item {

@@ -138,7 +138,15 @@ async fn transfer_leader_refuses_a_learner_a_stranger_and_a_namespace_limited_ad
 
 #[tokio::test]
 async fn a_wait_on_a_stopping_follower_is_sent_to_the_leader_and_re_attaches_with_its_request_id() {
-    let mut cluster = Cluster::start(3).await;
+    // Slow elections: the leader named must be the one the test knows, and a loaded test
+    // host must not make the nodes elect another meanwhile.
+    let spec = Spec {
+        nodes: 3,
+        fast_elections: false,
+        extra: ["--heartbeat-ms", "100", "--election-timeout-ms", "1000"].map(String::from).into(),
+        ..Spec::default()
+    };
+    let mut cluster = Cluster::start_spec(spec).await;
     let client = patient_client(cluster.endpoints()).await;
     let leader = cluster.wait_for_leader(PATIENCE).await;
     let follower = cluster.ids().into_iter().find(|&id| id != leader).unwrap();
@@ -161,7 +169,8 @@ async fn a_wait_on_a_stopping_follower_is_sent_to_the_leader_and_re_attaches_wit
     let ended = stream.message().await.expect_err("the stream ends with a status");
     assert_eq!(ended.code(), Code::Unavailable, "{ended:?}");
     assert_eq!(ended.metadata().get("x-dls-error").unwrap(), "NOT_LEADER", "{ended:?}");
-    let named = ended.metadata().get("x-dls-leader-addr").expect("the leader is named").to_str().unwrap();
+    let named = ended.metadata().get("x-dls-leader-addr").unwrap_or_else(|| panic!("no leader named: {ended:?}"));
+    let named = named.to_str().unwrap();
     assert_eq!(named, cluster.addr(leader));
     let status = cluster.wait_for_exit(follower, PATIENCE).await;
     assert!(status.success(), "node {follower} exited with {status}");
