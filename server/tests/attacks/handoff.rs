@@ -169,7 +169,10 @@ async fn a_wait_on_a_stopping_follower_is_sent_to_the_leader_and_re_attaches_wit
     let ended = stream.message().await.expect_err("the stream ends with a status");
     assert_eq!(ended.code(), Code::Unavailable, "{ended:?}");
     assert_eq!(ended.metadata().get("x-dls-error").unwrap(), "NOT_LEADER", "{ended:?}");
-    let named = ended.metadata().get("x-dls-leader-addr").unwrap_or_else(|| panic!("no leader named: {ended:?}"));
+    let Some(named) = ended.metadata().get("x-dls-leader-addr") else {
+        cluster.dump_logs();
+        panic!("no leader named: {ended:?}");
+    };
     let named = named.to_str().unwrap();
     assert_eq!(named, cluster.addr(leader));
     let status = cluster.wait_for_exit(follower, PATIENCE).await;
