@@ -264,6 +264,15 @@ pub struct MemberInfo {
     pub feature_level: Option<u32>,
 }
 
+/// The leader after a hand-off ([`DlsClient::transfer_leader`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewLeader {
+    /// Its node id.
+    pub node_id: u64,
+    /// Where clients reach it (host:port).
+    pub addr: String,
+}
+
 /// The cluster's membership as the leader sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Membership {
@@ -403,6 +412,22 @@ impl DlsClient {
             )
             .await?;
         Ok(member_infos(routed.value.members))
+    }
+
+    /// Hands leadership to voter `node_id` (None: the most caught-up voter), as a leader
+    /// does when it is stopped: the leader lets it catch up and makes it stand for election.
+    /// Asking for the node that already leads changes nothing. Refused (FAILED_PRECONDITION)
+    /// for a learner or a node that is no member; UNAVAILABLE when the node cannot take over
+    /// now (the old leader then still leads).
+    pub async fn transfer_leader(&self, node_id: Option<u64>) -> Result<NewLeader> {
+        let request = pb::TransferLeaderRequest { node_id: node_id.unwrap_or(0) };
+        let router = self.router();
+        let routed = router
+            .admin_unary("TransferLeader", Route::Leader, request, router.default_options(), |mut c, r| async move {
+                c.transfer_leader(r).await
+            })
+            .await?;
+        Ok(NewLeader { node_id: routed.value.leader_id, addr: routed.value.leader_addr })
     }
 
     /// Makes learner `node_id` a voter once it has caught up (waiting up to

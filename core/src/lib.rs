@@ -65,7 +65,7 @@ mod withdraw;
 
 pub use admin::{
     AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyDelay, KeyLocks, LockDelayRule, LockHolder,
-    LockWaiter, MemberInfo, Membership, SnapshotPieces,
+    LockWaiter, MemberInfo, Membership, NewLeader, SnapshotPieces,
 };
 pub use api_keys::{ApiKeyInfo, ApiKeyLimits, ApiKeySecret, NewApiKey};
 pub use client::DlsClient;

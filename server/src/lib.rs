@@ -6,7 +6,8 @@
 //! - `limits`: the bounds on what clients can make a node hold, checked before proposing;
 //!   `conn`: the bounds on what anyone who reaches a port can hold before authenticating.
 //! - `node`: wires raft, storage and timers into one node; `members`: online membership
-//!   changes on it.
+//!   changes on it; `handoff`: a leader hands leadership to a caught-up voter (on SIGTERM,
+//!   or `dls members transfer-leader`).
 //! - `engine/`: the one way into a node's lock table for clients (begin, acquire, release,
 //!   end, status, heartbeats, events, operator calls), with its own error type.
 //! - `api/`: gRPC services (the edge: authentication, validation, translation to the
@@ -24,6 +25,7 @@ pub mod config_file;
 pub mod conn;
 pub mod engine;
 pub mod exposition;
+pub mod handoff;
 pub mod http;
 pub mod key_watch;
 pub mod lease;

@@ -140,6 +140,28 @@ pub struct Node {
     peer_transport: Arc<PeerTransport>,
     /// The members' versions and feature levels, and the gate on new features.
     versions: Arc<Versions>,
+    /// True while this leader hands leadership over (`handoff`): new proposals, lease
+    /// renewals and linearizable reads wait at the gate until it is over.
+    handing_off: watch::Sender<bool>,
+    /// One hand-off at a time (a SIGTERM during `transfer-leader` waits for it).
+    handoff_turn: Mutex<()>,
+    /// When this node last started serving as leader: its own vote was refreshed then, and
+    /// it grants another candidate's vote only a leader lease later.
+    led_since: std::sync::Mutex<Option<Instant>>,
+    /// The leader lease of openraft (its maximum election timeout).
+    leader_lease: Duration,
+}
+
+/// The hand-off gate while it is closed (see [`Node::close_gate`]); open again on drop.
+pub struct ClosedGate<'a> {
+    gate: &'a watch::Sender<bool>,
+    _turn: tokio::sync::MutexGuard<'a, ()>,
+}
+
+impl Drop for ClosedGate<'_> {
+    fn drop(&mut self) {
+        self.gate.send_replace(false);
+    }
 }
 
 /// A node with an empty log: it asks its peers before it bootstraps or joins.
@@ -353,6 +375,10 @@ impl Node {
             peer_auth,
             peer_transport,
             versions: Versions::new(cfg.feature_level, data_level),
+            handing_off: watch::channel(false).0,
+            handoff_turn: Mutex::new(()),
+            led_since: std::sync::Mutex::new(None),
+            leader_lease: Duration::from_millis(cfg.election_timeout_ms * 2),
         });
         node.spawn_roster_watch();
         node.spawn_leadership_watch(leader_tx);
@@ -576,6 +602,49 @@ impl Node {
         EngineError::NotLeader { leader: self.leader() }
     }
 
+    /// NOT_LEADER for a call or stream this node served as leader until it lost leadership:
+    /// naming the next leader once known (a hand-off names it within milliseconds), so the
+    /// client goes there at once instead of asking around.
+    pub async fn deposed(&self) -> EngineError {
+        EngineError::NotLeader { leader: self.next_leader(self.id, None).await }
+    }
+
+    /// Closes the hand-off gate until the returned guard is dropped (see `handoff`), once
+    /// any other hand-off is over.
+    pub(crate) async fn close_gate(&self) -> ClosedGate<'_> {
+        let turn = self.handoff_turn.lock().await;
+        self.handing_off.send_replace(true);
+        ClosedGate { gate: &self.handing_off, _turn: turn }
+    }
+
+    /// Waits while a hand-off is under way; then NOT_LEADER naming the new leader if it
+    /// took over, or nothing if this node still leads. Every write, lease renewal and
+    /// linearizable read passes here: none may happen on this leader once its successor
+    /// may have been elected (see `handoff`).
+    async fn past_handoff(&self) -> Result<(), EngineError> {
+        let mut gate = self.handing_off.subscribe();
+        if !*gate.borrow_and_update() {
+            return Ok(());
+        }
+        let _ = gate.wait_for(|closed| !closed).await;
+        if *self.is_leader.borrow() && self.raft.metrics().borrow().state == ServerState::Leader {
+            Ok(())
+        } else {
+            Err(self.deposed().await)
+        }
+    }
+
+    /// When the leader lease of this node's own election is over (see `handoff`); `None`
+    /// when it does not serve as leader.
+    pub(crate) fn own_lease_over(&self) -> Option<Instant> {
+        let since = (*self.led_since.lock().expect("led_since lock"))?;
+        Some(since + self.leader_lease + TIMER_TICK)
+    }
+
+    pub(crate) fn quorum_clock(&self) -> &QuorumClock {
+        &self.quorum_clock
+    }
+
     /// The highest log index known committed.
     pub fn committed_index(&self) -> u64 {
         self.committed.load(std::sync::atomic::Ordering::Relaxed)
@@ -612,6 +681,7 @@ impl Node {
     /// bound or its share.
     pub(crate) async fn propose_for_client(&self, who: &Principal, cmd: Command) -> Result<Outcome, EngineError> {
         self.check_feature_level(&cmd).await?;
+        self.past_handoff().await?;
         let outcome = self.proposer.propose_as(Origin::Release, cmd, None, Timing::Now, &Tenant::of(who)).await;
         outcome.map_err(|e| self.write_error(e))
     }
@@ -637,6 +707,7 @@ impl Node {
         tenant: &Tenant,
     ) -> Result<Outcome, EngineError> {
         self.check_feature_level(&cmd).await?;
+        self.past_handoff().await?;
         self.proposer.propose(cmd, hold, timing, tenant).await.map_err(|e| self.write_error(e))
     }
 
@@ -718,6 +789,7 @@ impl Node {
     /// concurrent callers share one round. Heartbeats are acknowledged only after this,
     /// so a partitioned old leader cannot keep leases alive.
     pub(crate) async fn confirm_leadership(&self) -> Result<(), EngineError> {
+        self.past_handoff().await?;
         if self.quorum_acked().is_some_and(|t| t.elapsed() < self.quorum_ack_window) {
             return Ok(());
         }
@@ -734,6 +806,7 @@ impl Node {
     /// Waits until this node's table reflects every write committed before the call
     /// (raft read-index), so reads are never stale.
     pub(crate) async fn linearizable_read(&self) -> Result<(), EngineError> {
+        self.past_handoff().await?;
         let check = tokio::time::timeout(Duration::from_secs(2), self.raft.ensure_linearizable()).await;
         match check {
             Ok(Ok(_)) => Ok(()),
@@ -791,6 +864,7 @@ impl Node {
                         *node.confirmed.lock().await = None;
                         tracing::info!(term, node = node.id, "became leader; leases restarted at full length");
                         led_term = Some(term);
+                        *node.led_since.lock().expect("led_since lock") = Some(Instant::now());
                         node.serving_term.store(term, Ordering::Release);
                         leader_tx.send_replace(true);
                     }

@@ -1,5 +1,12 @@
 //! `dls serve`: start a node and serve its three ports (clients, peers, HTTP) and webhooks
 //! until SIGINT/SIGTERM; SIGHUP reloads keys and certificates.
+//!
+//! A stop is graceful, in this order, so that clients move to another node at once rather
+//! than after a call timeout: a leader first hands leadership to a caught-up voter
+//! (`handoff`); then the client and peer ports stop accepting (new connections are refused)
+//! and send GOAWAY; calls in flight are answered, and streams waiting here (forwarded lock
+//! waits and watches) end with NOT_LEADER naming the leader, which the clients re-attach
+//! to with the same request id; then raft stops.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -30,6 +37,7 @@ use crate::api::raft_service::RaftApi;
 use crate::config::ServeArgs;
 use crate::conn::{self, fd_limit, ConnectionArgs, PortGuard, RequestDeadline};
 use crate::engine::Engine;
+use crate::handoff;
 use crate::http;
 use crate::node::{Node, PeerSettings};
 use crate::raft::network::MAX_RAFT_MESSAGE;
@@ -48,9 +56,10 @@ const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 const MAX_PENDING_RESETS: usize = 256;
 /// Open scrapes get this long to finish at shutdown.
 const HTTP_DRAIN: Duration = Duration::from_secs(5);
-/// Calls in flight get this long to finish at shutdown. Some streams never end on their
-/// own (a waiting AcquireLock, an event watch): past this they are cut, and their clients
-/// re-attach to another node.
+/// Calls in flight get this long to finish at shutdown. Waiting streams are ended at the
+/// start of it (NOT_LEADER naming the leader); a stream this node serves as the leader (a
+/// single node, or a leader whose hand-off failed) is cut past it, and its client
+/// re-attaches to another node.
 const GRPC_DRAIN: Duration = Duration::from_secs(3);
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -98,10 +107,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     node.metrics().watch_ports(ports.opened(listen.peer.is_some()));
 
     let (stop_tx, stop) = watch::channel(false);
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        let _ = stop_tx.send(true);
-    });
+    {
+        let node = node.clone();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            hand_off_before_stopping(&node).await;
+            let _ = stop_tx.send(true);
+        });
+    }
     let engine = Engine::new(node.clone());
     let dispatcher = Dispatcher::start(engine.clone(), hooks);
 
@@ -113,7 +126,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         Arc::new(LockApi { engine: engine.clone(), keys: keys.clone(), policies: Arc::new(args.victim_policies()) });
     let admin_api = Arc::new(AdminApi { engine: engine.clone(), keys: keys.clone() });
     // The client port: served here by the leader, passed on to it by followers (`api::forward`).
-    let forwarder = Forwarder::new(node.clone(), keys.clone());
+    let forwarder = Forwarder::new(node.clone(), keys.clone(), stop.clone());
     let client_locks = ForwardingLocks { local: lock_api.clone(), forwarder: forwarder.clone() };
     let client_admin = ForwardingAdmin { local: admin_api.clone(), forwarder: forwarder.clone() };
     // The HTTP API runs the very same services as the client port, forwarding included.
@@ -321,11 +334,12 @@ fn serve_grpc(
     match tls {
         None => {
             let plain = |tcp: TcpStream| async move { Ok(tcp) };
-            let incoming = conn::incoming(listener, guard, Protocol::Grpc, plain);
+            let incoming = conn::incoming_until(listener, guard, Protocol::Grpc, plain, stopped(stop.clone()));
             Box::pin(async move { router.serve_with_incoming_shutdown(incoming, stopped(stop)).await.map_err(failed) })
         }
         Some(tls) => {
-            let incoming = conn::incoming(listener, guard, Protocol::Grpc, crate::tls::upgrade(tls));
+            let upgrade = crate::tls::upgrade(tls);
+            let incoming = conn::incoming_until(listener, guard, Protocol::Grpc, upgrade, stopped(stop.clone()));
             Box::pin(async move { router.serve_with_incoming_shutdown(incoming, stopped(stop)).await.map_err(failed) })
         }
     }
@@ -381,6 +395,21 @@ fn spawn_reloads(keys: Arc<KeyRing>, security: &Security, node: Arc<Node>) {
 /// Resolves once shutdown was asked for; every server waits on its own copy.
 async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
+}
+
+/// A leader that is asked to stop hands leadership over first (bounded by
+/// `HAND_OFF_WITHIN`); it stops whether or not that worked.
+async fn hand_off_before_stopping(node: &Node) {
+    if node.require_leader().is_err() {
+        return;
+    }
+    tracing::info!("stop signal: handing leadership over before stopping");
+    match handoff::hand_off(node, None, handoff::HAND_OFF_WITHIN).await {
+        Ok(leader) => tracing::info!(leader, "leadership handed over; stopping"),
+        // A lone voter has nobody to hand over to: not worth a warning.
+        Err(handoff::HandoffError::NoOtherVoter(_)) => {}
+        Err(e) => tracing::warn!("leadership not handed over, stopping anyway (the others elect a leader): {e}"),
+    }
 }
 
 async fn shutdown_signal() {

@@ -253,6 +253,16 @@ impl AdminApi {
         Ok(pb::RemoveMemberResponse { members: self.member_infos(&members) })
     }
 
+    async fn transfer_leader(&self, req: Request<pb::TransferLeaderRequest>) -> ApiResult<pb::TransferLeaderResponse> {
+        self.cluster_admin(&req)?;
+        let to = match req.into_inner().node_id {
+            0 => None,
+            id => Some(id),
+        };
+        let (leader_id, leader_addr) = self.engine.transfer_leader(to).await?;
+        Ok(pb::TransferLeaderResponse { leader_id, leader_addr })
+    }
+
     async fn promote_member(&self, req: Request<pb::PromoteMemberRequest>) -> ApiResult<pb::PromoteMemberResponse> {
         self.cluster_admin(&req)?;
         let r = req.into_inner();
@@ -378,6 +388,13 @@ impl AdminService for AdminApi {
         req: Request<pb::PromoteMemberRequest>,
     ) -> Result<Response<pb::PromoteMemberResponse>, Status> {
         Ok(Response::new(AdminApi::promote_member(self, req).await?))
+    }
+
+    async fn transfer_leader(
+        &self,
+        req: Request<pb::TransferLeaderRequest>,
+    ) -> Result<Response<pb::TransferLeaderResponse>, Status> {
+        Ok(Response::new(AdminApi::transfer_leader(self, req).await?))
     }
 
     type SaveSnapshotStream = SnapshotStream;

@@ -65,6 +65,7 @@ use caerus_proto::v1::admin_service_server::AdminService;
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::lock_service_server::LockService;
 use futures::{Stream, StreamExt};
+use tokio::sync::watch;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
@@ -95,11 +96,14 @@ pub struct Forwarder {
     node: Arc<Node>,
     /// This node's API keys: whose share of the forwarded calls a call takes.
     keys: Arc<KeyRing>,
+    /// Turns true when this node is asked to stop: relayed streams end then (see
+    /// [`Hop::stream`]).
+    stop: watch::Receiver<bool>,
 }
 
 impl Forwarder {
-    pub fn new(node: Arc<Node>, keys: Arc<KeyRing>) -> Arc<Forwarder> {
-        Arc::new(Forwarder { node, keys })
+    pub fn new(node: Arc<Node>, keys: Arc<KeyRing>, stop: watch::Receiver<bool>) -> Arc<Forwarder> {
+        Arc::new(Forwarder { node, keys, stop })
     }
 
     /// `None`: serve the call here (this node leads, or knows no leader to send it to:
@@ -133,6 +137,7 @@ impl Forwarder {
             upstream: InterceptedService::new(channel, self.node.peer_transport().stamp()),
             answer_by,
             slot,
+            stop: self.stop.clone(),
         }))
     }
 }
@@ -149,6 +154,7 @@ struct Hop {
     /// calls without one, such as waiting streams).
     answer_by: Option<Instant>,
     slot: ForwardSlot,
+    stop: watch::Receiver<bool>,
 }
 
 impl Hop {
@@ -232,14 +238,16 @@ impl Hop {
 
     /// Opens the stream on the leader and relays it; the place is held until the relayed
     /// stream is dropped, which drops the leader's stream too. The stream ends with
-    /// NOT_LEADER once this node stops taking the leader for the leader.
+    /// NOT_LEADER once this node stops taking the leader for the leader, and when this node
+    /// stops: naming the leader, so the client re-attaches there at once (same request id)
+    /// instead of holding a stream on a node that is going away.
     async fn stream<Item: Send + 'static>(
         self,
         call: impl Future<Output = Result<Response<Streaming<Item>>, Status>>,
     ) -> Result<Response<BoxStream<Item>>, Status> {
         let answer = self.while_leader_answers(call).await;
         let (md, upstream, extensions) = self.answer(answer)?.into_parts();
-        let Hop { node, leader, method, slot, .. } = self;
+        let Hop { node, leader, method, slot, mut stop, .. } = self;
         let relayed = async_stream::stream! {
             let _open = slot;
             let mut upstream = upstream;
@@ -247,6 +255,13 @@ impl Hop {
             tokio::pin!(gone);
             loop {
                 tokio::select! {
+                    () = stopping(&mut stop) => {
+                        tracing::debug!(leader, method, "this node stops; sending a relayed stream's client to the leader");
+                        // Waits for a leader if none is known this moment (an election under
+                        // way): a client told where to go does not have to ask around.
+                        yield Err(ApiError::NotLeader { leader: node.next_leader(node.id(), None).await }.into());
+                        return;
+                    }
                     item = upstream.next() => match item {
                         Some(Ok(message)) => yield Ok(message),
                         Some(Err(status)) => {
@@ -264,6 +279,11 @@ impl Hop {
         };
         Ok(Response::from_parts(md, Box::pin(relayed) as BoxStream<Item>, extensions))
     }
+}
+
+/// Resolves once this node is asked to stop.
+async fn stopping(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
 }
 
 /// The answer of a call or stream whose leader went silent or was replaced while it was
@@ -533,6 +553,22 @@ impl AdminService for ForwardingAdmin {
         req: Request<pb::PromoteMemberRequest>,
     ) -> Result<Response<pb::PromoteMemberResponse>, Status> {
         route!(self, req, AdminService, admin, promote_member, unary)
+    }
+
+    async fn transfer_leader(
+        &self,
+        req: Request<pb::TransferLeaderRequest>,
+    ) -> Result<Response<pb::TransferLeaderResponse>, Status> {
+        // Not ended when the leader changes, as other calls are: the change is this call's
+        // success, and a client told NOT_LEADER would ask the new leader to hand over again.
+        match self.forwarder.hop("transfer_leader", &req)? {
+            None => AdminService::transfer_leader(&*self.local, req).await,
+            Some(hop) => {
+                let out = hop.outgoing(req);
+                let answer = hop.admin().transfer_leader(out).await;
+                hop.answer(answer)
+            }
+        }
     }
 
     type SaveSnapshotStream = BoxStream<pb::SaveSnapshotResponse>;

@@ -4,7 +4,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use caerus_proto::raft::raft_service_server::RaftService;
-use caerus_proto::raft::RaftPayload;
+use caerus_proto::raft::{RaftPayload, TakeLeadershipRequest, TakeLeadershipResponse};
 use futures::Stream;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -105,5 +105,20 @@ impl RaftService for RaftApi {
     async fn install_snapshot(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         admitted(&self.node)?;
         encode(self.node.raft().install_snapshot(decode(req)?).await)
+    }
+
+    /// The leader hands leadership to this node (see `handoff`). The gate admitted a member;
+    /// only the leader this node follows may ask.
+    async fn take_leadership(
+        &self,
+        req: Request<TakeLeadershipRequest>,
+    ) -> Result<Response<TakeLeadershipResponse>, Status> {
+        admitted(&self.node)?;
+        let from = self.node.peer_auth().check_credentials(&req)?;
+        let r = req.into_inner();
+        crate::handoff::take_over(&self.node, from, r.term, r.last_log_index)
+            .await
+            .map_err(Status::failed_precondition)?;
+        Ok(Response::new(TakeLeadershipResponse {}))
     }
 }

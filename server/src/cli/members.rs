@@ -1,4 +1,5 @@
-//! `dls members list|add|remove|promote`: see and change who is in the cluster, online.
+//! `dls members list|add|remove|promote|transfer-leader`: see and change who is in the cluster,
+//! and who leads it, online.
 
 use std::time::Duration;
 
@@ -29,6 +30,13 @@ Example:\n  dls members remove 3")]
     Remove(RemoveArgs),
     /// Make a learner a voter once it has caught up.
     Promote(PromoteArgs),
+    /// Hand leadership to another voter (the most caught-up one, or N), as a leader does on SIGTERM.
+    #[command(after_help = "The leader holds new work for the moment of the hand-off (a few milliseconds), waits \
+until the successor holds its whole log, and makes it stand for election; clients are told where the new leader is. \
+Refused for a learner or a node that is no member; if the successor cannot take over now, the old leader goes on \
+leading. Needs an admin key without namespace limits on a server with an API keys file.\n\n\
+Examples:\n  dls members transfer-leader      # the most caught-up voter\n  dls members transfer-leader 2")]
+    TransferLeader(TransferArgs),
 }
 
 #[derive(Args, Debug)]
@@ -84,6 +92,17 @@ pub struct PromoteArgs {
     pub cluster: ClusterArgs,
 }
 
+#[derive(Args, Debug)]
+pub struct TransferArgs {
+    /// The voter to hand leadership to (default: the most caught-up voter).
+    pub id: Option<u64>,
+    /// Print JSON instead of a line.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
 pub async fn run(command: MembersCommand) -> Result<(), CliError> {
     let (members, json) = match command {
         MembersCommand::List(a) => {
@@ -119,6 +138,13 @@ pub async fn run(command: MembersCommand) -> Result<(), CliError> {
             (client.add_member(a.id, &member.addr, &member.peer_addr, options).await?, a.json)
         }
         MembersCommand::Remove(a) => (a.cluster.client().await?.remove_member(a.id).await?, a.json),
+        MembersCommand::TransferLeader(a) => {
+            let leader = a.cluster.client().await?.transfer_leader(a.id).await?;
+            if a.json {
+                return print_json(&json!({ "leader_id": leader.node_id, "leader_addr": leader.addr }));
+            }
+            return print_line(&format!("node {} at {} leads now", leader.node_id, leader.addr));
+        }
         MembersCommand::Promote(a) => {
             (a.cluster.client().await?.promote_member(a.id, Some(a.catch_up_timeout)).await?, a.json)
         }

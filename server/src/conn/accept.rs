@@ -1,7 +1,10 @@
 //! The accept loop of every port: it takes a connection only when the port and its source
 //! address have room, runs the handshake off the loop under its deadlines, and hands the
 //! servers finished connections. It never ends on an error, only when its reader is gone
-//! (the server stopped), so no failure of `accept` can quietly stop a node.
+//! (the server stopped) or the node stops, so no failure of `accept` can quietly stop a node.
+//! A stopping node closes its listener at once ([`incoming_until`]): a client that reconnects
+//! after the GOAWAY is refused and tries another node, instead of waiting on a connection
+//! the kernel took and nobody will serve.
 
 use std::future::Future;
 use std::io;
@@ -54,10 +57,28 @@ where
     IO: AsyncRead + Unpin + Send + 'static,
     U: Upgrade<IO>,
 {
+    incoming_until(listener, guard, protocol, upgrade, std::future::pending())
+}
+
+/// [`incoming`] until `closing` resolves: then the listener is closed (new connections are
+/// refused by the kernel) and connections still in their handshake are dropped.
+pub fn incoming_until<IO, U>(
+    listener: TcpListener,
+    guard: Arc<PortGuard>,
+    protocol: Protocol,
+    upgrade: U,
+    closing: impl Future<Output = ()> + Send + 'static,
+) -> impl Stream<Item = io::Result<Conn<IO>>>
+where
+    IO: AsyncRead + Unpin + Send + 'static,
+    U: Upgrade<IO>,
+{
     let (tx, rx) = mpsc::channel(64);
     let upgrade = Arc::new(upgrade);
+    let (closed_tx, closed) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         let warn = Warnings::default();
+        tokio::pin!(closing);
         loop {
             let (tcp, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
@@ -75,6 +96,10 @@ where
                     }
                 },
                 _ = tx.closed() => return,
+                () = &mut closing => {
+                    closed_tx.send_replace(true);
+                    return;
+                }
             };
             let slot = match guard.admit(peer.ip()) {
                 Ok(slot) => slot,
@@ -86,7 +111,7 @@ where
             // Nagle off: with it, a response's last HTTP/2 frame waits for the client's
             // delayed ACK (~40 ms per call).
             let _ = tcp.set_nodelay(true);
-            let (guard, upgrade, tx) = (guard.clone(), upgrade.clone(), tx.clone());
+            let (guard, upgrade, tx, closed) = (guard.clone(), upgrade.clone(), tx.clone(), closed.clone());
             tokio::spawn(async move {
                 let deadline = tokio::time::Instant::now() + guard.bounds.handshake_timeout;
                 let shaken = match tokio::time::timeout_at(deadline, guard.handshake_turn(&slot)).await {
@@ -94,6 +119,8 @@ where
                     Err(_) => Err(Refusal::HandshakeTimeout),
                 };
                 match shaken {
+                    // A server that stopped accepting would never serve it.
+                    Ok(_) if *closed.borrow() => {}
                     Ok(((io, opening), _turn)) => {
                         let _ = tx.send(Ok(Conn::new(io, peer, opening, slot))).await;
                     }

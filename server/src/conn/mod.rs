@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-pub use self::accept::incoming;
+pub use self::accept::{incoming, incoming_until};
 pub use self::admit::{PortGuard, PortStats};
 pub use self::deadline::RequestDeadline;
 pub use self::stream::Conn;

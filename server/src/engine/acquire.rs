@@ -375,7 +375,7 @@ impl Acquisition {
                     }
                 };
                 if deposed {
-                    Err(node.not_leader())?;
+                    Err(node.deposed().await)?;
                 }
                 // Every move so far is covered by the read below.
                 changes.queue.borrow_and_update();
@@ -435,10 +435,11 @@ async fn until_the_end(node: &Arc<Node>, txn: TxnId, locks: &[LockKey]) -> Engin
                     changes = node.signals().subscribe(txn);
                 }
             }
-            _ = leadership.wait_for(|leading| !leading) => return Err(node.not_leader()),
+            _ = leadership.wait_for(|leading| !leading) => break,
             _ = tokio::time::sleep(HOLD_SAFETY_NET) => {}
         }
     }
+    Err(node.deposed().await)
 }
 
 fn holding(node: &Node, txn: TxnId, locks: &[LockKey]) -> Holding {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use openraft::ServerState;
 
 use super::{Engine, EngineError, EngineResult, Principal};
+use crate::handoff;
 use crate::limits::Limit;
 use crate::members::{MemberView, Membership, MembershipError};
 use crate::metrics::Gauges;
@@ -139,6 +140,16 @@ impl Engine {
             Ok(m) => m.members,
             Err(_) => self.committed_members(),
         })
+    }
+
+    /// Hands leadership to `to` (or the most caught-up voter) and returns the new leader
+    /// and its client address (see `handoff`).
+    pub async fn transfer_leader(&self, to: Option<NodeId>) -> EngineResult<(NodeId, String)> {
+        self.node.require_leader()?;
+        let leader =
+            handoff::hand_off(&self.node, to, handoff::HAND_OFF_WITHIN).await.map_err(|e| e.into_engine(&self.node))?;
+        let addr = self.node.raft_metrics().membership_config.membership().get_node(&leader).map(|m| m.addr.clone());
+        Ok((leader, addr.unwrap_or_default()))
     }
 
     /// The membership this node holds, without replication progress (it no longer leads).

@@ -119,7 +119,7 @@ impl Engine {
                     _ = leadership.wait_for(|leading| !leading) => true,
                 };
                 if deposed {
-                    Err(node.not_leader())?;
+                    Err(node.deposed().await)?;
                 }
             }
         };

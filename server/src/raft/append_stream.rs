@@ -136,6 +136,13 @@ mod tests {
         async fn install_snapshot(&self, _: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
             Err(Status::unimplemented("not in this test"))
         }
+
+        async fn take_leadership(
+            &self,
+            _: Request<caerus_proto::raft::TakeLeadershipRequest>,
+        ) -> Result<Response<caerus_proto::raft::TakeLeadershipResponse>, Status> {
+            Err(Status::unimplemented("not in this test"))
+        }
     }
 
     async fn client_of() -> PeerRpc {

@@ -146,7 +146,7 @@ impl PeerTransport {
 
     /// A raft client of node `target` at `addr`; its calls name `target`, which refuses
     /// them if it is another node.
-    fn client(&self, target: NodeId, addr: &str) -> Result<PeerRpc, Unreachable> {
+    pub(crate) fn client(&self, target: NodeId, addr: &str) -> Result<PeerRpc, Unreachable> {
         let channel = self.channel(Lane::Raft, target, addr)?;
         Ok(RaftServiceClient::with_interceptor(channel, Stamp::to(self.auth.clone(), target))
             .max_decoding_message_size(MAX_RAFT_MESSAGE)

@@ -42,6 +42,13 @@ impl QuorumClock {
         }
     }
 
+    /// When `target` last acknowledged an AppendEntries of leader `vote` (sent at that
+    /// instant); `None` if it never did in this term.
+    pub fn acked(&self, target: NodeId, vote: &Vote) -> Option<Instant> {
+        let acks = self.acks.lock().expect("quorum clock lock");
+        acks.get(&target).filter(|(v, _)| v == vote).map(|(_, at)| *at)
+    }
+
     /// The latest instant at or after which a majority of every configuration in `configs`
     /// (two while the membership changes) acknowledged `vote`; `me` counts as
     /// acknowledging at `now`. `None` while some configuration has no such majority.

@@ -9,6 +9,7 @@ mod common;
 mod calls;
 mod clock;
 mod cluster_keys;
+mod handoff;
 mod keys;
 mod ports;
 mod shares;

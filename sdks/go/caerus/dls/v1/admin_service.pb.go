@@ -633,6 +633,107 @@ func (x *RotateApiKeyResponse) GetInfo() *ApiKeyInfo {
 	return nil
 }
 
+// Which voter takes over.
+type TransferLeaderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The voter to hand leadership to (0 = the most caught-up voter).
+	NodeId        uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeaderRequest) Reset() {
+	*x = TransferLeaderRequest{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeaderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeaderRequest) ProtoMessage() {}
+
+func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TransferLeaderRequest) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+// The result of TransferLeader.
+type TransferLeaderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node that leads now.
+	LeaderId uint64 `protobuf:"varint,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// Its client address.
+	LeaderAddr    string `protobuf:"bytes,2,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeaderResponse) Reset() {
+	*x = TransferLeaderResponse{}
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeaderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeaderResponse) ProtoMessage() {}
+
+func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TransferLeaderResponse) GetLeaderId() uint64 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
+func (x *TransferLeaderResponse) GetLeaderAddr() string {
+	if x != nil {
+		return x.LeaderAddr
+	}
+	return ""
+}
+
 // Which locks to list.
 type ListLocksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -644,7 +745,7 @@ type ListLocksRequest struct {
 
 func (x *ListLocksRequest) Reset() {
 	*x = ListLocksRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +757,7 @@ func (x *ListLocksRequest) String() string {
 func (*ListLocksRequest) ProtoMessage() {}
 
 func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[10]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +770,7 @@ func (x *ListLocksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksRequest.ProtoReflect.Descriptor instead.
 func (*ListLocksRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListLocksRequest) GetNamespacePrefix() string {
@@ -698,7 +799,7 @@ type LockHolder struct {
 
 func (x *LockHolder) Reset() {
 	*x = LockHolder{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +811,7 @@ func (x *LockHolder) String() string {
 func (*LockHolder) ProtoMessage() {}
 
 func (x *LockHolder) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[11]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +824,7 @@ func (x *LockHolder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockHolder.ProtoReflect.Descriptor instead.
 func (*LockHolder) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LockHolder) GetTransactionId() uint64 {
@@ -784,7 +885,7 @@ type LockWaiter struct {
 
 func (x *LockWaiter) Reset() {
 	*x = LockWaiter{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +897,7 @@ func (x *LockWaiter) String() string {
 func (*LockWaiter) ProtoMessage() {}
 
 func (x *LockWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[12]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +910,7 @@ func (x *LockWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockWaiter.ProtoReflect.Descriptor instead.
 func (*LockWaiter) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LockWaiter) GetTransactionId() uint64 {
@@ -894,7 +995,7 @@ type KeyLocks struct {
 
 func (x *KeyLocks) Reset() {
 	*x = KeyLocks{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +1007,7 @@ func (x *KeyLocks) String() string {
 func (*KeyLocks) ProtoMessage() {}
 
 func (x *KeyLocks) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[13]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +1020,7 @@ func (x *KeyLocks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyLocks.ProtoReflect.Descriptor instead.
 func (*KeyLocks) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KeyLocks) GetNamespace() string {
@@ -999,7 +1100,7 @@ type ListLocksResponse struct {
 
 func (x *ListLocksResponse) Reset() {
 	*x = ListLocksResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1112,7 @@ func (x *ListLocksResponse) String() string {
 func (*ListLocksResponse) ProtoMessage() {}
 
 func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[14]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1125,7 @@ func (x *ListLocksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLocksResponse.ProtoReflect.Descriptor instead.
 func (*ListLocksResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListLocksResponse) GetLocks() []*KeyLocks {
@@ -1056,7 +1157,7 @@ type AbortTransactionRequest struct {
 
 func (x *AbortTransactionRequest) Reset() {
 	*x = AbortTransactionRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1169,7 @@ func (x *AbortTransactionRequest) String() string {
 func (*AbortTransactionRequest) ProtoMessage() {}
 
 func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[15]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1182,7 @@ func (x *AbortTransactionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionRequest.ProtoReflect.Descriptor instead.
 func (*AbortTransactionRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AbortTransactionRequest) GetTransactionId() uint64 {
@@ -1118,7 +1219,7 @@ type AbortTransactionResponse struct {
 
 func (x *AbortTransactionResponse) Reset() {
 	*x = AbortTransactionResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1231,7 @@ func (x *AbortTransactionResponse) String() string {
 func (*AbortTransactionResponse) ProtoMessage() {}
 
 func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[16]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1244,7 @@ func (x *AbortTransactionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortTransactionResponse.ProtoReflect.Descriptor instead.
 func (*AbortTransactionResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AbortTransactionResponse) GetState() TransactionState {
@@ -1169,7 +1270,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1282,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[17]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1295,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 // A cluster member.
@@ -1217,7 +1318,7 @@ type ClusterMember struct {
 
 func (x *ClusterMember) Reset() {
 	*x = ClusterMember{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1330,7 @@ func (x *ClusterMember) String() string {
 func (*ClusterMember) ProtoMessage() {}
 
 func (x *ClusterMember) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[18]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1343,7 @@ func (x *ClusterMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterMember.ProtoReflect.Descriptor instead.
 func (*ClusterMember) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClusterMember) GetNodeId() uint64 {
@@ -1320,7 +1421,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1433,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[19]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1446,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClusterStatusResponse) GetNodeId() uint64 {
@@ -1462,7 +1563,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1575,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[20]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1588,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 // One member of the cluster.
@@ -1514,7 +1615,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1627,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[21]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1640,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MemberInfo) GetNodeId() uint64 {
@@ -1608,7 +1709,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1721,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[22]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1734,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListMembersResponse) GetMembers() []*MemberInfo {
@@ -1683,7 +1784,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1796,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[23]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1809,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AddMemberRequest) GetNodeId() uint64 {
@@ -1757,7 +1858,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1870,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[24]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1883,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AddMemberResponse) GetMembers() []*MemberInfo {
@@ -1803,7 +1904,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1916,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[25]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1929,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RemoveMemberRequest) GetNodeId() uint64 {
@@ -1849,7 +1950,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +1962,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[26]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +1975,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RemoveMemberResponse) GetMembers() []*MemberInfo {
@@ -1897,7 +1998,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +2010,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[27]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2023,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PromoteMemberRequest) GetNodeId() uint64 {
@@ -1950,7 +2051,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2063,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[28]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2076,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PromoteMemberResponse) GetMembers() []*MemberInfo {
@@ -1994,7 +2095,7 @@ type SaveSnapshotRequest struct {
 
 func (x *SaveSnapshotRequest) Reset() {
 	*x = SaveSnapshotRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2107,7 @@ func (x *SaveSnapshotRequest) String() string {
 func (*SaveSnapshotRequest) ProtoMessage() {}
 
 func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[29]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2120,7 @@ func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 // One piece of the snapshot file, in order.
@@ -2033,7 +2134,7 @@ type SaveSnapshotResponse struct {
 
 func (x *SaveSnapshotResponse) Reset() {
 	*x = SaveSnapshotResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2146,7 @@ func (x *SaveSnapshotResponse) String() string {
 func (*SaveSnapshotResponse) ProtoMessage() {}
 
 func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[30]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2159,7 @@ func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SaveSnapshotResponse) GetChunk() []byte {
@@ -2082,7 +2183,7 @@ type SetLockDelayRequest struct {
 
 func (x *SetLockDelayRequest) Reset() {
 	*x = SetLockDelayRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2195,7 @@ func (x *SetLockDelayRequest) String() string {
 func (*SetLockDelayRequest) ProtoMessage() {}
 
 func (x *SetLockDelayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[31]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2208,7 @@ func (x *SetLockDelayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLockDelayRequest.ProtoReflect.Descriptor instead.
 func (*SetLockDelayRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetLockDelayRequest) GetNamespacePrefix() string {
@@ -2135,7 +2236,7 @@ type SetLockDelayResponse struct {
 
 func (x *SetLockDelayResponse) Reset() {
 	*x = SetLockDelayResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2248,7 @@ func (x *SetLockDelayResponse) String() string {
 func (*SetLockDelayResponse) ProtoMessage() {}
 
 func (x *SetLockDelayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[32]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2261,7 @@ func (x *SetLockDelayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLockDelayResponse.ProtoReflect.Descriptor instead.
 func (*SetLockDelayResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetLockDelayResponse) GetPreviousDelayMs() int64 {
@@ -2179,7 +2280,7 @@ type ListLockDelaysRequest struct {
 
 func (x *ListLockDelaysRequest) Reset() {
 	*x = ListLockDelaysRequest{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[33]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2292,7 @@ func (x *ListLockDelaysRequest) String() string {
 func (*ListLockDelaysRequest) ProtoMessage() {}
 
 func (x *ListLockDelaysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[33]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2305,7 @@ func (x *ListLockDelaysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLockDelaysRequest.ProtoReflect.Descriptor instead.
 func (*ListLockDelaysRequest) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 // One lock-delay rule.
@@ -2220,7 +2321,7 @@ type LockDelayRule struct {
 
 func (x *LockDelayRule) Reset() {
 	*x = LockDelayRule{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[34]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2333,7 @@ func (x *LockDelayRule) String() string {
 func (*LockDelayRule) ProtoMessage() {}
 
 func (x *LockDelayRule) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[34]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2346,7 @@ func (x *LockDelayRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockDelayRule.ProtoReflect.Descriptor instead.
 func (*LockDelayRule) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LockDelayRule) GetNamespacePrefix() string {
@@ -2273,7 +2374,7 @@ type ListLockDelaysResponse struct {
 
 func (x *ListLockDelaysResponse) Reset() {
 	*x = ListLockDelaysResponse{}
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[35]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +2386,7 @@ func (x *ListLockDelaysResponse) String() string {
 func (*ListLockDelaysResponse) ProtoMessage() {}
 
 func (x *ListLockDelaysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[35]
+	mi := &file_caerus_dls_v1_admin_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2298,7 +2399,7 @@ func (x *ListLockDelaysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLockDelaysResponse.ProtoReflect.Descriptor instead.
 func (*ListLockDelaysResponse) Descriptor() ([]byte, []int) {
-	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_caerus_dls_v1_admin_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListLockDelaysResponse) GetRules() []*LockDelayRule {
@@ -2352,7 +2453,13 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\bgrace_ms\x18\x02 \x01(\x03R\agraceMs\"W\n" +
 	"\x14RotateApiKeyResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
-	"\x04info\x18\x02 \x01(\v2\x19.caerus.dls.v1.ApiKeyInfoR\x04info\"=\n" +
+	"\x04info\x18\x02 \x01(\v2\x19.caerus.dls.v1.ApiKeyInfoR\x04info\"0\n" +
+	"\x15TransferLeaderRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\"V\n" +
+	"\x16TransferLeaderResponse\x12\x1b\n" +
+	"\tleader_id\x18\x01 \x01(\x04R\bleaderId\x12\x1f\n" +
+	"\vleader_addr\x18\x02 \x01(\tR\n" +
+	"leaderAddr\"=\n" +
 	"\x10ListLocksRequest\x12)\n" +
 	"\x10namespace_prefix\x18\x01 \x01(\tR\x0fnamespacePrefix\"\xcb\x01\n" +
 	"\n" +
@@ -2463,7 +2570,8 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\x10namespace_prefix\x18\x01 \x01(\tR\x0fnamespacePrefix\x12\x19\n" +
 	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\"L\n" +
 	"\x16ListLockDelaysResponse\x122\n" +
-	"\x05rules\x18\x01 \x03(\v2\x1c.caerus.dls.v1.LockDelayRuleR\x05rules2\xee\t\n" +
+	"\x05rules\x18\x01 \x03(\v2\x1c.caerus.dls.v1.LockDelayRuleR\x05rules2\xcd\n" +
+	"\n" +
 	"\fAdminService\x12N\n" +
 	"\tListLocks\x12\x1f.caerus.dls.v1.ListLocksRequest\x1a .caerus.dls.v1.ListLocksResponse\x12c\n" +
 	"\x10AbortTransaction\x12&.caerus.dls.v1.AbortTransactionRequest\x1a'.caerus.dls.v1.AbortTransactionResponse\x12Z\n" +
@@ -2478,7 +2586,8 @@ const file_caerus_dls_v1_admin_service_proto_rawDesc = "" +
 	"\fCreateApiKey\x12\".caerus.dls.v1.CreateApiKeyRequest\x1a#.caerus.dls.v1.CreateApiKeyResponse\x12T\n" +
 	"\vListApiKeys\x12!.caerus.dls.v1.ListApiKeysRequest\x1a\".caerus.dls.v1.ListApiKeysResponse\x12W\n" +
 	"\fRevokeApiKey\x12\".caerus.dls.v1.RevokeApiKeyRequest\x1a#.caerus.dls.v1.RevokeApiKeyResponse\x12W\n" +
-	"\fRotateApiKey\x12\".caerus.dls.v1.RotateApiKeyRequest\x1a#.caerus.dls.v1.RotateApiKeyResponseB\x97\x01\n" +
+	"\fRotateApiKey\x12\".caerus.dls.v1.RotateApiKeyRequest\x1a#.caerus.dls.v1.RotateApiKeyResponse\x12]\n" +
+	"\x0eTransferLeader\x12$.caerus.dls.v1.TransferLeaderRequest\x1a%.caerus.dls.v1.TransferLeaderResponseB\x97\x01\n" +
 	"\x11dev.caerus.dls.v1B\x11AdminServiceProtoP\x01Z5github.com/caerus-dev/dls/sdks/go/caerus/dls/v1;dlsv1\xa2\x02\x03CDX\xaa\x02\rCaerus.Dls.V1\xca\x02\rCaerus\\Dls\\V1\xea\x02\x0fCaerus::Dls::V1b\x06proto3"
 
 var (
@@ -2493,7 +2602,7 @@ func file_caerus_dls_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_caerus_dls_v1_admin_service_proto_rawDescData
 }
 
-var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_caerus_dls_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_caerus_dls_v1_admin_service_proto_goTypes = []any{
 	(*CreateApiKeyRequest)(nil),      // 0: caerus.dls.v1.CreateApiKeyRequest
 	(*ApiKeyLimits)(nil),             // 1: caerus.dls.v1.ApiKeyLimits
@@ -2505,36 +2614,38 @@ var file_caerus_dls_v1_admin_service_proto_goTypes = []any{
 	(*RevokeApiKeyResponse)(nil),     // 7: caerus.dls.v1.RevokeApiKeyResponse
 	(*RotateApiKeyRequest)(nil),      // 8: caerus.dls.v1.RotateApiKeyRequest
 	(*RotateApiKeyResponse)(nil),     // 9: caerus.dls.v1.RotateApiKeyResponse
-	(*ListLocksRequest)(nil),         // 10: caerus.dls.v1.ListLocksRequest
-	(*LockHolder)(nil),               // 11: caerus.dls.v1.LockHolder
-	(*LockWaiter)(nil),               // 12: caerus.dls.v1.LockWaiter
-	(*KeyLocks)(nil),                 // 13: caerus.dls.v1.KeyLocks
-	(*ListLocksResponse)(nil),        // 14: caerus.dls.v1.ListLocksResponse
-	(*AbortTransactionRequest)(nil),  // 15: caerus.dls.v1.AbortTransactionRequest
-	(*AbortTransactionResponse)(nil), // 16: caerus.dls.v1.AbortTransactionResponse
-	(*ClusterStatusRequest)(nil),     // 17: caerus.dls.v1.ClusterStatusRequest
-	(*ClusterMember)(nil),            // 18: caerus.dls.v1.ClusterMember
-	(*ClusterStatusResponse)(nil),    // 19: caerus.dls.v1.ClusterStatusResponse
-	(*ListMembersRequest)(nil),       // 20: caerus.dls.v1.ListMembersRequest
-	(*MemberInfo)(nil),               // 21: caerus.dls.v1.MemberInfo
-	(*ListMembersResponse)(nil),      // 22: caerus.dls.v1.ListMembersResponse
-	(*AddMemberRequest)(nil),         // 23: caerus.dls.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),        // 24: caerus.dls.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),      // 25: caerus.dls.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),     // 26: caerus.dls.v1.RemoveMemberResponse
-	(*PromoteMemberRequest)(nil),     // 27: caerus.dls.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil),    // 28: caerus.dls.v1.PromoteMemberResponse
-	(*SaveSnapshotRequest)(nil),      // 29: caerus.dls.v1.SaveSnapshotRequest
-	(*SaveSnapshotResponse)(nil),     // 30: caerus.dls.v1.SaveSnapshotResponse
-	(*SetLockDelayRequest)(nil),      // 31: caerus.dls.v1.SetLockDelayRequest
-	(*SetLockDelayResponse)(nil),     // 32: caerus.dls.v1.SetLockDelayResponse
-	(*ListLockDelaysRequest)(nil),    // 33: caerus.dls.v1.ListLockDelaysRequest
-	(*LockDelayRule)(nil),            // 34: caerus.dls.v1.LockDelayRule
-	(*ListLockDelaysResponse)(nil),   // 35: caerus.dls.v1.ListLockDelaysResponse
-	(LockMode)(0),                    // 36: caerus.dls.v1.LockMode
-	(EndCause)(0),                    // 37: caerus.dls.v1.EndCause
-	(*SlotRun)(nil),                  // 38: caerus.dls.v1.SlotRun
-	(TransactionState)(0),            // 39: caerus.dls.v1.TransactionState
+	(*TransferLeaderRequest)(nil),    // 10: caerus.dls.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil),   // 11: caerus.dls.v1.TransferLeaderResponse
+	(*ListLocksRequest)(nil),         // 12: caerus.dls.v1.ListLocksRequest
+	(*LockHolder)(nil),               // 13: caerus.dls.v1.LockHolder
+	(*LockWaiter)(nil),               // 14: caerus.dls.v1.LockWaiter
+	(*KeyLocks)(nil),                 // 15: caerus.dls.v1.KeyLocks
+	(*ListLocksResponse)(nil),        // 16: caerus.dls.v1.ListLocksResponse
+	(*AbortTransactionRequest)(nil),  // 17: caerus.dls.v1.AbortTransactionRequest
+	(*AbortTransactionResponse)(nil), // 18: caerus.dls.v1.AbortTransactionResponse
+	(*ClusterStatusRequest)(nil),     // 19: caerus.dls.v1.ClusterStatusRequest
+	(*ClusterMember)(nil),            // 20: caerus.dls.v1.ClusterMember
+	(*ClusterStatusResponse)(nil),    // 21: caerus.dls.v1.ClusterStatusResponse
+	(*ListMembersRequest)(nil),       // 22: caerus.dls.v1.ListMembersRequest
+	(*MemberInfo)(nil),               // 23: caerus.dls.v1.MemberInfo
+	(*ListMembersResponse)(nil),      // 24: caerus.dls.v1.ListMembersResponse
+	(*AddMemberRequest)(nil),         // 25: caerus.dls.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),        // 26: caerus.dls.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),      // 27: caerus.dls.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),     // 28: caerus.dls.v1.RemoveMemberResponse
+	(*PromoteMemberRequest)(nil),     // 29: caerus.dls.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil),    // 30: caerus.dls.v1.PromoteMemberResponse
+	(*SaveSnapshotRequest)(nil),      // 31: caerus.dls.v1.SaveSnapshotRequest
+	(*SaveSnapshotResponse)(nil),     // 32: caerus.dls.v1.SaveSnapshotResponse
+	(*SetLockDelayRequest)(nil),      // 33: caerus.dls.v1.SetLockDelayRequest
+	(*SetLockDelayResponse)(nil),     // 34: caerus.dls.v1.SetLockDelayResponse
+	(*ListLockDelaysRequest)(nil),    // 35: caerus.dls.v1.ListLockDelaysRequest
+	(*LockDelayRule)(nil),            // 36: caerus.dls.v1.LockDelayRule
+	(*ListLockDelaysResponse)(nil),   // 37: caerus.dls.v1.ListLockDelaysResponse
+	(LockMode)(0),                    // 38: caerus.dls.v1.LockMode
+	(EndCause)(0),                    // 39: caerus.dls.v1.EndCause
+	(*SlotRun)(nil),                  // 40: caerus.dls.v1.SlotRun
+	(TransactionState)(0),            // 41: caerus.dls.v1.TransactionState
 }
 var file_caerus_dls_v1_admin_service_proto_depIdxs = []int32{
 	1,  // 0: caerus.dls.v1.CreateApiKeyRequest.limits:type_name -> caerus.dls.v1.ApiKeyLimits
@@ -2542,50 +2653,52 @@ var file_caerus_dls_v1_admin_service_proto_depIdxs = []int32{
 	1,  // 2: caerus.dls.v1.ApiKeyInfo.limits:type_name -> caerus.dls.v1.ApiKeyLimits
 	4,  // 3: caerus.dls.v1.ListApiKeysResponse.keys:type_name -> caerus.dls.v1.ApiKeyInfo
 	4,  // 4: caerus.dls.v1.RotateApiKeyResponse.info:type_name -> caerus.dls.v1.ApiKeyInfo
-	36, // 5: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
-	36, // 6: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
-	11, // 7: caerus.dls.v1.KeyLocks.holders:type_name -> caerus.dls.v1.LockHolder
-	12, // 8: caerus.dls.v1.KeyLocks.waiters:type_name -> caerus.dls.v1.LockWaiter
-	37, // 9: caerus.dls.v1.KeyLocks.delay_cause:type_name -> caerus.dls.v1.EndCause
-	13, // 10: caerus.dls.v1.ListLocksResponse.locks:type_name -> caerus.dls.v1.KeyLocks
-	38, // 11: caerus.dls.v1.ListLocksResponse.slot_runs:type_name -> caerus.dls.v1.SlotRun
-	39, // 12: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
-	18, // 13: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
-	21, // 14: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	21, // 15: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	21, // 16: caerus.dls.v1.RemoveMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	21, // 17: caerus.dls.v1.PromoteMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
-	34, // 18: caerus.dls.v1.ListLockDelaysResponse.rules:type_name -> caerus.dls.v1.LockDelayRule
-	10, // 19: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
-	15, // 20: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
-	17, // 21: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
-	20, // 22: caerus.dls.v1.AdminService.ListMembers:input_type -> caerus.dls.v1.ListMembersRequest
-	23, // 23: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
-	25, // 24: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
-	27, // 25: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
-	29, // 26: caerus.dls.v1.AdminService.SaveSnapshot:input_type -> caerus.dls.v1.SaveSnapshotRequest
-	31, // 27: caerus.dls.v1.AdminService.SetLockDelay:input_type -> caerus.dls.v1.SetLockDelayRequest
-	33, // 28: caerus.dls.v1.AdminService.ListLockDelays:input_type -> caerus.dls.v1.ListLockDelaysRequest
+	38, // 5: caerus.dls.v1.LockHolder.mode:type_name -> caerus.dls.v1.LockMode
+	38, // 6: caerus.dls.v1.LockWaiter.mode:type_name -> caerus.dls.v1.LockMode
+	13, // 7: caerus.dls.v1.KeyLocks.holders:type_name -> caerus.dls.v1.LockHolder
+	14, // 8: caerus.dls.v1.KeyLocks.waiters:type_name -> caerus.dls.v1.LockWaiter
+	39, // 9: caerus.dls.v1.KeyLocks.delay_cause:type_name -> caerus.dls.v1.EndCause
+	15, // 10: caerus.dls.v1.ListLocksResponse.locks:type_name -> caerus.dls.v1.KeyLocks
+	40, // 11: caerus.dls.v1.ListLocksResponse.slot_runs:type_name -> caerus.dls.v1.SlotRun
+	41, // 12: caerus.dls.v1.AbortTransactionResponse.state:type_name -> caerus.dls.v1.TransactionState
+	20, // 13: caerus.dls.v1.ClusterStatusResponse.members:type_name -> caerus.dls.v1.ClusterMember
+	23, // 14: caerus.dls.v1.ListMembersResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	23, // 15: caerus.dls.v1.AddMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	23, // 16: caerus.dls.v1.RemoveMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	23, // 17: caerus.dls.v1.PromoteMemberResponse.members:type_name -> caerus.dls.v1.MemberInfo
+	36, // 18: caerus.dls.v1.ListLockDelaysResponse.rules:type_name -> caerus.dls.v1.LockDelayRule
+	12, // 19: caerus.dls.v1.AdminService.ListLocks:input_type -> caerus.dls.v1.ListLocksRequest
+	17, // 20: caerus.dls.v1.AdminService.AbortTransaction:input_type -> caerus.dls.v1.AbortTransactionRequest
+	19, // 21: caerus.dls.v1.AdminService.ClusterStatus:input_type -> caerus.dls.v1.ClusterStatusRequest
+	22, // 22: caerus.dls.v1.AdminService.ListMembers:input_type -> caerus.dls.v1.ListMembersRequest
+	25, // 23: caerus.dls.v1.AdminService.AddMember:input_type -> caerus.dls.v1.AddMemberRequest
+	27, // 24: caerus.dls.v1.AdminService.RemoveMember:input_type -> caerus.dls.v1.RemoveMemberRequest
+	29, // 25: caerus.dls.v1.AdminService.PromoteMember:input_type -> caerus.dls.v1.PromoteMemberRequest
+	31, // 26: caerus.dls.v1.AdminService.SaveSnapshot:input_type -> caerus.dls.v1.SaveSnapshotRequest
+	33, // 27: caerus.dls.v1.AdminService.SetLockDelay:input_type -> caerus.dls.v1.SetLockDelayRequest
+	35, // 28: caerus.dls.v1.AdminService.ListLockDelays:input_type -> caerus.dls.v1.ListLockDelaysRequest
 	0,  // 29: caerus.dls.v1.AdminService.CreateApiKey:input_type -> caerus.dls.v1.CreateApiKeyRequest
 	3,  // 30: caerus.dls.v1.AdminService.ListApiKeys:input_type -> caerus.dls.v1.ListApiKeysRequest
 	6,  // 31: caerus.dls.v1.AdminService.RevokeApiKey:input_type -> caerus.dls.v1.RevokeApiKeyRequest
 	8,  // 32: caerus.dls.v1.AdminService.RotateApiKey:input_type -> caerus.dls.v1.RotateApiKeyRequest
-	14, // 33: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
-	16, // 34: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
-	19, // 35: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
-	22, // 36: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
-	24, // 37: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
-	26, // 38: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
-	28, // 39: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
-	30, // 40: caerus.dls.v1.AdminService.SaveSnapshot:output_type -> caerus.dls.v1.SaveSnapshotResponse
-	32, // 41: caerus.dls.v1.AdminService.SetLockDelay:output_type -> caerus.dls.v1.SetLockDelayResponse
-	35, // 42: caerus.dls.v1.AdminService.ListLockDelays:output_type -> caerus.dls.v1.ListLockDelaysResponse
-	2,  // 43: caerus.dls.v1.AdminService.CreateApiKey:output_type -> caerus.dls.v1.CreateApiKeyResponse
-	5,  // 44: caerus.dls.v1.AdminService.ListApiKeys:output_type -> caerus.dls.v1.ListApiKeysResponse
-	7,  // 45: caerus.dls.v1.AdminService.RevokeApiKey:output_type -> caerus.dls.v1.RevokeApiKeyResponse
-	9,  // 46: caerus.dls.v1.AdminService.RotateApiKey:output_type -> caerus.dls.v1.RotateApiKeyResponse
-	33, // [33:47] is the sub-list for method output_type
-	19, // [19:33] is the sub-list for method input_type
+	10, // 33: caerus.dls.v1.AdminService.TransferLeader:input_type -> caerus.dls.v1.TransferLeaderRequest
+	16, // 34: caerus.dls.v1.AdminService.ListLocks:output_type -> caerus.dls.v1.ListLocksResponse
+	18, // 35: caerus.dls.v1.AdminService.AbortTransaction:output_type -> caerus.dls.v1.AbortTransactionResponse
+	21, // 36: caerus.dls.v1.AdminService.ClusterStatus:output_type -> caerus.dls.v1.ClusterStatusResponse
+	24, // 37: caerus.dls.v1.AdminService.ListMembers:output_type -> caerus.dls.v1.ListMembersResponse
+	26, // 38: caerus.dls.v1.AdminService.AddMember:output_type -> caerus.dls.v1.AddMemberResponse
+	28, // 39: caerus.dls.v1.AdminService.RemoveMember:output_type -> caerus.dls.v1.RemoveMemberResponse
+	30, // 40: caerus.dls.v1.AdminService.PromoteMember:output_type -> caerus.dls.v1.PromoteMemberResponse
+	32, // 41: caerus.dls.v1.AdminService.SaveSnapshot:output_type -> caerus.dls.v1.SaveSnapshotResponse
+	34, // 42: caerus.dls.v1.AdminService.SetLockDelay:output_type -> caerus.dls.v1.SetLockDelayResponse
+	37, // 43: caerus.dls.v1.AdminService.ListLockDelays:output_type -> caerus.dls.v1.ListLockDelaysResponse
+	2,  // 44: caerus.dls.v1.AdminService.CreateApiKey:output_type -> caerus.dls.v1.CreateApiKeyResponse
+	5,  // 45: caerus.dls.v1.AdminService.ListApiKeys:output_type -> caerus.dls.v1.ListApiKeysResponse
+	7,  // 46: caerus.dls.v1.AdminService.RevokeApiKey:output_type -> caerus.dls.v1.RevokeApiKeyResponse
+	9,  // 47: caerus.dls.v1.AdminService.RotateApiKey:output_type -> caerus.dls.v1.RotateApiKeyResponse
+	11, // 48: caerus.dls.v1.AdminService.TransferLeader:output_type -> caerus.dls.v1.TransferLeaderResponse
+	34, // [34:49] is the sub-list for method output_type
+	19, // [19:34] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -2603,7 +2716,7 @@ func file_caerus_dls_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_caerus_dls_v1_admin_service_proto_rawDesc), len(file_caerus_dls_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

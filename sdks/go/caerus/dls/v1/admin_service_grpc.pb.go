@@ -39,6 +39,7 @@ const (
 	AdminService_ListApiKeys_FullMethodName      = "/caerus.dls.v1.AdminService/ListApiKeys"
 	AdminService_RevokeApiKey_FullMethodName     = "/caerus.dls.v1.AdminService/RevokeApiKey"
 	AdminService_RotateApiKey_FullMethodName     = "/caerus.dls.v1.AdminService/RotateApiKey"
+	AdminService_TransferLeader_FullMethodName   = "/caerus.dls.v1.AdminService/TransferLeader"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -107,6 +108,14 @@ type AdminServiceClient interface {
 	// `grace_ms` (the cluster's clock; 0 = it stops at once), so clients can move over
 	// without downtime.
 	RotateApiKey(ctx context.Context, in *RotateApiKeyRequest, opts ...grpc.CallOption) (*RotateApiKeyResponse, error)
+	// Hands leadership to another voter (as a leader does on SIGTERM): the most caught-up
+	// voter, or `node_id`. The leader stops taking new work for the moment of the hand-off,
+	// waits until the successor holds its whole log, and makes it stand for election; calls
+	// held meanwhile are answered NOT_LEADER naming the new leader. Needs an admin key without
+	// namespace limits. FAILED_PRECONDITION (MEMBERSHIP_REFUSED) when `node_id` is no member or
+	// a learner, or no other voter exists; UNAVAILABLE when the successor is unreachable, did not
+	// catch up or did not take over in time (then this node still leads).
+	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
 }
 
 type adminServiceClient struct {
@@ -266,6 +275,16 @@ func (c *adminServiceClient) RotateApiKey(ctx context.Context, in *RotateApiKeyR
 	return out, nil
 }
 
+func (c *adminServiceClient) TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeaderResponse)
+	err := c.cc.Invoke(ctx, AdminService_TransferLeader_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -332,6 +351,14 @@ type AdminServiceServer interface {
 	// `grace_ms` (the cluster's clock; 0 = it stops at once), so clients can move over
 	// without downtime.
 	RotateApiKey(context.Context, *RotateApiKeyRequest) (*RotateApiKeyResponse, error)
+	// Hands leadership to another voter (as a leader does on SIGTERM): the most caught-up
+	// voter, or `node_id`. The leader stops taking new work for the moment of the hand-off,
+	// waits until the successor holds its whole log, and makes it stand for election; calls
+	// held meanwhile are answered NOT_LEADER naming the new leader. Needs an admin key without
+	// namespace limits. FAILED_PRECONDITION (MEMBERSHIP_REFUSED) when `node_id` is no member or
+	// a learner, or no other voter exists; UNAVAILABLE when the successor is unreachable, did not
+	// catch up or did not take over in time (then this node still leads).
+	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -383,6 +410,9 @@ func (UnimplementedAdminServiceServer) RevokeApiKey(context.Context, *RevokeApiK
 }
 func (UnimplementedAdminServiceServer) RotateApiKey(context.Context, *RotateApiKeyRequest) (*RotateApiKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateApiKey not implemented")
+}
+func (UnimplementedAdminServiceServer) TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferLeader not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -650,6 +680,24 @@ func _AdminService_RotateApiKey_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_TransferLeader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeaderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).TransferLeader(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_TransferLeader_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).TransferLeader(ctx, req.(*TransferLeaderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -708,6 +756,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RotateApiKey",
 			Handler:    _AdminService_RotateApiKey_Handler,
+		},
+		{
+			MethodName: "TransferLeader",
+			Handler:    _AdminService_TransferLeader_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

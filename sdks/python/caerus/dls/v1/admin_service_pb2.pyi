@@ -99,6 +99,20 @@ class RotateApiKeyResponse(_message.Message):
     info: ApiKeyInfo
     def __init__(self, key: _Optional[str] = ..., info: _Optional[_Union[ApiKeyInfo, _Mapping]] = ...) -> None: ...
 
+class TransferLeaderRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    def __init__(self, node_id: _Optional[int] = ...) -> None: ...
+
+class TransferLeaderResponse(_message.Message):
+    __slots__ = ("leader_id", "leader_addr")
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    leader_id: int
+    leader_addr: str
+    def __init__(self, leader_id: _Optional[int] = ..., leader_addr: _Optional[str] = ...) -> None: ...
+
 class ListLocksRequest(_message.Message):
     __slots__ = ("namespace_prefix",)
     NAMESPACE_PREFIX_FIELD_NUMBER: _ClassVar[int]

@@ -105,6 +105,11 @@ class AdminServiceStub:
                 request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyRequest.SerializeToString,
                 response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyResponse.FromString,
                 _registered_method=True)
+        self.TransferLeader = channel.unary_unary(
+                '/caerus.dls.v1.AdminService/TransferLeader',
+                request_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.TransferLeaderRequest.SerializeToString,
+                response_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.TransferLeaderResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -241,6 +246,19 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TransferLeader(self, request, context):
+        """Hands leadership to another voter (as a leader does on SIGTERM): the most caught-up
+        voter, or `node_id`. The leader stops taking new work for the moment of the hand-off,
+        waits until the successor holds its whole log, and makes it stand for election; calls
+        held meanwhile are answered NOT_LEADER naming the new leader. Needs an admin key without
+        namespace limits. FAILED_PRECONDITION (MEMBERSHIP_REFUSED) when `node_id` is no member or
+        a learner, or no other voter exists; UNAVAILABLE when the successor is unreachable, did not
+        catch up or did not take over in time (then this node still leads).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -313,6 +331,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RotateApiKey,
                     request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyRequest.FromString,
                     response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyResponse.SerializeToString,
+            ),
+            'TransferLeader': grpc.unary_unary_rpc_method_handler(
+                    servicer.TransferLeader,
+                    request_deserializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.TransferLeaderRequest.FromString,
+                    response_serializer=caerus_dot_dls_dot_v1_dot_admin__service__pb2.TransferLeaderResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -694,6 +717,33 @@ class AdminService:
             '/caerus.dls.v1.AdminService/RotateApiKey',
             caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyRequest.SerializeToString,
             caerus_dot_dls_dot_v1_dot_admin__service__pb2.RotateApiKeyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TransferLeader(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caerus.dls.v1.AdminService/TransferLeader',
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.TransferLeaderRequest.SerializeToString,
+            caerus_dot_dls_dot_v1_dot_admin__service__pb2.TransferLeaderResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -83,6 +83,14 @@ module Caerus
           # `grace_ms` (the cluster's clock; 0 = it stops at once), so clients can move over
           # without downtime.
           rpc :RotateApiKey, ::Caerus::Dls::V1::RotateApiKeyRequest, ::Caerus::Dls::V1::RotateApiKeyResponse
+          # Hands leadership to another voter (as a leader does on SIGTERM): the most caught-up
+          # voter, or `node_id`. The leader stops taking new work for the moment of the hand-off,
+          # waits until the successor holds its whole log, and makes it stand for election; calls
+          # held meanwhile are answered NOT_LEADER naming the new leader. Needs an admin key without
+          # namespace limits. FAILED_PRECONDITION (MEMBERSHIP_REFUSED) when `node_id` is no member or
+          # a learner, or no other voter exists; UNAVAILABLE when the successor is unreachable, did not
+          # catch up or did not take over in time (then this node still leads).
+          rpc :TransferLeader, ::Caerus::Dls::V1::TransferLeaderRequest, ::Caerus::Dls::V1::TransferLeaderResponse
         end
 
         Stub = Service.rpc_stub_class
