@@ -49,7 +49,8 @@ pub struct RollingArgs {
     /// Cluster size.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
-    /// Concurrent clients (one transaction at a time each); client i lists node i first.
+    /// Concurrent clients (one transaction at a time each); client i lists node i first
+    /// (see --pinned).
     #[arg(long, default_value_t = 6)]
     pub clients: usize,
     /// Keys they contend for.
@@ -68,6 +69,11 @@ pub struct RollingArgs {
     /// of the server's defaults, which are what users run.
     #[arg(long)]
     pub fast_elections: bool,
+    /// Give each client only one node's address (client i: node i), as clients that reach
+    /// the cluster through a node-local address do; by default each lists every node,
+    /// client i's first.
+    #[arg(long)]
+    pub pinned: bool,
     /// Seeds the clients' choices.
     #[arg(long, env = "SEED")]
     pub seed: Option<u64>,
@@ -177,11 +183,12 @@ impl Rolling {
         let dir = tempfile::Builder::new().prefix("dls-rolling-").tempdir()?;
         let first = args.from.clone().unwrap_or_else(|| args.dls.clone());
         println!(
-            "dls-chaos rolling: seed {seed}, {} nodes from {} to {}, {} clients, {} keys, run dir {}",
+            "dls-chaos rolling: seed {seed}, {} nodes from {} to {}, {} clients{}, {} keys, run dir {}",
             args.nodes,
             first.display(),
             args.dls.display(),
             args.clients,
+            if args.pinned { " (each given one node)" } else { "" },
             args.keys,
             dir.path().display()
         );
@@ -216,6 +223,9 @@ impl Rolling {
             // balancer entries or with differently ordered endpoint lists would.
             let mut mine = endpoints.clone();
             mine.rotate_left(p % endpoints.len());
+            if args.pinned {
+                mine.truncate(1);
+            }
             let client = DlsClient::connect(client_config(mine)).await?;
             let p = p as u64;
             workers.push(tokio::spawn(worker(p, client, ctx.clone(), seed.wrapping_mul(1000).wrapping_add(p))));

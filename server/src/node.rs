@@ -558,6 +558,13 @@ impl Node {
         Some((id, addr))
     }
 
+    /// Member `id`'s client address, as this node's membership has it.
+    pub fn member_addr(&self, id: NodeId) -> Option<String> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        Some(m.membership_config.membership().get_node(&id)?.addr.clone())
+    }
+
     /// The current leader's id and member record (both its addresses), as this node knows it.
     pub fn leader_member(&self) -> Option<(NodeId, Member)> {
         let m = self.raft.metrics();

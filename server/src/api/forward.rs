@@ -257,9 +257,16 @@ impl Hop {
                 tokio::select! {
                     () = stopping(&mut stop) => {
                         tracing::debug!(leader, method, "this node stops; sending a relayed stream's client to the leader");
-                        // Waits for a leader if none is known this moment (an election under
-                        // way): a client told where to go does not have to ask around.
-                        yield Err(ApiError::NotLeader { leader: node.next_leader(node.id(), None).await }.into());
+                        // The leader as this node knows it, else the node the stream was
+                        // relayed to, which answered it until now: a stopping node's raft may
+                        // already be winding down and know no leader, and a client told where
+                        // to go does not have to ask around (if that node no longer leads, it
+                        // names the one that does).
+                        let named = node
+                            .leader()
+                            .filter(|(id, _)| *id != node.id())
+                            .or_else(|| node.member_addr(leader).map(|addr| (leader, addr)));
+                        yield Err(ApiError::NotLeader { leader: named }.into());
                         return;
                     }
                     item = upstream.next() => match item {
