@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::api_key::{KeyActor, NewApiKey};
 use super::schedule::{RunResult, SlotClaim, SlotRun};
-use super::table::{KeyActor, NewApiKey};
 use super::types::{EndCause, FencingToken, Grant, Held, LockKey, LockMode, TxnId, TxnState, VictimPolicy, WaitEnd};
 
 /// A command with the leader's wall clock at proposal time.

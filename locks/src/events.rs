@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
-use super::table::ApiKeyChange;
+use super::api_key::ApiKeyChange;
 use super::types::{EndCause, Held, LockKey, LockMode, TxnId, VictimPolicy};
 
 /// How many events are retained.

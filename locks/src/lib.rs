@@ -1,6 +1,7 @@
 //! The lock semantics: a pure, deterministic state machine (no raft, no clock, no I/O). The
 //! server applies its commands in log order on every replica; see `table` for the rules.
 
+pub mod api_key;
 pub mod command;
 pub mod deadlock;
 pub mod events;

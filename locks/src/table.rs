@@ -27,12 +27,12 @@ mod sections;
 mod semaphores;
 mod slots;
 
+pub use super::api_key::{
+    invalid_new_key, ApiKey, ApiKeyChange, KeyActor, KeyLimits, NewApiKey, MAX_KEY_NAME, MAX_KEY_PREFIXES,
+};
 pub use super::schedule::{
     invalid_slot_period, RunResult, RunState, SlotClaim, SlotRun, MAX_SLOT_PERIOD_MS, MIN_SLOT_PERIOD_MS,
     SLOT_KEEP_MIN_MS, SLOT_KEEP_PERIODS,
-};
-pub use api_keys::{
-    invalid_new_key, ApiKey, ApiKeyChange, KeyActor, KeyLimits, NewApiKey, MAX_KEY_NAME, MAX_KEY_PREFIXES,
 };
 pub use lock_delay::{invalid_lock_delay, KeyDelay, MAX_LOCK_DELAY_MS, MAX_LOCK_DELAY_RULES};
 pub use semaphores::MAX_PERMITS;

@@ -386,7 +386,6 @@ impl Node {
         node.spawn_joint_finisher();
         node.spawn_snapshot_trigger(schedule);
         node.spawn_owed_recovery();
-        crate::versions::watch::spawn(&node);
         Ok(node)
     }
 

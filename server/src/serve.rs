@@ -102,6 +102,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         insecure: args.security.insecure,
     };
     let node = Node::start(cfg.clone(), peers).await?;
+    // Asks the members their versions and raises or lowers the cluster's level (DESIGN.md,
+    // "Versions and upgrades").
+    crate::versions::watch::spawn(&node);
     // After the node opened its log and stores, so what they hold is counted.
     let ports = Ports::resolve(&args.connections, nofile);
     node.metrics().watch_ports(ports.opened(listen.peer.is_some()));

@@ -21,7 +21,7 @@ use clap::{Parser, Subcommand};
 use crate::config::ServeArgs;
 
 /// `dls --version`: the crate version and the commit it was built from (build.rs).
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("DLS_GIT_COMMIT"), ")");
+pub use crate::versions::VERSION;
 
 #[derive(Parser, Debug)]
 #[command(name = "dls", version = VERSION, about = "Caerus DLS: a raft-replicated distributed lock service with fencing tokens")]

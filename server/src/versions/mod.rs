@@ -25,7 +25,7 @@ pub use reports::{Report, Reports};
 pub const RAISE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// This build's version as peers and `dls status` show it.
-pub const VERSION: &str = crate::cli::VERSION;
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("DLS_GIT_COMMIT"), ")");
 
 /// The levels a `--feature-level` may name.
 pub fn parse_level(raw: &str) -> Result<u32, String> {
