@@ -90,9 +90,18 @@ pub struct LockArgs {
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub ttl: Duration,
     /// Exit 0 without running the command when the lock is held (for cron): the lock is
-    /// tried once and the command skipped at once, unless --wait-timeout is given.
+    /// tried once and the command skipped at once, unless --wait-timeout is given. Silent on
+    /// stderr (cron mails what a job prints) unless -v.
     #[arg(long)]
     pub skip_if_locked: bool,
+    /// Say on stderr when --skip-if-locked skips the command.
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+    /// Say nothing on stderr when the command is skipped (--once-per: the slot already ran)
+    /// or when the lock is lost after the command finished (--min-hold); errors and the
+    /// exit code still tell.
+    #[arg(short, long)]
+    pub quiet: bool,
     /// Keep the lock at least this long from the start of `dls lock`, even if the command
     /// finishes sooner (dls lock then exits when it has passed), so hosts whose cron fires
     /// a few seconds apart still skip. SIGINT/SIGTERM release it early.
@@ -203,7 +212,10 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
                 ),
             };
             if args.skip_if_locked {
-                eprintln!("dls: {what}; skipping the command");
+                // Every losing host skips on every run: only -v says so.
+                if args.verbose {
+                    eprintln!("dls: {what}; skipping the command");
+                }
                 return Ok(0);
             }
             eprintln!("dls: {what}");
@@ -299,7 +311,9 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
             _ = sigterm.recv() => {}
             reason = tx.lost() => {
                 // The command finished under the lock; only the hold was cut short.
-                eprintln!("dls: lock {}/{} lost during --min-hold ({reason}); the command had finished", args.namespace, args.key);
+                if !args.quiet {
+                    eprintln!("dls: lock {}/{} lost during --min-hold ({reason}); the command had finished", args.namespace, args.key);
+                }
                 return Ok(code);
             }
         }
@@ -355,10 +369,12 @@ async fn claim_slot(
         }
         _ => "",
     };
-    eprintln!(
-        "dls: slot {} of {}/{} (every {:?}) ran {how}; skipping the command{retry}",
-        claim.slot, args.namespace, args.key, period
-    );
+    if !args.quiet {
+        eprintln!(
+            "dls: slot {} of {}/{} (every {:?}) ran {how}; skipping the command{retry}",
+            claim.slot, args.namespace, args.key, period
+        );
+    }
     Ok(None)
 }
 
