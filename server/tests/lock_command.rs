@@ -500,3 +500,25 @@ async fn api_key_file_gives_the_key_and_a_careless_file_is_refused() {
     assert_eq!(missing.code, 2, "{missing:?}");
     assert!(missing.stderr.contains("cannot read") && missing.stderr.contains("nope.key"), "{missing:?}");
 }
+
+/// `dls lock`'s own transaction name embeds the namespace and key: it must never make a
+/// valid key fail (a 240-byte key, or multi-byte characters near the limit), and a bad
+/// namespace is refused naming the namespace, not the name.
+#[tokio::test]
+async fn a_long_key_runs_and_a_bad_namespace_is_named_as_such() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("key");
+    let script = format!("echo \"$DLS_KEY\" > {}", out.display());
+    for key in ["k".repeat(240), "é".repeat(128)] {
+        let run = dls(&cluster, &["lock", "jobs", &key, "--", "sh", "-c", &script]).await;
+        assert_eq!(run.code, 0, "a {}-byte key: {run:?}", key.len());
+        assert_eq!(read(&out).as_deref(), Some(format!("{key}\n").as_str()));
+    }
+    let run = dls(&cluster, &["lock", "jo\tbs", "nightly", "--", "true"]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("namespace must not contain control characters"), "{run:?}");
+    let run = dls(&cluster, &["lock", "jobs", &"k".repeat(257), "--", "true"]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("key is 257 bytes; the limit is 256"), "{run:?}");
+}

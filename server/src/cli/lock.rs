@@ -174,7 +174,7 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         TransactionOptions::new()
             .with_timeout_ms(ttl_ms)
             .with_stop_grace(budget.stop_grace())
-            .with_name(format!("dls lock {}/{}: {}", args.namespace, args.key, args.command[0])),
+            .with_name(transaction_name(&args.namespace, &args.key, &args.command[0])),
     )?;
     let mode = if args.shared { LockMode::SharedRead } else { LockMode::Exclusive };
     let wait_ms = match (args.wait_timeout, args.skip_if_locked) {
@@ -328,6 +328,27 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
     }
 }
 
+/// The longest transaction name the server takes, in bytes (as a namespace or a key).
+const MAX_TRANSACTION_NAME: usize = 256;
+
+/// The transaction's name, for `dls locks` and the event log: `dls lock NS/KEY: COMMAND`,
+/// cut (on a character boundary) to what the server takes and with control characters
+/// replaced. The name is only a label: a namespace or key the server takes must never be
+/// refused because the name that embeds it is longer, and a bad namespace or key is then
+/// refused by its own name.
+fn transaction_name(namespace: &str, key: &str, command: &str) -> String {
+    let full: String = format!("dls lock {namespace}/{key}: {command}")
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if full.len() <= MAX_TRANSACTION_NAME {
+        return full;
+    }
+    let cut = MAX_TRANSACTION_NAME - '…'.len_utf8();
+    let end = (0..=cut).rev().find(|&i| full.is_char_boundary(i)).unwrap_or(0);
+    format!("{}…", &full[..end])
+}
+
 /// Why `--once-per` cannot be used, or None (the server's bounds, checked before anything
 /// starts).
 fn once_per_refusal(period: Duration) -> Option<String> {
@@ -453,6 +474,17 @@ mod tests {
         let err = lease_budget(secs(15), Some(secs(10))).unwrap_err();
         assert_eq!(err.exit_code, 2);
         assert!(err.message.contains("the largest --kill-grace for --ttl 15s is 8.85s"), "{}", err.message);
+    }
+
+    #[test]
+    fn the_transaction_name_fits_whatever_the_key() {
+        assert_eq!(transaction_name("jobs", "nightly", "./r.sh"), "dls lock jobs/nightly: ./r.sh");
+        assert_eq!(transaction_name("a\tb", "k", "x"), "dls lock a?b/k: x");
+        for key in ["k".repeat(240), "é".repeat(125), "日".repeat(85)] {
+            let name = transaction_name("jobs", &key, "sh");
+            assert!(name.len() <= MAX_TRANSACTION_NAME && name.ends_with('…'), "{} bytes: {name}", name.len());
+            assert!(name.starts_with("dls lock jobs/"));
+        }
     }
 
     #[test]
