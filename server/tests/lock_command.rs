@@ -522,3 +522,24 @@ async fn a_long_key_runs_and_a_bad_namespace_is_named_as_such() {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("key is 257 bytes; the limit is 256"), "{run:?}");
 }
+
+/// `dls events` prints plain words: an operator abort on a server without keys shows no
+/// `operator=""`, and the revoked lock's cause is a word, not `Some(OperatorAbort)`.
+#[tokio::test]
+async fn events_print_plain_words() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let tx = c.begin_transaction(TransactionOptions::new().with_name("nightly worker")).await.unwrap();
+    tx.acquire_lock("jobs", "words", LockMode::Exclusive, AcquireOptions::default()).await.unwrap();
+    let id = tx.id().to_string();
+    let abort = dls(&cluster, &["txn", "abort", &id, "--reason", "stuck"]).await;
+    assert_eq!(abort.code, 0, "{abort:?}");
+    let out = dls_command(&cluster, &["events"]).stdout(Stdio::piped()).output().await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let aborted = text.lines().find(|l| l.contains("transaction_aborted")).expect("an abort event");
+    assert!(aborted.contains(&format!("txn={id} name=\"nightly worker\" reason=stuck released=1")), "{aborted}");
+    let revoked = text.lines().find(|l| l.contains("lock_revoked")).expect("a revoke event");
+    assert!(revoked.ends_with("cause=operator_abort"), "{revoked}");
+    assert!(!text.contains("Some(") && !text.contains("=\"\""), "{text}");
+}
