@@ -543,3 +543,25 @@ async fn events_print_plain_words() {
     assert!(revoked.ends_with("cause=operator_abort"), "{revoked}");
     assert!(!text.contains("Some(") && !text.contains("=\"\""), "{text}");
 }
+
+/// `--ttl 10ms` and `--ttl 2h` were silently clamped to 100ms and 1h: refused now, naming
+/// the range, before the command runs (as a `--wait-timeout` over an hour).
+#[tokio::test]
+async fn a_ttl_out_of_range_is_refused_with_the_range() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let job = format!("touch {}", ran.display());
+    for ttl in ["10ms", "2h"] {
+        let run = dls(&cluster, &["lock", "--ttl", ttl, "jobs", "ttl", "--", "sh", "-c", &job]).await;
+        assert_eq!(run.code, 2, "--ttl {ttl}: {run:?}");
+        assert!(run.stderr.contains("--ttl") && run.stderr.contains("100ms to 1h"), "{run:?}");
+    }
+    let run = dls(&cluster, &["lock", "--wait-timeout", "2h", "jobs", "ttl", "--", "sh", "-c", &job]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("at most 1h"), "{run:?}");
+    assert!(!ran.exists(), "nothing runs on a usage mistake");
+    let run =
+        dls(&cluster, &["lock", "--ttl", "100ms", "--kill-grace", "10ms", "jobs", "ttl", "--", "sh", "-c", &job]).await;
+    assert_eq!(run.code, 0, "the shortest lease is taken: {run:?}");
+}

@@ -166,7 +166,10 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
     if let Some(why) = args.once_per.and_then(once_per_refusal) {
         return Err(CliError::usage(format!("--once-per: {why}")));
     }
-    let ttl_ms = args.ttl.as_millis().clamp(100, 3_600_000) as u64;
+    let ttl_ms = lease_ms(args.ttl)?;
+    if let Some(wait) = args.wait_timeout.filter(|w| *w > MAX_DURATION) {
+        return Err(CliError::usage(format!("--wait-timeout {wait:?} is too long: at most 1h")));
+    }
     let budget = lease_budget(Duration::from_millis(ttl_ms), args.kill_grace)?;
     let client = args.cluster.client().await?;
     // Begins with the acquire below, in the same request.
@@ -178,7 +181,7 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
     )?;
     let mode = if args.shared { LockMode::SharedRead } else { LockMode::Exclusive };
     let wait_ms = match (args.wait_timeout, args.skip_if_locked) {
-        (Some(wait), _) => wait.as_millis().min(3_600_000) as u64,
+        (Some(wait), _) => wait.as_millis() as u64,
         (None, true) => TRY_ONCE_WAIT_MS,
         (None, false) => DEFAULT_WAIT.as_millis() as u64,
     };
@@ -326,6 +329,20 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The shortest lease the server takes: heartbeats every third of it must make it.
+const MIN_TTL: Duration = Duration::from_millis(100);
+/// The longest lease or wait the server takes; longer is almost surely a unit mistake.
+const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// `--ttl` in milliseconds, or the usage error naming the allowed range: a lease silently
+/// made longer or shorter than asked would free the lock at a time nobody chose.
+fn lease_ms(ttl: Duration) -> Result<u64, CliError> {
+    if !(MIN_TTL..=MAX_DURATION).contains(&ttl) {
+        return Err(CliError::usage(format!("--ttl {ttl:?} is out of range: the lease must be 100ms to 1h")));
+    }
+    Ok(ttl.as_millis() as u64)
 }
 
 /// The longest transaction name the server takes, in bytes (as a namespace or a key).
@@ -484,6 +501,18 @@ mod tests {
             let name = transaction_name("jobs", &key, "sh");
             assert!(name.len() <= MAX_TRANSACTION_NAME && name.ends_with('…'), "{} bytes: {name}", name.len());
             assert!(name.starts_with("dls lock jobs/"));
+        }
+    }
+
+    #[test]
+    fn a_ttl_out_of_range_is_refused_not_clamped() {
+        assert_eq!(lease_ms(Duration::from_secs(15)).unwrap(), 15_000);
+        assert_eq!(lease_ms(MIN_TTL).unwrap(), 100);
+        assert_eq!(lease_ms(MAX_DURATION).unwrap(), 3_600_000);
+        for bad in [Duration::from_millis(10), Duration::from_secs(7200)] {
+            let e = lease_ms(bad).unwrap_err();
+            assert_eq!(e.exit_code, crate::cli::connect::EXIT_USAGE);
+            assert!(e.message.contains("100ms to 1h"), "{}", e.message);
         }
     }
 
