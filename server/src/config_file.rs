@@ -255,7 +255,7 @@ mod tests {
         assert_eq!(a.namespace_victim_policies.len(), 2);
         assert_eq!(a.http_access.allowed_hosts, vec!["dls.internal"]);
         assert_eq!(a.limits.max_locks_per_txn, 50);
-        assert_eq!(l.cli.log, "debug");
+        assert_eq!(l.cli.log.as_deref(), Some("debug"));
         assert_eq!(l.cli.log_format, crate::cli::LogFormat::Json);
 
         let shown = l.print_config.unwrap();

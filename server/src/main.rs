@@ -23,9 +23,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 async fn main() {
     let loaded = config_file::load(std::env::args_os().collect()).unwrap_or_else(|e| config_file::exit_on(e));
     let cli = loaded.cli;
-    let filter = EnvFilter::try_new(format!("warn,caerus_server={0},dls={0}", cli.log))
-        .or_else(|_| EnvFilter::try_new(&cli.log))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_new(cli.log_filter()).unwrap_or_else(|_| EnvFilter::new("info"));
     // Logs go to stderr: stdout carries the commands' output (tables, JSON, keys).
     // Colours only on a terminal: log files and CI output stay plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());

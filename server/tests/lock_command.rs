@@ -27,8 +27,10 @@ fn dls_command(cluster: &Cluster, args: &[&str]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_dls"));
     cmd.args(args)
         .env_remove("CAERUS_API_KEY")
+        .env_remove("CAERUS_API_KEY_FILE")
         .env("DLS_ENDPOINTS", cluster.endpoints().join(","))
-        .env("DLS_LOG", "warn")
+        // The CLI's own default log level: what a user sees.
+        .env_remove("DLS_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -108,7 +110,7 @@ async fn a_held_lock_gives_exit_75_or_a_skip_with_skip_if_locked() {
     assert!(run.stderr.contains("is locked"), "{run:?}");
     let run = dls(
         &cluster,
-        &["lock", "--skip-if-locked", "--wait-timeout", "300ms", "jobs", "nightly", "--", "sh", "-c", &script],
+        &["lock", "--skip-if-locked", "-v", "--wait-timeout", "300ms", "jobs", "nightly", "--", "sh", "-c", &script],
     )
     .await;
     assert_eq!(run.code, 0, "{run:?}");
@@ -149,7 +151,7 @@ async fn permits_let_n_commands_run_at_once() {
         running.push(dls_command(&cluster, &a).spawn().unwrap());
     }
     eventually(PATIENCE, "two commands to run", || read(&log).filter(|t| t.lines().count() == 2)).await;
-    let mut a = args(&["--skip-if-locked"]);
+    let mut a = args(&["--skip-if-locked", "--verbose"]);
     a.push(&job);
     let third = dls(&cluster, &a).await;
     assert_eq!(third.code, 0, "{third:?}");
@@ -188,7 +190,13 @@ async fn skip_if_locked_skips_at_once_while_another_host_runs_the_job() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let second = dls(&cluster, &cron(&job_b)).await;
     assert_eq!(second.code, 0, "{second:?}");
-    assert!(second.stderr.contains("is locked; skipping"), "{second:?}");
+    // Silent: cron mails whatever a job prints, and every losing host skips on every run.
+    assert_eq!(second.stderr, "", "{second:?}");
+    let mut verbose = cron(&job_b);
+    verbose.insert(1, "-v");
+    let second = dls(&cluster, &verbose).await;
+    assert_eq!(second.code, 0, "{second:?}");
+    assert!(second.stderr.contains("is locked; skipping"), "-v says why: {second:?}");
     assert!(first.try_wait().unwrap().is_none(), "the second host must not wait for the first one's job");
     let first = finish(first).await;
     assert_eq!(first.code, 0, "{first:?}");
@@ -216,7 +224,7 @@ async fn min_hold_keeps_the_lock_after_a_short_job_so_a_late_host_still_skips() 
     let late_job = job("B", 0);
     let late = dls(&cluster, &["lock", "--skip-if-locked", "reports", "nightly", "--", "sh", "-c", &late_job]).await;
     assert_eq!(late.code, 0, "{late:?}");
-    assert!(late.stderr.contains("skipping"), "{late:?}");
+    assert_eq!(late.stderr, "", "{late:?}");
     let first = finish(first).await;
     assert_eq!(first.code, 3, "the command's status: {first:?}");
     assert!(started.elapsed() >= Duration::from_secs(3), "the lock is held for --min-hold");
@@ -279,7 +287,8 @@ async fn a_lost_lock_stops_the_command_with_sigterm_then_sigkill() {
         let started = std::time::Instant::now();
         let run = finish(child).await;
         assert_eq!(run.code, 76, "{run:?}");
-        assert!(run.stderr.contains("lost"), "{run:?}");
+        // dls lock's own words first, not the client library's timestamped WARN line.
+        assert!(run.stderr.starts_with("dls: lock jobs/lost lost while the command ran"), "{run:?}");
         assert!(read(&got).is_some(), "the command got SIGTERM");
         if !expect_term {
             assert!(run.stderr.contains("SIGKILL"), "{run:?}");
@@ -417,4 +426,142 @@ async fn a_cut_off_holder_has_killed_its_job_before_another_host_gets_the_lock()
         assert_eq!(run.code, 76, "{case}: {run:?}");
         assert!(run.stderr.contains("SIGKILL"), "{case}: the job ignored SIGTERM and was killed\n{run:?}");
     }
+}
+
+/// `--quiet` silences the skip of a slot that already ran (--once-per); the exit code (0)
+/// is the same, and without it the skip is said.
+#[tokio::test]
+async fn quiet_silences_the_skip_of_a_slot_that_already_ran() {
+    let cluster = Cluster::start(1).await;
+    let first = dls(&cluster, &["lock", "--once-per", "1h", "jobs", "quiet", "--", "true"]).await;
+    assert_eq!((first.code, first.stderr.as_str()), (0, ""), "{first:?}");
+    let said = dls(&cluster, &["lock", "--once-per", "1h", "jobs", "quiet", "--", "true"]).await;
+    assert_eq!(said.code, 0, "{said:?}");
+    assert!(said.stderr.contains("skipping the command"), "{said:?}");
+    let quiet = dls(&cluster, &["lock", "--quiet", "--once-per", "1h", "jobs", "quiet", "--", "true"]).await;
+    assert_eq!((quiet.code, quiet.stderr.as_str()), (0, ""), "{quiet:?}");
+    let both = dls(&cluster, &["lock", "-q", "-v", "--skip-if-locked", "jobs", "quiet", "--", "true"]).await;
+    assert_eq!(both.code, 2, "-q and -v do not mix: {both:?}");
+}
+
+/// `dls keys add`: the new key, printed once on stdout.
+fn add_key(file: &Path, name: &str, admin: bool) -> String {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dls"));
+    cmd.args(["keys", "add", "--file", file.to_str().unwrap(), "--name", name]);
+    if admin {
+        cmd.arg("--admin");
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// `--api-key-file` (or CAERUS_API_KEY_FILE) keeps the key out of `ps` and the crontab: the
+/// key is read trimmed; a file every user can read, an empty or missing file, and a key
+/// given twice are refused as usage mistakes before anything runs.
+#[tokio::test]
+async fn api_key_file_gives_the_key_and_a_careless_file_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.toml");
+    let admin = add_key(&keys, "ops", true);
+    let app = add_key(&keys, "app", false);
+    let cluster = Cluster::start_full(1, &["--api-keys-file", keys.to_str().unwrap()], Some(admin)).await;
+    let key_file = dir.path().join("app.key");
+    std::fs::write(&key_file, format!("  {app}\n")).unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let kf = key_file.to_str().unwrap();
+
+    let keyless = dls(&cluster, &["lock", "jobs", "keyed", "--", "true"]).await;
+    assert_eq!(keyless.code, 1, "the server wants a key: {keyless:?}");
+    let run = dls(&cluster, &["lock", "--api-key-file", kf, "jobs", "keyed", "--", "true"]).await;
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:?}");
+    let run = finish(
+        dls_command(&cluster, &["lock", "jobs", "keyed", "--", "true"]).env("CAERUS_API_KEY_FILE", kf).spawn().unwrap(),
+    )
+    .await;
+    assert_eq!(run.code, 0, "CAERUS_API_KEY_FILE: {run:?}");
+
+    let twice = dls(&cluster, &["lock", "--api-key", &app, "--api-key-file", kf, "jobs", "keyed", "--", "true"]).await;
+    assert_eq!(twice.code, 2, "{twice:?}");
+    assert!(twice.stderr.contains("given twice"), "{twice:?}");
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let open = dls(&cluster, &["lock", "--api-key-file", kf, "jobs", "keyed", "--", "true"]).await;
+    assert_eq!(open.code, 2, "{open:?}");
+    assert!(open.stderr.contains("readable by every user") && open.stderr.contains("chmod 600"), "{open:?}");
+    std::fs::write(&key_file, " \n").unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let empty = dls(&cluster, &["lock", "--api-key-file", kf, "jobs", "keyed", "--", "true"]).await;
+    assert_eq!(empty.code, 2, "{empty:?}");
+    assert!(empty.stderr.contains("is empty"), "{empty:?}");
+    let missing = dir.path().join("nope.key");
+    let missing =
+        dls(&cluster, &["lock", "--api-key-file", missing.to_str().unwrap(), "jobs", "keyed", "--", "true"]).await;
+    assert_eq!(missing.code, 2, "{missing:?}");
+    assert!(missing.stderr.contains("cannot read") && missing.stderr.contains("nope.key"), "{missing:?}");
+}
+
+/// `dls lock`'s own transaction name embeds the namespace and key: it must never make a
+/// valid key fail (a 240-byte key, or multi-byte characters near the limit), and a bad
+/// namespace is refused naming the namespace, not the name.
+#[tokio::test]
+async fn a_long_key_runs_and_a_bad_namespace_is_named_as_such() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("key");
+    let script = format!("echo \"$DLS_KEY\" > {}", out.display());
+    for key in ["k".repeat(240), "é".repeat(128)] {
+        let run = dls(&cluster, &["lock", "jobs", &key, "--", "sh", "-c", &script]).await;
+        assert_eq!(run.code, 0, "a {}-byte key: {run:?}", key.len());
+        assert_eq!(read(&out).as_deref(), Some(format!("{key}\n").as_str()));
+    }
+    let run = dls(&cluster, &["lock", "jo\tbs", "nightly", "--", "true"]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("namespace must not contain control characters"), "{run:?}");
+    let run = dls(&cluster, &["lock", "jobs", &"k".repeat(257), "--", "true"]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("key is 257 bytes; the limit is 256"), "{run:?}");
+}
+
+/// `dls events` prints plain words: an operator abort on a server without keys shows no
+/// `operator=""`, and the revoked lock's cause is a word, not `Some(OperatorAbort)`.
+#[tokio::test]
+async fn events_print_plain_words() {
+    let cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    let tx = c.begin_transaction(TransactionOptions::new().with_name("nightly worker")).await.unwrap();
+    tx.acquire_lock("jobs", "words", LockMode::Exclusive, AcquireOptions::default()).await.unwrap();
+    let id = tx.id().to_string();
+    let abort = dls(&cluster, &["txn", "abort", &id, "--reason", "stuck"]).await;
+    assert_eq!(abort.code, 0, "{abort:?}");
+    let out = dls_command(&cluster, &["events"]).stdout(Stdio::piped()).output().await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let aborted = text.lines().find(|l| l.contains("transaction_aborted")).expect("an abort event");
+    assert!(aborted.contains(&format!("txn={id} name=\"nightly worker\" reason=stuck released=1")), "{aborted}");
+    let revoked = text.lines().find(|l| l.contains("lock_revoked")).expect("a revoke event");
+    assert!(revoked.ends_with("cause=operator_abort"), "{revoked}");
+    assert!(!text.contains("Some(") && !text.contains("=\"\""), "{text}");
+}
+
+/// `--ttl 10ms` and `--ttl 2h` were silently clamped to 100ms and 1h: refused now, naming
+/// the range, before the command runs (as a `--wait-timeout` over an hour).
+#[tokio::test]
+async fn a_ttl_out_of_range_is_refused_with_the_range() {
+    let cluster = Cluster::start(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let job = format!("touch {}", ran.display());
+    for ttl in ["10ms", "2h"] {
+        let run = dls(&cluster, &["lock", "--ttl", ttl, "jobs", "ttl", "--", "sh", "-c", &job]).await;
+        assert_eq!(run.code, 2, "--ttl {ttl}: {run:?}");
+        assert!(run.stderr.contains("--ttl") && run.stderr.contains("100ms to 1h"), "{run:?}");
+    }
+    let run = dls(&cluster, &["lock", "--wait-timeout", "2h", "jobs", "ttl", "--", "sh", "-c", &job]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("at most 1h"), "{run:?}");
+    assert!(!ran.exists(), "nothing runs on a usage mistake");
+    let run =
+        dls(&cluster, &["lock", "--ttl", "100ms", "--kill-grace", "10ms", "jobs", "ttl", "--", "sh", "-c", &job]).await;
+    assert_eq!(run.code, 0, "the shortest lease is taken: {run:?}");
 }

@@ -183,7 +183,7 @@ async fn txn_abort_ends_a_client_transaction_and_the_event_is_logged() {
     let run = dls(&["events", "--endpoints", &ep], None).await;
     assert_eq!(run.code, 0, "{run:?}");
     let line = run.stdout.lines().find(|l| l.contains("transaction_aborted")).expect("an abort event");
-    assert!(line.contains(&format!("txn={id} name=\"stuck-worker\"")), "{line}");
+    assert!(line.contains(&format!("txn={id} name=stuck-worker")), "{line}");
     assert!(line.contains("reason=\"stuck since the deploy\""), "{line}");
     assert!(line.starts_with('#'), "{line}");
     assert!(run.stdout.contains(&format!("lock_revoked txn={id} lock=ns/k")), "{run:?}");

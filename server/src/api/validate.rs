@@ -172,7 +172,9 @@ pub fn request_id(raw: &str) -> Result<Option<String>, ApiError> {
 
 pub fn txn_name(raw: &str) -> Result<(), ApiError> {
     if raw.len() > MAX_NAME_BYTES || raw.chars().any(char::is_control) {
-        return Err(bad(format!("name must be at most {MAX_NAME_BYTES} bytes without control characters")));
+        return Err(bad(format!(
+            "the transaction's name must be at most {MAX_NAME_BYTES} bytes without control characters"
+        )));
     }
     Ok(())
 }

@@ -11,6 +11,9 @@ use caerus_core::{
 };
 use clap::Args;
 
+/// The environment variable for `--api-key-file`.
+pub const API_KEY_FILE_ENV: &str = "CAERUS_API_KEY_FILE";
+
 /// Exit code of a failure (the cluster said no, or could not be reached).
 pub const EXIT_FAILURE: i32 = 1;
 /// Exit code of a usage mistake (bad flag or argument), as clap uses it.
@@ -23,9 +26,14 @@ pub struct ClusterArgs {
     /// itself). https://HOST:PORT for TLS; a bare HOST:PORT uses TLS once --cacert or --cert is given.
     #[arg(long, env = ENDPOINTS_ENV, value_delimiter = ',', default_value = DEFAULT_ENDPOINT, value_name = "LIST")]
     pub endpoints: Vec<String>,
-    /// API key (operator commands need an admin key on a server with a keys file).
+    /// API key (operator commands need an admin key on a server with a keys file). It shows
+    /// in `ps` and in a crontab: --api-key-file keeps it out of both.
     #[arg(long, env = API_KEY_ENV, hide_env_values = true, value_name = "KEY")]
     pub api_key: Option<String>,
+    /// Read the API key from FILE (surrounding whitespace trimmed). The file must not be
+    /// readable by others (`chmod 600`); not with --api-key.
+    #[arg(long, env = API_KEY_FILE_ENV, value_name = "FILE")]
+    pub api_key_file: Option<PathBuf>,
     /// Give up after this many seconds without an answer from the cluster.
     #[arg(long, default_value_t = 15, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
@@ -47,7 +55,7 @@ impl ClusterArgs {
         self.endpoints.iter().map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect()
     }
 
-    fn config(&self, request_timeout: Duration) -> ClientConfig {
+    fn config(&self, request_timeout: Duration) -> Result<ClientConfig, CliError> {
         let total = Duration::from_secs(self.timeout);
         let config = ClientConfig::new(self.endpoint_list())
             .with_retry_deadline(total)
@@ -59,10 +67,25 @@ impl ClusterArgs {
             client_cert: self.cert.clone().zip(self.client_key.clone()),
             ..config
         };
-        match self.api_key.as_deref().map(str::trim).filter(|k| !k.is_empty()) {
+        Ok(match self.key()? {
             Some(key) => config.with_api_key(key),
             None => config.without_api_key(),
+        })
+    }
+
+    /// The API key from --api-key or --api-key-file (or their environment variables).
+    fn key(&self) -> Result<Option<String>, CliError> {
+        let given = self.api_key.as_deref().map(str::trim).filter(|k| !k.is_empty());
+        let Some(path) = &self.api_key_file else { return Ok(given.map(str::to_string)) };
+        if given.is_some() {
+            // Checked here rather than by clap: either may come from the environment, and
+            // the message names both spellings.
+            return Err(CliError::usage(format!(
+                "the API key is given twice: --api-key (or {API_KEY_ENV}) and --api-key-file (or \
+                 {API_KEY_FILE_ENV}); keep one"
+            )));
         }
+        read_key_file(path).map(Some)
     }
 
     /// A client with the usual per-attempt timeout.
@@ -77,7 +100,35 @@ impl ClusterArgs {
                 "--endpoints is empty; give HOST:PORT of at least one node (or set {ENDPOINTS_ENV})"
             )));
         }
-        DlsClient::connect(self.config(request_timeout)).await.map_err(CliError::from)
+        DlsClient::connect(self.config(request_timeout)?).await.map_err(CliError::from)
+    }
+}
+
+/// Reads an API key file: the key, trimmed. A file others can read is refused (the key is
+/// a password; ssh refuses such private keys too), and a missing or empty file says so.
+fn read_key_file(path: &std::path::Path) -> Result<String, CliError> {
+    let shown = path.display();
+    let file =
+        std::fs::File::open(path).map_err(|e| CliError::usage(format!("--api-key-file: cannot read {shown}: {e}")))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode =
+            file.metadata().map_err(|e| CliError::usage(format!("--api-key-file: {shown}: {e}")))?.permissions().mode();
+        if mode & 0o004 != 0 {
+            return Err(CliError::usage(format!(
+                "--api-key-file: {shown} is readable by every user (mode {:o}); `chmod 600 {shown}` \
+                 (a Kubernetes secret volume: defaultMode 0440)",
+                mode & 0o777
+            )));
+        }
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut &file, &mut text)
+        .map_err(|e| CliError::usage(format!("--api-key-file: cannot read {shown}: {e}")))?;
+    match text.trim() {
+        "" => Err(CliError::usage(format!("--api-key-file: {shown} is empty; it should hold the API key"))),
+        key => Ok(key.to_string()),
     }
 }
 
@@ -111,10 +162,10 @@ impl From<Error> for CliError {
             Error::PermissionDenied { .. } => CliError::failure(format!(
                 "permission denied: {m}\n     operator commands need an admin key: create one with \
                  `dls keys add --file KEYS --name NAME --admin`, add it to the server's keys file, and pass it \
-                 with --api-key or {API_KEY_ENV}"
+                 with --api-key-file, --api-key or {API_KEY_ENV}"
             )),
             Error::Unauthenticated { .. } => CliError::failure(format!(
-                "not authenticated: {m}\n     pass an API key from the server's keys file with --api-key or {API_KEY_ENV}"
+                "not authenticated: {m}\n     pass an API key from the server's keys file with --api-key-file, --api-key or {API_KEY_ENV}"
             )),
             Error::Unavailable { .. } => CliError::failure(format!(
                 "cluster unavailable: {m}\n     check --endpoints (or {ENDPOINTS_ENV}) and that the nodes are running; \
@@ -170,19 +221,48 @@ mod tests {
         let args = ClusterArgs {
             endpoints: vec![" a:1".into(), "".into(), "b:2".into()],
             api_key: None,
+            api_key_file: None,
             timeout: 3,
             cacert: None,
             cert: None,
             client_key: None,
         };
         assert_eq!(args.endpoint_list(), vec!["a:1", "b:2"]);
-        let c = args.config(Duration::from_secs(5));
+        let c = args.config(Duration::from_secs(5)).unwrap();
         assert_eq!(c.retry_deadline, Duration::from_secs(3));
         assert_eq!(c.request_timeout, Duration::from_secs(3));
         assert_eq!(c.api_key, None);
         assert_eq!((c.ca_file, c.client_cert), (None, None));
         let keyed = ClusterArgs { api_key: Some(" k ".into()), ..args };
-        assert_eq!(keyed.config(Duration::from_secs(1)).api_key.as_deref(), Some("k"));
+        assert_eq!(keyed.config(Duration::from_secs(1)).unwrap().api_key.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn an_api_key_file_is_read_trimmed_and_a_careless_one_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, " secret \n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let args = ClusterArgs {
+            endpoints: vec!["a:1".into()],
+            api_key: None,
+            api_key_file: Some(path.clone()),
+            timeout: 3,
+            cacert: None,
+            cert: None,
+            client_key: None,
+        };
+        assert_eq!(args.key().unwrap().as_deref(), Some("secret"));
+        let twice = ClusterArgs { api_key: Some("k".into()), ..args.clone() };
+        assert_eq!(twice.key().unwrap_err().exit_code, EXIT_USAGE);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o604)).unwrap();
+        assert!(args.key().unwrap_err().message.contains("chmod 600"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(&path, "\n").unwrap();
+        assert!(args.key().unwrap_err().message.contains("is empty"));
+        let missing = ClusterArgs { api_key_file: Some(dir.path().join("none")), ..args };
+        assert!(missing.key().unwrap_err().message.contains("cannot read"));
     }
 
     #[test]
@@ -190,12 +270,13 @@ mod tests {
         let args = ClusterArgs {
             endpoints: vec!["a:1".into()],
             api_key: None,
+            api_key_file: None,
             timeout: 3,
             cacert: Some("ca.pem".into()),
             cert: Some("client-app.pem".into()),
             client_key: Some("client-app-key.pem".into()),
         };
-        let c = args.config(Duration::from_secs(5));
+        let c = args.config(Duration::from_secs(5)).unwrap();
         assert_eq!(c.ca_file, Some(PathBuf::from("ca.pem")));
         assert_eq!(c.client_cert, Some(("client-app.pem".into(), "client-app-key.pem".into())));
     }

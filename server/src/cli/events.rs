@@ -105,6 +105,19 @@ fn released(locks: &[Lock]) -> String {
     }
 }
 
+/// ` name=VALUE` for the text line, or nothing when the value is empty (an operator on a
+/// server without keys): a plain word as is, anything with spaces, quotes or `=` quoted.
+fn field(name: &str, value: &str) -> String {
+    if value.is_empty() {
+        return String::new();
+    }
+    let plain = value.chars().all(|c| !c.is_whitespace() && !c.is_control() && !matches!(c, '"' | '\\' | '='));
+    match plain {
+        true => format!(" {name}={value}"),
+        false => format!(" {name}={}", serde_json::Value::from(value)),
+    }
+}
+
 /// `#12 2026-11-29T14:03:01Z deadlock_resolved victim=7 cycle=7→5→7 (ns/k1, ns/k2) policy=oldest`
 fn line(e: &Event) -> String {
     let what = match &e.detail {
@@ -122,21 +135,34 @@ fn line(e: &Event) -> String {
             )
         }
         EventDetail::TransactionExpired { transaction_id, transaction_name, released_locks } => {
-            format!("txn={transaction_id} name={transaction_name:?} released={}", released(released_locks))
+            format!("txn={transaction_id}{} released={}", field("name", transaction_name), released(released_locks))
         }
         EventDetail::TransactionAborted { transaction_id, transaction_name, reason, operator, released_locks } => {
             format!(
-                "txn={transaction_id} name={transaction_name:?} operator={operator:?} reason={reason:?} released={}",
+                "txn={transaction_id}{}{}{} released={}",
+                field("name", transaction_name),
+                field("operator", operator),
+                field("reason", reason),
                 released(released_locks)
             )
         }
         EventDetail::LockRevoked { transaction_id, namespace, key, mode, fencing_token, cause } => {
-            format!("txn={transaction_id} lock={namespace}/{key} mode={mode} token={fencing_token} cause={cause:?}")
+            let cause = cause.map(|c| c.as_str().to_ascii_lowercase()).unwrap_or_default();
+            format!(
+                "txn={transaction_id} lock={namespace}/{key} mode={mode} token={fencing_token}{}",
+                field("cause", &cause)
+            )
         }
         EventDetail::ApiKeyChanged { change, key_name, by } => {
-            format!("key={key_name:?} change={} by={by:?}", change.as_str())
+            format!(
+                "{} change={}{}",
+                field("key", key_name).trim_start(),
+                change.as_str().to_ascii_lowercase(),
+                field("by", by)
+            )
         }
-        other => format!("{other:?}"),
+        // A kind newer than this dls: its name (in the line's kind) is all it can say.
+        _ => "(details unknown to this version of dls)".to_string(),
     };
     format!("#{} {} {} {what}", e.sequence, rfc3339(e.time_ms), kind_name(e.kind()))
 }
@@ -256,8 +282,34 @@ mod tests {
         };
         assert_eq!(
             line(&e),
-            "#3 1970-01-01T00:00:00Z transaction_aborted txn=9 name=\"w\" operator=\"ops\" reason=\"stuck\" released=1 (ns/k token 4)"
+            "#3 1970-01-01T00:00:00Z transaction_aborted txn=9 name=w operator=ops reason=stuck released=1 (ns/k token 4)"
         );
+        let e = Event {
+            detail: EventDetail::TransactionAborted {
+                transaction_id: 9,
+                transaction_name: String::new(),
+                reason: "disk \"full\"".into(),
+                operator: String::new(),
+                released_locks: vec![],
+            },
+            ..e
+        };
+        assert_eq!(
+            line(&e),
+            "#3 1970-01-01T00:00:00Z transaction_aborted txn=9 reason=\"disk \\\"full\\\"\" released=0"
+        );
+        let e = Event {
+            detail: EventDetail::LockRevoked {
+                transaction_id: 9,
+                namespace: "ns".into(),
+                key: "k".into(),
+                mode: LockMode::Exclusive,
+                fencing_token: 4,
+                cause: Some(caerus_core::EndCause::LeaseExpired),
+            },
+            ..e
+        };
+        assert!(line(&e).ends_with("token=4 cause=lease_expired"), "{}", line(&e));
         assert_eq!(parse_kind("lock-revoked"), Ok(EventKind::LockRevoked));
         assert!(parse_kind("nope").unwrap_err().contains("deadlock_resolved"));
     }

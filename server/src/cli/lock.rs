@@ -90,9 +90,18 @@ pub struct LockArgs {
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub ttl: Duration,
     /// Exit 0 without running the command when the lock is held (for cron): the lock is
-    /// tried once and the command skipped at once, unless --wait-timeout is given.
+    /// tried once and the command skipped at once, unless --wait-timeout is given. Silent on
+    /// stderr (cron mails what a job prints) unless -v.
     #[arg(long)]
     pub skip_if_locked: bool,
+    /// Say on stderr when --skip-if-locked skips the command.
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+    /// Say nothing on stderr when the command is skipped (--once-per: the slot already ran)
+    /// or when the lock is lost after the command finished (--min-hold); errors and the
+    /// exit code still tell.
+    #[arg(short, long)]
+    pub quiet: bool,
     /// Keep the lock at least this long from the start of `dls lock`, even if the command
     /// finishes sooner (dls lock then exits when it has passed), so hosts whose cron fires
     /// a few seconds apart still skip. SIGINT/SIGTERM release it early.
@@ -157,7 +166,10 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
     if let Some(why) = args.once_per.and_then(once_per_refusal) {
         return Err(CliError::usage(format!("--once-per: {why}")));
     }
-    let ttl_ms = args.ttl.as_millis().clamp(100, 3_600_000) as u64;
+    let ttl_ms = lease_ms(args.ttl)?;
+    if let Some(wait) = args.wait_timeout.filter(|w| *w > MAX_DURATION) {
+        return Err(CliError::usage(format!("--wait-timeout {wait:?} is too long: at most 1h")));
+    }
     let budget = lease_budget(Duration::from_millis(ttl_ms), args.kill_grace)?;
     let client = args.cluster.client().await?;
     // Begins with the acquire below, in the same request.
@@ -165,11 +177,11 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         TransactionOptions::new()
             .with_timeout_ms(ttl_ms)
             .with_stop_grace(budget.stop_grace())
-            .with_name(format!("dls lock {}/{}: {}", args.namespace, args.key, args.command[0])),
+            .with_name(transaction_name(&args.namespace, &args.key, &args.command[0])),
     )?;
     let mode = if args.shared { LockMode::SharedRead } else { LockMode::Exclusive };
     let wait_ms = match (args.wait_timeout, args.skip_if_locked) {
-        (Some(wait), _) => wait.as_millis().min(3_600_000) as u64,
+        (Some(wait), _) => wait.as_millis() as u64,
         (None, true) => TRY_ONCE_WAIT_MS,
         (None, false) => DEFAULT_WAIT.as_millis() as u64,
     };
@@ -203,7 +215,10 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
                 ),
             };
             if args.skip_if_locked {
-                eprintln!("dls: {what}; skipping the command");
+                // Every losing host skips on every run: only -v says so.
+                if args.verbose {
+                    eprintln!("dls: {what}; skipping the command");
+                }
                 return Ok(0);
             }
             eprintln!("dls: {what}");
@@ -299,7 +314,9 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
             _ = sigterm.recv() => {}
             reason = tx.lost() => {
                 // The command finished under the lock; only the hold was cut short.
-                eprintln!("dls: lock {}/{} lost during --min-hold ({reason}); the command had finished", args.namespace, args.key);
+                if !args.quiet {
+                    eprintln!("dls: lock {}/{} lost during --min-hold ({reason}); the command had finished", args.namespace, args.key);
+                }
                 return Ok(code);
             }
         }
@@ -312,6 +329,41 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The shortest lease the server takes: heartbeats every third of it must make it.
+const MIN_TTL: Duration = Duration::from_millis(100);
+/// The longest lease or wait the server takes; longer is almost surely a unit mistake.
+const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// `--ttl` in milliseconds, or the usage error naming the allowed range: a lease silently
+/// made longer or shorter than asked would free the lock at a time nobody chose.
+fn lease_ms(ttl: Duration) -> Result<u64, CliError> {
+    if !(MIN_TTL..=MAX_DURATION).contains(&ttl) {
+        return Err(CliError::usage(format!("--ttl {ttl:?} is out of range: the lease must be 100ms to 1h")));
+    }
+    Ok(ttl.as_millis() as u64)
+}
+
+/// The longest transaction name the server takes, in bytes (as a namespace or a key).
+const MAX_TRANSACTION_NAME: usize = 256;
+
+/// The transaction's name, for `dls locks` and the event log: `dls lock NS/KEY: COMMAND`,
+/// cut (on a character boundary) to what the server takes and with control characters
+/// replaced. The name is only a label: a namespace or key the server takes must never be
+/// refused because the name that embeds it is longer, and a bad namespace or key is then
+/// refused by its own name.
+fn transaction_name(namespace: &str, key: &str, command: &str) -> String {
+    let full: String = format!("dls lock {namespace}/{key}: {command}")
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if full.len() <= MAX_TRANSACTION_NAME {
+        return full;
+    }
+    let cut = MAX_TRANSACTION_NAME - '…'.len_utf8();
+    let end = (0..=cut).rev().find(|&i| full.is_char_boundary(i)).unwrap_or(0);
+    format!("{}…", &full[..end])
 }
 
 /// Why `--once-per` cannot be used, or None (the server's bounds, checked before anything
@@ -355,10 +407,12 @@ async fn claim_slot(
         }
         _ => "",
     };
-    eprintln!(
-        "dls: slot {} of {}/{} (every {:?}) ran {how}; skipping the command{retry}",
-        claim.slot, args.namespace, args.key, period
-    );
+    if !args.quiet {
+        eprintln!(
+            "dls: slot {} of {}/{} (every {:?}) ran {how}; skipping the command{retry}",
+            claim.slot, args.namespace, args.key, period
+        );
+    }
     Ok(None)
 }
 
@@ -437,6 +491,29 @@ mod tests {
         let err = lease_budget(secs(15), Some(secs(10))).unwrap_err();
         assert_eq!(err.exit_code, 2);
         assert!(err.message.contains("the largest --kill-grace for --ttl 15s is 8.85s"), "{}", err.message);
+    }
+
+    #[test]
+    fn the_transaction_name_fits_whatever_the_key() {
+        assert_eq!(transaction_name("jobs", "nightly", "./r.sh"), "dls lock jobs/nightly: ./r.sh");
+        assert_eq!(transaction_name("a\tb", "k", "x"), "dls lock a?b/k: x");
+        for key in ["k".repeat(240), "é".repeat(125), "日".repeat(85)] {
+            let name = transaction_name("jobs", &key, "sh");
+            assert!(name.len() <= MAX_TRANSACTION_NAME && name.ends_with('…'), "{} bytes: {name}", name.len());
+            assert!(name.starts_with("dls lock jobs/"));
+        }
+    }
+
+    #[test]
+    fn a_ttl_out_of_range_is_refused_not_clamped() {
+        assert_eq!(lease_ms(Duration::from_secs(15)).unwrap(), 15_000);
+        assert_eq!(lease_ms(MIN_TTL).unwrap(), 100);
+        assert_eq!(lease_ms(MAX_DURATION).unwrap(), 3_600_000);
+        for bad in [Duration::from_millis(10), Duration::from_secs(7200)] {
+            let e = lease_ms(bad).unwrap_err();
+            assert_eq!(e.exit_code, crate::cli::connect::EXIT_USAGE);
+            assert!(e.message.contains("100ms to 1h"), "{}", e.message);
+        }
     }
 
     #[test]

@@ -26,9 +26,11 @@ pub use crate::versions::VERSION;
 #[derive(Parser, Debug)]
 #[command(name = "dls", version = VERSION, about = "Caerus DLS: a raft-replicated distributed lock service with fencing tokens")]
 pub struct Cli {
-    /// Log filter: error, warn, info, debug, trace, or a tracing directive like `caerus_server=debug`.
-    #[arg(long, env = "DLS_LOG", default_value = "info", global = true)]
-    pub log: String,
+    /// Log filter: error, warn, info, debug, trace, or a tracing directive like `caerus_server=debug`
+    /// [default: info for `serve`; error for the client commands, which say what happened in
+    /// their own words].
+    #[arg(long, env = "DLS_LOG", global = true)]
+    pub log: Option<String>,
     /// Log line format on stderr: text for people, json (one object per line with
     /// timestamp, level, message and fields) for log collectors.
     #[arg(long, env = "DLS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
@@ -85,6 +87,25 @@ pub enum CliCommand {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+impl Cli {
+    /// The tracing filter: `--log` if given, else the command's own default. A client command
+    /// (`dls lock`, `dls locks`, ...) logs errors only: the client library's warnings (a lost
+    /// transaction) would come as timestamped lines before the command's own message.
+    /// A bare level applies to the server's own crates, other crates log warnings and up.
+    pub fn log_filter(&self) -> String {
+        let level = match (&self.log, &self.command) {
+            (Some(level), _) => level.as_str(),
+            (None, CliCommand::Serve(_)) => "info",
+            (None, _) => return "error".to_string(),
+        };
+        let levels = ["off", "error", "warn", "info", "debug", "trace"];
+        match levels.contains(&level.to_ascii_lowercase().as_str()) {
+            true => format!("warn,caerus_server={level},dls={level}"),
+            false => level.to_string(),
+        }
+    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,6 +189,15 @@ mod tests {
         assert_eq!(a.catch_up_timeout, std::time::Duration::from_secs(5));
         let err = Cli::try_parse_from(["dls", "events", "--kind", "nope"]).unwrap_err();
         assert_eq!(err.exit_code(), connect::EXIT_USAGE);
+    }
+
+    #[test]
+    fn client_commands_log_errors_only_unless_told() {
+        let filter = |argv: &str| Cli::try_parse_from(argv.split(' ')).unwrap().log_filter();
+        assert_eq!(filter("dls lock jobs nightly -- true"), "error");
+        assert_eq!(filter("dls serve"), "warn,caerus_server=info,dls=info");
+        assert_eq!(filter("dls lock --log warn jobs nightly -- true"), "warn,caerus_server=warn,dls=warn");
+        assert_eq!(filter("dls locks --log caerus_core=debug"), "caerus_core=debug");
     }
 
     #[test]
