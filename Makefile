@@ -22,13 +22,31 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart test-upgrade demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages image test-image
+.PHONY: help run install uninstall deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart test-upgrade demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages image test-image
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
 
 run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-data
 	$(DLS_RELEASE) serve
+
+# `make install`: root installs into /usr/local/bin (on every PATH); anyone else into
+# ~/.local/bin (on the PATH of most distributions' login shells), so it needs no sudo.
+# DESTDIR stages it for a package. INSTALL_BIN=path installs that binary instead of
+# building a release one (the test installs the debug build it already has).
+PREFIX      ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
+BINDIR      ?= $(PREFIX)/bin
+INSTALL_BIN ?= $(DLS_RELEASE)
+
+install: $(if $(filter $(DLS_RELEASE),$(INSTALL_BIN)),release) ## Put dls on the PATH: a release build into PREFIX/bin (/usr/local as root, else ~/.local)
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/dls
+	@echo "installed $(DESTDIR)$(BINDIR)/dls: $$($(DESTDIR)$(BINDIR)/dls --version)"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; \
+	  *) echo "note: $(BINDIR) is not on PATH; add it: export PATH=\"$(BINDIR):\$$PATH\"";; esac
+
+uninstall: ## Remove the dls that `make install` put in PREFIX/bin
+	rm -f $(DESTDIR)$(BINDIR)/dls
 
 deps: ## Install what the tests and lint need beyond Rust (apt-get as root, else prints the command; Go from the Go proxy if too old)
 	@scripts/install-deps.sh

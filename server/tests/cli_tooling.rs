@@ -271,3 +271,27 @@ async fn a_client_aimed_at_the_http_port_is_told_to_use_the_grpc_port() {
     assert!(matches!(err, caerus_core::Error::Config { .. }), "{err:?}");
     assert!(err.message().starts_with(&expected), "{err}");
 }
+
+/// `make install PREFIX=DIR` puts a working `dls` in DIR/bin. INSTALL_BIN hands it the
+/// binary this test runs against, so the check costs a copy, not a release build.
+#[test]
+fn make_install_puts_a_working_dls_under_the_prefix() {
+    if !has("make") {
+        eprintln!("skipped: no make on PATH");
+        return;
+    }
+    let prefix = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let out = run(Command::new("make")
+        .current_dir(root)
+        .arg("install")
+        .arg(format!("PREFIX={}", prefix.path().display()))
+        .arg(format!("INSTALL_BIN={}", dls_bin().display())));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!said.contains("cargo build"), "make install built instead of installing INSTALL_BIN: {said}");
+    let installed = prefix.path().join("bin/dls");
+    let version = run(Command::new(&installed).arg("--version"));
+    let version = String::from_utf8_lossy(&version.stdout);
+    assert!(version.starts_with(&format!("dls {} (commit ", env!("CARGO_PKG_VERSION"))), "{version}");
+    assert!(said.contains(&format!("installed {}: dls ", installed.display())), "{said}");
+}
