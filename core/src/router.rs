@@ -883,6 +883,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_plain_http_answer_names_the_endpoint_at_once_unless_a_proxy_is_busy() {
+        let config = ClientConfig::new(["a:1"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        let plain =
+            |code, http| Status::new(code, format!("grpc-status header missing, mapped from HTTP status code {http}"));
+        let mut attempts = router.attempts("Test", router.default_options());
+        attempts.next().unwrap();
+        let err = attempts.failed(plain(Code::Unimplemented, 404)).await.unwrap_err();
+        assert_eq!(err.code(), "CONFIG");
+        assert!(err.message().starts_with("http://a:1 answered plain HTTP (status 404), not gRPC"), "{err}");
+        // A proxy's 503 in front of a node that is restarting: retried like any UNAVAILABLE.
+        let mut attempts = router.attempts("Test", router.default_options());
+        attempts.next().unwrap();
+        attempts.failed(plain(Code::Unavailable, 503)).await.unwrap();
+    }
+
+    #[tokio::test]
     async fn a_pinned_call_stays_on_its_node_and_learns_nothing() {
         let config = ClientConfig::new(["a:1"]).without_api_key();
         let router = Router::new(&config).unwrap();
