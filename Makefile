@@ -12,6 +12,9 @@ PEERS         = 1=127.0.0.1:7070/7080,2=127.0.0.1:7072/7082,3=127.0.0.1:7074/708
 CERTS_DIR     = $(CLUSTER_DIR)/certs
 TARGET_DIR   := $(or $(CARGO_TARGET_DIR),target)
 DLS_RELEASE   = $(TARGET_DIR)/release/dls
+# `make run`, `cluster` and `install`: the release build without debug info (profile `lean`;
+# `release` keeps line tables for the benchmarks' perf profiles).
+DLS_LEAN      = $(TARGET_DIR)/lean/dls
 # The last released contract image that `buf breaking` checks against (proto/releases/README.md).
 PROTO_BASELINE = proto/releases/caerus-dls-v1.0.0.binpb
 
@@ -22,13 +25,31 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart test-upgrade demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages image test-image
+.PHONY: help run lean install uninstall deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart test-upgrade demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages image test-image
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
 
-run: release ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-data
-	$(DLS_RELEASE) serve
+run: lean ## Run a single-node server on 127.0.0.1:7070 with data in ./dls-data
+	$(DLS_LEAN) serve
+
+# `make install`: root installs into /usr/local/bin (on every PATH); anyone else into
+# ~/.local/bin (on the PATH of most distributions' login shells), so it needs no sudo.
+# DESTDIR stages it for a package. INSTALL_BIN=path installs that binary instead of
+# building a release one (the test installs the debug build it already has).
+PREFIX      ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
+BINDIR      ?= $(PREFIX)/bin
+INSTALL_BIN ?= $(DLS_LEAN)
+
+install: $(if $(filter $(DLS_LEAN),$(INSTALL_BIN)),lean) ## Put dls on the PATH: the release build without debug info into PREFIX/bin (/usr/local as root, else ~/.local)
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/dls
+	@echo "installed $(DESTDIR)$(BINDIR)/dls: $$($(DESTDIR)$(BINDIR)/dls --version)"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; \
+	  *) echo "note: $(BINDIR) is not on PATH; add it: export PATH=\"$(BINDIR):\$$PATH\"";; esac
+
+uninstall: ## Remove the dls that `make install` put in PREFIX/bin
+	rm -f $(DESTDIR)$(BINDIR)/dls
 
 deps: ## Install what the tests and lint need beyond Rust (apt-get as root, else prints the command; Go from the Go proxy if too old)
 	@scripts/install-deps.sh
@@ -50,18 +71,21 @@ test-node: dls-debug ## Build the Node SDK (@caerus-dev/sdk) and run its node --
 build: ## Debug build of the workspace
 	$(CARGO) build --workspace --all-targets
 
-release: ## Optimized build of the `dls` binary
+release: ## Optimized build of the `dls` binary, with line tables for perf (benchmarks, demo, chaos)
 	$(CARGO) build --release -p caerus-server --bin dls
 
-cluster: release ## Start a local three-node cluster in the background (gRPC 7070/7072/7074, HTTP 7071/7073/7075, peers 7080/7082/7084 with mutual TLS)
+lean: ## Optimized build of `dls` without debug info, into <target dir>/lean (run, cluster, install)
+	$(CARGO) build --profile lean -p caerus-server --bin dls
+
+cluster: lean ## Start a local three-node cluster in the background (gRPC 7070/7072/7074, HTTP 7071/7073/7075, peers 7080/7082/7084 with mutual TLS)
 	@mkdir -p $(CLUSTER_DIR)
-	@[ -f $(CERTS_DIR)/ca.pem ] || $(DLS_RELEASE) certs init --dir $(CERTS_DIR)
+	@[ -f $(CERTS_DIR)/ca.pem ] || $(DLS_LEAN) certs init --dir $(CERTS_DIR)
 	@for id in 1 2 3; do [ -f $(CERTS_DIR)/node-$$id.pem ] || \
-	  $(DLS_RELEASE) certs node $$id --host 127.0.0.1 --host localhost --dir $(CERTS_DIR); done
+	  $(DLS_LEAN) certs node $$id --host 127.0.0.1 --host localhost --dir $(CERTS_DIR); done
 	@for id in 1 2 3; do \
 	  if [ -f $(CLUSTER_DIR)/node-$$id.pid ] && kill -0 $$(cat $(CLUSTER_DIR)/node-$$id.pid) 2>/dev/null; then \
 	    echo "node $$id already running (pid $$(cat $(CLUSTER_DIR)/node-$$id.pid))"; continue; fi; \
-	  $(DLS_RELEASE) serve --node-id $$id --peers $(PEERS) --data-dir $(CLUSTER_DIR)/data-$$id \
+	  $(DLS_LEAN) serve --node-id $$id --peers $(PEERS) --data-dir $(CLUSTER_DIR)/data-$$id \
 	    --http-listen 127.0.0.1:$$((7069 + 2 * id)) \
 	    --peer-tls-cert $(CERTS_DIR)/node-$$id.pem --peer-tls-key $(CERTS_DIR)/node-$$id-key.pem \
 	    --peer-tls-ca $(CERTS_DIR)/ca.pem \

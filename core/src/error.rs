@@ -212,6 +212,23 @@ pub(crate) fn leader_addr(status: &Status) -> Option<&str> {
     status.metadata().get(metadata::LEADER_ADDR).and_then(|v| v.to_str().ok()).map(str::trim).filter(|v| !v.is_empty())
 }
 
+/// The HTTP status of an answer that was plain HTTP, not gRPC (no `grpc-status`): tonic maps
+/// it to a gRPC code and keeps the HTTP status only in this message. Such a peer is not a
+/// DLS node's gRPC port, most often its HTTP port (the one users open in a browser).
+pub(crate) fn plain_http_status(status: &Status) -> Option<u16> {
+    status.message().strip_prefix("grpc-status header missing, mapped from HTTP status code ")?.trim().parse().ok()
+}
+
+/// The error for `endpoint` answering a call in plain HTTP with `http_status`: the gRPC
+/// code tonic made of it (UNIMPLEMENTED for a 404) would send the user looking for a
+/// missing feature rather than at the port they gave.
+pub(crate) fn not_grpc(endpoint: &str, http_status: u16) -> Error {
+    Error::config(format!(
+        "{endpoint} answered plain HTTP (status {http_status}), not gRPC: it looks like the HTTP port \
+         (Playground, /metrics); DLS clients use the gRPC port (default 7070, `--listen`)"
+    ))
+}
+
 fn status_message(status: &Status) -> String {
     if status.message().is_empty() {
         // An empty message would leave the user with only the variant name; the code's
@@ -437,5 +454,16 @@ mod tests {
         let blank = status_with(Code::Unavailable, "electing", None, Some("  "));
         assert_eq!(leader_addr(&blank), None);
         assert_eq!(leader_addr(&Status::unavailable("x")), None);
+    }
+
+    #[test]
+    fn a_plain_http_answer_is_recognised_by_tonics_message() {
+        let http = Status::new(Code::Unimplemented, "grpc-status header missing, mapped from HTTP status code 404");
+        assert_eq!(plain_http_status(&http), Some(404));
+        assert_eq!(plain_http_status(&Status::unimplemented("unknown method Begin")), None);
+        let err = not_grpc("http://127.0.0.1:7071", 404);
+        assert_eq!(err.code(), "CONFIG");
+        assert!(err.message().starts_with("http://127.0.0.1:7071 answered plain HTTP (status 404), not gRPC"), "{err}");
+        assert!(err.message().contains("gRPC port (default 7070, `--listen`)"), "{err}");
     }
 }

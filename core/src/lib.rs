@@ -51,6 +51,7 @@ mod error;
 mod events;
 mod heartbeat;
 mod heartbeat_batch;
+mod http_probe;
 mod key_watch;
 mod lanes;
 mod lease_budget;

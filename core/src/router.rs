@@ -27,7 +27,8 @@ use tonic::{Code, Request, Response, Status};
 use tracing::debug;
 
 use crate::config::{normalize_endpoint, ClientConfig};
-use crate::error::{error_kind, leader_addr, retry_after, Error, Result};
+use crate::error::{error_kind, leader_addr, not_grpc, plain_http_status, retry_after, Error, Result};
+use crate::http_probe::http1_status;
 use crate::lanes::{Lanes, StreamPlace};
 use crate::tls_hint::tls_hint;
 
@@ -55,6 +56,10 @@ pub(crate) const BACKOFF_CAP: Duration = Duration::from_millis(200);
 /// packets are dropped; a route that healed meanwhile costs only the relaying follower's
 /// extra hop until then.
 pub(crate) const UNREACHABLE_MEMORY: Duration = Duration::from_secs(60);
+
+/// Bound of the HTTP/1 question put to a plain-text port that dropped the gRPC connection:
+/// a local HTTP server answers in milliseconds, and a port that does not answer is not one.
+const HTTP_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What to do after an attempt failed with a status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -547,6 +552,14 @@ impl Attempts<'_> {
     /// final error when the status is the server's answer or the deadline is spent.
     pub(crate) async fn failed(&mut self, status: Status) -> Result<()> {
         let current = self.current.clone().unwrap_or_default();
+        if let Some(http_status) = plain_http_status(&status) {
+            // A proxy's 502/503/429 (mapped to UNAVAILABLE) may pass; any other plain HTTP
+            // answer comes from a peer that is not a DLS gRPC port and will answer the same:
+            // a wrong endpoint is told at once, not hidden behind retries on other nodes.
+            if status.code() != Code::Unavailable {
+                return Err(not_grpc(&current, http_status));
+            }
+        }
         let verdict = match classify(&status) {
             // Only leader-only calls are redirected; anywhere else a hint is just a node
             // that could not answer.
@@ -600,6 +613,12 @@ impl Attempts<'_> {
                 if !(spent && self.last_error.is_some()) {
                     let mut error = format!("{current}: {}", describe(&status));
                     if let Some(hint) = tls_hint(&current, &error, self.router.client_cert) {
+                        // A plain-text port that drops the HTTP/2 preface may be a TLS port or
+                        // an HTTP/1 server (the node's HTTP port): ask it in HTTP/1.
+                        let within = self.attempt_timeout().min(HTTP_PROBE_TIMEOUT);
+                        if let Some(code) = http1_status(&current, within).await {
+                            return Err(not_grpc(&current, code));
+                        }
                         error = format!("{error} ({hint})");
                     }
                     self.last_error = Some(error);
@@ -861,6 +880,23 @@ mod tests {
         let err = attempts.failed(attempt_timed_out("http://a:1", Duration::from_millis(2))).await.unwrap_err();
         assert!(err.message().contains("UnknownIssuer") && err.message().contains("not signed by a CA"), "{err}");
         assert!(!err.message().contains("within 2 ms"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_plain_http_answer_names_the_endpoint_at_once_unless_a_proxy_is_busy() {
+        let config = ClientConfig::new(["a:1"]).without_api_key();
+        let router = Router::new(&config).unwrap();
+        let plain =
+            |code, http| Status::new(code, format!("grpc-status header missing, mapped from HTTP status code {http}"));
+        let mut attempts = router.attempts("Test", router.default_options());
+        attempts.next().unwrap();
+        let err = attempts.failed(plain(Code::Unimplemented, 404)).await.unwrap_err();
+        assert_eq!(err.code(), "CONFIG");
+        assert!(err.message().starts_with("http://a:1 answered plain HTTP (status 404), not gRPC"), "{err}");
+        // A proxy's 503 in front of a node that is restarting: retried like any UNAVAILABLE.
+        let mut attempts = router.attempts("Test", router.default_options());
+        attempts.next().unwrap();
+        attempts.failed(plain(Code::Unavailable, 503)).await.unwrap();
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use caerus_core::{ClientConfig, DlsClient, TransactionOptions};
 use common::{client_tls, dls, dls_bin, eventually, free_ports, make_certs, tls_flags, Cluster, Spec};
 
 const SUBCOMMANDS: [&str; 8] = ["serve", "lock", "locks", "status", "members", "snapshot", "completions", "man"];
@@ -232,4 +233,65 @@ async fn health_is_unhealthy_with_the_reason_while_a_node_waits_for_its_cluster(
     })
     .await;
     assert!(why.contains(&format!("http://{http}/readyz: 503 Service Unavailable not ready: ")), "{why}");
+}
+
+/// The HTTP port is the one users meet first (Playground, /metrics); given as an endpoint,
+/// it answers the gRPC call with a plain 404. The CLI and the core say which port to use
+/// rather than "gRPC status Unimplemented: grpc-status header missing".
+#[tokio::test]
+async fn a_client_aimed_at_the_http_port_is_told_to_use_the_grpc_port() {
+    let cluster = Cluster::start(1).await;
+    let http = cluster.http_addr(1);
+    // The HTTP port speaks HTTP/1 only and drops the HTTP/2 preface; the client asks it in
+    // HTTP/1 and gets the redirect of `/` to the Playground.
+    let expected = format!("http://{http} answered plain HTTP (status 307), not gRPC: it looks like the HTTP port");
+
+    let out = Command::new(dls_bin())
+        .args(["lock", "--wait-timeout", "1s", "jobs", "nightly", "--", "true"])
+        .env_remove("CAERUS_API_KEY")
+        .env("DLS_ENDPOINTS", &http)
+        .env("DLS_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "a configuration error (usage): {stderr}");
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert!(stderr.contains("the gRPC port (default 7070, `--listen`)"), "{stderr}");
+    assert!(!stderr.contains("grpc-status header missing"), "{stderr}");
+
+    let config = ClientConfig::new(vec![http.clone()]).with_retry_deadline(Duration::from_secs(5)).without_api_key();
+    let err = match DlsClient::connect(config).await {
+        Ok(client) => match client.begin_transaction(TransactionOptions::default()).await {
+            Ok(_) => panic!("a transaction begun on the HTTP port"),
+            Err(e) => e,
+        },
+        Err(e) => e,
+    };
+    assert!(matches!(err, caerus_core::Error::Config { .. }), "{err:?}");
+    assert!(err.message().starts_with(&expected), "{err}");
+}
+
+/// `make install PREFIX=DIR` puts a working `dls` in DIR/bin. INSTALL_BIN hands it the
+/// binary this test runs against, so the check costs a copy, not a release build.
+#[test]
+fn make_install_puts_a_working_dls_under_the_prefix() {
+    if !has("make") {
+        eprintln!("skipped: no make on PATH");
+        return;
+    }
+    let prefix = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let out = run(Command::new("make")
+        .current_dir(root)
+        .arg("install")
+        .arg(format!("PREFIX={}", prefix.path().display()))
+        .arg(format!("INSTALL_BIN={}", dls_bin().display())));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!said.contains("cargo build"), "make install built instead of installing INSTALL_BIN: {said}");
+    let installed = prefix.path().join("bin/dls");
+    let version = run(Command::new(&installed).arg("--version"));
+    let version = String::from_utf8_lossy(&version.stdout);
+    assert!(version.starts_with(&format!("dls {} (commit ", env!("CARGO_PKG_VERSION"))), "{version}");
+    assert!(said.contains(&format!("installed {}: dls ", installed.display())), "{said}");
 }
