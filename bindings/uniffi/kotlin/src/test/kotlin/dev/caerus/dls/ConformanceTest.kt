@@ -1,12 +1,7 @@
 package dev.caerus.dls
 
 import java.io.File
-import java.net.URI
-import java.net.http.HttpClient
-import java.net.http.HttpRequest
-import java.net.http.HttpResponse
 import java.nio.file.Files
-import java.time.Duration
 import java.util.UUID
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Deferred
@@ -62,19 +57,7 @@ class ConformanceTest {
             "--data-dir", dataDir.absolutePath,
             "--log", "warn",
         ).redirectErrorStream(true).redirectOutput(File(dataDir, "server.log")).start()
-        val http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build()
-        val ready = URI("http://127.0.0.1:$httpPort/readyz")
-        val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
-        while (true) {
-            check(server.isAlive) { "dls exited early:\n" + File(dataDir, "server.log").readText() }
-            val ok = runCatching {
-                http.send(HttpRequest.newBuilder(ready).timeout(Duration.ofSeconds(1)).build(),
-                    HttpResponse.BodyHandlers.discarding()).statusCode() == 200
-            }.getOrDefault(false)
-            if (ok) break
-            check(System.nanoTime() < deadline) { "dls not ready after 30 s" }
-            Thread.sleep(100)
-        }
+        awaitReady(server, httpPort, File(dataDir, "server.log"))
         client = dlsClient(endpoint)
     }
 

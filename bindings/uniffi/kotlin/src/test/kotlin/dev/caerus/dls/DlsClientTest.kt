@@ -78,20 +78,8 @@ class DlsClientTest {
             "--max-locks-per-txn", "$MAX_LOCKS",
         ).redirectErrorStream(true).redirectOutput(File(dataDir, "server.log")).start()
 
-        val http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build()
         httpAddr = "127.0.0.1:$httpPort"
-        val ready = URI("http://127.0.0.1:$httpPort/readyz")
-        val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
-        while (true) {
-            check(server.isAlive) { "dls exited early:\n" + File(dataDir, "server.log").readText() }
-            val ok = runCatching {
-                http.send(HttpRequest.newBuilder(ready).timeout(Duration.ofSeconds(1)).build(),
-                    HttpResponse.BodyHandlers.discarding()).statusCode() == 200
-            }.getOrDefault(false)
-            if (ok) break
-            check(System.nanoTime() < deadline) { "dls not ready after 30 s" }
-            Thread.sleep(100)
-        }
+        awaitReady(server, httpPort, File(dataDir, "server.log"))
         client = dlsClient(endpoint)
     }
 
