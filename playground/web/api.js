@@ -17,7 +17,7 @@ export function authHeaders() {
  * is gRPC's, for SDK users: "send metadata `authorization: ...`"): 401 is a missing or
  * unknown key, 403 a key without the right (the page's operator calls need an admin key).
  */
-export function authProblem(status) {
+function authProblem(status) {
   if (status === 401) return keyInput.value.trim() ? 'unknownKey' : 'noKey';
   if (status === 403) return 'notAdmin';
   return null;
