@@ -64,6 +64,12 @@ function makeCerts(dir) {
   };
 }
 
+/** `dls keys add`: a new key in the keys file `file` (created if missing); returns the key. */
+export function addKey(file, name, extraArgs = []) {
+  const out = execFileSync(DLS_BIN, ['keys', 'add', '--file', file, '--name', name, ...extraArgs], { encoding: 'utf8' });
+  return out.split('\n')[0].trim();
+}
+
 /**
  * Starts a single node. `tls: true`: its client and HTTP ports serve TLS with a node
  * certificate made by `dls certs`; `base` is then https and the handle's `tls` carries the

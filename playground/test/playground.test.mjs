@@ -2,14 +2,25 @@
 // what the server decided (deadlock victim, lease expiry, locks of other clients).
 // Screenshots go to playground/artifacts/ and are kept.
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { chromium } from 'playwright-core';
 
 import { WORDS } from '../web/i18n.js';
-import { api, startCluster, startDls, waitForEvent } from './dls.mjs';
+import { addKey, api, startCluster, startDls, waitForEvent } from './dls.mjs';
 
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+
+/**
+ * One word for a raft term and one for a lease in each language, and the synonyms the
+ * Spanish text once mixed in ("término", "arrendamiento").
+ */
+const GLOSSARY = {
+  en: { term: 'term', lease: 'lease', avoid: [] },
+  es: { term: 'mandato', lease: 'concesión', avoid: [/término/i, /\btermino\b/i, /arrendamiento/i] },
+};
 const ARTIFACTS = new URL('../artifacts/', import.meta.url).pathname;
 mkdirSync(ARTIFACTS, { recursive: true });
 
@@ -237,6 +248,76 @@ for (const locale of ['en-US', 'es-ES']) describe(`playground page on a real dls
     await page.close();
   });
 
+  test('the permits field shows, labelled, for a SEMAPHORE request only', async () => {
+    const page = await open();
+    await page.fill('#new-txn input[name=name]', `permits-${lang}`);
+    await page.click('#new-txn button[type=submit]');
+    const card = page.locator(`.txn[data-name=permits-${lang}]`);
+    await card.waitFor();
+    const id = await card.getAttribute('data-txn-id');
+    const mode = card.locator('select[name=mode]');
+    const permits = card.locator('input[name=permits]');
+    assert.equal(await mode.inputValue(), 'EXCLUSIVE');
+    assert.equal(await permits.isVisible(), false, 'a permits box sits next to Acquire in EXCLUSIVE mode');
+    await mode.selectOption('SEMAPHORE');
+    await permits.waitFor();
+    assert.equal((await card.locator('label:has(input[name=permits])').textContent()).trim(), WORDS[lang]['txn.permits']);
+    await mode.selectOption('SHARED_READ');
+    await permits.waitFor({ state: 'hidden' });
+    await api(dls.base, 'POST', `/api/v1/transactions/${id}/end`, { commit: false });
+    await page.close();
+  });
+
+  test('the node whose HTTP port serves the page is marked with that address, the others by their gRPC one', async () => {
+    const page = await open();
+    const http = new URL(dls.base).host;
+    const c = await api(dls.base, 'GET', '/api/v1/cluster');
+    const marked = page.locator(`#cluster .member[data-this-page="${http}"]`);
+    await marked.waitFor();
+    assert.equal(await marked.getAttribute('data-node-id'), c.node_id);
+    const m = c.members.find((x) => x.node_id === c.node_id);
+    const words = WORDS[lang];
+    assert.equal(await marked.textContent(),
+      words['cluster.member']({ id: m.node_id, addr: m.addr }) + words['cluster.leader'] + words['cluster.thisPage']({ http }));
+    assert.ok((await marked.textContent()).includes(http), 'the page\'s own (HTTP) address is not shown');
+    await page.close();
+  });
+
+  test('one word for a raft term and one for a lease, as the glossary says', async () => {
+    const page = await open();
+    const { term, lease } = GLOSSARY[lang];
+    assert.ok((await page.textContent('#cluster .muted')).startsWith(`${term} `), await page.textContent('#cluster .muted'));
+    assert.ok((await page.textContent('#new-txn')).includes(lease));
+    // Everything the page shows, its tooltips included, avoids the other words.
+    const shown = await page.evaluate(() => [document.body.innerText,
+      ...[...document.querySelectorAll('[title], [placeholder], [aria-label]')].flatMap((el) => [el.title, el.placeholder, el.getAttribute('aria-label')])].join('\n'));
+    for (const word of GLOSSARY[lang].avoid) assert.ok(!word.test(shown), `the page says ${word}`);
+    await page.close();
+  });
+
+  test('the lock-delay button stays on one line, beside its field, on a phone and on laptops', async () => {
+    const page = await open();
+    for (const width of [375, 768, 1280, 1440]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.locator('#locks-panel').screenshot({ path: `${ARTIFACTS}lock-delay-form-${width}-${lang}.png` });
+      const { button, field, lineHeight, contentHeight } = await page.evaluate(() => {
+        const b = document.querySelector('#lock-delay button[type=submit]');
+        const cs = getComputedStyle(b);
+        const px = (v) => parseFloat(v) || 0;
+        const box = b.getBoundingClientRect();
+        return {
+          button: box.top,
+          field: document.querySelector('#lock-delay input[name=ms]').getBoundingClientRect().top,
+          lineHeight: px(cs.lineHeight),
+          contentHeight: box.height - px(cs.paddingTop) - px(cs.paddingBottom) - px(cs.borderTopWidth) - px(cs.borderBottomWidth),
+        };
+      });
+      assert.ok(contentHeight < 1.5 * lineHeight, `at ${width}px the button's text takes ${contentHeight}px, lines of ${lineHeight}px`);
+      assert.ok(Math.abs(button - field) <= 1, `at ${width}px the button wrapped away from its field (top ${button} vs ${field})`);
+    }
+    await page.close();
+  });
+
   test('locks taken by another client show up in the page', async () => {
     const page = await open();
     const t = await api(dls.base, 'POST', '/api/v1/transactions', { timeout_ms: 10000, name: 'outside-client' });
@@ -259,6 +340,17 @@ describe('playground page languages', () => {
     }
     const html = readFileSync(new URL('../web/index.html', import.meta.url), 'utf8');
     for (const [, key] of html.matchAll(/data-i18n(?:-[a-z-]+)?="([^"]+)"/g)) assert.ok(key in WORDS.en, `index.html uses ${key}, which i18n.js lacks`);
+  });
+
+  test('each language keeps to its glossary: one word for a raft term, one for a lease', () => {
+    for (const [lang, words] of Object.entries(WORDS)) {
+      // A function's source holds its words too.
+      const text = Object.values(words).map((w) => (typeof w === 'function' ? w.toString() : w)).join('\n');
+      for (const word of GLOSSARY[lang].avoid) assert.ok(!word.test(text), `${lang} says ${word}`);
+      assert.ok(words['cluster.summary']({ term: 7, token: 1, active: 0, seq: 1 }).startsWith(`${GLOSSARY[lang].term} 7`));
+      assert.ok(words['election.leader']({ key: 'k', name: 'n', term: 7 }).includes(`${GLOSSARY[lang].term} 7`));
+      assert.ok(words['form.lease'].includes(GLOSSARY[lang].lease));
+    }
   });
 
   test('the switch changes every fixed text and is remembered; a card is drawn in the new language', async () => {
@@ -300,6 +392,60 @@ describe('playground page languages', () => {
   });
 });
 
+// A server with a keys file: the page tells the reader, in the page's language, to paste an
+// admin key into the field (decided by the HTTP status, never by the server's gRPC-worded
+// message), and works once one is pasted.
+for (const locale of ['en-US', 'es-ES']) describe(`playground page on a server with API keys (${locale})`, () => {
+  const lang = locale.slice(0, 2);
+
+  test('no key, an unknown key, a key that is not admin: each asks for an admin key; an admin key works', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'dls-playground-keys-'));
+    const file = path.join(dir, 'keys.toml');
+    const admin = addKey(file, 'ops', ['--admin']);
+    const app = addKey(file, 'app', ['--namespace', 'playground']);
+    const dls = await startDls(['--api-keys-file', file]);
+    const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+    try {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, locale });
+      page.on('pageerror', (e) => console.error('page error:', e));
+      await page.goto(`${dls.base}/playground`);
+      const note = page.locator('#auth-note');
+      const asks = async (problem) => {
+        await page.locator(`#auth-note[data-auth=${problem}]`).waitFor();
+        assert.equal(await note.textContent(), WORDS[lang][`auth.${problem}`]);
+        // Nowhere the gRPC advice meant for SDK users.
+        await page.locator('#cluster', { hasText: WORDS[lang][`auth.${problem}`] }).waitFor();
+        const text = await page.evaluate(() => document.body.innerText);
+        assert.ok(!/metadata|Bearer/.test(text), text);
+      };
+      await asks('noKey');
+      await page.screenshot({ path: `${ARTIFACTS}api-key-missing-${lang}.png`, fullPage: true });
+      const paste = async (key) => {
+        await page.fill('#api-key', key);
+        await page.press('#api-key', 'Enter');
+      };
+      await paste('dls_not-a-key-this-server-knows');
+      await asks('unknownKey');
+      await paste(app);
+      await asks('notAdmin');
+      await paste(admin);
+      await page.locator('#cluster .member.leader').waitFor();
+      assert.equal(await note.isVisible(), false);
+      await page.fill('#new-txn input[name=name]', `keyed-${lang}`);
+      await page.click('#new-txn button[type=submit]');
+      const card = page.locator(`.txn[data-name=keyed-${lang}]`);
+      await card.locator('input[name=key]').fill('k');
+      await card.locator('button[type=submit]').click();
+      await page.locator('#locks [data-key="playground/k"]').waitFor();
+      await page.close();
+    } finally {
+      await browser.close();
+      await dls.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('playground page on a three-node cluster', () => {
   test('shows members and leader, and keeps working through a leader change', async () => {
     const cluster = await startCluster(3);
@@ -313,6 +459,9 @@ describe('playground page on a three-node cluster', () => {
       await page.goto(`${node.base}/playground`);
       await page.locator(`#cluster[data-leader="${leader}"]`).waitFor();
       assert.equal(await page.locator('#cluster .member').count(), 3);
+      // The node marked as serving the page is the one whose HTTP port the page came from.
+      assert.equal(await page.getAttribute(`#cluster .member[data-this-page="127.0.0.1:${node.http}"]`, 'data-node-id'), String(node.id));
+      assert.equal(await page.locator('#cluster .member[data-this-page]').count(), 1);
 
       const runDeadlock = async () => {
         const since = (await api(node.base, 'GET', '/api/v1/cluster')).last_event_sequence;

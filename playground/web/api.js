@@ -1,6 +1,7 @@
 // The HTTP API client (/api/v1, see /openapi.json), with the API key the page remembers.
 
 import { $ } from './dom.js';
+import { t } from './i18n.js';
 
 const keyInput = $('#api-key');
 keyInput.value = localStorage.getItem('caerus-api-key') || '';
@@ -11,10 +12,23 @@ export function authHeaders() {
   return k ? { authorization: `Bearer ${k}` } : {};
 }
 
+/**
+ * What a refused call asks of the reader, from the HTTP status alone (the server's message
+ * is gRPC's, for SDK users: "send metadata `authorization: ...`"): 401 is a missing or
+ * unknown key, 403 a key without the right (the page's operator calls need an admin key).
+ */
+function authProblem(status) {
+  if (status === 401) return keyInput.value.trim() ? 'unknownKey' : 'noKey';
+  if (status === 403) return 'notAdmin';
+  return null;
+}
+
 export class ApiError extends Error {
   constructor(status, err) {
-    super(err.message || `HTTP ${status}`);
+    const auth = authProblem(status);
+    super(auth ? t(`auth.${auth}`) : err.message || `HTTP ${status}`);
     this.status = status;
+    this.auth = auth;
     this.code = err.code;
     this.kind = err.kind;
     // What ended the transaction, as data (LEASE_EXPIRED, DEADLOCK_VICTIM, ...); null if

@@ -32,6 +32,13 @@ onLanguage(() => {
   pollRules();
 });
 
+// A new key is tried at once, not at the next polls.
+$('#api-key').addEventListener('change', () => {
+  pollCluster();
+  pollLocks();
+  pollRules();
+});
+
 function showNote() {
   $('#scenario-note').textContent = t(`note.${$('#scenario').value}`);
 }

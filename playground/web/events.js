@@ -49,14 +49,18 @@ function handleFrame({ type, data, comments }) {
 }
 
 export async function followEvents() {
+  // A refused key is retried every second until the reader pastes one: logged once.
+  let refused = null;
   for (;;) {
     try {
       const q = view.lastSeq === null ? 'only_new=true' : `after=${view.lastSeq}`;
       const res = await fetch(`/api/v1/events?${q}`, { headers: authHeaders() });
       await ensureOk(res);
+      refused = null;
       await readFrames(res, handleFrame);
     } catch (err) {
-      log(t('log.streamRetry', { msg: err.message }), 'bad');
+      if (!err.auth || err.auth !== refused) log(t('log.streamRetry', { msg: err.message }), 'bad');
+      refused = err.auth || null;
     }
     await sleep(1000);
   }

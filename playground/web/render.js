@@ -59,11 +59,15 @@ function renderTxns() {
     if (held.length) card.append(heldRow);
     if (t.pending) card.append(h('div', { class: 'waiting muted' }, tr('txn.waiting', { mode: t.pending.mode, key: `${t.pending.namespace}/${t.pending.key}` })));
     if (t.state === 'ACTIVE') {
+      // The permit count means something only to a SEMAPHORE request: shown, labelled, for that mode alone.
+      const permits = h('label', { class: 'permits', hidden: '', title: tr('txn.permitsHint') }, tr('txn.permits'), ' ',
+        h('input', { name: 'permits', type: 'number', min: '1', max: '100000', value: '2', size: 3 }));
       const form = h('form', { class: 'row acq' },
         h('input', { name: 'namespace', value: NS_DEFAULT, 'aria-label': tr('txn.namespace'), size: 10 }),
         h('input', { name: 'key', placeholder: tr('txn.key'), title: tr('txn.keyHint'), required: '', 'aria-label': tr('txn.key') }),
-        h('select', { name: 'mode', 'aria-label': tr('txn.mode') }, h('option', { value: 'EXCLUSIVE' }, 'EXCLUSIVE'), h('option', { value: 'SHARED_READ' }, 'SHARED_READ'), h('option', { value: 'SEMAPHORE' }, 'SEMAPHORE')),
-        h('input', { name: 'permits', type: 'number', min: '1', max: '100000', value: '2', size: 3, title: tr('txn.permitsHint'), 'aria-label': tr('txn.permits') }),
+        h('select', { name: 'mode', 'aria-label': tr('txn.mode'), onchange: (ev) => { permits.hidden = ev.target.value !== 'SEMAPHORE'; } },
+          h('option', { value: 'EXCLUSIVE' }, 'EXCLUSIVE'), h('option', { value: 'SHARED_READ' }, 'SHARED_READ'), h('option', { value: 'SEMAPHORE' }, 'SEMAPHORE')),
+        permits,
         h('button', { type: 'submit' }, tr('txn.acquire')),
         h('button', { type: 'button', class: 'quiet', onclick: () => end(t, true) }, tr('txn.commit')),
         h('button', { type: 'button', class: 'danger', onclick: () => end(t, false) }, tr('txn.abort')),

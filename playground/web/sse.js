@@ -1,6 +1,8 @@
 // Server-Sent Events read over fetch (so the API key can go in a header): calls `onFrame`
 // with each frame's `event:` type and joined `data:` text, and its comment lines.
 
+import { ApiError } from './api.js';
+
 export async function readFrames(res, onFrame) {
   const reader = res.body.getReader();
   const dec = new TextDecoder();
@@ -26,9 +28,9 @@ export async function readFrames(res, onFrame) {
   }
 }
 
-/** Throws the server's error message for a response that is not 2xx. */
+/** Throws the server's error (an ApiError, so a refused key reads as one) for a response that is not 2xx. */
 export async function ensureOk(res) {
   if (res.ok) return;
   const body = await res.json().catch(() => ({}));
-  throw new Error((body.error && body.error.message) || `HTTP ${res.status}`);
+  throw new ApiError(res.status, body.error || {});
 }

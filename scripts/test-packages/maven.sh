@@ -40,5 +40,22 @@ t1="$(token_of "$first")"
 t2="$(token_of "$second")"
 [ -n "$t1" ] && [ -n "$t2" ] || fail "expected 'locked samples-test/kotlin-lock with fencing token N' in each run"
 [ "$t2" -gt "$t1" ] || fail "the second grant's fencing token ($t2) is not above the first ($t1)"
+# --- kotlin-lock reads DLS_ENDPOINTS (issue 41): with no argument the node comes from the
+# variable every SDK and the CLI read (the sample once read DLS_ENDPOINT and silently dialled
+# 127.0.0.1:7070); the old singular variable alone is refused, not ignored.
+sample_env() { # env assignments... -> the sample's output with no argument (stderr too)
+  without_rust env -u LD_LIBRARY_PATH -u JAVA_TOOL_OPTIONS -u DLS_ENDPOINTS -u DLS_ENDPOINT "$@" \
+    "${mvn[@]}" -q -B -Dstyle.color=never -Dcaerus-dls.version="$version" exec:java 2>&1 | sed 's/\x1b\[[0-9;]*m//g'
+}
+from_env="$(sample_env DLS_ENDPOINTS="127.0.0.1:1 , $DLS_ENDPOINTS")" || fail "the sample failed with DLS_ENDPOINTS: $from_env"
+echo "$from_env"
+grep -qx 'committed: samples/kotlin-lock released' <<<"$from_env" ||
+  fail "expected 'committed: samples/kotlin-lock released' with DLS_ENDPOINTS and no argument in: $from_env"
+if singular="$(sample_env DLS_ENDPOINT="$DLS_ENDPOINTS")"; then
+  fail "the sample ran with only the singular DLS_ENDPOINT set: $singular"
+fi
+grep -q 'set DLS_ENDPOINTS' <<<"$singular" || fail "expected the refusal of DLS_ENDPOINT to name DLS_ENDPOINTS in: $singular"
+# --- end of the DLS_ENDPOINTS block
+
 log "ok: the sample took samples-test/kotlin-lock twice through the installed jar (fencing tokens $t1 < $t2)"
 echo "maven-sample: 1 passed, 0 failed"

@@ -2,7 +2,8 @@
 // scheduler, fire the task `report` every 2 s; DlsLockProvider (oncePer 6 s) runs it once per
 // 6-second slot of the cluster's clock. Prints each run and checks no slot ran twice.
 // With `spring`, each instance is a Spring context with @Scheduled + @SchedulerLock (Spring.kt).
-//   mvn -q compile exec:java -Dexec.args="ENDPOINT [SECONDS [spring]]"
+//   mvn -q compile exec:java -Dexec.args="ENDPOINTS [SECONDS [spring]]"
+// ENDPOINTS: comma-separated; without it the SDK reads DLS_ENDPOINTS as every SDK and the CLI do.
 package dev.caerus.samples.shedlock
 
 import dev.caerus.dls.dlsClient
@@ -26,15 +27,21 @@ fun ranInSlot(name: String, slot: Long) {
 }
 
 fun main(args: Array<String>) {
-    val endpoint = args.getOrNull(0) ?: System.getenv("DLS_ENDPOINT") ?: "127.0.0.1:7070"
+    // An empty list makes the SDK read DLS_ENDPOINTS. The singular DLS_ENDPOINT, which this
+    // sample once read, is refused rather than ignored: ignored, it meant a silent 127.0.0.1:7070.
+    val endpoints = args.getOrNull(0)?.split(',')?.map { it.trim() }?.filter { it.isNotEmpty() } ?: emptyList()
+    if (endpoints.isEmpty() && System.getenv("DLS_ENDPOINT") != null && System.getenv("DLS_ENDPOINTS") == null) {
+        System.err.println("shedlock: DLS_ENDPOINT is not read: set DLS_ENDPOINTS (comma-separated), as for every SDK and the CLI")
+        exitProcess(2)
+    }
     val seconds = args.getOrNull(1)?.toLong() ?: 20
     val spring = args.getOrNull(2) == "spring"
     val names = listOf("instance-a", "instance-b", "instance-c")
     val stops: List<() -> Unit> = if (spring) {
-        names.map { name -> startSpringInstance(name, endpoint).let { ctx -> { ctx.close() } } }
+        names.map { name -> startSpringInstance(name, endpoints).let { ctx -> { ctx.close() } } }
     } else {
         names.map { name ->
-            val client = dlsClient(endpoint)
+            val client = dlsClient(*endpoints.toTypedArray())
             // What a Spring app declares as a @Bean LockProvider (the `spring` mode does).
             val executor = DefaultLockingTaskExecutor(DlsLockProvider(client, "samples", oncePer = Duration.ofSeconds(6)))
             val scheduler = Executors.newSingleThreadScheduledExecutor()

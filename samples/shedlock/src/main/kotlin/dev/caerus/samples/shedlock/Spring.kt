@@ -21,8 +21,9 @@ import org.springframework.scheduling.annotation.Scheduled
 @EnableSchedulerLock(defaultLockAtMostFor = "1m")
 open class ReportApp {
     @Bean
-    open fun lockProvider(@Value("\${dls.endpoint}") endpoint: String): LockProvider =
-        DlsLockProvider(dlsClient(endpoint), "samples", oncePer = Duration.ofSeconds(6))
+    open fun lockProvider(@Value("\${dls.endpoints}") endpoints: String): LockProvider =
+        // Comma-separated; empty: the SDK reads DLS_ENDPOINTS.
+        DlsLockProvider(dlsClient(*endpoints.split(',').filter { it.isNotBlank() }.toTypedArray()), "samples", oncePer = Duration.ofSeconds(6))
 
     @Bean
     open fun reportJob(@Value("\${instance}") name: String): ReportJob = ReportJob(name)
@@ -38,9 +39,9 @@ open class ReportJob(private val name: String) {
 }
 
 /** Starts one Spring application context per instance; closing it stops its scheduler. */
-fun startSpringInstance(name: String, endpoint: String): AutoCloseable =
+fun startSpringInstance(name: String, endpoints: List<String>): AutoCloseable =
     AnnotationConfigApplicationContext().apply {
-        environment.propertySources.addFirst(MapPropertySource("sample", mapOf("instance" to name, "dls.endpoint" to endpoint)))
+        environment.propertySources.addFirst(MapPropertySource("sample", mapOf("instance" to name, "dls.endpoints" to endpoints.joinToString(","))))
         register(ReportApp::class.java)
         refresh()
     }
