@@ -11,7 +11,8 @@ which moves with the block when text around it is rewritten. The package tests
     readme_snippets.py show NAME              # the block's text on stdout
     readme_snippets.py extract DIR NAME...    # each block into DIR/FILE (FILE defaults to NAME)
     readme_snippets.py lint                   # every block of the quick-start sections is marked,
-                                              # names are unique, and a test names each one
+                                              # names are unique, and a test names each one;
+                                              # docs/es keeps one word per concept
 
 --root DIR (or $SNIPPETS_ROOT) reads the Markdown files of another checkout, e.g. an old one,
 to show that a test fails on what it printed."""
@@ -31,6 +32,10 @@ SOURCES = {
 }
 # Where the tests that run snippets live: lint wants each snippet's name in one of them.
 TESTS = ("scripts/test-packages",)
+
+# docs/es says one word per concept: a raft term is "término de raft" (or "term"), a lease
+# "concesión". The words a translation drifts to are refused.
+SPANISH_DRIFT = {"mandato": "término de raft", "arrendamiento": "concesión"}
 
 MARKER = re.compile(r"^<!-- snippet: ([a-z0-9][a-z0-9-]*)(?: file=(\S+))? -->$")
 FENCE = re.compile(r"^```(\S*)\s*$")
@@ -110,6 +115,11 @@ def lint(root):
     for name, snippet in snippets(root).items():
         if not re.search(rf"(?<![a-z0-9-]){re.escape(name)}(?![a-z0-9-])", tests):
             errors.append(f"{snippet.source}:{snippet.line}: snippet {name} is run by no test in {', '.join(TESTS)}")
+    for path in sorted((root / "docs/es").glob("*.md")):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for word, use in SPANISH_DRIFT.items():
+                if re.search(rf"\b{word}", line, re.IGNORECASE):
+                    errors.append(f"{path.relative_to(root)}:{n}: '{word}': docs/es says '{use}'")
     for e in errors:
         print(e, file=sys.stderr)
     if errors:

