@@ -25,7 +25,7 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run lean install uninstall deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart test-upgrade demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-packages image test-image
+.PHONY: help run lean install uninstall deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart test-upgrade demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-rust-cli-snippets test-packages image test-image
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -216,17 +216,20 @@ image: release-portable ## Container image caerus-dls:<version> and :latest, no 
 test-image: release-portable ## Build the image, run a three-node cluster of it (host network), lock from the host, stop the leader's container, lock again; skipped (saying why) without an engine
 	deploy/test-image.sh $(PORTABLE)/dls
 
-test-wheel: wheel dls-kit ## Install the wheel into a fresh virtualenv (no Rust on PATH) and run the README quick start against a real node
+test-wheel: wheel dls-kit ## Install the wheel into a fresh virtualenv (no Rust on PATH) with the README's pip line and run its Python scripts as printed against a real node
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) scripts/test-packages/python.sh
 
-test-npm-pack: npm-pack dls-kit ## npm install the two tarballs into a fresh project (no Rust, no registry) and run the brief's TypeScript example, ESM and CommonJS
+test-npm-pack: npm-pack dls-kit ## The README's and docs/es's Node quick starts as printed (no Rust on PATH): npm init, the two tarballs and tsx, npx tsx dls-worker.ts, as .mts too
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) scripts/test-packages/node.sh
 
-test-maven-sample: maven-install dls-kit ## The Maven sample (samples/kotlin-lock) from the local repository, in a fresh dir, no Rust on PATH, against a real dls
+test-maven-sample: maven-install dls-kit ## The Maven sample (samples/kotlin-lock) and the README's Main.kt from the local repository, in a fresh dir, no Rust on PATH, against a real dls
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) CAERUS_DLS_VERSION=$(DLS_VERSION) \
 	  scripts/test-packages/maven.sh
 
-test-packages: test-dist test-image test-wheel test-npm-pack test-maven-sample ## Every package installed and used without Rust: server tarball, container image, Python wheel, npm tarballs, Maven artifact
+test-rust-cli-snippets: dls-kit ## The README's Rust quick start (cargo new next to the checkout, its Cargo.toml lines and main.rs, cargo run) and its dls lock lines, as printed, against a real dls
+	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN) scripts/test-packages/rust-cli.sh
+
+test-packages: test-dist test-image test-wheel test-npm-pack test-maven-sample test-rust-cli-snippets ## Every package installed and used without Rust (server tarball, container image, Python wheel, npm tarballs, Maven artifact), and every README quick start as printed
 
 # ---- Benchmarks through the SDKs (issue 21): the lock cycle from Python and Node, binding overhead ----
 # Both use the packages as users get them (release wheel, npm tarballs, the Maven jar), installed
@@ -244,11 +247,12 @@ bench-binding: release wheel npm-pack maven-install ## p50/p90/p99 of one transa
 	  CALL_BIN=$(abspath $(TARGET_DIR))/release/dls-call-overhead CAERUS_DLS_VERSION=$(DLS_VERSION) \
 	  bench/sdk/overhead.sh
 
-lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, every build with the same dependency features, and the contract's buf lint/breaking checks
+lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, every build with the same dependency features, every README quick-start block marked and run by a test, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) fmt --all -- --check
 	python3 scripts/import-circles.py
 	python3 scripts/feature-drift.py
+	python3 scripts/readme_snippets.py lint
 
 sdks: ## Regenerate the committed gRPC clients in sdks/ (Go, Ruby, Python) from proto/ with the pinned tools; Java and C# generate in their own builds
 	sdks/generate.sh write

@@ -48,3 +48,8 @@ no_rust_path() {
 without_rust() {
   PATH="$(no_rust_path)" bash -c 'if command -v cargo || command -v rustc; then echo "Rust still on PATH" >&2; exit 1; fi; exec "$@"' _ "$@"
 }
+
+# The README's (and docs/es's) marked code blocks: `snippets show NAME`, `snippets extract
+# DIR NAME...`, `snippets list` (scripts/readme_snippets.py; SNIPPETS_ROOT=DIR reads another
+# checkout's Markdown, to show a test failing on what it printed).
+snippets() { python3 "$repo/scripts/readme_snippets.py" "$@"; }
