@@ -33,9 +33,9 @@ SOURCES = {
 # Where the tests that run snippets live: lint wants each snippet's name in one of them.
 TESTS = ("scripts/test-packages",)
 
-# docs/es says one word per concept: a raft term is "término de raft" (or "term"), a lease
-# "concesión". The words a translation drifts to are refused.
-SPANISH_DRIFT = {"mandato": "término de raft", "arrendamiento": "concesión"}
+# The Spanish text says one word per concept, as the Playground does: a raft term is a
+# "mandato", a lease a "concesión". The words a translation drifts to are refused.
+SPANISH_DRIFT = {"término de raft": "mandato", "arrendamiento": "concesión"}
 
 MARKER = re.compile(r"^<!-- snippet: ([a-z0-9][a-z0-9-]*)(?: file=(\S+))? -->$")
 FENCE = re.compile(r"^```(\S*)\s*$")
