@@ -136,7 +136,7 @@ test-chaos: dls-debug ## A short, seeded fault-injection run (same checkers as `
 	$(MAKE) -C chaos short DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
 stress: ## Timing-sensitive load tests CI does not run (release build): one key at 10x the sustained rate for 30 s beside another key's heartbeating transactions (server/tests/overload.rs); prints rates, refusals, leader RSS
-	$(CARGO) test --release -p caerus-server --test overload -- --ignored --nocapture
+	$(CARGO) test --release -p caerus-server --test integration -- overload:: --ignored --nocapture
 
 soak: release ## 10 minutes of legitimate churn beside every attack on the ports (and 10 without): node exits, RSS, the clients' p99 side by side; MINUTES=N (not in CI)
 	$(CARGO) build --release -p caerus-bench --bin dls-soak

@@ -2,7 +2,7 @@
 //! was wiped never re-bootstraps the running cluster; it refuses, and is back only once
 //! re-added through `dls members`.
 
-mod common;
+use crate::common;
 
 use common::{eventually, Cluster, ContendedWorkload, PATIENCE};
 

@@ -1,6 +1,6 @@
 //! Three real `dls` nodes: leader discovery, failover under contention, restarts.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

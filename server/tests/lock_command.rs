@@ -2,7 +2,7 @@
 //! environment and exit status, the busy exit code, --skip-if-locked and --min-hold, signal
 //! forwarding, and a lost lock stopping the command.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Stdio;

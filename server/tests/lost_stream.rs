@@ -4,7 +4,7 @@
 //! it or releases the lock. Against real `dls` processes, on one node and through a
 //! follower of three.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! retry hint), not with client timeouts; the other key's leases must all survive; and
 //! the leader's memory must stay bounded. Prints the figures.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;

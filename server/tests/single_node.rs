@@ -1,6 +1,6 @@
 //! Lock semantics end to end on a real single-node server, through the Rust core client.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

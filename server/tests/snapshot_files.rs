@@ -2,7 +2,7 @@
 //! after a SIGKILL, a stray `.tmp` from a crash, and a follower brought back by
 //! InstallSnapshot.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! watcher, a watch follows a leader change without missing one, election hands over
 //! when the leader dies, and a key limited to other namespaces may not watch.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
