@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::limits::LimitArgs;
+use crate::listeners::Listeners;
 use crate::locks::VictimPolicy;
 use crate::node::NodeConfig;
-use crate::ports::Listeners;
 use crate::raft::types::{Member, NodeId};
 use crate::security::SecurityArgs;
 
