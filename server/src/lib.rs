@@ -38,6 +38,7 @@ pub mod members;
 pub mod metrics;
 pub mod node;
 pub mod raft;
+pub mod request;
 pub mod secret_files;
 pub mod security;
 pub mod serve;

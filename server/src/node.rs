@@ -12,8 +12,6 @@ use openraft::error::RaftError as OpenRaftError;
 use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{watch, Mutex};
 
-use crate::engine::error::EngineError;
-use crate::engine::principal::Principal;
 use crate::key_wakeups::KeyWatchers;
 use crate::lease::Leases;
 use crate::limits::{Admission, LimitArgs, Limits, Tenant};
@@ -34,6 +32,8 @@ use crate::raft::snapshot_schedule::SnapshotSchedule;
 use crate::raft::snapshot_store::SnapshotStore;
 use crate::raft::state_machine::{ApplyObserver, StateMachine};
 use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft, RaftMetrics, SnapshotMeta};
+use crate::request::EngineError;
+use crate::request::Principal;
 use crate::telemetry::spans::Tracer;
 use crate::txn_wakeups::TxnWakeups;
 use crate::versions::{DataLevel, Versions};
