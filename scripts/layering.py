@@ -30,7 +30,7 @@ LAYERS = [
     # The edges clients reach: gRPC, HTTP, webhooks.
     ("edge", ["api", "http", "webhooks"]),
     # Flags into a running node: configuration and the ports' routers.
-    ("wiring", ["config.rs", "serve.rs"]),
+    ("wiring", ["config.rs", "serve"]),
     # The operator CLI and its config file.
     ("cli", ["cli", "config_file.rs"]),
 ]
