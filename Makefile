@@ -25,7 +25,7 @@ export CAERUS_TOOLS_DIR
 export PATH := $(CAERUS_TOOLS_DIR)/node/bin:$(CAERUS_TOOLS_DIR)/go/bin:$(PATH)
 
 .DEFAULT_GOAL := help
-.PHONY: help run lean install uninstall deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart test-upgrade demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-rust-cli-snippets test-packages image test-image
+.PHONY: help run lean install uninstall deps test test-playground test-conformance sdks check-sdks lint-proto test-go-sample test-rust test-python test-node test-kotlin test-samples test-chaos chaos rolling-restart test-upgrade demo wheel dls-debug bench-smoke build release cluster cluster-stop example bench bench-state soak stress lint fmt clean release-portable python-portable dls-kit dist npm-pack maven-install test-dist test-wheel test-npm-pack test-maven-sample test-rust-cli-snippets test-packages image test-image
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -134,6 +134,9 @@ demo: release ## The billing demo: 3 nodes, a fenced ledger, workers in Rust/Pyt
 
 test-chaos: dls-debug ## A short, seeded fault-injection run (same checkers as `make chaos`)
 	$(MAKE) -C chaos short DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
+
+stress: ## Timing-sensitive load tests CI does not run (release build): one key at 10x the sustained rate for 30 s beside another key's heartbeating transactions (server/tests/overload.rs); prints rates, refusals, leader RSS
+	$(CARGO) test --release -p caerus-server --test integration -- overload:: --ignored --nocapture
 
 soak: release ## 10 minutes of legitimate churn beside every attack on the ports (and 10 without): node exits, RSS, the clients' p99 side by side; MINUTES=N (not in CI)
 	$(CARGO) build --release -p caerus-bench --bin dls-soak
@@ -247,10 +250,11 @@ bench-binding: release wheel npm-pack maven-install ## p50/p90/p99 of one transa
 	  CALL_BIN=$(abspath $(TARGET_DIR))/release/dls-call-overhead CAERUS_DLS_VERSION=$(DLS_VERSION) \
 	  bench/sdk/overhead.sh
 
-lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, every build with the same dependency features, every README quick-start block marked and run by a test, and the contract's buf lint/breaking checks
+lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, no server file importing a higher layer, every build with the same dependency features, every README quick-start block marked and run by a test, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) fmt --all -- --check
 	python3 scripts/import-circles.py
+	python3 scripts/layering.py
 	python3 scripts/feature-drift.py
 	python3 scripts/readme_snippets.py lint
 

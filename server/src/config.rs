@@ -6,10 +6,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::api::victim_policies::VictimPolicies;
 use crate::limits::LimitArgs;
+use crate::listeners::Listeners;
 use crate::locks::VictimPolicy;
 use crate::node::NodeConfig;
-use crate::ports::Listeners;
 use crate::raft::types::{Member, NodeId};
 use crate::security::SecurityArgs;
 
@@ -106,23 +107,6 @@ fn parse_namespace_policy(raw: &str) -> Result<(String, VictimPolicy), String> {
     let (prefix, policy) =
         raw.split_once('=').ok_or_else(|| format!("{raw:?} must look like PREFIX=POLICY, e.g. billing-=oldest"))?;
     Ok((prefix.trim().to_string(), policy.parse().map_err(|e: caerus_types::ParseError| e.0)?))
-}
-
-/// The victim policy for each namespace: the longest matching configured prefix, else the default.
-#[derive(Clone, Debug, Default)]
-pub struct VictimPolicies {
-    pub default: VictimPolicy,
-    pub by_prefix: Vec<(String, VictimPolicy)>,
-}
-
-impl VictimPolicies {
-    pub fn for_namespace(&self, namespace: &str) -> VictimPolicy {
-        self.by_prefix
-            .iter()
-            .filter(|(p, _)| namespace.starts_with(p.as_str()))
-            .max_by_key(|(p, _)| p.len())
-            .map_or(self.default, |(_, policy)| *policy)
-    }
 }
 
 /// Parses `1=10.0.0.1:7070/7080,2=10.0.0.2:7070/7080`: per member, the client address and
@@ -279,14 +263,8 @@ mod tests {
     }
 
     #[test]
-    fn the_longest_namespace_prefix_picks_the_victim_policy() {
-        let p = VictimPolicies {
-            default: VictimPolicy::LowestPriorityThenYoungest,
-            by_prefix: vec![("billing-".into(), VictimPolicy::Oldest), ("billing-eu".into(), VictimPolicy::Youngest)],
-        };
-        assert_eq!(p.for_namespace("billing-us"), VictimPolicy::Oldest);
-        assert_eq!(p.for_namespace("billing-eu-1"), VictimPolicy::Youngest);
-        assert_eq!(p.for_namespace("reports"), VictimPolicy::LowestPriorityThenYoungest);
+    fn a_namespace_policy_is_prefix_equals_policy() {
+        assert_eq!(parse_namespace_policy("billing-=oldest"), Ok(("billing-".into(), VictimPolicy::Oldest)));
         assert!(parse_namespace_policy("x=sideways").is_err());
         assert!(parse_namespace_policy("nope").is_err());
     }

@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 use caerus_proto::raft::TakeLeadershipRequest;
 use openraft::ServerState;
 
-use crate::engine::error::EngineError;
 use crate::node::Node;
 use crate::raft::types::{NodeId, RaftMetrics};
+use crate::request::EngineError;
 
 /// How long a hand-off may take, catch-up and election included: past it the leader gives
 /// up and serves on (or, stopping, stops anyway). A caught-up successor takes over within

@@ -15,6 +15,9 @@
 //! - `webhooks/`: the leader POSTs events to HTTP endpoints.
 //! - `versions/`: the version handshake between nodes, the cluster's feature level and its
 //!   gate on new features, the data directory's level.
+//! - `txn_wakeups`, `key_wakeups`: applied effects wake the streams waiting on a
+//!   transaction (AcquireLock) or watching a key (WatchKey).
+//! - `listeners`: where a node listens; `conn/`, `serve`: the ports' accept loops and routers.
 //! - `metrics` (cluster-wide and per namespace), `telemetry/`: what operators see of a node.
 
 pub mod api;
@@ -27,20 +30,21 @@ pub mod engine;
 pub mod exposition;
 pub mod handoff;
 pub mod http;
-pub mod key_watch;
+pub mod key_wakeups;
 pub mod lease;
 pub mod limits;
+pub mod listeners;
 pub mod members;
 pub mod metrics;
 pub mod node;
-pub mod ports;
 pub mod raft;
+pub mod request;
 pub mod secret_files;
 pub mod security;
 pub mod serve;
-pub mod signals;
 pub mod telemetry;
 pub mod tls;
+pub mod txn_wakeups;
 pub mod versions;
 pub mod webhooks;
 

@@ -20,10 +20,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use clap::Args;
 
-use crate::engine::error::EngineError;
-use crate::engine::principal::Principal;
 use crate::locks::{LockKey, LockTable, TxnId};
 use crate::raft::replicated::Replicated;
+use crate::request::EngineError;
+use crate::request::Principal;
 
 /// `dls serve` flags of the limits (each also an environment variable).
 #[derive(Args, Debug, Clone, PartialEq, Eq)]

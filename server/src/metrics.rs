@@ -284,10 +284,6 @@ impl Metrics {
         update(hooks.entry(name.to_string()).or_default());
     }
 
-    pub fn webhook_stats(&self, name: &str) -> WebhookStats {
-        self.webhooks.lock().expect("metrics lock").get(name).copied().unwrap_or_default()
-    }
-
     /// The Prometheus text exposition (format 0.0.4).
     pub fn render(&self, g: &Gauges) -> String {
         let mut out = String::with_capacity(4096);

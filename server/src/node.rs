@@ -12,9 +12,7 @@ use openraft::error::RaftError as OpenRaftError;
 use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{watch, Mutex};
 
-use crate::engine::error::EngineError;
-use crate::engine::principal::Principal;
-use crate::key_watch::KeyWatchers;
+use crate::key_wakeups::KeyWatchers;
 use crate::lease::Leases;
 use crate::limits::{Admission, LimitArgs, Limits, Tenant};
 use crate::locks::{ApiKey, Command, Effect, LockTable, Outcome};
@@ -34,8 +32,10 @@ use crate::raft::snapshot_schedule::SnapshotSchedule;
 use crate::raft::snapshot_store::SnapshotStore;
 use crate::raft::state_machine::{ApplyObserver, StateMachine};
 use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft, RaftMetrics, SnapshotMeta};
-use crate::signals::Signals;
+use crate::request::EngineError;
+use crate::request::Principal;
 use crate::telemetry::spans::Tracer;
+use crate::txn_wakeups::TxnWakeups;
 use crate::versions::{DataLevel, Versions};
 
 /// How long one confirmation of leadership (a quorum round) vouches for heartbeats.
@@ -86,7 +86,7 @@ pub struct Node {
     leases: Arc<Leases>,
     /// The log's time on this node: what new entries are stamped with.
     log_clock: Arc<LogClock>,
-    signals: Arc<Signals>,
+    txn_wakeups: Arc<TxnWakeups>,
     key_watchers: Arc<KeyWatchers>,
     metrics: Arc<Metrics>,
     /// Follows traced acquires and exports their spans (`--otlp-endpoint`).
@@ -174,7 +174,7 @@ struct Pending {
 struct Observer {
     clock: Arc<LogClock>,
     leases: Arc<Leases>,
-    signals: Arc<Signals>,
+    txn_wakeups: Arc<TxnWakeups>,
     key_watchers: Arc<KeyWatchers>,
     metrics: Arc<Metrics>,
     tracer: Option<Arc<Tracer>>,
@@ -217,14 +217,14 @@ impl ApplyObserver for Observer {
                 _ => false,
             };
         }
-        self.signals.changed(changed.iter().copied(), moved.difference(&changed).copied());
+        self.txn_wakeups.changed(changed.iter().copied(), moved.difference(&changed).copied());
     }
 
     fn reset(&self, table: &LockTable) {
         let now = Instant::now();
         self.clock.observe(table.clock_ms(), now);
         self.leases.reset(table, now);
-        self.signals.notify_all();
+        self.txn_wakeups.notify_all();
         self.key_watchers.notify_all();
         self.events.send_modify(|v| *v += 1);
         self.api_keys_changed(table);
@@ -242,7 +242,7 @@ impl Node {
         let peer_transport = PeerTransport::new(peer_auth.clone(), peers.tls.clone(), peers.insecure)?;
         let log_clock = Arc::new(LogClock::default());
         let leases = Arc::new(Leases::new(log_clock.clone()));
-        let signals = Arc::new(Signals::default());
+        let txn_wakeups = Arc::new(TxnWakeups::default());
         let key_watchers = Arc::new(KeyWatchers::default());
         let metrics = Arc::new(Metrics::new(cfg.metrics_namespaces));
         let tracer = cfg.otlp_traces.clone().map(|uri| Arc::new(Tracer::start(uri, cfg.id)));
@@ -251,7 +251,7 @@ impl Node {
         let observer = Arc::new(Observer {
             clock: log_clock.clone(),
             leases: leases.clone(),
-            signals: signals.clone(),
+            txn_wakeups: txn_wakeups.clone(),
             key_watchers: key_watchers.clone(),
             metrics: metrics.clone(),
             tracer: tracer.clone(),
@@ -351,7 +351,7 @@ impl Node {
             snapshots,
             leases,
             log_clock,
-            signals,
+            txn_wakeups,
             key_watchers,
             metrics,
             tracer,
@@ -472,8 +472,8 @@ impl Node {
         &self.leases
     }
 
-    pub(crate) fn signals(&self) -> &Arc<Signals> {
-        &self.signals
+    pub(crate) fn txn_wakeups(&self) -> &Arc<TxnWakeups> {
+        &self.txn_wakeups
     }
 
     pub(crate) fn key_watchers(&self) -> &Arc<KeyWatchers> {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::ports::Listeners;
+use crate::listeners::Listeners;
 use crate::raft::peer_tls::PeerTlsFiles;
 use crate::secret_files::{self, Strictness};
 use crate::tls::{Protocol, ServerTls, TlsFiles};

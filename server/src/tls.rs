@@ -64,10 +64,6 @@ impl ServerTls {
         Ok(())
     }
 
-    pub fn requires_client_cert(&self) -> bool {
-        self.files.client_ca.is_some()
-    }
-
     pub fn files(&self) -> &TlsFiles {
         &self.files
     }

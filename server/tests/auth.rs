@@ -1,7 +1,7 @@
 //! API keys: `dls keys add` writes hashes only; calls without or with a wrong key are
 //! UNAUTHENTICATED; prefixes and transaction ownership give PERMISSION_DENIED.
 
-mod common;
+use crate::common;
 
 use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, TransactionOptions};
 use common::{add_key, Cluster};

@@ -3,7 +3,7 @@
 //! serves the saved locks and hands out fencing tokens above every token the old cluster
 //! ever handed out, also those granted after the backup.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,7 +1,7 @@
 //! Every bad input gets the right gRPC status, names what to fix, and changes nothing.
 //! Uses the raw generated client so malformed values reach the server unfiltered.
 
-mod common;
+use crate::common;
 
 use caerus_proto::v1::lock_service_client::LockServiceClient;
 use caerus_proto::v1::*;

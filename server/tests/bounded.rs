@@ -2,7 +2,7 @@
 //! up although heartbeats continue, on one node, across a leader change (the deadline is
 //! not restarted) and across a restart from a snapshot file (the deadline is in it).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

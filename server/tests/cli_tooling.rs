@@ -3,7 +3,7 @@
 //! environment and the defaults (`--print-config`), and `dls health` (the container image's
 //! HEALTHCHECK).
 
-mod common;
+use crate::common;
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};

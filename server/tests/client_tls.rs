@@ -4,7 +4,7 @@
 //! `DLS_CA_FILE` environment route, the HTTP port over https, and leader redirects that
 //! stay on https.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,8 +16,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls_pki_types::pem::PemObject;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// A client of `endpoints` with exactly these TLS files. The environment is not consulted
-/// for them: one test here sets `DLS_CA_FILE` and friends while the others run.
+/// A client of `endpoints` with exactly these TLS files, whatever the environment says.
 fn config(endpoints: Vec<String>, ca: Option<PathBuf>, cert: Option<(PathBuf, PathBuf)>) -> ClientConfig {
     ClientConfig { ca_file: ca, client_cert: cert, ..ClientConfig::new(endpoints).without_api_key() }
         .with_retry_deadline(Duration::from_secs(3))
@@ -148,24 +147,37 @@ async fn with_tls_client_ca_a_client_certificate_of_that_ca_is_required() {
     assert!(https_get(&http, "/healthz", &ca_file, None).await.is_err(), "no client certificate on the HTTP port");
 }
 
+/// `ClientConfig::new` reads `DLS_CA_FILE` and friends. They are set for a child process
+/// of this test binary: set here, they would reach every test running beside this one.
 #[tokio::test]
 async fn tls_files_from_the_environment() {
     let certs = tempfile::tempdir().unwrap();
     common::make_certs(certs.path(), 1);
     let cluster = tls_node(certs.path(), true).await;
-    let vars = [
-        (CA_FILE_ENV, certs.path().join("ca.pem")),
-        (CLIENT_CERT_FILE_ENV, certs.path().join("client-app.pem")),
-        (CLIENT_KEY_FILE_ENV, certs.path().join("client-app-key.pem")),
-    ];
-    for (name, path) in &vars {
-        std::env::set_var(name, path);
-    }
-    let from_env = ClientConfig::new([cluster.addr(1)]).without_api_key();
-    for (name, _) in &vars {
-        std::env::remove_var(name);
-    }
-    assert_eq!(from_env.ca_file.as_deref(), Some(vars[0].1.as_path()));
+    let child = "client_tls::a_lock_with_tls_files_from_the_environment";
+    let out = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([child, "--exact", "--ignored", "--nocapture"])
+        .env(ENDPOINT_FOR_CHILD, cluster.addr(1))
+        .env(CA_FILE_ENV, certs.path().join("ca.pem"))
+        .env(CLIENT_CERT_FILE_ENV, certs.path().join("client-app.pem"))
+        .env(CLIENT_KEY_FILE_ENV, certs.path().join("client-app-key.pem"))
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("1 passed"), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Where `tls_files_from_the_environment` tells its child process to take a lock.
+const ENDPOINT_FOR_CHILD: &str = "DLS_TEST_TLS_ENDPOINT";
+
+#[tokio::test]
+#[ignore = "the child process of tls_files_from_the_environment, which sets the variables"]
+async fn a_lock_with_tls_files_from_the_environment() {
+    let endpoint = std::env::var(ENDPOINT_FOR_CHILD).expect("run by tls_files_from_the_environment");
+    let from_env = ClientConfig::new([endpoint]).without_api_key();
+    let ca = std::env::var_os(CA_FILE_ENV).map(PathBuf::from);
+    assert!(ca.is_some() && from_env.ca_file == ca, "{:?}", from_env.ca_file);
     take_a_lock(from_env.with_retry_deadline(Duration::from_secs(3))).await.unwrap();
 }
 

@@ -1,6 +1,6 @@
 //! Three real `dls` nodes: leader discovery, failover under contention, restarts.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use caerus_core::{ClientConfig, DlsClient, Error, LockMode, TransactionState};
 use caerus_proto::v1 as pb;
-use common::{opts, raw_client, wait, Cluster};
+use common::{opts, raw_client, wait, Cluster, PATIENCE};
 
 async fn client(endpoints: Vec<String>) -> DlsClient {
     DlsClient::connect(ClientConfig::new(endpoints).without_api_key().with_retry_deadline(Duration::from_secs(20)))
@@ -132,7 +132,7 @@ async fn a_restarted_follower_catches_up_and_a_full_cluster_restart_keeps_everyt
     // The follower comes back (its log was passed by a snapshot) and catches up; then
     // the leader dies, so the cluster must rely on the restarted follower's copy.
     cluster.restart(follower);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    cluster.wait_caught_up(follower, leader, PATIENCE).await;
     cluster.kill(leader);
     cluster.wait_for_new_leader(leader, Duration::from_secs(20)).await;
     let st = keeper.status().await.unwrap();

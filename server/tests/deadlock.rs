@@ -2,7 +2,7 @@
 //! the victim's acquire fails with DeadlockVictim, its lost signal says so, the survivors
 //! get their locks, and the resolution is visible in the event log.
 
-mod common;
+use crate::common;
 
 use caerus_core::{
     AcquireOptions, ClientConfig, DlsClient, EndCause, Error, EventDetail, EventKind, EventStream, Lock, LockMode,

@@ -4,7 +4,7 @@
 //! lost; a follower whose disk filled up catches up once space is freed and it is started
 //! again. Needs root (mount); skipped with a message otherwise.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::FileExt;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! DowngradeLock against real nodes: EXCLUSIVE -> SHARED_READ in place with the same
 //! token, queued readers come in, writers keep waiting (one node and through a follower).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

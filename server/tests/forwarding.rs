@@ -3,7 +3,7 @@
 //! leader still authenticates every call and applies the request-id rules, and a follower
 //! holds only a bounded number of forwarded calls.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

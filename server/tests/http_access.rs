@@ -3,7 +3,7 @@
 //! another site) is refused, CORS is off unless `--http-cors-origin` lists the origin, and
 //! the operator endpoints stay plain GETs. Every refusal changes nothing.
 
-mod common;
+use crate::common;
 
 use common::{Cluster, PATIENCE};
 use http_body_util::{BodyExt, Full};

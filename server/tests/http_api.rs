@@ -2,7 +2,7 @@
 //! service as gRPC (same validation messages, same auth), waits and queues, SSE events
 //! with a deadlock, and a follower's HTTP port serving through the leader.
 
-mod common;
+use crate::common;
 
 use caerus_proto::v1::BeginTransactionRequest;
 use common::{add_key, raw_client, Cluster, PATIENCE};

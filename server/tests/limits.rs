@@ -3,7 +3,7 @@
 //! it changes nothing; an overloaded leader sheds new work with UNAVAILABLE and a retry
 //! hint. Raw generated clients, so every status reaches the test as the server sent it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! namespace, a normal release is never delayed; the delay holds across a leader change and
 //! a restart from a snapshot file; bad rules are refused with the right status.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! it or releases the lock. Against real `dls` processes, on one node and through a
 //! follower of three.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -302,7 +302,14 @@ mod core_client {
                 async move { survivor.acquire_lock("ns", "b", LockMode::Exclusive, common::wait(10_000)).await },
             )
         };
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        common::eventually_async(PATIENCE, "the survivor to wait for b", || async {
+            let locks = c.list_locks("ns").await.ok()?;
+            locks
+                .iter()
+                .any(|l| l.key == "b" && l.waiters.iter().any(|w| w.transaction_id == survivor.id()))
+                .then_some(())
+        })
+        .await;
         // The victim's second acquire fails; its first one's stream is what this is about,
         // so the signal is checked separately from that error.
         let _ = victim.acquire_lock("ns", "a", LockMode::Exclusive, common::wait(10_000)).await;
@@ -338,9 +345,13 @@ mod core_client {
         let tx = c.begin_transaction(opts(true).with_timeout_ms(6_000)).await.unwrap();
         take(&tx, "kept").await;
         cluster.kill(leader);
-        cluster.wait_for_new_leader(leader, PATIENCE).await;
-        // Two heartbeat periods on the new leader: still held, still not lost.
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        let new_leader = cluster.wait_for_new_leader(leader, PATIENCE).await;
+        // Two heartbeats renewed by the new leader: still held, still not lost.
+        common::eventually(PATIENCE, "two lease renewals on the new leader", || {
+            assert!(!tx.is_lost(), "{:?}", tx.lost_reason());
+            (cluster.metric_now(new_leader, "dls_heartbeat_renewals_total")? >= 2.0).then_some(())
+        })
+        .await;
         assert!(!tx.is_lost(), "{:?}", tx.lost_reason());
         // The next acquire opens a new stream, which hears the next end at once.
         take(&tx, "again").await;
@@ -362,11 +373,23 @@ async fn a_transaction_keeps_a_bounded_number_of_streams_open() {
     // The 17th ends after its grant, as without stay_open.
     let mut extra = granted(&mut raw, acquire(txn, "capped-extra", true)).await;
     assert_eq!(after_grant(&mut extra).await, None);
-    // Closing one frees a place.
+    // Closing one frees a place, once the server has seen it close: until then a new
+    // stream still ends after its grant (each try takes another key).
     drop(open.pop());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut again = granted(&mut raw, acquire(txn, "capped-again", true)).await;
-    stays_quiet(&mut again, Duration::from_millis(300)).await;
+    let mut tries = 0;
+    let mut again = common::eventually_async(PATIENCE, "a freed place: a new stream that stays open", || {
+        tries += 1;
+        let mut raw = raw.clone();
+        async move {
+            let mut stream = granted(&mut raw, acquire(txn, &format!("capped-again-{tries}"), true)).await;
+            match tokio::time::timeout(Duration::from_millis(300), stream.message()).await {
+                Err(_) => Some(stream),
+                Ok(Ok(None)) => None,
+                Ok(other) => panic!("a capped stream ends quietly after its grant, got {other:?}"),
+            }
+        }
+    })
+    .await;
     admin(&cluster).await.abort_transaction(txn, "capped").await.unwrap();
     for stream in open.iter_mut().chain([&mut again]) {
         assert_eq!(cause(&after_grant(stream).await.expect("lost")), pb::EndCause::OperatorAbort);

@@ -2,7 +2,7 @@
 //! 3 -> 5 and shrink back, replace a dead node, remove the leader. Throughout, no two
 //! holders of a key at once, tokens strictly rising per key, every acknowledged grant kept.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

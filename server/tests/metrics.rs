@@ -1,6 +1,6 @@
 //! The operator HTTP port of real `dls` nodes: /metrics, /healthz, /readyz.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! token per lock, queued fairly with single-key requests, part of deadlock detection, and
 //! a waiting request survives a leader change (one node and three, through a follower).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! Also checks that concurrent proposals (batched into shared raft entries by the
 //! leader) keep mutual exclusion and token order.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

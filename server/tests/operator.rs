@@ -2,7 +2,7 @@
 //! commands (the built binary), admin key enforcement, and an event stream that follows
 //! the log across a SIGKILL of the leader.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

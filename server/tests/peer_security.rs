@@ -3,7 +3,7 @@
 //! port a node opens, before they reach openraft; the cluster keeps its term and goes on
 //! granting locks. Nodes of another cluster and client certificates are refused too.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

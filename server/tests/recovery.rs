@@ -4,7 +4,7 @@
 //! a torn tail past the last sync is trimmed and logged; a fencing token is never handed
 //! out twice. The damage issue 38 found trimmed is in `attacks/storage.rs`.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};

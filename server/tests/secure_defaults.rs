@@ -2,7 +2,7 @@
 //! need mutual TLS) unless `--insecure` says so, and peers always need credentials.
 //! SIGHUP reloads the API keys file and the certificates without a restart.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

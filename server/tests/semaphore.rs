@@ -3,7 +3,7 @@
 //! broken (and cycles with a way out are not); permits survive a leader change and a restart
 //! from a snapshot file.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

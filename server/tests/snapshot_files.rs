@@ -2,7 +2,7 @@
 //! after a SIGKILL, a stray `.tmp` from a crash, and a follower brought back by
 //! InstallSnapshot.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -149,8 +149,9 @@ async fn a_follower_behind_the_purged_log_catches_up_through_install_snapshot() 
     })
     .await;
 
-    // The leader dies: the cluster now relies on the follower's installed copy.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The leader dies once the follower applied all it had: the cluster now relies on the
+    // follower's installed copy.
+    cluster.wait_caught_up(follower, leader, PATIENCE).await;
     cluster.kill(leader);
     cluster.wait_for_new_leader(leader, Duration::from_secs(20)).await;
     let st = keeper.status().await.unwrap();

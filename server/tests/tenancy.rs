@@ -4,7 +4,7 @@
 //! PERMISSION_DENIED for non-admins; an admin key limited to prefixes acts only on
 //! transactions inside them.
 
-mod common;
+use crate::common;
 
 use caerus_core::{AcquireOptions, ClientConfig, DlsClient, Error, LockMode, Transaction, TransactionOptions};
 use caerus_proto::v1 as pb;

@@ -1,7 +1,7 @@
 //! Try-lock: an acquire with `timeout_ms` 0 is granted at once or refused with LOCK_TIMEOUT
 //! at once, never queued, on one node and through a follower of three.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

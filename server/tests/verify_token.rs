@@ -1,7 +1,7 @@
 //! VerifyFencingToken against real nodes: a linearizable "is this token the current grant
 //! of that key?", through a follower of three and on one node, limited by API key tenancy.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

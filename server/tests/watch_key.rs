@@ -2,12 +2,12 @@
 //! watcher, a watch follows a leader change without missing one, election hands over
 //! when the leader dies, and a key limited to other namespaces may not watch.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
 use caerus_core::{ClientConfig, DlsClient, Election, EndCause, Error, KeyChangeKind, KeyUpdate, KeyWatch, LockMode};
-use common::{add_key, opts, patient_client, take, wait, Cluster, PATIENCE};
+use common::{add_key, eventually_async, opts, patient_client, take, wait, Cluster, PATIENCE};
 use futures::StreamExt;
 
 async fn next(w: &mut KeyWatch) -> KeyUpdate {
@@ -82,7 +82,11 @@ async fn a_watch_follows_a_leader_change_and_election_hands_over() {
     // on the new dls leader and the second takes over, seen by the same observer.
     let c2 = c.clone();
     let second = tokio::spawn(async move { Election::new(&c2, "ns", "leader").campaign("node-b", 5_000).await });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    eventually_async(PATIENCE, "the second candidate to wait in line", || async {
+        let locks = c.list_locks("ns").await.ok()?;
+        locks.iter().any(|l| l.key == "leader" && !l.waiters.is_empty()).then_some(())
+    })
+    .await;
     cluster.kill(leader);
     let first_term = first.term();
     first.resign().await.unwrap();

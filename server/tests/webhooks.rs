@@ -1,6 +1,6 @@
 //! Webhooks from real `dls` nodes to a receiver running inside the test.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

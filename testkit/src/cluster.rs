@@ -343,9 +343,25 @@ impl Cluster {
         let (status, text) = crate::http::http_get(&self.http_addr(id), "/metrics")
             .unwrap_or_else(|e| panic!("node {id}'s /metrics: {e}"));
         assert_eq!(status, 200, "node {id}'s /metrics answered {status}");
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in node {id}'s /metrics"))
+        metric_value(&text, name).unwrap_or_else(|| panic!("no {name} in node {id}'s /metrics"))
+    }
+
+    /// Node `id`'s `/metrics` value named `name`, or None while the node does not answer
+    /// (starting, or down): for polls.
+    pub fn metric_now(&self, id: u64, name: &str) -> Option<f64> {
+        match crate::http::http_get(&self.http_addr(id), "/metrics") {
+            Ok((200, text)) => metric_value(&text, name),
+            _ => None,
+        }
+    }
+
+    /// Waits until node `id` has applied every entry node `from` had committed when called:
+    /// what a test means by "the follower caught up".
+    pub async fn wait_caught_up(&self, id: u64, from: u64, within: Duration) {
+        let target = self.metric(from, "dls_commit_index");
+        let what = format!("node {id} to apply up to index {target} (node {from}'s commit index)");
+        crate::poll::eventually(within, &what, || (self.metric_now(id, "dls_applied_index")? >= target).then_some(()))
+            .await
     }
 
     /// Process id of node `id`, while it runs.
@@ -677,4 +693,9 @@ fn start_proxies(nodes: &[Node]) -> io::Result<(Arc<Links>, watch::Sender<bool>)
         }
     }
     Ok((links, stop_tx))
+}
+
+/// The value of `name` (unlabelled, or given with its labels) in a `/metrics` text.
+fn metric_value(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
 }

@@ -1,6 +1,6 @@
 //! API keys: which [`Principal`] a call comes from. The keys file stores only SHA-256
 //! hashes, so reading it never reveals a key; a key may be limited to namespace prefixes
-//! (what a principal may do is decided in `engine::principal`).
+//! (what a principal may do is decided in `request::principal`).
 //!
 //! File format (TOML):
 //! ```toml
@@ -31,8 +31,8 @@ use tonic::metadata::MetadataMap;
 use tonic::Status;
 
 use super::errors::ApiError;
-use crate::engine::principal::Principal;
 use crate::locks::ApiKey;
+use crate::request::Principal;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct KeyEntry {

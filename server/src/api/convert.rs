@@ -10,20 +10,12 @@ use crate::locks::{
     RunState, SlotRun, TxnId, TxnState, VictimPolicy,
 };
 
-pub fn mode_wire(m: LockMode) -> pb::LockMode {
-    pb::LockMode::try_from(m.to_wire()).expect("every lock mode has a wire value")
-}
-
 pub fn mode(m: LockMode) -> i32 {
     m.to_wire()
 }
 
 pub fn state(s: TxnState) -> i32 {
     s.to_wire()
-}
-
-pub fn policy_wire(p: VictimPolicy) -> pb::VictimPolicy {
-    pb::VictimPolicy::try_from(p.to_wire()).expect("every victim policy has a wire value")
 }
 
 pub fn cause(c: Option<EndCause>) -> i32 {

@@ -11,8 +11,8 @@ use caerus_types::ErrorKind;
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 
-use crate::engine::error::EngineError;
 use crate::locks::{EndCause, Rejection, TxnId, WaitEnd};
+use crate::request::EngineError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -49,7 +49,7 @@ pub enum ApiError {
     #[error("{0}")]
     AlreadyWaiting(String),
     /// This node is not the leader.
-    #[error("{}", crate::engine::error::not_leader_message(.leader))]
+    #[error("{}", crate::request::error::not_leader_message(.leader))]
     NotLeader { leader: Option<(u64, String)> },
     /// The cluster could not commit in time; retry with the same request_id.
     #[error("{0}")]

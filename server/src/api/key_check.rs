@@ -10,7 +10,7 @@ use tonic::{Request, Status};
 
 use super::auth::KeyRing;
 use super::errors::ApiError;
-use crate::engine::principal::Principal;
+use crate::request::Principal;
 
 /// The interceptor in front of the client services (and of those the peer port serves for
 /// forwarded calls, behind the peer gate).

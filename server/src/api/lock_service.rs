@@ -17,8 +17,8 @@ use tonic::{Request, Response, Status};
 
 use super::auth::{KeyHold, KeyRing};
 use super::errors::ApiError;
+use super::victim_policies::VictimPolicies;
 use super::{caller, convert, validate};
-use crate::config::VictimPolicies;
 use crate::engine::{
     parse_cursor, AcquireAllRequest, AcquireStart, Acquisition, Engine, EventStart, Followed, Principal, SlotRequest,
     TxnLost, WaitCancel, Wanted,

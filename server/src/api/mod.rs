@@ -13,3 +13,4 @@ pub mod key_check;
 pub mod lock_service;
 pub mod raft_service;
 pub mod validate;
+pub mod victim_policies;

@@ -308,7 +308,7 @@ impl Acquisition {
             // one-shot start learns its transaction from the proposal: it subscribes then and
             // reads the status again.
             let early = match self.start {
-                AcquireStart::Txn(txn) => Some(node.signals().subscribe(txn)),
+                AcquireStart::Txn(txn) => Some(node.txn_wakeups().subscribe(txn)),
                 AcquireStart::Begin(..) => None,
             };
             let mut leadership = node.leadership();
@@ -321,7 +321,7 @@ impl Acquisition {
             let mut changes = match early {
                 Some(changes) => changes,
                 None => {
-                    let changes = node.signals().subscribe(txn);
+                    let changes = node.txn_wakeups().subscribe(txn);
                     status = read_status(&node)?;
                     changes
                 }
@@ -360,13 +360,13 @@ impl Acquisition {
                     tokio::select! {
                         changed = changes.outcome.changed() => {
                             if changed.is_err() {
-                                changes = node.signals().subscribe(txn);
+                                changes = node.txn_wakeups().subscribe(txn);
                             }
                             break false;
                         }
                         moved = changes.queue.changed(), if refresh.is_none() => {
                             if moved.is_err() {
-                                changes = node.signals().subscribe(txn);
+                                changes = node.txn_wakeups().subscribe(txn);
                             }
                             refresh = Some(tokio::time::Instant::now() + QUEUE_REFRESH);
                         }
@@ -406,7 +406,7 @@ impl Acquisition {
             // Past the cap of open streams per transaction, this one ends as without
             // stay_open: the others (and the client's heartbeats) still tell the end.
             let slot = match (stay_open, granted) {
-                (true, Some(txn)) => node.signals().hold(txn).map(|slot| (txn, slot)),
+                (true, Some(txn)) => node.txn_wakeups().hold(txn).map(|slot| (txn, slot)),
                 _ => None,
             };
             if let Some((txn, _slot)) = slot {
@@ -421,7 +421,7 @@ impl Acquisition {
 /// Waits until `txn` ends or holds none of `locks`. Subscribes before each read, so an end
 /// applied between the grant and here is seen by the first read.
 async fn until_the_end(node: &Arc<Node>, txn: TxnId, locks: &[LockKey]) -> EngineResult<Option<TxnLost>> {
-    let mut changes = node.signals().subscribe(txn);
+    let mut changes = node.txn_wakeups().subscribe(txn);
     let mut leadership = node.leadership();
     loop {
         match holding(node, txn, locks) {
@@ -432,7 +432,7 @@ async fn until_the_end(node: &Arc<Node>, txn: TxnId, locks: &[LockKey]) -> Engin
         tokio::select! {
             changed = changes.outcome.changed() => {
                 if changed.is_err() {
-                    changes = node.signals().subscribe(txn);
+                    changes = node.txn_wakeups().subscribe(txn);
                 }
             }
             _ = leadership.wait_for(|leading| !leading) => break,

@@ -13,20 +13,17 @@
 //! - `slots`: claims of schedule slots, their finishes and the last runs.
 //! - `api_keys`: API keys kept by the cluster (create, list, revoke, rotate).
 //! - `cluster`: the cluster's state, membership changes, backups, metrics gauges.
-//! - `principal`: who is calling and what it may do; `error`: [`EngineError`]. Both are
-//!   also used by `limits` and `api/`, which name them by their own paths: this file
-//!   imports `node`, which imports them.
+//! - Who is calling and how a request fails ([`Principal`], [`EngineError`]) live a layer
+//!   below, in `crate::request`, since `node` and `limits` name them too.
 
 mod acquire;
 pub mod api_keys;
 mod cluster;
-pub mod error;
 mod events;
 mod fencing;
 mod key_watch;
 mod lock_delay;
 mod locks_view;
-pub mod principal;
 mod slots;
 mod txn;
 
@@ -35,14 +32,13 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
+pub use crate::request::{EngineError, Principal};
 pub use acquire::{AcquireAllRequest, AcquireStart, AcquireUpdate, Acquisition, Followed, TxnLost, Wanted};
 pub use cluster::{ClusterMember, ClusterStatus, MemberVersion};
-pub use error::EngineError;
 pub use events::{EventStart, EventWatch};
 pub use fencing::TokenCheck;
 pub use key_watch::{parse_cursor, KeyChange, KeyChangeKind, KeyHolder, KeyState, KeyStates};
 pub use locks_view::{KeyView, LockHolder, LockWaiter};
-pub use principal::Principal;
 pub use slots::SlotRequest;
 pub use txn::{Begun, Ended, Heartbeat, PendingView, TxnStatus, WaitCancel};
 

@@ -14,7 +14,7 @@ use caerus_proto::v1::{self as pb, lock_service_client::LockServiceClient};
 use tonic::transport::Channel;
 use tonic::{Code, Status, Streaming};
 
-use crate::calls::{exclusive, keyed};
+use super::calls::{exclusive, keyed};
 use crate::common::{add_key, eventually_async, raw_client, Cluster, Spec, PATIENCE};
 
 /// A three-node cluster whose nodes each read their own copy of one keys file

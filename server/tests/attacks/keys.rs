@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tonic::transport::{Channel, ClientTlsConfig};
 use tonic::{Code, Request, Status, Streaming};
 
-use crate::calls::{exclusive, keyed};
+use super::calls::{exclusive, keyed};
 use crate::common::{self, add_key, eventually, eventually_async, raw_client, Cluster, Spec, PATIENCE};
 
 fn begin_req(request_id: &str, lease_ms: i64) -> pb::BeginTransactionRequest {

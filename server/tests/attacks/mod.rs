@@ -1,10 +1,9 @@
 //! Attacks on a node by anyone who can reach its ports or its disk, each a test against real
 //! `dls` processes: what a client without a key, a key of another tenant, a node certificate
 //! of the cluster CA, a damaged file or a stepped clock could do, and that it no longer can.
-//! One test binary (one link, one process per `cargo test` run), a module per area.
+//! A module per area.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod calls;
 mod clock;
