@@ -940,6 +940,41 @@ func (s *scenario) checkVerify(checks map[string]any, v *dlsv1.VerifyFencingToke
 	return nil
 }
 
+// awaitStatus polls GetTransactionStatus until the step's ok checks hold, heartbeating
+// first when the step says so; an ended transaction no longer changes, so a mismatch then
+// fails.
+func (s *scenario) awaitStatus(step map[string]any) error {
+	id, err := s.txnID(step)
+	if err != nil {
+		return err
+	}
+	expect, _ := step["expect"].(map[string]any)
+	checks, _ := expect["ok"].(map[string]any)
+	heartbeat, _ := step["heartbeat"].(bool)
+	deadline := time.Now().Add(time.Duration(num(step, "within_ms", patience.Milliseconds())) * time.Millisecond)
+	for {
+		if heartbeat {
+			unary(s.conn, func(ctx context.Context, c dlsv1.LockServiceClient, opts ...grpc.CallOption) (*dlsv1.HeartbeatResponse, error) {
+				return c.Heartbeat(ctx, &dlsv1.HeartbeatRequest{TransactionId: id}, opts...)
+			})
+		}
+		resp, o := unary(s.conn, func(ctx context.Context, c dlsv1.LockServiceClient, opts ...grpc.CallOption) (*dlsv1.GetTransactionStatusResponse, error) {
+			return c.GetTransactionStatus(ctx, &dlsv1.GetTransactionStatusRequest{TransactionId: id}, opts...)
+		})
+		if o != nil {
+			return fmt.Errorf("status: %s", o)
+		}
+		err := s.checkStatus(checks, resp)
+		if err == nil {
+			return nil
+		}
+		if resp.State != dlsv1.TransactionState_ACTIVE || time.Now().After(deadline) {
+			return fmt.Errorf("%v (state %s)", err, resp.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (s *scenario) checkStatus(checks map[string]any, st *dlsv1.GetTransactionStatusResponse) error {
 	if v, ok := checks["state"]; ok {
 		if err := eq("state", st.State.String(), v); err != nil {
@@ -1254,6 +1289,8 @@ func (s *scenario) step(step map[string]any) error {
 		if v, ok := checks["released_locks"]; ok {
 			return eq("released_locks", resp.ReleasedLocks, v)
 		}
+	case "await_status":
+		return s.awaitStatus(step)
 	case "sleep_ms":
 		time.Sleep(time.Duration(num(step, "ms", 0)) * time.Millisecond)
 	case "set_lock_delay":

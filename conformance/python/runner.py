@@ -559,6 +559,25 @@ class Scenario:
         if checks is not None and "end_cause" in checks:
             self.eq("lost.end_cause", pb.EndCause.Name(lost.end_cause).removeprefix("END_CAUSE_"), checks["end_cause"])
 
+    def await_status(self, step):
+        """Polls GetTransactionStatus until the step's ok checks hold, heartbeating first when
+        the step says so; an ended transaction no longer changes, so a mismatch then fails."""
+        checks = step.get("expect", {}).get("ok", {})
+        deadline = time.monotonic() + step.get("within_ms", PATIENCE_S * 1000) / 1000.0
+        while True:
+            if step.get("heartbeat"):
+                self.conn.unary("Heartbeat", pb.HeartbeatRequest(transaction_id=self.txn_id(step)))
+            out = self.conn.unary("GetTransactionStatus", pb.GetTransactionStatusRequest(transaction_id=self.txn_id(step)))
+            if not out.ok:
+                raise StepFailed(f"status: {out.describe()}")
+            try:
+                self.check_status(checks, out.value)
+                return
+            except StepFailed as e:
+                if out.value.state != pb.ACTIVE or time.monotonic() > deadline:
+                    raise StepFailed(f"{e} (state {pb.TransactionState.Name(out.value.state)})") from e
+            time.sleep(0.05)
+
     def expect_streams_closed(self, step):
         deadline = time.monotonic() + PATIENCE_S
         streams = list(self.txn_streams(step))
@@ -661,6 +680,8 @@ class Scenario:
                     self.eq("state", pb.TransactionState.Name(out.value.state), checks["state"])
                 if "released_locks" in checks:
                     self.eq("released_locks", out.value.released_locks, checks["released_locks"])
+        elif op == "await_status":
+            self.await_status(step)
         elif op == "sleep_ms":
             time.sleep(step["ms"] / 1000.0)
         elif op == "set_lock_delay":

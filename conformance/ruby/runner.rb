@@ -642,6 +642,29 @@ class Scenario
     @streams_lock.synchronize { @streams[step.fetch('txn')].dup }
   end
 
+  # Polls GetTransactionStatus until the step's ok checks hold, heartbeating first when the
+  # step says so; an ended transaction no longer changes, so a mismatch then fails.
+  def await_status(step)
+    checks = step.fetch('expect', {}).fetch('ok', {})
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + step.fetch('within_ms', PATIENCE_S * 1000) / 1000.0
+    loop do
+      @conn.unary(:heartbeat, V1::HeartbeatRequest.new(transaction_id: txn_id(step))) if step['heartbeat']
+      out = @conn.unary(:get_transaction_status, V1::GetTransactionStatusRequest.new(transaction_id: txn_id(step)))
+      raise StepFailed, "status: #{out.describe}" unless out.ok?
+
+      begin
+        check_status(checks, out.value)
+        return
+      rescue StepFailed => e
+        state = Scenario.name_of(out.value.state)
+        if state != 'ACTIVE' || Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+          raise StepFailed, "#{e.message} (state #{state})"
+        end
+      end
+      sleep 0.05
+    end
+  end
+
   def expect_lost(step)
     within = step.fetch('within_ms', PATIENCE_S * 1000) / 1000.0
     deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + within
@@ -779,6 +802,8 @@ class Scenario
 
       eq('state', Scenario.name_of(out.value.state), checks['state']) if checks.key?('state')
       eq('released_locks', out.value.released_locks, checks['released_locks']) if checks.key?('released_locks')
+    when 'await_status'
+      await_status(step)
     when 'sleep_ms'
       sleep step.fetch('ms') / 1000.0
     when 'set_lock_delay'

@@ -276,6 +276,9 @@ class Scenario {
         if (checks && 'state' in checks) check('state', commit ? 'COMMITTED' : 'ABORTED', checks.state);
         return;
       }
+      case 'await_status':
+        // The SDK heartbeats by itself: `heartbeat` needs nothing more here.
+        return this.awaitStatus(step);
       case 'sleep_ms':
         return sleep(step.ms);
       case 'watch': {
@@ -534,6 +537,27 @@ class Scenario {
       if (!(lock.fencingToken > t)) throw new StepFailed(`fencing token ${lock.fencingToken} is not greater than ${t}`);
     }
     if ('save_token' in checks) this.tokens.set(checks.save_token, lock.fencingToken);
+  }
+
+  /**
+   * Polls the transaction's status until the step's ok checks hold; an ended transaction no
+   * longer changes, so a mismatch then fails.
+   */
+  async awaitStatus(step) {
+    const checks = step.expect?.ok ?? {};
+    const deadline = Date.now() + (step.within_ms ?? PATIENCE_MS);
+    for (;;) {
+      const status = await this.txn(step).status();
+      try {
+        this.checkStatus(checks, status);
+        return;
+      } catch (e) {
+        if (!(e instanceof StepFailed) || status.state !== 'ACTIVE' || Date.now() > deadline) {
+          throw new StepFailed(`${e.message} (state ${status.state})`);
+        }
+      }
+      await sleep(50);
+    }
   }
 
   checkStatus(checks, s) {

@@ -5,7 +5,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { randomUUID } = require('node:crypto');
 const { Dls } = require('@caerus-dev/sdk');
-const { startServer, sleep } = require('./helpers');
+const { startServer, sleep, eventually, within, waitsInLine } = require('./helpers');
 
 let server;
 let dls;
@@ -70,9 +70,12 @@ test('acquireLocks takes nothing while one key is held, then everything', async 
       ],
       { timeoutMs: 30000 },
     );
-    await sleep(100);
+    let settled = false;
+    waiting.finally(() => (settled = true)).catch(() => {});
+    await eventually('the two-lock acquire waits in line for q', () => waitsInLine(dls, n, 'q', multi.id, () => settled));
+    assert.equal(settled, false, 'acquireLocks waits while q is held');
     await holder.commit();
-    const locks = await waiting;
+    const locks = await within('both locks granted once q is free', waiting);
     assert.deepEqual(
       locks.map((l) => l.key),
       ['p', 'q'],
@@ -110,11 +113,14 @@ test('downgrade keeps the token and lets a queued reader in', async () => {
   try {
     const lock = await writer.acquireLock(n, 'doc');
     const waiting = reader.acquireLock(n, 'doc', 'SHARED_READ', { timeoutMs: 30000 });
-    await sleep(100);
+    let settled = false;
+    waiting.finally(() => (settled = true)).catch(() => {});
+    await eventually('the reader waits in line for doc', () => waitsInLine(dls, n, 'doc', reader.id, () => settled));
+    assert.equal(settled, false, 'the reader waits while the writer holds doc EXCLUSIVE');
     const down = await writer.downgrade(n, 'doc');
     assert.equal(down.mode, 'SHARED_READ');
     assert.equal(down.fencingToken, lock.fencingToken);
-    const read = await waiting;
+    const read = await within('the queued reader granted by the downgrade', waiting);
     assert.ok(read.fencingToken > lock.fencingToken);
     assert.equal(await writer.downgrade(n, 'not-held'), null);
   } finally {

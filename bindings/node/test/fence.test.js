@@ -15,7 +15,7 @@ const initSqlJs = require('sql.js');
 // Through the package's own name: the "./fence" entry of package.json's exports.
 const fence = require('@caerus-dev/sdk/fence');
 const { StaleTokenError, MAX_TOKEN } = fence;
-const { startServer, startPostgres, sleep } = require('./helpers');
+const { startServer, startPostgres, eventually } = require('./helpers');
 
 let postgres;
 let pools = [];
@@ -76,6 +76,18 @@ async function body(db, id) {
   return rows.length ? rows[0].body : null;
 }
 
+/**
+ * Whether a second writer waits for the transaction of backend `holder` (PostgreSQL: it is
+ * among the blockers of some backend); on sql.js, whether its call was made (it then waits
+ * in the adapter's line for the one connection).
+ */
+async function waitsFor(db, holder, called) {
+  if (!called) return false;
+  if (db.dialect !== 'postgres') return true;
+  const { rows } = await db.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [holder]);
+  return rows[0].n > 0;
+}
+
 for (const [name, open] of Object.entries(backends)) {
   test(`${name}: fresh and equal tokens write, a lower one is refused and changes nothing`, async () => {
     const { db } = await open();
@@ -130,17 +142,24 @@ for (const [name, open] of Object.entries(backends)) {
     assert.equal(await fence.lastToken(db, a), MAX_TOKEN);
   });
 
-  // `first` checks and holds its transaction open while `second` starts (on another pool
-  // connection for PostgreSQL, waiting its turn on the one sql.js connection).
+  // `first` checks and holds its transaction open until `second` waits for it: on another
+  // pool connection for PostgreSQL, blocked on the fence row (pg_blocking_pids shows it);
+  // in line behind it on the one sql.js connection, as soon as its call is made.
   async function race(db, id, first, second) {
     let checked;
     const isChecked = new Promise((r) => (checked = r));
+    let secondCalled = false;
     const a = fence.fencedWrite(db, id, first, async (q) => {
+      const holder = db.dialect === 'postgres' ? (await q('SELECT pg_backend_pid() AS pid', [])).rows[0].pid : null;
       checked();
-      await sleep(300);
+      await eventually('the other writer waits for this transaction', () => waitsFor(db, holder, secondCalled));
       await q(upsert(db), [id, String(first)]);
     });
-    const b = isChecked.then(() => put(db, id, second, String(second)));
+    const b = isChecked.then(() => {
+      const written = put(db, id, second, String(second));
+      secondCalled = true;
+      return written;
+    });
     return Promise.allSettled([a, b]);
   }
 

@@ -339,4 +339,29 @@ async function eventually(what, probe, timeoutMs = 30_000) {
   }
 }
 
-module.exports = { metric, eventually, startServer, startThreeNodes, startPostgres, makeCerts, freePorts, portIsFree, dlsCli, aborted, sleep, requireBin };
+/** `promise`, or a failure naming `what` if it has not settled within `timeoutMs`. */
+async function within(what, promise, timeoutMs = 30_000) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms waiting until ${what}`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * True once the transaction `who` (its name, or its id) is listed waiting for `ns`/`key`
+ * (listLocks, an operator call), or once `settled()` says its acquire has finished: an
+ * acquire granted when it should have waited then fails the caller's next assertion at once
+ * instead of timing out in `eventually`.
+ */
+async function waitsInLine(dls, ns, key, who, settled = () => false) {
+  if (settled()) return true;
+  const entry = (await dls.listLocks(ns)).find((k) => k.namespace === ns && k.key === key);
+  return (entry?.waiters ?? []).some((w) => w.transactionName === who || w.transactionId === who);
+}
+
+module.exports = { metric, eventually, within, waitsInLine, startServer, startThreeNodes, startPostgres, makeCerts, freePorts, portIsFree, dlsCli, aborted, sleep, requireBin };

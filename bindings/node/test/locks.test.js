@@ -231,7 +231,11 @@ test('a pending call keeps Node running, and nothing keeps it running once every
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
   const exited = once(child, 'exit');
-  await sleep(1500);
+  // Released only once the child's acquire waits at the server: its "granted" line then
+  // proves the pending call kept it running. Its exit ends the wait early, to fail below.
+  await eventually("the child's acquire waits in line for alive/k (or the child exited)", async () =>
+    child.exitCode !== null || child.signalCode !== null || (await waiters('alive', 'k')).length === 1,
+  );
   assert.equal(child.exitCode, null, `the waiting acquire must keep the child alive; it printed: ${out}`);
   await holder.release();
   const timer = setTimeout(() => child.kill('SIGKILL'), 10000);

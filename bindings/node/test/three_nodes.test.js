@@ -6,7 +6,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { randomUUID } = require('node:crypto');
 const { Dls } = require('@caerus-dev/sdk');
-const { startThreeNodes, aborted, sleep } = require('./helpers');
+const { startThreeNodes, aborted, eventually, within, waitsInLine } = require('./helpers');
 
 let cluster;
 const clients = {};
@@ -53,10 +53,14 @@ for (const via of ['every node', 'a follower only']) {
     const first = await election.campaign('first', { leaseMs: 2000 });
     const now = await election.leader();
     assert.deepEqual([now.transactionName, now.fencingToken], ['first', first.term]);
-    const second = election.campaign('second', { leaseMs: 2000 });
-    await sleep(200);
+    let settled = false;
+    const second = election.campaign('second', { leaseMs: 2000 }).finally(() => (settled = true));
+    await eventually('the second candidate waits in line behind the first', () =>
+      waitsInLine(dls, ns, 'leader', 'second', () => settled),
+    );
+    assert.equal(settled, false, 'the second candidate waits while the first leads');
     await first.resign();
-    const tookOver = await second;
+    const tookOver = await within('the second candidate leads after the first resigned', second);
     assert.ok(tookOver.term > first.term);
     await tookOver.resign();
 

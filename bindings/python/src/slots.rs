@@ -10,18 +10,31 @@ use pyo3::prelude::*;
 #[pyclass(frozen, get_all, module = "caerus")]
 #[derive(Clone)]
 pub struct SlotRun {
+    /// The lock's namespace.
     namespace: String,
+    /// The lock's key.
     key: String,
+    /// The period it was claimed with, in milliseconds.
     period_ms: u64,
+    /// Its slot: floor(started_at_ms / period_ms).
     slot: u64,
+    /// The transaction that ran it.
     transaction_id: u64,
+    /// That transaction's name (who ran it).
     transaction_name: String,
+    /// The API key that began that transaction ("" without keys).
     api_key: String,
+    /// When it was claimed.
     started_at_ms: i64,
+    /// When it ended (0 while running).
     finished_at_ms: i64,
+    /// "RUNNING", "SUCCEEDED", "FAILED" or "LOST".
     state: &'static str,
+    /// The job's exit code, when it finished with one.
     exit_code: Option<i32>,
+    /// Why it was lost, in words.
     reason: String,
+    /// Runs of this slot so far, this one included.
     attempt: u32,
 }
 
@@ -60,11 +73,17 @@ impl From<core::SlotRun> for SlotRun {
 #[pyclass(frozen, get_all, module = "caerus")]
 #[derive(Clone)]
 pub struct SlotClaim {
+    /// The lock's namespace.
     namespace: String,
+    /// The lock's key.
     key: String,
+    /// The slot the cluster's clock is in (or, for a retried claim, the one first claimed).
     slot: u64,
+    /// True: run the job, then `finish_slot`. False: skip it.
     run: bool,
+    /// When `run`: runs of this slot so far, this one included.
     attempt: u32,
+    /// When not `run`: the run that has the slot.
     last_run: Option<SlotRun>,
 }
 

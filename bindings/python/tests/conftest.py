@@ -338,3 +338,16 @@ async def eventually(what: str, probe, timeout_s: float = 30.0):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting until {what}")
         await asyncio.sleep(0.05)
+
+
+async def waits_in_line(client, namespace: str, key: str, name: str, task=None) -> bool:
+    """True once the transaction named ``name`` is listed waiting for ``namespace``/``key``
+    (``list_locks``, an operator call), or once ``task`` (its acquire) has finished: an
+    acquire granted when it should have waited then fails the caller's next assertion at
+    once instead of timing out here."""
+    if task is not None and task.done():
+        return True
+    for k in await client.list_locks(namespace):
+        if (k.namespace, k.key) == (namespace, key):
+            return any(w["transaction_name"] == name for w in k.waiters)
+    return False

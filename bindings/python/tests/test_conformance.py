@@ -268,6 +268,9 @@ class Scenario:
             if checks is not None and "state" in checks:
                 # The state is implied by the call succeeding; released_locks is not exposed.
                 check("state", "COMMITTED" if commit else "ABORTED", checks["state"])
+        elif op == "await_status":
+            # The SDK heartbeats by itself: `heartbeat` needs nothing more here.
+            await self.await_status(step)
         elif op == "sleep_ms":
             await asyncio.sleep(step["ms"] / 1000)
         elif op == "watch":
@@ -476,6 +479,21 @@ class Scenario:
                 raise StepFailed(f"fencing token {lock.fencing_token} is not greater than {t}")
         if "save_token" in checks:
             self.tokens[checks["save_token"]] = lock.fencing_token
+
+    async def await_status(self, step: dict) -> None:
+        """Polls the transaction's status until the step's ok checks hold; an ended
+        transaction no longer changes, so a mismatch then fails."""
+        checks = step.get("expect", {}).get("ok", {})
+        deadline = time.monotonic() + step.get("within_ms", PATIENCE_S * 1000) / 1000
+        while True:
+            status = await self.txn(step).status()
+            try:
+                self.check_status(checks, status)
+                return
+            except StepFailed as e:
+                if status.state != "ACTIVE" or time.monotonic() > deadline:
+                    raise StepFailed(f"{e} (state {status.state})") from e
+            await asyncio.sleep(0.05)
 
     def check_status(self, checks: dict, s: TransactionStatus) -> None:
         if "state" in checks:

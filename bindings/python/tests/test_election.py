@@ -10,6 +10,8 @@ import pytest
 from caerus import DlsClient, InvalidArgument
 from caerus import sync
 
+from conftest import eventually, waits_in_line
+
 
 def ns() -> str:
     return f"py-{uuid.uuid4().hex[:12]}"
@@ -40,20 +42,27 @@ async def test_a_key_watch_reports_each_change_with_its_kind(client):
 
 
 async def test_candidates_lead_in_turn_and_observers_see_each_leader(client):
-    election = client.election(ns(), "leader")
+    n = ns()
+    election = client.election(n, "leader")
     assert await election.leader() is None
     seen = []
+    watching = asyncio.Event()
 
     async def observe():
         async for leader in election.observe():
             seen.append(leader.transaction_name if leader else None)
+            watching.set()
             if len(seen) == 3:
                 return
 
     observer = asyncio.ensure_future(observe())
+    # The observer's first event (nobody leads) is its proof that it watches: campaigning
+    # before it would let it start at "a" and miss the empty seat.
+    await asyncio.wait_for(watching.wait(), 30)
     first = await election.campaign("a", lease_ms=5000)
     second_campaign = asyncio.ensure_future(election.campaign("b", lease_ms=5000))
-    await asyncio.sleep(0.2)
+    await eventually("b waits in line for the leader key (or was wrongly granted it)",
+                     lambda: waits_in_line(client, n, "leader", "b", second_campaign))
     assert not second_campaign.done(), "b waits while a leads"
     assert (await election.leader()).transaction_name == "a"
     await first.resign()

@@ -138,30 +138,57 @@ def test_the_check_refuses_to_run_in_autocommit(db):
     assert fence.last_token(conn, a) == 1
 
 
+def late_writer_waits(db, late_conn):
+    """A probe, given the holder's connection: true once the writer on ``late_conn`` waits
+    for the holder's open transaction. PostgreSQL shows it: the holder's backend is one of
+    ``pg_blocking_pids`` of the late one. SQLite shows no lock waits: the probe turns true
+    once the late connection's fencing statement has begun (its trace callback), which
+    cannot finish while the holder has the write lock."""
+    if db.name == "sqlite":
+        began = threading.Event()
+        late_conn.set_trace_callback(lambda sql: began.set() if fence.TABLE in sql else None)
+        return lambda _holder_conn: began.is_set()
+    late_pid = late_conn.info.backend_pid
+
+    def blocked(holder_conn) -> bool:
+        with db.connect() as watcher:
+            (pids,) = watcher.execute("SELECT pg_blocking_pids(%s)", (late_pid,)).fetchone()
+            return holder_conn.info.backend_pid in pids
+
+    return blocked
+
+
 def race(db, resource, first, second):
-    """``first`` checks its token and holds its transaction open while ``second``, on another
-    connection, starts; returns each writer's exception (or None)."""
+    """``first`` checks its token and holds its transaction open until ``second``, on another
+    connection, is waiting for it; returns each writer's exception (or None)."""
     outcome = {}
     checked = threading.Event()
+    probe = []  # the late writer's `late_writer_waits`, once its connection is open
 
     def holder():
+        conn = db.connect()
         try:
-            conn = db.connect()
             cur = conn.cursor()
             fence.check_and_advance(cur, resource, first)
             checked.set()
-            time.sleep(0.3)  # the other writer is waiting on the lock now
+            deadline = time.monotonic() + 30
+            while not (probe and probe[0](conn)):
+                assert time.monotonic() < deadline, "timed out waiting until the other writer waits on the lock"
+                time.sleep(0.01)
             cur.execute(db.upsert, (resource, str(first)))
             conn.commit()
         except Exception as e:  # reported below
             outcome[first] = e
         finally:
+            conn.close()  # a failed holder must not keep the late writer waiting
             checked.set()
 
     def late():
         checked.wait()
         try:
-            put(db, db.connect(), resource, second, str(second))
+            conn = db.connect()
+            probe.append(late_writer_waits(db, conn))
+            put(db, conn, resource, second, str(second))
         except Exception as e:
             outcome[second] = e
 

@@ -11,6 +11,8 @@ import pytest
 
 from caerus import DlsClient, InvalidArgument, LockMode, LockTimeout
 
+from conftest import eventually, waits_in_line
+
 
 def ns() -> str:
     return f"py3-{uuid.uuid4().hex[:10]}"
@@ -62,7 +64,9 @@ async def test_watch_elect_and_lock_delay(client):
     leader = await election.leader()
     assert (leader.transaction_name, leader.fencing_token) == ("first", first.term)
     second = asyncio.ensure_future(election.campaign("second", lease_ms=2000))
-    await asyncio.sleep(0.2)
+    await eventually("the second candidate waits in line behind the first",
+                     lambda: waits_in_line(client, n, "leader", "second", second))
+    assert not second.done(), "the second candidate waits while the first leads"
     await first.resign()
     took_over = await asyncio.wait_for(second, 15)
     assert took_over.term > first.term

@@ -246,6 +246,25 @@ impl Scenario {
                     // released_locks is not exposed by the core client.
                 }
             }
+            "await_status" => {
+                // The core client heartbeats by itself: `heartbeat` needs nothing more here.
+                let checks = step.get("expect").and_then(|e| e.get("ok")).and_then(Value::as_object).cloned();
+                let checks = checks.unwrap_or_default();
+                let within = Duration::from_millis(millis(step, "within_ms", PATIENCE.as_millis() as u64)?);
+                let deadline = Instant::now() + within;
+                loop {
+                    let status =
+                        self.txn(step)?.status().await.map_err(|e| anyhow!("status: {}: {}", e.code(), e.message()))?;
+                    match self.check_status(&checks, &status) {
+                        Ok(()) => break,
+                        // An ended transaction no longer changes.
+                        Err(e) if status.state.as_str() != "ACTIVE" || Instant::now() > deadline => {
+                            return Err(e.context(format!("state {}", status.state.as_str())));
+                        }
+                        Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                    }
+                }
+            }
             "sleep_ms" => {
                 tokio::time::sleep(Duration::from_millis(step.get("ms").and_then(Value::as_u64).context("ms")?)).await
             }

@@ -293,7 +293,10 @@ _CAMPAIGN_WAIT_MS = 3_600_000
 class Leadership:
     """Held while this candidate leads (see :meth:`Election.campaign`)."""
 
-    __slots__ = ("transaction", "lock")
+    __slots__ = {
+        "transaction": "The transaction holding the lock; leadership ends with it.",
+        "lock": "The election key's EXCLUSIVE lock (its fencing token is the term).",
+    }
 
     def __init__(self, transaction: Transaction, lock: Lock) -> None:
         self.transaction = transaction
@@ -318,7 +321,7 @@ class Election:
     ``LeaderLatch``): candidates wait in line for the key's EXCLUSIVE lock; the holder
     leads, with the lock's fencing token as its term. Get one from :meth:`DlsClient.election`."""
 
-    __slots__ = ("_client", "namespace", "key")
+    __slots__ = {"_client": None, "namespace": "The election key's namespace.", "key": "The election key."}
 
     def __init__(self, client: "DlsClient", namespace: str, key: str) -> None:
         self._client = client

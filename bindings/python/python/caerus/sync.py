@@ -235,7 +235,10 @@ class KeyWatch:
 class Leadership:
     """Held while this candidate leads (see :meth:`Election.campaign`)."""
 
-    __slots__ = ("transaction", "lock")
+    __slots__ = {
+        "transaction": "The transaction holding the lock; leadership ends with it.",
+        "lock": "The election key's EXCLUSIVE lock (its fencing token is the term).",
+    }
 
     def __init__(self, transaction: Transaction, lock: Lock) -> None:
         self.transaction = transaction
@@ -258,7 +261,7 @@ class Leadership:
 class Election:
     """Leader election over one key (blocking API; see :class:`caerus.Election`)."""
 
-    __slots__ = ("_client", "namespace", "key")
+    __slots__ = {"_client": None, "namespace": "The election key's namespace.", "key": "The election key."}
 
     def __init__(self, client: "DlsClient", namespace: str, key: str) -> None:
         self._client = client

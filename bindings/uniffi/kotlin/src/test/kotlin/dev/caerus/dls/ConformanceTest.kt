@@ -360,6 +360,8 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
                 // The state is implied by the call succeeding; released_locks is not exposed.
                 checks["state"]?.let { checkEq("state", if (commit) "COMMITTED" else "ABORTED", it) }
             }
+            // The SDK heartbeats by itself: `heartbeat` needs nothing more here.
+            "await_status" -> awaitStatus(step)
             "sleep_ms" -> delay(step["ms"] as Long)
             "watch" -> {
                 if (step.containsKey("resume")) throw StepFailed("a watch cursor cannot be expressed through the SDK (raw-only)")
@@ -589,6 +591,28 @@ private class Scenario(private val client: DlsClient, private val ns: String) {
             if (lock.fencingToken <= t) throw StepFailed("fencing token ${lock.fencingToken} is not greater than $t")
         }
         checks["save_token"]?.let { tokens[it as String] = lock.fencingToken }
+    }
+
+    /**
+     * Polls the transaction's status until the step's ok checks hold; an ended transaction
+     * no longer changes, so a mismatch then fails.
+     */
+    private suspend fun awaitStatus(step: Map<String, Any?>) {
+        @Suppress("UNCHECKED_CAST")
+        val checks = ((step["expect"] as Map<String, Any?>?)?.get("ok") as Map<String, Any?>?) ?: emptyMap()
+        val deadline = System.nanoTime() + long(step, "within_ms", PATIENCE_MS) * 1_000_000
+        while (true) {
+            val status = txn(step).status()
+            try {
+                checkStatus(checks, status)
+                return
+            } catch (e: StepFailed) {
+                if (status.state != TransactionState.ACTIVE || System.nanoTime() > deadline) {
+                    throw StepFailed("${e.message} (state ${status.state})")
+                }
+            }
+            delay(50)
+        }
     }
 
     private fun checkStatus(checks: Map<String, Any?>, s: TransactionStatus) {

@@ -16,6 +16,7 @@ import kotlinx.coroutines.awaitAll
 import kotlinx.coroutines.cancelAndJoin
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.flow.first
+import kotlinx.coroutines.flow.onEach
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
 import org.junit.jupiter.api.AfterAll
@@ -573,7 +574,9 @@ class DlsClientTest {
         val first = election.campaign("a", leaseMs = 5000)
         assertEquals("a", election.leader()?.transactionName)
         val second = async(Dispatchers.IO) { election.campaign("b", leaseMs = 5000) }
-        delay(200)
+        eventually("b waits in line for the leader key (or was wrongly granted it)") {
+            waitsInLine(client, ns, "leader", "b") { second.isCompleted }
+        }
         assertFalse(second.isCompleted, "b waits while a leads")
         val firstTerm = first.term
         first.resign()
@@ -584,8 +587,13 @@ class DlsClientTest {
 
         val tx = client.beginTransaction(TransactionOptions(name = "watched"))
         try {
-            val seen = async(Dispatchers.IO) { withTimeout(30_000) { updates.first { it.changes.isNotEmpty() } } }
-            delay(200)
+            // The flow is cold: the watch exists once its first (initial) update arrived, and
+            // only a grant after that is a change rather than part of the first snapshot.
+            val watching = CompletableDeferred<Unit>()
+            val seen = async(Dispatchers.IO) {
+                withTimeout(30_000) { updates.onEach { watching.complete(Unit) }.first { it.changes.isNotEmpty() } }
+            }
+            withTimeout(30_000) { watching.await() }
             val lock = tx.acquireLock(ns, "k", timeoutMs = 1000)
             val change = seen.await().changes.single()
             assertEquals(KeyChangeKind.GRANTED, change.kind)
@@ -600,15 +608,6 @@ class DlsClientTest {
     /** The listing of [ns]/[key], if the key is held, waited for or under a lock-delay. */
     private suspend fun listed(ns: String, key: String): KeyLocks? =
         client.listLocks(ns).firstOrNull { it.key == key }
-
-    private suspend fun <T : Any> eventually(what: String, probe: suspend () -> T?): T {
-        val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
-        while (true) {
-            probe()?.let { return it }
-            check(System.nanoTime() < deadline) { "timed out waiting until $what" }
-            delay(50)
-        }
-    }
 
     @Test
     fun `cancelling a waiting acquire's coroutine withdraws it and nobody gets the lock`() = runBlocking {

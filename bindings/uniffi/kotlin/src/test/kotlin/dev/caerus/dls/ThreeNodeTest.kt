@@ -16,6 +16,7 @@ import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
 import org.junit.jupiter.api.AfterAll
 import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertFalse
 import org.junit.jupiter.api.Assertions.assertNull
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.BeforeAll
@@ -131,7 +132,10 @@ class ThreeNodeTest {
         val now = election.leader()!!
         assertEquals("first" to first.term, now.transactionName to now.fencingToken)
         val second = async(Dispatchers.IO) { election.campaign("second", leaseMs = 2000) }
-        delay(200)
+        eventually("the second candidate waits in line behind the first") {
+            waitsInLine(client, ns, "leader", "second") { second.isCompleted }
+        }
+        assertFalse(second.isCompleted, "the second candidate waits while the first leads")
         first.resign()
         val tookOver = withTimeout(15_000) { second.await() }
         assertTrue(tookOver.term > first.term)

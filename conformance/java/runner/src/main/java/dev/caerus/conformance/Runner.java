@@ -44,6 +44,7 @@ import dev.caerus.dls.v1.ReleaseLockRequest;
 import dev.caerus.dls.v1.ReleaseLockResponse;
 import dev.caerus.dls.v1.SetLockDelayRequest;
 import dev.caerus.dls.v1.SetLockDelayResponse;
+import dev.caerus.dls.v1.TransactionState;
 import dev.caerus.dls.v1.VerifyFencingTokenRequest;
 import dev.caerus.dls.v1.VerifyFencingTokenResponse;
 import dev.caerus.dls.v1.WatchKeyRequest;
@@ -1008,6 +1009,39 @@ public final class Runner {
             return w;
         }
 
+        /**
+         * Polls GetTransactionStatus until the step's ok checks hold, heartbeating first when
+         * the step says so; an ended transaction no longer changes, so a mismatch then fails.
+         */
+        void awaitStatus(JsonObject step) throws StepFailed {
+            long id = txnId(step);
+            JsonObject expect = step.has("expect") ? step.getAsJsonObject("expect") : new JsonObject();
+            JsonObject checks = expect.has("ok") ? expect.getAsJsonObject("ok") : new JsonObject();
+            boolean heartbeat = step.has("heartbeat") && step.get("heartbeat").getAsBoolean();
+            long within = step.has("within_ms") ? step.get("within_ms").getAsLong() : PATIENCE_MS;
+            long deadline = System.currentTimeMillis() + within;
+            while (true) {
+                if (heartbeat) {
+                    conn.unary(stub -> stub.heartbeat(HeartbeatRequest.newBuilder().setTransactionId(id).build()));
+                }
+                Outcome out = conn.unary(stub -> stub.getTransactionStatus(
+                        GetTransactionStatusRequest.newBuilder().setTransactionId(id).build()));
+                if (!out.isOk()) {
+                    throw new StepFailed("status: " + out.describe());
+                }
+                GetTransactionStatusResponse status = (GetTransactionStatusResponse) out.value();
+                try {
+                    checkStatus(checks, status);
+                    return;
+                } catch (StepFailed e) {
+                    if (status.getState() != TransactionState.ACTIVE || System.currentTimeMillis() > deadline) {
+                        throw new StepFailed(e.getMessage() + " (state " + status.getState() + ")");
+                    }
+                }
+                sleep(50);
+            }
+        }
+
         void expectLost(JsonObject step) throws StepFailed {
             long within = step.has("within_ms") ? step.get("within_ms").getAsLong() : PATIENCE_MS;
             long deadline = System.currentTimeMillis() + within;
@@ -1250,6 +1284,7 @@ public final class Runner {
                         }
                     }
                 }
+                case "await_status" -> awaitStatus(step);
                 case "sleep_ms" -> sleep(step.get("ms").getAsLong());
                 case "set_lock_delay" -> {
                     SetLockDelayRequest req = SetLockDelayRequest.newBuilder()
