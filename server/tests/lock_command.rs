@@ -565,3 +565,45 @@ async fn a_ttl_out_of_range_is_refused_with_the_range() {
         dls(&cluster, &["lock", "--ttl", "100ms", "--kill-grace", "10ms", "jobs", "ttl", "--", "sh", "-c", &job]).await;
     assert_eq!(run.code, 0, "the shortest lease is taken: {run:?}");
 }
+
+/// Runs `dls ARGS` against a cluster that cannot answer and checks that it gives up within
+/// its timeout (with slack for a loaded machine) as unavailable; returns how long it took.
+async fn gives_up_in_time(cluster: &Cluster, args: &[&str], timeout: Duration) -> Duration {
+    let started = std::time::Instant::now();
+    let run = dls(cluster, args).await;
+    let took = started.elapsed();
+    assert_eq!(run.code, 1, "{args:?}: {run:?}");
+    assert!(run.stderr.contains("cluster unavailable") && run.stderr.contains("got no answer"), "{args:?}: {run:?}");
+    // The requirement is timeout + 1 s; the slack is for a machine shared with other builds.
+    assert!(took < timeout + Duration::from_secs(3), "{args:?} took {took:?}: {run:?}");
+    took
+}
+
+#[tokio::test]
+async fn every_wait_ends_at_its_timeout_when_the_cluster_cannot_answer() {
+    let mut cluster = Cluster::start(3).await;
+    let two = Duration::from_secs(2);
+    let lock = ["lock", "--timeout", "2", "jobs", "nightly", "--", "true"];
+    // The wait for the lock (30 s by default) is no reason to wait for a cluster that
+    // never answers; nor is a wait of 2 s a reason to wait the default 15 s for it.
+    let wait = ["lock", "--wait-timeout", "2s", "jobs", "nightly", "--", "true"];
+    let skip = ["lock", "--skip-if-locked", "--timeout", "2", "jobs", "nightly", "--", "true"];
+    let permit = ["lock", "--permits", "3", "--timeout", "2", "jobs", "backup", "--", "true"];
+    let locks = ["locks", "--timeout", "2"];
+    let promote = ["members", "promote", "--timeout", "2", "3"];
+    let commands: [&[&str]; 6] = [&lock, &wait, &skip, &permit, &locks, &promote];
+
+    // No leader: one node of three up.
+    cluster.kill(2);
+    cluster.kill(3);
+    let mut took = Vec::new();
+    for args in commands {
+        took.push(gives_up_in_time(&cluster, args, two).await);
+    }
+    // Every endpoint refuses connections.
+    cluster.kill(1);
+    for args in commands {
+        took.push(gives_up_in_time(&cluster, args, two).await);
+    }
+    eprintln!("took (no leader, then refused): {took:?}");
+}

@@ -34,7 +34,10 @@ pub struct ClusterArgs {
     /// readable by others (`chmod 600`); not with --api-key.
     #[arg(long, env = API_KEY_FILE_ENV, value_name = "FILE")]
     pub api_key_file: Option<PathBuf>,
-    /// Give up after this many seconds without an answer from the cluster.
+    /// Give up after this many seconds without an answer from the cluster (down, or without
+    /// a leader), whatever the command waits for: `dls lock` after the shorter of this and
+    /// --wait-timeout; `dls members add` waits --catch-up-timeout more only on a leader that
+    /// took the request.
     #[arg(long, default_value_t = 15, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
     /// CA bundle (PEM) the nodes' TLS certificates must chain to: the cluster's ca.pem from
