@@ -162,6 +162,12 @@ impl From<Error> for CliError {
     fn from(e: Error) -> Self {
         let m = e.message();
         match &e {
+            // The key is limited to other namespaces: an admin key is not what is missing.
+            Error::PermissionDenied { key_namespaces: Some(prefixes), .. } => CliError::failure(format!(
+                "permission denied: {m}\n     this API key may use only namespaces starting with {}; use one of \
+                 those, or a key that may use this namespace",
+                prefixes.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", ")
+            )),
             Error::PermissionDenied { .. } => CliError::failure(format!(
                 "permission denied: {m}\n     operator commands need an admin key: create one with \
                  `dls keys add --file KEYS --name NAME --admin`, add it to the server's keys file, and pass it \
@@ -210,12 +216,20 @@ mod tests {
 
     #[test]
     fn errors_say_what_to_do() {
-        let e = CliError::from(Error::PermissionDenied { message: "not an admin key".into() });
+        let e = CliError::from(Error::PermissionDenied { message: "not an admin key".into(), key_namespaces: None });
         assert_eq!(e.exit_code, EXIT_FAILURE);
         assert!(e.message.contains("dls keys add") && e.message.contains("--admin"), "{}", e.message);
+        let denied = Error::PermissionDenied {
+            message: "may not use namespace \"ops\"".into(),
+            key_namespaces: Some(vec!["billing-".into(), "jobs".into()]),
+        };
+        let e = CliError::from(denied);
+        assert!(e.message.contains("only namespaces starting with \"billing-\", \"jobs\""), "{}", e.message);
+        assert!(!e.message.contains("admin"), "{}", e.message);
         let e = CliError::from(Error::Unavailable { message: "no leader".into() });
         assert!(e.message.contains("--endpoints"), "{}", e.message);
-        let e = CliError::from(Error::InvalidArgument { message: "namespace_prefixes".into() });
+        let e =
+            CliError::from(Error::InvalidArgument { message: "namespace_prefixes".into(), semaphore_permits: None });
         assert_eq!(e.exit_code, EXIT_USAGE);
     }
 
