@@ -1,4 +1,5 @@
-"""A wait ends at the caller's timeout when the cluster does not answer."""
+"""Errors that point at the fix: a wait ends at the caller's timeout when the cluster does
+not answer, and a client aimed at the HTTP port is told to use the gRPC port."""
 
 from __future__ import annotations
 
@@ -31,3 +32,9 @@ async def test_a_lock_with_a_2s_timeout_gives_up_in_time_on_a_down_node(down_end
     # The requirement is the timeout + 1 s; the slack is for a loaded machine.
     assert took < 2 + 3, took
 
+
+async def test_a_client_aimed_at_the_http_port_is_told_the_grpc_port(server):
+    client = DlsClient(endpoints=[server.http])
+    with pytest.raises(caerus.ConfigError) as e:
+        await client.begin_transaction()
+    assert "HTTP port" in str(e.value) and "gRPC port" in str(e.value), str(e.value)
