@@ -164,11 +164,24 @@ pub(crate) async fn stream_acquire(
         AcquireCall::One(..) => "AcquireLock",
         AcquireCall::All(_) => "AcquireLocks",
     };
-    // The server ends the wait itself after timeout_ms; the extra retry budget covers
-    // elections and re-attaching before that answer can be heard.
-    let deadline = deadline_after(Duration::from_millis(timeout_ms).saturating_add(router.retry_deadline));
-    let mut attempts = router
-        .attempts(name, CallOptions { deadline, attempt_timeout: router.request_timeout, max_backoff: BACKOFF_CAP });
+    let wait = Duration::from_millis(timeout_ms);
+    // Once the cluster answers, the server ends the wait itself after timeout_ms; the extra
+    // retry budget covers elections and re-attaching before that answer can be heard.
+    let deadline = deadline_after(wait.saturating_add(router.retry_deadline));
+    // While nothing is heard (the cluster is down, or has no leader), the call gives up
+    // after its silence budget, counted from the start or from when a stream that was
+    // heard broke: a caller's timeout bounds the call, not just the wait in the queue.
+    let silence = router.silence_budget(wait);
+    let unheard_until = || deadline.min(deadline_after(silence));
+    let mut attempts = router.attempts(
+        name,
+        CallOptions {
+            deadline: unheard_until(),
+            attempt_timeout: router.request_timeout,
+            max_backoff: BACKOFF_CAP,
+            overrun: Duration::ZERO,
+        },
+    );
     let mut last_position: Option<QueuePosition> = None;
     'attach: loop {
         let (uri, channel, place) = attempts.next_stream()?;
@@ -192,16 +205,30 @@ pub(crate) async fn stream_acquire(
                 continue 'attach;
             }
         };
+        // Whether this stream has said anything (begun, queued, granted): an open stream
+        // that says nothing is no answer.
+        let mut heard = false;
         loop {
+            let until = if heard { deadline } else { attempts.deadline() };
             let next = tokio::select! {
-                next = tokio::time::timeout_at(deadline, stream.next()) => next,
+                next = tokio::time::timeout_at(until, stream.next()) => next,
                 () = router.silent_since(&uri, opened_at) => {
+                    if heard {
+                        attempts.set_deadline(unheard_until());
+                    }
                     attempts.failed(went_silent(&uri)).await?;
                     continue 'attach;
                 }
             };
+            if heard && !matches!(next, Ok(Some(Ok(_)))) {
+                attempts.set_deadline(unheard_until());
+            }
             let next = match next {
                 Ok(next) => next,
+                Err(_) if !heard => {
+                    attempts.failed(attempt_timed_out(&uri, opened_at.elapsed())).await?;
+                    continue 'attach;
+                }
                 Err(_) => {
                     return Err(Error::Unavailable {
                         message: format!(
@@ -214,6 +241,7 @@ pub(crate) async fn stream_acquire(
             };
             match next {
                 Some(Ok(steps)) => {
+                    heard = true;
                     for step in steps {
                         match step {
                             Step::Begun(begun) => {

@@ -318,13 +318,15 @@ const MEMBERSHIP_COMMIT_WAIT: Duration = Duration::from_secs(10);
 
 impl DlsClient {
     /// Options of a call that may wait `catch_up` on the leader: every attempt gets that
-    /// long on top of the usual request timeout.
+    /// long on top of the usual request timeout, and may run that long past the retry
+    /// deadline; no attempt starts after it, so a cluster that does not answer is given up
+    /// at the retry deadline like any call.
     fn catch_up_options(&self, catch_up: Option<Duration>) -> (CallOptions, u32) {
         let router = self.router();
         let wait = catch_up.unwrap_or(DEFAULT_CATCH_UP) + MEMBERSHIP_COMMIT_WAIT;
         let mut options = router.default_options();
         options.attempt_timeout += wait;
-        options.deadline += wait;
+        options.overrun = wait;
         (options, catch_up.map_or(0, |d| d.as_millis().min(u128::from(u32::MAX)) as u32))
     }
 
@@ -401,7 +403,7 @@ impl DlsClient {
         // sooner would come back to find the change half done and be refused.
         let mut options = router.default_options();
         options.attempt_timeout += MEMBERSHIP_COMMIT_WAIT;
-        options.deadline += MEMBERSHIP_COMMIT_WAIT;
+        options.overrun = MEMBERSHIP_COMMIT_WAIT;
         let routed = router
             .admin_unary(
                 "RemoveMember",
@@ -573,6 +575,7 @@ impl DlsClient {
             deadline: Instant::now() + budget,
             attempt_timeout: budget,
             max_backoff: Duration::from_millis(250),
+            overrun: Duration::ZERO,
         };
         let routed = router
             .admin_unary(

@@ -54,6 +54,9 @@ pub enum Error {
     InvalidArgument {
         /// Which field is wrong and why.
         message: String,
+        /// When the key is a counted semaphore asked for with another permit count or as a
+        /// lock: the count it is in use with (the server's `x-dls-semaphore-permits`).
+        semaphore_permits: Option<u32>,
     },
     /// The API key is missing or unknown to the server.
     #[error("unauthenticated: {message}")]
@@ -66,6 +69,10 @@ pub enum Error {
     PermissionDenied {
         /// What happened, as reported by the server.
         message: String,
+        /// When the API key may not use the call's namespace: the namespace prefixes it is
+        /// limited to (the server's `x-dls-key-namespaces-bin`). `None` for other denials
+        /// (an operator call without an admin key, another key's transaction).
+        key_namespaces: Option<Vec<String>>,
     },
     /// The wait for a lock was withdrawn by a `release` of the same key.
     #[error("lock wait cancelled: {message}")]
@@ -155,9 +162,9 @@ impl Error {
             | Error::DeadlockVictim { message, .. }
             | Error::TransactionLost { message, .. }
             | Error::TransactionNotFound { message }
-            | Error::InvalidArgument { message }
+            | Error::InvalidArgument { message, .. }
             | Error::Unauthenticated { message }
-            | Error::PermissionDenied { message }
+            | Error::PermissionDenied { message, .. }
             | Error::WaitCancelled { message }
             | Error::AlreadyWaiting { message }
             | Error::CursorExpired { message }
@@ -192,7 +199,27 @@ impl Error {
     }
 
     pub(crate) fn invalid_argument(message: impl Into<String>) -> Self {
-        Error::InvalidArgument { message: message.into() }
+        Error::InvalidArgument { message: message.into(), semaphore_permits: None }
+    }
+
+    /// An INVALID_ARGUMENT or PERMISSION_DENIED answer with the facts the server attached.
+    fn refused(code: Code, message: String, status: &Status) -> Self {
+        let md = status.metadata();
+        match code {
+            Code::PermissionDenied => Error::PermissionDenied {
+                message,
+                key_namespaces: md.get_bin(metadata::KEY_NAMESPACES).and_then(|v| v.to_bytes().ok()).map(|bytes| {
+                    String::from_utf8_lossy(&bytes).lines().filter(|l| !l.is_empty()).map(str::to_string).collect()
+                }),
+            },
+            _ => Error::InvalidArgument {
+                message,
+                semaphore_permits: md
+                    .get(metadata::SEMAPHORE_PERMITS)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse().ok()),
+            },
+        }
     }
 }
 
@@ -250,16 +277,15 @@ impl From<Status> for Error {
             .and_then(|d| ErrorKind::from_wire(d.kind))
             .or_else(|| error_kind(&status).and_then(|k| k.parse().ok()));
         if let Some(kind) = kind {
-            if let Some(err) = Error::of_kind(kind, message.clone(), detail) {
+            if let Some(err) = Error::of_kind(kind, message.clone(), detail, &status) {
                 return err;
             }
         }
         match status.code() {
             Code::Aborted | Code::FailedPrecondition => Error::lost(message),
             Code::NotFound => Error::TransactionNotFound { message },
-            Code::InvalidArgument => Error::InvalidArgument { message },
+            code @ (Code::InvalidArgument | Code::PermissionDenied) => Error::refused(code, message, &status),
             Code::Unauthenticated => Error::Unauthenticated { message },
-            Code::PermissionDenied => Error::PermissionDenied { message },
             Code::Unavailable => Error::Unavailable { message },
             // The only OUT_OF_RANGE of the API is an expired event cursor.
             Code::OutOfRange => Error::CursorExpired { message },
@@ -274,7 +300,7 @@ impl From<Status> for Error {
 impl Error {
     /// The error of a kind the server named, with what its detail adds. `None` for
     /// INTERNAL, which is told apart by the status code (and names it).
-    fn of_kind(kind: ErrorKind, message: String, detail: Option<pb::ErrorDetail>) -> Option<Error> {
+    fn of_kind(kind: ErrorKind, message: String, detail: Option<pb::ErrorDetail>, status: &Status) -> Option<Error> {
         Some(match kind {
             ErrorKind::LockTimeout => Error::LockTimeout { message },
             ErrorKind::DeadlockVictim => {
@@ -285,9 +311,9 @@ impl Error {
                 Error::TransactionLost { message, cause: detail.and_then(|d| EndCause::from_wire(d.end_cause)) }
             }
             ErrorKind::TransactionNotFound => Error::TransactionNotFound { message },
-            ErrorKind::InvalidArgument => Error::InvalidArgument { message },
+            ErrorKind::InvalidArgument => Error::refused(Code::InvalidArgument, message, status),
             ErrorKind::Unauthenticated => Error::Unauthenticated { message },
-            ErrorKind::PermissionDenied => Error::PermissionDenied { message },
+            ErrorKind::PermissionDenied => Error::refused(Code::PermissionDenied, message, status),
             ErrorKind::NotLeader | ErrorKind::Unavailable => Error::Unavailable { message },
             ErrorKind::WaitCancelled => Error::WaitCancelled { message },
             ErrorKind::AlreadyWaiting => Error::AlreadyWaiting { message },
@@ -296,7 +322,7 @@ impl Error {
             ErrorKind::MembershipRefused => Error::MembershipRefused { message },
             // The SDKs' errors have no kinds of their own for these (yet): a wrong name is a
             // wrong argument.
-            ErrorKind::ApiKeyExists | ErrorKind::ApiKeyNotFound => Error::InvalidArgument { message },
+            ErrorKind::ApiKeyExists | ErrorKind::ApiKeyNotFound => Error::invalid_argument(message),
             ErrorKind::Internal => return None,
         })
     }
@@ -316,6 +342,27 @@ mod tests {
             s.metadata_mut().insert(metadata::LEADER_ADDR, MetadataValue::try_from(l).unwrap());
         }
         s
+    }
+
+    #[test]
+    fn a_refusal_carries_the_facts_the_server_attached() {
+        let mut s =
+            status_with(Code::InvalidArgument, "ns/k is a semaphore with 3 permits", Some("INVALID_ARGUMENT"), None);
+        s.metadata_mut().insert(metadata::SEMAPHORE_PERMITS, MetadataValue::from(3u32));
+        let err = Error::from(s);
+        assert!(matches!(err, Error::InvalidArgument { semaphore_permits: Some(3), .. }), "{err:?}");
+        assert_eq!(err.message(), "ns/k is a semaphore with 3 permits", "the words are the server's");
+        let mut s = status_with(Code::PermissionDenied, "may not use namespace", None, None);
+        s.metadata_mut().insert_bin(
+            metadata::KEY_NAMESPACES,
+            tonic::metadata::BinaryMetadataValue::from_bytes("billing-\nrépertoire".as_bytes()),
+        );
+        let err = Error::from(s);
+        let want = vec!["billing-".to_string(), "répertoire".to_string()];
+        assert!(matches!(&err, Error::PermissionDenied { key_namespaces: Some(ns), .. } if *ns == want), "{err:?}");
+        let plain =
+            Error::from(status_with(Code::PermissionDenied, "not an admin key", Some("PERMISSION_DENIED"), None));
+        assert!(matches!(plain, Error::PermissionDenied { key_namespaces: None, .. }), "{plain:?}");
     }
 
     #[test]

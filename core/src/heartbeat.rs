@@ -67,6 +67,7 @@ pub(crate) async fn run(shared: Arc<TxShared>) {
             deadline: lost_at,
             attempt_timeout: schedule.attempt_timeout,
             max_backoff: schedule.retry_interval,
+            overrun: Duration::ZERO,
         };
         let call = shared.heartbeats.renew(shared.id, schedule.gather, options);
         // Never wait past the lost signal: by then the answer no longer matters.

@@ -88,6 +88,7 @@ async fn send(router: Arc<Router>, batch: Vec<Pending>) {
         deadline: batch.iter().map(|p| p.options.deadline).min().expect("a batch is never empty"),
         attempt_timeout: batch.iter().map(|p| p.options.attempt_timeout).min().expect("non-empty"),
         max_backoff: batch.iter().map(|p| p.options.max_backoff).min().expect("non-empty"),
+        overrun: Duration::ZERO,
     };
     let request =
         pb::HeartbeatRequest { transaction_id: 0, more_transaction_ids: batch.iter().map(|p| p.id).collect() };

@@ -141,6 +141,10 @@ pub(crate) struct CallOptions {
     pub attempt_timeout: Duration,
     /// Longest delay between attempts.
     pub max_backoff: Duration,
+    /// How far past the deadline an attempt already under way may run: a call the server
+    /// answers only after a wait of its own (a member catching up) gets that long, while a
+    /// cluster that does not answer at all is given up at the deadline.
+    pub overrun: Duration,
 }
 
 /// A successful answer and when the attempt that produced it was sent.
@@ -235,12 +239,25 @@ impl Router {
         normalize_endpoint(endpoint, self.tls.is_some())
     }
 
+    /// How long a call that waits up to `wait` on the server (an acquire) keeps trying while
+    /// the cluster gives it no answer: the retry budget, and no longer than the wait itself,
+    /// since a lock not had within the wait is the caller's failure either way; but at least
+    /// a connect timeout, so that a short wait still gets a first connection made. A call
+    /// that does not wait (`wait` zero: a try-lock) needs an answer, and has the retry budget.
+    pub(crate) fn silence_budget(&self, wait: Duration) -> Duration {
+        match wait.is_zero() {
+            true => self.retry_deadline,
+            false => self.retry_deadline.min(wait.max(self.connect_timeout)),
+        }
+    }
+
     /// The budget of an ordinary call: `retry_deadline` in total, `request_timeout` per attempt.
     pub(crate) fn default_options(&self) -> CallOptions {
         CallOptions {
             deadline: deadline_after(self.retry_deadline),
             attempt_timeout: self.request_timeout,
             max_backoff: BACKOFF_CAP,
+            overrun: Duration::ZERO,
         }
     }
 
@@ -526,9 +543,20 @@ impl Attempts<'_> {
         self.router.confirm_leader(relayed_from.as_deref().unwrap_or(uri));
     }
 
+    /// No new attempt starts after this instant.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.options.deadline
+    }
+
+    /// Moves the deadline: a call whose budget depends on what it heard (an acquire that was
+    /// answered may wait out its queue; one that hears nothing may not) sets it as it goes.
+    pub(crate) fn set_deadline(&mut self, deadline: Instant) {
+        self.options.deadline = deadline;
+    }
+
     /// Bound of the current attempt: the per-attempt timeout, but not past the deadline.
     pub(crate) fn attempt_timeout(&self) -> Duration {
-        let left = self.options.deadline.saturating_duration_since(Instant::now());
+        let left = (self.options.deadline + self.options.overrun).saturating_duration_since(Instant::now());
         self.options.attempt_timeout.min(left).max(Duration::from_millis(1))
     }
 
@@ -850,6 +878,7 @@ mod tests {
             deadline: Instant::now() + Duration::from_millis(300),
             attempt_timeout: Duration::from_millis(100),
             max_backoff: BACKOFF_CAP,
+            overrun: Duration::ZERO,
         };
         let mut attempts = router.attempts("Test", options);
         let err = loop {
@@ -871,6 +900,7 @@ mod tests {
             deadline: Instant::now() + Duration::from_millis(300),
             attempt_timeout: Duration::from_millis(100),
             max_backoff: BACKOFF_CAP,
+            overrun: Duration::ZERO,
         };
         let mut attempts = router.attempts("Test", options);
         attempts.next().unwrap();

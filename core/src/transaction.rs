@@ -1,5 +1,6 @@
 //! Transactions: the handle users hold, its shared state, and the calls made through it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -105,6 +106,9 @@ struct TxInner {
     deferred: Option<Deferred>,
     /// One call at a time begins a deferred transaction; the others wait for its id.
     begin_gate: tokio::sync::Mutex<()>,
+    /// The begin gate is held by the withdrawal of a given-up first acquire (see
+    /// [`Transaction::abort`]).
+    withdrawing_begin: AtomicBool,
     /// A deferred transaction committed (`true`) or aborted before anything was sent.
     ended_unstarted: Mutex<Option<bool>>,
     /// Turns `Some(reason)` when the transaction is lost (shared with [`TxShared`]).
@@ -152,11 +156,27 @@ impl Withdrawn for Transaction {
         &self.inner.begin_gate
     }
 
+    fn withdrawing_begin(&self) -> &AtomicBool {
+        &self.inner.withdrawing_begin
+    }
+
     fn begun_elsewhere(&self, begun: &pb::BeginTransactionResponse, sent_at: Instant) {
-        if self.started().is_none() {
-            if let Err(e) = self.set_started(begun, sent_at) {
-                debug!(error = %e, "a given-up one-shot acquire began a transaction this client cannot follow");
-            }
+        if self.started().is_some() {
+            return;
+        }
+        if let Err(e) = self.set_started(begun, sent_at) {
+            debug!(error = %e, "a given-up one-shot acquire began a transaction this client cannot follow");
+            return;
+        }
+        if *lock(&self.inner.ended_unstarted) == Some(false) {
+            // Aborted by the caller while this withdrawal ran: the transaction it found is
+            // ended now, not kept alive by the heartbeat that just started.
+            let tx = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = tx.abort().await {
+                    debug!(error = %e, "could not abort a transaction a given-up acquire began");
+                }
+            });
         }
     }
 }
@@ -198,6 +218,7 @@ impl Transaction {
                 lost_stream: deferred.lost_stream,
                 deferred: Some(deferred),
                 begin_gate: tokio::sync::Mutex::new(()),
+                withdrawing_begin: AtomicBool::new(false),
                 ended_unstarted: Mutex::new(None),
                 lost_tx: watch::Sender::new(None),
                 withdrawals: Withdrawals::default(),
@@ -217,6 +238,7 @@ impl Transaction {
                 started,
                 deferred: None,
                 begin_gate: tokio::sync::Mutex::new(()),
+                withdrawing_begin: AtomicBool::new(false),
                 ended_unstarted: Mutex::new(None),
                 lost_tx,
                 lost_stream: false,
@@ -374,7 +396,18 @@ impl Transaction {
         if let Some(shared) = self.started() {
             return Ok(Some(shared));
         }
-        let _gate = self.inner.begin_gate.lock().await;
+        let _gate = match self.inner.begin_gate.try_lock() {
+            Ok(gate) => gate,
+            // A given-up first acquire is being withdrawn: it follows its request to learn
+            // whether the server began the transaction, which may take as long as the
+            // acquire did. An abort does not wait for that (the caller's timeout bounds the
+            // call); the withdrawal ends what it finds (`begun_elsewhere`).
+            Err(_) if !committed && self.inner.withdrawing_begin.load(Ordering::SeqCst) => {
+                lock(&self.inner.ended_unstarted).get_or_insert(false);
+                return Ok(self.started());
+            }
+            Err(_) => self.inner.begin_gate.lock().await,
+        };
         if let Some(shared) = self.started() {
             return Ok(Some(shared));
         }
@@ -804,6 +837,11 @@ pub(crate) mod tests {
 
     /// A router to an address nothing listens on.
     fn dead_router() -> Arc<Router> {
+        dead_router_retrying(Duration::from_millis(200))
+    }
+
+    /// A router to an address nothing listens on, retrying calls for `retry_deadline`.
+    fn dead_router_retrying(retry_deadline: Duration) -> Arc<Router> {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         drop(listener);
@@ -811,14 +849,17 @@ pub(crate) mod tests {
             .without_api_key()
             .with_connect_timeout(Duration::from_millis(50))
             .with_request_timeout(Duration::from_millis(50))
-            .with_retry_deadline(Duration::from_millis(200));
+            .with_retry_deadline(retry_deadline);
         Arc::new(Router::new(&config).unwrap())
     }
 
     /// A deferred transaction on a cluster nobody runs: any call that reaches for the
     /// server fails UNAVAILABLE, so the ones that succeed sent nothing.
     fn deferred_on_dead_cluster() -> Transaction {
-        let router = dead_router();
+        deferred_on(dead_router())
+    }
+
+    fn deferred_on(router: Arc<Router>) -> Transaction {
         let opts = TransactionOptions { timeout_ms: 4_000, ..TransactionOptions::default() };
         Transaction::deferred(Deferred {
             heartbeats: Arc::new(Heartbeats::new(&router)),
@@ -850,6 +891,32 @@ pub(crate) mod tests {
         assert_eq!(tx.status().await.unwrap_err().code(), "TRANSACTION_LOST");
     }
 
+    #[tokio::test]
+    async fn a_first_acquire_and_its_abort_end_at_the_wait_when_the_cluster_never_answers() {
+        // Retrying for 10 s, but the caller waits 1 s for the lock: without an answer from
+        // the cluster, the acquire gives up then, not after the wait plus the retry budget.
+        let tx = deferred_on(dead_router_retrying(Duration::from_secs(10)));
+        let started = Instant::now();
+        let opts = AcquireOptions::default().with_timeout_ms(1_000);
+        let err = tx.acquire_lock("ns", "k", LockMode::Exclusive, opts).await.unwrap_err();
+        let took = started.elapsed();
+        assert_eq!(err.code(), "UNAVAILABLE", "{err}");
+        assert!(took >= Duration::from_millis(700) && took < Duration::from_millis(1_800), "{took:?}");
+        // The acquire is withdrawn in the background (it may have begun the transaction):
+        // the abort does not wait for that.
+        let started = Instant::now();
+        tx.abort().await.unwrap();
+        assert!(started.elapsed() < Duration::from_millis(300), "{:?}", started.elapsed());
+        assert_eq!(tx.commit().await.unwrap_err().code(), "TRANSACTION_LOST");
+        // A try-lock needs an answer: it has the retry budget (here 1 s; the last backoff
+        // that would pass it is not slept).
+        let tx = deferred_on(dead_router_retrying(Duration::from_secs(1)));
+        let started = Instant::now();
+        let err = tx.acquire_lock("ns", "k", LockMode::Exclusive, AcquireOptions::default().with_timeout_ms(0));
+        assert_eq!(err.await.unwrap_err().code(), "UNAVAILABLE");
+        assert!(started.elapsed() >= Duration::from_millis(700), "{:?}", started.elapsed());
+    }
+
     #[test]
     fn a_stop_grace_the_lease_cannot_honour_is_refused_before_anything_is_sent() {
         let opts = TransactionOptions::default().with_stop_grace(Duration::from_secs(10));
@@ -875,7 +942,11 @@ pub(crate) mod tests {
 
     /// A transaction whose cluster vanished right after begin: nothing listens any more.
     pub(crate) fn orphan(lease: Duration) -> Transaction {
-        let router = dead_router();
+        orphan_on(dead_router(), lease)
+    }
+
+    /// A started transaction whose calls go through `router`.
+    fn orphan_on(router: Arc<Router>, lease: Duration) -> Transaction {
         Transaction::start(TxShared::new(
             7,
             Arc::clone(&router),
@@ -950,7 +1021,8 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn acquire_stops_waiting_when_lost() {
-        let tx = orphan(Duration::from_millis(300));
+        // The acquire would go on trying for 60 s: the lost lease ends it first.
+        let tx = orphan_on(dead_router_retrying(Duration::from_secs(60)), Duration::from_millis(300));
         let started = Instant::now();
         let err = tx
             .acquire_lock("ns", "k", LockMode::SharedRead, AcquireOptions::default().with_timeout_ms(60_000))

@@ -229,6 +229,7 @@ impl TxShared {
             deadline: Instant::now() + budget,
             attempt_timeout: budget,
             max_backoff: Duration::from_millis(100),
+            overrun: Duration::ZERO,
         }
     }
 

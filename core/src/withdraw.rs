@@ -38,6 +38,8 @@ pub(crate) trait Withdrawn: Clone + Send + Sync + 'static {
     fn withdrawals(&self) -> &Withdrawals;
     /// Held while a call may begin the transaction.
     fn begin_gate(&self) -> &tokio::sync::Mutex<()>;
+    /// Set while a withdrawal holds the begin gate: an abort then does not wait for it.
+    fn withdrawing_begin(&self) -> &AtomicBool;
     /// The server named the transaction a given-up first acquire began (`sent_at`: when
     /// that acquire was sent). Called with the begin gate held.
     fn begun_elsewhere(&self, begun: &pb::BeginTransactionResponse, sent_at: Instant);
@@ -184,6 +186,22 @@ impl<T: Withdrawn> Drop for PendingAcquire<T> {
     }
 }
 
+/// Marks the begin gate as held by a withdrawal while it lives.
+struct WithdrawingBegin<'a>(&'a AtomicBool);
+
+impl<'a> WithdrawingBegin<'a> {
+    fn new(flag: &'a AtomicBool) -> Self {
+        flag.store(true, Ordering::SeqCst);
+        WithdrawingBegin(flag)
+    }
+}
+
+impl Drop for WithdrawingBegin<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
 /// One withdrawal under way, counted in its transaction's [`Withdrawals`] while it lives.
 struct Settling<T: Withdrawn>(T);
 
@@ -267,7 +285,7 @@ impl<T: Withdrawn> Withdrawal<T> {
             if m.begin.is_some() {
                 let gate = self.tx.begin_gate().lock().await;
                 match self.tx.txn_id() {
-                    0 => _gate = Some(gate),
+                    0 => _gate = Some((gate, WithdrawingBegin::new(self.tx.withdrawing_begin()))),
                     txn => {
                         m.transaction_id = txn;
                         m.begin = None;

@@ -189,6 +189,9 @@ pub enum Rejection {
     /// Admin key `by`, limited to `prefixes`, may not manage key `key` (its namespaces are
     /// not all inside them, or it has every namespace).
     ApiKeyOutsideScope { key: String, by: String, prefixes: Vec<String> },
+    /// `lock` is in use as a semaphore of `declared` permits, and the request asked for it
+    /// with another count (`asked`), or as a lock (`asked` 0).
+    SemaphoreMismatch { lock: LockKey, declared: u32, asked: u32 },
 }
 
 impl std::fmt::Display for Rejection {
@@ -216,6 +219,14 @@ impl std::fmt::Display for Rejection {
                 f,
                 "admin key {by:?} is limited to namespace prefixes {prefixes:?}; API key {key:?} reaches beyond them \
                  (a key of every namespace, or one with a namespace outside them)"
+            ),
+            Rejection::SemaphoreMismatch { lock, declared, asked: 0 } => write!(
+                f,
+                "{lock} is a semaphore with {declared} permits; ask for it with mode SEMAPHORE and permits {declared}, or use another key"
+            ),
+            Rejection::SemaphoreMismatch { lock, declared, asked } => write!(
+                f,
+                "{lock} is a semaphore with {declared} permits; this request declares {asked}: every request must declare the same count"
             ),
             Rejection::OutsideScope { txn, key, prefixes } => write!(
                 f,

@@ -90,7 +90,11 @@ fn token(s: &AcquireStatus) -> u64 {
 }
 
 fn invalid(o: &Outcome, words: &str) {
-    assert!(matches!(o, Outcome::Rejected(Rejection::Invalid(m)) if m.contains(words)), "{o:?} should say {words:?}");
+    let said = match o {
+        Outcome::Rejected(r @ (Rejection::Invalid(_) | Rejection::SemaphoreMismatch { .. })) => r.to_string(),
+        other => panic!("{other:?} is no refusal as invalid"),
+    };
+    assert!(said.contains(words), "{o:?} should say {words:?}");
 }
 
 #[test]
@@ -126,6 +130,11 @@ fn mixing_a_semaphore_with_a_lock_or_another_count_is_refused() {
     invalid(&h.lock_with(b, "s", X), "is a semaphore with 3 permits");
     invalid(&h.lock_with(b, "s", LockMode::SharedRead), "mode SEMAPHORE and permits 3");
     invalid(&h.permit_with(b, "s", 4, 1_000), "declares 4");
+    // The declared count is data, for a client to word its own advice.
+    let mismatch =
+        |asked| Outcome::Rejected(Rejection::SemaphoreMismatch { lock: LockKey::new("ns", "s"), declared: 3, asked });
+    assert_eq!(h.lock_with(b, "s", X), mismatch(0));
+    assert_eq!(h.permit_with(b, "s", 4, 1_000), mismatch(4));
     invalid(&h.permit_with(b, "s", 0, 1_000), "between 1 and");
     invalid(&h.lock_with(b, "s", P), "needs permits");
     h.lock(a, "plain");

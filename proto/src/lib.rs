@@ -83,6 +83,12 @@ pub mod metadata {
     /// On every answer a follower relayed from the leader (a success or the leader's own
     /// error status): the node id of the leader that served the call.
     pub const FORWARDED_TO: &str = "x-dls-forwarded-to";
+    /// On an INVALID_ARGUMENT answer to a request on a semaphore key asked for with another
+    /// permit count or as a lock: the count the key is in use with.
+    pub const SEMAPHORE_PERMITS: &str = "x-dls-semaphore-permits";
+    /// On a PERMISSION_DENIED answer for a namespace the API key is not limited to: the
+    /// namespace prefixes it may use, one per line (UTF-8; binary metadata).
+    pub const KEY_NAMESPACES: &str = "x-dls-key-namespaces-bin";
     /// Standard bearer-token header carrying the API key.
     pub const AUTHORIZATION: &str = "authorization";
 }

@@ -572,3 +572,108 @@ async fn a_ttl_out_of_range_is_refused_with_the_range() {
     let run = dls(&cluster, &["lock", "--ttl", "1h", "jobs", "ttl", "--", "sh", "-c", &job]).await;
     assert_eq!(run.code, 0, "the longest lease is taken: {run:?}");
 }
+
+/// Runs `dls ARGS` against a cluster that cannot answer and checks that it gives up within
+/// its timeout (with slack for a loaded machine) as unavailable; returns how long it took.
+async fn gives_up_in_time(cluster: &Cluster, args: &[&str], timeout: Duration) -> Duration {
+    let started = std::time::Instant::now();
+    let run = dls(cluster, args).await;
+    let took = started.elapsed();
+    assert_eq!(run.code, 1, "{args:?}: {run:?}");
+    assert!(run.stderr.contains("cluster unavailable") && run.stderr.contains("got no answer"), "{args:?}: {run:?}");
+    // The requirement is timeout + 1 s; the slack is for a machine shared with other builds.
+    assert!(took < timeout + Duration::from_secs(3), "{args:?} took {took:?}: {run:?}");
+    took
+}
+
+#[tokio::test]
+async fn every_wait_ends_at_its_timeout_when_the_cluster_cannot_answer() {
+    let mut cluster = Cluster::start(3).await;
+    let two = Duration::from_secs(2);
+    let lock = ["lock", "--timeout", "2", "jobs", "nightly", "--", "true"];
+    // The wait for the lock (30 s by default) is no reason to wait for a cluster that
+    // never answers; nor is a wait of 2 s a reason to wait the default 15 s for it.
+    let wait = ["lock", "--wait-timeout", "2s", "jobs", "nightly", "--", "true"];
+    let skip = ["lock", "--skip-if-locked", "--timeout", "2", "jobs", "nightly", "--", "true"];
+    let permit = ["lock", "--permits", "3", "--timeout", "2", "jobs", "backup", "--", "true"];
+    let locks = ["locks", "--timeout", "2"];
+    let promote = ["members", "promote", "--timeout", "2", "3"];
+    let commands: [&[&str]; 6] = [&lock, &wait, &skip, &permit, &locks, &promote];
+
+    // No leader: one node of three up.
+    cluster.kill(2);
+    cluster.kill(3);
+    let mut took = Vec::new();
+    for args in commands {
+        took.push(gives_up_in_time(&cluster, args, two).await);
+    }
+    // Every endpoint refuses connections.
+    cluster.kill(1);
+    for args in commands {
+        took.push(gives_up_in_time(&cluster, args, two).await);
+    }
+    eprintln!("took (no leader, then refused): {took:?}");
+}
+
+/// A key held as a semaphore of 3 permits, asked for as a lock (or with another count): the
+/// CLI says which flag to run (`--permits 3`), from the count the server sends as data; the
+/// SDKs keep the server's words.
+#[tokio::test]
+async fn a_semaphore_asked_for_as_a_lock_is_told_the_permits_flag_to_run() {
+    let cluster = Cluster::start(1).await;
+    let client = client(&cluster).await;
+    let holder = client.begin_transaction(TransactionOptions::new()).await.unwrap();
+    holder.acquire_permit("jobs", "backup", 3, AcquireOptions::new().with_timeout_ms(1_000)).await.unwrap();
+    for flags in [&[][..], &["--shared"], &["--permits", "2"]] {
+        let mut args = vec!["lock"];
+        args.extend_from_slice(flags);
+        args.extend(["jobs", "backup", "--", "true"]);
+        let run = dls(&cluster, &args).await;
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(
+            run.stderr
+                .contains("jobs/backup is a semaphore with 3 permits: run `dls lock --permits 3 jobs backup -- true`"),
+            "{args:?}: {run:?}"
+        );
+        assert!(!run.stderr.contains("mode SEMAPHORE"), "{args:?}: {run:?}");
+    }
+    let run = dls(&cluster, &["lock", "--permits", "3", "jobs", "backup", "--", "true"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+
+    let other = client.begin_transaction(TransactionOptions::new()).await.unwrap();
+    let err = other.acquire_lock("jobs", "backup", LockMode::Exclusive, AcquireOptions::new()).await.unwrap_err();
+    assert!(matches!(err, caerus_core::Error::InvalidArgument { semaphore_permits: Some(3), .. }), "{err:?}");
+    assert!(err.message().contains("ask for it with mode SEMAPHORE and permits 3"), "{err}");
+}
+
+fn add_limited_key(file: &Path, name: &str, namespace: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dls"))
+        .args(["keys", "add", "--file", file.to_str().unwrap(), "--name", name, "--namespace", namespace])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A key limited to namespaces, used on another one: the CLI says which namespaces the key
+/// may use (the server sends them as data) and does not send the user for an admin key,
+/// which an operator command without one still gets.
+#[tokio::test]
+async fn a_namespace_denial_names_the_keys_namespaces_not_an_admin_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.toml");
+    let admin = add_key(&keys, "ops", true);
+    let billing = add_limited_key(&keys, "billing", "billing-");
+    let cluster = Cluster::start_full(1, &["--api-keys-file", keys.to_str().unwrap()], Some(admin)).await;
+
+    let run = dls(&cluster, &["lock", "--api-key", &billing, "jobs", "nightly", "--", "true"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("may not use namespace \"jobs\""), "{run:?}");
+    assert!(run.stderr.contains("this API key may use only namespaces starting with \"billing-\""), "{run:?}");
+    assert!(!run.stderr.contains("admin"), "{run:?}");
+    let run = dls(&cluster, &["lock", "--api-key", &billing, "billing-jobs", "nightly", "--", "true"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = dls(&cluster, &["locks", "--api-key", &billing]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("operator commands need an admin key"), "{run:?}");
+}

@@ -192,8 +192,11 @@ async fn a_change_whose_caller_gives_up_still_finishes_when_the_voters_return() 
     };
     // The new voters would be {leader, stopped}: nothing commits while `stopped` is paused.
     cluster.signal(stopped, "STOP");
+    // Aimed at the leader: with a 1 s budget, a first attempt at the paused node would
+    // spend it all (no new attempt starts after the retry deadline) and the change would
+    // never be asked for.
     let impatient = DlsClient::connect(
-        ClientConfig::new(cluster.endpoints())
+        ClientConfig::new([cluster.addr(leader)])
             .with_request_timeout(Duration::from_millis(300))
             .with_retry_deadline(Duration::from_secs(1)),
     )

@@ -2,7 +2,8 @@
 //! holders at once, granted in arrival order, each with its own fencing token. The request
 //! that finds the key idle declares N; while the key is held or waited for, every request
 //! on it must be SEMAPHORE with the same N, and a semaphore request on a key used as a lock
-//! is refused (`Rejection::Invalid`, INVALID_ARGUMENT at the API).
+//! is refused (`Rejection::Invalid`; a request on a semaphore of another count, or as a
+//! lock, `Rejection::SemaphoreMismatch`: INVALID_ARGUMENT at the API either way).
 //!
 //! Deadlocks: a semaphore's waiter waits for any one of the holders (or the waiter ahead)
 //! to leave, not for all of them, so a cycle through such a wait is a deadlock only if no
@@ -52,12 +53,9 @@ impl LockTable {
             (true, 0) => Err(Rejection::Invalid(format!(
                 "{lock} is in use as a lock (EXCLUSIVE or SHARED_READ); a semaphore cannot share its key: use another key"
             ))),
-            (true, d) => Err(Rejection::Invalid(format!(
-                "{lock} is a semaphore with {d} permits; this request declares {permits}: every request must declare the same count"
-            ))),
-            (false, d) => Err(Rejection::Invalid(format!(
-                "{lock} is a semaphore with {d} permits; ask for it with mode SEMAPHORE and permits {d}, or use another key"
-            ))),
+            // The count travels as data: a client words its own advice (the CLI's --permits).
+            (true, declared) => Err(Rejection::SemaphoreMismatch { lock: lock.clone(), declared, asked: permits }),
+            (false, declared) => Err(Rejection::SemaphoreMismatch { lock: lock.clone(), declared, asked: 0 }),
         }
     }
 

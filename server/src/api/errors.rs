@@ -25,6 +25,14 @@ pub enum ApiError {
     /// The key may not use this namespace or transaction.
     #[error("{0}")]
     PermissionDenied(String),
+    /// The key is limited to namespaces under `prefixes` (sent as `x-dls-key-namespaces-bin`),
+    /// and the call's namespace is not one of them.
+    #[error("{message}")]
+    OutsideNamespaces { message: String, prefixes: Vec<String> },
+    /// The key is a semaphore of `declared` permits (sent as `x-dls-semaphore-permits`),
+    /// asked for with another count or as a lock.
+    #[error("{message}")]
+    SemaphoreMismatch { message: String, declared: u32 },
     /// Unknown transaction.
     #[error("transaction {0} not found (unknown, or finished and forgotten)")]
     NotFound(TxnId),
@@ -88,9 +96,13 @@ impl ApiError {
     /// The gRPC code and the ErrorKind (`x-dls-error`) this error is answered with.
     pub fn code_and_kind(&self) -> (Code, ErrorKind) {
         match self {
-            ApiError::InvalidArgument(_) => (Code::InvalidArgument, ErrorKind::InvalidArgument),
+            ApiError::InvalidArgument(_) | ApiError::SemaphoreMismatch { .. } => {
+                (Code::InvalidArgument, ErrorKind::InvalidArgument)
+            }
             ApiError::Unauthenticated(_) => (Code::Unauthenticated, ErrorKind::Unauthenticated),
-            ApiError::PermissionDenied(_) => (Code::PermissionDenied, ErrorKind::PermissionDenied),
+            ApiError::PermissionDenied(_) | ApiError::OutsideNamespaces { .. } => {
+                (Code::PermissionDenied, ErrorKind::PermissionDenied)
+            }
             ApiError::NotFound(_) => (Code::NotFound, ErrorKind::TransactionNotFound),
             ApiError::TransactionLost { code, .. } => (*code, ErrorKind::TransactionLost),
             ApiError::DeadlockVictim { .. } => (Code::Aborted, ErrorKind::DeadlockVictim),
@@ -178,6 +190,9 @@ impl From<Rejection> for ApiError {
             }
             r @ Rejection::ApiKeyExists(_) => ApiError::AlreadyExists(r.to_string()),
             r @ Rejection::ApiKeyNotFound(_) => ApiError::KeyNotFound(r.to_string()),
+            Rejection::SemaphoreMismatch { declared, .. } => {
+                ApiError::SemaphoreMismatch { message: r.to_string(), declared }
+            }
         }
     }
 }
@@ -187,6 +202,7 @@ impl From<EngineError> for ApiError {
         match e {
             EngineError::InvalidArgument(m) => ApiError::InvalidArgument(m),
             EngineError::PermissionDenied(m) => ApiError::PermissionDenied(m),
+            EngineError::OutsideNamespaces { message, prefixes } => ApiError::OutsideNamespaces { message, prefixes },
             EngineError::NotFound(txn) => ApiError::NotFound(txn),
             EngineError::TransactionLost { txn, cause, message } => ApiError::not_active(txn, cause, message),
             EngineError::Rejected(r) => r.into(),
@@ -223,6 +239,17 @@ impl From<ApiError> for Status {
         }
         if let ApiError::Overloaded { retry_after, .. } = &e {
             md.insert(metadata::RETRY_AFTER_MS, MetadataValue::from(retry_after.as_millis() as u64));
+        }
+        // Facts a client words its own advice from (the CLI names its flags), so that no
+        // client parses the English message.
+        match &e {
+            ApiError::SemaphoreMismatch { declared, .. } => {
+                md.insert(metadata::SEMAPHORE_PERMITS, MetadataValue::from(*declared));
+            }
+            ApiError::OutsideNamespaces { prefixes, .. } => {
+                md.insert_bin(metadata::KEY_NAMESPACES, MetadataValue::from_bytes(prefixes.join("\n").as_bytes()));
+            }
+            _ => {}
         }
         status
     }

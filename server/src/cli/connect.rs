@@ -34,7 +34,10 @@ pub struct ClusterArgs {
     /// readable by others (`chmod 600`); not with --api-key.
     #[arg(long, env = API_KEY_FILE_ENV, value_name = "FILE")]
     pub api_key_file: Option<PathBuf>,
-    /// Give up after this many seconds without an answer from the cluster.
+    /// Give up after this many seconds without an answer from the cluster (down, or without
+    /// a leader), whatever the command waits for: `dls lock` after the shorter of this and
+    /// --wait-timeout; `dls members add` waits --catch-up-timeout more only on a leader that
+    /// took the request.
     #[arg(long, default_value_t = 15, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
     /// CA bundle (PEM) the nodes' TLS certificates must chain to: the cluster's ca.pem from
@@ -159,6 +162,12 @@ impl From<Error> for CliError {
     fn from(e: Error) -> Self {
         let m = e.message();
         match &e {
+            // The key is limited to other namespaces: an admin key is not what is missing.
+            Error::PermissionDenied { key_namespaces: Some(prefixes), .. } => CliError::failure(format!(
+                "permission denied: {m}\n     this API key may use only namespaces starting with {}; use one of \
+                 those, or a key that may use this namespace",
+                prefixes.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", ")
+            )),
             Error::PermissionDenied { .. } => CliError::failure(format!(
                 "permission denied: {m}\n     operator commands need an admin key: create one with \
                  `dls keys add --file KEYS --name NAME --admin`, add it to the server's keys file, and pass it \
@@ -207,12 +216,20 @@ mod tests {
 
     #[test]
     fn errors_say_what_to_do() {
-        let e = CliError::from(Error::PermissionDenied { message: "not an admin key".into() });
+        let e = CliError::from(Error::PermissionDenied { message: "not an admin key".into(), key_namespaces: None });
         assert_eq!(e.exit_code, EXIT_FAILURE);
         assert!(e.message.contains("dls keys add") && e.message.contains("--admin"), "{}", e.message);
+        let denied = Error::PermissionDenied {
+            message: "may not use namespace \"ops\"".into(),
+            key_namespaces: Some(vec!["billing-".into(), "jobs".into()]),
+        };
+        let e = CliError::from(denied);
+        assert!(e.message.contains("only namespaces starting with \"billing-\", \"jobs\""), "{}", e.message);
+        assert!(!e.message.contains("admin"), "{}", e.message);
         let e = CliError::from(Error::Unavailable { message: "no leader".into() });
         assert!(e.message.contains("--endpoints"), "{}", e.message);
-        let e = CliError::from(Error::InvalidArgument { message: "namespace_prefixes".into() });
+        let e =
+            CliError::from(Error::InvalidArgument { message: "namespace_prefixes".into(), semaphore_permits: None });
         assert_eq!(e.exit_code, EXIT_USAGE);
     }
 

@@ -135,6 +135,21 @@ pub struct LockArgs {
     pub cluster: ClusterArgs,
 }
 
+/// What to run when the key is a semaphore of `permits` permits and was asked for with
+/// another count or as a lock: the same command with `--permits` (in the server's API words
+/// it is "mode SEMAPHORE and permits N", which names nothing a CLI user can type).
+fn semaphore_advice(args: &LockArgs, permits: u32) -> String {
+    format!(
+        "{}/{} is a semaphore with {permits} permits: run `dls lock --permits {permits} {} {} -- {}`, \
+         or use another key",
+        args.namespace,
+        args.key,
+        args.namespace,
+        args.key,
+        args.command.join(" ")
+    )
+}
+
 /// Parses `500ms`, `30s`, `5m`, `1h` (a bare number is seconds).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
@@ -223,6 +238,10 @@ pub async fn run(args: LockArgs) -> Result<i32, CliError> {
             }
             eprintln!("dls: {what}");
             return Ok(EXIT_LOCK_BUSY);
+        }
+        Err(Error::InvalidArgument { semaphore_permits: Some(n), .. }) if args.permits != Some(n) => {
+            let _ = tx.abort().await;
+            return Err(CliError::usage(semaphore_advice(&args, n)));
         }
         Err(e) => {
             let _ = tx.abort().await;

@@ -15,6 +15,9 @@ pub enum EngineError {
     /// The caller may not use this namespace or transaction.
     #[error("{0}")]
     PermissionDenied(String),
+    /// The caller's key is limited to namespaces under `prefixes`, and this one is not.
+    #[error("{message}")]
+    OutsideNamespaces { message: String, prefixes: Vec<String> },
     /// Unknown transaction.
     #[error("transaction {0} not found (unknown, or finished and forgotten)")]
     NotFound(TxnId),

@@ -63,10 +63,13 @@ impl Principal {
     pub fn check_namespace(&self, namespace: &str) -> Result<(), EngineError> {
         match &self.namespaces {
             Some(prefixes) if !prefixes.iter().any(|p| namespace.starts_with(p.as_str())) => {
-                Err(EngineError::PermissionDenied(format!(
-                    "API key {:?} may not use namespace {namespace:?}; it is limited to prefixes {prefixes:?}",
-                    self.name
-                )))
+                Err(EngineError::OutsideNamespaces {
+                    message: format!(
+                        "API key {:?} may not use namespace {namespace:?}; it is limited to prefixes {prefixes:?}",
+                        self.name
+                    ),
+                    prefixes: prefixes.clone(),
+                })
             }
             _ => Ok(()),
         }
