@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -59,6 +60,7 @@ func startCluster(t *testing.T, n int) ([]string, uint64) {
 		t.Fatal("DLS_BIN is not set: run `make test-go-sample`, or DLS_BIN=/path/to/dls go test ./...")
 	}
 	addrs := make([]string, n)
+	httpAddrs := make([]string, n)
 	var peers []string
 	for i := range addrs {
 		addrs[i] = freeAddr(t)
@@ -67,8 +69,9 @@ func startCluster(t *testing.T, n int) ([]string, uint64) {
 		peers = append(peers, fmt.Sprintf("%d=%s/%s", i+1, addrs[i], peerAddr[strings.LastIndex(peerAddr, ":")+1:]))
 	}
 	for i, addr := range addrs {
+		httpAddrs[i] = freeAddr(t)
 		args := []string{"serve", "--node-id", strconv.Itoa(i + 1), "--listen", addr,
-			"--http-listen", freeAddr(t), "--data-dir", t.TempDir(), "--log", "warn"}
+			"--http-listen", httpAddrs[i], "--data-dir", t.TempDir(), "--log", "warn"}
 		if n > 1 {
 			args = append(args, "--peers", strings.Join(peers, ","))
 		}
@@ -81,10 +84,11 @@ func startCluster(t *testing.T, n int) ([]string, uint64) {
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	}
-	// Wait (bounded) until every node names the same leader.
+	// Wait (bounded) until every node names the same leader and says it is ready (/readyz:
+	// the elected leader only once it serves, not while it catches up with the log).
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if leader := agreedLeader(addrs); leader != 0 {
+		if leader := agreedLeader(addrs); leader != 0 && allReady(httpAddrs) {
 			return addrs, leader
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -110,6 +114,22 @@ func agreedLeader(addrs []string) uint64 {
 		leader = st.GetLeaderId()
 	}
 	return leader
+}
+
+// allReady reports whether every node's HTTP port answers /readyz with 200.
+func allReady(httpAddrs []string) bool {
+	client := http.Client{Timeout: time.Second}
+	for _, addr := range httpAddrs {
+		resp, err := client.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+	}
+	return true
 }
 
 var tokenLine = regexp.MustCompile(`granted (\S+)/(\S+): fencing token (\d+)`)

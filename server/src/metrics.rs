@@ -133,6 +133,8 @@ pub struct Gauges {
     pub last_event_sequence: u64,
     pub raft_term: u64,
     pub is_leader: bool,
+    /// Serving as the leader: elected, and caught up with what earlier terms committed.
+    pub serving: bool,
     /// 0 when no leader is known.
     pub leader_id: u64,
     pub commit_index: u64,

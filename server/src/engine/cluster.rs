@@ -188,6 +188,7 @@ impl Engine {
         let mut g = Gauges {
             raft_term: m.current_term,
             is_leader: m.state == ServerState::Leader,
+            serving: *node.leadership().borrow(),
             leader_id: m.current_leader.unwrap_or(0),
             // The stored commit index can trail what this node applied from a snapshot.
             commit_index: node.committed_index().max(applied_index),

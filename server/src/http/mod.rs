@@ -195,6 +195,11 @@ pub fn readiness(g: &Gauges) -> Result<(), String> {
     if g.leader_id == 0 {
         return Err(format!("not ready: no leader known (term {})", g.raft_term));
     }
+    // Elected, but catching up with what earlier terms committed: calls are neither served
+    // nor redirected elsewhere until it is done.
+    if g.is_leader && !g.serving {
+        return Err(format!("not ready: elected leader in term {}, catching up before serving", g.raft_term));
+    }
     let lag = g.apply_lag();
     if lag > MAX_READY_LAG {
         return Err(format!(
@@ -215,6 +220,11 @@ mod tests {
             Gauges { voters: 3, leader_id: 0, commit_index: 5, applied_index: 5, raft_term: 3, ..Gauges::default() };
         assert_eq!(readiness(&g).unwrap_err(), "not ready: no leader known (term 3)");
         g.leader_id = 2;
+        assert_eq!(readiness(&g), Ok(()));
+        // The elected leader is ready once it serves.
+        g.is_leader = true;
+        assert!(readiness(&g).unwrap_err().contains("catching up before serving"));
+        g.serving = true;
         assert_eq!(readiness(&g), Ok(()));
         g.commit_index = 5 + MAX_READY_LAG + 1;
         assert!(readiness(&g).unwrap_err().contains("entries behind commit index"));
