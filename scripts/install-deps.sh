@@ -56,6 +56,15 @@ need "PostgreSQL server (caerus-fence, Python and Node fence tests start a throw
   "ls /usr/lib/postgresql/*/bin/initdb && id postgres" postgresql
 need "SQLite headers and pkg-config (caerus-fence links the system libsqlite3)" \
   "test -e /usr/include/sqlite3.h && command -v pkg-config" libsqlite3-dev pkg-config
+need "qemu-user-static (make test-packages runs the arm64 musl dls under qemu-aarch64-static)" \
+  "command -v qemu-aarch64-static" qemu-user-static
+# `scripts/install-deps.sh --release-all` (make release-all, test-release-all): what the cross
+# packaging and its tests need beyond that; not in `make deps`, wine is large.
+if [ "${1:-}" = --release-all ]; then
+  need "llvm (llvm-strip and llvm-objdump read macOS and Windows binaries)" \
+    "command -v llvm-strip && command -v llvm-objdump" llvm
+  need "wine (make test-release-all runs the Windows dls.exe)" "command -v wine" wine wine64
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Checks a macOS binary cross-built here the way a Mac's loader would read it.
+
+    scripts/test-packages/check-macho.py FILE ARCH MIN_MACOS     (ARCH x86_64 or aarch64)
+
+No Mac runs here, so its load commands are what can be checked (llvm-objdump, from Debian's
+llvm): the CPU type, the minimum macOS in LC_BUILD_VERSION (or LC_VERSION_MIN_MACOSX) no later
+than MIN_MACOS, and only libraries every macOS has (libSystem, libiconv, CoreFoundation):
+a path from this machine or a Homebrew library would fail to load there. Exits 1 naming
+what is wrong.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+CPU = {"x86_64": "X86_64", "aarch64": "ARM64"}
+SYSTEM_LIBS = re.compile(
+    r"^(/usr/lib/libSystem\.B\.dylib|/usr/lib/libiconv\.2\.dylib|/usr/lib/libresolv\.9\.dylib"
+    r"|/usr/lib/libc\+\+\.1\.dylib|/System/Library/Frameworks/CoreFoundation\.framework/Versions/A/CoreFoundation)$"
+)
+
+
+def version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+def main() -> int:
+    if len(sys.argv) != 4:
+        sys.exit(__doc__.split("\n\n")[1])
+    path, arch, min_macos = sys.argv[1:]
+    out = subprocess.run(
+        ["llvm-objdump", "--macho", "--private-header", "--private-headers", path],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    problems = []
+    header = re.search(r"^\s*0x[0-9a-f]+\s+(\S+)\s+", out, re.M)
+    cpu = header.group(1) if header else "?"
+    if cpu != CPU[arch]:
+        problems.append(f"CPU type {cpu}, expected {CPU[arch]}")
+    minos = re.findall(r"cmd LC_BUILD_VERSION\n.*?\n\s*platform (\d+)\n\s*minos (\S+)", out)
+    minos += [("1", v) for v in re.findall(r"cmd LC_VERSION_MIN_MACOSX\n.*?\n\s*version (\S+)", out)]
+    if not minos:
+        problems.append("no LC_BUILD_VERSION or LC_VERSION_MIN_MACOSX")
+    for platform, v in minos:
+        if platform != "1":
+            problems.append(f"platform {platform} is not macOS (1)")
+        if version(v) > version(min_macos):
+            problems.append(f"needs macOS {v}, later than {min_macos}")
+    dylibs = re.findall(r"cmd LC_(?:LOAD|LOAD_WEAK|REEXPORT)_DYLIB\n.*?\n\s*name (\S+) \(offset", out)
+    for lib in dylibs:
+        if not SYSTEM_LIBS.match(lib):
+            problems.append(f"links {lib}, which a Mac does not have")
+    if not any(lib.startswith("/usr/lib/libSystem") for lib in dylibs):
+        problems.append("does not link libSystem")
+    name = path.rsplit("/", 1)[-1]
+    if problems:
+        print(f"check-macho: {name}: " + "; ".join(problems), file=sys.stderr)
+        return 1
+    print(f"check-macho: {name}: {cpu}, macOS >= {', '.join(v for _, v in minos)}, links {', '.join(dylibs)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
