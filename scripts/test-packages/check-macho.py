@@ -32,24 +32,40 @@ def main() -> int:
         sys.exit(__doc__.split("\n\n")[1])
     path, arch, min_macos = sys.argv[1:]
     out = subprocess.run(
-        ["llvm-objdump", "--macho", "--private-header", "--private-headers", path],
+        ["llvm-objdump", "--macho", "--private-headers", path],
         check=True, capture_output=True, text=True,
     ).stdout
     problems = []
-    header = re.search(r"^\s*0x[0-9a-f]+\s+(\S+)\s+", out, re.M)
+    header = re.search(r"^\s*MH_MAGIC\S*\s+(\S+)\s", out, re.M)
     cpu = header.group(1) if header else "?"
     if cpu != CPU[arch]:
         problems.append(f"CPU type {cpu}, expected {CPU[arch]}")
-    minos = re.findall(r"cmd LC_BUILD_VERSION\n.*?\n\s*platform (\d+)\n\s*minos (\S+)", out)
-    minos += [("1", v) for v in re.findall(r"cmd LC_VERSION_MIN_MACOSX\n.*?\n\s*version (\S+)", out)]
+    # One dict per load command: its "key value" lines.
+    commands = []
+    for block in re.split(r"^Load command \d+$", out, flags=re.M)[1:]:
+        fields = {}
+        for line in block.splitlines():
+            key, _, value = line.strip().partition(" ")
+            fields.setdefault(key, value.strip())
+        commands.append(fields)
+    minos = []
+    for c in commands:
+        if c.get("cmd") == "LC_BUILD_VERSION":
+            if c.get("platform") not in ("macos", "1"):
+                problems.append(f"platform {c.get('platform')} is not macOS")
+            minos.append(c.get("minos", "?"))
+        elif c.get("cmd") == "LC_VERSION_MIN_MACOSX":
+            minos.append(c.get("version", "?"))
     if not minos:
         problems.append("no LC_BUILD_VERSION or LC_VERSION_MIN_MACOSX")
-    for platform, v in minos:
-        if platform != "1":
-            problems.append(f"platform {platform} is not macOS (1)")
-        if version(v) > version(min_macos):
+    for v in minos:
+        if not re.fullmatch(r"\d+(\.\d+)*", v) or version(v) > version(min_macos):
             problems.append(f"needs macOS {v}, later than {min_macos}")
-    dylibs = re.findall(r"cmd LC_(?:LOAD|LOAD_WEAK|REEXPORT)_DYLIB\n.*?\n\s*name (\S+) \(offset", out)
+    dylibs = [
+        c["name"].split(" (offset")[0]
+        for c in commands
+        if c.get("cmd") in ("LC_LOAD_DYLIB", "LC_LOAD_WEAK_DYLIB", "LC_REEXPORT_DYLIB")
+    ]
     for lib in dylibs:
         if not SYSTEM_LIBS.match(lib):
             problems.append(f"links {lib}, which a Mac does not have")
@@ -59,7 +75,7 @@ def main() -> int:
     if problems:
         print(f"check-macho: {name}: " + "; ".join(problems), file=sys.stderr)
         return 1
-    print(f"check-macho: {name}: {cpu}, macOS >= {', '.join(v for _, v in minos)}, links {', '.join(dylibs)}")
+    print(f"check-macho: {name}: {cpu}, macOS >= {', '.join(minos)}, links {', '.join(dylibs)}")
     return 0
 
 
