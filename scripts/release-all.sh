@@ -77,7 +77,7 @@ describe() {
     aarch64-*) arch=aarch64 node_arch=arm64 jna_arch=aarch64 ;;
     *) log "unknown architecture in $1"; return 1 ;;
   esac
-  exe=dls lib_prefix=lib jna= deploy_env=()
+  exe=dls lib_prefix=lib jna= deploy_env=() no_dls=
   case $triple in
     *-linux-gnu)
       platform=linux-$arch npm=linux-$node_arch-gnu lib_ext=so jna=linux-$jna_arch
@@ -95,7 +95,10 @@ describe() {
         "CARGO_TARGET_$(echo "$triple" | tr a-z- A-Z_)_RUSTFLAGS=-C link-arg=-F$macos_stubs") ;;
     x86_64-pc-windows-gnu)
       platform=windows-$arch npm=win32-$node_arch-gnu lib_ext=dll lib_prefix= jna=win32-$jna_arch exe=dls.exe
-      wheel_tags=(win_amd64) ;;
+      wheel_tags=(win_amd64)
+      # The server is Unix-only today (positional file I/O, Unix signals, file modes, rustix's
+      # process calls); the client libraries are not.
+      no_dls="dls does not build for Windows yet (the server uses Unix-only APIs)" ;;
     *) log "no packaging rules for $1"; return 1 ;;
   esac
 }
@@ -117,6 +120,10 @@ strip_to() { # IN OUT
 
 build_target() {
   local dist=$zig_dir/$triple/dist dylib_dist=$zig_dylib_dir/$triple/dist
+  if want dls && [ -n "$no_dls" ]; then
+    log "$target: no server archive: $no_dls"
+    skipped+=("$target dls: $no_dls")
+  fi
   local libs=(-p caerus-node)
   want jvm && [ -n "$jna" ] && libs+=(-p caerus-uniffi)
   if [[ $triple == *-musl ]]; then
@@ -131,7 +138,7 @@ build_target() {
     lib_dist=$dylib_dist
   else
     local what=()
-    want dls && what+=(-p caerus-server --bin dls)
+    want dls && [ -z "$no_dls" ] && what+=(-p caerus-server --bin dls)
     want npm || want jvm && what+=("${libs[@]}" --lib)
     if [ ${#what[@]} -gt 0 ]; then
       log "$target: ${what[*]}"
@@ -163,7 +170,7 @@ build_target() {
 pack_target() {
   local dist=$zig_dir/$triple/dist stage
   stage=$(mktemp -d)
-  if want dls; then
+  if want dls && [ -z "$no_dls" ]; then
     local host=$host_dls
     # Binaries for this machine (x86_64 Linux, glibc or static musl) make their own man pages.
     [[ $triple == x86_64-unknown-linux-* ]] && [ "$(uname -m)" = x86_64 ] && host=$dist/dls
@@ -202,7 +209,7 @@ pack_target() {
   rm -rf "$stage"
 }
 
-ok=() failed=()
+ok=() failed=() skipped=()
 [[ " ${targets[*]} " == *apple-darwin* ]] && write_macos_stubs
 for target in "${targets[@]}"; do
   describe "$target" || { failed+=("$target"); continue; }
@@ -240,6 +247,7 @@ fi
 
 (cd "$out" && find server python npm jvm -type f | LC_ALL=C sort | xargs -r sha256sum > SHA256SUMS)
 log "built: ${ok[*]:-none}"
+[ ${#skipped[@]} -eq 0 ] || log "not built: ${skipped[*]}"
 log "artifacts in $out:"
 (cd "$out" && find server python npm jvm -type f | LC_ALL=C sort | xargs -r ls -l) >&2
 if [ ${#failed[@]} -gt 0 ]; then
