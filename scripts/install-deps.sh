@@ -2,7 +2,8 @@
 # What `make test` and `make lint` need beyond a Rust toolchain, installed if missing (run by
 # `make deps`, which both depend on). On a fresh Debian 12:
 #   - Debian packages (Python venv, Java 17 + Maven, Chromium, Ruby gRPC, the protoc
-#     plugins' build deps, PostgreSQL and SQLite for the fencing guards' tests): apt-get
+#     plugins' build deps, PostgreSQL and SQLite for the fencing guards' tests, qemu-user-static
+#     for the arm64 dls of `make test-cross`; with --release-all also llvm and wine): apt-get
 #     when run as root; otherwise it prints the one command to run and stops.
 #   - Node: the napi CLI and playwright-core need Node >= 20 and Debian 12 ships 18, so an
 #     older or missing `node` is replaced by Node's official linux-x64 build as the npm
