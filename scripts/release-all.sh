@@ -120,10 +120,6 @@ strip_to() { # IN OUT
 
 build_target() {
   local dist=$zig_dir/$triple/dist dylib_dist=$zig_dylib_dir/$triple/dist
-  if want dls && [ -n "$no_dls" ]; then
-    log "$target: no server archive: $no_dls"
-    skipped+=("$target dls: $no_dls")
-  fi
   local libs=(-p caerus-node)
   want jvm && [ -n "$jna" ] && libs+=(-p caerus-uniffi)
   if [[ $triple == *-musl ]]; then
@@ -218,7 +214,21 @@ for target in "${targets[@]}"; do
   if command -v rustup > /dev/null && ! rustup target list --installed | grep -qx "$triple"; then
     rustup target add "$triple"
   fi
-  if build_target && pack_target; then
+  if want dls && [ -n "$no_dls" ]; then
+    log "$target: no server archive: $no_dls"
+    skipped+=("$target dls: $no_dls")
+  fi
+  # A subshell outside any `if`/`&&`, so that errexit stops it at the first failing command
+  # (bash ignores set -e inside a function called as a condition).
+  set +e
+  (
+    set -e
+    build_target
+    pack_target
+  )
+  rc=$?
+  set -e
+  if [ $rc = 0 ]; then
     ok+=("$target ($((SECONDS - start)) s)")
   else
     log "$target FAILED (see above); going on with the others"
