@@ -5,7 +5,8 @@
 
 No Mac runs here, so its load commands are what can be checked (llvm-objdump, from Debian's
 llvm): the CPU type, the minimum macOS in LC_BUILD_VERSION (or LC_VERSION_MIN_MACOSX) no later
-than MIN_MACOS, and only libraries every macOS has (libSystem, libiconv, CoreFoundation):
+than MIN_MACOS, and only libraries every macOS has (libSystem, libiconv and its libcharset,
+CoreFoundation):
 a path from this machine or a Homebrew library would fail to load there. Exits 1 naming
 what is wrong.
 """
@@ -18,7 +19,7 @@ import sys
 
 CPU = {"x86_64": "X86_64", "aarch64": "ARM64"}
 SYSTEM_LIBS = re.compile(
-    r"^(/usr/lib/libSystem\.B\.dylib|/usr/lib/libiconv\.2\.dylib|/usr/lib/libresolv\.9\.dylib"
+    r"^(/usr/lib/libSystem\.B\.dylib|/usr/lib/libiconv\.2\.dylib|/usr/lib/libcharset\.1\.dylib|/usr/lib/libresolv\.9\.dylib"
     r"|/usr/lib/libc\+\+\.1\.dylib|/System/Library/Frameworks/CoreFoundation\.framework/Versions/A/CoreFoundation)$"
 )
 
