@@ -208,8 +208,8 @@ pack_target() {
 ok=() failed=() skipped=()
 [[ " ${targets[*]} " == *apple-darwin* ]] && write_macos_stubs
 for target in "${targets[@]}"; do
-  describe "$target" || { failed+=("$target"); continue; }
   py_dist= lib_dist= macos_min=
+  describe "$target" || { failed+=("$target"); continue; }
   start=$SECONDS
   if command -v rustup > /dev/null && ! rustup target list --installed | grep -qx "$triple"; then
     rustup target add "$triple"
