@@ -2,6 +2,7 @@
 """Packs the Python SDK's abi3 manylinux2014 wheel around an extension built elsewhere.
 
     scripts/build-wheel.py --extension libcaerus_native.so --out bindings/python/dist
+        [--platform macosx_11_0_arm64 ...]   (scripts/release-all.sh: one wheel per platform)
 
 `make wheel` builds the extension with cargo-zigbuild into the same release tree as the
 server, the Node addon and the JVM library (`make release-portable`), so the four share
@@ -27,10 +28,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = ROOT / "bindings" / "python"
-# One wheel for CPython >= 3.9 (abi3) on glibc >= 2.17 (the extension is linked against
-# glibc 2.17 symbols; check_wheel.py verifies it).
+# One wheel for CPython >= 3.9 (abi3) per platform; by default glibc >= 2.17 on x86_64 (the
+# extension is linked against glibc 2.17 symbols; check_wheel.py verifies it).
 PYTHON_TAG, ABI_TAG = "cp39", "abi3"
-PLATFORMS = ["manylinux2014_x86_64", "manylinux_2_17_x86_64"]
+DEFAULT_PLATFORMS = ["manylinux2014_x86_64", "manylinux_2_17_x86_64"]
 EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
@@ -65,7 +66,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--extension", required=True, type=Path, help="the built cdylib (stripped or not)")
     parser.add_argument("--out", required=True, type=Path, help="directory for the wheel")
+    parser.add_argument(
+        "--platform", action="append", help=f"platform tag, repeatable (default: {' '.join(DEFAULT_PLATFORMS)})"
+    )
     args = parser.parse_args()
+    platforms = args.platform or DEFAULT_PLATFORMS
     if not args.extension.is_file():
         sys.exit(f"build-wheel: {args.extension} is not a file (run `make wheel` at the top level)")
 
@@ -74,19 +79,21 @@ def main() -> int:
     version = workspace_version()
     dist_name = re.sub(r"[-_.]+", "_", project["name"]).lower()
     package_dir = PY / maturin["python-source"]
-    module = maturin["module-name"].replace(".", "/") + ".abi3.so"  # caerus/_native.abi3.so
+    # CPython on Windows imports an abi3 extension as _native.pyd, elsewhere as _native.abi3.so.
+    suffix = ".pyd" if platforms[0].startswith("win") else ".abi3.so"
+    module = maturin["module-name"].replace(".", "/") + suffix  # caerus/_native.abi3.so
 
     files: list[tuple[str, bytes]] = []
     for path in sorted(package_dir.rglob("*")):
         rel = path.relative_to(package_dir).as_posix()
         # Leftovers of `maturin develop` and of running the package in place.
-        if path.is_dir() or "__pycache__" in rel or rel.endswith((".so", ".pyc")):
+        if path.is_dir() or "__pycache__" in rel or rel.endswith((".so", ".pyd", ".pyc")):
             continue
         files.append((rel, path.read_bytes()))
     files.append((module, args.extension.read_bytes()))
 
     info = f"{dist_name}-{version}.dist-info"
-    tags = "".join(f"Tag: {PYTHON_TAG}-{ABI_TAG}-{p}\n" for p in PLATFORMS)
+    tags = "".join(f"Tag: {PYTHON_TAG}-{ABI_TAG}-{p}\n" for p in platforms)
     wheel_meta = f"Wheel-Version: 1.0\nGenerator: caerus-dls scripts/build-wheel.py\nRoot-Is-Purelib: false\n{tags}"
     files.append((f"{info}/METADATA", metadata(project, version).encode()))
     files.append((f"{info}/WHEEL", wheel_meta.encode()))
@@ -94,11 +101,11 @@ def main() -> int:
     files.append((f"{info}/RECORD", record.encode()))
 
     args.out.mkdir(parents=True, exist_ok=True)
-    wheel = args.out / f"{dist_name}-{version}-{PYTHON_TAG}-{ABI_TAG}-{'.'.join(PLATFORMS)}.whl"
+    wheel = args.out / f"{dist_name}-{version}-{PYTHON_TAG}-{ABI_TAG}-{'.'.join(platforms)}.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, data in files:
             entry = zipfile.ZipInfo(name, EPOCH)
-            entry.external_attr = (0o755 if name.endswith(".so") else 0o644) << 16
+            entry.external_attr = (0o755 if name.endswith((".so", ".pyd")) else 0o644) << 16
             entry.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(entry, data)
     print(f"build-wheel: {wheel.relative_to(ROOT) if wheel.is_relative_to(ROOT) else wheel} ({len(files)} files)")

@@ -12,33 +12,45 @@ const path = require('node:path');
 // caerus.<platform>.node next to this file (a build in a checkout); the per-platform package
 // npm installed as an optional dependency (@caerus-dev/sdk-linux-x64-gnu), as napi-rs lays
 // packages out, so a user downloads only the binary for their platform.
-function platformTriple() {
-  if (process.platform === 'win32') return `win32-${process.arch}-msvc`;
-  if (process.platform !== 'linux') return `${process.platform}-${process.arch}`;
+// napi-rs's names, in the order to try. Windows: the release is built with the GNU toolchain
+// (win32-x64-gnu; no MSVC here), a local MSVC build (win32-x64-msvc) is tried first. N-API
+// symbols are resolved at load time, so either loads in the MSVC-built node.exe.
+function platformTriples() {
+  if (process.platform === 'win32') return [`win32-${process.arch}-msvc`, `win32-${process.arch}-gnu`];
+  if (process.platform !== 'linux') return [`${process.platform}-${process.arch}`];
   // glibcVersionRuntime is absent on musl (Alpine); those need a -musl build.
   const { glibcVersionRuntime } = process.report.getReport().header;
-  return `linux-${process.arch}-${glibcVersionRuntime ? 'gnu' : 'musl'}`;
+  return [`linux-${process.arch}-${glibcVersionRuntime ? 'gnu' : 'musl'}`];
 }
 
 function loadNative() {
   const override = process.env.CAERUS_NODE_NATIVE;
   if (override) return require(path.resolve(override));
-  const triple = platformTriple();
-  const local = path.join(__dirname, `caerus.${triple}.node`);
-  if (fs.existsSync(local)) return require(local);
-  const pkg = `@caerus-dev/sdk-${triple}`;
-  try {
-    return require(pkg);
-  } catch (e) {
-    if (e.code !== 'MODULE_NOT_FOUND' || !String(e.message).includes(pkg)) throw e;
-    throw new Error(
-      `@caerus-dev/sdk: no native addon for ${triple}: neither ${local} nor the package ${pkg} ` +
-        `is installed. Install ${pkg} next to @caerus-dev/sdk (npm installs it as an optional ` +
-        'dependency; --omit=optional or --no-optional skip it), or in a checkout build it with ' +
-        '`npm install && npm run build` in bindings/node.',
-      { cause: e },
-    );
+  const triples = platformTriples();
+  const tried = [];
+  for (const triple of triples) {
+    const local = path.join(__dirname, `caerus.${triple}.node`);
+    if (fs.existsSync(local)) return require(local);
+    tried.push(local);
   }
+  let missing;
+  for (const triple of triples) {
+    const pkg = `@caerus-dev/sdk-${triple}`;
+    try {
+      return require(pkg);
+    } catch (e) {
+      if (e.code !== 'MODULE_NOT_FOUND' || !String(e.message).includes(pkg)) throw e;
+      missing ??= e;
+    }
+  }
+  const pkg = `@caerus-dev/sdk-${triples.at(-1)}`;
+  throw new Error(
+    `@caerus-dev/sdk: no native addon for ${triples.join(' or ')}: neither ${tried.join(', ')} nor the ` +
+      `package ${pkg} is installed. Install ${pkg} next to @caerus-dev/sdk (npm installs it as an ` +
+      'optional dependency; --omit=optional or --no-optional skip it), or in a checkout build it with ' +
+      '`npm install && npm run build` in bindings/node.',
+    { cause: missing },
+  );
 }
 
 const native = loadNative();

@@ -145,7 +145,8 @@ impl MetaFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))),
         };
-        // What the disk holds, not what the page cache kept (see `wal::scan`).
+        // What the disk holds, not what the page cache kept (see `wal::scan`; not on macOS).
+        #[cfg(not(target_vendor = "apple"))]
         let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
         let size = file.metadata()?.len();
         if size != 2 * SLOT as u64 {

@@ -357,7 +357,9 @@ fn scan(seq: u64, path: &Path) -> io::Result<Scan> {
     let file = Arc::new(OpenOptions::new().read(true).write(true).open(path)?);
     // Read what the disk holds, not what the page cache says (fsyncgate): after a failed
     // writeback Linux may keep pages it never wrote, marked clean, and serve them. Dirty
-    // pages (a killed process's last writes) are not dropped by this.
+    // pages (a killed process's last writes) are not dropped by this. macOS has no
+    // posix_fadvise (a Mac runs dls for development; its page cache is taken as it is).
+    #[cfg(not(target_vendor = "apple"))]
     if let Err(e) = rustix::fs::fadvise(&*file, 0, None, rustix::fs::Advice::DontNeed) {
         tracing::debug!(file = %path.display(), "cannot drop cached pages of a log segment: {e}");
     }
