@@ -254,7 +254,8 @@ test-release-all: dls-debug ## Run what `make release-all` built where this mach
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls RELEASE_ALL_DIR=$(RELEASE_ALL_DIR) \
 	  scripts/test-packages/release-all.sh
 
-test-cross: $(ZIGBUILD_VENV)/bin/cargo-zigbuild dls-debug ## CI's cross target end to end: the arm64 musl dls (profile dist, zig) packed, run under qemu-aarch64-static serving a lock
+test-cross: $(ZIGBUILD_VENV)/bin/cargo-zigbuild dls-debug ## One cross target end to end: the arm64 musl dls (profile dist, zig) packed, run under qemu-aarch64-static serving a lock
+	@scripts/install-deps.sh --release-all
 	ZIGBUILD_VENV=$(ZIGBUILD_VENV) HOST_DLS=$(abspath $(TARGET_DIR))/debug/dls RELEASE_ALL_DIR=$(RELEASE_ALL_DIR) \
 	  RELEASE_PARTS=dls scripts/release-all.sh $(CROSS_TARGET)
 	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls RELEASE_ALL_DIR=$(RELEASE_ALL_DIR) \
