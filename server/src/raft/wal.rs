@@ -66,10 +66,10 @@
 //! records' own marks (damage when a valid record anywhere vouches past it, else a torn
 //! tail), as v0.1.0 did, and records one.
 
+use crate::platform::file_io::{self, FileExt};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -168,7 +168,7 @@ impl SyncJob {
         }
         if let Some(dir) = &self.dir {
             // A new segment's name must survive a crash too.
-            File::open(dir)?.sync_all()?;
+            file_io::sync_dir(dir)?;
         }
         Ok(())
     }
@@ -358,7 +358,7 @@ fn scan(seq: u64, path: &Path) -> io::Result<Scan> {
     // Read what the disk holds, not what the page cache says (fsyncgate): after a failed
     // writeback Linux may keep pages it never wrote, marked clean, and serve them. Dirty
     // pages (a killed process's last writes) are not dropped by this.
-    if let Err(e) = rustix::fs::fadvise(&*file, 0, None, rustix::fs::Advice::DontNeed) {
+    if let Err(e) = file_io::drop_cached_pages(&file) {
         tracing::debug!(file = %path.display(), "cannot drop cached pages of a log segment: {e}");
     }
     let size = file.metadata()?.len();
