@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Windows dls.exe under wine64: serves a single-node cluster, takes a lock from the Linux
 # `dls lock` and from `wine64 dls.exe lock`, stops, starts again on the same data directory
-# (its raft log, metadata and snapshots written and read back on Windows) and takes a lock
-# with a higher fencing token. Skipped, saying why, without wine64 or without the .exe.
+# (its raft log, metadata and a snapshot written and read back on Windows) and takes a lock
+# with a higher fencing token. The stop kills the wine process (no Ctrl+C to send): the
+# restart is a crash recovery. Skipped, saying why, without wine64 or without the .exe.
 #
 #   [ZIG="python -m ziglang"] scripts/test-packages/windows.sh DLS_EXE [LINUX_DLS]
 set -euo pipefail
@@ -55,8 +56,9 @@ fi
 
 start() {
   log "wine dls.exe serve on $endpoint, data $data"
+  # --snapshot-every 10 (the least): a few locks make a snapshot file, read back at restart.
   "$wine" "$exe" serve --listen "$endpoint" --http-listen "127.0.0.1:$http" --data-dir "$data" \
-    >>"$work/server.log" 2>&1 &
+    --snapshot-every 10 >>"$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 240); do
     if curl -fsS "http://127.0.0.1:$http/readyz" >/dev/null 2>&1; then return 0; fi
@@ -97,6 +99,16 @@ else
 fi
 t="$(token_wine job)" || fail "wine dls.exe lock failed"
 log "wine dls.exe lock job: fencing token $t"; tokens+=("$t")
+# More locks until dls.exe has written a snapshot (its log compacted), so that the restart
+# reads one back.
+for _ in $(seq 1 20); do
+  ls "$work/data/snapshots/"*.snap >/dev/null 2>&1 && break
+  t="$(token_wine job)" || fail "wine dls.exe lock failed"
+  tokens+=("$t")
+done
+snap="$(ls "$work/data/snapshots/"*.snap 2>/dev/null | head -1)" || true
+[ -n "$snap" ] || fail "no snapshot file after ${#tokens[@]} locks with --snapshot-every 10"
+log "snapshot written: $(basename "$snap") after ${#tokens[@]} locks (tokens ${tokens[*]})"
 stop
 
 start
