@@ -99,6 +99,31 @@ else
 fi
 t="$(token_wine job)" || fail "wine dls.exe lock failed"
 log "wine dls.exe lock job: fencing token $t"; tokens+=("$t")
+# dls.exe lock on Windows: the command's exit code is its own, and a lost lock (an operator
+# abort) ends the command (taskkill /T, then /F /T after --kill-grace) with exit 76.
+set +e
+"$wine" "$exe" lock --endpoints "$endpoint" --timeout 30 demo code -- cmd /c exit 3
+rc=$?
+set -e
+[ "$rc" = 3 ] || fail "dls.exe lock exited $rc, not the command's 3"
+if [ -n "$linux_dls" ] && [ -x "$linux_dls" ]; then
+  ( set +e; "$wine" "$exe" lock --endpoints "$endpoint" --kill-grace 2s demo long -- ping -n 120 127.0.0.1 \
+      >/dev/null 2>"$work/long.err"; echo "$?" >"$work/long.rc" ) &
+  txn=
+  for _ in $(seq 1 60); do
+    txn="$("$linux_dls" locks --endpoints "$endpoint" --json | python3 -c '
+import json, sys
+print(next((h["transaction_id"] for l in json.load(sys.stdin)["locks"] if l["key"] == "long" for h in l["holders"]), ""))')"
+    [ -n "$txn" ] && break
+    sleep 0.5
+  done
+  [ -n "$txn" ] || fail "dls.exe lock demo long never held its lock"
+  "$linux_dls" txn abort --endpoints "$endpoint" "$txn" >/dev/null
+  for _ in $(seq 1 60); do [ -s "$work/long.rc" ] && break; sleep 0.5; done
+  [ "$(cat "$work/long.rc" 2>/dev/null)" = 76 ] || { cat "$work/long.err" >&2; fail "a lost lock did not end dls.exe lock with 76 within 30 s"; }
+  log "dls.exe lock: exit code 3 passed through; a lost lock ended the command (ping) and exited 76"
+  tokens+=("$(token_linux job)")
+fi
 # More locks until dls.exe has written a snapshot (its log compacted), so that the restart
 # reads one back.
 for _ in $(seq 1 20); do
