@@ -66,7 +66,6 @@
 //! records' own marks (damage when a valid record anywhere vouches past it, else a torn
 //! tail), as v0.1.0 did, and records one.
 
-use crate::platform::file_io::{self, FileExt};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -74,6 +73,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::meta::Watermark;
+use crate::platform::file_io::{self, FileExt};
 
 /// Segments are preallocated to this size (sparse) and rolled over past it.
 const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
