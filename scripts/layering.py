@@ -18,7 +18,7 @@ LAYERS = [
     # What any part of a node uses: addresses, certificates and secrets, TLS, the accept
     # loops' bounds, the metrics text format, the wake-ups applied effects send.
     ("base", ["listeners.rs", "certs.rs", "secret_files.rs", "tls.rs", "exposition.rs", "conn",
-              "key_wakeups.rs", "txn_wakeups.rs"]),
+              "key_wakeups.rs", "txn_wakeups.rs", "platform"]),
     # Raft storage and network, what bounds the proposals, the feature levels, metrics, and
     # what every layer above knows of a request (who, and how it fails).
     ("raft", ["raft", "limits.rs", "security.rs", "metrics", "metrics.rs", "telemetry", "request",

@@ -18,6 +18,7 @@
 //! - `txn_wakeups`, `key_wakeups`: applied effects wake the streams waiting on a
 //!   transaction (AcquireLock) or watching a key (WatchKey).
 //! - `listeners`: where a node listens; `conn/`, `serve`: the ports' accept loops and routers.
+//! - `platform/`: what differs between Unix and Windows (file I/O, signals, child processes).
 //! - `metrics` (cluster-wide and per namespace), `telemetry/`: what operators see of a node.
 
 pub mod api;
@@ -37,6 +38,7 @@ pub mod listeners;
 pub mod members;
 pub mod metrics;
 pub mod node;
+pub mod platform;
 pub mod raft;
 pub mod request;
 pub mod secret_files;

@@ -16,8 +16,9 @@ use caerus_server::config_file;
 /// side by side in 7 pairs of runs: medians 0.93× the leader CPU per client write and
 /// 1.05× the uncontended cycles/s, 6 of 7 pairs better (docs/bench.md). mimalloc gained as much but held
 /// the state lock longer while a snapshot copied the table (fresh pages for every copy).
-/// Not on macOS (a development machine; jemalloc does not cross-build there with zig).
-#[cfg(not(target_vendor = "apple"))]
+/// Not on macOS (a development machine; jemalloc does not cross-build there with zig) nor on
+/// Windows (it does not build there): the system allocator.
+#[cfg(not(any(target_vendor = "apple", windows)))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -19,7 +19,7 @@ use crate::tls::{Protocol, ServerTls, TlsFiles};
 #[derive(Args, Debug, Clone, Default)]
 pub struct SecurityArgs {
     /// Certificate chain (PEM) for TLS on the client and HTTP ports (`dls certs node`).
-    /// Reloaded on SIGHUP.
+    /// Reloaded on SIGHUP (Windows has none: read at start only).
     #[arg(long, env = "DLS_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// Private key (PEM) of --tls-cert.
@@ -30,7 +30,7 @@ pub struct SecurityArgs {
     #[arg(long, env = "DLS_TLS_CLIENT_CA", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
     /// This node's certificate (PEM) on the peer port: mutual TLS between nodes, against
-    /// --peer-tls-ca. Reloaded on SIGHUP.
+    /// --peer-tls-ca. Reloaded on SIGHUP (Windows has none: read at start only).
     #[arg(long, env = "DLS_PEER_TLS_CERT", requires_all = ["peer_tls_key", "peer_tls_ca"])]
     pub peer_tls_cert: Option<PathBuf>,
     /// Private key (PEM) of --peer-tls-cert.

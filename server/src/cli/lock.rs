@@ -40,7 +40,13 @@ use std::time::{Duration, Instant};
 use caerus_core::{AcquireOptions, Error, LeaseBudget, LockMode, SlotClaim, SlotOutcome, TransactionOptions};
 use clap::Args;
 use tokio::process::{Child, Command};
+#[cfg(unix)]
 use tokio::signal::unix::{signal, SignalKind};
+
+#[cfg(windows)]
+use crate::platform::child::{send_signal, ProcessGroup};
+#[cfg(windows)]
+use crate::platform::signals::{signal, SignalKind};
 
 use super::connect::{CliError, ClusterArgs};
 
@@ -454,6 +460,7 @@ fn lease_budget(ttl: Duration, kill_grace: Option<Duration>) -> Result<LeaseBudg
 
 /// SIGTERM to the command's process group, then SIGKILL at `kill_at` if the command is still
 /// there.
+#[cfg(unix)]
 async fn stop_child(child: &mut Child, pid: u32, kill_at: Instant) {
     let started = Instant::now();
     send_signal(pid, "TERM").await;
@@ -470,8 +477,26 @@ async fn stop_child(child: &mut Child, pid: u32, kill_at: Instant) {
     }
 }
 
+/// Windows: the command and what it started are asked to close (`taskkill /T`), then ended
+/// (`taskkill /F /T`, before the command's own handle is killed: /T finds the others through it).
+#[cfg(windows)]
+async fn stop_child(child: &mut Child, pid: u32, kill_at: Instant) {
+    let started = Instant::now();
+    send_signal(pid, "TERM").await;
+    if tokio::time::timeout_at(tokio::time::Instant::from_std(kill_at), child.wait()).await.is_err() {
+        send_signal(pid, "KILL").await;
+        let _ = child.start_kill();
+        eprintln!(
+            "dls: the command did not exit within {:?} of being asked to close; ended it",
+            kill_at.saturating_duration_since(started)
+        );
+        let _ = child.wait().await;
+    }
+}
+
 /// Sends a signal to the command's process group (its pid: it leads the group) with
 /// kill(1): the workspace forbids `unsafe`, so no direct kill(2).
+#[cfg(unix)]
 async fn send_signal(pid: u32, signal: &str) {
     if pid == 0 {
         return;
@@ -490,9 +515,16 @@ async fn send_signal(pid: u32, signal: &str) {
 }
 
 /// The shell convention: the exit code, or 128+N after signal N.
+#[cfg(unix)]
 fn exit_code(status: ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// Windows: the exit code (a killed process has one too).
+#[cfg(windows)]
+fn exit_code(status: ExitStatus) -> i32 {
+    status.code().unwrap_or(1)
 }
 
 #[cfg(test)]

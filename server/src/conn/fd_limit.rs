@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+#[cfg(unix)]
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
 use super::admit::PortBounds;
@@ -19,6 +20,7 @@ const SHARES: [(&str, u64); 3] = [("client", 2), ("http", 1), ("peer", 1)];
 
 /// Raises the soft open-file limit to the hard one; returns the limit now in force (None:
 /// unlimited).
+#[cfg(unix)]
 pub fn raise() -> Option<u64> {
     let limit = getrlimit(Resource::Nofile);
     if limit.current != limit.maximum {
@@ -31,8 +33,22 @@ pub fn raise() -> Option<u64> {
 }
 
 /// Descriptors this process has open now.
+#[cfg(unix)]
 pub fn open_now() -> u64 {
     std::fs::read_dir("/proc/self/fd").map(|d| d.count() as u64).unwrap_or(0)
+}
+
+/// Windows has no open-file limit to raise (handles are bounded by memory, about 16
+/// million per process): no limit, so the connection bounds are the flags.
+#[cfg(windows)]
+pub fn raise() -> Option<u64> {
+    None
+}
+
+/// Not counted on Windows (nothing to fit under a limit, see `raise`).
+#[cfg(windows)]
+pub fn open_now() -> u64 {
+    0
 }
 
 /// Each port's bounds: the flags, with the connection bounds clipped so that the three

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::types::{Member, NodeId};
+use crate::platform::file_io;
 
 pub const FILE: &str = "cluster-id.toml";
 
@@ -78,9 +79,9 @@ pub fn store(data_dir: &Path, identity: &Identity) -> anyhow::Result<()> {
     );
     let tmp = file.with_extension("toml.tmp");
     std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+        .and_then(|()| file_io::sync_file(&tmp))
         .and_then(|()| std::fs::rename(&tmp, &file))
-        .and_then(|()| std::fs::File::open(data_dir)?.sync_all())
+        .and_then(|()| file_io::sync_dir(data_dir))
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
     tracing::info!(cluster_id = %identity.cluster_id, node = identity.node_id, "cluster identity stored in {}", file.display());
     Ok(())

@@ -30,12 +30,12 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::types::{codec, LogId, Vote};
+use crate::platform::file_io::{self, FileExt};
 
 pub const FILE: &str = "raft-meta";
 const SLOT: usize = 4096;
@@ -132,7 +132,7 @@ pub fn path(data_dir: &Path) -> PathBuf {
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    file_io::sync_dir(dir)
 }
 
 impl MetaFile {
@@ -145,9 +145,8 @@ impl MetaFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))),
         };
-        // What the disk holds, not what the page cache kept (see `wal::scan`; not on macOS).
-        #[cfg(not(target_vendor = "apple"))]
-        let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
+        // What the disk holds, not what the page cache kept (see `wal::scan`).
+        let _ = file_io::drop_cached_pages(&file);
         let size = file.metadata()?.len();
         if size != 2 * SLOT as u64 {
             return Err(corrupt(&path, format!("it is {size} bytes, not {} (cut short or replaced?)", 2 * SLOT)));

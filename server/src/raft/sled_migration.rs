@@ -69,7 +69,7 @@ pub fn set_aside(data_dir: &Path) -> io::Result<()> {
         std::fs::remove_dir_all(&aside)?;
     }
     std::fs::rename(&sled_dir, &aside)?;
-    std::fs::File::open(data_dir)?.sync_all()?;
+    crate::platform::file_io::sync_dir(data_dir)?;
     tracing::info!("{} renamed to {}: raft-meta holds its vote now", sled_dir.display(), aside.display());
     Ok(())
 }

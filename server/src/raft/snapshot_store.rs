@@ -545,7 +545,7 @@ fn list(dir: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| file_err("cannot fsync directory", dir, e))
+    crate::platform::file_io::sync_dir(dir).map_err(|e| file_err("cannot fsync directory", dir, e))
 }
 
 #[cfg(test)]
@@ -675,7 +675,8 @@ mod tests {
                 "cut to half" => cut(&path, saved.bytes / 2),
                 "one byte changed" => {
                     let f = OpenOptions::new().write(true).open(&path).unwrap();
-                    std::os::unix::fs::FileExt::write_all_at(&f, b"\xff", saved.bytes - TRAILER as u64 - 3).unwrap();
+                    crate::platform::file_io::FileExt::write_all_at(&f, b"\xff", saved.bytes - TRAILER as u64 - 3)
+                        .unwrap();
                 }
                 _ => OpenOptions::new().append(true).open(&path).unwrap().write_all(b"x").unwrap(),
             }

@@ -95,7 +95,7 @@ async fn in_background<T: Send + 'static>(
 /// the raft and gRPC threads and the hot key's p99 doubled for a few hundred ms (figures in
 /// docs/bench.md). It only yields the CPU to busier threads; on an idle node it runs as fast.
 fn lower_priority() {
-    if let Err(e) = rustix::process::nice(10) {
+    if let Err(e) = crate::platform::priority::lower_this_thread() {
         tracing::debug!("cannot lower the snapshot thread's priority: {e}");
     }
 }

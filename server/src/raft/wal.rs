@@ -69,11 +69,11 @@
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::meta::Watermark;
+use crate::platform::file_io::{self, FileExt};
 
 /// Segments are preallocated to this size (sparse) and rolled over past it.
 const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
@@ -168,7 +168,7 @@ impl SyncJob {
         }
         if let Some(dir) = &self.dir {
             // A new segment's name must survive a crash too.
-            File::open(dir)?.sync_all()?;
+            file_io::sync_dir(dir)?;
         }
         Ok(())
     }
@@ -357,10 +357,8 @@ fn scan(seq: u64, path: &Path) -> io::Result<Scan> {
     let file = Arc::new(OpenOptions::new().read(true).write(true).open(path)?);
     // Read what the disk holds, not what the page cache says (fsyncgate): after a failed
     // writeback Linux may keep pages it never wrote, marked clean, and serve them. Dirty
-    // pages (a killed process's last writes) are not dropped by this. macOS has no
-    // posix_fadvise (a Mac runs dls for development; its page cache is taken as it is).
-    #[cfg(not(target_vendor = "apple"))]
-    if let Err(e) = rustix::fs::fadvise(&*file, 0, None, rustix::fs::Advice::DontNeed) {
+    // pages (a killed process's last writes) are not dropped by this.
+    if let Err(e) = file_io::drop_cached_pages(&file) {
         tracing::debug!(file = %path.display(), "cannot drop cached pages of a log segment: {e}");
     }
     let size = file.metadata()?.len();

@@ -5,10 +5,12 @@ use std::sync::Arc;
 use crate::api::auth::KeyRing;
 use crate::node::Node;
 use crate::security::Security;
+#[cfg(unix)]
 use crate::tls::ServerTls;
 
 /// SIGHUP reloads the API keys file and every certificate. A file that fails to load is
 /// reported and the previous version stays in use.
+#[cfg(unix)]
 pub(super) fn spawn(keys: Arc<KeyRing>, security: &Security, node: Arc<Node>) {
     let tls: Vec<(&'static str, Arc<ServerTls>)> = [
         ("client port TLS", security.grpc_tls.clone()),
@@ -42,3 +44,8 @@ pub(super) fn spawn(keys: Arc<KeyRing>, security: &Security, node: Arc<Node>) {
         }
     });
 }
+
+/// Windows has no SIGHUP: keys and certificates are read at start only (restart the node
+/// to load new ones).
+#[cfg(windows)]
+pub(super) fn spawn(_keys: Arc<KeyRing>, _security: &Security, _node: Arc<Node>) {}

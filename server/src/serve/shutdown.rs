@@ -40,10 +40,22 @@ async fn hand_off_before_stopping(node: &Node) {
     }
 }
 
+#[cfg(unix)]
 async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+/// Windows: Ctrl+C or Ctrl+Break (see `platform::signals`).
+#[cfg(windows)]
+async fn shutdown_signal() {
+    use crate::platform::signals::{signal, SignalKind};
+    let mut brk = signal(SignalKind::terminate()).expect("Ctrl+Break handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = brk.recv() => {}
     }
 }
