@@ -93,23 +93,7 @@ grep -q '"data_dir"' "$work/bad.err" || fail "the unknown-key error does not nam
 echo "==> running the unpacked bin/dls serve --config etc/dls.toml (client :$client_port, HTTP :$http_port)"
 "$dls" serve --config "$root/etc/dls.toml" --listen "127.0.0.1:$client_port" 2> "$work/server.log" &
 server_pid=$!
-python3 - "$http_port" "$server_pid" << 'EOF' || { cat "$work/server.log" >&2; fail "the server did not become ready"; }
-import os, sys, time, urllib.request
-port, pid = sys.argv[1], int(sys.argv[2])
-deadline = time.time() + 30
-while time.time() < deadline:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        sys.exit("dls exited")
-    try:
-        if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1).status == 200:
-            sys.exit(0)
-    except Exception:
-        pass
-    time.sleep(0.1)
-sys.exit("not ready within 30 s")
-EOF
+"$repo/scripts/wait-ready.py" "$http_port" "$server_pid" 30 || { cat "$work/server.log" >&2; fail "the server did not become ready"; }
 [ -d "$data_dir" ] || fail "the data dir from DLS_DATA_DIR was not used"
 
 echo "==> bin/dls lock takes a lock on it"

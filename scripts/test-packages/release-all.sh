@@ -75,23 +75,8 @@ start_server() {
   "${runner[@]}" "$dls" serve --listen "127.0.0.1:$client_port" --http-listen "127.0.0.1:$http" \
     --data-dir "$work/data-$label" > "$work/$label.log" 2>&1 &
   server_pid=$!
-  python3 - "$http" "$server_pid" << 'EOF' || { tail -20 "$work/$label.log" >&2; fail "$label: dls did not become ready"; }
-import os, sys, time, urllib.request
-port, pid = sys.argv[1], int(sys.argv[2])
-deadline = time.time() + 120  # wine's first start sets up its prefix
-while time.time() < deadline:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        sys.exit("dls exited")
-    try:
-        if urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1).status == 200:
-            sys.exit(0)
-    except Exception:
-        pass
-    time.sleep(0.2)
-sys.exit("not ready within 120 s")
-EOF
+  # wine's first start sets up its prefix: 120 s
+  "$repo/scripts/wait-ready.py" "$http" "$server_pid" 120 || { tail -20 "$work/$label.log" >&2; fail "$label: dls did not become ready"; }
 }
 
 # serve_and_lock LABEL RUNNER... -- DLS: start_server, a lock through the Linux client, then
