@@ -255,6 +255,9 @@ impl Hop {
             tokio::pin!(gone);
             loop {
                 tokio::select! {
+                    // The stop first: when it comes with the leader seemingly gone (a
+                    // stopping node's raft winds down), the client is still told where to go.
+                    biased;
                     () = stopping(&mut stop) => {
                         tracing::debug!(leader, method, "this node stops; sending a relayed stream's client to the leader");
                         // The leader as this node knows it, else the node the stream was

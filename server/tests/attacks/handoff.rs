@@ -12,7 +12,7 @@ use tonic::Code;
 
 use super::calls::exclusive;
 use super::common::{
-    add_key, assert_next_grant, dls, eventually_async, opts, patient_client, raw_client, take, Cluster,
+    add_key, assert_next_grant, dls, eventually, eventually_async, opts, patient_client, raw_client, take, Cluster,
     ContendedWorkload, Spec, PATIENCE,
 };
 
@@ -164,7 +164,12 @@ async fn a_wait_on_a_stopping_follower_is_sent_to_the_leader_and_re_attaches_wit
     assert!(matches!(first.event, Some(Event::Queued(_))), "{first:?}");
 
     // The follower is stopped: the stream ends at once with NOT_LEADER naming the leader
-    // (not cut when the node goes), and the node exits cleanly.
+    // (not cut when the node goes), and the node exits cleanly. It can name only a leader
+    // it knows: right after the election it may not have heard of it yet.
+    eventually(PATIENCE, "the follower to know the leader", || {
+        (cluster.metric_now(follower, "dls_leader_id")? == leader as f64).then_some(())
+    })
+    .await;
     cluster.signal(follower, "TERM");
     let ended = stream.message().await.expect_err("the stream ends with a status");
     assert_eq!(ended.code(), Code::Unavailable, "{ended:?}");
