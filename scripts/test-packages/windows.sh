@@ -8,6 +8,7 @@
 #   [ZIG="python -m ziglang"] scripts/test-packages/windows.sh DLS_EXE [LINUX_DLS]
 set -euo pipefail
 name=windows
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
 log() { echo "==> $name: $*" >&2; }
 fail() { echo "FAIL $name: $*" >&2; exit 1; }
 
@@ -60,13 +61,8 @@ start() {
   "$wine" "$exe" serve --listen "$endpoint" --http-listen "127.0.0.1:$http" --data-dir "$data" \
     --snapshot-every 10 >>"$work/server.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 1 240); do
-    if curl -fsS "http://127.0.0.1:$http/readyz" >/dev/null 2>&1; then return 0; fi
-    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; fail "dls.exe exited"; }
-    sleep 0.5
-  done
-  cat "$work/server.log" >&2
-  fail "dls.exe not ready within 120 s"
+  # wine's first start sets up its prefix: 120 s
+  "$repo/scripts/wait-ready.py" "$http" "$server_pid" 120 || { cat "$work/server.log" >&2; fail "dls.exe did not become ready"; }
 }
 
 stop() {
