@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::{FusedFuture, FutureExt};
-use tokio::net::TcpListener;
 
 use crate::api::admin_service::AdminApi;
 use crate::api::auth::KeyRing;
@@ -143,7 +142,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let arrival = RequestDeadline(Some((args.connections.request_timeout(), ports.client.clone())));
     let client_router = services.router(keys.clone(), args.connections.max_streams_per_connection, arrival);
-    let client_server = serve_client(client_router, listener, &ports, &security, &stop);
+    let client_server =
+        serve_grpc(client_router, listener, ports.client.clone(), security.grpc_tls.clone(), stop.clone());
     let drain_over = {
         let stop = stop.clone();
         async move {
@@ -193,17 +193,6 @@ fn load_webhooks(args: &ServeArgs) -> anyhow::Result<Vec<Webhook>> {
     let hooks = webhooks::load(path)?;
     tracing::info!(webhooks = hooks.len(), file = %path.display(), "webhooks loaded; the leader delivers them");
     Ok(hooks)
-}
-
-/// The client port, served until the stop signal.
-fn serve_client(
-    router: ports::GrpcRouter,
-    listener: TcpListener,
-    ports: &Ports,
-    security: &crate::security::Security,
-    stop: &tokio::sync::watch::Receiver<bool>,
-) -> Served {
-    serve_grpc(router, listener, ports.client.clone(), security.grpc_tls.clone(), stop.clone())
 }
 
 /// A port's spawned server as a future of its result; a panicked task is an error naming it.
