@@ -289,13 +289,14 @@ bench-binding: release wheel npm-pack maven-install ## p50/p90/p99 of one transa
 	  CALL_BIN=$(abspath $(TARGET_DIR))/release/dls-call-overhead CAERUS_DLS_VERSION=$(DLS_VERSION) \
 	  bench/sdk/overhead.sh
 
-lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, no server file importing a higher layer, every build with the same dependency features, every README quick-start block marked and run by a test, and the contract's buf lint/breaking checks
+lint: deps lint-proto ## Clippy with warnings as errors, rustfmt check, no import circles between a crate's files, no server file importing a higher layer, every build with the same dependency features, every README quick-start block marked and run by a test, the OpenAPI document route by route against the HTTP router, and the contract's buf lint/breaking checks
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) fmt --all -- --check
 	python3 scripts/import-circles.py
 	python3 scripts/layering.py
 	python3 scripts/feature-drift.py
 	python3 scripts/readme_snippets.py lint
+	python3 scripts/openapi-routes.py
 
 sdks: ## Regenerate the committed gRPC clients in sdks/ (Go, Ruby, Python) from proto/ with the pinned tools; Java and C# generate in their own builds
 	sdks/generate.sh write

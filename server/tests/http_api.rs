@@ -396,6 +396,33 @@ async fn the_playground_and_openapi_are_served_by_the_binary() {
     assert!(!html.contains("http://") && !html.contains("https://"), "the page must not load anything from elsewhere");
 }
 
+/// Every call the served OpenAPI document describes reaches a handler: the router's own
+/// 404 (no route, empty body) or 405 (no such method) fails it. The other way round, every
+/// route being described, is `scripts/openapi-routes.py` in `make lint`.
+#[tokio::test]
+async fn every_call_in_the_openapi_document_is_routed() {
+    let cluster = Cluster::start(1).await;
+    let h = cluster.http_addr(1);
+    let resp = send(&h, "GET", "/openapi.json", None, None).await;
+    let doc: Value = serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let mut calls = 0;
+    for (template, item) in doc["paths"].as_object().expect("paths") {
+        // An id that names nothing: the handler answers for it (404 with a JSON error, 400).
+        let path = template.replace("{id}", "9-404").replace("{name}", "no-such-key");
+        for method in ["get", "post", "put", "delete", "patch"].into_iter().filter(|m| item.get(*m).is_some()) {
+            let verb = method.to_uppercase();
+            let resp = send(&h, &verb, &path, Some("{}"), None).await;
+            let status = resp.status().as_u16();
+            // The event streams answer with their headers and stay open: the status is enough.
+            let body = if status == 200 { Bytes::new() } else { resp.into_body().collect().await.unwrap().to_bytes() };
+            assert_ne!(status, 405, "{verb} {template}: the router has no such method on this path");
+            assert!(status != 404 || !body.is_empty(), "{verb} {template}: the router has no such path");
+            calls += 1;
+        }
+    }
+    assert!(calls >= 20, "the document describes only {calls} calls");
+}
+
 #[tokio::test]
 async fn a_bounded_transaction_ends_over_http_and_a_bad_bound_is_refused() {
     let cluster = Cluster::start(1).await;
