@@ -111,7 +111,7 @@ bench: release ## Benchmarks: lock table enqueue cost, then DLS vs etcd vs Redis
 	$(MAKE) -C bench all DLS_BIN=$(abspath $(DLS_RELEASE))
 	$(MAKE) bench-sdk
 
-bench-state: release ## Heartbeat cost (10,000 transactions), deadlock latency, memory at 100k locks, restore time, revocation → lost signal with and without the lost stream → bench/results/state.md
+bench-state: release ## Heartbeat cost (10,000 transactions), deadlock latency, memory at 100k locks, restore time, revocation → lost signal with and without the lost stream → <target dir>/bench-results/state.md
 	$(MAKE) -C bench state DLS_BIN=$(abspath $(DLS_RELEASE))
 
 bench-smoke: dls-debug ## A few seconds of every benchmark workload against DLS, to keep the harness working
@@ -277,10 +277,10 @@ test-cross: $(ZIGBUILD_VENV)/bin/cargo-zigbuild dls-debug ## One cross target en
 # Both use the packages as users get them (release wheel, npm tarballs, the Maven jar), installed
 # outside the checkout under $(CAERUS_TOOLS_DIR) by bench/sdk/setup.sh on every run, so a fresh
 # build is what gets measured.
-bench-sdk: release wheel npm-pack ## The bench's lock cycle through caerus.sync (1/32 processes) and @caerus-dev/sdk (1/32 async workers) vs python-etcd3/etcd3 and redis-py/ioredis; one table per language → bench/results/sdk.md
+bench-sdk: release wheel npm-pack ## The bench's lock cycle through caerus.sync (1/32 processes) and @caerus-dev/sdk (1/32 async workers) vs python-etcd3/etcd3 and redis-py/ioredis; one table per language → <target dir>/bench-results/sdk.md
 	$(MAKE) -C bench sdk DLS_BIN=$(abspath $(DLS_RELEASE))
 
-bench-binding: release wheel npm-pack maven-install ## p50/p90/p99 of one transaction_status call through Rust, Python (sync, asyncio), Node, Kotlin; overhead vs Rust → bench/results/binding.md
+bench-binding: release wheel npm-pack maven-install ## p50/p90/p99 of one transaction_status call through Rust, Python (sync, asyncio), Node, Kotlin; overhead vs Rust → <target dir>/bench-results/binding.md
 	@echo "==> building dls-call-overhead (the Rust baseline) and the test kit's dls-cluster (release)"
 	$(CARGO) build --release -p caerus-bench --bin dls-call-overhead
 	$(CARGO) build --release -p caerus-testkit --bin dls-cluster

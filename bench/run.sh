@@ -5,18 +5,22 @@
 #   run.sh smoke   a few seconds of every workload against one DLS node, then of the Python
 #                  and Node SDK drivers where the debug SDK builds exist
 #   run.sh all     3-node DLS, Redis (appendfsync always), 3-node etcd if installed;
-#                  every workload at CLIENTS (1 16 64); table + results/latest.md (+ .jsonl)
+#                  every workload at CLIENTS (1 16 64); table + $RESULTS_DIR/latest.md (+ .jsonl)
 #   run.sh sdk     the same servers, driven by the Python and Node SDK drivers (bench/sdk/,
 #                  installed by bench/sdk/setup.sh): SDK_WORKLOADS (uncontended contended) at
 #                  SDK_CLIENTS (1 32); tables (with the Rust rows of RUST_JSONL, default
-#                  results/latest.jsonl, when it exists) + results/sdk.md
+#                  $RESULTS_DIR/latest.jsonl, when it exists) + $RESULTS_DIR/sdk.md
+#   run.sh profile a flamegraph of the leader of 3 nodes under PROFILE_WORKLOAD at PROFILE_CLIENTS
+#                  (perf + inferno) into $RESULTS_DIR/profiles/
 #
 # Environment: DLS_BIN, BENCH_BIN, KIT_BIN (dls-cluster, testkit/; all required), DURATION, WARMUP, CLIENTS,
-# WORKLOADS, TARGETS, RESULTS (output .md), RUN_DIR; sdk: SDK_LANGS (python node), SDK_CLIENTS,
+# WORKLOADS, TARGETS, RESULTS_DIR (default <target dir>/bench-results: run output stays out of
+# the tree), RESULTS (output .md), RUN_DIR; sdk: SDK_LANGS (python node), SDK_CLIENTS,
 # SDK_WORKLOADS, SDK_BENCH_PY (virtualenv), SDK_BENCH_NODE (npm project with the drivers), RUST_JSONL.
 set -euo pipefail
 
-MODE=${1:?usage: run.sh smoke|all|sdk}
+MODE=${1:?usage: run.sh smoke|all|sdk|profile}
+RESULTS_DIR=${RESULTS_DIR:-${CARGO_TARGET_DIR:-$(cd "$(dirname "$0")/.." && pwd)/target}/bench-results}
 : "${DLS_BIN:?DLS_BIN must point at a dls binary}"
 : "${BENCH_BIN:?BENCH_BIN must point at a dls-bench binary}"
 : "${KIT_BIN:?KIT_BIN must point at the dls-cluster binary of the test kit}"
@@ -259,7 +263,7 @@ all)
   DURATION=${DURATION:-5}; WARMUP=${WARMUP:-1}
   CLIENTS=${CLIENTS:-1 16 64}
   TARGETS=${TARGETS:-dls redis etcd}
-  RESULTS=${RESULTS:-$HERE/results/latest.md}
+  RESULTS=${RESULTS:-$RESULTS_DIR/latest.md}
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   start_targets
   for w in $WORKLOADS; do
@@ -299,8 +303,8 @@ sdk)
   SDK_BENCH_NODE=${SDK_BENCH_NODE:-$TOOLS/sdk-bench-node}
   SDK_PYTHON=$SDK_BENCH_PY/bin/python
   SDK_NODE_DRIVER=$SDK_BENCH_NODE/sdk-bench.mjs
-  RESULTS=${RESULTS:-$HERE/results/sdk.md}
-  RUST_JSONL=${RUST_JSONL:-$HERE/results/latest.jsonl}
+  RESULTS=${RESULTS:-$RESULTS_DIR/sdk.md}
+  RUST_JSONL=${RUST_JSONL:-$RESULTS_DIR/latest.jsonl}
   started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   start_targets
   for lang in $SDK_LANGS; do
@@ -327,12 +331,47 @@ sdk)
     echo
     echo "Produced by \`${BENCH_COMMAND:-make -C bench sdk}\` (DURATION=$DURATION s measured after WARMUP=$WARMUP s,"
     echo "clients: $SDK_CLIENTS), started $started on $(nproc) CPU(s), $(uname -sr), everything on 127.0.0.1; $rust_note."
-    echo "Servers as in results/latest.md: dls raft on 3 nodes (fdatasync before ack), redis one node"
+    echo "Servers as in latest.md: dls raft on 3 nodes (fdatasync before ack), redis one node"
     echo "(appendfsync always), etcd $(etcd --version 2>/dev/null | head -1 | sed 's/etcd Version: //') 3 nodes."
     echo "Python: forked processes, one client each; Node: async workers in one process sharing one client."
   } | write_results
   ;;
-*) echo "usage: run.sh smoke|all|sdk" >&2; exit 2 ;;
+profile)
+  # A flamegraph of the leader under load: PROFILE_WORKLOAD (contended) at PROFILE_CLIENTS (64)
+  # on a 3-node cluster; perf samples the leader with DWARF call graphs for PROFILE_SECONDS
+  # inside the measured window, inferno folds and draws them into
+  # $RESULTS_DIR/profiles/leader-WORKLOAD-CLIENTS.svg (kept out of the tree, like every result).
+  : "${INFERNO_BIN:?INFERNO_BIN must name the directory with inferno-collapse-perf and inferno-flamegraph}"
+  command -v perf >/dev/null || { log "no perf: install Debian's linux-perf"; exit 1; }
+  w=${PROFILE_WORKLOAD:-contended}; c=${PROFILE_CLIENTS:-64}; secs=${PROFILE_SECONDS:-8}
+  DURATION=${DURATION:-$((secs + 4))}; WARMUP=${WARMUP:-2}
+  start_dls 3
+  bench dls "$w" "$c" "$DLS_ENDPOINTS" "$DLS_PIDS" "profile" "$DLS_METRICS" &
+  bench_pid=$!
+  # The leader: the node whose /metrics says dls_is_leader 1 (polled: the election may still run).
+  read -r -a pids <<<"${DLS_PIDS//,/ }"; read -r -a https <<<"${DLS_HTTP//,/ }"
+  leader=""
+  for _ in $(seq 1 100); do
+    for i in "${!https[@]}"; do
+      if curl -sf "http://${https[$i]}/metrics" | grep -q '^dls_is_leader 1'; then leader=${pids[$i]}; fi
+    done
+    [ -n "$leader" ] && break
+    sleep 0.1
+  done
+  [ -n "$leader" ] || { log "no leader among $DLS_HTTP"; exit 1; }
+  sleep "$WARMUP"
+  mkdir -p "$RESULTS_DIR/profiles"
+  svg="$RESULTS_DIR/profiles/leader-$w-$c.svg"
+  log "perf record of the leader (pid $leader) for $secs s"
+  perf record -F 997 --call-graph dwarf,16384 -p "$leader" -o "$RUN_DIR/perf.data" -- sleep "$secs" 2>"$RUN_DIR/perf.log" ||
+    { log "perf record failed: $(tail -3 "$RUN_DIR/perf.log")"; exit 1; }
+  wait "$bench_pid" || true
+  perf script -i "$RUN_DIR/perf.data" 2>/dev/null | "$INFERNO_BIN/inferno-collapse-perf" >"$RUN_DIR/folded"
+  "$INFERNO_BIN/inferno-flamegraph" --title "dls leader, $w, $c clients" <"$RUN_DIR/folded" >"$svg"
+  log "wrote $svg ($(wc -l <"$RUN_DIR/folded") stacks)"
+  "$BENCH_BIN" --report "$RESULTS_JSONL"
+  ;;
+*) echo "usage: run.sh smoke|all|sdk|profile" >&2; exit 2 ;;
 esac
 
 if [ "${#FAILURES[@]}" -gt 0 ]; then

@@ -3,14 +3,14 @@
 # dls (the test kit's dls-cluster, free ports), then REPEAT times in turn: N sequential
 # transaction_status calls on a running transaction through the Rust core (dls-call-overhead),
 # the Python SDK (blocking and asyncio), the Node SDK and the Kotlin SDK. Prints the table
-# (p50 per run, medians, p50 minus Rust's) and writes it to bench/results/binding.md.
+# (p50 per run, medians, p50 minus Rust's) and writes it to <target dir>/bench-results/binding.md.
 #
 # Picks up the packages last built: the wheel and npm tarballs through bench/sdk/setup.sh,
 # the Kotlin SDK from the local Maven repository (make maven-install).
 #
 # Environment: DLS_BIN, KIT_BIN, CALL_BIN (dls-call-overhead) required; CALLS (5000), WARMUP
 # (1000), REPEAT (3), LANGS (rust python node kotlin), SDK_BENCH_PY, SDK_BENCH_NODE,
-# CAERUS_DLS_VERSION, MVN, RESULTS, RUN_DIR.
+# CAERUS_DLS_VERSION, MVN, RESULTS (default $RESULTS_DIR/binding.md), RUN_DIR.
 set -euo pipefail
 : "${DLS_BIN:?DLS_BIN must point at a dls binary}"
 : "${KIT_BIN:?KIT_BIN must point at the dls-cluster binary of the test kit}"
@@ -21,7 +21,9 @@ SDK_BENCH_PY=${SDK_BENCH_PY:-$TOOLS/sdk-bench-py}
 SDK_BENCH_NODE=${SDK_BENCH_NODE:-$TOOLS/sdk-bench-node}
 CALLS=${CALLS:-5000}; WARMUP=${WARMUP:-1000}; REPEAT=${REPEAT:-3}
 LANGS=${LANGS:-rust python node kotlin}
-RESULTS=${RESULTS:-$HERE/../results/binding.md}
+RESULTS_DIR=${RESULTS_DIR:-${CARGO_TARGET_DIR:-$HERE/../../target}/bench-results}
+RESULTS=${RESULTS:-$RESULTS_DIR/binding.md}
+mkdir -p "$(dirname "$RESULTS")"
 read -ra mvn <<<"${MVN:-mvn}"
 OWN_RUN_DIR=no
 if [ -z "${RUN_DIR:-}" ]; then RUN_DIR=$(mktemp -d /tmp/dls-binding.XXXXXX); OWN_RUN_DIR=yes; fi
