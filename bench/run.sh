@@ -346,7 +346,8 @@ profile)
   w=${PROFILE_WORKLOAD:-contended}; c=${PROFILE_CLIENTS:-64}; secs=${PROFILE_SECONDS:-8}
   DURATION=${DURATION:-$((secs + 4))}; WARMUP=${WARMUP:-2}
   start_dls 3
-  bench dls "$w" "$c" "$DLS_ENDPOINTS" "$DLS_PIDS" "profile" "$DLS_METRICS" &
+  # In the background while perf samples; a failed run shows in the subshell's exit status.
+  (bench dls "$w" "$c" "$DLS_ENDPOINTS" "$DLS_PIDS" "profile" "$DLS_METRICS"; [ "${#FAILURES[@]}" -eq 0 ]) &
   bench_pid=$!
   # The leader: the node whose /metrics says dls_is_leader 1 (polled: the election may still run).
   read -r -a pids <<<"${DLS_PIDS//,/ }"; read -r -a https <<<"${DLS_HTTP//,/ }"
@@ -365,7 +366,7 @@ profile)
   log "perf record of the leader (pid $leader) for $secs s"
   perf record -F 997 --call-graph dwarf,16384 -p "$leader" -o "$RUN_DIR/perf.data" -- sleep "$secs" 2>"$RUN_DIR/perf.log" ||
     { log "perf record failed: $(tail -3 "$RUN_DIR/perf.log")"; exit 1; }
-  wait "$bench_pid" || true
+  wait "$bench_pid" || FAILURES+=("dls/$w/$c under perf")
   perf script -i "$RUN_DIR/perf.data" 2>/dev/null | "$INFERNO_BIN/inferno-collapse-perf" >"$RUN_DIR/folded"
   "$INFERNO_BIN/inferno-flamegraph" --title "dls leader, $w, $c clients" <"$RUN_DIR/folded" >"$svg"
   log "wrote $svg ($(wc -l <"$RUN_DIR/folded") stacks)"
