@@ -666,3 +666,23 @@ async fn port_zero_binds_free_ports_and_the_ports_file_names_them() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(client), "the membership names the bound client port: {body}");
 }
+
+/// The kit's bound ports (what `dls-cluster` starts the SDK suites' single nodes with): a
+/// restarted node comes back on the ports it bound first, so its clients find it again.
+#[tokio::test]
+async fn a_node_on_bound_ports_restarts_on_the_same_ports() {
+    let mut c = Cluster::start_spec(common::Spec { bound_ports: true, ..Default::default() }).await;
+    let (addr, http) = (c.addr(1), c.http_addr(1));
+    assert!(!addr.ends_with(":0") && !http.ends_with(":0"), "{addr} {http}");
+    let before = client(&c).await;
+    let tx = before.begin_transaction(opts(10_000)).await.unwrap();
+    let first = tx.acquire_lock("ports", "k", LockMode::Exclusive, wait(5_000)).await.unwrap().fencing_token;
+    tx.commit().await.unwrap();
+    c.restart(1);
+    assert_eq!((c.addr(1), c.http_addr(1)), (addr, http));
+    c.wait_for_leader(PATIENCE).await;
+    let after = client(&c).await;
+    let tx = after.begin_transaction(opts(10_000)).await.unwrap();
+    assert!(tx.acquire_lock("ports", "k", LockMode::Exclusive, wait(5_000)).await.unwrap().fencing_token > first);
+    tx.commit().await.unwrap();
+}
