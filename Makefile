@@ -65,8 +65,8 @@ dls-debug: ## Build the dls binary the SDK test suites start
 test-python: dls-kit ## Build the Python SDK into a virtualenv and run its pytest suite
 	$(MAKE) -C bindings/python test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN)
 
-test-node: dls-debug ## Build the Node SDK (@caerus-dev/sdk) and run its node --test suite
-	$(MAKE) -C bindings/node test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
+test-node: dls-kit ## Build the Node SDK (@caerus-dev/sdk) and run its node --test suite
+	$(MAKE) -C bindings/node test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN)
 
 build: ## Debug build of the workspace
 	$(CARGO) build --workspace --all-targets
