@@ -117,8 +117,8 @@ bench-state: release ## Heartbeat cost (10,000 transactions), deadlock latency, 
 bench-smoke: dls-debug ## A few seconds of every benchmark workload against DLS, to keep the harness working
 	$(MAKE) -C bench smoke DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
-test-kotlin: dls-debug ## Build the uniffi library and run the Kotlin (JUnit 5, Maven) suite
-	$(MAKE) -C bindings/uniffi test-kotlin DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
+test-kotlin: dls-kit ## Build the uniffi library and run the Kotlin (JUnit 5, Maven) suite
+	$(MAKE) -C bindings/uniffi test-kotlin DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN)
 
 test-conformance: dls-debug ## Conformance scenarios (conformance/) through the Rust core and the raw Go, Python, Java and Ruby clients against a real node
 	CARGO="$(CARGO)" DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls conformance/run.sh
