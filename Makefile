@@ -62,11 +62,11 @@ test-rust: ## Rust tests: unit tests and integration tests against real dls proc
 dls-debug: ## Build the dls binary the SDK test suites start
 	$(CARGO) build -p caerus-server --bin dls
 
-test-python: dls-debug ## Build the Python SDK into a virtualenv and run its pytest suite
-	$(MAKE) -C bindings/python test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
+test-python: dls-kit ## Build the Python SDK into a virtualenv and run its pytest suite
+	$(MAKE) -C bindings/python test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN)
 
-test-node: dls-debug ## Build the Node SDK (@caerus-dev/sdk) and run its node --test suite
-	$(MAKE) -C bindings/node test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
+test-node: dls-kit ## Build the Node SDK (@caerus-dev/sdk) and run its node --test suite
+	$(MAKE) -C bindings/node test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN)
 
 build: ## Debug build of the workspace
 	$(CARGO) build --workspace --all-targets
@@ -117,8 +117,8 @@ bench-state: release ## Heartbeat cost (10,000 transactions), deadlock latency, 
 bench-smoke: dls-debug ## A few seconds of every benchmark workload against DLS, to keep the harness working
 	$(MAKE) -C bench smoke DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
 
-test-kotlin: dls-debug ## Build the uniffi library and run the Kotlin (JUnit 5, Maven) suite
-	$(MAKE) -C bindings/uniffi test-kotlin DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls
+test-kotlin: dls-kit ## Build the uniffi library and run the Kotlin (JUnit 5, Maven) suite
+	$(MAKE) -C bindings/uniffi test-kotlin DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN)
 
 test-conformance: dls-debug ## Conformance scenarios (conformance/) through the Rust core and the raw Go, Python, Java and Ruby clients against a real node
 	CARGO="$(CARGO)" DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls conformance/run.sh
@@ -206,7 +206,7 @@ windows-dls: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## dls.exe for Windows x64 (zig
 test-windows: windows-dls dls-debug ## dls.exe under wine64: serves, a lock from Linux dls and from dls.exe, a restart on the same data, a higher token (skipped, saying why, without wine64)
 	ZIG="$(ZIGBUILD_VENV)/bin/python -m ziglang" scripts/test-packages/windows.sh $(WINDOWS_DLS) $(abspath $(TARGET_DIR))/debug/dls
 
-dls-kit: dls-debug ## Build the test kit's dls-cluster (starts nodes on free ports for the shell tests)
+dls-kit: dls-debug ## Build the test kit's dls-cluster (starts the clusters of the shell tests and the SDK suites)
 	$(CARGO) build -q -p caerus-testkit --bin dls-cluster
 
 dist: release-portable ## Server tarball in <target dir>/dist: bin/dls (glibc >= 2.17), systemd unit, example config, man pages, completions, dashboards, alerts, docs

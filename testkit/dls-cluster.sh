@@ -1,10 +1,10 @@
 # Shell side of the test kit, sourced by shell test runners (conformance/run.sh): starts the
-# kit's dls-cluster (free ports, nodes started and killed the way every Rust harness does)
-# and waits until it prints its assignments, which it does once a leader is elected.
+# kit's dls-cluster (ports bound by the nodes, nodes started and killed the way every Rust
+# harness does) and waits until it prints its assignments, which it does once every node serves.
 #
 #   . testkit/dls-cluster.sh
 #   dls_cluster_start DLS_CLUSTER_BIN DLS_BIN WORKDIR [dls-cluster flags...]
-#       sets DLS_ENDPOINTS, DLS_HTTP, DLS_PIDS, DLS_DIR (see dls-cluster) and DLS_CLUSTER_PID;
+#       sets DLS_ENDPOINTS, DLS_HTTP, DLS_PIDS, DLS_LEADER, DLS_DIR (see dls-cluster) and DLS_CLUSTER_PID;
 #       returns non-zero, having printed why, if the cluster does not come up within 30 s
 #   dls_cluster_stop            stops it (call it from the runner's EXIT trap)
 #   dls_cluster_log_tail [N]    the last N lines of node 1's log (for a failure report)

@@ -81,6 +81,14 @@ pub struct ServeArgs {
     /// Give each node on one host its own.
     #[arg(long, env = "DLS_HTTP_LISTEN", default_value = "127.0.0.1:7071")]
     pub http_listen: SocketAddr,
+    /// Write the addresses this node bound to FILE as JSON (`{"client": "127.0.0.1:41234",
+    /// "http": "...", "peer": "..." or null}`), atomically, once its ports are bound and
+    /// before they serve. With port 0 in --listen, --http-listen or --peer-listen the kernel
+    /// picks a free port, and this file is how a harness or supervisor learns it (no port
+    /// picked by the caller that someone else may bind first). A restart that must keep its
+    /// addresses passes the ones read here.
+    #[arg(long, env = "DLS_PORTS_FILE", value_name = "FILE")]
+    pub ports_file: Option<PathBuf>,
     /// Webhooks file (TOML, see docs/webhooks.md): the leader POSTs matching events to
     /// each endpoint, signed, at least once. Give every node the same file.
     #[arg(long, env = "DLS_WEBHOOKS_FILE")]
@@ -210,7 +218,8 @@ impl ServeArgs {
             anyhow::bail!("--snapshot-every must be at least 10");
         }
         let listeners = Listeners { client, peer, http: self.http_listen };
-        let distinct = [Some(client), peer, Some(self.http_listen)];
+        // Port 0 asks the kernel for a free port, a different one for each listener.
+        let distinct = [Some(client), peer, Some(self.http_listen)].map(|a| a.filter(|a| a.port() != 0));
         for (i, a) in distinct.iter().enumerate() {
             if a.is_some() && distinct[..i].contains(a) {
                 anyhow::bail!(

@@ -615,3 +615,74 @@ async fn a_waiter_far_back_is_told_each_new_position_as_the_queue_moves_and_then
     assert_eq!(last.status().await.unwrap().locks, vec![granted]);
     last.commit().await.unwrap();
 }
+
+/// Kills the `dls serve` it holds when the test ends, passed or not.
+struct Serving(std::process::Child);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Port 0 in --listen and --http-listen: the node binds free ports and names them in
+/// --ports-file, and that is where it serves (no port picked by the caller first, which
+/// another process could take before the node binds it). The membership names the bound
+/// client port, not port 0: clients and leader redirects are told it.
+#[tokio::test]
+async fn port_zero_binds_free_ports_and_the_ports_file_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ports.json");
+    let log = std::fs::File::create(dir.path().join("dls.log")).unwrap();
+    let _node = Serving(
+        std::process::Command::new(common::dls_bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--ports-file"])
+            .arg(&file)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let text = eventually(PATIENCE, "the ports file", || std::fs::read_to_string(&file).ok()).await;
+    let ports: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (client, http) = (ports["client"].as_str().unwrap(), ports["http"].as_str().unwrap());
+    for addr in [client, http] {
+        assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "{text}");
+    }
+    assert!(ports["peer"].is_null(), "a single node opens no peer port: {text}");
+
+    let c = eventually_async(PATIENCE, "a client of the bound port", || async {
+        DlsClient::connect(ClientConfig::new(vec![client.to_string()]).without_api_key()).await.ok()
+    })
+    .await;
+    let tx = c.begin_transaction(opts(10_000)).await.unwrap();
+    assert!(tx.acquire_lock("ports", "k", LockMode::Exclusive, wait(5_000)).await.unwrap().fencing_token > 0);
+    tx.commit().await.unwrap();
+
+    let (status, body) = common::http_get(http, "/api/v1/cluster").unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(client), "the membership names the bound client port: {body}");
+}
+
+/// The kit's bound ports (what `dls-cluster` starts the SDK suites' single nodes with): a
+/// restarted node comes back on the ports it bound first, so its clients find it again.
+#[tokio::test]
+async fn a_node_on_bound_ports_restarts_on_the_same_ports() {
+    let mut c = Cluster::start_spec(common::Spec { bound_ports: true, ..Default::default() }).await;
+    let (addr, http) = (c.addr(1), c.http_addr(1));
+    assert!(!addr.ends_with(":0") && !http.ends_with(":0"), "{addr} {http}");
+    let before = client(&c).await;
+    let tx = before.begin_transaction(opts(10_000)).await.unwrap();
+    let first = tx.acquire_lock("ports", "k", LockMode::Exclusive, wait(5_000)).await.unwrap().fencing_token;
+    tx.commit().await.unwrap();
+    c.restart(1);
+    assert_eq!((c.addr(1), c.http_addr(1)), (addr, http));
+    c.wait_for_leader(PATIENCE).await;
+    let after = client(&c).await;
+    let tx = after.begin_transaction(opts(10_000)).await.unwrap();
+    assert!(tx.acquire_lock("ports", "k", LockMode::Exclusive, wait(5_000)).await.unwrap().fencing_token > first);
+    tx.commit().await.unwrap();
+}

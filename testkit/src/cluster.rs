@@ -72,6 +72,12 @@ pub struct Spec {
     pub tmpfs: Option<String>,
     /// Start every node under this open-file limit, soft and hard (`prlimit`).
     pub nofile: Option<u64>,
+    /// Let each node bind port 0 where no peer needs the address in advance and learn the
+    /// port from its `--ports-file`: a single node's client and HTTP port, every node's HTTP
+    /// port (the client and peer ports of several nodes are in `--peers`, fixed before any
+    /// starts, so they are still picked). A node's later starts reuse what it bound first.
+    /// Without proxies only.
+    pub bound_ports: bool,
 }
 
 impl Default for Spec {
@@ -88,6 +94,7 @@ impl Default for Spec {
             proxies: Proxies::None,
             tmpfs: None,
             nofile: None,
+            bound_ports: false,
         }
     }
 }
@@ -111,6 +118,8 @@ pub struct Node {
     pub join: bool,
     /// Environment of its next starts (e.g. a preloaded libfaketime).
     pub env: Vec<(String, OsString)>,
+    /// Where it writes the addresses it bound (`--ports-file`), when it binds port 0.
+    ports_file: Option<PathBuf>,
     child: Option<Child>,
     paused: bool,
     /// Length of the log when the current process started.
@@ -156,6 +165,7 @@ impl Node {
             log: dir.join(format!("node-{id}.log")),
             join: false,
             env: Vec::new(),
+            ports_file: None,
             child: None,
             paused: false,
             log_start: 0,
@@ -237,16 +247,23 @@ impl Cluster {
                 (t.path().to_path_buf(), Some(t))
             }
         };
+        let bound = spec.bound_ports && spec.proxies == Proxies::None;
         let per_node = spec.proxies.ports_per_node();
         // A port is free when picked and bound a moment later (`ports`): the kit's own
         // proxies bind theirs here, and lay the cluster out again on ports taken meanwhile.
         let mut attempts = 0;
         let (nodes, links, stop) = loop {
-            let ports = free_ports(per_node * spec.nodes);
-            let nodes: Vec<Node> = (1..=spec.nodes as u64)
+            let ports = if bound && spec.nodes == 1 { vec![0; per_node] } else { free_ports(per_node * spec.nodes) };
+            let mut nodes: Vec<Node> = (1..=spec.nodes as u64)
                 .zip(ports.chunks(per_node))
                 .map(|(id, p)| Node::new(id, &dir, p, spec.proxies))
                 .collect();
+            if bound {
+                for n in &mut nodes {
+                    n.http_addr = "127.0.0.1:0".into();
+                    n.ports_file = Some(dir.join(format!("node-{}.ports.json", n.id)));
+                }
+            }
             if spec.proxies != Proxies::Kit {
                 break (nodes, None, None);
             }
@@ -427,6 +444,14 @@ impl Cluster {
         if n.join {
             cmd.arg("--join");
         }
+        if let Some(file) = &n.ports_file {
+            // A file left by an earlier start would be read as this start's.
+            match std::fs::remove_file(file) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            cmd.arg("--ports-file").arg(file);
+        }
         if !secret.is_empty() {
             cmd.env("DLS_CLUSTER_SECRET", &secret);
         }
@@ -443,7 +468,46 @@ impl Cluster {
         }
         n.child = Some(child);
         n.paused = false;
+        if n.ports_file.is_some() {
+            self.learn_bound_ports(id)?;
+        }
         Ok(exited)
+    }
+
+    /// Waits for node `id`'s `--ports-file` and keeps the addresses in it as the node's, for
+    /// its clients and its later starts. An error when the process exits first (a port
+    /// taken, a bad flag), with the end of its log.
+    fn learn_bound_ports(&mut self, id: u64) -> io::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let n = self.node_mut(id);
+        let file = n.ports_file.clone().expect("a ports file");
+        let text = loop {
+            if let Ok(text) = std::fs::read_to_string(&file) {
+                break text;
+            }
+            let child = n.child.as_mut().expect("just started");
+            let failed = match child.try_wait()? {
+                Some(status) => Some(format!("exited ({status}) before binding its ports")),
+                None if Instant::now() > deadline => Some("wrote no --ports-file within 30 s".to_string()),
+                None => None,
+            };
+            if let Some(why) = failed {
+                let log = std::fs::read_to_string(&n.log).unwrap_or_default();
+                let tail = log.get(n.log_start as usize..).unwrap_or_default();
+                return Err(io::Error::other(format!("node {id} {why}:\n{tail}")));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let bound: serde_json::Value = serde_json::from_str(&text).map_err(io::Error::other)?;
+        let addr = |port: &str| {
+            bound[port].as_str().map(str::to_string).ok_or_else(|| io::Error::other(format!("no {port} in {text}")))
+        };
+        n.http_addr = addr("http")?;
+        if n.listen.ends_with(":0") {
+            n.listen = addr("client")?;
+            n.addr = n.listen.clone();
+        }
+        Ok(())
     }
 
     fn start_or_panic(&mut self, id: u64) {

@@ -18,7 +18,7 @@ before(async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'caerus-node-keys-'));
   const file = path.join(dir, 'keys.toml');
   const out = execFileSync(requireBin(), ['keys', 'add', '--file', file, '--name', 'admin', '--admin']).toString();
-  server = await startServer({ args: ['--api-keys-file', file] });
+  server = await startServer({ args: ['--api-keys-file', file], probeKey: out.trim() });
   admin = new Dls.DlsClient({ endpoints: [server.endpoint], apiKey: out.trim() });
 });
 

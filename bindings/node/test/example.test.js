@@ -8,7 +8,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { promisify } = require('node:util');
-const { startServer, portIsFree } = require('./helpers');
+const { startServer } = require('./helpers');
 
 const run = promisify(execFile);
 const root = path.join(__dirname, '..');
@@ -18,9 +18,8 @@ let server;
 let workDir;
 
 before(async () => {
-  // The example names 127.0.0.1:7070; use it when it is free, else rewrite just that
-  // string to the test server's endpoint.
-  server = await startServer((await portIsFree(7070)) ? { port: 7070 } : {});
+  // The example names 127.0.0.1:7070; that string is rewritten to the test server's endpoint.
+  server = await startServer();
   workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'caerus-node-example-'));
 });
 

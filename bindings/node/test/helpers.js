@@ -1,71 +1,24 @@
 'use strict';
-// Starts a real `dls` server (binary from env DLS_BIN) on free loopback ports in a temp
-// dir, and kills it at the end. No mocks anywhere in this suite.
+// Real `dls` servers (binary from env DLS_BIN), started by the test kit's `dls-cluster`
+// (env KIT_BIN) on ports the nodes bind themselves, in a temp dir, killed at the end. No
+// mocks anywhere in this suite.
 
 const { spawn, execFile, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
-const https = require('node:https');
-const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
+const readline = require('node:readline');
 const { promisify } = require('node:util');
 
 const DLS_BIN = process.env.DLS_BIN;
+const KIT_BIN = process.env.KIT_BIN;
 
 function requireBin() {
   if (!DLS_BIN || !fs.existsSync(DLS_BIN)) {
-    throw new Error(`DLS_BIN must point to the dls binary (got ${JSON.stringify(DLS_BIN)}); run \`make dls-debug\``);
+    throw new Error(`DLS_BIN must point to the dls binary (got ${JSON.stringify(DLS_BIN)}); run \`make test-node\``);
   }
   return DLS_BIN;
-}
-
-/** A listener on `port`, or null when the port is taken. */
-function holdPort(port) {
-  return new Promise((resolve) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.once('error', () => resolve(null));
-    srv.listen(port, '127.0.0.1', () => resolve(srv));
-  });
-}
-
-// Test ports come from below Linux's ephemeral range (32768-60999), where outgoing
-// connections take their local ports and could take a picked port before the server binds
-// it; a port is handed out at most once per test process (as the Rust test kit does).
-const PORT_RANGE = [20000, 32768];
-const handedOut = new Set();
-
-/**
- * `n` distinct ports that were free a moment ago. They are held together before any is
- * let go, and never handed out twice: two nodes told the same port make a cluster that is
- * not the one the test meant.
- */
-async function freePorts(n) {
-  const held = [];
-  try {
-    for (let tries = 0; held.length < n && tries < 50_000; tries++) {
-      const port = PORT_RANGE[0] + Math.floor(Math.random() * (PORT_RANGE[1] - PORT_RANGE[0]));
-      if (handedOut.has(port)) continue;
-      const srv = await holdPort(port);
-      if (!srv) continue;
-      handedOut.add(port);
-      held.push(srv);
-    }
-    if (held.length < n) throw new Error(`no ${n} free loopback ports left in ${PORT_RANGE.join('..')}`);
-    return held.map((srv) => srv.address().port);
-  } finally {
-    await Promise.all(held.map((srv) => new Promise((r) => srv.close(r))));
-  }
-}
-
-function portIsFree(port) {
-  return new Promise((resolve) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.once('error', () => resolve(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-  });
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -89,168 +42,73 @@ function makeCerts() {
   };
 }
 
-/** GET on the HTTP port; over https with `certs` (the CA and the client certificate). */
-function httpGetStatus(url, certs) {
-  const options = certs
-    ? { ca: fs.readFileSync(certs.ca), cert: fs.readFileSync(certs.clientCert), key: fs.readFileSync(certs.clientKey) }
-    : {};
-  return new Promise((resolve, reject) => {
-    const req = (certs ? https : http).get(url, { ...options, timeout: 1000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode);
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-  });
-}
-
 /**
- * Starts a single-node server; `port` may be fixed (else a free one). With `certs` (from
- * makeCerts) its client and HTTP ports serve TLS and require a client certificate; `args`
- * are extra `dls serve` flags.
+ * Nodes run by `dls-cluster --control`: it starts them, waits until every node serves and
+ * prints their addresses; `command(line)` sends it one command (`leader`, `kill ID`,
+ * `start ID`, ...) and resolves with its answer. Its nodes die with it, and it exits when
+ * its stdin closes (`stop()`, or this process ending).
  */
-async function startServer({ port, certs, args = [] } = {}) {
-  const bin = requireBin();
-  const [picked, httpPort] = await freePorts(2);
-  const grpcPort = port ?? picked;
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'caerus-node-test-'));
-  const endpoint = `127.0.0.1:${grpcPort}`;
-  const logPath = path.join(dataDir, 'server.log');
-  const log = fs.openSync(logPath, 'a');
-  const tlsArgs = certs
-    ? ['--tls-cert', path.join(certs.dir, 'node-1.pem'), '--tls-key', path.join(certs.dir, 'node-1-key.pem'), '--tls-client-ca', certs.ca]
-    : [];
-  const child = spawn(
-    bin,
-    ['serve', '--listen', endpoint, '--http-listen', `127.0.0.1:${httpPort}`, '--data-dir', path.join(dataDir, 'data'), '--log', 'warn', ...tlsArgs, ...args],
-    { stdio: ['ignore', log, log] },
-  );
-  let exited = null;
-  child.on('exit', (code, signal) => {
-    exited = { code, signal };
-  });
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (exited) {
-      throw new Error(`dls exited early (${JSON.stringify(exited)}):\n${fs.readFileSync(logPath, 'utf8')}`);
-    }
-    try {
-      const scheme = certs ? 'https' : 'http';
-      if ((await httpGetStatus(`${scheme}://127.0.0.1:${httpPort}/readyz`, certs)) === 200) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`dls not ready within 60 s:\n${fs.readFileSync(logPath, 'utf8')}`);
-    }
-    await sleep(100);
+async function startKit(nodes, { certs, probeKey, args = [] } = {}) {
+  if (!KIT_BIN || !fs.existsSync(KIT_BIN)) {
+    throw new Error(`KIT_BIN must point to dls-cluster (got ${JSON.stringify(KIT_BIN)}); run \`make test-node\``);
+  }
+  const kitArgs = ['--dls', requireBin(), '--nodes', String(nodes), '--fast-elections', '--control'];
+  if (certs) kitArgs.push('--tls', certs.dir);
+  if (probeKey) kitArgs.push('--probe-key', probeKey);
+  const child = spawn(KIT_BIN, [...kitArgs, '--', ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const gone = new Promise((resolve) => child.once('exit', resolve));
+  const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const next = async () => {
+    const { value, done } = await lines.next();
+    if (done) throw new Error(`dls-cluster exited (${await gone}); see its stderr`);
+    return value;
+  };
+  const env = {};
+  while (!('DLS_DIR' in env)) {
+    const line = await next();
+    env[line.slice(0, line.indexOf('='))] = line.slice(line.indexOf('=') + 1);
   }
   return {
-    endpoint,
-    grpcPort,
-    httpAddr: `127.0.0.1:${httpPort}`,
-    dataDir,
+    endpoints: env.DLS_ENDPOINTS.split(','),
+    http: env.DLS_HTTP.split(','),
+    async command(line) {
+      child.stdin.write(`${line}\n`);
+      const answer = await next();
+      if (!answer.startsWith('ok')) throw new Error(`dls-cluster ${line}: ${answer}`);
+      return answer.slice(3);
+    },
     async stop() {
-      if (!exited) {
-        const gone = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-        await gone;
-        clearTimeout(timer);
-      }
-      fs.closeSync(log);
-      fs.rmSync(dataDir, { recursive: true, force: true });
+      child.stdin.end();
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      await gone;
+      clearTimeout(timer);
     },
   };
-}
-
-/** GET a JSON document over plain HTTP. */
-function httpJson(url) {
-  return new Promise((resolve, reject) => {
-    http
-      .get(url, { timeout: 2000 }, (res) => {
-        let body = '';
-        res.on('data', (c) => (body += c));
-        res.on('end', () => {
-          try {
-            resolve(JSON.parse(body));
-          } catch (e) {
-            reject(e);
-          }
-        });
-      })
-      .on('error', reject)
-      .on('timeout', function () {
-        this.destroy(new Error('timeout'));
-      });
-  });
 }
 
 /**
- * Three real nodes on free ports (client, peer and HTTP port each), authenticated to each
- * other with a cluster secret, fast elections; resolves once a leader is elected.
- * `leader()` names the node that leads now.
+ * Starts a single-node server, serving once this resolves. With `certs` (from makeCerts)
+ * its client and HTTP ports serve TLS and require a client certificate; `args` are extra
+ * `dls serve` flags; `probeKey` is a valid API key when `args` require keys.
+ */
+async function startServer({ certs, args = [], probeKey } = {}) {
+  const kit = await startKit(1, { certs, args, probeKey });
+  return { endpoint: kit.endpoints[0], httpAddr: kit.http[0], stop: () => kit.stop() };
+}
+
+/**
+ * Three real nodes authenticated to each other with a cluster secret, fast elections;
+ * resolves once every node serves. `leader()` names the node that leads now.
  */
 async function startThreeNodes() {
-  const bin = requireBin();
-  const ports = await freePorts(9);
-  const peers = [0, 1, 2].map((i) => `${i + 1}=127.0.0.1:${ports[3 * i]}/127.0.0.1:${ports[3 * i + 1]}`).join(',');
-  const secret = `node-secret-${Math.random().toString(16).slice(2)}${Date.now()}`;
-  const nodes = [0, 1, 2].map((i) => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `caerus-node3-${i + 1}-`));
-    const log = fs.openSync(path.join(dataDir, 'server.log'), 'a');
-    const child = spawn(
-      bin,
-      ['serve', '--node-id', String(i + 1), '--peers', peers, '--http-listen', `127.0.0.1:${ports[3 * i + 2]}`,
-        '--data-dir', path.join(dataDir, 'data'), '--heartbeat-ms', '50', '--election-timeout-ms', '300', '--log', 'warn'],
-      { stdio: ['ignore', log, log], env: { ...process.env, DLS_CLUSTER_SECRET: secret } },
-    );
-    const node = { id: i + 1, endpoint: `127.0.0.1:${ports[3 * i]}`, httpAddr: `127.0.0.1:${ports[3 * i + 2]}`, child, log, dataDir };
-    // A node that dies on its own takes its log with it when the directory is removed:
-    // say so, with the log, so a failing test shows why.
-    child.on('exit', (code, signal) => {
-      if (!node.stopping) {
-        const text = fs.readFileSync(path.join(dataDir, 'server.log'), 'utf8');
-        process.stderr.write(`dls node ${i + 1} exited on its own (code ${code}, signal ${signal}):\n${text}\n`);
-      }
-    });
-    return node;
-  });
-  const cluster = {
+  const kit = await startKit(3);
+  const nodes = kit.endpoints.map((endpoint, i) => ({ id: i + 1, endpoint, httpAddr: kit.http[i] }));
+  return {
     nodes,
-    endpoints: nodes.map((n) => n.endpoint),
-    async leader() {
-      const deadline = Date.now() + 30_000;
-      while (Date.now() < deadline) {
-        for (const n of nodes) {
-          try {
-            const c = await httpJson(`http://${n.httpAddr}/api/v1/cluster`);
-            if (c.leader_id === c.node_id) return n;
-          } catch {
-            // not up yet
-          }
-        }
-        await sleep(100);
-      }
-      throw new Error('no leader within 30 s');
-    },
-    async stop() {
-      for (const n of nodes) {
-        n.stopping = true;
-        n.child.kill('SIGKILL');
-        fs.closeSync(n.log);
-        fs.rmSync(n.dataDir, { recursive: true, force: true });
-      }
-    },
+    endpoints: kit.endpoints,
+    leader: async () => nodes[Number(await kit.command('leader')) - 1],
+    stop: () => kit.stop(),
   };
-  try {
-    await cluster.leader();
-  } catch (e) {
-    await cluster.stop();
-    throw e;
-  }
-  return cluster;
 }
 
 /** An unlabelled counter or gauge from the server's /metrics. */
@@ -284,8 +142,8 @@ function aborted(signal) {
 
 /**
  * A throwaway PostgreSQL server: Debian's binaries (package `postgresql`, from `make deps`),
- * a fresh cluster in a temporary directory, trust authentication on 127.0.0.1 and a free
- * port. As root (CI) it runs as the `postgres` user, since PostgreSQL refuses root. Missing
+ * a fresh cluster in a temporary directory, trust authentication, reached by its Unix socket
+ * in that directory (no TCP port to pick). As root (CI) it runs as the `postgres` user, since PostgreSQL refuses root. Missing
  * binaries throw: the test fails, it is never skipped.
  */
 async function startPostgres() {
@@ -305,19 +163,17 @@ async function startPostgres() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'caerus-node-pg-'));
   if (root) execFileSync('chown', ['postgres:', dir]);
   const data = path.join(dir, 'data');
-  const [port] = await freePorts(1);
   try {
     run('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '-N']);
-    const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
+    const opts = `-k ${dir} -c listen_addresses='' -c fsync=off`;
     run('pg_ctl', ['-D', data, '-l', path.join(dir, 'server.log'), '-w', '-t', '60', '-o', opts, 'start']);
   } catch (e) {
     fs.rmSync(dir, { recursive: true, force: true });
     throw new Error(`starting PostgreSQL failed: ${e.stderr || e.message}`);
   }
   return {
-    port,
     /** node-postgres connection settings for the `postgres` superuser and database. */
-    config: { host: '127.0.0.1', port, user: 'postgres', database: 'postgres' },
+    config: { host: dir, user: 'postgres', database: 'postgres' },
     async stop() {
       try {
         run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
@@ -364,4 +220,4 @@ async function waitsInLine(dls, ns, key, who, settled = () => false) {
   return (entry?.waiters ?? []).some((w) => w.transactionName === who || w.transactionId === who);
 }
 
-module.exports = { metric, eventually, within, waitsInLine, startServer, startThreeNodes, startPostgres, makeCerts, freePorts, portIsFree, dlsCli, aborted, sleep, requireBin };
+module.exports = { metric, eventually, within, waitsInLine, startServer, startThreeNodes, startPostgres, makeCerts, dlsCli, aborted, sleep, requireBin };

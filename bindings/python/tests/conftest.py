@@ -1,77 +1,89 @@
-"""Fixtures: real `dls` servers (path from $DLS_BIN) on free ports with temporary data
+"""Fixtures: real `dls` servers (path from $DLS_BIN), started by the test kit's
+`dls-cluster` ($KIT_BIN) on ports the nodes bind themselves, in temporary data
 directories, killed at the end. Nothing is mocked."""
 
 from __future__ import annotations
 
 import asyncio
 import glob
-import json
 import os
-import random
 import shutil
-import socket
-import ssl
 import subprocess
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import pytest
 
 
-def dls_bin() -> str:
-    path = os.environ.get("DLS_BIN")
+def _binary(var: str) -> str:
+    path = os.environ.get(var)
     if not path or not os.path.exists(path):
-        pytest.exit(f"DLS_BIN must point to the dls binary (got {path!r}); run `make test-python`", returncode=2)
+        pytest.exit(f"{var} must point to the {var[:-4].lower()} binary (got {path!r}); run `make test-python`", returncode=2)
     return path
 
 
-# Test ports come from below Linux's ephemeral range (32768-60999), where outgoing
-# connections take their local ports and could take a picked port before the server binds
-# it; a port is handed out at most once per test process (as the Rust test kit does).
-PORT_RANGE = range(20000, 32768)
-_handed_out: set = set()
+def dls_bin() -> str:
+    return _binary("DLS_BIN")
 
 
-def free_ports(n: int) -> List[int]:
-    """`n` distinct ports that were free a moment ago, none handed out before here."""
-    held = []
-    try:
-        for _ in range(len(PORT_RANGE) * 4):
-            if len(held) == n:
-                break
-            port = random.choice(PORT_RANGE)
-            if port in _handed_out:
-                continue
-            s = socket.socket()
+class KitCluster:
+    """Nodes run by `dls-cluster --control`: it starts them, waits until every node serves,
+    prints their addresses, and answers one command per line (``leader``, ``kill ID``,
+    ``start ID``, ...). Its nodes die with it, and it exits when our end of its stdin closes."""
+
+    def __init__(self, nodes: int = 1, extra: Optional[List[str]] = None, tls_dir: Optional[str] = None,
+                 probe_key: Optional[str] = None, directory: Optional[str] = None):
+        args = [_binary("KIT_BIN"), "--dls", dls_bin(), "--nodes", str(nodes), "--fast-elections", "--control"]
+        args += ["--tls", tls_dir] if tls_dir else []
+        args += ["--probe-key", probe_key] if probe_key else []
+        args += ["--dir", directory] if directory else []
+        self.proc = subprocess.Popen([*args, "--", *(extra or [])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.env: Dict[str, str] = {}
+        while "DLS_DIR" not in self.env:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"dls-cluster exited ({self.proc.wait()}) before its cluster served; see its stderr")
+            name, _, value = line.strip().partition("=")
+            self.env[name] = value
+        self.endpoints = self.env["DLS_ENDPOINTS"].split(",")
+        self.http = self.env["DLS_HTTP"].split(",")
+
+    def command(self, line: str) -> str:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        if not answer.startswith("ok"):
+            raise RuntimeError(f"dls-cluster {line!r}: {answer or 'exited'}")
+        return answer[3:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
             try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                s.close()
-                continue
-            _handed_out.add(port)
-            held.append(s)
-        assert len(held) == n, f"no {n} free loopback ports left in {PORT_RANGE}"
-        return [s.getsockname()[1] for s in held]
-    finally:
-        for s in held:
-            s.close()
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 @dataclass
 class Server:
+    """Node ``id`` of a kit cluster."""
+
     endpoint: str
     http: str
-    proc: subprocess.Popen
-    dir: str
+    kit: KitCluster
+    id: int = 1
     keys: dict = field(default_factory=dict)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        """Kills this node; the last of its cluster takes ``dls-cluster`` with it."""
+        if len(self.kit.endpoints) == 1:
+            self.kit.stop()
+        else:
+            self.kit.command(f"kill {self.id}")
 
 
 @dataclass
@@ -96,14 +108,6 @@ class Certs:
     def client_key(self) -> str:
         return self.path("client-app-key.pem")
 
-    def serve_flags(self, require_client_cert: bool) -> List[str]:
-        flags = ["--tls-cert", self.path("node-1.pem"), "--tls-key", self.path("node-1-key.pem")]
-        return flags + (["--tls-client-ca", self.ca] if require_client_cert else [])
-
-    def ssl_context(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=self.ca)
-        ctx.load_cert_chain(self.client_cert, self.client_key)
-        return ctx
 
 
 def make_certs(directory: Optional[str] = None) -> Certs:
@@ -114,98 +118,40 @@ def make_certs(directory: Optional[str] = None) -> Certs:
 
 
 def start_server(
-    extra: Optional[List[str]] = None, directory: Optional[str] = None, certs: Optional[Certs] = None
+    extra: Optional[List[str]] = None, directory: Optional[str] = None, certs: Optional[Certs] = None,
+    probe_key: Optional[str] = None,
 ) -> Server:
-    """A single node; with ``certs``, its ports serve TLS (``extra`` adds the TLS flags) and
-    the readiness probe speaks https with the CA and the client certificate."""
-    directory = directory or tempfile.mkdtemp(prefix="caerus-py-")
-    port, http_port = free_ports(2)
-    log = open(os.path.join(directory, "dls.log"), "ab")
-    proc = subprocess.Popen(
-        [
-            dls_bin(), "serve",
-            "--listen", f"127.0.0.1:{port}",
-            "--http-listen", f"127.0.0.1:{http_port}",
-            "--data-dir", os.path.join(directory, "data"),
-            "--heartbeat-ms", "50", "--election-timeout-ms", "300",
-            *(extra or []),
-        ],
-        stdout=log, stderr=log, env={**os.environ, "DLS_LOG": "info"},
-    )
-    server = Server(f"127.0.0.1:{port}", f"127.0.0.1:{http_port}", proc, directory)
-    deadline = time.monotonic() + 30
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"dls exited with {proc.returncode}; log in {directory}/dls.log")
-        try:
-            scheme, context = ("https", certs.ssl_context()) if certs else ("http", None)
-            with urllib.request.urlopen(f"{scheme}://{server.http}/readyz", timeout=1, context=context) as r:
-                if r.status == 200:
-                    return server
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            server.stop()
-            raise RuntimeError(f"dls not ready within 30 s; log in {directory}/dls.log")
-        time.sleep(0.1)
+    """A single node, serving once this returns; with ``certs``, its client port serves TLS
+    with node 1's certificate and requires a client certificate of the CA."""
+    kit = KitCluster(1, extra, tls_dir=certs.dir if certs else None, probe_key=probe_key, directory=directory)
+    return Server(kit.endpoints[0], kit.http[0], kit)
 
 
 @dataclass
 class ThreeNodes:
-    """A three-node cluster: ``servers[i]`` is node i+1; ``leader()`` asks the nodes."""
+    """A three-node cluster: ``servers[i]`` is node i+1; ``leader()`` asks ``dls-cluster``."""
 
-    servers: List[Server]
+    kit: KitCluster
+
+    @property
+    def servers(self) -> List[Server]:
+        return [Server(e, h, self.kit, i + 1) for i, (e, h) in enumerate(zip(self.kit.endpoints, self.kit.http))]
 
     @property
     def endpoints(self) -> List[str]:
-        return [s.endpoint for s in self.servers]
+        return self.kit.endpoints
 
     def leader(self) -> Server:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            for s in self.servers:
-                try:
-                    with urllib.request.urlopen(f"http://{s.http}/api/v1/cluster", timeout=1) as r:
-                        body = json.loads(r.read())
-                        if body.get("leader_id") == body.get("node_id"):
-                            return s
-                except OSError:
-                    pass
-            time.sleep(0.1)
-        raise RuntimeError("no leader within 30 s")
+        return self.servers[int(self.kit.command("leader")) - 1]
 
     def stop(self) -> None:
-        for s in self.servers:
-            s.stop()
+        self.kit.stop()
 
 
 def start_three_nodes() -> ThreeNodes:
-    """Three real nodes on free ports (client, peer and HTTP port each), authenticated to
-    each other with a cluster secret, fast elections; returns once a leader is elected."""
-    ports = free_ports(9)
-    peers = ",".join(f"{i + 1}=127.0.0.1:{ports[3 * i]}/127.0.0.1:{ports[3 * i + 1]}" for i in range(3))
-    secret = f"py-secret-{os.urandom(16).hex()}"
-    servers = []
-    for i in range(3):
-        directory = tempfile.mkdtemp(prefix=f"caerus-py-node{i + 1}-")
-        log = open(os.path.join(directory, "dls.log"), "ab")
-        proc = subprocess.Popen(
-            [
-                dls_bin(), "serve", "--node-id", str(i + 1), "--peers", peers,
-                "--http-listen", f"127.0.0.1:{ports[3 * i + 2]}",
-                "--data-dir", os.path.join(directory, "data"),
-                "--heartbeat-ms", "50", "--election-timeout-ms", "300",
-            ],
-            stdout=log, stderr=log, env={**os.environ, "DLS_LOG": "info", "DLS_CLUSTER_SECRET": secret},
-        )
-        servers.append(Server(f"127.0.0.1:{ports[3 * i]}", f"127.0.0.1:{ports[3 * i + 2]}", proc, directory))
-    cluster = ThreeNodes(servers)
-    try:
-        cluster.leader()
-    except Exception:
-        cluster.stop()
-        raise
-    return cluster
+    """Three real nodes authenticated to each other with a cluster secret, fast elections;
+    returns once every node serves."""
+    return ThreeNodes(KitCluster(3))
 
 
 @pytest.fixture(scope="session")
@@ -242,7 +188,7 @@ def auth_server():
         ).stdout
         # The key is the one long token printed on stdout.
         keys[name] = max(out.split(), key=len)
-    s = start_server(["--api-keys-file", keys_file], directory)
+    s = start_server(["--api-keys-file", keys_file], directory, probe_key=keys["admin"])
     s.keys = keys
     yield s
     s.stop()
@@ -256,22 +202,22 @@ def certs():
 @pytest.fixture(scope="session")
 def tls_server(certs):
     """A node whose client and HTTP ports serve TLS and require a client certificate."""
-    s = start_server(certs.serve_flags(require_client_cert=True), certs=certs)
+    s = start_server(certs=certs)
     yield s
     s.stop()
 
 
 @dataclass
 class Postgres:
-    """A throwaway PostgreSQL server (see the ``postgres`` fixture)."""
+    """A throwaway PostgreSQL server (see the ``postgres`` fixture), reached by its Unix
+    socket in ``dir``: no TCP port to pick."""
 
-    port: int
     bin: str
     dir: str
 
     @property
     def conninfo(self) -> str:
-        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
+        return f"host={self.dir} user=postgres dbname=postgres"
 
     def connect(self, **kwargs):
         import psycopg  # a test dependency (bindings/python/Makefile installs it)
@@ -286,7 +232,7 @@ def _as_postgres(cmd: List[str]) -> List[str]:
 
 def start_postgres() -> Postgres:
     """Debian's PostgreSQL (package ``postgresql``, from ``make deps``): a fresh cluster in a
-    temporary directory, trust authentication on 127.0.0.1 and a free port. Missing
+    temporary directory, trust authentication, a Unix socket in that directory. Missing
     binaries fail the test, never skip it."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
     bin_dir = os.environ.get("PG_BIN") or (os.path.dirname(found[-1]) if found else None)
@@ -296,16 +242,15 @@ def start_postgres() -> Postgres:
     if os.geteuid() == 0:
         shutil.chown(directory, "postgres")
     data, log = os.path.join(directory, "data"), os.path.join(directory, "server.log")
-    (port,) = free_ports(1)
     for cmd in (
         [os.path.join(bin_dir, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "-N"],
         [os.path.join(bin_dir, "pg_ctl"), "-D", data, "-l", log, "-w", "-t", "60", "-o",
-         f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off", "start"],
+         f"-k {directory} -c listen_addresses='' -c fsync=off", "start"],
     ):
         done = subprocess.run(_as_postgres(cmd), capture_output=True, text=True)
         if done.returncode != 0:
             pytest.fail(f"{cmd[0]} failed: {done.stdout}{done.stderr}")
-    return Postgres(port, bin_dir, directory)
+    return Postgres(bin_dir, directory)
 
 
 def stop_postgres(pg: Postgres) -> None:

@@ -20,6 +20,7 @@ use crate::config::ServeArgs;
 use crate::conn::{fd_limit, RequestDeadline};
 use crate::engine::Engine;
 use crate::http;
+use crate::listeners::Listeners;
 use crate::node::{Node, PeerSettings};
 use crate::webhooks::{self, Dispatcher, Webhook};
 
@@ -42,7 +43,7 @@ const GRPC_DRAIN: Duration = Duration::from_secs(3);
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let nofile = fd_limit::raise();
-    let (listen, cfg) = args.node_config()?;
+    let (listen, mut cfg) = args.node_config()?;
     let keys = load_keys(&args)?;
     let (security, warnings) = args.security.resolve(&listen, keys.has_keys())?;
     for w in &warnings {
@@ -59,6 +60,16 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let http_listener = http::bind(listen.http).await?;
+    // From here on, where the node listens is what it bound (port 0 became a free port).
+    let listen = Listeners {
+        client: listener.local_addr()?,
+        peer: peer_listener.as_ref().map(|l| l.local_addr()).transpose()?,
+        http: http_listener.local_addr()?,
+    };
+    own_bound_addresses(&mut cfg, &args, &listen);
+    if let Some(path) = &args.ports_file {
+        ports::write_ports_file(path, &listen)?;
+    }
     let members = cfg.members.len();
     let peers = PeerSettings {
         secret: security.cluster_secret.clone(),
@@ -177,6 +188,25 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     node.shutdown().await;
     Ok(())
+}
+
+/// A member list built from port 0 (a single node's `--listen 127.0.0.1:0`) names the port
+/// the node bound instead, since clients and leader redirects are told these addresses. A
+/// node with --peers keeps the addresses the list gives: its peers were told them.
+fn own_bound_addresses(cfg: &mut crate::node::NodeConfig, args: &ServeArgs, bound: &Listeners) {
+    if args.peers.is_some() {
+        return;
+    }
+    if let Some(own) = cfg.members.get_mut(&cfg.id) {
+        if args.listen.is_some_and(|l| l.port() == 0) {
+            own.addr = bound.client.to_string();
+        }
+        if let (Some(l), Some(peer)) = (args.peer_listen, bound.peer) {
+            if l.port() == 0 {
+                own.peer_addr = peer.to_string();
+            }
+        }
+    }
 }
 
 /// The API keys file, if one was given; without one every caller may do everything.

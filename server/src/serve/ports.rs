@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use tonic::transport::Server;
 use tower_layer::{Identity, Stack};
 
 use crate::conn::{self, fd_limit, ConnectionArgs, PortGuard, RequestDeadline};
+use crate::listeners::Listeners;
 use crate::tls::{Protocol, ServerTls};
 
 /// Largest client request accepted (on the client port, and forwarded on the peer port);
@@ -29,6 +31,24 @@ pub(super) async fn bind(addr: SocketAddr, port: &str, flag: &str) -> anyhow::Re
     TcpListener::bind(addr).await.map_err(|e| {
         anyhow::anyhow!("cannot listen on {addr} for the {port}: {e} (is another dls running? pick {flag})")
     })
+}
+
+/// Writes where the node listens to `path` (`--ports-file`) as JSON: a temporary file in the
+/// same directory renamed over it, so a reader polling for the file never sees half of it.
+pub(super) fn write_ports_file(path: &Path, bound: &Listeners) -> anyhow::Result<()> {
+    let text = serde_json::json!({
+        "client": bound.client.to_string(),
+        "http": bound.http.to_string(),
+        "peer": bound.peer.map(|p| p.to_string()),
+    })
+    .to_string();
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        std::fs::write(&tmp, format!("{text}\n"))?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| anyhow::anyhow!("cannot write --ports-file {}: {e}", path.display()))
 }
 
 pub(super) type Served = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;

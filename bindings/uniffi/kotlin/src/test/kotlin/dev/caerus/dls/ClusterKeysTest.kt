@@ -19,40 +19,26 @@ import org.junit.jupiter.api.TestInstance
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ClusterKeysTest {
-    private lateinit var server: Process
-    private lateinit var dataDir: File
+    private lateinit var cluster: KitCluster
+    private lateinit var dir: File
     private lateinit var endpoint: String
     private lateinit var adminKey: String
 
     @BeforeAll
     fun startServer() {
-        val bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
-        require(!bin.isNullOrBlank()) { "pass -Ddls.bin=/path/to/dls (make test-kotlin does)" }
-        dataDir = Files.createTempDirectory("dls-kotlin-keys-").toFile()
-        val keys = File(dataDir, "keys.toml")
-        val add = ProcessBuilder(bin, "keys", "add", "--file", keys.absolutePath, "--name", "admin", "--admin").start()
+        dir = Files.createTempDirectory("dls-kotlin-keys-").toFile()
+        val keys = File(dir, "keys.toml")
+        val add = ProcessBuilder(dlsBin(), "keys", "add", "--file", keys.absolutePath, "--name", "admin", "--admin").start()
         adminKey = add.inputStream.bufferedReader().readText().trim()
         check(add.waitFor() == 0 && adminKey.startsWith("dls_")) { "dls keys add failed" }
-        val (grpcPort, httpPort) = freePorts(2)
-        endpoint = "127.0.0.1:$grpcPort"
-        server = ProcessBuilder(
-            bin, "serve",
-            "--listen", endpoint,
-            "--http-listen", "127.0.0.1:$httpPort",
-            "--data-dir", File(dataDir, "data").absolutePath,
-            "--log", "warn",
-            "--api-keys-file", keys.absolutePath,
-        ).redirectErrorStream(true).redirectOutput(File(dataDir, "server.log")).start()
-        awaitReady(server, httpPort, File(dataDir, "server.log"))
+        cluster = KitCluster(serveFlags = listOf("--api-keys-file", keys.absolutePath), probeKey = adminKey)
+        endpoint = cluster.endpoint
     }
 
     @AfterAll
     fun stopServer() {
-        if (::server.isInitialized) {
-            server.destroy()
-            if (!server.waitFor(10, java.util.concurrent.TimeUnit.SECONDS)) server.destroyForcibly()
-        }
-        if (::dataDir.isInitialized) dataDir.deleteRecursively()
+        if (::cluster.isInitialized) cluster.close()
+        if (::dir.isInitialized) dir.deleteRecursively()
     }
 
     @Test

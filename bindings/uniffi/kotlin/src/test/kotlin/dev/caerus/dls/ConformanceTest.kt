@@ -1,7 +1,6 @@
 package dev.caerus.dls
 
 import java.io.File
-import java.nio.file.Files
 import java.util.UUID
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Deferred
@@ -25,7 +24,7 @@ import org.junit.jupiter.api.TestInstance
 
 /**
  * The shared conformance scenarios (conformance/scenarios.json) through the Kotlin SDK,
- * against one real `dls serve` started from `-Ddls.bin`: one dynamic test per scenario,
+ * against one real `dls serve` started by `dls-cluster`: one dynamic test per scenario,
  * raw-only ones skipped, and so are those needing a capability this runner lacks (see
  * [CAPABILITIES]).
  *
@@ -36,8 +35,7 @@ import org.junit.jupiter.api.TestInstance
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ConformanceTest {
-    private lateinit var server: Process
-    private lateinit var dataDir: File
+    private lateinit var cluster: KitCluster
     private lateinit var endpoint: String
     private lateinit var client: DlsClient
     private val runId = UUID.randomUUID().toString().take(6)
@@ -45,30 +43,15 @@ class ConformanceTest {
 
     @BeforeAll
     fun startServer() {
-        val bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
-        require(!bin.isNullOrBlank()) { "pass -Ddls.bin=/path/to/dls (make test-kotlin does)" }
-        val (httpPort, grpcPort) = freePorts(2)
-        endpoint = "127.0.0.1:$grpcPort"
-        dataDir = Files.createTempDirectory("dls-kotlin-conformance-").toFile()
-        server = ProcessBuilder(
-            bin, "serve",
-            "--listen", endpoint,
-            "--http-listen", "127.0.0.1:$httpPort",
-            "--data-dir", dataDir.absolutePath,
-            "--log", "warn",
-        ).redirectErrorStream(true).redirectOutput(File(dataDir, "server.log")).start()
-        awaitReady(server, httpPort, File(dataDir, "server.log"))
+        cluster = KitCluster()
+        endpoint = cluster.endpoint
         client = dlsClient(endpoint)
     }
 
     @AfterAll
     fun stopServer() {
         if (::client.isInitialized) client.close()
-        if (::server.isInitialized) {
-            server.destroy()
-            if (!server.waitFor(10, java.util.concurrent.TimeUnit.SECONDS)) server.destroyForcibly()
-        }
-        if (::dataDir.isInitialized) dataDir.deleteRecursively()
+        if (::cluster.isInitialized) cluster.close()
     }
 
     @TestFactory

@@ -1,11 +1,9 @@
 package dev.caerus.dls
 
-import java.io.File
 import java.net.URI
 import java.net.http.HttpClient
 import java.net.http.HttpRequest
 import java.net.http.HttpResponse
-import java.nio.file.Files
 import java.time.Duration
 import java.util.UUID
 import java.util.concurrent.atomic.AtomicInteger
@@ -32,7 +30,7 @@ import org.junit.jupiter.api.TestInstance
 import org.junit.jupiter.api.assertThrows
 
 /**
- * One real `dls serve` (single node) for the whole class, started from `-Ddls.bin`, with a
+ * One real `dls serve` (single node) for the whole class, started by `dls-cluster`, with a
  * small `--max-locks-per-txn` (no other test holds that many) to see a limit's refusal.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
@@ -41,8 +39,7 @@ class DlsClientTest {
         const val MAX_LOCKS = 3
     }
 
-    private lateinit var server: Process
-    private lateinit var dataDir: File
+    private lateinit var cluster: KitCluster
     private lateinit var endpoint: String
     private lateinit var client: DlsClient
 
@@ -65,33 +62,16 @@ class DlsClientTest {
 
     @BeforeAll
     fun startServer() {
-        val bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
-        require(!bin.isNullOrBlank()) { "pass -Ddls.bin=/path/to/dls (make test-kotlin does)" }
-        val (grpcPort, httpPort) = freePorts(2)
-        endpoint = "127.0.0.1:$grpcPort"
-        dataDir = Files.createTempDirectory("dls-kotlin-").toFile()
-        server = ProcessBuilder(
-            bin, "serve",
-            "--listen", endpoint,
-            "--http-listen", "127.0.0.1:$httpPort",
-            "--data-dir", dataDir.absolutePath,
-            "--log", "warn",
-            "--max-locks-per-txn", "$MAX_LOCKS",
-        ).redirectErrorStream(true).redirectOutput(File(dataDir, "server.log")).start()
-
-        httpAddr = "127.0.0.1:$httpPort"
-        awaitReady(server, httpPort, File(dataDir, "server.log"))
+        cluster = KitCluster(serveFlags = listOf("--max-locks-per-txn", "$MAX_LOCKS"))
+        endpoint = cluster.endpoint
+        httpAddr = cluster.httpAddr
         client = dlsClient(endpoint)
     }
 
     @AfterAll
     fun stopServer() {
         if (::client.isInitialized) client.close()
-        if (::server.isInitialized) {
-            server.destroy()
-            if (!server.waitFor(10, java.util.concurrent.TimeUnit.SECONDS)) server.destroyForcibly()
-        }
-        if (::dataDir.isInitialized) dataDir.deleteRecursively()
+        if (::cluster.isInitialized) cluster.close()
     }
 
     @Test

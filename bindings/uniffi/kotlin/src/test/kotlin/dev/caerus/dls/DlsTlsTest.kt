@@ -2,7 +2,6 @@ package dev.caerus.dls
 
 import java.io.File
 import java.nio.file.Files
-import java.time.Duration
 import java.util.UUID
 import kotlinx.coroutines.runBlocking
 import org.junit.jupiter.api.AfterAll
@@ -21,7 +20,7 @@ import org.junit.jupiter.api.assertThrows
 class DlsTlsTest {
     private lateinit var bin: String
     private lateinit var dir: File
-    private lateinit var server: Process
+    private lateinit var cluster: KitCluster
     private lateinit var endpoint: String
 
     private fun certs(name: String, set: String = "certs"): String = File(dir, "$set/$name").absolutePath
@@ -44,39 +43,17 @@ class DlsTlsTest {
 
     @BeforeAll
     fun startServer() {
-        bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
-            ?: error("pass -Ddls.bin=/path/to/dls (make test-kotlin does)")
+        bin = dlsBin()
         dir = Files.createTempDirectory("dls-kotlin-tls-").toFile()
         makeCerts("certs")
         makeCerts("other")
-        val (grpcPort, httpPort) = freePorts(2)
-        endpoint = "127.0.0.1:$grpcPort"
-        server = ProcessBuilder(
-            bin, "serve",
-            "--listen", endpoint,
-            "--http-listen", "127.0.0.1:$httpPort",
-            "--data-dir", File(dir, "data").absolutePath,
-            "--tls-cert", certs("node-1.pem"), "--tls-key", certs("node-1-key.pem"), "--tls-client-ca", ca,
-            "--log", "warn",
-        ).redirectErrorStream(true).redirectOutput(File(dir, "server.log")).start()
-        // Ready once `dls status` reaches it over TLS with the client certificate.
-        val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
-        while (true) {
-            check(server.isAlive) { "dls exited early:\n" + File(dir, "server.log").readText() }
-            val status = dls("status", "--endpoints", endpoint, "--timeout", "1",
-                "--cacert", ca, "--cert", clientCert, "--key", clientKey)
-            if (status == 0) break
-            check(System.nanoTime() < deadline) { "dls not ready after 30 s:\n" + File(dir, "cli.log").readText() }
-            Thread.sleep(100)
-        }
+        cluster = KitCluster(tlsDir = File(dir, "certs"))
+        endpoint = cluster.endpoint
     }
 
     @AfterAll
     fun stopServer() {
-        if (::server.isInitialized) {
-            server.destroy()
-            if (!server.waitFor(10, java.util.concurrent.TimeUnit.SECONDS)) server.destroyForcibly()
-        }
+        if (::cluster.isInitialized) cluster.close()
         if (::dir.isInitialized) dir.deleteRecursively()
     }
 

@@ -1,12 +1,5 @@
 package dev.caerus.dls
 
-import java.io.File
-import java.net.URI
-import java.net.http.HttpClient
-import java.net.http.HttpRequest
-import java.net.http.HttpResponse
-import java.nio.file.Files
-import java.time.Duration
 import java.util.UUID
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.Dispatchers
@@ -27,69 +20,28 @@ import org.junit.jupiter.params.provider.ValueSource
 
 /**
  * The lock features of issue 22 end to end through the SDK against a real three-node
- * cluster (started from `-Ddls.bin`, nodes authenticated with a cluster secret): a client
+ * cluster (started by `dls-cluster`, nodes authenticated with a cluster secret): a client
  * that knows every node, and one that knows only a follower (its calls are forwarded).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ThreeNodeTest {
-    private class Node(val endpoint: String, val httpAddr: String, val process: Process, val dir: File)
-
-    private val nodes = mutableListOf<Node>()
+    private lateinit var cluster: KitCluster
     private val clients = mutableMapOf<String, DlsClient>()
-    private val http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build()
-
 
     private fun ns(): String = "kt3-" + UUID.randomUUID().toString().take(8)
 
-    /** The node that leads now, by asking each node's /api/v1/cluster. */
-    private fun leader(): Node {
-        val deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos()
-        while (System.nanoTime() < deadline) {
-            for (n in nodes) {
-                val body = runCatching {
-                    http.send(
-                        HttpRequest.newBuilder(URI("http://${n.httpAddr}/api/v1/cluster")).timeout(Duration.ofSeconds(1)).build(),
-                        HttpResponse.BodyHandlers.ofString(),
-                    ).body()
-                }.getOrNull() ?: continue
-                // This node's own role (the members list names other nodes' ids too).
-                if (body.contains("\"role\":\"Leader\"")) return n
-            }
-            Thread.sleep(100)
-        }
-        error("no leader within 30 s")
-    }
-
     @BeforeAll
     fun startCluster() {
-        val bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
-        require(!bin.isNullOrBlank()) { "pass -Ddls.bin=/path/to/dls (make test-kotlin does)" }
-        val ports = freePorts(9)
-        val peers = (0 until 3).joinToString(",") { "${it + 1}=127.0.0.1:${ports[3 * it]}/127.0.0.1:${ports[3 * it + 1]}" }
-        val secret = "kt-secret-" + UUID.randomUUID()
-        for (i in 0 until 3) {
-            val dir = Files.createTempDirectory("dls-kotlin3-${i + 1}-").toFile()
-            val pb = ProcessBuilder(
-                bin, "serve", "--node-id", "${i + 1}", "--peers", peers,
-                "--http-listen", "127.0.0.1:${ports[3 * i + 2]}",
-                "--data-dir", File(dir, "data").absolutePath,
-                "--heartbeat-ms", "50", "--election-timeout-ms", "300", "--log", "warn",
-            ).redirectErrorStream(true).redirectOutput(File(dir, "server.log"))
-            pb.environment()["DLS_CLUSTER_SECRET"] = secret
-            nodes += Node("127.0.0.1:${ports[3 * i]}", "127.0.0.1:${ports[3 * i + 2]}", pb.start(), dir)
-        }
-        val follower = nodes.first { it !== leader() }
-        clients["every node"] = dlsClient(*nodes.map { it.endpoint }.toTypedArray())
-        clients["a follower only"] = dlsClient(follower.endpoint)
+        cluster = KitCluster(nodes = 3)
+        val follower = cluster.endpoints.filterIndexed { i, _ -> i + 1 != cluster.leader() }.first()
+        clients["every node"] = dlsClient(*cluster.endpoints.toTypedArray())
+        clients["a follower only"] = dlsClient(follower)
     }
 
     @AfterAll
     fun stopCluster() {
         clients.values.forEach { it.close() }
-        for (n in nodes) {
-            n.process.destroyForcibly().waitFor()
-            n.dir.deleteRecursively()
-        }
+        if (::cluster.isInitialized) cluster.close()
     }
 
     @ParameterizedTest

@@ -1,5 +1,7 @@
 package dev.caerus.dls
 
+import java.net.InetAddress
+import java.net.ServerSocket
 import kotlinx.coroutines.runBlocking
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
@@ -10,8 +12,9 @@ import org.junit.jupiter.api.assertThrows
 class TimeoutTest {
     @Test
     fun `a lock with a 2 s timeout gives up in time on a down endpoint`() {
-        // A port nothing listens on: every connection is refused, as to a killed node.
-        val port = freePorts(1).single()
+        // A port nothing listens on (bound, then let go): every connection is refused, as to
+        // a killed node.
+        val port = ServerSocket(0, 1, InetAddress.getLoopbackAddress()).use { it.localPort }
         DlsClient(ClientConfig(endpoints = listOf("127.0.0.1:$port"))).use { client ->
             val started = System.nanoTime()
             val e = assertThrows<DlsException.Unavailable> {

@@ -2,13 +2,7 @@ package dev.caerus.dls.shedlock
 
 import dev.caerus.dls.DlsClient
 import dev.caerus.dls.dlsClient
-import dev.caerus.dls.freePorts
-import java.io.File
-import java.net.URI
-import java.net.http.HttpClient
-import java.net.http.HttpRequest
-import java.net.http.HttpResponse
-import java.nio.file.Files
+import dev.caerus.dls.KitCluster
 import java.time.Duration
 import java.time.Instant
 import java.util.UUID
@@ -31,8 +25,7 @@ import org.junit.jupiter.api.TestInstance
 /** [DlsLockProvider] under ShedLock's own executor, several "instances" (each its own client) against one real `dls serve`. */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class DlsLockProviderTest {
-    private lateinit var server: Process
-    private lateinit var dataDir: File
+    private lateinit var cluster: KitCluster
     private lateinit var endpoint: String
     private val clients = mutableListOf<DlsClient>()
 
@@ -61,34 +54,14 @@ class DlsLockProviderTest {
 
     @BeforeAll
     fun startServer() {
-        val bin = System.getProperty("dls.bin")?.takeIf { it.isNotBlank() } ?: System.getenv("DLS_BIN")
-        require(!bin.isNullOrBlank()) { "pass -Ddls.bin=/path/to/dls (make test-kotlin does)" }
-        val (grpcPort, httpPort) = freePorts(2)
-        endpoint = "127.0.0.1:$grpcPort"
-        dataDir = Files.createTempDirectory("dls-kotlin-shedlock-").toFile()
-        server = ProcessBuilder(
-            bin, "serve", "--listen", endpoint, "--http-listen", "127.0.0.1:$httpPort",
-            "--data-dir", dataDir.absolutePath, "--log", "warn",
-        ).redirectErrorStream(true).redirectOutput(File(dataDir, "server.log")).start()
-        val http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(1)).build()
-        val ready = URI("http://127.0.0.1:$httpPort/readyz")
-        eventually("dls ready", Duration.ofSeconds(30)) {
-            check(server.isAlive) { "dls exited early:\n" + File(dataDir, "server.log").readText() }
-            runCatching {
-                http.send(HttpRequest.newBuilder(ready).timeout(Duration.ofSeconds(1)).build(),
-                    HttpResponse.BodyHandlers.discarding()).statusCode() == 200
-            }.getOrDefault(false)
-        }
+        cluster = KitCluster()
+        endpoint = cluster.endpoint
     }
 
     @AfterAll
     fun stopServer() {
         clients.forEach { it.close() }
-        if (::server.isInitialized) {
-            server.destroy()
-            if (!server.waitFor(10, TimeUnit.SECONDS)) server.destroyForcibly()
-        }
-        if (::dataDir.isInitialized) dataDir.deleteRecursively()
+        if (::cluster.isInitialized) cluster.close()
     }
 
     @Test
