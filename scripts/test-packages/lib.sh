@@ -24,8 +24,8 @@ trap cleanup EXIT
 
 # Starts one node on free ports (data in $work/cluster) and exports DLS_ENDPOINTS, the
 # variable the SDKs read when no endpoints are given. The node is open (no API keys: the
-# kit's dls-cluster cannot probe a node that requires them), so CAERUS_API_KEY, which the
-# examples pass, is any string.
+# quick starts as printed run against a node started as `make run` starts one), so
+# CAERUS_API_KEY, which the examples pass, is any string.
 start_dls() {
   export CAERUS_API_KEY=unused-on-an-open-node
   dls_cluster_start "$KIT_BIN" "$DLS_BIN" "$work" || fail "no dls node came up"
