@@ -25,6 +25,9 @@ use crate::router::{Attempts, Router};
 use crate::types::{required, AcquireOptions, EndCause, Lock, LockMode, TransactionOptions};
 use crate::Transaction;
 
+/// How a key's holders changed: the shared type, declared once in `caerus-types`.
+pub use caerus_types::KeyChangeKind;
+
 /// A transaction holding a watched key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyHolder {
@@ -38,22 +41,6 @@ pub struct KeyHolder {
     pub fencing_token: u64,
     /// When it was granted (leader clock, ms since the Unix epoch).
     pub since_ms: i64,
-}
-
-/// How a key's holders changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeyChangeKind {
-    /// A new grant.
-    Granted,
-    /// The holder let go (released, committed or aborted).
-    Released,
-    /// The holder's lease (or maximum duration) ran out.
-    Expired,
-    /// The holder was aborted (deadlock victim, operator).
-    Revoked,
-    /// EXCLUSIVE became SHARED_READ, same token.
-    Downgraded,
 }
 
 /// One change of a key's holders.
@@ -89,13 +76,9 @@ fn holder(h: pb::KeyHolder) -> Result<KeyHolder> {
 }
 
 fn update(m: pb::KeyHolders) -> Result<KeyUpdate> {
-    let kind = |raw: i32| match pb::KeyChangeKind::try_from(raw) {
-        Ok(pb::KeyChangeKind::Granted) => Ok(KeyChangeKind::Granted),
-        Ok(pb::KeyChangeKind::Released) => Ok(KeyChangeKind::Released),
-        Ok(pb::KeyChangeKind::Expired) => Ok(KeyChangeKind::Expired),
-        Ok(pb::KeyChangeKind::Revoked) => Ok(KeyChangeKind::Revoked),
-        Ok(pb::KeyChangeKind::Downgraded) => Ok(KeyChangeKind::Downgraded),
-        _ => Err(Error::internal(format!("server sent an unknown key change kind {raw}"))),
+    let kind = |raw: i32| {
+        KeyChangeKind::from_wire(raw)
+            .ok_or_else(|| Error::internal(format!("server sent an unknown key change kind {raw}")))
     };
     let changes = m
         .changes

@@ -48,17 +48,6 @@ pub struct JsKeyUpdate {
     pub initial: bool,
 }
 
-fn change_kind(k: caerus_core::KeyChangeKind) -> &'static str {
-    match k {
-        caerus_core::KeyChangeKind::Granted => "GRANTED",
-        caerus_core::KeyChangeKind::Released => "RELEASED",
-        caerus_core::KeyChangeKind::Expired => "EXPIRED",
-        caerus_core::KeyChangeKind::Revoked => "REVOKED",
-        caerus_core::KeyChangeKind::Downgraded => "DOWNGRADED",
-        _ => "UNKNOWN",
-    }
-}
-
 impl From<caerus_core::KeyUpdate> for JsKeyUpdate {
     fn from(u: caerus_core::KeyUpdate) -> Self {
         JsKeyUpdate {
@@ -67,7 +56,7 @@ impl From<caerus_core::KeyUpdate> for JsKeyUpdate {
                 .changes
                 .into_iter()
                 .map(|c| JsKeyChange {
-                    kind: change_kind(c.kind).to_string(),
+                    kind: c.kind.as_str().to_string(),
                     holder: c.holder.into(),
                     end_cause: c.end_cause.map(|e| e.as_str().to_string()),
                 })

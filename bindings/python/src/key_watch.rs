@@ -67,17 +67,6 @@ impl KeyChange {
     }
 }
 
-fn kind_name(k: core::KeyChangeKind) -> &'static str {
-    match k {
-        core::KeyChangeKind::Granted => "GRANTED",
-        core::KeyChangeKind::Released => "RELEASED",
-        core::KeyChangeKind::Expired => "EXPIRED",
-        core::KeyChangeKind::Revoked => "REVOKED",
-        core::KeyChangeKind::Downgraded => "DOWNGRADED",
-        _ => "UNKNOWN",
-    }
-}
-
 /// The holders of a watched key, and what changed since the previous update.
 #[pyclass(frozen, get_all, module = "caerus")]
 pub struct KeyUpdate {
@@ -104,7 +93,7 @@ impl From<core::KeyUpdate> for KeyUpdate {
                 .changes
                 .into_iter()
                 .map(|c| KeyChange {
-                    kind: kind_name(c.kind),
+                    kind: c.kind.as_str(),
                     holder: c.holder.into(),
                     end_cause: c.end_cause.map(|e| e.as_str()),
                 })
