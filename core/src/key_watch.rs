@@ -29,11 +29,12 @@ use crate::Transaction;
 pub use caerus_types::KeyChangeKind;
 
 /// A transaction holding a watched key.
+#[cfg_attr(feature = "pyo3", pyo3::pyclass(frozen, get_all, module = "caerus"))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyHolder {
     /// The holding transaction.
     pub transaction_id: u64,
-    /// Its label: in an [`Election`], the candidate's name.
+    /// Its label: in an `Election`, the candidate's name.
     pub transaction_name: String,
     /// The mode held.
     pub mode: LockMode,

@@ -1,5 +1,12 @@
 //! Values of the SDK as JavaScript objects (u64 as `bigint`, modes and states as strings)
 //! and the checks of values coming from JavaScript.
+//!
+//! Unlike the Python and uniffi bindings, these are not core's types with a derive: the
+//! JavaScript shape differs from core's in every value that holds a token or an id (a
+//! `bigint`: napi reads no `u64` from JavaScript and writes `i64` as a number, so such a
+//! field must be napi's `BigInt`), a mode or state (a string in `index.d.ts`) or a duration
+//! (ms as a number), so a derive on core's types would change the published TypeScript
+//! surface.
 
 use caerus_core::{Lock, LockMode, LostReason, TokenCheck, TransactionStatus};
 use napi::bindgen_prelude::BigInt;
