@@ -25,12 +25,16 @@ use crate::router::{Attempts, Router};
 use crate::types::{required, AcquireOptions, EndCause, Lock, LockMode, TransactionOptions};
 use crate::Transaction;
 
+/// How a key's holders changed: the shared type, declared once in `caerus-types`.
+pub use caerus_types::KeyChangeKind;
+
 /// A transaction holding a watched key.
+#[cfg_attr(feature = "pyo3", pyo3::pyclass(frozen, get_all, module = "caerus"))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyHolder {
     /// The holding transaction.
     pub transaction_id: u64,
-    /// Its label: in an [`Election`], the candidate's name.
+    /// Its label: in an `Election`, the candidate's name.
     pub transaction_name: String,
     /// The mode held.
     pub mode: LockMode,
@@ -38,22 +42,6 @@ pub struct KeyHolder {
     pub fencing_token: u64,
     /// When it was granted (leader clock, ms since the Unix epoch).
     pub since_ms: i64,
-}
-
-/// How a key's holders changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum KeyChangeKind {
-    /// A new grant.
-    Granted,
-    /// The holder let go (released, committed or aborted).
-    Released,
-    /// The holder's lease (or maximum duration) ran out.
-    Expired,
-    /// The holder was aborted (deadlock victim, operator).
-    Revoked,
-    /// EXCLUSIVE became SHARED_READ, same token.
-    Downgraded,
 }
 
 /// One change of a key's holders.
@@ -89,13 +77,9 @@ fn holder(h: pb::KeyHolder) -> Result<KeyHolder> {
 }
 
 fn update(m: pb::KeyHolders) -> Result<KeyUpdate> {
-    let kind = |raw: i32| match pb::KeyChangeKind::try_from(raw) {
-        Ok(pb::KeyChangeKind::Granted) => Ok(KeyChangeKind::Granted),
-        Ok(pb::KeyChangeKind::Released) => Ok(KeyChangeKind::Released),
-        Ok(pb::KeyChangeKind::Expired) => Ok(KeyChangeKind::Expired),
-        Ok(pb::KeyChangeKind::Revoked) => Ok(KeyChangeKind::Revoked),
-        Ok(pb::KeyChangeKind::Downgraded) => Ok(KeyChangeKind::Downgraded),
-        _ => Err(Error::internal(format!("server sent an unknown key change kind {raw}"))),
+    let kind = |raw: i32| {
+        KeyChangeKind::from_wire(raw)
+            .ok_or_else(|| Error::internal(format!("server sent an unknown key change kind {raw}")))
     };
     let changes = m
         .changes

@@ -64,6 +64,9 @@ mod tx_shared;
 mod types;
 mod withdraw;
 
+#[cfg(feature = "pyo3")]
+mod python;
+
 pub use admin::{
     AbortOutcome, AddMemberOptions, ClusterMember, ClusterStatus, KeyDelay, KeyLocks, LockDelayRule, LockHolder,
     LockWaiter, MemberInfo, Membership, NewLeader, SnapshotPieces,

@@ -24,6 +24,7 @@ pub(crate) fn required<T: Wire>(what: &str, raw: i32) -> Result<T> {
 }
 
 /// A lock held by a transaction.
+#[cfg_attr(feature = "pyo3", pyo3::pyclass(frozen, get_all, module = "caerus"))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lock {
     /// The lock's namespace.
@@ -62,7 +63,9 @@ impl TryFrom<pb::HeldLock> for Lock {
     }
 }
 
-/// The answer of [`verify_fencing_token`](crate::DlsClient::verify_fencing_token).
+// No rustdoc links in the docs of a Python class: they are its docstrings too.
+/// The answer of `DlsClient::verify_fencing_token`.
+#[cfg_attr(feature = "pyo3", pyo3::pyclass(frozen, get_all, module = "caerus"))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenCheck {
     /// Whether the token is held on the key right now.
@@ -100,6 +103,7 @@ impl LockRequest {
 }
 
 /// Where a waiting lock request stands in its key's queue.
+#[cfg_attr(feature = "pyo3", pyo3::pyclass(frozen, get_all, module = "caerus"))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueuePosition {
     /// 1 = next in line.
@@ -115,6 +119,9 @@ impl From<pb::Queued> for QueuePosition {
 }
 
 /// A lock request that is waiting in a queue.
+// Python sees every field but the request id, which is the client's business (getters in
+// python.rs).
+#[cfg_attr(feature = "pyo3", pyo3::pyclass(frozen, module = "caerus"))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingLock {
     /// The requested lock's namespace.

@@ -3,7 +3,7 @@
 //! number from a newer contract) converts to `None`: the caller decides whether that is an
 //! error (a request's mode) or just absent (an old server's missing cause).
 
-use caerus_types::{EndCause, ErrorKind, EventKind, LockMode, TransactionState, VictimPolicy};
+use caerus_types::{EndCause, ErrorKind, EventKind, KeyChangeKind, LockMode, TransactionState, VictimPolicy};
 
 use crate::v1 as pb;
 
@@ -54,6 +54,13 @@ wire_enum!(EventKind <=> EventKind {
     TransactionAborted = TransactionAborted,
     LockRevoked = LockRevoked,
     ApiKeyChanged = ApiKeyChanged,
+});
+wire_enum!(KeyChangeKind <=> KeyChangeKind {
+    Granted = Granted,
+    Released = Released,
+    Expired = Expired,
+    Revoked = Revoked,
+    Downgraded = Downgraded,
 });
 wire_enum!(VictimPolicy <=> VictimPolicy {
     LowestPriorityThenYoungest = LowestPriorityThenYoungest,
@@ -114,6 +121,19 @@ mod tests {
             assert_eq!(EndCause::from_wire(c.to_wire()), Some(c));
             assert_eq!(pb::EndCause::try_from(c.to_wire()).unwrap().as_str_name(), format!("END_CAUSE_{}", c.as_str()));
         }
+        for k in [
+            KeyChangeKind::Granted,
+            KeyChangeKind::Released,
+            KeyChangeKind::Expired,
+            KeyChangeKind::Revoked,
+            KeyChangeKind::Downgraded,
+        ] {
+            assert_eq!(KeyChangeKind::from_wire(k.to_wire()), Some(k));
+            // The name every SDK shows is the wire name.
+            let wire = pb::KeyChangeKind::try_from(k.to_wire()).unwrap().as_str_name();
+            assert_eq!(wire, format!("KEY_CHANGE_KIND_{}", k.as_str()));
+        }
+        assert_eq!(KeyChangeKind::from_wire(0), None);
         for m in [LockMode::Exclusive, LockMode::SharedRead, LockMode::Semaphore] {
             assert_eq!(LockMode::from_wire(m.to_wire()), Some(m));
         }

@@ -269,6 +269,41 @@ impl FromStr for EventKind {
     }
 }
 
+/// How a watched key's holders changed (`WatchKey`). The server computes it, the client
+/// hands it on, and every SDK exposes it under this name (Python and Node as `as_str`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyChangeKind {
+    /// A new grant.
+    Granted,
+    /// The holder let go (released, committed or aborted).
+    Released,
+    /// The holder's lease (or maximum duration) ran out.
+    Expired,
+    /// The holder was aborted (deadlock victim, operator).
+    Revoked,
+    /// EXCLUSIVE became SHARED_READ, same token.
+    Downgraded,
+}
+
+impl KeyChangeKind {
+    /// The wire name, e.g. `"GRANTED"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyChangeKind::Granted => "GRANTED",
+            KeyChangeKind::Released => "RELEASED",
+            KeyChangeKind::Expired => "EXPIRED",
+            KeyChangeKind::Revoked => "REVOKED",
+            KeyChangeKind::Downgraded => "DOWNGRADED",
+        }
+    }
+}
+
+impl fmt::Display for KeyChangeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Which member of a deadlock cycle is aborted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum VictimPolicy {

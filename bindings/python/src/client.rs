@@ -135,7 +135,7 @@ pymethods_with_twins! {
             fencing_token: u64,
         ) -> TokenCheck {
             let client = self.client.clone();
-            async move { client.verify_fencing_token(&namespace, &key, fencing_token).await.map(TokenCheck::from) }
+            async move { client.verify_fencing_token(&namespace, &key, fencing_token).await }
         }
 
         #[pyo3(signature = (from_sequence=0, namespace_prefixes=Vec::new(), kinds=Vec::new(), only_new=false))]

@@ -9,7 +9,6 @@ use tokio::sync::Mutex;
 
 use crate::errors::to_py_err;
 use crate::twins::pymethods_with_twins;
-use crate::types::Lock;
 
 /// One entry of the cluster's event log. `kind` is `"DEADLOCK_RESOLVED"`,
 /// `"TRANSACTION_EXPIRED"`, `"TRANSACTION_ABORTED"` or `"LOCK_REVOKED"`; `detail` holds
@@ -50,7 +49,7 @@ impl<'py> IntoPyObject<'py> for EventOut {
 }
 
 fn lock_dicts<'py>(py: Python<'py>, locks: Vec<core::Lock>) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    locks.into_iter().map(|l| Bound::new(py, Lock::from(l)).map(Bound::into_any)).collect()
+    locks.into_iter().map(|l| Bound::new(py, l).map(Bound::into_any)).collect()
 }
 
 fn event_to_py(py: Python<'_>, e: core::Event) -> PyResult<Event> {

@@ -8,45 +8,9 @@ use pyo3::prelude::*;
 use tokio::sync::Mutex;
 
 use crate::twins::pymethods_with_twins;
-use crate::types::LockMode;
 
-/// A transaction holding the watched key.
-#[pyclass(frozen, get_all, module = "caerus")]
-#[derive(Clone)]
-pub struct KeyHolder {
-    /// The holding transaction.
-    transaction_id: u64,
-    /// Its label (in an election, the candidate's name).
-    transaction_name: String,
-    /// The mode held.
-    mode: LockMode,
-    /// The grant's fencing token.
-    fencing_token: u64,
-    /// When it was granted (leader clock, ms since the Unix epoch).
-    since_ms: i64,
-}
-
-#[pymethods]
-impl KeyHolder {
-    fn __repr__(&self) -> String {
-        format!(
-            "KeyHolder(transaction_id={}, transaction_name={:?}, fencing_token={})",
-            self.transaction_id, self.transaction_name, self.fencing_token
-        )
-    }
-}
-
-impl From<core::KeyHolder> for KeyHolder {
-    fn from(h: core::KeyHolder) -> Self {
-        KeyHolder {
-            transaction_id: h.transaction_id,
-            transaction_name: h.transaction_name,
-            mode: h.mode,
-            fencing_token: h.fencing_token,
-            since_ms: h.since_ms,
-        }
-    }
-}
+/// The holder class is core's `KeyHolder` itself (`caerus-core` with its `pyo3` feature).
+pub(crate) use core::KeyHolder;
 
 /// One change of a watched key's holders.
 #[pyclass(frozen, get_all, module = "caerus")]
@@ -64,17 +28,6 @@ pub struct KeyChange {
 impl KeyChange {
     fn __repr__(&self) -> String {
         format!("KeyChange(kind={:?}, transaction_id={})", self.kind, self.holder.transaction_id)
-    }
-}
-
-fn kind_name(k: core::KeyChangeKind) -> &'static str {
-    match k {
-        core::KeyChangeKind::Granted => "GRANTED",
-        core::KeyChangeKind::Released => "RELEASED",
-        core::KeyChangeKind::Expired => "EXPIRED",
-        core::KeyChangeKind::Revoked => "REVOKED",
-        core::KeyChangeKind::Downgraded => "DOWNGRADED",
-        _ => "UNKNOWN",
     }
 }
 
@@ -99,13 +52,13 @@ impl KeyUpdate {
 impl From<core::KeyUpdate> for KeyUpdate {
     fn from(u: core::KeyUpdate) -> Self {
         KeyUpdate {
-            holders: u.holders.into_iter().map(KeyHolder::from).collect(),
+            holders: u.holders,
             changes: u
                 .changes
                 .into_iter()
                 .map(|c| KeyChange {
-                    kind: kind_name(c.kind),
-                    holder: c.holder.into(),
+                    kind: c.kind.as_str(),
+                    holder: c.holder,
                     end_cause: c.end_cause.map(|e| e.as_str()),
                 })
                 .collect(),

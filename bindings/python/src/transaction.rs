@@ -9,7 +9,7 @@ use crate::asyncio_bridge::awaitable;
 use crate::runtime::{blocking, runtime};
 use crate::slots::{parse_outcome, SlotClaim, SlotRun};
 use crate::twins::pymethods_with_twins;
-use crate::types::{millis, parse_mode, Lock, LostReason, QueuePosition, TransactionStatus};
+use crate::types::{millis, parse_mode, Lock, LostReason, TransactionStatus};
 
 /// A native transaction handle. Use `caerus.Transaction` / `caerus.sync.Transaction`.
 #[pyclass(frozen, module = "caerus._native")]
@@ -56,7 +56,7 @@ fn queued_callback(on_queued: Option<Py<PyAny>>) -> impl FnMut(&core::QueuePosit
     move |q| {
         if let Some(callback) = &on_queued {
             Python::attach(|py| {
-                if let Err(e) = callback.call1(py, (QueuePosition::from(q),)) {
+                if let Err(e) = callback.call1(py, (q.clone(),)) {
                     e.write_unraisable(py, Some(callback.bind(py)));
                 }
             });
@@ -77,7 +77,7 @@ fn acquire_fut(
     }
     async move {
         let progress = queued_callback(on_queued);
-        tx.acquire_lock_with_progress(&namespace, &key, mode, opts, progress).await.map(Lock::from)
+        tx.acquire_lock_with_progress(&namespace, &key, mode, opts, progress).await
     }
 }
 
@@ -90,7 +90,7 @@ fn permit_fut(
     let opts = acquire_options(timeout_ms);
     async move {
         let progress = queued_callback(on_queued);
-        tx.acquire_permit_with_progress(&namespace, &key, permits, opts, progress).await.map(Lock::from)
+        tx.acquire_permit_with_progress(&namespace, &key, permits, opts, progress).await
     }
 }
 
@@ -123,7 +123,7 @@ fn acquire_all_fut(
     let opts = acquire_options(timeout_ms);
     async move {
         let progress = queued_callback(on_queued);
-        Ok(tx.acquire_locks_with_progress(&locks, opts, progress).await?.into_iter().map(Lock::from).collect())
+        tx.acquire_locks_with_progress(&locks, opts, progress).await
     }
 }
 
@@ -224,7 +224,7 @@ pymethods_with_twins! {
 
         fn downgrade / downgrade_blocking(&self, namespace: String, key: String) -> Option<Lock> {
             let tx = self.tx();
-            async move { Ok(tx.downgrade(&namespace, &key).await?.map(Lock::from)) }
+            async move { tx.downgrade(&namespace, &key).await }
         }
 
         /// Claims the schedule slot (of `period_ms`, aligned to the Unix epoch, by the

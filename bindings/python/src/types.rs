@@ -30,113 +30,12 @@ pub(crate) fn millis(name: &str, value: Option<f64>, default: Duration) -> PyRes
     }
 }
 
-/// The lock mode class is the shared type itself (`caerus-types` with its `pyo3` feature).
-pub(crate) use core::LockMode;
-
-/// A granted lock. `fencing_token` is cluster-wide and strictly increasing: pass it to the
-/// storage you protect, which should reject writes with a lower token than it has seen.
-#[pyclass(frozen, get_all, module = "caerus")]
-#[derive(Clone)]
-pub struct Lock {
-    /// The lock's namespace.
-    namespace: String,
-    /// The lock's key.
-    key: String,
-    /// The mode it is held in.
-    mode: LockMode,
-    /// The grant's fencing token.
-    fencing_token: u64,
-}
-
-#[pymethods]
-impl Lock {
-    fn __repr__(&self) -> String {
-        format!(
-            "Lock(namespace={:?}, key={:?}, mode={}, fencing_token={})",
-            self.namespace,
-            self.key,
-            self.mode.as_str(),
-            self.fencing_token
-        )
-    }
-}
-
-/// Where a waiting acquire stands in its key's queue (passed to `on_queued`).
-#[pyclass(frozen, get_all, module = "caerus")]
-#[derive(Clone)]
-pub struct QueuePosition {
-    /// 1 = next in line (for several locks: the furthest place over the keys waited for).
-    position: u32,
-    /// The transactions this request waits for (holders and earlier waiters).
-    blocking_transaction_ids: Vec<u64>,
-}
-
-#[pymethods]
-impl QueuePosition {
-    fn __repr__(&self) -> String {
-        format!(
-            "QueuePosition(position={}, blocking_transaction_ids={:?})",
-            self.position, self.blocking_transaction_ids
-        )
-    }
-}
-
-impl From<&core::QueuePosition> for QueuePosition {
-    fn from(q: &core::QueuePosition) -> Self {
-        QueuePosition { position: q.position, blocking_transaction_ids: q.blocking_transaction_ids.clone() }
-    }
-}
-
-/// Whether a fencing token is a current grant of a key (`verify_fencing_token`).
-#[pyclass(frozen, get_all, module = "caerus")]
-#[derive(Clone)]
-pub struct TokenCheck {
-    /// True when a transaction holds the key with this very token right now.
-    current: bool,
-    /// The tokens of the key's current holders (several readers, or none when free).
-    current_tokens: Vec<u64>,
-}
-
-#[pymethods]
-impl TokenCheck {
-    fn __repr__(&self) -> String {
-        format!(
-            "TokenCheck(current={}, current_tokens={:?})",
-            if self.current { "True" } else { "False" },
-            self.current_tokens
-        )
-    }
-
-    fn __bool__(&self) -> bool {
-        self.current
-    }
-}
-
-impl From<core::TokenCheck> for TokenCheck {
-    fn from(c: core::TokenCheck) -> Self {
-        TokenCheck { current: c.current, current_tokens: c.current_tokens }
-    }
-}
-
-impl From<core::Lock> for Lock {
-    fn from(l: core::Lock) -> Self {
-        Lock { namespace: l.namespace, key: l.key, mode: l.mode, fencing_token: l.fencing_token }
-    }
-}
-
-/// A lock request waiting in a key's queue.
-#[pyclass(frozen, get_all, module = "caerus")]
-#[derive(Clone)]
-pub struct PendingLock {
-    /// The namespace waited for.
-    namespace: String,
-    /// The key waited for.
-    key: String,
-    /// The mode asked for.
-    mode: LockMode,
-    /// Place in the queue (0 = next).
-    position: u32,
-}
+/// The lock mode class is the shared type itself (`caerus-types` with its `pyo3` feature),
+/// and so are the classes of the values core declares with this SDK's shape (`caerus-core`
+/// with its `pyo3` feature). The classes below are declared here because Python sees them
+/// in another shape: states, causes and kinds as strings, durations as ms, lock listings
+/// as dicts.
+pub(crate) use core::{Lock, LockMode, PendingLock, QueuePosition, TokenCheck};
 
 /// A transaction as the leader sees it.
 #[pyclass(frozen, get_all, module = "caerus")]
@@ -180,13 +79,8 @@ impl From<core::TransactionStatus> for TransactionStatus {
             priority: s.priority,
             lease_timeout_ms: s.lease_timeout_ms,
             lease_remaining_ms: s.lease_remaining_ms,
-            locks: s.locks.into_iter().map(Lock::from).collect(),
-            waiting: s.waiting.map(|w| PendingLock {
-                namespace: w.namespace,
-                key: w.key,
-                mode: w.mode,
-                position: w.position,
-            }),
+            locks: s.locks,
+            waiting: s.waiting,
             end_reason: s.end_reason,
             end_cause: s.end_cause.map(|c| c.as_str()),
         }

@@ -63,7 +63,7 @@ impl DlsClient {
         fencing_token: u64,
     ) -> Result<TokenCheck, DlsError> {
         let client = self.client.clone();
-        on_runtime(async move { Ok(client.verify_fencing_token(&namespace, &key, fencing_token).await?.into()) }).await
+        on_runtime(async move { Ok(client.verify_fencing_token(&namespace, &key, fencing_token).await?) }).await
     }
 
     /// Operator call (admin key on a server with keys): aborts any transaction and

@@ -34,8 +34,10 @@ impl From<core::EventKind> for EventKind {
     }
 }
 
+pub type CycleMember = core::CycleMember;
+
 /// A member of a deadlock cycle.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct CycleMember {
     pub transaction_id: u64,
     pub transaction_name: String,
@@ -96,28 +98,10 @@ impl From<core::Event> for Event {
         let kind = e.kind().into();
         let detail = match e.detail {
             core::EventDetail::DeadlockResolved { cycle, victim_transaction_id, policy } => {
-                EventDetail::DeadlockResolved {
-                    cycle: cycle
-                        .into_iter()
-                        .map(|m| CycleMember {
-                            transaction_id: m.transaction_id,
-                            transaction_name: m.transaction_name,
-                            priority: m.priority,
-                            namespace: m.namespace,
-                            key: m.key,
-                            mode: m.mode,
-                        })
-                        .collect(),
-                    victim_transaction_id,
-                    policy: policy.as_str().to_string(),
-                }
+                EventDetail::DeadlockResolved { cycle, victim_transaction_id, policy: policy.as_str().to_string() }
             }
             core::EventDetail::TransactionExpired { transaction_id, transaction_name, released_locks } => {
-                EventDetail::TransactionExpired {
-                    transaction_id,
-                    transaction_name,
-                    released_locks: released_locks.into_iter().map(Lock::from).collect(),
-                }
+                EventDetail::TransactionExpired { transaction_id, transaction_name, released_locks }
             }
             core::EventDetail::TransactionAborted {
                 transaction_id,
@@ -125,13 +109,7 @@ impl From<core::Event> for Event {
                 reason,
                 operator,
                 released_locks,
-            } => EventDetail::TransactionAborted {
-                transaction_id,
-                transaction_name,
-                reason,
-                operator,
-                released_locks: released_locks.into_iter().map(Lock::from).collect(),
-            },
+            } => EventDetail::TransactionAborted { transaction_id, transaction_name, reason, operator, released_locks },
             core::EventDetail::LockRevoked { transaction_id, namespace, key, mode, fencing_token, cause } => {
                 EventDetail::LockRevoked {
                     transaction_id,

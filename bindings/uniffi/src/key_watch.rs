@@ -10,8 +10,13 @@ use crate::errors::DlsError;
 use crate::runtime::on_runtime;
 use crate::types::{EndCause, LockMode};
 
+// The values are core's own types (`uniffi::remote`: the lists below are checked against
+// core's declarations at compile time; nothing is converted). See `types.rs`.
+
+pub type KeyHolder = core::KeyHolder;
+
 /// A transaction holding a watched key.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct KeyHolder {
     pub transaction_id: u64,
     /// Its label: in an election, the candidate's name.
@@ -21,32 +26,22 @@ pub struct KeyHolder {
     pub since_ms: i64,
 }
 
-impl From<core::KeyHolder> for KeyHolder {
-    fn from(h: core::KeyHolder) -> Self {
-        KeyHolder {
-            transaction_id: h.transaction_id,
-            transaction_name: h.transaction_name,
-            mode: h.mode,
-            fencing_token: h.fencing_token,
-            since_ms: h.since_ms,
-        }
-    }
-}
+pub type KeyChangeKind = core::KeyChangeKind;
 
 /// How a key's holders changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum KeyChangeKind {
     Granted,
     Released,
     Expired,
     Revoked,
     Downgraded,
-    /// A kind this SDK does not know yet.
-    Unknown,
 }
 
+pub type KeyChange = core::KeyChange;
+
 /// One change of a watched key's holders.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct KeyChange {
     pub kind: KeyChangeKind,
     pub holder: KeyHolder,
@@ -54,36 +49,16 @@ pub struct KeyChange {
     pub end_cause: Option<EndCause>,
 }
 
+pub type KeyUpdate = core::KeyUpdate;
+
 /// The holders of a watched key and what changed since the previous update.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct KeyUpdate {
     pub holders: Vec<KeyHolder>,
     /// Empty in the first update.
     pub changes: Vec<KeyChange>,
     /// True for the first update: the state the watch starts from.
     pub initial: bool,
-}
-
-impl From<core::KeyUpdate> for KeyUpdate {
-    fn from(u: core::KeyUpdate) -> Self {
-        let kind = |k: core::KeyChangeKind| match k {
-            core::KeyChangeKind::Granted => KeyChangeKind::Granted,
-            core::KeyChangeKind::Released => KeyChangeKind::Released,
-            core::KeyChangeKind::Expired => KeyChangeKind::Expired,
-            core::KeyChangeKind::Revoked => KeyChangeKind::Revoked,
-            core::KeyChangeKind::Downgraded => KeyChangeKind::Downgraded,
-            _ => KeyChangeKind::Unknown,
-        };
-        KeyUpdate {
-            holders: u.holders.into_iter().map(KeyHolder::from).collect(),
-            changes: u
-                .changes
-                .into_iter()
-                .map(|c| KeyChange { kind: kind(c.kind), holder: c.holder.into(), end_cause: c.end_cause })
-                .collect(),
-            initial: u.initial,
-        }
-    }
 }
 
 /// A key watch: `next()` until null. Close it (`close()` / `use {}`) when done.
@@ -107,7 +82,7 @@ impl KeyWatch {
             let mut guard = watch.lock().await;
             let Some(w) = guard.as_mut() else { return Ok(None) };
             match w.next_update().await {
-                Some(Ok(u)) => Ok(Some(u.into())),
+                Some(Ok(u)) => Ok(Some(u)),
                 Some(Err(e)) => {
                     *guard = None;
                     Err(e.into())

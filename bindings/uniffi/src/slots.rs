@@ -1,10 +1,14 @@
 //! At most once per schedule slot (core `Transaction::claim_slot` / `finish_slot`): the
-//! values as uniffi records and enums, converted from core's.
+//! states and outcomes are core's own enums (`uniffi::remote`, see `types.rs`); the run and
+//! the claim are declared here because core's run holds its period as a `Duration`, which
+//! the foreign side gets as `period_ms`.
 
 use caerus_core as core;
 
+pub type SlotRunState = core::SlotRunState;
+
 /// Where a slot's run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum SlotRunState {
     /// Claimed; its transaction holds the lock and has not finished it.
     Running,
@@ -16,19 +20,10 @@ pub enum SlotRunState {
     Lost,
 }
 
-impl From<core::SlotRunState> for SlotRunState {
-    fn from(s: core::SlotRunState) -> Self {
-        match s {
-            core::SlotRunState::Running => SlotRunState::Running,
-            core::SlotRunState::Succeeded => SlotRunState::Succeeded,
-            core::SlotRunState::Failed => SlotRunState::Failed,
-            core::SlotRunState::Lost => SlotRunState::Lost,
-        }
-    }
-}
+pub type SlotOutcome = core::SlotOutcome;
 
 /// How a claimed run ended, as its claimer reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum SlotOutcome {
     Succeeded,
     /// With the process's exit code when it had one.
@@ -37,16 +32,6 @@ pub enum SlotOutcome {
     },
     /// The lock was lost while the job ran.
     Lost,
-}
-
-impl From<SlotOutcome> for core::SlotOutcome {
-    fn from(o: SlotOutcome) -> Self {
-        match o {
-            SlotOutcome::Succeeded => core::SlotOutcome::Succeeded,
-            SlotOutcome::Failed { exit_code } => core::SlotOutcome::Failed { exit_code },
-            SlotOutcome::Lost => core::SlotOutcome::Lost,
-        }
-    }
 }
 
 /// A key's run for a schedule slot, as the cluster remembers it (times: the cluster's clock,
@@ -72,7 +57,7 @@ impl From<core::SlotRun> for SlotRun {
     fn from(r: core::SlotRun) -> Self {
         SlotRun {
             period_ms: u64::try_from(r.period.as_millis()).unwrap_or(u64::MAX),
-            state: r.state.into(),
+            state: r.state,
             namespace: r.namespace,
             key: r.key,
             slot: r.slot,

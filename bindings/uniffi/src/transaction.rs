@@ -30,7 +30,7 @@ pub trait QueueListener: Send + Sync {
 fn queued_callback(listener: Option<Arc<dyn QueueListener>>) -> impl FnMut(&core::QueuePosition) + Send {
     move |q| {
         if let Some(listener) = &listener {
-            listener.on_queued(q.into());
+            listener.on_queued(q.clone());
         }
     }
 }
@@ -86,7 +86,7 @@ impl Transaction {
         let tx = self.tx.clone();
         on_runtime(async move {
             let (opts, progress) = (acquire_options(timeout_ms), queued_callback(on_queued));
-            Ok(tx.acquire_lock_with_progress(&namespace, &key, mode, opts, progress).await?.into())
+            Ok(tx.acquire_lock_with_progress(&namespace, &key, mode, opts, progress).await?)
         })
         .await
     }
@@ -108,7 +108,7 @@ impl Transaction {
         let tx = self.tx.clone();
         on_runtime(async move {
             let (opts, progress) = (acquire_options(timeout_ms), queued_callback(on_queued));
-            Ok(tx.acquire_permit_with_progress(&namespace, &key, permits, opts, progress).await?.into())
+            Ok(tx.acquire_permit_with_progress(&namespace, &key, permits, opts, progress).await?)
         })
         .await
     }
@@ -128,8 +128,7 @@ impl Transaction {
         let tx = self.tx.clone();
         on_runtime(async move {
             let (opts, progress) = (acquire_options(timeout_ms), queued_callback(on_queued));
-            let wanted: Vec<core::LockRequest> = locks.into_iter().map(Into::into).collect();
-            Ok(tx.acquire_locks_with_progress(&wanted, opts, progress).await?.into_iter().map(Lock::from).collect())
+            Ok(tx.acquire_locks_with_progress(&locks, opts, progress).await?)
         })
         .await
     }
@@ -138,7 +137,7 @@ impl Transaction {
     /// (queued readers come in). Returns the lock as now held, or null if it was not held.
     pub async fn downgrade(&self, namespace: String, key: String) -> Result<Option<Lock>, DlsError> {
         let tx = self.tx.clone();
-        on_runtime(async move { Ok(tx.downgrade(&namespace, &key).await?.map(Lock::from)) }).await
+        on_runtime(async move { Ok(tx.downgrade(&namespace, &key).await?) }).await
     }
 
     /// Claims the schedule slot (of `period_ms`, aligned to the Unix epoch, by the cluster's
@@ -160,7 +159,7 @@ impl Transaction {
     /// first is recorded LOST); returns the cluster's record.
     pub async fn finish_slot(&self, claim: SlotClaim, outcome: SlotOutcome) -> Result<SlotRun, DlsError> {
         let tx = self.tx.clone();
-        on_runtime(async move { Ok(tx.finish_slot(&claim.into(), outcome.into()).await?.into()) }).await
+        on_runtime(async move { Ok(tx.finish_slot(&claim.into(), outcome).await?.into()) }).await
     }
 
     /// Releases one lock (or withdraws the wait for it); false if it was not held.
@@ -202,7 +201,7 @@ impl Transaction {
 
     /// Why the transaction was lost, or null while it is not.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.tx.lost_reason().map(Into::into)
+        self.tx.lost_reason()
     }
 
     /// Returns when the transaction is lost; never if it ends normally, so race it against
@@ -210,7 +209,7 @@ impl Transaction {
     pub async fn await_lost(&self) -> LostReason {
         let tx = self.tx.clone();
         match on_runtime(async move { Ok(tx.lost().await) }).await {
-            Ok(reason) => reason.into(),
+            Ok(reason) => reason,
             // Only a failed runtime task gets here.
             Err(e) => LostReason { kind: LostKind::LeaseUnconfirmed, message: e.to_string() },
         }
@@ -227,7 +226,7 @@ impl Transaction {
                 _ = ended.wait_for(|e| *e) => None,
             };
             if let Some(reason) = reason {
-                listener.on_lost(reason.into());
+                listener.on_lost(reason);
             }
         });
     }

@@ -4,10 +4,15 @@
 use caerus_core as core;
 
 // The modes, states and causes are the shared types themselves (`caerus-types`, through
-// core). `uniffi::remote` exposes a type declared in another crate: the variant lists below
-// are checked against the real declarations at compile time, and nothing is converted.
-// (A derive inside caerus-types would need a uniffi namespace of its own: a second Kotlin
-// package and Swift module for three enums.)
+// core), and so is every value core declares with this SDK's shape (locks, queue places,
+// token checks, lost reasons, lock listings; key watches in `key_watch.rs`, slot states
+// in `slots.rs`, cycle members in `events.rs`). `uniffi::remote` exposes a type declared in
+// another crate: the field and variant lists below are checked against the real
+// declarations at compile time, and nothing is converted. (A derive inside caerus-types or
+// caerus-core would need a uniffi namespace of its own: a second Kotlin package and Swift
+// module, which would move these types out of `dev.caerus.dls` / `CaerusDls` and break every
+// import of them.) A record is declared here only where the foreign shape differs; each
+// says why.
 
 /// How a lock is held.
 pub type LockMode = core::LockMode;
@@ -22,20 +27,16 @@ pub enum LockMode {
     Semaphore,
 }
 
+pub type Lock = core::Lock;
+
 /// A granted lock.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct Lock {
     pub namespace: String,
     pub key: String,
     pub mode: LockMode,
     /// Cluster-wide, strictly increasing: hand it to the storage you protect.
     pub fencing_token: u64,
-}
-
-impl From<core::Lock> for Lock {
-    fn from(l: core::Lock) -> Self {
-        Lock { namespace: l.namespace, key: l.key, mode: l.mode, fencing_token: l.fencing_token }
-    }
 }
 
 /// Where a transaction stands.
@@ -63,22 +64,20 @@ pub enum EndCause {
     MaxDurationExceeded,
 }
 
+pub type LockRequest = core::LockRequest;
+
 /// One lock of an all-or-nothing `acquire_locks`.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct LockRequest {
     pub namespace: String,
     pub key: String,
     pub mode: LockMode,
 }
 
-impl From<LockRequest> for core::LockRequest {
-    fn from(r: LockRequest) -> Self {
-        core::LockRequest::new(r.namespace, r.key, r.mode)
-    }
-}
+pub type QueuePosition = core::QueuePosition;
 
 /// Where a waiting acquire stands in its key's queue.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct QueuePosition {
     /// 1 = next in line (several locks: the furthest place over the keys waited for).
     pub position: u32,
@@ -86,14 +85,10 @@ pub struct QueuePosition {
     pub blocking_transaction_ids: Vec<u64>,
 }
 
-impl From<&core::QueuePosition> for QueuePosition {
-    fn from(q: &core::QueuePosition) -> Self {
-        QueuePosition { position: q.position, blocking_transaction_ids: q.blocking_transaction_ids.clone() }
-    }
-}
+pub type TokenCheck = core::TokenCheck;
 
 /// The answer of `verify_fencing_token`.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct TokenCheck {
     /// Whether the token is held on the key right now.
     pub current: bool,
@@ -101,12 +96,8 @@ pub struct TokenCheck {
     pub current_tokens: Vec<u64>,
 }
 
-impl From<core::TokenCheck> for TokenCheck {
-    fn from(c: core::TokenCheck) -> Self {
-        TokenCheck { current: c.current, current_tokens: c.current_tokens }
-    }
-}
-
+// Not core's `PendingLock`: that one also carries the waiting call's request id, which is
+// the client's business.
 /// The lock a transaction waits for.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct PendingLock {
@@ -117,6 +108,7 @@ pub struct PendingLock {
     pub position: u32,
 }
 
+// Holds a `PendingLock` (above), so it is declared here too.
 /// A transaction as the leader sees it.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct TransactionStatus {
@@ -142,7 +134,7 @@ impl From<core::TransactionStatus> for TransactionStatus {
             priority: s.priority,
             lease_timeout_ms: s.lease_timeout_ms,
             lease_remaining_ms: s.lease_remaining_ms,
-            locks: s.locks.into_iter().map(Lock::from).collect(),
+            locks: s.locks,
             waiting: s.waiting.map(|w| PendingLock {
                 namespace: w.namespace,
                 key: w.key,
@@ -155,8 +147,10 @@ impl From<core::TransactionStatus> for TransactionStatus {
     }
 }
 
+pub type LostKind = core::LostKind;
+
 /// Why a transaction was lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+#[uniffi::remote(Enum)]
 pub enum LostKind {
     Expired,
     Aborted,
@@ -166,28 +160,19 @@ pub enum LostKind {
     NotFound,
 }
 
+pub type LostReason = core::LostReason;
+
 /// Why a transaction was lost, with the server's (or client's) message.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct LostReason {
     pub kind: LostKind,
     pub message: String,
 }
 
-impl From<core::LostReason> for LostReason {
-    fn from(r: core::LostReason) -> Self {
-        let kind = match r.kind {
-            core::LostKind::Expired => LostKind::Expired,
-            core::LostKind::Aborted => LostKind::Aborted,
-            core::LostKind::DeadlockVictim => LostKind::DeadlockVictim,
-            core::LostKind::NotFound => LostKind::NotFound,
-            _ => LostKind::LeaseUnconfirmed,
-        };
-        LostReason { kind, message: r.message }
-    }
-}
+pub type LockHolder = core::LockHolder;
 
 /// A transaction holding a listed key (`list_locks`).
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct LockHolder {
     pub transaction_id: u64,
     /// Its label ("" if it has none).
@@ -198,8 +183,10 @@ pub struct LockHolder {
     pub since_ms: i64,
 }
 
+pub type LockWaiter = core::LockWaiter;
+
 /// A request waiting in a listed key's queue (`list_locks`).
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+#[uniffi::remote(Record)]
 pub struct LockWaiter {
     pub transaction_id: u64,
     pub transaction_name: String,
@@ -214,6 +201,7 @@ pub struct LockWaiter {
     pub upgrade: bool,
 }
 
+// Not core's `KeyDelay`: core also reports `remaining_ms`, which this SDK never exposed.
 /// Why and until when a listed key grants nothing: its holder was revoked in a namespace
 /// with a lock-delay (`set_lock_delay`).
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
@@ -227,6 +215,7 @@ pub struct KeyDelay {
     pub cause: Option<EndCause>,
 }
 
+// Holds a `KeyDelay` (above), so it is declared here too.
 /// One key of `list_locks`: held, waited for, or under a lock-delay.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct KeyLocks {
@@ -246,36 +235,15 @@ impl From<core::KeyLocks> for KeyLocks {
         KeyLocks {
             namespace: k.namespace,
             key: k.key,
-            holders: k
-                .holders
-                .into_iter()
-                .map(|h| LockHolder {
-                    transaction_id: h.transaction_id,
-                    transaction_name: h.transaction_name,
-                    mode: h.mode,
-                    fencing_token: h.fencing_token,
-                    since_ms: h.since_ms,
-                })
-                .collect(),
-            waiters: k
-                .waiters
-                .into_iter()
-                .map(|w| LockWaiter {
-                    transaction_id: w.transaction_id,
-                    transaction_name: w.transaction_name,
-                    mode: w.mode,
-                    position: w.position,
-                    blocking_transaction_ids: w.blocking_transaction_ids,
-                    since_ms: w.since_ms,
-                    upgrade: w.upgrade,
-                })
-                .collect(),
+            holders: k.holders,
+            waiters: k.waiters,
             delay: k.delay.map(|d| KeyDelay { until_ms: d.until_ms, transaction_id: d.transaction_id, cause: d.cause }),
             permits: k.permits,
         }
     }
 }
 
+// Core's rule holds a `Duration`; the foreign side gets milliseconds.
 /// A lock-delay rule (`lock_delays`).
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct LockDelayRule {
@@ -291,6 +259,7 @@ impl From<core::LockDelayRule> for LockDelayRule {
     }
 }
 
+// Core's key info also carries limits and rotation times this SDK does not expose (yet).
 /// An API key kept by the cluster (`list_api_keys`; never its secret).
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct ApiKeyInfo {

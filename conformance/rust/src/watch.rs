@@ -36,14 +36,7 @@ pub async fn read_changes(watch: &mut KeyWatch, checks: &Map<String, Value>) -> 
 }
 
 pub fn kind_name(kind: KeyChangeKind) -> &'static str {
-    match kind {
-        KeyChangeKind::Granted => "GRANTED",
-        KeyChangeKind::Released => "RELEASED",
-        KeyChangeKind::Expired => "EXPIRED",
-        KeyChangeKind::Revoked => "REVOKED",
-        KeyChangeKind::Downgraded => "DOWNGRADED",
-        _ => "UNKNOWN",
-    }
+    kind.as_str()
 }
 
 fn show_holder(h: &KeyHolder) -> String {

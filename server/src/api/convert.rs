@@ -3,7 +3,7 @@
 use caerus_proto::v1 as pb;
 use caerus_proto::Wire;
 
-use crate::engine::{KeyChangeKind, KeyHolder, KeyState};
+use crate::engine::{KeyHolder, KeyState};
 
 use crate::locks::{
     revoke_cause, ApiKeyChange, CycleMember, EndCause, Event, EventDetail, EventKind, Held, LockKey, LockMode,
@@ -153,20 +153,13 @@ pub fn key_holder(h: &KeyHolder) -> pb::KeyHolder {
 }
 
 pub fn key_state(s: &KeyState) -> pb::KeyHolders {
-    let kind = |k: KeyChangeKind| match k {
-        KeyChangeKind::Granted => pb::KeyChangeKind::Granted,
-        KeyChangeKind::Released => pb::KeyChangeKind::Released,
-        KeyChangeKind::Expired => pb::KeyChangeKind::Expired,
-        KeyChangeKind::Revoked => pb::KeyChangeKind::Revoked,
-        KeyChangeKind::Downgraded => pb::KeyChangeKind::Downgraded,
-    } as i32;
     pb::KeyHolders {
         holders: s.holders.iter().map(key_holder).collect(),
         changes: s
             .changes
             .iter()
             .map(|c| pb::KeyChange {
-                kind: kind(c.kind),
+                kind: c.kind.to_wire(),
                 holder: Some(key_holder(&c.holder)),
                 end_cause: cause(c.cause),
             })

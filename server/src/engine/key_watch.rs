@@ -12,6 +12,7 @@ use futures::Stream;
 
 use super::{Engine, EngineError, EngineResult, Principal};
 use crate::locks::{EndCause, LockKey, LockMode, LockTable, TxnId};
+pub use caerus_types::KeyChangeKind;
 
 /// The longest cursor a watcher may send back: the holders of a key under heavy shared
 /// use, with room to spare; anything longer was not made by this server.
@@ -25,15 +26,6 @@ pub struct KeyHolder {
     pub mode: LockMode,
     pub token: u64,
     pub since_ms: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyChangeKind {
-    Granted,
-    Released,
-    Expired,
-    Revoked,
-    Downgraded,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

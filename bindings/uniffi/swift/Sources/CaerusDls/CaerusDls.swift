@@ -4709,10 +4709,6 @@ public enum KeyChangeKind: Equatable, Hashable {
     case expired
     case revoked
     case downgraded
-    /**
-     * A kind this SDK does not know yet.
-     */
-    case unknown
 
 
 
@@ -4744,8 +4740,6 @@ public struct FfiConverterTypeKeyChangeKind: FfiConverterRustBuffer {
         
         case 5: return .downgraded
         
-        case 6: return .unknown
-        
         default: throw UniffiInternalError.unexpectedEnumCase
         }
     }
@@ -4772,10 +4766,6 @@ public struct FfiConverterTypeKeyChangeKind: FfiConverterRustBuffer {
         
         case .downgraded:
             writeInt(&buf, Int32(5))
-        
-        
-        case .unknown:
-            writeInt(&buf, Int32(6))
         
         }
     }
