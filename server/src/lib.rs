@@ -1,4 +1,5 @@
-//! Caerus DLS lock server library; the `dls` binary is a thin CLI over it.
+//! Caerus DLS lock server library. The `dls` binary (`cli/`, crate caerus-cli) runs it
+//! (`serve::run`) and holds the operator commands, clients of the cluster like any user.
 //!
 //! - `locks` (the `caerus-locks` crate): the lock semantics, a pure deterministic state machine.
 //! - `raft/`: openraft storage (log segments, checked metadata, snapshot files), state-machine adapter and peer network.
@@ -23,9 +24,7 @@
 
 pub mod api;
 pub mod certs;
-pub mod cli;
 pub mod config;
-pub mod config_file;
 pub mod conn;
 pub mod engine;
 pub mod exposition;
