@@ -227,7 +227,7 @@ mod tests {
         }
     }
 
-    fn serve_args(l: &Loaded) -> &caerus_server::config::ServeArgs {
+    fn serve_args(l: &Loaded) -> &caerus_server::ServeArgs {
         match &l.cli.command {
             crate::commands::CliCommand::Serve(a) => a,
             _ => panic!("serve"),

@@ -6,7 +6,7 @@ mod config_file;
 use clap::CommandFactory;
 use tracing_subscriber::EnvFilter;
 
-use caerus_server::api::auth::add_key;
+use caerus_server::add_key;
 use commands::connect::CliError;
 use commands::{
     events, health, keys, lock, lock_delay, locks, members, snapshot, status, txn, Cli, CliCommand, KeysCommand,
@@ -62,7 +62,7 @@ async fn main() {
                 .map_err(failure)
         }
         CliCommand::Keys(KeysCommand::Cluster(command)) => keys::run(command).await,
-        CliCommand::Certs(command) => caerus_server::certs::run(&command)
+        CliCommand::Certs(command) => caerus_server::write_certs(&command)
             .map(|files| {
                 for f in files {
                     eprintln!("wrote {}", f.display());

@@ -375,7 +375,7 @@ impl Node {
             pending: std::sync::Mutex::new(pending),
             peer_auth,
             peer_transport,
-            versions: Versions::new(version, cfg.feature_level, data_level),
+            versions: Versions::new(version, cfg.feature_level),
             handing_off: watch::channel(false).0,
             handoff_turn: Mutex::new(()),
             led_since: std::sync::Mutex::new(None),

@@ -44,9 +44,9 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
 #[cfg(windows)]
-use caerus_server::platform::child::{send_signal, ProcessGroup};
+use caerus_server::child::{send_signal, ProcessGroup};
 #[cfg(windows)]
-use caerus_server::platform::signals::{signal, SignalKind};
+use caerus_server::signals::{signal, SignalKind};
 
 use super::connect::{CliError, ClusterArgs};
 

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use caerus_server::config::ServeArgs;
+use caerus_server::ServeArgs;
 
 /// `dls --version`, and the version `dls serve` tells peers and clients: the crate version
 /// and the commit it was built from (build.rs).
@@ -49,7 +49,7 @@ pub enum CliCommand {
     Keys(KeysCommand),
     /// Make a cluster CA and node or client certificates for TLS (`dls certs init`, then `dls certs node N --host H`).
     #[command(subcommand)]
-    Certs(caerus_server::certs::CertsCommand),
+    Certs(caerus_server::CertsCommand),
     /// List held and waited-for locks: holders with tokens, waiters with their blockers.
     Locks(locks::LocksArgs),
     /// Set or list lock-delays: how long a revoked holder's keys stay unavailable, per namespace prefix.

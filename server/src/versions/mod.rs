@@ -42,12 +42,11 @@ pub struct Versions {
     /// The highest level this node reads and advertises (`--feature-level`).
     pub own_level: u32,
     pub reports: RwLock<Reports>,
-    pub data: Arc<DataLevel>,
 }
 
 impl Versions {
-    pub fn new(own_version: &'static str, own_level: u32, data: Arc<DataLevel>) -> Arc<Versions> {
-        Arc::new(Versions { own_version, own_level, reports: RwLock::default(), data })
+    pub fn new(own_version: &'static str, own_level: u32) -> Arc<Versions> {
+        Arc::new(Versions { own_version, own_level, reports: RwLock::default() })
     }
 
     /// Whether the leader is about to raise the cluster's level to at least `level`: every
@@ -98,8 +97,7 @@ mod tests {
     }
 
     fn versions(reports: &[(NodeId, Option<&str>, u32)]) -> Arc<Versions> {
-        let dir = tempfile::tempdir().unwrap();
-        let v = Versions::new("0.1.0 (commit test)", LEVEL, Arc::new(DataLevel::open(dir.path(), LEVEL).unwrap()));
+        let v = Versions::new("0.1.0 (commit test)", LEVEL);
         for (id, version, level) in reports {
             let report = Report { version: version.map(str::to_string), level: *level, at: Instant::now() };
             v.reports.write().unwrap().record(*id, report);
