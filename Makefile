@@ -60,7 +60,7 @@ test-rust: ## Rust tests: unit tests and integration tests against real dls proc
 	$(CARGO) test --lib --bins --tests --examples
 
 dls-debug: ## Build the dls binary the SDK test suites start
-	$(CARGO) build -p caerus-server --bin dls
+	$(CARGO) build -p caerus-cli --bin dls
 
 test-python: dls-kit ## Build the Python SDK into a virtualenv and run its pytest suite
 	$(MAKE) -C bindings/python test DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls KIT_BIN=$(KIT_BIN)
@@ -72,10 +72,10 @@ build: ## Debug build of the workspace
 	$(CARGO) build --workspace --all-targets
 
 release: ## Optimized build of the `dls` binary, with line tables for perf (benchmarks, demo, chaos)
-	$(CARGO) build --release -p caerus-server --bin dls
+	$(CARGO) build --release -p caerus-cli --bin dls
 
 lean: ## Optimized build of `dls` without debug info, into <target dir>/lean (run, cluster, install)
-	$(CARGO) build --profile lean -p caerus-server --bin dls
+	$(CARGO) build --profile lean -p caerus-cli --bin dls
 
 cluster: lean ## Start a local three-node cluster in the background (gRPC 7070/7072/7074, HTTP 7071/7073/7075, peers 7080/7082/7084 with mutual TLS)
 	@mkdir -p $(CLUSTER_DIR)
@@ -186,7 +186,7 @@ ZIGBUILD = PATH="$(ZIGBUILD_VENV)/bin:$$PATH" CARGO_ZIGBUILD_PYTHON_PATH=$(ZIGBU
 
 release-portable: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Release build for glibc >= 2.17 (zig linker) of what the packages ship: dls, the Node addon, the JVM library
 	@echo "==> release build of dls, caerus-node and caerus-uniffi for $(PORTABLE_TARGET) into $(PORTABLE_DIR)"
-	$(ZIGBUILD) -p caerus-server -p caerus-node -p caerus-uniffi --lib --bin dls --no-default-features
+	$(ZIGBUILD) -p caerus-cli -p caerus-node -p caerus-uniffi --lib --bin dls --no-default-features
 	@for f in dls libcaerus_node.so libcaerus_uniffi.so; do scripts/test-packages/check-glibc.sh $(PORTABLE)/$$f || exit 1; done
 
 python-portable: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## Release build for glibc >= 2.17 (zig linker) of the Python extension (abi3), in the release-portable tree
@@ -201,7 +201,7 @@ WINDOWS_DLS    = $(abspath $(TARGET_DIR))/$(WINDOWS_TARGET)/lean/dls.exe
 windows-dls: $(ZIGBUILD_VENV)/bin/cargo-zigbuild ## dls.exe for Windows x64 (zig linker, lean profile)
 	@echo "==> lean build of dls.exe for $(WINDOWS_TARGET)"
 	PATH="$(ZIGBUILD_VENV)/bin:$$PATH" CARGO_ZIGBUILD_PYTHON_PATH=$(ZIGBUILD_VENV)/bin/python \
-	  cargo-zigbuild zigbuild --profile lean --target $(WINDOWS_TARGET) -p caerus-server --bin dls
+	  cargo-zigbuild zigbuild --profile lean --target $(WINDOWS_TARGET) -p caerus-cli --bin dls
 
 test-windows: windows-dls dls-debug ## dls.exe under wine64: serves, a lock from Linux dls and from dls.exe, a restart on the same data, a higher token (skipped, saying why, without wine64)
 	ZIG="$(ZIGBUILD_VENV)/bin/python -m ziglang" scripts/test-packages/windows.sh $(WINDOWS_DLS) $(abspath $(TARGET_DIR))/debug/dls

@@ -21,7 +21,9 @@ import sys
 # bench, conformance/run.sh); the first is the baseline every other must match.
 BUILDS = [
     ("cargo test (make test-rust)", ["-e", "all"]),
-    ("dls (make dls-debug)", ["-p", "caerus-server"]),
+    ("dls (make dls-debug)", ["-p", "caerus-cli"]),
+    # The server's suite alone; the dls it starts is built by testkit with `-p caerus-cli`.
+    ("server tests (cargo test -p caerus-server)", ["-p", "caerus-server", "-e", "all"]),
     ("Python SDK (maturin)", ["-p", "caerus-python", "--features", "pyo3/extension-module"]),
     ("Node SDK (napi build)", ["-p", "caerus-node"]),
     ("Kotlin/Swift SDK (uniffi)", ["-p", "caerus-uniffi"]),

@@ -31,8 +31,6 @@ LAYERS = [
     ("edge", ["api", "http", "webhooks"]),
     # Flags into a running node: configuration and the ports' routers.
     ("wiring", ["config.rs", "serve"]),
-    # The operator CLI and its config file.
-    ("cli", ["cli", "config_file.rs"]),
 ]
 SERVER_SRC = "server/src"
 

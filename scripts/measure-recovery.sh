@@ -12,7 +12,7 @@ set -euo pipefail
 MIB=${1:-1024}
 PROFILE=${PROFILE:-release}
 TARGET=${CARGO_TARGET_DIR:-$(pwd)/target}
-cargo build --profile "$PROFILE" -p caerus-server --bin dls --example recovery_log >&2
+cargo build --profile "$PROFILE" -p caerus-cli -p caerus-server --bin dls --example recovery_log >&2
 PROFILE_DIR=$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
 DLS=${DLS:-$TARGET/$PROFILE_DIR/dls}
 GEN=$TARGET/$PROFILE_DIR/examples/recovery_log

@@ -25,7 +25,10 @@ trap 'rm -rf "$src"' EXIT
 # The release's own tree and lock file: nothing of the current checkout leaks into it.
 git -C "$repo" archive "$commit" | tar -x -C "$src"
 echo "building dls at $commit in $src (target $cache/target)..." >&2
-(cd "$src" && DLS_GIT_COMMIT="$commit" CARGO_TARGET_DIR="$cache/target" cargo build -p caerus-server --bin dls >&2)
+# The binary's crate is the release's own: caerus-cli (cli/) since issue 42, caerus-server before.
+package=caerus-server
+[ -f "$src/cli/Cargo.toml" ] && package=caerus-cli
+(cd "$src" && DLS_GIT_COMMIT="$commit" CARGO_TARGET_DIR="$cache/target" cargo build -p "$package" --bin dls >&2)
 # Copied, then renamed into place: a build cut short never leaves a binary behind.
 cp "$cache/target/debug/dls" "$bin.tmp"
 mv "$bin.tmp" "$bin"

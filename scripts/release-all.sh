@@ -125,7 +125,7 @@ build_target() {
   if [[ $triple == *-musl ]]; then
     if want dls; then
       log "$target: dls (static, musl)"
-      zigbuild "$zig_dir" zigbuild -p caerus-server --bin dls --no-default-features
+      zigbuild "$zig_dir" zigbuild -p caerus-cli --bin dls --no-default-features
     fi
     if want npm; then
       log "$target: the Node addon (musl, shared object)"
@@ -134,7 +134,7 @@ build_target() {
     lib_dist=$dylib_dist
   else
     local what=()
-    want dls && [ -z "$no_dls" ] && what+=(-p caerus-server --bin dls)
+    want dls && [ -z "$no_dls" ] && what+=(-p caerus-cli --bin dls)
     want npm || want jvm && what+=("${libs[@]}" --lib)
     if [ ${#what[@]} -gt 0 ]; then
       log "$target: ${what[*]}"

@@ -88,10 +88,7 @@ impl<K: Ord + Hash + Clone> DeadlineQueue<K> {
         self.order.clear();
     }
 
-    pub fn len(&self) -> usize {
-        self.by_key.len()
-    }
-
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.by_key.is_empty()
     }

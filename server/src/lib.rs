@@ -1,4 +1,5 @@
-//! Caerus DLS lock server library; the `dls` binary is a thin CLI over it.
+//! Caerus DLS lock server library. The `dls` binary (`cli/`, crate caerus-cli) runs it
+//! (`serve::run`) and holds the operator commands, clients of the cluster like any user.
 //!
 //! - `locks` (the `caerus-locks` crate): the lock semantics, a pure deterministic state machine.
 //! - `raft/`: openraft storage (log segments, checked metadata, snapshot files), state-machine adapter and peer network.
@@ -21,34 +22,44 @@
 //! - `platform/`: what differs between Unix and Windows (file I/O, signals, child processes).
 //! - `metrics` (cluster-wide and per namespace), `telemetry/`: what operators see of a node.
 
-pub mod api;
-pub mod certs;
-pub mod cli;
-pub mod config;
-pub mod config_file;
-pub mod conn;
-pub mod engine;
-pub mod exposition;
-pub mod handoff;
-pub mod http;
-pub mod key_wakeups;
-pub mod lease;
-pub mod limits;
-pub mod listeners;
-pub mod members;
-pub mod metrics;
-pub mod node;
-pub mod platform;
+mod api;
+mod certs;
+mod config;
+mod conn;
+mod engine;
+mod exposition;
+mod handoff;
+mod http;
+mod key_wakeups;
+mod lease;
+mod limits;
+mod listeners;
+mod members;
+mod metrics;
+mod node;
+mod platform;
 pub mod raft;
-pub mod request;
-pub mod secret_files;
-pub mod security;
+mod request;
+mod secret_files;
+mod security;
 pub mod serve;
-pub mod telemetry;
-pub mod tls;
-pub mod txn_wakeups;
-pub mod versions;
-pub mod webhooks;
+mod telemetry;
+mod tls;
+mod txn_wakeups;
+mod versions;
+mod webhooks;
+
+// The modules are private to the crate, so rustc's dead-code lint sees what nothing calls.
+// What the `dls` binary (caerus-cli) uses besides `serve::run`: its commands that work on
+// files rather than through a running cluster (keys, certificates, snapshots), the flags of
+// `dls serve`, and the child process and signals of `dls lock`. `raft` is public for the
+// storage suite in tests/ and the recovery example, which drive the log and its files.
+pub use api::auth::add_key;
+pub use certs::{run as write_certs, CertsCommand};
+pub use config::{parse_peers, ServeArgs};
+#[cfg(windows)]
+pub use platform::child;
+pub use platform::signals;
 
 /// The lock semantics live in their own crate (`caerus-locks`); the server applies them.
 pub use caerus_locks as locks;

@@ -592,7 +592,8 @@ impl Limits {
         self.forwards().total
     }
 
-    /// Begins, acquires and watches counted right now (for tests and metrics).
+    /// Begins, acquires and watches counted right now.
+    #[cfg(test)]
     pub fn in_flight(&self) -> (u64, u64, u64) {
         let c = self.counts();
         (c.begins.values().sum(), c.acquires_by_txn.values().sum(), c.watches_by_key.values().sum())

@@ -232,7 +232,8 @@ impl ApplyObserver for Observer {
 }
 
 impl Node {
-    pub async fn start(cfg: NodeConfig, peers: PeerSettings) -> anyhow::Result<Arc<Node>> {
+    /// `version`: this build's, as peers and clients are told it (`Versions::own_version`).
+    pub async fn start(cfg: NodeConfig, peers: PeerSettings, version: &'static str) -> anyhow::Result<Arc<Node>> {
         std::fs::create_dir_all(&cfg.data_dir)
             .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", cfg.data_dir.display()))?;
         let stored = identity::load(&cfg.data_dir, cfg.id)?;
@@ -374,7 +375,7 @@ impl Node {
             pending: std::sync::Mutex::new(pending),
             peer_auth,
             peer_transport,
-            versions: Versions::new(cfg.feature_level, data_level),
+            versions: Versions::new(version, cfg.feature_level),
             handing_off: watch::channel(false).0,
             handoff_turn: Mutex::new(()),
             led_since: std::sync::Mutex::new(None),

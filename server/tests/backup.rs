@@ -21,7 +21,7 @@ async fn client(cluster: &Cluster) -> DlsClient {
 }
 
 fn dls(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dls")).args(args).output().expect("run dls")
+    Command::new(caerus_testkit::dls_bin()).args(args).output().expect("run dls")
 }
 
 fn text(out: &Output) -> String {

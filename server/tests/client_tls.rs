@@ -214,7 +214,7 @@ async fn a_client_given_only_a_follower_is_redirected_to_the_leader_over_https()
 /// Runs the built `dls` with `args` and exactly the TLS environment given (none of this
 /// process's, which another test here changes): exit code, stdout, stderr.
 fn cli(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dls"));
+    let mut cmd = std::process::Command::new(caerus_testkit::dls_bin());
     cmd.args(args).env("DLS_LOG", "warn");
     for name in ["DLS_ENDPOINTS", "CAERUS_API_KEY", CA_FILE_ENV, CLIENT_CERT_FILE_ENV, CLIENT_KEY_FILE_ENV] {
         cmd.env_remove(name);

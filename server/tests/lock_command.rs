@@ -24,7 +24,7 @@ impl std::fmt::Debug for Run {
 }
 
 fn dls_command(cluster: &Cluster, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_dls"));
+    let mut cmd = tokio::process::Command::new(caerus_testkit::dls_bin());
     cmd.args(args)
         .env_remove("CAERUS_API_KEY")
         .env_remove("CAERUS_API_KEY_FILE")
@@ -449,7 +449,7 @@ async fn quiet_silences_the_skip_of_a_slot_that_already_ran() {
 
 /// `dls keys add`: the new key, printed once on stdout.
 fn add_key(file: &Path, name: &str, admin: bool) -> String {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dls"));
+    let mut cmd = std::process::Command::new(caerus_testkit::dls_bin());
     cmd.args(["keys", "add", "--file", file.to_str().unwrap(), "--name", name]);
     if admin {
         cmd.arg("--admin");
@@ -647,7 +647,7 @@ async fn a_semaphore_asked_for_as_a_lock_is_told_the_permits_flag_to_run() {
 }
 
 fn add_limited_key(file: &Path, name: &str, namespace: &str) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dls"))
+    let out = std::process::Command::new(caerus_testkit::dls_bin())
         .args(["keys", "add", "--file", file.to_str().unwrap(), "--name", name, "--namespace", namespace])
         .output()
         .unwrap();

@@ -170,7 +170,7 @@ async fn the_last_voter_cannot_be_removed_and_the_cli_lists_members() {
     assert!(err.message().contains("last voter"), "{err}");
     let out = common::dls(&["members", "list", "--endpoints", &cluster.addr(1)]);
     assert!(out.contains("NODE") && out.contains("voter") && out.contains("leader: node 1"), "{out}");
-    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_dls"))
+    let bad = std::process::Command::new(caerus_testkit::dls_bin())
         .args(["members", "add", "4", "127.0.0.1:7070", "--endpoints", &cluster.addr(1)])
         .output()
         .unwrap();

@@ -138,7 +138,7 @@ fn a_busy_http_port_stops_the_server_with_an_error_naming_the_flag() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let http = busy.local_addr().unwrap().to_string();
     let data = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_dls"))
+    let out = Command::new(caerus_testkit::dls_bin())
         .args(["serve", "--listen", &format!("127.0.0.1:{}", free_port()), "--http-listen", &http])
         .arg("--data-dir")
         .arg(data.path())

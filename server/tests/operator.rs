@@ -46,7 +46,7 @@ impl std::fmt::Debug for Run {
 /// Runs the built `dls` with `args`, the API key (if any) in `CAERUS_API_KEY`, and
 /// nothing else from this process's environment that could point it elsewhere.
 async fn dls(args: &[&str], key: Option<&str>) -> Run {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_dls"));
+    let mut cmd = tokio::process::Command::new(caerus_testkit::dls_bin());
     cmd.args(args).env_remove("CAERUS_API_KEY").env_remove("DLS_ENDPOINTS").env("DLS_LOG", "warn").kill_on_drop(true);
     if let Some(k) = key {
         cmd.env("CAERUS_API_KEY", k);

@@ -19,7 +19,7 @@ fn serve(args: &[&str], env: &[(&str, &str)], within: Duration) -> (Option<std::
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let out = std::fs::File::create(&log).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dls"))
+    let mut child = Command::new(caerus_testkit::dls_bin())
         .arg("serve")
         .args(args)
         .arg("--data-dir")

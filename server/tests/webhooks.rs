@@ -242,7 +242,7 @@ fn a_mistake_in_the_webhooks_file_stops_the_server_with_an_error_naming_it() {
     let file = dir.path().join("webhooks.toml");
     std::fs::write(&file, "[[webhooks]]\nname = \"ops\"\nurl = \"http://127.0.0.1:1/\"\nsecret = \"\"\n").unwrap();
     let ports = common::free_ports(2);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dls"))
+    let out = std::process::Command::new(caerus_testkit::dls_bin())
         .args(["serve", "--listen", &format!("127.0.0.1:{}", ports[0])])
         .args(["--http-listen", &format!("127.0.0.1:{}", ports[1])])
         .arg("--data-dir")

@@ -52,7 +52,7 @@ fn cluster_state(node: &Node) -> ClusterStateResponse {
         committed_index: node.committed_index().max(m.last_applied.map_or(0, |l| l.index)),
         members: if initialized { members } else { Vec::new() },
         leader_id: m.current_leader.unwrap_or(0),
-        version: crate::versions::VERSION.to_string(),
+        version: node.versions().own_version.to_string(),
         feature_level: node.versions().own_level,
     }
 }

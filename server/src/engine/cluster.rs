@@ -86,7 +86,7 @@ impl Engine {
             last_event_sequence: st.table.events().last_seq(),
             feature_level: levels.level,
             feature_level_used: levels.used,
-            version: crate::versions::VERSION.to_string(),
+            version: self.node.versions().own_version.to_string(),
         }
     }
 

@@ -33,14 +33,11 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 pub use crate::request::{EngineError, Principal};
-pub use acquire::{AcquireAllRequest, AcquireStart, AcquireUpdate, Acquisition, Followed, TxnLost, Wanted};
-pub use cluster::{ClusterMember, ClusterStatus, MemberVersion};
-pub use events::{EventStart, EventWatch};
-pub use fencing::TokenCheck;
-pub use key_watch::{parse_cursor, KeyChange, KeyChangeKind, KeyHolder, KeyState, KeyStates};
-pub use locks_view::{KeyView, LockHolder, LockWaiter};
+pub use acquire::{AcquireAllRequest, AcquireStart, Acquisition, Followed, TxnLost, Wanted};
+pub use events::EventStart;
+pub use key_watch::{parse_cursor, KeyChangeKind, KeyHolder, KeyState};
 pub use slots::SlotRequest;
-pub use txn::{Begun, Ended, Heartbeat, PendingView, TxnStatus, WaitCancel};
+pub use txn::{Begun, WaitCancel};
 
 use crate::locks::{LockKey, Outcome, Txn, TxnId, TxnState};
 use crate::metrics::Metrics;
@@ -59,11 +56,6 @@ pub struct Engine {
 impl Engine {
     pub fn new(node: Arc<Node>) -> Arc<Engine> {
         Arc::new(Engine { node, key_creates: tokio::sync::Mutex::new(()) })
-    }
-
-    /// Fails fast with the leader's address when this node cannot serve.
-    pub fn require_leader(&self) -> EngineResult<()> {
-        self.node.require_leader()
     }
 
     /// A receiver that turns false when this node stops being the leader.

@@ -8,25 +8,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use caerus_proto::metadata;
 use caerus_proto::v1::{self as pb, event::Detail};
-use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 use tonic::{Code, Status};
-
-/// A u64 given as a JSON number or a decimal string.
-pub fn id<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        N(u64),
-        S(String),
-    }
-    match Raw::deserialize(d)? {
-        Raw::N(n) => Ok(n),
-        Raw::S(s) => {
-            s.trim().parse().map_err(|_| serde::de::Error::custom(format!("{s:?} is not an unsigned 64-bit id")))
-        }
-    }
-}
 
 pub fn id_str(n: u64) -> Value {
     Value::String(n.to_string())

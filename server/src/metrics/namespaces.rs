@@ -157,6 +157,7 @@ impl NamespaceCounts {
     }
 
     /// The label values in use (the labelled namespaces, then `other`).
+    #[cfg(test)]
     pub fn labels(&self) -> Vec<&str> {
         self.labelled.iter().map(|l| l.namespace.as_str()).chain([OTHER]).collect()
     }

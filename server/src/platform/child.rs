@@ -1,5 +1,5 @@
 //! The command `dls lock` runs, on Windows. On Unix `dls lock` puts it in its own process
-//! group and signals the group with kill(1) (see `cli::lock`). Windows has no process groups
+//! group and signals the group with kill(1) (see caerus-cli's `commands::lock`). Windows has no process groups
 //! nor signals: the command shares `dls`'s console (Ctrl+C reaches both), `taskkill /T`
 //! asks the command and the processes it started to close, and `taskkill /F /T` ends them.
 

@@ -41,7 +41,10 @@ const HTTP_DRAIN: Duration = Duration::from_secs(5);
 /// re-attaches to another node.
 const GRPC_DRAIN: Duration = Duration::from_secs(3);
 
-pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+/// Serves one node until it is told to stop. `version` is the binary's own, "0.1.0 (commit
+/// 1a2b3c4d5e6f)": it goes to peers in the version handshake and to clients in the cluster
+/// status (`Versions::own_version`).
+pub async fn run(args: ServeArgs, version: &'static str) -> anyhow::Result<()> {
     let nofile = fd_limit::raise();
     let (listen, mut cfg) = args.node_config()?;
     let keys = load_keys(&args)?;
@@ -76,7 +79,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tls: security.peer_tls_files.clone(),
         insecure: args.security.insecure,
     };
-    let node = Node::start(cfg.clone(), peers).await?;
+    let node = Node::start(cfg.clone(), peers, version).await?;
     // Asks the members their versions and raises or lowers the cluster's level (DESIGN.md,
     // "Versions and upgrades").
     crate::versions::watch::spawn(&node);

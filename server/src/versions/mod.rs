@@ -24,9 +24,6 @@ pub use reports::{Report, Reports};
 /// cluster's level (see `watch`) before it is refused.
 pub const RAISE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// This build's version as peers and `dls status` show it.
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("DLS_GIT_COMMIT"), ")");
-
 /// The levels a `--feature-level` may name.
 pub fn parse_level(raw: &str) -> Result<u32, String> {
     let level: u32 = raw.parse().map_err(|_| format!("{raw:?} is not a feature level (a number)"))?;
@@ -38,15 +35,18 @@ pub fn parse_level(raw: &str) -> Result<u32, String> {
 
 /// What this node knows of the versions of the cluster's members.
 pub struct Versions {
+    /// This build's version as peers and `dls status` show it, "0.1.0 (commit 1a2b3c4d5e6f)":
+    /// the binary stamps it and hands it to `serve::run`, so a commit rebuilds the binary
+    /// crate only, not this library.
+    pub own_version: &'static str,
     /// The highest level this node reads and advertises (`--feature-level`).
     pub own_level: u32,
     pub reports: RwLock<Reports>,
-    pub data: Arc<DataLevel>,
 }
 
 impl Versions {
-    pub fn new(own_level: u32, data: Arc<DataLevel>) -> Arc<Versions> {
-        Arc::new(Versions { own_level, reports: RwLock::default(), data })
+    pub fn new(own_version: &'static str, own_level: u32) -> Arc<Versions> {
+        Arc::new(Versions { own_version, own_level, reports: RwLock::default() })
     }
 
     /// Whether the leader is about to raise the cluster's level to at least `level`: every
@@ -97,8 +97,7 @@ mod tests {
     }
 
     fn versions(reports: &[(NodeId, Option<&str>, u32)]) -> Arc<Versions> {
-        let dir = tempfile::tempdir().unwrap();
-        let v = Versions::new(LEVEL, Arc::new(DataLevel::open(dir.path(), LEVEL).unwrap()));
+        let v = Versions::new("0.1.0 (commit test)", LEVEL);
         for (id, version, level) in reports {
             let report = Report { version: version.map(str::to_string), level: *level, at: Instant::now() };
             v.reports.write().unwrap().record(*id, report);

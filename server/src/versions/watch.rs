@@ -62,7 +62,8 @@ async fn round(node: &Weak<Node>) -> Option<()> {
         let mut reports = versions.reports.write().expect("reports lock");
         reports.retain(&ids);
         let now = Instant::now();
-        reports.record(me, Report { version: Some(super::VERSION.to_string()), level: versions.own_level, at: now });
+        reports
+            .record(me, Report { version: Some(versions.own_version.to_string()), level: versions.own_level, at: now });
         for (id, answer) in answers {
             if let Some(report) = answer {
                 reports.record(id, report);

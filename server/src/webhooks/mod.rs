@@ -16,6 +16,5 @@ mod config;
 mod delivery;
 mod payload;
 
-pub use config::{load, parse, Webhook};
+pub use config::{load, Webhook};
 pub use delivery::Dispatcher;
-pub use payload::{payload, signature};

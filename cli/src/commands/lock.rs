@@ -44,9 +44,9 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
 #[cfg(windows)]
-use crate::platform::child::{send_signal, ProcessGroup};
+use caerus_server::child::{send_signal, ProcessGroup};
 #[cfg(windows)]
-use crate::platform::signals::{signal, SignalKind};
+use caerus_server::signals::{signal, SignalKind};
 
 use super::connect::{CliError, ClusterArgs};
 
@@ -394,7 +394,7 @@ fn transaction_name(namespace: &str, key: &str, command: &str) -> String {
 /// Why `--once-per` cannot be used, or None (the server's bounds, checked before anything
 /// starts).
 fn once_per_refusal(period: Duration) -> Option<String> {
-    crate::locks::invalid_slot_period(u64::try_from(period.as_millis()).unwrap_or(u64::MAX))
+    caerus_server::locks::invalid_slot_period(u64::try_from(period.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Claims the slot for `--once-per`: the claim to run it under, or None when the slot
@@ -562,7 +562,7 @@ mod tests {
         assert_eq!(lease_ms(MAX_DURATION).unwrap(), 3_600_000);
         for bad in [Duration::from_millis(10), Duration::from_secs(7200)] {
             let e = lease_ms(bad).unwrap_err();
-            assert_eq!(e.exit_code, crate::cli::connect::EXIT_USAGE);
+            assert_eq!(e.exit_code, crate::commands::connect::EXIT_USAGE);
             assert!(e.message.contains("100ms to 1h"), "{}", e.message);
         }
     }

@@ -18,10 +18,11 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::ServeArgs;
+use caerus_server::ServeArgs;
 
-/// `dls --version`: the crate version and the commit it was built from (build.rs).
-pub use crate::versions::VERSION;
+/// `dls --version`, and the version `dls serve` tells peers and clients: the crate version
+/// and the commit it was built from (build.rs).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("DLS_GIT_COMMIT"), ")");
 
 #[derive(Parser, Debug)]
 #[command(name = "dls", version = VERSION, about = "Caerus DLS: a raft-replicated distributed lock service with fencing tokens")]
@@ -48,7 +49,7 @@ pub enum CliCommand {
     Keys(KeysCommand),
     /// Make a cluster CA and node or client certificates for TLS (`dls certs init`, then `dls certs node N --host H`).
     #[command(subcommand)]
-    Certs(crate::certs::CertsCommand),
+    Certs(caerus_server::CertsCommand),
     /// List held and waited-for locks: holders with tokens, waiters with their blockers.
     Locks(locks::LocksArgs),
     /// Set or list lock-delays: how long a revoked holder's keys stay unavailable, per namespace prefix.

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::connect::{print_json, print_line, CliError, ClusterArgs};
 use super::format::table;
 use super::lock::parse_duration;
-use crate::config::parse_peers;
+use caerus_server::parse_peers;
 
 #[derive(Subcommand, Debug)]
 pub enum MembersCommand {

@@ -1,15 +1,17 @@
 //! `dls`: the Caerus DLS server and its admin commands.
 
+mod commands;
+mod config_file;
+
 use clap::CommandFactory;
 use tracing_subscriber::EnvFilter;
 
-use caerus_server::api::auth::add_key;
-use caerus_server::cli::connect::CliError;
-use caerus_server::cli::{
+use caerus_server::add_key;
+use commands::connect::CliError;
+use commands::{
     events, health, keys, lock, lock_delay, locks, members, snapshot, status, txn, Cli, CliCommand, KeysCommand,
-    LogFormat,
+    LogFormat, VERSION,
 };
-use caerus_server::config_file;
 
 /// jemalloc rather than glibc's malloc: a gRPC call and a raft entry allocate and free
 /// many small buffers across threads (10 % of the leader's CPU was malloc/free). Measured
@@ -49,7 +51,7 @@ async fn main() {
                     println!("# Resolved: client port {}, peer port {peer}, HTTP port {}.", listen.client, listen.http);
                 })
                 .map_err(failure),
-            None => caerus_server::serve::run(args).await.map_err(failure),
+            None => caerus_server::serve::run(args, VERSION).await.map_err(failure),
         },
         CliCommand::Keys(KeysCommand::Add { file, name, namespaces, admin }) => {
             add_key(&file, &name, namespaces, admin)
@@ -60,7 +62,7 @@ async fn main() {
                 .map_err(failure)
         }
         CliCommand::Keys(KeysCommand::Cluster(command)) => keys::run(command).await,
-        CliCommand::Certs(command) => caerus_server::certs::run(&command)
+        CliCommand::Certs(command) => caerus_server::write_certs(&command)
             .map(|files| {
                 for f in files {
                     eprintln!("wrote {}", f.display());

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 
 use super::connect::{print_line, CliError, ClusterArgs};
-use crate::config::ServeArgs;
-use crate::raft::restore::{self, DEFAULT_TOKEN_MARGIN};
-use crate::raft::snapshot_store::read_snapshot;
+use caerus_server::raft::restore::{self, DEFAULT_TOKEN_MARGIN};
+use caerus_server::raft::snapshot_store::read_snapshot;
+use caerus_server::ServeArgs;
 
 #[derive(Subcommand, Debug)]
 pub enum SnapshotCommand {

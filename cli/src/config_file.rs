@@ -18,7 +18,7 @@ use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, Command, CommandFactory, FromArgMatches};
 
-use crate::cli::Cli;
+use crate::commands::Cli;
 
 /// Arguments of `dls serve` that are not settings a file could hold.
 const NOT_SETTINGS: [&str; 4] = ["help", "version", "config", "print-config"];
@@ -200,7 +200,7 @@ pub fn exit_on(e: LoadError) -> ! {
         LoadError::Clap(e) => e.exit(),
         LoadError::Config(message) => {
             eprintln!("dls: {message}");
-            std::process::exit(crate::cli::connect::EXIT_USAGE)
+            std::process::exit(crate::commands::connect::EXIT_USAGE)
         }
     }
 }
@@ -227,9 +227,9 @@ mod tests {
         }
     }
 
-    fn serve_args(l: &Loaded) -> &crate::config::ServeArgs {
+    fn serve_args(l: &Loaded) -> &caerus_server::ServeArgs {
         match &l.cli.command {
-            crate::cli::CliCommand::Serve(a) => a,
+            crate::commands::CliCommand::Serve(a) => a,
             _ => panic!("serve"),
         }
     }
@@ -256,7 +256,7 @@ mod tests {
         assert_eq!(a.http_access.allowed_hosts, vec!["dls.internal"]);
         assert_eq!(a.limits.max_locks_per_txn, 50);
         assert_eq!(l.cli.log.as_deref(), Some("debug"));
-        assert_eq!(l.cli.log_format, crate::cli::LogFormat::Json);
+        assert_eq!(l.cli.log_format, crate::commands::LogFormat::Json);
 
         let shown = l.print_config.unwrap();
         assert!(shown.contains("node-id = 3  # config file"), "{shown}");
