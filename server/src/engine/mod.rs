@@ -35,7 +35,7 @@ use tokio::sync::watch;
 pub use crate::request::{EngineError, Principal};
 pub use acquire::{AcquireAllRequest, AcquireStart, Acquisition, Followed, TxnLost, Wanted};
 pub use events::EventStart;
-pub use key_watch::{parse_cursor, KeyChangeKind, KeyHolder, KeyState};
+pub use key_watch::{parse_cursor, KeyHolder, KeyState};
 pub use slots::SlotRequest;
 pub use txn::{Begun, WaitCancel};
 
