@@ -21,5 +21,6 @@ pub mod snapshot_file;
 pub mod snapshot_schedule;
 pub mod snapshot_store;
 pub mod state_machine;
+pub mod store_error;
 pub mod types;
 pub mod wal;
