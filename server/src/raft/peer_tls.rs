@@ -16,6 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use anyhow::Context as _;
 use http::Uri;
 use hyper_util::rt::TokioIo;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -55,7 +56,7 @@ impl PeerTlsClient {
         let key = crate::tls::read_key(&files.key)?;
         // The pair must fit, or every peer would refuse this node's handshakes.
         let _ = connector_config(&roots, &chain, &key, 0)
-            .map_err(|e| anyhow::anyhow!("{} and {}: {e}", files.cert.display(), files.key.display()))?;
+            .with_context(|| format!("{} and {}", files.cert.display(), files.key.display()))?;
         Ok(PeerTlsClient { roots, chain, key })
     }
 

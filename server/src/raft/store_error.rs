@@ -201,7 +201,7 @@ impl Damaged {
     }
 }
 
-/// `e` and its causes, `: ` between them, as anyhow's `{:#}` prints a chain: for logs.
+/// `e` and its causes, `: ` between them, as `{:#}` prints an error chain: for logs.
 pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut source = e.source();

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use anyhow::Context;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tonic::transport::server::Router;
@@ -26,9 +27,9 @@ pub(super) const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 const MAX_PENDING_RESETS: usize = 256;
 
 pub(super) async fn bind(addr: SocketAddr, port: &str, flag: &str) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.map_err(|e| {
-        anyhow::anyhow!("cannot listen on {addr} for the {port}: {e} (is another dls running? pick {flag})")
-    })
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} for the {port} (is another dls running? pick {flag})"))
 }
 
 pub(super) type Served = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
@@ -88,7 +89,7 @@ pub(super) fn serve_grpc(
     stop: watch::Receiver<bool>,
 ) -> Served {
     let port = guard.port;
-    let failed = move |e: tonic::transport::Error| anyhow::anyhow!("the {port} port failed: {e}");
+    let failed = move |e: tonic::transport::Error| anyhow::Error::new(e).context(format!("the {port} port failed"));
     match tls {
         None => {
             let plain = |tcp: TcpStream| async move { Ok(tcp) };
