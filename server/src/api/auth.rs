@@ -325,7 +325,7 @@ fn standing(keys: Option<&Keys>, hash: &[u8; 32], opened_as: &Principal) -> Resu
              open streams are closed",
             opened_as.name
         ))),
-        Some(now) if !now.covers(opened_as) => Err(ApiError::PermissionDenied(format!(
+        Some(now) if !now.covers(opened_as) => Err(ApiError::permission_denied(format!(
             "the rights of API key {:?} changed (now: namespaces {}, admin {}); streams opened before are closed, \
              open them again",
             now.name,
@@ -417,7 +417,7 @@ mod tests {
         // ops loses admin: its stream ends with PERMISSION_DENIED; billing's goes on.
         std::fs::write(&path, text.replace("admin = true\n", "")).unwrap();
         ring.reload().unwrap();
-        assert!(matches!(ops_hold.await, ApiError::PermissionDenied(m) if m.contains("\"ops\"")));
+        assert!(matches!(ops_hold.await, ApiError::Engine(EngineError::PermissionDenied(m)) if m.contains("\"ops\"")));
         assert!((&mut billing_hold).now_or_never().is_none());
         // billing removed: UNAUTHENTICATED.
         let without_billing = KeysFile {
