@@ -116,7 +116,19 @@ pub enum TlsError {
         #[source]
         source: rustls::Error,
     },
-    /// rustls refuses its own defaults (a provider without the protocol versions).
+    /// The CA cannot verify peers' certificates.
+    #[error("the CA cannot verify certificates")]
+    Verifier(#[source] rustls::server::VerifierBuilderError),
+    /// The peer client configuration cannot be built from this node's certificate and key.
+    #[error("{} and {}", cert.display(), key.display())]
+    PeerClient {
+        cert: PathBuf,
+        key: PathBuf,
+        #[source]
+        source: Box<TlsError>,
+    },
+    /// rustls refuses its own defaults (a provider without the protocol versions), or a
+    /// certificate and key.
     #[error("cannot set up TLS")]
     Rustls(#[source] rustls::Error),
 }
