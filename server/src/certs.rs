@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use clap::Subcommand;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -106,14 +107,14 @@ fn init(common: &CertsArgs) -> anyhow::Result<Vec<PathBuf>> {
     validity(&mut params, common.days.max(3650));
     let key = KeyPair::generate()?;
     let cert = params.self_signed(&key)?;
-    std::fs::create_dir_all(&common.dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", common.dir.display()))?;
+    std::fs::create_dir_all(&common.dir).with_context(|| format!("cannot create {}", common.dir.display()))?;
     write(&cert_path, &cert.pem(), false)?;
     write(&key_path, &key.serialize_pem(), true)?;
     Ok(vec![cert_path, key_path])
 }
 
 fn leaf_params(common_name: &str, hosts: &[String], days: u32) -> anyhow::Result<CertificateParams> {
-    let mut params = CertificateParams::new(hosts.to_vec()).map_err(|e| anyhow::anyhow!("--host {hosts:?}: {e}"))?;
+    let mut params = CertificateParams::new(hosts.to_vec()).with_context(|| format!("--host {hosts:?}"))?;
     let mut name = DistinguishedName::new();
     name.push(DnType::CommonName, common_name);
     params.distinguished_name = name;
@@ -126,14 +127,12 @@ fn leaf_params(common_name: &str, hosts: &[String], days: u32) -> anyhow::Result
 /// Signs `params` with the CA in the directory and writes `<stem>.pem` and `<stem>-key.pem`.
 fn issue(common: &CertsArgs, stem: &str, params: CertificateParams) -> anyhow::Result<Vec<PathBuf>> {
     let (ca_cert, ca_key) = (common.dir.join("ca.pem"), common.dir.join("ca-key.pem"));
-    let missing = |p: &Path, e: std::io::Error| {
-        anyhow::anyhow!("cannot read {}: {e} (run `dls certs init --dir {}` first)", p.display(), common.dir.display())
-    };
-    let ca_pem = std::fs::read_to_string(&ca_cert).map_err(|e| missing(&ca_cert, e))?;
-    let ca_key_pem = std::fs::read_to_string(&ca_key).map_err(|e| missing(&ca_key, e))?;
-    let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| anyhow::anyhow!("{}: {e}", ca_key.display()))?;
-    let issuer =
-        Issuer::from_ca_cert_pem(&ca_pem, ca_key).map_err(|e| anyhow::anyhow!("{}: {e}", ca_cert.display()))?;
+    let missing =
+        |p: &Path| format!("cannot read {} (run `dls certs init --dir {}` first)", p.display(), common.dir.display());
+    let ca_pem = std::fs::read_to_string(&ca_cert).with_context(|| missing(&ca_cert))?;
+    let ca_key_pem = std::fs::read_to_string(&ca_key).with_context(|| missing(&ca_key))?;
+    let ca_key = KeyPair::from_pem(&ca_key_pem).with_context(|| ca_key.display().to_string())?;
+    let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).with_context(|| ca_cert.display().to_string())?;
     let (cert_path, key_path) = (common.dir.join(format!("{stem}.pem")), common.dir.join(format!("{stem}-key.pem")));
     refuse_overwrite(common, &[&cert_path, &key_path])?;
     let key = KeyPair::generate()?;
@@ -157,9 +156,9 @@ fn refuse_overwrite(common: &CertsArgs, paths: &[&Path]) -> anyhow::Result<()> {
 /// replaces a wider one.
 fn write(path: &Path, text: &str, private: bool) -> anyhow::Result<()> {
     if private {
-        return crate::secret_files::write_private(path, text);
+        return Ok(crate::secret_files::write_private(path, text)?);
     }
-    std::fs::write(path, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// The node id in a certificate made by `dls certs node`, or None for any other

@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+
 use openraft::error::RaftError as OpenRaftError;
 use openraft::{ServerState, SnapshotPolicy};
 use tokio::sync::{watch, Mutex};
@@ -31,6 +33,7 @@ use crate::raft::replicated::SharedState;
 use crate::raft::snapshot_schedule::SnapshotSchedule;
 use crate::raft::snapshot_store::SnapshotStore;
 use crate::raft::state_machine::{ApplyObserver, StateMachine};
+use crate::raft::store_error::chain;
 use crate::raft::types::{CheckIsLeaderError, Member, NodeId, Raft, RaftMetrics, SnapshotMeta};
 use crate::request::EngineError;
 use crate::request::Principal;
@@ -235,7 +238,7 @@ impl Node {
     /// `version`: this build's, as peers and clients are told it (`Versions::own_version`).
     pub async fn start(cfg: NodeConfig, peers: PeerSettings, version: &'static str) -> anyhow::Result<Arc<Node>> {
         std::fs::create_dir_all(&cfg.data_dir)
-            .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", cfg.data_dir.display()))?;
+            .with_context(|| format!("cannot create data directory {}", cfg.data_dir.display()))?;
         let stored = identity::load(&cfg.data_dir, cfg.id)?;
         let derived = Identity { cluster_id: identity::derive_cluster_id(&cfg.members), node_id: cfg.id };
         let provisional = stored.clone().unwrap_or_else(|| derived.clone());
@@ -1074,7 +1077,7 @@ impl Node {
             let Some(node) = node.upgrade() else { return };
             if let Err(e) = node.log_store.settle_owed().await {
                 // Still owing on disk: it stays out of elections until the next start retries.
-                tracing::error!("cannot record that the lost entries were fetched again: {e}");
+                tracing::error!("cannot record that the lost entries were fetched again: {}", chain(&e));
                 return;
             }
             node.owed.send_replace(None);
@@ -1139,7 +1142,7 @@ impl Node {
             tracing::warn!("raft shutdown: {e}");
         }
         if let Err(e) = self.log_store.save_commit_now().await {
-            tracing::warn!("cannot store the commit index at shutdown: {e}");
+            tracing::warn!("cannot store the commit index at shutdown: {}", chain(&e));
         }
     }
 }

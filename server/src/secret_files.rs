@@ -15,15 +15,41 @@
 use std::io::Write;
 #[cfg(unix)]
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Owner read and write, nothing for anyone else.
 pub const PRIVATE_MODE: u32 = 0o600;
 
+/// Why a secret file cannot be written or used; an OS error is the source.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretFileError {
+    /// The path names no file.
+    #[error("{} is not a file name", .0.display())]
+    NotAFile(PathBuf),
+    /// Writing the file failed.
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file given with `flag` cannot be read.
+    #[error("cannot read {flag} {}", path.display())]
+    Read {
+        flag: String,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Others may read the file: the node does not start with it.
+    #[error("refusing to start: {problem}; run {fix}")]
+    Exposed { problem: String, fix: String },
+}
+
 /// Writes `text` to `path` readable by its owner only (see the module).
-pub fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
-    let failed = |e: std::io::Error| anyhow::anyhow!("cannot write {}: {e}", path.display());
-    let name = path.file_name().ok_or_else(|| anyhow::anyhow!("{} is not a file name", path.display()))?;
+pub fn write_private(path: &Path, text: &str) -> Result<(), SecretFileError> {
+    let failed = |source: std::io::Error| SecretFileError::Write { path: path.to_path_buf(), source };
+    let name = path.file_name().ok_or_else(|| SecretFileError::NotAFile(path.to_path_buf()))?;
     let tmp = path.with_file_name(format!(".{}.tmp", name.to_string_lossy()));
     // A temporary file left by a crash may be wider than 0600: start afresh.
     match std::fs::remove_file(&tmp) {
@@ -95,8 +121,8 @@ pub enum Strictness {
 /// Checks the mode of secret file `path`, given with `flag`. `Ok(Some(warning))` for a
 /// file that is accepted but should be narrowed; `Err` names the file, its mode and the fix.
 #[cfg(unix)]
-pub fn check_mode(path: &Path, flag: &str, strictness: Strictness) -> anyhow::Result<Option<String>> {
-    let meta = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("cannot read {flag} {}: {e}", path.display()))?;
+pub fn check_mode(path: &Path, flag: &str, strictness: Strictness) -> Result<Option<String>, SecretFileError> {
+    let meta = std::fs::metadata(path).map_err(|source| unreadable(path, flag, source))?;
     let mode = meta.mode() & 0o777;
     let exposure = Exposure::of_mode(mode);
     let fix = format!("`chmod 600 {}` (readable by the user dls runs as, and nobody else)", path.display());
@@ -108,7 +134,7 @@ pub fn check_mode(path: &Path, flag: &str, strictness: Strictness) -> anyhow::Re
     let who = if exposure == Exposure::World { "every user of this machine" } else { "its group" };
     let problem = format!("{flag} {} has mode {mode:04o}: {who} has access to it", path.display());
     if refused {
-        anyhow::bail!("refusing to start: {problem}; run {fix}")
+        return Err(SecretFileError::Exposed { problem, fix });
     }
     Ok(Some(format!("{problem}; consider {fix}")))
 }
@@ -117,9 +143,13 @@ pub fn check_mode(path: &Path, flag: &str, strictness: Strictness) -> anyhow::Re
 /// the Win32 security API (`unsafe`, which the workspace forbids). The file must still be
 /// readable.
 #[cfg(windows)]
-pub fn check_mode(path: &Path, flag: &str, _strictness: Strictness) -> anyhow::Result<Option<String>> {
-    std::fs::metadata(path).map_err(|e| anyhow::anyhow!("cannot read {flag} {}: {e}", path.display()))?;
+pub fn check_mode(path: &Path, flag: &str, _strictness: Strictness) -> Result<Option<String>, SecretFileError> {
+    std::fs::metadata(path).map_err(|source| unreadable(path, flag, source))?;
     Ok(None)
+}
+
+fn unreadable(path: &Path, flag: &str, source: std::io::Error) -> SecretFileError {
+    SecretFileError::Read { flag: flag.to_string(), path: path.to_path_buf(), source }
 }
 
 #[cfg(all(test, unix))]

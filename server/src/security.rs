@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use anyhow::Context;
 use clap::Args;
 
 use crate::listeners::Listeners;
@@ -117,7 +118,7 @@ impl SecurityArgs {
             (Some(path), _) => Some({
                 secret_files::check_mode(path, "--cluster-secret-file", Strictness::OwnerOnly)?;
                 std::fs::read_to_string(path)
-                    .map_err(|e| anyhow::anyhow!("cannot read --cluster-secret-file {}: {e}", path.display()))?
+                    .with_context(|| format!("cannot read --cluster-secret-file {}", path.display()))?
                     .trim()
                     .to_string()
             }),

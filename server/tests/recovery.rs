@@ -143,3 +143,20 @@ async fn a_truncated_snapshot_file_is_never_served_in_part() {
     expect_refusal(&mut cluster, &needles).await;
     assert!(snaps.iter().all(|p| p.exists()), "the refusal leaves the files for inspection");
 }
+
+/// A segment the node cannot read (here a directory where the file should be) stops it
+/// with the file, what it was doing and the OS's own words: before the storage errors kept
+/// their causes the operator read only "Is a directory (os error 21)", no file named.
+#[tokio::test]
+async fn an_unreadable_segment_stops_the_node_naming_the_file_and_the_os_error() {
+    let mut cluster = Cluster::start(1).await;
+    let c = client(&cluster).await;
+    grant_many(&c, "k", 5, 0).await;
+    assert!(cluster.terminate(1, Duration::from_secs(10)).await.is_some_and(|s| s.success()));
+
+    let (segment, _) = last_written_segment(&data_dir(&cluster));
+    std::fs::remove_file(&segment).unwrap();
+    std::fs::create_dir(&segment).unwrap();
+    let named = format!("cannot read the raft log segment {}", segment.display());
+    expect_refusal(&mut cluster, &[&named, "Is a directory (os error 21)"]).await;
+}

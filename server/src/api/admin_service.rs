@@ -42,7 +42,7 @@ fn stream_file(mut file: std::fs::File) -> SnapshotStream {
                 chunk.truncate(n);
                 tx.blocking_send(Ok(pb::SaveSnapshotResponse { chunk }))
             }
-            Err(e) => tx.blocking_send(Err(Status::from(ApiError::Internal(format!("cannot read the backup: {e}"))))),
+            Err(e) => tx.blocking_send(Err(Status::from(ApiError::internal(format!("cannot read the backup: {e}"))))),
         };
         if sent.is_err() {
             return;
@@ -126,7 +126,7 @@ impl AdminApi {
         let r = req.into_inner();
         let txn = validate::txn_id(r.transaction_id)?;
         validate::txn_name(&r.reason)
-            .map_err(|_| ApiError::InvalidArgument("reason must be at most 256 bytes".into()))?;
+            .map_err(|_| ApiError::invalid_argument("reason must be at most 256 bytes".into()))?;
         let request_id = validate::request_id(&r.request_id)?;
         let reason = if r.reason.is_empty() { "no reason given".to_string() } else { r.reason };
         let ended = self.engine.abort(&who, txn, request_id, reason).await?;
@@ -219,7 +219,7 @@ impl AdminApi {
     fn cluster_admin<T>(&self, req: &Request<T>) -> ApiResult<Principal> {
         let who = self.admin(req)?;
         if who.namespaces.is_some() {
-            return Err(ApiError::PermissionDenied(format!(
+            return Err(ApiError::permission_denied(format!(
                 "admin key {:?} is limited to namespace prefixes; membership changes and backups need an admin key without --namespace",
                 who.name
             )));
@@ -275,7 +275,7 @@ impl AdminApi {
 fn catch_up_timeout(ms: u32) -> ApiResult<Duration> {
     let d = if ms == 0 { members::DEFAULT_CATCH_UP } else { Duration::from_millis(ms.into()) };
     if d > members::MAX_CATCH_UP {
-        return Err(ApiError::InvalidArgument(format!(
+        return Err(ApiError::invalid_argument(format!(
             "catch_up_timeout_ms must be at most {}",
             members::MAX_CATCH_UP.as_millis()
         )));

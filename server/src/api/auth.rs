@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use anyhow::Context;
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -103,10 +104,10 @@ fn digest(key: &str) -> [u8; 32] {
 }
 
 fn read_keys(path: &Path) -> anyhow::Result<Keys> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read API keys file {}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read API keys file {}", path.display()))?;
     let file: KeysFile =
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("API keys file {} is not valid: {e}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("API keys file {} is not valid", path.display()))?;
     let mut by_hash = HashMap::new();
     for k in file.keys {
         if k.name.trim().is_empty() {
@@ -324,7 +325,7 @@ fn standing(keys: Option<&Keys>, hash: &[u8; 32], opened_as: &Principal) -> Resu
              open streams are closed",
             opened_as.name
         ))),
-        Some(now) if !now.covers(opened_as) => Err(ApiError::PermissionDenied(format!(
+        Some(now) if !now.covers(opened_as) => Err(ApiError::permission_denied(format!(
             "the rights of API key {:?} changed (now: namespaces {}, admin {}); streams opened before are closed, \
              open them again",
             now.name,
@@ -339,11 +340,9 @@ fn standing(keys: Option<&Keys>, hash: &[u8; 32], opened_as: &Principal) -> Resu
 /// The file is written readable by its owner only (`secret_files`), also over a wider one.
 pub fn add_key(path: &Path, name: &str, namespaces: Vec<String>, admin: bool) -> anyhow::Result<String> {
     let mut file: KeysFile = match std::fs::read_to_string(path) {
-        Ok(text) => {
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{} is not a valid keys file: {e}", path.display()))?
-        }
+        Ok(text) => toml::from_str(&text).with_context(|| format!("{} is not a valid keys file", path.display()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => KeysFile::default(),
-        Err(e) => return Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot read {}", path.display()))),
     };
     if file.keys.iter().any(|k| k.name == name) {
         anyhow::bail!("a key named {name:?} already exists in {}", path.display());
@@ -418,7 +417,7 @@ mod tests {
         // ops loses admin: its stream ends with PERMISSION_DENIED; billing's goes on.
         std::fs::write(&path, text.replace("admin = true\n", "")).unwrap();
         ring.reload().unwrap();
-        assert!(matches!(ops_hold.await, ApiError::PermissionDenied(m) if m.contains("\"ops\"")));
+        assert!(matches!(ops_hold.await, ApiError::Engine(EngineError::PermissionDenied(m)) if m.contains("\"ops\"")));
         assert!((&mut billing_hold).now_or_never().is_none());
         // billing removed: UNAUTHENTICATED.
         let without_billing = KeysFile {

@@ -3,8 +3,6 @@
 //! encoded `ErrorDetail` (`x-dls-error-detail-bin`: the kind, the transaction, what ended
 //! it, the deadlock that chose it) and, for a follower, the leader's address.
 
-use std::time::Duration;
-
 use caerus_proto::v1 as pb;
 use caerus_proto::{metadata, Wire};
 use caerus_types::ErrorKind;
@@ -14,28 +12,22 @@ use tonic::{Code, Status};
 use crate::locks::{EndCause, Rejection, TxnId, WaitEnd};
 use crate::request::EngineError;
 
+/// The answer of a call that failed: what the engine answered, or what only this layer
+/// knows (the caller's key, a wait on the stream, the keys a node holds).
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// A field failed validation; the message names the field and the rule.
-    #[error("{0}")]
-    InvalidArgument(String),
+    /// The engine's answer, the variants both layers share (validation, permissions,
+    /// leadership, availability, limits, membership, internal errors). Built with `From`,
+    /// which answers the engine's transaction-level refusals as the variants below.
+    #[error(transparent)]
+    Engine(EngineError),
     /// Missing or unknown API key.
     #[error("{0}")]
     Unauthenticated(String),
-    /// The key may not use this namespace or transaction.
-    #[error("{0}")]
-    PermissionDenied(String),
-    /// The key is limited to namespaces under `prefixes` (sent as `x-dls-key-namespaces-bin`),
-    /// and the call's namespace is not one of them.
-    #[error("{message}")]
-    OutsideNamespaces { message: String, prefixes: Vec<String> },
     /// The key is a semaphore of `declared` permits (sent as `x-dls-semaphore-permits`),
     /// asked for with another count or as a lock.
     #[error("{message}")]
     SemaphoreMismatch { message: String, declared: u32 },
-    /// Unknown transaction.
-    #[error("transaction {0} not found (unknown, or finished and forgotten)")]
-    NotFound(TxnId),
     /// The transaction is no longer active; `code` is ABORTED inside a wait,
     /// FAILED_PRECONDITION otherwise. `cause` is what ended it, when it has ended.
     #[error("{message}")]
@@ -47,37 +39,12 @@ pub enum ApiError {
     /// The acquire timeout passed.
     #[error("{0}")]
     LockTimeout(String),
-    /// WatchEvents from a cursor older than the retained log.
-    #[error("{0}")]
-    CursorExpired(String),
     /// The wait was withdrawn by ReleaseLock.
     #[error("{0}")]
     WaitCancelled(String),
     /// The transaction already waits for another lock.
     #[error("{0}")]
     AlreadyWaiting(String),
-    /// This node is not the leader.
-    #[error("{}", crate::request::error::not_leader_message(.leader))]
-    NotLeader { leader: Option<(u64, String)> },
-    /// The cluster could not commit in time; retry with the same request_id.
-    #[error("{0}")]
-    Unavailable(String),
-    /// A configured limit refused the request; nothing changed. The message names the
-    /// limit and its flag.
-    #[error("{0}")]
-    ResourceExhausted(String),
-    /// The leader sheds new work while its proposal queue is full; retry after the hint
-    /// (sent as `x-dls-retry-after-ms`) with the same request_id.
-    #[error("{message}")]
-    Overloaded { message: String, retry_after: Duration },
-    /// A membership change does not fit the current membership; nothing changed.
-    #[error("{0}")]
-    MembershipRefused(String),
-    /// The request needs a feature level some member does not read yet; nothing changed.
-    /// FAILED_PRECONDITION with the kind MEMBERSHIP_REFUSED: the membership (its oldest
-    /// node) is what refuses, and it is the same answer once those nodes are upgraded.
-    #[error("{0}")]
-    BelowFeatureLevel(String),
     /// A cluster API key of that name exists already (in the cluster or the keys file).
     #[error("{0}")]
     AlreadyExists(String),
@@ -87,40 +54,69 @@ pub enum ApiError {
     /// The call needs something this node does not have (keys required).
     #[error("{0}")]
     FailedPrecondition(String),
-    /// A bug or storage failure.
-    #[error("internal error: {0}")]
-    Internal(String),
+}
+
+/// The gRPC code and the ErrorKind of each of the engine's answers.
+fn engine_code_and_kind(e: &EngineError) -> (Code, ErrorKind) {
+    match e {
+        EngineError::InvalidArgument(_) => (Code::InvalidArgument, ErrorKind::InvalidArgument),
+        EngineError::PermissionDenied(_) | EngineError::OutsideNamespaces { .. } => {
+            (Code::PermissionDenied, ErrorKind::PermissionDenied)
+        }
+        EngineError::NotFound(_) => (Code::NotFound, ErrorKind::TransactionNotFound),
+        EngineError::TransactionLost { .. } => (Code::FailedPrecondition, ErrorKind::TransactionLost),
+        // `From<EngineError>` answers a rejection as its own variant; the same here.
+        EngineError::Rejected(r) => ApiError::from(r.clone()).code_and_kind(),
+        EngineError::CursorExpired(_) => (Code::OutOfRange, ErrorKind::CursorExpired),
+        EngineError::NotLeader { .. } => (Code::Unavailable, ErrorKind::NotLeader),
+        EngineError::Unavailable(_) | EngineError::Overloaded { .. } => (Code::Unavailable, ErrorKind::Unavailable),
+        EngineError::ResourceExhausted(_) => (Code::ResourceExhausted, ErrorKind::ResourceExhausted),
+        // FAILED_PRECONDITION with the kind MEMBERSHIP_REFUSED for a feature level too: the
+        // membership (its oldest node) is what refuses, and it is the same answer once those
+        // nodes are upgraded.
+        EngineError::MembershipRefused(_) | EngineError::BelowFeatureLevel(_) => {
+            (Code::FailedPrecondition, ErrorKind::MembershipRefused)
+        }
+        EngineError::Internal(_) => (Code::Internal, ErrorKind::Internal),
+    }
 }
 
 impl ApiError {
+    /// A field failed validation; the message names the field and the rule.
+    pub fn invalid_argument(message: String) -> ApiError {
+        ApiError::Engine(EngineError::InvalidArgument(message))
+    }
+
+    /// The key may not use this namespace, transaction or call.
+    pub fn permission_denied(message: String) -> ApiError {
+        ApiError::Engine(EngineError::PermissionDenied(message))
+    }
+
+    /// This node is not the leader; the leader's id and address when it is known.
+    pub fn not_leader(leader: Option<(u64, String)>) -> ApiError {
+        ApiError::Engine(EngineError::NotLeader { leader })
+    }
+
+    /// A bug or a storage failure.
+    pub fn internal(message: String) -> ApiError {
+        ApiError::Engine(EngineError::Internal(message))
+    }
+
     /// The gRPC code and the ErrorKind (`x-dls-error`) this error is answered with.
     pub fn code_and_kind(&self) -> (Code, ErrorKind) {
         match self {
-            ApiError::InvalidArgument(_) | ApiError::SemaphoreMismatch { .. } => {
-                (Code::InvalidArgument, ErrorKind::InvalidArgument)
-            }
+            ApiError::Engine(e) => engine_code_and_kind(e),
+            ApiError::SemaphoreMismatch { .. } => (Code::InvalidArgument, ErrorKind::InvalidArgument),
             ApiError::Unauthenticated(_) => (Code::Unauthenticated, ErrorKind::Unauthenticated),
-            ApiError::PermissionDenied(_) | ApiError::OutsideNamespaces { .. } => {
-                (Code::PermissionDenied, ErrorKind::PermissionDenied)
-            }
-            ApiError::NotFound(_) => (Code::NotFound, ErrorKind::TransactionNotFound),
             ApiError::TransactionLost { code, .. } => (*code, ErrorKind::TransactionLost),
             ApiError::DeadlockVictim { .. } => (Code::Aborted, ErrorKind::DeadlockVictim),
             ApiError::LockTimeout(_) => (Code::DeadlineExceeded, ErrorKind::LockTimeout),
-            ApiError::CursorExpired(_) => (Code::OutOfRange, ErrorKind::CursorExpired),
             ApiError::WaitCancelled(_) => (Code::Cancelled, ErrorKind::WaitCancelled),
             ApiError::AlreadyWaiting(_) => (Code::FailedPrecondition, ErrorKind::AlreadyWaiting),
-            ApiError::NotLeader { .. } => (Code::Unavailable, ErrorKind::NotLeader),
-            ApiError::Unavailable(_) | ApiError::Overloaded { .. } => (Code::Unavailable, ErrorKind::Unavailable),
-            ApiError::ResourceExhausted(_) => (Code::ResourceExhausted, ErrorKind::ResourceExhausted),
-            ApiError::MembershipRefused(_) | ApiError::BelowFeatureLevel(_) => {
-                (Code::FailedPrecondition, ErrorKind::MembershipRefused)
-            }
             ApiError::AlreadyExists(_) => (Code::AlreadyExists, ErrorKind::ApiKeyExists),
             ApiError::KeyNotFound(_) => (Code::NotFound, ErrorKind::ApiKeyNotFound),
             // Only a node without keys answers it (no cluster keys there): the nearest kind.
             ApiError::FailedPrecondition(_) => (Code::FailedPrecondition, ErrorKind::InvalidArgument),
-            ApiError::Internal(_) => (Code::Internal, ErrorKind::Internal),
         }
     }
 
@@ -129,7 +125,7 @@ impl ApiError {
     pub fn detail(&self) -> pb::ErrorDetail {
         let mut detail = pb::ErrorDetail { kind: self.code_and_kind().1.to_wire(), ..Default::default() };
         match self {
-            ApiError::NotFound(txn) => detail.transaction_id = *txn,
+            ApiError::Engine(EngineError::NotFound(txn)) => detail.transaction_id = *txn,
             ApiError::TransactionLost { txn, cause, .. } => {
                 detail.transaction_id = *txn;
                 detail.end_cause = super::convert::cause(*cause);
@@ -176,17 +172,17 @@ impl ApiError {
 impl From<Rejection> for ApiError {
     fn from(r: Rejection) -> Self {
         match r {
-            Rejection::NotFound(txn) => ApiError::NotFound(txn),
+            Rejection::NotFound(txn) => ApiError::Engine(EngineError::NotFound(txn)),
             Rejection::NotActive { txn, cause, .. } => ApiError::not_active(txn, cause, r.to_string()),
             r @ Rejection::AlreadyWaiting { .. } => ApiError::AlreadyWaiting(r.to_string()),
             // A claim without holding the lock EXCLUSIVE is a misuse: a transaction that lost
             // its lock is not active any more and is answered so first.
             r @ (Rejection::RequestIdReused(_) | Rejection::Invalid(_) | Rejection::NotHeldExclusive { .. }) => {
-                ApiError::InvalidArgument(r.to_string())
+                ApiError::invalid_argument(r.to_string())
             }
-            r @ Rejection::NestedBatch => ApiError::Internal(r.to_string()),
+            r @ Rejection::NestedBatch => ApiError::internal(r.to_string()),
             r @ (Rejection::OutsideScope { .. } | Rejection::ApiKeyOutsideScope { .. }) => {
-                ApiError::PermissionDenied(r.to_string())
+                ApiError::permission_denied(r.to_string())
             }
             r @ Rejection::ApiKeyExists(_) => ApiError::AlreadyExists(r.to_string()),
             r @ Rejection::ApiKeyNotFound(_) => ApiError::KeyNotFound(r.to_string()),
@@ -200,20 +196,9 @@ impl From<Rejection> for ApiError {
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         match e {
-            EngineError::InvalidArgument(m) => ApiError::InvalidArgument(m),
-            EngineError::PermissionDenied(m) => ApiError::PermissionDenied(m),
-            EngineError::OutsideNamespaces { message, prefixes } => ApiError::OutsideNamespaces { message, prefixes },
-            EngineError::NotFound(txn) => ApiError::NotFound(txn),
             EngineError::TransactionLost { txn, cause, message } => ApiError::not_active(txn, cause, message),
             EngineError::Rejected(r) => r.into(),
-            EngineError::CursorExpired(m) => ApiError::CursorExpired(m),
-            EngineError::NotLeader { leader } => ApiError::NotLeader { leader },
-            EngineError::Unavailable(m) => ApiError::Unavailable(m),
-            EngineError::ResourceExhausted(m) => ApiError::ResourceExhausted(m),
-            EngineError::Overloaded { message, retry_after } => ApiError::Overloaded { message, retry_after },
-            EngineError::MembershipRefused(m) => ApiError::MembershipRefused(m),
-            EngineError::BelowFeatureLevel(m) => ApiError::BelowFeatureLevel(m),
-            EngineError::Internal(m) => ApiError::Internal(m),
+            e => ApiError::Engine(e),
         }
     }
 }
@@ -231,13 +216,13 @@ impl From<ApiError> for Status {
         caerus_proto::set_error_detail(&mut status, &e.detail());
         let md = status.metadata_mut();
         md.insert(metadata::ERROR_KIND, MetadataValue::from_static(kind.as_str()));
-        if let ApiError::NotLeader { leader: Some((id, addr)) } = &e {
+        if let ApiError::Engine(EngineError::NotLeader { leader: Some((id, addr)) }) = &e {
             if let Ok(v) = addr.parse() {
                 md.insert(metadata::LEADER_ADDR, v);
             }
             md.insert(metadata::LEADER_ID, MetadataValue::from(*id));
         }
-        if let ApiError::Overloaded { retry_after, .. } = &e {
+        if let ApiError::Engine(EngineError::Overloaded { retry_after, .. }) = &e {
             md.insert(metadata::RETRY_AFTER_MS, MetadataValue::from(retry_after.as_millis() as u64));
         }
         // Facts a client words its own advice from (the CLI names its flags), so that no
@@ -246,11 +231,63 @@ impl From<ApiError> for Status {
             ApiError::SemaphoreMismatch { declared, .. } => {
                 md.insert(metadata::SEMAPHORE_PERMITS, MetadataValue::from(*declared));
             }
-            ApiError::OutsideNamespaces { prefixes, .. } => {
+            ApiError::Engine(EngineError::OutsideNamespaces { prefixes, .. }) => {
                 md.insert_bin(metadata::KEY_NAMESPACES, MetadataValue::from_bytes(prefixes.join("\n").as_bytes()));
             }
             _ => {}
         }
         status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn answer(e: impl Into<ApiError>) -> (Code, String, String) {
+        let status = Status::from(e.into());
+        let kind = status.metadata().get(metadata::ERROR_KIND).unwrap().to_str().unwrap().to_string();
+        (status.code(), kind, status.message().to_string())
+    }
+
+    /// The engine's answers keep their code, kind and message whether they come through
+    /// `ApiError::Engine` or a rejection, and the facts a client acts on stay in metadata.
+    #[test]
+    fn the_engines_answers_keep_their_status_kind_message_and_metadata() {
+        let leader = Some((2, "10.0.0.2:7070".to_string()));
+        let status = Status::from(EngineError::NotLeader { leader: leader.clone() });
+        assert_eq!(status.code(), Code::Unavailable);
+        assert_eq!(status.message(), "this node is not the leader; the leader is node 2 at 10.0.0.2:7070");
+        assert_eq!(status.metadata().get(metadata::ERROR_KIND).unwrap(), "NOT_LEADER");
+        assert_eq!(status.metadata().get(metadata::LEADER_ADDR).unwrap(), "10.0.0.2:7070");
+        assert_eq!(status.metadata().get(metadata::LEADER_ID).unwrap(), "2");
+        assert_eq!(Status::from(ApiError::not_leader(leader)).metadata().get(metadata::LEADER_ID).unwrap(), "2");
+
+        let overloaded =
+            Status::from(EngineError::Overloaded { message: "busy".into(), retry_after: Duration::from_millis(40) });
+        assert_eq!(overloaded.metadata().get(metadata::RETRY_AFTER_MS).unwrap(), "40");
+        assert_eq!(
+            answer(EngineError::Internal("x".into())),
+            (Code::Internal, "INTERNAL".into(), "internal error: x".into())
+        );
+        assert_eq!(
+            answer(EngineError::NotFound(7)),
+            (
+                Code::NotFound,
+                "TRANSACTION_NOT_FOUND".into(),
+                "transaction 7 not found (unknown, or finished and forgotten)".into()
+            )
+        );
+        assert_eq!(ApiError::from(EngineError::NotFound(7)).detail().transaction_id, 7);
+        assert_eq!(answer(EngineError::BelowFeatureLevel("n".into())).0, Code::FailedPrecondition);
+        assert_eq!(answer(EngineError::BelowFeatureLevel("n".into())).1, "MEMBERSHIP_REFUSED");
+        // A transaction-level refusal is answered as outside a wait: FAILED_PRECONDITION.
+        let lost = EngineError::TransactionLost { txn: 3, cause: None, message: "gone".into() };
+        assert_eq!(answer(lost), (Code::FailedPrecondition, "TRANSACTION_LOST".into(), "gone".into()));
+        let rejected = EngineError::Rejected(Rejection::NotFound(9));
+        assert_eq!(engine_code_and_kind(&rejected), (Code::NotFound, ErrorKind::TransactionNotFound));
+        assert_eq!(answer(rejected).0, Code::NotFound);
     }
 }

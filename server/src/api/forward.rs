@@ -269,7 +269,7 @@ impl Hop {
                             .leader()
                             .filter(|(id, _)| *id != node.id())
                             .or_else(|| node.member_addr(leader).map(|addr| (leader, addr)));
-                        yield Err(ApiError::NotLeader { leader: named }.into());
+                        yield Err(ApiError::not_leader(named).into());
                         return;
                     }
                     item = upstream.next() => match item {
@@ -302,14 +302,14 @@ async fn stopping(stop: &mut watch::Receiver<bool>) {
 async fn leader_gone(node: &Node, leader: NodeId, method: &str, answer_by: Option<Instant>) -> Status {
     node.metrics().forward_failures.fetch_add(1, Relaxed);
     tracing::debug!(leader, method, "the leader is gone; ending a forwarded call");
-    ApiError::NotLeader { leader: node.next_leader(leader, answer_by).await }.into()
+    ApiError::not_leader(node.next_leader(leader, answer_by).await).into()
 }
 
 /// NOT_LEADER naming the leader as this node knows it now, unless that is still `failed`
 /// (the leader a hop could not reach): the client then finds the leader itself.
 fn not_leader_but(node: &Node, failed: NodeId) -> Status {
     let leader = node.leader().filter(|(id, _)| *id != failed);
-    ApiError::NotLeader { leader }.into()
+    ApiError::not_leader(leader).into()
 }
 
 /// Passes the leader's own answers on (marked as relayed); turns a failure of the hop into

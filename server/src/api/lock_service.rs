@@ -74,8 +74,9 @@ impl LockApi {
         let who = self.principal(&req)?;
         let r = req.into_inner();
         let txn = validate::txn_id(r.transaction_id)?;
-        let request_id = validate::request_id(&r.request_id)?
-            .ok_or_else(|| ApiError::InvalidArgument("request_id names the acquire to withdraw; it is empty".into()))?;
+        let request_id = validate::request_id(&r.request_id)?.ok_or_else(|| {
+            ApiError::invalid_argument("request_id names the acquire to withdraw; it is empty".into())
+        })?;
         let found = self.engine.cancel_wait(&who, txn, request_id).await?;
         Ok(pb::CancelWaitResponse { cancelled: found == WaitCancel::Cancelled, granted: found == WaitCancel::Granted })
     }
@@ -221,7 +222,7 @@ impl LockApi {
                 validate::begin_options(b.max_duration_ms)?,
             ),
             (_, Some(_)) => {
-                return Err(ApiError::InvalidArgument(
+                return Err(ApiError::invalid_argument(
                     "set either transaction_id (an existing transaction) or begin (start one), not both".into(),
                 ))
             }
@@ -302,7 +303,7 @@ fn acquire_stream(acquisition: Acquisition, lock: LockKey, stay_open: bool) -> A
             }
             AcquireStatus::Ended(end) => return Err(wait_end_status(update.txn, &end, update.deadlock)),
             AcquireStatus::GrantedAll { .. } => {
-                return Err(ApiError::Internal("an all-or-nothing grant answered a single acquire".into()).into())
+                return Err(ApiError::internal("an all-or-nothing grant answered a single acquire".into()).into())
             }
         };
         Ok(pb::AcquireLockResponse { event: Some(event), begun })
@@ -336,7 +337,7 @@ fn acquire_all_stream(acquisition: Acquisition, stay_open: bool) -> AcquireAllSt
             }
             AcquireStatus::Ended(end) => return Err(wait_end_status(update.txn, &end, update.deadlock)),
             AcquireStatus::Granted { .. } => {
-                return Err(ApiError::Internal("a single grant answered an all-or-nothing acquire".into()).into())
+                return Err(ApiError::internal("a single grant answered an all-or-nothing acquire".into()).into())
             }
         };
         Ok(pb::AcquireLocksResponse { event: Some(event) })
@@ -466,7 +467,9 @@ impl LockService for LockApi {
         let r = req.into_inner();
         let lock = validate::lock_key(&r.namespace, &r.key)?;
         if r.fencing_token == 0 {
-            return Err(ApiError::InvalidArgument("fencing_token must be above 0 (no grant has token 0)".into()).into());
+            return Err(
+                ApiError::invalid_argument("fencing_token must be above 0 (no grant has token 0)".into()).into()
+            );
         }
         let check = self.engine.verify_token(&who, &lock, r.fencing_token).await.map_err(ApiError::from)?;
         Ok(Response::new(pb::VerifyFencingTokenResponse {

@@ -6,6 +6,7 @@ use super::errors::ApiError;
 use caerus_proto::v1 as pb;
 
 use crate::engine::api_keys;
+use crate::engine::EngineError;
 use crate::locks::{self, LockKey, LockMode};
 
 /// Longest namespace, key or transaction name, in bytes.
@@ -22,7 +23,7 @@ pub const MAX_LOCKS_PER_REQUEST: usize = 64;
 pub const MAX_HEARTBEAT_BATCH: usize = 10_000;
 
 fn bad(msg: String) -> ApiError {
-    ApiError::InvalidArgument(msg)
+    ApiError::invalid_argument(msg)
 }
 
 /// A namespace or key: non-empty, at most 256 bytes, no control characters.
@@ -60,7 +61,7 @@ pub fn lock_list(locks: &[caerus_proto::v1::LockRequest]) -> Result<Vec<(LockKey
     let mut out: Vec<(LockKey, LockMode)> = Vec::with_capacity(locks.len());
     for (i, l) in locks.iter().enumerate() {
         let at = |e: ApiError| match e {
-            ApiError::InvalidArgument(m) => bad(format!("locks[{i}]: {m}")),
+            ApiError::Engine(EngineError::InvalidArgument(m)) => bad(format!("locks[{i}]: {m}")),
             e => e,
         };
         let lock = lock_key(&l.namespace, &l.key).map_err(at)?;
@@ -227,7 +228,7 @@ pub fn txn_id(id: u64) -> Result<u64, ApiError> {
 /// A cluster API key's name as the lock table takes it.
 pub fn api_key_name(name: String) -> Result<String, ApiError> {
     if name.trim().is_empty() || name.len() > locks::MAX_KEY_NAME || name.chars().any(char::is_control) {
-        return Err(ApiError::InvalidArgument(format!(
+        return Err(ApiError::invalid_argument(format!(
             "name must be 1 to {} bytes without control characters",
             locks::MAX_KEY_NAME
         )));
@@ -237,10 +238,9 @@ pub fn api_key_name(name: String) -> Result<String, ApiError> {
 
 /// A rotation's grace: 0 to 30 days.
 pub fn key_grace(ms: i64) -> Result<u64, ApiError> {
-    u64::try_from(ms)
-        .ok()
-        .filter(|&g| g <= api_keys::MAX_GRACE_MS)
-        .ok_or_else(|| ApiError::InvalidArgument(format!("grace_ms must be 0 to {} (30 days)", api_keys::MAX_GRACE_MS)))
+    u64::try_from(ms).ok().filter(|&g| g <= api_keys::MAX_GRACE_MS).ok_or_else(|| {
+        ApiError::invalid_argument(format!("grace_ms must be 0 to {} (30 days)", api_keys::MAX_GRACE_MS))
+    })
 }
 
 /// A `CreateApiKey` request, checked by the same rule the lock table applies.
@@ -249,7 +249,7 @@ pub fn new_api_key(r: pb::CreateApiKeyRequest) -> Result<api_keys::KeyRequest, A
     let expires_in_ms = u64::try_from(r.expires_in_ms)
         .ok()
         .filter(|&e| e <= api_keys::MAX_EXPIRY_MS)
-        .ok_or_else(|| ApiError::InvalidArgument("expires_in_ms must be 0 (never) to 10 years".into()))?;
+        .ok_or_else(|| ApiError::invalid_argument("expires_in_ms must be 0 (never) to 10 years".into()))?;
     let request_id = request_id(&r.request_id)?.unwrap_or_default();
     let l = r.limits.unwrap_or_default();
     let some = |n: u64| (n > 0).then_some(n);
@@ -268,7 +268,7 @@ pub fn new_api_key(r: pb::CreateApiKeyRequest) -> Result<api_keys::KeyRequest, A
         limits,
     };
     if let Some(why) = locks::invalid_new_key(&check) {
-        return Err(ApiError::InvalidArgument(why));
+        return Err(ApiError::invalid_argument(why));
     }
     Ok(api_keys::KeyRequest { name, namespaces, admin: r.admin, expires_in_ms, limits, request_id })
 }

@@ -16,8 +16,9 @@ pub mod sse;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-
 use std::time::Duration;
+
+use anyhow::Context;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
@@ -47,10 +48,10 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Binds the port before the node starts, so a busy port fails at once and names the flag.
 pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.map_err(|e| {
-        anyhow::anyhow!(
-            "cannot listen on {addr} for the HTTP port (metrics, health): {e}; \
-             pick a free address with --http-listen or DLS_HTTP_LISTEN"
+    TcpListener::bind(addr).await.with_context(|| {
+        format!(
+            "cannot listen on {addr} for the HTTP port (metrics, health; pick a free address with --http-listen or \
+             DLS_HTTP_LISTEN)"
         )
     })
 }

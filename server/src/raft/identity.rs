@@ -37,52 +37,88 @@ fn path(data_dir: &Path) -> PathBuf {
     data_dir.join(FILE)
 }
 
+/// Why the stored identity cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// The file exists but does not hold an identity.
+    #[error(
+        "{} is damaged. Restore its data directory from a backup, or copy the file from another member (the same \
+         cluster_id, node_id = {node_id})",
+        file.display()
+    )]
+    Damaged {
+        file: PathBuf,
+        node_id: NodeId,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The data directory is another node's.
+    #[error(
+        "data directory {} belongs to node {} of cluster {}, but this is --node-id {node_id}; start it with \
+         --node-id {} or give this node its own --data-dir",
+        data_dir.display(),
+        stored.node_id,
+        stored.cluster_id,
+        stored.node_id
+    )]
+    OtherNode { data_dir: PathBuf, stored: Identity, node_id: NodeId },
+    /// Reading the file failed.
+    #[error("cannot read {}", file.display())]
+    Read {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The identity cannot be encoded.
+    #[error("cannot encode the cluster identity")]
+    Encode(#[source] toml::ser::Error),
+    /// Writing the file failed.
+    #[error("cannot write {}", file.display())]
+    Write {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Reads the stored identity, if the directory has one. A stored identity of another node
 /// id is refused.
-pub fn load(data_dir: &Path, node_id: NodeId) -> anyhow::Result<Option<Identity>> {
+pub fn load(data_dir: &Path, node_id: NodeId) -> Result<Option<Identity>, IdentityError> {
     let file = path(data_dir);
-    let damaged = |e: &dyn std::fmt::Display| {
-        anyhow::anyhow!(
-            "{} is damaged ({e}). Restore its data directory from a backup, or copy the file from another member \
-             (the same cluster_id, node_id = {node_id})",
-            file.display()
-        )
-    };
     match std::fs::read_to_string(&file) {
         Ok(text) => {
-            let stored: Identity = toml::from_str(&text).map_err(|e| damaged(&e))?;
+            let stored: Identity = toml::from_str(&text).map_err(|e| IdentityError::Damaged {
+                file: file.clone(),
+                node_id,
+                source: e.into(),
+            })?;
             if stored.node_id != node_id {
-                anyhow::bail!(
-                    "data directory {} belongs to node {} of cluster {}, but this is --node-id {node_id}; \
-                     start it with --node-id {} or give this node its own --data-dir",
-                    data_dir.display(),
-                    stored.node_id,
-                    stored.cluster_id,
-                    stored.node_id
-                );
+                return Err(IdentityError::OtherNode { data_dir: data_dir.to_path_buf(), stored, node_id });
             }
             Ok(Some(stored))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(damaged(&e)),
-        Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", file.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            Err(IdentityError::Damaged { file, node_id, source: e.into() })
+        }
+        Err(source) => Err(IdentityError::Read { file, source }),
     }
 }
 
 /// Stores the identity, durably, before the node casts a vote or accepts an entry under it.
-pub fn store(data_dir: &Path, identity: &Identity) -> anyhow::Result<()> {
+pub fn store(data_dir: &Path, identity: &Identity) -> Result<(), IdentityError> {
     let file = path(data_dir);
     let text = format!(
         "# Written by dls when the node bootstrapped or joined its cluster. Do not edit: peers of another\n\
          # cluster id are refused, and a node with this file but no raft log refuses to start (its log was lost).\n{}",
-        toml::to_string(identity)?
+        toml::to_string(identity).map_err(IdentityError::Encode)?
     );
     let tmp = file.with_extension("toml.tmp");
     std::fs::write(&tmp, text)
         .and_then(|()| file_io::sync_file(&tmp))
         .and_then(|()| std::fs::rename(&tmp, &file))
         .and_then(|()| file_io::sync_dir(data_dir))
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", file.display()))?;
+        .map_err(|source| IdentityError::Write { file: file.clone(), source })?;
     tracing::info!(cluster_id = %identity.cluster_id, node = identity.node_id, "cluster identity stored in {}", file.display());
     Ok(())
 }

@@ -29,13 +29,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{EntryPayload, OptionalSend, RaftLogReader, StorageIOError};
+use openraft::{EntryPayload, OptionalSend, RaftLogReader};
 
 use super::durable::Durable;
 use super::meta::{MetaFile, RaftMeta, Watermark};
 use super::sled_migration;
+use super::store_error::{blocking, chain, StoreError};
 use super::types::{codec, Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
-use super::wal::{Damaged, Recovery, Wal};
+use super::wal::{RecordRef, Recovery, Wal};
 use crate::exposition::Histogram;
 use crate::locks::feature_level::BASE_LEVEL;
 use crate::versions::DataLevel;
@@ -85,7 +86,7 @@ pub enum OnDamage {
 
 /// Told the outcome of the next sync; `None` when only the [`Durable`] mark waits (the
 /// leader's own appends).
-type Waiter = Option<Box<dyn FnOnce(io::Result<()>) + Send>>;
+type Waiter = Option<Box<dyn FnOnce(Result<(), StoreError>) + Send>>;
 
 /// The files and what the sync rounds share.
 struct Disk {
@@ -115,26 +116,9 @@ pub struct LogStore {
     data_level: Option<Arc<DataLevel>>,
 }
 
-fn io_err(e: impl std::error::Error + 'static) -> StorageError {
-    StorageIOError::<NodeId>::write_logs(&e).into()
-}
-
-fn read_err(e: impl std::error::Error + 'static) -> StorageError {
-    StorageIOError::<NodeId>::read_logs(&e).into()
-}
-
-fn vote_err(e: impl std::error::Error + 'static) -> StorageError {
-    StorageIOError::<NodeId>::write_vote(&e).into()
-}
-
 /// The sync thread is gone (it stops only when the node shuts down or it panicked).
 fn sync_stopped() -> StorageError {
-    io_err(io::Error::other("the raft log sync thread stopped"))
-}
-
-/// Runs file work on the blocking pool.
-async fn blocking<T: Send + 'static>(work: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
-    tokio::task::spawn_blocking(work).await.map_err(|e| io::Error::other(format!("storage task failed: {e}")))?
+    StoreError::SyncStopped.write_logs()
 }
 
 impl Disk {
@@ -147,12 +131,10 @@ impl Disk {
     /// After one failed sync every later one fails too (fsyncgate): the kernel may have
     /// dropped the pages it could not write and marked them clean, so a later `fdatasync`
     /// that succeeds says nothing about them.
-    fn sync_now(&self) -> io::Result<()> {
+    fn sync_now(&self) -> Result<(), StoreError> {
         let _round = self.round.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if self.durable.failed() {
-            return Err(io::Error::other(
-                "an earlier sync of the raft log failed; nothing written since counts as on disk",
-            ));
+            return Err(StoreError::SyncFailedBefore);
         }
         let job = self.wal.lock().expect("wal lock").sync_job();
         let (epoch, next) = job.covers;
@@ -177,7 +159,7 @@ impl Disk {
                 }
             }
             Err(e) => {
-                tracing::error!("cannot sync the raft log: {e}");
+                tracing::error!("cannot sync the raft log: {}", chain(e));
                 self.durable.fail();
             }
         }
@@ -185,7 +167,7 @@ impl Disk {
     }
 
     /// Stores the watermark `w`, and the newest commit index if the log on disk holds it.
-    fn record(&self, w: Watermark) -> io::Result<()> {
+    fn record(&self, w: Watermark) -> Result<(), StoreError> {
         let commit = *self.latest_commit.lock().expect("commit lock");
         let mut meta = self.meta.lock().expect("meta lock");
         let mut m = meta.get().clone();
@@ -197,7 +179,7 @@ impl Disk {
     }
 
     /// Writes a change of the metadata (a vote to both copies).
-    fn change_meta(&self, both: bool, change: impl FnOnce(&mut RaftMeta)) -> io::Result<()> {
+    fn change_meta(&self, both: bool, change: impl FnOnce(&mut RaftMeta)) -> Result<(), StoreError> {
         let mut meta = self.meta.lock().expect("meta lock");
         let mut m = meta.get().clone();
         change(&mut m);
@@ -219,13 +201,16 @@ fn run_sync(disk: Arc<Disk>, rx: mpsc::Receiver<Waiter>) {
     while let Ok(first) = rx.recv() {
         let mut waiters = vec![first];
         waiters.extend(rx.try_iter());
-        let result = disk.sync_now();
+        // Every waiter is told the same failure, cause and all.
+        let result = disk.sync_now().map_err(Arc::new);
         for waiter in waiters.into_iter().flatten() {
-            waiter(result.as_ref().map(|_| ()).map_err(|e| io::Error::new(e.kind(), e.to_string())));
+            waiter(result.clone().map_err(StoreError::Shared));
         }
         let zeroed = disk.wal.lock().expect("wal lock").zero_ahead();
-        if let Err(e) = zeroed.and_then(|f| f.map_or(Ok(()), |f| f.sync_data())) {
-            tracing::warn!("cannot preallocate the raft log: {e}");
+        let synced =
+            zeroed.and_then(|f| f.map_or(Ok(()), |(path, f)| f.sync_data().map_err(StoreError::io("sync", &path))));
+        if let Err(e) = synced {
+            tracing::warn!("cannot preallocate the raft log: {}", chain(&e));
         }
     }
 }
@@ -236,7 +221,7 @@ impl LogStore {
     /// checks them against each other, and records where the log now ends. Acknowledged
     /// entries found damaged or missing refuse the start, or with [`OnDamage::Fetch`] cut
     /// the log there and leave the node owing them (see [`LogStore::owed`]).
-    pub fn open(data_dir: &Path, id: NodeId, on_damage: OnDamage) -> anyhow::Result<Self> {
+    pub fn open(data_dir: &Path, id: NodeId, on_damage: OnDamage) -> Result<Self, StoreError> {
         let log_dir = data_dir.join(LOG_DIR);
         let mut meta = match MetaFile::open(data_dir).map_err(|e| refusal(e, id))? {
             Some(m) => m,
@@ -249,7 +234,7 @@ impl LogStore {
             Recovery { purged: stored.purged.map(|p| p.index), watermark: stored.durable, cut_damage: false };
         let recovered = match Wal::open(&log_dir, &recovery) {
             Ok(r) => r,
-            Err(e) if on_damage == OnDamage::Fetch && Damaged::of(&e).is_some_and(|d| d.cuttable) => {
+            Err(e) if on_damage == OnDamage::Fetch && e.damage().is_some_and(|d| d.cuttable) => {
                 // Recorded before anything is cut: a crash from here on still finds the node
                 // owing what it acknowledged.
                 let acknowledged = stored.durable.and_then(|w| w.next_index.checked_sub(1));
@@ -263,7 +248,7 @@ impl LogStore {
         let stored = meta.get().clone();
         let wal = recovered.wal;
         let last = match wal.last_index() {
-            Some(i) => Some(decode_entry(&wal, i).map_err(|e| anyhow::anyhow!("{e}"))?.log_id),
+            Some(i) => Some(decode_entry(&wal, i)?.log_id),
             None => None,
         };
         let mut committed = stored.committed;
@@ -293,7 +278,10 @@ impl LogStore {
         });
         let (sync, rx) = mpsc::channel();
         let d = disk.clone();
-        std::thread::Builder::new().name("raft-log-sync".into()).spawn(move || run_sync(d, rx))?;
+        std::thread::Builder::new()
+            .name("raft-log-sync".into())
+            .spawn(move || run_sync(d, rx))
+            .map_err(|source| StoreError::Thread { name: "raft-log-sync", source })?;
         let store = LogStore {
             disk,
             sync,
@@ -356,13 +344,13 @@ impl LogStore {
     }
 
     /// The node has applied everything it owed, from a leader: it may vote again.
-    pub async fn settle_owed(&self) -> io::Result<()> {
+    pub async fn settle_owed(&self) -> Result<(), StoreError> {
         let disk = self.disk.clone();
         blocking(move || disk.change_meta(false, |m| m.owed = None)).await
     }
 
     /// Stores the commit index as far as the log on disk holds it (at shutdown).
-    pub async fn save_commit_now(&self) -> io::Result<()> {
+    pub async fn save_commit_now(&self) -> Result<(), StoreError> {
         let disk = self.disk.clone();
         blocking(move || {
             let _round = disk.round.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -381,7 +369,7 @@ impl LogStore {
             let _ = tx.send(r);
         }));
         self.sync.send(waiter).map_err(|_| sync_stopped())?;
-        rx.await.map_err(|_| sync_stopped())?.map_err(io_err)
+        rx.await.map_err(|_| sync_stopped())?.map_err(StoreError::write_logs)
     }
 
     /// Whether this node has never stored anything raft-related (a pristine node).
@@ -396,20 +384,24 @@ impl LogStore {
     fn write(
         &self,
         entries: impl IntoIterator<Item = Entry>,
-        done: impl FnOnce(io::Result<()>) + Send + 'static,
+        done: impl FnOnce(Result<(), StoreError>) + Send + 'static,
     ) -> Result<(), StorageError> {
         let entries: Vec<Entry> = entries.into_iter().collect();
         if let Some(data_level) = &self.data_level {
             let level = entries.iter().map(entry_level).max().unwrap_or(BASE_LEVEL);
-            data_level.admit(level).map_err(io_err)?;
+            data_level.admit(level).map_err(StoreError::write_logs)?;
         }
         let encoded = entries
             .iter()
-            .map(|e| Ok((e.log_id.index, codec::encode(e).map_err(io_err)?)))
-            .collect::<Result<Vec<_>, StorageError>>()?;
+            .map(|e| {
+                let index = e.log_id.index;
+                Ok((index, codec::encode(e).map_err(StoreError::codec("encode", format!("raft log entry {index}")))?))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()
+            .map_err(StoreError::write_logs)?;
         let wants_zeros = {
             let mut wal = self.disk.wal.lock().expect("wal lock");
-            wal.append(&encoded).map_err(io_err)?;
+            wal.append(&encoded).map_err(StoreError::write_logs)?;
             wal.wants_zeros()
         };
         self.disk.stats.entries_appended.fetch_add(encoded.len() as u64, Ordering::Relaxed);
@@ -428,7 +420,7 @@ impl LogStore {
 
     fn read_entries(&self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
         let records = self.disk.wal.lock().expect("wal lock").locate(start, end);
-        records.iter().map(|r| codec::decode::<Entry>(&r.read().map_err(read_err)?).map_err(read_err)).collect()
+        records.iter().map(|r| decode(r).map_err(StoreError::read_logs)).collect()
     }
 }
 
@@ -448,7 +440,7 @@ fn entry_level(entry: &Entry) -> u32 {
     }
 }
 
-fn step_down(meta: &mut MetaFile, id: NodeId) -> io::Result<()> {
+fn step_down(meta: &mut MetaFile, id: NodeId) -> Result<(), StoreError> {
     let stored = meta.get().clone();
     match stored.vote {
         Some(v) if v.is_committed() && v.leader_id().voted_for() == Some(id) => {
@@ -459,17 +451,26 @@ fn step_down(meta: &mut MetaFile, id: NodeId) -> io::Result<()> {
     }
 }
 
-fn decode_entry(wal: &Wal, index: u64) -> io::Result<Entry> {
-    let record = wal.locate(index, index + 1).pop().ok_or_else(|| io::Error::other(format!("no entry {index}")))?;
-    codec::decode(&record.read()?).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+fn decode_entry(wal: &Wal, index: u64) -> Result<Entry, StoreError> {
+    decode(&wal.locate(index, index + 1).pop().ok_or(StoreError::Missing(index))?)
+}
+
+fn decode(record: &RecordRef) -> Result<Entry, StoreError> {
+    let index = record.index();
+    codec::decode(&record.read()?).map_err(StoreError::codec("decode", format!("raft log entry {index}")))
 }
 
 /// Refuses metadata that contradicts the log (docs/storage.md, "Raft metadata"): a vote
 /// older than the leader of the last entry (the vote was rolled back: it could be cast
 /// twice), a commit index past everything the log and the purge point hold. After a cut at
 /// damage the commit index is brought down to the log instead: raft learns it again.
-fn check_against_log(meta: &RaftMeta, last: Option<LogId>, cut: bool, committed: &mut Option<LogId>) -> io::Result<()> {
-    let refuse = |what: String| Err(io::Error::new(io::ErrorKind::InvalidData, what));
+fn check_against_log(
+    meta: &RaftMeta,
+    last: Option<LogId>,
+    cut: bool,
+    committed: &mut Option<LogId>,
+) -> Result<(), StoreError> {
+    let refuse = |what: String| Err(StoreError::Untrusted(what));
     let vote_term = meta.vote.map_or(0, |v| v.leader_id().get_term());
     if let Some(last) = last.filter(|l| l.leader_id.term > vote_term) {
         return refuse(format!(
@@ -497,7 +498,7 @@ fn check_against_log(meta: &RaftMeta, last: Option<LogId>, cut: bool, committed:
 
 /// Marks the log of a new data directory purged up to `at`: its history before that lives
 /// in a snapshot only (a restore from a backup, see `restore`).
-pub fn seed_purged(data_dir: &Path, at: LogId) -> io::Result<()> {
+pub fn seed_purged(data_dir: &Path, at: LogId) -> Result<(), StoreError> {
     let durable = Some(Watermark { pos: 0, next_index: at.index + 1 });
     MetaFile::create(data_dir, RaftMeta { purged: Some(at), durable, ..RaftMeta::default() })?;
     Ok(())
@@ -505,17 +506,12 @@ pub fn seed_purged(data_dir: &Path, at: LogId) -> io::Result<()> {
 
 /// Damage to the log or its metadata becomes a refusal to start that says what the
 /// operator can do; other errors pass through.
-fn refusal(e: io::Error, id: NodeId) -> anyhow::Error {
-    if e.kind() != io::ErrorKind::InvalidData {
-        return e.into();
+fn refusal(e: StoreError, id: NodeId) -> StoreError {
+    if e.is_untrusted() {
+        StoreError::Refused { id, source: Box::new(e) }
+    } else {
+        e
     }
-    anyhow::anyhow!(
-        "{e}. This node's raft log cannot be trusted, so it does not start (serving a shortened log or a \
-         rolled-back vote could hand out fencing tokens twice). Restore its data directory from a backup, or \
-         re-add it empty: on a running member `dls members remove {id}` and `dls members add {id} \
-         HOST:PORT/PEER_PORT`, then start this node with an empty --data-dir and --join; it catches up from the \
-         leader. See docs/storage.md."
-    )
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -558,7 +554,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // A vote forgotten in a crash, or rolled back by damage to one copy, could let this
         // node vote twice in one term: both copies hold it before it counts.
         let (disk, v) = (self.disk.clone(), *vote);
-        blocking(move || disk.change_meta(true, |m| m.vote = Some(v))).await.map_err(vote_err)?;
+        blocking(move || disk.change_meta(true, |m| m.vote = Some(v))).await.map_err(StoreError::write_vote)?;
         // openraft runs storage commands one at a time: appends after this carry this vote.
         self.note_vote(vote);
         Ok(())
@@ -587,13 +583,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        self.write(entries, move |r| callback.log_io_completed(r))
+        // openraft 0.9 takes an io::Error here: it wraps the typed error, cause and all.
+        self.write(entries, move |r| callback.log_io_completed(r.map_err(io::Error::other)))
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         {
             let mut wal = self.disk.wal.lock().expect("wal lock");
-            wal.truncate(log_id.index).map_err(io_err)?;
+            wal.truncate(log_id.index).map_err(StoreError::write_logs)?;
             self.disk.durable.cut(log_id.index);
         }
         self.sync_log().await
@@ -603,8 +600,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Record the purge point first: entries at or below it are ignored from then on,
         // so a crash half-way through deleting segments leaves a consistent log.
         let disk = self.disk.clone();
-        blocking(move || disk.change_meta(false, |m| m.purged = Some(log_id))).await.map_err(io_err)?;
-        self.disk.wal.lock().expect("wal lock").purge(log_id.index).map_err(io_err)
+        blocking(move || disk.change_meta(false, |m| m.purged = Some(log_id))).await.map_err(StoreError::write_logs)?;
+        self.disk.wal.lock().expect("wal lock").purge(log_id.index).map_err(StoreError::write_logs)
     }
 }
 
@@ -706,7 +703,8 @@ mod tests {
             change(&mut m);
             file.write_both(m).unwrap();
         };
-        let refusal = || LogStore::open(dir.path(), 1, OnDamage::Refuse).err().expect("refused").to_string();
+        // The chain, as the operator reads it: the refusal, then what was found.
+        let refusal = || chain(&LogStore::open(dir.path(), 1, OnDamage::Refuse).err().expect("refused"));
         rewrite(&|m| m.vote = Some(Vote::new_committed(0, 1)));
         let msg = refusal();
         assert!(msg.contains("the vote was rolled back"), "{msg}");

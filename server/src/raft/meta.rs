@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::store_error::StoreError;
 use super::types::{codec, LogId, Vote};
 use crate::platform::file_io::{self, FileExt};
 
@@ -87,14 +88,14 @@ pub struct MetaFile {
     current: RaftMeta,
 }
 
-fn corrupt(path: &Path, what: impl std::fmt::Display) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("raft metadata file {} is damaged: {what}", path.display()))
+fn corrupt(path: &Path, what: impl std::fmt::Display) -> StoreError {
+    StoreError::Untrusted(format!("raft metadata file {} is damaged: {what}", path.display()))
 }
 
-fn encode_slot(generation: u64, meta: &RaftMeta) -> io::Result<Vec<u8>> {
-    let payload = codec::encode(meta).map_err(io::Error::other)?;
+fn encode_slot(generation: u64, meta: &RaftMeta) -> Result<Vec<u8>, StoreError> {
+    let payload = codec::encode(meta).map_err(StoreError::codec("encode", "the raft metadata"))?;
     if payload.len() > SLOT - SLOT_HEADER {
-        return Err(io::Error::other(format!("raft metadata of {} bytes does not fit a slot", payload.len())));
+        return Err(StoreError::TooLarge { what: "the raft metadata", len: payload.len(), max: SLOT - SLOT_HEADER });
     }
     let mut slot = vec![0u8; SLOT];
     slot[0..8].copy_from_slice(MAGIC);
@@ -137,22 +138,22 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 
 impl MetaFile {
     /// Reads the file in `data_dir`: `None` when there is none. A file that cannot be
-    /// trusted is an `InvalidData` error naming it.
-    pub fn open(data_dir: &Path) -> io::Result<Option<MetaFile>> {
+    /// trusted is a [`StoreError::Untrusted`] naming it.
+    pub fn open(data_dir: &Path) -> Result<Option<MetaFile>, StoreError> {
         let path = path(data_dir);
         let file = match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io::Error::new(e.kind(), format!("cannot open {}: {e}", path.display()))),
+            Err(e) => return Err(StoreError::io("open", &path)(e)),
         };
         // What the disk holds, not what the page cache kept (see `wal::scan`).
         let _ = file_io::drop_cached_pages(&file);
-        let size = file.metadata()?.len();
+        let size = file.metadata().map_err(StoreError::io("stat", &path))?.len();
         if size != 2 * SLOT as u64 {
             return Err(corrupt(&path, format!("it is {size} bytes, not {} (cut short or replaced?)", 2 * SLOT)));
         }
         let mut bytes = vec![0u8; 2 * SLOT];
-        file.read_exact_at(&mut bytes, 0)?;
+        file.read_exact_at(&mut bytes, 0).map_err(StoreError::io("read", &path))?;
         let slots = [decode_slot(&bytes[..SLOT]), decode_slot(&bytes[SLOT..])];
         let (generation, current) = match &slots {
             [Ok(a), Ok(b)] => {
@@ -180,7 +181,7 @@ impl MetaFile {
 
     /// Creates the file in `data_dir` with `meta` in both slots; it appears whole or not at
     /// all. Refuses to replace an existing one.
-    pub fn create(data_dir: &Path, meta: RaftMeta) -> io::Result<MetaFile> {
+    pub fn create(data_dir: &Path, meta: RaftMeta) -> Result<MetaFile, StoreError> {
         let path = path(data_dir);
         let tmp = path.with_extension("tmp");
         let mut bytes = encode_slot(1, &meta)?;
@@ -195,8 +196,8 @@ impl MetaFile {
             std::fs::rename(&tmp, &path)?;
             sync_dir(data_dir)
         })();
-        written.map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        written.map_err(StoreError::io("create", &path))?;
+        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(StoreError::io("open", &path))?;
         Ok(MetaFile { path, file, generation: 2, current: meta })
     }
 
@@ -209,21 +210,21 @@ impl MetaFile {
     }
 
     /// Makes `meta` durable in the older slot.
-    pub fn write(&mut self, meta: RaftMeta) -> io::Result<()> {
+    pub fn write(&mut self, meta: RaftMeta) -> Result<(), StoreError> {
         let generation = self.generation + 1;
         let slot = encode_slot(generation, &meta)?;
         let at = (generation % 2) * SLOT as u64;
         self.file
             .write_all_at(&slot, at)
             .and_then(|()| self.file.sync_data())
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot write {}: {e}", self.path.display())))?;
+            .map_err(StoreError::io_at("write", &self.path, at))?;
         self.generation = generation;
         self.current = meta;
         Ok(())
     }
 
     /// Makes `meta` durable in both slots, one after the other (see the module doc: a vote).
-    pub fn write_both(&mut self, meta: RaftMeta) -> io::Result<()> {
+    pub fn write_both(&mut self, meta: RaftMeta) -> Result<(), StoreError> {
         self.write(meta.clone())?;
         self.write(meta)
     }
@@ -261,7 +262,7 @@ mod tests {
         match MetaFile::open(dir) {
             Ok(_) => panic!("a damaged file was read"),
             Err(e) => {
-                assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+                assert!(e.is_untrusted(), "{e}");
                 e.to_string()
             }
         }

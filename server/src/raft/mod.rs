@@ -21,5 +21,6 @@ pub(crate) mod snapshot_file;
 pub(crate) mod snapshot_schedule;
 pub mod snapshot_store;
 pub mod state_machine;
+pub mod store_error;
 pub mod types;
 pub mod wal;

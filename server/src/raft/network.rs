@@ -29,6 +29,7 @@ use super::peer_auth::{DiscoveryRpc, PeerAuth, PeerRpc, Stamp};
 use super::peer_tls::{PeerTlsClient, PeerTlsFiles};
 use super::quorum_clock::QuorumClock;
 use super::types::{codec, LogId, Node, NodeId, RPCError, RaftError, TypeConfig, Vote};
+use crate::tls::TlsError;
 
 /// Largest raft message accepted or sent (snapshot chunks are the big ones).
 pub const MAX_RAFT_MESSAGE: usize = 64 * 1024 * 1024;
@@ -64,7 +65,7 @@ impl PeerTransport {
         auth: Arc<PeerAuth>,
         tls_files: Option<PeerTlsFiles>,
         secret_beyond_loopback: bool,
-    ) -> anyhow::Result<Arc<PeerTransport>> {
+    ) -> Result<Arc<PeerTransport>, TlsError> {
         let tls = tls_files.as_ref().map(PeerTlsClient::load).transpose()?.map(Arc::new);
         Ok(Arc::new(PeerTransport {
             auth,
@@ -77,7 +78,7 @@ impl PeerTransport {
 
     /// Reads the TLS files again; the next calls open new connections with them (calls in
     /// flight finish on the old ones). A failed read keeps the old configuration.
-    pub fn reload_tls(&self) -> anyhow::Result<()> {
+    pub fn reload_tls(&self) -> Result<(), TlsError> {
         let Some(files) = &self.tls_files else { return Ok(()) };
         let tls = PeerTlsClient::load(files)?;
         *self.tls.lock().expect("peer tls lock") = Some(Arc::new(tls));
@@ -123,7 +124,7 @@ impl PeerTransport {
         }
         let channel = match tls {
             Some(tls) => {
-                let connector = tls.connector(to).map_err(|e| Unreachable::new(&std::io::Error::other(e)))?;
+                let connector = tls.connector(to).map_err(|e| Unreachable::new(&e))?;
                 endpoint.connect_with_connector_lazy(connector)
             }
             None => endpoint.connect_lazy(),

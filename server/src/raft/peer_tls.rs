@@ -28,6 +28,7 @@ use tokio_rustls::TlsConnector;
 
 use super::types::NodeId;
 use crate::certs;
+use crate::tls::TlsError;
 
 /// The PEM files of mutual TLS between nodes.
 #[derive(Clone, Debug)]
@@ -49,18 +50,21 @@ pub struct PeerTlsClient {
 impl PeerTlsClient {
     /// Reads the files; fails at start (or reload) when one is not what it should be,
     /// rather than at the first raft call.
-    pub fn load(files: &PeerTlsFiles) -> anyhow::Result<PeerTlsClient> {
+    pub fn load(files: &PeerTlsFiles) -> Result<PeerTlsClient, TlsError> {
         let roots = Arc::new(crate::tls::root_store(&files.ca)?);
         let chain = crate::tls::read_certs(&files.cert)?;
         let key = crate::tls::read_key(&files.key)?;
         // The pair must fit, or every peer would refuse this node's handshakes.
-        let _ = connector_config(&roots, &chain, &key, 0)
-            .map_err(|e| anyhow::anyhow!("{} and {}: {e}", files.cert.display(), files.key.display()))?;
+        let _ = connector_config(&roots, &chain, &key, 0).map_err(|e| TlsError::PeerClient {
+            cert: files.cert.clone(),
+            key: files.key.clone(),
+            source: Box::new(e),
+        })?;
         Ok(PeerTlsClient { roots, chain, key })
     }
 
     /// A connector for calls to node `to`.
-    pub fn connector(&self, to: NodeId) -> anyhow::Result<NodeConnector> {
+    pub fn connector(&self, to: NodeId) -> Result<NodeConnector, TlsError> {
         Ok(NodeConnector { config: Arc::new(connector_config(&self.roots, &self.chain, &self.key, to)?) })
     }
 }
@@ -70,14 +74,18 @@ fn connector_config(
     chain: &[CertificateDer<'static>],
     key: &PrivateKeyDer<'static>,
     to: NodeId,
-) -> anyhow::Result<ClientConfig> {
+) -> Result<ClientConfig, TlsError> {
     let provider = crate::tls::provider();
-    let webpki = WebPkiServerVerifier::builder_with_provider(roots.clone(), provider.clone()).build()?;
+    let webpki = WebPkiServerVerifier::builder_with_provider(roots.clone(), provider.clone())
+        .build()
+        .map_err(TlsError::Verifier)?;
     let mut config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Rustls)?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(NodeCertificate { webpki, to }))
-        .with_client_auth_cert(chain.to_vec(), key.clone_key())?;
+        .with_client_auth_cert(chain.to_vec(), key.clone_key())
+        .map_err(TlsError::Rustls)?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(config)
 }

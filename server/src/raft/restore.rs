@@ -15,21 +15,52 @@
 //! [`DEFAULT_TOKEN_MARGIN`] when none is given, and says so.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
 use openraft::{CommittedLeaderId, Membership};
 use sha2::{Digest, Sha256};
 
-use super::identity::{self, Identity};
+use super::identity::{self, Identity, IdentityError};
 use super::log_store;
 use super::snapshot_store::{read_snapshot, SnapshotStore};
+use super::store_error::StoreError;
 use super::types::{LogId, Member, NodeId, StoredMembership};
 
 /// How far above the backup's last fencing token the new cluster starts when no
 /// `--token-floor` is given: 2^40, more grants than a cluster makes in years, and a
 /// jump that u64 tokens can take millions of times.
 pub const DEFAULT_TOKEN_MARGIN: u64 = 1 << 40;
+
+/// Why a restore wrote nothing, or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// The backup does not read back whole.
+    #[error("cannot read the backup {}; nothing was restored (is it a `dls snapshot save` file?)", file.display())]
+    Backup {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The data directory holds something already.
+    #[error(
+        "--data-dir {} is not empty: a restore seeds a new node's data directory; give an empty or new one",
+        .0.display()
+    )]
+    NotEmpty(PathBuf),
+    /// `--token-floor` would let the new cluster hand out tokens the old one did.
+    #[error(
+        "--token-floor {floor} is below the backup's last fencing token {backup_token}; give at least the highest \
+         token the old cluster handed out"
+    )]
+    FloorTooLow { floor: u64, backup_token: u64 },
+    /// Writing the snapshot or the raft metadata failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Writing the identity failed.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+}
 
 /// What a restore wrote.
 #[derive(Debug)]
@@ -53,21 +84,15 @@ pub fn restore(
     node_id: NodeId,
     members: &BTreeMap<NodeId, Member>,
     token_floor: Option<u64>,
-) -> anyhow::Result<Restored> {
-    let (meta, mut state) = read_snapshot(file)
-        .map_err(|e| anyhow::anyhow!("{e}; nothing was restored (is it a `dls snapshot save` file?)"))?;
+) -> Result<Restored, RestoreError> {
+    let (meta, mut state) =
+        read_snapshot(file).map_err(|source| RestoreError::Backup { file: file.to_path_buf(), source })?;
     if std::fs::read_dir(data_dir).is_ok_and(|mut entries| entries.next().is_some()) {
-        anyhow::bail!(
-            "--data-dir {} is not empty: a restore seeds a new node's data directory; give an empty or new one",
-            data_dir.display()
-        );
+        return Err(RestoreError::NotEmpty(data_dir.to_path_buf()));
     }
     let backup_token = state.table.last_token();
     let floor = match token_floor {
-        Some(floor) if floor < backup_token => anyhow::bail!(
-            "--token-floor {floor} is below the backup's last fencing token {backup_token}; give at least the \
-             highest token the old cluster handed out"
-        ),
+        Some(floor) if floor < backup_token => return Err(RestoreError::FloorTooLow { floor, backup_token }),
         Some(floor) => floor,
         None => backup_token.saturating_add(DEFAULT_TOKEN_MARGIN),
     };
@@ -78,9 +103,8 @@ pub fn restore(
     state.last_applied = Some(at);
     state.membership = StoredMembership::new(Some(at), Membership::new(vec![voters], members.clone()));
 
-    std::fs::create_dir_all(data_dir)
-        .map_err(|e| anyhow::anyhow!("cannot create data directory {}: {e}", data_dir.display()))?;
-    SnapshotStore::open(data_dir)?.save(&RwLock::new(state))?;
+    std::fs::create_dir_all(data_dir).map_err(StoreError::io("create the data directory", data_dir))?;
+    SnapshotStore::open(data_dir)?.save(&RwLock::new(state)).map_err(StoreError::Snapshot)?;
     log_store::seed_purged(data_dir, at)?;
     let cluster_id = restored_cluster_id(members, &meta.snapshot_id);
     identity::store(data_dir, &Identity { cluster_id: cluster_id.clone(), node_id })?;

@@ -5,10 +5,10 @@
 //! it back). sled keeps no other role: nothing that decides a vote or a commit may live in
 //! a store that drops records it cannot read.
 
-use std::io;
 use std::path::Path;
 
 use super::meta::{MetaFile, RaftMeta, Watermark};
+use super::store_error::StoreError;
 use super::types::{codec, LogId, Vote};
 
 const SLED_DIR: &str = "raft.sled";
@@ -19,14 +19,14 @@ const VOTE: &[u8] = b"vote";
 const COMMITTED: &[u8] = b"committed";
 const LAST_PURGED: &[u8] = b"last_purged";
 
-fn invalid(what: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what)
+fn invalid(what: String) -> StoreError {
+    StoreError::Untrusted(what)
 }
 
 /// For a data directory without `raft-meta`: migrates v0.1.0's sled, or creates the file of a
 /// new node. Refuses when a raft log (or a migrated sled) shows that the file existed and is
 /// lost: the vote went with it.
-pub fn migrate_or_create(data_dir: &Path, log_dir: &Path) -> io::Result<MetaFile> {
+pub fn migrate_or_create(data_dir: &Path, log_dir: &Path) -> Result<MetaFile, StoreError> {
     let sled_dir = data_dir.join(SLED_DIR);
     if sled_dir.is_dir() {
         let meta = read_sled(&sled_dir)?;
@@ -59,29 +59,30 @@ pub fn migrate_or_create(data_dir: &Path, log_dir: &Path) -> io::Result<MetaFile
 
 /// Renames a sled directory already migrated (a crash may have come between writing
 /// `raft-meta` and the rename).
-pub fn set_aside(data_dir: &Path) -> io::Result<()> {
+pub fn set_aside(data_dir: &Path) -> Result<(), StoreError> {
     let sled_dir = data_dir.join(SLED_DIR);
     if !sled_dir.is_dir() {
         return Ok(());
     }
     let aside = data_dir.join(MIGRATED);
     if aside.exists() {
-        std::fs::remove_dir_all(&aside)?;
+        std::fs::remove_dir_all(&aside).map_err(StoreError::io("remove", &aside))?;
     }
-    std::fs::rename(&sled_dir, &aside)?;
-    crate::platform::file_io::sync_dir(data_dir)?;
+    std::fs::rename(&sled_dir, &aside).map_err(StoreError::io("rename", &sled_dir))?;
+    crate::platform::file_io::sync_dir(data_dir).map_err(StoreError::io("sync the directory", data_dir))?;
     tracing::info!("{} renamed to {}: raft-meta holds its vote now", sled_dir.display(), aside.display());
     Ok(())
 }
 
-fn read_sled(dir: &Path) -> io::Result<RaftMeta> {
-    let sled_err =
-        |e: sled::Error| io::Error::other(format!("cannot read {} (v0.1.0's raft metadata): {e}", dir.display()));
+fn read_sled(dir: &Path) -> Result<RaftMeta, StoreError> {
+    let sled_err = |source: sled::Error| StoreError::Sled { path: dir.to_path_buf(), source };
     let db = sled::Config::new().path(dir).cache_capacity(1 << 20).open().map_err(sled_err)?;
     let tree = db.open_tree(META_TREE).map_err(sled_err)?;
     let get = |key: &[u8]| tree.get(key).map_err(sled_err);
-    let decode_err =
-        |what: &str, e: bincode::Error| invalid(format!("{} holds a {what} that cannot be read: {e}", dir.display()));
+    let decode_err = |what: &str, source: bincode::Error| StoreError::Undecodable {
+        what: format!("{} holds a {what} that cannot be read", dir.display()),
+        source,
+    };
     let vote = get(VOTE)?.map(|v| codec::decode::<Vote>(&v)).transpose().map_err(|e| decode_err("vote", e))?;
     let committed = get(COMMITTED)?
         .map(|v| codec::decode::<Option<LogId>>(&v))
@@ -132,7 +133,7 @@ mod tests {
         // raft-meta lost afterwards: the old vote is never read again.
         std::fs::remove_file(super::super::meta::path(dir.path())).unwrap();
         let err = migrate_or_create(dir.path(), &log_dir).err().expect("refused");
-        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.is_untrusted(), "{err}");
         assert!(err.to_string().contains("raft-meta is missing"), "{err}");
     }
 

@@ -38,6 +38,7 @@ use bincode::Options;
 use super::replicated::Replicated;
 use super::snapshot_file::{file_err, SnapshotFile, TmpFile};
 use super::snapshot_schedule::LastSnapshot;
+use super::store_error::StoreError;
 use super::types::SnapshotMeta;
 
 /// Marks a snapshot file of this format; bump the digit if the layout ever changes.
@@ -94,20 +95,20 @@ impl SnapshotStore {
     /// Opens `<data_dir>/snapshots`, creating it, removing `.tmp` files a crash left, and
     /// finding the newest snapshot (headers only; [`load_current`](Self::load_current)
     /// decodes it).
-    pub fn open(data_dir: &Path) -> anyhow::Result<SnapshotStore> {
+    pub fn open(data_dir: &Path) -> Result<SnapshotStore, StoreError> {
         let dir = data_dir.join("snapshots");
-        fs::create_dir_all(&dir)
-            .map_err(|e| anyhow::anyhow!("cannot create the snapshot directory {}: {e}", dir.display()))?;
+        fs::create_dir_all(&dir).map_err(StoreError::io("create the snapshot directory", &dir))?;
         let mut newest: Option<Current> = None;
-        for path in list(&dir)? {
+        for path in list(&dir).map_err(StoreError::Snapshot)? {
             match path.extension().and_then(|e| e.to_str()) {
                 Some(TMP_EXT) => {
                     tracing::info!(file = %path.display(), "removing an unfinished snapshot file (left by a crash)");
-                    fs::remove_file(&path).map_err(|e| anyhow::anyhow!("cannot remove {}: {e}", path.display()))?;
+                    fs::remove_file(&path).map_err(StoreError::io("remove", &path))?;
                 }
                 Some(SNAP_EXT) => {
                     // A file whose header cannot be read is judged by `load_current`.
-                    let Ok(meta) = read_header(&mut BufReader::new(open_read(&path)?)) else { continue };
+                    let file = open_read(&path).map_err(StoreError::Snapshot)?;
+                    let Ok(meta) = read_header(&mut BufReader::new(file)) else { continue };
                     if newest.as_ref().is_none_or(|n| meta.last_log_id >= n.meta.last_log_id) {
                         newest = Some(Current { meta, bytes: file_len(&path), path });
                     }
@@ -135,8 +136,9 @@ impl SnapshotStore {
     /// log holds: the snapshot must reach it, or the entries between are lost. Damaged
     /// files newer than the one used are kept as `.damaged`; if none can be used and the
     /// log does not start at 0, the node must not start.
-    pub fn load_current(&self, log_first: u64) -> anyhow::Result<Option<Replicated>> {
-        let mut found: Vec<(Option<SnapshotMeta>, PathBuf)> = list(&self.dir)?
+    pub fn load_current(&self, log_first: u64) -> Result<Option<Replicated>, StoreError> {
+        let mut found: Vec<(Option<SnapshotMeta>, PathBuf)> = list(&self.dir)
+            .map_err(StoreError::Snapshot)?
             .into_iter()
             .filter(|p| p.extension().is_some_and(|e| e == SNAP_EXT))
             .map(|p| (File::open(&p).ok().and_then(|f| read_header(&mut BufReader::new(f)).ok()), p))
@@ -159,7 +161,7 @@ impl SnapshotStore {
                         );
                         return Err(refusal(&why, &damaged));
                     }
-                    self.set_aside(&damaged, &meta)?;
+                    self.set_aside(&damaged, &meta).map_err(StoreError::Snapshot)?;
                     *self.lock_current() = Some(Current { meta, path: path.clone(), bytes: file_len(&path) });
                     self.remove_all_but(&path);
                     return Ok(Some(state));
@@ -184,7 +186,7 @@ impl SnapshotStore {
         }
         *self.lock_current() = None;
         let empty = SnapshotMeta { last_log_id: None, last_membership: Default::default(), snapshot_id: String::new() };
-        self.set_aside(&damaged, &empty)?;
+        self.set_aside(&damaged, &empty).map_err(StoreError::Snapshot)?;
         Ok(None)
     }
 
@@ -523,16 +525,16 @@ impl<R: Read> Read for Summing<R> {
 }
 
 /// A refusal to start because of damaged snapshot files, with what the operator can do.
-fn refusal(why: &str, damaged: &[(PathBuf, io::Error)]) -> anyhow::Error {
+fn refusal(why: &str, damaged: &[(PathBuf, io::Error)]) -> StoreError {
     let files: Vec<String> = damaged.iter().map(|(_, e)| e.to_string()).collect();
-    anyhow::anyhow!(
+    StoreError::Untrusted(format!(
         "{}; {why}, so no snapshot and log together hold the replicated state and this node does not start \
          (starting from less could hand out fencing tokens twice). Restore its data directory from a backup, or \
          re-add it empty: on a running member `dls members remove <node id>` and `dls members add <node id> \
          HOST:PORT/PEER_PORT`, then start this node with an empty --data-dir and --join; it catches up from the \
          leader. See docs/storage.md.",
         if files.is_empty() { "no usable snapshot".to_string() } else { files.join("; ") }
-    )
+    ))
 }
 
 fn open_read(path: &Path) -> io::Result<File> {

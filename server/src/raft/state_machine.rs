@@ -19,6 +19,7 @@ use super::replicated::{Replicated, SharedState};
 use super::snapshot_file::{SnapshotFile, TmpFile};
 use super::snapshot_schedule::SnapshotSchedule;
 use super::snapshot_store::{freeze, SnapshotStore};
+use super::store_error::{self, StoreError};
 use super::types::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use crate::locks::{Effect, LockTable, Outcome};
 use crate::versions::DataLevel;
@@ -62,12 +63,12 @@ fn snap_err(e: impl std::error::Error + 'static) -> StorageError {
 }
 
 /// Runs snapshot file work on tokio's blocking pool (it reads and writes tens of MB).
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+async fn blocking<T: Send + 'static, E: std::error::Error + Send + 'static>(
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> Result<T, StorageError> {
     match tokio::task::spawn_blocking(work).await {
         Ok(done) => done.map_err(snap_err),
-        Err(e) => Err(snap_err(std::io::Error::other(format!("snapshot task failed: {e}")))),
+        Err(e) => Err(snap_err(StoreError::Task(e))),
     }
 }
 
@@ -82,7 +83,7 @@ async fn in_background<T: Send + 'static>(
         .spawn(move || {
             let _ = tx.send(work());
         })
-        .map_err(snap_err)?;
+        .map_err(|source| snap_err(StoreError::Thread { name: "dls-snapshot", source }))?;
     match rx.await {
         Ok(done) => done.map_err(snap_err),
         Err(_) => Err(snap_err(std::io::Error::other("the snapshot thread panicked"))),
@@ -111,14 +112,14 @@ impl StateMachine {
         durable: Arc<Durable>,
         log_first: u64,
         snapshot_every: u64,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, StoreError> {
         let data_dir = data_dir.to_path_buf();
-        let (store, restored) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let (store, restored) = store_error::blocking(move || {
             let store = SnapshotStore::open(&data_dir)?;
             let restored = store.load_current(log_first)?;
             Ok((store, restored))
         })
-        .await??;
+        .await?;
         let state = match restored {
             Some(state) => {
                 tracing::info!(last_applied = ?state.last_applied, "restored lock table from snapshot");
@@ -281,7 +282,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // threads.
         blocking(move || {
             drop(old_state);
-            Ok(())
+            Ok::<_, io::Error>(())
         })
         .await?;
         tracing::info!(last_log_id = ?meta.last_log_id, "installed snapshot from leader");

@@ -73,6 +73,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::meta::Watermark;
+use super::store_error::{Damaged, StoreError};
 use crate::platform::file_io::{self, FileExt};
 
 /// Segments are preallocated to this size (sparse) and rolled over past it.
@@ -123,7 +124,7 @@ pub struct Wal {
     /// How far the active segment has been overwritten with zeros (see `zero_ahead`).
     zeroed_to: u64,
     /// Files written since the last sync, and whether a segment was created since then.
-    unsynced: Vec<Arc<File>>,
+    unsynced: Vec<(PathBuf, Arc<File>)>,
     dir_dirty: bool,
     segment_bytes: u64,
     /// Bumped by every truncation: a sync taken before one does not cover what was
@@ -141,7 +142,7 @@ pub struct Wal {
 
 /// What one sync must make durable; taken under the lock, done outside it.
 pub struct SyncJob {
-    files: Vec<Arc<File>>,
+    files: Vec<(PathBuf, Arc<File>)>,
     dir: Option<PathBuf>,
     /// The log's epoch and next index when the job was taken: once it has run, every
     /// entry before that index is durable, unless the epoch has moved on meanwhile.
@@ -162,20 +163,16 @@ impl SyncJob {
         Watermark { pos: self.upto, next_index: self.covers.1 }
     }
 
-    pub fn run(&self) -> io::Result<()> {
-        for f in &self.files {
-            f.sync_data()?;
+    pub fn run(&self) -> Result<(), StoreError> {
+        for (path, f) in &self.files {
+            f.sync_data().map_err(StoreError::io("sync", path))?;
         }
         if let Some(dir) = &self.dir {
             // A new segment's name must survive a crash too.
-            file_io::sync_dir(dir)?;
+            file_io::sync_dir(dir).map_err(StoreError::io("sync the directory", dir))?;
         }
         Ok(())
     }
-}
-
-fn corrupt(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, msg)
 }
 
 fn segment_name(seq: u64, first: u64) -> String {
@@ -486,43 +483,6 @@ pub struct Recovered {
     pub watermark: Watermark,
 }
 
-/// Damage found at recovery: bytes that were on disk once have changed or are gone.
-#[derive(Clone, Debug)]
-pub struct Damaged {
-    pub message: String,
-    /// Whether cutting the log there and fetching the rest from a leader recovers: false
-    /// when the node's metadata is older than its log (its vote may be older too).
-    pub cuttable: bool,
-}
-
-impl std::fmt::Display for Damaged {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Damaged {}
-
-impl From<Damaged> for io::Error {
-    fn from(d: Damaged) -> io::Error {
-        io::Error::new(io::ErrorKind::InvalidData, d)
-    }
-}
-
-impl Damaged {
-    fn at(path: &Path, offset: u64, what: &str) -> Damaged {
-        Damaged {
-            message: format!("raft log file {} is damaged at byte {offset}: {what}", path.display()),
-            cuttable: true,
-        }
-    }
-
-    /// The damage an error of [`Wal::open`] reports, if it is one.
-    pub fn of(e: &io::Error) -> Option<&Damaged> {
-        e.get_ref().and_then(|inner| inner.downcast_ref::<Damaged>())
-    }
-}
-
 /// The position before which every byte of the log was synced, and who says so.
 struct Limit {
     pos: u64,
@@ -534,15 +494,15 @@ impl Wal {
     /// Opens (or creates) the log in `dir`, replaying every segment (see the module doc for
     /// what is trimmed and what refused), and starts a fresh segment for what comes next;
     /// everything found is synced before this returns.
-    pub fn open(dir: &Path, recovery: &Recovery) -> io::Result<Recovered> {
+    pub fn open(dir: &Path, recovery: &Recovery) -> Result<Recovered, StoreError> {
         Wal::open_with(dir, recovery, SEGMENT_BYTES)
     }
 
-    fn open_with(dir: &Path, recovery: &Recovery, segment_bytes: u64) -> io::Result<Recovered> {
-        std::fs::create_dir_all(dir)?;
+    fn open_with(dir: &Path, recovery: &Recovery, segment_bytes: u64) -> Result<Recovered, StoreError> {
+        std::fs::create_dir_all(dir).map_err(StoreError::io("create the raft log directory", dir))?;
         let mut found = Vec::new();
-        for item in std::fs::read_dir(dir)? {
-            let item = item?;
+        for item in std::fs::read_dir(dir).map_err(StoreError::io("list the raft log directory", dir))? {
+            let item = item.map_err(StoreError::io("list the raft log directory", dir))?;
             let name = item.file_name();
             if let Some((seq, first)) = name.to_str().and_then(parse_segment_name) {
                 found.push((seq, first, item.path()));
@@ -568,7 +528,10 @@ impl Wal {
             next_seq: watermark.map_or(1, |w| w.segment() + 1),
             broken: false,
         };
-        let scans = found.iter().map(|(seq, _, path)| scan(*seq, path)).collect::<io::Result<Vec<_>>>()?;
+        let scans = found
+            .iter()
+            .map(|(seq, _, path)| scan(*seq, path).map_err(StoreError::io("read the raft log segment", path)))
+            .collect::<Result<Vec<_>, _>>()?;
         // Every byte before this position was on disk at some point, by the records' word.
         let (vouched, vouched_in) =
             scans.iter().map(|s| (s.vouches_to(), Some(&s.path))).max_by_key(|(v, _)| *v).unwrap_or((0, None));
@@ -594,7 +557,7 @@ impl Wal {
         };
         let mut cut: Option<Damaged> = None;
         // Refuses, or in cut mode keeps the first damage and lets the caller cut the log there.
-        let mut damage = |d: Damaged| -> io::Result<()> {
+        let mut damage = |d: Damaged| -> Result<(), StoreError> {
             if recovery.cut_damage {
                 tracing::warn!("{d}: cutting the raft log here");
                 cut.get_or_insert(d);
@@ -692,7 +655,11 @@ impl Wal {
                         }
                     ),
                 }
-                zero_range(&s.file, stop.offset, stop.written_end)?;
+                zero_range(&s.file, stop.offset, stop.written_end).map_err(StoreError::io_at(
+                    "write zeros over the torn tail of",
+                    &s.path,
+                    stop.offset,
+                ))?;
                 torn = true;
             } else if let Some(w) = watermark.filter(|w| w.segment() == s.seq && records_end < w.offset()) {
                 damage(Damaged::at(
@@ -708,10 +675,10 @@ impl Wal {
             }
             if short {
                 // Cut mode: the log ends here, in a segment of its normal size again.
-                s.file.set_len(segment_bytes)?;
+                s.file.set_len(segment_bytes).map_err(StoreError::io("extend", &s.path))?;
                 torn = true;
             }
-            wal.unsynced.push(s.file.clone());
+            wal.unsynced.push((s.path.clone(), s.file.clone()));
             wal.segments.push(Segment { seq: s.seq, first: header.first, path: s.path, file: s.file });
         }
         if let Some(w) = watermark {
@@ -740,8 +707,8 @@ impl Wal {
         Ok(Recovered { wal, cut, watermark })
     }
 
-    fn remove(&mut self, path: &Path) -> io::Result<()> {
-        std::fs::remove_file(path)?;
+    fn remove(&mut self, path: &Path) -> Result<(), StoreError> {
+        std::fs::remove_file(path).map_err(StoreError::io("remove", path))?;
         self.dir_dirty = true;
         Ok(())
     }
@@ -852,18 +819,21 @@ impl Wal {
     /// Starts a segment whose first record will have index `first`. Its header records
     /// where the log starts: at `first` itself when the log jumps forward past its end
     /// (only a snapshot does that), else where it started already.
-    fn start_segment(&mut self, first: u64) -> io::Result<()> {
+    fn start_segment(&mut self, first: u64) -> Result<(), StoreError> {
         let seq = self.segments.last().map_or(1, |s| s.seq + 1).max(self.next_seq);
         self.next_seq = seq + 1;
         let log_start = if first > self.next_index() || self.is_empty() { first } else { self.first };
         let path = self.dir.join(segment_name(seq, first));
-        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-        // Preallocated so that an fdatasync after each append does not also have to
-        // commit a growing file size.
-        file.set_len(self.segment_bytes)?;
-        file.write_all_at(&SegmentHeader { seq, first, log_start }.encode(), 0)?;
-        let file = Arc::new(file);
-        self.unsynced.push(file.clone());
+        let create = || {
+            let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+            // Preallocated so that an fdatasync after each append does not also have to
+            // commit a growing file size.
+            file.set_len(self.segment_bytes)?;
+            file.write_all_at(&SegmentHeader { seq, first, log_start }.encode(), 0)?;
+            Ok(file)
+        };
+        let file = Arc::new(create().map_err(StoreError::io("create the raft log segment", &path))?);
+        self.unsynced.push((path.clone(), file.clone()));
         self.dir_dirty = true;
         self.segments.push(Segment { seq, first, path, file });
         self.write_pos = SEGMENT_HEADER;
@@ -877,16 +847,21 @@ impl Wal {
     /// journal; into blocks already written it need not, so each sync is cheaper
     /// (docs/bench.md). Returns the file to sync when it wrote zeros;
     /// the sync thread calls this between rounds, so appends never wait for it.
-    pub fn zero_ahead(&mut self) -> io::Result<Option<Arc<File>>> {
+    pub fn zero_ahead(&mut self) -> Result<Option<(PathBuf, Arc<File>)>, StoreError> {
         if !self.wants_zeros() {
             return Ok(None);
         }
         let start = self.zeroed_to.max(self.write_pos);
         let end = (start + ZERO_AHEAD).min(self.segment_bytes);
-        let file = self.segments.last().expect("an active segment").file.clone();
-        file.write_all_at(&vec![0u8; (end - start) as usize], start)?;
+        let segment = self.segments.last().expect("an active segment");
+        let zeros = vec![0u8; (end - start) as usize];
+        segment.file.write_all_at(&zeros, start).map_err(StoreError::io_at(
+            "write zeros into",
+            &segment.path,
+            start,
+        ))?;
         self.zeroed_to = end;
-        Ok(Some(file))
+        Ok(Some((segment.path.clone(), segment.file.clone())))
     }
 
     /// Whether [`Wal::zero_ahead`] has work to do.
@@ -896,16 +871,16 @@ impl Wal {
 
     /// Appends encoded entries `(index, payload)`, which must follow one another. They are
     /// readable at once and durable after the next [`SyncJob`] taken from [`Wal::sync_job`].
-    pub fn append(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<()> {
+    pub fn append(&mut self, entries: &[(u64, Vec<u8>)]) -> Result<(), StoreError> {
         if self.broken {
-            return Err(io::Error::other("an earlier write to the raft log failed; this node appends nothing more"));
+            return Err(StoreError::WriteFailedBefore);
         }
         let written = self.append_records(entries);
         self.broken = written.is_err();
         written
     }
 
-    fn append_records(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<()> {
+    fn append_records(&mut self, entries: &[(u64, Vec<u8>)]) -> Result<(), StoreError> {
         let Some(&(first, _)) = entries.first() else { return Ok(()) };
         let size: u64 = entries.iter().map(|(_, p)| padded((HEADER + p.len()) as u64)).sum();
         if first != self.active_next || (self.write_pos > SEGMENT_HEADER && self.write_pos + size > self.segment_bytes)
@@ -916,8 +891,9 @@ impl Wal {
         for (index, payload) in entries {
             encode_record(&mut buf, *index, self.durable_pos, payload);
         }
-        let file = self.segments.last().expect("an active segment").file.clone();
-        file.write_all_at(&buf, self.write_pos)?;
+        let segment = self.segments.last().expect("an active segment");
+        let (path, file) = (segment.path.clone(), segment.file.clone());
+        file.write_all_at(&buf, self.write_pos).map_err(StoreError::io_at("write", &path, self.write_pos))?;
         let mut offset = self.write_pos;
         for (index, payload) in entries {
             self.cut_from(*index);
@@ -926,8 +902,8 @@ impl Wal {
         }
         self.write_pos = offset;
         self.active_next = entries.last().expect("not empty").0 + 1;
-        if !self.unsynced.iter().any(|f| Arc::ptr_eq(f, &file)) {
-            self.unsynced.push(file);
+        if !self.unsynced.iter().any(|(_, f)| Arc::ptr_eq(f, &file)) {
+            self.unsynced.push((path, file));
         }
         Ok(())
     }
@@ -958,7 +934,7 @@ impl Wal {
     /// Syncs everything written so far, here and now, and returns how far the log is on
     /// disk. Records written from now on say so: call it only where nothing is appended
     /// before the caller has recorded the watermark (see [`Wal::synced`]).
-    pub fn sync(&mut self) -> io::Result<Watermark> {
+    pub fn sync(&mut self) -> Result<Watermark, StoreError> {
         let job = self.sync_job();
         job.run()?;
         self.synced(job.upto);
@@ -967,7 +943,7 @@ impl Wal {
 
     /// Removes entries at and after `index`: they are dropped from the map and a new
     /// segment starting at `index` records the cut on disk (sync it before relying on it).
-    pub fn truncate(&mut self, index: u64) -> io::Result<()> {
+    pub fn truncate(&mut self, index: u64) -> Result<(), StoreError> {
         self.epoch += 1;
         self.cut_from(index);
         self.start_segment(index)
@@ -975,7 +951,7 @@ impl Wal {
 
     /// Forgets entries up to and including `index` and deletes segments that hold
     /// nothing newer. The caller has made the purge point durable first.
-    pub fn purge(&mut self, index: u64) -> io::Result<()> {
+    pub fn purge(&mut self, index: u64) -> Result<(), StoreError> {
         if index >= self.first {
             let drop = ((index + 1 - self.first) as usize).min(self.locs.len());
             self.locs.drain(..drop);
@@ -1023,14 +999,22 @@ pub struct RecordRef {
 }
 
 impl RecordRef {
+    /// The index of the entry the record holds.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+
     /// Reads and checks the record's payload.
-    pub fn read(&self) -> io::Result<Vec<u8>> {
+    pub fn read(&self) -> Result<Vec<u8>, StoreError> {
         let mut buf = vec![0u8; HEADER + self.loc.len as usize];
-        self.loc.file.read_exact_at(&mut buf, self.loc.offset)?;
+        self.loc
+            .file
+            .read_exact_at(&mut buf, self.loc.offset)
+            .map_err(|source| StoreError::ReadRecord { index: self.index, source })?;
         let payload = buf.split_off(HEADER);
         let len = u32_at(&buf, 4);
         if len != self.loc.len || u64_at(&buf, 8) != self.index || checksum(&buf[4..], &payload) != u32_at(&buf, 0) {
-            return Err(corrupt(format!("raft log record {} is corrupt", self.index)));
+            return Err(StoreError::CorruptRecord { index: self.index });
         }
         Ok(payload)
     }
@@ -1063,11 +1047,11 @@ mod tests {
     }
 
     /// Opens the log as the log store does: against the recorded watermark, recording the new one.
-    fn open(dir: &Path, purged: Option<u64>) -> io::Result<Wal> {
+    fn open(dir: &Path, purged: Option<u64>) -> Result<Wal, StoreError> {
         open_sized(dir, purged, SEGMENT_BYTES)
     }
 
-    fn open_sized(dir: &Path, purged: Option<u64>, segment_bytes: u64) -> io::Result<Wal> {
+    fn open_sized(dir: &Path, purged: Option<u64>, segment_bytes: u64) -> Result<Wal, StoreError> {
         let r = Wal::open_with(dir, &recovery(dir, purged), segment_bytes)?;
         record(&r.wal, r.watermark);
         Ok(r.wal)
@@ -1130,8 +1114,7 @@ mod tests {
         match Wal::open_with(dir, &recovery(dir, None), segment_bytes) {
             Ok(_) => panic!("a damaged log was opened"),
             Err(e) => {
-                assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
-                assert!(Damaged::of(&e).is_some(), "{e}");
+                assert!(e.damage().is_some(), "{e}");
                 e.to_string()
             }
         }
@@ -1271,7 +1254,7 @@ mod tests {
         drop(wal);
         record_at(dir.path(), old);
         let err = Wal::open(dir.path(), &recovery(dir.path(), None)).err().expect("refused");
-        let damaged = Damaged::of(&err).unwrap();
+        let damaged = err.damage().unwrap();
         assert!(!damaged.cuttable);
         assert!(damaged.message.contains("older than the raft log"), "{damaged}");
     }
@@ -1583,7 +1566,8 @@ mod tests {
             while io::Write::write_all(&mut f, &[1u8; 4096]).is_ok() {}
             let big = vec![7u8; 256 * 1024];
             let err = (2..10).find_map(|i| wal.append(&[(i, big.clone())]).err()).expect("a full disk refuses a write");
-            assert_eq!(err.raw_os_error(), Some(28), "{err}");
+            assert_eq!(err.os_error().and_then(io::Error::raw_os_error), Some(28), "{err}");
+            assert!(err.to_string().contains("cannot write"), "{err}");
             std::fs::remove_file(filler).unwrap();
             let err = wal.append(&[(9, b"x".to_vec())]).unwrap_err();
             assert!(err.to_string().contains("an earlier write to the raft log failed"), "{err}");

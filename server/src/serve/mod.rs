@@ -233,7 +233,7 @@ fn spawned(port: &'static str, task: tokio::task::JoinHandle<anyhow::Result<()>>
     Box::pin(async move {
         match task.await {
             Ok(served) => served,
-            Err(e) => Err(anyhow::anyhow!("the {port} port's task failed: {e}")),
+            Err(e) => Err(anyhow::Error::new(e).context(format!("the {port} port's task failed"))),
         }
     })
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use anyhow::Context;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tonic::transport::server::Router;
@@ -28,9 +29,9 @@ pub(super) const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 const MAX_PENDING_RESETS: usize = 256;
 
 pub(super) async fn bind(addr: SocketAddr, port: &str, flag: &str) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.map_err(|e| {
-        anyhow::anyhow!("cannot listen on {addr} for the {port}: {e} (is another dls running? pick {flag})")
-    })
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} for the {port} (is another dls running? pick {flag})"))
 }
 
 /// Writes where the node listens to `path` (`--ports-file`) as JSON: a temporary file in the
@@ -108,7 +109,7 @@ pub(super) fn serve_grpc(
     stop: watch::Receiver<bool>,
 ) -> Served {
     let port = guard.port;
-    let failed = move |e: tonic::transport::Error| anyhow::anyhow!("the {port} port failed: {e}");
+    let failed = move |e: tonic::transport::Error| anyhow::Error::new(e).context(format!("the {port} port failed"));
     match tls {
         None => {
             let plain = |tcp: TcpStream| async move { Ok(tcp) };

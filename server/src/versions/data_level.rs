@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::locks::feature_level::{BASE_LEVEL, LEVEL};
+use crate::raft::store_error::StoreError;
 
 pub const FILE: &str = "feature-level";
 
@@ -21,14 +22,18 @@ pub struct DataLevel {
 
 impl DataLevel {
     /// Reads the recorded level; refuses when this node reads less than what was written.
-    pub fn open(data_dir: &Path, max: u32) -> anyhow::Result<DataLevel> {
+    pub fn open(data_dir: &Path, max: u32) -> Result<DataLevel, StoreError> {
         let path = data_dir.join(FILE);
         let recorded = match std::fs::read_to_string(&path) {
             Ok(text) => text.trim().parse::<u32>().map_err(|_| {
-                anyhow::anyhow!("{} does not hold a feature level ({:?}): damaged", path.display(), text.trim())
+                StoreError::Untrusted(format!(
+                    "{} does not hold a feature level ({:?}): damaged",
+                    path.display(),
+                    text.trim()
+                ))
             })?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => BASE_LEVEL,
-            Err(e) => anyhow::bail!("cannot read {}: {e}", path.display()),
+            Err(e) => return Err(StoreError::io("read", &path)(e)),
         };
         if recorded > max {
             return Err(refusal(data_dir, recorded, max));
@@ -39,9 +44,9 @@ impl DataLevel {
     /// Before entries (or a snapshot) of `level` are made durable: refuses a level this
     /// node does not read, as a node of that release would fail to decode it, and records
     /// a higher level first.
-    pub fn admit(&self, level: u32) -> io::Result<()> {
+    pub fn admit(&self, level: u32) -> Result<(), StoreError> {
         if level > self.max {
-            return Err(io::Error::other(format!(
+            return Err(StoreError::Level(format!(
                 "refusing a raft entry of feature level {level}: this node reads at most level {} \
                  (--feature-level); the leader should not have sent it (gate bug?)",
                 self.max
@@ -49,7 +54,7 @@ impl DataLevel {
         }
         let mut recorded = self.recorded.lock().expect("data level lock");
         if level > *recorded {
-            write_synced(&self.path, level)?;
+            write_synced(&self.path, level).map_err(StoreError::io("record the feature level in", &self.path))?;
             *recorded = level;
         }
         Ok(())
@@ -57,12 +62,11 @@ impl DataLevel {
 
     /// At start, the level of the snapshot the table was restored from: a directory whose
     /// snapshot was installed before its level was recorded refuses like [`DataLevel::open`].
-    pub fn restored(&self, level: u32) -> anyhow::Result<()> {
+    pub fn restored(&self, level: u32) -> Result<(), StoreError> {
         if level > self.max {
             return Err(refusal(self.path.parent().unwrap_or(Path::new(".")), level, self.max));
         }
         self.admit(level)
-            .map_err(|e| anyhow::anyhow!("cannot record the feature level in {}: {e}", self.path.display()))
     }
 
     pub fn recorded(&self) -> u32 {
@@ -72,16 +76,16 @@ impl DataLevel {
 
 /// Why a node that reads at most `max` does not start on a directory of `level`, and what
 /// to run instead.
-fn refusal(data_dir: &Path, level: u32, max: u32) -> anyhow::Error {
+fn refusal(data_dir: &Path, level: u32, max: u32) -> StoreError {
     let flag = max < LEVEL;
-    anyhow::anyhow!(
+    StoreError::Level(format!(
         "data directory {} holds raft entries or snapshots of feature level {level}, but this node reads at most level \
          {max} ({}): it could not apply them. Start a dls release that reads level {level} (the one that wrote them, or \
          later){}",
         data_dir.display(),
         if flag { "--feature-level" } else { "this release" },
         if flag { format!(", or this one without --feature-level {max}") } else { String::new() }
-    )
+    ))
 }
 
 fn write_synced(path: &Path, level: u32) -> io::Result<()> {

@@ -2,7 +2,7 @@
 //! when it is loaded so a mistake names the entry and what to fix.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use http::Uri;
 use serde::Deserialize;
@@ -58,22 +58,56 @@ impl Webhook {
     }
 }
 
+/// Why a webhooks file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhooksFileError {
+    /// The file cannot be read.
+    #[error("cannot read webhooks file {} (--webhooks-file)", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file does not hold valid webhooks.
+    #[error("webhooks file {}", path.display())]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: InvalidWebhooks,
+    },
+}
+
+/// What is wrong with the text of a webhooks file.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidWebhooks {
+    /// Not TOML of the expected shape (the parser names the line and the field).
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    /// An entry breaks a rule; the message names the entry and what to fix.
+    #[error("{0}")]
+    Entry(String),
+}
+
 /// Reads and validates a webhooks file.
-pub fn load(path: &Path) -> anyhow::Result<Vec<Webhook>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read webhooks file {} (--webhooks-file): {e}", path.display()))?;
-    parse(&text).map_err(|e| anyhow::anyhow!("webhooks file {}: {e}", path.display()))
+pub fn load(path: &Path) -> Result<Vec<Webhook>, WebhooksFileError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| WebhooksFileError::Read { path: path.to_path_buf(), source })?;
+    parse(&text).map_err(|source| WebhooksFileError::Invalid { path: path.to_path_buf(), source })
 }
 
 /// Parses the TOML of a webhooks file; errors name the entry and what to fix.
-pub fn parse(text: &str) -> Result<Vec<Webhook>, String> {
-    let file: WebhooksFile = toml::from_str(text).map_err(|e| e.to_string())?;
+pub fn parse(text: &str) -> Result<Vec<Webhook>, InvalidWebhooks> {
+    let file: WebhooksFile = toml::from_str(text)?;
     let mut names = BTreeSet::new();
     let mut hooks = file.webhooks;
     for (i, hook) in hooks.iter_mut().enumerate() {
-        hook.validate().map_err(|e| format!("[[webhooks]] entry {} ({:?}): {e}", i + 1, hook.name))?;
+        hook.validate()
+            .map_err(|e| InvalidWebhooks::Entry(format!("[[webhooks]] entry {} ({:?}): {e}", i + 1, hook.name)))?;
         if !names.insert(hook.name.clone()) {
-            return Err(format!("two [[webhooks]] entries are named {:?}; names must be unique", hook.name));
+            return Err(InvalidWebhooks::Entry(format!(
+                "two [[webhooks]] entries are named {:?}; names must be unique",
+                hook.name
+            )));
         }
     }
     Ok(hooks)
@@ -118,7 +152,7 @@ mod tests {
         let entry = |name: &str, url: &str, secret: &str| {
             format!("[[webhooks]]\nname = \"{name}\"\nurl = \"{url}\"\nsecret = \"{secret}\"\n")
         };
-        let err = |text: String| parse(&text).unwrap_err();
+        let err = |text: String| parse(&text).unwrap_err().to_string();
         assert!(err(entry("a", "http://h/", "") + "").contains("secret is empty"));
         assert!(err(entry("a", "ftp://h/", "s")).contains("must be an http:// or https:// URL"));
         assert!(err(entry("a", "not a url", "s")).contains("is not a URL"));
