@@ -261,9 +261,9 @@ release-all: $(ZIGBUILD_VENV)/bin/cargo-zigbuild dls-debug ## Every package for 
 	ZIGBUILD_VENV=$(ZIGBUILD_VENV) HOST_DLS=$(abspath $(TARGET_DIR))/debug/dls RELEASE_ALL_DIR=$(RELEASE_ALL_DIR) \
 	  scripts/release-all.sh $(TARGETS)
 
-test-release-all: dls-debug ## Run what `make release-all` built where this machine can: arm64 Linux under qemu, dls.exe under wine, macOS load commands, x86_64 musl natively
+test-release-all: dls-debug ## Run what `make release-all` built where this machine can: arm64 Linux under qemu, the Windows archive's dls.exe under wine (test-windows' checks), macOS load commands, x86_64 musl natively
 	@scripts/install-deps.sh --release-all
-	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls RELEASE_ALL_DIR=$(RELEASE_ALL_DIR) \
+	DLS_BIN=$(abspath $(TARGET_DIR))/debug/dls RELEASE_ALL_DIR=$(RELEASE_ALL_DIR) ZIG="$(ZIGBUILD_VENV)/bin/python -m ziglang" \
 	  scripts/test-packages/release-all.sh
 
 test-cross: $(ZIGBUILD_VENV)/bin/cargo-zigbuild dls-debug ## One cross target end to end: the arm64 musl dls (profile dist, zig) packed, run under qemu-aarch64-static serving a lock

@@ -77,7 +77,7 @@ describe() {
     aarch64-*) arch=aarch64 node_arch=arm64 jna_arch=aarch64 ;;
     *) log "unknown architecture in $1"; return 1 ;;
   esac
-  exe=dls lib_prefix=lib jna= deploy_env=() no_dls=
+  exe=dls lib_prefix=lib jna= deploy_env=()
   case $triple in
     *-linux-gnu)
       platform=linux-$arch npm=linux-$node_arch-gnu lib_ext=so jna=linux-$jna_arch
@@ -95,10 +95,7 @@ describe() {
         "CARGO_TARGET_$(echo "$triple" | tr a-z- A-Z_)_RUSTFLAGS=-C link-arg=-F$macos_stubs") ;;
     x86_64-pc-windows-gnu)
       platform=windows-$arch npm=win32-$node_arch-gnu lib_ext=dll lib_prefix= jna=win32-$jna_arch exe=dls.exe
-      wheel_tags=(win_amd64)
-      # The server is Unix-only today (positional file I/O, Unix signals, file modes, rustix's
-      # process calls); the client libraries are not.
-      no_dls="dls does not build for Windows yet (the server uses Unix-only APIs)" ;;
+      wheel_tags=(win_amd64) ;;
     *) log "no packaging rules for $1"; return 1 ;;
   esac
 }
@@ -134,7 +131,7 @@ build_target() {
     lib_dist=$dylib_dist
   else
     local what=()
-    want dls && [ -z "$no_dls" ] && what+=(-p caerus-server --bin dls)
+    want dls && what+=(-p caerus-server --bin dls)
     want npm || want jvm && what+=("${libs[@]}" --lib)
     if [ ${#what[@]} -gt 0 ]; then
       log "$target: ${what[*]}"
@@ -166,7 +163,7 @@ build_target() {
 pack_target() {
   local dist=$zig_dir/$triple/dist stage
   stage=$(mktemp -d)
-  if want dls && [ -z "$no_dls" ]; then
+  if want dls; then
     local host=$host_dls
     # Binaries for this machine (x86_64 Linux, glibc or static musl) make their own man pages.
     [[ $triple == x86_64-unknown-linux-* ]] && [ "$(uname -m)" = x86_64 ] && host=$dist/dls
@@ -205,7 +202,7 @@ pack_target() {
   rm -rf "$stage"
 }
 
-ok=() failed=() skipped=()
+ok=() failed=()
 [[ " ${targets[*]} " == *apple-darwin* ]] && write_macos_stubs
 for target in "${targets[@]}"; do
   py_dist= lib_dist= macos_min=
@@ -213,10 +210,6 @@ for target in "${targets[@]}"; do
   start=$SECONDS
   if command -v rustup > /dev/null && ! rustup target list --installed | grep -qx "$triple"; then
     rustup target add "$triple"
-  fi
-  if want dls && [ -n "$no_dls" ]; then
-    log "$target: no server archive: $no_dls"
-    skipped+=("$target dls: $no_dls")
   fi
   # A subshell outside any `if`/`&&`, so that errexit stops it at the first failing command
   # (bash ignores set -e inside a function called as a condition).
@@ -257,7 +250,6 @@ fi
 
 (cd "$out" && find server python npm jvm -type f | LC_ALL=C sort | xargs -r sha256sum > SHA256SUMS)
 log "built: ${ok[*]:-none}"
-[ ${#skipped[@]} -eq 0 ] || log "not built: ${skipped[*]}"
 log "artifacts in $out:"
 (cd "$out" && find server python npm jvm -type f | LC_ALL=C sort | xargs -r ls -l) >&2
 if [ ${#failed[@]} -gt 0 ]; then

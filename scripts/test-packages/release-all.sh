@@ -3,7 +3,8 @@
 #   - Linux arm64 under qemu-aarch64-static (Debian's qemu-user-static): the static musl dls
 #     as is; the glibc dls, the wheel in an arm64 CPython and the Node addon in an arm64 Node
 #     with Debian's arm64 packages (apt-get download, dpkg -x) as the root (-L) of qemu;
-#   - Windows: dls.exe under wine;
+#   - Windows: the archive's bin/dls.exe under wine, by make test-windows' script (windows.sh:
+#     locks from both clients, a restart on the same data); ZIG builds wine's missing DLL;
 #   - Linux x86_64 (glibc and musl): natively;
 #   - macOS: no Mac here; the binaries' load commands (scripts/test-packages/check-macho.py).
 # Each dls serves a one-node cluster and takes a lock through the Linux dls client and through
@@ -119,9 +120,20 @@ server_check() { # TARGET
     *) fail "unknown target $1" ;;
   esac
   archive=$(ls "$out/server/caerus-dls-$version-$platform".{tar.gz,zip} 2> /dev/null | head -1 || true)
-  if [ -z "$archive" ]; then skipped+=("$platform: no server archive"); return 0; fi
+  if [ -z "$archive" ]; then
+    # Every platform's archive has its dls (Windows too, since dls.exe builds): a platform
+    # whose libraries were built but whose archive is missing lost its server.
+    if [ "$platform" = windows-x86_64 ] && { compgen -G "$out/python/*-win_amd64.whl" ||
+      compgen -G "$out/npm/caerus-dev-sdk-win32-x64-*.tgz"; } > /dev/null; then
+      fail "$platform: release-all built its wheel or npm package but no server archive (bin/dls.exe)"
+    fi
+    skipped+=("$platform: no server archive")
+    return 0
+  fi
   root=$(unpack "$archive")
-  for f in etc/dls.toml share/man/man1/dls.1 share/completions/dls.bash; do
+  local exe=bin/dls
+  [ "$platform" = windows-x86_64 ] && exe=bin/dls.exe
+  for f in $exe etc/dls.toml share/man/man1/dls.1 share/completions/dls.bash; do
     [ -f "$root/$f" ] || fail "$(basename "$archive") lacks $f"
   done
   case $platform in
@@ -134,9 +146,17 @@ server_check() { # TARGET
         serve_and_lock "$platform" qemu-aarch64-static -L "$arm64_root" -- "$root/bin/dls"
       else skipped+=("$platform: no arm64 root for its glibc"); fi ;;
     windows-x86_64)
+      file -b "$root/bin/dls.exe" | grep -q 'PE32+ executable.*x86-64' || fail "$platform: bin/dls.exe is not a Windows x64 executable: $(file -b "$root/bin/dls.exe")"
       if command -v wine > /dev/null; then
-        export WINEDEBUG=-all WINEPREFIX=$work/wine
-        serve_and_lock "$platform" wine -- "$root/bin/dls.exe"
+        # make test-windows' script: serves, locks from Linux and from dls.exe, a lost lock's
+        # command ended, a restart on the same data with higher tokens (and wine's missing DLL).
+        local res last
+        res=$("$here/windows.sh" "$root/bin/dls.exe" "$DLS_BIN" 2>&1) || { echo "$res" >&2; fail "$platform: bin/dls.exe under wine"; }
+        last=${res##*$'\n'}
+        case $last in
+          ok\ *) ran+=("$platform: bin/dls.exe (scripts/test-packages/windows.sh): ${last#ok windows: }") ;;
+          *) skipped+=("$platform: $last") ;;
+        esac
       else skipped+=("$platform: no wine (scripts/install-deps.sh --release-all)"); fi ;;
     macos-*)
       local arch=${platform#macos-} min=11.0
