@@ -10,6 +10,8 @@
 #
 #   scripts/release-all.sh [TARGET...]     (default: every target below, in that order)
 #   RELEASE_PARTS="dls wheel npm"          (what to build; default all of dls wheel npm jvm)
+#   RELEASE_PROFILE=ci                     (cargo profile; default dist, what ships; `make test-cross`
+#                                           builds profile ci, a fraction of dist's compile time)
 #
 # One loop over the targets; each runs the packaging the linux-x86_64 release already uses
 # (deploy/dist.sh, scripts/build-wheel.py, bindings/node's stage-release.mjs and npm pack,
@@ -21,7 +23,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
 ALL_TARGETS=(
-  aarch64-unknown-linux-musl     # first: `make test-packages` runs it under qemu in CI
+  aarch64-unknown-linux-musl     # first: CI runs it under qemu (make test-cross, profile ci)
   x86_64-unknown-linux-gnu.2.17  # zig links against glibc 2.17 symbols (CentOS 7 and later)
   aarch64-unknown-linux-gnu.2.17
   x86_64-unknown-linux-musl
@@ -33,6 +35,7 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${ALL_TARGETS[@]}")
 parts=" ${RELEASE_PARTS:-dls wheel npm jvm} "
 want() { [[ $parts == *" $1 "* ]]; }
+profile=${RELEASE_PROFILE:-dist}
 
 target_dir=$(mkdir -p "${CARGO_TARGET_DIR:-target}" && cd "${CARGO_TARGET_DIR:-target}" && pwd)
 out=${RELEASE_ALL_DIR:-$target_dir/release-all}
@@ -104,7 +107,7 @@ zigbuild() { # DIR [cargo-zigbuild args...]
   local dir=$1
   shift
   env PATH="$venv/bin:$PATH" CARGO_ZIGBUILD_PYTHON_PATH="$venv/bin/python" "${deploy_env[@]}" \
-    cargo-zigbuild "$@" --profile dist --target "$target" --target-dir "$dir"
+    cargo-zigbuild "$@" --profile "$profile" --target "$target" --target-dir "$dir"
 }
 
 # Shipped libraries carry no debug info; ELF ones no symbol table either (.dynsym stays).
@@ -116,7 +119,7 @@ strip_to() { # IN OUT
 }
 
 build_target() {
-  local dist=$zig_dir/$triple/dist dylib_dist=$zig_dylib_dir/$triple/dist
+  local dist=$zig_dir/$triple/$profile dylib_dist=$zig_dylib_dir/$triple/$profile
   local libs=(-p caerus-node)
   want jvm && [ -n "$jna" ] && libs+=(-p caerus-uniffi)
   if [[ $triple == *-musl ]]; then
@@ -156,12 +159,12 @@ build_target() {
       PYO3_PYTHON=python3 zigbuild "$dir" rustc \
         -p caerus-python --lib --crate-type cdylib --features pyo3/extension-module "${extra[@]}"
     fi
-    py_dist=$dir/$triple/dist
+    py_dist=$dir/$triple/$profile
   fi
 }
 
 pack_target() {
-  local dist=$zig_dir/$triple/dist stage
+  local dist=$zig_dir/$triple/$profile stage
   stage=$(mktemp -d)
   if want dls; then
     local host=$host_dls
@@ -232,7 +235,7 @@ done
 # One jar for every platform: the Kotlin is generated from the x86_64 Linux library (uniffi
 # reads the same metadata from every platform's), the others go in beside it.
 if want jvm; then
-  host_lib=$zig_dir/x86_64-unknown-linux-gnu/dist/libcaerus_uniffi.so
+  host_lib=$zig_dir/x86_64-unknown-linux-gnu/$profile/libcaerus_uniffi.so
   if [ -f "$host_lib" ]; then
     rm -rf "$out/jvm-native/linux-x86-64"
     make -C bindings/uniffi maven-install RELEASE_LIB="$host_lib" NATIVE_OTHERS="$out/jvm-native"

@@ -81,12 +81,13 @@ start_server() {
 }
 
 # serve_and_lock LABEL RUNNER... -- DLS: start_server, a lock through the Linux client, then
-# one through DLS itself (its fencing token must be the later one).
+# one through DLS itself (its fencing token must be the later one), then a restart on the same
+# data and a lock with a later token still.
 serve_and_lock() {
   local label=$1 args=("$@")
   start_server "$@"
   local runner=("${args[@]:1:${#args[@]}-3}") dls=${args[-1]}
-  local token token2 own=(sh -c 'echo "$DLS_FENCING_TOKEN"')
+  local token token2 token3 own=(sh -c 'echo "$DLS_FENCING_TOKEN"')
   token=$("$DLS_BIN" lock --endpoints "127.0.0.1:$client_port" release-all "$label" -- sh -c 'echo "$DLS_FENCING_TOKEN"')
   [[ $token =~ ^[0-9]+$ ]] && [ "$token" -gt 0 ] || fail "$label: the Linux client got no fencing token: '$token'"
   [[ $dls == *.exe ]] && own=(cmd /c echo %DLS_FENCING_TOKEN%)
@@ -94,7 +95,14 @@ serve_and_lock() {
   [[ $token2 =~ ^[0-9]+$ ]] && [ "$token2" -gt "$token" ] ||
     fail "$label: its own dls lock got no later fencing token: '$token2' after $token"
   stop_server
-  ran+=("$label: dls serve + lock (Linux client: token $token; its own dls lock: token $token2) via ${runner[*]:-native}")
+  # The same data directory again: the log and metadata this platform wrote, read back; the
+  # tokens go on rising.
+  start_server "$@"
+  token3=$("$DLS_BIN" lock --endpoints "127.0.0.1:$client_port" release-all "$label" -- sh -c 'echo "$DLS_FENCING_TOKEN"')
+  [[ $token3 =~ ^[0-9]+$ ]] && [ "$token3" -gt "$token2" ] ||
+    fail "$label: after a restart on its data the lock got no later fencing token: '$token3' after $token2"
+  stop_server
+  ran+=("$label: dls serve + lock (Linux client: token $token; its own dls lock: token $token2; after a restart: token $token3) via ${runner[*]:-native}")
 }
 
 unpack() { # ARCHIVE -> prints the unpacked root
