@@ -2,8 +2,8 @@
 # What `make test` and `make lint` need beyond a Rust toolchain, installed if missing (run by
 # `make deps`, which both depend on). On a fresh Debian 12:
 #   - Debian packages (Python venv, Java 17 + Maven, Chromium, Ruby gRPC, the protoc
-#     plugins' build deps, PostgreSQL and SQLite for the fencing guards' tests; with
-#     --release-all also qemu-user-static, llvm and wine): apt-get
+#     plugins' build deps, PostgreSQL and SQLite for the fencing guards' tests, qemu-user-static
+#     for make test-cross; with --release-all also llvm and wine): apt-get
 #     when run as root; otherwise it prints the one command to run and stops.
 #   - Node: the napi CLI and playwright-core need Node >= 20 and Debian 12 ships 18, so an
 #     older or missing `node` is replaced by Node's official linux-x64 build as the npm
@@ -57,11 +57,12 @@ need "PostgreSQL server (caerus-fence, Python and Node fence tests start a throw
   "ls /usr/lib/postgresql/*/bin/initdb && id postgres" postgresql
 need "SQLite headers and pkg-config (caerus-fence links the system libsqlite3)" \
   "test -e /usr/include/sqlite3.h && command -v pkg-config" libsqlite3-dev pkg-config
-# `scripts/install-deps.sh --release-all` (make release-all, test-release-all, test-cross): what
-# the cross packaging and its tests need beyond that; not in `make deps` (CI), wine is large.
+need "qemu-user-static (make test-cross runs the arm64 dls under qemu-aarch64-static)" \
+  "command -v qemu-aarch64-static" qemu-user-static
+need "file (make test-cross checks that the arm64 dls is static)" "command -v file" file
+# `scripts/install-deps.sh --release-all` (make release-all, test-release-all): what the cross
+# packaging of every target and its tests need beyond that; not in `make deps` (CI), wine is large.
 if [ "${1:-}" = --release-all ]; then
-  need "qemu-user-static (arm64 binaries run under qemu-aarch64-static)" \
-    "command -v qemu-aarch64-static" qemu-user-static
   need "llvm (llvm-strip and llvm-objdump read macOS and Windows binaries)" \
     "command -v llvm-strip && command -v llvm-objdump" llvm
   need "wine (make test-release-all runs the Windows dls.exe)" "command -v wine" wine wine64

@@ -10,6 +10,8 @@
 #
 #   scripts/release-all.sh [TARGET...]     (default: every target below, in that order)
 #   RELEASE_PARTS="dls wheel npm"          (what to build; default all of dls wheel npm jvm)
+#   RELEASE_PROFILE=ci                     (cargo profile; default dist, what ships; `make test-cross`
+#                                           builds profile ci, a fraction of dist's compile time)
 #
 # One loop over the targets; each runs the packaging the linux-x86_64 release already uses
 # (deploy/dist.sh, scripts/build-wheel.py, bindings/node's stage-release.mjs and npm pack,
@@ -21,7 +23,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
 ALL_TARGETS=(
-  aarch64-unknown-linux-musl     # first: `make test-packages` runs it under qemu in CI
+  aarch64-unknown-linux-musl     # first: CI runs it under qemu (make test-cross, profile ci)
   x86_64-unknown-linux-gnu.2.17  # zig links against glibc 2.17 symbols (CentOS 7 and later)
   aarch64-unknown-linux-gnu.2.17
   x86_64-unknown-linux-musl
@@ -33,6 +35,7 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${ALL_TARGETS[@]}")
 parts=" ${RELEASE_PARTS:-dls wheel npm jvm} "
 want() { [[ $parts == *" $1 "* ]]; }
+profile=${RELEASE_PROFILE:-dist}
 
 target_dir=$(mkdir -p "${CARGO_TARGET_DIR:-target}" && cd "${CARGO_TARGET_DIR:-target}" && pwd)
 out=${RELEASE_ALL_DIR:-$target_dir/release-all}
@@ -77,7 +80,7 @@ describe() {
     aarch64-*) arch=aarch64 node_arch=arm64 jna_arch=aarch64 ;;
     *) log "unknown architecture in $1"; return 1 ;;
   esac
-  exe=dls lib_prefix=lib jna= deploy_env=() no_dls=
+  exe=dls lib_prefix=lib jna= deploy_env=()
   case $triple in
     *-linux-gnu)
       platform=linux-$arch npm=linux-$node_arch-gnu lib_ext=so jna=linux-$jna_arch
@@ -95,10 +98,7 @@ describe() {
         "CARGO_TARGET_$(echo "$triple" | tr a-z- A-Z_)_RUSTFLAGS=-C link-arg=-F$macos_stubs") ;;
     x86_64-pc-windows-gnu)
       platform=windows-$arch npm=win32-$node_arch-gnu lib_ext=dll lib_prefix= jna=win32-$jna_arch exe=dls.exe
-      wheel_tags=(win_amd64)
-      # The server is Unix-only today (positional file I/O, Unix signals, file modes, rustix's
-      # process calls); the client libraries are not.
-      no_dls="dls does not build for Windows yet (the server uses Unix-only APIs)" ;;
+      wheel_tags=(win_amd64) ;;
     *) log "no packaging rules for $1"; return 1 ;;
   esac
 }
@@ -107,7 +107,7 @@ zigbuild() { # DIR [cargo-zigbuild args...]
   local dir=$1
   shift
   env PATH="$venv/bin:$PATH" CARGO_ZIGBUILD_PYTHON_PATH="$venv/bin/python" "${deploy_env[@]}" \
-    cargo-zigbuild "$@" --profile dist --target "$target" --target-dir "$dir"
+    cargo-zigbuild "$@" --profile "$profile" --target "$target" --target-dir "$dir"
 }
 
 # Shipped libraries carry no debug info; ELF ones no symbol table either (.dynsym stays).
@@ -119,7 +119,7 @@ strip_to() { # IN OUT
 }
 
 build_target() {
-  local dist=$zig_dir/$triple/dist dylib_dist=$zig_dylib_dir/$triple/dist
+  local dist=$zig_dir/$triple/$profile dylib_dist=$zig_dylib_dir/$triple/$profile
   local libs=(-p caerus-node)
   want jvm && [ -n "$jna" ] && libs+=(-p caerus-uniffi)
   if [[ $triple == *-musl ]]; then
@@ -134,7 +134,7 @@ build_target() {
     lib_dist=$dylib_dist
   else
     local what=()
-    want dls && [ -z "$no_dls" ] && what+=(-p caerus-cli --bin dls)
+    want dls && what+=(-p caerus-cli --bin dls)
     want npm || want jvm && what+=("${libs[@]}" --lib)
     if [ ${#what[@]} -gt 0 ]; then
       log "$target: ${what[*]}"
@@ -159,14 +159,14 @@ build_target() {
       PYO3_PYTHON=python3 zigbuild "$dir" rustc \
         -p caerus-python --lib --crate-type cdylib --features pyo3/extension-module "${extra[@]}"
     fi
-    py_dist=$dir/$triple/dist
+    py_dist=$dir/$triple/$profile
   fi
 }
 
 pack_target() {
-  local dist=$zig_dir/$triple/dist stage
+  local dist=$zig_dir/$triple/$profile stage
   stage=$(mktemp -d)
-  if want dls && [ -z "$no_dls" ]; then
+  if want dls; then
     local host=$host_dls
     # Binaries for this machine (x86_64 Linux, glibc or static musl) make their own man pages.
     [[ $triple == x86_64-unknown-linux-* ]] && [ "$(uname -m)" = x86_64 ] && host=$dist/dls
@@ -205,7 +205,7 @@ pack_target() {
   rm -rf "$stage"
 }
 
-ok=() failed=() skipped=()
+ok=() failed=()
 [[ " ${targets[*]} " == *apple-darwin* ]] && write_macos_stubs
 for target in "${targets[@]}"; do
   py_dist= lib_dist= macos_min=
@@ -213,10 +213,6 @@ for target in "${targets[@]}"; do
   start=$SECONDS
   if command -v rustup > /dev/null && ! rustup target list --installed | grep -qx "$triple"; then
     rustup target add "$triple"
-  fi
-  if want dls && [ -n "$no_dls" ]; then
-    log "$target: no server archive: $no_dls"
-    skipped+=("$target dls: $no_dls")
   fi
   # A subshell outside any `if`/`&&`, so that errexit stops it at the first failing command
   # (bash ignores set -e inside a function called as a condition).
@@ -239,7 +235,7 @@ done
 # One jar for every platform: the Kotlin is generated from the x86_64 Linux library (uniffi
 # reads the same metadata from every platform's), the others go in beside it.
 if want jvm; then
-  host_lib=$zig_dir/x86_64-unknown-linux-gnu/dist/libcaerus_uniffi.so
+  host_lib=$zig_dir/x86_64-unknown-linux-gnu/$profile/libcaerus_uniffi.so
   if [ -f "$host_lib" ]; then
     rm -rf "$out/jvm-native/linux-x86-64"
     make -C bindings/uniffi maven-install RELEASE_LIB="$host_lib" NATIVE_OTHERS="$out/jvm-native"
@@ -257,7 +253,6 @@ fi
 
 (cd "$out" && find server python npm jvm -type f | LC_ALL=C sort | xargs -r sha256sum > SHA256SUMS)
 log "built: ${ok[*]:-none}"
-[ ${#skipped[@]} -eq 0 ] || log "not built: ${skipped[*]}"
 log "artifacts in $out:"
 (cd "$out" && find server python npm jvm -type f | LC_ALL=C sort | xargs -r ls -l) >&2
 if [ ${#failed[@]} -gt 0 ]; then

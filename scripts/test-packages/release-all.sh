@@ -3,7 +3,8 @@
 #   - Linux arm64 under qemu-aarch64-static (Debian's qemu-user-static): the static musl dls
 #     as is; the glibc dls, the wheel in an arm64 CPython and the Node addon in an arm64 Node
 #     with Debian's arm64 packages (apt-get download, dpkg -x) as the root (-L) of qemu;
-#   - Windows: dls.exe under wine;
+#   - Windows: the archive's bin/dls.exe under wine, by make test-windows' script (windows.sh:
+#     locks from both clients, a restart on the same data); ZIG builds wine's missing DLL;
 #   - Linux x86_64 (glibc and musl): natively;
 #   - macOS: no Mac here; the binaries' load commands (scripts/test-packages/check-macho.py).
 # Each dls serves a one-node cluster and takes a lock through the Linux dls client and through
@@ -80,12 +81,13 @@ start_server() {
 }
 
 # serve_and_lock LABEL RUNNER... -- DLS: start_server, a lock through the Linux client, then
-# one through DLS itself (its fencing token must be the later one).
+# one through DLS itself (its fencing token must be the later one), then a restart on the same
+# data and a lock with a later token still.
 serve_and_lock() {
   local label=$1 args=("$@")
   start_server "$@"
   local runner=("${args[@]:1:${#args[@]}-3}") dls=${args[-1]}
-  local token token2 own=(sh -c 'echo "$DLS_FENCING_TOKEN"')
+  local token token2 token3 own=(sh -c 'echo "$DLS_FENCING_TOKEN"')
   token=$("$DLS_BIN" lock --endpoints "127.0.0.1:$client_port" release-all "$label" -- sh -c 'echo "$DLS_FENCING_TOKEN"')
   [[ $token =~ ^[0-9]+$ ]] && [ "$token" -gt 0 ] || fail "$label: the Linux client got no fencing token: '$token'"
   [[ $dls == *.exe ]] && own=(cmd /c echo %DLS_FENCING_TOKEN%)
@@ -93,7 +95,14 @@ serve_and_lock() {
   [[ $token2 =~ ^[0-9]+$ ]] && [ "$token2" -gt "$token" ] ||
     fail "$label: its own dls lock got no later fencing token: '$token2' after $token"
   stop_server
-  ran+=("$label: dls serve + lock (Linux client: token $token; its own dls lock: token $token2) via ${runner[*]:-native}")
+  # The same data directory again: the log and metadata this platform wrote, read back; the
+  # tokens go on rising.
+  start_server "$@"
+  token3=$("$DLS_BIN" lock --endpoints "127.0.0.1:$client_port" release-all "$label" -- sh -c 'echo "$DLS_FENCING_TOKEN"')
+  [[ $token3 =~ ^[0-9]+$ ]] && [ "$token3" -gt "$token2" ] ||
+    fail "$label: after a restart on its data the lock got no later fencing token: '$token3' after $token2"
+  stop_server
+  ran+=("$label: dls serve + lock (Linux client: token $token; its own dls lock: token $token2; after a restart: token $token3) via ${runner[*]:-native}")
 }
 
 unpack() { # ARCHIVE -> prints the unpacked root
@@ -119,9 +128,20 @@ server_check() { # TARGET
     *) fail "unknown target $1" ;;
   esac
   archive=$(ls "$out/server/caerus-dls-$version-$platform".{tar.gz,zip} 2> /dev/null | head -1 || true)
-  if [ -z "$archive" ]; then skipped+=("$platform: no server archive"); return 0; fi
+  if [ -z "$archive" ]; then
+    # Every platform's archive has its dls (Windows too, since dls.exe builds): a platform
+    # whose libraries were built but whose archive is missing lost its server.
+    if [ "$platform" = windows-x86_64 ] && { compgen -G "$out/python/*-win_amd64.whl" ||
+      compgen -G "$out/npm/caerus-dev-sdk-win32-x64-*.tgz"; } > /dev/null; then
+      fail "$platform: release-all built its wheel or npm package but no server archive (bin/dls.exe)"
+    fi
+    skipped+=("$platform: no server archive")
+    return 0
+  fi
   root=$(unpack "$archive")
-  for f in etc/dls.toml share/man/man1/dls.1 share/completions/dls.bash; do
+  local exe=bin/dls
+  [ "$platform" = windows-x86_64 ] && exe=bin/dls.exe
+  for f in $exe etc/dls.toml share/man/man1/dls.1 share/completions/dls.bash; do
     [ -f "$root/$f" ] || fail "$(basename "$archive") lacks $f"
   done
   case $platform in
@@ -134,9 +154,17 @@ server_check() { # TARGET
         serve_and_lock "$platform" qemu-aarch64-static -L "$arm64_root" -- "$root/bin/dls"
       else skipped+=("$platform: no arm64 root for its glibc"); fi ;;
     windows-x86_64)
+      file -b "$root/bin/dls.exe" | grep -q 'PE32+ executable.*x86-64' || fail "$platform: bin/dls.exe is not a Windows x64 executable: $(file -b "$root/bin/dls.exe")"
       if command -v wine > /dev/null; then
-        export WINEDEBUG=-all WINEPREFIX=$work/wine
-        serve_and_lock "$platform" wine -- "$root/bin/dls.exe"
+        # make test-windows' script: serves, locks from Linux and from dls.exe, a lost lock's
+        # command ended, a restart on the same data with higher tokens (and wine's missing DLL).
+        local res last
+        res=$("$here/windows.sh" "$root/bin/dls.exe" "$DLS_BIN" 2>&1) || { echo "$res" >&2; fail "$platform: bin/dls.exe under wine"; }
+        last=${res##*$'\n'}
+        case $last in
+          ok\ *) ran+=("$platform: bin/dls.exe (scripts/test-packages/windows.sh): ${last#ok windows: }") ;;
+          *) skipped+=("$platform: $last") ;;
+        esac
       else skipped+=("$platform: no wine (scripts/install-deps.sh --release-all)"); fi ;;
     macos-*)
       local arch=${platform#macos-} min=11.0
