@@ -18,6 +18,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Owner read and write, nothing for anyone else.
+#[cfg(unix)]
 pub const PRIVATE_MODE: u32 = 0o600;
 
 /// Why a secret file cannot be written or used; an OS error is the source.
@@ -41,7 +42,9 @@ pub enum SecretFileError {
         #[source]
         source: std::io::Error,
     },
-    /// Others may read the file: the node does not start with it.
+    /// Others may read the file: the node does not start with it. Unix only: Windows
+    /// guards files with access lists, which this check does not read.
+    #[cfg_attr(not(unix), allow(dead_code))]
     #[error("refusing to start: {problem}; run {fix}")]
     Exposed { problem: String, fix: String },
 }
@@ -86,7 +89,8 @@ pub fn write_private(path: &Path, text: &str) -> Result<(), SecretFileError> {
     Ok(())
 }
 
-/// What a secret file's mode lets others do.
+/// What a secret file's mode lets others do (Unix modes).
+#[cfg(unix)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exposure {
     /// Owner only.
@@ -97,6 +101,7 @@ pub enum Exposure {
     World,
 }
 
+#[cfg(unix)]
 impl Exposure {
     pub fn of_mode(mode: u32) -> Exposure {
         if mode & 0o007 != 0 {

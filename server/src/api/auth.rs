@@ -149,6 +149,8 @@ impl KeyRing {
     /// Reads the keys file again and returns how many keys it holds. A file that cannot be
     /// read or parsed, or that has a key the cluster has too, leaves the keys as they were:
     /// a half-written file must not lock every client out (or let everyone in).
+    // On SIGHUP, which Windows lacks (the node restarts there to read new keys).
+    #[cfg(unix)]
     pub fn reload(&self) -> anyhow::Result<usize> {
         let Some(path) = &self.source else { return Ok(0) };
         let keys = read_keys(path)?;

@@ -78,6 +78,8 @@ impl PeerTransport {
 
     /// Reads the TLS files again; the next calls open new connections with them (calls in
     /// flight finish on the old ones). A failed read keeps the old configuration.
+    // On SIGHUP, which Windows lacks.
+    #[cfg(unix)]
     pub fn reload_tls(&self) -> Result<(), TlsError> {
         let Some(files) = &self.tls_files else { return Ok(()) };
         let tls = PeerTlsClient::load(files)?;
