@@ -1,10 +1,12 @@
 //! The one flat error the foreign side sees, and its mapping from core's error.
 
 use caerus_core as core;
+use core::{ErrorClass, ErrorKind};
 
-/// Everything a Caerus DLS call can fail with: one variant per stable code of core's
-/// `Error::code()` (the same codes as the Python and Node SDKs). The foreign exception's
-/// message is the server's message.
+/// Everything a Caerus DLS call can fail with: one variant per class of the SDKs' error
+/// table (`caerus_types::ErrorClass::all()`, the same classes as the Python and Node SDKs);
+/// a test checks that the variants and the table agree. The foreign exception's message is
+/// the server's message.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Error)]
 #[uniffi(flat_error)]
 pub enum DlsError {
@@ -31,6 +33,9 @@ pub enum DlsError {
     /// `RESOURCE_EXHAUSTED`: a server limit (named in the message, with its flag) refused
     /// the request; nothing changed.
     ResourceExhausted { message: String },
+    /// `MEMBERSHIP_REFUSED`: a membership change does not fit the current membership;
+    /// nothing changed.
+    MembershipRefused { message: String },
     /// `UNAVAILABLE`: no leader could be reached before the retry deadline.
     Unavailable { message: String },
     /// `CONFIG`: the client configuration is invalid.
@@ -40,24 +45,30 @@ pub enum DlsError {
 }
 
 impl DlsError {
+    /// The server's kind, `None` for [`DlsError::Config`].
+    pub fn kind(&self) -> Option<ErrorKind> {
+        Some(match self {
+            DlsError::LockTimeout { .. } => ErrorKind::LockTimeout,
+            DlsError::DeadlockVictim { .. } => ErrorKind::DeadlockVictim,
+            DlsError::TransactionLost { .. } => ErrorKind::TransactionLost,
+            DlsError::TransactionNotFound { .. } => ErrorKind::TransactionNotFound,
+            DlsError::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+            DlsError::Unauthenticated { .. } => ErrorKind::Unauthenticated,
+            DlsError::PermissionDenied { .. } => ErrorKind::PermissionDenied,
+            DlsError::WaitCancelled { .. } => ErrorKind::WaitCancelled,
+            DlsError::AlreadyWaiting { .. } => ErrorKind::AlreadyWaiting,
+            DlsError::CursorExpired { .. } => ErrorKind::CursorExpired,
+            DlsError::ResourceExhausted { .. } => ErrorKind::ResourceExhausted,
+            DlsError::MembershipRefused { .. } => ErrorKind::MembershipRefused,
+            DlsError::Unavailable { .. } => ErrorKind::Unavailable,
+            DlsError::Internal { .. } => ErrorKind::Internal,
+            DlsError::Config { .. } => return None,
+        })
+    }
+
     /// The stable code, e.g. `"LOCK_TIMEOUT"`.
     pub fn code(&self) -> &'static str {
-        match self {
-            DlsError::LockTimeout { .. } => "LOCK_TIMEOUT",
-            DlsError::DeadlockVictim { .. } => "DEADLOCK_VICTIM",
-            DlsError::TransactionLost { .. } => "TRANSACTION_LOST",
-            DlsError::TransactionNotFound { .. } => "TRANSACTION_NOT_FOUND",
-            DlsError::InvalidArgument { .. } => "INVALID_ARGUMENT",
-            DlsError::Unauthenticated { .. } => "UNAUTHENTICATED",
-            DlsError::PermissionDenied { .. } => "PERMISSION_DENIED",
-            DlsError::WaitCancelled { .. } => "WAIT_CANCELLED",
-            DlsError::AlreadyWaiting { .. } => "ALREADY_WAITING",
-            DlsError::CursorExpired { .. } => "CURSOR_EXPIRED",
-            DlsError::ResourceExhausted { .. } => "RESOURCE_EXHAUSTED",
-            DlsError::Unavailable { .. } => "UNAVAILABLE",
-            DlsError::Config { .. } => "CONFIG",
-            DlsError::Internal { .. } => "INTERNAL",
-        }
+        self.kind().map_or(ErrorClass::CONFIG, ErrorClass::of).code
     }
 
     /// The server's (or client's) message, without the code.
@@ -74,6 +85,7 @@ impl DlsError {
             | DlsError::AlreadyWaiting { message }
             | DlsError::CursorExpired { message }
             | DlsError::ResourceExhausted { message }
+            | DlsError::MembershipRefused { message }
             | DlsError::Unavailable { message }
             | DlsError::Config { message }
             | DlsError::Internal { message } => message,
@@ -94,24 +106,24 @@ impl std::error::Error for DlsError {}
 impl From<core::Error> for DlsError {
     fn from(e: core::Error) -> Self {
         let message = e.message().to_string();
-        match e.code() {
-            "LOCK_TIMEOUT" => DlsError::LockTimeout { message },
-            "DEADLOCK_VICTIM" => DlsError::DeadlockVictim { message },
-            "TRANSACTION_LOST" => DlsError::TransactionLost { message },
-            "TRANSACTION_NOT_FOUND" => DlsError::TransactionNotFound { message },
-            "INVALID_ARGUMENT" => DlsError::InvalidArgument { message },
-            "UNAUTHENTICATED" => DlsError::Unauthenticated { message },
-            "PERMISSION_DENIED" => DlsError::PermissionDenied { message },
-            "WAIT_CANCELLED" => DlsError::WaitCancelled { message },
-            "ALREADY_WAITING" => DlsError::AlreadyWaiting { message },
-            "CURSOR_EXPIRED" => DlsError::CursorExpired { message },
-            "RESOURCE_EXHAUSTED" => DlsError::ResourceExhausted { message },
-            "UNAVAILABLE" => DlsError::Unavailable { message },
-            "CONFIG" => DlsError::Config { message },
-            // INTERNAL and any code added to core later.
-            code => {
-                DlsError::Internal { message: if code == "INTERNAL" { message } else { format!("{code}: {message}") } }
+        let Some(kind) = e.kind() else { return DlsError::Config { message } };
+        match kind {
+            ErrorKind::LockTimeout => DlsError::LockTimeout { message },
+            ErrorKind::DeadlockVictim => DlsError::DeadlockVictim { message },
+            ErrorKind::TransactionLost => DlsError::TransactionLost { message },
+            ErrorKind::TransactionNotFound => DlsError::TransactionNotFound { message },
+            ErrorKind::InvalidArgument | ErrorKind::ApiKeyExists | ErrorKind::ApiKeyNotFound => {
+                DlsError::InvalidArgument { message }
             }
+            ErrorKind::Unauthenticated => DlsError::Unauthenticated { message },
+            ErrorKind::PermissionDenied => DlsError::PermissionDenied { message },
+            ErrorKind::WaitCancelled => DlsError::WaitCancelled { message },
+            ErrorKind::AlreadyWaiting => DlsError::AlreadyWaiting { message },
+            ErrorKind::CursorExpired => DlsError::CursorExpired { message },
+            ErrorKind::ResourceExhausted => DlsError::ResourceExhausted { message },
+            ErrorKind::MembershipRefused => DlsError::MembershipRefused { message },
+            ErrorKind::NotLeader | ErrorKind::Unavailable => DlsError::Unavailable { message },
+            ErrorKind::Internal => DlsError::Internal { message },
         }
     }
 }
@@ -120,28 +132,42 @@ impl From<core::Error> for DlsError {
 mod tests {
     use super::*;
 
-    #[test]
-    fn every_core_code_maps_to_the_same_code() {
-        let cases = [
-            core::Error::LockTimeout { message: "m".into() },
-            core::Error::DeadlockVictim { message: "m".into(), deadlock: None },
-            core::Error::TransactionLost { message: "m".into(), cause: None },
-            core::Error::TransactionNotFound { message: "m".into() },
-            core::Error::InvalidArgument { message: "m".into(), semaphore_permits: None },
-            core::Error::Unauthenticated { message: "m".into() },
-            core::Error::PermissionDenied { message: "m".into(), key_namespaces: None },
-            core::Error::WaitCancelled { message: "m".into() },
-            core::Error::AlreadyWaiting { message: "m".into() },
-            core::Error::CursorExpired { message: "m".into() },
-            core::Error::ResourceExhausted { message: "m".into() },
-            core::Error::Unavailable { message: "m".into() },
-            core::Error::Config { message: "m".into() },
-            core::Error::Internal { message: "m".into() },
-        ];
-        for e in cases {
-            let mapped = DlsError::from(e.clone());
-            assert_eq!(mapped.code(), e.code());
-            assert_eq!(mapped.to_string(), "m");
+    /// One error of each class of the table, as core raises it.
+    fn core_error_of(class: ErrorClass) -> core::Error {
+        let message = "m".to_string();
+        match class.kind {
+            None => core::Error::Config { message },
+            Some(ErrorKind::LockTimeout) => core::Error::LockTimeout { message },
+            Some(ErrorKind::DeadlockVictim) => core::Error::DeadlockVictim { message, deadlock: None },
+            Some(ErrorKind::TransactionLost) => core::Error::TransactionLost { message, cause: None },
+            Some(ErrorKind::TransactionNotFound) => core::Error::TransactionNotFound { message },
+            Some(ErrorKind::InvalidArgument) => core::Error::InvalidArgument { message, semaphore_permits: None },
+            Some(ErrorKind::Unauthenticated) => core::Error::Unauthenticated { message },
+            Some(ErrorKind::PermissionDenied) => core::Error::PermissionDenied { message, key_namespaces: None },
+            Some(ErrorKind::WaitCancelled) => core::Error::WaitCancelled { message },
+            Some(ErrorKind::AlreadyWaiting) => core::Error::AlreadyWaiting { message },
+            Some(ErrorKind::CursorExpired) => core::Error::CursorExpired { message },
+            Some(ErrorKind::ResourceExhausted) => core::Error::ResourceExhausted { message },
+            Some(ErrorKind::MembershipRefused) => core::Error::MembershipRefused { message },
+            Some(ErrorKind::Unavailable) => core::Error::Unavailable { message },
+            Some(ErrorKind::Internal) => core::Error::Internal { message },
+            Some(kind) => panic!("{kind} has no class of its own, yet is in the table"),
         }
+    }
+
+    #[test]
+    fn every_class_of_the_table_is_a_variant_with_its_code() {
+        let mut seen = std::collections::HashSet::new();
+        for class in ErrorClass::all() {
+            let e = core_error_of(class);
+            assert_eq!(e.class(), class);
+            let mapped = DlsError::from(e);
+            assert_eq!(mapped.code(), class.code);
+            assert_eq!(mapped.to_string(), "m");
+            // The Kotlin / Swift class name is the variant's name: the table's stem.
+            assert!(format!("{mapped:?}").starts_with(&format!("{} ", class.stem)), "{mapped:?} vs {}", class.stem);
+            seen.insert(std::mem::discriminant(&mapped));
+        }
+        assert_eq!(seen.len(), ErrorClass::all().count(), "one variant per class");
     }
 }

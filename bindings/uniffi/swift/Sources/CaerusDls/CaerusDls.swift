@@ -4161,9 +4161,10 @@ public func FfiConverterTypeWatchOptions_lower(_ value: WatchOptions) -> RustBuf
 
 
 /**
- * Everything a Caerus DLS call can fail with: one variant per stable code of core's
- * `Error::code()` (the same codes as the Python and Node SDKs). The foreign exception's
- * message is the server's message.
+ * Everything a Caerus DLS call can fail with: one variant per class of the SDKs' error
+ * table (`caerus_types::ErrorClass::all()`, the same classes as the Python and Node SDKs);
+ * a test checks that the variants and the table agree. The foreign exception's message is
+ * the server's message.
  */
 public 
 enum DlsError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
@@ -4225,6 +4226,12 @@ enum DlsError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
      * the request; nothing changed.
      */
     case ResourceExhausted(message: String)
+    
+    /**
+     * `MEMBERSHIP_REFUSED`: a membership change does not fit the current membership;
+     * nothing changed.
+     */
+    case MembershipRefused(message: String)
     
     /**
      * `UNAVAILABLE`: no leader could be reached before the retry deadline.
@@ -4314,15 +4321,19 @@ public struct FfiConverterTypeDlsError: FfiConverterRustBuffer {
             message: try FfiConverterString.read(from: &buf)
         )
         
-        case 12: return .Unavailable(
+        case 12: return .MembershipRefused(
             message: try FfiConverterString.read(from: &buf)
         )
         
-        case 13: return .Config(
+        case 13: return .Unavailable(
             message: try FfiConverterString.read(from: &buf)
         )
         
-        case 14: return .Internal(
+        case 14: return .Config(
+            message: try FfiConverterString.read(from: &buf)
+        )
+        
+        case 15: return .Internal(
             message: try FfiConverterString.read(from: &buf)
         )
         
@@ -4359,12 +4370,14 @@ public struct FfiConverterTypeDlsError: FfiConverterRustBuffer {
             writeInt(&buf, Int32(10))
         case .ResourceExhausted(_ /* message is ignored*/):
             writeInt(&buf, Int32(11))
-        case .Unavailable(_ /* message is ignored*/):
+        case .MembershipRefused(_ /* message is ignored*/):
             writeInt(&buf, Int32(12))
-        case .Config(_ /* message is ignored*/):
+        case .Unavailable(_ /* message is ignored*/):
             writeInt(&buf, Int32(13))
-        case .Internal(_ /* message is ignored*/):
+        case .Config(_ /* message is ignored*/):
             writeInt(&buf, Int32(14))
+        case .Internal(_ /* message is ignored*/):
+            writeInt(&buf, Int32(15))
 
         
         }

@@ -20,6 +20,7 @@ extension DlsError {
         case .AlreadyWaiting: return "ALREADY_WAITING"
         case .CursorExpired: return "CURSOR_EXPIRED"
         case .ResourceExhausted: return "RESOURCE_EXHAUSTED"
+        case .MembershipRefused: return "MEMBERSHIP_REFUSED"
         case .Unavailable: return "UNAVAILABLE"
         case .Config: return "CONFIG"
         case .Internal: return "INTERNAL"

@@ -43,6 +43,7 @@ val DlsException.code: String
         is DlsException.AlreadyWaiting -> "ALREADY_WAITING"
         is DlsException.CursorExpired -> "CURSOR_EXPIRED"
         is DlsException.ResourceExhausted -> "RESOURCE_EXHAUSTED"
+        is DlsException.MembershipRefused -> "MEMBERSHIP_REFUSED"
         is DlsException.Unavailable -> "UNAVAILABLE"
         is DlsException.Config -> "CONFIG"
         is DlsException.Internal -> "INTERNAL"
