@@ -2,35 +2,28 @@
 //!
 //! Every lock operation is a call into [`caerus_core`]: leader discovery, safe retries,
 //! the heartbeat and the lost signal all live there. This crate only converts values
-//! (u64 ⇄ `bigint`, modes as strings, errors as `[CODE] message`) and turns core's
+//! (u64 ⇄ `bigint`, modes as strings, errors as records, see `errors.rs`) and turns core's
 //! futures into JavaScript promises, which napi runs on its tokio runtime, so no call
-//! blocks the event loop. The JavaScript wrapper (`index.js`) turns the `[CODE]` prefix
+//! blocks the event loop. The JavaScript wrapper (`index.js`) turns the error records
 //! into error classes and adds `AbortSignal` and async-iterator glue.
 
 use std::sync::Arc;
 
 use caerus_core::{
-    AcquireOptions, ClientConfig, DlsClient, Error as CoreError, Event, EventDetail, EventKind, EventStream, Lock,
-    LockMode, LockRequest, LostReason, QueuePosition, SlotClaim, SlotOutcome, SlotRun, TokenCheck, Transaction,
-    TransactionOptions, TransactionStatus, WatchOptions,
+    AcquireOptions, ClientConfig, DlsClient, Event, EventDetail, EventKind, EventStream, Lock, LockMode, LockRequest,
+    LostReason, QueuePosition, SlotClaim, SlotOutcome, SlotRun, TokenCheck, Transaction, TransactionOptions,
+    TransactionStatus, WatchOptions,
 };
 use napi::bindgen_prelude::{block_on, spawn, BigInt, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{Env, Error, Result, Status};
 
+pub mod errors;
 mod promise_bridge;
+use errors::{coded, to_js};
 use napi_derive::napi;
 use promise_bridge::promise;
 use tokio::sync::{watch, Mutex};
-
-/// A core error as a JS error whose message starts with its stable code.
-fn to_js(e: CoreError) -> Error {
-    coded(e.code(), e.message())
-}
-
-fn coded(code: &str, message: &str) -> Error {
-    Error::new(Status::GenericFailure, format!("[{code}] {message}"))
-}
 
 fn invalid(message: impl AsRef<str>) -> Error {
     coded("INVALID_ARGUMENT", message.as_ref())
