@@ -1,21 +1,66 @@
-//! The one flat error the foreign side sees, and its mapping from core's error.
+//! The one error the foreign side sees, and its mapping from core's error.
 
 use caerus_core as core;
 use core::{ErrorClass, ErrorKind};
 
+use crate::types::{CycleMember, EndCause};
+
+/// A deadlock the server broke, as the victim's error reports it: the cycle in wait-for
+/// order (each member waits for the next, the last for the first), the aborted member and
+/// the policy that chose it (`LOWEST_PRIORITY_THEN_YOUNGEST`, `YOUNGEST` or `OLDEST`), as
+/// a `DeadlockResolved` event's detail has them.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct Deadlock {
+    pub cycle: Vec<CycleMember>,
+    pub victim_transaction_id: u64,
+    pub policy: String,
+}
+
+impl From<&core::Deadlock> for Deadlock {
+    fn from(d: &core::Deadlock) -> Self {
+        Deadlock {
+            cycle: d
+                .cycle
+                .iter()
+                .map(|m| CycleMember {
+                    transaction_id: m.transaction_id,
+                    transaction_name: m.transaction_name.clone(),
+                    priority: m.priority,
+                    namespace: m.namespace.clone(),
+                    key: m.key.clone(),
+                    mode: m.mode,
+                })
+                .collect(),
+            victim_transaction_id: d.victim_transaction_id,
+            policy: d.policy.as_str().to_string(),
+        }
+    }
+}
+
 /// Everything a Caerus DLS call can fail with: one variant per class of the SDKs' error
 /// table (`caerus_types::ErrorClass::all()`, the same classes as the Python and Node SDKs);
-/// a test checks that the variants and the table agree. The foreign exception's message is
-/// the server's message.
+/// a test checks that the variants and the table agree. `message` is the server's message
+/// (Kotlin names it `detail`: a Kotlin exception's `message` is its own); a lost
+/// transaction's variants say what ended it and a deadlock victim's the broken cycle.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Error)]
-#[uniffi(flat_error)]
 pub enum DlsError {
     /// `LOCK_TIMEOUT`: the acquire timeout passed; the transaction is still active.
     LockTimeout { message: String },
     /// `DEADLOCK_VICTIM`: the server aborted the transaction to break a deadlock.
-    DeadlockVictim { message: String },
+    DeadlockVictim {
+        message: String,
+        /// Always `DEADLOCK_VICTIM` (as on a `TransactionLost`, for one way to read both).
+        end_cause: Option<EndCause>,
+        /// The broken cycle; `None` when the server no longer had it (its event log is bounded).
+        deadlock: Option<Deadlock>,
+    },
     /// `TRANSACTION_LOST`: the transaction is no longer active; its locks are gone.
-    TransactionLost { message: String },
+    TransactionLost {
+        message: String,
+        /// What ended it, as the server recorded it (`LEASE_EXPIRED`, `OPERATOR_ABORT`, ...);
+        /// `None` when the server did not say (e.g. the client noticed the loss itself).
+        end_cause: Option<EndCause>,
+    },
     /// `TRANSACTION_NOT_FOUND`: the server does not know the transaction.
     TransactionNotFound { message: String },
     /// `INVALID_ARGUMENT`: a request field failed validation.
@@ -75,8 +120,8 @@ impl DlsError {
     pub fn message(&self) -> &str {
         match self {
             DlsError::LockTimeout { message }
-            | DlsError::DeadlockVictim { message }
-            | DlsError::TransactionLost { message }
+            | DlsError::DeadlockVictim { message, .. }
+            | DlsError::TransactionLost { message, .. }
             | DlsError::TransactionNotFound { message }
             | DlsError::InvalidArgument { message }
             | DlsError::Unauthenticated { message }
@@ -93,8 +138,41 @@ impl DlsError {
     }
 }
 
-/// A flat error crosses the boundary as its `Display`: the message alone, since the
-/// variant already names the code.
+#[uniffi::export]
+impl DlsError {
+    /// The stable code of the error, e.g. `"LOCK_TIMEOUT"`, as in the Rust, Python and Node
+    /// SDKs (Kotlin's and Swift's `code` read it).
+    pub fn error_code(&self) -> String {
+        self.code().to_string()
+    }
+}
+
+/// One class of the error table every SDK shares (`caerus_types::ErrorClass`).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct ErrorClassInfo {
+    /// The stable code, e.g. `LOCK_TIMEOUT`.
+    pub code: String,
+    /// The class name, e.g. `LockTimeout` (`DlsException.LockTimeout`, `DlsError.LockTimeout`).
+    pub stem: String,
+    /// Whether making the same call again later may succeed.
+    pub retryable: bool,
+    /// What the error means, in one line.
+    pub description: String,
+}
+
+/// The SDKs' error table: the classes of [`DlsError`], one per variant.
+#[uniffi::export]
+pub fn error_classes() -> Vec<ErrorClassInfo> {
+    ErrorClass::all()
+        .map(|c| ErrorClassInfo {
+            code: c.code.to_string(),
+            stem: c.stem.to_string(),
+            retryable: c.retryable,
+            description: c.description.to_string(),
+        })
+        .collect()
+}
+
 impl std::fmt::Display for DlsError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.message())
@@ -106,11 +184,18 @@ impl std::error::Error for DlsError {}
 impl From<core::Error> for DlsError {
     fn from(e: core::Error) -> Self {
         let message = e.message().to_string();
+        let end_cause = e.end_cause();
         let Some(kind) = e.kind() else { return DlsError::Config { message } };
         match kind {
             ErrorKind::LockTimeout => DlsError::LockTimeout { message },
-            ErrorKind::DeadlockVictim => DlsError::DeadlockVictim { message },
-            ErrorKind::TransactionLost => DlsError::TransactionLost { message },
+            ErrorKind::DeadlockVictim => {
+                let deadlock = match &e {
+                    core::Error::DeadlockVictim { deadlock, .. } => deadlock.as_deref().map(Deadlock::from),
+                    _ => None,
+                };
+                DlsError::DeadlockVictim { message, end_cause, deadlock }
+            }
+            ErrorKind::TransactionLost => DlsError::TransactionLost { message, end_cause },
             ErrorKind::TransactionNotFound => DlsError::TransactionNotFound { message },
             ErrorKind::InvalidArgument | ErrorKind::ApiKeyExists | ErrorKind::ApiKeyNotFound => {
                 DlsError::InvalidArgument { message }
@@ -169,5 +254,67 @@ mod tests {
             seen.insert(std::mem::discriminant(&mapped));
         }
         assert_eq!(seen.len(), ErrorClass::all().count(), "one variant per class");
+    }
+
+    #[test]
+    fn a_lost_transaction_keeps_its_cause_and_a_victim_its_cycle() {
+        let lost = core::Error::TransactionLost { message: "m".into(), cause: Some(EndCause::LeaseExpired) };
+        assert_eq!(
+            DlsError::from(lost),
+            DlsError::TransactionLost { message: "m".into(), end_cause: Some(EndCause::LeaseExpired) }
+        );
+        let member = |id: u64, key: &str| core::CycleMember {
+            transaction_id: id,
+            transaction_name: format!("t{id}"),
+            priority: 1,
+            namespace: "ns".into(),
+            key: key.into(),
+            mode: core::LockMode::Exclusive,
+        };
+        let deadlock = core::Deadlock {
+            cycle: vec![member(5, "a"), member(6, "b")],
+            victim_transaction_id: 6,
+            policy: core::VictimPolicy::Youngest,
+        };
+        let victim = core::Error::DeadlockVictim { message: "m".into(), deadlock: Some(Box::new(deadlock)) };
+        let DlsError::DeadlockVictim { end_cause, deadlock: Some(d), .. } = DlsError::from(victim) else {
+            panic!("a victim with its cycle")
+        };
+        assert_eq!(end_cause, Some(EndCause::DeadlockVictim));
+        assert_eq!((d.victim_transaction_id, d.policy.as_str()), (6, "YOUNGEST"));
+        assert_eq!(
+            d.cycle.iter().map(|m| (m.transaction_id, m.key.as_str())).collect::<Vec<_>>(),
+            [(5, "a"), (6, "b")]
+        );
+        assert_eq!(error_classes().len(), ErrorClass::all().count());
+    }
+
+    #[test]
+    fn kotlin_renames_every_variant() {
+        // A variant left out would give its Kotlin class a field `message` beside the
+        // exception's own: the generated Kotlin would not compile.
+        let config = include_str!("../uniffi.toml");
+        for class in ErrorClass::all() {
+            let line = format!("\"DlsError.{}.message\" = \"detail\"", class.stem);
+            assert!(config.lines().any(|l| l.trim() == line), "uniffi.toml lacks {line}");
+        }
+    }
+
+    #[test]
+    fn the_committed_swift_error_carries_the_cause_and_the_cycle() {
+        // `make check-swift` keeps the committed file equal to the generated one.
+        let swift = include_str!("../swift/Sources/CaerusDls/CaerusDls.swift");
+        let case = |name: &str| {
+            let start = swift.find(&format!("case {name}(message: String")).unwrap_or_else(|| panic!("no case {name}"));
+            let rest = &swift[start + 1..];
+            rest[..rest.find("\n    case ").unwrap_or(rest.len()).min(rest.find("\n}").unwrap_or(rest.len()))]
+                .to_string()
+        };
+        let victim = case("DeadlockVictim");
+        assert!(victim.contains("endCause: EndCause?") && victim.contains("deadlock: Deadlock?"), "{victim}");
+        assert!(case("TransactionLost").contains("endCause: EndCause?"));
+        for class in ErrorClass::all() {
+            case(class.stem);
+        }
     }
 }

@@ -63,6 +63,18 @@ pub enum EndCause {
     MaxDurationExceeded,
 }
 
+/// A member of a deadlock cycle (of a `DeadlockResolved` event, of a victim's error).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct CycleMember {
+    pub transaction_id: u64,
+    pub transaction_name: String,
+    pub priority: i32,
+    /// The lock it waited for.
+    pub namespace: String,
+    pub key: String,
+    pub mode: LockMode,
+}
+
 /// One lock of an all-or-nothing `acquire_locks`.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct LockRequest {
