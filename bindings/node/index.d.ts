@@ -554,15 +554,6 @@ export declare namespace Dls {
     [Symbol.asyncIterator](): this;
   }
 
-  /** What ended a transaction, as the server recorded it. */
-  type EndCause =
-    | 'COMMITTED'
-    | 'CLIENT_ABORT'
-    | 'LEASE_EXPIRED'
-    | 'DEADLOCK_VICTIM'
-    | 'OPERATOR_ABORT'
-    | 'MAX_DURATION_EXCEEDED';
-
   /** A deadlock the server broke, as the victim's error reports it (a DEADLOCK_RESOLVED event's detail). */
   interface Deadlock {
     /** The cycle in wait-for order: each member waits for the next, the last for the first. */
