@@ -21,6 +21,7 @@ export declare namespace Dls {
     | 'ALREADY_WAITING'
     | 'CURSOR_EXPIRED'
     | 'RESOURCE_EXHAUSTED'
+    | 'MEMBERSHIP_REFUSED'
     | 'UNAVAILABLE'
     | 'CONFIG'
     | 'INTERNAL';
@@ -553,36 +554,55 @@ export declare namespace Dls {
     [Symbol.asyncIterator](): this;
   }
 
-  /** Base class of the SDK's errors. */
+  /** A deadlock the server broke, as the victim's error reports it (a DEADLOCK_RESOLVED event's detail). */
+  interface Deadlock {
+    /** The cycle in wait-for order: each member waits for the next, the last for the first. */
+    cycle: CycleMember[];
+    victimTransactionId: bigint;
+    policy: 'LOWEST_PRIORITY_THEN_YOUNGEST' | 'YOUNGEST' | 'OLDEST';
+  }
+
+  interface DlsErrorOptions extends ErrorOptions {
+    endCause?: EndCause | null;
+    deadlock?: Deadlock | null;
+  }
+
+  /** Base class of the SDK's errors (one subclass per code of the error table every SDK shares). */
   class DlsError extends Error {
-    constructor(code: string, message: string, options?: ErrorOptions);
+    constructor(code: string, message: string, options?: DlsErrorOptions);
     readonly code: ErrorCode | string;
+    /** What ended the transaction (TransactionLostError, DeadlockVictimError); null when the server did not say. */
+    readonly endCause: EndCause | null;
+    /** The broken deadlock (DeadlockVictimError); null when the server no longer had it. */
+    readonly deadlock: Deadlock | null;
     /** On errors that report a lost transaction (e.g. `tx.signal.reason`): how it was lost. */
     lostKind?: LostKind;
   }
   /** The acquire timeout passed; the transaction is still active. */
-  class LockTimeoutError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'LOCK_TIMEOUT'; }
+  class LockTimeoutError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'LOCK_TIMEOUT'; }
   /** The server aborted the transaction to break a deadlock; its locks are gone. */
-  class DeadlockVictimError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'DEADLOCK_VICTIM'; }
+  class DeadlockVictimError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'DEADLOCK_VICTIM'; }
   /** The transaction is no longer active (expired, aborted, ended); stop the guarded work. */
-  class TransactionLostError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'TRANSACTION_LOST'; }
-  class TransactionNotFoundError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'TRANSACTION_NOT_FOUND'; }
-  class InvalidArgumentError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'INVALID_ARGUMENT'; }
-  class UnauthenticatedError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'UNAUTHENTICATED'; }
-  class PermissionDeniedError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'PERMISSION_DENIED'; }
+  class TransactionLostError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'TRANSACTION_LOST'; }
+  class TransactionNotFoundError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'TRANSACTION_NOT_FOUND'; }
+  class InvalidArgumentError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'INVALID_ARGUMENT'; }
+  class UnauthenticatedError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'UNAUTHENTICATED'; }
+  class PermissionDeniedError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'PERMISSION_DENIED'; }
   /** The wait was withdrawn by a `release` of the same key. */
-  class WaitCancelledError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'WAIT_CANCELLED'; }
+  class WaitCancelledError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'WAIT_CANCELLED'; }
   /** The transaction already waits for another lock. */
-  class AlreadyWaitingError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'ALREADY_WAITING'; }
+  class AlreadyWaitingError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'ALREADY_WAITING'; }
   /** The event cursor fell out of the retained log. */
-  class CursorExpiredError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'CURSOR_EXPIRED'; }
+  class CursorExpiredError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'CURSOR_EXPIRED'; }
   /** A server limit (named in the message, with its flag) refused the request; nothing changed. Not retried. */
-  class ResourceExhaustedError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'RESOURCE_EXHAUSTED'; }
+  class ResourceExhaustedError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'RESOURCE_EXHAUSTED'; }
+  /** A membership change does not fit the current membership; nothing changed. */
+  class MembershipRefusedError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'MEMBERSHIP_REFUSED'; }
   /** No leader reachable before the retry deadline; safe to retry later. */
-  class UnavailableError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'UNAVAILABLE'; }
+  class UnavailableError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'UNAVAILABLE'; }
   /** Invalid client configuration. */
-  class ConfigError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'CONFIG'; }
-  class InternalError extends DlsError { constructor(message: string, options?: ErrorOptions); readonly code: 'INTERNAL'; }
+  class ConfigError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'CONFIG'; }
+  class InternalError extends DlsError { constructor(message: string, options?: DlsErrorOptions); readonly code: 'INTERNAL'; }
 }
 
 export import DlsClient = Dls.DlsClient;
@@ -604,6 +624,7 @@ export import WaitCancelledError = Dls.WaitCancelledError;
 export import AlreadyWaitingError = Dls.AlreadyWaitingError;
 export import CursorExpiredError = Dls.CursorExpiredError;
 export import ResourceExhaustedError = Dls.ResourceExhaustedError;
+export import MembershipRefusedError = Dls.MembershipRefusedError;
 export import UnavailableError = Dls.UnavailableError;
 export import ConfigError = Dls.ConfigError;
 export import InternalError = Dls.InternalError;
@@ -618,6 +639,8 @@ export type KeyUpdate = Dls.KeyUpdate;
 export type HeldLock = Dls.HeldLock;
 export type LockOptions = Dls.LockOptions;
 export type ErrorCode = Dls.ErrorCode;
+export type EndCause = Dls.EndCause;
+export type Deadlock = Dls.Deadlock;
 export type Event = Dls.Event;
 export type TransactionStatus = Dls.TransactionStatus;
 export type KeyLocks = Dls.KeyLocks;

@@ -57,16 +57,29 @@ const native = loadNative();
 
 // ---------------------------------------------------------------- errors
 
-/** Base class of every error the SDK raises; `code` is core's stable error code. */
+/**
+ * Base class of every error the SDK raises; `code` is core's stable error code. A
+ * TransactionLostError or DeadlockVictimError says what ended the transaction in
+ * `endCause` ('LEASE_EXPIRED', 'DEADLOCK_VICTIM', 'OPERATOR_ABORT', ...; null when the
+ * server did not say), a DeadlockVictimError the broken cycle in `deadlock`
+ * (`{ cycle, victimTransactionId, policy }`, as a DEADLOCK_RESOLVED event's detail; null
+ * when the server no longer had it).
+ */
 class DlsError extends Error {
   constructor(code, message, options) {
     super(message, options);
     this.name = 'DlsError';
     this.code = code;
+    this.endCause = options?.endCause ?? null;
+    this.deadlock = options?.deadlock ?? null;
   }
 }
 
-function errorClass(name, code) {
+// The classes come from the error table every SDK shares (caerus_types::ErrorClass), which
+// the addon exports: `<stem>Error` per code, e.g. LockTimeoutError for LOCK_TIMEOUT.
+const ERROR_CLASSES = {};
+for (const { code, stem, retryable, description } of native.errorClasses()) {
+  const name = `${stem}Error`;
   const cls = class extends DlsError {
     constructor(message, options) {
       super(code, message, options);
@@ -74,49 +87,39 @@ function errorClass(name, code) {
     }
   };
   Object.defineProperty(cls, 'name', { value: name });
-  return cls;
+  Object.defineProperty(cls, 'code', { value: code });
+  Object.defineProperty(cls, 'retryable', { value: retryable });
+  Object.defineProperty(cls, 'description', { value: description });
+  ERROR_CLASSES[code] = cls;
+}
+const errorClasses = Object.fromEntries(Object.values(ERROR_CLASSES).map((cls) => [cls.name, cls]));
+const {
+  LockTimeoutError,
+  DeadlockVictimError,
+  TransactionLostError,
+  InvalidArgumentError,
+} = errorClasses;
+
+/** The first key of the addon's error records (bindings/node/src/errors.rs). */
+const ENVELOPE_TAG = '{"caerusDlsError":';
+
+function deadlockOf(d) {
+  if (d == null) return null;
+  return {
+    cycle: d.cycle.map((m) => ({ ...m, transactionId: BigInt(m.transactionId) })),
+    victimTransactionId: BigInt(d.victimTransactionId),
+    policy: d.policy,
+  };
 }
 
-const LockTimeoutError = errorClass('LockTimeoutError', 'LOCK_TIMEOUT');
-const DeadlockVictimError = errorClass('DeadlockVictimError', 'DEADLOCK_VICTIM');
-const TransactionLostError = errorClass('TransactionLostError', 'TRANSACTION_LOST');
-const TransactionNotFoundError = errorClass('TransactionNotFoundError', 'TRANSACTION_NOT_FOUND');
-const InvalidArgumentError = errorClass('InvalidArgumentError', 'INVALID_ARGUMENT');
-const UnauthenticatedError = errorClass('UnauthenticatedError', 'UNAUTHENTICATED');
-const PermissionDeniedError = errorClass('PermissionDeniedError', 'PERMISSION_DENIED');
-const WaitCancelledError = errorClass('WaitCancelledError', 'WAIT_CANCELLED');
-const AlreadyWaitingError = errorClass('AlreadyWaitingError', 'ALREADY_WAITING');
-const CursorExpiredError = errorClass('CursorExpiredError', 'CURSOR_EXPIRED');
-const ResourceExhaustedError = errorClass('ResourceExhaustedError', 'RESOURCE_EXHAUSTED');
-const UnavailableError = errorClass('UnavailableError', 'UNAVAILABLE');
-const ConfigError = errorClass('ConfigError', 'CONFIG');
-const InternalError = errorClass('InternalError', 'INTERNAL');
-
-const ERROR_CLASSES = {
-  LOCK_TIMEOUT: LockTimeoutError,
-  DEADLOCK_VICTIM: DeadlockVictimError,
-  TRANSACTION_LOST: TransactionLostError,
-  TRANSACTION_NOT_FOUND: TransactionNotFoundError,
-  INVALID_ARGUMENT: InvalidArgumentError,
-  UNAUTHENTICATED: UnauthenticatedError,
-  PERMISSION_DENIED: PermissionDeniedError,
-  WAIT_CANCELLED: WaitCancelledError,
-  ALREADY_WAITING: AlreadyWaitingError,
-  CURSOR_EXPIRED: CursorExpiredError,
-  RESOURCE_EXHAUSTED: ResourceExhaustedError,
-  UNAVAILABLE: UnavailableError,
-  CONFIG: ConfigError,
-  INTERNAL: InternalError,
-};
-
-/** The one place native errors (`[CODE] message`) become SDK error classes. */
+/** The one place native errors (records: code, message, endCause, deadlock) become SDK error classes. */
 function mapError(err) {
   if (err instanceof DlsError || !(err instanceof Error)) return err;
-  const m = /^\[([A-Z_]+)\] ([\s\S]*)$/.exec(err.message);
-  if (!m) return err;
-  const [, code, message] = m;
+  if (typeof err.message !== 'string' || !err.message.startsWith(ENVELOPE_TAG)) return err;
+  const { code, message, endCause, deadlock } = JSON.parse(err.message);
+  const options = { endCause: endCause ?? null, deadlock: deadlockOf(deadlock) };
   const cls = ERROR_CLASSES[code];
-  return cls ? new cls(message) : new DlsError(code, message);
+  return cls ? new cls(message, options) : new DlsError(code, message, options);
 }
 
 async function call(promise) {
@@ -818,20 +821,7 @@ const Dls = Object.freeze({
   Transaction,
   EventWatch,
   DlsError,
-  LockTimeoutError,
-  DeadlockVictimError,
-  TransactionLostError,
-  TransactionNotFoundError,
-  InvalidArgumentError,
-  UnauthenticatedError,
-  PermissionDeniedError,
-  WaitCancelledError,
-  AlreadyWaitingError,
-  CursorExpiredError,
-  ResourceExhaustedError,
-  UnavailableError,
-  ConfigError,
-  InternalError,
+  ...errorClasses,
 });
 
 module.exports = { Dls, ...Dls };

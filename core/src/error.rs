@@ -2,7 +2,7 @@
 
 use caerus_proto::v1 as pb;
 use caerus_proto::{metadata, Wire};
-use caerus_types::{EndCause, ErrorKind};
+use caerus_types::{EndCause, ErrorClass, ErrorKind};
 use tonic::{Code, Status};
 
 use crate::deadlock::Deadlock;
@@ -134,25 +134,37 @@ pub enum Error {
 }
 
 impl Error {
-    /// Stable SCREAMING_SNAKE name of the error kind, e.g. `"LOCK_TIMEOUT"`.
+    /// The server's kind this error is (the class every SDK raises for it), `None` for the
+    /// client's own [`Error::Config`].
+    pub fn kind(&self) -> Option<ErrorKind> {
+        Some(match self {
+            Error::LockTimeout { .. } => ErrorKind::LockTimeout,
+            Error::DeadlockVictim { .. } => ErrorKind::DeadlockVictim,
+            Error::TransactionLost { .. } => ErrorKind::TransactionLost,
+            Error::TransactionNotFound { .. } => ErrorKind::TransactionNotFound,
+            Error::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+            Error::Unauthenticated { .. } => ErrorKind::Unauthenticated,
+            Error::PermissionDenied { .. } => ErrorKind::PermissionDenied,
+            Error::WaitCancelled { .. } => ErrorKind::WaitCancelled,
+            Error::AlreadyWaiting { .. } => ErrorKind::AlreadyWaiting,
+            Error::CursorExpired { .. } => ErrorKind::CursorExpired,
+            Error::ResourceExhausted { .. } => ErrorKind::ResourceExhausted,
+            Error::MembershipRefused { .. } => ErrorKind::MembershipRefused,
+            Error::Unavailable { .. } => ErrorKind::Unavailable,
+            Error::Internal { .. } => ErrorKind::Internal,
+            Error::Config { .. } => return None,
+        })
+    }
+
+    /// The SDKs' error class of this error (its code, class name stem, description).
+    pub fn class(&self) -> ErrorClass {
+        self.kind().map_or(ErrorClass::CONFIG, ErrorClass::of)
+    }
+
+    /// Stable SCREAMING_SNAKE name of the error kind, e.g. `"LOCK_TIMEOUT"`: the wire name of
+    /// [`Error::kind`], or `"CONFIG"`.
     pub fn code(&self) -> &'static str {
-        match self {
-            Error::LockTimeout { .. } => "LOCK_TIMEOUT",
-            Error::DeadlockVictim { .. } => "DEADLOCK_VICTIM",
-            Error::TransactionLost { .. } => "TRANSACTION_LOST",
-            Error::TransactionNotFound { .. } => "TRANSACTION_NOT_FOUND",
-            Error::InvalidArgument { .. } => "INVALID_ARGUMENT",
-            Error::Unauthenticated { .. } => "UNAUTHENTICATED",
-            Error::PermissionDenied { .. } => "PERMISSION_DENIED",
-            Error::WaitCancelled { .. } => "WAIT_CANCELLED",
-            Error::AlreadyWaiting { .. } => "ALREADY_WAITING",
-            Error::CursorExpired { .. } => "CURSOR_EXPIRED",
-            Error::ResourceExhausted { .. } => "RESOURCE_EXHAUSTED",
-            Error::MembershipRefused { .. } => "MEMBERSHIP_REFUSED",
-            Error::Unavailable { .. } => "UNAVAILABLE",
-            Error::Config { .. } => "CONFIG",
-            Error::Internal { .. } => "INTERNAL",
-        }
+        self.class().code
     }
 
     /// The message carried by the error, without the kind prefix of `Display`.
@@ -414,6 +426,17 @@ mod tests {
         for (code, want) in cases {
             assert_eq!(Error::from(status_with(code, "m", None, None)).code(), want, "{code:?}");
         }
+    }
+
+    #[test]
+    fn every_kind_the_server_names_is_raised_as_its_class() {
+        for kind in ErrorKind::ALL {
+            let code = if kind == ErrorKind::Internal { Code::Internal } else { Code::Unknown };
+            let err = Error::from(status_with(code, "m", Some(kind.as_str()), None));
+            assert_eq!(err.class(), ErrorClass::of(kind), "{kind}");
+            assert_eq!(err.code(), kind.raised_as().as_str(), "{kind}");
+        }
+        assert_eq!(Error::config("m").class(), ErrorClass::CONFIG);
     }
 
     #[test]

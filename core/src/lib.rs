@@ -72,6 +72,7 @@ pub use admin::{
     LockWaiter, MemberInfo, Membership, NewLeader, SnapshotPieces,
 };
 pub use api_keys::{ApiKeyInfo, ApiKeyLimits, ApiKeySecret, NewApiKey};
+pub use caerus_types::{ErrorClass, ErrorKind};
 pub use client::DlsClient;
 pub use config::{
     ClientConfig, API_KEY_ENV, CA_FILE_ENV, CLIENT_CERT_FILE_ENV, CLIENT_KEY_FILE_ENV, DEFAULT_ENDPOINT, ENDPOINTS_ENV,

@@ -446,6 +446,126 @@ impl ErrorKind {
             ErrorKind::ApiKeyNotFound => "API_KEY_NOT_FOUND",
         }
     }
+
+    /// The stem of the error class SDKs raise for this kind, e.g. `"LockTimeout"`: Python's
+    /// `caerus.LockTimeout`, Node's `LockTimeoutError`, Kotlin's `DlsException.LockTimeout`,
+    /// Swift's `DlsError.LockTimeout`. A kind the client folds into another has that one's
+    /// class: `NotLeader` is retried and, when retries run out, is `Unavailable`; the API key
+    /// kinds are a wrong argument of an operator call.
+    pub fn class_stem(self) -> &'static str {
+        match self {
+            ErrorKind::LockTimeout => "LockTimeout",
+            ErrorKind::DeadlockVictim => "DeadlockVictim",
+            ErrorKind::TransactionLost => "TransactionLost",
+            ErrorKind::TransactionNotFound => "TransactionNotFound",
+            ErrorKind::InvalidArgument | ErrorKind::ApiKeyExists | ErrorKind::ApiKeyNotFound => "InvalidArgument",
+            ErrorKind::Unauthenticated => "Unauthenticated",
+            ErrorKind::PermissionDenied => "PermissionDenied",
+            ErrorKind::WaitCancelled => "WaitCancelled",
+            ErrorKind::AlreadyWaiting => "AlreadyWaiting",
+            ErrorKind::NotLeader | ErrorKind::Unavailable => "Unavailable",
+            ErrorKind::CursorExpired => "CursorExpired",
+            ErrorKind::ResourceExhausted => "ResourceExhausted",
+            ErrorKind::MembershipRefused => "MembershipRefused",
+            ErrorKind::Internal => "Internal",
+        }
+    }
+
+    /// The kind whose error class the SDKs raise for this one (itself for most kinds).
+    pub fn raised_as(self) -> ErrorKind {
+        match self {
+            ErrorKind::NotLeader => ErrorKind::Unavailable,
+            ErrorKind::ApiKeyExists | ErrorKind::ApiKeyNotFound => ErrorKind::InvalidArgument,
+            kind => kind,
+        }
+    }
+
+    /// Whether an SDK has an error class of this kind's own (not folded into another's).
+    pub fn has_own_class(self) -> bool {
+        self.raised_as() == self
+    }
+
+    /// Whether the same call may succeed if simply made again later, with nothing changed
+    /// (the core client already retries these within its retry deadline).
+    pub fn retryable(self) -> bool {
+        matches!(self, ErrorKind::NotLeader | ErrorKind::Unavailable)
+    }
+
+    /// What the error means, in one line: the doc string of the SDKs' error classes.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ErrorKind::LockTimeout => {
+                "The acquire timeout passed before the lock was granted; the transaction stays active."
+            }
+            ErrorKind::DeadlockVictim => "The server aborted the transaction to break a deadlock; its locks are gone.",
+            ErrorKind::TransactionLost => {
+                "The transaction is no longer active (lease expired, aborted, ended): stop the work."
+            }
+            ErrorKind::TransactionNotFound => "The server does not know the transaction.",
+            ErrorKind::InvalidArgument => {
+                "A request field failed validation (empty namespace, key too long, timeout 0, ...)."
+            }
+            ErrorKind::Unauthenticated => "The API key is missing or unknown to the server.",
+            ErrorKind::PermissionDenied => "The API key may not use this namespace or this transaction.",
+            ErrorKind::NotLeader => "This node is not the leader, or there is none yet.",
+            ErrorKind::WaitCancelled => "The wait for a lock was withdrawn by a release of the same key.",
+            ErrorKind::AlreadyWaiting => "The transaction already waits for another lock (one wait at a time).",
+            ErrorKind::Unavailable => "No leader could be reached before the retry deadline. Safe to retry later.",
+            ErrorKind::CursorExpired => "An event watch asked for events older than the server still keeps.",
+            ErrorKind::ResourceExhausted => {
+                "A server limit (named in the message, with its flag) refused the request; nothing changed."
+            }
+            ErrorKind::MembershipRefused => "A membership change does not fit the current membership; nothing changed.",
+            ErrorKind::Internal => "Anything else: an unexpected gRPC status or a malformed answer.",
+            ErrorKind::ApiKeyExists => "A cluster API key of that name exists already.",
+            ErrorKind::ApiKeyNotFound => "No cluster API key of that name.",
+        }
+    }
+}
+
+/// One error class of the SDKs: the table Python, Node, Kotlin and Swift build their error
+/// classes from, so a kind added to [`ErrorKind`] reaches every language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrorClass {
+    /// The stable code, `Error::code()` of the core client, e.g. `"LOCK_TIMEOUT"`.
+    pub code: &'static str,
+    /// The class name stem, e.g. `"LockTimeout"`.
+    pub stem: &'static str,
+    /// The server's kind, `None` for the client's own `CONFIG`.
+    pub kind: Option<ErrorKind>,
+    /// Whether making the same call again later may succeed.
+    pub retryable: bool,
+    /// What the error means, in one line.
+    pub description: &'static str,
+}
+
+impl ErrorClass {
+    /// The client's own error: its configuration is invalid (no endpoints, malformed
+    /// address, bad API key). No server sends it.
+    pub const CONFIG: ErrorClass = ErrorClass {
+        code: "CONFIG",
+        stem: "Config",
+        kind: None,
+        retryable: false,
+        description: "The client configuration is invalid (no endpoints, malformed address, bad API key).",
+    };
+
+    /// Every class an SDK raises: one per kind with its own class, in wire order, then `CONFIG`.
+    pub fn all() -> impl Iterator<Item = ErrorClass> {
+        ErrorKind::ALL.into_iter().filter(|k| k.has_own_class()).map(ErrorClass::of).chain([ErrorClass::CONFIG])
+    }
+
+    /// The class of a kind (the class it is raised as, for a folded kind).
+    pub fn of(kind: ErrorKind) -> ErrorClass {
+        let kind = kind.raised_as();
+        ErrorClass {
+            code: kind.as_str(),
+            stem: kind.class_stem(),
+            kind: Some(kind),
+            retryable: kind.retryable(),
+            description: kind.describe(),
+        }
+    }
 }
 
 impl fmt::Display for ErrorKind {
@@ -519,6 +639,25 @@ mod tests {
             assert_eq!(k.as_str().to_ascii_lowercase().parse::<ErrorKind>().unwrap(), k);
         }
         assert!("SOMETHING_NEW".parse::<ErrorKind>().is_err());
+    }
+
+    #[test]
+    fn every_error_kind_has_a_class_and_every_class_a_distinct_name() {
+        for k in ErrorKind::ALL {
+            let class = ErrorClass::of(k);
+            assert!(!class.stem.is_empty() && !class.description.is_empty(), "{k}");
+            assert!(class.stem.chars().next().unwrap().is_ascii_uppercase(), "{k}: {}", class.stem);
+            assert!(ErrorClass::all().any(|c| c == class), "{k} is raised as a class of the table");
+            assert_eq!(class.kind.map(ErrorKind::has_own_class), Some(true), "{k}");
+            assert_eq!(k.class_stem(), k.raised_as().class_stem(), "{k}");
+        }
+        let classes: Vec<ErrorClass> = ErrorClass::all().collect();
+        for (i, c) in classes.iter().enumerate() {
+            assert!(classes[i + 1..].iter().all(|d| d.stem != c.stem && d.code != c.code), "{c:?} twice");
+        }
+        assert_eq!(ErrorClass::of(ErrorKind::NotLeader).stem, "Unavailable");
+        assert_eq!(ErrorClass::of(ErrorKind::MembershipRefused).code, "MEMBERSHIP_REFUSED");
+        assert_eq!(classes.last(), Some(&ErrorClass::CONFIG));
     }
 
     #[test]

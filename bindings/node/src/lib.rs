@@ -2,9 +2,9 @@
 //!
 //! Every lock operation is a call into [`caerus_core`]: leader discovery, safe retries,
 //! the heartbeat and the lost signal all live there. This crate only converts values
-//! (u64 ⇄ `bigint`, modes as strings, errors as `[CODE] message`) and turns core's
+//! (u64 ⇄ `bigint`, modes as strings, errors as records, see `errors.rs`) and turns core's
 //! futures into JavaScript promises, which napi runs on its tokio runtime, so no call
-//! blocks the event loop. The JavaScript wrapper (`index.js`) turns the `[CODE]` prefix
+//! blocks the event loop. The JavaScript wrapper (`index.js`) turns the error records
 //! into error classes and adds `AbortSignal` and async-iterator glue.
 //!
 //! The modules follow the Python and uniffi bindings: [`client`], [`transaction`],

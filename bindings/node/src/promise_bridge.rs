@@ -149,7 +149,7 @@ unsafe extern "C" fn close(context: *mut c_void) {
 }
 
 /// Runs `fut` on the tokio runtime and returns a JavaScript promise of its result; an
-/// error rejects it (core errors as `[CODE] message`, see `to_js`).
+/// error rejects it (core errors as records, see `errors::to_js`).
 pub(crate) fn promise<'env, T, F>(env: &'env Env, fut: F) -> Result<Unknown<'env>>
 where
     T: ToNapiValue + Send + 'static,

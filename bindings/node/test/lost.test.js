@@ -38,6 +38,17 @@ test('a deadlock makes the lower-priority transaction the victim; the other goes
     );
     assert.ok(err instanceof Dls.DeadlockVictimError, `got ${err}`);
     assert.equal(err.code, 'DEADLOCK_VICTIM');
+    // The cause and the cycle arrive as fields, not as words of the message.
+    assert.equal(err.endCause, 'DEADLOCK_VICTIM');
+    assert.ok(err.deadlock, 'the victim error carries the broken cycle');
+    assert.equal(err.deadlock.victimTransactionId, victim.id);
+    assert.equal(err.deadlock.policy, 'LOWEST_PRIORITY_THEN_YOUNGEST');
+    const members = err.deadlock.cycle.map((m) => [m.transactionId, m.transactionName, m.key, m.mode]);
+    members.sort((x, y) => x[2].localeCompare(y[2]));
+    assert.deepEqual(members, [
+      [victim.id, 'victim', 'a', 'EXCLUSIVE'],
+      [important.id, 'important', 'b', 'EXCLUSIVE'],
+    ]);
     const lock = await importantWaits;
     assert.equal(lock.key, 'b');
     const reason = await aborted(victimSignal);

@@ -57,20 +57,7 @@ fn event_to_py(py: Python<'_>, e: core::Event) -> PyResult<Event> {
     let d = PyDict::new(py);
     match e.detail {
         core::EventDetail::DeadlockResolved { cycle, victim_transaction_id, policy } => {
-            let members = cycle
-                .into_iter()
-                .map(|m| {
-                    let md = PyDict::new(py);
-                    md.set_item("transaction_id", m.transaction_id)?;
-                    md.set_item("transaction_name", m.transaction_name)?;
-                    md.set_item("priority", m.priority)?;
-                    md.set_item("namespace", m.namespace)?;
-                    md.set_item("key", m.key)?;
-                    md.set_item("mode", m.mode)?;
-                    Ok(md)
-                })
-                .collect::<PyResult<Vec<_>>>()?;
-            d.set_item("cycle", members)?;
+            d.set_item("cycle", crate::errors::cycle_dicts(py, &cycle)?)?;
             d.set_item("victim_transaction_id", victim_transaction_id)?;
             d.set_item("policy", policy.as_str())?;
         }

@@ -43,5 +43,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<key_watch::KeyUpdate>()?;
     m.add_class::<key_watch::NativeKeyWatch>()?;
     m.add_class::<client::NativeClient>()?;
+    m.add("ERROR_CLASSES", errors::error_classes(m.py())?)?;
     Ok(())
 }

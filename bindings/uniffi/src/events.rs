@@ -8,7 +8,7 @@ use tokio::sync::{watch, Mutex};
 
 use crate::errors::DlsError;
 use crate::runtime::on_runtime;
-use crate::types::{Lock, LockMode};
+use crate::types::{CycleMember, Lock, LockMode};
 
 /// Kinds of events in the replicated log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
@@ -32,20 +32,6 @@ impl From<core::EventKind> for EventKind {
             _ => EventKind::Unknown,
         }
     }
-}
-
-pub type CycleMember = core::CycleMember;
-
-/// A member of a deadlock cycle.
-#[uniffi::remote(Record)]
-pub struct CycleMember {
-    pub transaction_id: u64,
-    pub transaction_name: String,
-    pub priority: i32,
-    /// The lock it waited for.
-    pub namespace: String,
-    pub key: String,
-    pub mode: LockMode,
 }
 
 /// What an event is about, by kind.

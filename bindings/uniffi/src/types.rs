@@ -64,6 +64,20 @@ pub enum EndCause {
     MaxDurationExceeded,
 }
 
+pub type CycleMember = core::CycleMember;
+
+/// A member of a deadlock cycle (of a `DeadlockResolved` event, of a victim's error).
+#[uniffi::remote(Record)]
+pub struct CycleMember {
+    pub transaction_id: u64,
+    pub transaction_name: String,
+    pub priority: i32,
+    /// The lock it waited for.
+    pub namespace: String,
+    pub key: String,
+    pub mode: LockMode,
+}
+
 pub type LockRequest = core::LockRequest;
 
 /// One lock of an all-or-nothing `acquire_locks`.

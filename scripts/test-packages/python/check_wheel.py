@@ -24,8 +24,8 @@ ALLOWED_LIBS = {
     "libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1", "libgcc_s.so.1",
     "libutil.so.1", "ld-linux-x86-64.so.2", "libstdc++.so.6", "libcrypt.so.1", "libnsl.so.1",
 }
-WHEEL_FILES = ["caerus/__init__.py", "caerus/sync.py", "caerus/py.typed", "caerus/_native.pyi"]
-SDIST_FILES = ["pyproject.toml", "python/caerus/py.typed", "python/caerus/_native.pyi"]
+WHEEL_FILES = ["caerus/__init__.py", "caerus/sync.py", "caerus/py.typed", "caerus/_native.pyi", "caerus/errors.pyi"]
+SDIST_FILES = ["pyproject.toml", "python/caerus/py.typed", "python/caerus/_native.pyi", "python/caerus/errors.pyi"]
 
 problems: list[str] = []
 

@@ -47,6 +47,7 @@ from .errors import (
     InternalError,
     InvalidArgument,
     LockTimeout,
+    MembershipRefused,
     PermissionDenied,
     ResourceExhausted,
     TransactionLost,

@@ -2,153 +2,93 @@
 
 Every error is a :class:`DlsError` with a stable ``code`` (e.g. ``"LOCK_TIMEOUT"``) and the
 server's or client's ``message``. Catch a subclass for the cases you handle.
+
+The subclasses are made from the error table every SDK shares (``caerus_types::ErrorClass``,
+exported by the native module as ``ERROR_CLASSES``), one per code: a kind added there reaches
+Python without an edit here. A :class:`TransactionLost` (and :class:`DeadlockVictim`) says
+what ended the transaction in ``end_cause`` (``"LEASE_EXPIRED"``, ``"DEADLOCK_VICTIM"``,
+``"OPERATOR_ABORT"``, ...; ``None`` when the server did not say) and a
+:class:`DeadlockVictim` the broken cycle in ``deadlock`` (a dict shaped like a
+``DEADLOCK_RESOLVED`` event's detail: ``cycle``, ``victim_transaction_id``, ``policy``;
+``None`` when the server no longer had it).
 """
 
 from __future__ import annotations
 
-from typing import Dict, Type
+from typing import Any, Dict, Optional, Tuple, Type
 
-__all__ = [
-    "DlsError",
-    "LockTimeout",
-    "DeadlockVictim",
-    "TransactionLost",
-    "TransactionNotFound",
-    "InvalidArgument",
-    "Unauthenticated",
-    "PermissionDenied",
-    "WaitCancelled",
-    "AlreadyWaiting",
-    "CursorExpired",
-    "ResourceExhausted",
-    "Unavailable",
-    "ConfigError",
-    "InternalError",
-]
+from ._native import ERROR_CLASSES
 
 
 class DlsError(Exception):
     """Base of every Caerus DLS error. ``code`` is the stable name, ``message`` the detail."""
 
     code: str = "INTERNAL"
+    #: Whether making the same call again later may succeed.
+    retryable: bool = False
 
-    def __init__(self, message: str, code: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        code: str | None = None,
+        *,
+        end_cause: Optional[str] = None,
+        deadlock: Optional[Dict[str, Any]] = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        #: What ended the transaction (``"LEASE_EXPIRED"``, ...), for a lost transaction.
+        self.end_cause = end_cause
+        #: The broken deadlock (``cycle``, ``victim_transaction_id``, ``policy``), for a victim.
+        self.deadlock = deadlock
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
 
 
-class LockTimeout(DlsError):
-    """The acquire timeout passed before the lock was granted; the transaction stays active."""
-
-    code = "LOCK_TIMEOUT"
-
-
-class TransactionLost(DlsError):
-    """The transaction is no longer active (lease expired, aborted, ended): stop the work."""
-
-    code = "TRANSACTION_LOST"
-
-
-class DeadlockVictim(TransactionLost):
-    """The server aborted the transaction to break a deadlock; its locks are gone."""
-
-    code = "DEADLOCK_VICTIM"
-
-
-class TransactionNotFound(DlsError):
-    """The server does not know the transaction."""
-
-    code = "TRANSACTION_NOT_FOUND"
-
-
-class InvalidArgument(DlsError, ValueError):
-    """A request field failed validation (empty namespace, key too long, timeout 0, ...)."""
-
-    code = "INVALID_ARGUMENT"
-
-
-class Unauthenticated(DlsError):
-    """The API key is missing or unknown to the server."""
-
-    code = "UNAUTHENTICATED"
-
-
-class PermissionDenied(DlsError):
-    """The API key may not use this namespace or this transaction."""
-
-    code = "PERMISSION_DENIED"
-
-
-class WaitCancelled(DlsError):
-    """The wait for a lock was withdrawn by a ``release`` of the same key."""
-
-    code = "WAIT_CANCELLED"
-
-
-class AlreadyWaiting(DlsError):
-    """The transaction already waits for another lock (one wait at a time)."""
-
-    code = "ALREADY_WAITING"
-
-
-class CursorExpired(DlsError):
-    """An event watch asked for events older than the server still keeps."""
-
-    code = "CURSOR_EXPIRED"
-
-
-class ResourceExhausted(DlsError):
-    """A server limit refused the request and nothing changed (too many active transactions
-    for the API key, locks in the transaction, waiters on the lock, or event watches). The
-    message names the limit and the server flag that sets it. Not retried automatically."""
-
-    code = "RESOURCE_EXHAUSTED"
-
-
-class Unavailable(DlsError):
-    """No leader could be reached before the retry deadline. Safe to retry later."""
-
-    code = "UNAVAILABLE"
-
-
-class ConfigError(DlsError, ValueError):
-    """The client configuration is invalid (no endpoints, malformed address, bad API key)."""
-
-    code = "CONFIG"
-
-
-class InternalError(DlsError):
-    """Anything else: an unexpected gRPC status or a malformed answer."""
-
-    code = "INTERNAL"
-
-
-_BY_CODE: Dict[str, Type[DlsError]] = {
-    cls.code: cls
-    for cls in (
-        LockTimeout,
-        DeadlockVictim,
-        TransactionLost,
-        TransactionNotFound,
-        InvalidArgument,
-        Unauthenticated,
-        PermissionDenied,
-        WaitCancelled,
-        AlreadyWaiting,
-        CursorExpired,
-        ResourceExhausted,
-        Unavailable,
-        ConfigError,
-        InternalError,
-    )
+# Python's names and bases where they are not just the table's stem under DlsError; these
+# are the names users import today and stay as they are.
+_NAMES = {"CONFIG": "ConfigError", "INTERNAL": "InternalError"}
+_BASES: Dict[str, Tuple[str, ...]] = {
+    "DEADLOCK_VICTIM": ("TRANSACTION_LOST",),  # a victim's transaction is lost too
+    "INVALID_ARGUMENT": ("", "ValueError"),
+    "CONFIG": ("", "ValueError"),
 }
 
+_BY_CODE: Dict[str, Type[DlsError]] = {}
 
-def _from_code(code: str, message: str) -> DlsError:
+
+def _make_classes() -> None:
+    # The parents first: a class's bases must exist before it.
+    pending = list(ERROR_CLASSES)
+    while pending:
+        code, stem, retryable, description = pending.pop(0)
+        bases = _BASES.get(code, ("",))
+        if any(b and b != "ValueError" and b not in _BY_CODE for b in bases):
+            pending.append((code, stem, retryable, description))
+            continue
+        resolved = tuple(
+            DlsError if b == "" else ValueError if b == "ValueError" else _BY_CODE[b] for b in bases
+        )
+        name = _NAMES.get(code, stem)
+        cls = type(
+            name,
+            resolved,
+            {"__doc__": description, "__module__": __name__, "__qualname__": name, "code": code, "retryable": retryable},
+        )
+        _BY_CODE[code] = cls
+        globals()[name] = cls
+
+
+_make_classes()
+
+__all__ = ["DlsError", *(cls.__name__ for cls in _BY_CODE.values())]
+
+
+def _from_code(
+    code: str, message: str, *, end_cause: Optional[str] = None, deadlock: Optional[Dict[str, Any]] = None
+) -> DlsError:
     """Called by the native module: the exception for a ``caerus_core::Error`` code."""
-    return _BY_CODE.get(code, DlsError)(message, code)
+    return _BY_CODE.get(code, DlsError)(message, code, end_cause=end_cause, deadlock=deadlock)

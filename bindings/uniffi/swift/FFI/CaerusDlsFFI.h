@@ -536,6 +536,17 @@ void uniffi_caerus_uniffi_fn_method_transaction_set_lost_listener(uint64_t ptr, 
 uint64_t uniffi_caerus_uniffi_fn_method_transaction_status(uint64_t ptr
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_DLSERROR_ERROR_CODE
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_METHOD_DLSERROR_ERROR_CODE
+RustBuffer uniffi_caerus_uniffi_fn_method_dlserror_error_code(RustBuffer ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_FUNC_ERROR_CLASSES
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_FN_FUNC_ERROR_CLASSES
+RustBuffer uniffi_caerus_uniffi_fn_func_error_classes(RustCallStatus *_Nonnull out_status
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_FFI_CAERUS_UNIFFI_RUSTBUFFER_ALLOC
 #define UNIFFI_FFIDEF_FFI_CAERUS_UNIFFI_RUSTBUFFER_ALLOC
 RustBuffer ffi_caerus_uniffi_rustbuffer_alloc(uint64_t size, RustCallStatus *_Nonnull out_status
@@ -794,6 +805,12 @@ void ffi_caerus_uniffi_rust_future_free_void(uint64_t handle
 #ifndef UNIFFI_FFIDEF_FFI_CAERUS_UNIFFI_RUST_FUTURE_COMPLETE_VOID
 #define UNIFFI_FFIDEF_FFI_CAERUS_UNIFFI_RUST_FUTURE_COMPLETE_VOID
 void ffi_caerus_uniffi_rust_future_complete_void(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_FUNC_ERROR_CLASSES
+#define UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_FUNC_ERROR_CLASSES
+uint16_t uniffi_caerus_uniffi_checksum_func_error_classes(void
+    
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_CAERUS_UNIFFI_CHECKSUM_METHOD_DLSCLIENT_ABORT_TRANSACTION

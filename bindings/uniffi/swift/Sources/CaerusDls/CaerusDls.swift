@@ -2494,7 +2494,7 @@ public func FfiConverterTypeClientConfig_lower(_ value: ClientConfig) -> RustBuf
 
 
 /**
- * A member of a deadlock cycle.
+ * A member of a deadlock cycle (of a `DeadlockResolved` event, of a victim's error).
  */
 public struct CycleMember: Equatable, Hashable {
     public var transactionId: UInt64
@@ -2569,6 +2569,159 @@ public func FfiConverterTypeCycleMember_lift(_ buf: RustBuffer) throws -> CycleM
 #endif
 public func FfiConverterTypeCycleMember_lower(_ value: CycleMember) -> RustBuffer {
     return FfiConverterTypeCycleMember.lower(value)
+}
+
+
+/**
+ * A deadlock the server broke, as the victim's error reports it: the cycle in wait-for
+ * order (each member waits for the next, the last for the first), the aborted member and
+ * the policy that chose it (`LOWEST_PRIORITY_THEN_YOUNGEST`, `YOUNGEST` or `OLDEST`), as
+ * a `DeadlockResolved` event's detail has them.
+ */
+public struct Deadlock: Equatable, Hashable {
+    public var cycle: [CycleMember]
+    public var victimTransactionId: UInt64
+    public var policy: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(cycle: [CycleMember], victimTransactionId: UInt64, policy: String) {
+        self.cycle = cycle
+        self.victimTransactionId = victimTransactionId
+        self.policy = policy
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension Deadlock: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeDeadlock: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Deadlock {
+        return
+            try Deadlock(
+                cycle: FfiConverterSequenceTypeCycleMember.read(from: &buf), 
+                victimTransactionId: FfiConverterUInt64.read(from: &buf), 
+                policy: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: Deadlock, into buf: inout [UInt8]) {
+        FfiConverterSequenceTypeCycleMember.write(value.cycle, into: &buf)
+        FfiConverterUInt64.write(value.victimTransactionId, into: &buf)
+        FfiConverterString.write(value.policy, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeDeadlock_lift(_ buf: RustBuffer) throws -> Deadlock {
+    return try FfiConverterTypeDeadlock.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeDeadlock_lower(_ value: Deadlock) -> RustBuffer {
+    return FfiConverterTypeDeadlock.lower(value)
+}
+
+
+/**
+ * One class of the error table every SDK shares (`caerus_types::ErrorClass`).
+ */
+public struct ErrorClassInfo: Equatable, Hashable {
+    /**
+     * The stable code, e.g. `LOCK_TIMEOUT`.
+     */
+    public var code: String
+    /**
+     * The class name, e.g. `LockTimeout` (`DlsException.LockTimeout`, `DlsError.LockTimeout`).
+     */
+    public var stem: String
+    /**
+     * Whether making the same call again later may succeed.
+     */
+    public var retryable: Bool
+    /**
+     * What the error means, in one line.
+     */
+    public var description: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The stable code, e.g. `LOCK_TIMEOUT`.
+         */code: String, 
+        /**
+         * The class name, e.g. `LockTimeout` (`DlsException.LockTimeout`, `DlsError.LockTimeout`).
+         */stem: String, 
+        /**
+         * Whether making the same call again later may succeed.
+         */retryable: Bool, 
+        /**
+         * What the error means, in one line.
+         */description: String) {
+        self.code = code
+        self.stem = stem
+        self.retryable = retryable
+        self.description = description
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ErrorClassInfo: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeErrorClassInfo: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ErrorClassInfo {
+        return
+            try ErrorClassInfo(
+                code: FfiConverterString.read(from: &buf), 
+                stem: FfiConverterString.read(from: &buf), 
+                retryable: FfiConverterBool.read(from: &buf), 
+                description: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ErrorClassInfo, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.code, into: &buf)
+        FfiConverterString.write(value.stem, into: &buf)
+        FfiConverterBool.write(value.retryable, into: &buf)
+        FfiConverterString.write(value.description, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeErrorClassInfo_lift(_ buf: RustBuffer) throws -> ErrorClassInfo {
+    return try FfiConverterTypeErrorClassInfo.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeErrorClassInfo_lower(_ value: ErrorClassInfo) -> RustBuffer {
+    return FfiConverterTypeErrorClassInfo.lower(value)
 }
 
 
@@ -4161,9 +4314,11 @@ public func FfiConverterTypeWatchOptions_lower(_ value: WatchOptions) -> RustBuf
 
 
 /**
- * Everything a Caerus DLS call can fail with: one variant per stable code of core's
- * `Error::code()` (the same codes as the Python and Node SDKs). The foreign exception's
- * message is the server's message.
+ * Everything a Caerus DLS call can fail with: one variant per class of the SDKs' error
+ * table (`caerus_types::ErrorClass::all()`, the same classes as the Python and Node SDKs);
+ * a test checks that the variants and the table agree. `message` is the server's message
+ * (Kotlin names it `detail`: a Kotlin exception's `message` is its own); a lost
+ * transaction's variants say what ended it and a deadlock victim's the broken cycle.
  */
 public 
 enum DlsError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
@@ -4173,75 +4328,104 @@ enum DlsError: Swift.Error, Equatable, Hashable, Foundation.LocalizedError {
     /**
      * `LOCK_TIMEOUT`: the acquire timeout passed; the transaction is still active.
      */
-    case LockTimeout(message: String)
-    
+    case LockTimeout(message: String
+    )
     /**
      * `DEADLOCK_VICTIM`: the server aborted the transaction to break a deadlock.
      */
-    case DeadlockVictim(message: String)
-    
+    case DeadlockVictim(message: String, 
+        /**
+         * Always `DEADLOCK_VICTIM` (as on a `TransactionLost`, for one way to read both).
+         */endCause: EndCause?, 
+        /**
+         * The broken cycle; `None` when the server no longer had it (its event log is bounded).
+         */deadlock: Deadlock?
+    )
     /**
      * `TRANSACTION_LOST`: the transaction is no longer active; its locks are gone.
      */
-    case TransactionLost(message: String)
-    
+    case TransactionLost(message: String, 
+        /**
+         * What ended it, as the server recorded it (`LEASE_EXPIRED`, `OPERATOR_ABORT`, ...);
+         * `None` when the server did not say (e.g. the client noticed the loss itself).
+         */endCause: EndCause?
+    )
     /**
      * `TRANSACTION_NOT_FOUND`: the server does not know the transaction.
      */
-    case TransactionNotFound(message: String)
-    
+    case TransactionNotFound(message: String
+    )
     /**
      * `INVALID_ARGUMENT`: a request field failed validation.
      */
-    case InvalidArgument(message: String)
-    
+    case InvalidArgument(message: String
+    )
     /**
      * `UNAUTHENTICATED`: the API key is missing or unknown.
      */
-    case Unauthenticated(message: String)
-    
+    case Unauthenticated(message: String
+    )
     /**
      * `PERMISSION_DENIED`: the API key may not use this namespace or transaction.
      */
-    case PermissionDenied(message: String)
-    
+    case PermissionDenied(message: String
+    )
     /**
      * `WAIT_CANCELLED`: the wait was withdrawn by a release of the same key.
      */
-    case WaitCancelled(message: String)
-    
+    case WaitCancelled(message: String
+    )
     /**
      * `ALREADY_WAITING`: the transaction already waits for another lock.
      */
-    case AlreadyWaiting(message: String)
-    
+    case AlreadyWaiting(message: String
+    )
     /**
      * `CURSOR_EXPIRED`: the event cursor is older than the server keeps.
      */
-    case CursorExpired(message: String)
-    
+    case CursorExpired(message: String
+    )
     /**
      * `RESOURCE_EXHAUSTED`: a server limit (named in the message, with its flag) refused
      * the request; nothing changed.
      */
-    case ResourceExhausted(message: String)
-    
+    case ResourceExhausted(message: String
+    )
+    /**
+     * `MEMBERSHIP_REFUSED`: a membership change does not fit the current membership;
+     * nothing changed.
+     */
+    case MembershipRefused(message: String
+    )
     /**
      * `UNAVAILABLE`: no leader could be reached before the retry deadline.
      */
-    case Unavailable(message: String)
-    
+    case Unavailable(message: String
+    )
     /**
      * `CONFIG`: the client configuration is invalid.
      */
-    case Config(message: String)
-    
+    case Config(message: String
+    )
     /**
      * `INTERNAL`: anything else.
      */
-    case Internal(message: String)
-    
+    case Internal(message: String
+    )
 
+    
+    /**
+     * The stable code of the error, e.g. `"LOCK_TIMEOUT"`, as in the Rust, Python and Node
+     * SDKs (Kotlin's and Swift's `code` read it).
+     */
+public func errorCode() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_caerus_uniffi_fn_method_dlserror_error_code(
+            FfiConverterTypeDlsError_lower(self),uniffiCallStatus
+    )
+})
+}
     
 
     
@@ -4272,62 +4456,54 @@ public struct FfiConverterTypeDlsError: FfiConverterRustBuffer {
         
         case 1: return .LockTimeout(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
+            )
         case 2: return .DeadlockVictim(
-            message: try FfiConverterString.read(from: &buf)
-        )
-        
+            message: try FfiConverterString.read(from: &buf), 
+            endCause: try FfiConverterOptionTypeEndCause.read(from: &buf), 
+            deadlock: try FfiConverterOptionTypeDeadlock.read(from: &buf)
+            )
         case 3: return .TransactionLost(
-            message: try FfiConverterString.read(from: &buf)
-        )
-        
+            message: try FfiConverterString.read(from: &buf), 
+            endCause: try FfiConverterOptionTypeEndCause.read(from: &buf)
+            )
         case 4: return .TransactionNotFound(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
+            )
         case 5: return .InvalidArgument(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
+            )
         case 6: return .Unauthenticated(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
+            )
         case 7: return .PermissionDenied(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
+            )
         case 8: return .WaitCancelled(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
+            )
         case 9: return .AlreadyWaiting(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
+            )
         case 10: return .CursorExpired(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
+            )
         case 11: return .ResourceExhausted(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
-        case 12: return .Unavailable(
+            )
+        case 12: return .MembershipRefused(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
-        case 13: return .Config(
+            )
+        case 13: return .Unavailable(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
-        case 14: return .Internal(
+            )
+        case 14: return .Config(
             message: try FfiConverterString.read(from: &buf)
-        )
-        
+            )
+        case 15: return .Internal(
+            message: try FfiConverterString.read(from: &buf)
+            )
 
-        default: throw UniffiInternalError.unexpectedEnumCase
+         default: throw UniffiInternalError.unexpectedEnumCase
         }
     }
 
@@ -4337,36 +4513,84 @@ public struct FfiConverterTypeDlsError: FfiConverterRustBuffer {
         
 
         
-        case .LockTimeout(_ /* message is ignored*/):
-            writeInt(&buf, Int32(1))
-        case .DeadlockVictim(_ /* message is ignored*/):
-            writeInt(&buf, Int32(2))
-        case .TransactionLost(_ /* message is ignored*/):
-            writeInt(&buf, Int32(3))
-        case .TransactionNotFound(_ /* message is ignored*/):
-            writeInt(&buf, Int32(4))
-        case .InvalidArgument(_ /* message is ignored*/):
-            writeInt(&buf, Int32(5))
-        case .Unauthenticated(_ /* message is ignored*/):
-            writeInt(&buf, Int32(6))
-        case .PermissionDenied(_ /* message is ignored*/):
-            writeInt(&buf, Int32(7))
-        case .WaitCancelled(_ /* message is ignored*/):
-            writeInt(&buf, Int32(8))
-        case .AlreadyWaiting(_ /* message is ignored*/):
-            writeInt(&buf, Int32(9))
-        case .CursorExpired(_ /* message is ignored*/):
-            writeInt(&buf, Int32(10))
-        case .ResourceExhausted(_ /* message is ignored*/):
-            writeInt(&buf, Int32(11))
-        case .Unavailable(_ /* message is ignored*/):
-            writeInt(&buf, Int32(12))
-        case .Config(_ /* message is ignored*/):
-            writeInt(&buf, Int32(13))
-        case .Internal(_ /* message is ignored*/):
-            writeInt(&buf, Int32(14))
-
         
+        case let .LockTimeout(message):
+            writeInt(&buf, Int32(1))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .DeadlockVictim(message,endCause,deadlock):
+            writeInt(&buf, Int32(2))
+            FfiConverterString.write(message, into: &buf)
+            FfiConverterOptionTypeEndCause.write(endCause, into: &buf)
+            FfiConverterOptionTypeDeadlock.write(deadlock, into: &buf)
+            
+        
+        case let .TransactionLost(message,endCause):
+            writeInt(&buf, Int32(3))
+            FfiConverterString.write(message, into: &buf)
+            FfiConverterOptionTypeEndCause.write(endCause, into: &buf)
+            
+        
+        case let .TransactionNotFound(message):
+            writeInt(&buf, Int32(4))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .InvalidArgument(message):
+            writeInt(&buf, Int32(5))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .Unauthenticated(message):
+            writeInt(&buf, Int32(6))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .PermissionDenied(message):
+            writeInt(&buf, Int32(7))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .WaitCancelled(message):
+            writeInt(&buf, Int32(8))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .AlreadyWaiting(message):
+            writeInt(&buf, Int32(9))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .CursorExpired(message):
+            writeInt(&buf, Int32(10))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .ResourceExhausted(message):
+            writeInt(&buf, Int32(11))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .MembershipRefused(message):
+            writeInt(&buf, Int32(12))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .Unavailable(message):
+            writeInt(&buf, Int32(13))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .Config(message):
+            writeInt(&buf, Int32(14))
+            FfiConverterString.write(message, into: &buf)
+            
+        
+        case let .Internal(message):
+            writeInt(&buf, Int32(15))
+            FfiConverterString.write(message, into: &buf)
+            
         }
     }
 }
@@ -5345,6 +5569,30 @@ fileprivate struct FfiConverterOptionTypeQueueListener: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeDeadlock: FfiConverterRustBuffer {
+    typealias SwiftType = Deadlock?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeDeadlock.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeDeadlock.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeEvent: FfiConverterRustBuffer {
     typealias SwiftType = Event?
 
@@ -5637,6 +5885,31 @@ fileprivate struct FfiConverterSequenceTypeCycleMember: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeErrorClassInfo: FfiConverterRustBuffer {
+    typealias SwiftType = [ErrorClassInfo]
+
+    public static func write(_ value: [ErrorClassInfo], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeErrorClassInfo.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [ErrorClassInfo] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [ErrorClassInfo]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeErrorClassInfo.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeKeyChange: FfiConverterRustBuffer {
     typealias SwiftType = [KeyChange]
 
@@ -5906,6 +6179,16 @@ fileprivate func uniffiFutureContinuationCallback(handle: UInt64, pollResult: In
         print("uniffiFutureContinuationCallback invalid handle")
     }
 }
+/**
+ * The SDKs' error table: the classes of [`DlsError`], one per variant.
+ */
+public func errorClasses() -> [ErrorClassInfo]  {
+    return try!  FfiConverterSequenceTypeErrorClassInfo.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_caerus_uniffi_fn_func_error_classes(uniffiCallStatus
+    )
+})
+}
 
 private enum InitializationResult {
     case ok
@@ -5921,6 +6204,9 @@ private let initializationResult: InitializationResult = {
     let scaffolding_contract_version = ffi_caerus_uniffi_uniffi_contract_version()
     if bindings_contract_version != scaffolding_contract_version {
         return InitializationResult.contractVersionMismatch
+    }
+    if (uniffi_caerus_uniffi_checksum_func_error_classes() != 48789) {
+        return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_caerus_uniffi_checksum_method_dlsclient_abort_transaction() != 44757) {
         return InitializationResult.apiChecksumMismatch

@@ -6,25 +6,9 @@
 import Foundation
 
 extension DlsError {
-    /// The stable code of the error, spelled as in the Rust, Python, Node and Kotlin SDKs.
-    public var code: String {
-        switch self {
-        case .LockTimeout: return "LOCK_TIMEOUT"
-        case .DeadlockVictim: return "DEADLOCK_VICTIM"
-        case .TransactionLost: return "TRANSACTION_LOST"
-        case .TransactionNotFound: return "TRANSACTION_NOT_FOUND"
-        case .InvalidArgument: return "INVALID_ARGUMENT"
-        case .Unauthenticated: return "UNAUTHENTICATED"
-        case .PermissionDenied: return "PERMISSION_DENIED"
-        case .WaitCancelled: return "WAIT_CANCELLED"
-        case .AlreadyWaiting: return "ALREADY_WAITING"
-        case .CursorExpired: return "CURSOR_EXPIRED"
-        case .ResourceExhausted: return "RESOURCE_EXHAUSTED"
-        case .Unavailable: return "UNAVAILABLE"
-        case .Config: return "CONFIG"
-        case .Internal: return "INTERNAL"
-        }
-    }
+    /// The stable code of the error, spelled as in the Rust, Python, Node and Kotlin SDKs
+    /// (from the error table every SDK shares, see `errorClasses()`).
+    public var code: String { errorCode() }
 }
 
 /// Cancels the body of `withTransaction` when core reports the transaction lost.
@@ -116,14 +100,14 @@ extension DlsClient {
         do {
             let value = try await work.value
             if let reason = watcher.reason {
-                throw DlsError.TransactionLost(message: reason.message)
+                throw DlsError.TransactionLost(message: reason.message, endCause: nil)
             }
             try await tx.commit()
             return value
         } catch {
             try? await tx.abort()
             if let reason = watcher.reason {
-                throw DlsError.TransactionLost(message: reason.message)
+                throw DlsError.TransactionLost(message: reason.message, endCause: nil)
             }
             throw error
         }

@@ -29,24 +29,12 @@ private val callbackThreadsStayAttached: Unit = Native.setCallbackThreadInitiali
 /** Keeps the JVM attachment of the SDK's callback threads (see [callbackThreadsStayAttached]). */
 internal fun keepCallbackThreadsAttached() = callbackThreadsStayAttached
 
-/** The stable code of the error, spelled as in the Rust, Python and Node SDKs. */
+/**
+ * The stable code of the error, spelled as in the Rust, Python and Node SDKs (from the
+ * error table every SDK shares, see [errorClasses]).
+ */
 val DlsException.code: String
-    get() = when (this) {
-        is DlsException.LockTimeout -> "LOCK_TIMEOUT"
-        is DlsException.DeadlockVictim -> "DEADLOCK_VICTIM"
-        is DlsException.TransactionLost -> "TRANSACTION_LOST"
-        is DlsException.TransactionNotFound -> "TRANSACTION_NOT_FOUND"
-        is DlsException.InvalidArgument -> "INVALID_ARGUMENT"
-        is DlsException.Unauthenticated -> "UNAUTHENTICATED"
-        is DlsException.PermissionDenied -> "PERMISSION_DENIED"
-        is DlsException.WaitCancelled -> "WAIT_CANCELLED"
-        is DlsException.AlreadyWaiting -> "ALREADY_WAITING"
-        is DlsException.CursorExpired -> "CURSOR_EXPIRED"
-        is DlsException.ResourceExhausted -> "RESOURCE_EXHAUSTED"
-        is DlsException.Unavailable -> "UNAVAILABLE"
-        is DlsException.Config -> "CONFIG"
-        is DlsException.Internal -> "INTERNAL"
-    }
+    get() = errorCode()
 
 /**
  * A client for [endpoints] (`host:port` or `https://host:port`, any node of the cluster).
@@ -106,7 +94,7 @@ suspend fun <T> DlsClient.withTransaction(
             // the lease lost.
             val watcher = launch {
                 val reason = tx.awaitLost()
-                throw DlsException.TransactionLost(reason.message)
+                throw DlsException.TransactionLost(reason.message, null)
             }
             try {
                 body(tx)

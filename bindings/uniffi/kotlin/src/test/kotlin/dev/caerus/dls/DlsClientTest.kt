@@ -249,12 +249,58 @@ class DlsClientTest {
                 runBlocking { younger.acquireLock(ns, "a", LockMode.EXCLUSIVE, timeoutMs = 10000) }
             }
             assertEquals("DEADLOCK_VICTIM", e.code)
+            // The cause and the broken cycle are fields of the error, not words of its message.
+            assertEquals(EndCause.DEADLOCK_VICTIM, e.endCause)
+            val deadlock = e.deadlock
+            assertNotNull(deadlock, "the victim's error carries the cycle")
+            deadlock!!
+            assertEquals(younger.id(), deadlock.victimTransactionId)
+            assertEquals("LOWEST_PRIORITY_THEN_YOUNGEST", deadlock.policy)
+            assertEquals(
+                listOf(Triple("a", younger.id(), "younger"), Triple("b", older.id(), "older")),
+                deadlock.cycle.map { Triple(it.key, it.transactionId, it.transactionName) }.sortedBy { it.first },
+            )
             val granted = olderWait.await()
             assertEquals("b", granted.key)
             older.commit()
             assertEquals(TransactionState.ABORTED, client.transactionStatus(younger.id()).state)
         } finally {
             older.close(); younger.close()
+        }
+    }
+
+    @Test
+    fun `every class of the shared error table is a DlsException subclass`() {
+        val nested = DlsException::class.java.declaredClasses
+            .filter { DlsException::class.java.isAssignableFrom(it) }
+            .associateBy { it.simpleName }
+        val table = errorClasses()
+        assertTrue(table.any { it.code == "MEMBERSHIP_REFUSED" })
+        assertEquals(table.map { it.stem }.toSet(), nested.keys, "one DlsException subclass per class of the table")
+    }
+
+    @Test
+    fun `a transaction the server ended says why in endCause`() = runBlocking {
+        val ns = ns()
+        for (cause in listOf(EndCause.MAX_DURATION_EXCEEDED, EndCause.OPERATOR_ABORT)) {
+            // A long lease: no heartbeat (every third of it) hears of the end before the
+            // next call, so the refusal is the server's and carries its cause.
+            val bound = if (cause == EndCause.MAX_DURATION_EXCEEDED) 800uL else null
+            val tx = client.beginTransaction(TransactionOptions(timeoutMs = 60_000u, maxDurationMs = bound))
+            try {
+                tx.acquireLock(ns, "k-$cause", LockMode.EXCLUSIVE, timeoutMs = 5000)
+                if (cause == EndCause.OPERATOR_ABORT) client.abortTransaction(tx.id(), "kotlin test")
+                withTimeout(30_000) {
+                    while (client.transactionStatus(tx.id()).endCause != cause) delay(50)
+                }
+                val e = assertThrows<DlsException.TransactionLost> {
+                    runBlocking { tx.acquireLock(ns, "other", LockMode.EXCLUSIVE, timeoutMs = 1000) }
+                }
+                assertEquals("TRANSACTION_LOST", e.code)
+                assertEquals(cause, e.endCause)
+            } finally {
+                tx.close()
+            }
         }
     }
 
