@@ -13,7 +13,8 @@
 
 mod abort;
 mod client;
-mod errors;
+// Public: `errorClasses()` is exported to JavaScript only, which a test build does not register.
+pub mod errors;
 mod events;
 mod key_watch;
 mod options;
