@@ -202,6 +202,8 @@ export declare namespace Dls {
   interface LostReason {
     kind: LostKind;
     message: string;
+    /** What ended it on the server, when the server said (null for an unconfirmed lease). */
+    endCause: EndCause | null;
   }
 
   interface WatchOptions {

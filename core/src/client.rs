@@ -179,10 +179,9 @@ where
     };
     match outcome {
         None => {
-            let reason = tx.lost_reason().unwrap_or(LostReason {
-                kind: LostKind::Aborted,
-                message: "the transaction ended elsewhere".to_string(),
-            });
+            let reason = tx
+                .lost_reason()
+                .unwrap_or_else(|| LostReason::without_cause(LostKind::Aborted, "the transaction ended elsewhere"));
             let message = format!("transaction {} was lost while its body ran: {reason}", tx.id());
             Err(E::from(lost_error(&reason, message)))
         }

@@ -9,7 +9,7 @@ use tracing::debug;
 use crate::error::Error;
 use crate::router::CallOptions;
 use crate::tx_shared::TxShared;
-use crate::types::{LostKind, LostReason};
+use crate::types::{EndCause, LostKind, LostReason};
 
 /// Floor of the retry interval after a failed heartbeat.
 const MIN_RETRY_INTERVAL: Duration = Duration::from_millis(50);
@@ -94,15 +94,15 @@ pub(crate) async fn run(shared: Arc<TxShared>) {
         }
         match &error {
             Some(e @ (Error::TransactionLost { .. } | Error::DeadlockVictim { .. })) => {
-                let kind = match e {
-                    Error::DeadlockVictim { .. } => LostKind::DeadlockVictim,
-                    _ => shared.lost_kind(e).await,
+                let reason = match e {
+                    Error::DeadlockVictim { .. } => LostReason::ended_by(EndCause::DeadlockVictim, e.message()),
+                    _ => shared.lost_reason_of(e).await,
                 };
-                shared.mark_lost(LostReason { kind, message: e.message().to_string() });
+                shared.mark_lost(reason);
                 return;
             }
             Some(Error::TransactionNotFound { message }) => {
-                shared.mark_lost(LostReason { kind: LostKind::NotFound, message: message.clone() });
+                shared.mark_lost(LostReason::without_cause(LostKind::NotFound, message.clone()));
                 return;
             }
             _ => {}

@@ -24,12 +24,12 @@ use crate::types::{
 use crate::withdraw::{Holds, PendingAcquire, Withdrawals, Withdrawn};
 
 /// The error a call reports for a lost transaction: [`Error::DeadlockVictim`] when a
-/// deadlock cost it its locks, else [`Error::TransactionLost`].
+/// deadlock cost it its locks, else [`Error::TransactionLost`] with what ended it, when the
+/// server said (a reached maximum duration stays that, not a lapsed lease).
 pub(crate) fn lost_error(reason: &LostReason, message: String) -> Error {
     match reason.kind {
         LostKind::DeadlockVictim => Error::DeadlockVictim { message, deadlock: None },
-        LostKind::Expired => Error::TransactionLost { message, cause: Some(EndCause::LeaseExpired) },
-        _ => Error::lost(message),
+        _ => Error::TransactionLost { message, cause: reason.end_cause },
     }
 }
 
@@ -701,10 +701,10 @@ impl Transaction {
             Ok(status) => {
                 if !shared.is_ending() {
                     if let Some(cause) = status.end_cause {
-                        shared.mark_lost(LostReason {
-                            kind: LostKind::from_cause(cause),
-                            message: format!("transaction {} is {}: {}", shared.id, status.state, status.end_reason),
-                        });
+                        shared.mark_lost(LostReason::ended_by(
+                            cause,
+                            format!("transaction {} is {}: {}", shared.id, status.state, status.end_reason),
+                        ));
                     }
                 }
                 Ok(status)
@@ -743,16 +743,20 @@ impl Transaction {
                 }
             }
             Err(e) => {
-                let (kind, message) = match &e {
-                    Error::TransactionLost { message, .. } => (shared.lost_kind(&e).await, message.clone()),
-                    Error::DeadlockVictim { message, .. } => (LostKind::DeadlockVictim, message.clone()),
-                    Error::TransactionNotFound { message } => (LostKind::NotFound, message.clone()),
+                let reason = match &e {
+                    Error::TransactionLost { .. } => shared.lost_reason_of(&e).await,
+                    Error::DeadlockVictim { message, .. } => {
+                        LostReason::ended_by(EndCause::DeadlockVictim, message.clone())
+                    }
+                    Error::TransactionNotFound { message } => {
+                        LostReason::without_cause(LostKind::NotFound, message.clone())
+                    }
                     // Not an answer about the transaction: it is still active as far as
                     // anyone knows, and the heartbeat keeps running.
                     _ => return Err(e),
                 };
                 drop(guard);
-                let reason = LostReason { kind, message: message.clone() };
+                let message = reason.message.clone();
                 shared.mark_lost(reason.clone());
                 Err(lost_error(&reason, format!("commit of transaction {} failed: {message}", shared.id)))
             }

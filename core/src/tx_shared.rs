@@ -180,8 +180,10 @@ impl TxShared {
         if self.is_ending() {
             return;
         }
-        let kind = EndCause::from_wire(lost.end_cause).map_or(LostKind::Aborted, LostKind::from_cause);
-        self.mark_lost(LostReason { kind, message: lost.message.clone() });
+        self.mark_lost(match EndCause::from_wire(lost.end_cause) {
+            Some(cause) => LostReason::ended_by(cause, lost.message.clone()),
+            None => LostReason::without_cause(LostKind::Aborted, lost.message.clone()),
+        });
     }
 
     /// Stops reading the lost stream (the transaction ended here, or its handles are gone).
@@ -218,7 +220,7 @@ impl TxShared {
         if let Some(e) = last_error {
             message.push_str(&format!(" (last error: {e})"));
         }
-        LostReason { kind: LostKind::LeaseUnconfirmed, message }
+        LostReason::without_cause(LostKind::LeaseUnconfirmed, message)
     }
 
     /// Short budget for the status query that classifies a loss: the lost signal waits
@@ -248,15 +250,19 @@ impl TxShared {
     }
 
     /// Works out why the server calls the transaction not active: from the end cause its
-    /// answer carried, else (the transaction was still ending) from a status query.
-    pub(crate) async fn lost_kind(&self, error: &Error) -> LostKind {
+    /// answer (`error`) carried, else (the transaction was still ending) from a status query.
+    pub(crate) async fn lost_reason_of(&self, error: &Error) -> LostReason {
+        let message = error.message().to_string();
         if let Some(cause) = error.end_cause() {
-            return LostKind::from_cause(cause);
+            return LostReason::ended_by(cause, message);
         }
         match self.fetch_status(self.quick_options()).await {
-            Ok(status) => status.end_cause.map(LostKind::from_cause).unwrap_or(LostKind::Aborted),
-            Err(Error::TransactionNotFound { .. }) => LostKind::NotFound,
-            Err(_) => LostKind::Aborted,
+            Ok(status) => match status.end_cause {
+                Some(cause) => LostReason::ended_by(cause, message),
+                None => LostReason::without_cause(LostKind::Aborted, message),
+            },
+            Err(Error::TransactionNotFound { .. }) => LostReason::without_cause(LostKind::NotFound, message),
+            Err(_) => LostReason::without_cause(LostKind::Aborted, message),
         }
     }
 
@@ -268,13 +274,11 @@ impl TxShared {
         if self.is_active() && !self.is_ending() {
             let reason = match &error {
                 Error::DeadlockVictim { message, .. } => {
-                    Some(LostReason { kind: LostKind::DeadlockVictim, message: message.clone() })
+                    Some(LostReason::ended_by(EndCause::DeadlockVictim, message.clone()))
                 }
-                Error::TransactionLost { message, .. } => {
-                    Some(LostReason { kind: self.lost_kind(&error).await, message: message.clone() })
-                }
+                Error::TransactionLost { .. } => Some(self.lost_reason_of(&error).await),
                 Error::TransactionNotFound { message } => {
-                    Some(LostReason { kind: LostKind::NotFound, message: message.clone() })
+                    Some(LostReason::without_cause(LostKind::NotFound, message.clone()))
                 }
                 _ => None,
             };

@@ -204,6 +204,24 @@ pub struct LostReason {
     pub kind: LostKind,
     /// Details, including the server's message when there is one.
     pub message: String,
+    /// What ended the transaction on the server, when the server said so: `None` for a
+    /// lease this client could not confirm, or a transaction the server no longer knows.
+    /// Kept apart from `kind`, which folds a lapsed lease and a reached maximum duration
+    /// into `Expired`.
+    pub end_cause: Option<EndCause>,
+}
+
+impl LostReason {
+    /// A loss the server explained: ended by `cause`.
+    pub(crate) fn ended_by(cause: EndCause, message: impl Into<String>) -> LostReason {
+        LostReason { kind: LostKind::from_cause(cause), message: message.into(), end_cause: Some(cause) }
+    }
+
+    /// A loss without a cause from the server (an unconfirmed lease, an unknown
+    /// transaction, one ended by someone we cannot name).
+    pub(crate) fn without_cause(kind: LostKind, message: impl Into<String>) -> LostReason {
+        LostReason { kind, message: message.into(), end_cause: None }
+    }
 }
 
 impl fmt::Display for LostReason {

@@ -29,9 +29,13 @@ async fn a_bounded_transaction_ends_on_time_although_it_heartbeats() {
     let reason = tokio::time::timeout(PATIENCE, tx.lost()).await.expect("lost within the patience");
     let after = started.elapsed();
     assert_eq!(reason.kind, LostKind::Expired, "{reason}");
+    assert_eq!(reason.end_cause, Some(EndCause::MaxDurationExceeded), "{reason}");
     assert!(reason.message.contains("max duration"), "{reason}");
     assert!(after >= Duration::from_millis(1_500), "ended after {after:?}, before its bound");
     ended_by_max_duration(&c, tx.id()).await;
+    // A later call names the same cause, not a lapsed lease (Expired covers both).
+    let err = tx.commit().await.unwrap_err();
+    assert_eq!(err.end_cause(), Some(EndCause::MaxDurationExceeded), "{err}");
     // Its lock passed on, with a higher token.
     let next = c.begin_transaction(opts(10_000)).await.unwrap();
     assert!(take(&next, "k").await.fencing_token > held.fencing_token);

@@ -118,6 +118,25 @@ pub struct NativeEventStream {
     pub(crate) backlog_end: Option<u64>,
 }
 
+/// One item of a core stream for JavaScript: the item, or null once the stream ended. An
+/// error rejects once; either end drops the stream, so later calls answer null.
+pub(crate) fn stream_item<S, T, J: From<T>>(
+    stream: &mut Option<S>,
+    next: Option<caerus_core::Result<T>>,
+) -> Result<Option<J>> {
+    match next {
+        Some(Ok(item)) => Ok(Some(item.into())),
+        Some(Err(e)) => {
+            *stream = None;
+            Err(to_js(e))
+        }
+        None => {
+            *stream = None;
+            Ok(None)
+        }
+    }
+}
+
 #[napi]
 impl NativeEventStream {
     /// The last sequence committed when the watch attached (null if the server did not say).
@@ -143,17 +162,7 @@ impl NativeEventStream {
             n = stream.next_event() => n,
             _ = closed.wait_for(|c| *c) => return Ok(None),
         };
-        match next {
-            Some(Ok(event)) => Ok(Some(event.into())),
-            Some(Err(e)) => {
-                *guard = None;
-                Err(to_js(e))
-            }
-            None => {
-                *guard = None;
-                Ok(None)
-            }
-        }
+        stream_item(&mut *guard, next)
     }
 
     /// Stops the watch: a pending `next` resolves with null and the server stream is dropped.

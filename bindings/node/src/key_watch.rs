@@ -7,7 +7,7 @@ use napi::Result;
 use napi_derive::napi;
 use tokio::sync::Mutex;
 
-use crate::errors::to_js;
+use crate::events::stream_item;
 
 /// A transaction holding a watched key.
 #[napi(object)]
@@ -79,17 +79,8 @@ impl NativeKeyWatch {
     pub async fn next(&self) -> Result<Option<JsKeyUpdate>> {
         let mut guard = self.watch.lock().await;
         let Some(watch) = guard.as_mut() else { return Ok(None) };
-        match watch.next_update().await {
-            Some(Ok(u)) => Ok(Some(u.into())),
-            Some(Err(e)) => {
-                *guard = None;
-                Err(to_js(e))
-            }
-            None => {
-                *guard = None;
-                Ok(None)
-            }
-        }
+        let next = watch.next_update().await;
+        stream_item(&mut *guard, next)
     }
 
     /// Stops the watch (the server stream is dropped); a pending `next` still finishes.

@@ -142,11 +142,14 @@ pub struct JsLostReason {
     /// `EXPIRED`, `ABORTED`, `DEADLOCK_VICTIM`, `LEASE_UNCONFIRMED` or `NOT_FOUND`.
     pub kind: String,
     pub message: String,
+    /// What ended it on the server (`LEASE_EXPIRED`, `MAX_DURATION_EXCEEDED`, …), when it said.
+    pub end_cause: Option<String>,
 }
 
 impl From<LostReason> for JsLostReason {
     fn from(r: LostReason) -> Self {
-        JsLostReason { kind: r.kind.as_str().to_string(), message: r.message }
+        let end_cause = r.end_cause.map(|c| c.as_str().to_string());
+        JsLostReason { kind: r.kind.as_str().to_string(), message: r.message, end_cause }
     }
 }
 

@@ -75,5 +75,13 @@ test('a transaction the server ended says why in endCause', async (t) => {
     assert.equal(err.code, 'TRANSACTION_LOST');
     assert.equal(err.endCause, cause);
     assert.equal(err.deadlock, null);
+    // Now marked lost, the transaction keeps the cause: its lost reason and a later call say
+    // the same (a reached maximum duration is not reported as a lapsed lease).
+    assert.equal(tx.lostReason.endCause, cause);
+    const again = await tx.acquireLock('errors', 'other2', 'EXCLUSIVE', { timeoutMs: 1000 }).then(
+      () => assert.fail('acquired in a lost transaction'),
+      (e) => e,
+    );
+    assert.equal(again.endCause, cause);
   }
 });

@@ -96,12 +96,15 @@ pub struct LostReason {
     kind: String,
     /// Details, including the server's message when there is one.
     message: String,
+    /// What ended it on the server (`"LEASE_EXPIRED"`, `"MAX_DURATION_EXCEEDED"`, …), when
+    /// the server said; `None` for a lease this client could not confirm.
+    end_cause: Option<String>,
 }
 
 #[pymethods]
 impl LostReason {
     fn __repr__(&self) -> String {
-        format!("LostReason(kind={:?}, message={:?})", self.kind, self.message)
+        format!("LostReason(kind={:?}, message={:?}, end_cause={:?})", self.kind, self.message, self.end_cause)
     }
 
     fn __str__(&self) -> String {
@@ -111,7 +114,8 @@ impl LostReason {
 
 impl From<core::LostReason> for LostReason {
     fn from(r: core::LostReason) -> Self {
-        LostReason { kind: r.kind.as_str().to_string(), message: r.message }
+        let end_cause = r.end_cause.map(|c| c.as_str().to_string());
+        LostReason { kind: r.kind.as_str().to_string(), message: r.message, end_cause }
     }
 }
 

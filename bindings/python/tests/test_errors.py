@@ -102,3 +102,9 @@ async def test_a_transaction_the_server_ended_says_why(client, cause):
         await tx.acquire_lock(n, "k2", timeout_ms=1000)
     assert not isinstance(caught.value, DeadlockVictim)
     assert (caught.value.code, caught.value.end_cause, caught.value.deadlock) == ("TRANSACTION_LOST", cause, None)
+    # Now marked lost, the transaction keeps the cause: its lost reason and a later call say
+    # the same (a reached maximum duration is not reported as a lapsed lease).
+    assert tx.lost_reason.end_cause == cause
+    with pytest.raises(TransactionLost) as again:
+        await tx.acquire_lock(n, "k3", timeout_ms=1000)
+    assert again.value.end_cause == cause

@@ -211,7 +211,7 @@ impl Transaction {
         match on_runtime(async move { Ok(tx.lost().await) }).await {
             Ok(reason) => reason,
             // Only a failed runtime task gets here.
-            Err(e) => LostReason { kind: LostKind::LeaseUnconfirmed, message: e.to_string() },
+            Err(e) => LostReason { kind: LostKind::LeaseUnconfirmed, message: e.to_string(), end_cause: None },
         }
     }
 

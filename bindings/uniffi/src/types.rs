@@ -181,6 +181,8 @@ pub type LostReason = core::LostReason;
 pub struct LostReason {
     pub kind: LostKind,
     pub message: String,
+    /// What ended it on the server, when the server said (none for an unconfirmed lease).
+    pub end_cause: Option<EndCause>,
 }
 
 pub type LockHolder = core::LockHolder;

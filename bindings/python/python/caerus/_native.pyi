@@ -162,6 +162,9 @@ class LostReason:
         """"EXPIRED", "ABORTED", "DEADLOCK_VICTIM", "LEASE_UNCONFIRMED" or "NOT_FOUND"."""
     @property
     def message(self) -> str: ...
+    @property
+    def end_cause(self) -> Optional[str]:
+        """What ended it on the server ("LEASE_EXPIRED", "MAX_DURATION_EXCEEDED", ...), when it said."""
 
 class Event:
     @property

@@ -3583,12 +3583,20 @@ public func FfiConverterTypeLockWaiter_lower(_ value: LockWaiter) -> RustBuffer 
 public struct LostReason: Equatable, Hashable {
     public var kind: LostKind
     public var message: String
+    /**
+     * What ended it on the server, when the server said (none for an unconfirmed lease).
+     */
+    public var endCause: EndCause?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
-    public init(kind: LostKind, message: String) {
+    public init(kind: LostKind, message: String, 
+        /**
+         * What ended it on the server, when the server said (none for an unconfirmed lease).
+         */endCause: EndCause?) {
         self.kind = kind
         self.message = message
+        self.endCause = endCause
     }
 
     
@@ -3608,13 +3616,15 @@ public struct FfiConverterTypeLostReason: FfiConverterRustBuffer {
         return
             try LostReason(
                 kind: FfiConverterTypeLostKind.read(from: &buf), 
-                message: FfiConverterString.read(from: &buf)
+                message: FfiConverterString.read(from: &buf), 
+                endCause: FfiConverterOptionTypeEndCause.read(from: &buf)
         )
     }
 
     public static func write(_ value: LostReason, into buf: inout [UInt8]) {
         FfiConverterTypeLostKind.write(value.kind, into: &buf)
         FfiConverterString.write(value.message, into: &buf)
+        FfiConverterOptionTypeEndCause.write(value.endCause, into: &buf)
     }
 }
 

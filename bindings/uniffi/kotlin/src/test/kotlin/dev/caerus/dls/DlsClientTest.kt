@@ -298,6 +298,13 @@ class DlsClientTest {
                 }
                 assertEquals("TRANSACTION_LOST", e.code)
                 assertEquals(cause, e.endCause)
+                // Now marked lost, the transaction keeps the cause: its lost reason and a
+                // later call say the same (a maximum duration is not a lapsed lease).
+                assertEquals(cause, tx.lostReason()?.endCause)
+                val again = assertThrows<DlsException.TransactionLost> {
+                    runBlocking { tx.acquireLock(ns, "other2", LockMode.EXCLUSIVE, timeoutMs = 1000) }
+                }
+                assertEquals(cause, again.endCause)
             } finally {
                 tx.close()
             }
