@@ -147,8 +147,9 @@ build_target() {
     local dir=$zig_dir extra=()
     if [[ $triple == *-musl ]]; then dir=$zig_dylib_dir; fi
     # CPython provides the C API to the extension at load time: on macOS the linker must be
-    # told (maturin passes the same flags); on Windows it links python3.dll's import library,
-    # which pyo3 generates.
+    # told (maturin passes the same flags). On Windows pyo3 (0.29 and later) links python3.dll
+    # with raw-dylib, so neither a Windows Python nor an import library is needed to cross-build
+    # (pyo3's feature generate-import-lib is deprecated and does nothing).
     case $triple in
       *-apple-darwin) extra=(-- -C link-arg=-undefined -C link-arg=dynamic_lookup) ;;
     esac

@@ -7,7 +7,8 @@
 #     locks from both clients, a restart on the same data); ZIG builds wine's missing DLL;
 #   - Linux x86_64 (glibc and musl): natively; the musl wheels and Node packages by what they
 #     need from the loader (no musl CPython or Node here);
-#   - macOS: no Mac here; the binaries' load commands (scripts/test-packages/check-macho.py).
+#   - macOS: no Mac here; the binaries' load commands (scripts/test-packages/check-macho.py);
+#   - the Windows wheel: no Windows CPython here; its tag and import table (check-pe.py).
 # Each dls serves a one-node cluster and takes a lock through the Linux dls client and through
 # itself. Every check says what it ran; a platform whose artifact is missing is named as
 # skipped, a platform that was built but fails fails the script.
@@ -255,6 +256,21 @@ musl_check() {
   done
 }
 
+# The Windows wheel: no Windows CPython here (none in Debian or PyPI), so its tag and the
+# extension's import table: python3.dll (the stable ABI, any CPython >= 3.9) and system DLLs,
+# no python3NN.dll, no MinGW runtime DLL.
+wheel_check_windows() {
+  local wheel d
+  wheel=$(ls "$out"/python/*-cp39-abi3-win_amd64.whl 2> /dev/null | head -1 || true)
+  [ -n "$wheel" ] || { skipped+=("windows-x86_64 wheel: not built"); return 0; }
+  d=$work/wheel-windows
+  mkdir -p "$d" && (cd "$d" && unzip -q "$wheel")
+  grep -qx 'Tag: cp39-abi3-win_amd64' "$d"/caerus_dls-*.dist-info/WHEEL || fail "$(basename "$wheel"): WHEEL lacks Tag: cp39-abi3-win_amd64"
+  [ -f "$d/caerus/_native.pyd" ] || fail "$(basename "$wheel"): no caerus/_native.pyd"
+  "$here/check-pe.py" "$d/caerus/_native.pyd" python3.dll >&2 || fail "$(basename "$wheel"): caerus/_native.pyd"
+  ran+=("$(basename "$wheel"): tag win_amd64, _native.pyd imports python3.dll and system DLLs only (not run: no Windows CPython)")
+}
+
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-musl
@@ -265,6 +281,7 @@ if [ $# -eq 0 ]; then
   wheel_check_arm64
   node_check_arm64
   musl_check
+  wheel_check_windows
   for f in "$out"/python/*macosx*.whl; do
     [ -f "$f" ] || continue
     d=$work/wheel-$(basename "$f")
