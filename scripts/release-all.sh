@@ -103,11 +103,12 @@ describe() {
   esac
 }
 
-zigbuild() { # DIR [cargo-zigbuild args...]
-  local dir=$1
-  shift
+zigbuild() { # DIR SUBCOMMAND [cargo-zigbuild args...] (the options go before them, so that
+  # rustc's after a `--` stay last)
+  local dir=$1 sub=$2
+  shift 2
   env PATH="$venv/bin:$PATH" CARGO_ZIGBUILD_PYTHON_PATH="$venv/bin/python" "${deploy_env[@]}" \
-    cargo-zigbuild "$@" --profile "$profile" --target "$target" --target-dir "$dir"
+    cargo-zigbuild "$sub" --profile "$profile" --target "$target" --target-dir "$dir" "$@"
 }
 
 # Shipped libraries carry no debug info; ELF ones no symbol table either (.dynsym stays).
