@@ -103,11 +103,12 @@ describe() {
   esac
 }
 
-zigbuild() { # DIR [cargo-zigbuild args...]
-  local dir=$1
-  shift
+zigbuild() { # DIR SUBCOMMAND [cargo-zigbuild args...] (the options go before them, so that
+  # rustc's after a `--` stay last)
+  local dir=$1 sub=$2
+  shift 2
   env PATH="$venv/bin:$PATH" CARGO_ZIGBUILD_PYTHON_PATH="$venv/bin/python" "${deploy_env[@]}" \
-    cargo-zigbuild "$@" --profile "$profile" --target "$target" --target-dir "$dir"
+    cargo-zigbuild "$sub" --profile "$profile" --target "$target" --target-dir "$dir" "$@"
 }
 
 # Shipped libraries carry no debug info; ELF ones no symbol table either (.dynsym stays).
@@ -147,8 +148,9 @@ build_target() {
     local dir=$zig_dir extra=()
     if [[ $triple == *-musl ]]; then dir=$zig_dylib_dir; fi
     # CPython provides the C API to the extension at load time: on macOS the linker must be
-    # told (maturin passes the same flags); on Windows it links python3.dll's import library,
-    # which pyo3 generates.
+    # told (maturin passes the same flags). On Windows pyo3 (0.29 and later) links python3.dll
+    # with raw-dylib, so neither a Windows Python nor an import library is needed to cross-build
+    # (pyo3's feature generate-import-lib is deprecated and does nothing).
     case $triple in
       *-apple-darwin) extra=(-- -C link-arg=-undefined -C link-arg=dynamic_lookup) ;;
     esac
@@ -205,7 +207,7 @@ pack_target() {
   rm -rf "$stage"
 }
 
-ok=() failed=()
+ok=() failed=() host_built=
 [[ " ${targets[*]} " == *apple-darwin* ]] && write_macos_stubs
 for target in "${targets[@]}"; do
   py_dist= lib_dist= macos_min=
@@ -226,6 +228,7 @@ for target in "${targets[@]}"; do
   set -e
   if [ $rc = 0 ]; then
     ok+=("$target ($((SECONDS - start)) s)")
+    [ "$triple" = x86_64-unknown-linux-gnu ] && host_built=1
   else
     log "$target FAILED (see above); going on with the others"
     failed+=("$target")
@@ -233,16 +236,17 @@ for target in "${targets[@]}"; do
 done
 
 # One jar for every platform: the Kotlin is generated from the x86_64 Linux library (uniffi
-# reads the same metadata from every platform's), the others go in beside it.
+# reads the same metadata from every platform's), the others go in beside it. Only when this
+# run built that library: one left from an older checkout would not match today's Kotlin.
 if want jvm; then
   host_lib=$zig_dir/x86_64-unknown-linux-gnu/$profile/libcaerus_uniffi.so
-  if [ -f "$host_lib" ]; then
+  if [ -n "$host_built" ] && [ -f "$host_lib" ]; then
     rm -rf "$out/jvm-native/linux-x86-64"
     make -C bindings/uniffi maven-install RELEASE_LIB="$host_lib" NATIVE_OTHERS="$out/jvm-native"
     cp bindings/uniffi/kotlin/target/caerus-dls-*.jar "$out/jvm/"
     unzip -l "$out"/jvm/caerus-dls-*.jar | grep -E ' (linux|darwin|win32)-[a-z0-9-]+/[a-z_]*caerus_uniffi\.' >&2
   else
-    log "jvm: no x86_64-unknown-linux-gnu library (not among the targets?): no jar"
+    log "jvm: x86_64-unknown-linux-gnu.2.17 not among the targets built: no jar"
   fi
 fi
 if want npm; then

@@ -5,8 +5,10 @@
 #     with Debian's arm64 packages (apt-get download, dpkg -x) as the root (-L) of qemu;
 #   - Windows: the archive's bin/dls.exe under wine, by make test-windows' script (windows.sh:
 #     locks from both clients, a restart on the same data); ZIG builds wine's missing DLL;
-#   - Linux x86_64 (glibc and musl): natively;
-#   - macOS: no Mac here; the binaries' load commands (scripts/test-packages/check-macho.py).
+#   - Linux x86_64 (glibc and musl): natively; the musl wheels and Node packages by what they
+#     need from the loader (no musl CPython or Node here);
+#   - macOS: no Mac here; the binaries' load commands (scripts/test-packages/check-macho.py);
+#   - the Windows wheel: no Windows CPython here; its tag and import table (check-pe.py).
 # Each dls serves a one-node cluster and takes a lock through the Linux dls client and through
 # itself. Every check says what it ran; a platform whose artifact is missing is named as
 # skipped, a platform that was built but fails fails the script.
@@ -145,7 +147,11 @@ server_check() { # TARGET
     [ -f "$root/$f" ] || fail "$(basename "$archive") lacks $f"
   done
   case $platform in
-    linux-x86_64*) serve_and_lock "$platform" -- "$root/bin/dls" ;;
+    linux-x86_64-musl)
+      # Static, so it runs on any x86_64 Linux (Alpine's and distroless images included).
+      file -b "$root/bin/dls" | grep -q 'static' || fail "$platform: bin/dls is not static: $(file -b "$root/bin/dls")"
+      serve_and_lock "$platform" -- "$root/bin/dls" ;;
+    linux-x86_64) serve_and_lock "$platform" -- "$root/bin/dls" ;;
     linux-aarch64-musl)
       file -b "$root/bin/dls" | grep -q 'statically linked' || fail "$platform: bin/dls is not static: $(file -b "$root/bin/dls")"
       serve_and_lock "$platform" qemu-aarch64-static -- "$root/bin/dls" ;;
@@ -221,6 +227,50 @@ node_check_arm64() {
   ran+=("linux-arm64-gnu npm package: a lock through the SDK in Debian's arm64 Node 18 under qemu, token ${res##* }")
 }
 
+# The musl wheels and Node packages: no musl CPython or Node here (Debian and PyPI have none;
+# the npm registry's Node builds are glibc ones), so what their loader would need: only musl's
+# libc (and libgcc_s, which Rust's unwinder uses in a shared object), no glibc symbol version.
+musl_so_check() { # LABEL FILE
+  local needed bad
+  [ -f "$2" ] || fail "$1: no $(basename "$2")"
+  needed=$(readelf -d "$2" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+  bad=$(tr ' ' '\n' <<< "$needed" | grep -Evx '(libc\.so|libc\.musl-[a-z0-9_]+\.so\.1|ld-musl-[a-z0-9_]+\.so\.1|libgcc_s\.so\.1)?' || true)
+  [ -z "$bad" ] || fail "$1: $(basename "$2") needs $bad, which a musl system may not have"
+  [ "$(objdump -T "$2" | grep -c 'GLIBC_' || true)" = 0 ] || fail "$1: $(basename "$2") has glibc symbol versions"
+  ran+=("$1: $(basename "$2") needs only ${needed% } (not run: no musl CPython or Node here)")
+}
+musl_check() {
+  local f d arch
+  for f in "$out"/python/*-musllinux_1_2_*.whl; do
+    [ -f "$f" ] || continue
+    d=$work/wheel-$(basename "$f")
+    mkdir -p "$d" && (cd "$d" && unzip -q "$f" 'caerus/_native*')
+    musl_so_check "$(basename "$f")" "$d"/caerus/_native.abi3.so
+  done
+  for arch in x64 arm64; do
+    f=$(ls "$out"/npm/caerus-dev-sdk-linux-$arch-musl-*.tgz 2> /dev/null | head -1 || true)
+    [ -n "$f" ] || continue
+    d=$work/npm-$(basename "$f")
+    mkdir -p "$d" && tar -xzf "$f" -C "$d"
+    musl_so_check "$(basename "$f")" "$d"/package/caerus.linux-$arch-musl.node
+  done
+}
+
+# The Windows wheel: no Windows CPython here (none in Debian or PyPI), so its tag and the
+# extension's import table: python3.dll (the stable ABI, any CPython >= 3.9) and system DLLs,
+# no python3NN.dll, no MinGW runtime DLL.
+wheel_check_windows() {
+  local wheel d
+  wheel=$(ls "$out"/python/*-cp39-abi3-win_amd64.whl 2> /dev/null | head -1 || true)
+  [ -n "$wheel" ] || { skipped+=("windows-x86_64 wheel: not built"); return 0; }
+  d=$work/wheel-windows
+  mkdir -p "$d" && (cd "$d" && unzip -q "$wheel")
+  grep -qx 'Tag: cp39-abi3-win_amd64' "$d"/caerus_dls-*.dist-info/WHEEL || fail "$(basename "$wheel"): WHEEL lacks Tag: cp39-abi3-win_amd64"
+  [ -f "$d/caerus/_native.pyd" ] || fail "$(basename "$wheel"): no caerus/_native.pyd"
+  "$here/check-pe.py" "$d/caerus/_native.pyd" python3.dll >&2 || fail "$(basename "$wheel"): caerus/_native.pyd"
+  ran+=("$(basename "$wheel"): tag win_amd64, _native.pyd imports python3.dll and system DLLs only (not run: no Windows CPython)")
+}
+
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-musl
@@ -230,6 +280,8 @@ for t in "${targets[@]}"; do server_check "$t"; done
 if [ $# -eq 0 ]; then
   wheel_check_arm64
   node_check_arm64
+  musl_check
+  wheel_check_windows
   for f in "$out"/python/*macosx*.whl; do
     [ -f "$f" ] || continue
     d=$work/wheel-$(basename "$f")

@@ -3,10 +3,17 @@
 //! the loop thread, which holds the GIL anyway, then sets the Python futures' results. No
 //! tokio thread ever waits for the GIL, there is no extra thread hop, and a burst of
 //! completions costs the loop one wake-up.
+//!
+//! Windows' default loop (Proactor) has no `add_reader`, so there the task that queues the
+//! first completion of a burst takes the GIL once and hands the drain to the loop with
+//! `call_soon_threadsafe`; later completions of the burst ride on it as above.
 
 use std::future::Future;
+#[cfg(unix)]
 use std::io::{Read, Write};
+#[cfg(unix)]
 use std::os::fd::AsRawFd;
+#[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,37 +30,72 @@ use crate::runtime::runtime;
 /// A result waiting to be handed to its Python future on the loop thread.
 type Completion = Box<dyn FnOnce(Python<'_>) + Send>;
 
-/// One event loop's completion queue and the socket pair that wakes it.
+/// One event loop's completion queue and what wakes it: a socket pair the loop watches, or
+/// on Windows a weak reference to the loop for `call_soon_threadsafe`.
 struct LoopWakeup {
     pending: Mutex<Vec<Completion>>,
-    /// True while a wake-up byte is on its way: later completions ride on it.
+    /// True while a wake-up is on its way: later completions ride on it.
     armed: AtomicBool,
+    #[cfg(unix)]
     tx: UnixStream,
+    #[cfg(unix)]
     rx: UnixStream,
+    /// Weak, so that the loop's entry in `wakeup_for`'s `WeakKeyDictionary` can still go.
+    #[cfg(not(unix))]
+    event_loop: Py<PyAny>,
 }
 
 impl LoopWakeup {
-    fn new() -> PyResult<Self> {
+    #[cfg(unix)]
+    fn new(_event_loop: &Bound<'_, PyAny>) -> PyResult<Self> {
         let (tx, rx) = UnixStream::pair()?;
         tx.set_nonblocking(true)?;
         rx.set_nonblocking(true)?;
         Ok(LoopWakeup { pending: Mutex::new(Vec::new()), armed: AtomicBool::new(false), tx, rx })
     }
 
+    #[cfg(not(unix))]
+    fn new(event_loop: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let weak = event_loop.py().import("weakref")?.getattr("ref")?.call1((event_loop,))?;
+        Ok(LoopWakeup { pending: Mutex::new(Vec::new()), armed: AtomicBool::new(false), event_loop: weak.unbind() })
+    }
+
     /// From any thread: queue `done` and make sure the loop will drain the queue.
-    fn push(&self, done: Completion) {
+    fn push(self: &Arc<Self>, done: Completion) {
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).push(done);
         if !self.armed.swap(true, Ordering::AcqRel) {
-            // WouldBlock means the socket already holds unread bytes: the loop will wake.
-            let _ = (&self.tx).write(&[1]);
+            self.wake();
         }
     }
 
+    #[cfg(unix)]
+    fn wake(self: &Arc<Self>) {
+        // WouldBlock means the socket already holds unread bytes: the loop will wake.
+        let _ = (&self.tx).write(&[1]);
+    }
+
+    #[cfg(not(unix))]
+    fn wake(self: &Arc<Self>) {
+        Python::attach(|py| {
+            let event_loop = match self.event_loop.bind(py).call0() {
+                Ok(event_loop) if !event_loop.is_none() => event_loop,
+                // The loop is gone: nobody awaits these completions any more.
+                _ => return,
+            };
+            let waker = LoopWaker { wakeup: Arc::clone(self) };
+            // A closed loop refuses (RuntimeError): its futures can no longer be awaited either.
+            let _ = event_loop.call_method1(intern!(py, "call_soon_threadsafe"), (waker,));
+        });
+    }
+
     /// On the loop thread: the completions queued so far. Disarms before taking the queue,
-    /// so a completion queued meanwhile either is taken now or sends a new byte.
+    /// so a completion queued meanwhile either is taken now or sends a new wake-up.
     fn drain(&self) -> Vec<Completion> {
-        let mut buf = [0u8; 64];
-        while matches!((&self.rx).read(&mut buf), Ok(n) if n > 0) {}
+        #[cfg(unix)]
+        {
+            let mut buf = [0u8; 64];
+            while matches!((&self.rx).read(&mut buf), Ok(n) if n > 0) {}
+        }
         self.armed.store(false, Ordering::Release);
         std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
     }
@@ -104,8 +146,9 @@ fn wakeup_for(py: Python<'_>, event_loop: &Bound<'_, PyAny>) -> PyResult<Arc<Loo
             return Ok(Arc::clone(&found.cast::<LoopWaker>()?.get().wakeup));
         }
     }
-    let wakeup = Arc::new(LoopWakeup::new()?);
+    let wakeup = Arc::new(LoopWakeup::new(event_loop)?);
     let waker = Py::new(py, LoopWaker { wakeup: Arc::clone(&wakeup) })?;
+    #[cfg(unix)]
     event_loop.call_method1(intern!(py, "add_reader"), (wakeup.rx.as_raw_fd(), waker.clone_ref(py)))?;
     match weak.set_item(event_loop, &waker) {
         Err(e) if e.is_instance_of::<PyTypeError>(py) => strong.set_item(event_loop, &waker)?,
